@@ -1,0 +1,165 @@
+import { DEFAULTS, RESERVED_SLUGS } from './defaults.js';
+import {
+  type Errors, isObject, readBool, readEnum, readInt, readObject, readString, readStringList, readStringMap, readUrl,
+} from './checks.js';
+
+/** One upstream node of a chain. */
+export interface UpstreamConfig {
+  /** http(s) URL of the node's JSON-RPC or Beacon API; may carry credentials, which are never logged. */
+  url: string;
+  /** ws(s) URL for subscriptions (evm chains only). */
+  ws: string | undefined;
+  /** Headers sent with every upstream request (e.g. Authorization). */
+  headers: Record<string, string>;
+  /** Keep-alive sockets to this node at most; default 64. */
+  max_connections: number;
+}
+
+export interface ChainConfig {
+  /** The chain's slug: the config key, the Host label and the path prefix. */
+  slug: string;
+  /** Display name; defaults to the slug. */
+  name: string;
+  kind: 'evm' | 'beacon';
+  /** EIP-155 chain id (evm only); eth_chainId is answered from it. */
+  chain_id: number | undefined;
+  /** Seconds for one upstream call; default 30. */
+  timeout_s: number;
+  upstreams: UpstreamConfig[];
+}
+
+export interface ServerConfig {
+  host: string;
+  port: number;
+  default_chain: string;
+  /** Base of URLs shown to users; `{chain}` is replaced by the slug. */
+  public_base_url: string;
+  max_body_bytes: number;
+  max_batch: number;
+  cors_origins: string[];
+  stop_timeout_s: number;
+  trust_proxy: boolean;
+  tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
+}
+
+export interface Config {
+  server: ServerConfig;
+  storage: { path: string };
+  chains: Record<string, ChainConfig>;
+}
+
+const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors: Errors): UpstreamConfig | undefined {
+  const o = readObject(raw, path, ['url', 'ws', 'headers', 'max_connections'], errors);
+  if (!isObject(raw)) return undefined;
+  const url = readUrl(o.url, `${path}.url`, ['http:', 'https:'], errors);
+  let ws: string | undefined;
+  if (o.ws !== undefined) {
+    if (kind === 'beacon') errors.push(`${path}.ws: beacon chains have no WebSocket upstream`);
+    else ws = readUrl(o.ws, `${path}.ws`, ['ws:', 'wss:'], errors);
+  }
+  const headers = readStringMap(o.headers, `${path}.headers`, errors);
+  const max_connections = readInt(o.max_connections, `${path}.max_connections`, DEFAULTS.upstream.max_connections, 1, 4096, errors);
+  return url === undefined ? undefined : { url, ws, headers, max_connections };
+}
+
+function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
+  const path = `chains.${slug}`;
+  if (!SLUG.test(slug)) errors.push(`${path}: a slug is lowercase letters, digits and '-' (at most 63)`);
+  if (RESERVED_SLUGS.has(slug)) errors.push(`${path}: '${slug}' is a path the gateway uses itself; pick another slug`);
+  const o = readObject(raw, path, ['name', 'kind', 'chain_id', 'timeout_s', 'upstreams'], errors);
+  const kind = readEnum(o.kind, `${path}.kind`, DEFAULTS.chain.kind, ['evm', 'beacon'] as const, errors);
+  let chain_id: number | undefined;
+  if (kind === 'evm') {
+    if (o.chain_id === undefined) errors.push(`${path}.chain_id: required for an evm chain`);
+    else chain_id = readInt(o.chain_id, `${path}.chain_id`, 0, 1, Number.MAX_SAFE_INTEGER, errors);
+  } else if (o.chain_id !== undefined) {
+    errors.push(`${path}.chain_id: belongs to evm chains; a beacon chain has none`);
+  }
+  const upstreams: UpstreamConfig[] = [];
+  if (!Array.isArray(o.upstreams) || o.upstreams.length === 0) {
+    errors.push(`${path}.upstreams: must list at least one upstream`);
+  } else {
+    o.upstreams.forEach((u, i) => {
+      const up = readUpstream(u, `${path}.upstreams[${i}]`, kind, errors);
+      if (up) upstreams.push(up);
+    });
+  }
+  return {
+    slug,
+    name: readString(o.name, `${path}.name`, slug, errors) ?? slug,
+    kind,
+    chain_id,
+    timeout_s: readInt(o.timeout_s, `${path}.timeout_s`, DEFAULTS.chain.timeout_s, 1, 3600, errors),
+    upstreams,
+  };
+}
+
+function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: Errors): ServerConfig {
+  const d = DEFAULTS.server;
+  const o = readObject(raw, 'server', [
+    'host', 'port', 'default_chain', 'public_base_url', 'max_body_bytes', 'max_batch', 'cors_origins',
+    'stop_timeout_s', 'trust_proxy', 'tls',
+  ], errors);
+  const host = readString(o.host, 'server.host', d.host, errors) ?? d.host;
+  const port = readInt(o.port, 'server.port', d.port, 0, 65535, errors);
+  const slugs = Object.keys(chains);
+  let default_chain = readString(o.default_chain, 'server.default_chain', undefined, errors);
+  if (default_chain === undefined) {
+    if (slugs.length === 1) default_chain = slugs[0];
+    else if (slugs.length > 1) errors.push(`server.default_chain: required when more than one chain is configured (${slugs.join(', ')})`);
+  } else if (slugs.length > 0 && !chains[default_chain]) {
+    errors.push(`server.default_chain: '${default_chain}' is not a configured chain (${slugs.join(', ')})`);
+  }
+  let tls: ServerConfig['tls'];
+  if (o.tls !== undefined && o.tls !== null) {
+    const t = readObject(o.tls, 'server.tls', ['cert_file', 'key_file', 'passphrase'], errors);
+    const cert_file = readString(t.cert_file, 'server.tls.cert_file', undefined, errors);
+    const key_file = readString(t.key_file, 'server.tls.key_file', undefined, errors);
+    if (cert_file === undefined) errors.push('server.tls.cert_file: required with server.tls');
+    if (key_file === undefined) errors.push('server.tls.key_file: required with server.tls');
+    const passphrase = readString(t.passphrase, 'server.tls.passphrase', undefined, errors);
+    if (cert_file && key_file) tls = { cert_file, key_file, passphrase };
+  }
+  const scheme = tls ? 'https' : 'http';
+  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  let public_base_url = `${scheme}://${shownHost}:${port}/{chain}`;
+  if (o.public_base_url !== undefined) {
+    const u = readUrl(o.public_base_url, 'server.public_base_url', ['http:', 'https:'], errors);
+    // `{chain}` is not a valid host character, so check the raw text rather than the parsed URL.
+    if (u !== undefined) public_base_url = u.replace(/\/+$/, '');
+    if (u !== undefined && slugs.length > 1 && !u.includes('{chain}')) {
+      errors.push('server.public_base_url: must contain {chain} when more than one chain is configured');
+    }
+  }
+  return {
+    host,
+    port,
+    default_chain: default_chain ?? '',
+    public_base_url,
+    max_body_bytes: readInt(o.max_body_bytes, 'server.max_body_bytes', d.max_body_bytes, 64, 1 << 30, errors),
+    max_batch: readInt(o.max_batch, 'server.max_batch', d.max_batch, 1, 100_000, errors),
+    cors_origins: readStringList(o.cors_origins, 'server.cors_origins', d.cors_origins, errors),
+    stop_timeout_s: readInt(o.stop_timeout_s, 'server.stop_timeout_s', d.stop_timeout_s, 0, 3600, errors),
+    trust_proxy: readBool(o.trust_proxy, 'server.trust_proxy', d.trust_proxy, errors),
+    tls,
+  };
+}
+
+/** Validates a parsed YAML document; returns the config or every error found, each with its key path. */
+export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
+  const errors: Errors = [];
+  const top = readObject(raw, '', ['server', 'storage', 'chains'], errors);
+  if (raw !== undefined && raw !== null && !isObject(raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
+  const chains: Record<string, ChainConfig> = {};
+  if (!isObject(top.chains) || Object.keys(top.chains).length === 0) {
+    errors.push('chains: must configure at least one chain');
+  } else {
+    for (const [slug, c] of Object.entries(top.chains)) chains[slug] = readChain(slug, c, errors);
+  }
+  const server = readServer(top.server, chains, errors);
+  const st = readObject(top.storage, 'storage', ['path'], errors);
+  const storage = { path: readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path };
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains } };
+}

@@ -1,0 +1,65 @@
+/**
+ * The one error table. Every refusal the gateway makes is a row here: a stable string code, the HTTP
+ * status, the JSON-RPC code and default message. The Beacon shape ({code: status, message}) and the
+ * management shape ({error: {code, message}}) are derived from the same row, and every error body is
+ * turned into bytes by the functions below and nowhere else.
+ */
+export const ERRORS = {
+  unauthorized: { http: 401, rpc: -32001, message: 'Missing or invalid API key' },
+  insufficient_balance: { http: 402, rpc: -32002, message: 'Insufficient RU balance' },
+  rate_limited: { http: 429, rpc: -32005, message: 'Rate limit exceeded' },
+  upstream_error: { http: 502, rpc: -32603, message: 'Upstream node error' },
+  store_unavailable: { http: 503, rpc: -32099, message: 'Service temporarily unavailable' },
+  body_too_large: { http: 413, rpc: -32600, message: 'Request body is larger than the limit' },
+  batch_too_large: { http: 413, rpc: -32600, message: 'Batch is larger than the limit' },
+  unsupported_media_type: { http: 415, rpc: -32600, message: 'Content-Type must be application/json' },
+  // Protocol errors travel with HTTP 200, as execution nodes answer them.
+  parse_error: { http: 200, rpc: -32700, message: 'Parse error' },
+  invalid_request: { http: 200, rpc: -32600, message: 'Invalid request' },
+  method_not_found: { http: 200, rpc: -32601, message: 'Method not found' },
+  invalid_params: { http: 200, rpc: -32602, message: 'Invalid params' },
+  // Routing errors: not JSON-RPC errors, answered in the JSON shape of the path's family.
+  not_found: { http: 404, rpc: -32601, message: 'Not found' },
+  method_not_allowed: { http: 405, rpc: -32600, message: 'Method not allowed' },
+  bad_request: { http: 400, rpc: -32600, message: 'Bad request' },
+  forbidden: { http: 403, rpc: -32600, message: 'Forbidden' },
+  shutting_down: { http: 503, rpc: -32099, message: 'Service is shutting down' },
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** HTTP status line text for the statuses the gateway writes itself (uWS wants "200 OK", not "200"). */
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK', 201: '201 Created', 204: '204 No Content', 206: '206 Partial Content',
+  400: '400 Bad Request', 401: '401 Unauthorized', 402: '402 Payment Required', 403: '403 Forbidden',
+  404: '404 Not Found', 405: '405 Method Not Allowed', 413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
+  502: '502 Bad Gateway', 503: '503 Service Unavailable', 504: '504 Gateway Timeout',
+};
+
+/** The status line for any status code; unknown codes get a bare number, which HTTP/1.1 allows. */
+export function statusLine(status: number): string {
+  return STATUS_TEXT[status] ?? `${status} Status`;
+}
+
+/** A JSON-RPC error response. `idText` is the request's id exactly as the client wrote it ("null" when absent). */
+export function rpcErrorBody(code: ErrorCode, idText: string, message?: string): string {
+  const row = ERRORS[code];
+  return `{"jsonrpc":"2.0","id":${idText},"error":{"code":${row.rpc},"message":${JSON.stringify(message ?? row.message)}}}`;
+}
+
+/** A JSON-RPC error with an explicit code, for errors a method rule or the node defines (e.g. -32000). */
+export function rpcCustomErrorBody(rpcCode: number, idText: string, message: string): string {
+  return `{"jsonrpc":"2.0","id":${idText},"error":{"code":${rpcCode},"message":${JSON.stringify(message)}}}`;
+}
+
+/** The Beacon API error shape: `code` equals the HTTP status. */
+export function beaconErrorBody(code: ErrorCode, message?: string): string {
+  const row = ERRORS[code];
+  return `{"code":${row.http},"message":${JSON.stringify(message ?? row.message)}}`;
+}
+
+/** The management REST error shape. */
+export function managementErrorBody(code: ErrorCode, message?: string): string {
+  return `{"error":{"code":${JSON.stringify(code)},"message":${JSON.stringify(message ?? ERRORS[code].message)}}}`;
+}

@@ -1,0 +1,254 @@
+/**
+ * Gives a client back its own id in an upstream answer. The gateway sends nodes ids of its own; the
+ * answer's top-level `id` value is swapped for the client's id text while the answer streams, so a
+ * node writing `id` after a 50 MB `result` costs neither a buffer nor a second parse.
+ */
+export interface IdRewriter {
+  /**
+   * Feeds the next chunk of the upstream answer and returns what to send the client, in order. Bytes
+   * before the id are passed on as they are scanned and the original id's bytes are dropped, so
+   * nothing is ever held. Returns [] once `invalid`.
+   */
+  push(chunk: Buffer): Buffer[];
+  /** True once the top-level id value has been replaced; from then on push() passes chunks through unscanned. */
+  readonly replaced: boolean;
+  /**
+   * True when the answer is not a JSON object, its top-level `id` is not a number, string or null,
+   * or the object ended or broke before an id was found. Bytes already returned may have been sent:
+   * the caller must treat the answer as failed (abort the client's response if it has begun).
+   */
+  readonly invalid: boolean;
+  /** Byte length of the client's id minus that of the original one; 0 until `replaced`. Adjusts a Content-Length. */
+  readonly delta: number;
+}
+
+const START = 0;
+const KEY_OR_END = 1;
+const KEY = 2;
+const KEY_ESCAPE = 3;
+const COLON = 4;
+const VALUE = 5;
+const SKIP_STRING = 6;
+const SKIP_NESTED = 7;
+const SKIP_NESTED_STRING = 8;
+const SKIP_SCALAR = 9;
+const AFTER_VALUE = 10;
+const ID_STRING = 11;
+const ID_NUMBER = 12;
+const ID_NULL = 13;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+// The longest spelling of the name "id" is `\u0069\u0064`; anything longer is another member.
+const KEY_MAX = 12;
+const NULL_TAIL = [0x75, 0x6c, 0x6c]; // "ull"
+
+function isWhitespace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+function isNumberByte(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || c === 0x65 || c === 0x45;
+}
+
+export function createIdRewriter(clientIdText: string): IdRewriter {
+  const clientId = Buffer.from(clientIdText, 'utf8');
+  let state = START;
+  let replaced = false;
+  let invalid = false;
+  let delta = 0;
+  let depth = 0;
+  // The previous chunk ended inside a string on an unpaired backslash: the next byte is escaped.
+  let escaped = false;
+  const key = new Uint8Array(KEY_MAX);
+  let keyLength = 0;
+  let isIdMember = false;
+  let originalIdBytes = 0;
+  let nullMatched = 0;
+  // Where the client's bytes resume in the chunk that finished the original id.
+  let resumeAt = 0;
+
+  function finishId(at: number): void {
+    replaced = true;
+    delta = clientId.length - originalIdBytes;
+    resumeAt = at;
+  }
+
+  /** Index of the closing quote of the string being scanned, or -1 when it goes on past the chunk. */
+  function closingQuote(chunk: Buffer, i: number): number {
+    if (escaped) {
+      if (i >= chunk.length) return -1;
+      escaped = false;
+      i++;
+    }
+    for (;;) {
+      const q = chunk.indexOf(QUOTE, i);
+      const end = q < 0 ? chunk.length : q;
+      let k = end - 1;
+      while (k >= i && chunk[k] === BACKSLASH) k--;
+      const odd = ((end - 1 - k) & 1) === 1;
+      if (q < 0) {
+        escaped = odd;
+        return -1;
+      }
+      if (!odd) return q;
+      i = q + 1;
+    }
+  }
+
+  function isIdKey(): boolean {
+    if (keyLength === 2) return key[0] === 0x69 && key[1] === 0x64;
+    if (keyLength > KEY_MAX || !key.subarray(0, keyLength).includes(BACKSLASH)) return false;
+    try {
+      return JSON.parse(`"${Buffer.from(key.subarray(0, keyLength)).toString('latin1')}"`) === 'id';
+    } catch {
+      return false;
+    }
+  }
+
+  function fail(): Buffer[] {
+    invalid = true;
+    return [];
+  }
+
+  function push(chunk: Buffer): Buffer[] {
+    if (replaced) return [chunk];
+    if (invalid) return [];
+    const out: Buffer[] = [];
+    const n = chunk.length;
+    let i = 0;
+    while (i < n && !replaced) {
+      const c = chunk[i]!;
+      switch (state) {
+        case START:
+          if (c === 0x7b) state = KEY_OR_END;
+          else if (!isWhitespace(c)) return fail();
+          i++;
+          break;
+        case KEY_OR_END:
+          if (c === QUOTE) {
+            state = KEY;
+            keyLength = 0;
+          } else if (!isWhitespace(c)) {
+            return fail();
+          }
+          i++;
+          break;
+        case KEY:
+        case KEY_ESCAPE:
+          if (state === KEY && c === QUOTE) state = COLON;
+          else {
+            state = state === KEY && c === BACKSLASH ? KEY_ESCAPE : KEY;
+            if (keyLength < KEY_MAX) key[keyLength] = c;
+            keyLength++;
+          }
+          i++;
+          break;
+        case COLON:
+          if (c === 0x3a) {
+            state = VALUE;
+            isIdMember = isIdKey();
+          } else if (!isWhitespace(c)) {
+            return fail();
+          }
+          i++;
+          break;
+        case VALUE:
+          if (isWhitespace(c)) {
+            i++;
+          } else if (isIdMember) {
+            if (c === QUOTE) state = ID_STRING;
+            else if (c === 0x6e) state = ID_NULL;
+            else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) state = ID_NUMBER;
+            else return fail();
+            if (i > 0) out.push(chunk.subarray(0, i));
+            out.push(clientId);
+            originalIdBytes = 1;
+            nullMatched = 0;
+            escaped = false;
+            i++;
+          } else if (c === QUOTE) {
+            state = SKIP_STRING;
+            escaped = false;
+            i++;
+          } else if (c === 0x7b || c === 0x5b) {
+            state = SKIP_NESTED;
+            depth = 1;
+            i++;
+          } else {
+            state = SKIP_SCALAR;
+          }
+          break;
+        case SKIP_STRING:
+        case SKIP_NESTED_STRING:
+        case ID_STRING: {
+          const q = closingQuote(chunk, i);
+          const next = q < 0 ? n : q + 1;
+          if (state === ID_STRING) {
+            originalIdBytes += next - i;
+            if (q >= 0) finishId(next);
+          } else if (q >= 0) {
+            state = state === SKIP_STRING ? AFTER_VALUE : SKIP_NESTED;
+          }
+          i = next;
+          break;
+        }
+        case SKIP_NESTED:
+          if (c === QUOTE) {
+            state = SKIP_NESTED_STRING;
+            escaped = false;
+          } else if (c === 0x7b || c === 0x5b) {
+            depth++;
+          } else if ((c === 0x7d || c === 0x5d) && --depth === 0) {
+            state = AFTER_VALUE;
+          }
+          i++;
+          break;
+        case SKIP_SCALAR:
+          if (c === 0x2c || c === 0x7d || isWhitespace(c)) state = AFTER_VALUE;
+          else i++;
+          break;
+        case AFTER_VALUE:
+          if (c === 0x2c) state = KEY_OR_END;
+          else if (!isWhitespace(c)) return fail(); // `}` here: the object closed without an id
+          i++;
+          break;
+        case ID_NUMBER:
+          if (isNumberByte(c)) {
+            originalIdBytes++;
+            i++;
+          } else {
+            finishId(i);
+          }
+          break;
+        case ID_NULL:
+          if (c !== NULL_TAIL[nullMatched]) return fail();
+          originalIdBytes++;
+          i++;
+          if (++nullMatched === NULL_TAIL.length) finishId(i);
+          break;
+      }
+    }
+    if (replaced) {
+      if (resumeAt < n) out.push(resumeAt === 0 ? chunk : chunk.subarray(resumeAt));
+    } else if (state !== ID_STRING && state !== ID_NUMBER && state !== ID_NULL) {
+      out.push(chunk);
+    }
+    return out;
+  }
+
+  return {
+    push,
+    get replaced() { return replaced; },
+    get invalid() { return invalid; },
+    get delta() { return delta; },
+  };
+}
+
+/** Whole-body form for small answers: the rewritten copy, or null when the body is invalid or has no id. */
+export function rewriteId(body: Buffer, clientIdText: string): Buffer | null {
+  const rewriter = createIdRewriter(clientIdText);
+  const parts = rewriter.push(body);
+  if (!rewriter.replaced) return null;
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+}

@@ -1,0 +1,133 @@
+import {
+  arrayOf, checkAddress, checkBlockTag, checkData, checkHash, checkQuantity, isAddress, isBlockTag, isData, isHash,
+  isPlainObject, isQuantity, type Check,
+} from './param-types.js';
+
+/*
+ * The object parameters: the transaction call object, the log filter and eth_feeHistory's
+ * arguments. Known fields are checked; unknown fields pass through untouched, since nodes keep
+ * adding them (authorizationList, blobs, ...) and refusing them would break newer clients.
+ * A null field means absent, as it does to the nodes.
+ */
+
+const CALL_QUANTITIES = [
+  'gas', 'gasPrice', 'maxFeePerGas', 'maxPriorityFeePerGas', 'maxFeePerBlobGas', 'value', 'nonce', 'type', 'chainId',
+] as const;
+
+const checkStorageKeys = arrayOf(checkHash, '32-byte hex storage keys');
+const checkHashes = arrayOf(checkHash, '32-byte hex hashes');
+
+const checkAccessListEntry: Check = (v, name) => {
+  if (!isPlainObject(v)) return `'${name}' must be an {address, storageKeys} object`;
+  if (!isAddress(v.address)) return checkAddress(v.address, `${name}.address`);
+  return checkStorageKeys(v.storageKeys, name) === undefined ? undefined : checkStorageKeys(v.storageKeys, `${name}.storageKeys`);
+};
+const checkAccessList = arrayOf(checkAccessListEntry, '{address, storageKeys} objects');
+
+/**
+ * The transaction object of eth_call (`requireTarget`) and eth_estimateGas. eth_call needs `to`
+ * unless `data`/`input` is given, which simulates a contract creation.
+ */
+export function callObjectCheck(requireTarget: boolean): Check {
+  return (v, name) => {
+    if (!isPlainObject(v)) return `'${name}' must be a transaction call object`;
+    if (v.from != null && !isAddress(v.from)) return checkAddress(v.from, `${name}.from`);
+    if (v.to != null && !isAddress(v.to)) return checkAddress(v.to, `${name}.to`);
+    for (const field of CALL_QUANTITIES) {
+      const value = v[field];
+      if (value != null && !isQuantity(value)) return checkQuantity(value, `${name}.${field}`);
+    }
+    if (v.data != null && !isData(v.data)) return checkData(v.data, `${name}.data`);
+    if (v.input != null && !isData(v.input)) return checkData(v.input, `${name}.input`);
+    if (v.accessList != null && checkAccessList(v.accessList, name) !== undefined) {
+      return checkAccessList(v.accessList, `${name}.accessList`);
+    }
+    if (v.blobVersionedHashes != null && checkHashes(v.blobVersionedHashes, name) !== undefined) {
+      return checkHashes(v.blobVersionedHashes, `${name}.blobVersionedHashes`);
+    }
+    if (requireTarget && v.to == null && v.data == null && v.input == null) {
+      return `missing '${name}.to' (needed unless 'data' or 'input' deploys code)`;
+    }
+    return undefined;
+  };
+}
+
+function isTopicAlternative(v: unknown): boolean {
+  return v === null || isHash(v);
+}
+
+function isTopicPosition(v: unknown): boolean {
+  if (v === null || isHash(v)) return true;
+  if (!Array.isArray(v)) return false;
+  for (let i = 0; i < v.length; i++) if (!isTopicAlternative(v[i])) return false;
+  return true;
+}
+
+function isAddressFilter(v: unknown): boolean {
+  if (isAddress(v)) return true;
+  if (!Array.isArray(v)) return false;
+  for (let i = 0; i < v.length; i++) if (!isAddress(v[i])) return false;
+  return true;
+}
+
+/** The log filter of eth_getLogs, eth_newFilter and the `logs` subscription. */
+export const checkFilter: Check = (v, name) => {
+  if (!isPlainObject(v)) return `'${name}' must be a filter object`;
+  if (v.fromBlock != null && !isBlockTag(v.fromBlock)) return checkBlockTag(v.fromBlock, `${name}.fromBlock`);
+  if (v.toBlock != null && !isBlockTag(v.toBlock)) return checkBlockTag(v.toBlock, `${name}.toBlock`);
+  if (v.blockHash != null) {
+    if (!isHash(v.blockHash)) return checkHash(v.blockHash, `${name}.blockHash`);
+    if (v.fromBlock != null || v.toBlock != null) {
+      return `'${name}.blockHash' cannot be combined with '${name}.fromBlock' or '${name}.toBlock'`;
+    }
+  }
+  if (v.address != null && !isAddressFilter(v.address)) {
+    return `'${name}.address' must be a 20-byte hex address or an array of them`;
+  }
+  if (v.topics != null) {
+    const topics = v.topics;
+    if (!Array.isArray(topics)) return `'${name}.topics' must be an array`;
+    for (let i = 0; i < topics.length; i++) {
+      if (!isTopicPosition(topics[i])) {
+        return `'${name}.topics[${i}]' must be null, a 32-byte hex topic or an array of topics and nulls`;
+      }
+    }
+  }
+  return undefined;
+};
+
+/** The spec's sample form: `topics` as one topic string means a filter on the first topic. */
+export function normalizeFilter(v: unknown): unknown {
+  return isPlainObject(v) && typeof v.topics === 'string' ? { ...v, topics: [v.topics] } : v;
+}
+
+/** eth_feeHistory's block count: a QUANTITY, or a plain non-negative integer as geth also takes. */
+export const checkBlockCount: Check = (v, name) =>
+  isQuantity(v) || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)
+    ? undefined
+    : `'${name}' must be a hex quantity or a non-negative integer`;
+
+export const checkRewardPercentiles: Check = (v, name) => {
+  if (Array.isArray(v)) {
+    let previous = 0;
+    let i = 0;
+    for (; i < v.length; i++) {
+      const p: unknown = v[i];
+      if (typeof p !== 'number' || p < previous || p > 100) break;
+      previous = p;
+    }
+    if (i === v.length) return undefined;
+  }
+  return `'${name}' must be an array of numbers from 0 to 100 in non-decreasing order`;
+};
+
+/** The spec's sample form: `rewardPercentiles` as a string holding a bracketed list, "[25, 75]". */
+export function normalizeRewardPercentiles(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  try {
+    const parsed: unknown = JSON.parse(v);
+    return Array.isArray(parsed) ? parsed : v;
+  } catch {
+    return v;
+  }
+}

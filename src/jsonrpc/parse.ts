@@ -1,0 +1,254 @@
+import { isUtf8 } from 'node:buffer';
+
+/** Deepest nesting accepted inside `params`, counting the params array itself as level 1. */
+export const MAX_PARAMS_DEPTH = 32;
+
+/** One request of a body: either ready to check against the method table, or already refused. */
+export type ParsedItem =
+  | { ok: true; idText: string; method: string; params: unknown[] }
+  | { ok: false; idText: string; error: 'invalid_request' | 'invalid_params'; message: string };
+
+/** A whole body. `error` is answered once, with id null; a batch always holds at least one item. */
+export type ParsedBody =
+  | { kind: 'single'; item: ParsedItem }
+  | { kind: 'batch'; items: ParsedItem[] }
+  | { kind: 'error'; error: 'parse_error' | 'invalid_request'; message: string };
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const LBRACK = 0x5b;
+const RBRACK = 0x5d;
+const COMMA = 0x2c;
+
+const NOT_UTF8: ParsedBody = Object.freeze({ kind: 'error', error: 'parse_error', message: 'parse error: body is not valid UTF-8' });
+const NOT_JSON: ParsedBody = Object.freeze({ kind: 'error', error: 'parse_error', message: 'parse error: body is not valid JSON' });
+const EMPTY_BATCH: ParsedBody = Object.freeze({ kind: 'error', error: 'invalid_request', message: 'invalid request: empty batch' });
+const NOT_A_REQUEST: ParsedBody = Object.freeze({
+  kind: 'error', error: 'invalid_request', message: 'invalid request: body must be a request object or a batch array',
+});
+const ELEMENT_NOT_OBJECT: ParsedItem = Object.freeze({
+  ok: false, idText: 'null', error: 'invalid_request', message: 'invalid request: batch element must be a request object',
+});
+
+/**
+ * JSON.parse validates the text and builds the values; a second pass over the same text recovers
+ * what JSON.parse hides: each id's exact source text, duplicate member names (JSON.parse silently
+ * keeps the last) and the nesting depth of params. The pass trusts the text to be valid JSON.
+ */
+export function parseBody(body: Buffer): ParsedBody {
+  if (!isUtf8(body)) return NOT_UTF8;
+  const text = body.toString('utf8');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return NOT_JSON;
+  }
+  if (value === null || typeof value !== 'object') return NOT_A_REQUEST;
+  const scan: Scan = { text, pos: skipWs(text, 0), problem: '' };
+  if (!Array.isArray(value)) return { kind: 'single', item: scanRequest(scan, value as Record<string, unknown>) };
+  if (value.length === 0) return EMPTY_BATCH;
+  const items: ParsedItem[] = new Array(value.length);
+  scan.pos++;
+  for (let k = 0; k < value.length; k++) {
+    scan.pos = skipWs(text, scan.pos);
+    const element: unknown = value[k];
+    if (element !== null && typeof element === 'object' && !Array.isArray(element)) {
+      items[k] = scanRequest(scan, element as Record<string, unknown>);
+    } else {
+      items[k] = ELEMENT_NOT_OBJECT;
+      scan.pos = valueEnd(text, scan.pos);
+    }
+    scan.pos = skipWs(text, scan.pos) + 1;
+  }
+  return { kind: 'batch', items };
+}
+
+interface Scan {
+  readonly text: string;
+  /** Index of the next character to read. */
+  pos: number;
+  /** Why the params were refused, set when a params walk returns -1. */
+  problem: string;
+}
+
+const JSONRPC = 1;
+const METHOD = 2;
+const PARAMS = 4;
+const ID = 8;
+const MEMBER_NAMES = ['', 'jsonrpc', 'method', '', 'params', '', '', '', 'id'];
+
+function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
+  const text = scan.text;
+  let i = skipWs(text, scan.pos + 1);
+  let seen = 0;
+  let others: string[] | undefined;
+  let duplicate: string | undefined;
+  let idStart = -1;
+  let idEnd = -1;
+  let paramsProblem: string | undefined;
+  if (text.charCodeAt(i) !== RBRACE) {
+    for (;;) {
+      const keyStart = i;
+      i = stringEnd(text, i);
+      const bit = knownMember(text, keyStart, i);
+      if (bit !== 0) {
+        if ((seen & bit) !== 0) duplicate ??= MEMBER_NAMES[bit];
+        seen |= bit;
+      } else {
+        const name = memberName(text, keyStart, i);
+        if (others === undefined) others = [name];
+        else if (others.includes(name)) duplicate ??= name;
+        else others.push(name);
+      }
+      i = skipWs(text, skipWs(text, i) + 1);
+      const valueStart = i;
+      if (bit === PARAMS && text.charCodeAt(i) === LBRACK) {
+        i = nestedEnd(scan, i, 1);
+        if (i < 0) {
+          paramsProblem ??= scan.problem;
+          i = valueEnd(text, valueStart);
+        }
+      } else {
+        i = valueEnd(text, i);
+      }
+      if (bit === ID) {
+        idStart = valueStart;
+        idEnd = i;
+      }
+      i = skipWs(text, i);
+      if (text.charCodeAt(i++) !== COMMA) break;
+      i = skipWs(text, i);
+    }
+  } else {
+    i++;
+  }
+  scan.pos = i;
+
+  const id = request.id;
+  const idValid = (seen & ID) !== 0 && (typeof id === 'string' || typeof id === 'number') && duplicate !== 'id';
+  const idText = idValid ? text.slice(idStart, idEnd) : 'null';
+  let refusal: string | undefined;
+  if (duplicate !== undefined) refusal = `duplicate member '${duplicate}'`;
+  else if (request.jsonrpc !== '2.0') refusal = `'jsonrpc' must be "2.0"`;
+  else if (typeof request.method !== 'string') refusal = `'method' must be a string`;
+  else if (request.params !== undefined && !Array.isArray(request.params)) refusal = `'params' must be an array`;
+  else if ((seen & ID) === 0) refusal = `missing 'id' (notifications are not served)`;
+  else if (!idValid) refusal = `'id' must be a number or a string`;
+  if (refusal !== undefined) return { ok: false, idText, error: 'invalid_request', message: `invalid request: ${refusal}` };
+  if (paramsProblem !== undefined) return { ok: false, idText, error: 'invalid_params', message: `invalid params: ${paramsProblem}` };
+  return { ok: true, idText, method: request.method as string, params: (request.params as unknown[] | undefined) ?? [] };
+}
+
+/** Walks an array or object inside params; returns the index after it, or -1 with `scan.problem` set. */
+function nestedEnd(scan: Scan, i: number, depth: number): number {
+  if (depth > MAX_PARAMS_DEPTH) {
+    scan.problem = `nested deeper than ${MAX_PARAMS_DEPTH} levels`;
+    return -1;
+  }
+  const text = scan.text;
+  const isArray = text.charCodeAt(i) === LBRACK;
+  i = skipWs(text, i + 1);
+  if (text.charCodeAt(i) === (isArray ? RBRACK : RBRACE)) return i + 1;
+  // Objects in params are small; a linear search beats a Set until a state override lists many accounts.
+  let names: string[] | undefined;
+  let nameSet: Set<string> | undefined;
+  for (;;) {
+    if (!isArray) {
+      const keyStart = i;
+      i = stringEnd(text, i);
+      const name = memberName(text, keyStart, i);
+      if (nameSet !== undefined ? nameSet.has(name) : names !== undefined && names.includes(name)) {
+        scan.problem = `duplicate member '${name}'`;
+        return -1;
+      }
+      if (nameSet !== undefined) nameSet.add(name);
+      else if (names === undefined) names = [name];
+      else if (names.push(name) > 16) nameSet = new Set(names);
+      i = skipWs(text, skipWs(text, i) + 1);
+    }
+    const c = text.charCodeAt(i);
+    if (c === LBRACK || c === LBRACE) {
+      i = nestedEnd(scan, i, depth + 1);
+      if (i < 0) return -1;
+    } else {
+      i = c === QUOTE ? stringEnd(text, i) : scalarEnd(text, i);
+    }
+    i = skipWs(text, i);
+    if (text.charCodeAt(i++) !== COMMA) return i;
+    i = skipWs(text, i);
+  }
+}
+
+function knownMember(text: string, start: number, end: number): number {
+  const len = end - start - 2;
+  if (len === 2 && text.startsWith('id', start + 1)) return ID;
+  if (len === 6 && text.startsWith('method', start + 1)) return METHOD;
+  if (len === 6 && text.startsWith('params', start + 1)) return PARAMS;
+  if (len === 7 && text.startsWith('jsonrpc', start + 1)) return JSONRPC;
+  const raw = text.indexOf('\\', start);
+  if (raw < 0 || raw >= end) return 0;
+  switch (JSON.parse(text.slice(start, end)) as string) {
+    case 'id': return ID;
+    case 'method': return METHOD;
+    case 'params': return PARAMS;
+    case 'jsonrpc': return JSONRPC;
+    default: return 0;
+  }
+}
+
+function memberName(text: string, start: number, end: number): string {
+  const backslash = text.indexOf('\\', start);
+  if (backslash >= 0 && backslash < end) return JSON.parse(text.slice(start, end)) as string;
+  return text.slice(start + 1, end - 1);
+}
+
+function skipWs(text: string, i: number): number {
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i;
+    i++;
+  }
+}
+
+/** `i` is at an opening quote; returns the index after the closing one. */
+function stringEnd(text: string, i: number): number {
+  let q = text.indexOf('"', i + 1);
+  for (;;) {
+    let k = q - 1;
+    while (text.charCodeAt(k) === BACKSLASH) k--;
+    if (((q - 1 - k) & 1) === 0) return q + 1;
+    q = text.indexOf('"', q + 1);
+  }
+}
+
+/** End of a number or literal: the first structural character or whitespace. */
+function scalarEnd(text: string, i: number): number {
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c === COMMA || c === RBRACE || c === RBRACK || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || Number.isNaN(c)) {
+      return i;
+    }
+    i++;
+  }
+}
+
+/** Skips any value without recursion, so hostile nesting outside params cannot exhaust the stack. */
+function valueEnd(text: string, i: number): number {
+  const first = text.charCodeAt(i);
+  if (first === QUOTE) return stringEnd(text, i);
+  if (first !== LBRACE && first !== LBRACK) return scalarEnd(text, i);
+  let depth = 0;
+  for (;;) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      i = stringEnd(text, i);
+      continue;
+    }
+    if (c === LBRACE || c === LBRACK) depth++;
+    else if ((c === RBRACE || c === RBRACK) && --depth === 0) return i + 1;
+    i++;
+  }
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { intOption, parseArgs, stringOption } from './cli/args.js';
+import { loadConfigFile } from './config/load.js';
+import { devnetBanner, startDevnet } from './devnet/devnet.js';
+import { createLogger, type Logger } from './log.js';
+import { startGateway } from './server/app.js';
+import { uws } from './server/uws.js';
+
+const USAGE = `chaingate: a gateway in front of Ethereum execution and consensus nodes
+
+Usage:
+  chaingate serve --config FILE         run the gateway (what the systemd unit runs)
+  chaingate check-config --config FILE  validate a config file; exit 0 when valid, 1 with every error
+  chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
+  chaingate --version
+`;
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** Stops `stop` on the first SIGTERM/SIGINT and exits 0 when it is done; a second signal exits at once. */
+function stopOnSignal(log: Logger, stop: () => Promise<unknown>): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      log.warn('second signal: exiting now', { signal });
+      process.exit(1);
+    }
+    stopping = true;
+    log.info('stopping', { signal });
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error('stop failed', { error: String(err) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+async function serve(configPath: string, log: Logger): Promise<void> {
+  const loaded = loadConfigFile(configPath);
+  if (!loaded.ok) {
+    process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
+    process.exit(1);
+  }
+  const config = loaded.config;
+  uws();
+  const gateway = await startGateway(config, { log });
+  log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
+  for (const chain of gateway.context.chains.values()) {
+    log.info('chain', { slug: chain.config.slug, kind: chain.config.kind, upstreams: chain.upstreams.map((u) => u.label).join(',') });
+  }
+  stopOnSignal(log, async () => {
+    const cut = await gateway.stop();
+    log.info('stopped', { cut_requests: cut });
+  });
+}
+
+async function main(argv: string[]): Promise<void> {
+  const log = createLogger((process.env.CHAINGATE_LOG_LEVEL as 'debug' | 'info' | 'warn' | 'error' | undefined) ?? 'info');
+  const args = parseArgs(argv, ['config', 'port'], ['help', 'version']);
+  const [command] = args.positionals;
+  if (args.options.has('version')) {
+    process.stdout.write(`chaingate ${version()}\n`);
+    return;
+  }
+  if (args.options.has('help') || command === undefined || command === 'help') {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const configPath = stringOption(args, 'config');
+  switch (command) {
+    case 'serve':
+      if (!configPath) throw new Error('serve needs --config FILE');
+      await serve(configPath, log);
+      return;
+    case 'check-config': {
+      if (!configPath) throw new Error('check-config needs --config FILE');
+      const loaded = loadConfigFile(configPath);
+      if (loaded.ok) {
+        process.stdout.write(`${configPath}: valid (${Object.keys(loaded.config.chains).length} chains)\n`);
+        return;
+      }
+      process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
+      process.exit(1);
+      return;
+    }
+    case 'devnet': {
+      uws();
+      const port = intOption(args, 'port', 0, 65535) ?? 8080;
+      const devnet = await startDevnet({ port, log });
+      process.stdout.write(devnetBanner(devnet));
+      stopOnSignal(log, () => devnet.stop());
+      return;
+    }
+    default:
+      throw new Error(`unknown command '${command}'\n\n${USAGE}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(`chaingate: ${(err as Error).message}\n`);
+  process.exit(1);
+});

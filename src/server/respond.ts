@@ -1,0 +1,57 @@
+import { statusLine } from '../errors.js';
+import type { HttpResponse } from './uws.js';
+
+/**
+ * Everything the gateway writes about a response besides its body: CORS, so browser dApps can call
+ * the public path. `allowOrigin` is the value for Access-Control-Allow-Origin, or undefined when the
+ * request's origin is not allowed (the header is then left out and the browser refuses the answer).
+ */
+export interface ResponseMeta {
+  allowOrigin: string | undefined;
+}
+
+/** Decides the CORS answer for one request from the configured origins (`*` allows every origin). */
+export function createCorsPolicy(origins: readonly string[]): (origin: string) => string | undefined {
+  if (origins.includes('*')) return () => '*';
+  const allowed = new Set(origins);
+  return (origin) => (origin !== '' && allowed.has(origin) ? origin : undefined);
+}
+
+export function writeHead(res: HttpResponse, status: number, meta: ResponseMeta, contentType: string | null): void {
+  res.writeStatus(statusLine(status));
+  if (contentType !== null) res.writeHeader('content-type', contentType);
+  if (meta.allowOrigin !== undefined) {
+    res.writeHeader('access-control-allow-origin', meta.allowOrigin);
+    if (meta.allowOrigin !== '*') res.writeHeader('vary', 'Origin');
+  }
+}
+
+/**
+ * Writes a whole response in one corked write. `closeConnection` is for answers given before the body
+ * was read (413 on Content-Length): the unread body must not be parsed as a next request.
+ */
+export function sendWhole(
+  res: HttpResponse, status: number, meta: ResponseMeta, contentType: string | null, body: string | Buffer,
+  extraHeaders?: ReadonlyArray<readonly [string, string]>, closeConnection = false,
+): void {
+  res.cork(() => {
+    writeHead(res, status, meta, contentType);
+    if (extraHeaders) for (const [k, v] of extraHeaders) res.writeHeader(k, v);
+    res.end(body, closeConnection);
+  });
+}
+
+export const JSON_TYPE = 'application/json';
+
+/** The CORS preflight answer: 204 with what the gateway's paths accept. */
+export function sendPreflight(res: HttpResponse, meta: ResponseMeta, requestHeaders: string): void {
+  res.cork(() => {
+    writeHead(res, 204, meta, null);
+    if (meta.allowOrigin !== undefined) {
+      res.writeHeader('access-control-allow-methods', 'GET, POST, OPTIONS');
+      res.writeHeader('access-control-allow-headers', requestHeaders !== '' ? requestHeaders : 'Content-Type, Authorization');
+      res.writeHeader('access-control-max-age', '86400');
+    }
+    res.endWithoutBody(0);
+  });
+}

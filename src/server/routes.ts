@@ -1,0 +1,56 @@
+import type { ChainConfig } from '../config/schema.js';
+
+/**
+ * Where a request goes, decided from its method, path and Host alone (no I/O), so the rules are one
+ * pure function that tests can walk. The chain is named by the Host's first label, else by a leading
+ * path segment, else it is the default chain.
+ */
+export type Route =
+  | { kind: 'rpc'; chain: ChainConfig; key: string | null; rest: string }
+  | { kind: 'preflight' }
+  | { kind: 'error'; code: 'not_found' | 'method_not_allowed'; message: string; allow?: string };
+
+export interface RouteTable {
+  chains: Readonly<Record<string, ChainConfig>>;
+  defaultChain: string;
+}
+
+/** The chain named by the first label of a Host header (`mainnet.rpc.example.com:443` → mainnet). */
+function chainFromHost(host: string, t: RouteTable): ChainConfig | undefined {
+  if (host === '') return undefined;
+  const end = host.indexOf('.');
+  const label = (end < 0 ? host.replace(/:\d+$/, '') : host.slice(0, end)).toLowerCase();
+  return Object.hasOwn(t.chains, label) ? t.chains[label] : undefined;
+}
+
+export function resolveRoute(method: string, url: string, host: string, t: RouteTable): Route {
+  const byHost = chainFromHost(host, t);
+  let path = url;
+  let byPath: ChainConfig | undefined;
+  const second = path.indexOf('/', 1);
+  const first = second < 0 ? path.slice(1) : path.slice(1, second);
+  if (first !== 'v1' && Object.hasOwn(t.chains, first)) {
+    byPath = t.chains[first];
+    path = second < 0 ? '/' : path.slice(second);
+  }
+  if (byHost && byPath && byHost !== byPath) {
+    return { kind: 'error', code: 'not_found', message: `The Host names chain '${byHost.slug}' but the path names '${byPath.slug}'` };
+  }
+  const chain = byHost ?? byPath ?? t.chains[t.defaultChain];
+  if (!path.startsWith('/v1/rpc/') || chain === undefined) {
+    return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
+  }
+  const keyEnd = path.indexOf('/', 8);
+  const segment = keyEnd < 0 ? path.slice(8) : path.slice(8, keyEnd);
+  const rest = keyEnd < 0 ? '' : path.slice(keyEnd);
+  if (segment === '') return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
+  const key = segment === 'public' ? null : segment;
+  if (chain.kind === 'evm' && rest !== '' && rest !== '/') {
+    return { kind: 'error', code: 'not_found', message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>` };
+  }
+  if (method === 'options') return { kind: 'preflight' };
+  if (chain.kind === 'evm' && method !== 'post') {
+    return { kind: 'error', code: 'method_not_allowed', message: 'JSON-RPC is served by POST', allow: 'POST, OPTIONS' };
+  }
+  return { kind: 'rpc', chain, key, rest };
+}

@@ -1,0 +1,366 @@
+/** What the parser reports while it reads one response. */
+export interface ResponseEvents {
+  /** A final (non-1xx) head. Names are lower-cased; contentLength is undefined for chunked and close-delimited bodies. */
+  onHead(status: number, headers: Array<[string, string]>, contentLength: number | undefined): void;
+  /** chunk[start, end) is body data, valid only during the call. Return false to stop the parser after it. */
+  onBody(chunk: Buffer, start: number, end: number): boolean;
+}
+
+/**
+ * An incremental HTTP/1.x response parser for one connection, safe for input split at any byte.
+ * It reads one response (skipping 1xx heads) and then stops until `reset()`.
+ */
+export interface ResponseParser {
+  /**
+   * Parses chunk from `from`; returns the offset it stopped at: chunk.length, or earlier when onBody
+   * returned false, the response completed (bytes after it are not consumed), or the input is not HTTP.
+   */
+  execute(chunk: Buffer, from: number): number;
+  /** The connection delivered its last byte; true when that completes a close-delimited body. */
+  finish(): boolean;
+  /** Readies the parser for the next response on the same connection. */
+  reset(): void;
+  /** The response is complete. */
+  readonly done: boolean;
+  /** Set once the input proved not to be a valid response; the connection must then be dropped. */
+  readonly error: string | undefined;
+  /** The connection may carry another request after this response (HTTP/1.1, no `Connection: close`, self-delimited body). */
+  readonly keepAlive: boolean;
+}
+
+/** Longest response head, and longest chunk-extension or trailer section, accepted. */
+export const MAX_HEAD_BYTES = 64 * 1024;
+
+const HEAD = 0;
+const BODY_LENGTH = 1;
+const BODY_UNTIL_CLOSE = 2;
+const CHUNK_SIZE = 3;
+const CHUNK_EXTENSION = 4;
+const CHUNK_SIZE_LF = 5;
+const CHUNK_DATA = 6;
+const CHUNK_DATA_CR = 7;
+const CHUNK_DATA_LF = 8;
+const TRAILER_LINE_START = 9;
+const TRAILER_LINE = 10;
+const TRAILER_LINE_LF = 11;
+const TRAILER_END_LF = 12;
+const DONE = 13;
+const FAILED = 14;
+
+const CR = 13;
+const LF = 10;
+const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
+const STATUS_PREFIX = Buffer.from('HTTP/1.', 'latin1');
+// chunk-size is hex; 13 digits keep it below 2^53.
+const MAX_CHUNK_SIZE_DIGITS = 13;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const BARE_CR_LF_OR_NUL = /\r(?!\n)|(?<!\r)\n|\0/;
+
+function hexValue(c: number): number {
+  if (c >= 48 && c <= 57) return c - 48;
+  const lower = c | 0x20;
+  if (lower >= 97 && lower <= 102) return lower - 87;
+  return -1;
+}
+
+function trimOws(s: string): string {
+  let start = 0;
+  let end = s.length;
+  while (start < end && (s.charCodeAt(start) === 32 || s.charCodeAt(start) === 9)) start++;
+  while (end > start && (s.charCodeAt(end - 1) === 32 || s.charCodeAt(end - 1) === 9)) end--;
+  return start === 0 && end === s.length ? s : s.slice(start, end);
+}
+
+export function createResponseParser(events: ResponseEvents): ResponseParser {
+  let state = HEAD;
+  let error: string | undefined;
+  let keepAlive = true;
+  // A head split across reads is gathered here; the common single-read head is parsed in place.
+  let headBuffer: Buffer | null = null;
+  let headLength = 0;
+  let remaining = 0;
+  let chunkDigits = 0;
+  let sectionBytes = 0;
+
+  function fail(reason: string): void {
+    state = FAILED;
+    error = reason;
+    keepAlive = false;
+  }
+
+  function gather(chunk: Buffer, start: number, end: number): void {
+    const needed = headLength + (end - start);
+    if (headBuffer === null || headBuffer.length < needed) {
+      const grown = Buffer.allocUnsafe(Math.max(needed, headBuffer === null ? 1024 : headBuffer.length * 2));
+      if (headBuffer !== null) headBuffer.copy(grown, 0, 0, headLength);
+      headBuffer = grown;
+    }
+    chunk.copy(headBuffer, headLength, start, end);
+    headLength = needed;
+  }
+
+  function checkStatusPrefix(chunk: Buffer, pos: number): boolean {
+    for (let seen = headLength; seen < STATUS_PREFIX.length && pos < chunk.length; seen++, pos++) {
+      if (chunk[pos] !== STATUS_PREFIX[seen]) {
+        fail('not an HTTP/1.x response');
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Reads head bytes from pos; returns the offset after the head, or chunk.length while it is incomplete. */
+  function readHead(chunk: Buffer, pos: number): number {
+    if (headLength < STATUS_PREFIX.length && !checkStatusPrefix(chunk, pos)) return pos;
+    if (headLength === 0) {
+      const end = chunk.indexOf(HEAD_END, pos);
+      if (end !== -1 && end - pos <= MAX_HEAD_BYTES) {
+        parseHead(chunk, pos, end);
+        return end + 4;
+      }
+      if (chunk.length - pos > MAX_HEAD_BYTES) {
+        fail('response head too large');
+        return pos;
+      }
+      gather(chunk, pos, chunk.length);
+      return chunk.length;
+    }
+    // The terminator may straddle the previous read, so the search backs up three bytes.
+    const searchFrom = Math.max(0, headLength - 3);
+    const take = Math.min(chunk.length - pos, MAX_HEAD_BYTES + 4 - headLength);
+    gather(chunk, pos, pos + take);
+    const gathered = headBuffer!;
+    const end = gathered.subarray(0, headLength).indexOf(HEAD_END, searchFrom);
+    if (end === -1) {
+      if (headLength >= MAX_HEAD_BYTES + 4) fail('response head too large');
+      return pos + take;
+    }
+    const usedFromChunk = end + 4 - (headLength - take);
+    headLength = 0;
+    parseHead(gathered, 0, end);
+    return pos + usedFromChunk;
+  }
+
+  function parseHead(buf: Buffer, start: number, end: number): void {
+    const text = buf.toString('latin1', start, end);
+    if (BARE_CR_LF_OR_NUL.test(text)) return fail('stray CR, LF or NUL in response head');
+    const lines = text.split('\r\n');
+    const statusLine = lines[0]!;
+    // "HTTP/1.x SSS[ reason]": the prefix was checked as it arrived.
+    const minor = statusLine.charCodeAt(7);
+    const status = Number(statusLine.slice(9, 12));
+    if (
+      (minor !== 48 && minor !== 49) ||
+      statusLine.charCodeAt(8) !== 32 ||
+      !/^[1-5]\d\d$/.test(statusLine.slice(9, 12)) ||
+      (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)
+    ) {
+      return fail('malformed status line');
+    }
+
+    const headers: Array<[string, string]> = [];
+    let contentLength: number | undefined;
+    let transferEncoding: string | undefined;
+    let connectionClose = false;
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i]!;
+      const colon = line.indexOf(':');
+      if (colon <= 0) return fail('malformed header line');
+      const rawName = line.slice(0, colon);
+      if (!TOKEN.test(rawName)) return fail('malformed header name');
+      const name = rawName.toLowerCase();
+      const value = trimOws(line.slice(colon + 1));
+      headers.push([name, value]);
+      if (name === 'content-length') {
+        if (!/^\d{1,15}$/.test(value)) return fail('invalid content-length');
+        const length = Number(value);
+        if (contentLength !== undefined && contentLength !== length) return fail('conflicting content-length');
+        contentLength = length;
+      } else if (name === 'transfer-encoding') {
+        transferEncoding = transferEncoding === undefined ? value : transferEncoding + ',' + value;
+      } else if (name === 'connection') {
+        if (/(?:^|,)[ \t]*close[ \t]*(?:,|$)/i.test(value)) connectionClose = true;
+      }
+    }
+
+    if (status < 200) {
+      // 101 would switch protocols, which this client never asks for.
+      if (status === 101) return fail('unexpected 101 Switching Protocols');
+      return;
+    }
+    keepAlive = minor === 49 && !connectionClose;
+    if (status === 204 || status === 304) {
+      state = DONE;
+      events.onHead(status, headers, 0);
+      return;
+    }
+    if (transferEncoding !== undefined) {
+      const codings = transferEncoding.toLowerCase().split(',');
+      const chunked = codings.map(trimOws).indexOf('chunked');
+      if (chunked !== -1 && chunked !== codings.length - 1) return fail('chunked is not the final transfer coding');
+      // A length beside a transfer coding is ignored, and the connection is not trusted for reuse.
+      if (contentLength !== undefined) keepAlive = false;
+      contentLength = undefined;
+      if (chunked !== -1) {
+        state = CHUNK_SIZE;
+        chunkDigits = 0;
+        remaining = 0;
+      } else {
+        state = BODY_UNTIL_CLOSE;
+        keepAlive = false;
+      }
+    } else if (contentLength !== undefined) {
+      remaining = contentLength;
+      state = contentLength === 0 ? DONE : BODY_LENGTH;
+    } else {
+      state = BODY_UNTIL_CLOSE;
+      keepAlive = false;
+    }
+    events.onHead(status, headers, contentLength);
+  }
+
+  function execute(chunk: Buffer, from: number): number {
+    let pos = from;
+    const length = chunk.length;
+    while (pos < length) {
+      switch (state) {
+        case HEAD:
+          pos = readHead(chunk, pos);
+          break;
+        case BODY_LENGTH: {
+          const end = pos + Math.min(remaining, length - pos);
+          remaining -= end - pos;
+          if (remaining === 0) state = DONE;
+          const more = events.onBody(chunk, pos, end);
+          pos = end;
+          if (!more) return pos;
+          break;
+        }
+        case BODY_UNTIL_CLOSE:
+          if (!events.onBody(chunk, pos, length)) return length;
+          pos = length;
+          break;
+        case CHUNK_SIZE: {
+          const c = chunk[pos]!;
+          const digit = hexValue(c);
+          pos++;
+          if (digit >= 0) {
+            if (++chunkDigits > MAX_CHUNK_SIZE_DIGITS) fail('chunk size too large');
+            remaining = remaining * 16 + digit;
+          } else if (chunkDigits === 0) {
+            fail('invalid chunk size');
+          } else if (c === CR) {
+            state = CHUNK_SIZE_LF;
+          } else if (c === 59 /* ; */ || c === 32 || c === 9) {
+            state = CHUNK_EXTENSION;
+            sectionBytes = 0;
+          } else {
+            fail('invalid chunk size');
+          }
+          break;
+        }
+        case CHUNK_EXTENSION: {
+          // Extensions carry nothing chaingate uses: skipped up to the CR that ends the size line.
+          const start = pos;
+          let c = 0;
+          while (pos < length && (c = chunk[pos]!) !== CR && c !== LF) pos++;
+          sectionBytes += pos - start;
+          if (pos === length) {
+            if (sectionBytes > MAX_HEAD_BYTES) fail('chunk extension too large');
+          } else if (c === LF) {
+            fail('stray LF in chunk extension');
+          } else {
+            pos++;
+            state = CHUNK_SIZE_LF;
+          }
+          break;
+        }
+        case CHUNK_SIZE_LF:
+          if (chunk[pos++] !== LF) {
+            fail('chunk size line not ended by CRLF');
+          } else if (remaining === 0) {
+            state = TRAILER_LINE_START;
+            sectionBytes = 0;
+          } else {
+            state = CHUNK_DATA;
+          }
+          break;
+        case CHUNK_DATA: {
+          const end = pos + Math.min(remaining, length - pos);
+          remaining -= end - pos;
+          if (remaining === 0) state = CHUNK_DATA_CR;
+          const more = events.onBody(chunk, pos, end);
+          pos = end;
+          if (!more) return pos;
+          break;
+        }
+        case CHUNK_DATA_CR:
+          if (chunk[pos++] !== CR) fail('chunk data not followed by CRLF');
+          else state = CHUNK_DATA_LF;
+          break;
+        case CHUNK_DATA_LF:
+          if (chunk[pos++] !== LF) fail('chunk data not followed by CRLF');
+          else {
+            state = CHUNK_SIZE;
+            chunkDigits = 0;
+          }
+          break;
+        case TRAILER_LINE_START: {
+          const c = chunk[pos++];
+          if (c === LF) fail('stray LF in trailer section');
+          else state = c === CR ? TRAILER_END_LF : TRAILER_LINE;
+          sectionBytes++;
+          break;
+        }
+        case TRAILER_LINE: {
+          const cr = chunk.indexOf(CR, pos);
+          const end = cr === -1 ? length : cr + 1;
+          sectionBytes += end - pos;
+          pos = end;
+          if (sectionBytes > MAX_HEAD_BYTES) fail('trailer section too large');
+          else if (cr !== -1) state = TRAILER_LINE_LF;
+          break;
+        }
+        case TRAILER_LINE_LF:
+          if (chunk[pos++] !== LF) fail('trailer line not ended by CRLF');
+          else state = TRAILER_LINE_START;
+          break;
+        case TRAILER_END_LF:
+          if (chunk[pos++] !== LF) fail('trailer section not ended by CRLF');
+          else state = DONE;
+          break;
+        default:
+          // DONE or FAILED: the rest belongs to no response this parser will read.
+          return pos;
+      }
+      if (state === DONE) return pos;
+      if (state === FAILED) return pos;
+    }
+    return pos;
+  }
+
+  return {
+    execute,
+    finish() {
+      if (state !== BODY_UNTIL_CLOSE) return false;
+      state = DONE;
+      return true;
+    },
+    reset() {
+      state = HEAD;
+      error = undefined;
+      keepAlive = true;
+      headLength = 0;
+      remaining = 0;
+    },
+    get done() {
+      return state === DONE;
+    },
+    get error() {
+      return error;
+    },
+    get keepAlive() {
+      return keepAlive;
+    },
+  };
+}

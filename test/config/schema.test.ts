@@ -1,0 +1,125 @@
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { loadConfigText } from '../../src/config/load.js';
+
+const minimal = `
+chains:
+  devnet:
+    chain_id: 31337
+    upstreams: [{ url: "http://127.0.0.1:8545" }]
+`;
+
+t.test('a minimal config gets every default', async (t) => {
+  const r = loadConfigText(minimal);
+  t.ok(r.ok);
+  if (!r.ok) return;
+  t.equal(r.config.server.port, 8080);
+  t.equal(r.config.server.host, '127.0.0.1');
+  t.equal(r.config.server.default_chain, 'devnet');
+  t.equal(r.config.server.public_base_url, 'http://127.0.0.1:8080/{chain}');
+  t.equal(r.config.server.max_body_bytes, 1048576);
+  t.equal(r.config.server.max_batch, 1000);
+  t.same(r.config.server.cors_origins, ['*']);
+  t.equal(r.config.storage.path, './data/chaingate.db');
+  t.equal(r.config.chains.devnet!.timeout_s, 30);
+  t.equal(r.config.chains.devnet!.kind, 'evm');
+  t.equal(r.config.chains.devnet!.upstreams[0]!.max_connections, 64);
+  t.ok(Object.isFrozen(r.config.chains.devnet!.upstreams[0]), 'deep-frozen');
+});
+
+t.test('config.example.yaml is valid as shipped', async (t) => {
+  const r = loadConfigText(readFileSync(new URL('../../config.example.yaml', import.meta.url), 'utf8'));
+  t.same(r.ok ? [] : r.errors, []);
+});
+
+t.test('every error is listed at once with its key path', async (t) => {
+  const r = loadConfigText(`
+server:
+  port: 70000
+  max_batch: 0
+  colour: blue
+  trust_proxy: "yes"
+chains:
+  mainnet:
+    chain_id: 1
+    upstreams:
+      - url: "ftp://node"
+      - url: "http://ok:8545"
+        ws: "http://not-ws"
+        headers: { "Bad Header": x }
+  v1:
+    chain_id: 2
+    upstreams: [{ url: "http://a" }]
+  Upper:
+    chain_id: 3
+    upstreams: []
+  beacon-one:
+    kind: beacon
+    chain_id: 5
+    upstreams: [{ url: "http://b", ws: "ws://b" }]
+  nochainid:
+    upstreams: [{ url: "http://c" }]
+`);
+  t.notOk(r.ok);
+  if (r.ok) return;
+  const expected = [
+    'chains.mainnet.upstreams[0].url: must be an http(s) URL',
+    'chains.mainnet.upstreams[1].ws: must be a ws(s) URL',
+    'chains.mainnet.upstreams[1].headers.Bad Header: not a valid header name',
+    "chains.v1: 'v1' is a path the gateway uses itself; pick another slug",
+    'chains.Upper: a slug is lowercase letters, digits and \'-\' (at most 63)',
+    'chains.Upper.upstreams: must list at least one upstream',
+    'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
+    'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
+    'chains.nochainid.chain_id: required for an evm chain',
+    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, tls)',
+    'server.port: must be an integer from 0 to 65535',
+    'server.max_batch: must be an integer from 1 to 100000',
+    'server.trust_proxy: must be true or false',
+    'server.default_chain: required when more than one chain is configured (mainnet, v1, Upper, beacon-one, nochainid)',
+  ];
+  for (const e of expected) t.ok(r.errors.includes(e), e);
+  t.equal(r.errors.length, expected.length, r.errors.join('\n'));
+});
+
+t.test('${ENV} interpolation in values, with unset variables reported', async (t) => {
+  const text = `
+chains:
+  devnet:
+    chain_id: 31337
+    upstreams:
+      - url: "http://127.0.0.1:8545/\${NODE_KEY}"
+        headers: { Authorization: "Bearer \${NODE_TOKEN}", X-Literal: "$\${KEEP}" }
+`;
+  const r = loadConfigText(text, { NODE_KEY: 'k123', NODE_TOKEN: 'tok' });
+  t.ok(r.ok);
+  if (r.ok) {
+    const up = r.config.chains.devnet!.upstreams[0]!;
+    t.equal(up.url, 'http://127.0.0.1:8545/k123');
+    t.same(up.headers, { Authorization: 'Bearer tok', 'X-Literal': '${KEEP}' });
+  }
+  const missing = loadConfigText(text, { NODE_KEY: 'k' });
+  t.notOk(missing.ok);
+  if (!missing.ok) t.same(missing.errors, ['chains.devnet.upstreams[0].headers.Authorization: environment variable NODE_TOKEN is not set']);
+});
+
+t.test('YAML syntax errors and duplicate keys are reported', async (t) => {
+  const r = loadConfigText('chains: [\n');
+  t.notOk(r.ok);
+  if (!r.ok) t.match(r.errors[0], /^YAML: /);
+  const dup = loadConfigText('server:\n  port: 1\n  port: 2\n');
+  t.notOk(dup.ok);
+  if (!dup.ok) t.match(dup.errors[0], /^YAML: .*[Uu]nique/);
+});
+
+t.test('tls and public_base_url rules', async (t) => {
+  const r = loadConfigText(minimal + 'server:\n  tls: { cert_file: /x }\n  public_base_url: "not a url"\n');
+  t.notOk(r.ok);
+  if (!r.ok) {
+    t.ok(r.errors.includes('server.tls.key_file: required with server.tls'));
+    t.ok(r.errors.includes('server.public_base_url: must be an http(s) URL'));
+  }
+  const ok = loadConfigText(minimal + 'server:\n  port: 8443\n  tls: { cert_file: /c, key_file: /k }\n');
+  t.ok(ok.ok);
+  if (ok.ok) t.equal(ok.config.server.public_base_url, 'https://127.0.0.1:8443/{chain}');
+});

@@ -1,0 +1,80 @@
+/** The built command line: check-config, devnet serving and refusing a taken port. Needs `npm run build` (npm test does it). */
+import t from 'tap';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { rpc } from '../support/rpc.js';
+
+const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+if (!existsSync(main)) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
+
+const dir = mkdtempSync(join(tmpdir(), 'chaingate-cli-'));
+
+t.test('check-config exits 0 for a valid file and 1 listing every error', async (t) => {
+  const good = join(dir, 'good.yaml');
+  writeFileSync(good, 'chains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:8545" }]\n');
+  const ok = spawnSync(process.execPath, [main, 'check-config', '--config', good], { encoding: 'utf8' });
+  t.equal(ok.status, 0);
+  t.match(ok.stdout, /valid/);
+  const bad = join(dir, 'bad.yaml');
+  writeFileSync(bad, 'server:\n  port: -1\nchains:\n  mainnet:\n    chain_id: 1\n    upstreams: [{ url: "nope" }]\n');
+  const no = spawnSync(process.execPath, [main, 'check-config', '--config', bad], { encoding: 'utf8' });
+  t.equal(no.status, 1);
+  t.match(no.stderr, /chains\.mainnet\.upstreams\[0\]\.url: must be an http\(s\) URL/);
+  t.match(no.stderr, /server\.port: must be an integer from 0 to 65535/);
+  const missing = spawnSync(process.execPath, [main, 'check-config', '--config', join(dir, 'absent.yaml')], { encoding: 'utf8' });
+  t.equal(missing.status, 1);
+  t.match(missing.stderr, /cannot read the config file \(ENOENT\)/);
+});
+
+function waitForOutput(child: ChildProcess, pattern: RegExp, ms: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern}; got:\n${out}`)), ms);
+    const onData = (d: Buffer): void => {
+      out += d.toString();
+      if (pattern.test(out)) {
+        clearTimeout(timer);
+        resolve(out);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+  });
+}
+
+t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t) => {
+  const child = spawn(process.execPath, [main, 'devnet', '--port', '0'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  const banner = await waitForOutput(child, /Ctrl-C stops/, 30000);
+  const m = /JSON-RPC, public:\s+(http:\/\/127\.0\.0\.1:\d+\/v1\/rpc\/public)/.exec(banner);
+  t.ok(m, 'the banner prints the URL to call');
+  t.match(banner, /curl -s -X POST/, 'and an example curl');
+  const url = m![1]!;
+  const first = BigInt(((await rpc(url, 'eth_blockNumber')).json as { result: string }).result);
+  await new Promise((r) => setTimeout(r, 2200));
+  const second = BigInt(((await rpc(url, 'eth_blockNumber')).json as { result: string }).result);
+  t.ok(second > first, `1-second blocks advance (${first} → ${second})`);
+  const byPath = await rpc(url.replace('/v1/', '/devnet/v1/'), 'eth_chainId');
+  t.same(byPath.json, { jsonrpc: '2.0', id: 1, result: '0x7a69' });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  child.kill('SIGTERM');
+  t.equal(await exited, 0, 'SIGTERM exits 0');
+  const gone = await rpc(url, 'eth_blockNumber').then(() => 'still answering', (e: NodeJS.ErrnoException) => e.code);
+  t.equal(gone, 'ECONNREFUSED');
+});
+
+t.test('chaingate devnet refuses a taken port clearly', async (t) => {
+  const blocker = createServer();
+  await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => blocker.close(() => r())));
+  const port = (blocker.address() as { port: number }).port;
+  const r = spawnSync(process.execPath, [main, 'devnet', '--port', String(port)], { cwd: dir, encoding: 'utf8', timeout: 30000 });
+  t.equal(r.status, 1);
+  t.match(r.stderr, new RegExp(`port ${port} .*taken.*--port`));
+});

@@ -1,0 +1,42 @@
+import t from 'tap';
+import type { ChainConfig } from '../../src/config/schema.js';
+import { resolveRoute, type RouteTable } from '../../src/server/routes.js';
+
+const chain = (slug: string, kind: 'evm' | 'beacon' = 'evm'): ChainConfig =>
+  ({ slug, name: slug, kind, chain_id: kind === 'evm' ? 1 : undefined, timeout_s: 30, upstreams: [] });
+const table: RouteTable = {
+  chains: { mainnet: chain('mainnet'), sepolia: chain('sepolia'), 'mainnet-beacon': chain('mainnet-beacon', 'beacon') },
+  defaultChain: 'mainnet',
+};
+
+const cases: Array<[string, string, string, string]> = [
+  // method, url, host → expected summary
+  ['post', '/v1/rpc/public', '', 'rpc mainnet public'],
+  ['post', '/v1/rpc/public', 'sepolia.rpc.example.com', 'rpc sepolia public'],
+  ['post', '/v1/rpc/public', 'SEPOLIA.rpc.example.com:443', 'rpc sepolia public'],
+  ['post', '/v1/rpc/public', 'sepolia:8080', 'rpc sepolia public'],
+  ['post', '/v1/rpc/public', '127.0.0.1:8080', 'rpc mainnet public'],
+  ['post', '/sepolia/v1/rpc/public', '127.0.0.1:8080', 'rpc sepolia public'],
+  ['post', '/sepolia/v1/rpc/KEY123', '', 'rpc sepolia key=KEY123'],
+  ['post', '/v1/rpc/KEY123', 'mainnet.rpc.example.com', 'rpc mainnet key=KEY123'],
+  ['post', '/mainnet/v1/rpc/public', 'sepolia.rpc.example.com', 'error not_found'],
+  ['post', '/unknown/v1/rpc/public', '', 'error not_found'],
+  ['post', '/v1/rpc/', '', 'error not_found'],
+  ['post', '/v1/rpc', '', 'error not_found'],
+  ['post', '/', '', 'error not_found'],
+  ['post', '/v1/rpc/public/eth/v1/node/version', '', 'error not_found'],
+  ['get', '/v1/rpc/public', '', 'error method_not_allowed'],
+  ['put', '/v1/rpc/public', '', 'error method_not_allowed'],
+  ['options', '/v1/rpc/public', '', 'preflight'],
+  ['get', '/mainnet-beacon/v1/rpc/public/eth/v1/node/version', '', 'rpc mainnet-beacon public rest=/eth/v1/node/version'],
+];
+
+for (const [method, url, host, expected] of cases) {
+  t.test(`${method} ${url} host=${host || '-'}`, async (t) => {
+    const r = resolveRoute(method, url, host, table);
+    const summary = r.kind === 'rpc'
+      ? `rpc ${r.chain.slug} ${r.key === null ? 'public' : `key=${r.key}`}${r.rest ? ` rest=${r.rest}` : ''}`
+      : r.kind === 'error' ? `error ${r.code}` : r.kind;
+    t.equal(summary, expected);
+  });
+}

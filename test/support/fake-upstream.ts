@@ -1,0 +1,70 @@
+/**
+ * Upstreams that misbehave in the ways a real node cannot be made to: hang, reset, speak garbage,
+ * answer 5xx. Each listens on 127.0.0.1 port 0 and is closed at teardown.
+ */
+import { createServer, type Socket } from 'node:net';
+import type { Test } from 'tap';
+
+export type Fault = 'hang' | 'reset' | 'garbage' | 'not-json' | 'http-500' | 'truncated';
+
+export interface FakeUpstream {
+  url: string;
+  port: number;
+  /** Raw request texts received, in order. */
+  requests: string[];
+  connections: number;
+}
+
+export async function fakeUpstream(t: Test, fault: Fault | ((socket: Socket, request: string) => void)): Promise<FakeUpstream> {
+  const sockets = new Set<Socket>();
+  const state: FakeUpstream = { url: '', port: 0, requests: [], connections: 0 };
+  const server = createServer((socket) => {
+    state.connections++;
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    let buf = '';
+    socket.on('data', (d: Buffer) => {
+      buf += d.toString('latin1');
+      const headEnd = buf.indexOf('\r\n\r\n');
+      if (headEnd < 0) return;
+      const m = /content-length:\s*(\d+)/i.exec(buf.slice(0, headEnd));
+      const need = headEnd + 4 + (m ? Number(m[1]) : 0);
+      if (buf.length < need) return;
+      const request = buf.slice(0, need);
+      buf = buf.slice(need);
+      state.requests.push(request);
+      if (typeof fault === 'function') return fault(socket, request);
+      switch (fault) {
+        case 'hang':
+          return;
+        case 'reset':
+          socket.resetAndDestroy();
+          return;
+        case 'garbage':
+          socket.end('SSH-2.0-OpenSSH_9.2\r\nthis is not http at all\r\n');
+          return;
+        case 'not-json':
+          socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 21\r\n\r\n<html>gateway</html>\n');
+          return;
+        case 'http-500':
+          socket.write('HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n\r\noops\n');
+          return;
+        case 'truncated':
+          // Larger than what the gateway holds whole, so its answer to the client has already begun.
+          socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"0x' + 'ab'.repeat(100_000));
+          setTimeout(() => socket.resetAndDestroy(), 50);
+          return;
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  state.port = typeof address === 'object' && address ? address.port : 0;
+  state.url = `http://127.0.0.1:${state.port}`;
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return state;
+}

@@ -1,0 +1,34 @@
+/** Starts a real gateway in this test process, on port 0, and stops it at teardown. */
+import type { Test } from 'tap';
+import { validateConfig } from '../../src/config/schema.js';
+import { createLogger, type Logger } from '../../src/log.js';
+import { startGateway, type Gateway } from '../../src/server/app.js';
+import { type AnvilNode, startAnvil, type AnvilOptions } from '../../src/devnet/anvil.js';
+
+export interface TestGateway {
+  gateway: Gateway;
+  base: string;
+  logLines: string[];
+}
+
+export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { ca?: string | Buffer } = {}): Promise<TestGateway> {
+  const r = validateConfig({ ...raw, server: { host: '127.0.0.1', port: 0, stop_timeout_s: 2, ...(raw.server as object | undefined) } });
+  if (!r.ok) throw new Error(r.errors.join('\n'));
+  const logLines: string[] = [];
+  const log: Logger = createLogger('debug', (l) => logLines.push(l));
+  const gateway = await startGateway(r.config, { log, port: 0, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
+  t.teardown(() => gateway.stop());
+  const scheme = r.config.server.tls ? 'https' : 'http';
+  return { gateway, base: `${scheme}://127.0.0.1:${gateway.port}`, logLines };
+}
+
+export async function anvilFor(t: Test, opts: AnvilOptions = {}): Promise<AnvilNode> {
+  const node = await startAnvil(opts);
+  t.teardown(() => node.stop());
+  return node;
+}
+
+/** A single-chain evm config in front of the given upstream URLs. */
+export function evmChain(urls: string[], chainId = 31337, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { chain_id: chainId, upstreams: urls.map((url) => ({ url })), ...extra };
+}

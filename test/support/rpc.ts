@@ -1,0 +1,39 @@
+/** Plain HTTP helpers for tests: they speak to the gateway as curl would, and return raw bytes. */
+import { request as httpRequest } from 'node:http';
+
+export interface RawAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  json: unknown;
+}
+
+export function post(url: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
+  return send('POST', url, body, { 'content-type': 'application/json', ...headers });
+}
+
+export function send(method: string, url: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export function rpc(url: string, method: string, params: unknown[] = [], id: number | string = 1, headers: Record<string, string> = {}): Promise<RawAnswer> {
+  return post(url, JSON.stringify({ jsonrpc: '2.0', id, method, params }), headers);
+}
