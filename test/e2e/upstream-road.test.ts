@@ -1,0 +1,236 @@
+/**
+ * The upstream road end to end: streaming with bounded memory, aborts, timeouts, HTTPS upstreams,
+ * configured headers, credentials kept out of logs and bodies, and many concurrent calls over few
+ * upstream connections each answered to the right client.
+ */
+import t from 'tap';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AddressInfo, Socket } from 'node:net';
+import { testCertificate } from '../support/cert.js';
+import { fakeUpstream } from '../support/fake-upstream.js';
+import { evmChain, gatewayFor } from '../support/gateway.js';
+import { rpc } from '../support/rpc.js';
+
+const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+
+/** A keep-alive JSON-RPC node stand-in that answers `result: params[0]` after a random short delay. */
+async function echoNode(t: Parameters<Parameters<typeof t.test>[1]>[0], opts: { https?: { key: Buffer; cert: Buffer } } = {}) {
+  const seen = { connections: 0, headers: [] as Array<Record<string, string | string[] | undefined>>, urls: [] as string[] };
+  const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): void => {
+    seen.headers.push(req.headers);
+    seen.urls.push(req.url ?? '');
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      const call = JSON.parse(body) as { id: number; params: unknown[] };
+      const answer = JSON.stringify({ jsonrpc: '2.0', id: call.id, result: call.params[0] ?? null });
+      setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(answer), Math.random() * 5);
+    });
+  };
+  const server = opts.https ? createHttpsServer({ ...opts.https, keepAlive: true }, handler) : createHttpServer({ keepAlive: true }, handler);
+  server.on('connection', () => seen.connections++);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return { port: (server.address() as AddressInfo).port, seen };
+}
+
+t.test('many concurrent calls over two upstream connections: each client gets its own answer', async (t) => {
+  const node = await echoNode(t);
+  // max_connections is per upstream; two sockets carry 300 calls.
+  const g2 = await gatewayFor(t, {
+    chains: { devnet: { chain_id: 1, upstreams: [{ url: `http://127.0.0.1:${node.port}`, max_connections: 2 }] } },
+  });
+  const before = node.seen.connections;
+  const calls = Array.from({ length: 300 }, (_, i) => {
+    const hash = '0x' + i.toString(16).padStart(64, '0');
+    const id = i % 2 === 0 ? `"client-${i}"` : `${10n ** 25n + BigInt(i)}`;
+    const body = `{"jsonrpc":"2.0","id":${id},"method":"eth_getTransactionByHash","params":["${hash}"]}`;
+    return rpcRaw(`${g2.base}/v1/rpc/public`, body).then((text) => ({ text, id, hash }));
+  });
+  const answers = await Promise.all(calls);
+  for (const a of answers) {
+    if (a.text !== `{"jsonrpc":"2.0","id":${a.id},"result":"${a.hash}"}`) {
+      t.fail(`wrong answer for id ${a.id}: ${a.text}`);
+      return;
+    }
+  }
+  t.pass('300 answers, each with its own id text and its own result');
+  t.ok(node.seen.connections - before <= 2, `at most 2 upstream connections (saw ${node.seen.connections - before})`);
+});
+
+function rpcRaw(url: string, body: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve(text));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+t.test('an https upstream with configured headers, credentials kept out of logs and bodies', async (t) => {
+  const { certFile, keyFile, cert } = testCertificate(t);
+  const node = await echoNode(t, { https: { key: readFileSync(keyFile), cert: readFileSync(certFile) } });
+  const g = await gatewayFor(t, {
+    chains: {
+      devnet: {
+        chain_id: 1,
+        upstreams: [{ url: `https://127.0.0.1:${node.port}/v3/provider-secret-path?key=query-secret`, headers: { 'X-Node-Token': 'header-secret' } }],
+      },
+      dead: { chain_id: 1, upstreams: [{ url: 'http://operator:password-secret@127.0.0.1:1/path-secret' }] },
+    },
+    server: { default_chain: 'devnet' },
+  }, { ca: cert });
+  const ok = await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', ['0x' + '11'.repeat(20), 'latest'], 3);
+  t.same(ok.json, { jsonrpc: '2.0', id: 3, result: '0x' + '11'.repeat(20) });
+  t.equal(node.seen.headers.at(-1)?.['x-node-token'], 'header-secret', 'the configured header reached the node');
+  t.equal(node.seen.urls.at(-1), '/v3/provider-secret-path?key=query-secret', "the URL's path and query are the request target");
+  const dead = await rpc(`${g.base}/dead/v1/rpc/public`, 'eth_blockNumber', [], 4);
+  t.equal(dead.status, 502);
+  t.notMatch(dead.text, /secret|operator/, 'no credential in the error body');
+  t.ok(g.logLines.length > 0);
+  t.notMatch(g.logLines.join('\n'), /secret|operator/, 'no credential in the log');
+  t.ok(g.gateway.context.chains.get('dead')!.upstreams[0]!.label === 'http://127.0.0.1:1', 'the label is scheme, host and port');
+});
+
+t.test('userinfo in an upstream URL becomes Basic authentication', async (t) => {
+  const node = await echoNode(t);
+  const g = await gatewayFor(t, { chains: { devnet: { chain_id: 1, upstreams: [{ url: `http://alice:s3cret@127.0.0.1:${node.port}` }] } } });
+  await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', ['0x' + '22'.repeat(20), 'latest']);
+  t.equal(node.seen.headers.at(-1)?.authorization, `Basic ${Buffer.from('alice:s3cret').toString('base64')}`);
+});
+
+t.test('a client that disconnects aborts its upstream call', async (t) => {
+  const closed: number[] = [];
+  const upstream = await fakeUpstream(t, (socket: Socket) => {
+    socket.on('close', () => closed.push(Date.now()));
+  });
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([upstream.url], 1, { timeout_s: 30 }) } });
+  const req = httpRequest(`${g.base}/v1/rpc/public`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+  req.on('error', () => {});
+  req.end('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}');
+  while (upstream.requests.length === 0) await new Promise((r) => setTimeout(r, 10));
+  const cutAt = Date.now();
+  req.destroy();
+  for (let i = 0; i < 200 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  t.equal(closed.length, 1, 'the upstream saw its connection closed');
+  t.ok(closed[0]! - cutAt < 1500, 'promptly, long before the 30 s timeout');
+});
+
+t.test('an upstream call past timeout_s is abandoned with 502', async (t) => {
+  const upstream = await fakeUpstream(t, 'hang');
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([upstream.url], 1, { timeout_s: 1 }) } });
+  const started = Date.now();
+  const r = await rpc(`${g.base}/v1/rpc/public`, 'eth_blockNumber', [], 'slow');
+  const took = Date.now() - started;
+  t.equal(r.status, 502);
+  t.same(r.json, { jsonrpc: '2.0', id: 'slow', error: { code: -32603, message: 'Upstream node error' } });
+  t.ok(took >= 900 && took < 3000, `abandoned after about 1 s (${took} ms)`);
+});
+
+function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+t.test('a 50 MB answer streams to a slow reader with bounded gateway memory, id restored', async (t) => {
+  const SIZE = 50 * 1024 * 1024;
+  // The node writes `id` after the large result, as some nodes do; the body is produced as the socket drains.
+  const node = createHttpServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      const id = (JSON.parse(body) as { id: number }).id;
+      const head = '{"jsonrpc":"2.0","result":[';
+      const tail = `],"id":${id}}`;
+      const item = '"0x' + 'ab'.repeat(31) + '",';
+      const count = Math.floor((SIZE - head.length - tail.length - 10) / item.length);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(head.length + count * item.length - 1 + tail.length) });
+      res.write(head);
+      let sent = 0;
+      const chunk = item.repeat(1000);
+      const pump = (): void => {
+        while (sent < count) {
+          const n = Math.min(1000, count - sent);
+          sent += n;
+          const piece = n === 1000 ? chunk : item.repeat(n);
+          const last = sent === count;
+          const ok = res.write(last ? piece.slice(0, -1) + tail : piece);
+          if (last) {
+            res.end();
+            return;
+          }
+          if (!ok) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+      };
+      pump();
+    });
+  });
+  await new Promise<void>((r) => node.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    node.closeAllConnections();
+    return new Promise<void>((r) => node.close(() => r()));
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'chaingate-stream-'));
+  const cfg = join(dir, 'config.yaml');
+  writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${dir}/db.sqlite }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:${(node.address() as AddressInfo).port}" }]\n`);
+  const child: ChildProcess = spawn(process.execPath, [main, 'serve', '--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
+  let log = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${log}`)), 15000);
+    child.stderr!.on('data', (d: Buffer) => {
+      log += d.toString();
+      const m = /listening address=http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+  });
+  // Warm the process up with a small call so the baseline includes what every request needs.
+  await rpc(`http://127.0.0.1:${port}/v1/rpc/public`, 'eth_getLogs', [{}], 0).catch(() => undefined);
+  const baseline = rssOf(child.pid!);
+  let peak = baseline;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssOf(child.pid!))), 20);
+  const clientId = '123456789012345678901234567890';
+  const result = await new Promise<{ bytes: number; tail: string; status: number }>((resolve, reject) => {
+    const req = httpRequest(`http://127.0.0.1:${port}/v1/rpc/public`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      let bytes = 0;
+      let tail = '';
+      res.on('data', (d: Buffer) => {
+        bytes += d.length;
+        tail = (tail + d.toString('latin1')).slice(-200);
+        // A slow reader: pause after every chunk so the gateway has to hold back the node.
+        res.pause();
+        setTimeout(() => res.resume(), 1);
+      });
+      res.on('end', () => resolve({ bytes, tail, status: res.statusCode ?? 0 }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(`{"jsonrpc":"2.0","id":${clientId},"method":"eth_getLogs","params":[{}]}`);
+  });
+  clearInterval(sampler);
+  t.equal(result.status, 200);
+  t.ok(result.bytes > 49 * 1024 * 1024, `the whole answer arrived (${result.bytes} bytes)`);
+  t.ok(result.tail.endsWith(`],"id":${clientId}}`), 'the client id, written after the result, is restored exactly');
+  const growth = peak - baseline;
+  t.ok(growth < 25 * 1024 * 1024, `gateway RSS grew by ${(growth / 1048576).toFixed(1)} MB for a 50 MB answer`);
+});
