@@ -40,7 +40,7 @@ const ID_NULL = 13;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 // The longest spelling of the name "id" is `\u0069\u0064`; anything longer is another member.
-const KEY_MAX = 12;
+const ESCAPED_KEY_MAX = 12;
 const NULL_TAIL = [0x75, 0x6c, 0x6c]; // "ull"
 
 function isWhitespace(c: number): boolean {
@@ -53,15 +53,20 @@ function isNumberByte(c: number): boolean {
 
 export function createIdRewriter(clientIdText: string): IdRewriter {
   const clientId = Buffer.from(clientIdText, 'utf8');
+  // Plain data fields, not getters: an object literal with accessors costs more to build than the whole scan.
+  const self: { push: (chunk: Buffer) => Buffer[]; replaced: boolean; invalid: boolean; delta: number } = {
+    push, replaced: false, invalid: false, delta: 0,
+  };
   let state = START;
   let replaced = false;
-  let invalid = false;
-  let delta = 0;
   let depth = 0;
   // The previous chunk ended inside a string on an unpaired backslash: the next byte is escaped.
   let escaped = false;
-  const key = new Uint8Array(KEY_MAX);
   let keyLength = 0;
+  let keyFirst = 0;
+  let keySecond = 0;
+  // A member name written with escapes is collected to be decoded: nodes do not write one, but it would still be "id".
+  let escapedKey: string | null = null;
   let isIdMember = false;
   let originalIdBytes = 0;
   let nullMatched = 0;
@@ -70,7 +75,8 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
 
   function finishId(at: number): void {
     replaced = true;
-    delta = clientId.length - originalIdBytes;
+    self.replaced = true;
+    self.delta = clientId.length - originalIdBytes;
     resumeAt = at;
   }
 
@@ -96,24 +102,38 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
     }
   }
 
+  function keyByte(c: number, afterBackslash: boolean): void {
+    if (escapedKey !== null) {
+      if (escapedKey.length <= ESCAPED_KEY_MAX) escapedKey += String.fromCharCode(c);
+    } else if (c === BACKSLASH && !afterBackslash && keyLength <= 2) {
+      const before = keyLength === 0 ? '' : String.fromCharCode(keyFirst, keySecond).slice(0, keyLength);
+      escapedKey = `${before}\\`;
+    } else if (keyLength === 0) {
+      keyFirst = c;
+    } else if (keyLength === 1) {
+      keySecond = c;
+    }
+    keyLength++;
+  }
+
   function isIdKey(): boolean {
-    if (keyLength === 2) return key[0] === 0x69 && key[1] === 0x64;
-    if (keyLength > KEY_MAX || !key.subarray(0, keyLength).includes(BACKSLASH)) return false;
+    if (escapedKey === null) return keyLength === 2 && keyFirst === 0x69 && keySecond === 0x64;
+    if (escapedKey.length > ESCAPED_KEY_MAX) return false;
     try {
-      return JSON.parse(`"${Buffer.from(key.subarray(0, keyLength)).toString('latin1')}"`) === 'id';
+      return JSON.parse(`"${escapedKey}"`) === 'id';
     } catch {
       return false;
     }
   }
 
   function fail(): Buffer[] {
-    invalid = true;
+    self.invalid = true;
     return [];
   }
 
   function push(chunk: Buffer): Buffer[] {
     if (replaced) return [chunk];
-    if (invalid) return [];
+    if (self.invalid) return [];
     const out: Buffer[] = [];
     const n = chunk.length;
     let i = 0;
@@ -129,6 +149,7 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
           if (c === QUOTE) {
             state = KEY;
             keyLength = 0;
+            escapedKey = null;
           } else if (!isWhitespace(c)) {
             return fail();
           }
@@ -138,9 +159,8 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
         case KEY_ESCAPE:
           if (state === KEY && c === QUOTE) state = COLON;
           else {
+            keyByte(c, state === KEY_ESCAPE);
             state = state === KEY && c === BACKSLASH ? KEY_ESCAPE : KEY;
-            if (keyLength < KEY_MAX) key[keyLength] = c;
-            keyLength++;
           }
           i++;
           break;
@@ -237,12 +257,7 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
     return out;
   }
 
-  return {
-    push,
-    get replaced() { return replaced; },
-    get invalid() { return invalid; },
-    get delta() { return delta; },
-  };
+  return self;
 }
 
 /** Whole-body form for small answers: the rewritten copy, or null when the body is invalid or has no id. */

@@ -90,7 +90,9 @@ const METHODS: ReadonlyMap<string, MethodRule> = new Map<string, MethodRule>([
   ['eth_getLogs', { ru: 50, params: [FILTER] }],
   ['eth_call', {
     ru: 20,
-    params: [required('transaction', callObjectCheck(true)), STATE_BLOCK, STATE_OVERRIDE, optional('blockOverrides', checkObject)],
+    params: [
+      required('transaction', callObjectCheck(true)), STATE_BLOCK, STATE_OVERRIDE, optional('blockOverrides', checkObject),
+    ],
   }],
   ['eth_estimateGas', { ru: 20, params: [required('transaction', callObjectCheck(false)), STATE_BLOCK, STATE_OVERRIDE] }],
   ['eth_getTransactionCount', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],

@@ -10,10 +10,6 @@ import {
  * A null field means absent, as it does to the nodes.
  */
 
-const CALL_QUANTITIES = [
-  'gas', 'gasPrice', 'maxFeePerGas', 'maxPriorityFeePerGas', 'maxFeePerBlobGas', 'value', 'nonce', 'type', 'chainId',
-] as const;
-
 const checkStorageKeys = arrayOf(checkHash, '32-byte hex storage keys');
 const checkHashes = arrayOf(checkHash, '32-byte hex hashes');
 
@@ -31,19 +27,30 @@ const checkAccessList = arrayOf(checkAccessListEntry, '{address, storageKeys} ob
 export function callObjectCheck(requireTarget: boolean): Check {
   return (v, name) => {
     if (!isPlainObject(v)) return `'${name}' must be a transaction call object`;
-    if (v.from != null && !isAddress(v.from)) return checkAddress(v.from, `${name}.from`);
-    if (v.to != null && !isAddress(v.to)) return checkAddress(v.to, `${name}.to`);
-    for (const field of CALL_QUANTITIES) {
+    // Walks the members present rather than probing every known field: call objects are small.
+    for (const field in v) {
       const value = v[field];
-      if (value != null && !isQuantity(value)) return checkQuantity(value, `${name}.${field}`);
-    }
-    if (v.data != null && !isData(v.data)) return checkData(v.data, `${name}.data`);
-    if (v.input != null && !isData(v.input)) return checkData(v.input, `${name}.input`);
-    if (v.accessList != null && checkAccessList(v.accessList, name) !== undefined) {
-      return checkAccessList(v.accessList, `${name}.accessList`);
-    }
-    if (v.blobVersionedHashes != null && checkHashes(v.blobVersionedHashes, name) !== undefined) {
-      return checkHashes(v.blobVersionedHashes, `${name}.blobVersionedHashes`);
+      if (value == null) continue;
+      switch (field) {
+        case 'from':
+        case 'to':
+          if (!isAddress(value)) return checkAddress(value, `${name}.${field}`);
+          break;
+        case 'gas': case 'gasPrice': case 'maxFeePerGas': case 'maxPriorityFeePerGas': case 'maxFeePerBlobGas':
+        case 'value': case 'nonce': case 'type': case 'chainId':
+          if (!isQuantity(value)) return checkQuantity(value, `${name}.${field}`);
+          break;
+        case 'data':
+        case 'input':
+          if (!isData(value)) return checkData(value, `${name}.${field}`);
+          break;
+        case 'accessList':
+          if (checkAccessList(value, name) !== undefined) return checkAccessList(value, `${name}.accessList`);
+          break;
+        case 'blobVersionedHashes':
+          if (checkHashes(value, name) !== undefined) return checkHashes(value, `${name}.blobVersionedHashes`);
+          break;
+      }
     }
     if (requireTarget && v.to == null && v.data == null && v.input == null) {
       return `missing '${name}.to' (needed unless 'data' or 'input' deploys code)`;

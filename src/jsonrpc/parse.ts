@@ -22,12 +22,12 @@ const LBRACK = 0x5b;
 const RBRACK = 0x5d;
 const COMMA = 0x2c;
 
-const NOT_UTF8: ParsedBody = Object.freeze({ kind: 'error', error: 'parse_error', message: 'parse error: body is not valid UTF-8' });
-const NOT_JSON: ParsedBody = Object.freeze({ kind: 'error', error: 'parse_error', message: 'parse error: body is not valid JSON' });
-const EMPTY_BATCH: ParsedBody = Object.freeze({ kind: 'error', error: 'invalid_request', message: 'invalid request: empty batch' });
-const NOT_A_REQUEST: ParsedBody = Object.freeze({
-  kind: 'error', error: 'invalid_request', message: 'invalid request: body must be a request object or a batch array',
-});
+const bodyError = (error: 'parse_error' | 'invalid_request', message: string): ParsedBody =>
+  Object.freeze({ kind: 'error', error, message });
+const NOT_UTF8 = bodyError('parse_error', 'parse error: body is not valid UTF-8');
+const NOT_JSON = bodyError('parse_error', 'parse error: body is not valid JSON');
+const EMPTY_BATCH = bodyError('invalid_request', 'invalid request: empty batch');
+const NOT_A_REQUEST = bodyError('invalid_request', 'invalid request: body must be a request object or a batch array');
 const ELEMENT_NOT_OBJECT: ParsedItem = Object.freeze({
   ok: false, idText: 'null', error: 'invalid_request', message: 'invalid request: batch element must be a request object',
 });
@@ -138,7 +138,9 @@ function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
   else if ((seen & ID) === 0) refusal = `missing 'id' (notifications are not served)`;
   else if (!idValid) refusal = `'id' must be a number or a string`;
   if (refusal !== undefined) return { ok: false, idText, error: 'invalid_request', message: `invalid request: ${refusal}` };
-  if (paramsProblem !== undefined) return { ok: false, idText, error: 'invalid_params', message: `invalid params: ${paramsProblem}` };
+  if (paramsProblem !== undefined) {
+    return { ok: false, idText, error: 'invalid_params', message: `invalid params: ${paramsProblem}` };
+  }
   return { ok: true, idText, method: request.method as string, params: (request.params as unknown[] | undefined) ?? [] };
 }
 
@@ -184,12 +186,12 @@ function nestedEnd(scan: Scan, i: number, depth: number): number {
 
 function knownMember(text: string, start: number, end: number): number {
   const len = end - start - 2;
-  if (len === 2 && text.startsWith('id', start + 1)) return ID;
-  if (len === 6 && text.startsWith('method', start + 1)) return METHOD;
-  if (len === 6 && text.startsWith('params', start + 1)) return PARAMS;
-  if (len === 7 && text.startsWith('jsonrpc', start + 1)) return JSONRPC;
-  const raw = text.indexOf('\\', start);
-  if (raw < 0 || raw >= end) return 0;
+  const first = text.charCodeAt(start + 1);
+  if (len === 2 && first === 0x69 && text.charCodeAt(start + 2) === 0x64) return ID;
+  if (len === 6 && first === 0x6d && text.startsWith('ethod', start + 2)) return METHOD;
+  if (len === 6 && first === 0x70 && text.startsWith('arams', start + 2)) return PARAMS;
+  if (len === 7 && first === 0x6a && text.startsWith('sonrpc', start + 2)) return JSONRPC;
+  if (!hasBackslash(text, start, end)) return 0;
   switch (JSON.parse(text.slice(start, end)) as string) {
     case 'id': return ID;
     case 'method': return METHOD;
@@ -200,9 +202,13 @@ function knownMember(text: string, start: number, end: number): number {
 }
 
 function memberName(text: string, start: number, end: number): string {
-  const backslash = text.indexOf('\\', start);
-  if (backslash >= 0 && backslash < end) return JSON.parse(text.slice(start, end)) as string;
-  return text.slice(start + 1, end - 1);
+  return hasBackslash(text, start, end) ? JSON.parse(text.slice(start, end)) as string : text.slice(start + 1, end - 1);
+}
+
+/** Bounded by the member name: an unbounded indexOf would rescan the rest of the body for every name. */
+function hasBackslash(text: string, start: number, end: number): boolean {
+  for (let i = start + 1; i < end - 1; i++) if (text.charCodeAt(i) === BACKSLASH) return true;
+  return false;
 }
 
 function skipWs(text: string, i: number): number {

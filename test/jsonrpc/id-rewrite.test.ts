@@ -34,6 +34,8 @@ t.test('replaces number, string and null ids with the client text', async (t) =>
     ['{"a":true,"b":null,"c":-2,"d":[],"e":{},"id":1}', '2', '{"a":true,"b":null,"c":-2,"d":[],"e":{},"id":2}'],
     ['{"\\u0069d":1,"result":0}', '2', '{"\\u0069d":2,"result":0}'],
     ['{"idx":1,"i":2,"id":3}', '4', '{"idx":1,"i":2,"id":4}'],
+    ['{"i\\u0064":1}', '2', '{"i\\u0064":2}'],
+    ['{"\\\\id":1,"x\\u0069d":1,"i\\"":1,"\\u0069\\u0064":9}', '2', '{"\\\\id":1,"x\\u0069d":1,"i\\"":1,"\\u0069\\u0064":2}'],
   ];
   for (const [upstream, client, expected] of cases) {
     const out = feed([Buffer.from(upstream)], client);
