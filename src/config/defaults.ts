@@ -24,6 +24,26 @@ export const DEFAULTS = {
   upstream: {
     max_connections: 64, // keep-alive sockets to one upstream node
   },
+  // Plans apply per endpoint key; a `plans` section in the config replaces these as a whole.
+  plans: {
+    free: { rps: 100, ru_per_second: undefined as number | undefined, max_endpoints: 10 },
+    growth: { rps: 1500, ru_per_second: undefined as number | undefined, max_endpoints: 50 },
+    premium: { rps: 5000, ru_per_second: 500_000 as number | undefined, max_endpoints: 200 },
+  },
+  public: {
+    rps_per_ip: 10, // requests per second per client IP on the keyless path
+    max_batch: 10, // items in one batch on the keyless path
+  },
+  ru: {
+    default: 15, // RU of an allowed method without an entry in ru.methods
+  },
+  ledger: {
+    flush_interval_ms: 200, // debits reach SQLite at most this late; a kill -9 loses at most this much
+  },
+  usage: {
+    keep_minutes_h: 48, // hours of per-minute rows before they are rolled up into hours
+    keep_hours_d: 90, // days of hourly rows before they are rolled up into days (kept)
+  },
 } as const;
 
 /** Path segments the gateway's own routes use: a chain slug may not be one of them. */

@@ -42,10 +42,27 @@ export interface ServerConfig {
   tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
 }
 
+/** A plan: limits applied per endpoint key, and how many endpoints an owner may have. */
+export interface PlanConfig {
+  name: string;
+  rps: number;
+  /** RU per second per key; undefined: no RU rate limit. */
+  ru_per_second: number | undefined;
+  max_endpoints: number;
+}
+
 export interface Config {
   server: ServerConfig;
   storage: { path: string };
   chains: Record<string, ChainConfig>;
+  plans: Record<string, PlanConfig>;
+  public: { rps_per_ip: number; max_batch: number };
+  /** RU costs: `default` for allowed methods not in `methods`; built-in method costs apply unless overridden. */
+  ru: { default: number; methods: Record<string, number> };
+  ledger: { flush_interval_ms: number };
+  usage: { keep_minutes_h: number; keep_hours_d: number };
+  /** A separate listener for the management REST; undefined: served on the main listener. */
+  management: { host: string; port: number } | undefined;
 }
 
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -147,10 +164,73 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
   };
 }
 
+function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
+  if (raw === undefined || raw === null) {
+    return Object.fromEntries(Object.entries(DEFAULTS.plans).map(([name, p]) => [name, { name, ...p }]));
+  }
+  if (!isObject(raw) || Object.keys(raw).length === 0) {
+    errors.push('plans: must be a mapping of at least one plan name to its limits');
+    return {};
+  }
+  const plans: Record<string, PlanConfig> = {};
+  for (const [name, p] of Object.entries(raw)) {
+    const path = `plans.${name}`;
+    if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) errors.push(`${path}: a plan name is lowercase letters, digits, '_' and '-'`);
+    const o = readObject(p, path, ['rps', 'ru_per_second', 'max_endpoints'], errors);
+    if (o.rps === undefined) errors.push(`${path}.rps: required`);
+    plans[name] = {
+      name,
+      rps: readInt(o.rps, `${path}.rps`, 1, 1, 10_000_000, errors),
+      ru_per_second: o.ru_per_second === undefined ? undefined : readInt(o.ru_per_second, `${path}.ru_per_second`, 1, 1, 1_000_000_000, errors),
+      max_endpoints: readInt(o.max_endpoints, `${path}.max_endpoints`, 10, 0, 1_000_000, errors),
+    };
+  }
+  return plans;
+}
+
+function readRu(raw: unknown, errors: Errors): Config['ru'] {
+  const o = readObject(raw, 'ru', ['default', 'methods'], errors);
+  const methods: Record<string, number> = {};
+  if (o.methods !== undefined && o.methods !== null) {
+    if (!isObject(o.methods)) errors.push('ru.methods: must be a mapping of method names to RU');
+    else for (const [m, v] of Object.entries(o.methods)) methods[m] = readInt(v, `ru.methods.${m}`, 0, 0, 1_000_000, errors);
+  }
+  return { default: readInt(o.default, 'ru.default', DEFAULTS.ru.default, 0, 1_000_000, errors), methods };
+}
+
+function readTenancy(top: Record<string, unknown>, errors: Errors): Pick<Config, 'plans' | 'public' | 'ru' | 'ledger' | 'usage' | 'management'> {
+  const pub = readObject(top.public, 'public', ['rps_per_ip', 'max_batch'], errors);
+  const ledger = readObject(top.ledger, 'ledger', ['flush_interval_ms'], errors);
+  const usage = readObject(top.usage, 'usage', ['keep_minutes_h', 'keep_hours_d'], errors);
+  let management: Config['management'];
+  if (top.management !== undefined && top.management !== null) {
+    const m = readObject(top.management, 'management', ['host', 'port'], errors);
+    if (m.port === undefined) errors.push('management.port: required with management');
+    management = {
+      host: readString(m.host, 'management.host', DEFAULTS.server.host, errors) ?? DEFAULTS.server.host,
+      port: readInt(m.port, 'management.port', 0, 0, 65535, errors),
+    };
+  }
+  return {
+    plans: readPlans(top.plans, errors),
+    public: {
+      rps_per_ip: readInt(pub.rps_per_ip, 'public.rps_per_ip', DEFAULTS.public.rps_per_ip, 1, 10_000_000, errors),
+      max_batch: readInt(pub.max_batch, 'public.max_batch', DEFAULTS.public.max_batch, 1, 100_000, errors),
+    },
+    ru: readRu(top.ru, errors),
+    ledger: { flush_interval_ms: readInt(ledger.flush_interval_ms, 'ledger.flush_interval_ms', DEFAULTS.ledger.flush_interval_ms, 10, 60_000, errors) },
+    usage: {
+      keep_minutes_h: readInt(usage.keep_minutes_h, 'usage.keep_minutes_h', DEFAULTS.usage.keep_minutes_h, 1, 24 * 365, errors),
+      keep_hours_d: readInt(usage.keep_hours_d, 'usage.keep_hours_d', DEFAULTS.usage.keep_hours_d, 1, 3650, errors),
+    },
+    management,
+  };
+}
+
 /** Validates a parsed YAML document; returns the config or every error found, each with its key path. */
 export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
   const errors: Errors = [];
-  const top = readObject(raw, '', ['server', 'storage', 'chains'], errors);
+  const top = readObject(raw, '', ['server', 'storage', 'chains', 'plans', 'public', 'ru', 'ledger', 'usage', 'management'], errors);
   if (raw !== undefined && raw !== null && !isObject(raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
   const chains: Record<string, ChainConfig> = {};
   if (!isObject(top.chains) || Object.keys(top.chains).length === 0) {
@@ -161,5 +241,6 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   const server = readServer(top.server, chains, errors);
   const st = readObject(top.storage, 'storage', ['path'], errors);
   const storage = { path: readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path };
-  return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains } };
+  const tenancy = readTenancy(top, errors);
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains, ...tenancy } };
 }

@@ -25,6 +25,13 @@ t.test('a minimal config gets every default', async (t) => {
   t.equal(r.config.chains.devnet!.kind, 'evm');
   t.equal(r.config.chains.devnet!.upstreams[0]!.max_connections, 64);
   t.ok(Object.isFrozen(r.config.chains.devnet!.upstreams[0]), 'deep-frozen');
+  t.same(r.config.plans.free, { name: 'free', rps: 100, ru_per_second: undefined, max_endpoints: 10 });
+  t.same(r.config.plans.premium, { name: 'premium', rps: 5000, ru_per_second: 500000, max_endpoints: 200 });
+  t.same(r.config.public, { rps_per_ip: 10, max_batch: 10 });
+  t.same(r.config.ru, { default: 15, methods: {} });
+  t.same(r.config.ledger, { flush_interval_ms: 200 });
+  t.same(r.config.usage, { keep_minutes_h: 48, keep_hours_d: 90 });
+  t.equal(r.config.management, undefined);
 });
 
 t.test('config.example.yaml is valid as shipped', async (t) => {
@@ -122,4 +129,21 @@ t.test('tls and public_base_url rules', async (t) => {
   const ok = loadConfigText(minimal + 'server:\n  port: 8443\n  tls: { cert_file: /c, key_file: /k }\n');
   t.ok(ok.ok);
   if (ok.ok) t.equal(ok.config.server.public_base_url, 'https://127.0.0.1:8443/{chain}');
+});
+
+t.test('a plans section replaces the default plans as a whole, and is validated', async (t) => {
+  const r = loadConfigText(minimal + 'plans:\n  gold: { rps: 50, ru_per_second: 1000, max_endpoints: 3 }\n');
+  t.ok(r.ok);
+  if (r.ok) t.same(Object.keys(r.config.plans), ['gold']);
+  const bad = loadConfigText(minimal + 'plans:\n  gold: { ru_per_second: 0, colour: red }\nru:\n  methods: { eth_call: -1 }\nledger: { flush_interval_ms: 1 }\n');
+  t.notOk(bad.ok);
+  if (!bad.ok) {
+    for (const e of [
+      'plans.gold.colour: unknown key (known: rps, ru_per_second, max_endpoints)',
+      'plans.gold.rps: required',
+      'plans.gold.ru_per_second: must be an integer from 1 to 1000000000',
+      'ru.methods.eth_call: must be an integer from 0 to 1000000',
+      'ledger.flush_interval_ms: must be an integer from 10 to 60000',
+    ]) t.ok(bad.errors.includes(e), e);
+  }
 });
