@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { intOption, parseArgs, stringOption } from './cli/args.js';
 import { loadConfigFile } from './config/load.js';
+import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { devnetBanner, startDevnet } from './devnet/devnet.js';
 import { createLogger, type Logger } from './log.js';
 import { startGateway } from './server/app.js';
@@ -14,7 +15,8 @@ Usage:
   chaingate check-config --config FILE  validate a config file; exit 0 when valid, 1 with every error
   chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
   chaingate --version
-`;
+
+${TENANCY_USAGE}`;
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -62,7 +64,32 @@ async function serve(configPath: string, log: Logger): Promise<void> {
   });
 }
 
+/** The --config value of a command line that main does not parse itself. */
+function configArg(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--config') return argv[i + 1];
+    if (a.startsWith('--config=')) return a.slice('--config='.length);
+  }
+  return undefined;
+}
+
 async function main(argv: string[]): Promise<void> {
+  if (argv[0] !== undefined && TENANCY_COMMANDS.has(argv[0])) {
+    if (argv.includes('--help')) {
+      process.stdout.write(TENANCY_USAGE);
+      return;
+    }
+    const path = configArg(argv);
+    if (path === undefined) throw new Error(`${argv[0]} needs --config FILE`);
+    const loaded = loadConfigFile(path);
+    if (!loaded.ok) {
+      process.stderr.write(`${path}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
+      process.exit(1);
+    }
+    const code = await runTenancyCommand(argv, loaded.config, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+    process.exit(code);
+  }
   const log = createLogger((process.env.CHAINGATE_LOG_LEVEL as 'debug' | 'info' | 'warn' | 'error' | undefined) ?? 'info');
   const args = parseArgs(argv, ['config', 'port'], ['help', 'version']);
   const [command] = args.positionals;

@@ -4,16 +4,20 @@ import type { Logger } from '../log.js';
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../upstreams/chain.js';
 import type { GatewayContext } from './context.js';
 import { handleHttpRpc } from './http-rpc.js';
+import { handleManagement, type ManagementDeps } from './management.js';
+import { createTenancy } from '../pipeline/tenancy.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendWhole } from './respond.js';
 import { resolveRoute, type RouteTable } from './routes.js';
 import { type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
-/** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, so not importable as a value). */
+/** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
 
 export interface Gateway {
   /** The port actually listened on (useful with port 0). */
   readonly port: number;
+  /** The management listener's port, when `management` configures one. */
+  readonly managementPort: number | undefined;
   readonly context: GatewayContext;
   /**
    * Graceful stop: stop accepting, let in-flight requests finish within `server.stop_timeout_s`, then
@@ -26,6 +30,8 @@ export interface GatewayOptions extends ChainRuntimeOptions {
   log: Logger;
   /** Overrides server.port (the devnet's --port, tests' 0). */
   port?: number;
+  /** Overrides management.port when a separate management listener is configured. */
+  managementPort?: number;
 }
 
 function createApp(config: Config): TemplatedApp {
@@ -35,13 +41,23 @@ function createApp(config: Config): TemplatedApp {
   return u.SSLApp({ cert_file_name: tls.cert_file, key_file_name: tls.key_file, ...(tls.passphrase ? { passphrase: tls.passphrase } : {}) });
 }
 
-function routeRequest(ctx: GatewayContext, table: RouteTable, res: Parameters<Parameters<TemplatedApp['any']>[1]>[0], req: Parameters<Parameters<TemplatedApp['any']>[1]>[1]): void {
+function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, table: RouteTable, res: Parameters<Parameters<TemplatedApp['any']>[1]>[0], req: Parameters<Parameters<TemplatedApp['any']>[1]>[1]): void {
   const method = req.getMethod();
   const url = req.getUrl();
   const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
   const route = resolveRoute(method, url, req.getHeader('host'), table);
   if (route.kind === 'preflight') {
     sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
+    return;
+  }
+  if (route.kind === 'management') {
+    if (management === null) {
+      sendWhole(res, 404, meta, JSON_TYPE, managementErrorBody('not_found', 'The management API is served on its own listener (management.port)'), undefined, true);
+    } else if (method === 'options') {
+      sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
+    } else {
+      handleManagement(management, res, req, method, route.path, meta);
+    }
     return;
   }
   if (route.kind === 'error') {
@@ -54,51 +70,90 @@ function routeRequest(ctx: GatewayContext, table: RouteTable, res: Parameters<Pa
     sendWhole(res, 404, meta, JSON_TYPE, managementErrorBody('not_found', `Chain '${route.chain.slug}' is a beacon chain: it serves the Beacon REST API, not JSON-RPC`), undefined, true);
     return;
   }
-  handleHttpRpc(ctx, res, req, chain, route.key, meta);
+  handleHttpRpc(ctx, res, req, chain, route.key, route.named, meta);
 }
 
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
-export function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
+export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   const chains = new Map<string, ChainRuntime>();
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, opts));
+  const tenancy = createTenancy(config, opts.log);
   const ctx: GatewayContext = {
-    config, chains, log: opts.log, corsOrigin: createCorsPolicy(config.server.cors_origins),
+    config, chains, log: opts.log, tenancy, corsOrigin: createCorsPolicy(config.server.cors_origins),
     inFlight: 0, stopping: false, onIdle: null,
   };
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
+  const managementDeps: ManagementDeps = {
+    config, directory: tenancy.directory, balance: (ownerId) => tenancy.ledger.available(ownerId),
+    // HTTP keeps no per-endpoint connections open; WebSocket and event streams close theirs here.
+    onEndpointDeleted: () => {},
+  };
   const app = createApp(config);
-  app.any('/*', (res, req) => routeRequest(ctx, table, res, req));
-  const host = config.server.host;
-  const wantPort = opts.port ?? config.server.port;
-  return new Promise((resolve, reject) => {
-    // Exclusive: uWS would otherwise share a taken port with SO_REUSEPORT and two daemons would split the traffic unnoticed.
-    const listen = app.listen as unknown as (h: string, p: number, o: number, cb: (s: us_listen_socket | false) => void) => void;
-    listen.call(app, host, wantPort, LIBUS_LISTEN_EXCLUSIVE_PORT, (listenSocket: us_listen_socket | false) => {
-      if (!listenSocket) {
+  app.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, table, res, req));
+  let management: { app: TemplatedApp; host: string; port: number } | null = null;
+  if (config.management) {
+    const mapp = createApp(config);
+    mapp.any('/*', (res, req) => routeManagementOnly(ctx, managementDeps, res, req));
+    management = { app: mapp, host: config.management.host, port: config.management.port };
+  }
+  const sockets: us_listen_socket[] = [];
+  const closeAll = (): void => {
+    for (const s of sockets) uws().us_listen_socket_close(s);
+    for (const c of chains.values()) c.close();
+    tenancy.close();
+  };
+  try {
+    sockets.push(await listenOn(app, config.server.host, opts.port ?? config.server.port));
+    if (management) sockets.push(await listenOn(management.app, management.host, opts.managementPort ?? management.port));
+  } catch (err) {
+    closeAll();
+    throw err;
+  }
+  const port = uws().us_socket_local_port(sockets[0]!);
+  const managementPort = sockets[1] ? uws().us_socket_local_port(sockets[1]) : undefined;
+  let stopped: Promise<number> | null = null;
+  const stop = (): Promise<number> => {
+    stopped ??= new Promise<number>((done) => {
+      ctx.stopping = true;
+      for (const s of sockets) uws().us_listen_socket_close(s);
+      const close = (): void => {
+        clearTimeout(timer);
+        ctx.onIdle = null;
+        const cut = ctx.inFlight;
         for (const c of chains.values()) c.close();
-        reject(new Error(`cannot listen on ${host}:${wantPort} (the port is taken or the address is not local)`));
-        return;
-      }
-      const port = uws().us_socket_local_port(listenSocket);
-      let stopped: Promise<number> | null = null;
-      const stop = (): Promise<number> => {
-        stopped ??= new Promise<number>((done) => {
-          ctx.stopping = true;
-          uws().us_listen_socket_close(listenSocket);
-          const close = (): void => {
-            clearTimeout(timer);
-            ctx.onIdle = null;
-            const cut = ctx.inFlight;
-            for (const c of chains.values()) c.close();
-            done(cut);
-          };
-          const timer = setTimeout(close, config.server.stop_timeout_s * 1000);
-          if (ctx.inFlight === 0) close();
-          else ctx.onIdle = close;
-        });
-        return stopped;
+        if (!tenancy.close()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
+        done(cut);
       };
-      resolve({ port, context: ctx, stop });
+      const timer = setTimeout(close, config.server.stop_timeout_s * 1000);
+      if (ctx.inFlight === 0) close();
+      else ctx.onIdle = close;
+    });
+    return stopped;
+  };
+  return { port, managementPort, context: ctx, stop };
+}
+
+/** Listens exclusively: uWS would otherwise share a taken port (SO_REUSEPORT) and split traffic unnoticed. */
+function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  const listen = app.listen as unknown as (h: string, p: number, o: number, cb: (s: us_listen_socket | false) => void) => void;
+  return new Promise((resolve, reject) => {
+    listen.call(app, host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
+      if (socket) resolve(socket);
+      else reject(new Error(`cannot listen on ${host}:${port} (the port is taken or the address is not local)`));
     });
   });
+}
+
+/** The separate management listener: /api/dashboard and nothing else. */
+function routeManagementOnly(ctx: GatewayContext, deps: ManagementDeps, res: Parameters<Parameters<TemplatedApp['any']>[1]>[0], req: Parameters<Parameters<TemplatedApp['any']>[1]>[1]): void {
+  const method = req.getMethod();
+  const url = req.getUrl();
+  const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
+  if (url !== '/api/dashboard' && !url.startsWith('/api/dashboard/')) {
+    sendWhole(res, 404, meta, JSON_TYPE, managementErrorBody('not_found', `No route for ${url}`), undefined, true);
+  } else if (method === 'options') {
+    sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
+  } else {
+    handleManagement(deps, res, req, method, url, meta);
+  }
 }

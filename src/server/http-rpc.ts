@@ -1,65 +1,66 @@
 import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import { checkCall } from '../jsonrpc/methods.js';
 import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
-import { type AnswerSink, forwardCall, type ForwardCall } from '../pipeline/forward.js';
+import { retryAfterSeconds } from '../limits/sliding-window.js';
+import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from '../pipeline/admission.js';
+import { type AnswerSink, forwardCall } from '../pipeline/forward.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { readBody } from './body.js';
-import { type GatewayContext, requestDone } from './context.js';
-import { JSON_TYPE, type ResponseMeta, sendWhole, writeHead } from './respond.js';
+import type { GatewayContext } from './context.js';
+import { type Exchange, finish, reply, replyError, replyRpcError } from './exchange.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
+import { JSON_TYPE, type ResponseMeta, writeHead } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
 const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
-
-/** One request's state, shared by its callbacks; `aborted` means the client is gone and res is dead. */
-interface Exchange {
-  ctx: GatewayContext;
-  res: HttpResponse;
-  meta: ResponseMeta;
-  chain: ChainRuntime;
-  aborted: boolean;
-  finished: boolean;
-  calls: ForwardCall[];
-}
-
-function finish(x: Exchange): void {
-  if (x.finished) return;
-  x.finished = true;
-  requestDone(x.ctx);
-}
-
-function reply(x: Exchange, status: number, body: string | Buffer, closeConnection = false): void {
-  if (!x.aborted) sendWhole(x.res, status, x.meta, JSON_TYPE, body, undefined, closeConnection || x.ctx.stopping);
-  finish(x);
-}
-
-function replyError(x: Exchange, code: ErrorCode, message?: string, closeConnection = false): void {
-  reply(x, ERRORS[code].http, rpcErrorBody(code, 'null', message), closeConnection);
-}
 
 function resultBody(idText: string, resultJson: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
 }
 
-/**
- * One item's fate before any upstream call: an answer the gateway gives itself (error or local
- * result), or the normalized params to forward.
- */
-type ItemPlan =
-  | { answer: string; outcome: ErrorCode | 'ok' }
-  | { forward: { method: string; paramsJson: string; idText: string } };
+/** A call the gateway forwards: its normalized params and the RU set aside for it. */
+interface Forward {
+  method: string;
+  paramsJson: string;
+  idText: string;
+  admission: Extract<Admission, { ok: true }>;
+}
 
-function planItem(item: ParsedItem, x: Exchange): ItemPlan {
-  if (!item.ok) return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
-  const check = checkCall(item.method, item.params, { chainId: x.chain.config.chain_id ?? 0, transport: 'http' });
-  switch (check.kind) {
-    case 'error':
-      return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
-    case 'local':
-      return { answer: resultBody(item.idText, check.resultJson), outcome: 'ok' };
-    default:
-      return { forward: { method: item.method, paramsJson: JSON.stringify(check.params), idText: item.idText } };
+/** One item's fate before any upstream call: an answer the gateway gives itself, or a call to forward. */
+type ItemPlan = { answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number } | { forward: Forward };
+
+/**
+ * The fixed order of checks for one item: rate limit (every parsed item counts, valid or not) →
+ * method and params → RU rate and balance → forward or answer locally.
+ */
+function planItem(item: ParsedItem, x: Exchange, caller: Caller): ItemPlan {
+  const t = x.ctx.tenancy;
+  const method = item.ok ? item.method : '(invalid)';
+  const taken = takeRequest(t, caller);
+  if (!taken.ok) {
+    countRefusal(t, caller, method, 429);
+    return { answer: rpcErrorBody('rate_limited', item.idText), outcome: 'rate_limited', retryAfterMs: taken.retryAfterMs };
   }
+  if (!item.ok) {
+    countRefusal(t, caller, method, ERRORS[item.error].rpc);
+    return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
+  }
+  const check = checkCall(item.method, item.params, { chainId: x.chain.config.chain_id ?? 0, transport: 'http' });
+  if (check.kind === 'error') {
+    countRefusal(t, caller, method, ERRORS[check.error].rpc);
+    return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
+  }
+  const admission = admitCost(t, caller, item.method);
+  if (!admission.ok) {
+    countRefusal(t, caller, method, ERRORS[admission.error].http);
+    return { answer: rpcErrorBody(admission.error, item.idText), outcome: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) };
+  }
+  if (check.kind === 'local') {
+    const answer = resultBody(item.idText, check.resultJson);
+    settleCall(t, caller, method, admission, { ok: true, bytes: answer.length });
+    return { answer, outcome: 'ok' };
+  }
+  return { forward: { method: item.method, paramsJson: JSON.stringify(check.params), idText: item.idText, admission } };
 }
 
 function logUpstreamFailure(x: Exchange, upstreamLabel: string, reason: string): void {
@@ -67,11 +68,14 @@ function logUpstreamFailure(x: Exchange, upstreamLabel: string, reason: string):
 }
 
 /** A single call: small answers go out whole, large ones stream with backpressure. */
-function forwardSingle(x: Exchange, f: { method: string; paramsJson: string; idText: string }): void {
+function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
+  const t = x.ctx.tenancy;
   const upstream = x.chain.pickUpstream();
   let out: StreamOut | null = null;
+  let bytes = 0;
   const sink: AnswerSink = {
     whole(body) {
+      settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
       reply(x, 200, body);
     },
     begin(length) {
@@ -81,14 +85,18 @@ function forwardSingle(x: Exchange, f: { method: string; paramsJson: string; idT
       }
     },
     chunk(buf) {
+      bytes += buf.length;
       return out === null ? true : out.write(buf);
     },
     end() {
+      settleCall(t, caller, f.method, f.admission, { ok: true, bytes });
       out?.end();
       finish(x);
     },
     fail(started, reason) {
       logUpstreamFailure(x, upstream.label, reason);
+      // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
+      settleCall(t, caller, f.method, f.admission, started ? { ok: true, bytes } : { ok: false, status: 502 });
       if (started) {
         out?.cut();
         finish(x);
@@ -101,23 +109,33 @@ function forwardSingle(x: Exchange, f: { method: string; paramsJson: string; idT
   x.calls.push(call);
 }
 
+type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;
+
 /** A forwarded batch item's answer, collected whole so the batch can be answered in request order. */
-function collectItem(x: Exchange, f: { method: string; paramsJson: string; idText: string }, done: (answer: string | Buffer, outcome: ErrorCode | 'ok') => void): void {
+function collectItem(x: Exchange, caller: Caller, f: Forward, done: Settle): void {
+  const t = x.ctx.tenancy;
   const upstream = x.chain.pickUpstream();
   let parts: Buffer[] = [];
+  let bytes = 0;
   const sink: AnswerSink = {
-    whole: (body) => done(body, 'ok'),
+    whole(body) {
+      settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
+      done(body, 'ok');
+    },
     begin() {},
     chunk(buf) {
       parts.push(buf);
+      bytes += buf.length;
       return true;
     },
     end() {
-      done(Buffer.concat(parts), 'ok');
+      settleCall(t, caller, f.method, f.admission, { ok: true, bytes });
+      done(Buffer.concat(parts, bytes), 'ok');
       parts = [];
     },
     fail(_started, reason) {
       logUpstreamFailure(x, upstream.label, reason);
+      settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
       done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
     },
   };
@@ -126,23 +144,34 @@ function collectItem(x: Exchange, f: { method: string; paramsJson: string; idTex
 
 /**
  * The batch's HTTP status: 200 when any item got a normal answer; when every item was refused for
- * the same gateway reason (429, 402, 502), that reason's status, so a client's retry logic sees it.
+ * the same gateway reason (429, 402, 502, 503), that reason's status, so a client's retry logic sees it.
  */
 function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
   const first = outcomes[0];
-  if (first === 'rate_limited' || first === 'insufficient_balance' || first === 'upstream_error') {
+  if (first === 'rate_limited' || first === 'insufficient_balance' || first === 'upstream_error' || first === 'store_unavailable') {
     if (outcomes.every((o) => o === first)) return ERRORS[first].http;
   }
   return 200;
 }
 
-function answerBatch(x: Exchange, items: ParsedItem[]): void {
-  if (items.length > x.ctx.config.server.max_batch) {
-    replyError(x, 'batch_too_large', `Batch of ${items.length} items is larger than the limit of ${x.ctx.config.server.max_batch} (server.max_batch)`);
+function retryAfterHeader(ms: number | undefined): Array<[string, string]> | undefined {
+  if (ms === undefined) return undefined;
+  // A call costing more RU than the plan's whole RU/s never fits: tell the client to back off a minute.
+  return [['retry-after', String(Number.isFinite(ms) ? retryAfterSeconds(ms) : 60)]];
+}
+
+const EMPTY = Buffer.alloc(0);
+const COMMA = Buffer.from(',');
+
+function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
+  if (items.length > caller.maxBatch) {
+    const which = caller.auth === null && caller.maxBatch < x.ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
+    replyError(x, 'batch_too_large', `Batch of ${items.length} items is larger than the limit of ${caller.maxBatch} (${which})`);
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);
   const outcomes: Array<ErrorCode | 'ok'> = new Array(items.length);
+  let retryAfterMs: number | undefined;
   let pending = items.length;
   const settle = (i: number, answer: string | Buffer, outcome: ErrorCode | 'ok'): void => {
     answers[i] = answer;
@@ -153,42 +182,80 @@ function answerBatch(x: Exchange, items: ParsedItem[]): void {
       ...answers.flatMap((a, j) => [j === 0 ? EMPTY : COMMA, typeof a === 'string' ? Buffer.from(a) : a]),
       Buffer.from(']'),
     ]);
-    reply(x, batchStatus(outcomes), body);
+    const status = batchStatus(outcomes);
+    reply(x, status, body, status === 429 ? retryAfterHeader(retryAfterMs) : undefined);
   };
   items.forEach((item, i) => {
-    const plan = planItem(item, x);
-    if ('answer' in plan) settle(i, plan.answer, plan.outcome);
-    else collectItem(x, plan.forward, (a, o) => settle(i, a, o));
+    const plan = planItem(item, x, caller);
+    if ('answer' in plan) {
+      if (plan.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, plan.retryAfterMs);
+      settle(i, plan.answer, plan.outcome);
+    } else {
+      collectItem(x, caller, plan.forward, (a, o) => settle(i, a, o));
+    }
   });
 }
 
-const EMPTY = Buffer.alloc(0);
-const COMMA = Buffer.from(',');
-
-function answerBody(x: Exchange, body: Buffer): void {
+function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
   const parsed = parseBody(body);
   if (parsed.kind === 'error') {
     reply(x, 200, rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
   if (parsed.kind === 'batch') {
-    answerBatch(x, parsed.items);
+    answerBatch(x, caller, parsed.items);
     return;
   }
-  const plan = planItem(parsed.item, x);
-  if ('answer' in plan) reply(x, 200, plan.answer);
-  else forwardSingle(x, plan.forward);
+  const plan = planItem(parsed.item, x, caller);
+  if ('forward' in plan) forwardSingle(x, caller, plan.forward);
+  else reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
+}
+
+/** The client's IP: the socket's peer, or with `server.trust_proxy` the last hop of X-Forwarded-For. */
+function clientIp(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
+  if (trustProxy) {
+    const xff = req.getHeader('x-forwarded-for');
+    if (xff !== '') {
+      const last = xff.slice(xff.lastIndexOf(',') + 1).trim();
+      if (last !== '') return last;
+    }
+  }
+  return Buffer.from(res.getRemoteAddressAsText()).toString();
 }
 
 /**
- * POST /v1/rpc/<key>: the JSON-RPC pipeline over HTTP. Runs synchronously inside the uWS handler up
- * to the body read, so every header is copied out of `req` first.
+ * Who is calling: the public path's client IP, or the endpoint an API key grants. An unknown key is
+ * 401, or 429 once its IP has presented too many unknown keys this minute; a key used on another
+ * chain's host or path is 401 too, so a key never reaches a network it was not made for.
+ */
+function resolveCaller(x: Exchange, key: string | null, named: boolean, ip: string): { caller: Caller; chain: ChainRuntime } | ErrorCode {
+  const { config, tenancy } = x.ctx;
+  if (key === null) {
+    return {
+      chain: x.chain,
+      caller: { ip, auth: null, plan: null, limitKey: `ip:${ip}`, rps: config.public.rps_per_ip, maxBatch: Math.min(config.public.max_batch, config.server.max_batch) },
+    };
+  }
+  const auth = tenancy.directory.endpointByKey(key);
+  if (auth === null) return tenancy.unknownKeys.refuse(ip) ? 'rate_limited' : 'unauthorized';
+  const chain = x.ctx.chains.get(auth.network);
+  if (chain === undefined || (named && auth.network !== x.chain.config.slug)) return 'unauthorized';
+  const plan = config.plans[auth.plan] ?? null;
+  if (plan === null) return 'unauthorized';
+  return { chain, caller: { ip, auth, plan, limitKey: `ep:${auth.endpointId}`, rps: plan.rps, maxBatch: config.server.max_batch } };
+}
+
+/**
+ * POST /v1/rpc/<key>: the JSON-RPC pipeline over HTTP. Everything needed from `req` is copied out
+ * before the first return to uWS. Checks run in the documented order: key (401) → body type and size
+ * (415, 413) → parse and shape → per item: rate limit, method and params, RU → forward.
  */
 export function handleHttpRpc(
-  ctx: GatewayContext, res: HttpResponse, req: HttpRequest, chain: ChainRuntime, key: string | null, meta: ResponseMeta,
+  ctx: GatewayContext, res: HttpResponse, req: HttpRequest, chain: ChainRuntime, key: string | null, named: boolean, meta: ResponseMeta,
 ): void {
   const contentType = req.getHeader('content-type');
   const contentLength = req.getHeader('content-length');
+  const ip = clientIp(res, req, ctx.config.server.trust_proxy);
   const x: Exchange = { ctx, res, meta, chain, aborted: false, finished: false, calls: [] };
   ctx.inFlight++;
   res.onAborted(() => {
@@ -196,11 +263,13 @@ export function handleHttpRpc(
     for (const c of x.calls) c.abort();
     finish(x);
   });
-  const max = ctx.config.server.max_body_bytes;
-  if (key !== null) {
-    replyError(x, 'unauthorized', undefined, true);
+  const resolved = resolveCaller(x, key, named, ip);
+  if (typeof resolved === 'string') {
+    replyRpcError(x, resolved, 'null', resolved === 'rate_limited' ? retryAfterHeader(60_000) : undefined, true);
     return;
   }
+  x.chain = resolved.chain;
+  const max = ctx.config.server.max_body_bytes;
   if (!JSON_CONTENT_TYPE.test(contentType)) {
     replyError(x, 'unsupported_media_type', undefined, true);
     return;
@@ -209,7 +278,7 @@ export function handleHttpRpc(
     replyError(x, 'body_too_large', `Request body of ${contentLength} bytes is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
     return;
   }
-  readBody(res, max, (body) => answerBody(x, body), () => {
+  readBody(res, max, (body) => answerBody(x, resolved.caller, body), () => {
     replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
   });
 }

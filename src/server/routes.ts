@@ -6,7 +6,9 @@ import type { ChainConfig } from '../config/schema.js';
  * path segment, else it is the default chain.
  */
 export type Route =
-  | { kind: 'rpc'; chain: ChainConfig; key: string | null; rest: string }
+  /** `named`: the Host or path named the chain (a keyed request for another chain is refused). */
+  | { kind: 'rpc'; chain: ChainConfig; named: boolean; key: string | null; rest: string }
+  | { kind: 'management'; path: string }
   | { kind: 'preflight' }
   | { kind: 'error'; code: 'not_found' | 'method_not_allowed'; message: string; allow?: string };
 
@@ -36,6 +38,7 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
   if (byHost && byPath && byHost !== byPath) {
     return { kind: 'error', code: 'not_found', message: `The Host names chain '${byHost.slug}' but the path names '${byPath.slug}'` };
   }
+  if (path === '/api/dashboard' || path.startsWith('/api/dashboard/')) return { kind: 'management', path };
   const chain = byHost ?? byPath ?? t.chains[t.defaultChain];
   if (!path.startsWith('/v1/rpc/') || chain === undefined) {
     return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
@@ -52,5 +55,5 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
   if (chain.kind === 'evm' && method !== 'post') {
     return { kind: 'error', code: 'method_not_allowed', message: 'JSON-RPC is served by POST', allow: 'POST, OPTIONS' };
   }
-  return { kind: 'rpc', chain, key, rest };
+  return { kind: 'rpc', chain, named: byHost !== undefined || byPath !== undefined, key, rest };
 }

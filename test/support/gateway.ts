@@ -1,5 +1,8 @@
 /** Starts a real gateway in this test process, on port 0, and stops it at teardown. */
 import type { Test } from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { validateConfig } from '../../src/config/schema.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { startGateway, type Gateway } from '../../src/server/app.js';
@@ -11,13 +14,26 @@ export interface TestGateway {
   logLines: string[];
 }
 
+/**
+ * The public path's per-IP limit is lifted unless a test sets `public`: every test client shares
+ * 127.0.0.1, and only the tests of limits are about limits. The database is a fresh temp file.
+ */
 export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { ca?: string | Buffer } = {}): Promise<TestGateway> {
-  const r = validateConfig({ ...raw, server: { host: '127.0.0.1', port: 0, stop_timeout_s: 2, ...(raw.server as object | undefined) } });
+  const dir = mkdtempSync(join(tmpdir(), 'chaingate-test-'));
+  const r = validateConfig({
+    public: { rps_per_ip: 10_000_000, max_batch: 1000 },
+    storage: { path: join(dir, 'chaingate.db') },
+    ...raw,
+    server: { host: '127.0.0.1', port: 0, stop_timeout_s: 2, ...(raw.server as object | undefined) },
+  });
   if (!r.ok) throw new Error(r.errors.join('\n'));
   const logLines: string[] = [];
   const log: Logger = createLogger('debug', (l) => logLines.push(l));
   const gateway = await startGateway(r.config, { log, port: 0, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
-  t.teardown(() => gateway.stop());
+  t.teardown(async () => {
+    await gateway.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
   const scheme = r.config.server.tls ? 'https' : 'http';
   return { gateway, base: `${scheme}://127.0.0.1:${gateway.port}`, logLines };
 }

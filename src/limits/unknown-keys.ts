@@ -1,0 +1,37 @@
+import { LRUCache } from 'lru-cache';
+
+/**
+ * Slows key guessing: a client IP that presents more than `maxPerMinute` unknown keys within a
+ * minute gets 429 for further unknown keys for the rest of that minute. Valid keys from the same IP
+ * keep working, because many tenants may sit behind one backend proxy. The table is bounded, so a
+ * flood from many addresses cannot grow memory; an evicted address simply starts counting again.
+ */
+export interface UnknownKeyGuard {
+  /** Counts one unknown key from `ip`; true when the IP is over the limit (answer 429, not 401). */
+  refuse(ip: string): boolean;
+}
+
+export interface UnknownKeyOptions {
+  maxPerMinute?: number;
+  maxAddresses?: number;
+  /** Monotonic clock in ms; default performance.now. */
+  now?: () => number;
+}
+
+export function createUnknownKeyGuard(opts: UnknownKeyOptions = {}): UnknownKeyGuard {
+  const max = opts.maxPerMinute ?? 20;
+  const now = opts.now ?? (() => performance.now());
+  const seen = new LRUCache<string, { minute: number; count: number }>({ max: opts.maxAddresses ?? 100_000 });
+  return {
+    refuse(ip) {
+      const minute = Math.floor(now() / 60_000);
+      let entry = seen.get(ip);
+      if (entry === undefined || entry.minute !== minute) {
+        entry = { minute, count: 0 };
+        seen.set(ip, entry);
+      }
+      entry.count++;
+      return entry.count > max;
+    },
+  };
+}

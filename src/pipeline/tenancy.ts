@@ -1,0 +1,78 @@
+import type { Config } from '../config/schema.js';
+import { DEFAULT_RU } from '../jsonrpc/methods.js';
+import { createSlidingWindowLimiter, type SlidingWindowLimiter } from '../limits/sliding-window.js';
+import { createUnknownKeyGuard, type UnknownKeyGuard } from '../limits/unknown-keys.js';
+import type { Logger } from '../log.js';
+import { createLedger, type Ledger } from '../metering/ledger.js';
+import { createUsageRollUp } from '../metering/usage.js';
+import { openStore, type Store } from '../store/open.js';
+import { createDirectory, type Directory } from '../tenancy/directory.js';
+
+/**
+ * Everything tenancy needs at run time: the SQLite store, the directory of keys, the RU ledger, the
+ * rate limiter and the unknown-key guard, plus the timers that keep them current: a look once a
+ * second for changes made by the CLI, and a usage roll-up once a minute.
+ */
+export interface Tenancy {
+  readonly store: Store;
+  readonly directory: Directory;
+  readonly ledger: Ledger;
+  readonly limiter: SlidingWindowLimiter;
+  readonly unknownKeys: UnknownKeyGuard;
+  /** RU of one call of `method` before any size surcharge. */
+  ruCost(method: string): number;
+  /** Registers who closes the connections of endpoints that stopped working (deleted, owner suspended). */
+  onRevoked(close: (endpointId: string) => void): void;
+  /** Stops the timers, flushes the ledger and closes the store; false when the last flush failed. */
+  close(): boolean;
+}
+
+export const REFRESH_INTERVAL_MS = 1000;
+const ROLL_UP_INTERVAL_MS = 60_000;
+
+export function createTenancy(config: Config, log: Logger): Tenancy {
+  const store = openStore(config.storage.path);
+  const directory = createDirectory(store);
+  const ledger = createLedger(store, {
+    flushIntervalMs: config.ledger.flush_interval_ms,
+    onFlushError: (err) => log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) }),
+  });
+  const limiter = createSlidingWindowLimiter();
+  const unknownKeys = createUnknownKeyGuard();
+  const rollUp = createUsageRollUp(store, { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d });
+  const costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...config.ru.methods }));
+  let closeRevoked: (endpointId: string) => void = () => {};
+
+  const refresh = setInterval(() => {
+    try {
+      if (directory.refreshIfChanged()) ledger.reload();
+      for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
+    } catch (err) {
+      log.warn('store check failed', { error: String((err as Error).message) });
+    }
+  }, REFRESH_INTERVAL_MS);
+  refresh.unref();
+  const roll = setInterval(() => {
+    try {
+      rollUp.rollUp();
+    } catch (err) {
+      log.warn('usage roll-up failed; retried next minute', { error: String((err as Error).message) });
+    }
+  }, ROLL_UP_INTERVAL_MS);
+  roll.unref();
+
+  return {
+    store, directory, ledger, limiter, unknownKeys,
+    ruCost: (method) => costs.get(method) ?? config.ru.default,
+    onRevoked(close) {
+      closeRevoked = close;
+    },
+    close() {
+      clearInterval(refresh);
+      clearInterval(roll);
+      const flushed = ledger.close();
+      store.close();
+      return flushed;
+    },
+  };
+}

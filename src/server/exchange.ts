@@ -1,0 +1,39 @@
+import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
+import type { ForwardCall } from '../pipeline/forward.js';
+import type { ChainRuntime } from '../upstreams/chain.js';
+import { type GatewayContext, requestDone } from './context.js';
+import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
+import type { HttpResponse } from './uws.js';
+
+/** One HTTP request's state, shared by its callbacks; `aborted` means the client is gone and res is dead. */
+export interface Exchange {
+  ctx: GatewayContext;
+  res: HttpResponse;
+  meta: ResponseMeta;
+  chain: ChainRuntime;
+  aborted: boolean;
+  finished: boolean;
+  calls: ForwardCall[];
+}
+
+export function finish(x: Exchange): void {
+  if (x.finished) return;
+  x.finished = true;
+  requestDone(x.ctx);
+}
+
+/** Answers whole and finishes. During a stop every answer closes its connection. */
+export function reply(x: Exchange, status: number, body: string | Buffer, headers?: ReadonlyArray<readonly [string, string]>, closeConnection = false): void {
+  if (!x.aborted) sendWhole(x.res, status, x.meta, JSON_TYPE, body, headers, closeConnection || x.ctx.stopping);
+  finish(x);
+}
+
+/** A gateway refusal as a JSON-RPC error with the table's status. */
+export function replyRpcError(x: Exchange, code: ErrorCode, idText: string, headers?: ReadonlyArray<readonly [string, string]>, closeConnection = false): void {
+  reply(x, ERRORS[code].http, rpcErrorBody(code, idText), headers, closeConnection);
+}
+
+/** A refusal of the whole request (id null) with a message naming the limit or rule. */
+export function replyError(x: Exchange, code: ErrorCode, message?: string, closeConnection = false): void {
+  reply(x, ERRORS[code].http, rpcErrorBody(code, 'null', message), undefined, closeConnection);
+}

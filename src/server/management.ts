@@ -1,0 +1,174 @@
+import type { Config } from '../config/schema.js';
+import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
+import type { Directory, OwnerRecord } from '../tenancy/directory.js';
+import { readBody } from './body.js';
+import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
+import type { HttpRequest, HttpResponse } from './uws.js';
+
+/**
+ * The management REST under /api/dashboard (spec E). Every success body is `{"data": ...}`, every
+ * error `{"error": {"code", "message"}}`. An owner only ever sees its own endpoints: another owner's
+ * id gets exactly the answer of an unknown id.
+ */
+export interface ManagementDeps {
+  config: Config;
+  directory: Directory;
+  /** The owner's live balance (stored minus unflushed debits and open reservations). */
+  balance: (ownerId: number) => number;
+  /** Called after an endpoint is deleted, so its open sockets can be closed. */
+  onEndpointDeleted: (endpointId: string) => void;
+}
+
+const MAX_MANAGEMENT_BODY = 65_536;
+
+/** The public URLs of a chain: `server.public_base_url` with `{chain}` filled, then the key path. */
+export function chainUrls(config: Config, slug: string, keySegment: string): { https: string; wss: string | null } {
+  const base = config.server.public_base_url.replace('{chain}', slug);
+  const https = `${base}/v1/rpc/${keySegment}`;
+  const wss = config.chains[slug]?.kind === 'evm' ? https.replace(/^http/, 'ws') : null;
+  return { https, wss };
+}
+
+function send(res: HttpResponse, meta: ResponseMeta, status: number, data: unknown): void {
+  sendWhole(res, status, meta, JSON_TYPE, JSON.stringify({ data }));
+}
+
+function fail(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, extra?: Array<[string, string]>): void {
+  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), extra);
+}
+
+function endpointView(config: Config, e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }) {
+  return { id: e.id, name: e.name, network: e.network, key_prefix: e.keyPrefix, created_at: new Date(e.createdAt * 1000).toISOString() };
+}
+
+/** Reads `name` from a query string; undefined when absent, null when repeated (ambiguous). */
+function queryParam(query: string, name: string): string | undefined | null {
+  const values = new URLSearchParams(query).getAll(name);
+  if (values.length > 1) return null;
+  return values[0];
+}
+
+function readJsonBody(res: HttpResponse, onBody: (body: Record<string, unknown> | null, error?: string) => void): void {
+  readBody(res, MAX_MANAGEMENT_BODY, (buf) => {
+    if (buf.length === 0) return onBody({});
+    try {
+      const v: unknown = JSON.parse(buf.toString('utf8'));
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) return onBody(null, 'body must be a JSON object');
+      onBody(v as Record<string, unknown>);
+    } catch {
+      onBody(null, 'body is not valid JSON');
+    }
+  }, () => onBody(null, `body is larger than ${MAX_MANAGEMENT_BODY} bytes`));
+}
+
+function parseTime(v: string | undefined | null, name: string): number | string | undefined {
+  if (v === undefined) return undefined;
+  if (v === null) return `'${name}' is given more than once`;
+  if (!/^\d{1,12}$/.test(v)) return `'${name}' must be a unix time in seconds`;
+  return Number(v);
+}
+
+function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta): void {
+  const id = queryParam(query, 'id');
+  const interval = queryParam(query, 'interval') ?? 'hour';
+  const now = Math.floor(Date.now() / 1000);
+  const to = parseTime(queryParam(query, 'to'), 'to') ?? now;
+  const from = parseTime(queryParam(query, 'from'), 'from') ?? (typeof to === 'number' ? to - 86_400 : 0);
+  if (id === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
+  if (typeof to === 'string') return fail(res, meta, 'bad_request', to);
+  if (typeof from === 'string') return fail(res, meta, 'bad_request', from);
+  if (interval !== 'minute' && interval !== 'hour' && interval !== 'day') {
+    return fail(res, meta, 'bad_request', "'interval' must be minute, hour or day");
+  }
+  if (from > to) return fail(res, meta, 'bad_request', "'from' is after 'to'");
+  if (id !== undefined && !deps.directory.listEndpoints(owner.id).some((e) => e.id === id)) {
+    return fail(res, meta, 'not_found', `No endpoint ${id}`);
+  }
+  const stats = deps.directory.stats(owner.id, { ...(id !== undefined ? { endpointId: id } : {}), from, to, interval });
+  send(res, meta, 200, stats);
+}
+
+function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
+  readJsonBody(res, (body, error) => {
+    if (aborted()) return;
+    res.cork(() => {
+      if (body === null) return fail(res, meta, 'bad_request', error);
+      const network = body.network;
+      if (network === undefined) return fail(res, meta, 'bad_request', "'network' is required");
+      if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
+        return fail(res, meta, 'bad_request', `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`);
+      }
+      const name = body.name;
+      if (name !== undefined && name !== null && (typeof name !== 'string' || name.length > 200)) {
+        return fail(res, meta, 'bad_request', "'name' must be a string of at most 200 characters");
+      }
+      const plan = deps.config.plans[owner.plan];
+      const max = plan?.max_endpoints ?? 0;
+      const made = deps.directory.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max);
+      if ('error' in made) {
+        return fail(res, meta, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
+      }
+      const urls = chainUrls(deps.config, network, made.apiKey);
+      send(res, meta, 201, { ...endpointView(deps.config, made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
+    });
+  });
+}
+
+function handleDelete(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
+  readJsonBody(res, (body, error) => {
+    if (aborted()) return;
+    res.cork(() => {
+      const fromQuery = queryParam(query, 'id');
+      if (fromQuery === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
+      // The query wins over a body id, so a proxy that drops DELETE bodies changes nothing.
+      const id = fromQuery ?? (body && typeof body.id === 'string' ? body.id : undefined);
+      if (id === undefined) return fail(res, meta, 'bad_request', error ?? "'id' is required (query ?id= or body {\"id\": ...})");
+      if (!deps.directory.deleteEndpoint(owner.id, id)) return fail(res, meta, 'not_found', `No endpoint ${id}`);
+      deps.onEndpointDeleted(id);
+      send(res, meta, 200, { id, deleted: true });
+    });
+  });
+}
+
+/** Routes one /api/dashboard request. `path` is the URL path; the caller has matched its prefix. */
+export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
+  const query = req.getQuery() ?? '';
+  const auth = req.getHeader('authorization');
+  let aborted = false;
+  res.onAborted(() => {
+    aborted = true;
+  });
+  const route = path.replace(/\/+$/, '');
+  const verbs: Record<string, string> = {
+    '/api/dashboard/chains': 'GET', '/api/dashboard/endpoints': 'GET, POST, DELETE',
+    '/api/dashboard/endpoints/stats': 'GET', '/api/dashboard/account': 'GET',
+  };
+  const allowed = verbs[route];
+  if (allowed === undefined) return fail(res, meta, 'not_found', `No route for ${path}`);
+  if (!allowed.split(', ').includes(method.toUpperCase())) {
+    return fail(res, meta, 'method_not_allowed', `${route} accepts ${allowed}`, [['allow', allowed]]);
+  }
+  const m = /^Bearer\s+(\S+)$/i.exec(auth);
+  const owner = m ? deps.directory.ownerByManagementKey(m[1]!) : null;
+  if (owner === null) return fail(res, meta, 'unauthorized', 'Missing or invalid management key');
+  const verb = method.toUpperCase();
+  if (route === '/api/dashboard/chains') {
+    const chains = Object.values(deps.config.chains).map((c) => {
+      const urls = chainUrls(deps.config, c.slug, 'public');
+      return { slug: c.slug, name: c.name, kind: c.kind, chain_id: c.chain_id ?? null, public_https_url: urls.https, public_wss_url: urls.wss };
+    });
+    return send(res, meta, 200, chains);
+  }
+  if (route === '/api/dashboard/account') {
+    const plan = deps.config.plans[owner.plan];
+    return send(res, meta, 200, {
+      id: owner.id, name: owner.name,
+      plan: { name: owner.plan, rps: plan?.rps ?? null, ru_per_second: plan?.ru_per_second ?? null },
+      ru_balance: deps.balance(owner.id),
+    });
+  }
+  if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, res, meta);
+  if (verb === 'GET') return send(res, meta, 200, deps.directory.listEndpoints(owner.id).map((e) => endpointView(deps.config, e)));
+  if (verb === 'POST') return handleCreate(deps, owner, res, meta, () => aborted);
+  return handleDelete(deps, owner, query, res, meta, () => aborted);
+}
