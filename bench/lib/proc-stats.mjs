@@ -2,7 +2,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 
 /** Kernel clock ticks per second, the unit of utime/stime in /proc/<pid>/stat. */
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim()) || 100;
+export const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim()) || 100;
 
 function readOrNull(path) {
   try {

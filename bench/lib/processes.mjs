@@ -1,4 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * Every child the bench starts, so that any way out (normal end, error, Ctrl-C, SIGTERM) stops them:
@@ -6,8 +8,16 @@ import { spawn, spawnSync } from 'node:child_process';
  */
 const live = new Set();
 
-/** Bytes of a child's output kept for error messages; older output is dropped. */
-const OUTPUT_KEEP = 64 * 1024;
+/** Characters of a child's log shown in error messages. */
+const OUTPUT_SHOWN = 8 * 1024;
+
+let logDir = null;
+
+/** Children's stdout+stderr go to `<dir>/<name>.log`; a later child of the same name (next round) replaces it. */
+export function setLogDir(dir) {
+  mkdirSync(dir, { recursive: true });
+  logDir = dir;
+}
 
 let pinning = spawnSync('taskset', ['-V']).status === 0;
 
@@ -22,34 +32,38 @@ export function disablePinning() {
 
 /**
  * Starts `cmd` pinned to `core` (when pinning is on). taskset execs the command, so the pid is the
- * command's own. stdout and stderr are drained into one buffer: a child blocked on a full pipe would
- * stall in the middle of a measurement.
+ * command's own. Output goes straight to a log file, not through a pipe: anvil prints a line per
+ * request, and relaying it would put this process's CPU into the measurement.
  */
 export function startProcess(name, cmd, args, { core, env, cwd } = {}) {
+  if (!logDir) throw new Error('setLogDir() must be called before starting processes');
   const [file, argv] = core !== undefined && pinning ? ['taskset', ['-c', String(core), cmd, ...args]] : [cmd, args];
-  const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env, cwd });
-  let output = '';
-  const lineWaiters = new Set();
-  const onData = (chunk) => {
-    output += chunk.toString('utf8');
-    if (output.length > OUTPUT_KEEP) output = output.slice(-OUTPUT_KEEP);
-    for (const w of lineWaiters) w();
+  const logPath = join(logDir, `${name.replace(/[^\w.-]+/g, '-')}.log`);
+  const fd = openSync(logPath, 'w');
+  const child = spawn(file, argv, { stdio: ['ignore', fd, fd], env: env ?? process.env, cwd });
+  closeSync(fd);
+  const output = () => {
+    try {
+      const text = readFileSync(logPath, 'utf8');
+      return text.length > OUTPUT_SHOWN ? text.slice(-OUTPUT_SHOWN) : text;
+    } catch {
+      return '';
+    }
   };
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
+  const exitWatchers = new Set();
 
   let exitInfo = null;
   const exited = new Promise((resolve) => {
     child.on('exit', (code, signal) => {
       exitInfo = { code, signal };
       live.delete(handle);
-      for (const w of lineWaiters) w();
+      for (const w of exitWatchers) w();
       resolve(exitInfo);
     });
     child.on('error', (err) => {
       exitInfo = { code: null, signal: null, error: err };
       live.delete(handle);
-      for (const w of lineWaiters) w();
+      for (const w of exitWatchers) w();
       resolve(exitInfo);
     });
   });
@@ -63,22 +77,26 @@ export function startProcess(name, cmd, args, { core, env, cwd } = {}) {
     get exitInfo() {
       return exitInfo;
     },
-    output: () => output,
+    logPath,
+    output,
     /** Resolves with the first match of `re` in the output; rejects when the child exits first or on timeout. */
     waitFor(re, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => done(new Error(`${name}: no ${re} within ${timeoutMs} ms; output:\n${tail(output)}`)), timeoutMs);
+        const timer = setTimeout(() => done(new Error(`${name}: no ${re} within ${timeoutMs} ms; output:\n${tail(output())}`)), timeoutMs);
+        const poll = setInterval(() => check(), 25);
         const check = () => {
-          const m = re.exec(output);
+          const text = output();
+          const m = re.exec(text);
           if (m) return done(null, m);
-          if (exitInfo) done(new Error(`${name} exited (${describeExit(exitInfo)}) before printing ${re}; output:\n${tail(output)}`));
+          if (exitInfo) done(new Error(`${name} exited (${describeExit(exitInfo)}) before printing ${re}; output:\n${tail(text)}`));
         };
         const done = (err, m) => {
           clearTimeout(timer);
-          lineWaiters.delete(check);
+          clearInterval(poll);
+          exitWatchers.delete(check);
           err ? reject(err) : resolve(m);
         };
-        lineWaiters.add(check);
+        exitWatchers.add(check);
         check();
       });
     },

@@ -1,0 +1,125 @@
+// Section: chaingate's public JSON-RPC path as a plain HTTP proxy, side by side with nginx, first in
+// front of a fixed-answer upstream (what the proxy itself costs), then in front of anvil (a real node).
+import { join } from 'node:path';
+import { startChaingate } from './lib/chaingate.mjs';
+import { measure, notRun } from './lib/measure.mjs';
+import { perRound } from './lib/rounds.mjs';
+import { startNginxProxy } from './lib/nginx.mjs';
+import { anvilPath, startAnvil, startFixedUpstream } from './lib/upstreams.mjs';
+
+export const id = 'http-proxy';
+export const title = 'HTTP JSON-RPC proxy (eth_blockNumber, public path)';
+
+/** Targets of this section; a check whose inputs errored or were skipped reads ERROR/SKIP, never PASS. */
+const TARGETS = {
+  rpsFixed: 0.7, // chaingate/nginx req/s, fixed upstream
+  rpsAnvil: 0.9, // chaingate/nginx req/s, anvil
+  p99: 2, // chaingate p99 / nginx p99
+  rssMb: 110, // chaingate RSS at most
+};
+
+/** Starts a server and measures it; a server that fails to start becomes a flagged run, not a crash. */
+async function measureServer({ id, label, start, upstreamPid, ctx }) {
+  let server;
+  try {
+    server = await start();
+  } catch (err) {
+    return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
+  }
+  try {
+    return await measure({ id, label, url: server.url ?? `http://127.0.0.1:${server.port}/`, pid: server.pid, upstreamPid, ctx });
+  } finally {
+    await server.stop();
+  }
+}
+
+/**
+ * Measures `<upstream> alone`, `nginx → <upstream>`, `chaingate → <upstream>`. The upstream measured
+ * alone is the server under test on the server core; behind a proxy, a fresh one runs on the load core
+ * with wrk, as in the baselines.
+ */
+async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
+  const { settings, tools, tmpdir } = ctx;
+  const nginxRun = { id: `nginx-${key}`, label: `nginx → ${name}` };
+  const chaingateRun = { id: `chaingate-${key}`, label: `chaingate → ${name}` };
+  const runs = [
+    await measureServer({ id: key, label: `${name} alone`, ctx, start: () => startUpstream({ name: `${key}-alone`, core: settings.serverCore }) }),
+  ];
+
+  let upstream;
+  try {
+    upstream = await startUpstream({ name: `${key}-upstream`, core: settings.loadCore });
+  } catch (err) {
+    const reason = `upstream did not start: ${err.message}`;
+    return [...runs, notRun({ ...nginxRun, reason, error: true }), notRun({ ...chaingateRun, reason, error: true })];
+  }
+  try {
+    runs.push(
+      tools.nginx
+        ? await measureServer({
+            ...nginxRun,
+            upstreamPid: upstream.pid,
+            ctx,
+            start: () =>
+              startNginxProxy({ bin: tools.nginx, name: `nginx-${key}`, dir: join(tmpdir, `nginx-${key}`), upstreamPort: upstream.port, core: settings.serverCore }),
+          })
+        : notRun({ ...nginxRun, reason: 'nginx not installed' }),
+    );
+    runs.push(
+      await measureServer({
+        ...chaingateRun,
+        upstreamPid: upstream.pid,
+        ctx,
+        start: () =>
+          startChaingate({ name: `chaingate-${key}`, dir: join(tmpdir, `chaingate-${key}`), upstreamPort: upstream.port, chainId, core: settings.serverCore }),
+      }),
+    );
+  } finally {
+    await upstream.stop();
+  }
+  return runs;
+}
+
+const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.rps != null;
+
+/**
+ * `{ name, value, target, status }` with status PASS/FAIL, or ERROR/SKIP when an input run is unusable.
+ * With several rounds, `value` is computed on each target's median round and `rounds` lists the
+ * value within each round, as a measure of how far to trust it.
+ */
+function check(name, inputs, compute, target, passes) {
+  const skipped = inputs.find((r) => !r || r.skipped);
+  if (skipped) return { name, value: null, target, status: 'SKIP', note: skipped?.skipped ?? 'not run' };
+  const broken = inputs.filter((r) => !usable(r));
+  if (broken.length) return { name, value: null, target, status: 'ERROR', note: `errors in: ${broken.map((r) => r.label).join(', ')}` };
+  const value = compute(...inputs);
+  const rounds = perRound(inputs, compute);
+  return { name, value, target, status: passes(value) ? 'PASS' : 'FAIL', ...(rounds.length > 1 ? { rounds } : {}) };
+}
+
+/** The section's targets, judged on its runs (merged across rounds by the caller). */
+export function checks(runs) {
+  const by = Object.fromEntries(runs.map((r) => [r.id, r]));
+  const ratio = (a, b) => a / b;
+  return [
+    check('req/s chaingate / nginx, fixed upstream', [by['chaingate-fixed'], by['nginx-fixed']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsFixed}`, (v) => v >= TARGETS.rpsFixed),
+    check('req/s chaingate / nginx, anvil', [by['chaingate-anvil'], by['nginx-anvil']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsAnvil}`, (v) => v >= TARGETS.rpsAnvil),
+    check('p99 chaingate / nginx, fixed upstream', [by['chaingate-fixed'], by['nginx-fixed']], (c, n) => ratio(c.p99Ms, n.p99Ms), `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
+    check('p99 chaingate / nginx, anvil', [by['chaingate-anvil'], by['nginx-anvil']], (c, n) => ratio(c.p99Ms, n.p99Ms), `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
+    check('chaingate max RSS (MB), fixed upstream', [by['chaingate-fixed']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+    check('chaingate max RSS (MB), anvil', [by['chaingate-anvil']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+  ];
+}
+
+export async function run(ctx) {
+  const runs = await measureTrio({ key: 'fixed', name: 'fixed upstream', startUpstream: startFixedUpstream, chainId: 1, ctx });
+  if (anvilPath()) {
+    const quiet = ctx.settings.anvilQuiet;
+    runs.push(...(await measureTrio({ key: 'anvil', name: 'anvil', startUpstream: (o) => startAnvil({ ...o, quiet }), chainId: 31337, ctx })));
+  } else {
+    for (const [id, label] of [['anvil', 'anvil alone'], ['nginx-anvil', 'nginx → anvil'], ['chaingate-anvil', 'chaingate → anvil']]) {
+      runs.push(notRun({ id, label, reason: 'anvil not found (npm install, or BENCH_ANVIL=path)' }));
+    }
+  }
+  return runs;
+}

@@ -1,0 +1,86 @@
+import { checkJsonRpcResult } from './net.mjs';
+import { startBoxLoad } from './box-load.mjs';
+import { CLK_TCK, processTree, startSampling } from './proc-stats.mjs';
+import { runWrk } from './wrk.mjs';
+
+/** Percent of one core taken by others during a run above which its figures are marked as disturbed. */
+const NOISY_PERCENT = 10;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Waits, up to `maxSeconds`, for a second in which other processes leave the machine alone (below
+ * NOISY_PERCENT of a core), so that a neighbour's build or test run is not measured as our slowness.
+ * Returns the seconds waited; the run goes ahead regardless and is marked when still disturbed.
+ */
+async function waitForQuiet(ours, maxSeconds, log) {
+  if (maxSeconds <= 0) return 0;
+  const start = Date.now();
+  for (let said = false; ; ) {
+    const probe = startBoxLoad(CLK_TCK, ours);
+    await sleep(1000);
+    const { otherCpuPercent } = probe.stop();
+    const waited = (Date.now() - start) / 1000;
+    if (otherCpuPercent <= NOISY_PERCENT || waited >= maxSeconds) return Math.max(0, Math.round(waited - 1));
+    if (!said) log(`  other processes use ${Math.round(otherCpuPercent)}% of a core; waiting up to ${maxSeconds}s for quiet`);
+    said = true;
+  }
+}
+
+/**
+ * One measured run of wrk against `url`, whose server is the process tree of `pid`:
+ * check the answer, warm up, measure while sampling the server's RSS and CPU, check the answer again.
+ * Never throws: whatever went wrong is listed in `errors`, so the run is flagged and the bench goes on.
+ * `upstreamPid` (the node behind a proxy) only keeps that node's CPU out of the box-load figure.
+ */
+export async function measure({ id, label, url, pid, upstreamPid, ctx }) {
+  const { settings, body, script } = ctx;
+  const run = { id, label, url, errors: [], warnings: [] };
+  const wrkOptions = { url, script, connections: settings.connections, threads: settings.threads, core: settings.loadCore };
+
+  const before = await checkJsonRpcResult(url, body);
+  if (before) {
+    run.errors.push(`wrong answer before the run: ${before}`);
+    return run;
+  }
+  const ours = [...processTree(pid), ...(upstreamPid ? processTree(upstreamPid) : [])];
+  run.quietWaitSeconds = await waitForQuiet(ours, settings.quietWaitSeconds, ctx.log);
+  ctx.log(`${label}: warm-up ${settings.warmupSeconds}s, then ${settings.seconds}s measured`);
+  try {
+    if (settings.warmupSeconds > 0) await runWrk({ ...wrkOptions, name: `wrk warm-up ${id}`, seconds: settings.warmupSeconds });
+    const boxLoad = startBoxLoad(CLK_TCK, ours);
+    const sampling = startSampling(pid);
+    let report;
+    try {
+      report = await runWrk({ ...wrkOptions, name: `wrk ${id}`, seconds: settings.seconds });
+    } finally {
+      const usage = sampling.stop();
+      run.maxRssMb = usage.maxRssMb;
+      run.cpuSeconds = usage.cpuSeconds;
+      Object.assign(run, boxLoad.stop());
+    }
+    Object.assign(run, report);
+    run.cpuUsPerRequest = report.requests > 0 ? (run.cpuSeconds * 1e6) / report.requests : null;
+  } catch (err) {
+    run.errors.push(err.message);
+    return run;
+  }
+
+  // wrk counts error answers and broken connections as requests in its req/s: they void the figure.
+  if (run.non2xx > 0) run.errors.push(`${run.non2xx} non-2xx/3xx responses`);
+  const se = run.socketErrors;
+  if (se.connect + se.read + se.write + se.timeout > 0) {
+    run.errors.push(`socket errors: connect ${se.connect}, read ${se.read}, write ${se.write}, timeout ${se.timeout}`);
+  }
+  const after = await checkJsonRpcResult(url, body);
+  if (after) run.errors.push(`wrong answer after the run: ${after}`);
+  // Not errors (the answers were right), but the figures of such a run are not comparable.
+  if (run.otherCpuPercent > NOISY_PERCENT) run.warnings.push(`others used ${Math.round(run.otherCpuPercent)}% of a core`);
+  if (run.stealPercent > NOISY_PERCENT) run.warnings.push(`steal ${Math.round(run.stealPercent)}% of a core`);
+  return run;
+}
+
+/** A run that did not take place, with the reason (a tool missing, a server that did not start). */
+export function notRun({ id, label, reason, error = false }) {
+  return error ? { id, label, errors: [reason], warnings: [] } : { id, label, errors: [], warnings: [], skipped: reason };
+}

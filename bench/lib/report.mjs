@@ -1,0 +1,71 @@
+/** Text and Markdown renderings of a bench result; numbers are rounded here only, JSON keeps them whole. */
+
+const fmt = {
+  rps: (v) => (v == null ? '–' : Math.round(v).toLocaleString('en-US')),
+  ms: (v) => (v == null ? '–' : v < 10 ? v.toFixed(2) : v.toFixed(1)),
+  us: (v) => (v == null ? '–' : v.toFixed(1)),
+  mb: (v) => (v == null ? '–' : v.toFixed(1)),
+  ratio: (v) => (v == null ? '–' : v.toFixed(2)),
+};
+
+function runNote(run) {
+  if (run.skipped) return `skipped: ${run.skipped}`;
+  const notes = run.errors.map((e) => `ERROR: ${e.split('\n')[0]}`);
+  if (run.rounds) notes.unshift(`median of req/s ${run.rounds.map((r) => fmt.rps(r.rps)).join(', ')}`);
+  if (run.warnings?.length) notes.push(`disturbed: ${run.warnings.join(', ')}`);
+  return notes.join('; ');
+}
+
+function runRow(run) {
+  return [run.label, fmt.rps(run.rps), fmt.ms(run.p50Ms), fmt.ms(run.p99Ms), fmt.us(run.cpuUsPerRequest), fmt.mb(run.maxRssMb), runNote(run)];
+}
+
+const RUN_HEAD = ['target', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'max RSS MB', 'notes'];
+const CHECK_HEAD = ['check', 'value', 'target', 'result', 'per round'];
+
+function checkRow(c) {
+  const show = c.name.includes('RSS') ? fmt.mb : fmt.ratio;
+  return [c.name, show(c.value), c.target, c.note ? `${c.status} (${c.note})` : c.status, c.rounds ? c.rounds.map(show).join(', ') : ''];
+}
+
+/** Columns padded to their widest cell; numeric columns right-aligned. */
+function textTable(head, rows, rightAligned) {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells) =>
+    cells
+      .map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+function markdownTable(head, rows) {
+  const esc = (c) => c.replace(/\|/g, '\\|');
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join('\n');
+}
+
+export function sectionText(section) {
+  const parts = [`== ${section.title}`, textTable(RUN_HEAD, section.runs.map(runRow), new Set([1, 2, 3, 4, 5]))];
+  if (section.checks?.length) parts.push('', textTable(CHECK_HEAD, section.checks.map(checkRow), new Set([1])));
+  return parts.join('\n');
+}
+
+export function sectionMarkdown(section) {
+  const parts = [`### ${section.title}`, '', markdownTable(RUN_HEAD, section.runs.map(runRow))];
+  if (section.checks?.length) parts.push('', markdownTable(CHECK_HEAD, section.checks.map(checkRow)));
+  return parts.join('\n');
+}
+
+/** The heading a developer pastes into bench/RESULTS.md above the tables: when, where, how. */
+export function markdownHeading(result) {
+  const { environment: e, settings: s } = result;
+  return [
+    `## ${result.date.slice(0, 10)}${result.commit ? ` (${result.commit.slice(0, 10)})` : ''}`,
+    '',
+    `Node ${e.node}, ${e.cpus} cores (${e.cpuModel}), wrk ${e.wrk ?? '–'}, nginx ${e.nginx ?? '–'}. ` +
+      `wrk -t${s.threads} -c${s.connections} -d${s.seconds}s after ${s.warmupSeconds}s of warm-up` +
+      (s.rounds > 1 ? `, median of ${s.rounds} interleaved rounds; ` : '; ') +
+      (s.pin ? `server under test on core ${s.serverCore}, wrk and upstream on core ${s.loadCore}.` : 'no CPU pinning.') +
+      (s.anvilQuiet ? ' anvil --quiet.' : ''),
+  ].join('\n');
+}

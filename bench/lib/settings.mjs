@@ -1,0 +1,52 @@
+/**
+ * The bench's knobs, from the environment, checked before anything starts. Durations are whole
+ * seconds or minutes (`10s`, `1m`), capped so that a typo cannot start an hour-long load test.
+ */
+const MAX_SECONDS = 600;
+
+function seconds(name, fallback, errors) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const m = /^(\d+)(s|m)?$/.exec(raw.trim());
+  const value = m ? Number(m[1]) * (m[2] === 'm' ? 60 : 1) : NaN;
+  if (!(value >= 0 && value <= MAX_SECONDS)) errors.push(`${name} must be a duration like 10s or 1m, at most ${MAX_SECONDS}s (got '${raw}')`);
+  return value;
+}
+
+function int(name, fallback, min, max, errors) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) errors.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`);
+  return value;
+}
+
+function flag(name) {
+  const raw = process.env[name];
+  return raw !== undefined && raw !== '' && raw !== '0' && raw.toLowerCase() !== 'false';
+}
+
+/** `{ settings }` or `{ errors }` naming each bad variable. */
+export function readSettings() {
+  const errors = [];
+  const quick = flag('BENCH_QUICK');
+  const settings = {
+    quick,
+    seconds: seconds('BENCH_DURATION', quick ? 3 : 10, errors),
+    warmupSeconds: seconds('BENCH_WARMUP', quick ? 1 : 2, errors),
+    rounds: int('BENCH_ROUNDS', 1, 1, 20, errors),
+    quietWaitSeconds: seconds('BENCH_QUIET_WAIT', quick ? 5 : 20, errors),
+    connections: int('BENCH_CONNECTIONS', 64, 1, 10_000, errors),
+    threads: int('BENCH_THREADS', 1, 1, 64, errors),
+    serverCore: int('BENCH_SERVER_CORE', 0, 0, 1023, errors),
+    loadCore: int('BENCH_LOAD_CORE', 1, 0, 1023, errors),
+    pin: process.env.BENCH_PIN === undefined ? true : flag('BENCH_PIN'),
+    anvilQuiet: flag('BENCH_ANVIL_QUIET'),
+    strict: flag('BENCH_STRICT'),
+    sections: (process.env.BENCH_SECTIONS ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    out: process.env.BENCH_OUT || null,
+  };
+  if (settings.seconds === 0) errors.push('BENCH_DURATION must be more than 0s');
+  if (settings.connections < settings.threads) errors.push('BENCH_CONNECTIONS must be at least BENCH_THREADS (wrk needs a connection per thread)');
+  return errors.length ? { errors } : { settings };
+}

@@ -1,0 +1,138 @@
+// chaingate's benchmarks (npm run bench): each section starts its servers, drives them with wrk and
+// reports figures measured side by side in one run, since only ratios survive a noisy shared machine.
+// Knobs: see bench/README.md.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as httpProxy from './http-proxy.mjs';
+import { nginxPath, nginxVersion } from './lib/nginx.mjs';
+import { canPin, disablePinning, pinSelf, setLogDir, stopAll, stopChildrenOnExit } from './lib/processes.mjs';
+import { markdownHeading, sectionMarkdown, sectionText } from './lib/report.mjs';
+import { mergeRounds } from './lib/rounds.mjs';
+import { readSettings } from './lib/settings.mjs';
+import { hasWrk, writePostScript, wrkVersion } from './lib/wrk.mjs';
+
+/**
+ * Sections in the order they run. A new benchmark is one more module exporting `id`, `title`,
+ * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged.
+ */
+const SECTIONS = [httpProxy];
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+const OUT_DIR = join(BENCH_DIR, 'out');
+const REQUEST = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+const INSTALL_HINT = 'sudo apt-get install wrk nginx';
+
+const log = (msg) => process.stdout.write(`· ${msg}\n`);
+
+function gitCommit() {
+  const r = spawnSync('git', ['rev-parse', '--verify', '--quiet', 'HEAD'], { cwd: BENCH_DIR });
+  return r.status === 0 ? r.stdout.toString().trim() : null;
+}
+
+/** Logs of the latest runs kept under bench/out/logs/, one folder per run. */
+const LOG_RUNS_KEPT = 5;
+
+/**
+ * A fresh folder for this run's process logs. Older runs beyond the last few are pruned; a run's own
+ * folder is never shared, so two benches started by mistake at once do not overwrite each other's logs.
+ */
+function newLogDir() {
+  const root = join(OUT_DIR, 'logs');
+  mkdirSync(root, { recursive: true });
+  const old = readdirSync(root).sort();
+  for (const name of old.slice(0, Math.max(0, old.length - (LOG_RUNS_KEPT - 1)))) rmSync(join(root, name), { recursive: true, force: true });
+  return join(root, `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`);
+}
+
+async function main() {
+  const read = readSettings();
+  if (read.errors) {
+    process.stderr.write(`bench: bad settings:\n  ${read.errors.join('\n  ')}\n`);
+    return 2;
+  }
+  const { settings } = read;
+  const sections = settings.sections.length ? SECTIONS.filter((s) => settings.sections.includes(s.id)) : SECTIONS;
+  const unknown = settings.sections.filter((id) => !SECTIONS.some((s) => s.id === id));
+  if (unknown.length) {
+    process.stderr.write(`bench: unknown BENCH_SECTIONS ${unknown.join(', ')}; known: ${SECTIONS.map((s) => s.id).join(', ')}\n`);
+    return 2;
+  }
+
+  if (!hasWrk()) {
+    process.stdout.write(`bench: wrk is not installed, so nothing can be measured. Install it with:\n  ${INSTALL_HINT}\n`);
+    return 0;
+  }
+  const nginx = nginxPath();
+  if (!nginx) process.stdout.write(`bench: nginx is not installed; the nginx comparisons are skipped. Install it with:\n  ${INSTALL_HINT}\n`);
+  if (!settings.pin) disablePinning();
+  else if (!canPin()) process.stdout.write('bench: taskset not found (util-linux); processes are not pinned, figures are noisier\n');
+  settings.pin = canPin();
+  if (settings.pin && cpus().length < 2) process.stdout.write('bench: fewer than 2 cores; wrk competes with the server under test\n');
+
+  stopChildrenOnExit();
+  // This process only waits and samples /proc, but it stays off the server's core all the same.
+  pinSelf(settings.loadCore);
+  const work = mkdtempSync(join(tmpdir(), 'chaingate-bench-'));
+  // Also on Ctrl-C, which exits from the signal handler without reaching the finally below.
+  process.on('exit', () => rmSync(work, { recursive: true, force: true }));
+  const logDir = newLogDir();
+  setLogDir(logDir);
+  const result = {
+    date: new Date().toISOString(),
+    commit: gitCommit(),
+    environment: {
+      node: process.version,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+      wrk: wrkVersion(),
+      nginx: nginx ? nginxVersion(nginx) : null,
+    },
+    settings,
+    request: REQUEST,
+    sections: [],
+  };
+  try {
+    const ctx = { settings, tools: { nginx }, tmpdir: work, body: REQUEST, script: writePostScript(work, REQUEST), log };
+    for (const section of sections) {
+      const rounds = [];
+      for (let round = 1; round <= settings.rounds; round++) {
+        log(`section ${section.id}: ${section.title}${settings.rounds > 1 ? `, round ${round}/${settings.rounds}` : ''}`);
+        rounds.push(await section.run({ ...ctx, tmpdir: join(work, `${section.id}-${round}`) }));
+      }
+      const runs = mergeRounds(rounds);
+      result.sections.push({ id: section.id, title: section.title, runs, checks: section.checks(runs) });
+    }
+  } finally {
+    await stopAll();
+    rmSync(work, { recursive: true, force: true });
+  }
+
+  const out = resolve(settings.out ?? join(OUT_DIR, 'latest.json'));
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, JSON.stringify(result, null, 2) + '\n');
+
+  process.stdout.write('\n' + result.sections.map(sectionText).join('\n\n') + '\n');
+  process.stdout.write(`\nFor bench/RESULTS.md:\n\n${markdownHeading(result)}\n\n${result.sections.map(sectionMarkdown).join('\n\n')}\n`);
+  process.stdout.write(`\nJSON: ${out}\nLogs of every process: ${logDir}\n`);
+
+  const runs = result.sections.flatMap((s) => s.runs);
+  const checks = result.sections.flatMap((s) => s.checks ?? []);
+  const errored = runs.filter((r) => r.errors.length);
+  for (const r of errored) process.stdout.write(`\nERROR in "${r.label}":\n  ${r.errors.join('\n  ')}\n`);
+  const failed = checks.filter((c) => c.status === 'FAIL');
+  // Errors void figures, so they always fail the command; missed targets only under BENCH_STRICT.
+  if (errored.length) return 1;
+  return settings.strict && failed.length ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  async (err) => {
+    process.stderr.write(`bench: ${err.stack ?? err}\n`);
+    await stopAll();
+    process.exit(1);
+  },
+);
