@@ -39,7 +39,13 @@ export function admitCost(t: Tenancy, c: Caller, method: string): Admission {
     if (!taken.ok) return { ok: false, error: 'rate_limited', retryAfterMs: taken.retryAfterMs };
   }
   if (!t.ledger.healthy()) return { ok: false, error: 'store_unavailable' };
-  const reservation = t.ledger.reserve(c.auth.ownerId, ru);
+  let reservation;
+  try {
+    // The first reservation of an owner reads its stored balance: SQLite may be busy or failing.
+    reservation = t.ledger.reserve(c.auth.ownerId, ru);
+  } catch {
+    return { ok: false, error: 'store_unavailable' };
+  }
   if (reservation === null) return { ok: false, error: 'insufficient_balance' };
   return { ok: true, reservation, ru };
 }

@@ -31,7 +31,8 @@ export const REFRESH_INTERVAL_MS = 1000;
 const ROLL_UP_INTERVAL_MS = 60_000;
 
 export function createTenancy(config: Config, log: Logger): Tenancy {
-  const store = openStore(config.storage.path);
+  // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
+  const store = openStore(config.storage.path, { busyTimeoutMs: 100 });
   const directory = createDirectory(store);
   const ledger = createLedger(store, {
     flushIntervalMs: config.ledger.flush_interval_ms,

@@ -14,7 +14,9 @@ export function post(url: string, body: string | Buffer, headers: Record<string,
 
 export function send(method: string, url: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method, headers, agent: false }, (res) => {
+    // An explicit length: Node frames DELETE and GET bodies neither by length nor by chunks otherwise.
+    const framed = body === undefined ? headers : { 'content-length': String(Buffer.byteLength(body)), ...headers };
+    const req = httpRequest(url, { method, headers: framed, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);

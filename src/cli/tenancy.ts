@@ -1,0 +1,247 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Config } from '../config/schema.js';
+import { openStore, type Store } from '../store/open.js';
+import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
+import { createOwnerAdmin, type OwnerAdmin } from '../tenancy/owners.js';
+import { intOption, parseArgs, type ParsedArgs, stringOption } from './args.js';
+import { formatTable, formatTime } from './table.js';
+
+export const TENANCY_USAGE = `Owners, keys and endpoints, in the database at storage.path (safe while the gateway runs):
+
+  chaingate owner create --name NAME --plan PLAN --ru N [--json]   new owner and its first management key
+  chaingate owner list [--json]                                    owners, balances, endpoint counts
+  chaingate owner topup ID --ru N                                  credit N RU
+  chaingate owner set-plan ID PLAN
+  chaingate owner key create ID [--json]                           another management key (shown once)
+  chaingate owner key list ID                                      management keys by prefix
+  chaingate owner key revoke ID PREFIX                             revoke the key starting with PREFIX
+  chaingate owner suspend ID | owner resume ID                     refuse / accept the owner's keys
+  chaingate owner delete ID                                        the owner, its endpoints and keys
+  chaingate endpoint list [--owner ID] [--json]
+  chaingate backup --out FILE [--force]                            online copy of the database
+
+Every command also takes --config FILE. Exit status: 0 done, 1 refused (e.g. unknown owner), 2 bad arguments.
+`;
+
+/** The command words this module serves, for the lead's dispatcher. */
+export const TENANCY_COMMANDS: ReadonlySet<string> = new Set(['owner', 'endpoint', 'backup']);
+
+/** A wrong command line: exit status 2 with the message. */
+class UsageError extends Error {}
+/** A refused operation (unknown owner, key...): exit status 1 with the message. */
+class RefusedError extends Error {}
+
+interface Io { args: ParsedArgs; config: Config; out: (s: string) => void; admin: () => OwnerAdmin; store: () => Store }
+
+const MAX_RU = 1e15; // far above any real balance, well inside exact double arithmetic
+
+function ownerId(s: string | undefined, what = 'owner ID'): number {
+  if (s === undefined) throw new UsageError(`missing ${what}`);
+  const n = Number(s);
+  if (!/^\d+$/.test(s) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what} must be a positive integer, got '${s}'`);
+  return n;
+}
+
+function plan(config: Config, name: string | undefined): string {
+  const plans = Object.keys(config.plans);
+  if (name === undefined) throw new UsageError(`missing plan (plans: ${plans.join(', ')})`);
+  if (!Object.hasOwn(config.plans, name)) throw new UsageError(`unknown plan '${name}' (plans: ${plans.join(', ')})`);
+  return name;
+}
+
+/** Runs one of args.ts's readers, whose errors are all about the command line. */
+function asUsage<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+function requireRu(args: ParsedArgs, min: number): number {
+  const ru = asUsage(() => intOption(args, 'ru', min, MAX_RU));
+  if (ru === undefined) throw new UsageError('missing --ru N');
+  return ru;
+}
+
+function found<T>(value: T | null | false, id: number): T {
+  if (value === null || value === false) throw new RefusedError(`no owner ${id}`);
+  return value;
+}
+
+/** Which options each command accepts besides --config and --help; anything else is refused by name. */
+const OPTIONS: Record<string, readonly string[]> = {
+  'owner create': ['name', 'plan', 'ru', 'json'],
+  'owner list': ['json'],
+  'owner topup': ['ru'],
+  'owner key create': ['json'],
+  'endpoint list': ['owner', 'json'],
+  backup: ['out', 'force'],
+};
+
+async function run(command: string, rest: string[], io: Io): Promise<void> {
+  const { args, config, out } = io;
+  const json = args.options.has('json');
+  const [a, b] = rest;
+  switch (command) {
+    case 'owner create': {
+      const name = stringOption(args, 'name')?.trim();
+      if (!name) throw new UsageError('missing --name NAME');
+      if (name.length > 100) throw new UsageError('--name is longer than 100 characters');
+      const created = io.admin().createOwner(name, plan(config, stringOption(args, 'plan')), requireRu(args, 0));
+      out(json
+        ? `${JSON.stringify({ id: created.id, management_key: created.managementKey })}\n`
+        : `owner ${created.id} created\nmanagement key (shown once, keep it secret): ${created.managementKey}\n`);
+      return;
+    }
+    case 'owner list': {
+      const owners = io.admin().listOwners();
+      if (json) {
+        out(`${JSON.stringify(owners.map((o) => ({
+          id: o.id, name: o.name, plan: o.plan, ru_balance: o.ruBalance, suspended: o.suspended, endpoints: o.endpoints, created_at: o.createdAt,
+        })))}\n`);
+      } else {
+        out(formatTable(['ID', 'NAME', 'PLAN', 'BALANCE', 'SUSPENDED', 'ENDPOINTS', 'CREATED'], owners.map((o) => [
+          String(o.id), o.name, o.plan, String(o.ruBalance), o.suspended ? 'yes' : 'no', String(o.endpoints), formatTime(o.createdAt),
+        ])));
+      }
+      return;
+    }
+    case 'owner topup': {
+      const id = ownerId(a);
+      const balance = found(io.admin().topUp(id, requireRu(args, 1)), id);
+      out(`owner ${id}: balance ${balance} RU\n`);
+      return;
+    }
+    case 'owner set-plan': {
+      const id = ownerId(a);
+      const p = plan(config, b);
+      found(io.admin().setPlan(id, p), id);
+      out(`owner ${id}: plan ${p}\n`);
+      return;
+    }
+    case 'owner key create': {
+      const id = ownerId(a);
+      const key = found(io.admin().createManagementKey(id), id);
+      out(json ? `${JSON.stringify({ id, management_key: key })}\n` : `management key for owner ${id} (shown once, keep it secret): ${key}\n`);
+      return;
+    }
+    case 'owner key list': {
+      const id = ownerId(a);
+      const keys = found(io.admin().listManagementKeys(id), id);
+      out(formatTable(['PREFIX', 'CREATED', 'REVOKED'], keys.map((k) => [
+        k.keyPrefix, formatTime(k.createdAt), k.revokedAt === null ? '-' : formatTime(k.revokedAt),
+      ])));
+      return;
+    }
+    case 'owner key revoke': {
+      const id = ownerId(a);
+      if (b === undefined) throw new UsageError(`missing PREFIX (the first ${KEY_PREFIX_LENGTH} characters of the key; see owner key list)`);
+      const result = io.admin().revokeManagementKey(id, b.slice(0, KEY_PREFIX_LENGTH));
+      if (result === 'no_owner') throw new RefusedError(`no owner ${id}`);
+      if (result === 'no_key') throw new RefusedError(`owner ${id} has no live management key with prefix '${b}' (see owner key list ${id})`);
+      if (result === 'ambiguous') throw new RefusedError(`several live management keys of owner ${id} have the prefix '${b}'`);
+      out(`owner ${id}: management key ${b.slice(0, KEY_PREFIX_LENGTH)} revoked\n`);
+      return;
+    }
+    case 'owner suspend':
+    case 'owner resume': {
+      const id = ownerId(a);
+      const suspend = command === 'owner suspend';
+      found(io.admin().setSuspended(id, suspend), id);
+      out(`owner ${id}: ${suspend ? 'suspended (its keys are refused)' : 'resumed'}\n`);
+      return;
+    }
+    case 'owner delete': {
+      const id = ownerId(a);
+      const { endpoints } = found(io.admin().deleteOwner(id), id);
+      out(`owner ${id} deleted with ${endpoints} endpoint${endpoints === 1 ? '' : 's'}\n`);
+      return;
+    }
+    case 'endpoint list': {
+      const owner = stringOption(args, 'owner');
+      const rows = io.admin().listEndpoints(owner === undefined ? undefined : ownerId(owner, '--owner'));
+      if (json) {
+        out(`${JSON.stringify(rows.map((e) => ({
+          id: e.id, owner_id: e.ownerId, name: e.name, network: e.network, key_prefix: e.keyPrefix, created_at: e.createdAt,
+        })))}\n`);
+      } else {
+        out(formatTable(['ID', 'OWNER', 'NETWORK', 'NAME', 'KEY', 'CREATED'], rows.map((e) => [
+          e.id, String(e.ownerId), e.network, e.name ?? '-', `${e.keyPrefix}…`, formatTime(e.createdAt),
+        ])));
+      }
+      return;
+    }
+    case 'backup': {
+      const target = stringOption(args, 'out');
+      if (target === undefined) throw new UsageError('missing --out FILE');
+      const file = resolve(target);
+      if (file === io.store().path) throw new UsageError('--out is the database itself');
+      if (existsSync(file) && !args.options.has('force')) throw new RefusedError(`${target} exists: pass --force to overwrite it`);
+      mkdirSync(dirname(file), { recursive: true });
+      // SQLite's online backup: a consistent copy while the daemon keeps writing.
+      const { totalPages } = await io.store().db.backup(file);
+      out(`backup written to ${target} (${totalPages} pages)\n`);
+      return;
+    }
+    default:
+      throw new UsageError(`unknown command '${command}'`);
+  }
+}
+
+/** The words naming the command (`owner key create`), and the positionals after them. */
+function splitCommand(positionals: string[]): { command: string; rest: string[] } {
+  const [first, second, third] = positionals;
+  if (first === 'owner' && second === 'key') return { command: `owner key ${third ?? ''}`.trim(), rest: positionals.slice(3) };
+  if (first === 'backup') return { command: 'backup', rest: positionals.slice(1) };
+  return { command: [first, second].filter((w) => w !== undefined).join(' '), rest: positionals.slice(2) };
+}
+
+const POSITIONALS: Record<string, number> = {
+  'owner topup': 1, 'owner set-plan': 2, 'owner key create': 1, 'owner key list': 1, 'owner key revoke': 2,
+  'owner suspend': 1, 'owner resume': 1, 'owner delete': 1,
+};
+
+/**
+ * Runs one operator command (`argv` as typed after `chaingate`, e.g. `['owner', 'list', '--config', F]`)
+ * against the database at `config.storage.path`; returns the exit status. Writes only through `out`
+ * and `err`, so it is testable and never exits the process.
+ */
+export async function runTenancyCommand(
+  argv: string[], config: Config, out: (s: string) => void, err: (s: string) => void,
+): Promise<number> {
+  let store: Store | undefined;
+  const openOnce = (): Store => (store ??= openStore(config.storage.path));
+  try {
+    const args = asUsage(() => parseArgs(argv, ['name', 'plan', 'ru', 'owner', 'out', 'config'], ['json', 'help', 'force']));
+    if (args.options.has('help')) {
+      out(TENANCY_USAGE);
+      return 0;
+    }
+    const { command, rest } = splitCommand(args.positionals);
+    const known = Object.hasOwn(OPTIONS, command) || Object.hasOwn(POSITIONALS, command);
+    if (!known) throw new UsageError(command === '' ? 'missing command' : `unknown command '${command}'`);
+    for (const name of args.options.keys()) {
+      if (name !== 'config' && !(OPTIONS[command] ?? []).includes(name)) throw new UsageError(`${command} takes no --${name}`);
+    }
+    const extra = rest.slice(POSITIONALS[command] ?? 0);
+    if (extra.length > 0) throw new UsageError(`${command}: unexpected argument '${extra[0]}'`);
+    await run(command, rest, { args, config, out, store: openOnce, admin: () => createOwnerAdmin(openOnce()) });
+    return 0;
+  } catch (e) {
+    if (e instanceof RefusedError) {
+      err(`chaingate: ${e.message}\n`);
+      return 1;
+    }
+    if (e instanceof UsageError) {
+      err(`chaingate: ${e.message}\n\n${TENANCY_USAGE}`);
+      return 2;
+    }
+    // The store itself failed (busy past the timeout, disk full, unreadable file): say so plainly.
+    err(`chaingate: ${(e as Error).message} (database ${config.storage.path})\n`);
+    return 1;
+  } finally {
+    store?.close();
+  }
+}

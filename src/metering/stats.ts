@@ -1,0 +1,69 @@
+import type { Statements } from '../store/statements.js';
+
+export type StatsInterval = 'minute' | 'hour' | 'day';
+
+export interface StatsQuery {
+  /** Only this endpoint's usage; all the owner's endpoints (deleted ones included) when absent. */
+  endpointId?: string | undefined;
+  /** Unix seconds, inclusive: a row counts when the period it covers starts in [from, to). */
+  from: number;
+  /** Unix seconds, exclusive. */
+  to: number;
+  /** Width of one point of `series`. */
+  interval: StatsInterval;
+}
+
+/** Requests counted, RU debited, and requests that failed or were refused (status not 0). */
+export interface UsageFigures { requests: number; ru: number; errors: number }
+
+export interface UsageStats {
+  totals: UsageFigures;
+  /** Per JSON-RPC method (or Beacon route), most RU first. */
+  methods: Array<UsageFigures & { method: string }>;
+  /**
+   * Points in time order, only periods with usage (a gap means none). `t` is the period's start in
+   * unix seconds (UTC). Usage older than the minute (or hour) retention is kept only per hour (or
+   * day), so a finer interval shows it at that coarser start.
+   */
+  series: Array<UsageFigures & { t: number }>;
+}
+
+export const INTERVAL_SECONDS: Readonly<Record<StatsInterval, number>> = { minute: 60, hour: 3600, day: 86_400 };
+
+/**
+ * Reads one owner's usage from the minute, hour and day tables together: a roll-up moves rows from
+ * one table to the next in one transaction, so every request is in exactly one of them.
+ */
+export function readUsageStats(sql: Statements, ownerId: number, query: StatsQuery): UsageStats {
+  const rows = sql.directory.stats.all({
+    step: INTERVAL_SECONDS[query.interval],
+    owner: ownerId,
+    from: query.from,
+    to: query.to,
+    endpoint: query.endpointId ?? null,
+  });
+  const totals: UsageFigures = { requests: 0, ru: 0, errors: 0 };
+  const methods = new Map<string, UsageFigures & { method: string }>();
+  const series: Array<UsageFigures & { t: number }> = [];
+  for (const row of rows) {
+    totals.requests += row.requests;
+    totals.ru += row.ru;
+    totals.errors += row.errors;
+    let m = methods.get(row.method);
+    if (m === undefined) methods.set(row.method, (m = { method: row.method, requests: 0, ru: 0, errors: 0 }));
+    m.requests += row.requests;
+    m.ru += row.ru;
+    m.errors += row.errors;
+    // Rows arrive ordered by bucket, so a bucket's rows are adjacent.
+    const last = series[series.length - 1];
+    if (last !== undefined && last.t === row.bucket) {
+      last.requests += row.requests;
+      last.ru += row.ru;
+      last.errors += row.errors;
+    } else {
+      series.push({ t: row.bucket, requests: row.requests, ru: row.ru, errors: row.errors });
+    }
+  }
+  const byRu = [...methods.values()].sort((a, b) => b.ru - a.ru || b.requests - a.requests || (a.method < b.method ? -1 : 1));
+  return { totals, methods: byRu, series };
+}

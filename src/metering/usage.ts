@@ -1,0 +1,46 @@
+import type { Store } from '../store/open.js';
+
+export interface RollUpOptions {
+  /** Hours of per-minute rows kept before they are summed into hours (config `usage.keep_minutes_h`). */
+  keepMinutesH: number;
+  /** Days of hourly rows kept before they are summed into days, which are kept (config `usage.keep_hours_d`). */
+  keepHoursD: number;
+}
+
+/** Rows moved by one `rollUp`. */
+export interface RollUpResult { minuteRows: number; hourRows: number }
+
+/** Coarsens old usage so the tables stay small while totals stay exact. */
+export interface UsageRollUp {
+  /**
+   * Sums minute rows older than the minute retention into hour rows, and hour rows older than the
+   * hour retention into day rows, each move in one transaction (a reader sees a request in exactly
+   * one table). Only whole periods move: the cut-offs are rounded down to an hour and to a day.
+   * `nowMs` defaults to Date.now(); throws the SqliteError when the store fails (call again later).
+   */
+  rollUp(nowMs?: number): RollUpResult;
+}
+
+export function createUsageRollUp(store: Store, options: RollUpOptions): UsageRollUp {
+  const sql = store.sql.usage;
+  const moveMinutes = store.db.transaction((cutoff: number) => {
+    sql.minutesIntoHours.run(cutoff);
+    return sql.deleteMinutesBefore.run(cutoff).changes;
+  });
+  const moveHours = store.db.transaction((cutoff: number) => {
+    sql.hoursIntoDays.run(cutoff);
+    return sql.deleteHoursBefore.run(cutoff).changes;
+  });
+
+  return {
+    rollUp(nowMs = Date.now()) {
+      const now = Math.floor(nowMs / 1000);
+      const minuteCutoff = now - options.keepMinutesH * 3600;
+      const hourCutoff = now - options.keepHoursD * 86_400;
+      return {
+        minuteRows: moveMinutes.immediate(minuteCutoff - (minuteCutoff % 3600)),
+        hourRows: moveHours.immediate(hourCutoff - (hourCutoff % 86_400)),
+      };
+    },
+  };
+}

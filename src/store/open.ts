@@ -1,0 +1,70 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+import { prepareStatements, type Statements } from './statements.js';
+
+/** One open connection to the chaingate database, with its statements prepared. */
+export interface Store {
+  readonly db: Database.Database;
+  readonly sql: Statements;
+  /** Absolute path of the database file. */
+  readonly path: string;
+  close(): void;
+}
+
+export interface StoreOptions {
+  /**
+   * How long a write waits for another connection's write lock before failing with SQLITE_BUSY, in ms;
+   * default 5000. better-sqlite3 waits synchronously, so the daemon should pass a short time (e.g. 100):
+   * its flushes retry on the next tick, while a long wait would stall the event loop.
+   */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Opens (creating when absent, directory included) the database at `path` and brings its schema to
+ * the current version. Works next to another process holding the same file (the daemon and the CLI):
+ * WAL lets readers and one writer proceed together, and migrations run under a write lock.
+ */
+export function openStore(path: string, options: StoreOptions = {}): Store {
+  const file = resolve(path);
+  mkdirSync(dirname(file), { recursive: true });
+  const db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000 });
+  try {
+    db.pragma('journal_mode = WAL');
+    // NORMAL in WAL mode: a committed transaction survives a process crash; only an OS crash or power
+    // loss may lose the last transactions, never corrupt the file.
+    db.pragma('synchronous = NORMAL');
+    db.pragma('foreign_keys = ON');
+    migrate(db);
+    const close = (): void => {
+      if (!db.open) return;
+      // SQLite's advice for long-lived connections: refresh the planner's statistics before closing.
+      db.pragma('optimize');
+      db.close();
+    };
+    return { db, sql: prepareStatements(db), path: file, close };
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+function userVersion(db: Database.Database): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+function migrate(db: Database.Database): void {
+  if (userVersion(db) === SCHEMA_VERSION) return;
+  // IMMEDIATE takes the write lock first, so two processes opening a new file at once cannot both
+  // run the same migration; the version is read again under the lock.
+  db.transaction(() => {
+    const from = userVersion(db);
+    if (from > SCHEMA_VERSION) {
+      throw new Error(`the database schema is version ${from}, newer than this chaingate (${SCHEMA_VERSION}): upgrade chaingate`);
+    }
+    for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
+}

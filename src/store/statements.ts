@@ -1,0 +1,115 @@
+import type Database from 'better-sqlite3';
+
+/**
+ * Every SQL statement chaingate runs, prepared once when the store opens, grouped by the module that
+ * uses it. Hot-path statements take positional parameters (cheaper to bind than named ones).
+ */
+
+type Stmt<P extends unknown[], R = unknown> = Database.Statement<P, R>;
+
+/** A row as the daemon's key lookup needs it. */
+export interface EndpointAuthRow { endpointId: string; ownerId: number; network: string; plan: string }
+export interface OwnerRow { id: number; name: string; plan: string; ruBalance: number; suspended: number }
+export interface EndpointRow { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }
+export interface StatsRow { bucket: number; method: string; requests: number; ru: number; errors: number }
+export interface OwnerListRow extends OwnerRow { createdAt: number; endpoints: number }
+export interface EndpointListRow extends EndpointRow { ownerId: number }
+export interface ManagementKeyRow { keyPrefix: string; createdAt: number; revokedAt: number | null }
+/** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru. */
+export type UsageParams = [string, number, string, number, number, number, number];
+
+const STATS_COLUMNS = `t - t % @step AS bucket, method, requests, ru, CASE WHEN status = 0 THEN 0 ELSE requests END AS errors`;
+const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)`;
+
+function rollUpSql(from: string, into: string, period: number): string {
+  // `WHERE` is required before `ON CONFLICT` in an INSERT ... SELECT (SQLite's parser ambiguity).
+  return `INSERT INTO ${into} (endpoint_id, owner_id, method, t, status, requests, ru)
+    SELECT endpoint_id, owner_id, method, t - t % ${period} AS period, status, sum(requests), sum(ru)
+    FROM ${from} WHERE t < ? GROUP BY endpoint_id, owner_id, method, period, status
+    ON CONFLICT (endpoint_id, method, t, status)
+    DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru`;
+}
+
+export function prepareStatements(db: Database.Database) {
+  const p = <P extends unknown[], R = unknown>(sql: string): Stmt<P, R> => db.prepare<P, R>(sql);
+  const named = <P extends object, R = unknown>(sql: string): Stmt<[P], R> => db.prepare<[P], R>(sql);
+  return {
+    directory: {
+      dataVersion: p<[], number>('PRAGMA data_version').pluck(),
+      endpointByKeyHash: p<[Buffer], EndpointAuthRow>(`
+        SELECT e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan
+        FROM endpoints e JOIN owners o ON o.id = e.owner_id
+        WHERE e.key_hash = ? AND e.deleted_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
+      ownerByManagementKeyHash: p<[Buffer], OwnerRow>(`
+        SELECT o.id, o.name, o.plan, o.ru_balance AS ruBalance, o.suspended
+        FROM management_keys k JOIN owners o ON o.id = k.owner_id
+        WHERE k.key_hash = ? AND k.revoked_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
+      ownerById: p<[number], OwnerRow>(`
+        SELECT id, name, plan, ru_balance AS ruBalance, suspended FROM owners WHERE id = ? AND deleted_at IS NULL`),
+      countLiveEndpoints: p<[number], number>(`SELECT count(*) FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
+      insertEndpoint: p<[string, number, string, string | null, Buffer, string, number]>(`
+        INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      listEndpoints: p<[number], EndpointRow>(`
+        SELECT id, name, network, key_prefix AS keyPrefix, created_at AS createdAt
+        FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
+      // The sequence number comes from the same statement, so two writers cannot take the same one.
+      deleteEndpoint: p<[number, string, number], number>(`
+        UPDATE endpoints SET deleted_at = ?, deleted_seq = (SELECT coalesce(max(deleted_seq), 0) + 1 FROM endpoints)
+        WHERE id = ? AND owner_id = ? AND deleted_at IS NULL RETURNING deleted_seq`).pluck(),
+      maxDeletedSeq: p<[], number>(`SELECT coalesce(max(deleted_seq), 0) FROM endpoints`).pluck(),
+      deletedAfter: p<[number], { id: string; seq: number }>(`
+        SELECT id, deleted_seq AS seq FROM endpoints WHERE deleted_seq > ? ORDER BY deleted_seq`),
+      suspendedOwnerIds: p<[], number>(`SELECT id FROM owners WHERE suspended = 1 AND deleted_at IS NULL`).pluck(),
+      liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
+      stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null }, StatsRow>(`
+        SELECT bucket, method, sum(requests) AS requests, sum(ru) AS ru, sum(errors) AS errors FROM (
+          SELECT ${STATS_COLUMNS} FROM usage_minute WHERE ${STATS_FILTER}
+          UNION ALL SELECT ${STATS_COLUMNS} FROM usage_hour WHERE ${STATS_FILTER}
+          UNION ALL SELECT ${STATS_COLUMNS} FROM usage_day WHERE ${STATS_FILTER}
+        ) GROUP BY bucket, method ORDER BY bucket, method`),
+    },
+    ledger: {
+      balance: p<[number], number>(`SELECT ru_balance FROM owners WHERE id = ?`).pluck(),
+      // Relative, so a top-up committed by the CLI between two flushes composes with the debit.
+      debit: p<[number, number], number>(`UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ? RETURNING ru_balance`).pluck(),
+      addUsage: p<UsageParams>(`
+        INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru) VALUES (?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (endpoint_id, method, t, status)
+        DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru`),
+    },
+    usage: {
+      minutesIntoHours: p<[number]>(rollUpSql('usage_minute', 'usage_hour', 3600)),
+      deleteMinutesBefore: p<[number]>(`DELETE FROM usage_minute WHERE t < ?`),
+      hoursIntoDays: p<[number]>(rollUpSql('usage_hour', 'usage_day', 86_400)),
+      deleteHoursBefore: p<[number]>(`DELETE FROM usage_hour WHERE t < ?`),
+    },
+    admin: {
+      insertOwner: p<[string, string, number, number]>(`INSERT INTO owners (name, plan, ru_balance, created_at) VALUES (?, ?, ?, ?)`),
+      insertCredit: p<[number, number, number]>(`INSERT INTO credits (owner_id, ru, at) VALUES (?, ?, ?)`),
+      credit: p<[number, number]>(`UPDATE owners SET ru_balance = ru_balance + ? WHERE id = ? AND deleted_at IS NULL`),
+      insertManagementKey: p<[Buffer, number, string, number]>(`
+        INSERT INTO management_keys (key_hash, owner_id, key_prefix, created_at) VALUES (?, ?, ?, ?)`),
+      listManagementKeys: p<[number], ManagementKeyRow>(`
+        SELECT key_prefix AS keyPrefix, created_at AS createdAt, revoked_at AS revokedAt
+        FROM management_keys WHERE owner_id = ? ORDER BY created_at, key_prefix`),
+      countLiveKeysWithPrefix: p<[number, string], number>(`
+        SELECT count(*) FROM management_keys WHERE owner_id = ? AND key_prefix = ? AND revoked_at IS NULL`).pluck(),
+      revokeKeysWithPrefix: p<[number, number, string]>(`
+        UPDATE management_keys SET revoked_at = ? WHERE owner_id = ? AND key_prefix = ? AND revoked_at IS NULL`),
+      revokeAllKeys: p<[number, number]>(`UPDATE management_keys SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL`),
+      listOwners: p<[], OwnerListRow>(`
+        SELECT o.id, o.name, o.plan, o.ru_balance AS ruBalance, o.suspended, o.created_at AS createdAt,
+          (SELECT count(*) FROM endpoints e WHERE e.owner_id = o.id AND e.deleted_at IS NULL) AS endpoints
+        FROM owners o WHERE o.deleted_at IS NULL ORDER BY o.id`),
+      setPlan: p<[string, number]>(`UPDATE owners SET plan = ? WHERE id = ? AND deleted_at IS NULL`),
+      setSuspended: p<[number, number]>(`UPDATE owners SET suspended = ? WHERE id = ? AND deleted_at IS NULL`),
+      deleteOwner: p<[number, number]>(`UPDATE owners SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`),
+      listAllEndpoints: p<[number | null, number | null], EndpointListRow>(`
+        SELECT id, owner_id AS ownerId, name, network, key_prefix AS keyPrefix, created_at AS createdAt
+        FROM endpoints WHERE deleted_at IS NULL AND (? IS NULL OR owner_id = ?) ORDER BY owner_id, created_at, id`),
+    },
+  };
+}
+
+/** The prepared statements of one open store. */
+export type Statements = ReturnType<typeof prepareStatements>;

@@ -1,0 +1,76 @@
+import { LRUCache } from 'lru-cache';
+
+/** What an API key grants: the endpoint, its owner, its network and the owner's plan. */
+export interface EndpointAuth {
+  endpointId: string;
+  ownerId: number;
+  /** The configured chain slug the endpoint serves. */
+  network: string;
+  /** The owner's plan (a key of `config.plans`), so the rate limiter needs no second lookup. */
+  plan: string;
+}
+
+/**
+ * The daemon's memory of API-key lookups: keys that were found (with what they grant) and keys that
+ * were not, each in its own bounded LRU. Remembering misses is what keeps a flood of random keys off
+ * SQLite; bounding them is what keeps the same flood from growing memory.
+ */
+export interface KeyCache {
+  /** The cached answer: an EndpointAuth, null for a remembered miss, undefined when not cached. */
+  get(key: string): EndpointAuth | null | undefined;
+  remember(key: string, auth: EndpointAuth | null): void;
+  /** Drops whatever is cached for `key` (e.g. a new endpoint's key that was once a miss). */
+  forget(key: string): void;
+  /** Drops the cached key of an endpoint, so a deleted endpoint stops working at once. */
+  forgetEndpoint(endpointId: string): void;
+  clear(): void;
+  readonly found: number;
+  readonly missing: number;
+}
+
+export function createKeyCache(maxFound: number, maxMissing: number): KeyCache {
+  // endpoint id -> its cached key: deleting an endpoint knows only its id, the cache is keyed by key.
+  const keyOfEndpoint = new Map<string, string>();
+  const found = new LRUCache<string, EndpointAuth>({
+    max: maxFound,
+    dispose: (auth, key) => {
+      if (keyOfEndpoint.get(auth.endpointId) === key) keyOfEndpoint.delete(auth.endpointId);
+    },
+  });
+  const missing = new LRUCache<string, true>({ max: maxMissing });
+
+  return {
+    get(key) {
+      const auth = found.get(key);
+      if (auth !== undefined) return auth;
+      return missing.get(key) === true ? null : undefined;
+    },
+    remember(key, auth) {
+      if (auth === null) {
+        missing.set(key, true);
+        return;
+      }
+      found.set(key, auth);
+      keyOfEndpoint.set(auth.endpointId, key);
+    },
+    forget(key) {
+      found.delete(key);
+      missing.delete(key);
+    },
+    forgetEndpoint(endpointId) {
+      const key = keyOfEndpoint.get(endpointId);
+      if (key !== undefined) found.delete(key);
+    },
+    clear() {
+      found.clear();
+      missing.clear();
+      keyOfEndpoint.clear();
+    },
+    get found() {
+      return found.size;
+    },
+    get missing() {
+      return missing.size;
+    },
+  };
+}

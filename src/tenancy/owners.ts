@@ -1,0 +1,106 @@
+import type { Store } from '../store/open.js';
+import type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
+import { newKey } from './keys.js';
+
+/** An owner as the operator lists it. */
+export interface OwnerSummary {
+  id: number;
+  name: string;
+  plan: string;
+  ruBalance: number;
+  suspended: boolean;
+  /** Unix seconds. */
+  createdAt: number;
+  /** Live (not deleted) endpoints. */
+  endpoints: number;
+}
+
+export type RevokeResult = 'revoked' | 'no_owner' | 'no_key' | 'ambiguous';
+
+/**
+ * The operator's actions on owners (the CLI), on their own connection next to the running daemon.
+ * Each is one transaction; the daemon notices through `PRAGMA data_version`. Plans are checked by the
+ * caller, which has the configuration. Deleted owners stay in the file (so usage and credits keep
+ * their meaning) but are invisible here: every action on one answers as for an unknown id.
+ */
+export interface OwnerAdmin {
+  /** Creates the owner with `ru` as its first credit, and its first management key (shown once). */
+  createOwner(name: string, plan: string, ru: number): { id: number; managementKey: string };
+  listOwners(): OwnerSummary[];
+  /** Credits `ru` (recorded in `credits`); the new stored balance, or null for an unknown owner. */
+  topUp(ownerId: number, ru: number): number | null;
+  setPlan(ownerId: number, plan: string): boolean;
+  /** A new management key (shown once), or null for an unknown owner. */
+  createManagementKey(ownerId: number): string | null;
+  /** The owner's management keys by prefix, revoked ones included; null for an unknown owner. */
+  listManagementKeys(ownerId: number): ManagementKeyRow[] | null;
+  /** Revokes the owner's one live key starting with `prefix` (its KEY_PREFIX_LENGTH first characters). */
+  revokeManagementKey(ownerId: number, prefix: string): RevokeResult;
+  setSuspended(ownerId: number, suspended: boolean): boolean;
+  /** Deletes the owner, its endpoints and its management keys; the endpoints deleted, or null for an unknown owner. */
+  deleteOwner(ownerId: number): { endpoints: number } | null;
+  /** Live endpoints, of one owner or of all. */
+  listEndpoints(ownerId?: number): EndpointListRow[];
+}
+
+export function createOwnerAdmin(store: Store, now: () => number = Date.now): OwnerAdmin {
+  const sql = store.sql.admin;
+  const dir = store.sql.directory;
+  const seconds = (): number => Math.floor(now() / 1000);
+  const exists = (ownerId: number): boolean => dir.ownerById.get(ownerId) !== undefined;
+
+  const createOwnerTx = store.db.transaction((name: string, plan: string, ru: number) => {
+    const at = seconds();
+    const id = Number(sql.insertOwner.run(name, plan, ru, at).lastInsertRowid);
+    // The opening balance is a credit like any other, so the ledger invariant holds from the start.
+    if (ru > 0) sql.insertCredit.run(id, ru, at);
+    const key = newKey('management');
+    sql.insertManagementKey.run(key.hash, id, key.prefix, at);
+    return { id, managementKey: key.key };
+  });
+
+  const topUpTx = store.db.transaction((ownerId: number, ru: number): number | null => {
+    if (sql.credit.run(ru, ownerId).changes === 0) return null;
+    sql.insertCredit.run(ownerId, ru, seconds());
+    return dir.ownerById.get(ownerId)!.ruBalance;
+  });
+
+  const createKeyTx = store.db.transaction((ownerId: number): string | null => {
+    if (!exists(ownerId)) return null;
+    const key = newKey('management');
+    sql.insertManagementKey.run(key.hash, ownerId, key.prefix, seconds());
+    return key.key;
+  });
+
+  const revokeTx = store.db.transaction((ownerId: number, prefix: string): RevokeResult => {
+    if (!exists(ownerId)) return 'no_owner';
+    const matches = sql.countLiveKeysWithPrefix.get(ownerId, prefix)!;
+    if (matches === 0) return 'no_key';
+    if (matches > 1) return 'ambiguous';
+    sql.revokeKeysWithPrefix.run(seconds(), ownerId, prefix);
+    return 'revoked';
+  });
+
+  const deleteOwnerTx = store.db.transaction((ownerId: number): { endpoints: number } | null => {
+    const at = seconds();
+    if (sql.deleteOwner.run(at, ownerId).changes === 0) return null;
+    sql.revokeAllKeys.run(at, ownerId);
+    // One by one, so each deletion gets its own sequence number for the daemon to pick up.
+    const ids = dir.liveEndpointIds.all(ownerId);
+    for (const id of ids) dir.deleteEndpoint.get(at, id, ownerId);
+    return { endpoints: ids.length };
+  });
+
+  return {
+    createOwner: (name, plan, ru) => createOwnerTx.immediate(name, plan, ru),
+    listOwners: () => sql.listOwners.all().map((o) => ({ ...o, suspended: o.suspended !== 0 })),
+    topUp: (ownerId, ru) => topUpTx.immediate(ownerId, ru),
+    setPlan: (ownerId, plan) => sql.setPlan.run(plan, ownerId).changes === 1,
+    createManagementKey: (ownerId) => createKeyTx.immediate(ownerId),
+    listManagementKeys: (ownerId) => (exists(ownerId) ? sql.listManagementKeys.all(ownerId) : null),
+    revokeManagementKey: (ownerId, prefix) => revokeTx.immediate(ownerId, prefix),
+    setSuspended: (ownerId, suspended) => sql.setSuspended.run(suspended ? 1 : 0, ownerId).changes === 1,
+    deleteOwner: (ownerId) => deleteOwnerTx.immediate(ownerId),
+    listEndpoints: (ownerId) => sql.listAllEndpoints.all(ownerId ?? null, ownerId ?? null),
+  };
+}

@@ -1,0 +1,206 @@
+import t from 'tap';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
+import { runTenancyCommand } from '../../src/cli/tenancy.js';
+import type { Config } from '../../src/config/schema.js';
+import { validateConfig } from '../../src/config/schema.js';
+import { createLedger } from '../../src/metering/ledger.js';
+import { createDirectory } from '../../src/tenancy/directory.js';
+import { invariantGaps, type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
+
+function configFor(path: string): Config {
+  const r = validateConfig({ storage: { path }, chains: { mainnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } } });
+  if (!r.ok) throw new Error(r.errors.join('; '));
+  return r.config;
+}
+
+interface Run { code: number; out: string; err: string }
+
+function cli(t: Teardown): { path: string; config: Config; run: (...argv: string[]) => Promise<Run> } {
+  const path = tempDbPath(t);
+  const config = configFor(path);
+  return {
+    path,
+    config,
+    run: async (...argv) => {
+      let out = '';
+      let err = '';
+      const code = await runTenancyCommand(argv, config, (s) => (out += s), (s) => (err += s));
+      return { code, out, err };
+    },
+  };
+}
+
+async function createOwner(run: (...argv: string[]) => Promise<Run>, ...extra: string[]): Promise<{ id: number; management_key: string }> {
+  const r = await run('owner', 'create', '--name', 'acme', '--plan', 'growth', '--ru', '1000', '--json', ...extra);
+  if (r.code !== 0) throw new Error(r.err);
+  return JSON.parse(r.out) as { id: number; management_key: string };
+}
+
+t.test('owner create, list, topup, set-plan, suspend, resume', async (t) => {
+  const { path, run } = cli(t);
+  const created = await createOwner(run);
+  t.equal(created.id, 1);
+  t.match(created.management_key, /^[0-9A-Za-z]{48}$/);
+  const text = await run('owner', 'create', '--name', 'Beta Corp', '--plan', 'free', '--ru', '0');
+  t.equal(text.code, 0);
+  t.match(text.out, /^owner 2 created\nmanagement key \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/);
+
+  t.same(await run('owner', 'topup', '1', '--ru', '500'), { code: 0, out: 'owner 1: balance 1500 RU\n', err: '' });
+  t.same(await run('owner', 'set-plan', '2', 'premium'), { code: 0, out: 'owner 2: plan premium\n', err: '' });
+  t.equal((await run('owner', 'suspend', '2')).code, 0);
+  const list = await run('owner', 'list');
+  t.equal(list.code, 0);
+  const [header, row1, row2] = list.out.trimEnd().split('\n');
+  t.match(header, /^ID\s+NAME\s+PLAN\s+BALANCE\s+SUSPENDED\s+ENDPOINTS\s+CREATED$/);
+  t.match(row1, /^1\s+acme\s+growth\s+1500\s+no\s+0\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/);
+  t.match(row2, /^2\s+Beta Corp\s+premium\s+0\s+yes\s+0\s+/);
+  t.equal((await run('owner', 'resume', '2')).code, 0);
+  const json = JSON.parse((await run('owner', 'list', '--json')).out) as Array<Record<string, unknown>>;
+  t.match(json, [
+    { id: 1, name: 'acme', plan: 'growth', ru_balance: 1500, suspended: false, endpoints: 0 },
+    { id: 2, name: 'Beta Corp', plan: 'premium', ru_balance: 0, suspended: false, endpoints: 0 },
+  ]);
+  const db = new Database(path, { readonly: true });
+  t.teardown(() => db.close());
+  t.same(db.prepare('SELECT owner_id, ru FROM credits ORDER BY id').all(), [{ owner_id: 1, ru: 1000 }, { owner_id: 1, ru: 500 }]);
+  t.same(invariantGaps(db), [{ id: 1, gap: 0 }, { id: 2, gap: 0 }]);
+});
+
+t.test('bad arguments are named, with exit status 2; refusals exit 1', async (t) => {
+  const { run } = cli(t);
+  const plans = await run('owner', 'create', '--name', 'x', '--plan', 'gold', '--ru', '1');
+  t.equal(plans.code, 2);
+  t.match(plans.err, "unknown plan 'gold' (plans: free, growth, premium)");
+  t.match((await run('owner', 'create', '--plan', 'free', '--ru', '1')).err, 'missing --name NAME');
+  t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free')).err, 'missing --ru N');
+  t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free', '--ru', '-5')).err, '--ru must be an integer from 0');
+  t.match((await run('owner', 'topup', '1', '--ru', '0')).err, '--ru must be an integer from 1');
+  t.match((await run('owner', 'topup', 'abc', '--ru', '5')).err, "owner ID must be a positive integer, got 'abc'");
+  t.match((await run('owner', 'topup', '--ru', '5')).err, 'missing owner ID');
+  t.match((await run('owner', 'list', '--ru', '5')).err, 'owner list takes no --ru');
+  t.match((await run('owner', 'list', '--colour')).err, 'unknown option --colour');
+  t.match((await run('owner', 'suspend', '1', '2')).err, "unexpected argument '2'");
+  t.match((await run('owner', 'frobnicate')).err, "unknown command 'owner frobnicate'");
+  t.match((await run()).err, 'missing command');
+  t.equal((await run('owner', 'set-plan', '1', 'gold')).code, 2);
+  for (const argv of [['owner', 'topup', '9', '--ru', '5'], ['owner', 'set-plan', '9', 'free'], ['owner', 'suspend', '9'],
+    ['owner', 'resume', '9'], ['owner', 'delete', '9'], ['owner', 'key', 'create', '9'], ['owner', 'key', 'list', '9'],
+    ['owner', 'key', 'revoke', '9', 'abcdefgh']]) {
+    const r = await run(...argv);
+    t.same([r.code, r.err], [1, 'chaingate: no owner 9\n'], argv.join(' '));
+  }
+  const help = await run('--help');
+  t.equal(help.code, 0);
+  t.match(help.out, 'chaingate owner create --name NAME --plan PLAN --ru N');
+  t.equal((await run('owner', 'list', '--config', '/whatever.yaml')).code, 0, '--config is accepted and left to the caller');
+});
+
+t.test('management keys: create, list, revoke, and the daemon refuses a revoked key', async (t) => {
+  const { path, run } = cli(t);
+  const { id, management_key: first } = await createOwner(run);
+  const dir = createDirectory(tempStore(t, path));
+  t.equal(dir.ownerByManagementKey(first)!.id, id);
+  const second = JSON.parse((await run('owner', 'key', 'create', String(id), '--json')).out) as { management_key: string };
+  t.match((await run('owner', 'key', 'create', String(id))).out, /^management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/);
+  const listed = await run('owner', 'key', 'list', String(id));
+  t.match(listed.out, /^PREFIX\s+CREATED\s+REVOKED\n/);
+  t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+\\d{4}-`));
+  t.equal(listed.out.split('\n').filter((l) => l.endsWith(' -')).length, 3, 'three live keys');
+  t.same(await run('owner', 'key', 'revoke', String(id), first.slice(0, 8)), { code: 0, out: `owner 1: management key ${first.slice(0, 8)} revoked\n`, err: '' });
+  t.equal(dir.ownerByManagementKey(first), null);
+  t.equal(dir.ownerByManagementKey(second.management_key)!.id, id);
+  const again = await run('owner', 'key', 'revoke', String(id), first.slice(0, 8));
+  t.equal(again.code, 1);
+  t.match(again.err, 'no live management key with prefix');
+  t.equal((await run('owner', 'key', 'revoke', String(id))).code, 2);
+});
+
+t.test('owner delete takes its endpoints; endpoint list; the daemon learns it on refresh', async (t) => {
+  const { path, run } = cli(t);
+  const a = await createOwner(run);
+  const b = await createOwner(run);
+  const dir = createDirectory(tempStore(t, path));
+  const eps = [a.id, a.id, b.id].map((owner, i) => {
+    const r = dir.createEndpoint(owner, 'mainnet', i === 0 ? 'prod' : undefined, 10);
+    if ('error' in r) throw new Error(r.error);
+    return r;
+  });
+  const listed = await run('endpoint', 'list');
+  t.equal(listed.out.trimEnd().split('\n').length, 4);
+  t.match(listed.out, new RegExp(`${eps[0]!.endpoint.id}\\s+1\\s+mainnet\\s+prod\\s+${eps[0]!.endpoint.keyPrefix}…`));
+  t.notMatch(listed.out, eps[0]!.apiKey, 'never the key itself');
+  const own = JSON.parse((await run('endpoint', 'list', '--owner', String(b.id), '--json')).out) as Array<{ id: string; owner_id: number }>;
+  t.same(own.map((e) => [e.id, e.owner_id]), [[eps[2]!.endpoint.id, b.id]]);
+  t.match((await run('endpoint', 'list', '--owner', 'x')).err, "--owner must be a positive integer, got 'x'");
+  t.match((await run('owner', 'list')).out, /\n1\s+acme\s+growth\s+1000\s+no\s+2\s/);
+
+  dir.refreshIfChanged();
+  t.same(await run('owner', 'delete', String(a.id)), { code: 0, out: 'owner 1 deleted with 2 endpoints\n', err: '' });
+  t.ok(dir.refreshIfChanged());
+  t.same(dir.takeRevokedEndpointIds().sort(), [eps[0]!.endpoint.id, eps[1]!.endpoint.id].sort());
+  t.equal(dir.endpointByKey(eps[0]!.apiKey), null);
+  t.equal(dir.ownerByManagementKey(a.management_key), null);
+  t.ok(dir.endpointByKey(eps[2]!.apiKey));
+  t.equal((await run('endpoint', 'list')).out.trimEnd().split('\n').length, 2);
+  t.notMatch((await run('owner', 'list')).out, /acme\s+growth\s+1000\s+no\s+2/);
+  t.equal((await run('owner', 'delete', String(a.id))).code, 1, 'twice: no such owner');
+});
+
+t.test('CLI top-ups and suspensions while a daemon connection meters', async (t) => {
+  const { path, run } = cli(t);
+  const { id, management_key } = await createOwner(run, '--ru', '100');
+  const daemon = tempStore(t, path);
+  const dir = createDirectory(daemon);
+  const ledger = createLedger(daemon, { flushIntervalMs: 60_000 });
+  t.teardown(() => ledger.close());
+  const r = dir.createEndpoint(id, 'mainnet', undefined, 10);
+  if ('error' in r) throw new Error(r.error);
+  t.equal(dir.refreshIfChanged(), false, 'the owner existed before this connection opened');
+  ledger.settle(ledger.reserve(id, 60)!, 60, { endpointId: r.endpoint.id, method: 'eth_call', status: 0 });
+  t.equal(ledger.reserve(id, 41), null);
+
+  t.equal((await run('owner', 'topup', String(id), '--ru', '1000')).out, 'owner 1: balance 1100 RU\n', 'the CLI sees only flushed debits');
+  t.equal(dir.refreshIfChanged(), true);
+  ledger.reload();
+  t.equal(ledger.available(id), 1040);
+  t.ok(ledger.flush());
+  t.equal(dir.refreshIfChanged(), false, "the daemon's own flush is not another connection's change");
+  t.match((await run('owner', 'list')).out, /\n1\s+acme\s+growth\s+1040\s/);
+
+  t.equal(dir.endpointByKey(r.apiKey)!.plan, 'growth');
+  t.equal((await run('owner', 'set-plan', String(id), 'premium')).code, 0);
+  t.equal(dir.endpointByKey(r.apiKey)!.plan, 'growth', 'cached until the refresh');
+  t.equal(dir.refreshIfChanged(), true);
+  t.equal(dir.endpointByKey(r.apiKey)!.plan, 'premium');
+  t.equal((await run('owner', 'suspend', String(id))).code, 0);
+  t.equal(dir.refreshIfChanged(), true);
+  t.equal(dir.endpointByKey(r.apiKey), null);
+  t.equal(dir.ownerByManagementKey(management_key), null);
+  t.same(dir.takeRevokedEndpointIds(), [r.endpoint.id]);
+  t.same(invariantGaps(daemon.db), [{ id, gap: 0 }]);
+});
+
+t.test('backup: an online copy, refusing to overwrite without --force', async (t) => {
+  const { path, run } = cli(t);
+  const { id } = await createOwner(run);
+  const daemon = tempStore(t, path);
+  const ledger = createLedger(daemon, { flushIntervalMs: 60_000 });
+  t.teardown(() => ledger.close());
+  ledger.settle(ledger.reserve(id, 10)!, 10, { endpointId: 'ep_a', method: 'eth_call', status: 0 });
+  ledger.flush();
+  const out = join(dirname(path), 'backups', 'copy.db');
+  const r = await run('backup', '--out', out);
+  t.equal(r.code, 0);
+  t.match(r.out, /^backup written to .*copy\.db \(\d+ pages\)\n$/);
+  const copy = new Database(out, { readonly: true });
+  t.equal(copy.prepare('SELECT ru_balance FROM owners WHERE id = ?').pluck().get(id), 990);
+  t.same(invariantGaps(copy), [{ id, gap: 0 }]);
+  copy.close();
+  const again = await run('backup', '--out', out);
+  t.equal(again.code, 1);
+  t.match(again.err, 'exists: pass --force to overwrite it');
+  t.equal((await run('backup', '--out', out, '--force')).code, 0);
+  t.equal((await run('backup', '--out', path)).code, 2, 'not onto the database itself');
+  t.match((await run('backup')).err, 'missing --out FILE');
+});
