@@ -6,6 +6,7 @@ import type { GatewayContext } from './context.js';
 import { handleHttpRpc } from './http-rpc.js';
 import { handleManagement, type ManagementDeps } from './management.js';
 import { createTenancy } from '../pipeline/tenancy.js';
+import { probeUpstreams } from '../upstreams/probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendWhole } from './respond.js';
 import { resolveRoute, type RouteTable } from './routes.js';
 import { type TemplatedApp, type us_listen_socket, uws } from './uws.js';
@@ -109,6 +110,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     closeAll();
     throw err;
   }
+  void probeUpstreams(chains.values(), opts.log);
   const port = uws().us_socket_local_port(sockets[0]!);
   const managementPort = sockets[1] ? uws().us_socket_local_port(sockets[1]) : undefined;
   let stopped: Promise<number> | null = null;

@@ -41,6 +41,7 @@ t.test('eth_blockNumber, eth_getBalance and a signed raw transaction through /v1
   const url = `${g.base}/v1/rpc/public`;
   const bn = await rpc(url, 'eth_blockNumber');
   t.equal(bn.status, 200);
+  t.ok(g.logLines.some((l) => l.startsWith('info upstream ok chain=devnet')), 'the start-up probe logs a live upstream');
   t.equal(bn.headers['content-type'], 'application/json');
   t.match(bn.json, { jsonrpc: '2.0', id: 1, result: /^0x[0-9a-f]+$/ });
   const bal = await rpc(url, 'eth_getBalance', [DEV_ADDRESS, 'latest']);
@@ -56,7 +57,12 @@ t.test('eth_blockNumber, eth_getBalance and a signed raw transaction through /v1
   const hash = (sent.json as { result: string }).result;
   t.match(hash, /^0x[0-9a-f]{64}$/);
   // Read the effect on the node itself, not through the gateway.
-  const receipt = await rpc(node.url, 'eth_getTransactionReceipt', [hash]);
+  // anvil mines the transaction right after answering; poll briefly for its receipt.
+  let receipt = await rpc(node.url, 'eth_getTransactionReceipt', [hash]);
+  for (let i = 0; i < 50 && (receipt.json as { result: unknown }).result === null; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    receipt = await rpc(node.url, 'eth_getTransactionReceipt', [hash]);
+  }
   t.match(receipt.json, { result: { status: '0x1', to: '0x000000000000000000000000000000000000dead' } });
   const after = await rpc(node.url, 'eth_getBalance', ['0x000000000000000000000000000000000000dEaD', 'latest']);
   t.equal(BigInt((after.json as { result: string }).result), 12345n);
@@ -84,6 +90,7 @@ t.test('502 with the request id for a dead, hanging, garbage-speaking or failing
     t.same(r.json, UPSTREAM_ERROR, `${what}: the error-table body with the request id`);
   }
   t.ok(deadUrl);
+  t.ok(g.logLines.some((l) => l.startsWith('warn upstream unreachable') && l.includes('chain=dead')), 'the start-up probe logs the dead upstream');
   t.ok(g.logLines.some((l) => l.startsWith('warn upstream call failed') && l.includes('upstream=http://127.0.0.1:1')), 'the failure is logged with the upstream label');
 });
 
