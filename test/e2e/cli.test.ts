@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { rpc } from '../support/rpc.js';
+import { rpc, send } from '../support/rpc.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 if (!existsSync(main)) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
@@ -56,6 +56,13 @@ t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t)
   t.ok(m, 'the banner prints the URL to call');
   t.match(banner, /curl -s -X POST/, 'and an example curl');
   const url = m![1]!;
+  const key = /management key:\s+(\S+)/.exec(banner)?.[1];
+  const endpointUrl = /endpoint HTTPS URL:\s+(\S+)/.exec(banner)?.[1];
+  t.ok(key && endpointUrl, 'the banner prints a demo management key and endpoint URL');
+  const privateCall = await rpc(endpointUrl!, 'eth_chainId');
+  t.same(privateCall.json, { jsonrpc: '2.0', id: 1, result: '0x7a69' }, 'the demo endpoint works');
+  const account = await send('GET', url.replace('/v1/rpc/public', '/api/dashboard/account'), undefined, { authorization: `Bearer ${key}` });
+  t.match(account.json, { data: { name: 'demo', plan: { name: 'growth' } } }, 'and so does its management key');
   const first = BigInt(((await rpc(url, 'eth_blockNumber')).json as { result: string }).result);
   await new Promise((r) => setTimeout(r, 2200));
   const second = BigInt(((await rpc(url, 'eth_blockNumber')).json as { result: string }).result);
