@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import { createResponseParser, type ResponseParser } from './http-parser.js';
 import { createRequestEncoder } from './request-head.js';
 import { UpstreamError } from './upstream-error.js';
-import { openUpstreamSocket, type UpstreamSocketConfig } from './upstream-socket.js';
+import { openUpstreamSocket, upstreamSocketConfig } from './upstream-socket.js';
 import { parseUpstreamUrl } from './upstream-url.js';
 
 export { UpstreamError, type UpstreamErrorKind } from './upstream-error.js';
@@ -32,7 +32,7 @@ export interface UpstreamRequest {
   /** Sent with Content-Length. */
   body?: Buffer | string;
   /** Deadline in ms for the response head, counted from the request() call (queueing included), and the longest
-   *  silence between body chunks while not paused. Checked every 100 ms, so errors arrive up to that much later. */
+   *  silence between body chunks while not paused. Enforced by a 100 ms sweep: never early, up to 200 ms late. */
   timeoutMs: number;
 }
 
@@ -51,16 +51,21 @@ export interface ResponseSink {
 export interface RequestHandle {
   /** Drops the request: a queued one is removed, an in-flight one closes its socket. No sink call follows. */
   abort(): void;
-  /** Continues a body paused by onData returning false; may deliver held data synchronously. */
+  /** Continues a body paused by onData returning false (a call before that does nothing); may deliver held data synchronously. */
   resume(): void;
 }
 
-/** A pool of keep-alive HTTP/1.1 connections to one upstream node, without pipelining. */
+/**
+ * A pool of keep-alive HTTP/1.1 connections to one upstream node, one request per connection at a time.
+ * A request written to a reused socket that then closes before any byte of its response is sent once
+ * more, on a fresh socket: the server dropped an idle keep-alive connection without reading it.
+ */
 export interface HttpUpstream {
   /** "scheme://host:port" only: never userinfo, path or query, which may hold provider keys. */
   readonly label: string;
   /** Throws a TypeError only for a malformed request (timeout, path or header); everything else goes to the sink. */
   request(req: UpstreamRequest, sink: ResponseSink): RequestHandle;
+  /** open: sockets connecting, busy or idle; busy: those with a request in flight; queued: requests waiting for one. */
   stats(): { open: number; busy: number; queued: number };
   /** Destroys every socket; in-flight and queued requests get onError(reset), later ones too. */
   close(): void;
@@ -83,7 +88,10 @@ interface Exchange extends RequestHandle {
   /** Encoded head and body; kept until a response byte arrives, for the one retry on a fresh socket. */
   payload: Buffer | null;
   readonly timeoutMs: number;
+  /** Head deadline, then extended by the sweep whenever `progressed`. */
   deadline: number;
+  /** Response bytes were delivered since the last sweep; saves a clock read per chunk. */
+  progressed: boolean;
   state: number;
   paused: boolean;
   headReceived: boolean;
@@ -130,7 +138,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     'idleSocketTimeoutMs',
     false,
   );
-  const socketConfig: UpstreamSocketConfig = { target, ca: opts.ca };
+  const socketConfig = upstreamSocketConfig(target, opts.ca);
   const label = target.label;
 
   const connections = new Set<Connection>();
@@ -138,6 +146,8 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   let queue: Exchange[] = [];
   let queued = 0;
   let sweepTimer: NodeJS.Timeout | undefined;
+  // Coarse clock for idle sockets, which need no finer time than the sweep's.
+  let lastSweepAt = Date.now();
   let closed = false;
 
   function settle(ex: Exchange): void {
@@ -169,7 +179,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       onConnect: () => {
         conn.connected = true;
       },
-      onBytes: (chunk, borrowed) => receive(conn, chunk, borrowed),
+      onBytes: (chunk, length, borrowed) => receive(conn, chunk, length, borrowed),
       onEnd: () => endOfStream(conn),
       onGone: (err) => connectionLost(conn, err),
     });
@@ -230,7 +240,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     if (next !== undefined) {
       startOn(conn, next, true);
     } else {
-      conn.idleSince = Date.now();
+      conn.idleSince = lastSweepAt;
       idle.push(conn);
     }
   }
@@ -259,14 +269,14 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     const ex = conn.current;
     if (ex === null) return;
     ex.headReceived = true;
-    ex.deadline = Date.now() + ex.timeoutMs;
+    ex.progressed = true;
     ex.sink.onHead(status, headers, length);
   }
 
   function deliverBody(conn: Connection, chunk: Buffer, start: number, end: number): boolean {
     const ex = conn.current;
     if (ex === null) return false;
-    ex.deadline = Date.now() + ex.timeoutMs;
+    ex.progressed = true;
     let piece: Buffer;
     if (conn.borrowed) {
       piece = Buffer.allocUnsafe(end - start);
@@ -279,19 +289,19 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     return false;
   }
 
-  /** Parses chunk[from..] for the connection's current exchange and acts on where the parser stopped. */
-  function feed(conn: Connection, ex: Exchange, chunk: Buffer, from: number, borrowed: boolean): void {
+  /** Parses chunk[0, limit) for the connection's current exchange and acts on where the parser stopped. */
+  function feed(conn: Connection, ex: Exchange, chunk: Buffer, limit: number, borrowed: boolean): void {
     conn.borrowed = borrowed;
     const parser = conn.parser;
-    const stop = parser.execute(chunk, from);
+    const stop = parser.execute(chunk, 0, limit);
     if (conn.current !== ex) return;
     if (parser.error !== undefined) {
       failExchange(conn, ex, new UpstreamError('protocol', `${label}: ${parser.error}`));
     } else if (parser.done) {
-      completeExchange(conn, ex, stop < chunk.length);
+      completeExchange(conn, ex, stop < limit);
     } else {
       // The parser stops short only when the consumer paused.
-      if (stop < chunk.length) conn.remainder = borrowed ? Buffer.from(chunk.subarray(stop)) : chunk.subarray(stop);
+      if (stop < limit) conn.remainder = borrowed ? Buffer.from(chunk.subarray(stop, limit)) : chunk.subarray(stop, limit);
       if (ex.paused && !conn.socketPaused) {
         conn.socketPaused = true;
         conn.socket.pause();
@@ -299,7 +309,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     }
   }
 
-  function receive(conn: Connection, chunk: Buffer, borrowed: boolean): void {
+  function receive(conn: Connection, chunk: Buffer, length: number, borrowed: boolean): void {
     if (conn.dead) return;
     const ex = conn.current;
     if (ex === null) {
@@ -312,7 +322,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       conn.received = true;
       ex.payload = null;
     }
-    feed(conn, ex, chunk, 0, borrowed);
+    feed(conn, ex, chunk, length, borrowed);
   }
 
   function endOfStream(conn: Connection): void {
@@ -369,12 +379,12 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   function resumeExchange(ex: Exchange): void {
     if (ex.state !== ACTIVE || !ex.paused) return;
     ex.paused = false;
-    ex.deadline = Date.now() + ex.timeoutMs;
+    ex.progressed = true;
     const conn = ex.connection!;
     const rest = conn.remainder;
     if (rest !== null) {
       conn.remainder = null;
-      feed(conn, ex, rest, 0, false);
+      feed(conn, ex, rest, rest.length, false);
       if (conn.current !== ex || ex.paused) return;
     }
     if (conn.eofDeferred) {
@@ -393,6 +403,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
 
   function sweep(): void {
     const now = Date.now();
+    lastSweepAt = now;
     // Queued deadlines first, so an expired request is not handed a connection only to time out on it.
     if (queued > 0) {
       const expired = queue.filter((ex) => ex.state === QUEUED && now >= ex.deadline);
@@ -409,7 +420,13 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       const ex = conn.current;
       if (ex === null) {
         if (now - conn.idleSince >= idleTimeoutMs) dropConnection(conn);
-      } else if (!ex.paused && now >= ex.deadline) {
+      } else if (ex.paused) {
+        continue;
+      } else if (ex.progressed) {
+        // Progress happened at most one sweep ago, so the extended deadline is never early.
+        ex.progressed = false;
+        ex.deadline = now + ex.timeoutMs;
+      } else if (now >= ex.deadline) {
         failExchange(conn, ex, timeoutError(ex));
       }
     }
@@ -431,11 +448,13 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     request(req, sink) {
       const timeoutMs = req.timeoutMs;
       if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new TypeError('timeoutMs must be a positive number');
+      const now = Date.now();
       const ex: Exchange = {
         sink,
         payload: encoder.encode(req),
         timeoutMs,
-        deadline: Date.now() + timeoutMs,
+        deadline: now + timeoutMs,
+        progressed: false,
         state: QUEUED,
         paused: false,
         headReceived: false,
@@ -457,6 +476,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         queued++;
       }
       if (sweepTimer === undefined) {
+        lastSweepAt = now;
         sweepTimer = setInterval(sweep, SWEEP_INTERVAL_MS);
         sweepTimer.unref();
       }

@@ -12,10 +12,11 @@ export interface ResponseEvents {
  */
 export interface ResponseParser {
   /**
-   * Parses chunk from `from`; returns the offset it stopped at: chunk.length, or earlier when onBody
-   * returned false, the response completed (bytes after it are not consumed), or the input is not HTTP.
+   * Parses chunk[from, limit); returns the offset it stopped at: limit, or earlier when onBody returned
+   * false, the response completed (bytes after it are not consumed), or the input is not HTTP. Bytes of
+   * chunk past limit are never read as data.
    */
-  execute(chunk: Buffer, from: number): number;
+  execute(chunk: Buffer, from: number, limit: number): number;
   /** The connection delivered its last byte; true when that completes a close-delimited body. */
   finish(): boolean;
   /** Readies the parser for the next response on the same connection. */
@@ -53,8 +54,51 @@ const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
 const STATUS_PREFIX = Buffer.from('HTTP/1.', 'latin1');
 // chunk-size is hex; 13 digits keep it below 2^53.
 const MAX_CHUNK_SIZE_DIGITS = 13;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const BARE_CR_LF_OR_NUL = /\r(?!\n)|(?<!\r)\n|\0/;
+const TOKEN_CHAR = new Uint8Array(128);
+for (const c of "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") TOKEN_CHAR[c.charCodeAt(0)] = 1;
+
+// Header names most responses carry, by length. A name is matched against them on its bytes, ignoring
+// case, so these cost neither a slice nor a toLowerCase per response.
+const COMMON_NAMES: Array<string[] | undefined> = [];
+for (const name of [
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'date',
+  'server',
+  'vary',
+  'etag',
+  'cache-control',
+  'access-control-allow-origin',
+]) {
+  (COMMON_NAMES[name.length] ??= []).push(name);
+}
+
+/** The common name buf[start, end) spells in any case, if it is one. The bytes are known to be token characters. */
+function commonName(buf: Buffer, start: number, end: number): string | undefined {
+  const candidates = COMMON_NAMES[end - start];
+  if (candidates === undefined) return undefined;
+  next: for (const name of candidates) {
+    // Setting bit 0x20 lower-cases letters, and turns no other token character into a letter or '-'.
+    for (let i = 0; i < name.length; i++) if ((buf[start + i]! | 0x20) !== name.charCodeAt(i)) continue next;
+    return name;
+  }
+  return undefined;
+}
+
+/** Skips buf[pos..] to the end of its line and the CRLF; returns the next line's start, or -1 on a stray CR, LF or NUL. */
+function skipLine(buf: Buffer, pos: number, end: number): number {
+  let c = 0;
+  while (pos < end && (c = buf[pos]!) !== CR) {
+    if (c === LF || c === 0) return -1;
+    pos++;
+  }
+  if (pos === end) return end;
+  return pos + 1 < end && buf[pos + 1] === LF ? pos + 2 : -1;
+}
 
 function hexValue(c: number): number {
   if (c >= 48 && c <= 57) return c - 48;
@@ -99,8 +143,8 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
     headLength = needed;
   }
 
-  function checkStatusPrefix(chunk: Buffer, pos: number): boolean {
-    for (let seen = headLength; seen < STATUS_PREFIX.length && pos < chunk.length; seen++, pos++) {
+  function checkStatusPrefix(chunk: Buffer, pos: number, limit: number): boolean {
+    for (let seen = headLength; seen < STATUS_PREFIX.length && pos < limit; seen++, pos++) {
       if (chunk[pos] !== STATUS_PREFIX[seen]) {
         fail('not an HTTP/1.x response');
         return false;
@@ -109,25 +153,25 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
     return true;
   }
 
-  /** Reads head bytes from pos; returns the offset after the head, or chunk.length while it is incomplete. */
-  function readHead(chunk: Buffer, pos: number): number {
-    if (headLength < STATUS_PREFIX.length && !checkStatusPrefix(chunk, pos)) return pos;
+  /** Reads head bytes from pos; returns the offset after the head, or limit while it is incomplete. */
+  function readHead(chunk: Buffer, pos: number, limit: number): number {
+    if (headLength < STATUS_PREFIX.length && !checkStatusPrefix(chunk, pos, limit)) return pos;
     if (headLength === 0) {
       const end = chunk.indexOf(HEAD_END, pos);
-      if (end !== -1 && end - pos <= MAX_HEAD_BYTES) {
+      if (end !== -1 && end + 4 <= limit && end - pos <= MAX_HEAD_BYTES) {
         parseHead(chunk, pos, end);
         return end + 4;
       }
-      if (chunk.length - pos > MAX_HEAD_BYTES) {
+      if (limit - pos > MAX_HEAD_BYTES) {
         fail('response head too large');
         return pos;
       }
-      gather(chunk, pos, chunk.length);
-      return chunk.length;
+      gather(chunk, pos, limit);
+      return limit;
     }
     // The terminator may straddle the previous read, so the search backs up three bytes.
     const searchFrom = Math.max(0, headLength - 3);
-    const take = Math.min(chunk.length - pos, MAX_HEAD_BYTES + 4 - headLength);
+    const take = Math.min(limit - pos, MAX_HEAD_BYTES + 4 - headLength);
     gather(chunk, pos, pos + take);
     const gathered = headBuffer!;
     const end = gathered.subarray(0, headLength).indexOf(HEAD_END, searchFrom);
@@ -141,39 +185,73 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
     return pos + usedFromChunk;
   }
 
+  /**
+   * Parses head bytes buf[start, end), the final CRLFCRLF excluded. The structure is scanned on the bytes
+   * (faster than charCodeAt); names and values are then cut from one latin1 string of the whole head.
+   */
   function parseHead(buf: Buffer, start: number, end: number): void {
-    const text = buf.toString('latin1', start, end);
-    if (BARE_CR_LF_OR_NUL.test(text)) return fail('stray CR, LF or NUL in response head');
-    const lines = text.split('\r\n');
-    const statusLine = lines[0]!;
-    // "HTTP/1.x SSS[ reason]": the prefix was checked as it arrived.
-    const minor = statusLine.charCodeAt(7);
-    const status = Number(statusLine.slice(9, 12));
+    // "HTTP/1.x SSS[ reason]": the "HTTP/1." prefix was checked as it arrived.
+    const minor = buf[start + 7];
+    const d0 = buf[start + 9]! - 48;
+    const d1 = buf[start + 10]! - 48;
+    const d2 = buf[start + 11]! - 48;
     if (
+      end - start < 12 ||
       (minor !== 48 && minor !== 49) ||
-      statusLine.charCodeAt(8) !== 32 ||
-      !/^[1-5]\d\d$/.test(statusLine.slice(9, 12)) ||
-      (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)
+      buf[start + 8] !== 32 ||
+      !(d0 >= 1 && d0 <= 5 && d1 >= 0 && d1 <= 9 && d2 >= 0 && d2 <= 9) ||
+      (end - start > 12 && buf[start + 12] !== 32 && buf[start + 12] !== CR)
     ) {
       return fail('malformed status line');
     }
+    const status = d0 * 100 + d1 * 10 + d2;
+    let pos = skipLine(buf, start + 12, end);
+    if (pos < 0) return fail('stray CR, LF or NUL in response head');
 
+    const text = buf.toString('latin1', start, end);
     const headers: Array<[string, string]> = [];
     let contentLength: number | undefined;
     let transferEncoding: string | undefined;
     let connectionClose = false;
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i]!;
-      const colon = line.indexOf(':');
-      if (colon <= 0) return fail('malformed header line');
-      const rawName = line.slice(0, colon);
-      if (!TOKEN.test(rawName)) return fail('malformed header name');
-      const name = rawName.toLowerCase();
-      const value = trimOws(line.slice(colon + 1));
+    while (pos < end) {
+      const nameStart = pos;
+      let upper = false;
+      let c = buf[pos]!;
+      while (c !== 58 /* : */) {
+        if (c > 127 || TOKEN_CHAR[c] === 0) return fail('malformed header name');
+        if (c <= 90 && c >= 65) upper = true;
+        if (++pos === end) return fail('malformed header line');
+        c = buf[pos]!;
+      }
+      if (pos === nameStart) return fail('malformed header line');
+      let name = commonName(buf, nameStart, pos);
+      if (name === undefined) {
+        name = text.slice(nameStart - start, pos - start);
+        if (upper) name = name.toLowerCase();
+      }
+      pos++;
+      while (pos < end && ((c = buf[pos]!) === 32 || c === 9)) pos++;
+      const valueStart = pos;
+      let valueEnd = pos;
+      while (pos < end && (c = buf[pos]!) !== CR) {
+        if (c === LF || c === 0) return fail('stray CR, LF or NUL in response head');
+        pos++;
+        if (c !== 32 && c !== 9) valueEnd = pos;
+      }
+      if (pos < end) {
+        if (pos + 1 === end || buf[pos + 1] !== LF) return fail('stray CR, LF or NUL in response head');
+        pos += 2;
+      }
+      const value = text.slice(valueStart - start, valueEnd - start);
       headers.push([name, value]);
       if (name === 'content-length') {
-        if (!/^\d{1,15}$/.test(value)) return fail('invalid content-length');
-        const length = Number(value);
+        if (valueEnd === valueStart || valueEnd - valueStart > 15) return fail('invalid content-length');
+        let length = 0;
+        for (let i = valueStart; i < valueEnd; i++) {
+          const digit = buf[i]! - 48;
+          if (digit < 0 || digit > 9) return fail('invalid content-length');
+          length = length * 10 + digit;
+        }
         if (contentLength !== undefined && contentLength !== length) return fail('conflicting content-length');
         contentLength = length;
       } else if (name === 'transfer-encoding') {
@@ -219,16 +297,15 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
     events.onHead(status, headers, contentLength);
   }
 
-  function execute(chunk: Buffer, from: number): number {
+  function execute(chunk: Buffer, from: number, limit: number): number {
     let pos = from;
-    const length = chunk.length;
-    while (pos < length) {
+    while (pos < limit) {
       switch (state) {
         case HEAD:
-          pos = readHead(chunk, pos);
+          pos = readHead(chunk, pos, limit);
           break;
         case BODY_LENGTH: {
-          const end = pos + Math.min(remaining, length - pos);
+          const end = pos + Math.min(remaining, limit - pos);
           remaining -= end - pos;
           if (remaining === 0) state = DONE;
           const more = events.onBody(chunk, pos, end);
@@ -237,8 +314,8 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
           break;
         }
         case BODY_UNTIL_CLOSE:
-          if (!events.onBody(chunk, pos, length)) return length;
-          pos = length;
+          if (!events.onBody(chunk, pos, limit)) return limit;
+          pos = limit;
           break;
         case CHUNK_SIZE: {
           const c = chunk[pos]!;
@@ -263,9 +340,9 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
           // Extensions carry nothing chaingate uses: skipped up to the CR that ends the size line.
           const start = pos;
           let c = 0;
-          while (pos < length && (c = chunk[pos]!) !== CR && c !== LF) pos++;
+          while (pos < limit && (c = chunk[pos]!) !== CR && c !== LF) pos++;
           sectionBytes += pos - start;
-          if (pos === length) {
+          if (pos === limit) {
             if (sectionBytes > MAX_HEAD_BYTES) fail('chunk extension too large');
           } else if (c === LF) {
             fail('stray LF in chunk extension');
@@ -286,7 +363,7 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
           }
           break;
         case CHUNK_DATA: {
-          const end = pos + Math.min(remaining, length - pos);
+          const end = pos + Math.min(remaining, limit - pos);
           remaining -= end - pos;
           if (remaining === 0) state = CHUNK_DATA_CR;
           const more = events.onBody(chunk, pos, end);
@@ -313,12 +390,14 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
           break;
         }
         case TRAILER_LINE: {
-          const cr = chunk.indexOf(CR, pos);
-          const end = cr === -1 ? length : cr + 1;
-          sectionBytes += end - pos;
-          pos = end;
+          const start = pos;
+          while (pos < limit && chunk[pos] !== CR) pos++;
+          sectionBytes += pos - start;
           if (sectionBytes > MAX_HEAD_BYTES) fail('trailer section too large');
-          else if (cr !== -1) state = TRAILER_LINE_LF;
+          else if (pos < limit) {
+            pos++;
+            state = TRAILER_LINE_LF;
+          }
           break;
         }
         case TRAILER_LINE_LF:
@@ -333,8 +412,7 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
           // DONE or FAILED: the rest belongs to no response this parser will read.
           return pos;
       }
-      if (state === DONE) return pos;
-      if (state === FAILED) return pos;
+      if (state === DONE || state === FAILED) return pos;
     }
     return pos;
   }

@@ -1,11 +1,17 @@
 import { connect as connectTcp, type Socket } from 'node:net';
-import { connect as connectTls, rootCertificates } from 'node:tls';
+import { connect as connectTls, createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import type { UpstreamTarget } from './upstream-url.js';
 
 export interface UpstreamSocketConfig {
   readonly target: UpstreamTarget;
-  /** Extra CA for https upstreams, trusted on top of the built-in roots. */
-  readonly ca: string | Buffer | undefined;
+  /** Built once per upstream: a context per connection would parse the CA bundle on every connect. */
+  readonly secureContext: SecureContext | undefined;
+}
+
+/** Socket settings for one upstream; `ca` is trusted on top of the built-in roots for https. */
+export function upstreamSocketConfig(target: UpstreamTarget, ca: string | Buffer | undefined): UpstreamSocketConfig {
+  if (!target.secure) return { target, secureContext: undefined };
+  return { target, secureContext: createSecureContext(ca === undefined ? {} : { ca: [...rootCertificates, ca] }) };
 }
 
 /** What one upstream socket reports. */
@@ -13,10 +19,10 @@ export interface UpstreamSocketEvents {
   /** The connection (and TLS handshake) is established. */
   onConnect(): void;
   /**
-   * Bytes read. When `borrowed`, chunk is a view of a read buffer shared by every plain-TCP upstream socket:
-   * valid only during the call, so whatever is kept must be copied.
+   * Bytes read: chunk[0, length). When `borrowed`, chunk is the read buffer shared by every plain-TCP
+   * upstream socket: valid only during the call, so whatever is kept must be copied.
    */
-  onBytes(chunk: Buffer, borrowed: boolean): void;
+  onBytes(chunk: Buffer, length: number, borrowed: boolean): void;
   /** The peer finished sending (FIN). */
   onEnd(): void;
   /** The socket failed, or closed; may be reported more than once. */
@@ -36,11 +42,11 @@ export function openUpstreamSocket(config: UpstreamSocketConfig, events: Upstrea
       host: target.host,
       port: target.port,
       servername: target.servername,
-      ca: config.ca === undefined ? undefined : [...rootCertificates, config.ca],
+      secureContext: config.secureContext,
     });
     socket.setNoDelay(true);
     socket.on('secureConnect', events.onConnect);
-    socket.on('data', (chunk: Buffer) => events.onBytes(chunk, false));
+    socket.on('data', (chunk: Buffer) => events.onBytes(chunk, chunk.length, false));
   } else {
     socket = connectTcp({
       host: target.host,
@@ -48,8 +54,8 @@ export function openUpstreamSocket(config: UpstreamSocketConfig, events: Upstrea
       noDelay: true,
       onread: {
         buffer: SHARED_READ_BUFFER,
-        callback(bytes, buffer) {
-          events.onBytes((buffer as Buffer).subarray(0, bytes), true);
+        callback(bytes) {
+          events.onBytes(SHARED_READ_BUFFER, bytes, true);
           return true;
         },
       },

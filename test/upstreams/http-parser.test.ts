@@ -14,8 +14,9 @@ interface Parsed {
 }
 
 /**
- * Feeds `input` in pieces cut at `cuts`, copying each piece into a scratch buffer that is then
- * overwritten, as the client's shared read buffer is: any byte the parser kept without copying shows up.
+ * Feeds `input` in pieces cut at `cuts`. Each piece is copied into a scratch buffer followed by decoy bytes
+ * that look like HTTP framing and lie past the limit, and the scratch is overwritten after the piece, as
+ * the client's shared read buffer is: reading past the limit, or keeping bytes without copying, shows up.
  */
 function parseInPieces(input: Buffer, cuts: number[], opts: { pauseEvery?: boolean } = {}): Parsed {
   const out: Parsed = { body: '', done: false, keepAlive: false, stoppedAt: -1 };
@@ -32,10 +33,11 @@ function parseInPieces(input: Buffer, cuts: number[], opts: { pauseEvery?: boole
   });
   const bounds = [0, ...cuts, input.length];
   for (let i = 0; i + 1 < bounds.length; i++) {
-    const scratch = Buffer.from(input.subarray(bounds[i], bounds[i + 1]));
+    const piece = input.subarray(bounds[i], bounds[i + 1]);
+    const scratch = Buffer.concat([piece, DECOY]);
     let from = 0;
-    while (from < scratch.length) {
-      from = parser.execute(scratch, from);
+    while (from < piece.length) {
+      from = parser.execute(scratch, from, piece.length);
       if (parser.done || parser.error !== undefined) {
         out.stoppedAt = bounds[i]! + from;
         break;
@@ -49,6 +51,14 @@ function parseInPieces(input: Buffer, cuts: number[], opts: { pauseEvery?: boole
   out.keepAlive = parser.keepAlive;
   return out;
 }
+
+const DECOY = Buffer.from('\r\n\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n\r\n', 'latin1');
+
+/** Arguments for parsing all of `text` in one call. */
+const whole = (text: string): [Buffer, number, number] => {
+  const b = Buffer.from(text, 'latin1');
+  return [b, 0, b.length];
+};
 
 const everyByte = (input: Buffer): number[] => Array.from({ length: input.length - 1 }, (_, i) => i + 1);
 
@@ -101,14 +111,14 @@ t.test('framing decides keep-alive and end of body', async (t) => {
   const parse = (text: string): Parsed => parseInPieces(Buffer.from(text, 'latin1'), []);
 
   const closeDelimited = createResponseParser({ onHead() {}, onBody: () => true });
-  closeDelimited.execute(Buffer.from('HTTP/1.1 200 OK\r\n\r\nsome body'), 0);
+  closeDelimited.execute(...whole('HTTP/1.1 200 OK\r\n\r\nsome body'));
   t.equal(closeDelimited.done, false, 'a body without length runs until the connection ends');
   t.equal(closeDelimited.finish(), true);
   t.equal(closeDelimited.done, true);
   t.equal(closeDelimited.keepAlive, false);
 
   const truncated = createResponseParser({ onHead() {}, onBody: () => true });
-  truncated.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort'), 0);
+  truncated.execute(...whole('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort'));
   t.equal(truncated.finish(), false, 'a short content-length body is not complete at close');
 
   t.equal(parse('HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n').keepAlive, false, 'Connection: close');
@@ -155,9 +165,9 @@ t.test('bytes that are not an HTTP/1.x response are refused', async (t) => {
 
 t.test('garbage is refused as soon as the first bytes arrive', async (t) => {
   const parser = createResponseParser({ onHead() {}, onBody: () => true });
-  parser.execute(Buffer.from('H'), 0);
+  parser.execute(Buffer.from('H'), 0, 1);
   t.equal(parser.error, undefined);
-  parser.execute(Buffer.from('X'), 0);
+  parser.execute(Buffer.from('X'), 0, 1);
   t.match(parser.error, /not an HTTP/);
 });
 
@@ -166,13 +176,13 @@ t.test('an endless head is refused at the size limit', async (t) => {
   const parser = createResponseParser({ onHead() {}, onBody: () => true });
   let fed = 0;
   while (parser.error === undefined && fed < 2 * MAX_HEAD_BYTES) {
-    parser.execute(filler, 0);
+    parser.execute(filler, 0, filler.length);
     fed += filler.length;
   }
   t.match(parser.error, /head too large/);
   t.ok(fed <= MAX_HEAD_BYTES + 2 * filler.length);
   const single = createResponseParser({ onHead() {}, onBody: () => true });
-  single.execute(Buffer.alloc(MAX_HEAD_BYTES + 10, 'HTTP/1.1 200 OK\r\nX: y'), 0);
+  single.execute(Buffer.alloc(MAX_HEAD_BYTES + 10, 'HTTP/1.1 200 OK\r\nX: y'), 0, MAX_HEAD_BYTES + 10);
   t.match(single.error, /head too large/, 'in one read as well');
 });
 
@@ -185,11 +195,11 @@ t.test('reset readies the parser for the next response on the connection', async
       return true;
     },
   });
-  parser.execute(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na'), 0);
+  parser.execute(...whole('HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na'));
   t.equal(parser.done, true);
   parser.reset();
   t.equal(parser.done, false);
-  parser.execute(Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n'), 0);
+  parser.execute(...whole('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n'));
   t.equal(parser.done, true);
   t.same(bodies, ['a', 'b']);
 });
