@@ -42,6 +42,7 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const { settings, tools, tmpdir } = ctx;
   const nginxRun = { id: `nginx-${key}`, label: `nginx → ${name}` };
   const chaingateRun = { id: `chaingate-${key}`, label: `chaingate → ${name}` };
+  const keyedRun = { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}` };
   const runs = [
     await measureServer({ id: key, label: `${name} alone`, ctx, start: () => startUpstream({ name: `${key}-alone`, core: settings.serverCore }) }),
   ];
@@ -72,6 +73,15 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
         ctx,
         start: () =>
           startChaingate({ name: `chaingate-${key}`, dir: join(tmpdir, `chaingate-${key}`), upstreamPort: upstream.port, chainId, core: settings.serverCore }),
+      }),
+    );
+    runs.push(
+      await measureServer({
+        ...keyedRun,
+        upstreamPid: upstream.pid,
+        ctx,
+        start: () =>
+          startChaingate({ name: `chaingate-keyed-${key}`, dir: join(tmpdir, `chaingate-keyed-${key}`), upstreamPort: upstream.port, chainId, core: settings.serverCore, keyed: true }),
       }),
     );
   } finally {
@@ -108,6 +118,10 @@ export function checks(runs) {
     check('p99 chaingate / nginx, anvil', [by['chaingate-anvil'], by['nginx-anvil']], (c, n) => ratio(c.p99Ms, n.p99Ms), `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
     check('chaingate max RSS (MB), fixed upstream', [by['chaingate-fixed']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
     check('chaingate max RSS (MB), anvil', [by['chaingate-anvil']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+    // The keyed path adds key lookup, the plan's limiter and RU metering: it must keep the same targets.
+    check('req/s chaingate keyed / nginx, fixed upstream', [by['chaingate-keyed-fixed'], by['nginx-fixed']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsFixed}`, (v) => v >= TARGETS.rpsFixed),
+    check('req/s chaingate keyed / nginx, anvil', [by['chaingate-keyed-anvil'], by['nginx-anvil']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsAnvil}`, (v) => v >= TARGETS.rpsAnvil),
+    check('chaingate keyed max RSS (MB), fixed upstream', [by['chaingate-keyed-fixed']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
   ];
 }
 
@@ -117,7 +131,7 @@ export async function run(ctx) {
     const quiet = ctx.settings.anvilQuiet;
     runs.push(...(await measureTrio({ key: 'anvil', name: 'anvil', startUpstream: (o) => startAnvil({ ...o, quiet }), chainId: 31337, ctx })));
   } else {
-    for (const [id, label] of [['anvil', 'anvil alone'], ['nginx-anvil', 'nginx → anvil'], ['chaingate-anvil', 'chaingate → anvil']]) {
+    for (const [id, label] of [['anvil', 'anvil alone'], ['nginx-anvil', 'nginx → anvil'], ['chaingate-anvil', 'chaingate → anvil'], ['chaingate-keyed-anvil', 'chaingate (API key, metered) → anvil']]) {
       runs.push(notRun({ id, label, reason: 'anvil not found (npm install, or BENCH_ANVIL=path)' }));
     }
   }

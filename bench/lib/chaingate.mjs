@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,8 +16,9 @@ export function chaingateMain() {
 export function chaingateConfig({ dir, port, upstreamPort, chainId, maxConnections = 64 }) {
   return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench }
 storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
-# The whole pipeline runs (the per-IP limiter included); the limit is set above what the load reaches.
+# The whole pipeline runs (limiters and metering included); the limits are set above what the load reaches.
 public: { rps_per_ip: 100000000, max_batch: 1000 }
+plans: { bench: { rps: 100000000, max_endpoints: 10 } }
 chains:
   bench:
     chain_id: ${chainId}
@@ -28,19 +30,37 @@ chains:
  * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
  * once it accepts connections. `url` is the public JSON-RPC path.
  */
-export async function startChaingate({ name = 'chaingate', dir, upstreamPort, chainId, core }) {
+export async function startChaingate({ name = 'chaingate', dir, upstreamPort, chainId, core, keyed = false }) {
   const main = chaingateMain();
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
   writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId }));
+  // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
+  const owner = keyed
+    ? JSON.parse(execFileSync(process.execPath, [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config], { encoding: 'utf8' }))
+    : null;
   const proc = startProcess(name, process.execPath, [main, 'serve', '--config', config], { core });
+  let url = `http://127.0.0.1:${port}/v1/rpc/public`;
   try {
     await waitForPort(port, proc);
+    if (owner) url = await createEndpoint(port, owner.management_key);
   } catch (err) {
     await proc.stop();
     throw err;
   }
-  return { proc, pid: proc.pid, port, url: `http://127.0.0.1:${port}/v1/rpc/public`, stop: () => proc.stop() };
+  return { proc, pid: proc.pid, port, url, stop: () => proc.stop() };
+}
+
+/** An endpoint made through the management REST, as a user would; returns its HTTPS URL on 127.0.0.1. */
+async function createEndpoint(port, managementKey) {
+  const res = await fetch(`http://127.0.0.1:${port}/api/dashboard/endpoints`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ network: 'bench', name: 'bench' }),
+  });
+  if (res.status !== 201) throw new Error(`creating the bench endpoint answered ${res.status}: ${await res.text()}`);
+  const { data } = await res.json();
+  return `http://127.0.0.1:${port}/v1/rpc/${data.api_key}`;
 }

@@ -180,7 +180,7 @@ function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
     if (o.rps === undefined) errors.push(`${path}.rps: required`);
     plans[name] = {
       name,
-      rps: readInt(o.rps, `${path}.rps`, 1, 1, 10_000_000, errors),
+      rps: readInt(o.rps, `${path}.rps`, 1, 1, 1_000_000_000, errors),
       ru_per_second: o.ru_per_second === undefined ? undefined : readInt(o.ru_per_second, `${path}.ru_per_second`, 1, 1, 1_000_000_000, errors),
       max_endpoints: readInt(o.max_endpoints, `${path}.max_endpoints`, 10, 0, 1_000_000, errors),
     };
@@ -214,7 +214,7 @@ function readTenancy(top: Record<string, unknown>, errors: Errors): Pick<Config,
   return {
     plans: readPlans(top.plans, errors),
     public: {
-      rps_per_ip: readInt(pub.rps_per_ip, 'public.rps_per_ip', DEFAULTS.public.rps_per_ip, 1, 10_000_000, errors),
+      rps_per_ip: readInt(pub.rps_per_ip, 'public.rps_per_ip', DEFAULTS.public.rps_per_ip, 1, 1_000_000_000, errors),
       max_batch: readInt(pub.max_batch, 'public.max_batch', DEFAULTS.public.max_batch, 1, 100_000, errors),
     },
     ru: readRu(top.ru, errors),
