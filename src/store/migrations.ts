@@ -1,3 +1,18 @@
+/** The usage tables of the three roll-up levels share one shape; only the period of `t` differs. */
+function usageTable(name: string): string {
+  return `CREATE TABLE ${name} (
+    endpoint_id TEXT NOT NULL,
+    owner_id INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    t INTEGER NOT NULL,
+    status INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    ru INTEGER NOT NULL,
+    PRIMARY KEY (endpoint_id, method, t, status)
+  ) WITHOUT ROWID;
+  CREATE INDEX ${name}_by_owner ON ${name}(owner_id, t);`;
+}
+
 /**
  * The schema, as an ordered list of migrations: `MIGRATIONS[i]` takes a database from
  * `PRAGMA user_version = i` to `i + 1`. Entries are never edited once released; a change is a new entry.
@@ -57,43 +72,11 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX credits_by_owner ON credits(owner_id);
 
-  CREATE TABLE usage_minute (
-    endpoint_id TEXT NOT NULL,
-    owner_id INTEGER NOT NULL,
-    method TEXT NOT NULL,
-    t INTEGER NOT NULL,
-    status INTEGER NOT NULL,
-    requests INTEGER NOT NULL,
-    ru INTEGER NOT NULL,
-    PRIMARY KEY (endpoint_id, method, t, status)
-  ) WITHOUT ROWID;
-  CREATE INDEX usage_minute_by_owner ON usage_minute(owner_id, t);
+  ${usageTable('usage_minute')}
   CREATE INDEX usage_minute_by_t ON usage_minute(t);
-
-  CREATE TABLE usage_hour (
-    endpoint_id TEXT NOT NULL,
-    owner_id INTEGER NOT NULL,
-    method TEXT NOT NULL,
-    t INTEGER NOT NULL,
-    status INTEGER NOT NULL,
-    requests INTEGER NOT NULL,
-    ru INTEGER NOT NULL,
-    PRIMARY KEY (endpoint_id, method, t, status)
-  ) WITHOUT ROWID;
-  CREATE INDEX usage_hour_by_owner ON usage_hour(owner_id, t);
+  ${usageTable('usage_hour')}
   CREATE INDEX usage_hour_by_t ON usage_hour(t);
-
-  CREATE TABLE usage_day (
-    endpoint_id TEXT NOT NULL,
-    owner_id INTEGER NOT NULL,
-    method TEXT NOT NULL,
-    t INTEGER NOT NULL,
-    status INTEGER NOT NULL,
-    requests INTEGER NOT NULL,
-    ru INTEGER NOT NULL,
-    PRIMARY KEY (endpoint_id, method, t, status)
-  ) WITHOUT ROWID;
-  CREATE INDEX usage_day_by_owner ON usage_day(owner_id, t);
+  ${usageTable('usage_day')}
   `,
 ];
 
