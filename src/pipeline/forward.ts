@@ -22,6 +22,15 @@ export const WHOLE_ANSWER_BYTES = 65_536;
 
 const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/json']];
 
+/**
+ * Calls whose repetition has an effect, so the upstream client never moves or re-sends them: a
+ * transaction, filter creation and removal, and filter polls (a poll consumes the changes it returns).
+ */
+const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
+  'eth_sendRawTransaction', 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges', 'eth_uninstallFilter',
+]);
+
 let nextGatewayId = 1;
 
 /**
@@ -110,7 +119,8 @@ export function forwardCall(
     },
   };
   const handle: RequestHandle = upstream.request(
-    { method: 'POST', headers: JSON_HEADERS, body, timeoutMs },
+    // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
+    { method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: NOT_IDEMPOTENT.has(method) },
     upstreamSink,
   );
   return {
