@@ -23,6 +23,7 @@ export const DEFAULTS = {
   },
   upstream: {
     max_connections: 64, // keep-alive sockets to one upstream node
+    pipelining: 8, // requests in flight per socket; 1 for a node or balancer that mishandles pipelining
   },
   // Plans apply per endpoint key; a `plans` section in the config replaces these as a whole.
   plans: {

@@ -13,6 +13,8 @@ export interface UpstreamConfig {
   headers: Record<string, string>;
   /** Keep-alive sockets to this node at most; default 64. */
   max_connections: number;
+  /** Requests in flight per socket (HTTP/1.1 pipelining); 1 turns it off; default 8. */
+  pipelining: number;
 }
 
 export interface ChainConfig {
@@ -68,7 +70,7 @@ export interface Config {
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
 function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors: Errors): UpstreamConfig | undefined {
-  const o = readObject(raw, path, ['url', 'ws', 'headers', 'max_connections'], errors);
+  const o = readObject(raw, path, ['url', 'ws', 'headers', 'max_connections', 'pipelining'], errors);
   if (!isObject(raw)) return undefined;
   const url = readUrl(o.url, `${path}.url`, ['http:', 'https:'], errors);
   let ws: string | undefined;
@@ -78,7 +80,8 @@ function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors
   }
   const headers = readStringMap(o.headers, `${path}.headers`, errors);
   const max_connections = readInt(o.max_connections, `${path}.max_connections`, DEFAULTS.upstream.max_connections, 1, 4096, errors);
-  return url === undefined ? undefined : { url, ws, headers, max_connections };
+  const pipelining = readInt(o.pipelining, `${path}.pipelining`, DEFAULTS.upstream.pipelining, 1, 64, errors);
+  return url === undefined ? undefined : { url, ws, headers, max_connections, pipelining };
 }
 
 function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {

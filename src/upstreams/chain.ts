@@ -22,6 +22,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       url: u.url,
       headers: u.headers,
       maxConnections: u.max_connections,
+      pipelining: u.pipelining,
       ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
     }),
   );

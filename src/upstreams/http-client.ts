@@ -1,8 +1,19 @@
-import type { Socket } from 'node:net';
-import { createResponseParser, type ResponseParser } from './http-parser.js';
+import { createPipeliningGuard } from './pipelining-guard.js';
 import { createRequestEncoder } from './request-head.js';
+import {
+  type Connection,
+  type ConnectionEvents,
+  discardSlot,
+  headOf,
+  openConnection,
+  pushSlot,
+  queueWrite,
+  shiftSlot,
+  takeLive,
+} from './upstream-connection.js';
 import { UpstreamError } from './upstream-error.js';
-import { openUpstreamSocket, upstreamSocketConfig } from './upstream-socket.js';
+import { ACTIVE, type Exchange, QUEUED, REFUSED, SETTLED } from './upstream-exchange.js';
+import { upstreamSocketConfig } from './upstream-socket.js';
 import { parseUpstreamUrl } from './upstream-url.js';
 
 export { UpstreamError, type UpstreamErrorKind } from './upstream-error.js';
@@ -20,6 +31,13 @@ export interface UpstreamOptions {
   ca?: string | Buffer;
   /** Keep-alive sockets idle this long are closed, in ms. Default 30_000. */
   idleSocketTimeoutMs?: number;
+  /** Requests in flight on one socket at most (HTTP/1.1 pipelining); requests placed in one event-loop turn go
+   *  out in one write per socket. 1 turns pipelining off. Default 8. Suspended for five minutes when answers
+   *  behind another come some 40 ms late, the mark of a node that leaves Nagle's algorithm on (anvil does). */
+  pipelining?: number;
+  /** A socket whose oldest request has waited this much longer than this upstream's usual answer takes no more
+   *  requests, and those behind it are sent again elsewhere, in ms. Default 50. */
+  stallMs?: number;
 }
 
 /** One request to forward. */
@@ -34,6 +52,10 @@ export interface UpstreamRequest {
   /** Deadline in ms for the response head, counted from the request() call (queueing included), and the longest
    *  silence between body chunks while not paused. Enforced by a 100 ms sweep: never early, up to 200 ms late. */
   timeoutMs: number;
+  /** Never pipelined: sent only on a socket with nothing in flight, and nothing is sent behind it until it completes.
+   *  Requests without it may be sent twice (moved off a stalled socket, or re-sent after the socket closed), so set
+   *  it for every call that is not idempotent, such as eth_sendRawTransaction. Default false. */
+  exclusive?: boolean;
 }
 
 /** Receives one response. Callbacks must not throw; they may call the handle's abort() and resume(). */
@@ -49,16 +71,27 @@ export interface ResponseSink {
 }
 
 export interface RequestHandle {
-  /** Drops the request: a queued one is removed, an in-flight one closes its socket. No sink call follows. */
+  /** Drops the request: a queued one is removed; an in-flight one alone on its socket closes the socket, one
+   *  pipelined with others is discarded (its response is read and dropped). No sink call follows. */
   abort(): void;
   /** Continues a body paused by onData returning false (a call before that does nothing); may deliver held data synchronously. */
   resume(): void;
 }
 
 /**
- * A pool of keep-alive HTTP/1.1 connections to one upstream node, one request per connection at a time.
- * A request written to a reused socket that then closes before any byte of its response is sent once
- * more, on a fresh socket: the server dropped an idle keep-alive connection without reading it.
+ * A pool of keep-alive HTTP/1.1 connections to one upstream node, pipelining up to `pipelining` requests per
+ * socket. A request is placed, in order of preference, on the socket that took this turn's requests (so
+ * they share one write), an idle socket, a new socket, the least loaded socket whose oldest request is not
+ * stalled, or else the FIFO queue.
+ *
+ * A request whose socket closes before any byte of its response is sent once more, on a fresh socket,
+ * unless it was the first request written to a new socket (the server may have acted on it) or was already
+ * sent once more that way. An exclusive request is always alone, so for it this is exactly the stale
+ * keep-alive retry of a reused socket, and nothing else re-sends it. That keeps today's trade: a node that
+ * read the request just before closing would see it twice (a second eth_sendRawTransaction is answered
+ * "already known"), against a reset for every request that meets a keep-alive socket the node dropped.
+ * Requests behind the head of a socket are sent again elsewhere, without counting as that retry, when the
+ * head stalls, times out or fails to parse, or its response says the server closes.
  */
 export interface HttpUpstream {
   /** "scheme://host:port" only: never userinfo, path or query, which may hold provider keys. */
@@ -73,52 +106,10 @@ export interface HttpUpstream {
 
 const DEFAULT_MAX_CONNECTIONS = 64;
 const DEFAULT_IDLE_SOCKET_TIMEOUT_MS = 30_000;
+const DEFAULT_PIPELINING = 8;
+const DEFAULT_STALL_MS = 50;
 // One coarse sweep per upstream enforces every deadline, instead of a timer per request.
 const SWEEP_INTERVAL_MS = 100;
-
-const QUEUED = 0;
-const ACTIVE = 1;
-const SETTLED = 2;
-// Issued after close(): its onError(reset) is still to be delivered on the next tick.
-const REFUSED = 3;
-
-/** One request from request() until its sink is settled. It is also the caller's RequestHandle. */
-interface Exchange extends RequestHandle {
-  readonly sink: ResponseSink;
-  /** Encoded head and body; kept until a response byte arrives, for the one retry on a fresh socket. */
-  payload: Buffer | null;
-  readonly timeoutMs: number;
-  /** Head deadline, then extended by the sweep whenever `progressed`. */
-  deadline: number;
-  /** Response bytes were delivered since the last sweep; saves a clock read per chunk. */
-  progressed: boolean;
-  state: number;
-  paused: boolean;
-  headReceived: boolean;
-  retried: boolean;
-  connection: Connection | null;
-}
-
-interface Connection {
-  socket: Socket;
-  parser: ResponseParser;
-  current: Exchange | null;
-  /** TCP (and TLS) established: failures before this are `connect` errors. */
-  connected: boolean;
-  /** The current exchange was written to a socket that had already served one, so the server may have closed it. */
-  reused: boolean;
-  /** A byte of the current exchange's response has arrived: from then on it is never retried. */
-  received: boolean;
-  idleSince: number;
-  dead: boolean;
-  socketPaused: boolean;
-  /** The bytes being parsed live in the shared read buffer: body chunks must be copied out. */
-  borrowed: boolean;
-  /** Unparsed bytes held while the consumer is paused. */
-  remainder: Buffer | null;
-  /** The upstream's FIN arrived while the consumer was paused; acted on at resume. */
-  eofDeferred: boolean;
-}
 
 function positiveOption(value: number | undefined, fallback: number, name: string, integer: boolean): number {
   if (value === undefined) return fallback;
@@ -138,8 +129,11 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     'idleSocketTimeoutMs',
     false,
   );
+  const pipelining = positiveOption(opts.pipelining, DEFAULT_PIPELINING, 'pipelining', true);
+  const stallMs = positiveOption(opts.stallMs, DEFAULT_STALL_MS, 'stallMs', false);
   const socketConfig = upstreamSocketConfig(target, opts.ca);
   const label = target.label;
+  const guard = createPipeliningGuard(pipelining);
 
   const connections = new Set<Connection>();
   const idle: Connection[] = [];
@@ -149,6 +143,27 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   // Coarse clock for idle sockets, which need no finer time than the sweep's.
   let lastSweepAt = Date.now();
   let closed = false;
+  // The socket that took the latest request: while its write is pending, the next request joins it.
+  let batchConn: Connection | null = null;
+  // How long an answer usually takes from write to end, in ms (-1 until known). A remote node's round trip
+  // is no stall, so the stall threshold sits this far above stallMs. It falls fast and rises slowly, so a
+  // few slow calls do not make a stalled socket look normal.
+  let usualMs = -1;
+
+  const events: ConnectionEvents = {
+    onConnect: connected,
+    onHead: deliverHead,
+    onBody: deliverBody,
+    onBytes: (conn, chunk, length, borrowed) => {
+      if (!conn.dead) parseFrom(conn, chunk, 0, length, borrowed);
+    },
+    onEnd: endOfStream,
+    onGone: connectionLost,
+  };
+
+  function stallAfter(): number {
+    return usualMs < 0 ? stallMs : stallMs + usualMs;
+  }
 
   function settle(ex: Exchange): void {
     ex.state = SETTLED;
@@ -156,117 +171,155 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     ex.payload = null;
   }
 
-  function openConnection(ex: Exchange): void {
-    const conn: Connection = {
-      socket: null as unknown as Socket,
-      parser: null as unknown as ResponseParser,
-      current: null,
-      connected: false,
-      reused: false,
-      received: false,
-      idleSince: 0,
-      dead: false,
-      socketPaused: false,
-      borrowed: false,
-      remainder: null,
-      eofDeferred: false,
-    };
-    conn.parser = createResponseParser({
-      onHead: (status, headers, contentLength) => deliverHead(conn, status, headers, contentLength),
-      onBody: (chunk, start, end) => deliverBody(conn, chunk, start, end),
-    });
-    conn.socket = openUpstreamSocket(socketConfig, {
-      onConnect: () => {
-        conn.connected = true;
-      },
-      onBytes: (chunk, length, borrowed) => receive(conn, chunk, length, borrowed),
-      onEnd: () => endOfStream(conn),
-      onGone: (err) => connectionLost(conn, err),
-    });
-    connections.add(conn);
-    startOn(conn, ex, false);
+  function hasRoom(conn: Connection): boolean {
+    return conn.depth < guard.depth && !conn.exclusive && !conn.eofDeferred;
   }
 
-  function startOn(conn: Connection, ex: Exchange, reused: boolean): void {
-    conn.current = ex;
-    conn.reused = reused;
-    conn.received = false;
+  function sendOn(conn: Connection, ex: Exchange, now: number): void {
+    ex.firstOnSocket = conn.depth === 0 && conn.completed === 0;
+    if (conn.depth === 0) {
+      conn.headSince = now;
+      conn.pipelinedHead = false;
+      conn.received = false;
+    }
+    pushSlot(conn, ex);
+    if (ex.exclusive) conn.exclusive = true;
     ex.state = ACTIVE;
     ex.connection = conn;
-    conn.socket.write(ex.payload!);
+    ex.sentAt = now;
+    if (guard.depth === 1 && conn.outgoing.length === 0) {
+      conn.socket.write(ex.payload!);
+    } else {
+      queueWrite(conn, ex.payload!);
+      batchConn = conn;
+    }
+  }
+
+  function newConnection(ex: Exchange, now: number): Connection {
+    const conn = openConnection(socketConfig, pipelining, events);
+    connections.add(conn);
+    sendOn(conn, ex, now);
+    return conn;
+  }
+
+  /** Writes ex to the best socket for it; false when it has to wait in the queue. */
+  function tryPlace(ex: Exchange, now: number): boolean {
+    const stallLimit = stallAfter();
+    const batch = batchConn;
+    if (
+      !ex.exclusive &&
+      batch !== null &&
+      batch.outgoing.length > 0 &&
+      !batch.dead &&
+      hasRoom(batch) &&
+      now - batch.headSince < stallLimit
+    ) {
+      sendOn(batch, ex, now);
+      return true;
+    }
+    const spare = idle.pop();
+    if (spare !== undefined) {
+      sendOn(spare, ex, now);
+      return true;
+    }
+    if (connections.size < maxConnections) {
+      newConnection(ex, now);
+      return true;
+    }
+    if (ex.exclusive || guard.depth === 1) return false;
+    let best: Connection | null = null;
+    for (const conn of connections) {
+      if (
+        hasRoom(conn) &&
+        !conn.socketPaused &&
+        now - conn.headSince < stallLimit &&
+        (best === null || conn.depth < best.depth)
+      ) {
+        best = conn;
+      }
+    }
+    if (best === null) return false;
+    sendOn(best, ex, now);
+    return true;
+  }
+
+  /** Places exchanges taken off a socket, oldest first; those that find no room go to the front of the queue. */
+  function resend(list: Exchange[]): void {
+    if (list.length === 0) return;
+    const now = Date.now();
+    for (let i = 0; i < list.length; i++) {
+      const ex = list[i]!;
+      ex.connection = null;
+      // They were sent before anything queued now, so they go in front of it, and the caller's dispatchQueue()
+      // places them in that order.
+      if (queued > 0 || !tryPlace(ex, now)) {
+        const rest = list.slice(i);
+        for (const r of rest) {
+          r.state = QUEUED;
+          r.connection = null;
+        }
+        queue.unshift(...rest);
+        queued += rest.length;
+        return;
+      }
+    }
+  }
+
+  /** The retry after a lost socket: on one fresh socket, since the pool's other sockets may be as stale. */
+  function retryOnFresh(list: Exchange[]): void {
+    if (list.length === 0) return;
+    const now = Date.now();
+    let fresh: Connection | null = null;
+    for (const ex of list) {
+      ex.retried = true;
+      ex.connection = null;
+      if (fresh !== null && !ex.exclusive && hasRoom(fresh)) sendOn(fresh, ex, now);
+      else fresh = newConnection(ex, now);
+    }
   }
 
   /** Removes the connection from the pool and destroys its socket; callers then run dispatchQueue(). */
   function dropConnection(conn: Connection): void {
     if (conn.dead) return;
     conn.dead = true;
-    conn.current = null;
     conn.remainder = null;
     connections.delete(conn);
-    const i = idle.lastIndexOf(conn);
-    if (i !== -1) idle.splice(i, 1);
+    if (conn.depth === 0) {
+      const i = idle.lastIndexOf(conn);
+      if (i !== -1) idle.splice(i, 1);
+    }
+    if (batchConn === conn) batchConn = null;
     conn.socket.destroy();
   }
 
-  function nextQueued(): Exchange | undefined {
-    while (queued > 0) {
-      const ex = queue.shift()!;
-      if (ex.state === QUEUED) {
-        queued--;
-        return ex;
-      }
-    }
-    if (queue.length > 0) queue = [];
-    return undefined;
-  }
-
   function dispatchQueue(): void {
-    while (queued > 0 && (idle.length > 0 || connections.size < maxConnections)) {
-      const ex = nextQueued()!;
-      const conn = idle.pop();
-      if (conn !== undefined) startOn(conn, ex, true);
-      else openConnection(ex);
+    if (queued === 0) return;
+    const now = Date.now();
+    // Strictly in order: an exclusive request at the front waits for an idle socket, and the requests behind
+    // it wait too, so busy sockets drain and it cannot starve.
+    while (queued > 0) {
+      const ex = queue[0]!;
+      if (ex.state !== QUEUED) {
+        queue.shift();
+        continue;
+      }
+      if (!tryPlace(ex, now)) break;
+      queue.shift();
+      queued--;
     }
+    if (queued === 0 && queue.length > 0) queue = [];
   }
 
-  function releaseConnection(conn: Connection): void {
-    conn.parser.reset();
-    conn.received = false;
-    if (conn.socketPaused) {
-      conn.socketPaused = false;
-      conn.socket.resume();
-    }
-    const next = nextQueued();
-    if (next !== undefined) {
-      startOn(conn, next, true);
-    } else {
-      conn.idleSince = lastSweepAt;
-      idle.push(conn);
-    }
-  }
-
-  function completeExchange(conn: Connection, ex: Exchange, trailingBytes: boolean): void {
-    conn.current = null;
-    settle(ex);
-    // Bytes after a complete response answer nothing that was asked: the stream is out of step.
-    if (conn.parser.keepAlive && !trailingBytes && !conn.eofDeferred && !conn.dead) {
-      releaseConnection(conn);
-    } else {
-      dropConnection(conn);
-      dispatchQueue();
-    }
-    ex.sink.onEnd();
-  }
-
-  function failExchange(conn: Connection, ex: Exchange, err: UpstreamError): void {
-    settle(ex);
-    dropConnection(conn);
-    dispatchQueue();
-    ex.sink.onError(err);
+  function connected(conn: Connection): void {
+    conn.connected = true;
+    const now = Date.now();
+    // The handshake is a first measure of the round trip, before any answer is.
+    if (usualMs < 0) usualMs = now - conn.openedAt;
+    if (conn.depth > 0) conn.headSince = now;
   }
 
   function deliverHead(conn: Connection, status: number, headers: Array<[string, string]>, length?: number): void {
-    const ex = conn.current;
+    const ex = headOf(conn);
     if (ex === null) return;
     ex.headReceived = true;
     ex.progressed = true;
@@ -274,8 +327,10 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   }
 
   function deliverBody(conn: Connection, chunk: Buffer, start: number, end: number): boolean {
-    const ex = conn.current;
-    if (ex === null) return false;
+    if (conn.dead) return false;
+    const ex = headOf(conn);
+    // A discarded head's body is read only to reach the next response.
+    if (ex === null) return true;
     ex.progressed = true;
     let piece: Buffer;
     if (conn.borrowed) {
@@ -285,81 +340,139 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       piece = start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end);
     }
     if (ex.sink.onData(piece)) return true;
-    if (conn.current === ex) ex.paused = true;
+    if (conn.dead) return false;
+    // Aborted inside onData while others share the socket: the rest of its body is read and dropped.
+    if (ex.state !== ACTIVE) return true;
+    ex.paused = true;
     return false;
   }
 
-  /** Parses chunk[0, limit) for the connection's current exchange and acts on where the parser stopped. */
-  function feed(conn: Connection, ex: Exchange, chunk: Buffer, limit: number, borrowed: boolean): void {
+  /** Parses chunk[from, limit) on conn: one response per in-flight slot, in order. */
+  function parseFrom(conn: Connection, chunk: Buffer, from: number, limit: number, borrowed: boolean): void {
     conn.borrowed = borrowed;
     const parser = conn.parser;
-    const stop = parser.execute(chunk, 0, limit);
-    if (conn.current !== ex) return;
-    if (parser.error !== undefined) {
-      failExchange(conn, ex, new UpstreamError('protocol', `${label}: ${parser.error}`));
-    } else if (parser.done) {
-      completeExchange(conn, ex, stop < limit);
-    } else {
-      // The parser stops short only when the consumer paused.
-      if (stop < limit) conn.remainder = borrowed ? Buffer.from(chunk.subarray(stop, limit)) : chunk.subarray(stop, limit);
-      if (ex.paused && !conn.socketPaused) {
-        conn.socketPaused = true;
-        conn.socket.pause();
+    for (;;) {
+      if (conn.depth === 0) {
+        // Bytes when nothing is in flight answer no request: the stream is out of step.
+        dropConnection(conn);
+        dispatchQueue();
+        return;
       }
+      if (!conn.received) {
+        conn.received = true;
+        const head = headOf(conn);
+        if (head !== null) head.payload = null;
+      }
+      const stop = parser.execute(chunk, from, limit);
+      if (conn.dead) return;
+      if (parser.error !== undefined) {
+        failHead(conn, new UpstreamError('protocol', `${label}: ${parser.error}`));
+        return;
+      }
+      if (!parser.done) {
+        // The parser stops short only when the consumer paused.
+        if (stop < limit) conn.remainder = borrowed ? Buffer.from(chunk.subarray(stop, limit)) : chunk.subarray(stop, limit);
+        const head = headOf(conn);
+        if (head !== null && head.paused && !conn.socketPaused) {
+          conn.socketPaused = true;
+          conn.socket.pause();
+        }
+        return;
+      }
+      if (!completeHead(conn, stop < limit) || stop === limit) return;
+      from = stop;
     }
   }
 
-  function receive(conn: Connection, chunk: Buffer, length: number, borrowed: boolean): void {
-    if (conn.dead) return;
-    const ex = conn.current;
-    if (ex === null) {
-      // Bytes on an idle socket answer no request.
+  /** The head's response is complete; returns whether conn reads on (the bytes after it are the next response). */
+  function completeHead(conn: Connection, trailing: boolean): boolean {
+    const ex = shiftSlot(conn);
+    const keepAlive = conn.parser.keepAlive;
+    conn.parser.reset();
+    conn.completed++;
+    conn.received = false;
+    const now = Date.now();
+    if (ex !== null) {
+      if (conn.pipelinedHead) guard.observe(now - conn.headSince, usualMs, now);
+      const took = now - ex.sentAt;
+      usualMs = usualMs < 0 ? took : usualMs + (took - usualMs) * (took < usualMs ? 0.25 : 0.03125);
+      settle(ex);
+    }
+    // Bytes after the last owed response, or a FIN already seen, end the socket as well.
+    if (!keepAlive || (conn.depth === 0 && (trailing || conn.eofDeferred))) {
+      const behind = takeLive(conn, 0);
       dropConnection(conn);
+      // The server said it closes: it reads nothing after this response, so those behind it are sent again.
+      resend(behind);
       dispatchQueue();
-      return;
+      if (ex !== null) ex.sink.onEnd();
+      return false;
     }
-    if (!conn.received) {
-      conn.received = true;
-      ex.payload = null;
+    if (conn.depth === 0) {
+      conn.idleSince = lastSweepAt;
+      idle.push(conn);
+    } else {
+      conn.headSince = now;
+      conn.pipelinedHead = true;
     }
-    feed(conn, ex, chunk, length, borrowed);
+    dispatchQueue();
+    if (ex !== null) ex.sink.onEnd();
+    return !conn.dead;
+  }
+
+  /** The head fails with err and the socket is dropped; requests behind it, which got no byte, go elsewhere. */
+  function failHead(conn: Connection, err: UpstreamError): void {
+    const head = headOf(conn);
+    const behind = takeLive(conn, 1);
+    dropConnection(conn);
+    if (head !== null) settle(head);
+    resend(behind);
+    dispatchQueue();
+    if (head !== null) head.sink.onError(err);
   }
 
   function endOfStream(conn: Connection): void {
     if (conn.dead) return;
-    const ex = conn.current;
-    if (ex !== null && ex.paused) conn.eofDeferred = true;
+    const head = headOf(conn);
+    if (head !== null && head.paused) conn.eofDeferred = true;
     else connectionLost(conn, undefined);
   }
 
   function connectionLost(conn: Connection, err: Error | undefined): void {
     if (conn.dead || (conn.eofDeferred && err === undefined)) return;
-    const ex = conn.current;
-    if (ex === null) {
+    if (conn.depth === 0) {
       dropConnection(conn);
       dispatchQueue();
       return;
     }
     if (err === undefined && conn.parser.finish()) {
-      completeExchange(conn, ex, false);
+      // A close-delimited body ends here; it was not keep-alive, so those behind it are sent again.
+      completeHead(conn, false);
       return;
     }
+    const head = headOf(conn);
+    const midResponse = conn.received;
+    const wasConnected = conn.connected;
+    const behind = takeLive(conn, 1);
     dropConnection(conn);
-    if (conn.reused && !conn.received && !ex.retried) {
-      // The server closed a keep-alive socket it had been idle on before reading this request: it saw
-      // nothing, so one more try on a fresh socket is safe.
-      ex.retried = true;
-      openConnection(ex);
-      dispatchQueue();
-      return;
-    }
-    settle(ex);
+    const again: Exchange[] = [];
+    const failed: Exchange[] = [];
+    // Once per exchange: a server that closes again gets a reset. The head of a new socket is not re-sent: the
+    // server may have acted on it. Those behind any head are idempotent, never exclusive.
+    if (head !== null) (wasConnected && !midResponse && !head.retried && !head.firstOnSocket ? again : failed).push(head);
+    for (const ex of behind) (wasConnected && !ex.retried ? again : failed).push(ex);
+    for (const ex of failed) settle(ex);
+    retryOnFresh(again);
     dispatchQueue();
+    if (failed.length === 0) return;
     const reason = err === undefined ? 'connection closed' : ((err as NodeJS.ErrnoException).code ?? err.message);
-    const error = conn.connected
-      ? new UpstreamError('reset', `${label}: ${reason} before the response was complete`, { cause: err })
-      : new UpstreamError('connect', `${label}: cannot connect (${reason})`, { cause: err });
-    ex.sink.onError(error);
+    for (const ex of failed) {
+      ex.sink.onError(
+        wasConnected
+          ? new UpstreamError('reset', `${label}: ${reason} before the response was complete`, { cause: err })
+          : new UpstreamError('connect', `${label}: cannot connect (${reason})`, { cause: err }),
+      );
+    }
   }
 
   function abortExchange(ex: Exchange): void {
@@ -370,9 +483,18 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       settle(ex);
     } else if (ex.state === ACTIVE) {
       const conn = ex.connection!;
+      const wasHead = headOf(conn) === ex;
+      const paused = ex.paused;
       settle(ex);
-      dropConnection(conn);
-      dispatchQueue();
+      ex.paused = false;
+      if (conn.live > 1 && discardSlot(conn, ex)) {
+        // Others share the socket: it stays, and the response is read and dropped. A paused head held the socket;
+        // reading resumes on the next tick, so abort() never runs another request's callbacks.
+        if (wasHead && paused) process.nextTick(continueReading, conn);
+      } else {
+        dropConnection(conn);
+        dispatchQueue();
+      }
     }
   }
 
@@ -380,12 +502,21 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     if (ex.state !== ACTIVE || !ex.paused) return;
     ex.paused = false;
     ex.progressed = true;
-    const conn = ex.connection!;
+    continueReading(ex.connection!);
+  }
+
+  /** Reads on after the head's consumer resumed or went away: held bytes first, then a held FIN, then the socket. */
+  function continueReading(conn: Connection): void {
+    if (conn.dead) return;
+    let head = headOf(conn);
+    if (head !== null && head.paused) return;
     const rest = conn.remainder;
     if (rest !== null) {
       conn.remainder = null;
-      feed(conn, ex, rest, rest.length, false);
-      if (conn.current !== ex || ex.paused) return;
+      parseFrom(conn, rest, 0, rest.length, false);
+      if (conn.dead || conn.remainder !== null) return;
+      head = headOf(conn);
+      if (head !== null && head.paused) return;
     }
     if (conn.eofDeferred) {
       conn.eofDeferred = false;
@@ -399,6 +530,39 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   function timeoutError(ex: Exchange): UpstreamError {
     const what = ex.headReceived ? 'response body stalled for' : 'no response head within';
     return new UpstreamError('timeout', `${label}: ${what} ${ex.timeoutMs} ms`);
+  }
+
+  /** Requests behind the head past their deadline fail; their slots stay, to drop their late responses. */
+  function expireBehind(conn: Connection, now: number): void {
+    let expired: Exchange[] | undefined;
+    const slots = conn.slots;
+    for (let k = 1; k < conn.depth; k++) {
+      const i = (conn.first + k) % slots.length;
+      const ex = slots[i];
+      if (ex == null || now < ex.deadline) continue;
+      slots[i] = null;
+      conn.live--;
+      settle(ex);
+      (expired ??= []).push(ex);
+    }
+    if (expired === undefined) return;
+    if (conn.live === 0) dropConnection(conn);
+    for (const ex of expired) ex.sink.onError(timeoutError(ex));
+  }
+
+  /** Moves the requests behind a stalled head to sockets with room, as many as have room now. */
+  function moveBehind(conn: Connection, now: number): void {
+    const slots = conn.slots;
+    for (let k = 1; k < conn.depth; k++) {
+      const i = (conn.first + k) % slots.length;
+      const ex = slots[i];
+      if (ex == null) continue;
+      // Only where there is room now: when every socket is stalled the node is slow, not this socket, and
+      // sending the work twice would slow it further.
+      if (!tryPlace(ex, now)) return;
+      slots[i] = null;
+      conn.live--;
+    }
   }
 
   function sweep(): void {
@@ -416,19 +580,30 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         }
       }
     }
+    guard.review(now);
+    const stallLimit = stallAfter();
     for (const conn of connections) {
-      const ex = conn.current;
-      if (ex === null) {
+      if (conn.depth === 0) {
         if (now - conn.idleSince >= idleTimeoutMs) dropConnection(conn);
-      } else if (ex.paused) {
         continue;
-      } else if (ex.progressed) {
-        // Progress happened at most one sweep ago, so the extended deadline is never early.
-        ex.progressed = false;
-        ex.deadline = now + ex.timeoutMs;
-      } else if (now >= ex.deadline) {
-        failExchange(conn, ex, timeoutError(ex));
       }
+      const head = headOf(conn);
+      if (head !== null && !head.paused) {
+        if (head.progressed) {
+          // Progress happened at most one sweep ago, so the extended deadline is never early.
+          head.progressed = false;
+          head.deadline = now + head.timeoutMs;
+        } else if (now >= head.deadline) {
+          failHead(conn, timeoutError(head));
+          continue;
+        }
+      }
+      if (conn.depth > 1) expireBehind(conn, now);
+      // A socket still connecting has no answer to be late with.
+      if (conn.dead || !conn.connected || now - conn.headSince < stallLimit) continue;
+      if (conn.live > (head === null ? 0 : 1)) moveBehind(conn, now);
+      // Only discarded slots left: nobody waits for what this socket still owes.
+      if (conn.live === 0) dropConnection(conn);
     }
     dispatchQueue();
     if (connections.size === 0 && queued === 0) {
@@ -459,6 +634,9 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         paused: false,
         headReceived: false,
         retried: false,
+        exclusive: req.exclusive === true,
+        firstOnSocket: false,
+        sentAt: 0,
         connection: null,
         abort: () => abortExchange(ex),
         resume: () => resumeExchange(ex),
@@ -468,10 +646,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         process.nextTick(refuseClosed, ex);
         return ex;
       }
-      const conn = idle.pop();
-      if (conn !== undefined) startOn(conn, ex, true);
-      else if (connections.size < maxConnections) openConnection(ex);
-      else {
+      if (queued > 0 || !tryPlace(ex, now)) {
         queue.push(ex);
         queued++;
       }
@@ -492,16 +667,14 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       sweepTimer = undefined;
       const orphans: Exchange[] = [];
       for (const conn of connections) {
-        if (conn.current !== null) orphans.push(conn.current);
+        orphans.push(...takeLive(conn, 0));
         dropConnection(conn);
       }
       for (const ex of queue) if (ex.state === QUEUED) orphans.push(ex);
       queue = [];
       queued = 0;
-      for (const ex of orphans) {
-        settle(ex);
-        ex.sink.onError(new UpstreamError('reset', `${label}: upstream closed`));
-      }
+      for (const ex of orphans) settle(ex);
+      for (const ex of orphans) ex.sink.onError(new UpstreamError('reset', `${label}: upstream closed`));
     },
   };
 }

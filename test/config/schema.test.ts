@@ -24,6 +24,7 @@ t.test('a minimal config gets every default', async (t) => {
   t.equal(r.config.chains.devnet!.timeout_s, 30);
   t.equal(r.config.chains.devnet!.kind, 'evm');
   t.equal(r.config.chains.devnet!.upstreams[0]!.max_connections, 64);
+  t.equal(r.config.chains.devnet!.upstreams[0]!.pipelining, 8);
   t.ok(Object.isFrozen(r.config.chains.devnet!.upstreams[0]), 'deep-frozen');
   t.same(r.config.plans.free, { name: 'free', rps: 100, ru_per_second: undefined, max_endpoints: 10 });
   t.same(r.config.plans.premium, { name: 'premium', rps: 5000, ru_per_second: 500000, max_endpoints: 200 });

@@ -7,6 +7,7 @@
 //   npm run build && node test/upstreams/bench-client.mjs [seconds=3] [inflight=64] [connections=16] [rounds=5]
 //
 // CLIENT_MODULE=/a/http-client.js[,/b/http-client.js] measures other builds of the client, side by side.
+// PIPELINING=1,8 measures the client once per pipelining depth (default: the client's own default).
 import { spawn, spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { connect } from 'node:net';
@@ -22,6 +23,7 @@ const BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const clientModules = (
   process.env.CLIENT_MODULE ?? fileURLToPath(new URL('../../dist/upstreams/http-client.js', import.meta.url))
 ).split(',');
+const depths = process.env.PIPELINING === undefined ? [undefined] : process.env.PIPELINING.split(',').map(Number);
 const upstreamScript = fileURLToPath(new URL('../../bench/servers/fixed-upstream.mjs', import.meta.url));
 
 function pinned(core) {
@@ -67,14 +69,18 @@ async function drive(name, send) {
   await new Promise((r) => setTimeout(r, 200));
   const figures = { rate: count / elapsed, cpu: (used.user + used.system) / count };
   results.set(name, [...(results.get(name) ?? []), figures]);
-  process.stdout.write(`  ${name.padEnd(28)} ${figures.rate.toFixed(0).padStart(7)} req/s  ${figures.cpu.toFixed(1).padStart(6)} µs CPU/req\n`);
+  process.stdout.write(`  ${name.padEnd(32)} ${figures.rate.toFixed(0).padStart(7)} req/s  ${figures.cpu.toFixed(1).padStart(6)} µs CPU/req\n`);
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function chaingateClient(port, clientModule, name) {
+async function chaingateClient(port, clientModule, name, pipelining) {
   const { createHttpUpstream } = await import(pathToFileURL(clientModule).href);
-  const upstream = createHttpUpstream({ url: `http://127.0.0.1:${port}/`, maxConnections: connections });
+  const upstream = createHttpUpstream({
+    url: `http://127.0.0.1:${port}/`,
+    maxConnections: connections,
+    ...(pipelining === undefined ? {} : { pipelining }),
+  });
   const req = { method: 'POST', body: Buffer.from(BODY), headers: [['content-type', 'application/json']], timeoutMs: 5000 };
   await drive(name, (done) => {
     upstream.request(req, {
@@ -165,7 +171,14 @@ try {
     process.stdout.write(`round ${round}\n`);
     await rawLoop(upstream.port);
     for (const [i, module] of clientModules.entries()) {
-      await chaingateClient(upstream.port, module, clientModules.length > 1 ? `chaingate http-client #${i + 1}` : 'chaingate http-client');
+      for (const depth of depths) {
+        const name = [
+          'chaingate http-client',
+          clientModules.length > 1 ? `#${i + 1}` : '',
+          depth === undefined ? '' : `p${depth}`,
+        ].filter(Boolean).join(' ');
+        await chaingateClient(upstream.port, module, name, depth);
+      }
     }
     await undiciPool(upstream.port);
   }
@@ -176,5 +189,5 @@ process.stdout.write('median\n');
 for (const [name, runs] of results) {
   const rate = median(runs.map((r) => r.rate));
   const cpu = median(runs.map((r) => r.cpu));
-  process.stdout.write(`  ${name.padEnd(28)} ${rate.toFixed(0).padStart(7)} req/s  ${cpu.toFixed(1).padStart(6)} µs CPU/req\n`);
+  process.stdout.write(`  ${name.padEnd(32)} ${rate.toFixed(0).padStart(7)} req/s  ${cpu.toFixed(1).padStart(6)} µs CPU/req\n`);
 }

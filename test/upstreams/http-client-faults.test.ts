@@ -126,7 +126,8 @@ t.test('abort during the body closes the connection; no onEnd or onError follows
 
 t.test('abort of a queued request removes it before it reaches the server', async (t) => {
   const server = await rawServer(t, () => {});
-  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, maxConnections: 1 });
+  // Without pipelining, so the second request has to wait in the queue.
+  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, maxConnections: 1, pipelining: 1 });
   const first = exchange(upstream, { method: 'POST', body: 'first', timeoutMs: 5000 });
   const queued = exchange(upstream, { method: 'POST', body: 'queued', timeoutMs: 5000 });
   t.same(upstream.stats(), { open: 1, busy: 1, queued: 1 });
@@ -157,7 +158,7 @@ t.test('no response head within timeoutMs is a timeout, and the socket is closed
 
 t.test('a queued request times out even if no connection frees up', async (t) => {
   const server = await rawServer(t, () => {});
-  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, maxConnections: 1 });
+  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, maxConnections: 1, pipelining: 1 });
   const hanging = exchange(upstream, { method: 'POST', timeoutMs: 5000 });
   const out = await fetchOutcome(upstream, { method: 'POST', timeoutMs: 150 });
   t.equal(out.error?.kind, 'timeout');
@@ -244,7 +245,7 @@ t.test('bytes arriving on an idle socket drop it', async (t) => {
 
 t.test('close() fails in-flight and queued requests with reset, and later ones too', async (t) => {
   const server = await rawServer(t, () => {});
-  const upstream = createHttpUpstream({ url: `http://127.0.0.1:${server.port}`, maxConnections: 1 });
+  const upstream = createHttpUpstream({ url: `http://127.0.0.1:${server.port}`, maxConnections: 1, pipelining: 1 });
   const inFlight = exchange(upstream, { method: 'POST', timeoutMs: 5000 });
   const queued = exchange(upstream, { method: 'POST', timeoutMs: 5000 });
   await until(() => server.requests() === 1);

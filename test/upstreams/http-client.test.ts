@@ -113,19 +113,23 @@ t.test('maxConnections bounds the sockets; extra requests queue and each answer 
     req.on('end', () => setTimeout(() => res.end(`answer-${token}`), 5 + Math.floor(Math.random() * 10)));
   });
   const listening = await listenOn(t, server);
-  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${listening.port}`, maxConnections: 4 });
-  const exchanges = Array.from({ length: 50 }, (_, i) =>
-    exchange(upstream, { method: 'POST', body: 'x', headers: [['x-token', String(i)]], timeoutMs: 5000 }),
-  );
-  t.same(upstream.stats(), { open: 4, busy: 4, queued: 46 });
-  const outcomes = await Promise.all(exchanges.map((e) => e.settled));
-  outcomes.forEach((out, i) => {
-    if (out.body.toString() !== `answer-${i}`) t.fail(`request ${i} got ${JSON.stringify(out.body.toString())}`);
-  });
-  t.equal(outcomes.filter((o) => o.ended).length, 50, 'all 50 answered');
-  t.ok(listening.peak() <= 4, `server saw at most 4 sockets at once (${listening.peak()})`);
-  t.ok(listening.accepted() <= 4, `server accepted at most 4 connections (${listening.accepted()})`);
-  t.same(upstream.stats(), { open: 4, busy: 0, queued: 0 });
+  for (const pipelining of [1, 8]) {
+    const upstream = upstreamFor(t, { url: `http://127.0.0.1:${listening.port}`, maxConnections: 4, pipelining });
+    const exchanges = Array.from({ length: 50 }, (_, i) =>
+      exchange(upstream, { method: 'POST', body: 'x', headers: [['x-token', String(i)]], timeoutMs: 5000 }),
+    );
+    t.same(upstream.stats(), { open: 4, busy: 4, queued: 50 - 4 * pipelining }, `pipelining ${pipelining}`);
+    const outcomes = await Promise.all(exchanges.map((e) => e.settled));
+    outcomes.forEach((out, i) => {
+      if (out.body.toString() !== `answer-${i}`) t.fail(`request ${i} got ${JSON.stringify(out.body.toString())}`);
+    });
+    t.equal(outcomes.filter((o) => o.ended).length, 50, 'all 50 answered');
+    t.ok(listening.peak() <= 4, `server saw at most 4 sockets at once (${listening.peak()})`);
+    t.same(upstream.stats(), { open: 4, busy: 0, queued: 0 });
+    upstream.close();
+    await until(() => listening.open() === 0);
+  }
+  t.equal(listening.accepted(), 8, 'four connections per run');
 });
 
 t.test('a chunked body streams to onData as it arrives', async (t) => {

@@ -1,0 +1,36 @@
+import type { RequestHandle, ResponseSink } from './http-client.js';
+import type { Connection } from './upstream-connection.js';
+
+/** Waiting in the pool's FIFO queue for a connection with room. */
+export const QUEUED = 0;
+/** Written (or about to be, at the end of this event-loop turn) to `connection`. */
+export const ACTIVE = 1;
+/** Its sink got onEnd or onError, or it was aborted: nothing more happens to it. */
+export const SETTLED = 2;
+/** Issued after close(): its onError(reset) is still to be delivered on the next tick. */
+export const REFUSED = 3;
+
+/** One request from request() until its sink is settled. It is also the caller's RequestHandle. */
+export interface Exchange extends RequestHandle {
+  readonly sink: ResponseSink;
+  /** Encoded head and body; kept until a response byte arrives, for a re-send on another socket. */
+  payload: Buffer | null;
+  readonly timeoutMs: number;
+  /** Head deadline, then extended by the sweep whenever `progressed`. */
+  deadline: number;
+  /** Response bytes were delivered since the last sweep; saves a clock read per chunk. */
+  progressed: boolean;
+  state: number;
+  paused: boolean;
+  headReceived: boolean;
+  /** Sent once more after its socket was lost: the next loss fails it. */
+  retried: boolean;
+  /** Never pipelined: it goes only to a socket with nothing in flight, and nothing joins it there. */
+  readonly exclusive: boolean;
+  /** It was the first request written to a new socket: a close before its answer is then no sign of a stale
+   *  keep-alive socket, and it is not re-sent. */
+  firstOnSocket: boolean;
+  /** When it was last written to a socket, in ms since the epoch. */
+  sentAt: number;
+  connection: Connection | null;
+}
