@@ -10,7 +10,6 @@ import type { Tenancy } from './tenancy.js';
  * the rest is refused in place.
  */
 export interface Caller {
-  ip: string;
   /** null on the public path. */
   auth: EndpointAuth | null;
   plan: PlanConfig | null;
