@@ -229,3 +229,19 @@ t.test('the CLI changes a running daemon: top-up and suspension are noticed with
   t.equal(backup.status, 0, backup.stderr);
   t.ok(existsSync(join(dirname(dbPath), 'copy.db')));
 });
+
+t.test("a key works on its endpoint's network only: a Host or path naming another chain is 401", async (t) => {
+  const [a, b] = await Promise.all([anvilFor(t, { chainId: 31337 }), anvilFor(t, { chainId: 1337 })]);
+  const g = await gatewayFor(t, { server: { default_chain: 'alpha' }, chains: { alpha: evmChain([a.url], 31337), beta: evmChain([b.url], 1337) } });
+  const o = owner(g, 'o', 'free', 1000);
+  const ep = ((await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'beta' })).json as { data: { api_key: string } }).data;
+  const bare = await rpc(`${g.base}/v1/rpc/${ep.api_key}`, 'net_version');
+  t.same(bare.json, { jsonrpc: '2.0', id: 1, result: '1337' }, "with no chain named, the endpoint's network serves it");
+  const ownPath = await rpc(`${g.base}/beta/v1/rpc/${ep.api_key}`, 'net_version');
+  t.equal(ownPath.status, 200);
+  const otherPath = await rpc(`${g.base}/alpha/v1/rpc/${ep.api_key}`, 'net_version');
+  t.equal(otherPath.status, 401);
+  t.same(otherPath.json, BAD_KEY);
+  const otherHost = await rpc(`${g.base}/v1/rpc/${ep.api_key}`, 'net_version', [], 1, { host: 'alpha.rpc.example.com' });
+  t.equal(otherHost.status, 401);
+});
