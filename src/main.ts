@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { intOption, parseArgs, stringOption } from './cli/args.js';
 import { loadConfigFile } from './config/load.js';
+import type { Config } from './config/schema.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { devnetBanner, startDevnet } from './devnet/devnet.js';
 import { createLogger, type Logger } from './log.js';
@@ -45,13 +46,16 @@ function stopOnSignal(log: Logger, stop: () => Promise<unknown>): void {
   process.on('SIGINT', onSignal);
 }
 
+/** Loads a config file, or lists every error with its key path and exits 1. */
+function loadConfigOrExit(path: string): Config {
+  const loaded = loadConfigFile(path);
+  if (loaded.ok) return loaded.config;
+  process.stderr.write(`${path}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
+  process.exit(1);
+}
+
 async function serve(configPath: string, log: Logger): Promise<void> {
-  const loaded = loadConfigFile(configPath);
-  if (!loaded.ok) {
-    process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
-    process.exit(1);
-  }
-  const config = loaded.config;
+  const config = loadConfigOrExit(configPath);
   uws();
   const gateway = await startGateway(config, { log });
   log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
@@ -82,12 +86,7 @@ async function main(argv: string[]): Promise<void> {
     }
     const path = configArg(argv);
     if (path === undefined) throw new Error(`${argv[0]} needs --config FILE`);
-    const loaded = loadConfigFile(path);
-    if (!loaded.ok) {
-      process.stderr.write(`${path}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
-      process.exit(1);
-    }
-    const code = await runTenancyCommand(argv, loaded.config, (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+    const code = await runTenancyCommand(argv, loadConfigOrExit(path), (s) => process.stdout.write(s), (s) => process.stderr.write(s));
     process.exit(code);
   }
   const log = createLogger((process.env.CHAINGATE_LOG_LEVEL as 'debug' | 'info' | 'warn' | 'error' | undefined) ?? 'info');
@@ -109,13 +108,8 @@ async function main(argv: string[]): Promise<void> {
       return;
     case 'check-config': {
       if (!configPath) throw new Error('check-config needs --config FILE');
-      const loaded = loadConfigFile(configPath);
-      if (loaded.ok) {
-        process.stdout.write(`${configPath}: valid (${Object.keys(loaded.config.chains).length} chains)\n`);
-        return;
-      }
-      process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
-      process.exit(1);
+      const config = loadConfigOrExit(configPath);
+      process.stdout.write(`${configPath}: valid (${Object.keys(config.chains).length} chains)\n`);
       return;
     }
     case 'devnet': {

@@ -8,8 +8,8 @@ import { handleManagement, type ManagementDeps } from './management.js';
 import { createTenancy } from '../pipeline/tenancy.js';
 import { probeUpstreams } from '../upstreams/probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendWhole } from './respond.js';
-import { resolveRoute, type RouteTable } from './routes.js';
-import { type TemplatedApp, type us_listen_socket, uws } from './uws.js';
+import { isManagementPath, resolveRoute, type RouteTable } from './routes.js';
+import { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
@@ -42,7 +42,18 @@ function createApp(config: Config): TemplatedApp {
   return u.SSLApp({ cert_file_name: tls.cert_file, key_file_name: tls.key_file, ...(tls.passphrase ? { passphrase: tls.passphrase } : {}) });
 }
 
-function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, table: RouteTable, res: Parameters<Parameters<TemplatedApp['any']>[1]>[0], req: Parameters<Parameters<TemplatedApp['any']>[1]>[1]): void {
+/** A routing refusal, answered before any body is read, so the connection is closed behind it. */
+function sendRouteError(res: HttpResponse, meta: ResponseMeta, code: 'not_found' | 'method_not_allowed', message: string, allow?: string): void {
+  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), allow ? [['allow', allow]] : undefined, true);
+}
+
+/** A management request on whichever listener serves it: CORS preflight, or the REST operation. */
+function serveManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
+  if (method === 'options') sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
+  else handleManagement(deps, res, req, method, path, meta);
+}
+
+function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, table: RouteTable, res: HttpResponse, req: HttpRequest): void {
   const method = req.getMethod();
   const url = req.getUrl();
   const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
@@ -52,23 +63,17 @@ function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, ta
     return;
   }
   if (route.kind === 'management') {
-    if (management === null) {
-      sendWhole(res, 404, meta, JSON_TYPE, managementErrorBody('not_found', 'The management API is served on its own listener (management.port)'), undefined, true);
-    } else if (method === 'options') {
-      sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
-    } else {
-      handleManagement(management, res, req, method, route.path, meta);
-    }
+    if (management === null) sendRouteError(res, meta, 'not_found', 'The management API is served on its own listener (management.port)');
+    else serveManagement(management, res, req, method, route.path, meta);
     return;
   }
   if (route.kind === 'error') {
-    const headers: Array<[string, string]> = route.allow ? [['allow', route.allow]] : [];
-    sendWhole(res, ERRORS[route.code].http, meta, JSON_TYPE, managementErrorBody(route.code, route.message), headers, true);
+    sendRouteError(res, meta, route.code, route.message, route.allow);
     return;
   }
   const chain = ctx.chains.get(route.chain.slug)!;
   if (route.chain.kind === 'beacon') {
-    sendWhole(res, 404, meta, JSON_TYPE, managementErrorBody('not_found', `Chain '${route.chain.slug}' is a beacon chain: it serves the Beacon REST API, not JSON-RPC`), undefined, true);
+    sendRouteError(res, meta, 'not_found', `Chain '${route.chain.slug}' is a beacon chain: it serves the Beacon REST API, not JSON-RPC`);
     return;
   }
   handleHttpRpc(ctx, res, req, chain, route.key, route.named, meta);
@@ -98,16 +103,17 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     management = { app: mapp, host: config.management.host, port: config.management.port };
   }
   const sockets: us_listen_socket[] = [];
-  const closeAll = (): void => {
-    for (const s of sockets) uws().us_listen_socket_close(s);
+  /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
+  const release = (): boolean => {
     for (const c of chains.values()) c.close();
-    tenancy.close();
+    return tenancy.close();
   };
   try {
     sockets.push(await listenOn(app, config.server.host, opts.port ?? config.server.port));
     if (management) sockets.push(await listenOn(management.app, management.host, opts.managementPort ?? management.port));
   } catch (err) {
-    closeAll();
+    for (const s of sockets) uws().us_listen_socket_close(s);
+    release();
     throw err;
   }
   void probeUpstreams(chains.values(), opts.log);
@@ -122,8 +128,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         clearTimeout(timer);
         ctx.onIdle = null;
         const cut = ctx.inFlight;
-        for (const c of chains.values()) c.close();
-        if (!tenancy.close()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
+        if (!release()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
         done(cut);
       };
       const timer = setTimeout(close, config.server.stop_timeout_s * 1000);
@@ -147,15 +152,9 @@ function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_lis
 }
 
 /** The separate management listener: /api/dashboard and nothing else. */
-function routeManagementOnly(ctx: GatewayContext, deps: ManagementDeps, res: Parameters<Parameters<TemplatedApp['any']>[1]>[0], req: Parameters<Parameters<TemplatedApp['any']>[1]>[1]): void {
-  const method = req.getMethod();
+function routeManagementOnly(ctx: GatewayContext, deps: ManagementDeps, res: HttpResponse, req: HttpRequest): void {
   const url = req.getUrl();
   const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
-  if (url !== '/api/dashboard' && !url.startsWith('/api/dashboard/')) {
-    sendWhole(res, 404, meta, JSON_TYPE, managementErrorBody('not_found', `No route for ${url}`), undefined, true);
-  } else if (method === 'options') {
-    sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
-  } else {
-    handleManagement(deps, res, req, method, url, meta);
-  }
+  if (isManagementPath(url)) serveManagement(deps, res, req, req.getMethod(), url, meta);
+  else sendRouteError(res, meta, 'not_found', `No route for ${url}`);
 }

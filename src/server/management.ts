@@ -21,6 +21,12 @@ export interface ManagementDeps {
 
 const MAX_MANAGEMENT_BODY = 65_536;
 
+/** The management routes and the verbs each accepts (the value of an `Allow` header). */
+const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
+  ['/api/dashboard/chains', 'GET'], ['/api/dashboard/endpoints', 'GET, POST, DELETE'],
+  ['/api/dashboard/endpoints/stats', 'GET'], ['/api/dashboard/account', 'GET'],
+]);
+
 /** The public URLs of a chain: `server.public_base_url` with `{chain}` filled, then the key path. */
 export function chainUrls(config: Config, slug: string, keySegment: string): { https: string; wss: string | null } {
   const base = config.server.public_base_url.replace('{chain}', slug);
@@ -139,11 +145,7 @@ export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: H
     aborted = true;
   });
   const route = path.replace(/\/+$/, '');
-  const verbs: Record<string, string> = {
-    '/api/dashboard/chains': 'GET', '/api/dashboard/endpoints': 'GET, POST, DELETE',
-    '/api/dashboard/endpoints/stats': 'GET', '/api/dashboard/account': 'GET',
-  };
-  const allowed = verbs[route];
+  const allowed = ROUTE_VERBS.get(route);
   if (allowed === undefined) return fail(res, meta, 'not_found', `No route for ${path}`);
   if (!allowed.split(', ').includes(method.toUpperCase())) {
     return fail(res, meta, 'method_not_allowed', `${route} accepts ${allowed}`, [['allow', allowed]]);

@@ -25,6 +25,11 @@ function chainFromHost(host: string, t: RouteTable): ChainConfig | undefined {
   return Object.hasOwn(t.chains, label) ? t.chains[label] : undefined;
 }
 
+/** The management REST lives under /api/dashboard, on the main listener or its own. */
+export function isManagementPath(path: string): boolean {
+  return path === '/api/dashboard' || path.startsWith('/api/dashboard/');
+}
+
 export function resolveRoute(method: string, url: string, host: string, t: RouteTable): Route {
   const byHost = chainFromHost(host, t);
   let path = url;
@@ -38,7 +43,7 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
   if (byHost && byPath && byHost !== byPath) {
     return { kind: 'error', code: 'not_found', message: `The Host names chain '${byHost.slug}' but the path names '${byPath.slug}'` };
   }
-  if (path === '/api/dashboard' || path.startsWith('/api/dashboard/')) return { kind: 'management', path };
+  if (isManagementPath(path)) return { kind: 'management', path };
   const chain = byHost ?? byPath ?? t.chains[t.defaultChain];
   if (!path.startsWith('/v1/rpc/') || chain === undefined) {
     return { kind: 'error', code: 'not_found', message: `No route for ${url}` };

@@ -4,12 +4,10 @@
  * interval's debits lost. Also the separate management listener.
  */
 import t from 'tap';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import Database from 'better-sqlite3';
 import { openStore } from '../../src/store/open.js';
@@ -17,27 +15,8 @@ import { createDirectory } from '../../src/tenancy/directory.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { anvilFor } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
+import { startDaemon } from '../support/daemon.js';
 
-const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
-
-function startDaemon(t: Parameters<Parameters<typeof t.test>[1]>[0], cfg: string): Promise<{ child: ChildProcess; port: number; log: () => string }> {
-  const child = spawn(process.execPath, [main, 'serve', '--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let log = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon did not start:\n${log}`)), 15000);
-    child.stderr!.on('data', (d: Buffer) => {
-      log += d.toString();
-      const m = /listening address=http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, port: Number(m[1]), log: () => log });
-      }
-    });
-  });
-}
 
 /** A keep-alive POST loop, counting the answers that came back 200. */
 function hammer(url: string, until: () => boolean): Promise<number> {

@@ -3,24 +3,22 @@
  * configured headers, credentials kept out of logs and bodies, and many concurrent calls over few
  * upstream connections each answered to the right client.
  */
-import t from 'tap';
-import { type ChildProcess, spawn } from 'node:child_process';
+import t, { type Test } from 'tap';
 import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { AddressInfo, Socket } from 'node:net';
 import { testCertificate } from '../support/cert.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
+import { startDaemon } from '../support/daemon.js';
 
-const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
 /** A keep-alive JSON-RPC node stand-in that answers `result: params[0]` after a random short delay. */
-async function echoNode(t: Parameters<Parameters<typeof t.test>[1]>[0], opts: { https?: { key: Buffer; cert: Buffer } } = {}) {
+async function echoNode(t: Test, opts: { https?: { key: Buffer; cert: Buffer } } = {}) {
   const seen = { connections: 0, headers: [] as Array<Record<string, string | string[] | undefined>>, urls: [] as string[] };
   const handler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): void => {
     seen.headers.push(req.headers);
@@ -188,22 +186,7 @@ t.test('a 50 MB answer streams to a slow reader with bounded gateway memory, id 
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-stream-'));
   const cfg = join(dir, 'config.yaml');
   writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${dir}/db.sqlite }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:${(node.address() as AddressInfo).port}" }]\n`);
-  const child: ChildProcess = spawn(process.execPath, [main, 'serve', '--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  t.teardown(() => {
-    child.kill('SIGKILL');
-  });
-  let log = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${log}`)), 15000);
-    child.stderr!.on('data', (d: Buffer) => {
-      log += d.toString();
-      const m = /listening address=http:\/\/127\.0\.0\.1:(\d+)/.exec(log);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-  });
+  const { child, port } = await startDaemon(t, cfg);
   // Warm the process up with a small call so the baseline includes what every request needs.
   await rpc(`http://127.0.0.1:${port}/v1/rpc/public`, 'eth_getLogs', [{}], 0).catch(() => undefined);
   const baseline = rssOf(child.pid!);

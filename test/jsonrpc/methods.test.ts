@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { JsonRpcProvider } from 'ethers';
 import { formatTransactionRequest } from 'viem';
 import {
@@ -26,7 +26,7 @@ function refused(t: Tap, method: string, params: unknown[], message: string | Re
   t.match(result, { kind: 'error', error: 'invalid_params', message }, `${method} ${JSON.stringify(params)} is refused`);
 }
 
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
+type Tap = Test;
 
 t.test('allowlist and RU table', async (t) => {
   const spec = [
