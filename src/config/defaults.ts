@@ -20,6 +20,9 @@ export const DEFAULTS = {
   chain: {
     kind: 'evm' as 'evm' | 'beacon',
     timeout_s: 30, // seconds for one upstream call: until the answer starts, and between its chunks
+    max_lag_blocks: 5, // an upstream this many blocks behind the best healthy head leaves the rotation
+    finality_depth: 64, // blocks below the head whose answers are final (cacheable)
+    max_logs_block_range: 10_000, // eth_getLogs / eth_newFilter: blocks in one query at most
   },
   upstream: {
     max_connections: 64, // keep-alive sockets to one upstream node
@@ -37,6 +40,33 @@ export const DEFAULTS = {
   },
   ru: {
     default: 15, // RU of an allowed method without an entry in ru.methods
+    notification_per_250_bytes: 5, // RU of a delivered subscription notification, per started 250 bytes
+    beacon_default: 20, // RU of a Beacon path without a cost of its own
+    beacon_per_event: 1, // RU of one Beacon event delivered to a client
+  },
+  websocket: {
+    max_connections_per_key: 100, // open WebSockets of one endpoint key
+    max_connections_per_ip: 50, // open WebSockets of one client IP on the public path
+    max_subscriptions_per_connection: 100,
+    max_message_bytes: 1_048_576, // one client frame; larger → close 1009
+    max_answer_bytes: 33_554_432, // one answer sent over a WebSocket (held whole); larger → an error naming this
+    max_buffered_bytes: 1_048_576, // bytes waiting for a subscriber that does not read; past it → closed
+    idle_timeout_s: 120, // a socket silent this long is closed; pings keep live clients
+    max_upstream_outage_s: 60, // subscribers are closed with 1011 once the upstream is away this long
+  },
+  sse: {
+    heartbeat_s: 15, // a comment line this often keeps idle proxies from cutting event streams
+    max_buffered_bytes: 1_048_576, // bytes waiting for a client that does not read; past it → cut
+    max_connections_per_key: 100, // open event streams of one endpoint key
+    max_connections_per_ip: 50, // open event streams of one client IP on the public path
+  },
+  cache: {
+    max_bytes: 67_108_864, // response cache of final answers; 0 turns it off
+    hit_ru_factor: 0.5, // a cache hit costs this share of the method's RU, rounded up
+  },
+  filters: {
+    max_per_key: 100, // filters one endpoint key (or public client IP) may hold
+    idle_timeout_s: 300, // a filter not polled this long is removed, as nodes do
   },
   ledger: {
     flush_interval_ms: 200, // debits reach SQLite at most this late; a kill -9 loses at most this much

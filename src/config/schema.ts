@@ -1,7 +1,8 @@
 import { DEFAULTS, RESERVED_SLUGS } from './defaults.js';
 import {
-  type Errors, isObject, readBool, readEnum, readInt, readObject, readString, readStringList, readStringMap, readUrl,
+  type Errors, isObject, readBool, readEnum, readInt, readNumber, readObject, readString, readStringList, readStringMap, readUrl,
 } from './checks.js';
+import { unknownBeaconCostPaths } from '../beacon/costs.js';
 
 /** One upstream node of a chain. */
 export interface UpstreamConfig {
@@ -27,6 +28,12 @@ export interface ChainConfig {
   chain_id: number | undefined;
   /** Seconds for one upstream call; default 30. */
   timeout_s: number;
+  /** Blocks behind the best healthy head before an upstream leaves the rotation. */
+  max_lag_blocks: number;
+  /** Blocks below the head treated as final (answers about them may be cached). */
+  finality_depth: number;
+  /** eth_getLogs / eth_newFilter: most blocks in one range. */
+  max_logs_block_range: number;
   upstreams: UpstreamConfig[];
 }
 
@@ -60,7 +67,26 @@ export interface Config {
   plans: Record<string, PlanConfig>;
   public: { rps_per_ip: number; max_batch: number };
   /** RU costs: `default` for allowed methods not in `methods`; built-in method costs apply unless overridden. */
-  ru: { default: number; methods: Record<string, number> };
+  ru: {
+    default: number;
+    methods: Record<string, number>;
+    notification_per_250_bytes: number;
+    /** Beacon paths: `default` for listed paths without a cost, `per_event` per delivered event, `paths` by route template. */
+    beacon: { default: number; per_event: number; paths: Record<string, number> };
+  };
+  websocket: {
+    max_connections_per_key: number;
+    max_connections_per_ip: number;
+    max_subscriptions_per_connection: number;
+    max_message_bytes: number;
+    max_answer_bytes: number;
+    max_buffered_bytes: number;
+    idle_timeout_s: number;
+    max_upstream_outage_s: number;
+  };
+  sse: { heartbeat_s: number; max_buffered_bytes: number; max_connections_per_key: number; max_connections_per_ip: number };
+  cache: { max_bytes: number; hit_ru_factor: number };
+  filters: { max_per_key: number; idle_timeout_s: number };
   ledger: { flush_interval_ms: number };
   usage: { keep_minutes_h: number; keep_hours_d: number };
   /** A separate listener for the management REST; undefined: served on the main listener. */
@@ -88,7 +114,9 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
   const path = `chains.${slug}`;
   if (!SLUG.test(slug)) errors.push(`${path}: a slug is lowercase letters, digits and '-' (at most 63)`);
   if (RESERVED_SLUGS.has(slug)) errors.push(`${path}: '${slug}' is a path the gateway uses itself; pick another slug`);
-  const o = readObject(raw, path, ['name', 'kind', 'chain_id', 'timeout_s', 'upstreams'], errors);
+  const o = readObject(raw, path, [
+    'name', 'kind', 'chain_id', 'timeout_s', 'max_lag_blocks', 'finality_depth', 'max_logs_block_range', 'upstreams',
+  ], errors);
   const kind = readEnum(o.kind, `${path}.kind`, DEFAULTS.chain.kind, ['evm', 'beacon'] as const, errors);
   let chain_id: number | undefined;
   if (kind === 'evm') {
@@ -112,6 +140,9 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
     kind,
     chain_id,
     timeout_s: readInt(o.timeout_s, `${path}.timeout_s`, DEFAULTS.chain.timeout_s, 1, 3600, errors),
+    max_lag_blocks: readInt(o.max_lag_blocks, `${path}.max_lag_blocks`, DEFAULTS.chain.max_lag_blocks, 0, 1_000_000, errors),
+    finality_depth: readInt(o.finality_depth, `${path}.finality_depth`, DEFAULTS.chain.finality_depth, 1, 1_000_000, errors),
+    max_logs_block_range: readInt(o.max_logs_block_range, `${path}.max_logs_block_range`, DEFAULTS.chain.max_logs_block_range, 1, 100_000_000, errors),
     upstreams,
   };
 }
@@ -191,14 +222,67 @@ function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
   return plans;
 }
 
+function readCostMap(v: unknown, path: string, what: string, errors: Errors): Record<string, number> {
+  const costs: Record<string, number> = {};
+  if (v === undefined || v === null) return costs;
+  if (!isObject(v)) errors.push(`${path}: must be a mapping of ${what} to RU`);
+  else for (const [k, c] of Object.entries(v)) costs[k] = readInt(c, `${path}.${k}`, 0, 0, 1_000_000, errors);
+  return costs;
+}
+
 function readRu(raw: unknown, errors: Errors): Config['ru'] {
-  const o = readObject(raw, 'ru', ['default', 'methods'], errors);
-  const methods: Record<string, number> = {};
-  if (o.methods !== undefined && o.methods !== null) {
-    if (!isObject(o.methods)) errors.push('ru.methods: must be a mapping of method names to RU');
-    else for (const [m, v] of Object.entries(o.methods)) methods[m] = readInt(v, `ru.methods.${m}`, 0, 0, 1_000_000, errors);
-  }
-  return { default: readInt(o.default, 'ru.default', DEFAULTS.ru.default, 0, 1_000_000, errors), methods };
+  const d = DEFAULTS.ru;
+  const o = readObject(raw, 'ru', ['default', 'methods', 'notification_per_250_bytes', 'beacon'], errors);
+  const b = readObject(o.beacon, 'ru.beacon', ['default', 'per_event', 'paths'], errors);
+  const paths = readCostMap(b.paths, 'ru.beacon.paths', 'Beacon route templates', errors);
+  for (const p of unknownBeaconCostPaths(paths)) errors.push(`ru.beacon.paths.${p}: not a Beacon route the gateway serves (write it as its template, e.g. /eth/v2/beacon/blocks/{block_id})`);
+  return {
+    default: readInt(o.default, 'ru.default', d.default, 0, 1_000_000, errors),
+    methods: readCostMap(o.methods, 'ru.methods', 'method names', errors),
+    notification_per_250_bytes: readInt(o.notification_per_250_bytes, 'ru.notification_per_250_bytes', d.notification_per_250_bytes, 0, 1_000_000, errors),
+    beacon: {
+      default: readInt(b.default, 'ru.beacon.default', d.beacon_default, 0, 1_000_000, errors),
+      per_event: readInt(b.per_event, 'ru.beacon.per_event', d.beacon_per_event, 0, 1_000_000, errors),
+      paths,
+    },
+  };
+}
+
+/** The streaming sections: WebSocket and event-stream limits, the response cache, the filters. */
+function readStreaming(top: Record<string, unknown>, errors: Errors): Pick<Config, 'websocket' | 'sse' | 'cache' | 'filters'> {
+  const w = DEFAULTS.websocket;
+  const ws = readObject(top.websocket, 'websocket', Object.keys(w), errors);
+  const s = DEFAULTS.sse;
+  const sse = readObject(top.sse, 'sse', Object.keys(s), errors);
+  const c = readObject(top.cache, 'cache', ['max_bytes', 'hit_ru_factor'], errors);
+  const f = readObject(top.filters, 'filters', ['max_per_key', 'idle_timeout_s'], errors);
+  const big = 1 << 30;
+  return {
+    websocket: {
+      max_connections_per_key: readInt(ws.max_connections_per_key, 'websocket.max_connections_per_key', w.max_connections_per_key, 1, 1_000_000, errors),
+      max_connections_per_ip: readInt(ws.max_connections_per_ip, 'websocket.max_connections_per_ip', w.max_connections_per_ip, 1, 1_000_000, errors),
+      max_subscriptions_per_connection: readInt(ws.max_subscriptions_per_connection, 'websocket.max_subscriptions_per_connection', w.max_subscriptions_per_connection, 1, 100_000, errors),
+      max_message_bytes: readInt(ws.max_message_bytes, 'websocket.max_message_bytes', w.max_message_bytes, 64, big, errors),
+      max_answer_bytes: readInt(ws.max_answer_bytes, 'websocket.max_answer_bytes', w.max_answer_bytes, 1024, big, errors),
+      max_buffered_bytes: readInt(ws.max_buffered_bytes, 'websocket.max_buffered_bytes', w.max_buffered_bytes, 1024, big, errors),
+      idle_timeout_s: readInt(ws.idle_timeout_s, 'websocket.idle_timeout_s', w.idle_timeout_s, 8, 960, errors),
+      max_upstream_outage_s: readInt(ws.max_upstream_outage_s, 'websocket.max_upstream_outage_s', w.max_upstream_outage_s, 1, 86_400, errors),
+    },
+    sse: {
+      heartbeat_s: readInt(sse.heartbeat_s, 'sse.heartbeat_s', s.heartbeat_s, 1, 3600, errors),
+      max_buffered_bytes: readInt(sse.max_buffered_bytes, 'sse.max_buffered_bytes', s.max_buffered_bytes, 1024, big, errors),
+      max_connections_per_key: readInt(sse.max_connections_per_key, 'sse.max_connections_per_key', s.max_connections_per_key, 1, 1_000_000, errors),
+      max_connections_per_ip: readInt(sse.max_connections_per_ip, 'sse.max_connections_per_ip', s.max_connections_per_ip, 1, 1_000_000, errors),
+    },
+    cache: {
+      max_bytes: readInt(c.max_bytes, 'cache.max_bytes', DEFAULTS.cache.max_bytes, 0, 64 * big, errors),
+      hit_ru_factor: readNumber(c.hit_ru_factor, 'cache.hit_ru_factor', DEFAULTS.cache.hit_ru_factor, 0, 1, errors),
+    },
+    filters: {
+      max_per_key: readInt(f.max_per_key, 'filters.max_per_key', DEFAULTS.filters.max_per_key, 1, 100_000, errors),
+      idle_timeout_s: readInt(f.idle_timeout_s, 'filters.idle_timeout_s', DEFAULTS.filters.idle_timeout_s, 1, 86_400, errors),
+    },
+  };
 }
 
 function readTenancy(top: Record<string, unknown>, errors: Errors): Pick<Config, 'plans' | 'public' | 'ru' | 'ledger' | 'usage' | 'management'> {
@@ -233,7 +317,9 @@ function readTenancy(top: Record<string, unknown>, errors: Errors): Pick<Config,
 /** Validates a parsed YAML document; returns the config or every error found, each with its key path. */
 export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
   const errors: Errors = [];
-  const top = readObject(raw, '', ['server', 'storage', 'chains', 'plans', 'public', 'ru', 'ledger', 'usage', 'management'], errors);
+  const top = readObject(raw, '', [
+    'server', 'storage', 'chains', 'plans', 'public', 'ru', 'ledger', 'usage', 'management', 'websocket', 'sse', 'cache', 'filters',
+  ], errors);
   if (raw !== undefined && raw !== null && !isObject(raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
   const chains: Record<string, ChainConfig> = {};
   if (!isObject(top.chains) || Object.keys(top.chains).length === 0) {
@@ -245,5 +331,6 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   const st = readObject(top.storage, 'storage', ['path'], errors);
   const storage = { path: readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path };
   const tenancy = readTenancy(top, errors);
-  return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains, ...tenancy } };
+  const streaming = readStreaming(top, errors);
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains, ...tenancy, ...streaming } };
 }

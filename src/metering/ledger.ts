@@ -52,6 +52,12 @@ export interface Ledger {
   settleBatch(reservation: Reservation, charges: readonly UsageCharge[]): void;
   /** Closes a reservation at no cost (e.g. the upstream failed). Count it with `recordUsage` if wanted. */
   refund(reservation: Reservation): void;
+  /**
+   * Debits deliveries made without a request (subscription notifications, Beacon events), counted as
+   * `deliveries` under `usage`, when the balance covers `ru`; false (nothing debited) when it does not,
+   * and the caller then stops delivering to that owner.
+   */
+  chargeDeliveries(ownerId: number, ru: number, usage: UsageKey, deliveries: number): boolean;
   /** Counts requests that cost nothing (refused with 402 or 429, failed upstream): 0 RU in the stats. */
   recordUsage(ownerId: number, usage: UsageKey, requests?: number): void;
   /** Writes pending debits and usage in one transaction; false (all kept for the next try) when the store fails. */
@@ -210,6 +216,15 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
     },
     refund(reservation) {
       close(reservation);
+    },
+    chargeDeliveries(ownerId, ru, usage, deliveries) {
+      checkRu(ru, 'delivered RU');
+      const b = balanceOf(ownerId);
+      if (b.stored - b.unflushed - b.reserved < ru) return false;
+      b.unflushed += ru;
+      pendingRu += ru;
+      count(ownerId, usage, deliveries, ru);
+      return true;
     },
     recordUsage(ownerId, usage, requests = 1) {
       count(ownerId, usage, requests, 0);

@@ -1,13 +1,13 @@
 import type { Config } from '../config/schema.js';
-import { ERRORS, managementErrorBody } from '../errors.js';
 import type { Logger } from '../log.js';
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../upstreams/chain.js';
 import type { GatewayContext } from './context.js';
 import { handleHttpRpc } from './http-rpc.js';
+import { createWsRoute } from './ws-route.js';
 import { handleManagement, type ManagementDeps } from './management.js';
 import { createTenancy } from '../pipeline/tenancy.js';
 import { probeUpstreams } from '../upstreams/probe.js';
-import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendWhole } from './respond.js';
+import { createCorsPolicy, type ResponseMeta, sendPreflight, sendRouteError } from './respond.js';
 import { isManagementPath, resolveRoute, type RouteTable } from './routes.js';
 import { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
@@ -40,11 +40,6 @@ function createApp(config: Config): TemplatedApp {
   const tls = config.server.tls;
   if (!tls) return u.App();
   return u.SSLApp({ cert_file_name: tls.cert_file, key_file_name: tls.key_file, ...(tls.passphrase ? { passphrase: tls.passphrase } : {}) });
-}
-
-/** A routing refusal, answered before any body is read, so the connection is closed behind it. */
-function sendRouteError(res: HttpResponse, meta: ResponseMeta, code: 'not_found' | 'method_not_allowed', message: string, allow?: string): void {
-  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), allow ? [['allow', allow]] : undefined, true);
 }
 
 /** A management request on whichever listener serves it: CORS preflight, or the REST operation. */
@@ -91,10 +86,14 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
   const managementDeps: ManagementDeps = {
     config, directory: tenancy.directory, balance: (ownerId) => tenancy.ledger.available(ownerId),
-    // HTTP keeps no per-endpoint connections open; WebSocket and event streams close theirs here.
-    onEndpointDeleted: () => {},
+    onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
   };
+  const wsRoute = createWsRoute(ctx, table);
+  // A key deleted or suspended (by the management API or the CLI) closes the sockets it opened.
+  const closeEndpoint = (endpointId: string): void => wsRoute.closeEndpoint(endpointId, 1008, 'API key revoked');
+  tenancy.onRevoked(closeEndpoint);
   const app = createApp(config);
+  app.ws('/*', wsRoute.behavior);
   app.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, table, res, req));
   let management: { app: TemplatedApp; host: string; port: number } | null = null;
   if (config.management) {
@@ -105,6 +104,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const sockets: us_listen_socket[] = [];
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
   const release = (): boolean => {
+    wsRoute.closeAll(1001, 'Server shutting down');
     for (const c of chains.values()) c.close();
     return tenancy.close();
   };

@@ -1,10 +1,11 @@
 import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
-import { checkCall } from '../jsonrpc/methods.js';
 import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
-import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from '../pipeline/admission.js';
+import { type Caller, settleCall } from '../pipeline/admission.js';
 import { type AnswerSink, forwardCall } from '../pipeline/forward.js';
+import { collectCall, type Forward, logUpstreamFailure, planItem } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
+import { clientIp, resolveCaller } from '../pipeline/caller.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from './context.js';
 import { type Exchange, finish, reply, replyError, replyRpcError } from './exchange.js';
@@ -13,59 +14,6 @@ import { JSON_TYPE, type ResponseMeta, writeHead } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
 const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
-
-function resultBody(idText: string, resultJson: string): string {
-  return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
-}
-
-/** A call the gateway forwards: its normalized params and the RU set aside for it. */
-interface Forward {
-  method: string;
-  paramsJson: string;
-  idText: string;
-  admission: Extract<Admission, { ok: true }>;
-}
-
-/** One item's fate before any upstream call: an answer the gateway gives itself, or a call to forward. */
-type ItemPlan = { answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number } | { forward: Forward };
-
-/**
- * The fixed order of checks for one item: rate limit (every parsed item counts, valid or not) →
- * method and params → RU rate and balance → forward or answer locally.
- */
-function planItem(item: ParsedItem, x: Exchange, caller: Caller): ItemPlan {
-  const t = x.ctx.tenancy;
-  const method = item.ok ? item.method : '(invalid)';
-  const taken = takeRequest(t, caller);
-  if (!taken.ok) {
-    countRefusal(t, caller, method, 429);
-    return { answer: rpcErrorBody('rate_limited', item.idText), outcome: 'rate_limited', retryAfterMs: taken.retryAfterMs };
-  }
-  if (!item.ok) {
-    countRefusal(t, caller, method, ERRORS[item.error].rpc);
-    return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
-  }
-  const check = checkCall(item.method, item.params, { chainId: x.chain.config.chain_id ?? 0, transport: 'http' });
-  if (check.kind === 'error') {
-    countRefusal(t, caller, method, ERRORS[check.error].rpc);
-    return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
-  }
-  const admission = admitCost(t, caller, item.method);
-  if (!admission.ok) {
-    countRefusal(t, caller, method, ERRORS[admission.error].http);
-    return { answer: rpcErrorBody(admission.error, item.idText), outcome: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) };
-  }
-  if (check.kind === 'local') {
-    const answer = resultBody(item.idText, check.resultJson);
-    settleCall(t, caller, method, admission, { ok: true, bytes: answer.length });
-    return { answer, outcome: 'ok' };
-  }
-  return { forward: { method: item.method, paramsJson: JSON.stringify(check.params), idText: item.idText, admission } };
-}
-
-function logUpstreamFailure(x: Exchange, upstreamLabel: string, reason: string): void {
-  x.ctx.log.warn('upstream call failed', { chain: x.chain.config.slug, upstream: upstreamLabel, reason });
-}
 
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
@@ -94,7 +42,7 @@ function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
       finish(x);
     },
     fail(started, reason) {
-      logUpstreamFailure(x, upstream.label, reason);
+      logUpstreamFailure(x.ctx, x.chain, upstream.label, reason);
       // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
       settleCall(t, caller, f.method, f.admission, started ? { ok: true, bytes } : { ok: false, status: 502 });
       if (started) {
@@ -107,39 +55,6 @@ function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
   };
   const call = forwardCall(upstream, x.chain.timeoutMs, f.method, f.paramsJson, f.idText, sink);
   x.calls.push(call);
-}
-
-type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;
-
-/** A forwarded batch item's answer, collected whole so the batch can be answered in request order. */
-function collectItem(x: Exchange, caller: Caller, f: Forward, done: Settle): void {
-  const t = x.ctx.tenancy;
-  const upstream = x.chain.pickUpstream();
-  let parts: Buffer[] = [];
-  let bytes = 0;
-  const sink: AnswerSink = {
-    whole(body) {
-      settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
-      done(body, 'ok');
-    },
-    begin() {},
-    chunk(buf) {
-      parts.push(buf);
-      bytes += buf.length;
-      return true;
-    },
-    end() {
-      settleCall(t, caller, f.method, f.admission, { ok: true, bytes });
-      done(Buffer.concat(parts, bytes), 'ok');
-      parts = [];
-    },
-    fail(_started, reason) {
-      logUpstreamFailure(x, upstream.label, reason);
-      settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
-      done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
-    },
-  };
-  x.calls.push(forwardCall(upstream, x.chain.timeoutMs, f.method, f.paramsJson, f.idText, sink));
 }
 
 /**
@@ -186,12 +101,12 @@ function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
     reply(x, status, body, status === 429 ? retryAfterHeader(retryAfterMs) : undefined);
   };
   items.forEach((item, i) => {
-    const plan = planItem(item, x, caller);
+    const plan = planItem(x.ctx, x.chain, caller, item, 'http');
     if ('answer' in plan) {
       if (plan.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, plan.retryAfterMs);
       settle(i, plan.answer, plan.outcome);
-    } else {
-      collectItem(x, caller, plan.forward, (a, o) => settle(i, a, o));
+    } else if ('forward' in plan) {
+      x.calls.push(collectCall(x.ctx, x.chain, caller, plan.forward, (a, o) => settle(i, a, o)));
     }
   });
 }
@@ -206,44 +121,9 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
     answerBatch(x, caller, parsed.items);
     return;
   }
-  const plan = planItem(parsed.item, x, caller);
+  const plan = planItem(x.ctx, x.chain, caller, parsed.item, 'http');
   if ('forward' in plan) forwardSingle(x, caller, plan.forward);
-  else reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
-}
-
-/** The client's IP: the socket's peer, or with `server.trust_proxy` the last hop of X-Forwarded-For. */
-function clientIp(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
-  if (trustProxy) {
-    const xff = req.getHeader('x-forwarded-for');
-    if (xff !== '') {
-      const last = xff.slice(xff.lastIndexOf(',') + 1).trim();
-      if (last !== '') return last;
-    }
-  }
-  return Buffer.from(res.getRemoteAddressAsText()).toString();
-}
-
-/**
- * Who is calling: the public path's client IP, or the endpoint an API key grants. An unknown key is
- * 401, or 429 once its IP has presented too many unknown keys this minute; a key used on another
- * chain's host or path is 401 too, so a key never reaches a network it was not made for.
- */
-function resolveCaller(x: Exchange, key: string | null, named: boolean, ipOf: () => string): { caller: Caller; chain: ChainRuntime } | ErrorCode {
-  const { config, tenancy } = x.ctx;
-  if (key === null) {
-    const ip = ipOf();
-    return {
-      chain: x.chain,
-      caller: { auth: null, plan: null, limitKey: `ip:${ip}`, rps: config.public.rps_per_ip, maxBatch: Math.min(config.public.max_batch, config.server.max_batch) },
-    };
-  }
-  const auth = tenancy.directory.endpointByKey(key);
-  if (auth === null) return tenancy.unknownKeys.refuse(ipOf()) ? 'rate_limited' : 'unauthorized';
-  const chain = x.ctx.chains.get(auth.network);
-  if (chain === undefined || (named && auth.network !== x.chain.config.slug)) return 'unauthorized';
-  const plan = config.plans[auth.plan] ?? null;
-  if (plan === null) return 'unauthorized';
-  return { chain, caller: { auth, plan, limitKey: `ep:${auth.endpointId}`, rps: plan.rps, maxBatch: config.server.max_batch } };
+  else if ('answer' in plan) reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
 }
 
 /**
@@ -265,7 +145,7 @@ export function handleHttpRpc(
     for (const c of x.calls) c.abort();
     finish(x);
   });
-  const resolved = resolveCaller(x, key, named, ipOf);
+  const resolved = resolveCaller(ctx, chain, key, named, ipOf);
   if (typeof resolved === 'string') {
     replyRpcError(x, resolved, 'null', resolved === 'rate_limited' ? retryAfterHeader(60_000) : undefined, true);
     return;

@@ -1,4 +1,4 @@
-import { statusLine } from '../errors.js';
+import { ERRORS, managementErrorBody, statusLine } from '../errors.js';
 import type { HttpResponse } from './uws.js';
 
 /**
@@ -54,4 +54,9 @@ export function sendPreflight(res: HttpResponse, meta: ResponseMeta, requestHead
     }
     res.endWithoutBody(0);
   });
+}
+
+/** A routing refusal, answered before any body is read, so the connection is closed behind it. */
+export function sendRouteError(res: HttpResponse, meta: ResponseMeta, code: 'not_found' | 'method_not_allowed', message: string, allow?: string): void {
+  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), allow ? [['allow', allow]] : undefined, true);
 }

@@ -30,6 +30,7 @@ export function isManagementPath(path: string): boolean {
   return path === '/api/dashboard' || path.startsWith('/api/dashboard/');
 }
 
+/** `method` is the request's lower-case method, or 'upgrade' for a WebSocket handshake. */
 export function resolveRoute(method: string, url: string, host: string, t: RouteTable): Route {
   const byHost = chainFromHost(host, t);
   let path = url;
@@ -57,7 +58,10 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
     return { kind: 'error', code: 'not_found', message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>` };
   }
   if (method === 'options') return { kind: 'preflight' };
-  if (chain.kind === 'evm' && method !== 'post') {
+  if (method === 'upgrade' && chain.kind === 'beacon') {
+    return { kind: 'error', code: 'not_found', message: `Chain '${chain.slug}' is a beacon chain: it has no WebSocket transport (events are served at /eth/v1/events)` };
+  }
+  if (chain.kind === 'evm' && method !== 'post' && method !== 'upgrade') {
     return { kind: 'error', code: 'method_not_allowed', message: 'JSON-RPC is served by POST', allow: 'POST, OPTIONS' };
   }
   return { kind: 'rpc', chain, named: byHost !== undefined || byPath !== undefined, key, rest };

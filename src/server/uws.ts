@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import type * as UwsTypes from '@trufflesuite/uws-js-unofficial';
 
 export type Uws = typeof UwsTypes;
-export type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+export type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, WebSocketBehavior, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 
 /**
  * Builds of uWebSockets.js, newest first. `@btc-vision/uwebsockets.js` carries Node 20-25 binaries but

@@ -1,4 +1,5 @@
 import type { ChainConfig } from '../config/schema.js';
+import type { FeedSource } from '../fanout/subscriptions.js';
 import { createHttpUpstream, type HttpUpstream } from './http-client.js';
 
 /** A configured chain with its live upstream clients. */
@@ -6,6 +7,8 @@ export interface ChainRuntime {
   readonly config: ChainConfig;
   readonly upstreams: readonly HttpUpstream[];
   readonly timeoutMs: number;
+  /** The chain's upstream subscriptions, or null when no upstream has a ws URL. */
+  readonly feeds: (FeedSource & { close(): void }) | null;
   /** The upstream for the next call: round-robin over the chain's nodes. */
   pickUpstream(): HttpUpstream;
   close(): void;
@@ -31,6 +34,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     config,
     upstreams,
     timeoutMs: config.timeout_s * 1000,
+    feeds: null,
     pickUpstream() {
       const u = upstreams[next % upstreams.length]!;
       next = (next + 1) % upstreams.length;

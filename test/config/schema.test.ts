@@ -29,7 +29,17 @@ t.test('a minimal config gets every default', async (t) => {
   t.same(r.config.plans.free, { name: 'free', rps: 100, ru_per_second: undefined, max_endpoints: 10 });
   t.same(r.config.plans.premium, { name: 'premium', rps: 5000, ru_per_second: 500000, max_endpoints: 200 });
   t.same(r.config.public, { rps_per_ip: 10, max_batch: 10 });
-  t.same(r.config.ru, { default: 15, methods: {} });
+  t.same(r.config.ru, { default: 15, methods: {}, notification_per_250_bytes: 5, beacon: { default: 20, per_event: 1, paths: {} } });
+  t.same(r.config.websocket, {
+    max_connections_per_key: 100, max_connections_per_ip: 50, max_subscriptions_per_connection: 100, max_message_bytes: 1048576,
+    max_answer_bytes: 33554432, max_buffered_bytes: 1048576, idle_timeout_s: 120, max_upstream_outage_s: 60,
+  });
+  t.same(r.config.sse, { heartbeat_s: 15, max_buffered_bytes: 1048576, max_connections_per_key: 100, max_connections_per_ip: 50 });
+  t.same(r.config.cache, { max_bytes: 67108864, hit_ru_factor: 0.5 });
+  t.same(r.config.filters, { max_per_key: 100, idle_timeout_s: 300 });
+  t.equal(r.config.chains.devnet!.max_lag_blocks, 5);
+  t.equal(r.config.chains.devnet!.finality_depth, 64);
+  t.equal(r.config.chains.devnet!.max_logs_block_range, 10000);
   t.same(r.config.ledger, { flush_interval_ms: 200 });
   t.same(r.config.usage, { keep_minutes_h: 48, keep_hours_d: 90 });
   t.equal(r.config.management, undefined);
@@ -146,5 +156,32 @@ t.test('a plans section replaces the default plans as a whole, and is validated'
       'ru.methods.eth_call: must be an integer from 0 to 1000000',
       'ledger.flush_interval_ms: must be an integer from 10 to 60000',
     ]) t.ok(bad.errors.includes(e), e);
+  }
+});
+
+t.test('the streaming sections and per-chain health keys are validated, each error naming its key', async (t) => {
+  const ok = loadConfigText(minimal.replace('chain_id: 31337', 'chain_id: 31337\n    max_lag_blocks: 2\n    finality_depth: 12') +
+    'websocket: { max_message_bytes: 4096 }\nru: { beacon: { paths: { "/eth/v2/beacon/blocks/{block_id}": 100 } } }\n');
+  t.same(ok.ok ? [] : ok.errors, []);
+  if (ok.ok) {
+    t.equal(ok.config.websocket.max_message_bytes, 4096);
+    t.equal(ok.config.chains.devnet!.max_lag_blocks, 2);
+    t.equal(ok.config.ru.beacon.paths['/eth/v2/beacon/blocks/{block_id}'], 100);
+  }
+  const bad = loadConfigText(minimal.replace('chain_id: 31337', 'chain_id: 31337\n    finality_depth: 0') +
+    'websocket: { idle_timeout_s: 2, colour: red }\nsse: { heartbeat_s: 0 }\ncache: { hit_ru_factor: 2 }\nfilters: { max_per_key: 0 }\n' +
+    'ru: { notification_per_250_bytes: -1, beacon: { paths: { "/eth/v9/nothing": 5 } } }\n');
+  t.notOk(bad.ok);
+  if (!bad.ok) {
+    for (const e of [
+      'chains.devnet.finality_depth: must be an integer from 1 to 1000000',
+      'websocket.idle_timeout_s: must be an integer from 8 to 960',
+      'sse.heartbeat_s: must be an integer from 1 to 3600',
+      'cache.hit_ru_factor: must be a number from 0 to 1',
+      'filters.max_per_key: must be an integer from 1 to 100000',
+      'ru.notification_per_250_bytes: must be an integer from 0 to 1000000',
+    ]) t.ok(bad.errors.includes(e), e);
+    t.ok(bad.errors.some((e) => e.startsWith('websocket.colour: unknown key')), 'unknown websocket key');
+    t.ok(bad.errors.some((e) => e.startsWith('ru.beacon.paths./eth/v9/nothing: not a Beacon route')), 'unknown Beacon cost path');
   }
 });

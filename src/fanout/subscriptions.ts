@@ -1,0 +1,174 @@
+import { randomBytes } from 'node:crypto';
+
+/** One upstream notification source per kind and params: implemented by the chain's feeds. */
+export interface FeedSource {
+  /** Registers a listener; returns the function that removes it. */
+  subscribe(kind: SubscriptionKind, params: unknown, listener: { notify(resultJson: string): void; lost(reason: string): void }): () => void;
+}
+
+export type SubscriptionKind = 'newHeads' | 'logs' | 'newPendingTransactions';
+
+/** A client connection as the hub sees it: who pays, how bytes reach it, how it is closed. */
+export interface SubscriberConn {
+  /** null on the public path, which is not metered. */
+  readonly ownerId: number | null;
+  readonly endpointId: string | null;
+  /** This connection's subscriptions, by the id it was given (lower case). */
+  readonly subs: Map<string, Subscription>;
+  /** Sends one prepared message, or closes the connection as a slow consumer. */
+  deliver(bytes: Buffer): void;
+  close(code: number, reason: string): void;
+}
+
+export interface Subscription {
+  readonly topic: Topic;
+  readonly variant: number;
+}
+
+interface Topic {
+  readonly key: string;
+  /** Per variant index: the connections holding that variant. Variant k has the same id on every connection. */
+  readonly variants: Array<Set<SubscriberConn>>;
+  readonly idPrefix: string;
+  /** Keyed subscriptions per owner and endpoint, so a notification is charged per owner, not per socket. */
+  readonly metered: Map<number, Map<string, number>>;
+  count: number;
+  drop: () => void;
+}
+
+export interface HubOptions {
+  feeds: FeedSource;
+  /** RU of one delivered message of `bytes` bytes. */
+  ruPerMessage(bytes: number): number;
+  /** Debits `ru` for `deliveries` messages; false when the owner's balance cannot cover it. */
+  charge(ownerId: number, endpointId: string, ru: number, deliveries: number): boolean;
+}
+
+export interface SubscriptionHub {
+  /** Opens a subscription for `conn`; returns its id. */
+  subscribe(conn: SubscriberConn, kind: SubscriptionKind, params: unknown): string;
+  /** false for an id this connection does not hold (another connection's id included). */
+  unsubscribe(conn: SubscriberConn, id: string): boolean;
+  /** Removes every subscription of a connection that closed. */
+  dropConnection(conn: SubscriberConn): void;
+  stats(): { topics: number; subscriptions: number; notifications: number };
+}
+
+const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
+const LOST_CLOSE = 1011;
+
+/**
+ * Local fan-out of one chain's feeds. Every notification is turned into bytes once per variant
+ * (usually one: every connection's first subscription of a kind shares its id), and the same Buffer
+ * goes to each socket; RU are charged once per owner with the count of its subscriptions, so the
+ * per-socket work is one send.
+ */
+export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
+  const topics = new Map<string, Topic>();
+  let notifications = 0;
+  let subscriptions = 0;
+
+  function idOf(topic: Topic, variant: number): string {
+    return `${topic.idPrefix}${variant.toString(16).padStart(8, '0')}`;
+  }
+
+  function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
+    if (conn.ownerId === null || conn.endpointId === null) return;
+    let byEndpoint = topic.metered.get(conn.ownerId);
+    if (byEndpoint === undefined) topic.metered.set(conn.ownerId, (byEndpoint = new Map()));
+    const n = (byEndpoint.get(conn.endpointId) ?? 0) + delta;
+    if (n > 0) byEndpoint.set(conn.endpointId, n);
+    else {
+      byEndpoint.delete(conn.endpointId);
+      if (byEndpoint.size === 0) topic.metered.delete(conn.ownerId);
+    }
+  }
+
+  function notify(topic: Topic, resultJson: string): void {
+    notifications++;
+    const prepared: Buffer[] = [];
+    const broke = new Set<number>();
+    for (let k = 0; k < topic.variants.length; k++) {
+      if (topic.variants[k]!.size === 0) continue;
+      prepared[k] = Buffer.from(
+        `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${idOf(topic, k)}","result":${resultJson}}}`,
+      );
+    }
+    const first = prepared.find((b) => b !== undefined);
+    if (first === undefined) return;
+    // Every variant's id has the same length, so one message size prices them all.
+    const ru = opts.ruPerMessage(first.length);
+    for (const [ownerId, byEndpoint] of topic.metered) {
+      for (const [endpointId, n] of byEndpoint) {
+        if (!opts.charge(ownerId, endpointId, ru * n, n)) broke.add(ownerId);
+      }
+    }
+    for (let k = 0; k < topic.variants.length; k++) {
+      const bytes = prepared[k];
+      if (bytes === undefined) continue;
+      for (const conn of topic.variants[k]!) {
+        if (conn.ownerId !== null && broke.has(conn.ownerId)) conn.close(BALANCE_CLOSE.code, BALANCE_CLOSE.reason);
+        else conn.deliver(bytes);
+      }
+    }
+  }
+
+  function lost(topic: Topic, reason: string): void {
+    const conns = new Set<SubscriberConn>();
+    for (const v of topic.variants) for (const c of v) conns.add(c);
+    for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
+  }
+
+  function topicFor(kind: SubscriptionKind, params: unknown): Topic {
+    const key = `${kind}:${params === undefined ? '' : JSON.stringify(params)}`;
+    let topic = topics.get(key);
+    if (topic !== undefined) return topic;
+    const t: Topic = {
+      key, variants: [], metered: new Map(), count: 0, drop: () => {},
+      // 24 random hex digits per topic, then 8 for the variant: 0x + 32 hex, the form nodes give.
+      idPrefix: `0x${randomBytes(12).toString('hex')}`,
+    };
+    topics.set(key, t);
+    t.drop = opts.feeds.subscribe(kind, params, { notify: (r) => notify(t, r), lost: (reason) => lost(t, reason) });
+    return t;
+  }
+
+  function remove(conn: SubscriberConn, id: string, sub: Subscription): void {
+    const { topic, variant } = sub;
+    conn.subs.delete(id);
+    topic.variants[variant]!.delete(conn);
+    meter(topic, conn, -1);
+    topic.count--;
+    subscriptions--;
+    if (topic.count === 0) {
+      topics.delete(topic.key);
+      topic.drop();
+    }
+  }
+
+  return {
+    subscribe(conn, kind, params) {
+      const topic = topicFor(kind, params);
+      let variant = 0;
+      while (topic.variants[variant]?.has(conn)) variant++;
+      (topic.variants[variant] ??= new Set()).add(conn);
+      const id = idOf(topic, variant);
+      conn.subs.set(id, { topic, variant });
+      meter(topic, conn, 1);
+      topic.count++;
+      subscriptions++;
+      return id;
+    },
+    unsubscribe(conn, id) {
+      const key = id.toLowerCase();
+      const sub = conn.subs.get(key);
+      if (sub === undefined) return false;
+      remove(conn, key, sub);
+      return true;
+    },
+    dropConnection(conn) {
+      for (const [id, sub] of [...conn.subs]) remove(conn, id, sub);
+    },
+    stats: () => ({ topics: topics.size, subscriptions, notifications }),
+  };
+}

@@ -1,0 +1,173 @@
+/**
+ * Which answers the response cache may keep. An answer is kept only when no later block can change
+ * it: `net_version`, and reads pinned to one block (by number or by hash) once that block is at least
+ * `finality_depth` blocks below the head. Everything that reads state at a tag, simulates, writes or
+ * touches filters is never cached, whatever its block: a stale balance or nonce costs users money.
+ */
+import { isHash, isPlainObject, isQuantity } from './param-types.js';
+
+/** How a method names its block, which decides whether a key can be made before forwarding. */
+type BlockSource =
+  /** No block: the answer is fixed per chain. */
+  | 'chain'
+  /** params[0] is a block number or tag; only a number is cacheable. */
+  | 'number-param'
+  /** params[0] is a hash (of a block or transaction); the answer says which block. */
+  | 'hash-param'
+  /** params[0] is a block reference (number, tag, hash, EIP-1898 object). */
+  | 'reference-param'
+  /** params[0] is a log filter. */
+  | 'filter';
+
+const CACHEABLE: ReadonlyMap<string, BlockSource> = new Map<string, BlockSource>([
+  ['net_version', 'chain'],
+  ['eth_getBlockByNumber', 'number-param'],
+  ['eth_getTransactionByBlockNumberAndIndex', 'number-param'],
+  ['eth_getBlockTransactionCountByNumber', 'number-param'],
+  ['eth_getBlockByHash', 'hash-param'],
+  ['eth_getTransactionByHash', 'hash-param'],
+  ['eth_getTransactionReceipt', 'hash-param'],
+  ['eth_getTransactionByBlockHashAndIndex', 'hash-param'],
+  ['eth_getBlockReceipts', 'reference-param'],
+  ['eth_getLogs', 'filter'],
+  // eth_getBlockTransactionCountByHash is left out: its answer is a bare count, so neither the params
+  // nor the answer tell the block's number, and without it finality cannot be judged.
+]);
+
+const HEX = /^0x[0-9a-fA-F]*$/;
+
+/**
+ * The canonical JSON text of a value, so calls that mean the same thing share one key: object members
+ * sorted by name, null members dropped (a node reads a null field as absent), hex strings lower-cased
+ * (hex is case-insensitive to nodes: a checksummed address and its lower-case form are the same).
+ */
+function canonicalJson(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(HEX.test(value) ? value.toLowerCase() : value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalJson(value[i]);
+    return `${out}]`;
+  }
+  if (isPlainObject(value)) {
+    const names = Object.keys(value).filter((name) => value[name] != null).sort();
+    let out = '{';
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i]!;
+      out += `${i === 0 ? '' : ','}${JSON.stringify(name)}:${canonicalJson(value[name])}`;
+    }
+    return `${out}}`;
+  }
+  // Numbers, booleans and null; undefined (a hole) is written as null, which is how a node reads it.
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * The canonical JSON text of a call, `[method, ...params]`, with trailing null params dropped: a node
+ * reads an omitted optional parameter and a null one alike. Shared by the cache and in-flight sharing.
+ */
+export function canonicalCallJson(method: string, params: unknown[]): string {
+  let end = params.length;
+  while (end > 0 && params[end - 1] == null) end--;
+  let out = `[${JSON.stringify(method)}`;
+  for (let i = 0; i < end; i++) out += `,${canonicalJson(params[i])}`;
+  return `${out}]`;
+}
+
+/** True when a cache key can be made for these params: they pin the call to one block, or need none. */
+function pinsOneBlock(source: BlockSource, params: unknown[]): boolean {
+  const first = params[0];
+  switch (source) {
+    case 'chain':
+      return true;
+    case 'number-param':
+      return isQuantity(first);
+    case 'hash-param':
+      return isHash(first);
+    case 'reference-param':
+      return isQuantity(first) || isHash(first)
+        || (isPlainObject(first) && (isHash(first.blockHash) || isQuantity(first.blockNumber)));
+    case 'filter':
+      if (!isPlainObject(first)) return false;
+      if (first.blockHash != null) return isHash(first.blockHash);
+      // An omitted end means latest, which moves.
+      return isQuantity(first.fromBlock) && isQuantity(first.toBlock);
+  }
+}
+
+/**
+ * The cache key of a call (canonical JSON of method and params, within one chain), or null when its
+ * answer is never cacheable: the cheap check made before forwarding. A key does not promise the answer
+ * will be kept; mayCache decides that once the answer and the head are known.
+ */
+export function cacheKeyFor(method: string, params: unknown[]): string | null {
+  const source = CACHEABLE.get(method);
+  if (source === undefined || !pinsOneBlock(source, params)) return null;
+  return canonicalCallJson(method, params);
+}
+
+function blockNumberOf(value: unknown): number | null {
+  return isQuantity(value) ? Number(value) : null;
+}
+
+/** The block an answer belongs to, read from its `blockNumber` (or a block's `number`); null when it has none. */
+function answerBlock(result: unknown, field: 'blockNumber' | 'number'): number | null {
+  return isPlainObject(result) ? blockNumberOf(result[field]) : null;
+}
+
+/**
+ * The highest block among a list of logs or receipts, or null when the list is empty or any entry
+ * lacks a block number (a pending entry) or is a removed log: then nothing shows the list is settled.
+ */
+function highestBlockOf(result: unknown): number | null {
+  if (!Array.isArray(result) || result.length === 0) return null;
+  let highest = -1;
+  for (const entry of result) {
+    if (!isPlainObject(entry) || entry.removed === true) return null;
+    const n = blockNumberOf(entry.blockNumber);
+    if (n === null) return null;
+    if (n > highest) highest = n;
+  }
+  return highest;
+}
+
+/** The block whose finality decides whether this answer may be kept, or null when it cannot be told. */
+function decidingBlock(method: string, source: BlockSource, params: unknown[], result: unknown): number | null {
+  const first = params[0];
+  switch (source) {
+    case 'chain':
+      return null;
+    case 'number-param':
+      return blockNumberOf(first);
+    case 'hash-param':
+      return answerBlock(result, method === 'eth_getBlockByHash' ? 'number' : 'blockNumber');
+    case 'reference-param': {
+      // A 32-byte hash also reads as a quantity; nodes take a 66-character reference for a hash.
+      const number = isPlainObject(first) ? blockNumberOf(first.blockNumber) : isHash(first) ? null : blockNumberOf(first);
+      // A block asked for by hash: its receipts tell the number; a block without transactions has
+      // none, so it stays uncached rather than guessed at.
+      return number ?? highestBlockOf(result);
+    }
+    case 'filter': {
+      const filter = first as Record<string, unknown>;
+      // By hash: only the logs tell the block. An empty answer may mean a block not yet seen by this
+      // node (or one reorged away), so it is never kept.
+      if (filter.blockHash != null) return highestBlockOf(result);
+      return blockNumberOf(filter.toBlock);
+    }
+  }
+}
+
+/**
+ * Whether an answer's `result` may be cached: the call has a cache key, the result is not null, and
+ * its block is at or below `head - finalityDepth`. An unknown head (null) keeps only net_version.
+ * Error answers have no `result`: the caller passes only successful results (undefined is refused).
+ */
+export function mayCache(method: string, params: unknown[], result: unknown, head: number | null, finalityDepth: number): boolean {
+  if (result === null || result === undefined) return false;
+  const source = CACHEABLE.get(method);
+  if (source === undefined || !pinsOneBlock(source, params)) return false;
+  if (source === 'chain') return true;
+  if (head === null) return false;
+  const block = decidingBlock(method, source, params, result);
+  return block !== null && block <= head - finalityDepth;
+}

@@ -1,0 +1,38 @@
+/**
+ * The eth_getLogs block-range limit (config `chains.<slug>.max_logs_block_range`, default 10000): a
+ * query over a wider range makes a node scan that many blocks' bloom filters and can hold it for
+ * seconds, so it is refused before it is forwarded.
+ */
+import { isQuantity } from './param-types.js';
+
+/** Tags that name the head or a block near it; counted as the head, the widest they can reach. */
+const HEAD_TAGS: ReadonlySet<unknown> = new Set(['latest', 'safe', 'finalized', 'pending']);
+
+/** The block number an end of the range names; undefined when it needs the head and the head is unknown. */
+function endOf(value: unknown, head: bigint | undefined): bigint | undefined {
+  if (value == null || HEAD_TAGS.has(value)) return head;
+  if (value === 'earliest') return 0n;
+  // BigInt: a 256-bit quantity must neither lose precision nor print as an exponent in the message.
+  if (isQuantity(value)) return BigInt(value);
+  return undefined;
+}
+
+/**
+ * Why an eth_getLogs `filter` (already validated) is refused for its range, or undefined when it may
+ * go on. The range is `toBlock - fromBlock + 1`; an omitted end counts as the head. A blockHash query
+ * is one block. When the head is unknown and an end needs it the call goes on (fail-open): the node's
+ * own limits still apply, and refusing every tagged query during a head outage would be worse.
+ */
+export function checkLogRange(filter: Record<string, unknown>, head: number | null, maxRange: number, chainSlug: string): string | undefined {
+  const span = filter.blockHash != null ? 1n : rangeOf(filter, head === null ? undefined : BigInt(head));
+  if (span === undefined || span <= BigInt(maxRange)) return undefined;
+  return `eth_getLogs block range of ${span} blocks is larger than the limit of ${maxRange} `
+    + `(chains.${chainSlug}.max_logs_block_range)`;
+}
+
+function rangeOf(filter: Record<string, unknown>, head: bigint | undefined): bigint | undefined {
+  const from = endOf(filter.fromBlock, head);
+  const to = endOf(filter.toBlock, head);
+  if (from === undefined || to === undefined) return undefined;
+  return to - from + 1n;
+}

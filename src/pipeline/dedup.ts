@@ -1,0 +1,99 @@
+/**
+ * In-flight sharing: identical reads that arrive while one of them is already on its way to a node
+ * ride on that one call instead of each costing the node a call of its own. The first caller with a
+ * key is the leader and actually calls; callers with the same key while it is in flight join as
+ * followers, and all of them get the same outcome. A key is released as soon as its call completes,
+ * so sharing never serves an old answer: a later call starts afresh.
+ *
+ * Metering and ids stay per client: a follower pays its own RU exactly as if it had called, and gets
+ * its own id, which the caller puts into the shared whole answer with `rewriteId`
+ * (src/jsonrpc/id-rewrite.ts). Only whole answers are shared: the caller decides that an answer too
+ * big to be held whole (one that streams, over WHOLE_ANSWER_BYTES) sends the followers to calls of
+ * their own. The leader's client going away must not abort the shared call while followers wait.
+ */
+import { canonicalCallJson } from '../jsonrpc/cacheability.js';
+
+export interface Shared<T> {
+  /**
+   * Runs `start` once per key in flight; every joiner's `onDone` gets the same outcome. `start` runs
+   * synchronously for the leader and must call `done` exactly once (later calls are ignored). The
+   * leader's onDone runs first, then the followers' in the order they joined. A joiner's onDone that
+   * throws does not keep the outcome from the others (see createInFlight).
+   */
+  join(key: string, start: (done: (outcome: T) => void) => void, onDone: (outcome: T) => void): void;
+  /** Keys with a call in flight now. */
+  inFlight(): number;
+}
+
+/**
+ * Makes an in-flight registry. `reportError` receives what a joiner's onDone threw, after every
+ * joiner has had the outcome; without it, the first such error is rethrown from `done` once all have
+ * had it, so a bug in a caller is never silently lost.
+ *
+ * If `start` itself throws before calling `done`, the key is released and the error propagates to the
+ * leader's `join`; followers can only have joined from inside that `start`, and are not answered.
+ */
+export function createInFlight<T>(reportError?: (err: unknown, key: string) => void): Shared<T> {
+  const waiting = new Map<string, Array<(outcome: T) => void>>();
+  return {
+    join(key, start, onDone) {
+      const joined = waiting.get(key);
+      if (joined !== undefined) {
+        joined.push(onDone);
+        return;
+      }
+      const joiners = [onDone];
+      waiting.set(key, joiners);
+      let finished = false;
+      const done = (outcome: T): void => {
+        if (finished) return;
+        finished = true;
+        // Released before anyone is answered, so a joiner that calls again from its onDone starts a new call.
+        if (waiting.get(key) === joiners) waiting.delete(key);
+        let failed = false;
+        let firstError: unknown;
+        for (const deliver of joiners) {
+          try {
+            deliver(outcome);
+          } catch (err) {
+            if (reportError !== undefined) reportError(err, key);
+            else if (!failed) {
+              failed = true;
+              firstError = err;
+            }
+          }
+        }
+        if (failed) throw firstError;
+      };
+      try {
+        start(done);
+      } catch (err) {
+        if (!finished) {
+          finished = true;
+          if (waiting.get(key) === joiners) waiting.delete(key);
+        }
+        throw err;
+      }
+    },
+    inFlight: () => waiting.size,
+  };
+}
+
+/**
+ * Calls whose repetition has an effect or whose answer belongs to one caller: a transaction, filter
+ * creation, polls (a poll consumes the changes it returns) and removal, filter logs (a filter lives on
+ * one node for one client), and subscriptions (they live on a connection).
+ */
+const NEVER_SHARED: ReadonlySet<string> = new Set([
+  'eth_sendRawTransaction', 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_uninstallFilter', 'eth_subscribe', 'eth_unsubscribe',
+]);
+
+/**
+ * The sharing key of a call on a chain (canonical JSON of chain, method and normalized params), or
+ * null when the call must never be shared.
+ */
+export function dedupKeyFor(chainSlug: string, method: string, params: unknown[]): string | null {
+  if (NEVER_SHARED.has(method)) return null;
+  return `${JSON.stringify(chainSlug)}${canonicalCallJson(method, params)}`;
+}

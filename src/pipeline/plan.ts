@@ -1,0 +1,130 @@
+import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
+import { checkCall } from '../jsonrpc/methods.js';
+import type { ParsedItem } from '../jsonrpc/parse.js';
+import type { GatewayContext } from '../server/context.js';
+import type { ChainRuntime } from '../upstreams/chain.js';
+import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
+import { type AnswerSink, type ForwardCall, forwardCall } from './forward.js';
+
+export function resultBody(idText: string, resultJson: string): string {
+  return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
+}
+
+/** A call the gateway forwards: its normalized params and the RU set aside for it. */
+export interface Forward {
+  method: string;
+  params: unknown[];
+  paramsJson: string;
+  idText: string;
+  admission: Extract<Admission, { ok: true }>;
+}
+
+/** A call the gateway answers itself over a WebSocket (eth_subscribe, eth_unsubscribe), once admitted. */
+export interface Local {
+  method: string;
+  params: unknown[];
+  idText: string;
+  admission: Extract<Admission, { ok: true }>;
+}
+
+/** One item's fate before any upstream call: an answer the gateway gives itself, a call to forward, or a WebSocket-local call. */
+export type ItemPlan =
+  | { answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number }
+  | { forward: Forward }
+  | { local: Local };
+
+export type Transport = 'http' | 'ws';
+
+/** Methods a WebSocket connection answers itself from its own subscriptions. */
+const WS_LOCAL: ReadonlySet<string> = new Set(['eth_subscribe', 'eth_unsubscribe']);
+
+/**
+ * The fixed order of checks for one item, the same over HTTP and WebSocket: rate limit (every
+ * parsed item counts, valid or not) → method and params → RU rate and balance → forward or answer.
+ */
+export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, item: ParsedItem, transport: Transport): ItemPlan {
+  const t = ctx.tenancy;
+  const method = item.ok ? item.method : '(invalid)';
+  const taken = takeRequest(t, caller);
+  if (!taken.ok) {
+    countRefusal(t, caller, method, 429);
+    return { answer: rpcErrorBody('rate_limited', item.idText), outcome: 'rate_limited', retryAfterMs: taken.retryAfterMs };
+  }
+  if (!item.ok) {
+    countRefusal(t, caller, method, ERRORS[item.error].rpc);
+    return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
+  }
+  const check = checkCall(item.method, item.params, { chainId: chain.config.chain_id ?? 0, transport });
+  if (check.kind === 'error') {
+    countRefusal(t, caller, method, ERRORS[check.error].rpc);
+    return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
+  }
+  const admission = admitCost(t, caller, item.method);
+  if (!admission.ok) {
+    countRefusal(t, caller, method, ERRORS[admission.error].http);
+    return { answer: rpcErrorBody(admission.error, item.idText), outcome: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) };
+  }
+  if (check.kind === 'local') {
+    const answer = resultBody(item.idText, check.resultJson);
+    settleCall(t, caller, method, admission, { ok: true, bytes: answer.length });
+    return { answer, outcome: 'ok' };
+  }
+  if (transport === 'ws' && WS_LOCAL.has(item.method)) {
+    return { local: { method: item.method, params: check.params, idText: item.idText, admission } };
+  }
+  return { forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission } };
+}
+
+export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
+  ctx.log.warn('upstream call failed', { chain: chain.config.slug, upstream: upstreamLabel, reason });
+}
+
+export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;
+
+/**
+ * A forwarded call whose answer is collected whole: a batch item (answered in request order) or a
+ * WebSocket message. `maxBytes` bounds what one answer may hold in memory; past it the call is
+ * dropped and answered with an error that names the limit.
+ */
+export function collectCall(
+  ctx: GatewayContext, chain: ChainRuntime, caller: Caller, f: Forward, done: Settle, maxBytes = Infinity, limitName = '',
+): ForwardCall {
+  const t = ctx.tenancy;
+  const upstream = chain.pickUpstream();
+  let parts: Buffer[] = [];
+  let bytes = 0;
+  let over = false;
+  const sink: AnswerSink = {
+    whole(body) {
+      settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
+      done(body, 'ok');
+    },
+    begin() {},
+    chunk(buf) {
+      if (over) return true;
+      bytes += buf.length;
+      if (bytes > maxBytes) {
+        over = true;
+        parts = [];
+        call.abort();
+        settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
+        done(rpcErrorBody('upstream_error', f.idText, `The answer is larger than the limit of ${maxBytes} bytes (${limitName}); ask for less, or use HTTP, which streams`), 'upstream_error');
+        return true;
+      }
+      parts.push(buf);
+      return true;
+    },
+    end() {
+      settleCall(t, caller, f.method, f.admission, { ok: true, bytes });
+      done(Buffer.concat(parts, bytes), 'ok');
+      parts = [];
+    },
+    fail(_started, reason) {
+      logUpstreamFailure(ctx, chain, upstream.label, reason);
+      settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
+      done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
+    },
+  };
+  const call = forwardCall(upstream, chain.timeoutMs, f.method, f.paramsJson, f.idText, sink);
+  return call;
+}

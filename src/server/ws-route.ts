@@ -1,0 +1,94 @@
+import { createSubscriptionHub, type SubscriptionHub } from '../fanout/subscriptions.js';
+import type { ChainRuntime } from '../upstreams/chain.js';
+import type { GatewayContext } from './context.js';
+import { type ResponseMeta, sendRouteError } from './respond.js';
+import { resolveRoute, type RouteTable } from './routes.js';
+import { uws, type WebSocketBehavior } from './uws.js';
+import { createConnectionCounts, handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
+
+export interface WsRoute {
+  readonly behavior: WebSocketBehavior<WsUserData>;
+  readonly server: WsServer;
+  /** Closes every socket (graceful stop: 1001 after what is queued). */
+  closeAll(code: number, reason: string): void;
+  /** Closes the sockets of an endpoint whose key stopped working. */
+  closeEndpoint(endpointId: string, code: number, reason: string): void;
+}
+
+/** A notification's RU: the configured price per started 250 bytes. */
+export function notificationRu(perStarted250: number, bytes: number): number {
+  return perStarted250 * Math.ceil(bytes / 250);
+}
+
+/**
+ * JSON-RPC over WebSocket on the same paths as HTTP. uWS's own payload cut would show the client a
+ * bare 1006, so its limit sits above `max_message_bytes` and the handler closes with 1009 instead.
+ * Sends are never dropped by uWS (its backpressure cap is above anything the gateway lets queue):
+ * the slow-consumer rule is the gateway's own, so it can be counted and explained.
+ */
+export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
+  const limits = ctx.config.websocket;
+  const counts = createConnectionCounts();
+  const hubs = new Map<ChainRuntime, SubscriptionHub | null>();
+  const server: WsServer = {
+    maxBufferedBytes: limits.max_buffered_bytes,
+    slowConsumers: 0,
+    conns: new Set(),
+    hubFor(chain) {
+      let hub = hubs.get(chain);
+      if (hub === undefined) {
+        const feeds = chain.feeds;
+        hub = feeds === null ? null : createSubscriptionHub({
+          feeds,
+          ruPerMessage: (bytes) => notificationRu(ctx.config.ru.notification_per_250_bytes, bytes),
+          charge: (ownerId, endpointId, ru, deliveries) =>
+            ctx.tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
+        });
+        hubs.set(chain, hub);
+      }
+      return hub;
+    },
+  };
+  const behavior: WebSocketBehavior<WsUserData> = {
+    compression: uws().DISABLED,
+    maxPayloadLength: Math.max(2 * limits.max_message_bytes, limits.max_message_bytes + 65_536),
+    idleTimeout: limits.idle_timeout_s,
+    sendPingsAutomatically: true,
+    maxBackpressure: limits.max_answer_bytes + 4 * limits.max_buffered_bytes,
+    upgrade(res, req, context) {
+      const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
+      const route = resolveRoute('upgrade', req.getUrl(), req.getHeader('host'), table);
+      if (route.kind !== 'rpc') {
+        if (route.kind === 'error') sendRouteError(res, meta, route.code, route.message, route.allow);
+        else sendRouteError(res, meta, 'not_found', 'WebSocket is served on /v1/rpc/<key>');
+        return;
+      }
+      upgradeWs(ctx, server, counts, res, req, context, ctx.chains.get(route.chain.slug)!, route.key, route.named, meta);
+    },
+    open(ws) {
+      const conn = ws.getUserData().conn;
+      conn.ws = ws;
+      server.conns.add(conn);
+      counts.open(conn.countKey);
+    },
+    message(ws, message, isBinary) {
+      handleWsMessage(ctx, ws.getUserData().conn, message, isBinary);
+    },
+    drain(ws) {
+      if (ws.getBufferedAmount() === 0) ws.getUserData().conn.answerAllowance = 0;
+    },
+    close(ws) {
+      handleWsClose(ctx, ws.getUserData().conn, counts);
+    },
+  };
+  return {
+    behavior,
+    server,
+    closeAll(code, reason) {
+      for (const conn of [...server.conns]) conn.close(code, reason);
+    },
+    closeEndpoint(endpointId, code, reason) {
+      for (const conn of [...server.conns]) if (conn.endpointId === endpointId) conn.close(code, reason);
+    },
+  };
+}

@@ -1,0 +1,281 @@
+import { type ErrorCode, ERRORS, rpcCustomErrorBody, rpcErrorBody } from '../errors.js';
+import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
+import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
+import { retryAfterSeconds } from '../limits/sliding-window.js';
+import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
+import { clientIp, resolveCaller } from '../pipeline/caller.js';
+import type { ForwardCall } from '../pipeline/forward.js';
+import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
+import type { SubscriberConn, Subscription, SubscriptionHub, SubscriptionKind } from '../fanout/subscriptions.js';
+import type { ChainRuntime } from '../upstreams/chain.js';
+import { type GatewayContext, requestDone } from './context.js';
+import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
+import type { HttpRequest, HttpResponse, WebSocket } from './uws.js';
+
+/** A client that sends this many refused (rate-limited) messages within the window is closed with 1008. */
+const REFUSALS_BEFORE_CLOSE = 100;
+const REFUSAL_WINDOW_MS = 10_000;
+
+/** uWS copies the user data's own properties into its socket: a class instance travels inside a plain object. */
+export interface WsUserData {
+  conn: WsConn;
+}
+
+/** What one open WebSocket carries. */
+export class WsConn implements SubscriberConn {
+  ws: WebSocket<WsUserData> | null = null;
+  closed = false;
+  readonly subs = new Map<string, Subscription>();
+  readonly calls = new Set<ForwardCall>();
+  readonly refusals: RefusalCounter;
+  /** Bytes of answers sent since the socket last drained: a large answer being read is not a slow consumer. */
+  answerAllowance = 0;
+
+  constructor(
+    readonly server: WsServer,
+    readonly chain: ChainRuntime,
+    readonly caller: Caller,
+    /** The connection-count key: `ep:<endpoint id>` or `ip:<address>`. */
+    readonly countKey: string,
+  ) {
+    this.refusals = createRefusalCounter(REFUSALS_BEFORE_CLOSE, REFUSAL_WINDOW_MS);
+  }
+
+  get ownerId(): number | null {
+    return this.caller.auth?.ownerId ?? null;
+  }
+
+  get endpointId(): string | null {
+    return this.caller.auth?.endpointId ?? null;
+  }
+
+  /** Room left before the socket counts as a slow consumer. */
+  private overLimit(extra: number): boolean {
+    return this.ws!.getBufferedAmount() + extra > this.server.maxBufferedBytes + this.answerAllowance;
+  }
+
+  deliver(bytes: Buffer): void {
+    if (this.closed) return;
+    if (this.overLimit(bytes.length)) {
+      this.server.slowConsumers++;
+      this.close(1008, 'slow consumer');
+      return;
+    }
+    this.ws!.send(bytes, false);
+  }
+
+  /** Sends an answer to a request; it widens the slow-consumer allowance by its own size. */
+  answer(body: string | Buffer): void {
+    if (this.closed) return;
+    this.answerAllowance += body.length;
+    this.ws!.send(body, false);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    // end() runs the close handler at once, which releases the subscriptions and counts.
+    this.ws!.end(code, reason);
+  }
+}
+
+export interface WsServer {
+  readonly maxBufferedBytes: number;
+  slowConsumers: number;
+  /** The per-chain subscription hub, or null when the chain has no WebSocket upstream. */
+  hubFor(chain: ChainRuntime): SubscriptionHub | null;
+  /** Open connections, to close them on a stop or a revoked key. */
+  readonly conns: Set<WsConn>;
+}
+
+/** Counts open connections per key or IP. */
+export function createConnectionCounts(): { open(key: string): void; close(key: string): void; count(key: string): number } {
+  const counts = new Map<string, number>();
+  return {
+    open: (key) => void counts.set(key, (counts.get(key) ?? 0) + 1),
+    close(key) {
+      const n = (counts.get(key) ?? 1) - 1;
+      if (n > 0) counts.set(key, n);
+      else counts.delete(key);
+    },
+    count: (key) => counts.get(key) ?? 0,
+  };
+}
+
+function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, retryAfterMs?: number): void {
+  const headers: Array<[string, string]> | undefined = retryAfterMs !== undefined
+    ? [['retry-after', String(Number.isFinite(retryAfterMs) ? retryAfterSeconds(retryAfterMs) : 60)]]
+    : undefined;
+  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, rpcErrorBody(code, 'null', message), headers, true);
+}
+
+/**
+ * The upgrade of `/v1/rpc/<key>`: the key is checked here, so a bad key gets its HTTP 401 and never a
+ * socket. Then the connection limits (per key, or per IP on the public path) and, on the public path,
+ * the per-IP request rate, which an upgrade counts against like a request.
+ */
+export function upgradeWs(
+  ctx: GatewayContext, server: WsServer, counts: ReturnType<typeof createConnectionCounts>, res: HttpResponse, req: HttpRequest,
+  context: unknown, chain: ChainRuntime, key: string | null, named: boolean, meta: ResponseMeta,
+): void {
+  const secKey = req.getHeader('sec-websocket-key');
+  const secProtocol = req.getHeader('sec-websocket-protocol');
+  const secExtensions = req.getHeader('sec-websocket-extensions');
+  const ipOf = (): string => clientIp(res, req, ctx.config.server.trust_proxy);
+  if (ctx.stopping) {
+    refuseUpgrade(res, meta, 'shutting_down');
+    return;
+  }
+  const resolved = resolveCaller(ctx, chain, key, named, ipOf);
+  if (typeof resolved === 'string') {
+    refuseUpgrade(res, meta, resolved, undefined, resolved === 'rate_limited' ? 60_000 : undefined);
+    return;
+  }
+  const { caller } = resolved;
+  const limits = ctx.config.websocket;
+  const countKey = caller.auth === null ? caller.limitKey : `ep:${caller.auth.endpointId}`;
+  const limit = caller.auth === null ? limits.max_connections_per_ip : limits.max_connections_per_key;
+  if (counts.count(countKey) >= limit) {
+    const which = caller.auth === null ? 'websocket.max_connections_per_ip' : 'websocket.max_connections_per_key';
+    refuseUpgrade(res, meta, 'rate_limited', `Too many open WebSocket connections: the limit is ${limit} (${which})`, 1000);
+    return;
+  }
+  if (caller.auth === null) {
+    const taken = takeRequest(ctx.tenancy, caller);
+    if (!taken.ok) {
+      refuseUpgrade(res, meta, 'rate_limited', undefined, taken.retryAfterMs);
+      return;
+    }
+  }
+  const conn = new WsConn(server, resolved.chain, caller, countKey);
+  res.upgrade<WsUserData>({ conn }, secKey, secProtocol, secExtensions, context as never);
+}
+
+/** Sends a refusal or local answer, counting rate-limit refusals toward the hammering close. */
+function answerPlanned(conn: WsConn, answer: string, outcome: ErrorCode | 'ok'): void {
+  conn.answer(answer);
+  if (outcome === 'rate_limited' && conn.refusals.refuse()) conn.close(1008, 'Too many refused requests');
+}
+
+function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local): { answer: string; outcome: ErrorCode | 'ok' } {
+  const t = ctx.tenancy;
+  const { caller } = conn;
+  if (local.method === 'eth_unsubscribe') {
+    const hub = conn.server.hubFor(conn.chain);
+    const ok = hub !== null && hub.unsubscribe(conn, String(local.params[0]));
+    const answer = resultBody(local.idText, ok ? 'true' : 'false');
+    settleCall(t, caller, local.method, local.admission, { ok: true, bytes: answer.length });
+    return { answer, outcome: 'ok' };
+  }
+  const hub = conn.server.hubFor(conn.chain);
+  const slug = conn.chain.config.slug;
+  if (hub === null) {
+    settleCall(t, caller, local.method, local.admission, { ok: false, status: 404 });
+    const message = `Subscriptions are not available on chain '${slug}': none of its upstreams has a ws URL (chains.${slug}.upstreams[].ws)`;
+    return { answer: rpcErrorBody('method_not_found', local.idText, message), outcome: 'method_not_found' };
+  }
+  const max = ctx.config.websocket.max_subscriptions_per_connection;
+  if (conn.subs.size >= max) {
+    settleCall(t, caller, local.method, local.admission, { ok: false, status: 429 });
+    const message = `Too many subscriptions on this connection: the limit is ${max} (websocket.max_subscriptions_per_connection)`;
+    return { answer: rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), outcome: 'ok' };
+  }
+  const id = hub.subscribe(conn, local.params[0] as SubscriptionKind, local.params[1]);
+  const answer = resultBody(local.idText, `"${id}"`);
+  settleCall(t, caller, local.method, local.admission, { ok: true, bytes: answer.length });
+  return { answer, outcome: 'ok' };
+}
+
+/** Runs one item through the shared pipeline; `done` gets its answer, in whatever turn it arrives. */
+function runItem(ctx: GatewayContext, conn: WsConn, item: ParsedItem, done: (answer: string | Buffer, outcome: ErrorCode | 'ok') => void): void {
+  const plan = planItem(ctx, conn.chain, conn.caller, item, 'ws');
+  if ('answer' in plan) {
+    done(plan.answer, plan.outcome);
+    return;
+  }
+  if ('local' in plan) {
+    const r = subscriptionsOf(ctx, conn, plan.local);
+    done(r.answer, r.outcome);
+    return;
+  }
+  ctx.inFlight++;
+  const limits = ctx.config.websocket;
+  const call = collectCall(ctx, conn.chain, conn.caller, plan.forward, (answer, outcome) => {
+    conn.calls.delete(call);
+    done(answer, outcome);
+    requestDone(ctx);
+  }, limits.max_answer_bytes, 'websocket.max_answer_bytes');
+  conn.calls.add(call);
+}
+
+const COMMA = Buffer.from(',');
+
+/** One text message: a JSON-RPC request or batch, through the same pipeline as HTTP. */
+export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: ArrayBuffer, isBinary: boolean): void {
+  const limits = ctx.config.websocket;
+  if (isBinary) {
+    conn.close(1003, 'Binary frames are not accepted: send JSON-RPC as text');
+    return;
+  }
+  if (message.byteLength > limits.max_message_bytes) {
+    conn.close(1009, `Message larger than ${limits.max_message_bytes} bytes (websocket.max_message_bytes)`);
+    return;
+  }
+  // uWS neuters the ArrayBuffer when this handler returns: copy it out first.
+  const body = Buffer.from(message.slice(0));
+  if (ctx.stopping) {
+    conn.answer(rpcErrorBody('shutting_down', 'null'));
+    return;
+  }
+  const parsed = parseBody(body);
+  if (parsed.kind === 'error') {
+    conn.answer(rpcErrorBody(parsed.error, 'null', parsed.message));
+    return;
+  }
+  if (parsed.kind === 'single') {
+    runItem(ctx, conn, parsed.item, (answer, outcome) => answerPlanned(conn, answer.toString(), outcome));
+    return;
+  }
+  const items = parsed.items;
+  if (items.length > conn.caller.maxBatch) {
+    const which = conn.caller.auth === null && conn.caller.maxBatch < ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
+    conn.answer(rpcErrorBody('batch_too_large', 'null', `Batch of ${items.length} items is larger than the limit of ${conn.caller.maxBatch} (${which})`));
+    return;
+  }
+  const answers: Array<string | Buffer> = new Array(items.length);
+  let refused = 0;
+  let pending = items.length;
+  items.forEach((item, i) => {
+    runItem(ctx, conn, item, (answer, outcome) => {
+      answers[i] = answer;
+      if (outcome === 'rate_limited') refused++;
+      if (--pending > 0) return;
+      const parts: Buffer[] = [Buffer.from('[')];
+      answers.forEach((a, j) => {
+        if (j > 0) parts.push(COMMA);
+        parts.push(typeof a === 'string' ? Buffer.from(a) : a);
+      });
+      parts.push(Buffer.from(']'));
+      conn.answer(Buffer.concat(parts));
+      for (let r = 0; r < refused; r++) {
+        if (conn.refusals.refuse()) {
+          conn.close(1008, 'Too many refused requests');
+          break;
+        }
+      }
+    });
+  });
+}
+
+/** The socket closed (either side, any reason): stop its calls and release its subscriptions and count. */
+export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ReturnType<typeof createConnectionCounts>): void {
+  conn.closed = true;
+  conn.ws = null;
+  for (const c of conn.calls) {
+    c.abort();
+    requestDone(ctx);
+  }
+  conn.calls.clear();
+  conn.server.hubFor(conn.chain)?.dropConnection(conn);
+  conn.server.conns.delete(conn);
+  counts.close(conn.countKey);
+}
