@@ -31,7 +31,11 @@ export function takeRequest(t: Tenancy, c: Caller): { ok: true } | { ok: false; 
  * Fail-closed: while the ledger cannot write, calls that need metering get 503 rather than free service.
  */
 export function admitCost(t: Tenancy, c: Caller, method: string): Admission {
-  const ru = t.ruCost(method);
+  return admitRu(t, c, t.ruCost(method));
+}
+
+/** The same admission for a known price (a Beacon path's, an event stream's). */
+export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
   if (c.auth === null) return { ok: true, reservation: null, ru };
   if (c.plan?.ru_per_second !== undefined) {
     const taken = t.limiter.take(`ru:${c.auth.endpointId}`, c.plan.ru_per_second, ru);

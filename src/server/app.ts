@@ -4,6 +4,8 @@ import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from 
 import type { GatewayContext } from './context.js';
 import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute } from './ws-route.js';
+import { handleBeacon, sendBeaconError } from './beacon.js';
+import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { handleManagement, type ManagementDeps } from './management.js';
 import { createTenancy } from '../pipeline/tenancy.js';
 import { probeUpstreams } from '../upstreams/probe.js';
@@ -48,7 +50,9 @@ function serveManagement(deps: ManagementDeps, res: HttpResponse, req: HttpReque
   else handleManagement(deps, res, req, method, path, meta);
 }
 
-function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, table: RouteTable, res: HttpResponse, req: HttpRequest): void {
+function routeRequest(
+  ctx: GatewayContext, management: ManagementDeps | null, events: BeaconEvents, table: RouteTable, res: HttpResponse, req: HttpRequest,
+): void {
   const method = req.getMethod();
   const url = req.getUrl();
   const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
@@ -68,7 +72,11 @@ function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, ta
   }
   const chain = ctx.chains.get(route.chain.slug)!;
   if (route.chain.kind === 'beacon') {
-    sendRouteError(res, meta, 'not_found', `Chain '${route.chain.slug}' is a beacon chain: it serves the Beacon REST API, not JSON-RPC`);
+    if (route.rest === '' || route.rest === '/') {
+      sendBeaconError(res, meta, 'not_found', `Chain '${route.chain.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`);
+    } else {
+      handleBeacon(ctx, res, req, chain, route.key, route.named, route.rest, meta, events.serve);
+    }
     return;
   }
   handleHttpRpc(ctx, res, req, chain, route.key, route.named, meta);
@@ -77,7 +85,11 @@ function routeRequest(ctx: GatewayContext, management: ManagementDeps | null, ta
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   const chains = new Map<string, ChainRuntime>();
-  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, opts));
+  const chainOpts = {
+    ...opts, maxUpstreamOutageS: config.websocket.max_upstream_outage_s,
+    feedsLog: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => opts.log[level](msg, fields),
+  };
+  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
   const tenancy = createTenancy(config, opts.log);
   const ctx: GatewayContext = {
     config, chains, log: opts.log, tenancy, corsOrigin: createCorsPolicy(config.server.cors_origins),
@@ -89,12 +101,16 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
   };
   const wsRoute = createWsRoute(ctx, table);
-  // A key deleted or suspended (by the management API or the CLI) closes the sockets it opened.
-  const closeEndpoint = (endpointId: string): void => wsRoute.closeEndpoint(endpointId, 1008, 'API key revoked');
+  const events = createBeaconEvents(ctx, opts.ca !== undefined ? { ca: opts.ca } : {});
+  // A key deleted or suspended (by the management API or the CLI) closes the sockets and streams it opened.
+  const closeEndpoint = (endpointId: string): void => {
+    wsRoute.closeEndpoint(endpointId, 1008, 'API key revoked');
+    events.closeEndpoint(endpointId);
+  };
   tenancy.onRevoked(closeEndpoint);
   const app = createApp(config);
   app.ws('/*', wsRoute.behavior);
-  app.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, table, res, req));
+  app.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
   let management: { app: TemplatedApp; host: string; port: number } | null = null;
   if (config.management) {
     const mapp = createApp(config);
@@ -105,6 +121,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
+    events.closeAll();
     for (const c of chains.values()) c.close();
     return tenancy.close();
   };

@@ -1,0 +1,143 @@
+/**
+ * The newHeads feed: every block number once and in order, across upstream losses and node
+ * switches. A head already sent is sent again only when the same node now reports another hash
+ * for its number (a reorg); after a switch, numbers already sent stay sent, because independent
+ * nodes need not agree on hashes. Missing numbers are fetched over HTTP and sent first.
+ */
+import type { Deliver, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
+
+/** A head by number and hash. */
+export interface HeadMark {
+  number: number;
+  hash: string;
+}
+
+export interface HeadFeed extends FeedHandler {
+  /** The latest head delivered, or null before the first. */
+  head(): HeadMark | null;
+}
+
+export interface HeadFeedOptions {
+  /** Most heads one backfill fetches; a wider gap skips its oldest blocks. */
+  maxBackfillBlocks: number;
+  log: FeedsLog;
+}
+
+/** Block fields that are not part of a header; eth_subscribe newHeads carries none of them. */
+const NOT_HEADER = new Set(['transactions', 'uncles', 'size', 'totalDifficulty']);
+/** Heads remembered by number, for duplicate and reorg checks: deeper reorgs are not expected. */
+const REMEMBERED = 128;
+/** eth_getBlockByNumber calls in flight at once during a backfill. */
+const FETCH_WINDOW = 8;
+/** A node's HTTP may lag its WebSocket by a moment: a missing block is asked for again this many times. */
+const NOT_YET_RETRIES = 3;
+const NOT_YET_DELAY_MS = 250; // ms
+
+type Header = Record<string, unknown> & { number: string; hash: string };
+
+/** A block from eth_getBlockByNumber (or a live head) in the newHeads shape: its header fields, hash included. */
+export function toNewHead(block: Record<string, unknown>): Record<string, unknown> {
+  const head: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(block)) if (!NOT_HEADER.has(k)) head[k] = v;
+  return head;
+}
+
+function asHeader(value: unknown): Header | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const v = value as Record<string, unknown>;
+  if (typeof v.hash !== 'string' || typeof v.number !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v.number)) return null;
+  return v as Header;
+}
+
+const hex = (n: number): string => `0x${n.toString(16)}`;
+
+export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
+  let last: HeadMark | null = null;
+  /** By number: the hash sent (or, after a switch, seen) and the node that reported it. */
+  const seen = new Map<number, { hash: string; node: number }>();
+
+  function emit(header: Header, node: number, deliver: Deliver): void {
+    const number = parseInt(header.number, 16);
+    if (last !== null && number <= last.number) {
+      // A reorg: what was remembered above it belongs to the abandoned branch.
+      for (const k of seen.keys()) if (k > number) seen.delete(k);
+    }
+    last = { number, hash: header.hash };
+    seen.set(number, { hash: header.hash, node });
+    seen.delete(number - REMEMBERED);
+    deliver(toNewHead(header));
+  }
+
+  async function fetchHeader(n: number, via: NodeAccess): Promise<Header> {
+    for (let attempt = 0; ; attempt++) {
+      const block = asHeader(await via.call('eth_getBlockByNumber', [hex(n), false]));
+      if (block && parseInt(block.number, 16) === n) return block;
+      if (attempt >= NOT_YET_RETRIES) throw new Error(`block ${n} is not available from the node`);
+      await via.sleep(NOT_YET_DELAY_MS);
+    }
+  }
+
+  /** Sends heads `from`..`to` fetched from the node, in order. */
+  async function fill(from: number, to: number, via: NodeAccess, deliver: Deliver): Promise<void> {
+    if (to - from + 1 > opts.maxBackfillBlocks) {
+      opts.log('warn', 'head gap wider than the backfill limit: oldest heads skipped', { from, to, limit: opts.maxBackfillBlocks });
+      from = to - opts.maxBackfillBlocks + 1;
+    }
+    for (let start = from; start <= to; start += FETCH_WINDOW) {
+      const numbers: number[] = [];
+      for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
+      const headers = await Promise.all(numbers.map((n) => fetchHeader(n, via)));
+      for (const header of headers) emit(header, via.node, deliver);
+    }
+  }
+
+  function accept(header: Header, via: NodeAccess, deliver: Deliver): void | Promise<void> {
+    if (last === null) return emit(header, via.node, deliver);
+    const number = parseInt(header.number, 16);
+    if (number <= last.number) {
+      const before = seen.get(number);
+      if (before === undefined) return; // Older than anything remembered.
+      if (before.node !== via.node) {
+        // After a switch: already sent from another node. Remembering this node's hash lets a
+        // later reorg on this node through.
+        seen.set(number, { hash: header.hash, node: via.node });
+        return;
+      }
+      if (before.hash === header.hash) return; // The same head again.
+      return emit(header, via.node, deliver);
+    }
+    if (number > last.number + 1) return fill(last.number + 1, number - 1, via, deliver).then(() => emit(header, via.node, deliver));
+    return emit(header, via.node, deliver);
+  }
+
+  return {
+    subscribeParams: ['newHeads'],
+    live(result, via, deliver) {
+      const header = asHeader(result);
+      if (!header) {
+        opts.log('warn', 'upstream sent a head without number or hash: dropped', { node: via.node });
+        return;
+      }
+      return accept(header, via, deliver);
+    },
+    async resume(via, deliver) {
+      if (last === null) return;
+      const latest = Number(await via.call('eth_blockNumber', []));
+      if (!Number.isSafeInteger(latest)) throw new Error('eth_blockNumber did not answer a block number');
+      let from = last.number + 1;
+      // Back on the same node: a reorg while away may have replaced heads already sent. Walk back
+      // to where its chain and what was sent agree; everything above is sent again.
+      for (let depth = 0; depth < REMEMBERED && from > 0; depth++) {
+        const before = seen.get(from - 1);
+        if (!before || before.node !== via.node) break;
+        const now = asHeader(await via.call('eth_getBlockByNumber', [hex(from - 1), false]));
+        if (now && now.hash === before.hash) break;
+        from--;
+      }
+      if (from <= latest) await fill(from, latest, via, deliver);
+    },
+    head() {
+      return last === null ? null : { ...last };
+    },
+  };
+}

@@ -1,0 +1,131 @@
+/**
+ * A logs feed for one filter: every matching log once, across upstream losses. What a lost link
+ * missed is fetched with eth_getLogs over the blocks not known complete, and whatever was already
+ * delivered is recognised by (blockHash, logIndex, removed). `removed: true` logs of a reorg pass.
+ */
+import type { Deliver, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
+
+export interface LogFeedOptions {
+  log: FeedsLog;
+}
+
+/** Blocks one eth_getLogs call of a backfill covers at most (providers cap the range). */
+const LOG_RANGE = 2_000;
+/** Blocks below the highest seen whose delivered logs are remembered for de-duplication. */
+const REMEMBERED_BLOCKS = 256;
+
+interface LogMark {
+  blockHash: string;
+  logIndex: number;
+  removed: boolean;
+  node: number;
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The key of a normalized filter: equal filters give equal keys whatever their key order. */
+export function logFilterKey(filter: unknown): string {
+  return canonical(filter ?? {});
+}
+
+function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, 'node'> } | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const v = value as Record<string, unknown>;
+  if (typeof v.blockNumber !== 'string' || typeof v.blockHash !== 'string' || typeof v.logIndex !== 'string') return null;
+  const blockNumber = parseInt(v.blockNumber, 16);
+  const logIndex = parseInt(v.logIndex, 16);
+  if (!Number.isSafeInteger(blockNumber) || !Number.isSafeInteger(logIndex)) return null;
+  return { blockNumber, mark: { blockHash: v.blockHash, logIndex, removed: v.removed === true } };
+}
+
+const hex = (n: number): string => `0x${n.toString(16)}`;
+
+export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): FeedHandler {
+  // eth_getLogs takes the same address and topics; the block range is the backfill's own.
+  const rangeFilter: Record<string, unknown> = {};
+  if (filter.address !== undefined) rangeFilter.address = filter.address;
+  if (filter.topics !== undefined) rangeFilter.topics = filter.topics;
+  /** The lowest block whose matching logs may not all have been delivered; null before the first subscription. */
+  let resumeFrom: number | null = null;
+  const delivered = new Map<number, LogMark[]>();
+  let highest = -1;
+
+  function isDelivered(blockNumber: number, mark: Omit<LogMark, 'node'>, node: number): boolean {
+    for (const m of delivered.get(blockNumber) ?? []) {
+      if (m.logIndex !== mark.logIndex || m.removed !== mark.removed) continue;
+      if (m.blockHash === mark.blockHash) return true;
+      // Sent from another node before a switch: independent nodes need not agree on block hashes.
+      if (m.node !== node) return true;
+    }
+    return false;
+  }
+
+  function remember(blockNumber: number, mark: LogMark): void {
+    let marks = delivered.get(blockNumber);
+    if (!marks) delivered.set(blockNumber, (marks = []));
+    if (mark.removed) {
+      // The retracted log is gone from the chain: a replacement at its index is a new log.
+      for (let i = marks.length - 1; i >= 0; i--) if (!marks[i]!.removed && marks[i]!.blockHash === mark.blockHash) marks.splice(i, 1);
+    }
+    marks.push(mark);
+    if (blockNumber > highest) highest = blockNumber;
+    if (delivered.size > REMEMBERED_BLOCKS + 64) {
+      for (const k of delivered.keys()) if (k < highest - REMEMBERED_BLOCKS) delivered.delete(k);
+    }
+  }
+
+  function accept(log: unknown, node: number, deliver: Deliver): void {
+    const parsed = parseMark(log);
+    if (!parsed) {
+      // Without block and index it cannot be matched against anything: pass it on as the node sent it.
+      deliver(log);
+      return;
+    }
+    const { blockNumber, mark } = parsed;
+    if (isDelivered(blockNumber, mark, node)) return;
+    remember(blockNumber, { ...mark, node });
+    deliver(log);
+    // A node sends a subscription's logs in block order, so blocks below this one are complete.
+    if (!mark.removed && resumeFrom !== null && blockNumber > resumeFrom) resumeFrom = blockNumber;
+  }
+
+  async function latestBlock(via: NodeAccess): Promise<number> {
+    const latest = Number(await via.call('eth_blockNumber', []));
+    if (!Number.isSafeInteger(latest)) throw new Error('eth_blockNumber did not answer a block number');
+    return latest;
+  }
+
+  return {
+    subscribeParams: ['logs', filter],
+    async prepare(via) {
+      // Logs of blocks that exist before the subscription are not the listeners'.
+      resumeFrom = (await latestBlock(via)) + 1;
+    },
+    live(result, via, deliver) {
+      accept(result, via.node, deliver);
+    },
+    async resume(via, deliver) {
+      if (resumeFrom === null) return;
+      const latest = await latestBlock(via);
+      if (latest - resumeFrom + 1 > LOG_RANGE) {
+        opts.log('info', 'logs backfill spans many blocks', { from: resumeFrom, to: latest, node: via.node });
+      }
+      for (let from = resumeFrom; from <= latest; from += LOG_RANGE) {
+        const to = Math.min(latest, from + LOG_RANGE - 1);
+        const logs = await via.call('eth_getLogs', [{ ...rangeFilter, fromBlock: hex(from), toBlock: hex(to) }]);
+        if (!Array.isArray(logs)) throw new Error('eth_getLogs did not answer an array');
+        for (const log of logs) accept(log, via.node, deliver);
+        resumeFrom = Math.max(resumeFrom, to + 1);
+      }
+    },
+  };
+}

@@ -1,0 +1,282 @@
+/**
+ * The JSON-RPC polling filters (eth_newFilter, eth_newBlockFilter, eth_newPendingTransactionFilter,
+ * eth_getFilterChanges, eth_getFilterLogs, eth_uninstallFilter), served by the gateway itself from
+ * the chain's head stream and eth_getLogs, so a filter lives on when the node it started on dies.
+ *
+ * Filters belong to a scope (an endpoint key, or a client IP on the public path): another scope's
+ * id gets exactly the answer of an unknown id. Ids are 0x + 16 random bytes in hex, leading zeros
+ * trimmed as geth trims them; lookups ignore case and leading zeros, since clients rewrite both.
+ * A filter not polled with eth_getFilterChanges for `idleTimeoutMs` is gone, as on a node
+ * (eth_getFilterLogs does not keep it alive there either); one coarse, unref'd timer frees them.
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import {
+  allFilterLogs, createHashJournal, createLogFilterState, filterError, isFilterError, pollLogChanges, rewindLogFilter,
+  type FilterError, type FilterSource, type LogFilterState,
+} from './filter-kinds.js';
+
+export { filterError, isFilterError, type FilterError, type FilterErrorMessage, type FilterSource } from './filter-kinds.js';
+
+export interface FilterRegistry {
+  /**
+   * Fed by the chain's head stream, in delivery order, reorgs included. A hash already delivered at
+   * that number is ignored (a resubscription repeats the head); a number at or below the previous
+   * head is a reorg: block filters get the new hash and log filters read that block again.
+   */
+  onHead(number: number, hash: string): void;
+  onPendingTransaction(hash: string): void;
+  /**
+   * What the registry needs fed: heads while a block or log filter is open, pending transaction
+   * hashes while a pending filter is. The caller keeps its internal subscriptions only while true.
+   */
+  wants(): { heads: boolean; pending: boolean };
+  /** eth_newFilter with its validated filter object: the id, or a -32000 refusal. */
+  newFilter(scope: string, filter: Record<string, unknown>): string | FilterError;
+  newBlockFilter(scope: string): string | FilterError;
+  newPendingTransactionFilter(scope: string): string | FilterError;
+  /** Block or transaction hashes, or logs, since the last poll; rejects when eth_getLogs does. */
+  getFilterChanges(scope: string, id: string): Promise<unknown[] | FilterError>;
+  /** Every log of a log filter's range; 'filter not found' for block and pending filters, as geth answers. */
+  getFilterLogs(scope: string, id: string): Promise<unknown[] | FilterError>;
+  /** eth_uninstallFilter: true when the scope had that filter. */
+  uninstall(scope: string, id: string): boolean;
+  /** Filters held, expired ones not yet swept included. */
+  size(): number;
+  /** Drops every filter and stops the sweep. */
+  close(): void;
+}
+
+export interface FilterRegistryOptions {
+  /** The chain's head and eth_getLogs over a healthy upstream. */
+  source: FilterSource;
+  /** Open filters per scope at most (config filters.max_per_key, default 100); more → 'too many filters'. */
+  maxPerScope: number;
+  /** A filter not polled for this long is gone, in ms (config filters.idle_timeout_s, default 300 s). */
+  idleTimeoutMs: number;
+  /** Filters held in all at most (default 100_000, about 30 MB): the bound when many client IPs make filters. */
+  maxFilters?: number;
+  /** Hashes a block or pending filter keeps between polls (default 10_000); the oldest are dropped. */
+  maxQueuedPerFilter?: number;
+  /** Monotonic ms (default performance.now). */
+  clock?: () => number;
+  /** Runs `sweep` every `ms` until the returned function is called (default: an unref'd setInterval). */
+  every?: (ms: number, sweep: () => void) => () => void;
+  /** Called when wants() changes, so the caller can open or close its subscriptions at once. */
+  onWantsChange?: (wants: { heads: boolean; pending: boolean }) => void;
+}
+
+type FilterKind = 'logs' | 'blocks' | 'pending';
+
+interface Filter {
+  readonly id: string;
+  readonly scope: string;
+  readonly kind: FilterKind;
+  lastPolledAt: number;
+  /** Block and pending filters: the journal sequence number read up to. */
+  cursor: number;
+  /** Log filters only. */
+  readonly logs: LogFilterState | null;
+  /** Log filters: the poll in progress, so that polls of one filter run one after the other. */
+  queue: Promise<unknown>;
+}
+
+const DEFAULT_MAX_FILTERS = 100_000;
+const DEFAULT_MAX_QUEUED = 10_000;
+/** Head hashes remembered by number, to tell a repeated head from a reorg. */
+const RECENT_HEADS = 128;
+/** The sweep runs at most this often and at least every idle timeout (or every MAX_SWEEP_MS). */
+const MIN_SWEEP_MS = 1000;
+const MAX_SWEEP_MS = 30_000;
+
+const NOT_FOUND = filterError('filter not found');
+const TOO_MANY = filterError('too many filters');
+const settled = Promise.resolve();
+
+function positiveInteger(value: number | undefined, fallback: number | undefined, name: string): number {
+  if (value === undefined && fallback !== undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value! <= 0) throw new TypeError(`${name} must be a positive integer`);
+  return value!;
+}
+
+function everyUnref(ms: number, sweep: () => void): () => void {
+  const timer = setInterval(sweep, ms);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** The form an id is looked up by: lower case, no leading zeros ("0x0" for zero). */
+function idKey(id: string): string {
+  const digits = id.slice(2).toLowerCase().replace(/^0+/, '');
+  return `0x${digits === '' ? '0' : digits}`;
+}
+
+/** One chain's filters. Throws TypeError naming the option when a bound is not a positive integer. */
+export function createFilterRegistry(opts: FilterRegistryOptions): FilterRegistry {
+  const { source } = opts;
+  const maxPerScope = positiveInteger(opts.maxPerScope, undefined, 'maxPerScope');
+  const idleTimeoutMs = positiveInteger(opts.idleTimeoutMs, undefined, 'idleTimeoutMs');
+  const maxFilters = positiveInteger(opts.maxFilters, DEFAULT_MAX_FILTERS, 'maxFilters');
+  const maxQueued = positiveInteger(opts.maxQueuedPerFilter, DEFAULT_MAX_QUEUED, 'maxQueuedPerFilter');
+  const clock = opts.clock ?? (() => performance.now());
+
+  const byId = new Map<string, Filter>();
+  const byScope = new Map<string, Set<Filter>>();
+  const counts: Record<FilterKind, number> = { logs: 0, blocks: 0, pending: 0 };
+  const logFilters = new Set<Filter>();
+  const blockHashes = createHashJournal(maxQueued);
+  const pendingHashes = createHashJournal(maxQueued);
+  const recentHeads = new Map<number, string>();
+  let lastHead: number | null = null;
+  let wanted = { heads: false, pending: false };
+  let fullSweepAt = -Infinity;
+
+  const stopSweep = (opts.every ?? everyUnref)(Math.min(MAX_SWEEP_MS, Math.max(MIN_SWEEP_MS, idleTimeoutMs)), sweep);
+
+  function expired(f: Filter, now: number): boolean {
+    return now - f.lastPolledAt >= idleTimeoutMs;
+  }
+
+  function noticeWants(): void {
+    const now = { heads: counts.blocks + counts.logs > 0, pending: counts.pending > 0 };
+    if (now.heads === wanted.heads && now.pending === wanted.pending) return;
+    wanted = now;
+    opts.onWantsChange?.(now);
+  }
+
+  function remove(f: Filter): void {
+    byId.delete(f.id);
+    const own = byScope.get(f.scope);
+    own?.delete(f);
+    if (own?.size === 0) byScope.delete(f.scope);
+    counts[f.kind]--;
+    if (f.kind === 'logs') logFilters.delete(f);
+    if (counts.blocks === 0) blockHashes.clear();
+    if (counts.pending === 0) pendingHashes.clear();
+  }
+
+  function sweep(): void {
+    const now = clock();
+    let removed = false;
+    for (const f of byId.values()) {
+      if (expired(f, now)) {
+        remove(f);
+        removed = true;
+      }
+    }
+    if (removed) noticeWants();
+  }
+
+  /** The scope's live filter with that id, or undefined; an expired one found here is removed. */
+  function find(scope: string, id: string): Filter | undefined {
+    const f = byId.get(idKey(id));
+    if (f === undefined || f.scope !== scope) return undefined;
+    if (expired(f, clock())) {
+      remove(f);
+      noticeWants();
+      return undefined;
+    }
+    return f;
+  }
+
+  function newId(): string {
+    for (;;) {
+      const id = idKey(`0x${randomBytes(16).toString('hex')}`);
+      if (!byId.has(id)) return id;
+    }
+  }
+
+  /** Room for one more filter in `scope`, after dropping its expired ones; fail-closed at the limits. */
+  function hasRoom(scope: string): boolean {
+    const own = byScope.get(scope);
+    if (own !== undefined && own.size >= maxPerScope) {
+      const now = clock();
+      for (const f of own) if (expired(f, now)) remove(f);
+      if (own.size >= maxPerScope) return false;
+    }
+    // At the global bound, one full sweep a second at most: a flood of refused creations must not scan every filter each time.
+    if (byId.size >= maxFilters && clock() - fullSweepAt >= MIN_SWEEP_MS) {
+      fullSweepAt = clock();
+      sweep();
+    }
+    return byId.size < maxFilters;
+  }
+
+  function install(scope: string, kind: FilterKind, logs: LogFilterState | null): string | FilterError {
+    if (!hasRoom(scope)) {
+      noticeWants();
+      return TOO_MANY;
+    }
+    const cursor = kind === 'blocks' ? blockHashes.next : kind === 'pending' ? pendingHashes.next : 0;
+    const f: Filter = { id: newId(), scope, kind, lastPolledAt: clock(), cursor, logs, queue: settled };
+    byId.set(f.id, f);
+    let own = byScope.get(scope);
+    if (own === undefined) byScope.set(scope, (own = new Set()));
+    own.add(f);
+    counts[kind]++;
+    if (kind === 'logs') logFilters.add(f);
+    noticeWants();
+    return f.id;
+  }
+
+  function pollLogs(f: Filter): Promise<unknown[]> {
+    const logs = f.logs!;
+    const run = f.queue.then(() => pollLogChanges(logs, source));
+    f.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  return {
+    onHead(number, hash) {
+      if (recentHeads.get(number) === hash) return;
+      const reorg = lastHead !== null && number <= lastHead;
+      if (reorg) {
+        if (lastHead! - number > RECENT_HEADS) recentHeads.clear();
+        else for (let n = number + 1; n <= lastHead!; n++) recentHeads.delete(n);
+      }
+      recentHeads.set(number, hash);
+      if (recentHeads.size > RECENT_HEADS) recentHeads.delete(recentHeads.keys().next().value!);
+      lastHead = number;
+      if (counts.blocks > 0) blockHashes.push(hash);
+      if (reorg) for (const f of logFilters) rewindLogFilter(f.logs!, number);
+    },
+    onPendingTransaction(hash) {
+      if (counts.pending > 0) pendingHashes.push(hash);
+    },
+    wants: () => ({ ...wanted }),
+    newFilter(scope, filter) {
+      const state = createLogFilterState(filter, source.head());
+      return isFilterError(state) ? state : install(scope, 'logs', state);
+    },
+    newBlockFilter: (scope) => install(scope, 'blocks', null),
+    newPendingTransactionFilter: (scope) => install(scope, 'pending', null),
+    async getFilterChanges(scope, id) {
+      const f = find(scope, id);
+      if (f === undefined) return NOT_FOUND;
+      f.lastPolledAt = clock();
+      if (f.kind === 'logs') return pollLogs(f);
+      const journal = f.kind === 'blocks' ? blockHashes : pendingHashes;
+      const hashes = journal.since(f.cursor);
+      f.cursor = journal.next;
+      return hashes;
+    },
+    async getFilterLogs(scope, id) {
+      const f = find(scope, id);
+      if (f === undefined || f.logs === null) return NOT_FOUND;
+      return allFilterLogs(f.logs, source);
+    },
+    uninstall(scope, id) {
+      const f = find(scope, id);
+      if (f === undefined) return false;
+      remove(f);
+      noticeWants();
+      return true;
+    },
+    size: () => byId.size,
+    close() {
+      stopSweep();
+      for (const f of [...byId.values()]) remove(f);
+      noticeWants();
+    },
+  };
+}

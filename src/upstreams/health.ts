@@ -1,0 +1,269 @@
+/**
+ * How one upstream node of a chain is doing: its head, its error rate and latency over a sliding window,
+ * and whether it is taken out of rotation for failing.
+ *
+ * Failing (out of rotation, reason 'failing'), judged on every failed outcome:
+ * - FAILURE_STREAK (3) failed outcomes in a row: a node that refuses connections or hangs is out after three
+ *   calls, whatever the traffic, so a single-node chain answers 502 at once instead of after timeouts;
+ * - or at least MIN_CALLS_JUDGED (10) outcomes in the last 10 s (counted in 1 s steps), of which at least
+ *   ERROR_RATE_LIMIT (50%) failed: a node that fails every other call is out even between successes.
+ * A failing node stays out until a successful probe (reportProbe with a head): calls that complete meanwhile
+ * are counted but do not restore it, since only probes reach it once it is out. Restoring forgets the
+ * outcomes counted so far, so the spell that took it out does not take it out again at the next failure.
+ *
+ * Lagging (out of rotation, reason 'lagging') is not this tracker's verdict alone: it needs the chain's best
+ * head, which the chain passes in (see selection.ts). A node with no head yet cannot be judged and is in
+ * rotation: a fresh node must serve before anything is known about it.
+ *
+ * Latency (p50 and EWMA) counts answered calls only: a refused connection fails in a millisecond and a
+ * timeout takes the whole deadline, and neither says how fast the node answers.
+ */
+import { performance } from 'node:perf_hooks';
+
+/** Failed outcomes in a row that take a node out of rotation. */
+export const FAILURE_STREAK = 3;
+/** Share of failed outcomes in the window that takes a node out of rotation, once MIN_CALLS_JUDGED are counted. */
+export const ERROR_RATE_LIMIT = 0.5;
+/** Outcomes in the window needed before the error rate is judged: two failures out of three calls say little. */
+export const MIN_CALLS_JUDGED = 10;
+/** The sliding window for error rate and p50, in ms, kept as WINDOW_BUCKETS buckets of BUCKET_MS. */
+export const WINDOW_MS = 10_000;
+const BUCKET_MS = 1000;
+const WINDOW_BUCKETS = WINDOW_MS / BUCKET_MS;
+/** Weight of the newest answered call in the latency EWMA. */
+const EWMA_WEIGHT = 0.2;
+/** Latency histogram bins per doubling: each bin spans about 9%, so p50 is reported within about ±5%. */
+const BINS_PER_OCTAVE = 8;
+/** 128 bins reach 2^16 ms (65 s); slower answers land in the last bin. */
+const BINS = 128;
+
+/** Why an upstream is out of rotation. */
+export type OutOfRotationReason = 'failing' | 'lagging';
+
+/** A snapshot of one upstream, for selection and for /healthz and /readyz. */
+export interface UpstreamStatus {
+  inRotation: boolean;
+  /** Set only when out of rotation. */
+  reason?: OutOfRotationReason;
+  /** Latest reported head; null until one is reported. */
+  head: number | null;
+  /** Blocks behind the chain's best head (0 when at or ahead of it); null when either head is unknown. */
+  lag: number | null;
+  /** Failed share of the outcomes in the window (since the last restore); 0 with none. */
+  errorRate: number;
+  /** Outcomes in the window (since the last restore). */
+  calls: number;
+  /** Median latency of answered calls in the window, in ms; null with none. */
+  p50Ms: number | null;
+  /** Exponentially weighted latency of answered calls, in ms; null until one is answered. */
+  ewmaMs: number | null;
+  inflight: number;
+}
+
+export interface UpstreamHealth {
+  /** The upstream's label (scheme://host:port, never credentials). */
+  readonly label: string;
+  /** Calls in flight to this upstream: the caller increments it before a call and decrements it when it settles. */
+  inflight: number;
+  /** Outcome of a forwarded call: 'ok' for any JSON-RPC answer (an error object included), 'failed' for a
+   *  connection error, timeout, 5xx or unparseable answer. A non-finite or negative latency counts the outcome only. */
+  record(outcome: 'ok' | 'failed', latencyMs: number): void;
+  /** The node's head, from its newHeads feed or a poll. The latest report wins, so a reorg or a resync shows. */
+  reportHead(number: number): void;
+  /** A probe's result: the head it read, or null when it failed. A successful probe restores a failing node. */
+  reportProbe(head: number | null, latencyMs: number): void;
+  /** Out of rotation for failures (lag aside). */
+  readonly failing: boolean;
+  /** Latest reported head, or null. */
+  readonly head: number | null;
+  /** Clock time of the latest head report, or null. */
+  readonly headAt: number | null;
+  /** Latency EWMA of answered calls in ms, or null. */
+  readonly ewmaMs: number | null;
+  /** Failed share of the outcomes in the window since the last restore; 0 with none. */
+  errorRate(): number;
+  /** The snapshot, with lag judged against the chain's best head. */
+  status(): UpstreamStatus;
+}
+
+export interface UpstreamHealthOptions {
+  /** Monotonic ms; default performance.now. */
+  clock?: () => number;
+  /** The chain's best head among its upstreams in rotation; default: none known (lag never judged). */
+  bestHead?: () => number | null;
+  /** Blocks a node may be behind the best head and stay in rotation; default 5. */
+  maxLagBlocks?: number;
+}
+
+/** Whether a node at `head` is more than maxLagBlocks behind `best`; unknown heads are not lagging. */
+export function isLagging(head: number | null, best: number | null, maxLagBlocks: number): boolean {
+  return head !== null && best !== null && best - head > maxLagBlocks;
+}
+
+export function checkMaxLagBlocks(value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`maxLagBlocks must be a non-negative integer, got ${value}`);
+}
+
+function latencyBin(ms: number): number {
+  return Math.min(BINS - 1, Math.floor(Math.log2(1 + ms) * BINS_PER_OCTAVE));
+}
+
+/** The geometric middle of a bin's span, in ms. */
+function binMiddle(bin: number): number {
+  return Math.pow(2, (bin + 0.5) / BINS_PER_OCTAVE) - 1;
+}
+
+export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions = {}): UpstreamHealth {
+  const clock = opts.clock ?? (() => performance.now());
+  const bestHead = opts.bestHead ?? (() => null);
+  const maxLagBlocks = opts.maxLagBlocks ?? 5;
+  checkMaxLagBlocks(maxLagBlocks);
+
+  // One bucket per second of the window, in a ring indexed by the second it holds.
+  const second = new Float64Array(WINDOW_BUCKETS).fill(-Infinity);
+  const okCount = new Uint32Array(WINDOW_BUCKETS);
+  const failedCount = new Uint32Array(WINDOW_BUCKETS);
+  const histogram = new Uint32Array(WINDOW_BUCKETS * BINS);
+
+  let failing = false;
+  let streak = 0;
+  let head: number | null = null;
+  let headAt: number | null = null;
+  let ewmaMs: number | null = null;
+
+  /** The bucket for `now`, emptied first when it still holds an older second. */
+  function bucketAt(now: number): number {
+    const sec = Math.floor(now / BUCKET_MS);
+    const i = ((sec % WINDOW_BUCKETS) + WINDOW_BUCKETS) % WINDOW_BUCKETS;
+    if (second[i] !== sec) {
+      second[i] = sec;
+      okCount[i] = 0;
+      failedCount[i] = 0;
+      histogram.fill(0, i * BINS, (i + 1) * BINS);
+    }
+    return i;
+  }
+
+  function isLive(i: number, nowSecond: number): boolean {
+    return second[i]! > nowSecond - WINDOW_BUCKETS && second[i]! <= nowSecond;
+  }
+
+  function counts(): { ok: number; failed: number } {
+    const nowSecond = Math.floor(clock() / BUCKET_MS);
+    let ok = 0;
+    let failed = 0;
+    for (let i = 0; i < WINDOW_BUCKETS; i++) {
+      if (!isLive(i, nowSecond)) continue;
+      ok += okCount[i]!;
+      failed += failedCount[i]!;
+    }
+    return { ok, failed };
+  }
+
+  function errorRate(): number {
+    const { ok, failed } = counts();
+    return ok + failed === 0 ? 0 : failed / (ok + failed);
+  }
+
+  function p50Ms(): number | null {
+    const nowSecond = Math.floor(clock() / BUCKET_MS);
+    const merged = new Uint32Array(BINS);
+    let total = 0;
+    for (let i = 0; i < WINDOW_BUCKETS; i++) {
+      if (!isLive(i, nowSecond)) continue;
+      for (let b = 0; b < BINS; b++) merged[b]! += histogram[i * BINS + b]!;
+      total += okCount[i]!;
+    }
+    if (total === 0) return null;
+    const rank = Math.ceil(total / 2);
+    let seen = 0;
+    for (let b = 0; b < BINS; b++) {
+      seen += merged[b]!;
+      if (seen >= rank) return binMiddle(b);
+    }
+    return binMiddle(BINS - 1);
+  }
+
+  function record(outcome: 'ok' | 'failed', latencyMs: number): void {
+    const i = bucketAt(clock());
+    if (outcome === 'ok') {
+      okCount[i]!++;
+      streak = 0;
+      if (Number.isFinite(latencyMs) && latencyMs >= 0) {
+        histogram[i * BINS + latencyBin(latencyMs)]!++;
+        ewmaMs = ewmaMs === null ? latencyMs : ewmaMs + (latencyMs - ewmaMs) * EWMA_WEIGHT;
+      }
+      return;
+    }
+    failedCount[i]!++;
+    streak++;
+    if (failing) return;
+    if (streak >= FAILURE_STREAK) {
+      failing = true;
+      return;
+    }
+    const { ok, failed } = counts();
+    if (ok + failed >= MIN_CALLS_JUDGED && failed >= ERROR_RATE_LIMIT * (ok + failed)) failing = true;
+  }
+
+  function reportHead(number: number): void {
+    if (!Number.isSafeInteger(number) || number < 0) throw new RangeError(`head must be a non-negative integer, got ${number}`);
+    head = number;
+    headAt = clock();
+  }
+
+  function restore(): void {
+    failing = false;
+    streak = 0;
+    okCount.fill(0);
+    failedCount.fill(0);
+  }
+
+  const health: UpstreamHealth = {
+    label,
+    inflight: 0,
+    record,
+    reportHead,
+    reportProbe(probedHead, latencyMs) {
+      if (probedHead === null) {
+        record('failed', latencyMs);
+        return;
+      }
+      reportHead(probedHead);
+      if (failing) restore();
+      record('ok', latencyMs);
+    },
+    get failing() {
+      return failing;
+    },
+    get head() {
+      return head;
+    },
+    get headAt() {
+      return headAt;
+    },
+    get ewmaMs() {
+      return ewmaMs;
+    },
+    errorRate,
+    status() {
+      const best = bestHead();
+      const lagging = isLagging(head, best, maxLagBlocks);
+      const { ok, failed } = counts();
+      const status: UpstreamStatus = {
+        inRotation: !failing && !lagging,
+        head,
+        lag: head === null || best === null ? null : Math.max(0, best - head),
+        errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),
+        calls: ok + failed,
+        p50Ms: p50Ms(),
+        ewmaMs,
+        inflight: health.inflight,
+      };
+      if (failing) status.reason = 'failing';
+      else if (lagging) status.reason = 'lagging';
+      return status;
+    },
+  };
+  return health;
+}
