@@ -4,7 +4,8 @@ import type { ParsedItem } from '../jsonrpc/parse.js';
 import type { GatewayContext } from '../server/context.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
-import { type AnswerSink, type ForwardCall, forwardCall } from './forward.js';
+import type { AnswerSink, ForwardCall } from './forward.js';
+import { sharedCall } from './shared-call.js';
 
 export function resultBody(idText: string, resultJson: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
@@ -90,11 +91,10 @@ export function collectCall(
   ctx: GatewayContext, chain: ChainRuntime, caller: Caller, f: Forward, done: Settle, maxBytes = Infinity, limitName = '',
 ): ForwardCall {
   const t = ctx.tenancy;
-  const upstream = chain.pickUpstream();
   let parts: Buffer[] = [];
   let bytes = 0;
   let over = false;
-  const sink: AnswerSink = {
+  const sink: AnswerSink & { failedUpstream?: string } = {
     whole(body) {
       settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
       done(body, 'ok');
@@ -120,11 +120,11 @@ export function collectCall(
       parts = [];
     },
     fail(_started, reason) {
-      logUpstreamFailure(ctx, chain, upstream.label, reason);
+      logUpstreamFailure(ctx, chain, sink.failedUpstream ?? '', reason);
       settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
       done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
     },
   };
-  const call = forwardCall(upstream, chain.timeoutMs, f.method, f.paramsJson, f.idText, sink);
+  const call = sharedCall(ctx, chain, f, sink);
   return call;
 }

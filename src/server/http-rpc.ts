@@ -2,7 +2,8 @@ import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall } from '../pipeline/admission.js';
-import { type AnswerSink, forwardCall } from '../pipeline/forward.js';
+import type { AnswerSink } from '../pipeline/forward.js';
+import { sharedCall } from '../pipeline/shared-call.js';
 import { collectCall, type Forward, logUpstreamFailure, planItem } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { clientIp, resolveCaller } from '../pipeline/caller.js';
@@ -18,10 +19,9 @@ const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
   const t = x.ctx.tenancy;
-  const upstream = x.chain.pickUpstream();
   let out: StreamOut | null = null;
   let bytes = 0;
-  const sink: AnswerSink = {
+  const sink: AnswerSink & { failedUpstream?: string } = {
     whole(body) {
       settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
       reply(x, 200, body);
@@ -42,7 +42,7 @@ function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
       finish(x);
     },
     fail(started, reason) {
-      logUpstreamFailure(x.ctx, x.chain, upstream.label, reason);
+      logUpstreamFailure(x.ctx, x.chain, sink.failedUpstream ?? '', reason);
       // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
       settleCall(t, caller, f.method, f.admission, started ? { ok: true, bytes } : { ok: false, status: 502 });
       if (started) {
@@ -53,7 +53,7 @@ function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
       }
     },
   };
-  const call = forwardCall(upstream, x.chain.timeoutMs, f.method, f.paramsJson, f.idText, sink);
+  const call = sharedCall(x.ctx, x.chain, f, sink);
   x.calls.push(call);
 }
 
