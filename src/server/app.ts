@@ -27,6 +27,19 @@ export interface Gateway {
    * close upstream sockets. Resolves with the number of requests cut short by the deadline.
    */
   stop(): Promise<number>;
+  /** Open sockets and streams, upstream subscriptions and slow-consumer cuts, for tests and operators. */
+  streamStats(): StreamStats;
+}
+
+export interface StreamStats {
+  wsConnections: number;
+  subscriptions: number;
+  /** Upstream subscriptions open, over every chain. */
+  upstreamSubscriptions: number;
+  slowConsumers: number;
+  sseClients: number;
+  sseTopics: number;
+  sseSlowClients: number;
 }
 
 export interface GatewayOptions extends ChainRuntimeOptions {
@@ -154,7 +167,20 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     });
     return stopped;
   };
-  return { port, managementPort, context: ctx, stop };
+  const streamStats = (): StreamStats => {
+    let subscriptions = 0;
+    let upstreamSubscriptions = 0;
+    for (const chain of chains.values()) {
+      subscriptions += wsRoute.server.hubFor(chain)?.stats().subscriptions ?? 0;
+      upstreamSubscriptions += chain.feeds?.upstreamSubscriptions() ?? 0;
+    }
+    const sse = events.stats();
+    return {
+      wsConnections: wsRoute.server.conns.size, subscriptions, upstreamSubscriptions, slowConsumers: wsRoute.server.slowConsumers,
+      sseClients: sse.clients, sseTopics: sse.topics, sseSlowClients: sse.slowClients,
+    };
+  };
+  return { port, managementPort, context: ctx, stop, streamStats };
 }
 
 /** Listens exclusively: uWS would otherwise share a taken port (SO_REUSEPORT) and split traffic unnoticed. */
