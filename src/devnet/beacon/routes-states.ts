@@ -1,0 +1,193 @@
+/**
+ * `/eth/v1/beacon/states/{state_id}/*` and the debug endpoints: roots, fork, finality, validators
+ * and balances (GET with `id`/`status` queries, POST with a body), committees, sync committees,
+ * RANDAO, the full state (JSON and SSZ), fork-choice heads and the fork-choice tree.
+ */
+import { currentFork, FORK, PRESET } from './beacon-config.js';
+import { checkpoint, checkpointsAt } from './beacon-data.js';
+import { chainMeta, resolveStateId, resolveValidatorIds, type BeaconContext } from './beacon-ids.js';
+import { fail, json, listParam, parseUint, type BeaconRequest, type Reply } from './beacon-reply.js';
+import type { Route } from './beacon-router.js';
+import { beaconStateJson, randaoMix } from './beacon-state.js';
+import type { SlotBlock } from './chain-view.js';
+import { serialize } from './ssz.js';
+import { beaconState } from './ssz-electra.js';
+import { isKnownStatus, statusMatches, VALIDATOR_STATUS } from './validator-set.js';
+
+function withState(ctx: BeaconContext, answer: (b: SlotBlock, req: BeaconRequest) => Reply | Promise<Reply>) {
+  return async (req: BeaconRequest): Promise<Reply> => {
+    const r = await resolveStateId(ctx, req.params.state_id ?? '');
+    return r.ok ? answer(r.value, req) : r.reply;
+  };
+}
+
+/** The `epoch` query parameter, defaulting to the state's own epoch. */
+function epochParam(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams): { ok: true; epoch: number } | { ok: false; reply: Reply } {
+  const text = query.get('epoch');
+  if (text === null) return { ok: true, epoch: ctx.epochs.epochOf(b.slot) };
+  const e = parseUint(text, 'epoch');
+  return e.ok ? { ok: true, epoch: e.value } : e;
+}
+
+const stringList = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string' || typeof x === 'number');
+
+function validators(ctx: BeaconContext, b: SlotBlock, ids: string[] | undefined, statuses: string[]): Reply {
+  const unknownStatus = statuses.find((s) => !isKnownStatus(s));
+  if (unknownStatus !== undefined) return fail(400, `invalid validator status: ${unknownStatus}`);
+  const set = ctx.validators;
+  const chosen = ids === undefined ? { ok: true as const, value: Array.from({ length: set.count }, (_, i) => i) } : resolveValidatorIds(set, ids);
+  if (!chosen.ok) return chosen.reply;
+  const epoch = ctx.epochs.epochOf(b.slot);
+  const data = chosen.value
+    .filter(() => statuses.length === 0 || statuses.some((s) => statusMatches(s, VALIDATOR_STATUS)))
+    .sort((x, y) => x - y)
+    .map((i) => ({ index: String(i), balance: set.balance(i, epoch), status: VALIDATOR_STATUS, validator: set.record(i) }));
+  return json({ ...chainMeta(ctx, b.slot), data });
+}
+
+function balances(ctx: BeaconContext, b: SlotBlock, ids: string[] | undefined): Reply {
+  const set = ctx.validators;
+  const chosen = ids === undefined || ids.length === 0 ? { ok: true as const, value: Array.from({ length: set.count }, (_, i) => i) } : resolveValidatorIds(set, ids);
+  if (!chosen.ok) return chosen.reply;
+  const epoch = ctx.epochs.epochOf(b.slot);
+  return json({ ...chainMeta(ctx, b.slot), data: chosen.value.sort((x, y) => x - y).map((i) => ({ index: String(i), balance: set.balance(i, epoch) })) });
+}
+
+function committees(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams): Reply {
+  const e = epochParam(ctx, b, query);
+  if (!e.ok) return e.reply;
+  const stateEpoch = ctx.epochs.epochOf(b.slot);
+  // Committees are known one epoch ahead (MIN_SEED_LOOKAHEAD) and for as far back as the state remembers.
+  if (e.epoch > stateEpoch + 1 || e.epoch + PRESET.EPOCHS_PER_HISTORICAL_VECTOR <= stateEpoch) return fail(400, `epoch ${e.epoch} is out of range for a state in epoch ${stateEpoch}`);
+  let list = ctx.validators.committees(e.epoch);
+  const indexText = query.get('index');
+  if (indexText !== null) {
+    const i = parseUint(indexText, 'index');
+    if (!i.ok) return i.reply;
+    list = list.filter((c) => c.index === i.value);
+  }
+  const slotText = query.get('slot');
+  if (slotText !== null) {
+    const s = parseUint(slotText, 'slot');
+    if (!s.ok) return s.reply;
+    if (ctx.epochs.epochOf(s.value) !== e.epoch) return fail(400, `slot ${s.value} is not in epoch ${e.epoch}`);
+    list = list.filter((c) => c.slot === s.value);
+  }
+  return json({
+    ...chainMeta(ctx, b.slot),
+    data: list.map((c) => ({ index: String(c.index), slot: String(c.slot), validators: c.validators.map(String) })),
+  });
+}
+
+function syncCommittees(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams): Reply {
+  const e = epochParam(ctx, b, query);
+  if (!e.ok) return e.reply;
+  const period = (epoch: number): number => Math.floor(epoch / PRESET.EPOCHS_PER_SYNC_COMMITTEE_PERIOD);
+  const statePeriod = period(ctx.epochs.epochOf(b.slot));
+  if (period(e.epoch) !== statePeriod && period(e.epoch) !== statePeriod + 1) return fail(400, `epoch ${e.epoch} is outside the current and next sync committee periods`);
+  const members = ctx.validators.syncCommittee(e.epoch).map(String);
+  const perSubnet = PRESET.SYNC_COMMITTEE_SIZE / PRESET.SYNC_COMMITTEE_SUBNET_COUNT;
+  return json({
+    ...chainMeta(ctx, b.slot),
+    data: {
+      validators: members,
+      validator_aggregates: Array.from({ length: PRESET.SYNC_COMMITTEE_SUBNET_COUNT }, (_, k) => members.slice(k * perSubnet, (k + 1) * perSubnet)),
+    },
+  });
+}
+
+function randao(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams): Reply {
+  const e = epochParam(ctx, b, query);
+  if (!e.ok) return e.reply;
+  const stateEpoch = ctx.epochs.epochOf(b.slot);
+  if (e.epoch > stateEpoch || e.epoch + PRESET.EPOCHS_PER_HISTORICAL_VECTOR <= stateEpoch) return fail(400, `epoch ${e.epoch} is out of range for a state in epoch ${stateEpoch}`);
+  return json({ ...chainMeta(ctx, b.slot), data: { randao: randaoMix(e.epoch) } });
+}
+
+async function forkChoice(ctx: BeaconContext): Promise<Reply> {
+  const { epochs, view } = ctx;
+  const headSlot = view.head().slot;
+  const finalizedEpoch = epochs.finalizedEpoch(headSlot);
+  const nodes = await view.blocksBetween(epochs.startSlot(finalizedEpoch), headSlot);
+  return json({
+    justified_checkpoint: await checkpoint(ctx, epochs.justifiedEpoch(headSlot)),
+    finalized_checkpoint: await checkpoint(ctx, finalizedEpoch),
+    fork_choice_nodes: nodes.map((n) => ({
+      slot: String(n.slot),
+      block_root: n.root,
+      parent_root: n.parentRoot,
+      justified_epoch: String(epochs.justifiedEpoch(n.slot)),
+      finalized_epoch: String(epochs.finalizedEpoch(n.slot)),
+      // Every validator's weight sits on the one chain there is.
+      weight: String(ctx.validators.count * 32_000_000_000),
+      validity: 'valid',
+      execution_block_hash: n.root,
+      extra_data: {},
+    })),
+    extra_data: {},
+  });
+}
+
+export function stateRoutes(ctx: BeaconContext): Route[] {
+  const base = '/eth/v1/beacon/states/{state_id}';
+  return [
+    { path: `${base}/root`, GET: withState(ctx, (b) => json({ ...chainMeta(ctx, b.slot), data: { root: b.stateRoot } })) },
+    { path: `${base}/fork`, GET: withState(ctx, (b) => json({ ...chainMeta(ctx, b.slot), data: currentFork() })) },
+    { path: `${base}/finality_checkpoints`, GET: withState(ctx, async (b) => json({ ...chainMeta(ctx, b.slot), data: await checkpointsAt(ctx, b.slot) })) },
+    {
+      path: `${base}/validators`,
+      GET: withState(ctx, (b, req) => {
+        const ids = listParam(req.query, 'id');
+        return validators(ctx, b, ids.length ? ids : undefined, listParam(req.query, 'status'));
+      }),
+      POST: withState(ctx, (b, req) => {
+        const body = (req.body ?? {}) as { ids?: unknown; statuses?: unknown };
+        if (typeof body !== 'object' || Array.isArray(body)) return fail(400, 'body must be an object {ids, statuses}');
+        if (body.ids != null && !stringList(body.ids)) return fail(400, 'ids must be a list of validator ids');
+        if (body.statuses != null && !stringList(body.statuses)) return fail(400, 'statuses must be a list of strings');
+        const ids = body.ids?.map(String);
+        return validators(ctx, b, ids && ids.length ? ids : undefined, (body.statuses ?? []).map(String));
+      }),
+    },
+    {
+      path: `${base}/validators/{validator_id}`,
+      GET: withState(ctx, (b, req) => {
+        const id = req.params.validator_id ?? '';
+        const r = resolveValidatorIds(ctx.validators, [id]);
+        if (!r.ok) return r.reply;
+        const index = r.value[0];
+        if (index === undefined) return fail(404, `validator not found: ${id}`);
+        const epoch = ctx.epochs.epochOf(b.slot);
+        const data = { index: String(index), balance: ctx.validators.balance(index, epoch), status: VALIDATOR_STATUS, validator: ctx.validators.record(index) };
+        return json({ ...chainMeta(ctx, b.slot), data });
+      }),
+    },
+    {
+      path: `${base}/validator_balances`,
+      GET: withState(ctx, (b, req) => balances(ctx, b, listParam(req.query, 'id'))),
+      POST: withState(ctx, (b, req) => {
+        if (req.body !== undefined && !stringList(req.body)) return fail(400, 'body must be a list of validator ids');
+        return balances(ctx, b, req.body?.map(String));
+      }),
+    },
+    { path: `${base}/committees`, GET: withState(ctx, (b, req) => committees(ctx, b, req.query)) },
+    { path: `${base}/sync_committees`, GET: withState(ctx, (b, req) => syncCommittees(ctx, b, req.query)) },
+    { path: `${base}/randao`, GET: withState(ctx, (b, req) => randao(ctx, b, req.query)) },
+    {
+      path: '/eth/v2/debug/beacon/states/{state_id}',
+      GET: withState(ctx, async (b, req) => {
+        const state = await beaconStateJson(ctx, b);
+        if (req.wantsSsz) return { kind: 'ssz', bytes: serialize(beaconState, state), version: FORK };
+        return json({ version: FORK, ...chainMeta(ctx, b.slot), data: state }, FORK);
+      }),
+    },
+    {
+      path: '/eth/v2/debug/beacon/heads',
+      GET: () => {
+        const head = ctx.view.head();
+        return json({ data: [{ root: head.root, slot: String(head.slot), execution_optimistic: false }] });
+      },
+    },
+    { path: '/eth/v1/debug/fork_choice', GET: () => forkChoice(ctx) },
+  ];
+}

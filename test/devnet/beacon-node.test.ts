@@ -1,0 +1,474 @@
+/**
+ * The devnet's beacon node against a real anvil: it follows the chain slot for block, answers every
+ * path of the Beacon allowlist in the API's shapes, resolves ids of every form, serves SSZ, and streams
+ * head/block/finalized_checkpoint/chain_reorg events as anvil mines and reverts.
+ */
+import t, { type Test } from 'tap';
+import { startAnvil, type AnvilNode } from '../../src/devnet/anvil.js';
+import { startBeaconNode, type BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+
+interface Block {
+  number: string;
+  hash: string;
+  parentHash: string;
+  stateRoot: string;
+  timestamp: string;
+}
+
+async function rpc<T>(anvil: AnvilNode, method: string, params: unknown[] = []): Promise<T> {
+  const res = await fetch(anvil.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const body = (await res.json()) as { result?: T; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result as T;
+}
+
+const blockAt = (anvil: AnvilNode, n: number | 'latest'): Promise<Block> =>
+  rpc<Block>(anvil, 'eth_getBlockByNumber', [n === 'latest' ? n : '0x' + n.toString(16), false]);
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function devnet(t: Test, slotsPerEpoch?: number): Promise<{ anvil: AnvilNode; node: BeaconNode }> {
+  const anvil = await startAnvil();
+  t.teardown(() => anvil.stop());
+  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 40, ...(slotsPerEpoch ? { slotsPerEpoch } : {}) });
+  t.teardown(() => node.stop());
+  return { anvil, node };
+}
+
+/** Parsed answers are walked by path in the assertions; typing each endpoint's shape would restate the API. */
+type Json = any;
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: Json;
+}
+
+async function call(node: BeaconNode, path: string, init: { method?: string; body?: unknown; accept?: string } = {}): Promise<Answer> {
+  const res = await fetch(node.url + path, {
+    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+    headers: { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...(init.accept ? { accept: init.accept } : {}) },
+    ...(init.body === undefined ? {} : { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) }),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+interface Stream {
+  events: Array<{ event: string; data: Record<string, unknown> }>;
+  /** Everything received, comments included. */
+  raw: string;
+  ended: Promise<void>;
+}
+
+async function openEvents(t: Test, node: BeaconNode, query: string): Promise<Stream> {
+  const ac = new AbortController();
+  t.teardown(() => ac.abort());
+  const res = await fetch(`${node.url}/eth/v1/events?${query}`, { signal: ac.signal });
+  t.equal(res.status, 200, `events?${query} opens`);
+  t.match(res.headers.get('content-type'), /^text\/event-stream/);
+  const stream: Stream = { events: [], raw: '', ended: Promise.resolve() };
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  stream.ended = (async () => {
+    let buffer = '';
+    for (;;) {
+      const chunk = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+      if (chunk.done) return;
+      const text = decoder.decode(chunk.value, { stream: true });
+      stream.raw += text;
+      buffer += text;
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(frame)?.[1];
+        const data = /^data: (.*)$/m.exec(frame)?.[1];
+        if (event && data) stream.events.push({ event, data: JSON.parse(data) as Record<string, unknown> });
+      }
+    }
+  })();
+  return stream;
+}
+
+const RANDAO_REVEAL = '0x' + 'ab'.repeat(96);
+
+t.test('follows anvil and answers every listed path in the API shapes', async (t) => {
+  const { anvil, node } = await devnet(t);
+  await rpc(anvil, 'anvil_mine', ['0x64']);
+  await until('head slot 100', () => node.headSlot() === 100);
+  const latest = await blockAt(anvil, 'latest');
+  const genesis = await blockAt(anvil, 0);
+  t.equal(Number(latest.number), node.headSlot(), 'head slot is anvil block number');
+
+  const hash = (n: number): Promise<string> => blockAt(anvil, n).then((b) => b.hash);
+  const slot = 100;
+  const epoch = 3;
+  const dataRoot = '0x' + '11'.repeat(32);
+  type Case = [method: 'GET' | 'POST', path: string, body?: unknown];
+  const cases: Case[] = [
+    ['GET', '/eth/v1/node/version'],
+    ['GET', '/eth/v1/node/syncing'],
+    ['GET', '/eth/v1/node/identity'],
+    ['GET', '/eth/v1/node/peers'],
+    ['GET', '/eth/v1/node/peer_count'],
+    ['GET', '/eth/v1/beacon/genesis'],
+    ['GET', '/eth/v1/beacon/headers'],
+    ['GET', '/eth/v1/beacon/headers/head'],
+    ['GET', '/eth/v2/beacon/blocks/head'],
+    ['GET', '/eth/v1/beacon/blocks/head/root'],
+    ['GET', '/eth/v1/beacon/blocks/head/attestations'],
+    ['GET', '/eth/v2/beacon/blocks/head/attestations'],
+    ['GET', '/eth/v1/beacon/blob_sidecars/head'],
+    ['GET', '/eth/v1/beacon/blobs/head'],
+    ['GET', '/eth/v1/beacon/deposit_snapshot'],
+    ...['root', 'fork', 'finality_checkpoints', 'validators', 'validator_balances', 'committees', 'sync_committees', 'randao'].map(
+      (p): Case => ['GET', `/eth/v1/beacon/states/head/${p}`],
+    ),
+    ['GET', '/eth/v1/beacon/states/head/validators/0'],
+    ['POST', '/eth/v1/beacon/states/head/validators', { ids: ['1', '2'] }],
+    ['POST', '/eth/v1/beacon/states/head/validator_balances', ['1', '2']],
+    ['GET', '/eth/v1/config/spec'],
+    ['GET', '/eth/v1/config/fork_schedule'],
+    ['GET', '/eth/v1/config/deposit_contract'],
+    ['POST', `/eth/v1/validator/duties/attester/${epoch}`, Array.from({ length: 64 }, (_, i) => String(i))],
+    ['GET', `/eth/v1/validator/duties/proposer/${epoch}`],
+    ['POST', `/eth/v1/validator/duties/sync/${epoch}`, Array.from({ length: 64 }, (_, i) => String(i))],
+    ['GET', `/eth/v1/validator/attestation_data?slot=${slot}&committee_index=0`],
+    ['GET', `/eth/v1/validator/aggregate_attestation?attestation_data_root=${dataRoot}&slot=${slot}`],
+    ['GET', `/eth/v2/validator/aggregate_attestation?attestation_data_root=${dataRoot}&slot=${slot}&committee_index=0`],
+    ['GET', `/eth/v1/validator/sync_committee_contribution?slot=${slot}&subcommittee_index=1&beacon_block_root=${latest.hash}`],
+    ['GET', `/eth/v3/validator/blocks/${slot + 1}?randao_reveal=${RANDAO_REVEAL}`],
+    ...['attestations', 'attester_slashings', 'proposer_slashings', 'voluntary_exits', 'sync_committees', 'bls_to_execution_changes'].map(
+      (p): Case => ['GET', `/eth/v1/beacon/pool/${p}`],
+    ),
+    ['GET', '/eth/v2/beacon/pool/attestations'],
+    ['GET', '/eth/v2/beacon/pool/attester_slashings'],
+    ['GET', '/eth/v2/debug/beacon/states/head'],
+    ['GET', '/eth/v2/debug/beacon/heads'],
+    ['GET', '/eth/v1/debug/fork_choice'],
+  ];
+  const versioned = /\/eth\/v2\/beacon\/blocks\/|\/eth\/v2\/.*attestations|blob_sidecars|\/eth\/v2\/debug\/beacon\/states|\/eth\/v3\/|\/eth\/v2\/beacon\/pool\/|\/eth\/v2\/validator\/aggregate/;
+  const answers = new Map<string, Answer>();
+  for (const [method, path, body] of cases) {
+    const a = await call(node, path, { method, body });
+    answers.set(`${method} ${path}`, a);
+    if (a.status !== 200) {
+      t.fail(`${method} ${path}: ${a.status} ${a.text}`);
+      continue;
+    }
+    t.match(a.headers.get('content-type'), /^application\/json/, `${path} is JSON`);
+    const hasData = path === '/eth/v1/debug/fork_choice' ? 'fork_choice_nodes' in a.json : 'data' in a.json;
+    t.ok(hasData, `${path} has its payload wrapper`);
+    if (versioned.test(path)) {
+      t.equal(a.json.version, 'electra', `${path} names its fork`);
+      t.equal(a.headers.get('eth-consensus-version'), 'electra', `${path} has Eth-Consensus-Version`);
+    }
+  }
+  const get = (path: string): Json => answers.get(`GET ${path}`)?.json;
+  const posted = (path: string): Json => answers.get(`POST ${path}`)?.json;
+
+  const health = await call(node, '/eth/v1/node/health');
+  t.same([health.status, health.text], [200, ''], 'health: 200 with an empty body');
+
+  t.equal(get('/eth/v1/beacon/genesis').data.genesis_time, String(Number(genesis.timestamp)), 'genesis_time is block 0 timestamp');
+  const header = get('/eth/v1/beacon/headers/head').data;
+  t.same(
+    [header.root, header.header.message.slot, header.header.message.parent_root, header.header.message.state_root],
+    [latest.hash, '100', latest.parentHash, latest.stateRoot],
+    'head header: root, slot, parent and state root from anvil',
+  );
+  t.same(get('/eth/v1/beacon/headers').data, [header], 'headers without a query is the head header');
+  const block = get('/eth/v2/beacon/blocks/head').data.message;
+  t.same([block.slot, block.body.execution_payload.block_hash, block.body.execution_payload.block_number], ['100', latest.hash, '100']);
+  t.equal(block.proposer_index, header.header.message.proposer_index, 'block and header name one proposer');
+  t.equal(block.body.attestations[0].data.slot, '99', 'the block carries the attestation for the slot before');
+  t.equal(get('/eth/v1/beacon/blocks/head/root').data.root, latest.hash);
+  t.equal(get('/eth/v1/beacon/states/head/root').data.root, latest.stateRoot);
+
+  const fc = get('/eth/v1/beacon/states/head/finality_checkpoints').data;
+  t.same(
+    [fc.finalized, fc.current_justified],
+    [{ epoch: '1', root: await hash(32) }, { epoch: '2', root: await hash(64) }],
+    'finalized is the start of epoch − 2, justified of epoch − 1',
+  );
+  t.equal(get('/eth/v1/beacon/states/head/finality_checkpoints').finalized, false, 'head state is not finalized');
+
+  const validators = get('/eth/v1/beacon/states/head/validators').data;
+  t.equal(validators.length, 64);
+  t.match(validators[5], { index: '5', status: 'active_ongoing', validator: { pubkey: /^0x[0-9a-f]{96}$/, slashed: false } });
+  t.same(validators.map((v: { index: string }) => v.index).slice(0, 3), ['0', '1', '2'], 'validators in index order');
+  t.equal(get('/eth/v1/beacon/states/head/validator_balances').data.length, 64);
+  t.same(validators[0], get('/eth/v1/beacon/states/head/validators/0').data, 'one validator equals its list entry');
+  t.same(
+    (await call(node, '/eth/v1/beacon/states/head/validators', { method: 'POST', body: { ids: ['1', '2'] } })).json.data.map((v: { index: string }) => v.index),
+    ['1', '2'],
+    'POST validators honours ids',
+  );
+  t.same((await call(node, '/eth/v1/beacon/states/head/validator_balances', { method: 'POST', body: ['2', '1'] })).json.data.map((v: { index: string }) => v.index), ['1', '2']);
+  const byQuery = await call(node, `/eth/v1/beacon/states/head/validators?id=1,2&id=${validators[3].validator.pubkey}`);
+  t.same(byQuery.json.data.map((v: { index: string }) => v.index), ['1', '2', '3'], 'validators?id= takes lists, repeats and pubkeys');
+  t.same((await call(node, '/eth/v1/beacon/states/head/validators?status=exited')).json.data, [], 'status filter');
+  t.equal((await call(node, `/eth/v1/beacon/states/head/validators/${validators[7].validator.pubkey}`)).json.data.index, '7', 'validator by pubkey');
+
+  const committees = get('/eth/v1/beacon/states/head/committees').data as Array<{ slot: string; validators: string[] }>;
+  t.equal(committees.length, 32, 'one committee per slot of the epoch');
+  t.same(committees.flatMap((c) => c.validators).map(Number).sort((a, b) => a - b), Array.from({ length: 64 }, (_, i) => i), 'each validator attests once per epoch');
+  const attester = posted(`/eth/v1/validator/duties/attester/${epoch}`);
+  t.equal(attester.data.length, 64);
+  for (const d of attester.data as Array<{ validator_index: string; slot: string; validator_committee_index: string }>) {
+    const c = committees.find((x) => x.slot === d.slot);
+    if (c?.validators[Number(d.validator_committee_index)] !== d.validator_index) t.fail(`attester duty of ${d.validator_index} disagrees with committees`);
+  }
+  t.equal(attester.dependent_root, await hash(63), 'attester dependent root: the block before epoch − 1 starts');
+  const proposer = get(`/eth/v1/validator/duties/proposer/${epoch}`);
+  t.same(proposer.data.map((d: { slot: string }) => d.slot), Array.from({ length: 32 }, (_, i) => String(96 + i)));
+  t.equal(proposer.data[4].validator_index, header.header.message.proposer_index, 'proposer duty for slot 100 names the header proposer');
+  t.equal(proposer.dependent_root, await hash(95));
+  const sync = posted(`/eth/v1/validator/duties/sync/${epoch}`).data as Array<{ validator_sync_committee_indices: string[] }>;
+  t.equal(sync.flatMap((d) => d.validator_sync_committee_indices).length, 32, 'the sync committee has 32 seats');
+  t.equal(get('/eth/v1/beacon/states/head/sync_committees').data.validators.length, 32);
+  t.match(get('/eth/v1/beacon/states/head/randao').data.randao, /^0x[0-9a-f]{64}$/);
+
+  const spec = get('/eth/v1/config/spec').data;
+  t.match(spec, { SLOTS_PER_EPOCH: '32', SECONDS_PER_SLOT: /^\d+$/, DEPOSIT_CHAIN_ID: '31337', ELECTRA_FORK_EPOCH: '0' });
+  const schedule = get('/eth/v1/config/fork_schedule').data;
+  t.equal(schedule[schedule.length - 1].current_version, get('/eth/v1/beacon/states/head/fork').data.current_version);
+  t.same(get('/eth/v1/config/deposit_contract').data.chain_id, '31337');
+  t.match(get('/eth/v1/node/syncing').data, { head_slot: '100', is_syncing: false, el_offline: false });
+  t.same(get('/eth/v2/debug/beacon/heads').data, [{ root: latest.hash, slot: '100', execution_optimistic: false }]);
+  t.equal(get('/eth/v1/debug/fork_choice').fork_choice_nodes.length, 100 - 32 + 1, 'fork choice from the finalized slot to the head');
+  t.equal(get('/eth/v2/debug/beacon/states/head').data.slot, '100');
+  t.equal(get('/eth/v2/debug/beacon/states/head').data.latest_execution_payload_header.block_hash, latest.hash);
+  t.match(get('/eth/v1/validator/attestation_data?slot=100&committee_index=0').data, { slot: '100', beacon_block_root: latest.hash, target: { epoch: '3', root: await hash(96) } });
+  const produced = answers.get(`GET /eth/v3/validator/blocks/${slot + 1}?randao_reveal=${RANDAO_REVEAL}`)!;
+  t.match(produced.json, { execution_payload_blinded: false, data: { block: { slot: '101', parent_root: latest.hash, body: { randao_reveal: RANDAO_REVEAL } } } });
+  t.equal(produced.headers.get('eth-execution-payload-blinded'), 'false');
+
+  for (const [path, body] of [
+    ['/eth/v1/beacon/pool/attestations', [{ data: { slot: '99' }, aggregation_bits: '0x03', signature: '0x00' }]],
+    ['/eth/v1/beacon/pool/attester_slashings', { attestation_1: {}, attestation_2: {} }],
+    ['/eth/v1/beacon/pool/proposer_slashings', { signed_header_1: {}, signed_header_2: {} }],
+    ['/eth/v1/beacon/pool/voluntary_exits', { message: { epoch: '1', validator_index: '3' }, signature: '0x00' }],
+    ['/eth/v1/beacon/pool/sync_committees', [{ slot: '99', validator_index: '1' }]],
+    ['/eth/v1/beacon/pool/bls_to_execution_changes', [{ message: { validator_index: '1' } }]],
+    ['/eth/v2/beacon/pool/attestations', [{ data: { slot: '99' }, committee_bits: '0x01' }]],
+    ['/eth/v2/beacon/pool/attester_slashings', { attestation_1: {}, attestation_2: {} }],
+  ] as const) {
+    const posted = await call(node, path, { body });
+    t.same([posted.status, posted.text], [200, ''], `POST ${path}: 200, empty body`);
+    const listed = (await call(node, path)).json.data;
+    t.same(listed[listed.length - 1], Array.isArray(body) ? body[body.length - 1] : body, `GET ${path} shows what was posted`);
+  }
+  t.equal((await call(node, '/eth/v1/beacon/pool/attestations?slot=98')).json.data.length, 0, 'pool attestations filter by slot');
+  t.equal((await call(node, '/eth/v1/beacon/pool/voluntary_exits', { body: [] })).status, 400, 'an exit is one object, not a list');
+});
+
+t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
+  const { anvil, node } = await devnet(t);
+  await rpc(anvil, 'anvil_mine', ['0x28']);
+  // A transfer gives the next block a state root of its own.
+  await rpc(anvil, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
+  await rpc(anvil, 'anvil_mine', ['0x1b']);
+  await until('head slot 68', () => node.headSlot() === 68);
+  const b7 = await blockAt(anvil, 7);
+  const b41 = await blockAt(anvil, 41);
+  const g = await blockAt(anvil, 0);
+
+  const slotOfHeader = async (id: string) => (await call(node, `/eth/v1/beacon/headers/${id}`)).json?.data?.header?.message?.slot;
+  t.equal(await slotOfHeader('head'), '68');
+  t.equal(await slotOfHeader('genesis'), '0');
+  t.equal(await slotOfHeader('finalized'), '0', 'finalized at epoch 2 is the start of epoch 0');
+  t.equal(await slotOfHeader('7'), '7');
+  t.equal(await slotOfHeader(b7.hash), '7', 'block root');
+  t.equal(await slotOfHeader(b7.hash.toUpperCase().replace('0X', '0x')), '7', 'block roots in any case');
+  t.equal((await call(node, `/eth/v1/beacon/blocks/genesis/root`)).json.data.root, g.hash);
+
+  const stateEpoch = async (id: string) => (await call(node, `/eth/v1/beacon/states/${id}/committees`)).json?.data?.[0]?.slot;
+  t.equal(await stateEpoch('head'), '64', 'head state is in epoch 2');
+  t.equal(await stateEpoch('justified'), '32', 'justified state is the start of epoch 1');
+  t.equal(await stateEpoch('finalized'), '0');
+  t.equal(await stateEpoch('genesis'), '0');
+  t.equal(await stateEpoch('40'), '32');
+  t.equal((await call(node, `/eth/v1/beacon/states/${b41.stateRoot}/root`)).json.data.root, b41.stateRoot, 'state root');
+  t.equal((await call(node, `/eth/v2/debug/beacon/states/${b41.stateRoot}`)).json.data.slot, '41', 'a state root names its slot');
+  const txs = (await call(node, '/eth/v2/beacon/blocks/41')).json.data.message.body.execution_payload.transactions;
+  t.match(txs, [/^0x02[0-9a-f]+$/], 'the execution payload carries the raw signed transfer');
+
+  const errors: Array<[string, number, { method?: string; body?: unknown }?]> = [
+    ['/eth/v1/beacon/headers/69', 404],
+    ['/eth/v1/beacon/headers/99999999999999999999', 404],
+    ['/eth/v1/beacon/headers/0x' + '11'.repeat(32), 404],
+    ['/eth/v1/beacon/states/0x' + '11'.repeat(32) + '/root', 404],
+    ['/eth/v1/beacon/states/69/root', 404],
+    ['/eth/v1/beacon/headers/justified', 400],
+    ['/eth/v1/beacon/headers/current', 400],
+    ['/eth/v1/beacon/blocks/0x1234/root', 400],
+    ['/eth/v1/beacon/states/-1/root', 400],
+    ['/eth/v1/beacon/states/head/validators/0x1234', 400],
+    ['/eth/v1/beacon/states/head/validators/64', 404],
+    ['/eth/v1/beacon/states/head/validators?status=sleeping', 400],
+    ['/eth/v1/beacon/states/head/committees?epoch=9', 400],
+    ['/eth/v1/validator/duties/proposer/9', 400],
+    ['/eth/v1/validator/attestation_data?committee_index=0', 400],
+    ['/eth/v3/validator/blocks/69', 400],
+    ['/eth/v3/validator/blocks/0?randao_reveal=' + RANDAO_REVEAL, 400],
+    ['/eth/v1/events', 400],
+    ['/eth/v1/events?topics=head,bogus', 400],
+    ['/eth/v1/nope', 404],
+    ['/eth/v1/beacon/states/head', 404],
+    ['/eth/v1/validator/duties/attester/1', 405],
+    ['/eth/v1/beacon/genesis', 405, { method: 'POST', body: {} }],
+    ['/eth/v1/beacon/headers', 405, { method: 'DELETE' }],
+    ['/eth/v1/beacon/states/head/validator_balances', 400, { method: 'POST', body: '{"not json' }],
+    ['/eth/v1/validator/duties/attester/1', 400, { method: 'POST', body: { not: 'a list' } }],
+  ];
+  for (const [path, status, init] of errors) {
+    const a = await call(node, path, init);
+    t.same(
+      [a.status, a.json?.code, typeof a.json?.message],
+      [status, status, 'string'],
+      `${init?.method ?? 'GET'} ${path} → ${status} {code, message}`,
+    );
+  }
+  t.equal((await call(node, '/eth/v1/validator/duties/attester/1')).headers.get('allow'), 'POST', '405 names the allowed method');
+});
+
+t.test('SSZ blocks and states', async (t) => {
+  const { anvil, node } = await devnet(t);
+  await rpc(anvil, 'anvil_mine', ['0x5']);
+  await until('head slot 5', () => node.headSlot() === 5);
+  const latest = await blockAt(anvil, 'latest');
+  const ssz = { accept: 'application/octet-stream' };
+
+  const block = await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: ssz });
+  t.equal(block.headers.get('content-type'), 'application/octet-stream');
+  t.equal(block.headers.get('eth-consensus-version'), 'electra');
+  const bytes = Buffer.from(await block.arrayBuffer());
+  const json = (await call(node, '/eth/v2/beacon/blocks/head')).json.data;
+  // SignedBeaconBlock: a 4-byte offset to the message, the 96-byte signature, then the message.
+  t.equal(bytes.readUInt32LE(0), 100, 'message offset');
+  t.equal(bytes.subarray(4, 100).toString('hex'), json.signature.slice(2), 'signature');
+  t.equal(bytes.readBigUInt64LE(100), 5n, 'slot');
+  t.equal(bytes.readBigUInt64LE(108), BigInt(json.message.proposer_index), 'proposer index');
+  t.equal('0x' + bytes.subarray(116, 148).toString('hex'), latest.parentHash, 'parent root');
+  t.equal('0x' + bytes.subarray(148, 180).toString('hex'), latest.stateRoot, 'state root');
+  const again = Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/5`, { headers: ssz })).arrayBuffer());
+  t.ok(again.equals(bytes), 'the same block gives the same bytes');
+  const preferJson = await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: { accept: 'application/octet-stream;q=0.5, application/json' } });
+  t.match(preferJson.headers.get('content-type'), /^application\/json/, 'JSON when Accept prefers it');
+  await preferJson.arrayBuffer();
+
+  const state = await fetch(`${node.url}/eth/v2/debug/beacon/states/head`, { headers: ssz });
+  t.equal(state.headers.get('content-type'), 'application/octet-stream');
+  t.equal(state.headers.get('eth-consensus-version'), 'electra');
+  const s = Buffer.from(await state.arrayBuffer());
+  const g = await blockAt(anvil, 0);
+  t.equal(s.readBigUInt64LE(0), BigInt(g.timestamp), 'genesis_time');
+  t.equal(s.readBigUInt64LE(40), 5n, 'slot');
+  // 64 validators of 121 bytes each sit somewhere in the variable part.
+  t.ok(s.length > 64 * 121, `state is ${s.length} bytes`);
+});
+
+t.test('events: block and head per slot in order, finality as epochs pass, reorgs, and stop', async (t) => {
+  const { anvil, node } = await devnet(t, 4);
+  const start = node.headSlot();
+  const commaForm = await openEvents(t, node, 'topics=head,block');
+  const repeatedForm = await openEvents(t, node, 'topics=head&topics=block');
+  const finality = await openEvents(t, node, 'topics=finalized_checkpoint,attestation,chain_reorg');
+
+  for (let i = 0; i < 18; i++) await rpc(anvil, 'evm_mine');
+  await until('18 head events', () => commaForm.events.filter((e) => e.event === 'head').length >= 18 && repeatedForm.events.length >= 36);
+
+  const expected: Array<{ event: string; slot: string; block: string }> = [];
+  for (let n = start + 1; n <= start + 18; n++) {
+    const b = await blockAt(anvil, n);
+    expected.push({ event: 'block', slot: String(n), block: b.hash }, { event: 'head', slot: String(n), block: b.hash });
+  }
+  for (const [name, stream] of [['comma', commaForm], ['repeated', repeatedForm]] as const) {
+    t.same(
+      stream.events.map((e) => ({ event: e.event, slot: e.data.slot, block: e.data.block })),
+      expected,
+      `${name} topics form: block then head for every mined slot, in order`,
+    );
+  }
+  const head8 = commaForm.events.find((e) => e.event === 'head' && e.data.slot === '8')!.data;
+  const b8 = await blockAt(anvil, 8);
+  t.same(head8, {
+    slot: '8',
+    block: b8.hash,
+    state: b8.stateRoot,
+    epoch_transition: true,
+    previous_duty_dependent_root: (await blockAt(anvil, 3)).hash,
+    current_duty_dependent_root: (await blockAt(anvil, 7)).hash,
+    execution_optimistic: false,
+  });
+  t.equal(commaForm.events.find((e) => e.event === 'head' && e.data.slot === '9')?.data.epoch_transition, false);
+
+  await until('finalized epoch 2', () => finality.events.length >= 2);
+  t.same(
+    finality.events.map((e) => [e.event, e.data.epoch, e.data.block, e.data.state]),
+    [
+      ['finalized_checkpoint', '1', (await blockAt(anvil, 4)).hash, (await blockAt(anvil, 4)).stateRoot],
+      ['finalized_checkpoint', '2', (await blockAt(anvil, 8)).hash, (await blockAt(anvil, 8)).stateRoot],
+    ],
+    'finalized_checkpoint at slots 12 and 16; attestation stays silent',
+  );
+
+  const snapshot = await rpc<string>(anvil, 'evm_snapshot');
+  await rpc(anvil, 'anvil_mine', ['0x2']);
+  await until('head 20', () => node.headSlot() === 20);
+  const oldHead = await blockAt(anvil, 'latest');
+  await rpc(anvil, 'evm_revert', [snapshot]);
+  await rpc(anvil, 'evm_setNextBlockTimestamp', [Number(oldHead.timestamp) + 100]);
+  await rpc(anvil, 'anvil_mine', ['0x3']);
+  const newHead = await blockAt(anvil, 'latest');
+  await until('reorg seen', () => finality.events.some((e) => e.event === 'chain_reorg'));
+  await until('new head followed', async () => (await call(node, '/eth/v1/beacon/headers/head')).json.data.root === newHead.hash);
+  // The poll may land between evm_revert and the mining after it: then the reorg's new head is slot 18.
+  const reorg = finality.events.find((e) => e.event === 'chain_reorg')?.data;
+  t.match(reorg, { depth: '2', old_head_block: oldHead.hash, execution_optimistic: false });
+  const b18 = await blockAt(anvil, 18);
+  t.ok(
+    (reorg?.slot === '21' && reorg.new_head_block === newHead.hash) || (reorg?.slot === '18' && reorg.new_head_block === b18.hash),
+    `reorg names the new head (${String(reorg?.slot)})`,
+  );
+  t.equal((await call(node, '/eth/v1/beacon/headers/19')).json.data.root, (await blockAt(anvil, 19)).hash, 'reorged slots answer the new chain');
+
+  await node.stop();
+  await Promise.all([commaForm.ended, repeatedForm.ended, finality.ended]);
+  t.pass('stop() ends open event streams');
+  await t.rejects(fetch(`${node.url}/eth/v1/node/health`), 'and closes the server');
+});
+
+t.test('health is 503 while anvil is unreachable', async (t) => {
+  const { anvil, node } = await devnet(t);
+  t.equal((await call(node, '/eth/v1/node/health')).status, 200);
+  await anvil.stop();
+  await until('health 503', async () => (await call(node, '/eth/v1/node/health')).status === 503);
+  t.equal((await call(node, '/eth/v1/node/syncing')).json.data.el_offline, true);
+  t.equal((await call(node, '/eth/v1/beacon/headers/head')).status, 200, 'cached slots are still served');
+});
+
+t.test('an idle stream gets a comment line every 10 s', async (t) => {
+  const { node } = await devnet(t);
+  const idle = await openEvents(t, node, 'topics=voluntary_exit');
+  const opened = Date.now();
+  await until('a keep-alive comment', () => /(^|\n):[^\n]*\n/.test(idle.raw), 12_000);
+  const waited = Date.now() - opened;
+  t.ok(waited > 9_000 && waited < 11_500, `the comment came 10 s after opening (${waited} ms)`);
+  t.same(idle.events, [], 'a silent topic sends no events');
+});
