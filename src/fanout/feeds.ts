@@ -4,8 +4,7 @@
  * time; when its WebSocket drops the feeds reconnect with backoff, to the next healthy node, and
  * each feed makes up for what it missed from that node's HTTP before live notifications resume.
  */
-import { openWsLink, realTimers, type Timers, WsLinkError } from '../upstreams/ws-link.js';
-import type { WsLink } from '../upstreams/ws-link.js';
+import { openWsLink, realTimers, type Timers, type WsLink, WsLinkError } from '../upstreams/ws-link.js';
 import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';

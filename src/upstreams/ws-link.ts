@@ -103,14 +103,20 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
   let awaitingPong = false;
   let pingTimer: unknown = null;
 
-  const ws = new WebSocket(opts.url, {
-    headers: opts.headers ?? {},
-    // Compression costs CPU on both ends for small messages and hides the frames from a relay that counts them.
-    perMessageDeflate: false,
-    handshakeTimeout: opts.connectTimeoutMs ?? 10_000,
-    followRedirects: false,
-    ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
-  });
+  let ws: WebSocket;
+  try {
+    ws = new WebSocket(opts.url, {
+      headers: opts.headers ?? {},
+      // Compression costs CPU on both ends for small messages and hides the frames from a relay that counts them.
+      perMessageDeflate: false,
+      handshakeTimeout: opts.connectTimeoutMs ?? 10_000,
+      followRedirects: false,
+      ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+    });
+  } catch {
+    // ws's message would quote the URL, credentials included.
+    return deadLink(opts.label, 'not a usable ws(s) URL');
+  }
 
   let resolveOpened!: () => void;
   let rejectOpened!: (err: WsLinkError) => void;
@@ -304,5 +310,24 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
       force.unref();
       ws.once('close', () => clearTimeout(force));
     },
+  };
+}
+
+/** A link that could not even be attempted: closed from the start, it reports why on the next tick. */
+function deadLink(label: string, reason: string): WsLink {
+  const error = (): WsLinkError => new WsLinkError('closed', `${label}: ${reason}`);
+  const opened = Promise.reject(error());
+  opened.catch(() => {});
+  return {
+    label,
+    opened,
+    closed: true,
+    call: () => Promise.reject(error()),
+    subscribe: () => Promise.reject(error()),
+    unsubscribe: () => Promise.reject(error()),
+    onClose(fn) {
+      queueMicrotask(() => fn(reason));
+    },
+    close() {},
   };
 }
