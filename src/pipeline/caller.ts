@@ -41,3 +41,12 @@ export function resolveCaller(
   return { chain, caller: { auth, plan, limitKey: `ep:${auth.endpointId}`, rps: plan.rps, maxBatch: config.server.max_batch } };
 }
 
+
+/**
+ * The chain a key on an unnamed path serves: its endpoint's network, or undefined for an unknown key
+ * (the handler then answers 401). The lookup goes through the key cache, so the handler's own is free.
+ */
+export function chainOfKey(ctx: GatewayContext, key: string): ChainRuntime | undefined {
+  const auth = ctx.tenancy.directory.endpointByKey(key);
+  return auth === null ? undefined : ctx.chains.get(auth.network);
+}

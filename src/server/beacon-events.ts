@@ -21,6 +21,9 @@ export interface BeaconEvents {
   stats(): { clients: number; topics: number; slowClients: number };
 }
 
+/** The first bytes of every stream: an SSE comment, so never an event and never charged. */
+const STREAM_OPEN = ':\n\n';
+
 interface StreamClient extends SseClient {
   readonly endpointId: string | null;
 }
@@ -115,8 +118,11 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
       res.cork(() => {
         writeHead(res, 200, x.meta, null);
         for (const [k, v] of SSE_RESPONSE_HEADERS) res.writeHeader(k, v);
-        // Headers go out now, so the client knows the stream is open before the first event.
-        res.write('');
+        // The head goes out now, so the client knows the stream is open before the first event. uWS ends
+        // the head (its own headers and the blank line) only with the first body bytes, so an empty write
+        // would hold it back until the first event or heartbeat: the first bytes are a comment, which
+        // clients ignore.
+        res.write(STREAM_OPEN);
       });
       counts.open(countKey);
       clients.add(client);

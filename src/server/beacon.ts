@@ -51,6 +51,7 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
   const t = x.ctx.tenancy;
   const upstream = x.chain.pickUpstream();
   let out: StreamOut | null = null;
+  let headSent = false;
   let status = 0;
   let bytes = 0;
   const settle = (ok: boolean): void => {
@@ -61,11 +62,15 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
     onHead(s, headers, contentLength) {
       status = s;
       if (x.aborted) return;
+      headSent = true;
       x.res.cork(() => {
         writeHead(x.res, s, x.meta, null);
         for (const [k, v] of headers) if (FORWARDED_RESPONSE_HEADERS.has(k)) x.res.writeHeader(k, v);
+        // An empty body (node/health's 200, 206 or 503) is complete with its head: a stream of zero declared
+        // bytes never sees the write that would end it, and its end() would cut the connection instead.
+        if (contentLength === 0) x.res.end();
       });
-      out = createStreamOut(x.res, contentLength, () => x.aborted, () => handle.resume());
+      if (contentLength !== 0) out = createStreamOut(x.res, contentLength, () => x.aborted, () => handle.resume());
     },
     onData(chunk) {
       bytes += chunk.length;
@@ -81,6 +86,8 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
       settle(false);
       if (out !== null) {
         out.cut();
+        finish(x);
+      } else if (headSent) {
         finish(x);
       } else {
         replyBeaconError(x, 'upstream_error');

@@ -54,15 +54,26 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
   const rest = keyEnd < 0 ? '' : path.slice(keyEnd);
   if (segment === '') return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
   const key = segment === 'public' ? null : segment;
-  if (chain.kind === 'evm' && rest !== '' && rest !== '/') {
-    return { kind: 'error', code: 'not_found', message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>` };
-  }
+  const named = byHost !== undefined || byPath !== undefined;
   if (method === 'options') return { kind: 'preflight' };
+  // A key on an unnamed path serves its endpoint's network: its kind is known only once the key is looked up.
+  if (key === null || named) {
+    const refusal = kindRefusal(chain, method, rest, url);
+    if (refusal !== null) return refusal;
+  }
+  return { kind: 'rpc', chain, named, key, rest };
+}
+
+/** What a chain of this kind refuses: a Beacon path on an evm chain, a WebSocket to a beacon chain, another verb than POST for JSON-RPC. */
+export function kindRefusal(chain: ChainConfig, method: string, rest: string, url: string): Extract<Route, { kind: 'error' }> | null {
+  if (chain.kind === 'evm' && rest !== '' && rest !== '/') {
+    return { kind: 'error', code: 'not_found', message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>, not the Beacon API` };
+  }
   if (method === 'upgrade' && chain.kind === 'beacon') {
     return { kind: 'error', code: 'not_found', message: `Chain '${chain.slug}' is a beacon chain: it has no WebSocket transport (events are served at /eth/v1/events)` };
   }
   if (chain.kind === 'evm' && method !== 'post' && method !== 'upgrade') {
     return { kind: 'error', code: 'method_not_allowed', message: 'JSON-RPC is served by POST', allow: 'POST, OPTIONS' };
   }
-  return { kind: 'rpc', chain, named: byHost !== undefined || byPath !== undefined, key, rest };
+  return null;
 }

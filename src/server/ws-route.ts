@@ -2,7 +2,8 @@ import { createSubscriptionHub, type SubscriptionHub } from '../fanout/subscript
 import type { ChainRuntime } from '../upstreams/chain.js';
 import type { GatewayContext } from './context.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
-import { resolveRoute, type RouteTable } from './routes.js';
+import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
+import { chainOfKey } from '../pipeline/caller.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import { createConnectionCounts, handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
 
@@ -63,7 +64,16 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
         else sendRouteError(res, meta, 'not_found', 'WebSocket is served on /v1/rpc/<key>');
         return;
       }
-      upgradeWs(ctx, server, counts, res, req, context, ctx.chains.get(route.chain.slug)!, route.key, route.named, meta);
+      let chain = ctx.chains.get(route.chain.slug)!;
+      if (route.key !== null && !route.named) {
+        chain = chainOfKey(ctx, route.key) ?? chain;
+        const refusal = kindRefusal(chain.config, 'upgrade', route.rest, req.getUrl());
+        if (refusal !== null) {
+          sendRouteError(res, meta, refusal.code, refusal.message, refusal.allow);
+          return;
+        }
+      }
+      upgradeWs(ctx, server, counts, res, req, context, chain, route.key, route.named, meta);
     },
     open(ws) {
       const conn = ws.getUserData().conn;

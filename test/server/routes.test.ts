@@ -29,6 +29,11 @@ const cases: Array<[string, string, string, string]> = [
   ['put', '/v1/rpc/public', '', 'error method_not_allowed'],
   ['options', '/v1/rpc/public', '', 'preflight'],
   ['get', '/mainnet-beacon/v1/rpc/public/eth/v1/node/version', '', 'rpc mainnet-beacon public rest=/eth/v1/node/version'],
+  // A key on an unnamed path: its endpoint's network (known after the lookup) decides what is served.
+  ['get', '/v1/rpc/KEY123/eth/v1/node/version', '', 'rpc mainnet key=KEY123 rest=/eth/v1/node/version'],
+  ['get', '/mainnet/v1/rpc/KEY123/eth/v1/node/version', '', 'error not_found'],
+  ['upgrade', '/v1/rpc/public', '', 'rpc mainnet public'],
+  ['upgrade', '/mainnet-beacon/v1/rpc/public', '', 'error not_found'],
 ];
 
 for (const [method, url, host, expected] of cases) {

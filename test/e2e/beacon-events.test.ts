@@ -1,0 +1,242 @@
+/**
+ * The Beacon event stream through the gateway. Against a counting fake node: 200 clients over mixed
+ * topics share exactly one upstream stream per topic, each receives exactly its topics in upstream
+ * order, a dropped upstream stream is reopened while clients stay connected, and the last listener of
+ * a topic leaving closes its upstream stream; a keyed stream pays 10 RU at open and 1 per event.
+ * Against the devnet's beacon node after a real anvil: blocks mined with evm_mine arrive as head and
+ * block events, exactly as a client of the node itself receives them.
+ */
+import t, { type Test } from 'tap';
+import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+import { createOwnerAdmin } from '../../src/tenancy/owners.js';
+import { type EventStream, openEventStream } from '../support/event-stream.js';
+import { type FakeBeacon, fakeBeacon, until } from '../support/fake-beacon.js';
+import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
+import { rpc } from '../support/rpc.js';
+
+const EVENTS_PATH = '/eth/v1/events';
+
+function endpointFor(g: TestGateway, network: string, ru: number): { ownerId: number; key: string } {
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
+  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, network, 'events', 10);
+  if (!('apiKey' in made)) throw new Error(made.error);
+  return { ownerId: owner.id, key: made.apiKey };
+}
+
+/** The event streams the gateway asked of the node, one topic each. */
+const upstreamStreams = (node: FakeBeacon): string[] => node.requests.filter((r) => r.target.startsWith(EVENTS_PATH)).map((r) => r.target);
+
+/** The numbers of one topic's events a client received, in arrival order. */
+function numbersOf(stream: EventStream, topic: string): number[] {
+  return stream.events.filter((e) => e.event === topic).map((e) => (JSON.parse(e.data) as { n: number }).n);
+}
+
+const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+function assertBeaconError(t: Test, s: EventStream, status: number, message: RegExp, what: string): void {
+  t.equal(s.status, status, `${what}: ${status}`);
+  const body = JSON.parse(s.text()) as Record<string, unknown>;
+  t.same(Object.keys(body).sort(), ['code', 'message'], `${what}: Beacon error shape`);
+  t.equal(body.code, status, `${what}: code equals the status`);
+  t.match(body.message, message, `${what}: message`);
+}
+
+async function fakeChain(t: Test, extra: Record<string, unknown> = {}): Promise<{ node: FakeBeacon; g: TestGateway }> {
+  const node = await fakeBeacon(t);
+  const g = await gatewayFor(t, {
+    chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
+    sse: { max_connections_per_ip: 1000 },
+    ...extra,
+  });
+  return { node, g };
+}
+
+t.test('200 clients over mixed topics: one upstream stream per topic, each client its topics in order, drop and recovery, last leaver closes', async (t) => {
+  const { node, g } = await fakeChain(t);
+  const base = `${g.base}/v1/rpc/public${EVENTS_PATH}`;
+  // Query forms, the topics each asks for, and how many clients use it: 200 in all.
+  const groups: Array<{ query: string; topics: string[]; count: number }> = [
+    { query: 'topics=head', topics: ['head'], count: 50 },
+    { query: 'topics=block', topics: ['block'], count: 40 },
+    { query: 'topics=head,block', topics: ['head', 'block'], count: 40 },
+    { query: 'topics=head&topics=block', topics: ['head', 'block'], count: 40 },
+    { query: 'topics=finalized_checkpoint,head', topics: ['finalized_checkpoint', 'head'], count: 30 },
+  ];
+  const clients: Array<{ stream: EventStream; topics: string[]; group: number }> = [];
+  for (const [group, { query, topics, count }] of groups.entries()) {
+    const opened = await Promise.all(Array.from({ length: count }, () => openEventStream(`${base}?${query}`)));
+    for (const stream of opened) clients.push({ stream, topics, group });
+  }
+  t.teardown(() => clients.forEach((c) => c.stream.close()));
+  t.equal(clients.length, 200);
+  t.ok(clients.every((c) => c.stream.status === 200 && c.stream.headers['content-type'] === 'text/event-stream'), 'all 200 streams open as text/event-stream');
+
+  const topics = ['head', 'block', 'finalized_checkpoint'];
+  await until('one upstream stream per topic', () => topics.every((tp) => node.streamsOpen(tp) === 1));
+  t.same(upstreamStreams(node).sort(), topics.map((tp) => `${EVENTS_PATH}?topics=${tp}`).sort(), 'the node was asked for exactly one stream per topic, one topic each');
+
+  // Interleaved across topics; within a topic the node's order is 1, 2, 3, ...
+  node.emit('head', 2);
+  node.emit('block', 3);
+  node.emit('finalized_checkpoint', 1);
+  node.emit('head', 3);
+  node.emit('block', 2);
+  node.emit('finalized_checkpoint', 2);
+  const expected = { head: 5, block: 5, finalized_checkpoint: 3 } as Record<string, number>;
+  const total = (ts: string[]): number => ts.reduce((s, tp) => s + expected[tp]!, 0);
+  await until('every client has its events', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
+  let exact = 0;
+  for (const c of clients) {
+    const names = new Set(c.stream.events.map((e) => e.event));
+    const own = [...names].every((n) => c.topics.includes(n));
+    const inOrder = c.topics.every((tp) => JSON.stringify(numbersOf(c.stream, tp)) === JSON.stringify(range(1, expected[tp]!)));
+    const labelled = c.stream.events.every((e) => (JSON.parse(e.data) as { topic: string }).topic === e.event);
+    if (own && inOrder && labelled && c.stream.events.length === total(c.topics)) exact++;
+    else t.fail(`client of ${groups[c.group]!.query}: ${JSON.stringify(c.stream.events.slice(0, 20))}`);
+  }
+  t.equal(exact, 200, 'each of the 200 clients received exactly its topics, each 1..n in upstream order');
+
+  // The node drops the head stream: the gateway opens it again; no client is dropped, none reconnects.
+  const headClients = clients.filter((c) => c.topics.includes('head'));
+  node.drop('head');
+  await until('the head stream reopened', () => node.streamsOpened('head') === 2 && node.streamsOpen('head') === 1, 5000);
+  t.equal(node.streamsOpened('block'), 1, 'the block stream was not touched');
+  t.equal(node.streamsOpened('finalized_checkpoint'), 1);
+  t.ok(clients.every((c) => !c.stream.ended()), 'no client stream ended');
+  node.emit('head', 4);
+  node.emit('block', 1);
+  expected.head = 9;
+  expected.block = 6;
+  await until('events after the reconnection', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
+  const continued = headClients.filter((c) => JSON.stringify(numbersOf(c.stream, 'head')) === JSON.stringify(range(1, 9))).length;
+  t.equal(continued, headClients.length, `all ${headClients.length} head clients got 1..5 then 6..9 on the stream they opened`);
+  t.ok(clients.every((c) => c.stream.events.length === total(c.topics)), 'no duplicates, nothing foreign');
+  t.equal(upstreamStreams(node).length, 4, 'four upstream streams in all: three, and head once more');
+
+  // The last listeners of finalized_checkpoint leave: its upstream stream closes, head's stays.
+  for (const c of clients.filter((c) => c.group === 4)) c.stream.close();
+  await until('the finalized_checkpoint stream closed', () => node.streamsOpen('finalized_checkpoint') === 0, 5000);
+  t.equal(node.streamsOpen('head'), 1, 'head still has listeners and its stream');
+  t.equal(node.streamsOpen('block'), 1);
+  // block's listeners are groups 1, 2 and 3: all but the last one leaving keeps the stream.
+  const blockClients = clients.filter((c) => c.topics.includes('block'));
+  for (const c of blockClients.slice(1)) c.stream.close();
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(node.streamsOpen('block'), 1, 'one block listener left: its stream stays');
+  node.emit('block', 1);
+  await until('the last block listener gets block 7', () => numbersOf(blockClients[0]!.stream, 'block').includes(7));
+  blockClients[0]!.stream.close();
+  await until('the block stream closed', () => node.streamsOpen('block') === 0, 5000);
+  for (const c of clients) c.stream.close();
+  await until('every upstream stream closed', () => topics.every((tp) => node.streamsOpen(tp) === 0), 5000);
+  t.equal(upstreamStreams(node).length, 4, 'no stream was opened for leaving clients');
+});
+
+t.test('topics: unknown or missing → 400 in the Beacon shape, no upstream stream', async (t) => {
+  const { node, g } = await fakeChain(t);
+  const base = `${g.base}/v1/rpc/public${EVENTS_PATH}`;
+  for (const [query, message] of [
+    ['topics=bogus', /Invalid topic 'bogus'/],
+    ['topics=head,bogus', /Invalid topic 'bogus'/],
+    ['topics=head&topics=Head', /Invalid topic 'Head'/],
+    ['topics=', /topics is required/],
+    ['', /topics is required/],
+    ['topic=head', /topics is required/],
+  ] as const) {
+    const s = await openEventStream(`${base}${query === '' ? '' : `?${query}`}`);
+    await until(`the answer to ?${query} ends`, () => s.ended());
+    assertBeaconError(t, s, 400, message, `?${query}`);
+  }
+  await new Promise((r) => setTimeout(r, 100));
+  t.same(upstreamStreams(node), [], 'no stream was opened upstream');
+});
+
+t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner out of RU has it ended', async (t) => {
+  const { node, g } = await fakeChain(t, { sse: { max_connections_per_ip: 1000, heartbeat_s: 1 } });
+  const ledger = g.gateway.context.tenancy.ledger;
+  const owner = endpointFor(g, 'devnet-beacon', 1000);
+  const s = await openEventStream(`${g.base}/v1/rpc/${owner.key}${EVENTS_PATH}?topics=head,block`);
+  t.equal(s.status, 200);
+  t.equal(ledger.available(owner.ownerId), 990, '10 RU at open');
+  await until('both upstream streams', () => node.streamsOpen('head') === 1 && node.streamsOpen('block') === 1);
+  node.emit('head', 3);
+  node.emit('block', 4);
+  await until('7 events', () => s.events.length === 7);
+  t.equal(ledger.available(owner.ownerId), 983, '1 RU per delivered event');
+  const comments = s.comments;
+  await until('a heartbeat comment (sse.heartbeat_s 1)', () => s.comments > comments, 3000);
+  t.equal(ledger.available(owner.ownerId), 983, 'heartbeat comments cost nothing');
+  node.emit('finalized_checkpoint', 5);
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(ledger.available(owner.ownerId), 983, 'events of topics it did not ask for cost nothing');
+  ledger.flush();
+  t.equal(ledger.available(owner.ownerId), 983, 'the flushed balance agrees');
+
+  const poor = endpointFor(g, 'devnet-beacon', 9);
+  const refused = await openEventStream(`${g.base}/v1/rpc/${poor.key}${EVENTS_PATH}?topics=head`);
+  await until('the 402 ends', () => refused.ended());
+  assertBeaconError(t, refused, 402, /Insufficient RU balance/, '9 RU for a 10 RU stream');
+  t.equal(ledger.available(poor.ownerId), 9, 'the refusal cost nothing');
+
+  const short = endpointFor(g, 'devnet-beacon', 12);
+  const s2 = await openEventStream(`${g.base}/v1/rpc/${short.key}${EVENTS_PATH}?topics=head`);
+  t.equal(s2.status, 200);
+  node.emit('head', 5);
+  await until('the stream out of RU ends', () => s2.ended());
+  t.equal(numbersOf(s2, 'head').length, 2, 'two events paid for with the 2 RU left, then the stream ended');
+  t.equal(ledger.available(short.ownerId), 0);
+  t.ok(!s.ended(), 'the other owner\'s stream goes on');
+
+  const unknown = await openEventStream(`${g.base}/v1/rpc/${'z'.repeat(32)}${EVENTS_PATH}?topics=head`);
+  await until('the 401 ends', () => unknown.ended());
+  assertBeaconError(t, unknown, 401, /Missing or invalid API key/, 'unknown key');
+});
+
+t.test('the devnet beacon node: evm_mine produces head and block events through the gateway, as the node sends them', async (t) => {
+  const anvil = await anvilFor(t);
+  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
+  t.teardown(() => node.stop());
+  const g = await gatewayFor(t, {
+    server: { default_chain: 'devnet' },
+    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
+  });
+  const viaGateway = await openEventStream(`${g.base}/devnet-beacon/v1/rpc/public${EVENTS_PATH}?topics=head&topics=block`);
+  const direct = await openEventStream(`${node.url}${EVENTS_PATH}?topics=head,block`);
+  t.teardown(() => {
+    viaGateway.close();
+    direct.close();
+  });
+  t.equal(viaGateway.status, 200);
+  t.equal(viaGateway.headers['content-type'], 'text/event-stream');
+  // The gateway opens its upstream streams after answering the client: mine until a block reaches the
+  // client through them, and compare what follows.
+  const deadline = performance.now() + 10_000;
+  while (!viaGateway.events.some((e) => e.event === 'block')) {
+    if (performance.now() > deadline) throw new Error('no block event through the gateway within 10 s');
+    await rpc(anvil.url, 'evm_mine');
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  await until('the warm-up blocks in both streams', () => viaGateway.events.length > 0 && direct.events.length > 0, 2000);
+  await new Promise((r) => setTimeout(r, 200));
+  const start = node.headSlot();
+  const after = (e: { data: string }): boolean => Number((JSON.parse(e.data) as { slot: string }).slot) > start;
+  const hashes: string[] = [];
+  for (let i = 1; i <= 3; i++) {
+    await rpc(anvil.url, 'evm_mine');
+    await until(`slot ${start + i}`, () => node.headSlot() === start + i, 5000);
+    const block = (await rpc(anvil.url, 'eth_getBlockByNumber', ['latest', false])).json as { result: { hash: string } };
+    hashes.push(block.result.hash);
+  }
+  await until('3 head and 3 block events through the gateway', () => viaGateway.events.filter(after).length >= 6, 5000);
+  await new Promise((r) => setTimeout(r, 200));
+  for (const topic of ['head', 'block']) {
+    const got = viaGateway.events.filter((e) => e.event === topic && after(e));
+    const want = direct.events.filter((e) => e.event === topic && after(e));
+    t.same(got, want, `${topic}: the gateway's events equal the node's own, byte for byte`);
+    const data = got.map((e) => JSON.parse(e.data) as { slot: string; block: string });
+    t.same(data.map((d) => d.slot), [1, 2, 3].map((i) => String(start + i)), `${topic}: slots ${start + 1}..${start + 3}`);
+    t.same(data.map((d) => d.block), hashes, `${topic}: block roots are anvil's block hashes`);
+  }
+  t.equal(viaGateway.events.filter(after).length, 6, 'nothing else arrived');
+  t.ok(viaGateway.events.every((e) => e.event === 'head' || e.event === 'block'), 'only the topics asked for');
+});
