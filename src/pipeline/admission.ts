@@ -76,3 +76,12 @@ export function settleCall(t: Tenancy, c: Caller, method: string, admission: { r
 export function countRefusal(t: Tenancy, c: Caller, method: string, status: number): void {
   if (c.auth !== null) t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status });
 }
+
+/**
+ * A call answered from the response cache costs `factor` (config cache.hit_ru_factor) of its RU,
+ * rounded up to a whole RU; settleCall then charges that. The product is rounded to 6 decimals
+ * first, so that 50 × 0.28 (14.000000000000002 in binary floating point) costs 14, not 15.
+ */
+export function chargeAsCacheHit(admission: { ru: number }, factor: number): void {
+  admission.ru = Math.ceil(Math.round(admission.ru * factor * 1e6) / 1e6);
+}

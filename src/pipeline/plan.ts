@@ -1,10 +1,13 @@
 import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
+import { checkLogRange } from '../jsonrpc/log-range.js';
 import { checkCall } from '../jsonrpc/methods.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
 import type { GatewayContext } from '../server/context.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
+import { answerFilterCall, isFilterMethod } from './filter-calls.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
+import { headOf } from './head.js';
 import { sharedCall } from './shared-call.js';
 
 export function resultBody(idText: string, resultJson: string): string {
@@ -20,7 +23,7 @@ export interface Forward {
   admission: Extract<Admission, { ok: true }>;
 }
 
-/** A call the gateway answers itself over a WebSocket (eth_subscribe, eth_unsubscribe), once admitted. */
+/** A call the gateway answers itself once admitted: a subscription call over a WebSocket, a filter call. */
 export interface Local {
   method: string;
   params: unknown[];
@@ -28,9 +31,17 @@ export interface Local {
   admission: Extract<Admission, { ok: true }>;
 }
 
-/** One item's fate before any upstream call: an answer the gateway gives itself, a call to forward, or a WebSocket-local call. */
+/** An answer the gateway gives itself, with how it ended (for the batch's status and the hammering count). */
+export interface PlannedAnswer { answer: string; outcome: ErrorCode | 'ok' }
+
+/**
+ * One item's fate before any upstream call: an answer the gateway gives itself (now, or `pending`
+ * when it needs the chain first, as the gateway's filters do; metering is settled before it
+ * resolves, and it never rejects), a call to forward, or a WebSocket-local call.
+ */
 export type ItemPlan =
   | { answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number }
+  | { pending: Promise<PlannedAnswer> }
   | { forward: Forward }
   | { local: Local };
 
@@ -40,8 +51,26 @@ export type Transport = 'http' | 'ws';
 const WS_LOCAL: ReadonlySet<string> = new Set(['eth_subscribe', 'eth_unsubscribe']);
 
 /**
+ * Why a call that passed its method's rules is still refused before it costs anything: an
+ * eth_getLogs or eth_newFilter range over the chain's max_logs_block_range (never forwarded), and a
+ * pending-transaction filter of full transactions, which the gateway's filters do not keep.
+ */
+function refusalOf(chain: ChainRuntime, method: string, params: unknown[]): string | undefined {
+  if (method === 'eth_getLogs' || method === 'eth_newFilter') {
+    const c = chain.config;
+    return checkLogRange(params[0] as Record<string, unknown>, headOf(chain), c.max_logs_block_range, c.slug);
+  }
+  if (method === 'eth_newPendingTransactionFilter' && params[0] === true) {
+    return 'eth_newPendingTransactionFilter with fullTransactions is not served: the gateway\'s filters report transaction hashes; '
+      + 'use eth_subscribe(\'newPendingTransactions\', true) over a WebSocket for whole transactions';
+  }
+  return undefined;
+}
+
+/**
  * The fixed order of checks for one item, the same over HTTP and WebSocket: rate limit (every
- * parsed item counts, valid or not) → method and params → RU rate and balance → forward or answer.
+ * parsed item counts, valid or not) → method and params (the log range included) → RU rate and
+ * balance → answer (locally, from the gateway's filters) or forward.
  */
 export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, item: ParsedItem, transport: Transport): ItemPlan {
   const t = ctx.tenancy;
@@ -60,6 +89,11 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
     countRefusal(t, caller, method, ERRORS[check.error].rpc);
     return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
   }
+  const refusal = check.kind === 'forward' ? refusalOf(chain, item.method, check.params) : undefined;
+  if (refusal !== undefined) {
+    countRefusal(t, caller, method, ERRORS.invalid_params.rpc);
+    return { answer: rpcErrorBody('invalid_params', item.idText, refusal), outcome: 'invalid_params' };
+  }
   const admission = admitCost(t, caller, item.method);
   if (!admission.ok) {
     countRefusal(t, caller, method, ERRORS[admission.error].http);
@@ -72,6 +106,9 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   }
   if (transport === 'ws' && WS_LOCAL.has(item.method)) {
     return { local: { method: item.method, params: check.params, idText: item.idText, admission } };
+  }
+  if (isFilterMethod(item.method)) {
+    return { pending: answerFilterCall(ctx, chain, caller, { method: item.method, params: check.params, idText: item.idText, admission }) };
   }
   return { forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission } };
 }

@@ -1,5 +1,9 @@
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import { createInFlight, type Shared } from '../pipeline/dedup.js';
+import type { ChainFilters } from '../pipeline/filter-calls.js';
+import { createResponseCache, type ResponseCache } from '../pipeline/response-cache.js';
+import type { SharedOutcome } from '../pipeline/shared-call.js';
 import type { Tenancy } from '../pipeline/tenancy.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 
@@ -21,4 +25,39 @@ export interface GatewayContext {
 export function requestDone(ctx: GatewayContext): void {
   ctx.inFlight--;
   if (ctx.inFlight === 0 && ctx.onIdle) ctx.onIdle();
+}
+
+/**
+ * What the gateway shares between requests beyond the context: the response cache, the table of
+ * calls in flight (answers shared by identical concurrent reads) and each chain's filters. Made on
+ * first use, so the server that builds the context needs to know nothing of them.
+ */
+export interface GatewayState {
+  readonly cache: ResponseCache;
+  readonly inFlight: Shared<SharedOutcome>;
+  /** Each chain's gateway-owned filters, made by filter-calls.ts on the first filter call. */
+  readonly filters: Map<ChainRuntime, ChainFilters>;
+}
+
+const states = new WeakMap<GatewayContext, GatewayState>();
+
+export function gatewayState(ctx: GatewayContext): GatewayState {
+  let state = states.get(ctx);
+  if (state === undefined) {
+    state = {
+      cache: createResponseCache(ctx.config.cache.max_bytes),
+      inFlight: createInFlight<SharedOutcome>((err, key) => ctx.log.error('a shared answer\'s delivery failed', { key, error: String(err) })),
+      filters: new Map(),
+    };
+    states.set(ctx, state);
+  }
+  return state;
+}
+
+/** Drops every filter and stops their head subscriptions and polls (at a stop, before the chains close). */
+export function releaseGatewayState(ctx: GatewayContext): void {
+  const state = states.get(ctx);
+  if (state === undefined) return;
+  for (const f of state.filters.values()) f.close();
+  state.filters.clear();
 }

@@ -107,6 +107,8 @@ function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
       settle(i, plan.answer, plan.outcome);
     } else if ('forward' in plan) {
       x.calls.push(collectCall(x.ctx, x.chain, caller, plan.forward, (a, o) => settle(i, a, o)));
+    } else if ('pending' in plan) {
+      void plan.pending.then((r) => settle(i, r.answer, r.outcome));
     }
   });
 }
@@ -124,6 +126,7 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
   const plan = planItem(x.ctx, x.chain, caller, parsed.item, 'http');
   if ('forward' in plan) forwardSingle(x, caller, plan.forward);
   else if ('answer' in plan) reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
+  else if ('pending' in plan) void plan.pending.then((r) => reply(x, r.outcome === 'ok' ? 200 : ERRORS[r.outcome].http, r.answer));
 }
 
 /**

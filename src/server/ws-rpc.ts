@@ -49,14 +49,14 @@ export class WsConn implements SubscriberConn {
     return this.caller.auth?.endpointId ?? null;
   }
 
-  /** Room left before the socket counts as a slow consumer. */
-  private overLimit(extra: number): boolean {
-    return this.ws!.getBufferedAmount() + extra > this.server.maxBufferedBytes + this.answerAllowance;
+  /** Whether what is already queued for the socket passed the limit (a large answer being read aside). */
+  private overLimit(): boolean {
+    return this.ws!.getBufferedAmount() > this.server.maxBufferedBytes + this.answerAllowance;
   }
 
   deliver(bytes: Buffer): void {
     if (this.closed) return;
-    if (this.overLimit(bytes.length)) {
+    if (this.overLimit()) {
       this.server.slowConsumers++;
       this.close(1008, 'slow consumer');
       return;
@@ -195,6 +195,15 @@ function runItem(ctx: GatewayContext, conn: WsConn, item: ParsedItem, done: (ans
   if ('local' in plan) {
     const r = subscriptionsOf(ctx, conn, plan.local);
     done(r.answer, r.outcome);
+    return;
+  }
+  if ('pending' in plan) {
+    // Counted like a forwarded call, so a graceful stop waits for it; it needs no abort (a closed socket drops the answer).
+    ctx.inFlight++;
+    void plan.pending.then((r) => {
+      done(r.answer, r.outcome);
+      requestDone(ctx);
+    });
     return;
   }
   ctx.inFlight++;

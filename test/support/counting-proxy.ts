@@ -1,0 +1,93 @@
+/**
+ * An HTTP proxy in front of a real node that records every JSON-RPC call passing through it (batch
+ * items one by one), so a test can tell which calls reached the upstream. It may hold chosen calls
+ * back for a while, to keep them in flight. Listens on 127.0.0.1 port 0; closed at teardown.
+ */
+import { Agent, createServer, request as httpRequest } from 'node:http';
+import type { Test } from 'tap';
+
+export interface SeenCall {
+  method: string;
+  params: unknown[];
+}
+
+export interface CountingProxy {
+  url: string;
+  /** Every call received, in arrival order. */
+  readonly calls: SeenCall[];
+  /** Calls received of `method`, and with exactly these params when given (compared as JSON). */
+  count(method: string, params?: unknown[]): number;
+  /** Holds answers to calls for which `hold` returns a delay in ms (0 or undefined: none). */
+  delay(hold: ((call: SeenCall) => number | undefined) | null): void;
+  /** Resolves once `n` calls of `method` have been received. */
+  received(method: string, n?: number): Promise<void>;
+}
+
+export async function countingProxy(t: Test, upstreamUrl: string): Promise<CountingProxy> {
+  const target = new URL(upstreamUrl);
+  const agent = new Agent({ keepAlive: true });
+  const calls: SeenCall[] = [];
+  const waiters: Array<{ method: string; n: number; resolve: () => void }> = [];
+  let hold: ((call: SeenCall) => number | undefined) | null = null;
+  const count = (method: string, params?: unknown[]): number =>
+    calls.filter((c) => c.method === method && (params === undefined || JSON.stringify(c.params) === JSON.stringify(params))).length;
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body.toString());
+      } catch {
+        parsed = undefined;
+      }
+      const items = (Array.isArray(parsed) ? parsed : [parsed]).filter((x): x is { method: string; params?: unknown[] } =>
+        x !== null && typeof x === 'object' && typeof (x as { method?: unknown }).method === 'string');
+      let wait = 0;
+      for (const item of items) {
+        const call = { method: item.method, params: item.params ?? [] };
+        calls.push(call);
+        wait = Math.max(wait, hold?.(call) ?? 0);
+      }
+      for (const w of waiters.splice(0)) {
+        if (count(w.method) >= w.n) w.resolve();
+        else waiters.push(w);
+      }
+      const forward = (): void => {
+        const up = httpRequest({
+          host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent,
+          headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+        }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, { 'content-type': 'application/json' });
+          answer.pipe(res);
+        });
+        up.on('error', () => res.destroy());
+        up.end(body);
+      };
+      if (wait > 0) setTimeout(forward, wait);
+      else forward();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  t.teardown(() => {
+    agent.destroy();
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls,
+    count,
+    delay(h) {
+      hold = h;
+    },
+    received(method, n = 1) {
+      if (count(method) >= n) return Promise.resolve();
+      return new Promise((resolve) => waiters.push({ method, n, resolve }));
+    },
+  };
+}
