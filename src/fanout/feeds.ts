@@ -48,8 +48,11 @@ export interface FeedsOptions {
   httpTimeoutMs?: number;
   /** Passed to each upstream WebSocket link. */
   link?: { callTimeoutMs?: number; connectTimeoutMs?: number; pingIntervalMs?: number; ca?: string | Buffer };
-  /** Nodes it says false for are skipped when choosing the next one (unless all are). Default: all healthy. */
+  /** Nodes it says false for are skipped when choosing the next one (unless all are). Default: all healthy.
+   *  With it, a link whose node it says false for while another is in rotation moves (see rotationCheckMs). */
   isHealthy?(index: number): boolean;
+  /** How often a serving link checks that its node is still in rotation, in ms. Default 1_000. */
+  rotationCheckMs?: number;
   log: FeedsLog;
   /** Backoff, linger, outage and backfill timers. Default: the real clock. */
   timers?: Timers;
@@ -136,6 +139,8 @@ interface Session {
   open: boolean;
   healthy: boolean;
   via: NodeAccess;
+  /** The rotation check's timer while the link serves. */
+  watch: unknown;
 }
 
 const NO_TIMER: unknown = null;
@@ -149,6 +154,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   const backoff = opts.backoff ?? { initialMs: 100, maxMs: 5_000 };
   const httpTimeoutMs = opts.httpTimeoutMs ?? 10_000;
   const maxBackfillBlocks = opts.maxBackfillBlocks ?? 1_024;
+  const rotationCheckMs = opts.rotationCheckMs ?? 1_000;
   const nodes = opts.nodes;
 
   const feeds = new Map<string, Feed>();
@@ -210,6 +216,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
       link,
       open: false,
       healthy: false,
+      watch: NO_TIMER,
       via: {
         node,
         call: (method, params) => withTimeout(spec.call(method, params), httpTimeoutMs, `${spec.label} ${method}`),
@@ -231,6 +238,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   function linkLost(s: Session, reason: string): void {
     if (session !== s) return;
     session = null;
+    unwatch(s);
     for (const feed of feeds.values()) if (feed.sub?.session === s.id) feed.sub = null;
     preferred = (s.node + 1) % nodes.length;
     if (feeds.size === 0 || closed) return;
@@ -259,7 +267,33 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     failures = 0;
     const s = session;
     session = null;
+    if (s) unwatch(s);
     s?.link.close();
+  }
+
+  /**
+   * While a link serves, its node is checked every rotationCheckMs: a node that lags or fails with its socket
+   * still open would go on feeding stale heads or none, so once it is out of rotation while another node is
+   * in, the link is dropped on purpose and the feeds move as after a loss (backfill by number included).
+   */
+  function watchRotation(s: Session): void {
+    const inRotation = opts.isHealthy;
+    if (inRotation === undefined || s.watch !== NO_TIMER) return;
+    s.watch = timers.setTimeout(() => {
+      s.watch = NO_TIMER;
+      if (session !== s || closed) return;
+      if (!inRotation(s.node) && nodes.some((_, i) => i !== s.node && inRotation(i))) {
+        opts.log('info', 'upstream out of rotation: subscriptions move', { upstream: labelOf(s.node) });
+        dropLink(s, 'node out of rotation');
+        return;
+      }
+      watchRotation(s);
+    }, rotationCheckMs);
+  }
+
+  function unwatch(s: Session): void {
+    if (s.watch !== NO_TIMER) timers.clearTimeout(s.watch);
+    s.watch = NO_TIMER;
   }
 
   function startOutageClock(): void {
@@ -423,6 +457,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     if (session !== s || !s.open || s.healthy) return;
     for (const feed of feeds.values()) if (feed.readyIn !== s.id) return;
     s.healthy = true;
+    watchRotation(s);
     if (failures > 0) {
       opts.log('info', 'upstream subscriptions restored', {
         upstream: labelOf(s.node),

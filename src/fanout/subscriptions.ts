@@ -30,6 +30,10 @@ interface Topic {
   /** Per variant index: the connections holding that variant. Variant k has the same id on every connection. */
   readonly variants: Array<Set<SubscriberConn>>;
   readonly idPrefix: string;
+  /** Per variant: its id and the Subscription every connection holding it shares, made once, so
+   *  an idle subscriber costs its socket one map entry and no strings or objects of its own. */
+  readonly ids: string[];
+  readonly shared: Subscription[];
   /** Keyed subscriptions per owner and endpoint, so a notification is charged per owner, not per socket. */
   readonly metered: Map<number, Map<string, number>>;
   count: number;
@@ -69,7 +73,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
   let subscriptions = 0;
 
   function idOf(topic: Topic, variant: number): string {
-    return `${topic.idPrefix}${variant.toString(16).padStart(8, '0')}`;
+    return (topic.ids[variant] ??= `${topic.idPrefix}${variant.toString(16).padStart(8, '0')}`);
   }
 
   function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
@@ -124,7 +128,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     let topic = topics.get(key);
     if (topic !== undefined) return topic;
     const t: Topic = {
-      key, variants: [], metered: new Map(), count: 0, drop: () => {},
+      key, variants: [], ids: [], shared: [], metered: new Map(), count: 0, drop: () => {},
       // 24 random hex digits per topic, then 8 for the variant: 0x + 32 hex, the form nodes give.
       idPrefix: `0x${randomBytes(12).toString('hex')}`,
     };
@@ -153,7 +157,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
       while (topic.variants[variant]?.has(conn)) variant++;
       (topic.variants[variant] ??= new Set()).add(conn);
       const id = idOf(topic, variant);
-      conn.subs.set(id, { topic, variant });
+      conn.subs.set(id, (topic.shared[variant] ??= { topic, variant }));
       meter(topic, conn, 1);
       topic.count++;
       subscriptions++;

@@ -1,5 +1,12 @@
 import { createIdRewriter, rewriteId } from '../jsonrpc/id-rewrite.js';
-import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError } from '../upstreams/http-client.js';
+import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
+
+/**
+ * Why a forwarded call failed, for the choice of retrying it elsewhere: the upstream client's error kinds,
+ * `status` for an HTTP answer outside 2xx (with its status), `invalid` for an answer that is not a JSON-RPC
+ * object. None of them is a JSON-RPC answer: the node itself did not answer the call.
+ */
+export type ForwardFailure = { kind: UpstreamErrorKind | 'invalid' } | { kind: 'status'; status: number };
 
 /**
  * Where one forwarded call's answer goes: an HTTP response streamed to the client, or a collector for
@@ -13,20 +20,29 @@ export interface AnswerSink {
   /** The next piece of a large answer; false means the client is full: call resume() once it drains. */
   chunk(buf: Buffer): boolean;
   end(): void;
-  /** The call failed. When `started`, begin() was called and the client's answer must be cut, never completed. */
-  fail(started: boolean, reason: string): void;
+  /** The call failed. When `started`, begin() was called and the client's answer must be cut, never completed.
+   *  `failure` says why, when an upstream was reached at all (absent for 'no healthy upstream'). */
+  fail(started: boolean, reason: string, failure?: ForwardFailure): void;
 }
+
+/** A sink whose `failedUpstream` is set to the label of the upstream whose failure it is told, for the log. */
+export type RoutedSink = AnswerSink & { failedUpstream?: string };
+
+/** What the log names as the upstream when no upstream was tried at all. */
+export const NO_UPSTREAM_LABEL = 'none-in-rotation';
 
 /** Answers up to this size are held whole, so a garbled one is a clean 502 instead of a cut stream. */
 export const WHOLE_ANSWER_BYTES = 65_536;
 
 const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/json']];
+const INVALID: ForwardFailure = { kind: 'invalid' };
 
 /**
- * Calls whose repetition has an effect, so the upstream client never moves or re-sends them: a
- * transaction, filter creation and removal, and filter polls (a poll consumes the changes it returns).
+ * Calls whose repetition has an effect, so neither the upstream client (moving or re-sending) nor the
+ * gateway's failover (route-call.ts) ever sends one twice: a transaction, filter creation and removal,
+ * and filter polls (a poll consumes the changes it returns).
  */
-const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
+export const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
   'eth_sendRawTransaction', 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter',
   'eth_getFilterChanges', 'eth_uninstallFilter',
 ]);
@@ -70,7 +86,7 @@ export function forwardCall(
     held = null;
     if (rewriter.invalid) {
       handle.abort();
-      if (finish()) sink.fail(false, 'upstream answer is not a JSON-RPC object');
+      if (finish()) sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
       return true;
     }
     started = true;
@@ -85,7 +101,7 @@ export function forwardCall(
     onHead(status, _headers, contentLength) {
       if (status < 200 || status > 299) {
         handle.abort();
-        if (finish()) sink.fail(false, `upstream answered HTTP ${status}`);
+        if (finish()) sink.fail(false, `upstream answered HTTP ${status}`, { kind: 'status', status });
         return;
       }
       declared = contentLength;
@@ -107,15 +123,15 @@ export function forwardCall(
       if (held !== null) {
         const whole = held.length === 1 ? held[0]! : Buffer.concat(held, heldBytes);
         const out = rewriteId(whole, clientIdText);
-        if (out === null || !isJson(out)) sink.fail(false, 'upstream answer is not a JSON-RPC object');
+        if (out === null || !isJson(out)) sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
         else sink.whole(out);
         return;
       }
-      if (!rewriter!.replaced) sink.fail(true, 'upstream answer has no id');
+      if (!rewriter!.replaced) sink.fail(true, 'upstream answer has no id', INVALID);
       else sink.end();
     },
     onError(err: UpstreamError) {
-      if (finish()) sink.fail(started, `${err.kind}: ${err.message}`);
+      if (finish()) sink.fail(started, `${err.kind}: ${err.message}`, { kind: err.kind });
     },
   };
   const handle: RequestHandle = upstream.request(
@@ -140,4 +156,25 @@ function isJson(buf: Buffer): boolean {
   } catch {
     return false;
   }
+}
+
+/** An answer the gateway gives without an upstream, delivered after the caller holds its ForwardCall (as
+ *  upstream answers are) and not at all once that call is aborted. */
+export function answerSoon(sink: RoutedSink, deliver: (sink: RoutedSink) => void): ForwardCall {
+  let aborted = false;
+  queueMicrotask(() => {
+    if (!aborted) deliver(sink);
+  });
+  return {
+    abort() {
+      aborted = true;
+    },
+    resume() {},
+  };
+}
+
+/** No upstream of the chain is in rotation: the call fails at once, before any upstream is tried. */
+export function noHealthyUpstream(sink: RoutedSink): ForwardCall {
+  sink.failedUpstream = NO_UPSTREAM_LABEL;
+  return answerSoon(sink, (s) => s.fail(false, 'no healthy upstream'));
 }

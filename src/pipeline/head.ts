@@ -8,6 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import type { HttpUpstream } from '../upstreams/http-client.js';
+import { readEvmHead } from '../upstreams/head-probe.js';
 import { callUpstream } from '../upstreams/rpc-call.js';
 
 /** How long a polled head is used before the next look asks a node again. */
@@ -81,11 +82,9 @@ function createChainHead(chain: ChainRuntime): ChainHead {
     askedAt = performance.now();
     for (const upstream of upstreamsInTurn(chain)) {
       try {
-        const result = await callUpstream(upstream, Math.min(chain.timeoutMs, HEAD_CALL_TIMEOUT_MS), 'eth_blockNumber', []);
-        if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) {
-          note(Number(result));
-          return;
-        }
+        // Read as the prober reads heads: an answer over a few KB is not a head and is dropped unread.
+        note(await readEvmHead(upstream, Math.min(chain.timeoutMs, HEAD_CALL_TIMEOUT_MS), new AbortController().signal));
+        return;
       } catch {
         // The next upstream; with none left the head stays as it was.
       }

@@ -1,17 +1,20 @@
+import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../upstreams/chain.js';
-import type { GatewayContext } from './context.js';
+import { type GatewayContext, releaseGatewayState } from './context.js';
 import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute } from './ws-route.js';
 import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { handleManagement, type ManagementDeps } from './management.js';
+import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
 import { probeUpstreams } from '../upstreams/probe.js';
-import { createCorsPolicy, type ResponseMeta, sendPreflight, sendRouteError } from './respond.js';
-import { isManagementPath, resolveRoute, type RouteTable } from './routes.js';
-import { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
+import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
+import { isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
+import { chainOfKey } from '../pipeline/caller.js';
+import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
@@ -83,10 +86,18 @@ function routeRequest(
     sendRouteError(res, meta, route.code, route.message, route.allow);
     return;
   }
-  const chain = ctx.chains.get(route.chain.slug)!;
-  if (route.chain.kind === 'beacon') {
+  let chain = ctx.chains.get(route.chain.slug)!;
+  if (route.key !== null && !route.named) {
+    chain = chainOfKey(ctx, route.key) ?? chain;
+    const refusal = kindRefusal(chain.config, method, route.rest, url);
+    if (refusal !== null) {
+      sendRouteError(res, meta, refusal.code, refusal.message, refusal.allow);
+      return;
+    }
+  }
+  if (chain.config.kind === 'beacon') {
     if (route.rest === '' || route.rest === '/') {
-      sendBeaconError(res, meta, 'not_found', `Chain '${route.chain.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`);
+      sendBeaconError(res, meta, 'not_found', `Chain '${chain.config.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`);
     } else {
       handleBeacon(ctx, res, req, chain, route.key, route.named, route.rest, meta, events.serve);
     }
@@ -94,6 +105,31 @@ function routeRequest(
   }
   handleHttpRpc(ctx, res, req, chain, route.key, route.named, meta);
 }
+
+const NO_CORS: ResponseMeta = { allowOrigin: undefined };
+const NO_STORE: ReadonlyArray<readonly [string, string]> = [['cache-control', 'no-store']];
+
+/**
+ * GET (or HEAD, which some load balancers send) /healthz and /readyz: for load balancers and systemd, so
+ * outside every key and limit, never cached. A stopping gateway is not ready: it finishes what it has and
+ * takes nothing new.
+ */
+function serveHealth(res: HttpResponse, reply: () => HealthReply, stopping: boolean, isReadiness: boolean, headOnly: boolean): void {
+  const r = isReadiness && stopping ? { status: 503, body: '{"status":"stopping"}' } : reply();
+  if (!headOnly) {
+    sendWhole(res, r.status, NO_CORS, JSON_TYPE, r.body, NO_STORE, stopping);
+    return;
+  }
+  res.cork(() => {
+    writeHead(res, r.status, NO_CORS, JSON_TYPE);
+    res.writeHeader(NO_STORE[0]![0], NO_STORE[0]![1]);
+    // No length reported: this uWS build never completes an answer whose reported length is not 0.
+    res.endWithoutBody();
+  });
+}
+
+/** After a stop has released everything, open sockets are closed this much later, in ms. */
+const CLOSE_SOCKETS_AFTER_MS = 100;
 
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
@@ -122,6 +158,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   };
   tenancy.onRevoked(closeEndpoint);
   const app = createApp(config);
+  const startedAt = performance.now();
+  const healthEntries: ChainHealthEntry[] = [...chains.values()].map((c) => ({ slug: c.config.slug, health: c.health }));
+  for (const headOnly of [false, true]) {
+    const route = headOnly ? app.head.bind(app) : app.get.bind(app);
+    route('/healthz', (res) => serveHealth(res, () => healthz(healthEntries, performance.now() - startedAt), ctx.stopping, false, headOnly));
+    route('/readyz', (res) => serveHealth(res, () => readyz(healthEntries), ctx.stopping, true, headOnly));
+  }
   app.ws('/*', wsRoute.behavior);
   app.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
   let management: { app: TemplatedApp; host: string; port: number } | null = null;
@@ -135,6 +178,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
     events.closeAll();
+    releaseGatewayState(ctx);
     for (const c of chains.values()) c.close();
     return tenancy.close();
   };
@@ -147,6 +191,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     throw err;
   }
   void probeUpstreams(chains.values(), opts.log);
+  // Stopped by release(), through each chain's close().
+  for (const c of chains.values()) c.startHealthChecks();
   const port = uws().us_socket_local_port(sockets[0]!);
   const managementPort = sockets[1] ? uws().us_socket_local_port(sockets[1]) : undefined;
   let stopped: Promise<number> | null = null;
@@ -159,6 +205,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         ctx.onIdle = null;
         const cut = ctx.inFlight;
         if (!release()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
+        // Then every socket still open (idle keep-alive clients, WebSockets whose close frame went out above):
+        // closed listen sockets alone leave them to uWS, whose loop then holds a process that embeds the
+        // gateway. A moment first, so the close frames queued above are flushed.
+        setTimeout(() => {
+          closeApp(app);
+          if (management !== null) closeApp(management.app);
+        }, CLOSE_SOCKETS_AFTER_MS);
         done(cut);
       };
       const timer = setTimeout(close, config.server.stop_timeout_s * 1000);

@@ -35,7 +35,7 @@ interface StreamClient extends SseClient {
  * opens, and `ru.beacon.per_event` per event delivered; an owner out of RU has its streams ended.
  */
 export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Buffer } = {}): BeaconEvents {
-  const hubs = new Map<ChainRuntime, { hub: SseHub; upstream: HttpUpstream }>();
+  const hubs = new Map<ChainRuntime, { hub: SseHub; upstreams: HttpUpstream[] }>();
   const counts = createConnectionCounts();
   const clients = new Set<StreamClient>();
   let slowClients = 0;
@@ -43,18 +43,25 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
   function hubFor(chain: ChainRuntime): SseHub {
     let entry = hubs.get(chain);
     if (entry !== undefined) return entry.hub;
-    const u = chain.config.upstreams[0]!;
-    const upstream = createHttpUpstream({ url: u.url, headers: u.headers, maxConnections: 64, pipelining: 1, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
+    // A stream client per node, made when a stream first goes to it.
+    const upstreams: HttpUpstream[] = [];
+    let turn = 0;
+    /** The node a (re)connecting stream goes to: one in rotation, else the next in turn (which fails and retries). */
+    const nodeFor = (): HttpUpstream => {
+      const index = chain.health.pick() ?? turn++ % chain.config.upstreams.length;
+      const u = chain.config.upstreams[index]!;
+      return (upstreams[index] ??= createHttpUpstream({ url: u.url, headers: u.headers, maxConnections: 64, pipelining: 1, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) }));
+    };
     const hub = createSseHub({
       heartbeatMs: ctx.config.sse.heartbeat_s * 1000,
       maxBufferedBytes: ctx.config.sse.max_buffered_bytes,
       openLink: (topic, onFrame) => openSseLink({
-        upstream, topic, onFrame,
+        upstream: nodeFor, topic, onFrame,
         log: (level, msg, fields) => ctx.log[level](msg, { chain: chain.config.slug, topic, ...fields }),
       }),
       onSlowClient: () => void slowClients++,
     });
-    entry = { hub, upstream };
+    entry = { hub, upstreams };
     hubs.set(chain, entry);
     return hub;
   }
@@ -155,9 +162,9 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
       for (const c of [...clients]) if (c.endpointId === endpointId) c.close('shutdown');
     },
     closeAll() {
-      for (const { hub, upstream } of hubs.values()) {
+      for (const { hub, upstreams } of hubs.values()) {
         hub.close();
-        upstream.close();
+        for (const u of upstreams) u?.close();
       }
       hubs.clear();
     },

@@ -49,7 +49,24 @@ export interface BeaconCall {
  */
 function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buffer | undefined, admission: { reservation: import('../metering/ledger.js').Reservation | null; ru: number }): void {
   const t = x.ctx.tenancy;
-  const upstream = x.chain.pickUpstream();
+  const picked = x.chain.pickHealthy();
+  if (picked === null) {
+    settleCall(t, caller, call.template, admission, { ok: false, status: 502 });
+    replyBeaconError(x, 'upstream_error', 'No healthy upstream for this chain');
+    return;
+  }
+  const { upstream } = picked;
+  // The call counts in the node's health as JSON-RPC calls do: in flight, then answered (below 500) or failed.
+  const health = x.chain.health.upstreams[picked.index]!;
+  const startedAt = x.chain.health.clock();
+  let counted = true;
+  health.inflight++;
+  const record = (outcome: 'ok' | 'failed'): void => {
+    if (!counted) return;
+    counted = false;
+    health.inflight--;
+    health.record(outcome, x.chain.health.clock() - startedAt);
+  };
   let out: StreamOut | null = null;
   let headSent = false;
   let status = 0;
@@ -61,6 +78,7 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
   const sink: ResponseSink = {
     onHead(s, headers, contentLength) {
       status = s;
+      record(s < 500 ? 'ok' : 'failed');
       if (x.aborted) return;
       headSent = true;
       x.res.cork(() => {
@@ -82,6 +100,7 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
       finish(x);
     },
     onError(err: UpstreamError) {
+      record('failed');
       x.ctx.log.warn('upstream call failed', { chain: x.chain.config.slug, upstream: upstream.label, reason: `${err.kind}: ${err.message}` });
       settle(false);
       if (out !== null) {
@@ -98,7 +117,17 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
     { method: call.method, path: call.target, headers: call.headers, ...(body !== undefined ? { body } : {}), timeoutMs: x.chain.timeoutMs },
     sink,
   );
-  x.calls.push({ abort: () => handle.abort(), resume: () => handle.resume() });
+  x.calls.push({
+    abort: () => {
+      // A client that left says nothing about the node.
+      if (counted) {
+        counted = false;
+        health.inflight--;
+      }
+      handle.abort();
+    },
+    resume: () => handle.resume(),
+  });
 }
 
 /**

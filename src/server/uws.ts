@@ -59,3 +59,11 @@ export function uws(): Uws {
   cached ??= loadUws();
   return cached;
 }
+
+/**
+ * Closes every socket of `app`, listen sockets and connections alike. Both builds have App.close(); the
+ * older build's typings do not list it.
+ */
+export function closeApp(app: UwsTypes.TemplatedApp): void {
+  (app as unknown as { close(): void }).close();
+}

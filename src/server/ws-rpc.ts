@@ -26,8 +26,10 @@ export class WsConn implements SubscriberConn {
   ws: WebSocket<WsUserData> | null = null;
   closed = false;
   readonly subs = new Map<string, Subscription>();
-  readonly calls = new Set<ForwardCall>();
-  readonly refusals: RefusalCounter;
+  /** Calls in flight; made on the first call, as the refusal counter on the first refusal: an idle
+   *  subscriber, the common connection, holds neither (bench/ws-fanout.mjs holds it to 2 KB). */
+  calls: Set<ForwardCall> | null = null;
+  private refusals: RefusalCounter | null = null;
   /** Bytes of answers sent since the socket last drained: a large answer being read is not a slow consumer. */
   answerAllowance = 0;
 
@@ -37,8 +39,12 @@ export class WsConn implements SubscriberConn {
     readonly caller: Caller,
     /** The connection-count key: `ep:<endpoint id>` or `ip:<address>`. */
     readonly countKey: string,
-  ) {
-    this.refusals = createRefusalCounter(REFUSALS_BEFORE_CLOSE, REFUSAL_WINDOW_MS);
+  ) {}
+
+  /** Counts one rate-limit refusal; true when the client keeps hammering and must be closed. */
+  refuse(): boolean {
+    this.refusals ??= createRefusalCounter(REFUSALS_BEFORE_CLOSE, REFUSAL_WINDOW_MS);
+    return this.refusals.refuse();
   }
 
   get ownerId(): number | null {
@@ -153,7 +159,7 @@ export function upgradeWs(
 /** Sends a refusal or local answer, counting rate-limit refusals toward the hammering close. */
 function answerPlanned(conn: WsConn, answer: string, outcome: ErrorCode | 'ok'): void {
   conn.answer(answer);
-  if (outcome === 'rate_limited' && conn.refusals.refuse()) conn.close(1008, 'Too many refused requests');
+  if (outcome === 'rate_limited' && conn.refuse()) conn.close(1008, 'Too many refused requests');
 }
 
 function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local): { answer: string; outcome: ErrorCode | 'ok' } {
@@ -209,11 +215,11 @@ function runItem(ctx: GatewayContext, conn: WsConn, item: ParsedItem, done: (ans
   ctx.inFlight++;
   const limits = ctx.config.websocket;
   const call = collectCall(ctx, conn.chain, conn.caller, plan.forward, (answer, outcome) => {
-    conn.calls.delete(call);
+    conn.calls?.delete(call);
     done(answer, outcome);
     requestDone(ctx);
   }, limits.max_answer_bytes, 'websocket.max_answer_bytes');
-  conn.calls.add(call);
+  (conn.calls ??= new Set()).add(call);
 }
 
 const COMMA = Buffer.from(',');
@@ -266,7 +272,7 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
       parts.push(Buffer.from(']'));
       conn.answer(Buffer.concat(parts));
       for (let r = 0; r < refused; r++) {
-        if (conn.refusals.refuse()) {
+        if (conn.refuse()) {
           conn.close(1008, 'Too many refused requests');
           break;
         }
@@ -279,11 +285,11 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
 export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ReturnType<typeof createConnectionCounts>): void {
   conn.closed = true;
   conn.ws = null;
-  for (const c of conn.calls) {
+  for (const c of conn.calls ?? []) {
     c.abort();
     requestDone(ctx);
   }
-  conn.calls.clear();
+  conn.calls = null;
   conn.server.hubFor(conn.chain)?.dropConnection(conn);
   conn.server.conns.delete(conn);
   counts.close(conn.countKey);

@@ -1,8 +1,41 @@
 import type { ChainConfig } from '../config/schema.js';
 import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
+import { readBeaconHead, readEvmHead } from './head-probe.js';
 import { createHttpUpstream, type HttpUpstream } from './http-client.js';
-import { callUpstream } from './rpc-call.js';
+import { startProber, type Prober, type ProberOptions } from './prober.js';
+import { callUpstream, NodeRpcError } from './rpc-call.js';
+import { type ChainHealth, createChainHealth } from './selection.js';
 import { upstreamLabel } from './upstream-url.js';
+
+/**
+ * How the chain's prober runs (see prober.ts): heads of nodes in rotation are polled every second, so lag is
+ * judged on heads about a second old, and a node that stops answering while no call reaches it is out after
+ * three refused polls (about 3 s) or one poll given up on (under 4.5 s when it hangs); nodes out of rotation are
+ * probed every 1.5 s, so one that recovers is back within 1.5 s plus its answer (2.5 + 1.5 s when a probe of
+ * it was hanging). A probe is given up after 2.5 s. The prober keeps two probes of a node intervalMs / 2
+ * apart, which must stay under headIntervalMs or timer jitter skips polls.
+ */
+const PROBER_DEFAULTS: Required<Omit<ProberOptions, 'timers'>> = { intervalMs: 1_500, headIntervalMs: 1_000, probeTimeoutMs: 2_500 };
+
+/**
+ * eth_blockNumber is answered from the heads the gateway knows when the best one was reported this recently,
+ * in ms: a little over the head poll interval, so a chain polled on time is always fresh and one whose polls
+ * stall is asked instead.
+ */
+export const HEAD_FRESH_MS = 1_500;
+
+/**
+ * After a transaction goes through the gateway, heads reported within this many ms are not used either, in
+ * ms: an automining node (a devnet) mines the block just after answering, so a head read in that moment may
+ * already be behind the receipt a client reads next.
+ */
+export const WRITE_SETTLE_MS = 500;
+
+/** An upstream chosen for a call: its index in the chain's upstreams and health, and its client. */
+export interface PickedUpstream {
+  index: number;
+  upstream: HttpUpstream;
+}
 
 /** A configured chain with its live upstream clients. */
 export interface ChainRuntime {
@@ -11,8 +44,31 @@ export interface ChainRuntime {
   readonly timeoutMs: number;
   /** The chain's upstream subscriptions, or null when no upstream has a ws URL. */
   readonly feeds: Feeds | null;
-  /** The upstream for the next call: round-robin over the chain's nodes. */
+  /** Each upstream's head, errors and latency (indices match `upstreams`); decides which are in rotation. */
+  readonly health: ChainHealth;
+  /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
+   *  (the caller answers 502 at once). */
+  pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null;
+  /**
+   * For callers that must send somewhere (the Beacon forwarder): the choice of pickHealthy, or, when no
+   * upstream is in rotation, the next one round-robin, which then fails fast or recovers.
+   */
   pickUpstream(): HttpUpstream;
+  /** The best head of the nodes in rotation when it was reported within HEAD_FRESH_MS and more than
+   *  WRITE_SETTLE_MS after the last write noted with noteWrite(); else null (eth_blockNumber is then asked). */
+  freshHead(): number | null;
+  /** A transaction went through the gateway: heads reported before it settled may miss the block it lands
+   *  in, so freshHead() waits for a later report. */
+  noteWrite(): void;
+  /**
+   * One JSON-RPC read the gateway makes for itself (e.g. eth_getLogs for its filters) on an upstream in
+   * rotation, moved once to another when the node cannot be reached or does not answer (so never a write:
+   * it may reach two nodes): resolves with `result`, rejects with a NodeRpcError for the node's error
+   * object, or an Error when no node answered or none is in rotation ('no healthy upstream').
+   */
+  call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown>;
+  /** Starts probing the chain's nodes (the gateway does it once it listens); close() stops it. */
+  startHealthChecks(): void;
   close(): void;
 }
 
@@ -23,6 +79,8 @@ export interface ChainRuntimeOptions {
   feedsLog?: FeedsLog;
   /** Seconds the chain's subscriptions survive without an upstream (config websocket.max_upstream_outage_s). */
   maxUpstreamOutageS?: number;
+  /** Overrides the prober's intervals (PROBER_DEFAULTS). */
+  prober?: ProberOptions;
 }
 
 export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOptions = {}): ChainRuntime {
@@ -36,7 +94,11 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     }),
   );
   const timeoutMs = config.timeout_s * 1000;
-  const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, http: upstreams[i]! }]));
+  const health = createChainHealth(upstreams.map((u) => u.label), { maxLagBlocks: config.max_lag_blocks });
+  const isInRotation = (index: number): boolean => health.healthyIndices().includes(index);
+
+  const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
+  // The feeds report no per-node heads (they hold one link at a time): the prober's polls keep every head.
   const feeds = withWs.length === 0 ? null : createFeeds({
     nodes: withWs.map(({ u, http }) => ({
       wsUrl: u.ws!,
@@ -44,22 +106,89 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       label: upstreamLabel(u.ws!),
       call: (method, params) => callUpstream(http, timeoutMs, method, params),
     })),
+    isHealthy: (node) => isInRotation(withWs[node]!.index),
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
     log: (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields }),
   });
+
+  const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
+  const proberOptions: ProberOptions = { ...PROBER_DEFAULTS, ...opts.prober };
+  const probeTimeoutMs = proberOptions.probeTimeoutMs ?? PROBER_DEFAULTS.probeTimeoutMs;
+  let prober: Prober | null = null;
+  let closed = false;
+  let writtenAt = -Infinity;
   let next = 0;
+
+  function pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null {
+    const index = health.pick(exclude);
+    return index === null ? null : { index, upstream: upstreams[index]! };
+  }
+
+  async function call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
+    const tried = new Set<number>();
+    let lastError: unknown = new Error('no healthy upstream');
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const picked = pickHealthy(tried);
+      if (picked === null) break;
+      tried.add(picked.index);
+      const u = health.upstreams[picked.index]!;
+      const started = health.clock();
+      u.inflight++;
+      try {
+        const result = await callUpstream(picked.upstream, timeoutMs, method, params, signal);
+        u.record('ok', health.clock() - started);
+        return result;
+      } catch (err) {
+        // An aborted call says nothing about the node; an error object is the node's answer.
+        if (signal?.aborted) throw err;
+        const answered = err instanceof NodeRpcError;
+        u.record(answered ? 'ok' : 'failed', health.clock() - started);
+        if (answered) throw err;
+        lastError = err;
+      } finally {
+        u.inflight--;
+      }
+    }
+    throw lastError;
+  }
+
   return {
     config,
     upstreams,
     timeoutMs,
     feeds,
+    health,
+    pickHealthy,
     pickUpstream() {
+      const picked = health.pick();
+      if (picked !== null) return upstreams[picked]!;
       const u = upstreams[next % upstreams.length]!;
       next = (next + 1) % upstreams.length;
       return u;
     },
+    freshHead() {
+      const best = health.bestHead();
+      if (best === null) return null;
+      const now = health.clock();
+      for (const u of health.upstreams) {
+        const at = u.headAt;
+        if (u.head === best && !u.failing && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS) return best;
+      }
+      return null;
+    },
+    noteWrite() {
+      writtenAt = health.clock();
+    },
+    call,
+    startHealthChecks() {
+      if (prober !== null || closed) return;
+      prober = startProber(health, (index, signal) => readHead(upstreams[index]!, probeTimeoutMs, signal), proberOptions);
+    },
     close() {
+      closed = true;
+      prober?.stop();
+      prober = null;
       feeds?.close();
       for (const u of upstreams) u.close();
     },

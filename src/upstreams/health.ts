@@ -6,7 +6,10 @@
  * - FAILURE_STREAK (3) failed outcomes in a row: a node that refuses connections or hangs is out after three
  *   calls, whatever the traffic, so a single-node chain answers 502 at once instead of after timeouts;
  * - or at least MIN_CALLS_JUDGED (10) outcomes in the last 10 s (counted in 1 s steps), of which at least
- *   ERROR_RATE_LIMIT (50%) failed: a node that fails every other call is out even between successes.
+ *   ERROR_RATE_LIMIT (50%) failed: a node that fails every other call is out even between successes;
+ * - or one head probe left unanswered until the prober gave up on it (reportProbe with `hung`): a node that
+ *   cannot tell its block number within the probe timeout serves nothing well, and waiting for three such
+ *   probes would keep a hanging node in rotation for about 9 s.
  * A failing node stays out until a successful probe (reportProbe with a head): calls that complete meanwhile
  * are counted but do not restore it, since only probes reach it once it is out. Restoring forgets the
  * outcomes counted so far, so the spell that took it out does not take it out again at the next failure.
@@ -70,8 +73,9 @@ export interface UpstreamHealth {
   record(outcome: 'ok' | 'failed', latencyMs: number): void;
   /** The node's head, from its newHeads feed or a poll. The latest report wins, so a reorg or a resync shows. */
   reportHead(number: number): void;
-  /** A probe's result: the head it read, or null when it failed. A successful probe restores a failing node. */
-  reportProbe(head: number | null, latencyMs: number): void;
+  /** A probe's result: the head it read, or null when it failed; `hung` when the prober gave up waiting for it,
+   *  which takes the node out at once. A successful probe restores a failing node. */
+  reportProbe(head: number | null, latencyMs: number, hung?: boolean): void;
   /** Out of rotation for failures (lag aside). */
   readonly failing: boolean;
   /** Latest reported head, or null. */
@@ -224,9 +228,10 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     inflight: 0,
     record,
     reportHead,
-    reportProbe(probedHead, latencyMs) {
+    reportProbe(probedHead, latencyMs, hung = false) {
       if (probedHead === null) {
         record('failed', latencyMs);
+        if (hung) failing = true;
         return;
       }
       reportHead(probedHead);

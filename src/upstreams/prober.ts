@@ -6,8 +6,9 @@
  *   reads a head restores a failing node (see health.ts), and the head read judges its lag.
  * - At start and every headIntervalMs (default 5 s), each node in rotation is probed for its head unless
  *   something other than these polls (its newHeads feed) reported its head in the last headIntervalMs.
- * - A probe unanswered after probeTimeoutMs (default 3 s) is aborted through its signal and counts as failed;
- *   it is noticed at the next tick, so within probeTimeoutMs + intervalMs.
+ * - A probe unanswered after probeTimeoutMs (default 3 s) is aborted through its signal and takes the node out
+ *   of rotation at once (health.ts); it is noticed at the next tick of either loop, so within probeTimeoutMs
+ *   plus the shorter interval.
  *
  * Rate: one probe in flight per node at most, and two probes of one node start at least intervalMs / 2 apart
  * (half, so timer jitter never skips a tick). A node that recovers is back in rotation within intervalMs plus
@@ -114,7 +115,7 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
       if (entry == null || now - entry.startedAt < probeTimeoutMs) continue;
       inFlight[i] = null;
       entry.controller.abort();
-      upstreams[i]!.reportProbe(null, now - entry.startedAt);
+      upstreams[i]!.reportProbe(null, now - entry.startedAt, true);
     }
   }
 

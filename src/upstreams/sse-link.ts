@@ -8,8 +8,10 @@ export interface LinkTimers {
 }
 
 export interface SseLinkOptions {
-  /** The node's client; in production one kept for streams, not the pool that serves calls (see openSseLink). */
-  upstream: HttpUpstream;
+  /** The node's client (in production one kept for streams, not the pool that serves calls: see openSseLink),
+   *  or a function that names it at each (re)connection: a chain with several nodes gives the one in rotation,
+   *  so a stream lost with its node reopens on another. */
+  upstream: HttpUpstream | (() => HttpUpstream);
   /** The Beacon event topic this link streams, e.g. `head`. */
   topic: string;
   /** Each upstream event, already encoded as the frame clients receive (see encodeSseEvent). Must not throw. */
@@ -78,7 +80,8 @@ export function openSseLink(opts: SseLinkOptions): SseLink {
   ] as const) {
     if (!(value > 0) || !Number.isFinite(value)) throw new TypeError(`${name} must be a positive number`);
   }
-  const fields = { upstream: upstream.label, topic };
+  const nodeFor = typeof upstream === 'function' ? upstream : () => upstream;
+  let fields = { upstream: '', topic };
   const path = `/eth/v1/events?topics=${encodeURIComponent(topic)}`;
 
   let closed = false;
@@ -107,7 +110,9 @@ export function openSseLink(opts: SseLinkOptions): SseLink {
       headTimer = undefined;
       if (mine === attempt) drop('warn', `no response head within ${headTimeoutMs} ms`);
     }, headTimeoutMs);
-    handle = upstream.request(
+    const node = nodeFor();
+    fields = { upstream: node.label, topic };
+    handle = node.request(
       {
         method: 'GET',
         path,

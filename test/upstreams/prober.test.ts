@@ -144,6 +144,26 @@ t.test('a probe that hangs is given up and the next one restores the node', asyn
   t.equal(health.upstreams[0]!.status().calls, 1);
 });
 
+t.test('a node in rotation whose head poll hangs is out as soon as the poll is given up', async (t) => {
+  // Defaults as the gateway runs them (chain.ts): polls every 1 s, probes every 1.5 s, given up after 2.5 s.
+  const behaviour: Behaviour[] = [{ head: 7 }, { head: 7 }];
+  const { time, health, probe } = setup(2, behaviour);
+  const prober = startProber(health, probe, { timers: time.timers, intervalMs: 1_500, headIntervalMs: 1_000, probeTimeoutMs: 2_500 });
+  t.teardown(() => prober.stop());
+  await time.advanceTo(500);
+  t.same(health.healthyIndices(), [0, 1], 'both answered the first poll');
+  behaviour[0] = 'hang';
+  let out = -1;
+  for (let at = 600; at <= 10_000 && out < 0; at += 100) {
+    await time.advanceTo(at);
+    if (!health.healthyIndices().includes(0)) out = at;
+  }
+  t.equal(health.upstreams[0]!.status().reason, 'failing');
+  t.ok(out > 0 && out - 500 <= 4_500, `out ${out - 500} ms after it began hanging (a poll starts within 1 s, is given up 2.5 s later, noticed within 1 s)`);
+  const { calls, errorRate } = health.upstreams[0]!.status();
+  t.equal(Math.round(calls * errorRate), 1, `one failure was enough (${calls} outcomes, ${errorRate} failed)`);
+});
+
 t.test('heads are polled every headIntervalMs only for nodes no feed keeps current', async (t) => {
   // Node 1 answers in 300 ms: its head is reported after the poll started, and still polled every 5 s.
   const { time, health, probe, startsOf } = setup(2, [{ head: 100 }, { head: 100, afterMs: 300 }]);

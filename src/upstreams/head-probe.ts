@@ -1,0 +1,91 @@
+/**
+ * Reads one node's head for the prober: an execution node's block number (eth_blockNumber), a beacon node's
+ * head slot (GET /eth/v1/beacon/headers/head → data.header.message.slot).
+ *
+ * A probe answer is a few dozen bytes; one larger than MAX_PROBE_ANSWER_BYTES is not a head and is dropped
+ * unread, so a node (or anything else at its address) that answers every request with megabytes costs a
+ * probe nothing but its first chunk. Probes go out exclusive: alone on their socket, so dropping one (too
+ * large, or given up by the prober) closes that socket instead of reading its answer to the end, and no
+ * client call ever waits behind a probe.
+ */
+import type { HttpUpstream, RequestHandle, UpstreamRequest } from './http-client.js';
+
+/** A probe answer larger than this is refused (a beacon header answer is under 1 KB). */
+export const MAX_PROBE_ANSWER_BYTES = 16_384;
+
+const ETH_BLOCK_NUMBER = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/json'], ['accept', 'application/json']];
+const QUANTITY = /^0x(?:0|[1-9a-f][0-9a-f]{0,12})$/i;
+const DECIMAL = /^(?:0|[1-9][0-9]{0,15})$/;
+
+/** Reads a node's head; rejects when it does not answer with one within timeoutMs or `signal` aborts. */
+export type ReadHead = (upstream: HttpUpstream, timeoutMs: number, signal: AbortSignal) => Promise<number>;
+
+/** One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status, an answer over the cap or not JSON. */
+function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: AbortSignal): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new Error('aborted'));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    let status = 0;
+    let handle: RequestHandle | null = null;
+    let settled = false;
+    const settle = (err: Error | null, value?: unknown): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve(value);
+    };
+    const giveUp = (err: Error): void => {
+      handle?.abort();
+      settle(err);
+    };
+    const onAbort = (): void => giveUp(new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    handle = upstream.request(req, {
+      onHead(s) {
+        status = s;
+        if (s < 200 || s > 299) giveUp(new Error(`HTTP ${s}`));
+      },
+      onData(chunk) {
+        bytes += chunk.length;
+        if (bytes > MAX_PROBE_ANSWER_BYTES) giveUp(new Error(`answer larger than ${MAX_PROBE_ANSWER_BYTES} bytes`));
+        else chunks.push(chunk);
+        return true;
+      },
+      onEnd() {
+        if (status < 200 || status > 299) return settle(new Error(`HTTP ${status}`));
+        try {
+          settle(null, JSON.parse(Buffer.concat(chunks, bytes).toString()));
+        } catch {
+          settle(new Error('answer is not JSON'));
+        }
+      },
+      onError(err) {
+        settle(new Error(`${err.kind}: ${err.message}`));
+      },
+    });
+    // The request may have failed synchronously (a closed upstream) before `handle` was set.
+    if (settled) handle.abort();
+  });
+}
+
+/** eth_blockNumber over the node's HTTP. */
+export const readEvmHead: ReadHead = async (upstream, timeoutMs, signal) => {
+  const answer = await fetchSmallJson(upstream, { method: 'POST', headers: JSON_HEADERS, body: ETH_BLOCK_NUMBER, timeoutMs, exclusive: true }, signal);
+  const result = (answer as { result?: unknown } | null)?.result;
+  if (typeof result !== 'string' || !QUANTITY.test(result)) throw new Error('eth_blockNumber answer holds no block number');
+  return parseInt(result, 16);
+};
+
+/** The head slot from GET /eth/v1/beacon/headers/head. */
+export const readBeaconHead: ReadHead = async (upstream, timeoutMs, signal) => {
+  const answer = await fetchSmallJson(upstream, { method: 'GET', path: '/eth/v1/beacon/headers/head', headers: JSON_HEADERS.slice(1), timeoutMs, exclusive: true }, signal);
+  const slot = (answer as { data?: { header?: { message?: { slot?: unknown } } } } | null)?.data?.header?.message?.slot;
+  if (typeof slot !== 'string' || !DECIMAL.test(slot)) throw new Error('beacon header answer holds no slot');
+  return Number(slot);
+};
