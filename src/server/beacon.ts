@@ -42,20 +42,30 @@ export interface BeaconCall {
   headers: Array<[string, string]>;
 }
 
+/** A GET whose node failed before answering is tried once more on another node only with this much of its deadline left, in ms. */
+const MIN_RETRY_MS = 100;
+
 /**
  * Forwards one admitted Beacon call and streams the upstream's answer back untouched: its status,
  * body and format headers. Only a node that cannot be reached, times out or does not speak HTTP
- * makes a 502, in the Beacon error shape.
+ * makes a 502, in the Beacon error shape. A GET whose node fails before its status line is tried once
+ * more on another node in rotation within the same deadline (timeout_s from the first attempt); a POST
+ * (a submission) never is.
  */
-function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buffer | undefined, admission: { reservation: import('../metering/ledger.js').Reservation | null; ru: number }): void {
+function forwardBeacon(
+  x: Exchange, caller: Caller, call: BeaconCall, body: Buffer | undefined,
+  admission: { reservation: import('../metering/ledger.js').Reservation | null; ru: number },
+  tried: Set<number> = new Set(), deadline = x.chain.health.clock() + x.chain.timeoutMs,
+): void {
   const t = x.ctx.tenancy;
-  const picked = x.chain.pickHealthy();
+  const picked = x.chain.pickHealthy(tried);
   if (picked === null) {
     settleCall(t, caller, call.template, admission, { ok: false, status: 502 });
     replyBeaconError(x, 'upstream_error', 'No healthy upstream for this chain');
     return;
   }
   const { upstream } = picked;
+  tried.add(picked.index);
   // The call counts in the node's health as JSON-RPC calls do: in flight, then answered (below 500) or failed.
   const health = x.chain.health.upstreams[picked.index]!;
   const startedAt = x.chain.health.clock();
@@ -102,6 +112,11 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
     onError(err: UpstreamError) {
       record('failed');
       x.ctx.log.warn('upstream call failed', { chain: x.chain.config.slug, upstream: upstream.label, reason: `${err.kind}: ${err.message}` });
+      const left = deadline - x.chain.health.clock();
+      if (!headSent && !x.aborted && call.method === 'GET' && tried.size === 1 && left >= MIN_RETRY_MS && x.chain.pickHealthy(tried) !== null) {
+        forwardBeacon(x, caller, call, body, admission, tried, deadline);
+        return;
+      }
       settle(false);
       if (out !== null) {
         out.cut();
@@ -114,7 +129,7 @@ function forwardBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buff
     },
   };
   const handle = upstream.request(
-    { method: call.method, path: call.target, headers: call.headers, ...(body !== undefined ? { body } : {}), timeoutMs: x.chain.timeoutMs },
+    { method: call.method, path: call.target, headers: call.headers, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(1, deadline - x.chain.health.clock()) },
     sink,
   );
   x.calls.push({

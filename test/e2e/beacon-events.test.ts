@@ -12,7 +12,7 @@ import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type EventStream, openEventStream } from '../support/event-stream.js';
 import { type FakeBeacon, fakeBeacon, until } from '../support/fake-beacon.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
-import { rpc } from '../support/rpc.js';
+import { rpc, send } from '../support/rpc.js';
 
 const EVENTS_PATH = '/eth/v1/events';
 
@@ -239,4 +239,65 @@ t.test('the devnet beacon node: evm_mine produces head and block events through 
   }
   t.equal(viaGateway.events.filter(after).length, 6, 'nothing else arrived');
   t.ok(viaGateway.events.every((e) => e.event === 'head' || e.event === 'block'), 'only the topics asked for');
+});
+
+async function untilAsync(what: string, ready: () => Promise<boolean>, ms: number): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!(await ready())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+t.test('two beacon nodes: when the first dies, calls and the event stream go on from the other; with none, 502 at once', async (t) => {
+  const anvil = await anvilFor(t);
+  const first = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
+  const second = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
+  let firstStopped = false;
+  t.teardown(async () => {
+    if (!firstStopped) await first.stop();
+    await second.stop();
+  });
+  const g = await gatewayFor(t, {
+    server: { default_chain: 'devnet' },
+    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: first.url }, { url: second.url }] } },
+  });
+  const base = `${g.base}/devnet-beacon/v1/rpc/public`;
+  const stream = await openEventStream(`${base}${EVENTS_PATH}?topics=head`);
+  t.teardown(() => stream.close());
+  const heads = (): number[] => stream.events.map((e) => Number((JSON.parse(e.data) as { slot: string }).slot));
+  const mineUntilHead = async (what: string): Promise<void> => {
+    const had = stream.events.length;
+    const deadline = performance.now() + 10_000;
+    while (stream.events.length === had) {
+      if (performance.now() > deadline) throw new Error(`no head event ${what} within 10 s`);
+      await rpc(anvil.url, 'evm_mine');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  await mineUntilHead('through the gateway');
+
+  await first.stop();
+  firstStopped = true;
+  // While the dead node is still in rotation, a GET sent to it is tried again on the other: no client sees it.
+  const statuses = await Promise.all(Array.from({ length: 10 }, () => send('GET', `${base}/eth/v1/node/version`).then((r) => r.status)));
+  t.same(statuses, Array(10).fill(200), 'every call right after the death answered');
+  await untilAsync('the dead node out of rotation', async () => {
+    const h = (await send('GET', `${g.base}/healthz`)).json as { chains: Record<string, { upstreams: Array<{ in_rotation: boolean }> }> };
+    return !h.chains['devnet-beacon']!.upstreams[0]!.in_rotation;
+  }, 6000);
+  t.equal((await send('GET', `${base}/eth/v1/node/version`)).status, 200, 'calls answered by the second node');
+  await mineUntilHead('after the first node died');
+  const slots = heads();
+  t.ok(slots.at(-1)! > slots[0]!, `the stream went on from the second node (slots ${slots.join(', ')})`);
+  t.equal(new Set(slots).size, slots.length, 'no slot twice');
+
+  await second.stop();
+  await untilAsync('no node in rotation', async () => (await send('GET', `${g.base}/readyz`)).status === 503, 6000);
+  const started = performance.now();
+  const r = await send('GET', `${base}/eth/v1/node/version`);
+  const took = performance.now() - started;
+  t.equal(r.status, 502);
+  t.match(r.json, { code: 502, message: /No healthy upstream/ }, 'in the Beacon error shape');
+  t.ok(took < 500, `at once (${Math.round(took)} ms), not after the timeout`);
 });
