@@ -13,8 +13,14 @@ export interface SubscriberConn {
   /** null on the public path, which is not metered. */
   readonly ownerId: number | null;
   readonly endpointId: string | null;
-  /** This connection's subscriptions, by the id it was given (lower case). */
-  readonly subs: Map<string, Subscription>;
+  /**
+   * This connection's subscriptions by the id it was given (lower case), kept by the hub: the first in
+   * `firstSubId`/`firstSub`, any more in `moreSubs`, so a connection with one subscription (nearly every
+   * subscriber) holds no Map of its own. Start them at null.
+   */
+  firstSubId: string | null;
+  firstSub: Subscription | null;
+  moreSubs: Map<string, Subscription> | null;
   /** Sends one prepared message, or closes the connection as a slow consumer. */
   deliver(bytes: Buffer): void;
   close(code: number, reason: string): void;
@@ -56,6 +62,39 @@ export interface SubscriptionHub {
   /** Removes every subscription of a connection that closed. */
   dropConnection(conn: SubscriberConn): void;
   stats(): { topics: number; subscriptions: number; notifications: number };
+}
+
+/** How many subscriptions `conn` holds. */
+export function subscriptionCount(conn: SubscriberConn): number {
+  return (conn.firstSubId === null ? 0 : 1) + (conn.moreSubs?.size ?? 0);
+}
+
+function subOf(conn: SubscriberConn, id: string): Subscription | undefined {
+  return conn.firstSubId === id ? conn.firstSub! : conn.moreSubs?.get(id);
+}
+
+function holdSub(conn: SubscriberConn, id: string, sub: Subscription): void {
+  if (conn.firstSubId === null) {
+    conn.firstSubId = id;
+    conn.firstSub = sub;
+  } else {
+    (conn.moreSubs ??= new Map()).set(id, sub);
+  }
+}
+
+function releaseSub(conn: SubscriberConn, id: string): void {
+  if (conn.firstSubId === id) {
+    conn.firstSubId = null;
+    conn.firstSub = null;
+  } else {
+    conn.moreSubs?.delete(id);
+  }
+}
+
+function subsOf(conn: SubscriberConn): Array<[string, Subscription]> {
+  const all: Array<[string, Subscription]> = conn.firstSubId === null ? [] : [[conn.firstSubId, conn.firstSub!]];
+  if (conn.moreSubs !== null) all.push(...conn.moreSubs);
+  return all;
 }
 
 const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
@@ -139,7 +178,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
 
   function remove(conn: SubscriberConn, id: string, sub: Subscription): void {
     const { topic, variant } = sub;
-    conn.subs.delete(id);
+    releaseSub(conn, id);
     topic.variants[variant]!.delete(conn);
     meter(topic, conn, -1);
     topic.count--;
@@ -157,7 +196,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
       while (topic.variants[variant]?.has(conn)) variant++;
       (topic.variants[variant] ??= new Set()).add(conn);
       const id = idOf(topic, variant);
-      conn.subs.set(id, (topic.shared[variant] ??= { topic, variant }));
+      holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
       meter(topic, conn, 1);
       topic.count++;
       subscriptions++;
@@ -165,13 +204,13 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     },
     unsubscribe(conn, id) {
       const key = id.toLowerCase();
-      const sub = conn.subs.get(key);
+      const sub = subOf(conn, key);
       if (sub === undefined) return false;
       remove(conn, key, sub);
       return true;
     },
     dropConnection(conn) {
-      for (const [id, sub] of [...conn.subs]) remove(conn, id, sub);
+      for (const [id, sub] of subsOf(conn)) remove(conn, id, sub);
     },
     stats: () => ({ topics: topics.size, subscriptions, notifications }),
   };

@@ -6,7 +6,7 @@ import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
 import { clientIp, resolveCaller } from '../pipeline/caller.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
-import type { SubscriberConn, Subscription, SubscriptionHub, SubscriptionKind } from '../fanout/subscriptions.js';
+import { type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub, type SubscriptionKind } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { type GatewayContext, requestDone } from './context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -25,7 +25,9 @@ export interface WsUserData {
 export class WsConn implements SubscriberConn {
   ws: WebSocket<WsUserData> | null = null;
   closed = false;
-  readonly subs = new Map<string, Subscription>();
+  firstSubId: string | null = null;
+  firstSub: Subscription | null = null;
+  moreSubs: Map<string, Subscription> | null = null;
   /** Calls in flight; made on the first call, as the refusal counter on the first refusal: an idle
    *  subscriber, the common connection, holds neither (bench/ws-fanout.mjs holds it to 2 KB). */
   calls: Set<ForwardCall> | null = null;
@@ -180,7 +182,7 @@ function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local): { ans
     return { answer: rpcErrorBody('method_not_found', local.idText, message), outcome: 'method_not_found' };
   }
   const max = ctx.config.websocket.max_subscriptions_per_connection;
-  if (conn.subs.size >= max) {
+  if (subscriptionCount(conn) >= max) {
     settleCall(t, caller, local.method, local.admission, { ok: false, status: 429 });
     const message = `Too many subscriptions on this connection: the limit is ${max} (websocket.max_subscriptions_per_connection)`;
     return { answer: rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), outcome: 'ok' };
