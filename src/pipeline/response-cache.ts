@@ -1,32 +1,46 @@
+import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 
 /** Counters of a response cache since it was made. */
 export interface ResponseCacheStats {
   /** Entries held now. */
   entries: number;
-  /** Sum of the entries' sizes (key length + result length), never above max_bytes. */
+  /** Sum of the entries' sizes (result bytes + ENTRY_OVERHEAD_BYTES each), never above max_bytes. */
   bytes: number;
   hits: number;
   misses: number;
 }
 
 /**
- * The gateway's one cache of final answers, shared by every chain and client. It holds the JSON text
+ * The gateway's one cache of final answers, shared by every chain and client. It holds the JSON bytes
  * of an answer's `result` only: the id differs per client and is put around it by the caller. What may
  * enter is decided by cacheability.ts; answers about final blocks never change, so entries have no
  * lifetime and leave only when the least recently used must make room.
+ *
+ * So that max_bytes bounds what the process holds, not just what it counts:
+ * - results are kept as Buffers of their own (outside V8's heap, which grows to well over its live
+ *   size between collections, and never a slice of a shared pool that would hold the rest of it);
+ * - keys are the SHA-256 of the call (base64, 44 characters): a call's canonical JSON is built by concatenation, and such a
+ *   string kept whole would hold every piece of it (a 2,000-address eth_getLogs key is ~90 KB of text
+ *   in thousands of pieces); a digest is the same size whatever the call;
+ * - each entry counts ENTRY_OVERHEAD_BYTES besides its result, for the key, the Buffer and the LRU's slots.
  */
 export interface ResponseCache {
-  /** The cached `result` JSON text of the call `key` on `chain`, or undefined (a miss). */
-  get(chain: string, key: string): string | undefined;
+  /** False when config cache.max_bytes is 0: callers then skip working out keys at all. */
+  readonly enabled: boolean;
+  /** The cached `result` JSON of the call `key` on `chain`, or undefined (a miss). */
+  get(chain: string, key: string): Buffer | undefined;
   /** Keeps `resultJson` unless the cache is disabled or the entry is over an eighth of max_bytes. */
   set(chain: string, key: string, resultJson: string): void;
   stats(): ResponseCacheStats;
 }
 
+/** What an entry holds besides its result's bytes: the digest key, the Buffer object and its backing store's header, the LRU's slots. */
+export const ENTRY_OVERHEAD_BYTES = 256;
+
 /**
  * Makes the cache. `maxBytes` is config `cache.max_bytes` (default 67108864); 0 disables caching.
- * Sizes are counted in string length, which for the ASCII JSON nodes send is the bytes held.
+ * Sizes are counted in bytes.
  */
 export function createResponseCache(maxBytes: number): ResponseCache {
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) {
@@ -36,6 +50,7 @@ export function createResponseCache(maxBytes: number): ResponseCache {
   let misses = 0;
   if (maxBytes === 0) {
     return {
+      enabled: false,
       get() {
         misses++;
         return undefined;
@@ -44,16 +59,17 @@ export function createResponseCache(maxBytes: number): ResponseCache {
       stats: () => ({ entries: 0, bytes: 0, hits, misses }),
     };
   }
-  const entries = new LRUCache<string, string>({
+  const entries = new LRUCache<string, Buffer>({
     maxSize: maxBytes,
     // One huge answer (a block with full transactions, a wide eth_getLogs) must not flush the many
     // small ones that make the hits; lru-cache refuses such an entry (and drops an older value under it).
     maxEntrySize: Math.max(1, Math.floor(maxBytes / 8)),
-    sizeCalculation: (resultJson, key) => key.length + resultJson.length,
+    sizeCalculation: (result) => result.length + ENTRY_OVERHEAD_BYTES,
   });
   // The chain slug as a JSON string ends at its closing quote, so no slug/key pair can spell another's.
-  const entryKey = (chain: string, key: string): string => JSON.stringify(chain) + key;
+  const entryKey = (chain: string, key: string): string => createHash('sha256').update(JSON.stringify(chain)).update(key).digest('base64');
   return {
+    enabled: true,
     get(chain, key) {
       const hit = entries.get(entryKey(chain, key));
       if (hit === undefined) misses++;
@@ -61,7 +77,16 @@ export function createResponseCache(maxBytes: number): ResponseCache {
       return hit;
     },
     set(chain, key, resultJson) {
-      entries.set(entryKey(chain, key), resultJson);
+      const bytes = Buffer.byteLength(resultJson);
+      const k = entryKey(chain, key);
+      if (bytes + ENTRY_OVERHEAD_BYTES > entries.maxEntrySize) {
+        // As lru-cache does with an entry too large: the value the key held goes too.
+        entries.delete(k);
+        return;
+      }
+      const result = Buffer.allocUnsafeSlow(bytes);
+      result.write(resultJson);
+      entries.set(k, result);
     },
     stats: () => ({ entries: entries.size, bytes: entries.calculatedSize, hits, misses }),
   };

@@ -44,12 +44,14 @@ function flightsOf(table: Shared<SharedOutcome>): Map<string, Flight> {
   return flights;
 }
 
+const CLOSE_BRACE = Buffer.from('}');
+
 const NO_CALL: ForwardCall = { abort() {}, resume() {} };
 
 /** A forwarded call as the pipeline makes it: answered from the cache, shared with identical reads in flight, or sent on its own. */
 export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
   const state = gatewayState(ctx);
-  const cacheKey = cacheKeyFor(f.method, f.params);
+  const cacheKey = state.cache.enabled ? cacheKeyFor(f.method, f.params) : null;
   if (cacheKey !== null) {
     const hit = state.cache.get(chain.config.slug, cacheKey);
     if (hit !== undefined) return answerFromCache(ctx, f, hit, sink);
@@ -66,11 +68,11 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
  * A cached result with the client's id. It is delivered in a later microtask, as any answer is:
  * callers register the returned call before their sink can run.
  */
-function answerFromCache(ctx: GatewayContext, f: Forward, resultJson: string, sink: Sink): ForwardCall {
+function answerFromCache(ctx: GatewayContext, f: Forward, result: Buffer, sink: Sink): ForwardCall {
   chargeAsCacheHit(f.admission, ctx.config.cache.hit_ru_factor);
   let aborted = false;
   queueMicrotask(() => {
-    if (!aborted) sink.whole(Buffer.from(`{"jsonrpc":"2.0","id":${f.idText},"result":${resultJson}}`));
+    if (!aborted) sink.whole(Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${f.idText},"result":`), result, CLOSE_BRACE]));
   });
   return {
     abort() {
