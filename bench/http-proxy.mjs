@@ -1,14 +1,18 @@
 // Section: chaingate's public JSON-RPC path as a plain HTTP proxy, side by side with nginx, first in
 // front of a fixed-answer upstream (what the proxy itself costs), then in front of anvil (a real node).
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChaingate } from './lib/chaingate.mjs';
 import { measure, notRun } from './lib/measure.mjs';
-import { perRound } from './lib/rounds.mjs';
+import { checkerFor } from './lib/checks.mjs';
 import { startNginxProxy } from './lib/nginx.mjs';
 import { anvilPath, startAnvil, startFixedUpstream } from './lib/upstreams.mjs';
+import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'http-proxy';
-export const title = 'HTTP JSON-RPC proxy (eth_blockNumber, public path)';
+export const title = 'HTTP JSON-RPC proxy (eth_getBalance, public path)';
+/** Tools this section cannot run without (run.mjs skips it when one is missing). */
+export const needs = ['wrk'];
 
 /** Targets of this section; a check whose inputs errored or were skipped reads ERROR/SKIP, never PASS. */
 const TARGETS = {
@@ -91,21 +95,8 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
 }
 
 const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.rps != null;
+const check = checkerFor(usable);
 
-/**
- * `{ name, value, target, status }` with status PASS/FAIL, or ERROR/SKIP when an input run is unusable.
- * With several rounds, `value` is computed on each target's median round and `rounds` lists the
- * value within each round, as a measure of how far to trust it.
- */
-function check(name, inputs, compute, target, passes) {
-  const skipped = inputs.find((r) => !r || r.skipped);
-  if (skipped) return { name, value: null, target, status: 'SKIP', note: skipped?.skipped ?? 'not run' };
-  const broken = inputs.filter((r) => !usable(r));
-  if (broken.length) return { name, value: null, target, status: 'ERROR', note: `errors in: ${broken.map((r) => r.label).join(', ')}` };
-  const value = compute(...inputs);
-  const rounds = perRound(inputs, compute);
-  return { name, value, target, status: passes(value) ? 'PASS' : 'FAIL', ...(rounds.length > 1 ? { rounds } : {}) };
-}
 
 /** The section's targets, judged on its runs (merged across rounds by the caller). */
 export function checks(runs) {
@@ -125,7 +116,20 @@ export function checks(runs) {
   ];
 }
 
-export async function run(ctx) {
+/**
+ * The requests: eth_getBalance of distinct addresses in turn, at least twice as many as connections. One
+ * request repeated would not measure forwarding: chaingate answers eth_blockNumber from the heads it
+ * polls, and shares identical reads in flight, so most of them would never reach the upstream.
+ */
+function forwardedBodies(connections) {
+  return Array.from({ length: Math.max(128, 2 * connections) }, (_, i) =>
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [`0x${(i + 1).toString(16).padStart(40, '0')}`, 'latest'] }));
+}
+
+export async function run(sectionCtx) {
+  mkdirSync(sectionCtx.tmpdir, { recursive: true });
+  const bodies = forwardedBodies(sectionCtx.settings.connections);
+  const ctx = { ...sectionCtx, body: bodies[0], script: writePostScript(sectionCtx.tmpdir, bodies, 'http-proxy.lua') };
   const runs = await measureTrio({ key: 'fixed', name: 'fixed upstream', startUpstream: startFixedUpstream, chainId: 1, ctx });
   if (anvilPath()) {
     const quiet = ctx.settings.anvilQuiet;

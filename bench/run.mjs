@@ -6,9 +6,12 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as cacheDedup from './cache-dedup.mjs';
 import * as httpProxy from './http-proxy.mjs';
+import * as wsFanout from './ws-fanout.mjs';
 import { nginxPath, nginxVersion } from './lib/nginx.mjs';
 import { canPin, disablePinning, pinSelf, setLogDir, stopAll, stopChildrenOnExit } from './lib/processes.mjs';
+import { notRun } from './lib/measure.mjs';
 import { markdownHeading, sectionMarkdown, sectionText } from './lib/report.mjs';
 import { mergeRounds } from './lib/rounds.mjs';
 import { readSettings } from './lib/settings.mjs';
@@ -16,9 +19,10 @@ import { hasWrk, writePostScript, wrkVersion } from './lib/wrk.mjs';
 
 /**
  * Sections in the order they run. A new benchmark is one more module exporting `id`, `title`,
- * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged.
+ * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged, and `needs`, the
+ * tools it cannot run without (`['wrk']`), when it has any.
  */
-const SECTIONS = [httpProxy];
+const SECTIONS = [httpProxy, wsFanout, cacheDedup];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');
@@ -61,10 +65,14 @@ async function main() {
     return 2;
   }
 
-  if (!hasWrk()) {
-    process.stdout.write(`bench: wrk is not installed, so nothing can be measured. Install it with:\n  ${INSTALL_HINT}\n`);
-    return 0;
+  // A section that needs a missing tool is reported as skipped; the others still run.
+  const installed = { wrk: hasWrk() };
+  const missingFor = (section) => (section.needs ?? []).filter((tool) => !installed[tool]);
+  const blocked = sections.filter((s) => missingFor(s).length);
+  if (blocked.length) {
+    process.stdout.write(`bench: wrk is not installed, so ${blocked.map((s) => s.id).join(', ')} cannot be measured. Install it with:\n  ${INSTALL_HINT}\n`);
   }
+  if (blocked.length === sections.length) return 0;
   const nginx = nginxPath();
   if (!nginx) process.stdout.write(`bench: nginx is not installed; the nginx comparisons are skipped. Install it with:\n  ${INSTALL_HINT}\n`);
   if (!settings.pin) disablePinning();
@@ -87,7 +95,7 @@ async function main() {
       node: process.version,
       cpus: cpus().length,
       cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
-      wrk: wrkVersion(),
+      wrk: installed.wrk ? wrkVersion() : null,
       nginx: nginx ? nginxVersion(nginx) : null,
     },
     settings,
@@ -97,6 +105,12 @@ async function main() {
   try {
     const ctx = { settings, tools: { nginx }, tmpdir: work, body: REQUEST, script: writePostScript(work, REQUEST), log };
     for (const section of sections) {
+      const missing = missingFor(section);
+      if (missing.length) {
+        const runs = [notRun({ id: section.id, label: section.title, reason: `${missing.join(', ')} not installed` })];
+        result.sections.push({ id: section.id, title: section.title, runs, checks: [] });
+        continue;
+      }
       const rounds = [];
       for (let round = 1; round <= settings.rounds; round++) {
         log(`section ${section.id}: ${section.title}${settings.rounds > 1 ? `, round ${round}/${settings.rounds}` : ''}`);

@@ -12,8 +12,11 @@ export function chaingateMain() {
   return existsSync(MAIN) ? MAIN : null;
 }
 
-/** The smallest config serving one chain on `port` from the node at `upstreamPort`, public path open. */
-export function chaingateConfig({ dir, port, upstreamPort, chainId, maxConnections = 64 }) {
+/**
+ * The smallest config serving one chain on `port` from the node at `upstreamPort`, public path open.
+ * `extraYaml` is appended as top-level sections (e.g. `cache: { max_bytes: 0 }`); other keys keep their defaults.
+ */
+export function chaingateConfig({ dir, port, upstreamPort, chainId, maxConnections = 64, extraYaml = '' }) {
   return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench }
 storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
 # The whole pipeline runs (limiters and metering included); the limits are set above what the load reaches.
@@ -23,20 +26,20 @@ chains:
   bench:
     chain_id: ${chainId}
     upstreams: [{ url: "http://127.0.0.1:${upstreamPort}", max_connections: ${maxConnections} }]
-`;
+${extraYaml}`;
 }
 
 /**
  * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
  * once it accepts connections. `url` is the public JSON-RPC path.
  */
-export async function startChaingate({ name = 'chaingate', dir, upstreamPort, chainId, core, keyed = false }) {
+export async function startChaingate({ name = 'chaingate', dir, upstreamPort, chainId, core, keyed = false, extraYaml }) {
   const main = chaingateMain();
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId }));
+  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, extraYaml }));
   // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
   const owner = keyed
     ? JSON.parse(execFileSync(process.execPath, [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config], { encoding: 'utf8' }))

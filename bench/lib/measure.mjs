@@ -4,7 +4,7 @@ import { CLK_TCK, processTree, startSampling } from './proc-stats.mjs';
 import { runWrk } from './wrk.mjs';
 
 /** Percent of one core taken by others during a run above which its figures are marked as disturbed. */
-const NOISY_PERCENT = 10;
+export const NOISY_PERCENT = 10;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -13,7 +13,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * NOISY_PERCENT of a core), so that a neighbour's build or test run is not measured as our slowness.
  * Returns the seconds waited; the run goes ahead regardless and is marked when still disturbed.
  */
-async function waitForQuiet(ours, maxSeconds, log) {
+export async function waitForQuiet(ours, maxSeconds, log) {
   if (maxSeconds <= 0) return 0;
   const start = Date.now();
   for (let said = false; ; ) {
@@ -32,8 +32,10 @@ async function waitForQuiet(ours, maxSeconds, log) {
  * check the answer, warm up, measure while sampling the server's RSS and CPU, check the answer again.
  * Never throws: whatever went wrong is listed in `errors`, so the run is flagged and the bench goes on.
  * `upstreamPid` (the node behind a proxy) only keeps that node's CPU out of the box-load figure.
+ * `countUpstreamCalls`, when given, returns the calls the node has seen so far: read just before and
+ * after the measured wrk run, it gives `upstreamCalls` and `upstreamCallsPerRequest`.
  */
-export async function measure({ id, label, url, pid, upstreamPid, ctx }) {
+export async function measure({ id, label, url, pid, upstreamPid, countUpstreamCalls, ctx }) {
   const { settings, body, script } = ctx;
   const run = { id, label, url, errors: [], warnings: [] };
   const wrkOptions = { url, script, connections: settings.connections, threads: settings.threads, core: settings.loadCore };
@@ -50,10 +52,12 @@ export async function measure({ id, label, url, pid, upstreamPid, ctx }) {
     if (settings.warmupSeconds > 0) await runWrk({ ...wrkOptions, name: `wrk warm-up ${id}`, seconds: settings.warmupSeconds });
     const boxLoad = startBoxLoad(CLK_TCK, ours);
     const sampling = startSampling(pid);
+    const callsBefore = countUpstreamCalls?.();
     let report;
     try {
       report = await runWrk({ ...wrkOptions, name: `wrk ${id}`, seconds: settings.seconds });
     } finally {
+      if (countUpstreamCalls) run.upstreamCalls = countUpstreamCalls() - callsBefore;
       const usage = sampling.stop();
       run.maxRssMb = usage.maxRssMb;
       run.cpuSeconds = usage.cpuSeconds;
@@ -61,6 +65,7 @@ export async function measure({ id, label, url, pid, upstreamPid, ctx }) {
     }
     Object.assign(run, report);
     run.cpuUsPerRequest = report.requests > 0 ? (run.cpuSeconds * 1e6) / report.requests : null;
+    if (countUpstreamCalls) run.upstreamCallsPerRequest = report.requests > 0 ? run.upstreamCalls / report.requests : null;
   } catch (err) {
     run.errors.push(err.message);
     return run;

@@ -157,3 +157,19 @@ export function pinSelf(core) {
   if (!pinning) return;
   spawnSync('taskset', ['-a', '-pc', String(core), String(process.pid)]);
 }
+
+/** What `ready` resolves to; when it rejects, `proc` is stopped first and the error passed on. */
+export async function stopOnFailure(proc, ready) {
+  try {
+    return await ready;
+  } catch (err) {
+    await proc.stop();
+    throw err;
+  }
+}
+
+/** `{ proc, pid, port, stop }` once a bench server prints `Listening on 127.0.0.1:PORT`. */
+export async function announcedPort(proc) {
+  const m = await proc.waitFor(/Listening on 127\.0\.0\.1:(\d+)/);
+  return { proc, pid: proc.pid, port: Number(m[1]), stop: () => proc.stop() };
+}

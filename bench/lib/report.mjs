@@ -21,6 +21,19 @@ function runRow(run) {
 }
 
 const RUN_HEAD = ['target', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'max RSS MB', 'notes'];
+const WRK_TABLE = { head: RUN_HEAD, row: runRow, rightAligned: new Set([1, 2, 3, 4, 5]) };
+
+/** Run tables of sections whose figures are not wrk's, by section id; every other section gets WRK_TABLE. */
+const runTables = new Map();
+
+/**
+ * A section with figures of its own registers its table: `head` (column names), `row(run)` (its cells,
+ * as strings) and `rightAligned` (a Set of column indexes).
+ */
+export function registerRunTable(sectionId, table) {
+  runTables.set(sectionId, table);
+}
+
 const CHECK_HEAD = ['check', 'value', 'target', 'result', 'per round'];
 
 function checkRow(c) {
@@ -45,13 +58,15 @@ function markdownTable(head, rows) {
 }
 
 export function sectionText(section) {
-  const parts = [`== ${section.title}`, textTable(RUN_HEAD, section.runs.map(runRow), new Set([1, 2, 3, 4, 5]))];
+  const t = runTables.get(section.id) ?? WRK_TABLE;
+  const parts = [`== ${section.title}`, textTable(t.head, section.runs.map(t.row), t.rightAligned)];
   if (section.checks?.length) parts.push('', textTable(CHECK_HEAD, section.checks.map(checkRow), new Set([1])));
   return parts.join('\n');
 }
 
 export function sectionMarkdown(section) {
-  const parts = [`### ${section.title}`, '', markdownTable(RUN_HEAD, section.runs.map(runRow))];
+  const t = runTables.get(section.id) ?? WRK_TABLE;
+  const parts = [`### ${section.title}`, '', markdownTable(t.head, section.runs.map(t.row))];
   if (section.checks?.length) parts.push('', markdownTable(CHECK_HEAD, section.checks.map(checkRow)));
   return parts.join('\n');
 }

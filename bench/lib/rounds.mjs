@@ -1,7 +1,11 @@
+/** The figure a run's rounds are ranked by: req/s, or the one its `rankBy` names (a section without req/s). */
+const rankOf = (r) => (r.rankBy ? r[r.rankBy] : r.rps) ?? null;
+
 /**
  * Merges the runs of several rounds of one section into one run per target. Rounds interleave the
  * targets, so a slow minute on a shared machine hits all of them rather than one; each target is then
- * represented by its median round (by req/s), whole, so its p50/p99/CPU stay those of one real run.
+ * represented by its median round (by req/s, or by the figure its runs name in `rankBy`), whole, so
+ * its p50/p99/CPU stay those of one real run. A run's `roundFields` are kept for each round too.
  * RSS is the highest seen in any round. Errors of any round stay on the merged run: they are never
  * averaged away.
  */
@@ -10,7 +14,7 @@ export function mergeRounds(rounds) {
   const ids = [...new Set(rounds.flat().map((r) => r.id))];
   return ids.map((id) => {
     const all = rounds.map((runs) => runs.find((r) => r.id === id)).filter(Boolean);
-    const usable = all.filter((r) => !r.skipped && r.errors.length === 0 && r.rps != null).sort((a, b) => a.rps - b.rps);
+    const usable = all.filter((r) => !r.skipped && r.errors.length === 0 && rankOf(r) != null).sort((a, b) => rankOf(a) - rankOf(b));
     const base = usable.length ? usable[Math.floor((usable.length - 1) / 2)] : all[0];
     const merged = {
       ...base,
@@ -21,6 +25,8 @@ export function mergeRounds(rounds) {
         maxRssMb: r.maxRssMb ?? null,
         errors: r.errors.length,
         warnings: r.warnings ?? [],
+        ...(r.rankBy ? { rank: rankOf(r) } : {}),
+        ...Object.fromEntries((r.roundFields ?? []).map((k) => [k, r[k] ?? null])),
       })),
       errors: all.flatMap((r, i) => r.errors.map((e) => `round ${i + 1}: ${e}`)),
       warnings: all.flatMap((r, i) => (r.warnings ?? []).map((w) => `r${i + 1} ${w}`)),
@@ -42,7 +48,7 @@ export function perRound(runs, compute) {
   const values = [];
   for (let i = 0; i < n; i++) {
     const round = runs.map((r) => r.rounds[i]);
-    if (round.some((r) => r.errors > 0 || r.rps == null)) continue;
+    if (round.some((r) => r.errors > 0 || (r.rank !== undefined ? r.rank : r.rps) == null)) continue;
     values.push(compute(...round));
   }
   return values;

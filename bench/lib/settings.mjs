@@ -13,7 +13,8 @@ function seconds(name, fallback, errors) {
   return value;
 }
 
-function int(name, fallback, min, max, errors) {
+/** The integer in env `name` (`fallback` when unset); out of [min, max] adds a message to `errors`. */
+export function int(name, fallback, min, max, errors) {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);

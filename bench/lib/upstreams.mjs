@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { freePort, waitForPort } from './net.mjs';
-import { startProcess } from './processes.mjs';
+import { announcedPort, startProcess, stopOnFailure } from './processes.mjs';
 
 const FIXED_UPSTREAM = fileURLToPath(new URL('../servers/fixed-upstream.mjs', import.meta.url));
 const BUNDLED_ANVIL = fileURLToPath(new URL('../../node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil', import.meta.url));
@@ -10,20 +10,6 @@ const BUNDLED_ANVIL = fileURLToPath(new URL('../../node_modules/@foundry-rs/anvi
 export function anvilPath() {
   const p = process.env.BENCH_ANVIL || BUNDLED_ANVIL;
   return existsSync(p) ? p : null;
-}
-
-async function stopOnFailure(proc, ready) {
-  try {
-    return await ready;
-  } catch (err) {
-    await proc.stop();
-    throw err;
-  }
-}
-
-async function announcedPort(proc) {
-  const m = await proc.waitFor(/Listening on 127\.0\.0\.1:(\d+)/);
-  return { proc, pid: proc.pid, port: Number(m[1]), stop: () => proc.stop() };
 }
 
 /** The fixed-answer uWS server on `core`; resolves `{ proc, pid, port, stop }` once it listens. */

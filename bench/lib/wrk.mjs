@@ -14,12 +14,34 @@ export function wrkVersion() {
   return /wrk\s+(\S+)/.exec(`${r.stdout}${r.stderr}`)?.[1] ?? null;
 }
 
-/** Writes the Lua script that makes every wrk request a POST of `body` as JSON; returns its path. */
-export function writePostScript(dir, body) {
-  const path = join(dir, 'post.lua');
+/**
+ * Writes the Lua script that makes every wrk request a POST of `body` as JSON; returns its path. With
+ * an array of bodies, each request takes the next body in turn, so that the calls in flight at one
+ * moment differ: a gateway that shares identical calls in flight would otherwise forward few of them.
+ */
+export function writePostScript(dir, body, name = 'post.lua') {
+  const path = join(dir, name);
+  if (!Array.isArray(body)) {
+    writeFileSync(
+      path,
+      `wrk.method = "POST"\nwrk.body = ${luaString(body)}\nwrk.headers["Content-Type"] = "application/json"\n`,
+    );
+    return path;
+  }
+  // The requests are formatted once per thread in init(): request() runs once per request on wrk's thread.
   writeFileSync(
     path,
-    `wrk.method = "POST"\nwrk.body = ${luaString(body)}\nwrk.headers["Content-Type"] = "application/json"\n`,
+    `local bodies = {\n${body.map((b) => `  ${luaString(b)},\n`).join('')}}
+local requests = {}
+local turn = 0
+function init(args)
+  for i, b in ipairs(bodies) do requests[i] = wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, b) end
+end
+function request()
+  turn = turn % #requests + 1
+  return requests[turn]
+end
+`,
   );
   return path;
 }

@@ -158,6 +158,23 @@ function decidingBlock(method: string, source: BlockSource, params: unknown[], r
 }
 
 /**
+ * The block that decides whether an answer may be kept when the call alone tells it (a block asked for
+ * by number, an eth_getLogs range ending at a number): the answer then need not be read beyond being a
+ * non-null result. Null when the call pins no block this way; undefined when the answer must be read
+ * (see mayCache), or the call is not cacheable.
+ */
+export function blockOfCall(method: string, params: unknown[]): number | null | undefined {
+  const source = CACHEABLE.get(method);
+  if (source === undefined || !pinsOneBlock(source, params)) return undefined;
+  if (source === 'number-param') return blockNumberOf(params[0]);
+  if (source === 'filter') {
+    const filter = params[0] as Record<string, unknown>;
+    return filter.blockHash != null ? undefined : blockNumberOf(filter.toBlock);
+  }
+  return undefined;
+}
+
+/**
  * Whether an answer's `result` may be cached: the call has a cache key, the result is not null, and
  * its block is at or below `head - finalityDepth`. An unknown head (null) keeps only net_version.
  * Error answers have no `result`: the caller passes only successful results (undefined is refused).

@@ -30,8 +30,8 @@ export interface ResponseCache {
   readonly enabled: boolean;
   /** The cached `result` JSON of the call `key` on `chain`, or undefined (a miss). */
   get(chain: string, key: string): Buffer | undefined;
-  /** Keeps `resultJson` unless the cache is disabled or the entry is over an eighth of max_bytes. */
-  set(chain: string, key: string, resultJson: string): void;
+  /** Keeps `resultJson` (text, or bytes that are copied) unless the cache is disabled or the entry is over an eighth of max_bytes. */
+  set(chain: string, key: string, resultJson: string | Buffer): void;
   stats(): ResponseCacheStats;
 }
 
@@ -77,7 +77,7 @@ export function createResponseCache(maxBytes: number): ResponseCache {
       return hit;
     },
     set(chain, key, resultJson) {
-      const bytes = Buffer.byteLength(resultJson);
+      const bytes = typeof resultJson === 'string' ? Buffer.byteLength(resultJson) : resultJson.length;
       const k = entryKey(chain, key);
       if (bytes + ENTRY_OVERHEAD_BYTES > entries.maxEntrySize) {
         // As lru-cache does with an entry too large: the value the key held goes too.
@@ -85,7 +85,8 @@ export function createResponseCache(maxBytes: number): ResponseCache {
         return;
       }
       const result = Buffer.allocUnsafeSlow(bytes);
-      result.write(resultJson);
+      if (typeof resultJson === 'string') result.write(resultJson);
+      else resultJson.copy(result);
       entries.set(k, result);
     },
     stats: () => ({ entries: entries.size, bytes: entries.calculatedSize, hits, misses }),

@@ -3,7 +3,8 @@
  * upstream: a final answer held in the response cache is given back at once (at the cache-hit
  * price), and identical reads in flight at the same time ride on one upstream call.
  */
-import { cacheKeyFor, mayCache } from '../jsonrpc/cacheability.js';
+import { blockOfCall, cacheKeyFor, mayCache } from '../jsonrpc/cacheability.js';
+import { rawResult } from '../jsonrpc/raw-result.js';
 import { rewriteId } from '../jsonrpc/id-rewrite.js';
 import { type GatewayContext, gatewayState } from '../server/context.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
@@ -45,6 +46,7 @@ function flightsOf(table: Shared<SharedOutcome>): Map<string, Flight> {
 }
 
 const CLOSE_BRACE = Buffer.from('}');
+const NULL_JSON = Buffer.from('null');
 
 const NO_CALL: ForwardCall = { abort() {}, resume() {} };
 
@@ -91,6 +93,18 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
   const state = gatewayState(ctx);
   const filters = f.method === 'eth_sendRawTransaction' ? state.filters.get(chain) : undefined;
   if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined) return null;
+  const depth = chain.config.finality_depth;
+  const decided = cacheKey === null ? undefined : blockOfCall(f.method, f.params);
+  if (decided !== undefined) {
+    // The call tells its block: the answer is kept as its bytes, never parsed (a wide eth_getLogs).
+    if (decided === null) return null;
+    return (body) => {
+      const head = chainHead(chain).now();
+      if (head === null || decided > head - depth) return;
+      const raw = rawResult(body);
+      if (raw !== null && !raw.equals(NULL_JSON)) state.cache.set(chain.config.slug, cacheKey!, raw);
+    };
+  }
   return (body) => {
     const answer = JSON.parse(body.toString()) as { result?: unknown; error?: unknown };
     if (answer.error !== undefined || !('result' in answer)) return;
@@ -103,7 +117,6 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
       if (typeof result === 'string') filters.notePendingTransaction(result);
       return;
     }
-    const depth = chain.config.finality_depth;
     const keep = (head: number | null): void => {
       if (mayCache(f.method, f.params, result, head, depth)) state.cache.set(chain.config.slug, cacheKey!, JSON.stringify(result));
     };

@@ -207,12 +207,12 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         if (!release()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
         // Then every socket still open (idle keep-alive clients, WebSockets whose close frame went out above):
         // closed listen sockets alone leave them to uWS, whose loop then holds a process that embeds the
-        // gateway. A moment first, so the close frames queued above are flushed.
+        // gateway. A moment first, so the close frames queued above are flushed before the daemon exits.
         setTimeout(() => {
           closeApp(app);
           if (management !== null) closeApp(management.app);
+          done(cut);
         }, CLOSE_SOCKETS_AFTER_MS);
-        done(cut);
       };
       const timer = setTimeout(close, config.server.stop_timeout_s * 1000);
       if (ctx.inFlight === 0) close();

@@ -1,0 +1,108 @@
+// Section: newHeads fan-out over WebSocket. One upstream subscription at a fake node, relayed to 1,000
+// and 10,000 subscribers by chaingate (public path) and, side by side in the same run, by a bare uWS
+// pub/sub relay: the floor, what the kernel's sends cost. See bench/README.md (ws-fanout).
+import { spawnSync } from 'node:child_process';
+import { chaingateMain } from './lib/chaingate.mjs';
+import { measureFanout } from './lib/fanout-measure.mjs';
+import { readFanoutSettings } from './lib/fanout-settings.mjs';
+import { notRun } from './lib/measure.mjs';
+import { registerRunTable } from './lib/report.mjs';
+import { checkerFor } from './lib/checks.mjs';
+
+export const id = 'ws-fanout';
+export const title = 'WebSocket newHeads fan-out (one upstream subscription, public path)';
+
+/** Targets of this section; a check whose inputs errored or were skipped reads ERROR/SKIP, never PASS. */
+const TARGETS = {
+  cpuRatio: 1.2, // chaingate / bare uWS CPU per notification, at most
+  rssKbPerSubscriber: 2, // chaingate's RSS per idle subscribed socket, KB at most
+  upstreamSubscriptions: 1, // eth_subscribe calls the node got from chaingate, exactly
+};
+
+/** File descriptors a process needs beyond its sockets (listeners, logs, the node link, SQLite). */
+const SPARE_FDS = 100;
+
+const SERVERS = [
+  { kind: 'bare', name: 'bare uWS pub/sub' },
+  { kind: 'chaingate', name: 'chaingate' },
+];
+
+const count = (n) => n.toLocaleString('en-US');
+const fixed = (digits) => (v) => (v == null ? '–' : v.toFixed(digits));
+const ms = (v) => (v == null ? '–' : v < 10 ? v.toFixed(2) : v.toFixed(1));
+
+function notes(run) {
+  if (run.skipped) return `skipped: ${run.skipped}`;
+  const out = run.errors.map((e) => `ERROR: ${e.split('\n')[0]}`);
+  if (run.rounds) out.unshift(`median of CPU ms/notification ${run.rounds.map((r) => fixed(1)(r.cpuMsPerNotification)).join(', ')}`);
+  if (run.warnings?.length) out.push(`warnings: ${run.warnings.join(', ')}`);
+  return out.join('; ');
+}
+
+registerRunTable(id, {
+  head: ['target', 'p50 ms', 'p99 ms', 'CPU ms/notification', 'CPU µs/subscriber', 'idle CPU %', 'RSS MB (idle, N subs)', 'RSS B/subscriber', 'upstream subs', 'notes'],
+  row: (r) => [
+    r.label,
+    ms(r.p50Ms),
+    ms(r.p99Ms),
+    fixed(1)(r.cpuMsPerNotification),
+    r.cpuMsPerNotification == null ? '–' : fixed(2)((r.cpuMsPerNotification * 1000) / r.subscribers),
+    fixed(1)(r.idleCpuPercent),
+    fixed(1)(r.rssIdleMb),
+    fixed(0)(r.rssBytesPerSubscriber),
+    r.upstreamSubscriptions == null ? '–' : String(r.upstreamSubscriptions),
+    notes(r),
+  ],
+  rightAligned: new Set([1, 2, 3, 4, 5, 6, 7, 8]),
+});
+
+const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.cpuMsPerNotification != null;
+const check = checkerFor(usable);
+
+
+/** The section's targets, for each subscriber count measured, judged on the runs (merged across rounds). */
+export function checks(runs) {
+  const by = Object.fromEntries(runs.map((r) => [r.id, r]));
+  const counts = [...new Set(runs.map((r) => r.subscribers).filter((n) => n != null))];
+  return counts.flatMap((n) => {
+    const [chaingate, bare] = [by[`chaingate-${n}`], by[`bare-${n}`]];
+    return [
+      check(`CPU per notification chaingate / bare, ${count(n)} subscribers`, [chaingate, bare],
+        (c, b) => c.cpuMsPerNotification / b.cpuMsPerNotification, `≤ ${TARGETS.cpuRatio}`, (v) => v <= TARGETS.cpuRatio),
+      check(`chaingate RSS per idle subscriber (KB), ${count(n)} subscribers`, [chaingate],
+        (c) => c.rssBytesPerSubscriber / 1024, `≤ ${TARGETS.rssKbPerSubscriber}`, (v) => v <= TARGETS.rssKbPerSubscriber),
+      check(`chaingate upstream subscriptions, ${count(n)} subscribers`, [chaingate],
+        (c) => c.upstreamSubscriptions, `= ${TARGETS.upstreamSubscriptions}`, (v) => v === TARGETS.upstreamSubscriptions),
+    ];
+  });
+}
+
+/** The soft limit on open files this process (and so every child) has. */
+function openFilesLimit() {
+  const r = spawnSync('sh', ['-c', 'ulimit -n']);
+  const v = r.stdout?.toString().trim();
+  return v === 'unlimited' ? Infinity : Number(v) || null;
+}
+
+export async function run(ctx) {
+  const read = readFanoutSettings({ quick: ctx.settings.quick });
+  const cannotRun = (reason) => [notRun({ id, label: title, reason, error: true })];
+  if (read.errors) return cannotRun(`bad settings: ${read.errors.join('; ')}`);
+  const fanout = read.settings;
+  if (!chaingateMain()) return cannotRun('dist/main.js is missing: run npm run build');
+  const limit = openFilesLimit();
+  const runs = [];
+  for (const n of fanout.subscribers) {
+    for (const { kind, name } of SERVERS) {
+      const id = `${kind}-${n}`;
+      const label = `${name}, ${count(n)} subscribers`;
+      // The server holds all n sockets; a subscriber process, its share.
+      if (limit !== null && n + SPARE_FDS > limit) {
+        runs.push({ ...notRun({ id, label, reason: `ulimit -n is ${limit}: raise it above ${n + SPARE_FDS} (e.g. ulimit -n 65536)`, error: true }), subscribers: n });
+        continue;
+      }
+      runs.push(await measureFanout({ id, label, kind, n, ctx, fanout }));
+    }
+  }
+  return runs;
+}
