@@ -79,7 +79,7 @@ export function checks(runs) {
   const n = distinct?.burstSize ?? identical?.burstSize;
   return [
     check('gateway CPU per request, cache hit / forwarded (same config)', [hit, forwarded], (h, f) => h.cpuUsPerRequest / f.cpuUsPerRequest, `< ${TARGETS.cpuRatio}`, (v) => v < TARGETS.cpuRatio),
-    check(`cached gateway max RSS (MB), cache ${FILL_SHARE * 100} % full`, [hit], (h) => h.maxRssMb, `≤ ${TARGETS.rssMb} (110 + cache ${CACHE_MAX_MB})`, (v) => v <= TARGETS.rssMb),
+    check(`cached gateway max RSS (MB), cache ${FILL_SHARE * 100} % full, median of the rounds`, [hit], (h) => h.maxRssMb, `≤ ${TARGETS.rssMb} (110 + cache ${CACHE_MAX_MB})`, (v) => v <= TARGETS.rssMb, { medianOfRounds: true }),
     // The two below make the ratio mean what it says: hits never reach the node, the baseline always does.
     check('upstream calls per request, cache on', [hit], (h) => h.upstreamCallsPerRequest, `≤ ${TARGETS.hitCalls}`, (v) => v <= TARGETS.hitCalls),
     check('upstream calls per request, cache on, blocks not final', [forwarded], (f) => f.upstreamCallsPerRequest, `≥ ${TARGETS.forwardedCalls}`, (v) => v >= TARGETS.forwardedCalls),
