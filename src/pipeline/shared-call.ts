@@ -10,7 +10,7 @@ import { type GatewayContext, gatewayState } from '../server/context.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { chargeAsCacheHit } from './admission.js';
 import type { Shared } from './dedup.js';
-import { dedupKeyFor } from './dedup.js';
+import { dedupKeyFor, RENEW_AFTER_SETS } from './dedup.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { chainHead } from './head.js';
 import type { Forward } from './plan.js';
@@ -37,11 +37,23 @@ interface Flight {
   finish(outcome: SharedOutcome): void;
 }
 
-const flightTables = new WeakMap<Shared<SharedOutcome>, Map<string, Flight>>();
+/** A flight as its table holds it: emptied when the flight ends, so a discarded hash table holding the
+ *  slot (see RENEW_AFTER_SETS in dedup.ts) keeps none of the call's objects alive. */
+interface FlightSlot {
+  flight: Flight | null;
+}
 
-function flightsOf(table: Shared<SharedOutcome>): Map<string, Flight> {
+/** The flights by key, in a Map renewed every RENEW_AFTER_SETS insertions (see dedup.ts). */
+interface FlightTable {
+  map: Map<string, FlightSlot>;
+  sets: number;
+}
+
+const flightTables = new WeakMap<Shared<SharedOutcome>, FlightTable>();
+
+function flightsOf(table: Shared<SharedOutcome>): FlightTable {
   let flights = flightTables.get(table);
-  if (flights === undefined) flightTables.set(table, (flights = new Map()));
+  if (flights === undefined) flightTables.set(table, (flights = { map: new Map(), sets: 0 }));
   return flights;
 }
 
@@ -175,12 +187,18 @@ function joinFlight(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: 
       finish(outcome) {
         if (finished) return;
         finished = true;
-        if (flights.get(key) === flight) flights.delete(key);
+        if (flights.map.get(key) === slot) flights.map.delete(key);
+        slot.flight = null;
         done(outcome);
       },
     };
     led = flight;
-    flights.set(key, flight);
+    const slot: FlightSlot = { flight };
+    if (++flights.sets >= RENEW_AFTER_SETS) {
+      flights.sets = 0;
+      flights.map = new Map(flights.map);
+    }
+    flights.map.set(key, slot);
     const tap: Sink = {
       whole(body) {
         if (observe !== null) safely(ctx, observe, body);
@@ -222,14 +240,14 @@ function joinFlight(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: 
   };
 
   table.join(key, lead, deliver);
-  const flight = flights.get(key);
+  const flight = flights.map.get(key)?.flight ?? undefined;
   if (flight !== undefined) flight.attached++;
   return {
     abort() {
       if (gone) return;
       gone = true;
       own.abort();
-      if (flight !== undefined && flights.get(key) === flight) {
+      if (flight !== undefined && flights.map.get(key)?.flight === flight) {
         if (--flight.attached > 0) return;
         flight.call?.abort();
         flight.finish({ kind: 'failed', reason: 'every caller went away', upstream: '' });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createInFlight, dedupKeyFor } from '../../src/pipeline/dedup.js';
+import { createInFlight, dedupKeyFor, RENEW_AFTER_SETS } from '../../src/pipeline/dedup.js';
 import { rewriteId } from '../../src/jsonrpc/id-rewrite.js';
 
 /** A start function whose calls are recorded and finished by the test. */
@@ -174,4 +174,23 @@ t.test('dedupKeyFor', async (t) => {
   t.not(dedupKeyFor('mainnet', 'eth_call', [{ to: address, data: '0x01' }, 'pending']), call, 'the block is in the key');
   t.not(dedupKeyFor('mainnet', 'eth_estimateGas', [{ to: address, data: '0x01' }, 'latest']), call, 'the method is in the key');
   t.equal(dedupKeyFor('mainnet', 'eth_blockNumber', []), '"mainnet"["eth_blockNumber"]');
+});
+
+t.test('the registry is renewed under churn without losing a call in flight across the renewal', async (t) => {
+  const shared = createInFlight<string>();
+  const long = controlledStart<string>();
+  const answers: string[] = [];
+  shared.join('long', long.start, (o) => answers.push(`leader ${o}`));
+  // Many short calls, enough to renew the registry's map a few times, while 'long' stays in flight.
+  let short = 0;
+  for (let i = 0; i < RENEW_AFTER_SETS * 3 + 7; i++) {
+    shared.join(`k${i}`, (done) => done(`v${i}`), () => short++);
+  }
+  t.equal(short, RENEW_AFTER_SETS * 3 + 7, 'every short call answered');
+  t.equal(shared.inFlight(), 1, 'only the long call is in flight');
+  shared.join('long', long.start, (o) => answers.push(`follower ${o}`));
+  t.equal(long.calls, 1, 'a joiner after the renewals still shares the call in flight');
+  long.finish('x');
+  t.same(answers, ['leader x', 'follower x']);
+  t.equal(shared.inFlight(), 0);
 });
