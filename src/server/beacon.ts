@@ -67,16 +67,7 @@ function forwardBeacon(
   const { upstream } = picked;
   tried.add(picked.index);
   // The call counts in the node's health as JSON-RPC calls do: in flight, then answered (below 500) or failed.
-  const health = x.chain.health.upstreams[picked.index]!;
-  const startedAt = x.chain.health.clock();
-  let counted = true;
-  health.inflight++;
-  const record = (outcome: 'ok' | 'failed'): void => {
-    if (!counted) return;
-    counted = false;
-    health.inflight--;
-    health.record(outcome, x.chain.health.clock() - startedAt);
-  };
+  const track = x.chain.health.upstreams[picked.index]!.begin();
   let out: StreamOut | null = null;
   let headSent = false;
   let status = 0;
@@ -88,7 +79,7 @@ function forwardBeacon(
   const sink: ResponseSink = {
     onHead(s, headers, contentLength) {
       status = s;
-      record(s < 500 ? 'ok' : 'failed');
+      track.settle(s < 500 ? 'ok' : 'failed');
       if (x.aborted) return;
       headSent = true;
       x.res.cork(() => {
@@ -110,7 +101,7 @@ function forwardBeacon(
       finish(x);
     },
     onError(err: UpstreamError) {
-      record('failed');
+      track.settle('failed');
       x.ctx.log.warn('upstream call failed', { chain: x.chain.config.slug, upstream: upstream.label, reason: `${err.kind}: ${err.message}` });
       const left = deadline - x.chain.health.clock();
       if (!headSent && !x.aborted && call.method === 'GET' && tried.size === 1 && left >= MIN_RETRY_MS && x.chain.pickHealthy(tried) !== null) {
@@ -135,10 +126,7 @@ function forwardBeacon(
   x.calls.push({
     abort: () => {
       // A client that left says nothing about the node.
-      if (counted) {
-        counted = false;
-        health.inflight--;
-      }
+      track.drop();
       handle.abort();
     },
     resume: () => handle.resume(),

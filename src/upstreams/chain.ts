@@ -132,22 +132,21 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       const picked = pickHealthy(tried);
       if (picked === null) break;
       tried.add(picked.index);
-      const u = health.upstreams[picked.index]!;
-      const started = health.clock();
-      u.inflight++;
+      const track = health.upstreams[picked.index]!.begin();
       try {
         const result = await callUpstream(picked.upstream, timeoutMs, method, params, signal);
-        u.record('ok', health.clock() - started);
+        track.settle('ok');
         return result;
       } catch (err) {
         // An aborted call says nothing about the node; an error object is the node's answer.
-        if (signal?.aborted) throw err;
+        if (signal?.aborted) {
+          track.drop();
+          throw err;
+        }
         const answered = err instanceof NodeRpcError;
-        u.record(answered ? 'ok' : 'failed', health.clock() - started);
+        track.settle(answered ? 'ok' : 'failed');
         if (answered) throw err;
         lastError = err;
-      } finally {
-        u.inflight--;
       }
     }
     throw lastError;
