@@ -4,7 +4,8 @@ import { spawnSync } from 'node:child_process';
 /** Kernel clock ticks per second, the unit of utime/stime in /proc/<pid>/stat. */
 export const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK']).stdout?.toString().trim()) || 100;
 
-function readOrNull(path) {
+/** A /proc file's text, or null when it is gone (the process or thread ended). */
+export function readOrNull(path) {
   try {
     return readFileSync(path, 'utf8');
   } catch {

@@ -1,16 +1,8 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { processTree } from './proc-stats.mjs';
+import { existsSync, readdirSync } from 'node:fs';
+import { processTree, readOrNull } from './proc-stats.mjs';
 
 /** false when the kernel keeps no schedstat (CONFIG_SCHED_INFO off): only utime + stime are left. */
 export const HAS_SCHEDSTAT = existsSync('/proc/self/schedstat');
-
-function readOrNull(path) {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return null;
-  }
-}
 
 /**
  * CPU time of `pid`'s process tree in nanoseconds: the first field of /proc/<pid>/task/<tid>/schedstat
