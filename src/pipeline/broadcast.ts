@@ -78,10 +78,18 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
 
   for (const index of targets) {
     const u = health.upstreams[index]!;
-    const track = u.begin();
+    const startedAt = health.clock();
+    let open = true;
+    const record = (outcome: 'ok' | 'failed'): void => {
+      if (!open) return;
+      open = false;
+      u.inflight--;
+      u.record(outcome, health.clock() - startedAt);
+    };
+    u.inflight++;
     const call: ForwardCall = forwardCall(chain.upstreams[index]!, chain.timeoutMs, 'eth_sendRawTransaction', paramsJson, idText, {
       whole(body) {
-        track.settle('ok');
+        record('ok');
         const verdict = verdictOf(body);
         if (verdict === 'accepted') {
           accept(body);
@@ -96,7 +104,7 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
       },
       begin() {
         // Tens of kilobytes in answer to a transaction is no answer to it.
-        track.settle('failed');
+        record('failed');
         call.abort();
         firstFailure ??= { label: u.label, reason: 'upstream answer to eth_sendRawTransaction is too large', failure: { kind: 'invalid' } };
         settled();
@@ -106,7 +114,7 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
       },
       end() {},
       fail(_started, reason, failure) {
-        track.settle('failed');
+        record('failed');
         firstFailure ??= { label: u.label, reason, failure };
         settled();
       },

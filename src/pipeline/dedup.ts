@@ -35,36 +35,6 @@ export interface Shared<T> {
  */
 export const RENEW_AFTER_SETS = 1024;
 
-/** A Map for entries that come and go once per call: get, set, delete and size, with the Map behind
- *  them copied every RENEW_AFTER_SETS insertions. */
-export interface ChurnMap<K, V> {
-  get(key: K): V | undefined;
-  set(key: K, value: V): void;
-  delete(key: K): void;
-  readonly size: number;
-}
-
-export function createChurnMap<K, V>(): ChurnMap<K, V> {
-  let map = new Map<K, V>();
-  let sets = 0;
-  return {
-    get: (key) => map.get(key),
-    set(key, value) {
-      if (++sets >= RENEW_AFTER_SETS) {
-        sets = 0;
-        map = new Map(map);
-      }
-      map.set(key, value);
-    },
-    delete(key) {
-      map.delete(key);
-    },
-    get size() {
-      return map.size;
-    },
-  };
-}
-
 /**
  * Makes an in-flight registry. `reportError` receives what a joiner's onDone threw, after every
  * joiner has had the outcome; without it, the first such error is rethrown from `done` once all have
@@ -74,7 +44,9 @@ export function createChurnMap<K, V>(): ChurnMap<K, V> {
  * leader's `join`; followers can only have joined from inside that `start`, and are not answered.
  */
 export function createInFlight<T>(reportError?: (err: unknown, key: string) => void): Shared<T> {
-  const waiting = createChurnMap<string, Array<(outcome: T) => void>>();
+  // Replaced by a copy every RENEW_AFTER_SETS insertions.
+  let waiting = new Map<string, Array<(outcome: T) => void>>();
+  let sets = 0;
   return {
     join(key, start, onDone) {
       const joined = waiting.get(key);
@@ -83,6 +55,10 @@ export function createInFlight<T>(reportError?: (err: unknown, key: string) => v
         return;
       }
       const joiners = [onDone];
+      if (++sets >= RENEW_AFTER_SETS) {
+        sets = 0;
+        waiting = new Map(waiting);
+      }
       waiting.set(key, joiners);
       let finished = false;
       const done = (outcome: T): void => {

@@ -22,7 +22,6 @@
  * answers report the node's head.
  */
 import type { ChainRuntime } from '../upstreams/chain.js';
-import type { CallTrack } from '../upstreams/health.js';
 import { broadcastTransaction } from './broadcast.js';
 import { answerSoon, type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, NOT_IDEMPOTENT, type RoutedSink } from './forward.js';
 
@@ -80,8 +79,9 @@ function headOf(body: Buffer): number | null {
 interface Attempt {
   index: number;
   call: ForwardCall | null;
-  /** Its count in the node's health: open while in flight and not yet settled. */
-  track: CallTrack;
+  startedAt: number;
+  /** Counted in flight and not yet settled in health. */
+  open: boolean;
 }
 
 function failover(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
@@ -101,11 +101,21 @@ function failover(chain: RoutedChain, method: string, paramsJson: string, idText
   let hedge: ReturnType<typeof setTimeout> | null = null;
 
   const label = (a: Attempt): string => health.upstreams[a.index]!.label;
-  const othersOpen = (a: Attempt): boolean => attempts.some((b) => b !== a && b.track.open);
-  const settle = (a: Attempt, outcome: 'ok' | 'failed'): void => a.track.settle(outcome);
+  const othersOpen = (a: Attempt): boolean => attempts.some((b) => b !== a && b.open);
+
+  function settle(a: Attempt, outcome: 'ok' | 'failed'): void {
+    if (!a.open) return;
+    a.open = false;
+    const u = health.upstreams[a.index]!;
+    u.inflight--;
+    u.record(outcome, clock() - a.startedAt);
+  }
 
   function drop(a: Attempt): void {
-    a.track.drop();
+    if (a.open) {
+      a.open = false;
+      health.upstreams[a.index]!.inflight--;
+    }
     a.call?.abort();
   }
 
@@ -131,8 +141,9 @@ function failover(chain: RoutedChain, method: string, paramsJson: string, idText
 
   function launch(index: number, timeoutMs: number): void {
     tried.add(index);
-    const a: Attempt = { index, call: null, track: health.upstreams[index]!.begin() };
+    const a: Attempt = { index, call: null, startedAt: clock(), open: true };
     attempts.push(a);
+    health.upstreams[index]!.inflight++;
     a.call = forwardCall(chain.upstreams[index]!, timeoutMs, method, paramsJson, idText, {
       whole(body) {
         settle(a, 'ok');

@@ -10,7 +10,7 @@ import { type GatewayContext, gatewayState } from '../server/context.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { chargeAsCacheHit } from './admission.js';
 import type { Shared } from './dedup.js';
-import { type ChurnMap, createChurnMap, dedupKeyFor } from './dedup.js';
+import { dedupKeyFor, RENEW_AFTER_SETS } from './dedup.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { chainHead } from './head.js';
 import type { Forward } from './plan.js';
@@ -43,11 +43,17 @@ interface FlightSlot {
   flight: Flight | null;
 }
 
-const flightTables = new WeakMap<Shared<SharedOutcome>, ChurnMap<string, FlightSlot>>();
+/** The flights by key, in a Map renewed every RENEW_AFTER_SETS insertions (see dedup.ts). */
+interface FlightTable {
+  map: Map<string, FlightSlot>;
+  sets: number;
+}
 
-function flightsOf(table: Shared<SharedOutcome>): ChurnMap<string, FlightSlot> {
+const flightTables = new WeakMap<Shared<SharedOutcome>, FlightTable>();
+
+function flightsOf(table: Shared<SharedOutcome>): FlightTable {
   let flights = flightTables.get(table);
-  if (flights === undefined) flightTables.set(table, (flights = createChurnMap()));
+  if (flights === undefined) flightTables.set(table, (flights = { map: new Map(), sets: 0 }));
   return flights;
 }
 
@@ -181,14 +187,18 @@ function joinFlight(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: 
       finish(outcome) {
         if (finished) return;
         finished = true;
-        if (flights.get(key) === slot) flights.delete(key);
+        if (flights.map.get(key) === slot) flights.map.delete(key);
         slot.flight = null;
         done(outcome);
       },
     };
     led = flight;
     const slot: FlightSlot = { flight };
-    flights.set(key, slot);
+    if (++flights.sets >= RENEW_AFTER_SETS) {
+      flights.sets = 0;
+      flights.map = new Map(flights.map);
+    }
+    flights.map.set(key, slot);
     const tap: Sink = {
       whole(body) {
         if (observe !== null) safely(ctx, observe, body);
@@ -230,14 +240,14 @@ function joinFlight(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: 
   };
 
   table.join(key, lead, deliver);
-  const flight = flights.get(key)?.flight ?? undefined;
+  const flight = flights.map.get(key)?.flight ?? undefined;
   if (flight !== undefined) flight.attached++;
   return {
     abort() {
       if (gone) return;
       gone = true;
       own.abort();
-      if (flight !== undefined && flights.get(key)?.flight === flight) {
+      if (flight !== undefined && flights.map.get(key)?.flight === flight) {
         if (--flight.attached > 0) return;
         flight.call?.abort();
         flight.finish({ kind: 'failed', reason: 'every caller went away', upstream: '' });

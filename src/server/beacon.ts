@@ -67,7 +67,16 @@ function forwardBeacon(
   const { upstream } = picked;
   tried.add(picked.index);
   // The call counts in the node's health as JSON-RPC calls do: in flight, then answered (below 500) or failed.
-  const track = x.chain.health.upstreams[picked.index]!.begin();
+  const health = x.chain.health.upstreams[picked.index]!;
+  const startedAt = x.chain.health.clock();
+  let counted = true;
+  health.inflight++;
+  const record = (outcome: 'ok' | 'failed'): void => {
+    if (!counted) return;
+    counted = false;
+    health.inflight--;
+    health.record(outcome, x.chain.health.clock() - startedAt);
+  };
   let out: StreamOut | null = null;
   let headSent = false;
   let status = 0;
@@ -79,7 +88,7 @@ function forwardBeacon(
   const sink: ResponseSink = {
     onHead(s, headers, contentLength) {
       status = s;
-      track.settle(s < 500 ? 'ok' : 'failed');
+      record(s < 500 ? 'ok' : 'failed');
       if (x.aborted) return;
       headSent = true;
       x.res.cork(() => {
@@ -101,7 +110,7 @@ function forwardBeacon(
       finish(x);
     },
     onError(err: UpstreamError) {
-      track.settle('failed');
+      record('failed');
       x.ctx.log.warn('upstream call failed', { chain: x.chain.config.slug, upstream: upstream.label, reason: `${err.kind}: ${err.message}` });
       const left = deadline - x.chain.health.clock();
       if (!headSent && !x.aborted && call.method === 'GET' && tried.size === 1 && left >= MIN_RETRY_MS && x.chain.pickHealthy(tried) !== null) {
@@ -126,7 +135,10 @@ function forwardBeacon(
   x.calls.push({
     abort: () => {
       // A client that left says nothing about the node.
-      track.drop();
+      if (counted) {
+        counted = false;
+        health.inflight--;
+      }
       handle.abort();
     },
     resume: () => handle.resume(),

@@ -132,21 +132,22 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       const picked = pickHealthy(tried);
       if (picked === null) break;
       tried.add(picked.index);
-      const track = health.upstreams[picked.index]!.begin();
+      const u = health.upstreams[picked.index]!;
+      const started = health.clock();
+      u.inflight++;
       try {
         const result = await callUpstream(picked.upstream, timeoutMs, method, params, signal);
-        track.settle('ok');
+        u.record('ok', health.clock() - started);
         return result;
       } catch (err) {
         // An aborted call says nothing about the node; an error object is the node's answer.
-        if (signal?.aborted) {
-          track.drop();
-          throw err;
-        }
+        if (signal?.aborted) throw err;
         const answered = err instanceof NodeRpcError;
-        track.settle(answered ? 'ok' : 'failed');
+        u.record(answered ? 'ok' : 'failed', health.clock() - started);
         if (answered) throw err;
         lastError = err;
+      } finally {
+        u.inflight--;
       }
     }
     throw lastError;

@@ -66,11 +66,8 @@ export interface UpstreamStatus {
 export interface UpstreamHealth {
   /** The upstream's label (scheme://host:port, never credentials). */
   readonly label: string;
-  /** Calls in flight to this upstream, as counted by begin(). */
+  /** Calls in flight to this upstream: the caller increments it before a call and decrements it when it settles. */
   inflight: number;
-  /** Counts one call to this node from now: in flight until it is settled with its outcome (recorded with
-   *  the time since begin) or dropped (the gateway gave up on it: nothing is recorded). */
-  begin(): CallTrack;
   /** Outcome of a forwarded call: 'ok' for any JSON-RPC answer (an error object included), 'failed' for a
    *  connection error, timeout, 5xx or unparseable answer. A non-finite or negative latency counts the outcome only. */
   record(outcome: 'ok' | 'failed', latencyMs: number): void;
@@ -91,14 +88,6 @@ export interface UpstreamHealth {
   errorRate(): number;
   /** The snapshot, with lag judged against the chain's best head. */
   status(): UpstreamStatus;
-}
-
-/** One call counted in its node's health; the first of settle() or drop() counts, later ones are ignored. */
-export interface CallTrack {
-  /** Neither settled nor dropped yet. */
-  readonly open: boolean;
-  settle(outcome: 'ok' | 'failed'): void;
-  drop(): void;
 }
 
 export interface UpstreamHealthOptions {
@@ -238,28 +227,6 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     label,
     inflight: 0,
     record,
-    begin() {
-      const startedAt = clock();
-      let open = true;
-      health.inflight++;
-      const close = (): boolean => {
-        if (!open) return false;
-        open = false;
-        health.inflight--;
-        return true;
-      };
-      return {
-        get open() {
-          return open;
-        },
-        settle(outcome) {
-          if (close()) record(outcome, clock() - startedAt);
-        },
-        drop() {
-          close();
-        },
-      };
-    },
     reportHead,
     reportProbe(probedHead, latencyMs, hung = false) {
       if (probedHead === null) {

@@ -160,23 +160,3 @@ t.test('lag against the best head: exactly maxLagBlocks behind is in, one more i
   t.throws(() => createUpstreamHealth('a', { maxLagBlocks: -1 }), RangeError);
   t.throws(() => createUpstreamHealth('a', { maxLagBlocks: 1.5 }), RangeError);
 });
-
-t.test('begin(): in flight until settled once, with its latency; a dropped call is counted neither way', async (t) => {
-  let now = 1000;
-  const u = createUpstreamHealth('a', { clock: () => now });
-  const a = u.begin();
-  const b = u.begin();
-  t.equal(u.inflight, 2);
-  t.equal(a.open, true);
-  now += 40;
-  a.settle('ok');
-  a.settle('failed');
-  a.drop();
-  t.equal(a.open, false);
-  t.equal(u.inflight, 1, 'settled once');
-  t.equal(u.ewmaMs, 40, 'with the time since begin');
-  b.drop();
-  b.settle('failed');
-  t.equal(u.inflight, 0);
-  t.same([u.status().calls, u.errorRate()], [1, 0], 'the dropped call is not an outcome');
-});
