@@ -13,14 +13,17 @@
  */
 import { canonicalCallJson } from '../jsonrpc/cacheability.js';
 
-export interface Shared<T> {
+export interface Shared<T, S = void> {
   /**
    * Runs `start` once per key in flight; every joiner's `onDone` gets the same outcome. `start` runs
    * synchronously for the leader and must call `done` exactly once (later calls are ignored). The
    * leader's onDone runs first, then the followers' in the order they joined. A joiner's onDone that
    * throws does not keep the outcome from the others (see createInFlight).
+   *
+   * Returns what the leader's `start` returned (the flight's own state, so that callers need no table
+   * of their own beside this one) while the call is in flight, and undefined once it has ended.
    */
-  join(key: string, start: (done: (outcome: T) => void) => void, onDone: (outcome: T) => void): void;
+  join(key: string, start: (done: (outcome: T) => void) => S, onDone: (outcome: T) => void): S | undefined;
   /** Keys with a call in flight now. */
   inFlight(): number;
 }
@@ -35,6 +38,16 @@ export interface Shared<T> {
  */
 export const RENEW_AFTER_SETS = 1024;
 
+/** One key in flight. Emptied when its call ends: a discarded hash table may still hold it (see above). */
+class Entry<T, S> {
+  joiners: Array<(outcome: T) => void>;
+  state: S | undefined = undefined;
+  finished = false;
+  constructor(first: (outcome: T) => void) {
+    this.joiners = [first];
+  }
+}
+
 /**
  * Makes an in-flight registry. `reportError` receives what a joiner's onDone threw, after every
  * joiner has had the outcome; without it, the first such error is rethrown from `done` once all have
@@ -43,55 +56,62 @@ export const RENEW_AFTER_SETS = 1024;
  * If `start` itself throws before calling `done`, the key is released and the error propagates to the
  * leader's `join`; followers can only have joined from inside that `start`, and are not answered.
  */
-export function createInFlight<T>(reportError?: (err: unknown, key: string) => void): Shared<T> {
+export function createInFlight<T, S = void>(reportError?: (err: unknown, key: string) => void): Shared<T, S> {
   // Replaced by a copy every RENEW_AFTER_SETS insertions.
-  let waiting = new Map<string, Array<(outcome: T) => void>>();
+  let waiting = new Map<string, Entry<T, S>>();
   let sets = 0;
+
+  function release(key: string, entry: Entry<T, S>): void {
+    entry.finished = true;
+    entry.state = undefined;
+    if (waiting.get(key) === entry) waiting.delete(key);
+  }
+
+  function finish(key: string, entry: Entry<T, S>, outcome: T): void {
+    if (entry.finished) return;
+    // Released before anyone is answered, so a joiner that calls again from its onDone starts a new call.
+    release(key, entry);
+    const joiners = entry.joiners;
+    let failed = false;
+    let firstError: unknown;
+    for (const deliver of joiners) {
+      try {
+        deliver(outcome);
+      } catch (err) {
+        if (reportError !== undefined) reportError(err, key);
+        else if (!failed) {
+          failed = true;
+          firstError = err;
+        }
+      }
+    }
+    joiners.length = 0;
+    if (failed) throw firstError;
+  }
+
   return {
     join(key, start, onDone) {
       const joined = waiting.get(key);
       if (joined !== undefined) {
-        joined.push(onDone);
-        return;
+        joined.joiners.push(onDone);
+        return joined.state;
       }
-      const joiners = [onDone];
+      const entry = new Entry<T, S>(onDone);
       if (++sets >= RENEW_AFTER_SETS) {
         sets = 0;
         waiting = new Map(waiting);
       }
-      waiting.set(key, joiners);
-      let finished = false;
-      const done = (outcome: T): void => {
-        if (finished) return;
-        finished = true;
-        // Released before anyone is answered, so a joiner that calls again from its onDone starts a new call.
-        if (waiting.get(key) === joiners) waiting.delete(key);
-        let failed = false;
-        let firstError: unknown;
-        for (const deliver of joiners) {
-          try {
-            deliver(outcome);
-          } catch (err) {
-            if (reportError !== undefined) reportError(err, key);
-            else if (!failed) {
-              failed = true;
-              firstError = err;
-            }
-          }
-        }
-        // The array may outlive its key in a discarded hash table (see RENEW_AFTER_SETS): keep nobody's closures there.
-        joiners.length = 0;
-        if (failed) throw firstError;
-      };
+      waiting.set(key, entry);
+      let state: S;
       try {
-        start(done);
+        state = start((outcome) => finish(key, entry, outcome));
       } catch (err) {
-        if (!finished) {
-          finished = true;
-          if (waiting.get(key) === joiners) waiting.delete(key);
-        }
+        if (!entry.finished) release(key, entry);
         throw err;
       }
+      if (entry.finished) return undefined;
+      entry.state = state;
+      return state;
     },
     inFlight: () => waiting.size,
   };

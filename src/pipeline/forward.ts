@@ -1,4 +1,5 @@
-import { createIdRewriter, rewriteId } from '../jsonrpc/id-rewrite.js';
+import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
+import { rewriteWholeAnswer } from '../jsonrpc/whole-answer.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
 
 /**
@@ -34,7 +35,8 @@ export const NO_UPSTREAM_LABEL = 'none-in-rotation';
 /** Answers up to this size are held whole, so a garbled one is a clean 502 instead of a cut stream. */
 export const WHOLE_ANSWER_BYTES = 65_536;
 
-const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/json']];
+// Frozen, so the upstream client renders its header line once (request-head.ts).
+const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([Object.freeze(['content-type', 'application/json'] as const)]);
 const INVALID: ForwardFailure = { kind: 'invalid' };
 
 /**
@@ -68,95 +70,115 @@ export interface ForwardCall {
 export function forwardCall(
   upstream: HttpUpstream, timeoutMs: number, method: string, paramsJson: string, clientIdText: string, sink: AnswerSink,
 ): ForwardCall {
-  const body = `{"jsonrpc":"2.0","id":${gatewayId()},"method":${JSON.stringify(method)},"params":${paramsJson}}`;
-  let held: Buffer[] | null = [];
-  let heldBytes = 0;
-  let declared: number | undefined;
-  let rewriter: ReturnType<typeof createIdRewriter> | null = null;
-  let started = false;
-  let done = false;
-  const finish = (): boolean => {
-    if (done) return false;
-    done = true;
-    return true;
-  };
-  const startStreaming = (): boolean => {
-    rewriter = createIdRewriter(clientIdText);
-    const parts = held!.flatMap((b) => rewriter!.push(b));
-    held = null;
-    if (rewriter.invalid) {
-      handle.abort();
-      if (finish()) sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
-      return true;
-    }
-    started = true;
-    // The rewriter may hold bytes until it has seen the id; the size change is known only then, so a
-    // declared length is passed on only when the id has been replaced in what is already here.
-    sink.begin(declared !== undefined && rewriter.replaced ? declared + rewriter.delta : undefined);
-    let ok = true;
-    for (const p of parts) ok = sink.chunk(p) && ok;
-    return ok;
-  };
-  const upstreamSink: ResponseSink = {
-    onHead(status, _headers, contentLength) {
-      if (status < 200 || status > 299) {
-        handle.abort();
-        if (finish()) sink.fail(false, `upstream answered HTTP ${status}`, { kind: 'status', status });
-        return;
-      }
-      declared = contentLength;
-    },
-    onData(chunk) {
-      if (done) return true;
-      if (held !== null) {
-        held.push(chunk);
-        heldBytes += chunk.length;
-        if (heldBytes <= WHOLE_ANSWER_BYTES) return true;
-        return startStreaming();
-      }
-      let ok = true;
-      for (const p of rewriter!.push(chunk)) ok = sink.chunk(p) && ok;
-      return ok;
-    },
-    onEnd() {
-      if (!finish()) return;
-      if (held !== null) {
-        const whole = held.length === 1 ? held[0]! : Buffer.concat(held, heldBytes);
-        const out = rewriteId(whole, clientIdText);
-        if (out === null || !isJson(out)) sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
-        else sink.whole(out);
-        return;
-      }
-      if (!rewriter!.replaced) sink.fail(true, 'upstream answer has no id', INVALID);
-      else sink.end();
-    },
-    onError(err: UpstreamError) {
-      if (finish()) sink.fail(started, `${err.kind}: ${err.message}`, { kind: err.kind });
-    },
-  };
-  const handle: RequestHandle = upstream.request(
-    // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
-    { method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: NOT_IDEMPOTENT.has(method) },
-    upstreamSink,
-  );
-  return {
-    abort() {
-      if (finish()) handle.abort();
-    },
-    resume() {
-      handle.resume();
-    },
-  };
+  return new UpstreamCall(upstream, timeoutMs, method, paramsJson, clientIdText, sink);
 }
 
-function isJson(buf: Buffer): boolean {
-  try {
-    JSON.parse(buf.toString());
+/**
+ * One call on its way to a node. It is the upstream client's sink itself, and its state lives in fields:
+ * every forwarded call makes one of these, so it costs one object instead of a dozen closures.
+ */
+class UpstreamCall implements ResponseSink, ForwardCall {
+  /** The answer's first chunk while it may still be held whole; `more` holds the rest (rarely any). */
+  private first: Buffer | null = null;
+  private more: Buffer[] | null = null;
+  private heldBytes = 0;
+  /** Set once the answer outgrew WHOLE_ANSWER_BYTES and streams through the id rewriter. */
+  private rewriter: IdRewriter | null = null;
+  private declared: number | undefined = undefined;
+  private started = false;
+  private done = false;
+  private readonly handle: RequestHandle;
+  /** Only the status and the length of an answer matter here. */
+  readonly ignoresHeaders = true;
+
+  constructor(upstream: HttpUpstream, timeoutMs: number, method: string, paramsJson: string,
+    private readonly clientIdText: string, private readonly sink: AnswerSink) {
+    const body = `{"jsonrpc":"2.0","id":${gatewayId()},"method":${JSON.stringify(method)},"params":${paramsJson}}`;
+    // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
+    this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: NOT_IDEMPOTENT.has(method) }, this);
+  }
+
+  private finish(): boolean {
+    if (this.done) return false;
+    this.done = true;
     return true;
-  } catch {
-    return false;
+  }
+
+  private startStreaming(): boolean {
+    const rewriter = createIdRewriter(this.clientIdText);
+    this.rewriter = rewriter;
+    const parts = rewriter.push(this.first!);
+    if (this.more !== null) for (const b of this.more) parts.push(...rewriter.push(b));
+    this.first = null;
+    this.more = null;
+    if (rewriter.invalid) {
+      this.handle.abort();
+      if (this.finish()) this.sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
+      return true;
+    }
+    this.started = true;
+    // The rewriter may hold bytes until it has seen the id; the size change is known only then, so a
+    // declared length is passed on only when the id has been replaced in what is already here.
+    this.sink.begin(this.declared !== undefined && rewriter.replaced ? this.declared + rewriter.delta : undefined);
+    let ok = true;
+    for (const p of parts) ok = this.sink.chunk(p) && ok;
+    return ok;
+  }
+
+  onHead(status: number, _headers: Array<[string, string]>, contentLength: number | undefined): void {
+    if (status < 200 || status > 299) {
+      this.handle.abort();
+      if (this.finish()) this.sink.fail(false, `upstream answered HTTP ${status}`, { kind: 'status', status });
+      return;
+    }
+    this.declared = contentLength;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.done) return true;
+    const rewriter = this.rewriter;
+    if (rewriter === null) {
+      if (this.first === null) this.first = chunk;
+      else (this.more ??= []).push(chunk);
+      this.heldBytes += chunk.length;
+      if (this.heldBytes <= WHOLE_ANSWER_BYTES) return true;
+      return this.startStreaming();
+    }
+    let ok = true;
+    for (const p of rewriter.push(chunk)) ok = this.sink.chunk(p) && ok;
+    return ok;
+  }
+
+  onEnd(): void {
+    if (!this.finish()) return;
+    if (this.rewriter === null) {
+      const first = this.first ?? EMPTY;
+      const whole = this.more === null ? first : Buffer.concat([first, ...this.more], this.heldBytes);
+      this.first = null;
+      this.more = null;
+      const out = rewriteWholeAnswer(whole, this.clientIdText);
+      if (out === null) this.sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
+      else this.sink.whole(out);
+      return;
+    }
+    if (!this.rewriter.replaced) this.sink.fail(true, 'upstream answer has no id', INVALID);
+    else this.sink.end();
+  }
+
+  onError(err: UpstreamError): void {
+    if (this.finish()) this.sink.fail(this.started, `${err.kind}: ${err.message}`, { kind: err.kind });
+  }
+
+  abort(): void {
+    if (this.finish()) this.handle.abort();
+  }
+
+  resume(): void {
+    this.handle.resume();
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** An answer the gateway gives without an upstream, delivered after the caller holds its ForwardCall (as
  *  upstream answers are) and not at all once that call is aborted. */

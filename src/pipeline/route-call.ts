@@ -23,7 +23,7 @@
  */
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { broadcastTransaction } from './broadcast.js';
-import { answerSoon, type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, NOT_IDEMPOTENT, type RoutedSink } from './forward.js';
+import { type AnswerSink, answerSoon, type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, NOT_IDEMPOTENT, type RoutedSink } from './forward.js';
 
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
 export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'>;
@@ -76,145 +76,178 @@ function headOf(body: Buffer): number | null {
   }
 }
 
-interface Attempt {
-  index: number;
-  call: ForwardCall | null;
-  startedAt: number;
+/** One attempt of a call on one upstream; it is its forwarded call's sink, so an attempt is one object. */
+class Attempt implements AnswerSink {
+  call: ForwardCall | null = null;
   /** Counted in flight and not yet settled in health. */
-  open: boolean;
-}
+  open = true;
+  readonly startedAt: number;
 
-function failover(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
-  const health = chain.health;
-  const first = health.pick();
-  if (first === null) return noHealthyUpstream(sink);
-  const clock = health.clock;
-  const deadline = clock() + chain.timeoutMs;
-  const mayRetry = !NOT_IDEMPOTENT.has(method);
-  const tried = new Set<number>();
-  const attempts: Attempt[] = [];
-  let winner: Attempt | null = null;
-  let done = false;
-  let retried = false;
-  /** A "not there yet" answer held while another attempt may do better. */
-  let fallback: Buffer | null = null;
-  let hedge: ReturnType<typeof setTimeout> | null = null;
-
-  const label = (a: Attempt): string => health.upstreams[a.index]!.label;
-  const othersOpen = (a: Attempt): boolean => attempts.some((b) => b !== a && b.open);
-
-  function settle(a: Attempt, outcome: 'ok' | 'failed'): void {
-    if (!a.open) return;
-    a.open = false;
-    const u = health.upstreams[a.index]!;
-    u.inflight--;
-    u.record(outcome, clock() - a.startedAt);
+  constructor(private readonly f: Failover, readonly index: number) {
+    this.startedAt = f.health.clock();
   }
 
-  function drop(a: Attempt): void {
+  whole(body: Buffer): void {
+    const f = this.f;
+    f.settle(this, 'ok');
+    if (f.method === 'eth_blockNumber') {
+      const head = headOf(body);
+      if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
+    }
+    if (f.done) return;
+    if (f.mayRetry && isNotThereYet(body) && (f.othersOpen(this) || f.retry())) {
+      f.fallback ??= body;
+      return;
+    }
+    f.winner = this;
+    f.finish();
+    f.sink.whole(body);
+  }
+
+  begin(length: number | undefined): void {
+    const f = this.f;
+    f.settle(this, 'ok');
+    if (f.done) {
+      this.call?.abort();
+      return;
+    }
+    f.winner = this;
+    f.finish();
+    f.sink.begin(length);
+  }
+
+  chunk(buf: Buffer): boolean {
+    return this.f.winner === this ? this.f.sink.chunk(buf) : true;
+  }
+
+  end(): void {
+    if (this.f.winner === this) this.f.sink.end();
+  }
+
+  fail(started: boolean, reason: string, failure?: ForwardFailure): void {
+    const f = this.f;
+    f.settle(this, 'failed');
+    const label = f.health.upstreams[this.index]!.label;
+    if (f.winner === this) {
+      f.sink.failedUpstream = label;
+      f.sink.fail(started, reason, failure);
+      return;
+    }
+    if (f.done || f.othersOpen(this)) return;
+    if (isRetriable(failure) && f.retry()) return;
+    f.finish();
+    if (f.fallback !== null) {
+      f.sink.whole(f.fallback);
+    } else {
+      f.sink.failedUpstream = label;
+      f.sink.fail(false, reason, failure);
+    }
+  }
+}
+
+/**
+ * A call's attempts (see the top of this file). At most two attempts are ever made, so they are two
+ * fields, and the first one needs no list, set or timer beyond the hedge on a chain of several nodes.
+ */
+class Failover implements ForwardCall {
+  readonly health: RoutedChain['health'];
+  readonly deadline: number;
+  readonly mayRetry: boolean;
+  first: Attempt | null = null;
+  second: Attempt | null = null;
+  winner: Attempt | null = null;
+  done = false;
+  /** A "not there yet" answer held while another attempt may do better. */
+  fallback: Buffer | null = null;
+  hedge: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(
+    private readonly chain: RoutedChain, readonly method: string, private readonly paramsJson: string,
+    private readonly idText: string, readonly sink: RoutedSink,
+  ) {
+    this.health = chain.health;
+    this.deadline = this.health.clock() + chain.timeoutMs;
+    this.mayRetry = !NOT_IDEMPOTENT.has(method);
+  }
+
+  othersOpen(a: Attempt): boolean {
+    const other = a === this.first ? this.second : this.first;
+    return other !== null && other.open;
+  }
+
+  settle(a: Attempt, outcome: 'ok' | 'failed'): void {
+    if (!a.open) return;
+    a.open = false;
+    const u = this.health.upstreams[a.index]!;
+    u.inflight--;
+    u.record(outcome, this.health.clock() - a.startedAt);
+  }
+
+  private drop(a: Attempt | null): void {
+    if (a === null || a === this.winner) return;
     if (a.open) {
       a.open = false;
-      health.upstreams[a.index]!.inflight--;
+      this.health.upstreams[a.index]!.inflight--;
     }
     a.call?.abort();
   }
 
-  function finish(): void {
-    done = true;
-    if (hedge !== null) clearTimeout(hedge);
-    hedge = null;
-    for (const a of attempts) if (a !== winner) drop(a);
+  finish(): void {
+    this.done = true;
+    if (this.hedge !== null) clearTimeout(this.hedge);
+    this.hedge = null;
+    this.drop(this.first);
+    this.drop(this.second);
   }
 
-  function retry(): boolean {
-    if (!mayRetry || retried || done) return false;
-    const remaining = deadline - clock();
+  retry(): boolean {
+    if (!this.mayRetry || this.second !== null || this.done) return false;
+    const remaining = this.deadline - this.health.clock();
     if (remaining < MIN_RETRY_MS) return false;
-    const next = health.pick(tried);
+    const next = this.health.pick(new Set([this.first!.index]));
     if (next === null) return false;
-    retried = true;
-    if (hedge !== null) clearTimeout(hedge);
-    hedge = null;
-    launch(next, remaining);
+    if (this.hedge !== null) clearTimeout(this.hedge);
+    this.hedge = null;
+    this.second = this.launch(next, remaining);
     return true;
   }
 
-  function launch(index: number, timeoutMs: number): void {
-    tried.add(index);
-    const a: Attempt = { index, call: null, startedAt: clock(), open: true };
-    attempts.push(a);
-    health.upstreams[index]!.inflight++;
-    a.call = forwardCall(chain.upstreams[index]!, timeoutMs, method, paramsJson, idText, {
-      whole(body) {
-        settle(a, 'ok');
-        if (method === 'eth_blockNumber') {
-          const head = headOf(body);
-          if (head !== null) health.upstreams[a.index]!.reportHead(head);
-        }
-        if (done) return;
-        if (mayRetry && isNotThereYet(body) && (othersOpen(a) || retry())) {
-          fallback ??= body;
-          return;
-        }
-        winner = a;
-        finish();
-        sink.whole(body);
-      },
-      begin(length) {
-        settle(a, 'ok');
-        if (done) {
-          a.call?.abort();
-          return;
-        }
-        winner = a;
-        finish();
-        sink.begin(length);
-      },
-      chunk(buf) {
-        return winner === a ? sink.chunk(buf) : true;
-      },
-      end() {
-        if (winner === a) sink.end();
-      },
-      fail(started, reason, failure) {
-        settle(a, 'failed');
-        if (winner === a) {
-          sink.failedUpstream = label(a);
-          sink.fail(started, reason, failure);
-          return;
-        }
-        if (done || othersOpen(a)) return;
-        if (isRetriable(failure) && retry()) return;
-        finish();
-        if (fallback !== null) {
-          sink.whole(fallback);
-        } else {
-          sink.failedUpstream = label(a);
-          sink.fail(false, reason, failure);
-        }
-      },
-    });
+  launch(index: number, timeoutMs: number): Attempt {
+    const a = new Attempt(this, index);
+    // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
+    if (this.first === null) this.first = a;
+    this.health.upstreams[index]!.inflight++;
+    a.call = forwardCall(this.chain.upstreams[index]!, timeoutMs, this.method, this.paramsJson, this.idText, a);
+    return a;
   }
 
-  launch(first, chain.timeoutMs);
-  if (mayRetry && !done && health.upstreams.length > 1) {
-    hedge = setTimeout(() => {
-      hedge = null;
-      if (!done && winner === null && attempts.length === 1) retry();
-    }, chain.timeoutMs * HEDGE_AFTER);
-    hedge.unref?.();
+  startHedge(): void {
+    this.hedge = setTimeout(() => {
+      this.hedge = null;
+      if (!this.done && this.winner === null && this.second === null) this.retry();
+    }, this.chain.timeoutMs * HEDGE_AFTER);
+    this.hedge.unref?.();
   }
-  return {
-    abort() {
-      if (done) {
-        winner?.call?.abort();
-        return;
-      }
-      finish();
-      winner = null;
-    },
-    resume() {
-      winner?.call?.resume();
-    },
-  };
+
+  abort(): void {
+    if (this.done) {
+      this.winner?.call?.abort();
+      return;
+    }
+    this.finish();
+    this.winner = null;
+  }
+
+  resume(): void {
+    this.winner?.call?.resume();
+  }
+}
+
+function failover(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
+  const first = chain.health.pick();
+  if (first === null) return noHealthyUpstream(sink);
+  const f = new Failover(chain, method, paramsJson, idText, sink);
+  f.launch(first, chain.timeoutMs);
+  if (f.mayRetry && !f.done && f.health.upstreams.length > 1) f.startHedge();
+  return f;
 }

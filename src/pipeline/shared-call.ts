@@ -5,12 +5,12 @@
  */
 import { blockOfCall, cacheKeyFor, mayCache } from '../jsonrpc/cacheability.js';
 import { rawResult } from '../jsonrpc/raw-result.js';
-import { rewriteId } from '../jsonrpc/id-rewrite.js';
+import { reidAcceptedAnswer } from '../jsonrpc/whole-answer.js';
 import { type GatewayContext, gatewayState } from '../server/context.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { chargeAsCacheHit } from './admission.js';
 import type { Shared } from './dedup.js';
-import { dedupKeyFor, RENEW_AFTER_SETS } from './dedup.js';
+import { dedupKeyFor } from './dedup.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { chainHead } from './head.js';
 import type { Forward } from './plan.js';
@@ -27,35 +27,6 @@ export type SharedOutcome =
   | { kind: 'whole'; body: Buffer }
   | { kind: 'failed'; reason: string; upstream: string }
   | { kind: 'streamed' };
-
-/** One shared upstream call while followers may still join it. */
-interface Flight {
-  call: ForwardCall | null;
-  /** Callers still waiting for it (the leader included); when the last one goes, the call is dropped. */
-  attached: number;
-  /** Ends the flight with this outcome (once). */
-  finish(outcome: SharedOutcome): void;
-}
-
-/** A flight as its table holds it: emptied when the flight ends, so a discarded hash table holding the
- *  slot (see RENEW_AFTER_SETS in dedup.ts) keeps none of the call's objects alive. */
-interface FlightSlot {
-  flight: Flight | null;
-}
-
-/** The flights by key, in a Map renewed every RENEW_AFTER_SETS insertions (see dedup.ts). */
-interface FlightTable {
-  map: Map<string, FlightSlot>;
-  sets: number;
-}
-
-const flightTables = new WeakMap<Shared<SharedOutcome>, FlightTable>();
-
-function flightsOf(table: Shared<SharedOutcome>): FlightTable {
-  let flights = flightTables.get(table);
-  if (flights === undefined) flightTables.set(table, (flights = { map: new Map(), sets: 0 }));
-  return flights;
-}
 
 const CLOSE_BRACE = Buffer.from('}');
 const NULL_JSON = Buffer.from('null');
@@ -172,93 +143,125 @@ function safely(ctx: GatewayContext, observe: (body: Buffer) => void, body: Buff
  * leaves the flight: the call is dropped when nobody is left waiting, never while followers wait.
  */
 function joinFlight(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink, key: string, observe: ((body: Buffer) => void) | null): ForwardCall {
-  const table = gatewayState(ctx).inFlight;
-  const flights = flightsOf(table);
-  let gone = false;
-  let led: Flight | null = null;
-  /** A follower's own call, made when the shared answer streams. */
-  let own: ForwardCall = NO_CALL;
+  const caller = new SharingCaller(ctx, chain, f, sink, observe);
+  const flight = gatewayState(ctx).inFlight.join(key, (done) => caller.lead(done), (outcome) => caller.deliver(outcome));
+  if (flight !== undefined) {
+    flight.attached++;
+    caller.flight = flight;
+  }
+  return caller;
+}
 
-  const lead = (done: (outcome: SharedOutcome) => void): void => {
-    let finished = false;
-    const flight: Flight = {
-      call: null,
-      attached: 0,
-      finish(outcome) {
-        if (finished) return;
-        finished = true;
-        if (flights.map.get(key) === slot) flights.map.delete(key);
-        slot.flight = null;
-        done(outcome);
-      },
-    };
-    led = flight;
-    const slot: FlightSlot = { flight };
-    if (++flights.sets >= RENEW_AFTER_SETS) {
-      flights.sets = 0;
-      flights.map = new Map(flights.map);
+/**
+ * One shared upstream call while followers may still join it. It is the sink of the leader's routed
+ * call: a whole answer or a failure before any byte ends the flight for everyone; a stream stays the
+ * leader's.
+ */
+export class Flight implements Sink {
+  call: ForwardCall | null = null;
+  /** Callers still waiting for it (the leader included); when the last one goes, the call is dropped. */
+  attached = 0;
+  ended = false;
+  failedUpstream?: string;
+
+  constructor(private readonly leader: SharingCaller, private readonly done: (outcome: SharedOutcome) => void) {}
+
+  /** Ends the flight with this outcome (once). */
+  close(outcome: SharedOutcome): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.done(outcome);
+  }
+
+  whole(body: Buffer): void {
+    const leader = this.leader;
+    if (leader.observe !== null) safely(leader.ctx, leader.observe, body);
+    this.close({ kind: 'whole', body });
+  }
+
+  begin(length: number | undefined): void {
+    this.close(STREAMED);
+    if (this.leader.gone) this.call?.abort();
+    else this.leader.sink.begin(length);
+  }
+
+  chunk(buf: Buffer): boolean {
+    return this.leader.gone ? true : this.leader.sink.chunk(buf);
+  }
+
+  end(): void {
+    if (!this.leader.gone) this.leader.sink.end();
+  }
+
+  fail(started: boolean, reason: string): void {
+    if (!started) {
+      this.close({ kind: 'failed', reason, upstream: this.failedUpstream ?? '' });
+    } else if (!this.leader.gone) {
+      const sink = this.leader.sink;
+      if (this.failedUpstream !== undefined) sink.failedUpstream = this.failedUpstream;
+      sink.fail(true, reason);
     }
-    flights.map.set(key, slot);
-    const tap: Sink = {
-      whole(body) {
-        if (observe !== null) safely(ctx, observe, body);
-        flight.finish({ kind: 'whole', body });
-      },
-      begin(length) {
-        flight.finish({ kind: 'streamed' });
-        if (gone) flight.call?.abort();
-        else sink.begin(length);
-      },
-      chunk: (buf) => (gone ? true : sink.chunk(buf)),
-      end() {
-        if (!gone) sink.end();
-      },
-      fail(started, reason) {
-        if (!started) {
-          flight.finish({ kind: 'failed', reason, upstream: tap.failedUpstream ?? '' });
-        } else if (!gone) {
-          if (tap.failedUpstream !== undefined) sink.failedUpstream = tap.failedUpstream;
-          sink.fail(true, reason);
-        }
-      },
-    };
-    flight.call = routeCall(chain, f.method, f.paramsJson, f.idText, tap);
-  };
+  }
+}
 
-  const deliver = (outcome: SharedOutcome): void => {
-    if (gone) return;
+const STREAMED: SharedOutcome = Object.freeze({ kind: 'streamed' });
+
+/** One caller of a shared call, the leader or a follower; what its client holds to abort or resume. */
+class SharingCaller implements ForwardCall {
+  gone = false;
+  /** The flight this caller joined, while it was in flight at the time. */
+  flight: Flight | null = null;
+  /** The flight this caller leads, if it does. */
+  private led: Flight | null = null;
+  /** A follower's own call, made when the shared answer streams. */
+  private own: ForwardCall = NO_CALL;
+
+  constructor(
+    readonly ctx: GatewayContext, private readonly chain: ChainRuntime, private readonly f: Forward,
+    readonly sink: Sink, readonly observe: ((body: Buffer) => void) | null,
+  ) {}
+
+  lead(done: (outcome: SharedOutcome) => void): Flight {
+    const flight = new Flight(this, done);
+    this.led = flight;
+    const f = this.f;
+    flight.call = routeCall(this.chain, f.method, f.paramsJson, f.idText, flight);
+    return flight;
+  }
+
+  deliver(outcome: SharedOutcome): void {
+    if (this.gone) return;
+    const { f, sink } = this;
     if (outcome.kind === 'failed') {
       sink.failedUpstream = outcome.upstream;
       sink.fail(false, outcome.reason);
     } else if (outcome.kind === 'whole') {
-      const body = led !== null ? outcome.body : rewriteId(outcome.body, f.idText);
+      const body = this.led !== null ? outcome.body : reidAcceptedAnswer(outcome.body, f.idText);
       if (body !== null) sink.whole(body);
-      else own = routeCall(chain, f.method, f.paramsJson, f.idText, sink);
-    } else if (led === null) {
-      own = routeCall(chain, f.method, f.paramsJson, f.idText, observe === null ? sink : tapWhole(ctx, sink, observe));
+      else this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, sink);
+    } else if (this.led === null) {
+      const observe = this.observe;
+      this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, observe === null ? sink : tapWhole(this.ctx, sink, observe));
     }
-  };
+  }
 
-  table.join(key, lead, deliver);
-  const flight = flights.map.get(key)?.flight ?? undefined;
-  if (flight !== undefined) flight.attached++;
-  return {
-    abort() {
-      if (gone) return;
-      gone = true;
-      own.abort();
-      if (flight !== undefined && flights.map.get(key)?.flight === flight) {
-        if (--flight.attached > 0) return;
-        flight.call?.abort();
-        flight.finish({ kind: 'failed', reason: 'every caller went away', upstream: '' });
-      } else if (led !== null) {
-        // The flight is over: what is left is the leader's own stream.
-        (led as Flight).call?.abort();
-      }
-    },
-    resume() {
-      own.resume();
-      (led as Flight | null)?.call?.resume();
-    },
-  };
+  abort(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.own.abort();
+    const flight = this.flight;
+    if (flight !== null && !flight.ended) {
+      if (--flight.attached > 0) return;
+      flight.call?.abort();
+      flight.close({ kind: 'failed', reason: 'every caller went away', upstream: '' });
+    } else if (this.led !== null) {
+      // The flight is over: what is left is the leader's own stream.
+      this.led.call?.abort();
+    }
+  }
+
+  resume(): void {
+    this.own.resume();
+    this.led?.call?.resume();
+  }
 }

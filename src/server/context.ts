@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import { createInFlight, type Shared } from '../pipeline/dedup.js';
 import type { ChainFilters } from '../pipeline/filter-calls.js';
 import { createResponseCache, type ResponseCache } from '../pipeline/response-cache.js';
-import type { SharedOutcome } from '../pipeline/shared-call.js';
+import type { Flight, SharedOutcome } from '../pipeline/shared-call.js';
 import type { Tenancy } from '../pipeline/tenancy.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 
@@ -34,7 +34,7 @@ export function requestDone(ctx: GatewayContext): void {
  */
 export interface GatewayState {
   readonly cache: ResponseCache;
-  readonly inFlight: Shared<SharedOutcome>;
+  readonly inFlight: Shared<SharedOutcome, Flight>;
   /** Each chain's gateway-owned filters, made by filter-calls.ts on the first filter call. */
   readonly filters: Map<ChainRuntime, ChainFilters>;
 }
@@ -46,7 +46,7 @@ export function gatewayState(ctx: GatewayContext): GatewayState {
   if (state === undefined) {
     state = {
       cache: createResponseCache(ctx.config.cache.max_bytes),
-      inFlight: createInFlight<SharedOutcome>((err, key) => ctx.log.error('a shared answer\'s delivery failed', { key, error: String(err) })),
+      inFlight: createInFlight<SharedOutcome, Flight>((err, key) => ctx.log.error('a shared answer\'s delivery failed', { key, error: String(err) })),
       filters: new Map(),
     };
     states.set(ctx, state);

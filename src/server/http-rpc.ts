@@ -2,7 +2,7 @@ import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall } from '../pipeline/admission.js';
-import type { AnswerSink } from '../pipeline/forward.js';
+import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
 import { collectCall, type Forward, logUpstreamFailure, planItem } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
@@ -18,43 +18,55 @@ const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
-  const t = x.ctx.tenancy;
-  let out: StreamOut | null = null;
-  let bytes = 0;
-  const sink: AnswerSink & { failedUpstream?: string } = {
-    whole(body) {
-      settleCall(t, caller, f.method, f.admission, { ok: true, bytes: body.length });
-      reply(x, 200, body);
-    },
-    begin(length) {
-      if (!x.aborted) {
-        x.res.cork(() => writeHead(x.res, 200, x.meta, JSON_TYPE));
-        out = createStreamOut(x.res, length, () => x.aborted, () => call.resume());
-      }
-    },
-    chunk(buf) {
-      bytes += buf.length;
-      return out === null ? true : out.write(buf);
-    },
-    end() {
-      settleCall(t, caller, f.method, f.admission, { ok: true, bytes });
-      out?.end();
+  const answer = new SingleAnswer(x, caller, f);
+  answer.call = sharedCall(x.ctx, x.chain, f, answer);
+  x.calls.push(answer.call);
+}
+
+/** Where a single forwarded call's answer goes: the client's HTTP response. One object per call. */
+class SingleAnswer implements AnswerSink {
+  call: ForwardCall | null = null;
+  failedUpstream?: string;
+  private out: StreamOut | null = null;
+  private bytes = 0;
+
+  constructor(private readonly x: Exchange, private readonly caller: Caller, private readonly f: Forward) {}
+
+  whole(body: Buffer): void {
+    settleCall(this.x.ctx.tenancy, this.caller, this.f.method, this.f.admission, { ok: true, bytes: body.length });
+    reply(this.x, 200, body);
+  }
+
+  begin(length: number | undefined): void {
+    const x = this.x;
+    if (x.aborted) return;
+    x.res.cork(() => writeHead(x.res, 200, x.meta, JSON_TYPE));
+    this.out = createStreamOut(x.res, length, () => x.aborted, () => this.call?.resume());
+  }
+
+  chunk(buf: Buffer): boolean {
+    this.bytes += buf.length;
+    return this.out === null ? true : this.out.write(buf);
+  }
+
+  end(): void {
+    settleCall(this.x.ctx.tenancy, this.caller, this.f.method, this.f.admission, { ok: true, bytes: this.bytes });
+    this.out?.end();
+    finish(this.x);
+  }
+
+  fail(started: boolean, reason: string): void {
+    const { x, f } = this;
+    logUpstreamFailure(x.ctx, x.chain, this.failedUpstream ?? '', reason);
+    // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
+    settleCall(x.ctx.tenancy, this.caller, f.method, f.admission, started ? { ok: true, bytes: this.bytes } : { ok: false, status: 502 });
+    if (started) {
+      this.out?.cut();
       finish(x);
-    },
-    fail(started, reason) {
-      logUpstreamFailure(x.ctx, x.chain, sink.failedUpstream ?? '', reason);
-      // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
-      settleCall(t, caller, f.method, f.admission, started ? { ok: true, bytes } : { ok: false, status: 502 });
-      if (started) {
-        out?.cut();
-        finish(x);
-      } else {
-        reply(x, 502, rpcErrorBody('upstream_error', f.idText));
-      }
-    },
-  };
-  const call = sharedCall(x.ctx, x.chain, f, sink);
-  x.calls.push(call);
+    } else {
+      reply(x, 502, rpcErrorBody('upstream_error', f.idText));
+    }
+  }
 }
 
 /**

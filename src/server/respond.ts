@@ -17,12 +17,20 @@ export function createCorsPolicy(origins: readonly string[]): (origin: string) =
   return (origin) => (origin !== '' && allowed.has(origin) ? origin : undefined);
 }
 
+// Header names and the usual values as bytes: uWS copies them as they are, with no UTF-8 encoding per answer.
+const CONTENT_TYPE = Buffer.from('content-type');
+const JSON_TYPE_BYTES = Buffer.from('application/json');
+const ALLOW_ORIGIN = Buffer.from('access-control-allow-origin');
+const ANY_ORIGIN = Buffer.from('*');
+
 export function writeHead(res: HttpResponse, status: number, meta: ResponseMeta, contentType: string | null): void {
-  res.writeStatus(statusLine(status));
-  if (contentType !== null) res.writeHeader('content-type', contentType);
-  if (meta.allowOrigin !== undefined) {
-    res.writeHeader('access-control-allow-origin', meta.allowOrigin);
-    if (meta.allowOrigin !== '*') res.writeHeader('vary', 'Origin');
+  // uWS writes "200 OK" itself when no status is written.
+  if (status !== 200) res.writeStatus(statusLine(status));
+  if (contentType !== null) res.writeHeader(CONTENT_TYPE, contentType === JSON_TYPE ? JSON_TYPE_BYTES : contentType);
+  const origin = meta.allowOrigin;
+  if (origin !== undefined) {
+    res.writeHeader(ALLOW_ORIGIN, origin === '*' ? ANY_ORIGIN : origin);
+    if (origin !== '*') res.writeHeader('vary', 'Origin');
   }
 }
 

@@ -46,7 +46,7 @@ export interface UpstreamRequest {
   /** Appended to the URL's path (Beacon paths); its query string is joined to the URL's. Must start with '/'. */
   path?: string;
   /** Per-request headers on top of the configured ones (content-type, accept, …). */
-  headers?: Array<[string, string]>;
+  headers?: ReadonlyArray<readonly [string, string]>;
   /** Sent with Content-Length. */
   body?: Buffer | string;
   /** Deadline in ms for the response head, counted from the request() call (queueing included), and the longest
@@ -68,6 +68,8 @@ export interface ResponseSink {
   onEnd(): void;
   /** Exactly one of onEnd/onError is called per request, and neither after abort(). */
   onError(err: UpstreamError): void;
+  /** Set when onHead's header list is never read: the response's headers are then not copied out at all. */
+  readonly ignoresHeaders?: boolean;
 }
 
 export interface RequestHandle {
@@ -153,6 +155,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   const events: ConnectionEvents = {
     onConnect: connected,
     onHead: deliverHead,
+    wantsHeaders: (conn) => headOf(conn)?.sink.ignoresHeaders !== true,
     onBody: deliverBody,
     onBytes: (conn, chunk, length, borrowed) => {
       if (!conn.dead) parseFrom(conn, chunk, 0, length, borrowed);

@@ -4,6 +4,8 @@ export interface ResponseEvents {
   onHead(status: number, headers: Array<[string, string]>, contentLength: number | undefined): void;
   /** chunk[start, end) is body data, valid only during the call. Return false to stop the parser after it. */
   onBody(chunk: Buffer, start: number, end: number): boolean;
+  /** Asked as a head is parsed; false means its consumer reads no header, so onHead gets an empty list. */
+  wantsHeaders?(): boolean;
 }
 
 /**
@@ -51,6 +53,8 @@ const FAILED = 14;
 const CR = 13;
 const LF = 10;
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
+/** The header list handed to a consumer that reads none. */
+const NO_HEADERS: Array<[string, string]> = Object.freeze([]) as unknown as Array<[string, string]>;
 const STATUS_PREFIX = Buffer.from('HTTP/1.', 'latin1');
 // chunk-size is hex; 13 digits keep it below 2^53.
 const MAX_CHUNK_SIZE_DIGITS = 13;
@@ -208,8 +212,11 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
     let pos = skipLine(buf, start + 12, end);
     if (pos < 0) return fail('stray CR, LF or NUL in response head');
 
-    const text = buf.toString('latin1', start, end);
-    const headers: Array<[string, string]> = [];
+    // A JSON-RPC answer's headers matter only for its framing: a consumer that reads none is spared the
+    // strings and the list (most forwarded calls).
+    const keep = events.wantsHeaders?.() ?? true;
+    const text = keep ? buf.toString('latin1', start, end) : '';
+    const headers: Array<[string, string]> = keep ? [] : NO_HEADERS;
     let contentLength: number | undefined;
     let transferEncoding: string | undefined;
     let connectionClose = false;
@@ -225,7 +232,7 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
       }
       if (pos === nameStart) return fail('malformed header line');
       let name = commonName(buf, nameStart, pos);
-      if (name === undefined) {
+      if (name === undefined && keep) {
         name = text.slice(nameStart - start, pos - start);
         if (upper) name = name.toLowerCase();
       }
@@ -242,8 +249,7 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
         if (pos + 1 === end || buf[pos + 1] !== LF) return fail('stray CR, LF or NUL in response head');
         pos += 2;
       }
-      const value = text.slice(valueStart - start, valueEnd - start);
-      headers.push([name, value]);
+      if (keep) headers.push([name!, text.slice(valueStart - start, valueEnd - start)]);
       if (name === 'content-length') {
         if (valueEnd === valueStart || valueEnd - valueStart > 15) return fail('invalid content-length');
         let length = 0;
@@ -255,9 +261,10 @@ export function createResponseParser(events: ResponseEvents): ResponseParser {
         if (contentLength !== undefined && contentLength !== length) return fail('conflicting content-length');
         contentLength = length;
       } else if (name === 'transfer-encoding') {
+        const value = buf.toString('latin1', valueStart, valueEnd);
         transferEncoding = transferEncoding === undefined ? value : transferEncoding + ',' + value;
       } else if (name === 'connection') {
-        if (/(?:^|,)[ \t]*close[ \t]*(?:,|$)/i.test(value)) connectionClose = true;
+        if (/(?:^|,)[ \t]*close[ \t]*(?:,|$)/i.test(buf.toString('latin1', valueStart, valueEnd))) connectionClose = true;
       }
     }
 

@@ -19,6 +19,28 @@ const RESERVED = new Set(['content-length', 'transfer-encoding', 'connection', '
  * line for the URL's own target, Host and the configured headers are rendered once here; a request
  * adds only its own path, headers and Content-Length.
  */
+/**
+ * Per-request header arrays already checked and rendered. Callers pass the same frozen array with every
+ * call (the JSON content type of each forwarded call), so its lines are checked and built once.
+ */
+const renderedHeaders = new WeakMap<ReadonlyArray<readonly [string, string]>, string>();
+
+function headerLines(extra: ReadonlyArray<readonly [string, string]>): string {
+  const known = renderedHeaders.get(extra);
+  if (known !== undefined) return known;
+  let lines = '';
+  for (let i = 0; i < extra.length; i++) {
+    const [name, value] = extra[i]!;
+    if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) {
+      throw new TypeError(`request header ${JSON.stringify(name)} has an invalid name or value`);
+    }
+    lines += name + ': ' + value + '\r\n';
+  }
+  // Only a frozen array can be trusted to say the same thing next time.
+  if (Object.isFrozen(extra) && extra.every((h) => Object.isFrozen(h))) renderedHeaders.set(extra, lines);
+  return lines;
+}
+
 export function createRequestEncoder(target: UpstreamTarget, headers: Record<string, string> = {}): RequestEncoder {
   let hostHeader = target.hostHeader;
   let authorization = target.basicAuth;
@@ -61,15 +83,7 @@ export function createRequestEncoder(target: UpstreamTarget, headers: Record<str
             : getHead
           : req.method + ' ' + requestTarget(req.path) + sharedLines;
       const extra = req.headers;
-      if (extra !== undefined) {
-        for (let i = 0; i < extra.length; i++) {
-          const [name, value] = extra[i]!;
-          if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) {
-            throw new TypeError(`request header ${JSON.stringify(name)} has an invalid name or value`);
-          }
-          head += name + ': ' + value + '\r\n';
-        }
-      }
+      if (extra !== undefined) head += headerLines(extra);
       const body = req.body;
       const bodyLength = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       // POST always states its length, so the upstream never waits for a body that is not coming.

@@ -53,6 +53,8 @@ export interface ConnectionEvents {
   onHead(conn: Connection, status: number, headers: Array<[string, string]>, contentLength: number | undefined): void;
   /** chunk[start, end) is body data of the head's response; false stops the parser after it. */
   onBody(conn: Connection, chunk: Buffer, start: number, end: number): boolean;
+  /** Whether the consumer of the head being parsed reads its headers (see ResponseEvents.wantsHeaders). */
+  wantsHeaders(conn: Connection): boolean;
   onBytes(conn: Connection, chunk: Buffer, length: number, borrowed: boolean): void;
   onEnd(conn: Connection): void;
   onGone(conn: Connection, err: Error | undefined): void;
@@ -65,6 +67,7 @@ export function openConnection(config: UpstreamSocketConfig, pipelining: number,
   const parser = createResponseParser({
     onHead: (status, headers, contentLength) => events.onHead(conn, status, headers, contentLength),
     onBody: (chunk, start, end) => events.onBody(conn, chunk, start, end),
+    wantsHeaders: () => events.wantsHeaders(conn),
   });
   const socket = openUpstreamSocket(config, {
     onConnect: () => events.onConnect(conn),

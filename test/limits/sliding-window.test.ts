@@ -4,24 +4,13 @@ import { runInNewContext } from 'node:vm';
 import {
   createSlidingWindowLimiter, retryAfterSeconds, type SlidingWindowLimiter,
 } from '../../src/limits/sliding-window.js';
+import { seeded } from '../support/seeded.js';
 
 interface FakeClock { now: () => number; set(ms: number): void; advance(ms: number): void }
 
 function fakeClock(start = 0): FakeClock {
   let at = start;
   return { now: () => at, set: (ms) => { at = ms; }, advance: (ms) => { at += ms; } };
-}
-
-/** mulberry32: seeded, so a failing pattern can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** The units a client has had admitted in the half-open second (at - 1000, at], as the client itself would count them. */

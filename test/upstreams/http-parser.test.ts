@@ -18,9 +18,10 @@ interface Parsed {
  * that look like HTTP framing and lie past the limit, and the scratch is overwritten after the piece, as
  * the client's shared read buffer is: reading past the limit, or keeping bytes without copying, shows up.
  */
-function parseInPieces(input: Buffer, cuts: number[], opts: { pauseEvery?: boolean } = {}): Parsed {
+function parseInPieces(input: Buffer, cuts: number[], opts: { pauseEvery?: boolean; headers?: boolean } = {}): Parsed {
   const out: Parsed = { body: '', done: false, keepAlive: false, stoppedAt: -1 };
   const parser = createResponseParser({
+    wantsHeaders: () => opts.headers ?? true,
     onHead(status, headers, contentLength) {
       out.status = status;
       out.headers = headers;
@@ -202,4 +203,26 @@ t.test('reset readies the parser for the next response on the connection', async
   parser.execute(...whole('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n'));
   t.equal(parser.done, true);
   t.same(bodies, ['a', 'b']);
+});
+
+t.test('a consumer that reads no header gets an empty list and the same framing, keep-alive and errors', async (t) => {
+  const responses = [
+    'HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Custom: a\r\n\r\nhello',
+    'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Other: b\r\n\r\n3\r\nabc\r\n0\r\n\r\n',
+    'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n',
+    'HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 2\r\n\r\nok',
+    'HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok',
+    'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n',
+    'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc',
+    'HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n',
+  ];
+  for (const text of responses) {
+    const input = Buffer.from(text, 'latin1');
+    for (const cuts of [[], [7], [20, 21, 40]]) {
+      const full = parseInPieces(input, cuts);
+      const bare = parseInPieces(input, cuts, { headers: false });
+      if (full.status !== undefined) t.same(bare.headers, [], `no header list: ${JSON.stringify(text.slice(0, 40))}`);
+      t.same({ ...bare, headers: undefined }, { ...full, headers: undefined }, `same outcome: ${JSON.stringify(text.slice(0, 40))} cut at ${cuts}`);
+    }
+  }
 });

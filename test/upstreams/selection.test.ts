@@ -1,17 +1,6 @@
 import t from 'tap';
 import { createChainHealth, type ChainHealth } from '../../src/upstreams/selection.js';
-
-/** mulberry32: seeded, so a failing draw can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seeded } from '../support/seeded.js';
 
 function chain(n: number, maxLagBlocks = 5, seed = 1): ChainHealth {
   // A clock that stands still: every outcome stays in the window for the whole test.
