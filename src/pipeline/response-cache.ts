@@ -20,9 +20,11 @@ export interface ResponseCacheStats {
  * So that max_bytes bounds what the process holds, not just what it counts:
  * - results are kept as Buffers of their own (outside V8's heap, which grows to well over its live
  *   size between collections, and never a slice of a shared pool that would hold the rest of it);
- * - keys are the SHA-256 of the call (base64, 44 characters): a call's canonical JSON is built by concatenation, and such a
- *   string kept whole would hold every piece of it (a 2,000-address eth_getLogs key is ~90 KB of text
- *   in thousands of pieces); a digest is the same size whatever the call;
+ * - a call of up to RAW_KEY_CHARS characters (chain and canonical JSON: a block, a receipt, a balance)
+ *   is its own key, copied flat when kept; a longer one is keyed by its SHA-256 (base64, 44 characters).
+ *   A call's canonical JSON is built by concatenation, and such a string kept whole would hold every
+ *   piece of it (a 2,000-address eth_getLogs key is ~90 KB of text in thousands of pieces); a digest is
+ *   the same size whatever the call. Short keys skip the digest, which cost as much as the rest of a hit;
  * - each entry counts ENTRY_OVERHEAD_BYTES besides its result, for the key, the Buffer and the LRU's slots.
  */
 export interface ResponseCache {
@@ -35,8 +37,11 @@ export interface ResponseCache {
   stats(): ResponseCacheStats;
 }
 
-/** What an entry holds besides its result's bytes: the digest key, the Buffer object and its backing store's header, the LRU's slots. */
-export const ENTRY_OVERHEAD_BYTES = 256;
+/** What an entry holds besides its result's bytes: the key (at most RAW_KEY_CHARS), the Buffer object and its backing store's header, the LRU's slots. */
+export const ENTRY_OVERHEAD_BYTES = 352;
+
+/** Calls whose key (the chain's JSON string and the call's canonical JSON) is at most this long are their own key. */
+export const RAW_KEY_CHARS = 128;
 
 /**
  * Makes the cache. `maxBytes` is config `cache.max_bytes` (default 67108864); 0 disables caching.
@@ -66,8 +71,15 @@ export function createResponseCache(maxBytes: number): ResponseCache {
     maxEntrySize: Math.max(1, Math.floor(maxBytes / 8)),
     sizeCalculation: (result) => result.length + ENTRY_OVERHEAD_BYTES,
   });
-  // The chain slug as a JSON string ends at its closing quote, so no slug/key pair can spell another's.
-  const entryKey = (chain: string, key: string): string => createHash('sha256').update(JSON.stringify(chain)).update(key).digest('base64');
+  // The chain slug as a JSON string ends at its closing quote, so no slug/key pair can spell another's; a
+  // raw key starts with that quote and a digest (base64) never does, so neither can spell the other.
+  const entryKey = (chain: string, key: string): string => {
+    const prefix = JSON.stringify(chain);
+    if (prefix.length + key.length <= RAW_KEY_CHARS) return prefix + key;
+    return createHash('sha256').update(prefix).update(key).digest('base64');
+  };
+  // A raw key is concatenated from pieces: the copy kept holds its characters only (see above).
+  const kept = (k: string): string => (k.charCodeAt(0) === 0x22 ? Buffer.from(k).toString() : k);
   return {
     enabled: true,
     get(chain, key) {
@@ -87,7 +99,7 @@ export function createResponseCache(maxBytes: number): ResponseCache {
       const result = Buffer.allocUnsafeSlow(bytes);
       if (typeof resultJson === 'string') result.write(resultJson);
       else resultJson.copy(result);
-      entries.set(k, result);
+      entries.set(kept(k), result);
     },
     stats: () => ({ entries: entries.size, bytes: entries.calculatedSize, hits, misses }),
   };

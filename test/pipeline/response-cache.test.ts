@@ -1,7 +1,7 @@
 import t from 'tap';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createResponseCache, ENTRY_OVERHEAD_BYTES, type ResponseCache } from '../../src/pipeline/response-cache.js';
+import { createResponseCache, ENTRY_OVERHEAD_BYTES, RAW_KEY_CHARS, type ResponseCache } from '../../src/pipeline/response-cache.js';
 import { cacheKeyFor } from '../../src/jsonrpc/cacheability.js';
 
 setFlagsFromString('--expose-gc');
@@ -105,4 +105,19 @@ t.test('max_bytes bounds the memory held, huge keys included', async (t) => {
   const { bytes, entries } = cache.stats();
   t.ok(bytes <= maxBytes && bytes > maxBytes * 0.9, `full: ${entries} entries, ${bytes} bytes counted`);
   t.ok(held < maxBytes * 1.25, `the process holds ${(held / 1048576).toFixed(1)} MB for ${(maxBytes / 1048576).toFixed(0)} MB of max_bytes`);
+});
+
+t.test('short calls are their own key, long ones keyed by digest: both kept apart per chain', async (t) => {
+  const cache = createResponseCache(1_000_000);
+  const short = '["eth_getBlockByNumber","0x10",false]';
+  const long = `["eth_call",{"data":"0x${'ab'.repeat(RAW_KEY_CHARS)}","to":"0x${'11'.repeat(20)}"},"0x10"]`;
+  t.ok(JSON.stringify('mainnet').length + short.length <= RAW_KEY_CHARS && long.length > RAW_KEY_CHARS, 'one of each kind');
+  cache.set('mainnet', short, '"short"');
+  cache.set('mainnet', long, '"long"');
+  cache.set('sepolia', short, '"short on sepolia"');
+  t.equal(text(cache, 'mainnet', short), '"short"');
+  t.equal(text(cache, 'mainnet', long), '"long"');
+  t.equal(text(cache, 'sepolia', short), '"short on sepolia"');
+  t.equal(text(cache, 'sepolia', long), undefined, 'the chain is part of a digest key too');
+  t.equal(text(cache, 'mainnet', `${short} `), undefined);
 });
