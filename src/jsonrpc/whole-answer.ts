@@ -199,7 +199,7 @@ function oldIdEnd(b: Buffer, i: number): number {
 export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer | null {
   const client = classifyClientId(clientIdText);
   // Client ids come from parse.ts as valid JSON: anything else is checked the slow, certain way.
-  if (client === CLIENT_ODD) return checkedSlowly(body, clientIdText);
+  if (client === CLIENT_ODD) return rewriteIdChecked(body, clientIdText);
   const n = body.length;
   let i = 0;
   while (i < n && WS[body[i]!] === 1) i++;
@@ -287,35 +287,51 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer |
  * reading past the id, which nodes write before the result. Other bodies get no promise but an end.
  */
 export function reidAcceptedAnswer(body: Buffer, clientIdText: string): Buffer | null {
+  let out: Buffer | null = null;
+  forEachTopMember(body, (nameStart, nameEnd, valueStart) => {
+    if (!namesId(body, nameStart + 1, nameEnd - 1)) return true;
+    const end = oldIdEnd(body, valueStart);
+    if (end >= 0) out = spliced(body, valueStart, end, clientIdText);
+    return false;
+  });
+  return out;
+}
+
+/**
+ * Walks the top-level members of an answer known to be JSON: `visit` gets each name's span (quotes
+ * included) and where its value starts, and returns false to stop there; the value's end is read only
+ * when the walk goes on. False when `body` is not an object or is cut off before the walk stopped.
+ */
+export function forEachTopMember(
+  body: Buffer, visit: (nameStart: number, nameEnd: number, valueStart: number) => boolean,
+): boolean {
   const n = body.length;
-  let i = 0;
-  while (i < n && WS[body[i]!] === 1) i++;
-  if (body[i] !== LBRACE) return null;
-  i++;
-  for (;;) {
-    while (i < n && WS[body[i]!] === 1) i++;
-    if (body[i] !== QUOTE) return null;
+  let i = skipWs(body, 0);
+  if (body[i] !== LBRACE) return false;
+  i = skipWs(body, i + 1);
+  while (body[i] === QUOTE) {
     const nameEnd = stringEnd(body, i + 1);
-    if (nameEnd < 0) return null;
-    const isId = namesId(body, i + 1, nameEnd - 1);
-    i = nameEnd;
-    while (i < n && body[i] !== COLON) i++;
-    i++;
-    while (i < n && WS[body[i]!] === 1) i++;
-    if (isId) {
-      const end = oldIdEnd(body, i);
-      return end < 0 ? null : spliced(body, i, end, clientIdText);
-    }
-    i = acceptedValueEnd(body, i);
-    if (i < 0) return null;
-    while (i < n && WS[body[i]!] === 1) i++;
-    if (body[i] !== COMMA) return null;
-    i++;
+    if (nameEnd < 0) return false;
+    let valueStart = nameEnd;
+    while (valueStart < n && body[valueStart] !== COLON) valueStart++;
+    valueStart = skipWs(body, valueStart + 1);
+    if (!visit(i, nameEnd, valueStart)) return true;
+    i = acceptedValueEnd(body, valueStart);
+    if (i < 0) return false;
+    i = skipWs(body, i);
+    if (body[i] !== COMMA) return body[i] === RBRACE;
+    i = skipWs(body, i + 1);
   }
+  return body[i] === RBRACE;
+}
+
+function skipWs(body: Buffer, i: number): number {
+  while (i < body.length && WS[body[i]!] === 1) i++;
+  return i;
 }
 
 /** Index just past the value at `i` of text known to be JSON, or -1 when it is cut off. */
-function acceptedValueEnd(body: Buffer, i: number): number {
+export function acceptedValueEnd(body: Buffer, i: number): number {
   const n = body.length;
   const c = body[i];
   if (c === QUOTE) return stringEnd(body, i + 1);
@@ -360,8 +376,11 @@ function spliced(body: Buffer, idStart: number, idEnd: number, clientIdText: str
   return out;
 }
 
-/** For a client id that is not itself a JSON scalar (parse.ts never makes one): the reference behaviour, spelled out. */
-function checkedSlowly(body: Buffer, clientIdText: string): Buffer | null {
+/**
+ * The former two-step path, kept as the reference: the streaming rewriter's bytes, kept only when
+ * JSON.parse takes them. Used for a client id that is not itself a JSON scalar (parse.ts never makes one).
+ */
+export function rewriteIdChecked(body: Buffer, clientIdText: string): Buffer | null {
   const out = rewriteId(body, clientIdText);
   if (out === null) return null;
   try {
