@@ -28,6 +28,31 @@ export function reply(x: Exchange, status: number, body: string | Buffer, header
   finish(x);
 }
 
+// Answers held for the end of this event-loop turn (see replySoon), as parallel lists: no record per answer.
+const heldExchanges: Exchange[] = [];
+const heldStatuses: number[] = [];
+const heldBodies: Array<string | Buffer> = [];
+
+function sendHeld(): void {
+  for (let i = 0; i < heldExchanges.length; i++) reply(heldExchanges[i]!, heldStatuses[i]!, heldBodies[i]!);
+  heldExchanges.length = 0;
+  heldStatuses.length = 0;
+  heldBodies.length = 0;
+}
+
+/**
+ * Answers whole at the end of this event-loop turn, for answers that come off upstream reads. Written as
+ * each read delivers it, every answer wakes the client's process on its own, and a socket write that wakes
+ * a sleeping reader costs several times one that does not. Held to the check phase (after every read of the
+ * turn, as the upstream client's writes), the turn's answers go out back to back. A client that leaves
+ * meanwhile gets nothing, as with reply(); the request counts as in flight until its answer is written.
+ */
+export function replySoon(x: Exchange, status: number, body: string | Buffer): void {
+  if (heldExchanges.push(x) === 1) setImmediate(sendHeld);
+  heldStatuses.push(status);
+  heldBodies.push(body);
+}
+
 /** A gateway refusal as a JSON-RPC error with the table's status. */
 export function replyRpcError(x: Exchange, code: ErrorCode, idText: string, headers?: ReadonlyArray<readonly [string, string]>, closeConnection = false): void {
   reply(x, ERRORS[code].http, rpcErrorBody(code, idText), headers, closeConnection);

@@ -9,7 +9,7 @@ import type { ChainRuntime } from '../upstreams/chain.js';
 import { clientIp, resolveCaller } from '../pipeline/caller.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from './context.js';
-import { type Exchange, finish, reply, replyError, replyRpcError } from './exchange.js';
+import { type Exchange, finish, reply, replyError, replyRpcError, replySoon } from './exchange.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import { JSON_TYPE, type ResponseMeta, writeHead } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
@@ -34,7 +34,7 @@ class SingleAnswer implements AnswerSink {
 
   whole(body: Buffer): void {
     settleCall(this.x.ctx.tenancy, this.caller, this.f.method, this.f.admission, { ok: true, bytes: body.length });
-    reply(this.x, 200, body);
+    replySoon(this.x, 200, body);
   }
 
   begin(length: number | undefined): void {

@@ -32,7 +32,7 @@ export interface UpstreamOptions {
   /** Keep-alive sockets idle this long are closed, in ms. Default 30_000. */
   idleSocketTimeoutMs?: number;
   /** Requests in flight on one socket at most (HTTP/1.1 pipelining); requests placed in one event-loop turn go
-   *  out in one write per socket. 1 turns pipelining off. Default 8. Suspended for five minutes when answers
+   *  out at its end, in one write per socket. 1 turns pipelining off. Default 8. Suspended for five minutes when answers
    *  behind another come some 40 ms late, the mark of a node that leaves Nagle's algorithm on (anvil does). */
   pipelining?: number;
   /** A socket whose oldest request has waited this much longer than this upstream's usual answer takes no more
@@ -190,12 +190,10 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     ex.state = ACTIVE;
     ex.connection = conn;
     ex.sentAt = now;
-    if (guard.depth === 1 && conn.outgoing.length === 0) {
-      conn.socket.write(ex.payload!);
-    } else {
-      queueWrite(conn, ex.payload!);
-      batchConn = conn;
-    }
+    // Without pipelining too, the write waits for the end of the turn: the turn's writes then go out back
+    // to back, and the node wakes once for them instead of once per call (bench/RESULTS.md, 2026-11-25 evening).
+    queueWrite(conn, ex.payload!);
+    batchConn = conn;
   }
 
   function newConnection(ex: Exchange, now: number): Connection {

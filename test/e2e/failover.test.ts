@@ -115,7 +115,11 @@ t.test('a node more than max_lag_blocks behind is skipped for latest reads', asy
   const [a, b] = await Promise.all([anvilFor(t), anvilFor(t)]);
   const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url], 31337, { max_lag_blocks: 5 }) } });
   await direct(b.url, 'anvil_mine', ['0xa']);
-  await until(t, 'the node behind is seen lagging', 5000, async () => (await healthOf(g)).chains.devnet!.upstreams[0]!.reason === 'lagging');
+  // A head poll answered while the ten blocks were being mined can report a head between 6 and 9 first.
+  await until(t, 'the node behind is seen lagging behind head 10', 5000, async () => {
+    const devnet = (await healthOf(g)).chains.devnet!;
+    return devnet.upstreams[0]!.reason === 'lagging' && devnet.best_head === 10;
+  });
   const health = await healthOf(g);
   t.match(health.chains.devnet, { ready: true, best_head: 10, upstreams: [{ head: 0, in_rotation: false }, { head: 10, in_rotation: true }] });
   const url = `${g.base}/v1/rpc/public`;
