@@ -1,11 +1,24 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, waitForPort } from './net.mjs';
 import { startProcess } from './processes.mjs';
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+const UNIT = fileURLToPath(new URL('../../systemd/chaingate.service', import.meta.url));
+
+/**
+ * The node flags of the shipped systemd unit's ExecStart (the words between node and dist/main.js), so
+ * the bench runs the daemon as operators do.
+ */
+export function daemonNodeFlags() {
+  const line = readFileSync(UNIT, 'utf8').split('\n').find((l) => l.startsWith('ExecStart='));
+  const words = line === undefined ? [] : line.slice('ExecStart='.length).trim().split(/\s+/);
+  const script = words.findIndex((w) => w.endsWith('dist/main.js'));
+  if (script < 1) throw new Error(`${UNIT}: ExecStart does not run dist/main.js with node`);
+  return words.slice(1, script);
+}
 
 /** The built gateway entry point, or null before `npm run build`. */
 export function chaingateMain() {
@@ -44,7 +57,7 @@ export async function startChaingate({ name = 'chaingate', dir, upstreamPort, ch
   const owner = keyed
     ? JSON.parse(execFileSync(process.execPath, [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config], { encoding: 'utf8' }))
     : null;
-  const proc = startProcess(name, process.execPath, [main, 'serve', '--config', config], { core });
+  const proc = startProcess(name, process.execPath, [...daemonNodeFlags(), main, 'serve', '--config', config], { core });
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;
   try {
     await waitForPort(port, proc);

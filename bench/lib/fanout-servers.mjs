@@ -3,7 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chaingateMain } from './chaingate.mjs';
+import { chaingateMain, daemonNodeFlags } from './chaingate.mjs';
 import { freePort, postJson, waitForPort } from './net.mjs';
 import { announcedPort, startProcess, stopOnFailure } from './processes.mjs';
 
@@ -66,7 +66,7 @@ export async function startChaingateWs({ name = 'chaingate', dir, nodePort, core
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
   writeFileSync(config, chaingateWsConfig({ dir, port, nodePort }));
-  const proc = startProcess(name, process.execPath, [...nodeArgs, main, 'serve', '--config', config], { core });
+  const proc = startProcess(name, process.execPath, [...daemonNodeFlags(), ...nodeArgs, main, 'serve', '--config', config], { core });
   await stopOnFailure(proc, waitForPort(port, proc));
   return { proc, pid: proc.pid, port, url: `ws://127.0.0.1:${port}/v1/rpc/public`, stop: () => proc.stop() };
 }
