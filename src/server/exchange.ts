@@ -41,10 +41,11 @@ function sendHeld(): void {
 }
 
 /**
- * Answers whole at the end of this event-loop turn, for answers that come off upstream reads. Written as
- * each read delivers it, every answer wakes the client's process on its own, and a socket write that wakes
- * a sleeping reader costs several times one that does not. Held to the check phase (after every read of the
- * turn, as the upstream client's writes), the turn's answers go out back to back. A client that leaves
+ * Answers whole at the end of this event-loop turn: a single call's whole answer, whether it came off an
+ * upstream read, a shared flight or the cache. Written as each read delivers it, every answer wakes the
+ * client's process on its own, and a socket write that wakes a sleeping reader costs several times one that
+ * does not. Held to the check phase (after every read of the turn, as the upstream client's writes), the
+ * turn's answers go out back to back. A client that leaves
  * meanwhile gets nothing, as with reply(); the request counts as in flight until its answer is written.
  */
 export function replySoon(x: Exchange, status: number, body: string | Buffer): void {
