@@ -7,52 +7,22 @@
  */
 import t, { type Test } from 'tap';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
-import { DEPLOY_BYTECODE, ECHO_TOPIC } from '../support/contract.js';
+import { ECHO_TOPIC } from '../support/contract.js';
+import { result as call, deployEcho, echo } from '../support/dev-chain.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
 import { openSocket, wsUrl } from '../support/ws.js';
 
-// anvil's first development account, unlocked: eth_sendTransaction needs no signing.
-const DEV_ADDRESS = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const WAIT_MS = 15_000;
 
 type Log = { data: string; blockNumber: string; blockHash: string; transactionHash: string; logIndex: string };
-
-async function call<T = unknown>(url: string, method: string, params: unknown[] = []): Promise<T> {
-  const answer = (await rpc(url, method, params)).json as { result?: T; error?: unknown };
-  if (answer.error !== undefined || !('result' in answer)) throw new Error(`${method} refused: ${JSON.stringify(answer)}`);
-  return answer.result as T;
-}
 
 function endpoint(g: TestGateway, ru = 1_000_000): { ownerId: number; url: string } {
   const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
   const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', 'filters', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, url: `${g.base}/v1/rpc/${made.apiKey}` };
-}
-
-/** A transaction's receipt, once anvil has mined it (it may answer the send before the block is in). */
-async function mined(nodeUrl: string, hash: string): Promise<{ contractAddress: string | null; blockNumber: string }> {
-  for (let i = 0; i < 200; i++) {
-    const receipt = await call<{ contractAddress: string | null; blockNumber: string } | null>(nodeUrl, 'eth_getTransactionReceipt', [hash]);
-    if (receipt !== null) return receipt;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`${hash} was not mined`);
-}
-
-/** Deploys the echo contract with the dev account's first nonce, so every fresh anvil gets it at the same address. */
-async function deployEcho(nodeUrl: string): Promise<string> {
-  const hash = await call<string>(nodeUrl, 'eth_sendTransaction', [{ from: DEV_ADDRESS, data: DEPLOY_BYTECODE }]);
-  return (await mined(nodeUrl, hash)).contractAddress!;
-}
-
-/** A call to the echo contract (one log with `data`), mined. */
-async function echo(nodeUrl: string, address: string, data: string): Promise<string> {
-  const hash = await call<string>(nodeUrl, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: address, data }]);
-  await mined(nodeUrl, hash);
-  return hash;
 }
 
 /** Polls `poll` until `enough` says the gathered changes are complete; fails the test after WAIT_MS. */

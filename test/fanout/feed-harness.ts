@@ -2,11 +2,9 @@
 import type { Test } from 'tap';
 import { createFeeds, type Feeds, type FeedsOptions, type FeedListener, type UpstreamNode } from '../../src/fanout/feeds.js';
 import { type AnvilNode, startAnvil } from '../../src/devnet/anvil.js';
-import { rpc } from '../support/rpc.js';
-import { DEPLOY_BYTECODE } from '../support/contract.js';
+import { result } from '../support/dev-chain.js';
 
-// anvil's first development account: unlocked, so eth_sendTransaction needs no signing here.
-export const DEV_ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
+export { DEV_ADDRESS, deployEcho, echo } from '../support/dev-chain.js';
 
 /**
  * An anvil node stopped at teardown. Started here rather than through test/support/gateway.ts so
@@ -19,11 +17,7 @@ export async function anvilFor(t: Test): Promise<AnvilNode> {
 }
 
 /** A JSON-RPC call over HTTP: the result, or a throw on a JSON-RPC error or a failed connection. */
-export async function call(url: string, method: string, params: unknown[] = []): Promise<unknown> {
-  const answer = (await rpc(url, method, params)).json as { result?: unknown; error?: { message?: string } } | undefined;
-  if (!answer || answer.error !== undefined || !('result' in answer)) throw new Error(`${method}: ${JSON.stringify(answer?.error ?? answer)}`);
-  return answer.result;
-}
+export const call = (url: string, method: string, params: unknown[] = []): Promise<unknown> => result(url, method, params);
 
 export function nodeAt(label: string, wsUrl: string, httpUrl: string): UpstreamNode {
   return { label, wsUrl, call: (method, params) => call(httpUrl, method, params) };
@@ -39,29 +33,6 @@ export async function blockNumber(url: string): Promise<number> {
 
 export async function blockAt(url: string, n: number): Promise<Record<string, unknown>> {
   return (await call(url, 'eth_getBlockByNumber', [`0x${n.toString(16)}`, false])) as Record<string, unknown>;
-}
-
-/** anvil answers eth_sendTransaction before the block holding it is readable: wait for the receipt. */
-async function receiptOf(url: string, hash: unknown): Promise<{ contractAddress: string | null }> {
-  for (let i = 0; i < 200; i++) {
-    const receipt = (await call(url, 'eth_getTransactionReceipt', [hash])) as { contractAddress: string | null } | null;
-    if (receipt) return receipt;
-    await sleep(10);
-  }
-  throw new Error(`transaction ${String(hash)} was not mined`);
-}
-
-/** Deploys the Echo contract (test/support/contract.ts) and returns its address. */
-export async function deployEcho(url: string): Promise<string> {
-  const hash = await call(url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, data: DEPLOY_BYTECODE }]);
-  return (await receiptOf(url, hash)).contractAddress!;
-}
-
-/** One transaction to the Echo contract, its log's data `data`; with `mined`, returns once it is in a block. */
-export async function echo(url: string, address: string, data: string, mined = true): Promise<string> {
-  const hash = (await call(url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: address, data }])) as string;
-  if (mined) await receiptOf(url, hash);
-  return hash;
 }
 
 export interface Recorder extends FeedListener {

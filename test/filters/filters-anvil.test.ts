@@ -8,21 +8,14 @@
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { createFilterRegistry, type FilterRegistry } from '../../src/filters/filter-registry.js';
-import { DEPLOY_BYTECODE, ECHO_TOPIC } from '../support/contract.js';
+import { ECHO_TOPIC } from '../support/contract.js';
+import { result as call, deployEcho, DEV_ADDRESS } from '../support/dev-chain.js';
 import { anvilFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 
-// anvil's first development account, unlocked, so eth_sendTransaction needs no signing here.
-const DEV_ADDRESS = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const OTHER_ADDRESS = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
 const SCOPE = 'key:anvil-test';
 const HEAD_WAIT_MS = 10_000;
-
-async function call<T = unknown>(url: string, method: string, params: unknown[] = []): Promise<T> {
-  const answer = (await rpc(url, method, params)).json as { result?: T; error?: unknown };
-  if (answer.error !== undefined || !('result' in answer)) throw new Error(`anvil refused ${method}: ${JSON.stringify(answer)}`);
-  return answer.result as T;
-}
 
 interface HeadFeed {
   /** Resolves once the registry has been given the head with this number and hash. */
@@ -96,8 +89,7 @@ t.test('the registry\'s filters answer as anvil\'s own filters do, window after 
   }
   const send = (to: string, data: string): Promise<string> => call(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to, data }]);
 
-  const deployHash = await call<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, data: DEPLOY_BYTECODE }]);
-  const address = (await call<{ contractAddress: string }>(node.url, 'eth_getTransactionReceipt', [deployHash])).contractAddress;
+  const address = await deployEcho(node.url);
   await settle();
 
   const criteria = { address, topics: [ECHO_TOPIC] };
