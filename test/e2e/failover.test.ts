@@ -106,7 +106,7 @@ t.test('a node killed under load: 200 reads in flight over 2 s, none fails', asy
   }
   const settled = await Promise.all(answers);
   const failed = settled.filter((r, i) => r.status !== 200 || JSON.stringify(r.json) !== JSON.stringify({ jsonrpc: '2.0', id: i, result: '0x0' }));
-  t.equal(failed.length, 0, `every client got its answer (${failed.length} did not: ${failed.slice(0, 3).map((r) => r.text).join(' ')})`);
+  t.equal(failed.length, 0, `every client got its answer (${failed.length} did not: ${failed.slice(0, 3).map((r) => `${r.status} ${JSON.stringify(r.json)}`).join(' ')})`);
   const health = await healthOf(g);
   t.match(health.chains.devnet!.upstreams, [{ label: a.url, in_rotation: false, reason: 'failing' }, { label: b.url, in_rotation: true }], 'the dead node is out of rotation');
 });

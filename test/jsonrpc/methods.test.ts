@@ -7,10 +7,10 @@ import {
 
 const HTTP: CallContext = { chainId: 31337, transport: 'http' };
 const WS: CallContext = { chainId: 31337, transport: 'ws' };
-const A1 = `0x${'11'.repeat(20)}`;
-const A2 = `0x${'2A'.repeat(20)}`;
-const H1 = `0x${'ab'.repeat(32)}`;
-const H2 = `0x${'00'.repeat(31)}01`;
+const A1: `0x${string}` = `0x${'11'.repeat(20)}`;
+const A2: `0x${string}` = `0x${'2A'.repeat(20)}`;
+const H1: `0x${string}` = `0x${'ab'.repeat(32)}`;
+const H2: `0x${string}` = `0x${'00'.repeat(31)}01`;
 
 const ethers = new JsonRpcProvider('http://127.0.0.1:1', 1, { staticNetwork: true });
 t.teardown(() => ethers.destroy());
@@ -166,7 +166,7 @@ t.test('eth_call and eth_estimateGas', async (t) => {
 
 t.test('log filters', async (t) => {
   const ethersFilter = ethers.getRpcRequest({
-    method: 'getLogs', filter: { address: [A1, A2], topics: [null, [H1, null], H2], fromBlock: '0x1', toBlock: 'latest' },
+    method: 'getLogs', filter: { address: [A1, A2], topics: [null, [H1, null] as string[], H2], fromBlock: '0x1', toBlock: 'latest' },
   });
   const filters: unknown[] = [
     ethersFilter!.args[0], {}, { address: A1 }, { address: [] }, { blockHash: H1, address: A2, topics: [H1] },
