@@ -10,9 +10,9 @@ import { headOf } from '../../src/pipeline/head.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { countingProxy, type CountingProxy } from '../support/counting-proxy.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
+import { DEV_ADDRESS, minedReceipt, result as direct } from '../support/dev-chain.js';
 import { post, rpc } from '../support/rpc.js';
 
-const DEV_ADDRESS = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const OTHER_ADDRESS = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
 const FINALITY_DEPTH = 10;
 const HEAD = 31; // one transfer, then 30 empty blocks
@@ -20,12 +20,6 @@ const FINAL = HEAD - FINALITY_DEPTH; // the highest final block
 // 50 × 0.28 is 14.000000000000002 in floating point: a hit of eth_getLogs must still cost 14.
 const HIT_FACTOR = 0.28;
 const hex = (n: number): string => `0x${n.toString(16)}`;
-
-async function direct<T = unknown>(url: string, method: string, params: unknown[] = []): Promise<T> {
-  const answer = (await rpc(url, method, params)).json as { result?: T; error?: unknown };
-  if (answer.error !== undefined || !('result' in answer)) throw new Error(`${method} refused: ${JSON.stringify(answer)}`);
-  return answer.result as T;
-}
 
 function endpoint(g: TestGateway): { ownerId: number; url: string } {
   const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', 1_000_000);
@@ -48,7 +42,7 @@ async function setup(t: Test, extra: Record<string, unknown> = {}): Promise<Setu
   const node = await anvilFor(t, { chainId: 31337 });
   const txHash = await direct<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: OTHER_ADDRESS, value: '0x1' }]);
   // anvil may answer the send before its block is in: the empty blocks come after it.
-  for (let i = 0; i < 200 && await direct(node.url, 'eth_getTransactionReceipt', [txHash]) === null; i++) await new Promise((r) => setTimeout(r, 10));
+  await minedReceipt(node.url, txHash);
   await direct(node.url, 'anvil_mine', [hex(HEAD - 1)]);
   t.equal(Number(await direct<string>(node.url, 'eth_blockNumber')), HEAD);
   const proxy = await countingProxy(t, node.url);

@@ -6,6 +6,7 @@ import t from 'tap';
 import { Wallet } from 'ethers';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
+import { minedReceipt } from '../support/dev-chain.js';
 import { post, rpc, send } from '../support/rpc.js';
 
 // anvil's first well-known development account.
@@ -57,13 +58,7 @@ t.test('eth_blockNumber, eth_getBalance and a signed raw transaction through /v1
   const hash = (sent.json as { result: string }).result;
   t.match(hash, /^0x[0-9a-f]{64}$/);
   // Read the effect on the node itself, not through the gateway.
-  // anvil mines the transaction right after answering; poll briefly for its receipt.
-  let receipt = await rpc(node.url, 'eth_getTransactionReceipt', [hash]);
-  for (let i = 0; i < 50 && (receipt.json as { result: unknown }).result === null; i++) {
-    await new Promise((r) => setTimeout(r, 20));
-    receipt = await rpc(node.url, 'eth_getTransactionReceipt', [hash]);
-  }
-  t.match(receipt.json, { result: { status: '0x1', to: '0x000000000000000000000000000000000000dead' } });
+  t.match(await minedReceipt(node.url, hash), { status: '0x1', to: '0x000000000000000000000000000000000000dead' });
   const after = await rpc(node.url, 'eth_getBalance', ['0x000000000000000000000000000000000000dEaD', 'latest']);
   t.equal(BigInt((after.json as { result: string }).result), 12345n);
   const bn2 = await rpc(url, 'eth_blockNumber');

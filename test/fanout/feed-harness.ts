@@ -2,8 +2,10 @@
 import type { Test } from 'tap';
 import { createFeeds, type Feeds, type FeedsOptions, type FeedListener, type UpstreamNode } from '../../src/fanout/feeds.js';
 import { type AnvilNode, startAnvil } from '../../src/devnet/anvil.js';
-import { result } from '../support/dev-chain.js';
+import { result as call } from '../support/dev-chain.js';
 
+/** A JSON-RPC call over HTTP: the result, or a throw on a JSON-RPC error or a failed connection. */
+export { call };
 export { DEV_ADDRESS, deployEcho, echo } from '../support/dev-chain.js';
 
 /**
@@ -15,9 +17,6 @@ export async function anvilFor(t: Test): Promise<AnvilNode> {
   t.teardown(() => node.stop());
   return node;
 }
-
-/** A JSON-RPC call over HTTP: the result, or a throw on a JSON-RPC error or a failed connection. */
-export const call = (url: string, method: string, params: unknown[] = []): Promise<unknown> => result(url, method, params);
 
 export function nodeAt(label: string, wsUrl: string, httpUrl: string): UpstreamNode {
   return { label, wsUrl, call: (method, params) => call(httpUrl, method, params) };
