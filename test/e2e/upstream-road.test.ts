@@ -1,7 +1,8 @@
 /**
  * The upstream road end to end: streaming with bounded memory, aborts, timeouts, HTTPS upstreams,
- * configured headers, credentials kept out of logs and bodies, and many concurrent calls over few
- * upstream connections each answered to the right client.
+ * configured headers, credentials kept out of logs and bodies, a client that stops reading cut by uWS
+ * after about 10 s, and many concurrent calls over few upstream connections each answered to the right
+ * client.
  */
 import t, { type Test } from 'tap';
 import { createServer as createHttpServer, request as httpRequest } from 'node:http';
@@ -9,7 +10,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo, Socket } from 'node:net';
+import { type AddressInfo, connect as netConnect, type Socket } from 'node:net';
 import { testCertificate } from '../support/cert.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { evmChain, gatewayFor } from '../support/gateway.js';
@@ -124,6 +125,54 @@ t.test('a client that disconnects aborts its upstream call', async (t) => {
   for (let i = 0; i < 200 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
   t.equal(closed.length, 1, 'the upstream saw its connection closed');
   t.ok(closed[0]! - cutAt < 1500, 'promptly, long before the 30 s timeout');
+});
+
+t.test('a client that stops reading is cut after about 10 s (uWS), and its upstream call with it', async (t) => {
+  // The node answers eth_getLogs with a stream without end, as fast as the gateway takes it; the
+  // gateway's own probes (chain id, head) get short answers.
+  let answerClosedAt = 0;
+  let requestedAt = 0;
+  const node = createHttpServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      const call = JSON.parse(body) as { id: number; method: string };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (call.method !== 'eth_getLogs') {
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: call.id, result: call.method === 'eth_chainId' ? '0x1' : '0x10' }));
+        return;
+      }
+      requestedAt = Date.now();
+      res.on('close', () => (answerClosedAt = Date.now()));
+      res.write(`{"jsonrpc":"2.0","id":${call.id},"result":[`);
+      const chunk = ('"0x' + 'ab'.repeat(31) + '",').repeat(1000);
+      const pump = (): void => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+  });
+  await new Promise<void>((r) => node.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    node.closeAllConnections();
+    return new Promise<void>((r) => node.close(() => r()));
+  });
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([`http://127.0.0.1:${(node.address() as AddressInfo).port}`], 1, { timeout_s: 120 }) } });
+  const { port } = new URL(g.base);
+  const client = netConnect(Number(port), '127.0.0.1');
+  client.on('error', () => {});
+  t.teardown(() => client.destroy());
+  const body = '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{}]}';
+  client.write(`POST /v1/rpc/public HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  // Never read: the client's receive buffer fills, then the gateway's send buffer, then the node's.
+  client.pause();
+  for (let i = 0; i < 400 && answerClosedAt === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  t.ok(requestedAt > 0, 'the call reached the node');
+  t.ok(answerClosedAt > 0, "the node's answer was dropped within 40 s");
+  const after = answerClosedAt - requestedAt;
+  // Not at once (nothing else cuts a slow reader), and not at timeout_s (120 s): uWS's own ~10 s.
+  t.ok(after >= 5_000 && after < 40_000, `the upstream call ended ${(after / 1000).toFixed(1)} s after it started`);
 });
 
 t.test('an upstream call past timeout_s is abandoned with 502', async (t) => {
