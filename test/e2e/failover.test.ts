@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Transaction, Wallet } from 'ethers';
 import { startAnvil } from '../../src/devnet/anvil.js';
 import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+import { DEV_ADDRESS, minedReceipt, result as direct } from '../support/dev-chain.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
 import { openSubscriber } from '../support/subscriber.js';
@@ -17,7 +18,6 @@ import { tcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
 
 const DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
-const DEV_ADDRESS = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const DEV_BALANCE = '0x21e19e0c9bab2400000';
 const UPSTREAM_ERROR = { code: -32603, message: 'Upstream node error' };
 
@@ -25,12 +25,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 /** An address of its own per call, so no two calls are the same read (the gateway would share them). */
 const addressFor = (i: number): string => `0x${(0x1000 + i).toString(16).padStart(40, '0')}`;
-
-async function direct(url: string, method: string, params: unknown[] = []): Promise<unknown> {
-  const answer = (await rpc(url, method, params)).json as { result?: unknown; error?: unknown };
-  if (answer.error !== undefined) throw new Error(`${method}: ${JSON.stringify(answer.error)}`);
-  return answer.result;
-}
 
 type Health = {
   status: string;
@@ -188,6 +182,8 @@ t.test('eth_sendRawTransaction goes once to every upstream and is answered once'
   t.same(sent.json, { jsonrpc: '2.0', id: 'tx', result: hash });
   for (const [name, node] of [['a', a], ['b', b]] as const) {
     t.match(await direct(node.url, 'eth_getTransactionByHash', [hash]), { hash, nonce: '0x0' }, `node ${name} has the transaction`);
+    // anvil may answer the send before the block holding it is readable: the count below reads that block.
+    await minedReceipt(node.url, hash);
   }
   t.same(await direct(a.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest']), '0x1', 'node a got it once');
   t.same(await direct(b.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest']), '0x1', 'node b got it once');
@@ -219,6 +215,7 @@ t.test('eth_sendRawTransaction goes once to every upstream and is answered once'
   await until(t, 'the failing node hears the transaction', 2000, async () => broken.callsOf('eth_sendRawTransaction') > 0);
   await sleep(300);
   t.equal(broken.callsOf('eth_sendRawTransaction'), 1, 'the failing node heard it once');
+  await minedReceipt(a.url, Transaction.from(raw1).hash!);
   t.same(await direct(a.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest']), '0x2', 'the live node once');
 });
 
