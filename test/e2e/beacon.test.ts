@@ -302,6 +302,20 @@ t.test('refusals answer in the Beacon shape and never reach the node; query stri
   }
 });
 
+t.test('a Beacon POST body over server.max_body_bytes is 413 in the Beacon shape and never reaches the node', async (t) => {
+  const node = await fakeBeacon(t);
+  const max = 1024;
+  const g = await gatewayFor(t, { server: { max_body_bytes: max }, chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } } });
+  const path = '/v1/rpc/public/eth/v1/beacon/states/head/validator_balances';
+  const body = (size: number): string => `["${'1'.repeat(size - 4)}"]`;
+  const over = await call(g.base, { method: 'POST', path, body: body(max + 1) });
+  assertBeaconError(t, over, 413, `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, 'one byte over');
+  t.same(forwarded(node), [], 'the node never saw it');
+  const at = await call(g.base, { method: 'POST', path, body: body(max) });
+  t.equal(at.status, 200, 'a body of exactly the limit is forwarded');
+  t.same(forwarded(node).map((r) => `${r.method} ${r.target}`), ['POST /eth/v1/beacon/states/head/validator_balances']);
+});
+
 function rssOf(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : 0;
