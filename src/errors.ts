@@ -48,6 +48,15 @@ export function rpcErrorBody(code: ErrorCode, idText: string, message?: string):
   return `{"jsonrpc":"2.0","id":${idText},"error":{"code":${row.rpc},"message":${JSON.stringify(message ?? row.message)}}}`;
 }
 
+/**
+ * One refusal for every request of a body, as `requestIds` read them: an array of errors, each with its
+ * item's id, for a batch; a single error otherwise (id null when the body is not a JSON request).
+ */
+export function rpcErrorBodyFor(code: ErrorCode, ids: string | readonly string[] | null, message?: string): string {
+  if (typeof ids === 'string' || ids === null) return rpcErrorBody(code, ids ?? 'null', message);
+  return `[${ids.map((id) => rpcErrorBody(code, id, message)).join(',')}]`;
+}
+
 /** A JSON-RPC error with an explicit code, for errors a method rule or the node defines (e.g. -32000). */
 export function rpcCustomErrorBody(rpcCode: number, idText: string, message: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"error":{"code":${rpcCode},"message":${JSON.stringify(message)}}}`;

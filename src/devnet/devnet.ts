@@ -19,8 +19,8 @@ export interface Devnet {
   readonly beacon: BeaconNode;
   readonly gateway: Gateway;
   readonly config: Config;
-  /** The demo owner made at start, so private access can be tried at once. */
-  readonly demo: { ownerId: number; managementKey: string; endpointId: string; apiKey: string };
+  /** The demo owner made at start, with an endpoint on each devnet chain, so private access can be tried at once. */
+  readonly demo: { ownerId: number; managementKey: string; endpoints: Readonly<Record<DevnetChain, DemoEndpoint>> };
   /** Stops the gateway gracefully, then anvil. */
   stop(): Promise<void>;
 }
@@ -34,10 +34,27 @@ export interface DevnetOptions {
 
 export const DEVNET_CHAIN_ID = 31337;
 
+/** The devnet's chains, by slug: anvil and the beacon node that follows it. */
+export const DEVNET_CHAINS = ['devnet', 'devnet-beacon'] as const;
+export type DevnetChain = (typeof DEVNET_CHAINS)[number];
+
+export interface DemoEndpoint {
+  endpointId: string;
+  apiKey: string;
+}
+
+/**
+ * The keyless path's limits on the devnet: meant for a test suite or a script on the same machine, which
+ * the production defaults (10 requests/s per IP, batches of 10) would refuse within a second. `chaingate
+ * serve` keeps the production defaults.
+ */
+export const DEVNET_PUBLIC_LIMITS = { rps_per_ip: 10_000, max_batch: 1000 } as const;
+
 export function devnetConfig(anvil: AnvilNode, beaconUrl: string, port: number, host: string, dbPath: string): Config {
   const result = validateConfig({
     server: { host, port, default_chain: 'devnet' },
     storage: { path: dbPath },
+    public: { ...DEVNET_PUBLIC_LIMITS },
     chains: {
       devnet: {
         name: 'Local devnet',
@@ -93,14 +110,18 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   }
   const { tenancy } = gateway.context;
   const owner = createOwnerAdmin(tenancy.store).createOwner('demo', 'growth', 10_000_000);
-  const made = tenancy.directory.createEndpoint(owner.id, 'devnet', 'demo', config.plans.growth?.max_endpoints ?? 50);
-  if ('error' in made) throw new Error(`devnet: cannot create the demo endpoint (${made.error})`);
+  const demoEndpoint = (network: DevnetChain): DemoEndpoint => {
+    const made = tenancy.directory.createEndpoint(owner.id, network, 'demo', config.plans.growth?.max_endpoints ?? 50);
+    if ('error' in made) throw new Error(`devnet: cannot create the demo endpoint on ${network} (${made.error})`);
+    return { endpointId: made.endpoint.id, apiKey: made.apiKey };
+  };
+  const endpoints = { devnet: demoEndpoint('devnet'), 'devnet-beacon': demoEndpoint('devnet-beacon') };
   return {
     anvil,
     beacon,
     gateway,
     config,
-    demo: { ownerId: owner.id, managementKey: owner.managementKey, endpointId: made.endpoint.id, apiKey: made.apiKey },
+    demo: { ownerId: owner.id, managementKey: owner.managementKey, endpoints },
     async stop() {
       await gateway.stop();
       await beacon.stop();
@@ -110,11 +131,23 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   };
 }
 
+/**
+ * A WebSocket subscription to try, with what a fresh install has: node and the `ws` package the project
+ * depends on (npx would download a package first, which fails offline).
+ */
+function subscribeExample(wsUrl: string): string {
+  const request = '{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}';
+  return `node -e "const s=new (require('ws'))('${wsUrl}');s.on('open',()=>s.send('${request.replaceAll('"', '\\"')}'));`
+    + `s.on('message',(m)=>console.log(String(m)))"`;
+}
+
 /** What `chaingate devnet` prints: where to call and a first request to try. */
 export function devnetBanner(d: Devnet): string {
   const base = `http://127.0.0.1:${d.gateway.port}`;
   const ws = `ws://127.0.0.1:${d.gateway.port}`;
-  const urls = chainUrls(d.config, 'devnet', d.demo.apiKey);
+  const evm = chainUrls(d.config, 'devnet', d.demo.endpoints.devnet.apiKey);
+  const beacon = chainUrls(d.config, 'devnet-beacon', d.demo.endpoints['devnet-beacon'].apiKey);
+  const { rps_per_ip: rps, max_batch: batch } = d.config.public;
   return [
     '',
     'chaingate devnet is running',
@@ -124,19 +157,22 @@ export function devnetBanner(d: Devnet): string {
     `  same, by path:      ${base}/devnet/v1/rpc/public`,
     `  WebSocket, public:  ${ws}/v1/rpc/public`,
     `  Beacon API, public: ${base}/devnet-beacon/v1/rpc/public/eth/v1/...`,
+    `  The public path allows ${rps.toLocaleString('en-US')} requests/s per IP and batches of ${batch.toLocaleString('en-US')}: devnet`,
+    '  limits for local development (chaingate serve defaults to 10 requests/s and batches of 10).',
     '',
-    'A demo owner (plan growth, 10,000,000 RU) and its endpoint, for private access:',
-    `  endpoint HTTPS URL: ${urls.https}`,
-    `  endpoint WSS URL:   ${urls.wss}`,
+    'A demo owner (plan growth, 10,000,000 RU) with an endpoint on each devnet chain, for private access:',
+    `  endpoint HTTPS URL: ${evm.https}`,
+    `  endpoint WSS URL:   ${evm.wss}`,
+    `  Beacon endpoint:    ${beacon.https}/eth/v1/...`,
     `  management key:     ${d.demo.managementKey}`,
     `  try: curl -s -H 'Authorization: Bearer ${d.demo.managementKey}' ${base}/api/dashboard/account`,
     '',
     'Try:',
     `  curl -s -X POST -H 'content-type: application/json' \\`,
     `    -d '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}' ${base}/v1/rpc/public`,
-    `  curl -s ${base}/devnet-beacon/v1/rpc/public/eth/v1/beacon/headers/head`,
+    `  curl -s ${beacon.https}/eth/v1/beacon/headers/head`,
     `  curl -sN '${base}/devnet-beacon/v1/rpc/public/eth/v1/events?topics=head,block'`,
-    `  npx wscat -c ${ws}/v1/rpc/public -x '{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}' -w 5`,
+    `  ${subscribeExample(`${ws}/v1/rpc/public`)}`,
     '',
     'Ctrl-C stops the gateway, the beacon node and anvil.',
     '',

@@ -258,3 +258,60 @@ function valueEnd(text: string, i: number): number {
     i++;
   }
 }
+
+/**
+ * The ids of a body's requests, for answering a refusal made before the body is checked (401, 415, 413
+ * for a batch): one id text for a single request, one per item of a batch, null when the body is not a
+ * JSON request or batch. Only the members' names are walked: no params rule or method check runs, so a
+ * caller without a valid key never reaches the parser's costlier steps. Each id follows parseBody's rule.
+ */
+export function requestIds(body: Buffer): string | string[] | null {
+  if (!isUtf8(body)) return null;
+  const text = body.toString('utf8');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (value === null || typeof value !== 'object') return null;
+  let i = skipWs(text, 0);
+  if (!Array.isArray(value)) return idTextOf(text, i, value as Record<string, unknown>);
+  if (value.length === 0) return null;
+  const ids: string[] = new Array(value.length);
+  i++;
+  for (let k = 0; k < value.length; k++) {
+    i = skipWs(text, i);
+    const element: unknown = value[k];
+    ids[k] = element !== null && typeof element === 'object' && !Array.isArray(element)
+      ? idTextOf(text, i, element as Record<string, unknown>)
+      : 'null';
+    i = skipWs(text, valueEnd(text, i)) + 1;
+  }
+  return ids;
+}
+
+/** The id text of the request object starting at `start`: as written when it is a string or number given once. */
+function idTextOf(text: string, start: number, request: Record<string, unknown>): string {
+  const id = request.id;
+  if (typeof id !== 'string' && typeof id !== 'number') return 'null';
+  let i = skipWs(text, start + 1);
+  let idText = 'null';
+  if (text.charCodeAt(i) === RBRACE) return idText;
+  for (;;) {
+    const keyStart = i;
+    i = stringEnd(text, i);
+    const isId = knownMember(text, keyStart, i) === ID;
+    i = skipWs(text, skipWs(text, i) + 1);
+    const valueStart = i;
+    i = valueEnd(text, i);
+    if (isId) {
+      // A duplicate id is refused by parseBody with id null: the same here.
+      if (idText !== 'null') return 'null';
+      idText = text.slice(valueStart, i);
+    }
+    i = skipWs(text, i);
+    if (text.charCodeAt(i++) !== COMMA) return idText;
+    i = skipWs(text, i);
+  }
+}

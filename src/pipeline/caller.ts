@@ -63,14 +63,25 @@ function ipLimitKey(ip: string): string {
   return key;
 }
 
+/** Why a caller was refused; `message` replaces the table's only where it tells the key's holder more. */
+export interface CallerRefusal {
+  error: ErrorCode;
+  message?: string;
+}
+
+const UNAUTHORIZED: CallerRefusal = Object.freeze({ error: 'unauthorized' });
+const UNKNOWN_KEY_THROTTLED: CallerRefusal = Object.freeze({ error: 'rate_limited' });
+
 /**
- * Who is calling: the public path's client IP, or the endpoint an API key grants. An unknown key is
- * 401, or 429 once its IP has presented too many unknown keys this minute; a key used on another
- * chain's host or path is 401 too, so a key never reaches a network it was not made for.
+ * Who is calling: the public path's client IP, or the endpoint an API key grants. An unknown key
+ * (random, malformed, deleted, or none at all) is 401 with the table's message, or 429 once its IP has
+ * presented too many unknown keys this minute. A valid key used on another chain's host or path is 401
+ * too, so a key never reaches a network it was not made for; that refusal names the key's network,
+ * which tells nothing to anyone but the key's holder.
  */
 export function resolveCaller(
   ctx: GatewayContext, routeChain: ChainRuntime, key: string | null, named: boolean, ipOf: () => string,
-): { caller: Caller; chain: ChainRuntime } | ErrorCode {
+): { caller: Caller; chain: ChainRuntime } | CallerRefusal {
   const { config, tenancy } = ctx;
   if (key === null) {
     const ip = ipOf();
@@ -80,11 +91,17 @@ export function resolveCaller(
     };
   }
   const auth = tenancy.directory.endpointByKey(key);
-  if (auth === null) return tenancy.unknownKeys.refuse(ipOf()) ? 'rate_limited' : 'unauthorized';
+  if (auth === null) return tenancy.unknownKeys.refuse(ipOf()) ? UNKNOWN_KEY_THROTTLED : UNAUTHORIZED;
   const chain = ctx.chains.get(auth.network);
-  if (chain === undefined || (named && auth.network !== routeChain.config.slug)) return 'unauthorized';
+  if (chain === undefined) return UNAUTHORIZED;
+  if (named && auth.network !== routeChain.config.slug) {
+    return {
+      error: 'unauthorized',
+      message: `This API key belongs to network '${auth.network}', not '${routeChain.config.slug}': call it on its endpoint's URL`,
+    };
+  }
   const plan = config.plans[auth.plan] ?? null;
-  if (plan === null) return 'unauthorized';
+  if (plan === null) return UNAUTHORIZED;
   return { chain, caller: { auth, plan, limitKey: `ep:${auth.endpointId}`, rps: plan.rps, maxBatch: config.server.max_batch } };
 }
 

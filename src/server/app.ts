@@ -7,12 +7,12 @@ import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute } from './ws-route.js';
 import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
-import { handleManagement, type ManagementDeps } from './management.js';
+import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
 import { probeUpstreams } from '../upstreams/probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
-import { isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
+import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
@@ -62,8 +62,13 @@ function createApp(config: Config): TemplatedApp {
 
 /** A management request on whichever listener serves it: CORS preflight, or the REST operation. */
 function serveManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
-  if (method === 'options') sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
-  else handleManagement(deps, res, req, method, path, meta);
+  if (method !== 'options') {
+    handleManagement(deps, res, req, method, path, meta);
+    return;
+  }
+  const verbs = managementVerbs(path);
+  if (verbs === undefined) sendRouteError(res, meta, 'not_found', `No route for ${path}`);
+  else sendPreflight(res, meta, req.getHeader('access-control-request-headers'), `${verbs}, OPTIONS`);
 }
 
 function routeRequest(
@@ -74,7 +79,7 @@ function routeRequest(
   const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
   const route = resolveRoute(method, url, req.getHeader('host'), table);
   if (route.kind === 'preflight') {
-    sendPreflight(res, meta, req.getHeader('access-control-request-headers'));
+    sendPreflight(res, meta, req.getHeader('access-control-request-headers'), route.methods);
     return;
   }
   if (route.kind === 'management') {
@@ -88,7 +93,15 @@ function routeRequest(
   }
   let chain = ctx.chains.get(route.chain.slug)!;
   if (route.key !== null && !route.named) {
-    chain = chainOfKey(ctx, route.key) ?? chain;
+    const own = chainOfKey(ctx, route.key);
+    if (own === undefined) {
+      // A key that does not exist has no network whose kind could refuse the path: it is 401 whatever the
+      // path, in the Beacon shape for a Beacon path and JSON-RPC's otherwise, by the handlers' own road.
+      if (isBeaconRest(route.rest)) handleBeacon(ctx, res, req, chain, route.key, false, route.rest, meta, events.serve);
+      else handleHttpRpc(ctx, res, req, chain, route.key, false, meta);
+      return;
+    }
+    chain = own;
     const refusal = kindRefusal(chain.config, method, route.rest, url);
     if (refusal !== null) {
       sendRouteError(res, meta, refusal.code, refusal.message, refusal.allow);
@@ -96,7 +109,7 @@ function routeRequest(
     }
   }
   if (chain.config.kind === 'beacon') {
-    if (route.rest === '' || route.rest === '/') {
+    if (!isBeaconRest(route.rest)) {
       sendBeaconError(res, meta, 'not_found', `Chain '${chain.config.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`);
     } else {
       handleBeacon(ctx, res, req, chain, route.key, route.named, route.rest, meta, events.serve);

@@ -172,8 +172,8 @@ export function handleBeacon(
     finish(x);
   });
   const resolved = resolveCaller(ctx, chain, key, named, ipOf);
-  if (typeof resolved === 'string') {
-    replyBeaconError(x, resolved, undefined, resolved === 'rate_limited' ? retryAfter(60_000) : undefined, true);
+  if ('error' in resolved) {
+    replyBeaconError(x, resolved.error, resolved.message, resolved.error === 'rate_limited' ? retryAfter(60_000) : undefined, true);
     return;
   }
   x.chain = resolved.chain;

@@ -1,5 +1,5 @@
-import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
-import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
+import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
+import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
@@ -93,7 +93,8 @@ const COMMA = Buffer.from(',');
 function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
   if (items.length > caller.maxBatch) {
     const which = caller.auth === null && caller.maxBatch < x.ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
-    replyError(x, 'batch_too_large', `Batch of ${items.length} items is larger than the limit of ${caller.maxBatch} (${which})`);
+    const message = `Batch of ${items.length} items is larger than the limit of ${caller.maxBatch} (${which})`;
+    reply(x, ERRORS.batch_too_large.http, rpcErrorBodyFor('batch_too_large', items.map((item) => item.idText), message));
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);
@@ -161,14 +162,15 @@ export function handleHttpRpc(
     finish(x);
   });
   const resolved = resolveCaller(ctx, chain, key, named, ipOf);
-  if (typeof resolved === 'string') {
-    replyRpcError(x, resolved, 'null', resolved === 'rate_limited' ? retryAfterHeader(60_000) : undefined, true);
+  if ('error' in resolved) {
+    const headers = resolved.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined;
+    refuseWholeBody(x, resolved.error, contentLength, resolved.message, headers);
     return;
   }
   x.chain = resolved.chain;
   const max = ctx.config.server.max_body_bytes;
   if (!JSON_CONTENT_TYPE.test(contentType)) {
-    replyError(x, 'unsupported_media_type', undefined, true);
+    refuseWholeBody(x, 'unsupported_media_type', contentLength);
     return;
   }
   if (contentLength !== '' && Number(contentLength) > max) {
@@ -178,4 +180,22 @@ export function handleHttpRpc(
   readBody(res, max, (body) => answerBody(x, resolved.caller, body), () => {
     replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
   });
+}
+
+/**
+ * A refusal of the whole request made before its body is checked (401, 429 for key guessing, 415): the
+ * body, bounded by server.max_body_bytes, is read only for its ids, so each answer carries its caller's
+ * id. Every caller with a key that does not exist takes this same road, so their 401s are byte-identical
+ * for the same body. A body over the limit is not read: its refusal has id null and closes the connection.
+ */
+function refuseWholeBody(
+  x: Exchange, code: ErrorCode, contentLength: string, message?: string, headers?: ReadonlyArray<readonly [string, string]>,
+): void {
+  const max = x.ctx.config.server.max_body_bytes;
+  const unread = (): void => reply(x, ERRORS[code].http, rpcErrorBody(code, 'null', message), headers, true);
+  if (contentLength !== '' && Number(contentLength) > max) {
+    unread();
+    return;
+  }
+  readBody(x.res, max, (body) => reply(x, ERRORS[code].http, rpcErrorBodyFor(code, requestIds(body), message), headers), unread);
 }

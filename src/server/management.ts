@@ -27,6 +27,11 @@ const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
   ['/api/dashboard/endpoints/stats', 'GET'], ['/api/dashboard/account', 'GET'],
 ]);
 
+/** The verbs a management path serves, for its `Allow` header and its CORS preflight; undefined for no route. */
+export function managementVerbs(path: string): string | undefined {
+  return ROUTE_VERBS.get(path.replace(/\/+$/, ''));
+}
+
 /** The public URLs of a chain: `server.public_base_url` with `{chain}` filled, then the key path. */
 export function chainUrls(config: Config, slug: string, keySegment: string): { https: string; wss: string | null } {
   const base = config.server.public_base_url.replace('{chain}', slug);
@@ -67,19 +72,31 @@ function readJsonBody(res: HttpResponse, onBody: (body: Record<string, unknown> 
   }, () => onBody(null, `body is larger than ${MAX_MANAGEMENT_BODY} bytes`));
 }
 
-function parseTime(v: string | undefined | null, name: string): number | string | undefined {
+/** An ISO 8601 date, or date and time; a time without a zone is UTC, as `created_at` is written. */
+const ISO_8601 = /^(\d{4}-\d{2}-\d{2})(?:T(\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)(Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+/**
+ * A `from` or `to` in unix seconds, or an ISO 8601 time (what `created_at` shows, so users copy one into
+ * the other); sub-second parts are cut to the second. A string is the refusal's message.
+ */
+export function parseStatsTime(v: string | undefined | null, name: string): number | string | undefined {
   if (v === undefined) return undefined;
   if (v === null) return `'${name}' is given more than once`;
-  if (!/^\d{1,12}$/.test(v)) return `'${name}' must be a unix time in seconds`;
-  return Number(v);
+  if (/^\d{1,12}$/.test(v)) return Number(v);
+  const m = ISO_8601.exec(v);
+  const ms = m === null ? NaN : Date.parse(m[2] === undefined ? `${m[1]}T00:00:00Z` : `${m[1]}T${m[2]}${m[3] ?? 'Z'}`);
+  if (Number.isNaN(ms) || ms < 0) {
+    return `'${name}' must be a unix time in seconds or an ISO 8601 time such as 2026-01-31T12:00:00Z`;
+  }
+  return Math.floor(ms / 1000);
 }
 
 function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta): void {
   const id = queryParam(query, 'id');
   const interval = queryParam(query, 'interval') ?? 'hour';
   const now = Math.floor(Date.now() / 1000);
-  const to = parseTime(queryParam(query, 'to'), 'to') ?? now;
-  const from = parseTime(queryParam(query, 'from'), 'from') ?? (typeof to === 'number' ? to - 86_400 : 0);
+  const to = parseStatsTime(queryParam(query, 'to'), 'to') ?? now;
+  const from = parseStatsTime(queryParam(query, 'from'), 'from') ?? (typeof to === 'number' ? to - 86_400 : 0);
   if (id === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
   if (typeof to === 'string') return fail(res, meta, 'bad_request', to);
   if (typeof from === 'string') return fail(res, meta, 'bad_request', from);
@@ -145,7 +162,7 @@ export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: H
     aborted = true;
   });
   const route = path.replace(/\/+$/, '');
-  const allowed = ROUTE_VERBS.get(route);
+  const allowed = managementVerbs(route);
   if (allowed === undefined) return fail(res, meta, 'not_found', `No route for ${path}`);
   if (!allowed.split(', ').includes(method.toUpperCase())) {
     return fail(res, meta, 'method_not_allowed', `${route} accepts ${allowed}`, [['allow', allowed]]);

@@ -51,17 +51,28 @@ export function sendWhole(
 
 export const JSON_TYPE = 'application/json';
 
-/** The CORS preflight answer: 204 with what the gateway's paths accept. */
-export function sendPreflight(res: HttpResponse, meta: ResponseMeta, requestHeaders: string): void {
+/**
+ * The CORS preflight answer: 204 with the verbs the path serves (`methods`, OPTIONS included) and the
+ * headers asked for, always with Content-Type and Authorization (the management API's Bearer key).
+ */
+export function sendPreflight(res: HttpResponse, meta: ResponseMeta, requestHeaders: string, methods: string): void {
   res.cork(() => {
     writeHead(res, 204, meta, null);
     if (meta.allowOrigin !== undefined) {
-      res.writeHeader('access-control-allow-methods', 'GET, POST, OPTIONS');
-      res.writeHeader('access-control-allow-headers', requestHeaders !== '' ? requestHeaders : 'Content-Type, Authorization');
+      res.writeHeader('access-control-allow-methods', methods);
+      res.writeHeader('access-control-allow-headers', allowedHeaders(requestHeaders));
       res.writeHeader('access-control-max-age', '86400');
     }
     res.endWithoutBody(0);
   });
+}
+
+const ALWAYS_ALLOWED_HEADERS = ['Content-Type', 'Authorization'];
+
+function allowedHeaders(requested: string): string {
+  const names = requested.split(',').map((h) => h.trim()).filter((h) => h !== '');
+  for (const h of ALWAYS_ALLOWED_HEADERS) if (!names.some((n) => n.toLowerCase() === h.toLowerCase())) names.push(h);
+  return names.join(', ');
 }
 
 /** A routing refusal, answered before any body is read, so the connection is closed behind it. */

@@ -6,10 +6,14 @@ import type { ChainConfig } from '../config/schema.js';
  * path segment, else it is the default chain.
  */
 export type Route =
-  /** `named`: the Host or path named the chain (a keyed request for another chain is refused). */
+  /**
+   * `named`: the Host or path named the chain (a keyed request for another chain is refused). `key` is null
+   * on the public path and '' when the path has none.
+   */
   | { kind: 'rpc'; chain: ChainConfig; named: boolean; key: string | null; rest: string }
   | { kind: 'management'; path: string }
-  | { kind: 'preflight' }
+  /** `methods`: the verbs the path serves, for Access-Control-Allow-Methods. */
+  | { kind: 'preflight'; methods: string }
   | { kind: 'error'; code: 'not_found' | 'method_not_allowed'; message: string; allow?: string };
 
 export interface RouteTable {
@@ -46,16 +50,16 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
   }
   if (isManagementPath(path)) return { kind: 'management', path };
   const chain = byHost ?? byPath ?? t.chains[t.defaultChain];
-  if (!path.startsWith('/v1/rpc/') || chain === undefined) {
+  if ((path !== '/v1/rpc' && !path.startsWith('/v1/rpc/')) || chain === undefined) {
     return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
   }
   const keyEnd = path.indexOf('/', 8);
   const segment = keyEnd < 0 ? path.slice(8) : path.slice(8, keyEnd);
   const rest = keyEnd < 0 ? '' : path.slice(keyEnd);
-  if (segment === '') return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
+  // No key at all (`/v1/rpc`, `/v1/rpc/`, `/v1/rpc//eth/...`) is the empty key: refused as an unknown key (401).
   const key = segment === 'public' ? null : segment;
   const named = byHost !== undefined || byPath !== undefined;
-  if (method === 'options') return { kind: 'preflight' };
+  if (method === 'options') return { kind: 'preflight', methods: isBeaconRest(rest) ? 'GET, POST, OPTIONS' : 'POST, OPTIONS' };
   // A key on an unnamed path serves its endpoint's network: its kind is known only once the key is looked up.
   if (key === null || named) {
     const refusal = kindRefusal(chain, method, rest, url);
@@ -64,9 +68,14 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
   return { kind: 'rpc', chain, named, key, rest };
 }
 
+/** A Beacon REST path under /v1/rpc/<key>, as opposed to the JSON-RPC path itself. */
+export function isBeaconRest(rest: string): boolean {
+  return rest !== '' && rest !== '/';
+}
+
 /** What a chain of this kind refuses: a Beacon path on an evm chain, a WebSocket to a beacon chain, another verb than POST for JSON-RPC. */
 export function kindRefusal(chain: ChainConfig, method: string, rest: string, url: string): Extract<Route, { kind: 'error' }> | null {
-  if (chain.kind === 'evm' && rest !== '' && rest !== '/') {
+  if (chain.kind === 'evm' && isBeaconRest(rest)) {
     return { kind: 'error', code: 'not_found', message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>, not the Beacon API` };
   }
   if (method === 'upgrade' && chain.kind === 'beacon') {

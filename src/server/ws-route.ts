@@ -66,8 +66,10 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       }
       let chain = ctx.chains.get(route.chain.slug)!;
       if (route.key !== null && !route.named) {
-        chain = chainOfKey(ctx, route.key) ?? chain;
-        const refusal = kindRefusal(chain.config, 'upgrade', route.rest, req.getUrl());
+        const own = chainOfKey(ctx, route.key);
+        // A key that does not exist gets its 401 from the upgrade itself, whatever the default chain's kind.
+        chain = own ?? chain;
+        const refusal = own === undefined ? null : kindRefusal(chain.config, 'upgrade', route.rest, req.getUrl());
         if (refusal !== null) {
           sendRouteError(res, meta, refusal.code, refusal.message, refusal.allow);
           return;

@@ -1,5 +1,5 @@
-import { type ErrorCode, ERRORS, rpcCustomErrorBody, rpcErrorBody } from '../errors.js';
-import { parseBody, type ParsedItem } from '../jsonrpc/parse.js';
+import { type ErrorCode, ERRORS, rpcCustomErrorBody, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
+import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
@@ -134,8 +134,8 @@ export function upgradeWs(
     return;
   }
   const resolved = resolveCaller(ctx, chain, key, named, ipOf);
-  if (typeof resolved === 'string') {
-    refuseUpgrade(res, meta, resolved, undefined, resolved === 'rate_limited' ? 60_000 : undefined);
+  if ('error' in resolved) {
+    refuseUpgrade(res, meta, resolved.error, resolved.message, resolved.error === 'rate_limited' ? 60_000 : undefined);
     return;
   }
   const { caller } = resolved;
@@ -240,7 +240,7 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
   // uWS neuters the ArrayBuffer when this handler returns: copy it out first.
   const body = Buffer.from(message.slice(0));
   if (ctx.stopping) {
-    conn.answer(rpcErrorBody('shutting_down', 'null'));
+    conn.answer(rpcErrorBodyFor('shutting_down', requestIds(body)));
     return;
   }
   const parsed = parseBody(body);
@@ -255,7 +255,8 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
   const items = parsed.items;
   if (items.length > conn.caller.maxBatch) {
     const which = conn.caller.auth === null && conn.caller.maxBatch < ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
-    conn.answer(rpcErrorBody('batch_too_large', 'null', `Batch of ${items.length} items is larger than the limit of ${conn.caller.maxBatch} (${which})`));
+    const message = `Batch of ${items.length} items is larger than the limit of ${conn.caller.maxBatch} (${which})`;
+    conn.answer(rpcErrorBodyFor('batch_too_large', items.map((item) => item.idText), message));
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);

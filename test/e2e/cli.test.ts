@@ -69,6 +69,37 @@ t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t)
   t.ok(second > first, `1-second blocks advance (${first} → ${second})`);
   const byPath = await rpc(url.replace('/v1/', '/devnet/v1/'), 'eth_chainId');
   t.same(byPath.json, { jsonrpc: '2.0', id: 1, result: '0x7a69' });
+
+  // A place to develop against: the keyless path takes a script's burst and a large batch.
+  const burst = await Promise.all(Array.from({ length: 60 }, () => rpc(url, 'eth_chainId')));
+  t.same(burst.filter((r) => r.status !== 200).map((r) => r.status), [], '60 calls at once on the public path: none refused');
+  const batch = JSON.stringify(Array.from({ length: 500 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'eth_chainId', params: [] })));
+  const big = await send('POST', url, batch, { 'content-type': 'application/json' });
+  t.equal(big.status, 200, 'a batch of 500 on the public path is served');
+  t.equal((big.json as unknown[]).length, 500);
+  t.match(banner, /10,000 requests\/s per IP and batches of 1,000/, 'the banner says what the public limits are');
+
+  // The demo owner's key works on the Beacon chain too, at the URL the banner prints.
+  const beaconEndpoint = /Beacon endpoint:\s+(\S+)\/eth\/v1\/\.\.\./.exec(banner)?.[1];
+  t.ok(beaconEndpoint, 'the banner prints a demo Beacon endpoint');
+  const version = await send('GET', `${beaconEndpoint}/eth/v1/node/version`);
+  t.equal(version.status, 200, 'the demo key works on devnet-beacon');
+  t.match(version.json, { data: { version: /./ } });
+  const wrongChain = await send('GET', `${endpointUrl!.replace('/devnet/', '/devnet-beacon/')}/eth/v1/node/version`);
+  t.equal(wrongChain.status, 401);
+  t.match(wrongChain.json, { code: 401, message: /belongs to network 'devnet'/ }, "a key on another chain's path is told its network");
+
+  // Every command the banner suggests works on a fresh install: no npx, and the WebSocket one runs as printed.
+  t.notMatch(banner, /npx/, 'nothing that downloads a package first');
+  const wsLine = banner.split('\n').find((l) => l.trim().startsWith('node -e'));
+  t.ok(wsLine, 'a WebSocket example with node');
+  const sub = spawn('bash', ['-c', wsLine!.trim()], { cwd: fileURLToPath(new URL('../..', import.meta.url)), stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => {
+    if (sub.exitCode === null) sub.kill('SIGKILL');
+  });
+  const seen = await waitForOutput(sub, /"method":"eth_subscription"/, 15000);
+  t.match(seen, /"id":1,"result":"0x[0-9a-f]+"/, 'it subscribes, then receives a new head');
+  sub.kill('SIGKILL');
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM exits 0');

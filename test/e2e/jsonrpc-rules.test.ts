@@ -45,7 +45,7 @@ const limitedUrl = `${limited.base}/v1/rpc/public`;
 
 t.test('415 for a Content-Type other than application/json; parameters and case are accepted', async (t) => {
   const body = request(1, 'eth_chainId');
-  const refused = errorText('null', -32600, 'Content-Type must be application/json');
+  const refused = errorText('1', -32600, 'Content-Type must be application/json');
   for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/json-seq', 'application/jsonrpc']) {
     const r = await send('POST', url, body, { 'content-type': type });
     assertAnswer(t, r, 415, refused, type);
@@ -135,10 +135,11 @@ t.test('413 for a batch over server.max_batch; a batch at the limit is served', 
     t, atLimit, 200, `[${Array.from({ length: MAX_BATCH }, (_, i) => `{"jsonrpc":"2.0","id":${i},"result":"0x7a69"}`).join(',')}]`,
     `${MAX_BATCH} items`,
   );
+  const tooMany = `Batch of ${MAX_BATCH + 1} items is larger than the limit of ${MAX_BATCH} (server.max_batch)`;
   assertAnswer(
     t, await post(limitedUrl, items(MAX_BATCH + 1)), 413,
-    errorText('null', -32600, `Batch of ${MAX_BATCH + 1} items is larger than the limit of ${MAX_BATCH} (server.max_batch)`),
-    `${MAX_BATCH + 1} items`,
+    `[${Array.from({ length: MAX_BATCH + 1 }, (_, i) => errorText(String(i), -32600, tooMany)).join(',')}]`,
+    `${MAX_BATCH + 1} items: one error per item, each with its id`,
   );
 });
 

@@ -120,7 +120,7 @@ t.test('CORS, 404, 405, 401 and a beacon chain refusing JSON-RPC', async (t) => 
   t.match(nowhere.json, { error: { code: 'not_found' } });
   const keyed = await rpc(`${g.base}/v1/rpc/abcdefabcdefabcdefabcdefabcdefab`, 'eth_chainId');
   t.equal(keyed.status, 401);
-  t.same(keyed.json, { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Missing or invalid API key' } });
+  t.same(keyed.json, { jsonrpc: '2.0', id: 1, error: { code: -32001, message: 'Missing or invalid API key' } });
   const beacon = await rpc(`${g.base}/devnet-beacon/v1/rpc/public`, 'eth_chainId');
   t.equal(beacon.status, 404);
   t.match(beacon.text, /beacon chain/);

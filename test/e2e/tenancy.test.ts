@@ -27,7 +27,7 @@ function api(g: TestGateway, key: string, method: string, path: string, body?: u
 
 const RATE_LIMITED = (id: unknown) => ({ jsonrpc: '2.0', id, error: { code: -32005, message: 'Rate limit exceeded' } });
 const NO_BALANCE = (id: unknown) => ({ jsonrpc: '2.0', id, error: { code: -32002, message: 'Insufficient RU balance' } });
-const BAD_KEY = { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Missing or invalid API key' } };
+const BAD_KEY = (id: unknown) => ({ jsonrpc: '2.0', id, error: { code: -32001, message: 'Missing or invalid API key' } });
 
 t.test('management flows: chains, create, list, use, stats, account, delete', async (t) => {
   const node = await anvilFor(t);
@@ -83,7 +83,7 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   t.equal(del.status, 200, del.text);
   const after = await rpc(url, 'eth_blockNumber');
   t.equal(after.status, 401, 'the key stops working at once');
-  t.same(after.json, BAD_KEY);
+  t.same(after.json, BAD_KEY(1));
   const again = await api(g, alice.key, 'DELETE', `/api/dashboard/endpoints?id=${ep.id}`);
   t.equal(again.status, 404);
   const nokey = await send('GET', `${g.base}/api/dashboard/account`);
@@ -133,7 +133,7 @@ t.test('401, 402 and 429 with exact bodies on single and batch requests', async 
   const url = `${g.base}/v1/rpc/${ep.api_key}`;
   const bad = await rpc(`${g.base}/v1/rpc/${'z'.repeat(32)}`, 'eth_chainId', [], 5);
   t.equal(bad.status, 401);
-  t.same(bad.json, BAD_KEY);
+  t.same(bad.json, BAD_KEY(5));
   const short = await rpc(`${g.base}/v1/rpc/abc`, 'eth_chainId', [], 5);
   t.equal(short.text, bad.text, 'the same answer whatever the key looks like');
   // Balance 30: eth_chainId (5), then eth_blockNumber (10) twice in a batch, leaving 5.
@@ -184,7 +184,7 @@ t.test('public path: per-IP limit with Retry-After, and its batch limit', async 
   t.ok(Number(r[2]!.headers['retry-after']) >= 1);
   const big = await post(url, JSON.stringify([1, 2, 3, 4].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId', params: [] }))));
   t.equal(big.status, 413);
-  t.match(big.json, { error: { code: -32600, message: /limit of 3 \(public\.max_batch\)/ } });
+  t.match(big.json, [1, 2, 3, 4].map((id) => ({ id, error: { code: -32600, message: /limit of 3 \(public\.max_batch\)/ } })), 'one error per item');
 });
 
 t.test('more than 20 unknown keys a minute from one IP get 429; valid keys keep working', async (t) => {
@@ -241,7 +241,11 @@ t.test("a key works on its endpoint's network only: a Host or path naming anothe
   t.equal(ownPath.status, 200);
   const otherPath = await rpc(`${g.base}/alpha/v1/rpc/${ep.api_key}`, 'net_version');
   t.equal(otherPath.status, 401);
-  t.same(otherPath.json, BAD_KEY);
+  t.same(otherPath.json, {
+    jsonrpc: '2.0', id: 1,
+    error: { code: -32001, message: "This API key belongs to network 'beta', not 'alpha': call it on its endpoint's URL" },
+  }, "the refusal names the key's own network");
   const otherHost = await rpc(`${g.base}/v1/rpc/${ep.api_key}`, 'net_version', [], 1, { host: 'alpha.rpc.example.com' });
   t.equal(otherHost.status, 401);
+  t.match(otherHost.json, { id: 1, error: { message: /belongs to network 'beta'/ } });
 });
