@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as cacheDedup from './cache-dedup.mjs';
 import * as httpProxy from './http-proxy.mjs';
@@ -26,6 +26,13 @@ const SECTIONS = [httpProxy, wsFanout, cacheDedup];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');
+
+/** A path as printed: relative to the repository when inside it, so a line copied into RESULTS.md names no machine's directories. */
+function shownPath(path) {
+  const inRepo = relative(dirname(BENCH_DIR), path);
+  return inRepo.startsWith('..') || isAbsolute(inRepo) ? path : inRepo;
+}
+
 const REQUEST = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const INSTALL_HINT = 'sudo apt-get install wrk nginx';
 
@@ -130,7 +137,7 @@ async function main() {
 
   process.stdout.write('\n' + result.sections.map(sectionText).join('\n\n') + '\n');
   process.stdout.write(`\nFor bench/RESULTS.md:\n\n${markdownHeading(result)}\n\n${result.sections.map(sectionMarkdown).join('\n\n')}\n`);
-  process.stdout.write(`\nJSON: ${out}\nLogs of every process: ${logDir}\n`);
+  process.stdout.write(`\nJSON: ${shownPath(out)}\nLogs of every process: ${shownPath(logDir)}\n`);
 
   const runs = result.sections.flatMap((s) => s.runs);
   const checks = result.sections.flatMap((s) => s.checks ?? []);

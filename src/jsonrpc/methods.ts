@@ -136,6 +136,9 @@ const METHODS: ReadonlyMap<string, MethodRule> = new Map<string, MethodRule>([
   ['eth_blobBaseFee', { params: NONE }],
 ]);
 
+/** Every method of the allowlist, in catalogue order (the API reference is checked against it). */
+export const ALLOWED_METHODS: readonly string[] = Object.freeze([...METHODS.keys()]);
+
 const ruTable: Record<string, number> = Object.create(null) as Record<string, number>;
 for (const [method, rule] of METHODS) if (rule.ru !== undefined) ruTable[method] = rule.ru;
 

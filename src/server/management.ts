@@ -22,7 +22,7 @@ export interface ManagementDeps {
 const MAX_MANAGEMENT_BODY = 65_536;
 
 /** The management routes and the verbs each accepts (the value of an `Allow` header). */
-const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
+export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
   ['/api/dashboard/chains', 'GET'], ['/api/dashboard/endpoints', 'GET, POST, DELETE'],
   ['/api/dashboard/endpoints/stats', 'GET'], ['/api/dashboard/account', 'GET'],
 ]);
