@@ -198,7 +198,13 @@ t.test('a 50 MB answer streams to a slow reader with bounded gateway memory, id 
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString()));
     req.on('end', () => {
-      const id = (JSON.parse(body) as { id: number }).id;
+      const { id, method } = JSON.parse(body) as { id: number; method: string };
+      // The gateway's head probe gets a head, as from any node: a 50 MB answer to it would fail the probe
+      // and, on a slow machine, take the node out of rotation before the call below is made.
+      if (method === 'eth_blockNumber') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(`{"jsonrpc":"2.0","id":${id},"result":"0x1"}`);
+        return;
+      }
       const head = '{"jsonrpc":"2.0","result":[';
       const tail = `],"id":${id}}`;
       const item = '"0x' + 'ab'.repeat(31) + '",';
