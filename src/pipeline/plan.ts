@@ -113,8 +113,10 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   return { forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission } };
 }
 
+/** One failed upstream call: every failure counts, but a node that fails every call is not a log line per call. */
 export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
-  ctx.log.warn('upstream call failed', { chain: chain.config.slug, upstream: upstreamLabel, reason });
+  const slug = chain.config.slug;
+  ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', { chain: slug, upstream: upstreamLabel }, { reason });
 }
 
 export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import { createRepeatedLog } from '../repeated-log.js';
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../upstreams/chain.js';
 import { type GatewayContext, releaseGatewayState } from './context.js';
 import { handleHttpRpc } from './http-rpc.js';
@@ -153,8 +154,9 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   };
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
   const tenancy = createTenancy(config, opts.log);
+  const upstreamFailures = createRepeatedLog(opts.log);
   const ctx: GatewayContext = {
-    config, chains, log: opts.log, tenancy, corsOrigin: createCorsPolicy(config.server.cors_origins),
+    config, chains, log: opts.log, upstreamFailures, tenancy, corsOrigin: createCorsPolicy(config.server.cors_origins),
     inFlight: 0, stopping: false, onIdle: null,
   };
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
@@ -192,6 +194,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     wsRoute.closeAll(1001, 'Server shutting down');
     events.closeAll();
     releaseGatewayState(ctx);
+    upstreamFailures.close();
     for (const c of chains.values()) c.close();
     return tenancy.close();
   };

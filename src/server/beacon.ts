@@ -4,6 +4,7 @@ import { type ErrorCode, ERRORS, beaconErrorBody } from '../errors.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { admitRu, type Caller, countRefusal, settleCall, takeRequest } from '../pipeline/admission.js';
 import { clientIp, resolveCaller } from '../pipeline/caller.js';
+import { logUpstreamFailure } from '../pipeline/plan.js';
 import type { ResponseSink, UpstreamError } from '../upstreams/http-client.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { readBody } from './body.js';
@@ -111,7 +112,7 @@ function forwardBeacon(
     },
     onError(err: UpstreamError) {
       record('failed');
-      x.ctx.log.warn('upstream call failed', { chain: x.chain.config.slug, upstream: upstream.label, reason: `${err.kind}: ${err.message}` });
+      logUpstreamFailure(x.ctx, x.chain, upstream.label, `${err.kind}: ${err.message}`);
       const left = deadline - x.chain.health.clock();
       if (!headSent && !x.aborted && call.method === 'GET' && tried.size === 1 && left >= MIN_RETRY_MS && x.chain.pickHealthy(tried) !== null) {
         forwardBeacon(x, caller, call, body, admission, tried, deadline);

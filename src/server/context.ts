@@ -1,5 +1,6 @@
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import type { RepeatedLog } from '../repeated-log.js';
 import { createInFlight, type Shared } from '../pipeline/dedup.js';
 import type { ChainFilters } from '../pipeline/filter-calls.js';
 import { createResponseCache, type ResponseCache } from '../pipeline/response-cache.js';
@@ -12,6 +13,8 @@ export interface GatewayContext {
   readonly config: Config;
   readonly chains: ReadonlyMap<string, ChainRuntime>;
   readonly log: Logger;
+  /** Failed upstream calls, logged when a node starts failing, then summarised, then when it stops. */
+  readonly upstreamFailures: RepeatedLog;
   readonly tenancy: Tenancy;
   readonly corsOrigin: (origin: string) => string | undefined;
   /** Requests accepted and not yet answered; graceful stop waits for it to reach zero. */

@@ -231,7 +231,7 @@ t.test('no upstream in rotation: 502 at once, not after the timeout', async (t) 
   t.same(r.json, { jsonrpc: '2.0', id: 5, error: UPSTREAM_ERROR });
   t.ok(took < 1000, `answered in ${took} ms of a 20 s timeout`);
   t.equal(sick.callsOf('eth_getBalance'), 0, 'the node never saw the call');
-  t.ok(g.logLines.some((l) => l.includes('upstream call failed') && l.includes('no healthy upstream')), 'the log says why');
+  t.ok(g.logLines.some((l) => l.includes('upstream calls fail') && l.includes('no healthy upstream')), 'the log says why');
 });
 
 t.test('/healthz and /readyz: per-chain detail; readyz follows the only node\'s death and return', async (t) => {

@@ -86,7 +86,14 @@ t.test('502 with the request id for a dead, hanging, garbage-speaking or failing
   }
   t.ok(deadUrl);
   t.ok(g.logLines.some((l) => l.startsWith('warn upstream unreachable') && l.includes('chain=dead')), 'the start-up probe logs the dead upstream');
-  t.ok(g.logLines.some((l) => l.startsWith('warn upstream call failed') && l.includes('upstream=http://127.0.0.1:1')), 'the failure is logged with the upstream label');
+  t.ok(g.logLines.some((l) => l.startsWith('warn upstream calls fail') && l.includes('upstream=http://127.0.0.1:1')), 'the failure is logged with the upstream label');
+  // An outage is a condition, not a line per refused call: 300 more failures within a summary period add nothing.
+  const before = g.logLines.filter((l) => l.includes('upstream calls fail') && l.includes('chain=dead')).length;
+  const more = await Promise.all(Array.from({ length: 300 }, (_, i) => rpc(`${g.base}/dead/v1/rpc/public`, 'eth_getBalance', [`0x${String(i).padStart(40, '0')}`, 'latest'], i)));
+  t.same([...new Set(more.map((r) => r.status))], [502]);
+  const after = g.logLines.filter((l) => l.includes('upstream calls fail') && l.includes('chain=dead')).length;
+  t.equal(before, 1, 'one line when the failures start');
+  t.ok(after <= 2, `${after} lines for 301 failed calls (at most one summary in the period)`);
 });
 
 t.test('an upstream that dies mid-answer cuts the client answer', async (t) => {
