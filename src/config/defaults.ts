@@ -34,6 +34,10 @@ export const DEFAULTS = {
     growth: { rps: 1500, ru_per_second: undefined as number | undefined, max_endpoints: 50 },
     premium: { rps: 5000, ru_per_second: 500_000 as number | undefined, max_endpoints: 200 },
   },
+  management: {
+    rps_per_key: 20, // management requests per second of one owner's keys (a dashboard page makes a few)
+    rps_per_ip: 50, // management requests per second from one client IP, whatever the key
+  },
   public: {
     rps_per_ip: 10, // requests per second per client IP on the keyless path
     max_batch: 10, // items in one batch on the keyless path

@@ -91,6 +91,8 @@ export interface Config {
   usage: { keep_minutes_h: number; keep_hours_d: number };
   /** A separate listener for the management REST; undefined: served on the main listener. */
   management: { host: string; port: number } | undefined;
+  /** Request rates of the management REST, wherever it is served (the `management` section's other keys). */
+  management_limits: { rps_per_key: number; rps_per_ip: number };
 }
 
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -285,19 +287,27 @@ function readStreaming(top: Record<string, unknown>, errors: Errors): Pick<Confi
   };
 }
 
-function readTenancy(top: Record<string, unknown>, errors: Errors): Pick<Config, 'plans' | 'public' | 'ru' | 'ledger' | 'usage' | 'management'> {
+function readTenancy(
+  top: Record<string, unknown>, errors: Errors,
+): Pick<Config, 'plans' | 'public' | 'ru' | 'ledger' | 'usage' | 'management' | 'management_limits'> {
   const pub = readObject(top.public, 'public', ['rps_per_ip', 'max_batch'], errors);
   const ledger = readObject(top.ledger, 'ledger', ['flush_interval_ms'], errors);
   const usage = readObject(top.usage, 'usage', ['keep_minutes_h', 'keep_hours_d'], errors);
+  const m = readObject(top.management, 'management', ['host', 'port', 'rps_per_key', 'rps_per_ip'], errors);
+  // Its own listener only when a port is given: the limits alone leave the API on the main listener.
   let management: Config['management'];
-  if (top.management !== undefined && top.management !== null) {
-    const m = readObject(top.management, 'management', ['host', 'port'], errors);
-    if (m.port === undefined) errors.push('management.port: required with management');
+  if (m.port !== undefined) {
     management = {
       host: readString(m.host, 'management.host', DEFAULTS.server.host, errors) ?? DEFAULTS.server.host,
       port: readInt(m.port, 'management.port', 0, 0, 65535, errors),
     };
+  } else if (m.host !== undefined) {
+    errors.push('management.host: needs management.port (a listener of its own)');
   }
+  const management_limits = {
+    rps_per_key: readInt(m.rps_per_key, 'management.rps_per_key', DEFAULTS.management.rps_per_key, 1, 1_000_000, errors),
+    rps_per_ip: readInt(m.rps_per_ip, 'management.rps_per_ip', DEFAULTS.management.rps_per_ip, 1, 1_000_000, errors),
+  };
   return {
     plans: readPlans(top.plans, errors),
     public: {
@@ -311,6 +321,7 @@ function readTenancy(top: Record<string, unknown>, errors: Errors): Pick<Config,
       keep_hours_d: readInt(usage.keep_hours_d, 'usage.keep_hours_d', DEFAULTS.usage.keep_hours_d, 1, 3650, errors),
     },
     management,
+    management_limits,
   };
 }
 

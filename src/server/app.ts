@@ -14,7 +14,7 @@ import { createTenancy } from '../pipeline/tenancy.js';
 import { probeUpstreams } from '../upstreams/probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
-import { chainOfKey } from '../pipeline/caller.js';
+import { chainOfKey, clientIp } from '../pipeline/caller.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
@@ -163,6 +163,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const managementDeps: ManagementDeps = {
     config, directory: tenancy.directory, balance: (ownerId) => tenancy.ledger.available(ownerId),
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
+    limiter: tenancy.limiter, unknownKeys: tenancy.unknownKeys,
+    clientIp: (res, req) => clientIp(res, req, config.server.trust_proxy),
   };
   const wsRoute = createWsRoute(ctx, table);
   const events = createBeaconEvents(ctx, opts.ca !== undefined ? { ca: opts.ca } : {});

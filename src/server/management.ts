@@ -1,5 +1,7 @@
 import type { Config } from '../config/schema.js';
 import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
+import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
+import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { Directory, OwnerRecord } from '../tenancy/directory.js';
 import { readBody } from './body.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -17,7 +19,15 @@ export interface ManagementDeps {
   balance: (ownerId: number) => number;
   /** Called after an endpoint is deleted, so its open sockets can be closed. */
   onEndpointDeleted: (endpointId: string) => void;
+  /** The request-rate limiter and the unknown-key guard the JSON-RPC paths use too. */
+  limiter: SlidingWindowLimiter;
+  unknownKeys: UnknownKeyGuard;
+  /** The client's IP, read as the JSON-RPC paths read it (`server.trust_proxy`). */
+  clientIp: (res: HttpResponse, req: HttpRequest) => string;
 }
+
+/** Endpoints in one page of `GET /api/dashboard/endpoints`: the default, and the most a `limit` may ask. */
+export const ENDPOINT_PAGE = { default: 100, max: 1000 } as const;
 
 const MAX_MANAGEMENT_BODY = 65_536;
 
@@ -89,6 +99,43 @@ export function parseStatsTime(v: string | undefined | null, name: string): numb
     return `'${name}' must be a unix time in seconds or an ISO 8601 time such as 2026-01-31T12:00:00Z`;
   }
   return Math.floor(ms / 1000);
+}
+
+/** A page cursor: the last endpoint's created_at and id, opaque to clients (base64url). */
+function encodeCursor(e: { createdAt: number; id: string }): string {
+  return Buffer.from(`${e.createdAt}:${e.id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: number; id: string } | null {
+  const m = /^(\d{1,12}):(ep_[a-z2-7]{1,64})$/.exec(Buffer.from(cursor, 'base64url').toString('latin1'));
+  return m === null ? null : { createdAt: Number(m[1]), id: m[2]! };
+}
+
+/**
+ * `GET /api/dashboard/endpoints`: pages of `limit` endpoints (default 100), oldest first. The answer is
+ * `{"data": [...]}` as before, with `next_cursor` beside it when more follow; `cursor` asks for that page.
+ */
+function handleList(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta): void {
+  const limitText = queryParam(query, 'limit');
+  const cursorText = queryParam(query, 'cursor');
+  if (limitText === null) return fail(res, meta, 'bad_request', "'limit' is given more than once");
+  if (cursorText === null) return fail(res, meta, 'bad_request', "'cursor' is given more than once");
+  const limit = limitText === undefined ? ENDPOINT_PAGE.default : /^\d{1,4}$/.test(limitText) ? Number(limitText) : 0;
+  if (limit < 1 || limit > ENDPOINT_PAGE.max) {
+    return fail(res, meta, 'bad_request', `'limit' must be an integer from 1 to ${ENDPOINT_PAGE.max}`);
+  }
+  const after = cursorText === undefined ? undefined : decodeCursor(cursorText);
+  if (after === null) return fail(res, meta, 'bad_request', "'cursor' is not one this API gave (use next_cursor as it is)");
+  const rows = deps.directory.listEndpointsPage(owner.id, limit + 1, after);
+  const page = rows.slice(0, limit).map((e) => endpointView(deps.config, e));
+  const body: { data: unknown[]; next_cursor?: string } = { data: page };
+  if (rows.length > limit) body.next_cursor = encodeCursor(rows[limit - 1]!);
+  sendWhole(res, 200, meta, JSON_TYPE, JSON.stringify(body));
+}
+
+/** 429 for the management API, with the limit it passed in the message and when to come back. */
+function tooManyRequests(res: HttpResponse, meta: ResponseMeta, retryAfterMs: number, what: string): void {
+  fail(res, meta, 'rate_limited', `Too many management requests (${what})`, [['retry-after', String(retryAfterSeconds(retryAfterMs))]]);
 }
 
 function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta): void {
@@ -167,9 +214,20 @@ export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: H
   if (!allowed.split(', ').includes(method.toUpperCase())) {
     return fail(res, meta, 'method_not_allowed', `${route} accepts ${allowed}`, [['allow', allowed]]);
   }
+  // Per IP first, valid key or not; then a wrong key counts toward the IP's unknown-key throttle, and a
+  // right one toward its owner's rate (all its management keys together).
+  const ip = deps.clientIp(res, req);
+  const limits = deps.config.management_limits;
+  const byIp = deps.limiter.take(`mgmt-ip:${ip}`, limits.rps_per_ip);
+  if (!byIp.ok) return tooManyRequests(res, meta, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
   const m = /^Bearer\s+(\S+)$/i.exec(auth);
   const owner = m ? deps.directory.ownerByManagementKey(m[1]!) : null;
-  if (owner === null) return fail(res, meta, 'unauthorized', 'Missing or invalid management key');
+  if (owner === null) {
+    if (deps.unknownKeys.refuse(ip)) return tooManyRequests(res, meta, 60_000, 'too many invalid keys from this IP; try again in a minute');
+    return fail(res, meta, 'unauthorized', 'Missing or invalid management key');
+  }
+  const byKey = deps.limiter.take(`mgmt-owner:${owner.id}`, limits.rps_per_key);
+  if (!byKey.ok) return tooManyRequests(res, meta, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
   const verb = method.toUpperCase();
   if (route === '/api/dashboard/chains') {
     const chains = Object.values(deps.config.chains).map((c) => {
@@ -187,7 +245,7 @@ export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: H
     });
   }
   if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, res, meta);
-  if (verb === 'GET') return send(res, meta, 200, deps.directory.listEndpoints(owner.id).map((e) => endpointView(deps.config, e)));
+  if (verb === 'GET') return handleList(deps, owner, query, res, meta);
   if (verb === 'POST') return handleCreate(deps, owner, res, meta, () => aborted);
   return handleDelete(deps, owner, query, res, meta, () => aborted);
 }

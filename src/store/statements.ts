@@ -52,6 +52,11 @@ export function prepareStatements(db: Database.Database) {
       listEndpoints: p<[number], EndpointRow>(`
         SELECT id, name, network, key_prefix AS keyPrefix, created_at AS createdAt
         FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
+      // A page in the same order, after the (created_at, id) of the previous page's last row.
+      listEndpointsAfter: p<[number, number, string, number], EndpointRow>(`
+        SELECT id, name, network, key_prefix AS keyPrefix, created_at AS createdAt
+        FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL AND (created_at, id) > (?, ?)
+        ORDER BY created_at, id LIMIT ?`),
       // The sequence number comes from the same statement, so two writers cannot take the same one.
       deleteEndpoint: p<[number, string, number], number>(`
         UPDATE endpoints SET deleted_at = ?, deleted_seq = (SELECT coalesce(max(deleted_seq), 0) + 1 FROM endpoints)

@@ -56,6 +56,11 @@ export interface Directory {
   createEndpoint(ownerId: number, network: string, name: string | undefined, maxEndpoints: number): CreateEndpointResult;
   /** The owner's live endpoints, oldest first. */
   listEndpoints(ownerId: number): EndpointRecord[];
+  /**
+   * At most `limit` of the owner's live endpoints in the same order, after the endpoint `after` names
+   * (created_at and id of the previous page's last one), or from the first.
+   */
+  listEndpointsPage(ownerId: number, limit: number, after?: { createdAt: number; id: string }): EndpointRecord[];
   /** False when the endpoint is unknown, already deleted or another owner's: the same answer for all. */
   deleteEndpoint(ownerId: number, endpointId: string): boolean;
   /** The owner's usage; an `endpointId` of another owner yields zeros. The caller bounds the range. */
@@ -151,6 +156,10 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
 
     listEndpoints(ownerId) {
       return sql.listEndpoints.all(ownerId);
+    },
+
+    listEndpointsPage(ownerId, limit, after) {
+      return sql.listEndpointsAfter.all(ownerId, after?.createdAt ?? -1, after?.id ?? '', limit);
     },
 
     deleteEndpoint(ownerId, endpointId) {

@@ -43,6 +43,26 @@ t.test('a minimal config gets every default', async (t) => {
   t.same(r.config.ledger, { flush_interval_ms: 200 });
   t.same(r.config.usage, { keep_minutes_h: 48, keep_hours_d: 90 });
   t.equal(r.config.management, undefined);
+  t.same(r.config.management_limits, { rps_per_key: 20, rps_per_ip: 50 });
+});
+
+t.test('management: rates with or without a listener of its own', async (t) => {
+  const limitsOnly = loadConfigText(`${minimal}management: { rps_per_key: 5, rps_per_ip: 9 }\n`);
+  t.ok(limitsOnly.ok);
+  if (limitsOnly.ok) {
+    t.equal(limitsOnly.config.management, undefined, 'no port: served on the main listener');
+    t.same(limitsOnly.config.management_limits, { rps_per_key: 5, rps_per_ip: 9 });
+  }
+  const listener = loadConfigText(`${minimal}management: { port: 8081 }\n`);
+  t.ok(listener.ok);
+  if (listener.ok) t.same(listener.config.management, { host: '127.0.0.1', port: 8081 });
+  const bad = loadConfigText(`${minimal}management: { host: 0.0.0.0, rps_per_key: 0, rps_per_ip: x }\n`);
+  t.notOk(bad.ok);
+  if (!bad.ok) {
+    t.match(bad.errors.join('\n'), /management\.host: needs management\.port/);
+    t.match(bad.errors.join('\n'), /management\.rps_per_key: must be an integer from 1/);
+    t.match(bad.errors.join('\n'), /management\.rps_per_ip: must be an integer from 1/);
+  }
 });
 
 t.test('config.example.yaml is valid as shipped', async (t) => {

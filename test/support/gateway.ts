@@ -15,8 +15,9 @@ export interface TestGateway {
 }
 
 /**
- * The public path's per-IP limit is lifted unless a test sets `public`: every test client shares
- * 127.0.0.1, and only the tests of limits are about limits. The database is a fresh temp file.
+ * The public path's per-IP limit and the management API's rates are lifted unless a test sets them:
+ * every test client shares 127.0.0.1, and only the tests of limits are about limits. The database is
+ * a fresh temp file.
  */
 export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { ca?: string | Buffer } = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-test-'));
@@ -24,6 +25,7 @@ export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { 
     public: { rps_per_ip: 10_000_000, max_batch: 1000 },
     storage: { path: join(dir, 'chaingate.db') },
     ...raw,
+    management: { rps_per_key: 1_000_000, rps_per_ip: 1_000_000, ...(raw.management as object | undefined) },
     server: { host: '127.0.0.1', port: 0, stop_timeout_s: 2, ...(raw.server as object | undefined) },
   });
   if (!r.ok) throw new Error(r.errors.join('\n'));
