@@ -32,11 +32,15 @@ export function parseArgs(argv: readonly string[], valued: readonly string[], fl
   return { positionals, options };
 }
 
+/**
+ * A non-negative integer option from `min` to `max` (at most Number.MAX_SAFE_INTEGER), written in
+ * decimal digits only: `Number()` alone would read `0x10` as 16, `1e3` as 1000 and ` 5` as 5.
+ */
 export function intOption(args: ParsedArgs, name: string, min: number, max: number): number | undefined {
   const v = args.options.get(name);
   if (v === undefined) return undefined;
-  const n = Number(v);
-  if (v === true || !Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer from ${min} to ${max}`);
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!(n >= min && n <= max)) throw new Error(`--${name} must be a decimal integer from ${min} to ${max}`);
   return n;
 }
 

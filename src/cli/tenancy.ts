@@ -3,7 +3,8 @@ import { dirname, resolve } from 'node:path';
 import type { Config } from '../config/schema.js';
 import { openStore, type Store } from '../store/open.js';
 import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
-import { createOwnerAdmin, type OwnerAdmin } from '../tenancy/owners.js';
+import { MAX_NAME_LENGTH, nameProblem } from '../tenancy/names.js';
+import { createOwnerAdmin, MAX_RU, type OwnerAdmin } from '../tenancy/owners.js';
 import { intOption, parseArgs, type ParsedArgs, stringOption } from './args.js';
 import { formatTable, formatTime } from './table.js';
 
@@ -21,7 +22,8 @@ export const TENANCY_USAGE = `Owners, keys and endpoints, in the database at sto
   chaingate endpoint list [--owner ID] [--json]
   chaingate backup --out FILE [--force]                            online copy of the database
 
-Every command also takes --config FILE. Exit status: 0 done, 1 refused (e.g. unknown owner), 2 bad arguments.
+N is RU in decimal digits, at most ${MAX_RU} (a balance too); NAME is 1 to ${MAX_NAME_LENGTH} characters, no control
+characters. Every command also takes --config FILE. Exit status: 0 done, 1 refused (e.g. unknown owner), 2 bad arguments.
 `;
 
 /** The command words this module serves, for the lead's dispatcher. */
@@ -33,8 +35,6 @@ class UsageError extends Error {}
 class RefusedError extends Error {}
 
 interface Io { args: ParsedArgs; config: Config; out: (s: string) => void; admin: () => OwnerAdmin; store: () => Store }
-
-const MAX_RU = 1e15; // far above any real balance, well inside exact double arithmetic
 
 function ownerId(s: string | undefined, what = 'owner ID'): number {
   if (s === undefined) throw new UsageError(`missing ${what}`);
@@ -88,7 +88,8 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     case 'owner create': {
       const name = stringOption(args, 'name')?.trim();
       if (!name) throw new UsageError('missing --name NAME');
-      if (name.length > 100) throw new UsageError('--name is longer than 100 characters');
+      const problem = nameProblem(name);
+      if (problem !== null) throw new UsageError(`--name ${problem}`);
       const created = io.admin().createOwner(name, plan(config, stringOption(args, 'plan')), requireRu(args, 0));
       out(json
         ? `${JSON.stringify({ id: created.id, management_key: created.managementKey })}\n`
@@ -110,8 +111,13 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     }
     case 'owner topup': {
       const id = ownerId(a);
-      const balance = found(io.admin().topUp(id, requireRu(args, 1)), id);
-      out(`owner ${id}: balance ${balance} RU\n`);
+      const ru = requireRu(args, 1);
+      const result = io.admin().topUp(id, ru);
+      if ('error' in result) {
+        throw new RefusedError(result.error === 'no_owner' ? `no owner ${id}`
+          : `owner ${id}: a top-up of ${ru} RU would take the balance (${result.balance} RU) past the maximum ${MAX_RU} RU`);
+      }
+      out(`owner ${id}: balance ${result.balance} RU\n`);
       return;
     }
     case 'owner set-plan': {

@@ -3,6 +3,7 @@ import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
 import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { Directory, OwnerRecord } from '../tenancy/directory.js';
+import { nameProblem } from '../tenancy/names.js';
 import { readBody } from './body.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
@@ -169,9 +170,8 @@ function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpRespons
         return fail(res, meta, 'bad_request', `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`);
       }
       const name = body.name;
-      if (name !== undefined && name !== null && (typeof name !== 'string' || name.length > 200)) {
-        return fail(res, meta, 'bad_request', "'name' must be a string of at most 200 characters");
-      }
+      const nameError = name === undefined || name === null ? null : typeof name === 'string' ? nameProblem(name) : 'must be a string';
+      if (nameError !== null) return fail(res, meta, 'bad_request', `'name' ${nameError}`);
       const plan = deps.config.plans[owner.plan];
       const max = plan?.max_endpoints ?? 0;
       const made = deps.directory.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max);

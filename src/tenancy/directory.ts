@@ -3,6 +3,7 @@ import type { Store } from '../store/open.js';
 import type { OwnerRow } from '../store/statements.js';
 import { createKeyCache, type EndpointAuth } from './key-cache.js';
 import { hashKey, looksLikeKey, newKey, randomString } from './keys.js';
+import { assertValidName } from './names.js';
 
 export type { EndpointAuth } from './key-cache.js';
 
@@ -53,6 +54,7 @@ export interface Directory {
    * or whose owner another process suspended. Each id is returned once; the lead closes their sockets.
    */
   takeRevokedEndpointIds(): string[];
+  /** Throws a RangeError for a `name` that `nameProblem` refuses (the management API answers 400 first). */
   createEndpoint(ownerId: number, network: string, name: string | undefined, maxEndpoints: number): CreateEndpointResult;
   /** The owner's live endpoints, oldest first. */
   listEndpoints(ownerId: number): EndpointRecord[];
@@ -147,6 +149,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     },
 
     createEndpoint(ownerId, network, name, maxEndpoints) {
+      if (name !== undefined) assertValidName(name, 'endpoint name');
       // IMMEDIATE: the count and the insert must see the same state, even with the CLI writing.
       const result = createEndpointTx.immediate(ownerId, network, name ?? null, maxEndpoints);
       // A brand-new key cannot have been seen, but a remembered miss for it would hide it: be exact.

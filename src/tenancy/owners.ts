@@ -1,6 +1,15 @@
 import type { Store } from '../store/open.js';
 import type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
 import { newKey } from './keys.js';
+import { assertValidName } from './names.js';
+
+/**
+ * The largest RU amount and the largest balance: 2^53 - 1. better-sqlite3 binds JS numbers as doubles,
+ * so the ledger's relative debit (`ru_balance - ?`) is computed in floating point; above this a balance
+ * would round (the invariant drifted by whole RU) and read back inexactly. Top-ups that would take a
+ * balance past it are refused.
+ */
+export const MAX_RU = Number.MAX_SAFE_INTEGER;
 
 /** An owner as the operator lists it. */
 export interface OwnerSummary {
@@ -17,6 +26,9 @@ export interface OwnerSummary {
 
 export type RevokeResult = 'revoked' | 'no_owner' | 'no_key' | 'ambiguous';
 
+/** The new stored balance; `over_max`: the credit would take the balance (`balance`, unchanged) past MAX_RU. */
+export type TopUpResult = { balance: number } | { error: 'no_owner' } | { error: 'over_max'; balance: number };
+
 /**
  * The operator's actions on owners (the CLI), on their own connection next to the running daemon.
  * Each is one transaction; the daemon notices through `PRAGMA data_version`. Plans are checked by the
@@ -24,11 +36,14 @@ export type RevokeResult = 'revoked' | 'no_owner' | 'no_key' | 'ambiguous';
  * their meaning) but are invisible here: every action on one answers as for an unknown id.
  */
 export interface OwnerAdmin {
-  /** Creates the owner with `ru` as its first credit, and its first management key (shown once). */
+  /**
+   * Creates the owner with `ru` as its first credit, and its first management key (shown once).
+   * Throws a RangeError for a name `nameProblem` refuses or an `ru` that is not an integer from 0 to MAX_RU.
+   */
   createOwner(name: string, plan: string, ru: number): { id: number; managementKey: string };
   listOwners(): OwnerSummary[];
-  /** Credits `ru` (recorded in `credits`); the new stored balance, or null for an unknown owner. */
-  topUp(ownerId: number, ru: number): number | null;
+  /** Credits `ru` (recorded in `credits`). Throws a RangeError for an `ru` that is not an integer from 1 to MAX_RU. */
+  topUp(ownerId: number, ru: number): TopUpResult;
   setPlan(ownerId: number, plan: string): boolean;
   /** A new management key (shown once), or null for an unknown owner. */
   createManagementKey(ownerId: number): string | null;
@@ -41,6 +56,10 @@ export interface OwnerAdmin {
   deleteOwner(ownerId: number): { endpoints: number } | null;
   /** Live endpoints, of one owner or of all. */
   listEndpoints(ownerId?: number): EndpointListRow[];
+}
+
+function checkRu(ru: number, min: number): void {
+  if (!Number.isSafeInteger(ru) || ru < min) throw new RangeError(`RU amount must be an integer from ${min} to ${MAX_RU}, got ${ru}`);
 }
 
 export function createOwnerAdmin(store: Store, now: () => number = Date.now): OwnerAdmin {
@@ -59,10 +78,15 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     return { id, managementKey: key.key };
   });
 
-  const topUpTx = store.db.transaction((ownerId: number, ru: number): number | null => {
-    if (sql.credit.run(ru, ownerId).changes === 0) return null;
+  const topUpTx = store.db.transaction((ownerId: number, ru: number): TopUpResult => {
+    const balance = dir.ownerById.get(ownerId)?.ruBalance;
+    if (balance === undefined) return { error: 'no_owner' };
+    // The stored balance is the most the owner can have (the daemon's unflushed debits only lower it).
+    // Both are safe integers, so the sum is exact up to MAX_RU and at least MAX_RU + 1 beyond it.
+    if (balance + ru > MAX_RU) return { error: 'over_max', balance };
+    sql.credit.run(ru, ownerId);
     sql.insertCredit.run(ownerId, ru, seconds());
-    return dir.ownerById.get(ownerId)!.ruBalance;
+    return { balance: balance + ru };
   });
 
   const createKeyTx = store.db.transaction((ownerId: number): string | null => {
@@ -92,9 +116,16 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
   });
 
   return {
-    createOwner: (name, plan, ru) => createOwnerTx.immediate(name, plan, ru),
+    createOwner: (name, plan, ru) => {
+      assertValidName(name, 'owner name');
+      checkRu(ru, 0);
+      return createOwnerTx.immediate(name, plan, ru);
+    },
     listOwners: () => sql.listOwners.all().map((o) => ({ ...o, suspended: o.suspended !== 0 })),
-    topUp: (ownerId, ru) => topUpTx.immediate(ownerId, ru),
+    topUp: (ownerId, ru) => {
+      checkRu(ru, 1);
+      return topUpTx.immediate(ownerId, ru);
+    },
     setPlan: (ownerId, plan) => sql.setPlan.run(plan, ownerId).changes === 1,
     createManagementKey: (ownerId) => createKeyTx.immediate(ownerId),
     listManagementKeys: (ownerId) => (exists(ownerId) ? sql.listManagementKeys.all(ownerId) : null),

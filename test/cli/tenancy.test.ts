@@ -6,6 +6,7 @@ import type { Config } from '../../src/config/schema.js';
 import { validateConfig } from '../../src/config/schema.js';
 import { createLedger } from '../../src/metering/ledger.js';
 import { createDirectory } from '../../src/tenancy/directory.js';
+import { MAX_RU } from '../../src/tenancy/owners.js';
 import { invariantGaps, type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
 
 function configFor(path: string): Config {
@@ -74,8 +75,8 @@ t.test('bad arguments are named, with exit status 2; refusals exit 1', async (t)
   t.match(plans.err, "unknown plan 'gold' (plans: free, growth, premium)");
   t.match((await run('owner', 'create', '--plan', 'free', '--ru', '1')).err, 'missing --name NAME');
   t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free')).err, 'missing --ru N');
-  t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free', '--ru', '-5')).err, '--ru must be an integer from 0');
-  t.match((await run('owner', 'topup', '1', '--ru', '0')).err, '--ru must be an integer from 1');
+  t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free', '--ru', '-5')).err, '--ru must be a decimal integer from 0 to 9007199254740991');
+  t.match((await run('owner', 'topup', '1', '--ru', '0')).err, '--ru must be a decimal integer from 1 to 9007199254740991');
   t.match((await run('owner', 'topup', 'abc', '--ru', '5')).err, "owner ID must be a positive integer, got 'abc'");
   t.match((await run('owner', 'topup', '--ru', '5')).err, 'missing owner ID');
   t.match((await run('owner', 'list', '--ru', '5')).err, 'owner list takes no --ru');
@@ -203,4 +204,83 @@ t.test('backup: an online copy, refusing to overwrite without --force', async (t
   t.equal((await run('backup', '--out', out, '--force')).code, 0);
   t.equal((await run('backup', '--out', path)).code, 2, 'not onto the database itself');
   t.match((await run('backup')).err, 'missing --out FILE');
+});
+
+t.test('names: control, format and separator characters and over-long names exit 2 naming --name', async (t) => {
+  const { path, run } = cli(t);
+  const refused = async (name: string): Promise<string> => {
+    const r = await run('owner', 'create', '--name', name, '--plan', 'free', '--ru', '1');
+    t.equal(r.code, 2, 'exit 2');
+    return r.err.split('\n')[0]!;
+  };
+  const chars = 'must not contain control, format or line-separator characters';
+  t.equal(await refused('acme\n2  forged'), `chaingate: --name ${chars} (found U+000A)`);
+  t.equal(await refused('\u001b[31mred'), `chaingate: --name ${chars} (found U+001B)`);
+  t.equal(await refused('nul\u0000'), `chaingate: --name ${chars} (found U+0000)`);
+  t.equal(await refused('lone\ud800'), `chaingate: --name ${chars} (found U+D800)`);
+  t.equal(await refused('para\u2029graph'), `chaingate: --name ${chars} (found U+2029)`);
+  t.equal(await refused('x'.repeat(101)), 'chaingate: --name must be 1 to 100 characters, got 101');
+  t.equal((await run('owner', 'create', '--name', ' \n ', '--plan', 'free', '--ru', '1')).err.split('\n')[0], 'chaingate: missing --name NAME');
+  const ok = await run('owner', 'create', '--name', ` ${'🦊'.repeat(100)} `, '--plan', 'free', '--ru', '1', '--json');
+  t.equal(ok.code, 0, '100 code points (200 UTF-16 units), after trimming');
+  const db = new Database(path, { readonly: true });
+  t.teardown(() => db.close());
+  t.same(db.prepare('SELECT id, name FROM owners').all(), [{ id: 1, name: '🦊'.repeat(100) }], 'only the valid name was stored');
+});
+
+t.test('--ru is decimal digits from 1 (0 at creation) to 2^53 - 1, and no top-up takes a balance past that', async (t) => {
+  const { path, run } = cli(t);
+  const { id } = await createOwner(run);
+  const message = 'chaingate: --ru must be a decimal integer from 1 to 9007199254740991';
+  for (const ru of ['0x10', '1e3', '+5', '1.0', ' 5', '5 ', '0b11', '9007199254740992', '99999999999999999999']) {
+    const r = await run('owner', 'topup', String(id), '--ru', ru);
+    t.same([r.code, r.err.split('\n')[0]], [2, message], `--ru ${JSON.stringify(ru)}`);
+  }
+  const create = await run('owner', 'create', '--name', 'x', '--plan', 'free', '--ru', '0x10');
+  t.same([create.code, create.err.split('\n')[0]], [2, 'chaingate: --ru must be a decimal integer from 0 to 9007199254740991']);
+  t.equal((await run('owner', 'list')).out.split('\n').length, 3, 'no owner was made');
+
+  const past = await run('owner', 'topup', String(id), '--ru', String(MAX_RU - 999));
+  t.same(past, {
+    code: 1, out: '',
+    err: `chaingate: owner 1: a top-up of ${MAX_RU - 999} RU would take the balance (1000 RU) past the maximum 9007199254740991 RU\n`,
+  });
+  t.same(await run('owner', 'topup', String(id), '--ru', String(MAX_RU - 1000)), { code: 0, out: 'owner 1: balance 9007199254740991 RU\n', err: '' });
+  t.equal((await run('owner', 'topup', String(id), '--ru', '1')).code, 1, 'at the maximum, even 1 RU more is refused');
+  t.same(await run('owner', 'topup', String(id), '--ru', '0016'), {
+    code: 1, out: '', err: 'chaingate: owner 1: a top-up of 16 RU would take the balance (9007199254740991 RU) past the maximum 9007199254740991 RU\n',
+  }, 'leading zeros are still decimal');
+  const db = new Database(path, { readonly: true });
+  t.teardown(() => db.close());
+  t.same(db.prepare('SELECT ru FROM credits ORDER BY id').pluck().all(), [1000, MAX_RU - 1000], 'only the two accepted credits');
+  t.same(invariantGaps(db), [{ id, gap: 0 }]);
+});
+
+t.test('every table escapes control characters: a stored name forges no row and sends no escape sequence', async (t) => {
+  const { path, run } = cli(t);
+  const { id } = await createOwner(run);
+  // Rows as an older version stored them, before names were checked.
+  const db = new Database(path);
+  t.teardown(() => db.close());
+  const forged = `x\nep_forged000000000  ${id}  mainnet  fake  abcdefgh…  2024-01-01 00:00:00Z`;
+  db.prepare("UPDATE owners SET name = ?").run('acme\n2  evil  free  999999  no  0  2024-01-01 00:00:00Z');
+  db.prepare(`INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, 'mainnet', ?, ?, ?, 0)`)
+    .run('ep_aaaaaaaaaaaaaaaa', id, forged, Buffer.alloc(32, 1), 'ABCDEFGH');
+  db.prepare(`INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, 'mainnet', ?, ?, ?, 0)`)
+    .run('ep_bbbbbbbbbbbbbbbb', id, '\u001b[31mred\u001b]0;title\u0007\u202e\\n', Buffer.alloc(32, 2), 'BCDEFGHI');
+
+  const endpoints = await run('endpoint', 'list');
+  t.equal(endpoints.code, 0);
+  const lines = endpoints.out.trimEnd().split('\n');
+  t.equal(lines.length, 3, 'a header and one line per endpoint');
+  t.match(lines[1], /^ep_aaaaaaaaaaaaaaaa\s+1\s+mainnet\s+x\\nep_forged000000000  1  mainnet/);
+  t.match(lines[2], /^ep_bbbbbbbbbbbbbbbb\s+1\s+mainnet\s+\\x1b\[31mred\\x1b\]0;title\\x07\\u202e\\\\n\s+BCDEFGHI…/);
+  t.notMatch(endpoints.out, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/, 'no control byte reaches the terminal');
+
+  const owners = await run('owner', 'list');
+  const ownerLines = owners.out.trimEnd().split('\n');
+  t.equal(ownerLines.length, 2);
+  t.match(ownerLines[1], /^1\s+acme\\n2  evil  free  999999  no  0  2024-01-01 00:00:00Z\s+growth\s+1000\s+no\s+2\s/);
+  const json = JSON.parse((await run('endpoint', 'list', '--json')).out) as Array<{ name: string }>;
+  t.equal(json[0]!.name, forged, '--json keeps the exact value (JSON escapes it)');
 });

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { rpc, send } from '../support/rpc.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
@@ -115,4 +116,30 @@ t.test('chaingate devnet refuses a taken port clearly', async (t) => {
   const r = spawnSync(process.execPath, [main, 'devnet', '--port', String(port)], { cwd: dir, encoding: 'utf8', timeout: 30000 });
   t.equal(r.status, 1);
   t.match(r.stderr, new RegExp(`port ${port} .*taken.*--port`));
+});
+
+t.test('operator commands: a stored name reaches the terminal escaped, one line per row; names and --ru are checked', async (t) => {
+  const db = join(dir, 'operator.db');
+  const cfg = join(dir, 'operator.yaml');
+  writeFileSync(cfg, `storage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:1" }]\n`);
+  const cli = (...args: string[]) => spawnSync(process.execPath, [main, ...args, '--config', cfg], { encoding: 'utf8' });
+  t.equal(cli('owner', 'create', '--name', 'acme', '--plan', 'free', '--ru', '100').status, 0);
+  // An endpoint named before names were checked, the way an older version stored it.
+  const raw = new Database(db);
+  raw.prepare(`INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, 1, 'devnet', ?, ?, 'ABCDEFGH', 0)`)
+    .run('ep_aaaaaaaaaaaaaaaa', 'x\nep_forged  1  devnet  \u001b[31mred', Buffer.alloc(32, 1));
+  raw.close();
+  const list = cli('endpoint', 'list');
+  t.equal(list.status, 0, list.stderr);
+  t.equal(list.stdout.split('\n').length, 3, 'a header, one row, the final newline');
+  t.match(list.stdout, /\nep_aaaaaaaaaaaaaaaa\s+1\s+devnet\s+x\\nep_forged  1  devnet  \\x1b\[31mred\s+ABCDEFGH…/);
+  t.notOk(list.stdout.includes('\u001b'), 'no ESC byte reaches the terminal');
+
+  const named = cli('owner', 'create', '--name', 'evil\u001b]0;title\u0007', '--plan', 'free', '--ru', '1');
+  t.equal(named.status, 2);
+  t.equal(named.stderr.split('\n')[0], 'chaingate: --name must not contain control, format or line-separator characters (found U+001B)');
+  const hex = cli('owner', 'topup', '1', '--ru', '0x10');
+  t.equal(hex.status, 2);
+  t.equal(hex.stderr.split('\n')[0], 'chaingate: --ru must be a decimal integer from 1 to 9007199254740991');
+  t.match(cli('owner', 'list').stdout, /\n1\s+acme\s+free\s+100\s/, 'the balance is unchanged');
 });

@@ -125,6 +125,41 @@ t.test('plan limits: max_endpoints is 403 naming the limit', async (t) => {
   t.same(over.json, { error: { code: 'forbidden', message: "Endpoint limit reached: plan 'tiny' allows 1 endpoints" } });
 });
 
+t.test("an endpoint name that is not 1 to 100 printable characters is 400 naming 'name', and nothing is stored", async (t) => {
+  const node = await anvilFor(t);
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });
+  const o = owner(g, 'o', 'free', 100);
+  const chars = "'name' must not contain control, format or line-separator characters";
+  // Raw bodies: JSON escapes carry what a client can send, a lone surrogate included.
+  const cases: Array<[string, string]> = [
+    ['"prod\\nep_forged  devnet"', `${chars} (found U+000A)`],
+    ['"\\u001b[31mred"', `${chars} (found U+001B)`],
+    ['"nul\\u0000"', `${chars} (found U+0000)`],
+    ['"lone \\ud800"', `${chars} (found U+D800)`],
+    ['"line\\u2028break"', `${chars} (found U+2028)`],
+    ['"\\u202egnp.exe"', `${chars} (found U+202E)`],
+    [JSON.stringify('x'.repeat(101)), "'name' must be 1 to 100 characters, got 101"],
+    ['""', "'name' must be 1 to 100 characters, got 0"],
+    ['42', "'name' must be a string"],
+  ];
+  for (const [name, message] of cases) {
+    const r = await send('POST', `${g.base}/api/dashboard/endpoints`, `{"network":"devnet","name":${name}}`, {
+      authorization: `Bearer ${o.key}`, 'content-type': 'application/json',
+    });
+    t.equal(r.status, 400, name);
+    t.same(r.json, { error: { code: 'bad_request', message } }, name);
+  }
+  t.same((await api(g, o.key, 'GET', '/api/dashboard/endpoints')).json, { data: [] }, 'no endpoint was made');
+
+  const long = '🦊'.repeat(100);
+  const made = await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet', name: long });
+  t.equal(made.status, 201, '100 code points are allowed, however many UTF-16 units');
+  t.equal((made.json as { data: { name: string } }).data.name, long);
+  const stored = g.gateway.context.tenancy.store.db.prepare('SELECT CAST(name AS BLOB) FROM endpoints').pluck().get() as Buffer;
+  t.same(stored, Buffer.from(long, 'utf8'), 'stored as valid UTF-8');
+  t.equal((await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet', name: null })).status, 201, 'null is no name');
+});
+
 t.test('401, 402 and 429 with exact bodies on single and batch requests', async (t) => {
   const node = await anvilFor(t);
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) }, plans: { tiny: { rps: 5, max_endpoints: 5 } } });

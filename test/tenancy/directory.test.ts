@@ -162,3 +162,14 @@ t.test('owner records', async (t) => {
   t.equal(dir.ownerByManagementKey('x'.repeat(48)), null);
   t.equal(dir.ownerByManagementKey(managementKey.slice(0, 32)), null, 'an API-key-shaped string is not a management key');
 });
+
+t.test('an endpoint name that could reach a terminal raw is refused before anything is written', async (t) => {
+  const { dir, admin } = setup(t);
+  const { id: owner } = admin.createOwner('acme', 'free', 100);
+  for (const name of ['prod\nep_forged  1  mainnet', '\u001b[31mred', 'nul\u0000', 'lone\udc00', '', 'x'.repeat(101)]) {
+    t.throws(() => dir.createEndpoint(owner, 'mainnet', name, 10), RangeError, JSON.stringify(name));
+  }
+  t.same(dir.listEndpoints(owner), []);
+  t.equal(created(dir.createEndpoint(owner, 'mainnet', '東京 🦊', 10)).id.slice(0, 3), 'ep_');
+  t.same(dir.listEndpoints(owner).map((e) => e.name), ['東京 🦊']);
+});
