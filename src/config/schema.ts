@@ -3,7 +3,7 @@ import {
   type Errors, isObject, readBool, readEnum, readInt, readNumber, readObject, readString, readStringList, readStringMap, readUrl,
 } from './checks.js';
 import { unknownBeaconCostPaths } from '../beacon/costs.js';
-import { isAllowedMethod } from '../jsonrpc/methods.js';
+import { ALLOWED_METHODS, isAllowedMethod } from '../jsonrpc/methods.js';
 
 /** One upstream node of a chain. */
 export interface UpstreamConfig {
@@ -240,7 +240,9 @@ function readRu(raw: unknown, errors: Errors): Config['ru'] {
   const methods = readCostMap(o.methods, 'ru.methods', 'method names', errors);
   // A cost for a method outside the allowlist would never be charged: most likely a misspelt name.
   for (const m of Object.keys(methods)) {
-    if (!isAllowedMethod(m)) errors.push(`ru.methods.${m}: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)`);
+    if (isAllowedMethod(m)) continue;
+    const meant = ALLOWED_METHODS.find((a) => a.toLowerCase() === m.toLowerCase());
+    errors.push(`ru.methods.${m}: not a method the gateway serves (${meant ? `did you mean ${meant}?` : 'names are case-sensitive, e.g. eth_getLogs'})`);
   }
   return {
     default: readInt(o.default, 'ru.default', d.default, 0, 1_000_000, errors),

@@ -202,7 +202,7 @@ ru:
   t.notOk(bad.ok);
   if (!bad.ok) {
     t.same(bad.errors, [
-      'ru.methods.eth_getlogs: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)',
+      'ru.methods.eth_getlogs: not a method the gateway serves (did you mean eth_getLogs?)',
       'ru.methods.debug_traceTransaction: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)',
       'chains.beta.chain_id: 1 is already the chain_id of chains.alpha; each chain needs its own',
       'chains.gamma.chain_id: 1 is already the chain_id of chains.alpha; each chain needs its own',

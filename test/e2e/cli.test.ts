@@ -1,4 +1,4 @@
-/** The built command line: check-config, devnet serving and refusing a taken port. Needs `npm run build` (npm test does it). */
+/** The built command line: check-config and serve refusing bad configs, devnet serving and refusing a taken port. Needs `npm run build` (npm test does it). */
 import t from 'tap';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -46,7 +46,7 @@ t.test('check-config refuses what serve would fail on or mishandle, and serve re
   const pure = join(dir, 'pure.yaml');
   writeFileSync(pure, `server: { port: 47999, default_chain: a }\nmanagement: { port: 47999 }\nru: { methods: { eth_getlogs: 5 } }\n${chains}`);
   const pureErrors = [
-    'ru.methods.eth_getlogs: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)',
+    'ru.methods.eth_getlogs: not a method the gateway serves (did you mean eth_getLogs?)',
     'chains.b.chain_id: 1 is already the chain_id of chains.a; each chain needs its own',
     'management.port: 47999 is also server.port on 127.0.0.1; the management listener needs a port of its own',
   ];
