@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { intOption, parseArgs, stringOption } from './cli/args.js';
 import { loadConfigFile } from './config/load.js';
+import { preflightConfig } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { devnetBanner, startDevnet } from './devnet/devnet.js';
@@ -13,7 +14,8 @@ const USAGE = `chaingate: a gateway in front of Ethereum execution and consensus
 
 Usage:
   chaingate serve --config FILE         run the gateway (what the systemd unit runs)
-  chaingate check-config --config FILE  validate a config file; exit 0 when valid, 1 with every error
+  chaingate check-config --config FILE  validate a config file and what it names (TLS files, storage, plans
+                                        in use); exit 0 when valid, 1 with every error
   chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
   chaingate --version
 
@@ -46,16 +48,31 @@ function stopOnSignal(log: Logger, stop: () => Promise<unknown>): void {
   process.on('SIGINT', onSignal);
 }
 
+function exitInvalid(path: string, errors: readonly string[]): never {
+  process.stderr.write(`${path}: invalid configuration:\n  ${errors.join('\n  ')}\n`);
+  process.exit(1);
+}
+
 /** Loads a config file, or lists every error with its key path and exits 1. */
 function loadConfigOrExit(path: string): Config {
   const loaded = loadConfigFile(path);
   if (loaded.ok) return loaded.config;
-  process.stderr.write(`${path}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
-  process.exit(1);
+  exitInvalid(path, loaded.errors);
+}
+
+/**
+ * Loads a config file and checks it against this machine (TLS files, storage, plans in use), or lists
+ * every error and exits 1: what serve runs at start and check-config reports, so the two agree.
+ */
+function loadReadyConfigOrExit(path: string): Config {
+  const config = loadConfigOrExit(path);
+  const errors = preflightConfig(config);
+  if (errors.length > 0) exitInvalid(path, errors);
+  return config;
 }
 
 async function serve(configPath: string, log: Logger): Promise<void> {
-  const config = loadConfigOrExit(configPath);
+  const config = loadReadyConfigOrExit(configPath);
   uws();
   const gateway = await startGateway(config, { log });
   log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
@@ -108,7 +125,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     case 'check-config': {
       if (!configPath) throw new Error('check-config needs --config FILE');
-      const config = loadConfigOrExit(configPath);
+      const config = loadReadyConfigOrExit(configPath);
       process.stdout.write(`${configPath}: valid (${Object.keys(config.chains).length} chains)\n`);
       return;
     }

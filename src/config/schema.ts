@@ -3,6 +3,7 @@ import {
   type Errors, isObject, readBool, readEnum, readInt, readNumber, readObject, readString, readStringList, readStringMap, readUrl,
 } from './checks.js';
 import { unknownBeaconCostPaths } from '../beacon/costs.js';
+import { ALLOWED_METHODS, isAllowedMethod } from '../jsonrpc/methods.js';
 
 /** One upstream node of a chain. */
 export interface UpstreamConfig {
@@ -238,9 +239,16 @@ function readRu(raw: unknown, errors: Errors): Config['ru'] {
   const b = readObject(o.beacon, 'ru.beacon', ['default', 'per_event', 'paths'], errors);
   const paths = readCostMap(b.paths, 'ru.beacon.paths', 'Beacon route templates', errors);
   for (const p of unknownBeaconCostPaths(paths)) errors.push(`ru.beacon.paths.${p}: not a Beacon route the gateway serves (write it as its template, e.g. /eth/v2/beacon/blocks/{block_id})`);
+  const methods = readCostMap(o.methods, 'ru.methods', 'method names', errors);
+  // A cost for a method outside the allowlist would never be charged: most likely a misspelt name.
+  for (const m of Object.keys(methods)) {
+    if (isAllowedMethod(m)) continue;
+    const meant = ALLOWED_METHODS.find((a) => a.toLowerCase() === m.toLowerCase());
+    errors.push(`ru.methods.${m}: not a method the gateway serves (${meant ? `did you mean ${meant}?` : 'names are case-sensitive, e.g. eth_getLogs'})`);
+  }
   return {
     default: readInt(o.default, 'ru.default', d.default, 0, 1_000_000, errors),
-    methods: readCostMap(o.methods, 'ru.methods', 'method names', errors),
+    methods,
     notification_per_250_bytes: readInt(o.notification_per_250_bytes, 'ru.notification_per_250_bytes', d.notification_per_250_bytes, 0, 1_000_000, errors),
     beacon: {
       default: readInt(b.default, 'ru.beacon.default', d.beacon_default, 0, 1_000_000, errors),
@@ -325,6 +333,31 @@ function readTenancy(
   };
 }
 
+/** Each evm chain has its own chain_id: two slugs answering eth_chainId alike would be one network twice. */
+function checkChainIds(chains: Record<string, ChainConfig>, errors: Errors): void {
+  const firstWith = new Map<number, string>();
+  for (const c of Object.values(chains)) {
+    // Below 1: refused already as out of range, not a second use.
+    if (c.chain_id === undefined || c.chain_id < 1) continue;
+    const first = firstWith.get(c.chain_id);
+    if (first === undefined) firstWith.set(c.chain_id, c.slug);
+    else errors.push(`chains.${c.slug}.chain_id: ${c.chain_id} is already the chain_id of chains.${first}; each chain needs its own`);
+  }
+}
+
+/** Addresses that take every interface, so they collide with any other host on the same port. */
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
+
+/**
+ * The management listener needs a port of its own. Port 0 (any free port) never collides; two distinct
+ * specific addresses may share a port, a wildcard address shares it with nothing.
+ */
+function checkManagementPort(server: ServerConfig, management: Config['management'], errors: Errors): void {
+  if (management === undefined || management.port === 0 || management.port !== server.port) return;
+  const overlap = management.host === server.host || WILDCARD_HOSTS.has(management.host) || WILDCARD_HOSTS.has(server.host);
+  if (overlap) errors.push(`management.port: ${management.port} is also server.port on ${server.host}; the management listener needs a port of its own`);
+}
+
 /** Validates a parsed YAML document; returns the config or every error found, each with its key path. */
 export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
   const errors: Errors = [];
@@ -343,5 +376,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   const storage = { path: readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path };
   const tenancy = readTenancy(top, errors);
   const streaming = readStreaming(top, errors);
+  checkChainIds(chains, errors);
+  checkManagementPort(server, tenancy.management, errors);
   return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains, ...tenancy, ...streaming } };
 }

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { prepareStatements, type Statements } from './statements.js';
@@ -51,6 +51,41 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
   }
 }
 
+/** What a look at the database finds: no file yet, a file from a newer chaingate, or its live owners per plan. */
+export type StoreSurvey =
+  | { kind: 'absent' }
+  | { kind: 'newer'; message: string }
+  | { kind: 'current'; ownersByPlan: ReadonlyMap<string, number> };
+
+/**
+ * Looks into the database at `path` without creating, migrating or writing it (check-config, and serve
+ * before it opens the store). Throws when the file exists but cannot be opened or read. It opens read-write
+ * on purpose: a read-only connection would leave -wal and -shm files behind, owned by whoever ran the check.
+ */
+export function surveyStore(path: string): StoreSurvey {
+  const file = resolve(path);
+  if (!existsSync(file)) return { kind: 'absent' };
+  const db = new Database(file, { fileMustExist: true, timeout: 1000 });
+  try {
+    const version = userVersion(db);
+    if (version > SCHEMA_VERSION) return { kind: 'newer', message: newerSchemaMessage(version) };
+    const hasOwners = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'owners'`).pluck().get() !== undefined;
+    // Not among the prepared statements: it runs on a file of any version (the first migration made
+    // `owners`), before openStore brings it to the current one. Deleted owners no longer use a plan.
+    const rows = hasOwners
+      ? db.prepare<[], { plan: string; owners: number }>(
+        `SELECT plan, count(*) AS owners FROM owners WHERE deleted_at IS NULL GROUP BY plan ORDER BY plan`).all()
+      : [];
+    return { kind: 'current', ownersByPlan: new Map(rows.map((r) => [r.plan, r.owners])) };
+  } finally {
+    db.close();
+  }
+}
+
+function newerSchemaMessage(version: number): string {
+  return `the database schema is version ${version}, newer than this chaingate (${SCHEMA_VERSION}): upgrade chaingate`;
+}
+
 function userVersion(db: Database.Database): number {
   return db.pragma('user_version', { simple: true }) as number;
 }
@@ -62,7 +97,7 @@ function migrate(db: Database.Database): void {
   db.transaction(() => {
     const from = userVersion(db);
     if (from > SCHEMA_VERSION) {
-      throw new Error(`the database schema is version ${from}, newer than this chaingate (${SCHEMA_VERSION}): upgrade chaingate`);
+      throw new Error(newerSchemaMessage(from));
     }
     for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);

@@ -205,3 +205,42 @@ t.test('the streaming sections and per-chain health keys are validated, each err
     t.ok(bad.errors.some((e) => e.startsWith('ru.beacon.paths./eth/v9/nothing: not a Beacon route')), 'unknown Beacon cost path');
   }
 });
+
+t.test('rules across keys: ru.methods names the allowlist, chain ids differ, the management port is its own', async (t) => {
+  const two = `
+chains:
+  alpha: { chain_id: 1, upstreams: [{ url: "http://a" }] }
+  beta: { chain_id: 1, upstreams: [{ url: "http://b" }] }
+  gamma: { chain_id: 1, upstreams: [{ url: "http://c" }] }
+  beacon: { kind: beacon, upstreams: [{ url: "http://d" }] }
+server: { default_chain: alpha, port: 9000 }
+management: { port: 9000 }
+ru:
+  methods: { eth_call: 30, eth_getlogs: 5, debug_traceTransaction: 100 }
+`;
+  const bad = loadConfigText(two);
+  t.notOk(bad.ok);
+  if (!bad.ok) {
+    t.same(bad.errors, [
+      'ru.methods.eth_getlogs: not a method the gateway serves (did you mean eth_getLogs?)',
+      'ru.methods.debug_traceTransaction: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)',
+      'chains.beta.chain_id: 1 is already the chain_id of chains.alpha; each chain needs its own',
+      'chains.gamma.chain_id: 1 is already the chain_id of chains.alpha; each chain needs its own',
+      'management.port: 9000 is also server.port on 127.0.0.1; the management listener needs a port of its own',
+    ]);
+  }
+  const wildcard = loadConfigText(minimal + 'server: { host: 0.0.0.0, port: 9000 }\nmanagement: { host: 10.0.0.1, port: 9000 }\n');
+  t.same(wildcard.ok ? [] : wildcard.errors, [
+    'management.port: 9000 is also server.port on 0.0.0.0; the management listener needs a port of its own',
+  ], 'a wildcard listener takes the port on every address');
+  for (const [what, extra] of [
+    ['two specific addresses may share a port', 'server: { host: 10.0.0.1, port: 9000 }\nmanagement: { host: 127.0.0.1, port: 9000 }\n'],
+    ['port 0 is any free port, twice', 'server: { port: 0 }\nmanagement: { port: 0 }\n'],
+    ['served methods take costs', 'ru: { methods: { eth_getLogs: 70, eth_subscribe: 12 } }\n'],
+  ] as const) {
+    const ok = loadConfigText(minimal + extra);
+    t.same(ok.ok ? [] : ok.errors, [], what);
+  }
+  const invalidIds = loadConfigText(two.replace(/chain_id: 1/g, 'chain_id: 0').replace('management: { port: 9000 }', '').replace(/ru:\n.*\n/, ''));
+  t.same(invalidIds.ok ? [] : invalidIds.errors.filter((e) => e.includes('already')), [], 'an out-of-range chain_id is not also called a duplicate');
+});

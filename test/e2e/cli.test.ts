@@ -1,4 +1,4 @@
-/** The built command line: check-config, devnet serving and refusing a taken port. Needs `npm run build` (npm test does it). */
+/** The built command line: check-config and serve refusing bad configs, devnet serving and refusing a taken port. Needs `npm run build` (npm test does it). */
 import t from 'tap';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -29,6 +29,68 @@ t.test('check-config exits 0 for a valid file and 1 listing every error', async 
   const missing = spawnSync(process.execPath, [main, 'check-config', '--config', join(dir, 'absent.yaml')], { encoding: 'utf8' });
   t.equal(missing.status, 1);
   t.match(missing.stderr, /cannot read the config file \(ENOENT\)/);
+});
+
+/** Runs the built CLI to its end; a serve that starts listening instead of refusing is stopped after 20 s. */
+function cli(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, [main, ...args], { cwd: dir, encoding: 'utf8', timeout: 20000 });
+}
+
+/** The error lines of an invalid-configuration report, without the indentation. */
+function reported(stderr: string): string[] {
+  return stderr.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.trim());
+}
+
+t.test('check-config refuses what serve would fail on or mishandle, and serve refuses it at start, each under its key', async (t) => {
+  const chain = (slug: string): string => `  ${slug}: { chain_id: 1, upstreams: [{ url: "http://127.0.0.1:1" }] }\n`;
+  const chains = `chains:\n${chain('a')}${chain('b')}`;
+  const pure = join(dir, 'pure.yaml');
+  writeFileSync(pure, `server: { port: 47999, default_chain: a }\nmanagement: { port: 47999 }\nru: { methods: { eth_getlogs: 5 } }\n${chains}`);
+  const pureErrors = [
+    'ru.methods.eth_getlogs: not a method the gateway serves (did you mean eth_getLogs?)',
+    'chains.b.chain_id: 1 is already the chain_id of chains.a; each chain needs its own',
+    'management.port: 47999 is also server.port on 127.0.0.1; the management listener needs a port of its own',
+  ];
+  const tlsDir = join(dir, 'no-such-dir');
+  const notDir = join(dir, 'a-file');
+  writeFileSync(notDir, '');
+  const machine = join(dir, 'machine.yaml');
+  writeFileSync(machine, `server: { port: 0, tls: { cert_file: ${tlsDir}/cert.pem, key_file: ${tlsDir}/key.pem } }\n` +
+    `storage: { path: ${notDir}/data/chaingate.db }\nchains:\n${chain('a')}`);
+  const machineErrors = [
+    `server.tls.cert_file: cannot read ${tlsDir}/cert.pem (ENOENT)`,
+    `server.tls.key_file: cannot read ${tlsDir}/key.pem (ENOENT)`,
+    `storage.path: cannot create ${notDir}/data/chaingate.db: ${notDir} is not a directory`,
+  ];
+  for (const [file, errors] of [[pure, pureErrors], [machine, machineErrors]] as const) {
+    for (const command of ['check-config', 'serve']) {
+      const r = cli([command, '--config', file]);
+      t.equal(r.status, 1, `${command} ${file} exits 1`);
+      t.same(reported(r.stderr), errors, `${command} names every problem by its key`);
+    }
+  }
+});
+
+t.test('a plans section that drops a plan owners are on is refused by check-config and serve', async (t) => {
+  const db = join(dir, 'plans', 'chaingate.db');
+  const base = `server: { port: 0 }\nstorage: { path: ${db} }\nchains:\n  devnet: { chain_id: 31337, upstreams: [{ url: "http://127.0.0.1:1" }] }\n`;
+  const defaults = join(dir, 'plans-default.yaml');
+  writeFileSync(defaults, base);
+  for (const name of ['one', 'two', 'three']) t.equal(cli(['owner', 'create', '--name', name, '--plan', 'growth', '--ru', '0', '--config', defaults]).status, 0);
+  const dropped = join(dir, 'plans-dropped.yaml');
+  writeFileSync(dropped, `${base}plans:\n  gold: { rps: 10 }\n`);
+  for (const command of ['check-config', 'serve']) {
+    const r = cli([command, '--config', dropped]);
+    t.equal(r.status, 1, `${command} exits 1`);
+    t.same(reported(r.stderr), [
+      "plans: plan 'growth' is used by 3 owners but is not configured (configure it, or move them to a configured plan with chaingate owner set-plan)",
+    ]);
+  }
+  const kept = join(dir, 'plans-kept.yaml');
+  writeFileSync(kept, `${base}plans:\n  gold: { rps: 10 }\n  growth: { rps: 10 }\n`);
+  const ok = cli(['check-config', '--config', kept]);
+  t.equal(ok.status, 0, ok.stderr);
+  t.match(ok.stdout, /valid/);
 });
 
 function waitForOutput(child: ChildProcess, pattern: RegExp, ms: number): Promise<string> {

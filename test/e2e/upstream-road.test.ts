@@ -87,7 +87,7 @@ t.test('an https upstream with configured headers, credentials kept out of logs 
         chain_id: 1,
         upstreams: [{ url: `https://127.0.0.1:${node.port}/v3/provider-secret-path?key=query-secret`, headers: { 'X-Node-Token': 'header-secret' } }],
       },
-      dead: { chain_id: 1, upstreams: [{ url: 'http://operator:password-secret@127.0.0.1:1/path-secret' }] },
+      dead: { chain_id: 2, upstreams: [{ url: 'http://operator:password-secret@127.0.0.1:1/path-secret' }] },
     },
     server: { default_chain: 'devnet' },
   }, { ca: cert });

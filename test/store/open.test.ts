@@ -1,8 +1,8 @@
 import t from 'tap';
 import Database from 'better-sqlite3';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { openStore } from '../../src/store/open.js';
+import { openStore, surveyStore } from '../../src/store/open.js';
 import { SCHEMA_VERSION } from '../../src/store/migrations.js';
 import { addOwner, tempDbPath, tempStore } from './temp-store.js';
 
@@ -64,4 +64,41 @@ t.test('a failed migration leaves the file at its old version', async (t) => {
 t.test('owners may not be referenced before they exist (foreign keys are on)', async (t) => {
   const store = tempStore(t);
   t.throws(() => store.sql.admin.insertCredit.run(999, 10, 0), /FOREIGN KEY/);
+});
+
+t.test('a survey counts live owners per plan and leaves the file as it found it', async (t) => {
+  const path = tempDbPath(t);
+  t.same(surveyStore(path), { kind: 'absent' });
+  t.notOk(existsSync(path), 'an absent file is not created');
+  const store = openStore(path);
+  for (const plan of ['pro', 'pro', 'pro', 'free']) addOwner(store.db, 0, plan);
+  const gone = addOwner(store.db, 0, 'gone');
+  store.db.prepare('UPDATE owners SET deleted_at = 1 WHERE id = ?').run(gone);
+  store.db.prepare(`UPDATE owners SET suspended = 1 WHERE plan = 'free'`).run();
+  store.close();
+  t.same(surveyStore(path), { kind: 'current', ownersByPlan: new Map([['free', 1], ['pro', 3]]) }, 'suspended owners count, deleted ones do not');
+  t.same(readdirSync(dirname(path)), ['chaingate.db'], 'no -wal or -shm file is left behind');
+  // Next to the daemon's open connection, with its uncheckpointed writes in the WAL.
+  const daemon = tempStore(t, path);
+  addOwner(daemon.db, 0, 'pro');
+  t.same(surveyStore(path), { kind: 'current', ownersByPlan: new Map([['free', 1], ['pro', 4]]) });
+});
+
+t.test('a survey reads without migrating, and names a newer schema where openStore would refuse it', async (t) => {
+  const empty = tempDbPath(t);
+  writeFileSync(empty, '');
+  t.same(surveyStore(empty), { kind: 'current', ownersByPlan: new Map() });
+  const check = new Database(empty);
+  t.equal(check.pragma('user_version', { simple: true }), 0, 'not migrated');
+  check.close();
+  const newer = tempDbPath(t);
+  const raw = new Database(newer);
+  raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+  raw.close();
+  t.same(surveyStore(newer), {
+    kind: 'newer', message: `the database schema is version ${SCHEMA_VERSION + 1}, newer than this chaingate (${SCHEMA_VERSION}): upgrade chaingate`,
+  });
+  const notDb = tempDbPath(t);
+  writeFileSync(notDb, 'not a database, just text long enough to fill a header of a hundred bytes or so ........................');
+  t.throws(() => surveyStore(notDb), /not a database/);
 });
