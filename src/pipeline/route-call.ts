@@ -13,9 +13,14 @@
  *   that is not JSON-RPC;
  * - when a whole answer is a node error meaning "not there yet" (NOT_THERE_YET: a node a few blocks behind
  *   asked about a block it has not seen); should the retry fail, the client gets that first answer;
- * - when the attempt has not begun answering after half the deadline (a hanging node): the second attempt
- *   races the first, which keeps its own timeout, and whichever begins answering first is the answer.
- * So a client never waits longer than timeout_s for an answer to start, as with a single node.
+ * - when the attempt has not begun answering after half the deadline (a hanging node), or sooner, as soon as its
+ *   node is out for failing, or suspected (a head probe of it a second late, see health.ts) while another node
+ *   in rotation is not: the second attempt races the first, which keeps its own timeout, and whichever begins
+ *   answering first is the answer. The first attempt's node is looked at every HEDGE_CHECK_MS at most, by the
+ *   one timer that fires the hedge. When every node is suspected they are slow alike, and sending each slow
+ *   call twice would only load them more.
+ * So a client never waits longer than timeout_s for an answer to start, as with a single node, and a call
+ * caught on a node that hangs waits about as long as the prober takes to suspect it.
  *
  * eth_sendRawTransaction goes to every upstream in rotation at once (broadcast.ts). eth_blockNumber is
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
@@ -33,6 +38,8 @@ const NOT_THERE_YET = /header not found|unknown block|block not found|could not 
 
 /** The share of the deadline after which a silent attempt gets a second one beside it. */
 const HEDGE_AFTER = 0.5;
+/** Until then a silent attempt's node is looked at about this often, in ms, for being suspected or failing. */
+const HEDGE_CHECK_MS = 250;
 /** A retry needs at least this much of the deadline left, in ms. */
 const MIN_RETRY_MS = 100;
 
@@ -160,6 +167,8 @@ class Failover implements ForwardCall {
   /** A "not there yet" answer held while another attempt may do better. */
   fallback: Buffer | null = null;
   hedge: ReturnType<typeof setTimeout> | null = null;
+  /** Looks at the first attempt's node left before the hedge fires at HEDGE_AFTER of the deadline anyway. */
+  hedgeChecksLeft = 0;
 
   constructor(
     private readonly chain: RoutedChain, readonly method: string, private readonly paramsJson: string,
@@ -221,12 +230,32 @@ class Failover implements ForwardCall {
     return a;
   }
 
+  /** One timer, refreshed rather than made anew, so a call costs no more than a plain hedge at half. Looks are
+   *  counted, not timed, so the last one is the hedge at half whatever the timers' drift. */
   startHedge(): void {
-    this.hedge = setTimeout(() => {
-      this.hedge = null;
-      if (!this.done && this.winner === null && this.second === null) this.retry();
-    }, this.chain.timeoutMs * HEDGE_AFTER);
+    const hedgeAfterMs = this.chain.timeoutMs * HEDGE_AFTER;
+    this.hedgeChecksLeft = Math.ceil(hedgeAfterMs / HEDGE_CHECK_MS);
+    this.hedge = setTimeout(() => this.checkHedge(), hedgeAfterMs / this.hedgeChecksLeft);
     this.hedge.unref?.();
+  }
+
+  private checkHedge(): void {
+    const hedge = this.hedge;
+    if (hedge === null || this.done || this.winner !== null || this.second !== null) return;
+    const index = this.first!.index;
+    const u = this.health.upstreams[index]!;
+    if (--this.hedgeChecksLeft > 0 && !u.failing && !(u.suspected && this.unsuspectedBesides(index))) {
+      hedge.refresh();
+      return;
+    }
+    this.hedge = null;
+    this.retry();
+  }
+
+  /** Whether a node in rotation other than `index` is not suspected. */
+  private unsuspectedBesides(index: number): boolean {
+    const upstreams = this.health.upstreams;
+    return this.health.healthyIndices().some((i) => i !== index && !upstreams[i]!.suspected);
   }
 
   abort(): void {

@@ -10,12 +10,20 @@ import { upstreamLabel } from './upstream-url.js';
 /**
  * How the chain's prober runs (see prober.ts): heads of nodes in rotation are polled every second, so lag is
  * judged on heads about a second old, and a node that stops answering while no call reaches it is out after
- * three refused polls (about 3 s) or one poll given up on (under 4.5 s when it hangs); nodes out of rotation are
- * probed every 1.5 s, so one that recovers is back within 1.5 s plus its answer (2.5 + 1.5 s when a probe of
- * it was hanging). A probe is given up after 2.5 s. The prober keeps two probes of a node intervalMs / 2
- * apart, which must stay under headIntervalMs or timer jitter skips polls.
+ * three refused polls (about 3 s) or one poll given up on (within 3.5 s when it hangs: a poll starts within
+ * 1 s, is suspected 1 s later and given up 2.5 s after it started); nodes out of rotation are probed every
+ * 1.5 s, so one that recovers is back within 1.5 s plus its answer (2.5 + 1.5 s when a probe of it was
+ * hanging). The prober keeps two probes of a node intervalMs / 2 apart, which must stay under headIntervalMs
+ * or timer jitter skips polls.
  */
 const PROBER_DEFAULTS: Required<Omit<ProberOptions, 'timers'>> = { intervalMs: 1_500, headIntervalMs: 1_000, probeTimeoutMs: 2_500 };
+
+/**
+ * A probe's own request timeout sits this far past the prober's deadline, in ms, so the prober gives a hanging
+ * probe up first and counts it as a hang. With the two equal the request's timeout won, the hang counted as an
+ * ordinary failure, and three were needed: a hanging node stayed in rotation about 9 s.
+ */
+const PROBE_REQUEST_SLACK_MS = 1_000;
 
 /**
  * eth_blockNumber is answered from the heads the gateway knows when the best one was reported this recently,
@@ -183,7 +191,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     call,
     startHealthChecks() {
       if (prober !== null || closed) return;
-      prober = startProber(health, (index, signal) => readHead(upstreams[index]!, probeTimeoutMs, signal), proberOptions);
+      const requestTimeoutMs = probeTimeoutMs + PROBE_REQUEST_SLACK_MS;
+      prober = startProber(health, (index, signal) => readHead(upstreams[index]!, requestTimeoutMs, signal), proberOptions);
     },
     close() {
       closed = true;

@@ -10,6 +10,10 @@
  * - or one head probe left unanswered until the prober gave up on it (reportProbe with `hung`): a node that
  *   cannot tell its block number within the probe timeout serves nothing well, and waiting for three such
  *   probes would keep a hanging node in rotation for about 9 s.
+ * Suspected (still in rotation): a head probe has gone unanswered for SUSPECT_AFTER_MS. A head answer is a few
+ * bytes, so a node this late with one is likely hanging; until the probe answers or is given up, while some node
+ * in rotation is not suspected, selection sends calls there and calls already waiting on it are hedged at once
+ * (route-call.ts) instead of after half their deadline.
  * A failing node stays out until a successful probe (reportProbe with a head): calls that complete meanwhile
  * are counted but do not restore it, since only probes reach it once it is out. Restoring forgets the
  * outcomes counted so far, so the spell that took it out does not take it out again at the next failure.
@@ -29,6 +33,9 @@ export const FAILURE_STREAK = 3;
 export const ERROR_RATE_LIMIT = 0.5;
 /** Outcomes in the window needed before the error rate is judged: two failures out of three calls say little. */
 export const MIN_CALLS_JUDGED = 10;
+/** A head probe unanswered this long makes its node suspected, in ms: a local node answers one in about a
+ *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain.ts). */
+export const SUSPECT_AFTER_MS = 1_000;
 /** The sliding window for error rate and p50, in ms, kept as WINDOW_BUCKETS buckets of BUCKET_MS. */
 export const WINDOW_MS = 10_000;
 const BUCKET_MS = 1000;
@@ -68,6 +75,9 @@ export interface UpstreamHealth {
   readonly label: string;
   /** Calls in flight to this upstream: the caller increments it before a call and decrements it when it settles. */
   inflight: number;
+  /** Clock time the head probe in flight to this node started, null with none: the prober sets it when a probe
+   *  starts and clears it when the probe settles or is given up. */
+  probeSince: number | null;
   /** Outcome of a forwarded call: 'ok' for any JSON-RPC answer (an error object included), 'failed' for a
    *  connection error, timeout, 5xx or unparseable answer. A non-finite or negative latency counts the outcome only. */
   record(outcome: 'ok' | 'failed', latencyMs: number): void;
@@ -78,6 +88,9 @@ export interface UpstreamHealth {
   reportProbe(head: number | null, latencyMs: number, hung?: boolean): void;
   /** Out of rotation for failures (lag aside). */
   readonly failing: boolean;
+  /** A head probe has been unanswered for SUSPECT_AFTER_MS or more (see the top of this file); says nothing of
+   *  rotation. */
+  readonly suspected: boolean;
   /** Latest reported head, or null. */
   readonly head: number | null;
   /** Clock time of the latest head report, or null. */
@@ -226,6 +239,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   const health: UpstreamHealth = {
     label,
     inflight: 0,
+    probeSince: null,
     record,
     reportHead,
     reportProbe(probedHead, latencyMs, hung = false) {
@@ -240,6 +254,10 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     },
     get failing() {
       return failing;
+    },
+    get suspected() {
+      const since = health.probeSince;
+      return since !== null && clock() - since >= SUSPECT_AFTER_MS;
     },
     get head() {
       return head;

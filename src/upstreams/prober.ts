@@ -6,15 +6,18 @@
  *   reads a head restores a failing node (see health.ts), and the head read judges its lag.
  * - At start and every headIntervalMs (default 5 s), each node in rotation is probed for its head unless
  *   something other than these polls (its newHeads feed) reported its head in the last headIntervalMs.
- * - A probe unanswered after probeTimeoutMs (default 3 s) is aborted through its signal and takes the node out
- *   of rotation at once (health.ts); it is noticed at the next tick of either loop, so within probeTimeoutMs
- *   plus the shorter interval.
+ * - A probe unanswered after probeTimeoutMs (default 3 s) is given up by its own timer, at that moment rather
+ *   than at the next tick: aborted through its signal, it takes the node out of rotation at once (health.ts).
+ *   The probe's own request timeout must lie beyond probeTimeoutMs (chain.ts): a probe that fails by itself is
+ *   an ordinary failure, and three of those in a row are needed.
+ * - While a probe is in flight the node's probeSince is set, so a probe late by SUSPECT_AFTER_MS makes the node
+ *   suspected (health.ts) well before it is given up.
  *
  * Rate: one probe in flight per node at most, and two probes of one node start at least intervalMs / 2 apart
  * (half, so timer jitter never skips a tick). A node that recovers is back in rotation within intervalMs plus
  * its answer time; when a probe of it was hanging as it recovered, within probeTimeoutMs + intervalMs plus its
- * answer time (the hung probe is given up at the first tick past its deadline, and the next starts at that
- * tick): with the defaults 5 s plus the answer, within 10 s for any node that answers in under 5 s.
+ * answer time (the hung probe is given up at its deadline, and the next starts at the following tick): with the
+ * defaults 5 s plus the answer, within 10 s for any node that answers in under 5 s.
  */
 import type { ChainHealth } from './selection.js';
 
@@ -22,10 +25,12 @@ import type { ChainHealth } from './selection.js';
  *  with one. `signal` aborts when the prober gives up on it or stops. */
 export type HeadProbe = (index: number, signal: AbortSignal) => Promise<number>;
 
-/** The interval timers the prober uses; default the global ones, unref'd so they never hold the process. */
-export interface IntervalTimers {
+/** The timers the prober uses; default the global ones, unref'd so they never hold the process. */
+export interface ProberTimers {
   setInterval(fn: () => void, ms: number): unknown;
   clearInterval(handle: unknown): void;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
 }
 
 export interface ProberOptions {
@@ -35,7 +40,7 @@ export interface ProberOptions {
   headIntervalMs?: number;
   /** A probe unanswered this long counts as failed, in ms; default 3_000. */
   probeTimeoutMs?: number;
-  timers?: IntervalTimers;
+  timers?: ProberTimers;
 }
 
 export interface Prober {
@@ -47,14 +52,18 @@ const DEFAULT_INTERVAL_MS = 2_000;
 const DEFAULT_HEAD_INTERVAL_MS = 5_000;
 const DEFAULT_PROBE_TIMEOUT_MS = 3_000;
 
-const globalTimers: IntervalTimers = {
+const globalTimers: ProberTimers = {
   setInterval(fn, ms) {
-    const handle = setInterval(fn, ms);
-    handle.unref();
-    return handle;
+    return setInterval(fn, ms).unref();
   },
   clearInterval(handle) {
     clearInterval(handle as NodeJS.Timeout);
+  },
+  setTimeout(fn, ms) {
+    return setTimeout(fn, ms).unref();
+  },
+  clearTimeout(handle) {
+    clearTimeout(handle as NodeJS.Timeout);
   },
 };
 
@@ -67,6 +76,8 @@ function positiveMs(value: number | undefined, fallback: number, name: string): 
 interface InFlight {
   startedAt: number;
   controller: AbortController;
+  /** The timer that gives the probe up at probeTimeoutMs. */
+  deadline: unknown;
 }
 
 export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberOptions = {}): Prober {
@@ -85,9 +96,11 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
 
   function launch(index: number, now: number): void {
     if (inFlight[index] !== null || now - lastStart[index]! < intervalMs / 2) return;
-    const entry: InFlight = { startedAt: now, controller: new AbortController() };
+    const entry: InFlight = { startedAt: now, controller: new AbortController(), deadline: null };
     inFlight[index] = entry;
     lastStart[index] = now;
+    upstreams[index]!.probeSince = now;
+    entry.deadline = timers.setTimeout(() => giveUp(index, entry), probeTimeoutMs);
     let pending: Promise<number>;
     try {
       pending = probe(index, entry.controller.signal);
@@ -100,35 +113,36 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
     );
   }
 
-  function settle(index: number, entry: InFlight, head: number | null): void {
-    // A probe given up on, or one outliving stop(), has already been accounted for.
-    if (stopped || inFlight[index] !== entry) return;
+  /** Ends the probe in flight to `index`; false when `entry` is no longer it (given up, or after stop()). */
+  function end(index: number, entry: InFlight): boolean {
+    if (stopped || inFlight[index] !== entry) return false;
     inFlight[index] = null;
+    timers.clearTimeout(entry.deadline);
+    upstreams[index]!.probeSince = null;
+    return true;
+  }
+
+  function settle(index: number, entry: InFlight, head: number | null): void {
+    if (!end(index, entry)) return;
     const u = upstreams[index]!;
     u.reportProbe(head, clock() - entry.startedAt);
     polledHeadAt[index] = u.headAt;
   }
 
-  function abandonHung(now: number): void {
-    for (let i = 0; i < inFlight.length; i++) {
-      const entry = inFlight[i];
-      if (entry == null || now - entry.startedAt < probeTimeoutMs) continue;
-      inFlight[i] = null;
-      entry.controller.abort();
-      upstreams[i]!.reportProbe(null, now - entry.startedAt, true);
-    }
+  function giveUp(index: number, entry: InFlight): void {
+    if (!end(index, entry)) return;
+    entry.controller.abort();
+    upstreams[index]!.reportProbe(null, clock() - entry.startedAt, true);
   }
 
   function probeOutOfRotation(): void {
     const now = clock();
-    abandonHung(now);
     const healthy = new Set(health.healthyIndices());
     for (let i = 0; i < upstreams.length; i++) if (!healthy.has(i)) launch(i, now);
   }
 
   function pollStaleHeads(): void {
     const now = clock();
-    abandonHung(now);
     for (const i of health.healthyIndices()) {
       const headAt = upstreams[i]!.headAt;
       const fedRecently = headAt !== null && headAt !== polledHeadAt[i] && now - headAt < headIntervalMs;
@@ -143,11 +157,13 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
   return {
     stop() {
       if (stopped) return;
-      stopped = true;
       timers.clearInterval(probeTimer);
       timers.clearInterval(headTimer);
-      for (const entry of inFlight) entry?.controller.abort();
-      inFlight.fill(null);
+      for (let i = 0; i < inFlight.length; i++) {
+        const entry = inFlight[i];
+        if (entry != null && end(i, entry)) entry.controller.abort();
+      }
+      stopped = true;
     },
   };
 }

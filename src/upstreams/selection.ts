@@ -11,6 +11,10 @@
  * gathers calls in flight, or errors, is weighed down until it drains. Every node in rotation keeps getting
  * some calls, so its latency stays measured. Power of two choices would send nothing at all to the slower
  * of two idle nodes.
+ *
+ * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
+ * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
+ * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
  */
 import { performance } from 'node:perf_hooks';
 import { checkMaxLagBlocks, createUpstreamHealth, isLagging, type UpstreamHealth } from './health.js';
@@ -27,8 +31,8 @@ export interface ChainHealth {
   readonly clock: () => number;
   /** Best head among nodes that are not failing (the answer eth_blockNumber may give); null when none is known. */
   bestHead(): number | null;
-  /** Index of the upstream for the next call, never one in `exclude`; null when no other node is in rotation
-   *  (the caller answers 502 at once). */
+  /** Index of the upstream for the next call, never one in `exclude`, a suspected one only when every other
+   *  is; null when no other node is in rotation (the caller answers 502 at once). */
   pick(exclude?: ReadonlySet<number>): number | null;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
@@ -69,17 +73,27 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   const candidates: number[] = [];
   const weights: number[] = [];
 
+  /** Drops the suspected candidates when some are not. */
+  function dropSuspected(): void {
+    let kept = 0;
+    for (const i of candidates) if (!upstreams[i]!.suspected) candidates[kept++] = i;
+    if (kept > 0) candidates.length = kept;
+  }
+
   function pick(exclude?: ReadonlySet<number>): number | null {
     const best = bestHead();
     candidates.length = 0;
     let fastestKnown = Infinity;
+    let suspects = 0;
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
       if (exclude?.has(i) || !inRotation(u, best)) continue;
       candidates.push(i);
+      if (u.suspected) suspects++;
       if (u.ewmaMs !== null && u.ewmaMs < fastestKnown) fastestKnown = u.ewmaMs;
     }
     if (candidates.length === 0) return null;
+    if (suspects > 0) dropSuspected();
     if (candidates.length === 1) return candidates[0]!;
     // A node not measured yet is taken to be as fast as the fastest, so it gets its share and is measured.
     const unknownMs = fastestKnown === Infinity ? LATENCY_FLOOR_MS : fastestKnown;

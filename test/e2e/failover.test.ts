@@ -1,8 +1,9 @@
 /**
  * Several upstreams per chain end to end: a node killed under load, a lagging node, a node behind by a few
- * blocks, failing and hanging nodes, the broadcast of a raw transaction, no healthy upstream, and /healthz
- * and /readyz following a node's death and return. Real anvils throughout; scripted HTTP nodes only for
- * what anvil cannot be made to do (5xx, hang, chosen rejections).
+ * blocks, failing and hanging nodes, a node stopped (SIGSTOP) under calls, the broadcast of a raw
+ * transaction, no healthy upstream, and /healthz and /readyz following a node's death and return. Real
+ * anvils throughout; scripted HTTP nodes only for what anvil cannot be made to do (5xx, a hang on some
+ * methods only, chosen rejections).
  */
 import t, { type Test } from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -166,6 +167,49 @@ t.test('a node answering 500, or hanging, is retried on the other within the dea
   const slowest = Math.max(...answers.map((a) => a.took));
   t.ok(hanging.callsOf('eth_getBalance') > 0, `the hanging node got ${hanging.callsOf('eth_getBalance')} of the reads`);
   t.ok(slowest < 2000, `every answer came before the 2 s timeout (slowest ${slowest} ms)`);
+});
+
+t.test('a node that stops answering (SIGSTOP) is out within about 3.5 s, and calls meanwhile do not wait for it', async (t) => {
+  const b = await anvilFor(t);
+  const a = await startAnvil();
+  // A stopped process holds SIGTERM until it is continued: continue it first, whatever the test did.
+  t.teardown(async () => {
+    a.process.kill('SIGCONT');
+    await a.stop();
+  });
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url], 31337, { timeout_s: 10 }) } });
+  const upstreamA = async () => (await healthOf(g)).chains.devnet!.upstreams[0]!;
+  await until(t, 'both nodes are probed', 5000, async () => (await healthOf(g)).chains.devnet!.upstreams.every((u) => u.head === 0));
+
+  // Stopped, anvil's socket still accepts connections and takes requests; nothing is ever answered.
+  a.process.kill('SIGSTOP');
+  const calls: Array<Promise<{ json: unknown; took: number }>> = [];
+  let calling = true;
+  const caller = (async () => {
+    for (let i = 0; calling; i++) {
+      const started = Date.now();
+      calls.push(rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [addressFor(1000 + i), 'latest'], i)
+        .then((r) => ({ json: r.json, took: Date.now() - started })));
+      await sleep(100);
+    }
+  })();
+  const out = await until(t, 'the stopped node leaves the rotation', 15_000, async () => {
+    const u = await upstreamA();
+    return !u.in_rotation && u.reason === 'failing';
+  });
+  // Half a second more of calls: those started just before it left, and after.
+  await sleep(500);
+  calling = false;
+  await caller;
+  const answers = await Promise.all(calls);
+  t.ok(out <= 5000, `out of rotation ${out} ms after it stopped (a poll within 1 s, given up 2.5 s later)`);
+  const wrong = answers.filter((r, i) => JSON.stringify(r.json) !== JSON.stringify({ jsonrpc: '2.0', id: i, result: '0x0' }));
+  t.equal(wrong.length, 0, `all ${answers.length} calls answered (by the other node)`);
+  const slowest = Math.max(...answers.map((r) => r.took));
+  t.ok(slowest < 4000, `the slowest call took ${slowest} ms, well under half of timeout_s (5 s, when the plain hedge fires)`);
+
+  a.process.kill('SIGCONT');
+  await until(t, 'the node is back once it answers again', 10_000, async () => (await upstreamA()).in_rotation);
 });
 
 t.test('eth_sendRawTransaction goes once to every upstream and is answered once', async (t) => {

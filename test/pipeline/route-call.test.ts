@@ -10,6 +10,7 @@ import type { AnswerSink, ForwardFailure } from '../../src/pipeline/forward.js';
 import { routeCall, type RoutedChain } from '../../src/pipeline/route-call.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamErrorKind, UpstreamRequest } from '../../src/upstreams/http-client.js';
 import { UpstreamError } from '../../src/upstreams/upstream-error.js';
+import { SUSPECT_AFTER_MS } from '../../src/upstreams/health.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 
 /** What a stand-in node does with one call. */
@@ -246,6 +247,50 @@ t.test('a silent node gets a second attempt beside it after half the deadline; t
   await Promise.race([routed.done, new Promise((r) => setTimeout(r, 700))]);
   t.equal(mute[1]!.bodies.length, 1, 'the hedge went to the second node');
   t.same(mute.map((m) => m.aborted), [1, 1], 'an abort drops every attempt');
+});
+
+t.test('a call waiting on a node that turns suspected or failing is hedged then, not at half the deadline', async (t) => {
+  const turns = {
+    // What the prober's late head poll does (health.ts).
+    suspected: (u: RoutedChain['health']['upstreams'][number], now: number) => (u.probeSince = now - SUSPECT_AFTER_MS),
+    failing: (u: RoutedChain['health']['upstreams'][number]) => {
+      for (let k = 0; k < 3; k++) u.record('failed', 1);
+    },
+  };
+  for (const [how, turn] of Object.entries(turns)) {
+    const silent = standIn('silent', () => 'hang');
+    const fine = standIn('fine', () => ({ result: '0x7', afterMs: 5 }));
+    const chain = chainOf([silent, fine], 4000);
+    const started = Date.now();
+    const routed = route(chain, 'eth_getBalance', BALANCE);
+    setTimeout(() => turn(chain.health.upstreams[0]!, chain.health.clock()), 300);
+    const r = await routed.done;
+    const took = Date.now() - started;
+    t.same(r, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x7"}' }, `${how}: answered by the other node`);
+    t.equal(silent.bodies.length, 1, `${how}: the call had gone to the silent node`);
+    t.equal(silent.aborted, 1, `${how}: and is dropped there`);
+    t.ok(took >= 300 && took < 1500, `${how} at 300 ms: answered after ${took} ms, well before the hedge at half (2 s)`);
+  }
+
+  // Every node suspected: they are slow alike, and the hedge waits for half the deadline as before.
+  const slowNodes = [standIn('s1', () => 'hang'), standIn('s2', () => ({ result: '0x9', afterMs: 5 }))];
+  const allSuspected = chainOf(slowNodes, 1600);
+  const begun = Date.now();
+  const slowCall = route(allSuspected, 'eth_getBalance', BALANCE);
+  setTimeout(() => {
+    for (const u of allSuspected.health.upstreams) turns.suspected(u, allSuspected.health.clock());
+  }, 100);
+  t.match((await slowCall.done).body, /"result":"0x9"/);
+  const waited = Date.now() - begun;
+  t.ok(waited >= 790, `every node suspected: hedged at half the deadline (800 ms), after ${waited} ms`);
+
+  // A call made while a node is suspected does not go to it at all.
+  const silent = standIn('silent', () => 'hang');
+  const fine = standIn('fine', () => ({ result: '0x8' }));
+  const chain = chainOf([silent, fine], 4000);
+  turns.suspected(chain.health.upstreams[0]!, chain.health.clock());
+  t.same(await route(chain, 'eth_getBalance', BALANCE).done, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x8"}' });
+  t.equal(silent.bodies.length, 0, 'the suspected node was not asked');
 });
 
 t.test('no upstream in rotation: the call fails at once and no node is asked', async (t) => {

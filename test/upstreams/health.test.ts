@@ -1,6 +1,6 @@
 import t from 'tap';
 import {
-  createUpstreamHealth, ERROR_RATE_LIMIT, FAILURE_STREAK, isLagging, MIN_CALLS_JUDGED, type UpstreamHealth,
+  createUpstreamHealth, ERROR_RATE_LIMIT, FAILURE_STREAK, isLagging, MIN_CALLS_JUDGED, SUSPECT_AFTER_MS, type UpstreamHealth,
 } from '../../src/upstreams/health.js';
 
 function fakeClock(start = 0): { now: () => number; advance(ms: number): void } {
@@ -16,6 +16,7 @@ t.test('the documented thresholds', async (t) => {
   t.equal(FAILURE_STREAK, 3);
   t.equal(ERROR_RATE_LIMIT, 0.5);
   t.equal(MIN_CALLS_JUDGED, 10);
+  t.equal(SUSPECT_AFTER_MS, 1_000);
 });
 
 t.test('a fresh upstream is in rotation with nothing known', async (t) => {
@@ -94,6 +95,20 @@ t.test('a failing upstream stays out until a probe reads a head, and then starts
   t.equal(u.status().inRotation, true, 'the spell that took it out does not count toward the next');
   outcomes(u, 'F');
   t.equal(u.status().reason, 'failing');
+});
+
+t.test('suspected while a probe has been unanswered for SUSPECT_AFTER_MS, and only then', async (t) => {
+  const clock = fakeClock(5_000);
+  const u = createUpstreamHealth('a', { clock: clock.now });
+  t.equal(u.suspected, false, 'no probe in flight');
+  u.probeSince = clock.now();
+  clock.advance(SUSPECT_AFTER_MS - 1);
+  t.equal(u.suspected, false, 'a probe in flight, not late yet');
+  clock.advance(1);
+  t.equal(u.suspected, true, 'late');
+  t.equal(u.status().inRotation, true, 'suspected is not out of rotation');
+  u.probeSince = null;
+  t.equal(u.suspected, false, 'the probe ended');
 });
 
 t.test('p50 and EWMA come from answered calls only', async (t) => {

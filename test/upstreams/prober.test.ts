@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startProber, type IntervalTimers } from '../../src/upstreams/prober.js';
+import { startProber, type ProberTimers } from '../../src/upstreams/prober.js';
 import { createChainHealth, type ChainHealth } from '../../src/upstreams/selection.js';
 
 /** Lets every settled promise run its callbacks. */
@@ -14,23 +14,23 @@ function fakeTime() {
   let now = 0;
   let nextId = 1;
   const pending = new Map<number, Scheduled>();
-  const timers: IntervalTimers = {
-    setInterval(fn, ms) {
-      const id = nextId++;
-      pending.set(id, { id, at: now + ms, every: ms, fn });
-      return id;
-    },
-    clearInterval(handle) {
-      pending.delete(handle as number);
-    },
+  const schedule = (fn: () => void, ms: number, every: number | null): number => {
+    const id = nextId++;
+    pending.set(id, { id, at: now + ms, every, fn });
+    return id;
+  };
+  const timers: ProberTimers = {
+    setInterval: (fn, ms) => schedule(fn, ms, ms),
+    clearInterval: (handle) => pending.delete(handle as number),
+    setTimeout: (fn, ms) => schedule(fn, ms, null),
+    clearTimeout: (handle) => pending.delete(handle as number),
   };
   return {
     timers,
     now: () => now,
     pending,
     after(ms: number, fn: () => void): void {
-      const id = nextId++;
-      pending.set(id, { id, at: now + ms, every: null, fn });
+      schedule(fn, ms, null);
     },
     async advanceTo(target: number): Promise<void> {
       for (;;) {
@@ -51,8 +51,9 @@ function fakeTime() {
   };
 }
 
-/** How a fake node answers a probe: with a head (after some ms), by failing, by hanging, or with nonsense. */
-type Behaviour = { head: number; afterMs?: number } | 'fail' | 'hang' | 'garbage' | 'throw';
+/** How a fake node answers a probe: with a head (after some ms), by failing (at once or after some ms), by
+ *  hanging, or with nonsense. */
+type Behaviour = { head: number; afterMs?: number } | { failAfterMs: number } | 'fail' | 'hang' | 'garbage' | 'throw';
 
 interface ProbeCall { index: number; at: number; signal: AbortSignal }
 
@@ -72,6 +73,7 @@ function setup(n: number, behaviour: Behaviour[], maxLagBlocks = 5) {
     if (b === 'hang') {
       return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted'))));
     }
+    if ('failAfterMs' in b) return new Promise((_, reject) => time.after(b.failAfterMs, () => reject(new Error('timeout'))));
     if (b.afterMs === undefined) return Promise.resolve(b.head);
     return new Promise((resolve) => time.after(b.afterMs!, () => resolve(b.head)));
   };
@@ -132,11 +134,15 @@ t.test('a probe that hangs is given up and the next one restores the node', asyn
   await time.advanceTo(2_500);
   t.same(startsOf(0), [2_000], 'first probe at the first tick, hanging');
   behaviour[0] = { head: 9 };
-  await time.advanceTo(5_999);
+  await time.advanceTo(4_999);
   t.same(startsOf(0), [2_000], 'no second probe while the first is in flight');
+  t.equal(calls[0]!.signal.aborted, false);
+  await time.advanceTo(5_000);
+  t.equal(calls[0]!.signal.aborted, true, 'the hung probe is aborted at its deadline, 3 s after it started');
+  await time.advanceTo(5_999);
+  t.same(startsOf(0), [2_000], 'the next probe waits for the next tick');
   t.equal(health.pick(), null);
   await time.advanceTo(6_000);
-  t.equal(calls[0]!.signal.aborted, true, 'the hung probe is aborted');
   t.same(startsOf(0), [2_000, 6_000]);
   t.equal(health.pick(), 0);
   t.ok(6_000 - 2_500 <= 10_000, 'back within 10 s of recovering');
@@ -144,24 +150,58 @@ t.test('a probe that hangs is given up and the next one restores the node', asyn
   t.equal(health.upstreams[0]!.status().calls, 1);
 });
 
-t.test('a node in rotation whose head poll hangs is out as soon as the poll is given up', async (t) => {
+t.test('a node in rotation whose head poll hangs is out the moment the poll is given up, as a hang', async (t) => {
   // Defaults as the gateway runs them (chain.ts): polls every 1 s, probes every 1.5 s, given up after 2.5 s.
+  // 'hang' never settles by itself; failAfterMs 2_500 fails when the poll is given up, as a request timeout
+  // equal to probeTimeoutMs did: it counted as an ordinary failure, and three polls were needed (9.5 s).
+  for (const hang of ['hang', { failAfterMs: 2_500 }] as const) {
+    const what = JSON.stringify(hang);
+    const behaviour: Behaviour[] = [{ head: 7 }, { head: 7 }];
+    const { time, health, probe, startsOf } = setup(2, behaviour);
+    const prober = startProber(health, probe, { timers: time.timers, intervalMs: 1_500, headIntervalMs: 1_000, probeTimeoutMs: 2_500 });
+    await time.advanceTo(500);
+    t.same(health.healthyIndices(), [0, 1], `${what}: both answered the first poll`);
+    behaviour[0] = hang;
+    let out = -1;
+    for (let at = 600; at <= 12_000 && out < 0; at += 100) {
+      await time.advanceTo(at);
+      if (!health.healthyIndices().includes(0)) out = at;
+    }
+    prober.stop();
+    t.equal(out, 3_500, `${what}: out when the poll started at 1 s is given up, 2.5 s later`);
+    t.same(startsOf(0), [0, 1_000], `${what}: one hanging poll was enough`);
+    t.equal(health.upstreams[0]!.status().reason, 'failing', what);
+    const { calls, errorRate } = health.upstreams[0]!.status();
+    t.equal(Math.round(calls * errorRate), 1, `${what}: one failure counted (${calls} outcomes, ${errorRate} failed)`);
+  }
+});
+
+t.test('a poll a second late makes its node suspected until it answers or is given up', async (t) => {
   const behaviour: Behaviour[] = [{ head: 7 }, { head: 7 }];
   const { time, health, probe } = setup(2, behaviour);
   const prober = startProber(health, probe, { timers: time.timers, intervalMs: 1_500, headIntervalMs: 1_000, probeTimeoutMs: 2_500 });
   t.teardown(() => prober.stop());
   await time.advanceTo(500);
-  t.same(health.healthyIndices(), [0, 1], 'both answered the first poll');
+  // Late but answering: suspected from 1 s into the poll until its answer at 1.2 s.
+  behaviour[0] = { head: 8, afterMs: 1_200 };
+  await time.advanceTo(1_999);
+  t.equal(health.upstreams[0]!.suspected, false, 'the poll started at 1 s is not late yet');
+  await time.advanceTo(2_000);
+  t.equal(health.upstreams[0]!.suspected, true, 'a second late: suspected');
+  t.same(health.healthyIndices(), [0, 1], 'and still in rotation');
+  t.same(Array.from({ length: 20 }, () => health.pick()), Array(20).fill(1), 'calls go to the other node');
+  await time.advanceTo(2_200);
+  t.equal(health.upstreams[0]!.suspected, false, 'the answer ends it');
+  t.equal(health.upstreams[0]!.head, 8);
+  // Hanging: suspected a second into the next poll (at 3 s), out when it is given up (at 5.5 s).
   behaviour[0] = 'hang';
-  let out = -1;
-  for (let at = 600; at <= 10_000 && out < 0; at += 100) {
-    await time.advanceTo(at);
-    if (!health.healthyIndices().includes(0)) out = at;
-  }
-  t.equal(health.upstreams[0]!.status().reason, 'failing');
-  t.ok(out > 0 && out - 500 <= 4_500, `out ${out - 500} ms after it began hanging (a poll starts within 1 s, is given up 2.5 s later, noticed within 1 s)`);
-  const { calls, errorRate } = health.upstreams[0]!.status();
-  t.equal(Math.round(calls * errorRate), 1, `one failure was enough (${calls} outcomes, ${errorRate} failed)`);
+  await time.advanceTo(3_999);
+  t.equal(health.upstreams[0]!.suspected, false);
+  await time.advanceTo(4_000);
+  t.equal(health.upstreams[0]!.suspected, true);
+  await time.advanceTo(5_500);
+  t.same(health.healthyIndices(), [1]);
+  t.equal(health.upstreams[0]!.probeSince, null, 'given up: no probe in flight');
 });
 
 t.test('heads are polled every headIntervalMs only for nodes no feed keeps current', async (t) => {
@@ -221,7 +261,8 @@ t.test('stop() ends both loops and ignores probes still in flight', async (t) =>
   t.equal(calls.length, 2, 'nothing probed after stop');
   t.equal(health.upstreams[0]!.head, null, 'the late answer is ignored');
   t.equal(health.upstreams[0]!.status().calls, 0);
-  t.equal(time.pending.size, 0, 'both intervals cleared');
+  t.equal(time.pending.size, 0, 'both intervals and the probes\' deadlines cleared');
+  t.same(health.upstreams.map((u) => u.probeSince), [null, null], 'no probe left in flight');
 });
 
 t.test('options are checked; the default timers start and stop', async (t) => {

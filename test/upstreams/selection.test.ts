@@ -133,6 +133,25 @@ t.test('a node not measured yet is taken to be as fast as the fastest', async (t
   t.ok(share[1]! > 0.46 && share[1]! < 0.54, `unmeasured node ${share[1]}`);
 });
 
+t.test('a suspected node gets no calls while another in rotation is not suspected', async (t) => {
+  // The clock stands at 1 s: a probe in flight since 0 is a second late.
+  const h = chain(3, 5, 11);
+  h.upstreams[0]!.probeSince = 0;
+  t.equal(h.upstreams[0]!.suspected, true);
+  t.same(h.healthyIndices(), [0, 1, 2], 'it stays in rotation');
+  let { share } = shares(h, 3000);
+  t.equal(share[0], 0, 'but is not picked');
+  t.ok(share[1]! > 0.4 && share[2]! > 0.4, `the others share the calls: ${share}`);
+  t.same(shares(h, 300, new Set([1, 2])).share, [1, 0, 0], 'picked when every other is excluded');
+  fail(h, 1);
+  h.upstreams[2]!.probeSince = 0;
+  ({ share } = shares(h, 3000));
+  t.ok(share[0]! > 0.4 && share[2]! > 0.4, `every node in rotation suspected: both still serve (${share})`);
+  h.upstreams[0]!.probeSince = null;
+  ({ share } = shares(h, 300));
+  t.same(share, [1, 0, 0], 'the probe answered: it serves again, ahead of the one still suspected');
+});
+
 t.test('options are checked', async (t) => {
   t.throws(() => createChainHealth(['a'], { maxLagBlocks: -1 }), RangeError);
   t.throws(() => createChainHealth(['a'], { maxLagBlocks: Number.NaN }), RangeError);
