@@ -6,6 +6,7 @@
  */
 import { openWsLink, realTimers, type Timers, type WsLink, WsLinkError } from '../upstreams/ws-link.js';
 import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
+import { createLiveWaits } from './live-waits.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';
 
@@ -60,15 +61,29 @@ export interface FeedsOptions {
   random?: () => number;
 }
 
+/** A listener's registration on a feed. */
+export interface FeedHold {
+  /** Removes the listener. Idempotent. */
+  remove(): void;
+  /** Whether the feed has its upstream subscription open on the current link. */
+  live(): boolean;
+  /**
+   * Resolves with null once the feed's upstream subscription is open (at once when it is), else with why
+   * not, fit for a client: `ms` passed, every upstream node failed a link since the call, or the feed was
+   * refused or lost. The listener stays registered either way.
+   */
+  whenLive(ms: number): Promise<string | null>;
+}
+
 export interface Feeds {
   /**
    * Registers `listener` on the feed of `kind` and `params` (the second eth_subscribe parameter: the
    * logs filter, already validated and normalized, or newPendingTransactions' fullTransactions flag;
    * else undefined), opening its upstream subscription if it has none. The listener gets the
    * notifications that come after this call; one registered while the upstream is away also gets
-   * what the feed makes up for when it is back. Returns the function that removes it.
+   * what the feed makes up for when it is back.
    */
-  subscribe(kind: FeedKind, params: unknown, listener: FeedListener): () => void;
+  subscribe(kind: FeedKind, params: unknown, listener: FeedListener): FeedHold;
   /** Feeds with an open upstream subscription on the current link. */
   upstreamSubscriptions(): number;
   /** The latest head the newHeads feed delivered; null while there is no newHeads feed or before its first head. */
@@ -158,6 +173,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   const nodes = opts.nodes;
 
   const feeds = new Map<string, Feed>();
+  const waits = createLiveWaits<Feed>(nodes.length, timers);
   let session: Session | null = null;
   let sessionCount = 0;
   /** The node the next link tries first. */
@@ -239,6 +255,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     if (session !== s) return;
     session = null;
     unwatch(s);
+    waits.nodeFailed(s.node);
     for (const feed of feeds.values()) if (feed.sub?.session === s.id) feed.sub = null;
     preferred = (s.node + 1) % nodes.length;
     if (feeds.size === 0 || closed) return;
@@ -325,6 +342,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
       outage_ms: Math.round(timers.now() - outageSince),
     });
     const reason = `upstream unavailable for more than ${opts.maxOutageMs / 1000} s`;
+    waits.fail(undefined, reason);
     for (const feed of lost) loseListeners(feed, reason);
   }
 
@@ -437,6 +455,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
         return;
       }
       feed.sub = { session: s.id, id };
+      waits.opened(feed);
       await feed.handler.resume(s.via, deliver);
       feed.readyIn = s.id;
       markHealthyIfReady(s);
@@ -450,7 +469,9 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     feeds.delete(feed.key);
     if (feeds.size === 0) stopLink();
     else markHealthyIfReady(s);
-    loseListeners(feed, `upstream refused the subscription: ${message}`);
+    const reason = `upstream refused the subscription: ${message}`;
+    waits.fail(feed, reason);
+    loseListeners(feed, reason);
   }
 
   function markHealthyIfReady(s: Session): void {
@@ -520,11 +541,21 @@ export function createFeeds(opts: FeedsOptions): Feeds {
       feed.entries.add(entry);
       const f = feed;
       let removed = false;
-      return () => {
-        if (removed) return;
-        removed = true;
-        f.entries.delete(entry);
-        if (f.entries.size === 0 && !f.dropped) f.linger = timers.setTimeout(() => dropFeed(f), lingerMs);
+      const live = (): boolean => !f.dropped && session !== null && f.sub?.session === session.id;
+      return {
+        remove() {
+          if (removed) return;
+          removed = true;
+          f.entries.delete(entry);
+          if (f.entries.size === 0 && !f.dropped) f.linger = timers.setTimeout(() => dropFeed(f), lingerMs);
+        },
+        live,
+        whenLive(ms) {
+          if (live()) return Promise.resolve(null);
+          // A dropped feed was refused or lost: its listeners were told, and so is this caller.
+          if (f.dropped) return Promise.resolve('upstream subscription lost');
+          return waits.wait(f, ms);
+        },
       };
     },
     upstreamSubscriptions() {
@@ -541,6 +572,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     close() {
       if (closed) return;
       closed = true;
+      waits.fail(undefined, 'subscriptions closed');
       for (const feed of feeds.values()) retire(feed);
       feeds.clear();
       stopLink();

@@ -1,9 +1,14 @@
 import { randomBytes } from 'node:crypto';
 
-/** One upstream notification source per kind and params: implemented by the chain's feeds. */
+/** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
 export interface FeedSource {
-  /** Registers a listener; returns the function that removes it. */
-  subscribe(kind: SubscriptionKind, params: unknown, listener: { notify(resultJson: string): void; lost(reason: string): void }): () => void;
+  /** Registers a listener; the hold removes it, and tells whether its upstream subscription is open. */
+  subscribe(kind: SubscriptionKind, params: unknown, listener: { notify(resultJson: string): void; lost(reason: string): void }): {
+    remove(): void;
+    live(): boolean;
+    /** null once the upstream subscription is open, else why not (fit for a client), within `ms`. */
+    whenLive(ms: number): Promise<string | null>;
+  };
 }
 
 export type SubscriptionKind = 'newHeads' | 'logs' | 'newPendingTransactions';
@@ -13,6 +18,8 @@ export interface SubscriberConn {
   /** null on the public path, which is not metered. */
   readonly ownerId: number | null;
   readonly endpointId: string | null;
+  /** Set once the connection closed: a subscription that waited for its upstream is not given to it. */
+  readonly closed: boolean;
   /**
    * This connection's subscriptions by the id it was given (lower case), kept by the hub: the first in
    * `firstSubId`/`firstSub`, any more in `moreSubs`, so a connection with one subscription (nearly every
@@ -43,7 +50,11 @@ interface Topic {
   /** Keyed subscriptions per owner and endpoint, so a notification is charged per owner, not per socket. */
   readonly metered: Map<number, Map<string, number>>;
   count: number;
-  drop: () => void;
+  /** Subscribe calls waiting for the upstream subscription: they keep the topic (and its feed) too. */
+  waiting: number;
+  /** The feed lost or refused the topic: it takes no more subscribers; a new topic of its key is made. */
+  lost: boolean;
+  hold: ReturnType<FeedSource['subscribe']> | null;
 }
 
 export interface HubOptions {
@@ -52,11 +63,20 @@ export interface HubOptions {
   ruPerMessage(bytes: number): number;
   /** Debits `ru` for `deliveries` messages; false when the owner's balance cannot cover it. */
   charge(ownerId: number, endpointId: string, ru: number, deliveries: number): boolean;
+  /** How long a subscribe waits for an upstream subscription that is not open yet, in ms (the chain's
+   *  timeout_s); past it, or once every upstream node failed meanwhile, the subscribe fails. */
+  liveWaitMs: number;
 }
 
+/** A subscribe: the id given, or why no subscription could be opened (no id is handed out that would never deliver). */
+export type SubscribeOutcome = { ok: true; id: string } | { ok: false; reason: string };
+
 export interface SubscriptionHub {
-  /** Opens a subscription for `conn`; returns its id. */
-  subscribe(conn: SubscriberConn, kind: SubscriptionKind, params: unknown): string;
+  /**
+   * Opens a subscription for `conn`. Settled at once when the upstream subscription of its kind and params
+   * is open; otherwise it waits for it (see liveWaitMs) and `conn` gets nothing until the id is given.
+   */
+  subscribe(conn: SubscriberConn, kind: SubscriptionKind, params: unknown): SubscribeOutcome | Promise<SubscribeOutcome>;
   /** false for an id this connection does not hold (another connection's id included). */
   unsubscribe(conn: SubscriberConn, id: string): boolean;
   /** Removes every subscription of a connection that closed. */
@@ -157,6 +177,8 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
   }
 
   function lost(topic: Topic, reason: string): void {
+    topic.lost = true;
+    if (topics.get(topic.key) === topic) topics.delete(topic.key);
     const conns = new Set<SubscriberConn>();
     for (const v of topic.variants) for (const c of v) conns.add(c);
     for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
@@ -167,13 +189,32 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     let topic = topics.get(key);
     if (topic !== undefined) return topic;
     const t: Topic = {
-      key, variants: [], ids: [], shared: [], metered: new Map(), count: 0, drop: () => {},
+      key, variants: [], ids: [], shared: [], metered: new Map(), count: 0, waiting: 0, lost: false, hold: null,
       // 24 random hex digits per topic, then 8 for the variant: 0x + 32 hex, the form nodes give.
       idPrefix: `0x${randomBytes(12).toString('hex')}`,
     };
     topics.set(key, t);
-    t.drop = opts.feeds.subscribe(kind, params, { notify: (r) => notify(t, r), lost: (reason) => lost(t, reason) });
+    t.hold = opts.feeds.subscribe(kind, params, { notify: (r) => notify(t, r), lost: (reason) => lost(t, reason) });
     return t;
+  }
+
+  /** Drops the topic and its feed listener once nobody holds or waits for it. */
+  function release(topic: Topic): void {
+    if (topic.count > 0 || topic.waiting > 0) return;
+    if (topics.get(topic.key) === topic) topics.delete(topic.key);
+    topic.hold?.remove();
+  }
+
+  function add(conn: SubscriberConn, topic: Topic): string {
+    let variant = 0;
+    while (topic.variants[variant]?.has(conn)) variant++;
+    (topic.variants[variant] ??= new Set()).add(conn);
+    const id = idOf(topic, variant);
+    holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
+    meter(topic, conn, 1);
+    topic.count++;
+    subscriptions++;
+    return id;
   }
 
   function remove(conn: SubscriberConn, id: string, sub: Subscription): void {
@@ -183,24 +224,23 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     meter(topic, conn, -1);
     topic.count--;
     subscriptions--;
-    if (topic.count === 0) {
-      topics.delete(topic.key);
-      topic.drop();
-    }
+    release(topic);
   }
 
   return {
     subscribe(conn, kind, params) {
       const topic = topicFor(kind, params);
-      let variant = 0;
-      while (topic.variants[variant]?.has(conn)) variant++;
-      (topic.variants[variant] ??= new Set()).add(conn);
-      const id = idOf(topic, variant);
-      holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
-      meter(topic, conn, 1);
-      topic.count++;
-      subscriptions++;
-      return id;
+      if (topic.hold!.live()) return { ok: true, id: add(conn, topic) };
+      topic.waiting++;
+      return topic.hold!.whenLive(opts.liveWaitMs).then((failure): SubscribeOutcome => {
+        topic.waiting--;
+        const outcome: SubscribeOutcome = failure !== null ? { ok: false, reason: failure }
+          : topic.lost ? { ok: false, reason: 'upstream subscription lost' }
+          : conn.closed ? { ok: false, reason: 'connection closed' }
+          : { ok: true, id: add(conn, topic) };
+        release(topic);
+        return outcome;
+      });
     },
     unsubscribe(conn, id) {
       const key = id.toLowerCase();

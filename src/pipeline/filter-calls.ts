@@ -187,7 +187,7 @@ function createChainFilters(ctx: GatewayContext, chain: ChainRuntime): ChainFilt
           feed();
         },
       });
-      if (!lost) headsFeed = stop;
+      if (!lost) headsFeed = stop.remove;
     } else if (!wants.heads && headsFeed !== null) {
       headsFeed();
       headsFeed = null;
@@ -207,7 +207,7 @@ function createChainFilters(ctx: GatewayContext, chain: ChainRuntime): ChainFilt
           feed();
         },
       });
-      if (!lost) pendingFeed = stop;
+      if (!lost) pendingFeed = stop.remove;
     } else if (!wants.pending && pendingFeed !== null) {
       pendingFeed();
       pendingFeed = null;

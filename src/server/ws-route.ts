@@ -44,6 +44,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
           ruPerMessage: (bytes) => notificationRu(ctx.config.ru.notification_per_250_bytes, bytes),
           charge: (ownerId, endpointId, ru, deliveries) =>
             ctx.tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
+          liveWaitMs: chain.config.timeout_s * 1000,
         });
         hubs.set(chain, hub);
       }

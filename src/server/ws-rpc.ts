@@ -6,7 +6,9 @@ import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
 import { clientIp, resolveCaller } from '../pipeline/caller.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
-import { type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub, type SubscriptionKind } from '../fanout/subscriptions.js';
+import {
+  type SubscribeOutcome, type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub, type SubscriptionKind,
+} from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { type GatewayContext, requestDone } from './context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -31,6 +33,8 @@ export class WsConn implements SubscriberConn {
   /** Calls in flight; made on the first call, as the refusal counter on the first refusal: an idle
    *  subscriber, the common connection, holds neither (bench/ws-fanout.mjs holds it to 2 KB). */
   calls: Set<ForwardCall> | null = null;
+  /** eth_subscribe calls waiting for their upstream subscription: they count against the per-connection limit. */
+  waitingSubscribes = 0;
   private refusals: RefusalCounter | null = null;
   /** Bytes of answers sent since the socket last drained: a large answer being read is not a slow consumer. */
   answerAllowance = 0;
@@ -164,7 +168,8 @@ function answerPlanned(conn: WsConn, answer: string, outcome: ErrorCode | 'ok'):
   if (outcome === 'rate_limited' && conn.refuse()) conn.close(1008, 'Too many refused requests');
 }
 
-function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local): { answer: string; outcome: ErrorCode | 'ok' } {
+/** eth_subscribe and eth_unsubscribe, answered by the chain's hub; `done` may run in a later turn (see subscribeAnswer). */
+function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local, done: (answer: string, outcome: ErrorCode | 'ok') => void): void {
   const t = ctx.tenancy;
   const { caller } = conn;
   if (local.method === 'eth_unsubscribe') {
@@ -172,25 +177,51 @@ function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local): { ans
     const ok = hub !== null && hub.unsubscribe(conn, String(local.params[0]));
     const answer = resultBody(local.idText, ok ? 'true' : 'false');
     settleCall(t, caller, local.method, local.admission, { ok: true, bytes: answer.length });
-    return { answer, outcome: 'ok' };
+    done(answer, 'ok');
+    return;
   }
   const hub = conn.server.hubFor(conn.chain);
   const slug = conn.chain.config.slug;
   if (hub === null) {
     settleCall(t, caller, local.method, local.admission, { ok: false, status: 404 });
     const message = `Subscriptions are not available on chain '${slug}': none of its upstreams has a ws URL (chains.${slug}.upstreams[].ws)`;
-    return { answer: rpcErrorBody('method_not_found', local.idText, message), outcome: 'method_not_found' };
+    done(rpcErrorBody('method_not_found', local.idText, message), 'method_not_found');
+    return;
   }
   const max = ctx.config.websocket.max_subscriptions_per_connection;
-  if (subscriptionCount(conn) >= max) {
+  if (subscriptionCount(conn) + conn.waitingSubscribes >= max) {
     settleCall(t, caller, local.method, local.admission, { ok: false, status: 429 });
     const message = `Too many subscriptions on this connection: the limit is ${max} (websocket.max_subscriptions_per_connection)`;
-    return { answer: rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), outcome: 'ok' };
+    done(rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), 'ok');
+    return;
   }
-  const id = hub.subscribe(conn, local.params[0] as SubscriptionKind, local.params[1]);
-  const answer = resultBody(local.idText, `"${id}"`);
-  settleCall(t, caller, local.method, local.admission, { ok: true, bytes: answer.length });
-  return { answer, outcome: 'ok' };
+  const outcome = hub.subscribe(conn, local.params[0] as SubscriptionKind, local.params[1]);
+  if (!(outcome instanceof Promise)) {
+    done(subscribeAnswer(ctx, conn, local, outcome), 'ok');
+    return;
+  }
+  conn.waitingSubscribes++;
+  void outcome.then((o) => {
+    conn.waitingSubscribes--;
+    const answer = subscribeAnswer(ctx, conn, local, o);
+    done(answer, o.ok ? 'ok' : 'upstream_error');
+  });
+}
+
+/**
+ * The answer to an eth_subscribe, settled: its id, or, when no upstream subscription could be opened
+ * (the chain's upstream WebSockets unreachable, timeout_s passed, the node refused), the upstream error
+ * with the request's id and no RU taken, so the client's retry logic runs instead of waiting on an id
+ * that would never deliver.
+ */
+function subscribeAnswer(ctx: GatewayContext, conn: WsConn, local: Local, outcome: SubscribeOutcome): string {
+  if (outcome.ok) {
+    const answer = resultBody(local.idText, `"${outcome.id}"`);
+    settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: true, bytes: answer.length });
+    return answer;
+  }
+  settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: false, status: ERRORS.upstream_error.http });
+  return rpcErrorBody('upstream_error', local.idText, `${ERRORS.upstream_error.message}: ${outcome.reason}`);
 }
 
 /** Runs one item through the shared pipeline; `done` gets its answer, in whatever turn it arrives. */
@@ -201,8 +232,7 @@ function runItem(ctx: GatewayContext, conn: WsConn, item: ParsedItem, done: (ans
     return;
   }
   if ('local' in plan) {
-    const r = subscriptionsOf(ctx, conn, plan.local);
-    done(r.answer, r.outcome);
+    subscriptionsOf(ctx, conn, plan.local, done);
     return;
   }
   if ('pending' in plan) {

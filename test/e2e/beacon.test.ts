@@ -8,7 +8,6 @@
  */
 import t, { type Test } from 'tap';
 import { request as httpRequest } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +17,7 @@ import type { AnvilNode } from '../../src/devnet/anvil.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { startDaemon } from '../support/daemon.js';
 import { type FakeBeacon, fakeBeacon, type SeenRequest, streamBody, until } from '../support/fake-beacon.js';
-import { fakeUpstream } from '../support/fake-upstream.js';
+import { closedPort, fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
 
@@ -359,15 +358,6 @@ t.test('a 200 MB debug state streams through the daemon: every byte arrives, RSS
   const growth = peak - baseline;
   t.ok(growth <= 64 * 1024 * 1024, `daemon RSS grew by ${(growth / 1048576).toFixed(1)} MB (baseline ${(baseline / 1048576).toFixed(1)} MB) for a 200 MB answer`);
 });
-
-/** A port nothing listens on: taken, then released. */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 t.test('a node that cannot be reached, or hangs past timeout_s, gives 502 in the Beacon shape', async (t) => {
   const hanging = await fakeUpstream(t, 'hang');

@@ -3,16 +3,19 @@
  * that counts the eth_subscribe calls on the wire and can be cut: one upstream subscription for a
  * thousand subscribers, no gap and no duplicate across an upstream loss, a non-reading client cut
  * while the others keep up, unsubscribe scoped to its connection, RU per delivered notification
- * and the close at zero balance, and the 1011 close when the upstream stays away.
+ * and the close at zero balance, and the 1011 close when the upstream stays away. A subscribe that
+ * cannot get an upstream subscription (no upstream WebSocket reachable, none within timeout_s) is
+ * answered with the upstream error at once, never with an id that would not deliver.
  */
 import t, { type Test } from 'tap';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import type { Feeds } from '../../src/fanout/feeds.js';
 import { toNewHead } from '../../src/fanout/head-feed.js';
 import { ECHO_TOPIC, RUNTIME_BYTECODE } from '../support/contract.js';
+import { closedPort, fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
-import { nodeCall, openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
+import { type Answer, nodeCall, openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
 import { tcpRelay, type TcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
@@ -369,4 +372,65 @@ t.test('the upstream away longer than websocket.max_upstream_outage_s closes sub
   await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'a new upstream subscription');
   await nodeCall(node.url, 'evm_mine');
   await waitUntil(() => again.resultsOf(id).length === 1, 5000, 'a head after the outage');
+});
+
+/** The answer to a subscribe that could not get an upstream subscription (request() matched it by its id): -32603, no result. */
+function assertUpstreamError(t: Test, a: Answer, message: RegExp, what: string): void {
+  t.notOk('result' in a, `${what}: no subscription id`);
+  t.equal(a.error?.code, -32603, `${what}: the upstream error's code`);
+  t.match(a.error?.message, message, `${what}: the reason`);
+}
+
+t.test('eth_subscribe with the only upstream WebSocket unreachable: -32603 at once, no id, no RU; the socket stays', async (t) => {
+  const node = await anvilFor(t, { chainId: 31337 });
+  const down = await closedPort();
+  // timeout_s far above request()'s 10 s: an answer that waited for it would fail the test.
+  const g = await gatewayFor(t, { chains: { devnet: { chain_id: 31337, timeout_s: 120, upstreams: [{ url: node.url, ws: `ws://127.0.0.1:${down}` }] } } });
+  const ledger = g.gateway.context.tenancy.ledger;
+  const owner = keyedEndpoint(g, 1000);
+  const s = await openSubscriber(t, wsUrl(g.base, `/v1/rpc/${owner.key}`));
+  for (const params of [['newHeads'], ['logs', ECHO_FILTER], ['newHeads']]) {
+    const a = await s.request('eth_subscribe', params);
+    assertUpstreamError(t, a, /^Upstream node error: the upstream WebSocket could not be reached$/, String(params[0]));
+  }
+  t.equal(s.notifications.length, 0, 'no notification');
+  t.match(g.gateway.streamStats(), { subscriptions: 0 }, 'no subscription held');
+  ledger.flush();
+  t.equal(ledger.available(owner.ownerId), 1000, 'the refused subscribes cost nothing');
+  t.notOk(s.isClosed, 'the socket stays open');
+  t.match((await s.request('eth_chainId')).result, '0x7a69', 'and answers calls');
+});
+
+t.test('eth_subscribe with an upstream WebSocket that never answers its handshake: -32603 after the chain\'s timeout_s', async (t) => {
+  const node = await anvilFor(t, { chainId: 31337 });
+  const hanging = await fakeUpstream(t, 'hang');
+  const g = await gatewayFor(t, { chains: { devnet: { chain_id: 31337, timeout_s: 1, upstreams: [{ url: node.url, ws: `ws://127.0.0.1:${hanging.port}` }] } } });
+  const s = await openSubscriber(t, wsUrl(g.base, '/v1/rpc/public'));
+  const a = await s.request('eth_subscribe', ['newHeads']);
+  assertUpstreamError(t, a, /^Upstream node error: no upstream subscription within 1 s$/, 'a hanging handshake');
+  t.ok(hanging.requests.some((r) => /^GET .* HTTP\/1\.1/.test(r) && /upgrade: websocket/i.test(r)), 'the gateway did try the node');
+  t.match(g.gateway.streamStats(), { subscriptions: 0 });
+});
+
+t.test('during an outage a new subscribe is refused while the subscribers already there are kept; once back it is served', async (t) => {
+  const { node, relay, feeds, publicUrl } = await devnet(t);
+  const kept = await openSubscriber(t, publicUrl);
+  const keptId = await kept.subscribe('newHeads');
+  await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'the upstream subscription');
+  relay.cut();
+  await waitUntil(() => feeds.upstreamSubscriptions() === 0, 10_000, 'the loss noticed');
+
+  const late = await openSubscriber(t, publicUrl);
+  const refused = await late.request('eth_subscribe', ['newHeads']);
+  assertUpstreamError(t, refused, /could not be reached/, 'a subscribe while the only node is cut');
+  t.notOk(kept.isClosed, 'the subscriber from before the outage is kept');
+
+  relay.restore();
+  await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'the upstream subscription back');
+  const lateId = await late.subscribe('newHeads');
+  t.equal(lateId, keptId, "once back, the late subscriber gets the kind's shared id");
+  const start = await blockNumber(node);
+  await nodeCall(node.url, 'evm_mine');
+  await waitUntil(() => late.resultsOf(lateId).length === 1 && lastNumber(kept, keptId) === start + 1, 5000, 'both served the next block');
+  t.equal(numberOf(late.resultsOf(lateId)[0]!), start + 1);
 });

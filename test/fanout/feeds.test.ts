@@ -6,6 +6,7 @@
 import t, { type Test } from 'tap';
 import type { Timers } from '../../src/upstreams/ws-link.js';
 import { ECHO_TOPIC } from '../support/contract.js';
+import { closedPort } from '../support/fake-upstream.js';
 import { tcpRelay } from '../support/tcp-relay.js';
 import {
   anvilFor,
@@ -198,11 +199,11 @@ t.test('the last listener leaving drops the upstream subscription within 5 s; a 
   const { node, relay, upstream } = await relayedAnvil(t);
   const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
   const first = recorder();
-  const leave = feeds.subscribe('newHeads', undefined, first);
+  const hold = feeds.subscribe('newHeads', undefined, first);
   await until('the upstream subscription', () => feeds.upstreamSubscriptions() === 1);
-  leave();
+  hold.remove();
   const second = recorder();
-  const leaveAgain = feeds.subscribe('newHeads', undefined, second);
+  const holdAgain = feeds.subscribe('newHeads', undefined, second);
   await sleep(2500);
   t.equal(relay.requests('eth_unsubscribe'), 0, 'a return within the linger keeps the subscription');
   await mine(node.url);
@@ -211,7 +212,7 @@ t.test('the last listener leaving drops the upstream subscription within 5 s; a 
   t.equal(first.texts.length, 0, 'the listener that left gets nothing');
 
   const left = Date.now();
-  leaveAgain();
+  holdAgain.remove();
   await until('eth_unsubscribe at the node', () => relay.requests('eth_unsubscribe') === 1, 5000);
   const took = Date.now() - left;
   t.ok(took >= 1500, `it lingered first (${took} ms)`);
@@ -277,6 +278,24 @@ t.test('a subscribe while the upstream is down registers and is served once it i
   await until('two heads', () => listener.texts.length === 2);
   t.same(numbersOf(listener), [start + 1, start + 2]);
   t.same(listener.losses, []);
+});
+
+t.test('whenLive: null once the upstream subscription is open; with every node unreachable, why not, once each was tried', async (t) => {
+  const { upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
+  const hold = feeds.subscribe('newHeads', undefined, recorder());
+  t.equal(await hold.whenLive(60_000), null, 'null once the upstream subscription opened');
+  t.ok(hold.live(), 'and live() says so');
+  t.equal(await hold.whenLive(1), null, 'at once while it is open');
+
+  const down = [await closedPort(), await closedPort()];
+  const dead = feedsFor(t, { nodes: down.map((p) => nodeAt(`down-${p}`, `ws://127.0.0.1:${p}`, `http://127.0.0.1:${p}`)), maxOutageMs: 60_000 });
+  const listener = recorder();
+  const deadHold = dead.feeds.subscribe('newHeads', undefined, listener);
+  t.equal(await deadHold.whenLive(60_000), 'none of the 2 upstream WebSockets could be reached');
+  for (const p of down) t.ok(dead.logs.some((l) => l.includes('upstream subscription link lost') && l.includes(`down-${p}`)), `node down-${p} was tried`);
+  t.notOk(deadHold.live());
+  t.same(listener.losses, [], 'the listener itself is kept, as before (the outage limit decides)');
 });
 
 t.test('when its node dies the feed moves to the next healthy one and numbers go on without gap or repeat', async (t) => {

@@ -2,7 +2,7 @@
  * Upstreams that misbehave in the ways a real node cannot be made to: hang, reset, speak garbage,
  * answer 5xx. Each listens on 127.0.0.1 port 0 and is closed at teardown.
  */
-import { createServer, type Socket } from 'node:net';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import type { Test } from 'tap';
 
 export type Fault = 'hang' | 'reset' | 'garbage' | 'not-json' | 'http-500' | 'truncated';
@@ -67,4 +67,13 @@ export async function fakeUpstream(t: Test, fault: Fault | ((socket: Socket, req
     return new Promise<void>((resolve) => server.close(() => resolve()));
   });
   return state;
+}
+
+/** A port nothing listens on (taken, then released): a node that cannot be reached. */
+export async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
 }
