@@ -1,16 +1,25 @@
 /**
  * One chain's Beacon event streams: one upstream link per topic, however many clients listen, each frame
  * written as the same Buffer to every listener of its topic. A client asking several topics is a listener of
- * each, so every topic reaches it in upstream order.
+ * each, so every topic reaches it in upstream order. A client's stream starts only once the upstream streams
+ * of all its topics are open, so a client is never shown a stream that nothing feeds; one that joins open
+ * topics starts at once.
  */
+
+/** Why the hub ends a client: it fell too far behind, the hub closed, or its topics' upstream streams did
+ *  not all open within openTimeoutMs (the client was never started). */
+export type SseEnd = 'slow' | 'shutdown' | 'unavailable';
 
 /** One client's stream, as the server holds it. */
 export interface SseClient {
+  /** The upstream streams of all the client's topics are open: its stream starts (the server sends its 200
+   *  head). Called at most once, before any write. */
+  start(): void;
   /** Writes bytes to the client; false when its socket is backpressured (the bytes were still taken). */
   write(bytes: Buffer): boolean;
-  /** Ends the client's stream: it fell too far behind ('slow'), or the hub closed ('shutdown'). The hub has
-   *  already forgotten the client; calling its listener's remove() from here is harmless. */
-  close(reason: 'slow' | 'shutdown'): void;
+  /** Ends the client's stream. The hub has already forgotten the client; calling its listener's remove()
+   *  from here is harmless. */
+  close(reason: SseEnd): void;
 }
 
 /** A client's place in the hub. */
@@ -25,12 +34,18 @@ export interface SseListener {
 export interface HubTimers {
   setInterval(fn: () => void, ms: number): unknown;
   clearInterval(handle: unknown): void;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
 }
 
 export interface SseHubOptions {
   /** Opens the upstream stream of a topic; in production an sse-link on the chain's node. onFrame receives
-   *  client-ready frames. close() must stop its onFrame calls. */
-  openLink(topic: string, onFrame: (frame: Buffer) => void): { close(): void };
+   *  client-ready frames; onStatus(true) tells that the stream opened, onStatus(false) that an open one was
+   *  lost (see SseLinkOptions.onStatus). close() must stop its calls. */
+  openLink(topic: string, onFrame: (frame: Buffer) => void, onStatus: (open: boolean) => void): { close(): void };
+  /** How long a client waits for the upstream streams of its topics to open before it is ended as
+   *  'unavailable', in ms (the chain's timeout_s). */
+  openTimeoutMs: number;
   /** A `: keep-alive` comment goes to every client this often, in ms, so idle proxies keep the stream open
    *  (config sse.heartbeat_s, default 15 s). */
   heartbeatMs: number;
@@ -40,13 +55,15 @@ export interface SseHubOptions {
   onDelivered?(client: SseClient, topic: string, bytes: number): void;
   /** Called when a client is cut as slow, before its close('slow'). */
   onSlowClient?(client: SseClient): void;
-  /** The heartbeat is one interval per hub; it is the only timer. Default the global ones. */
+  /** The heartbeat (one interval per hub) and each waiting client's open timeout. Default the global ones. */
   timers?: HubTimers;
 }
 
 export interface SseHub {
-  /** Adds a client listening to `topics` (duplicates count once), opening links for topics not open yet.
-   *  Throws a TypeError for an empty list. After close(), the client is closed at once ('shutdown'). */
+  /** Adds a client listening to `topics` (duplicates count once), opening links for topics not open yet;
+   *  it is started at once when they all are, else when they open or ended as 'unavailable' after
+   *  openTimeoutMs. Throws a TypeError for an empty list. After close(), the client is closed at once
+   *  ('shutdown'). */
   add(client: SseClient, topics: readonly string[]): SseListener;
   /** The topics with an open link. */
   topicsOpen(): string[];
@@ -90,7 +107,12 @@ export function parseEventTopics(raw: string): { ok: true; topics: string[] } | 
 interface Topic {
   readonly name: string;
   link: { close(): void } | null;
+  /** Whether the upstream stream is open now. */
+  up: boolean;
+  /** Started clients: the only ones a frame is written to. */
   readonly members: Set<Member>;
+  /** Clients not started yet (some topic of theirs is not up): they keep the link, and get no frame. */
+  readonly waiting: Set<Member>;
 }
 
 interface HeldFrame {
@@ -107,16 +129,24 @@ interface Member {
   heldBytes: number;
   backpressured: boolean;
   gone: boolean;
+  started: boolean;
+  /** Set while add() joins its topics, so a link that opens at once does not start it half joined. */
+  joining: boolean;
+  /** The open timeout while it waits. */
+  timer: unknown;
 }
 
 const realTimers: HubTimers = {
   setInterval: (fn, ms) => setInterval(fn, ms),
   clearInterval: (handle) => clearInterval(handle as NodeJS.Timeout),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
 export function createSseHub(opts: SseHubOptions): SseHub {
-  const { heartbeatMs, maxBufferedBytes, onDelivered, onSlowClient } = opts;
+  const { heartbeatMs, maxBufferedBytes, openTimeoutMs, onDelivered, onSlowClient } = opts;
   if (!(heartbeatMs > 0) || !Number.isFinite(heartbeatMs)) throw new TypeError('heartbeatMs must be a positive number');
+  if (!(openTimeoutMs > 0) || !Number.isFinite(openTimeoutMs)) throw new TypeError('openTimeoutMs must be a positive number');
   if (!(maxBufferedBytes > 0) || !Number.isInteger(maxBufferedBytes)) {
     throw new TypeError('maxBufferedBytes must be a positive integer');
   }
@@ -166,8 +196,27 @@ export function createSseHub(opts: SseHubOptions): SseHub {
 
   function beat(): void {
     for (const m of members) {
-      if (!m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
+      if (m.started && !m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
     }
+  }
+
+  /** Starts a waiting client once every topic of its is up: from then on it is a member that frames reach. */
+  function startIfReady(m: Member): void {
+    if (m.started || m.gone || m.joining) return;
+    for (const topic of m.topics) if (!topic.up) return;
+    m.started = true;
+    if (m.timer !== undefined) timers.clearTimeout(m.timer);
+    m.timer = undefined;
+    for (const topic of m.topics) {
+      topic.waiting.delete(m);
+      topic.members.add(m);
+    }
+    m.client.start();
+  }
+
+  function linkStatus(topic: Topic, open: boolean): void {
+    topic.up = open;
+    if (open) for (const m of topic.waiting) startIfReady(m);
   }
 
   /** Forgets the member, closing the links it was the last listener of. */
@@ -177,9 +226,12 @@ export function createSseHub(opts: SseHubOptions): SseHub {
     members.delete(m);
     m.held = [];
     m.heldBytes = 0;
+    if (m.timer !== undefined) timers.clearTimeout(m.timer);
+    m.timer = undefined;
     for (const topic of m.topics) {
       topic.members.delete(m);
-      if (topic.members.size > 0) continue;
+      topic.waiting.delete(m);
+      if (topic.members.size > 0 || topic.waiting.size > 0) continue;
       topics.delete(topic.name);
       const link = topic.link;
       topic.link = null;
@@ -194,15 +246,15 @@ export function createSseHub(opts: SseHubOptions): SseHub {
   function join(m: Member, name: string): void {
     const existing = topics.get(name);
     if (existing !== undefined) {
-      if (existing.members.has(m)) return;
-      existing.members.add(m);
+      if (existing.waiting.has(m)) return;
+      existing.waiting.add(m);
       m.topics.push(existing);
       return;
     }
-    const topic: Topic = { name, link: null, members: new Set([m]) };
+    const topic: Topic = { name, link: null, up: false, members: new Set(), waiting: new Set([m]) };
     topics.set(name, topic);
     m.topics.push(topic);
-    topic.link = opts.openLink(name, (frame) => fanOut(topic, frame));
+    topic.link = opts.openLink(name, (frame) => fanOut(topic, frame), (open) => linkStatus(topic, open));
   }
 
   const inert: SseListener = { drained() {}, remove() {} };
@@ -214,7 +266,9 @@ export function createSseHub(opts: SseHubOptions): SseHub {
         client.close('shutdown');
         return inert;
       }
-      const m: Member = { client, topics: [], held: [], head: 0, heldBytes: 0, backpressured: false, gone: false };
+      const m: Member = {
+        client, topics: [], held: [], head: 0, heldBytes: 0, backpressured: false, gone: false, started: false, joining: true, timer: undefined,
+      };
       members.add(m);
       if (heartbeat === undefined) heartbeat = timers.setInterval(beat, heartbeatMs);
       try {
@@ -222,6 +276,15 @@ export function createSseHub(opts: SseHubOptions): SseHub {
       } catch (err) {
         leave(m);
         throw err;
+      }
+      m.joining = false;
+      startIfReady(m);
+      if (!m.started) {
+        m.timer = timers.setTimeout(() => {
+          m.timer = undefined;
+          leave(m);
+          m.client.close('unavailable');
+        }, openTimeoutMs);
       }
       return {
         drained() {

@@ -1,15 +1,15 @@
 import { beaconCost } from '../beacon/costs.js';
 import { EVENTS_TEMPLATE } from '../beacon/paths.js';
 import { parseTopics } from '../beacon/topics.js';
-import { ERRORS, beaconErrorBody } from '../errors.js';
-import { createSseHub, SSE_RESPONSE_HEADERS, type SseClient, type SseHub } from '../fanout/sse-hub.js';
+import { type ErrorCode, ERRORS, beaconErrorBody } from '../errors.js';
+import { createSseHub, SSE_RESPONSE_HEADERS, type SseClient, type SseEnd, type SseHub, type SseListener } from '../fanout/sse-hub.js';
 import { admitRu, type Caller, countRefusal, settleCall } from '../pipeline/admission.js';
 import type { ChainRuntime } from '../upstreams/chain.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
 import { openSseLink } from '../upstreams/sse-link.js';
 import type { GatewayContext } from './context.js';
 import { type Exchange, finish, reply } from './exchange.js';
-import { writeHead } from './respond.js';
+import { JSON_TYPE, sendWhole, writeHead } from './respond.js';
 import { createConnectionCounts } from './ws-rpc.js';
 
 export interface BeaconEvents {
@@ -24,8 +24,25 @@ export interface BeaconEvents {
 /** The first bytes of every stream: an SSE comment, so never an event and never charged. */
 const STREAM_OPEN = ':\n\n';
 
+/** Why the gateway ends a stream: the hub's reasons, an owner out of RU, a key that stopped working. */
+type StreamEnd = SseEnd | 'balance' | 'revoked';
+
+/**
+ * How each end is told. A started stream gets `: closed: <text>` as its last line (a comment, so no
+ * client takes it for an event) and then its end; one not started yet gets `error`'s status in the
+ * Beacon shape instead. The texts are those of the WebSocket close reasons.
+ */
+const ENDS: Record<StreamEnd, { text: string; error: ErrorCode }> = {
+  slow: { text: 'slow consumer', error: 'upstream_error' },
+  shutdown: { text: 'Server shutting down', error: 'shutting_down' },
+  unavailable: { text: 'upstream event stream unavailable', error: 'upstream_error' },
+  balance: { text: ERRORS.insufficient_balance.message, error: 'insufficient_balance' },
+  revoked: { text: 'API key revoked', error: 'unauthorized' },
+};
+
 interface StreamClient extends SseClient {
   readonly endpointId: string | null;
+  close(reason: StreamEnd): void;
 }
 
 /**
@@ -55,8 +72,9 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
     const hub = createSseHub({
       heartbeatMs: ctx.config.sse.heartbeat_s * 1000,
       maxBufferedBytes: ctx.config.sse.max_buffered_bytes,
-      openLink: (topic, onFrame) => openSseLink({
-        upstream: nodeFor, topic, onFrame,
+      openTimeoutMs: chain.config.timeout_s * 1000,
+      openLink: (topic, onFrame, onStatus) => openSseLink({
+        upstream: nodeFor, topic, onFrame, onStatus,
         log: (level, msg, fields) => ctx.log[level](msg, { chain: chain.config.slug, topic, ...fields }),
       }),
       onSlowClient: () => void slowClients++,
@@ -90,14 +108,32 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
         reply(x, ERRORS[admission.error].http, beaconErrorBody(admission.error), undefined, true);
         return;
       }
-      settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: true, bytes: 0 });
       // A stream is not a request in flight: a graceful stop ends it rather than waiting for it.
       finish(x);
-      if (x.aborted) return;
+      if (x.aborted) {
+        if (admission.reservation !== null) t.ledger.refund(admission.reservation);
+        return;
+      }
       const res = x.res;
       let open = true;
+      let started = false;
       const client: StreamClient = {
         endpointId: caller.auth?.endpointId ?? null,
+        start() {
+          if (!open || x.aborted) return;
+          started = true;
+          // Charged once the stream opens: one that never does is answered 502 and costs nothing.
+          settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: true, bytes: 0 });
+          res.cork(() => {
+            writeHead(res, 200, x.meta, null);
+            for (const [k, v] of SSE_RESPONSE_HEADERS) res.writeHeader(k, v);
+            // The head goes out now, so the client knows the stream is open before the first event. uWS ends
+            // the head (its own headers and the blank line) only with the first body bytes, so an empty write
+            // would hold it back until the first event or heartbeat: the first bytes are a comment, which
+            // clients ignore.
+            res.write(STREAM_OPEN);
+          });
+        },
         write(bytes) {
           if (!open || x.aborted) return true;
           let ok = true;
@@ -106,7 +142,7 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
           });
           if (!ok) {
             res.onWritable(() => {
-              listener.drained();
+              listener?.drained();
               return true;
             });
           }
@@ -116,30 +152,33 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
           if (!open) return;
           open = false;
           leave();
+          const end = ENDS[reason];
+          if (!started) {
+            const message = reason === 'unavailable'
+              ? `${ERRORS.upstream_error.message}: no upstream event stream opened within ${x.chain.config.timeout_s} s (chains.${x.chain.config.slug}.timeout_s)`
+              : end.text;
+            settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: false, status: ERRORS[end.error].http });
+            if (!x.aborted) sendWhole(res, ERRORS[end.error].http, x.meta, JSON_TYPE, beaconErrorBody(end.error, message), undefined, true);
+            return;
+          }
           if (x.aborted) return;
-          // A slow client is cut; a stop ends the stream cleanly.
-          if (reason === 'slow') res.close();
-          else res.cork(() => res.end());
+          // The reason goes after what is queued; a slow client that never reads it is dropped by uWS.
+          res.cork(() => {
+            res.write(`: closed: ${end.text}\n\n`);
+            res.end();
+          });
         },
       };
-      res.cork(() => {
-        writeHead(res, 200, x.meta, null);
-        for (const [k, v] of SSE_RESPONSE_HEADERS) res.writeHeader(k, v);
-        // The head goes out now, so the client knows the stream is open before the first event. uWS ends
-        // the head (its own headers and the blank line) only with the first body bytes, so an empty write
-        // would hold it back until the first event or heartbeat: the first bytes are a comment, which
-        // clients ignore.
-        res.write(STREAM_OPEN);
-      });
       counts.open(countKey);
       clients.add(client);
       const perEvent = ctx.config.ru.beacon.per_event;
-      const listener = hubFor(x.chain).add(client, parsed.topics);
+      // Set once add() returns: the hub may start or end the client from within add().
+      let listener: SseListener | null = null;
       let left = false;
       function leave(): void {
         if (left) return;
         left = true;
-        listener.remove();
+        listener?.remove();
         clients.delete(client);
         counts.close(countKey);
       }
@@ -150,16 +189,26 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
         client.write = (bytes) => {
           // Keep-alive comments are free; an event is charged before it is written.
           if (bytes[0] !== 0x3a && !charge()) {
-            client.close('shutdown');
+            client.close('balance');
             return true;
           }
           return write(bytes);
         };
       }
-      x.calls.push({ abort: () => { open = false; leave(); }, resume: () => {} });
+      listener = hubFor(x.chain).add(client, parsed.topics);
+      if (left) listener.remove();
+      x.calls.push({
+        abort: () => {
+          if (!open) return;
+          open = false;
+          leave();
+          if (!started && admission.reservation !== null) t.ledger.refund(admission.reservation);
+        },
+        resume: () => {},
+      });
     },
     closeEndpoint(endpointId) {
-      for (const c of [...clients]) if (c.endpointId === endpointId) c.close('shutdown');
+      for (const c of [...clients]) if (c.endpointId === endpointId) c.close('revoked');
     },
     closeAll() {
       for (const { hub, upstreams } of hubs.values()) {

@@ -16,6 +16,9 @@ export interface SseLinkOptions {
   topic: string;
   /** Each upstream event, already encoded as the frame clients receive (see encodeSseEvent). Must not throw. */
   onFrame(frame: Buffer): void;
+  /** true each time the stream opens (a 2xx text/event-stream head arrived), false when an open one is lost
+   *  (the link opens it again). Never called after close(). Must not throw. */
+  onStatus?(open: boolean): void;
   /** Upstreams are named by their label only: their URL may hold a provider key. */
   log: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => void;
   /** A stream silent this long is opened again, in ms. Beacon nodes send events every slot, so a long silence is
@@ -62,7 +65,7 @@ const realTimers: LinkTimers = {
  * how long answers take, so in production give streams an HttpUpstream of their own for the node.
  */
 export function openSseLink(opts: SseLinkOptions): SseLink {
-  const { upstream, topic, onFrame, log } = opts;
+  const { upstream, topic, onFrame, onStatus, log } = opts;
   const silenceTimeoutMs = opts.silenceTimeoutMs ?? DEFAULT_SILENCE_TIMEOUT_MS;
   const headTimeoutMs = opts.headTimeoutMs ?? DEFAULT_HEAD_TIMEOUT_MS;
   const backoff = opts.backoff ?? DEFAULT_BACKOFF;
@@ -139,6 +142,7 @@ export function openSseLink(opts: SseLinkOptions): SseLink {
           }
           openedAt = now();
           log('info', 'sse stream open', fields);
+          onStatus?.(true);
         },
         onData(chunk) {
           if (mine !== attempt) return true;
@@ -174,6 +178,7 @@ export function openSseLink(opts: SseLinkOptions): SseLink {
   function scheduleReconnect(level: 'info' | 'warn', reason: string): void {
     timers.clearTimeout(headTimer);
     headTimer = undefined;
+    const wasOpen = openedAt !== undefined;
     if (openedAt !== undefined && now() - openedAt >= stableAfterMs) failures = 0;
     openedAt = undefined;
     const ceiling = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 30));
@@ -182,6 +187,7 @@ export function openSseLink(opts: SseLinkOptions): SseLink {
     const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
     log(level, 'sse stream lost', { ...fields, reason, retry_ms: delay });
     retryTimer = timers.setTimeout(connect, delay);
+    if (wasOpen) onStatus?.(false);
   }
 
   connect();

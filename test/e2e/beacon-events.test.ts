@@ -11,16 +11,17 @@ import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type EventStream, openEventStream } from '../support/event-stream.js';
 import { type FakeBeacon, fakeBeacon, until } from '../support/fake-beacon.js';
+import { closedPort } from '../support/fake-upstream.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
 
 const EVENTS_PATH = '/eth/v1/events';
 
-function endpointFor(g: TestGateway, network: string, ru: number): { ownerId: number; key: string } {
+function endpointFor(g: TestGateway, network: string, ru: number): { ownerId: number; key: string; endpointId: string; managementKey: string } {
   const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
   const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, network, 'events', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
-  return { ownerId: owner.id, key: made.apiKey };
+  return { ownerId: owner.id, key: made.apiKey, endpointId: made.endpoint.id, managementKey: owner.managementKey };
 }
 
 /** The event streams the gateway asked of the node, one topic each. */
@@ -184,6 +185,9 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
   node.emit('head', 5);
   await until('the stream out of RU ends', () => s2.ended());
   t.equal(numbersOf(s2, 'head').length, 2, 'two events paid for with the 2 RU left, then the stream ended');
+  t.equal(s2.lastComment, ': closed: Insufficient RU balance', 'its last line names why');
+  const last = numbersOf(s2, 'head').at(-1);
+  t.ok(s2.text().endsWith(`data: {"topic":"head","n":${last}}\n\n: closed: Insufficient RU balance\n\n`), 'right after its last event');
   t.equal(ledger.available(short.ownerId), 0);
   t.ok(!s.ended(), 'the other owner\'s stream goes on');
 
@@ -208,8 +212,8 @@ t.test('the devnet beacon node: evm_mine produces head and block events through 
   });
   t.equal(viaGateway.status, 200);
   t.equal(viaGateway.headers['content-type'], 'text/event-stream');
-  // The gateway opens its upstream streams after answering the client: mine until a block reaches the
-  // client through them, and compare what follows.
+  // The two streams open at different moments: mine until a block reaches the client through the
+  // gateway, and compare what follows.
   const deadline = performance.now() + 10_000;
   while (!viaGateway.events.some((e) => e.event === 'block')) {
     if (performance.now() > deadline) throw new Error('no block event through the gateway within 10 s');
@@ -300,4 +304,71 @@ t.test('two beacon nodes: when the first dies, calls and the event stream go on 
   t.equal(r.status, 502);
   t.match(r.json, { code: 502, message: /No healthy upstream/ }, 'in the Beacon error shape');
   t.ok(took < 500, `at once (${Math.round(took)} ms), not after the timeout`);
+});
+
+t.test('an upstream stream that cannot be opened: 502 in the Beacon shape after timeout_s, before any event, at no cost', async (t) => {
+  const down = await closedPort();
+  const g = await gatewayFor(t, { chains: { 'devnet-beacon': { kind: 'beacon', timeout_s: 1, upstreams: [{ url: `http://127.0.0.1:${down}` }] } } });
+  const ledger = g.gateway.context.tenancy.ledger;
+  const owner = endpointFor(g, 'devnet-beacon', 1000);
+  for (const [who, base] of [['public', `${g.base}/v1/rpc/public`], ['keyed', `${g.base}/v1/rpc/${owner.key}`]] as const) {
+    const s = await openEventStream(`${base}${EVENTS_PATH}?topics=head,block`);
+    await until(`the ${who} answer ends`, () => s.ended());
+    assertBeaconError(t, s, 502, /^Upstream node error: no upstream event stream opened within 1 s \(chains\.devnet-beacon\.timeout_s\)$/, who);
+    t.equal(s.comments, 0, `${who}: no stream was begun`);
+  }
+  ledger.flush();
+  t.equal(ledger.available(owner.ownerId), 1000, 'the stream that never opened cost nothing');
+  t.match(g.gateway.streamStats(), { sseClients: 0 }, 'no client left behind');
+});
+
+t.test('the 200 waits for the upstream stream: a node that refuses twice, then streams; later clients start at once', async (t) => {
+  const node = await fakeBeacon(t, { refuseStreams: 2 });
+  const g = await gatewayFor(t, { chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } } });
+  const url = `${g.base}/v1/rpc/public${EVENTS_PATH}?topics=head`;
+  const first = await openEventStream(url);
+  t.teardown(() => first.close());
+  t.equal(first.status, 200);
+  t.equal(node.streamsOpened('head'), 1, 'the head came once the node had opened the upstream stream, after its two refusals');
+  t.equal(upstreamStreams(node).length, 3);
+  const second = await openEventStream(url);
+  t.teardown(() => second.close());
+  t.equal(second.status, 200, 'a client of the open topic gets its 200 at once');
+  node.emit('head', 2);
+  await until('both have both events', () => first.events.length === 2 && second.events.length === 2);
+  t.same([numbersOf(first, 'head'), numbersOf(second, 'head')], [[1, 2], [1, 2]]);
+  t.equal(upstreamStreams(node).length, 3, 'no more upstream streams');
+});
+
+t.test('a stream the gateway ends says why in its last line: key revoked, slow consumer, shutdown', async (t) => {
+  const { node, g } = await fakeChain(t, { sse: { max_connections_per_ip: 1000, max_buffered_bytes: 1024 } });
+  const owner = endpointFor(g, 'devnet-beacon', 1_000_000);
+  const keyed = await openEventStream(`${g.base}/v1/rpc/${owner.key}${EVENTS_PATH}?topics=head`);
+  const slow = await openEventStream(`${g.base}/v1/rpc/public${EVENTS_PATH}?topics=block`);
+  const steady = await openEventStream(`${g.base}/v1/rpc/public${EVENTS_PATH}?topics=head`);
+  t.teardown(() => [keyed, slow, steady].forEach((s) => s.close()));
+  t.same([keyed.status, slow.status, steady.status], [200, 200, 200]);
+
+  const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${owner.endpointId}`, undefined, { authorization: `Bearer ${owner.managementKey}` });
+  t.equal(deleted.status, 200);
+  await until('the revoked key\'s stream ends', () => keyed.ended());
+  t.equal(keyed.lastComment, ': closed: API key revoked');
+
+  // A client that stops reading: 64 KB events until the gateway holds more than 1 KiB for it and cuts it.
+  slow.pause();
+  const stats = () => g.gateway.streamStats();
+  for (let i = 0; i < 200 && stats().sseSlowClients !== 1; i++) {
+    node.emit('block', 20, 64 * 1024);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  t.equal(stats().sseSlowClients, 1, 'the gateway counted one slow client');
+  slow.resume();
+  await until('the slow stream ends', () => slow.ended(), 20_000);
+  t.equal(slow.lastComment, ': closed: slow consumer', 'reading again, it finds what was queued, then why it ended');
+  t.ok(slow.events.length > 0 && slow.events.every((e) => e.event === 'block'), `after ${slow.events.length} events`);
+
+  t.notOk(steady.ended(), 'the other stream goes on');
+  await g.gateway.stop();
+  await until('the last stream ends at the stop', () => steady.ended());
+  t.equal(steady.lastComment, ': closed: Server shutting down');
 });

@@ -13,28 +13,34 @@ import { listenOn, until } from '../upstreams/exchange-harness.js';
 
 const KEEP_ALIVE = ': keep-alive\n\n';
 
-/** Intervals that fire only when the test advances time. */
+/** Intervals and timeouts that fire only when the test advances time. */
 function fakeTimers() {
+  // A timeout is an entry with ms 0: it fires once.
   const intervals = new Map<number, { fn: () => void; ms: number; due: number }>();
   let now = 0;
   let nextId = 1;
+  const start = (fn: () => void, ms: number, every: boolean): number => {
+    const id = nextId++;
+    intervals.set(id, { fn, ms: every ? ms : 0, due: now + ms });
+    return id;
+  };
   const timers: HubTimers = {
-    setInterval(fn, ms) {
-      const id = nextId++;
-      intervals.set(id, { fn, ms, due: now + ms });
-      return id;
-    },
+    setInterval: (fn, ms) => start(fn, ms, true),
     clearInterval: (id) => void intervals.delete(id as number),
+    setTimeout: (fn, ms) => start(fn, ms, false),
+    clearTimeout: (id) => void intervals.delete(id as number),
   };
   function advance(ms: number): void {
     const until = now + ms;
     for (;;) {
-      let next: { fn: () => void; ms: number; due: number } | undefined;
-      for (const iv of intervals.values()) if (iv.due <= until && (next === undefined || iv.due < next.due)) next = iv;
+      let next: [number, { fn: () => void; ms: number; due: number }] | undefined;
+      for (const e of intervals) if (e[1].due <= until && (next === undefined || e[1].due < next[1].due)) next = e;
       if (next === undefined) break;
-      now = next.due;
-      next.due += next.ms;
-      next.fn();
+      const [id, iv] = next;
+      now = iv.due;
+      if (iv.ms === 0) intervals.delete(id);
+      else iv.due += iv.ms;
+      iv.fn();
     }
     now = until;
   }
@@ -44,15 +50,22 @@ function fakeTimers() {
 interface FakeLink {
   topic: string;
   emit: (frame: Buffer) => void;
+  /** Plays the upstream stream opening (true) or an open one being lost (false). */
+  status: (open: boolean) => void;
   closed: boolean;
 }
 
-/** openLink that records each link; emit() plays the upstream, and keeps working after close to test the hub's guard. */
-function fakeLinks() {
+/**
+ * openLink that records each link; emit() plays the upstream, and keeps working after close to test the hub's
+ * guard. With `opening: 'at once'` every link reports its stream open from inside openLink (the hub must not
+ * start a client half joined); with 'later' the test calls status(true).
+ */
+function fakeLinks(opening: 'at once' | 'later' = 'at once') {
   const opened: FakeLink[] = [];
-  const openLink: SseHubOptions['openLink'] = (topic, onFrame) => {
-    const link: FakeLink = { topic, emit: onFrame, closed: false };
+  const openLink: SseHubOptions['openLink'] = (topic, onFrame, onStatus) => {
+    const link: FakeLink = { topic, emit: onFrame, status: onStatus, closed: false };
     opened.push(link);
+    if (opening === 'at once') onStatus(true);
     return { close: () => void (link.closed = true) };
   };
   const live = (topic: string): FakeLink => {
@@ -65,6 +78,7 @@ function fakeLinks() {
 
 interface FakeClient extends SseClient {
   name: string;
+  started: boolean;
   received: Buffer[];
   /** What write() answers. */
   writable: boolean;
@@ -75,10 +89,16 @@ interface FakeClient extends SseClient {
 function fakeClient(name: string): FakeClient {
   const client: FakeClient = {
     name,
+    started: false,
     received: [],
     writable: true,
     closedWith: undefined,
+    start() {
+      if (client.started) throw new Error(`${name} started twice`);
+      client.started = true;
+    },
     write(bytes) {
+      if (!client.started) throw new Error(`${name} written before its start`);
       client.received.push(bytes);
       return client.writable;
     },
@@ -95,13 +115,14 @@ const frameOf = (topic: string, n: number, pad = 0) =>
   Buffer.from(`event: ${topic}\ndata: {"n":${n}}${' '.repeat(pad)}\n\n`);
 
 /** A hub on fake links and fake timers; `options` override its defaults. */
-function testHub(options: Partial<SseHubOptions> = {}) {
-  const links = fakeLinks();
+function testHub(options: Partial<SseHubOptions> = {}, opening: 'at once' | 'later' = 'at once') {
+  const links = fakeLinks(opening);
   const clock = fakeTimers();
   const hub = createSseHub({
     openLink: links.openLink,
     heartbeatMs: 15_000,
     maxBufferedBytes: 1000,
+    openTimeoutMs: 30_000,
     timers: clock.timers,
     ...options,
   });
@@ -351,12 +372,13 @@ t.test('a link that cannot open leaves no trace of the client', async (t) => {
   const links = fakeLinks();
   const clock = fakeTimers();
   const hub = createSseHub({
-    openLink: (topic, onFrame) => {
+    openLink: (topic, onFrame, onStatus) => {
       if (topic === 'bad') throw new TypeError('cannot open bad');
-      return links.openLink(topic, onFrame);
+      return links.openLink(topic, onFrame, onStatus);
     },
     heartbeatMs: 1000,
     maxBufferedBytes: 1000,
+    openTimeoutMs: 1000,
     timers: clock.timers,
   });
   t.throws(() => hub.add(fakeClient('c'), ['head', 'bad']), /cannot open bad/);
@@ -366,10 +388,73 @@ t.test('a link that cannot open leaves no trace of the client', async (t) => {
   t.equal(clock.active(), 0);
 });
 
+t.test('a client starts once the upstream streams of all its topics are open; nothing reaches it before', async (t) => {
+  const { hub, links, clock } = testHub({}, 'later');
+  const both = fakeClient('both');
+  hub.add(both, ['head', 'block']);
+  t.equal(both.started, false, 'not started while no stream is open');
+  links.live('head').status(true);
+  links.live('head').emit(frameOf('head', 1));
+  t.equal(both.started, false, 'nor with one of its two open');
+  t.same(both.received, [], 'and an event of the open one does not reach it');
+  clock.advance(15_000);
+  t.same(both.received, [], 'nor does the heartbeat');
+  const early = fakeClient('early');
+  hub.add(early, ['head']);
+  t.equal(early.started, true, 'a client joining an open topic starts at once');
+  links.live('block').status(true);
+  t.equal(both.started, true, 'started when the last of its streams opens');
+  links.live('head').emit(frameOf('head', 2));
+  links.live('block').emit(frameOf('block', 1));
+  t.same(both.text(), [frameOf('head', 2), frameOf('block', 1)].map(String));
+  t.same(early.text(), [String(frameOf('head', 2))]);
+
+  // An open stream lost: started clients stay; a client joining meanwhile waits for it to reopen.
+  links.live('head').status(false);
+  const late = fakeClient('late');
+  hub.add(late, ['head']);
+  t.equal(late.started, false, 'a client joining a topic whose stream is being reopened waits');
+  links.live('head').status(true);
+  t.equal(late.started, true);
+  links.live('head').emit(frameOf('head', 3));
+  t.same([both, early, late].map((c) => [c.closedWith, c.received.at(-1)?.toString()]), [
+    [undefined, String(frameOf('head', 3))], [undefined, String(frameOf('head', 3))], [undefined, String(frameOf('head', 3))],
+  ], 'nobody was ended by the loss; all get the next event');
+  t.equal(links.opened.length, 2, 'one link per topic throughout');
+  t.equal(clock.active(), 1, 'no open timeout left: only the heartbeat');
+});
+
+t.test('a client whose streams do not all open within openTimeoutMs is ended as unavailable, never started', async (t) => {
+  const { hub, links, clock } = testHub({}, 'later');
+  const open = fakeClient('open');
+  hub.add(open, ['head']);
+  links.live('head').status(true);
+  const waiting = fakeClient('waiting');
+  hub.add(waiting, ['head', 'block']);
+  const lone = fakeClient('lone');
+  hub.add(lone, ['block']);
+  clock.advance(29_999);
+  t.same([waiting.closedWith, lone.closedWith], [undefined, undefined]);
+  clock.advance(1);
+  t.same([waiting.closedWith, waiting.started, lone.closedWith, lone.started], ['unavailable', false, 'unavailable', false]);
+  t.same(links.opened.map((l) => [l.topic, l.closed]), [['head', false], ['block', true]], "block's link closes with its last listener");
+  t.equal(open.closedWith, undefined, 'a started client of another topic is not touched');
+  links.live('head').emit(frameOf('head', 1));
+  t.same(open.text().filter((f) => f !== KEEP_ALIVE), [String(frameOf('head', 1))]);
+  t.same(waiting.received, []);
+  t.equal(hub.clients(), 1);
+  const shut = fakeClient('shut');
+  hub.add(shut, ['block']);
+  hub.close();
+  t.same([shut.closedWith, shut.started], ['shutdown', false], 'a waiting client is ended by close() too');
+  t.equal(clock.active(), 0);
+});
+
 t.test('options are validated by name', async (t) => {
   const openLink = fakeLinks().openLink;
-  t.throws(() => createSseHub({ openLink, heartbeatMs: 0, maxBufferedBytes: 1 }), /heartbeatMs must be a positive/);
-  t.throws(() => createSseHub({ openLink, heartbeatMs: 1, maxBufferedBytes: 0.5 }), /maxBufferedBytes must be a positive integer/);
+  t.throws(() => createSseHub({ openLink, heartbeatMs: 0, maxBufferedBytes: 1, openTimeoutMs: 1 }), /heartbeatMs must be a positive/);
+  t.throws(() => createSseHub({ openLink, heartbeatMs: 1, maxBufferedBytes: 0.5, openTimeoutMs: 1 }), /maxBufferedBytes must be a positive integer/);
+  t.throws(() => createSseHub({ openLink, heartbeatMs: 1, maxBufferedBytes: 1, openTimeoutMs: 0 }), /openTimeoutMs must be a positive/);
 });
 
 t.test('parseEventTopics', async (t) => {
@@ -432,11 +517,13 @@ t.test('end to end: the node drops and recovers while clients stay connected', a
   const hub = createSseHub({
     heartbeatMs: 60_000,
     maxBufferedBytes: 1 << 20,
-    openLink: (topic, onFrame) =>
+    openTimeoutMs: 30_000,
+    openLink: (topic, onFrame, onStatus) =>
       openSseLink({
         upstream,
         topic,
         onFrame,
+        onStatus,
         log: (level, msg, fields) => void (level === 'warn' && warnings.push(`${msg} ${fields?.topic}`)),
         backoff: { initialMs: 20, maxMs: 100 },
       }),
@@ -450,6 +537,8 @@ t.test('end to end: the node drops and recovers while clients stay connected', a
   const c = fakeClient('c');
   const listeners = [hub.add(a, ['head']), hub.add(b, ['head', 'block']), hub.add(c, ['block'])];
   await until(() => node.open('head') === 1 && node.open('block') === 1);
+  // A client starts once the gateway has read the heads of all its topics' streams; events before that are not its.
+  await until(() => a.started && b.started && c.started);
 
   for (let slot = 1; slot <= 3; slot++) {
     node.send('head', slot);

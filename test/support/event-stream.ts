@@ -16,12 +16,17 @@ export interface EventStream {
   events: StreamEvent[];
   /** Comment lines (`: …`) received so far. */
   comments: number;
+  /** The last comment line received, as sent (`: keep-alive`); '' before any. */
+  lastComment: string;
   /** The whole body when the answer was not a stream (an error's JSON). */
   text(): string;
   /** True once the gateway ended or cut the stream. */
   ended(): boolean;
   /** Leaves: destroys the socket. */
   close(): void;
+  /** Stops reading the socket (its kernel buffers fill), and reads again. */
+  pause(): void;
+  resume(): void;
 }
 
 /**
@@ -47,9 +52,12 @@ export function openEventStream(url: string, headers: Record<string, string> = {
         headers: res.headers,
         events: [],
         comments: 0,
+        lastComment: '',
         text: () => whole,
         ended: () => isEnded,
         close: () => req.destroy(),
+        pause: () => void res.socket.pause(),
+        resume: () => void res.socket.resume(),
       };
       res.setEncoding('utf8');
       res.on('data', (text: string) => {
@@ -61,6 +69,7 @@ export function openEventStream(url: string, headers: Record<string, string> = {
           buffer = buffer.slice(cut + 2);
           if (frame.startsWith(':')) {
             stream.comments++;
+            stream.lastComment = frame;
             continue;
           }
           let event = 'message';

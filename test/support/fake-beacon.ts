@@ -24,8 +24,9 @@ export interface FakeBeacon {
   streamsOpened(topic: string): number;
   /** Event streams of `topic` open now. */
   streamsOpen(topic: string): number;
-  /** Writes the next `count` events of `topic` (data `{"topic":…,"n":…}`, n counting from 1 per topic) to its open streams. */
-  emit(topic: string, count: number): void;
+  /** Writes the next `count` events of `topic` (data `{"topic":…,"n":…}`, n counting from 1 per topic) to its open streams;
+   *  with `pad`, each event's data also holds a `pad` string of that many characters. */
+  emit(topic: string, count: number, pad?: number): void;
   /** Ends every open stream of `topic` from the node's side. */
   drop(topic: string): void;
 }
@@ -33,6 +34,8 @@ export interface FakeBeacon {
 export interface FakeBeaconOptions {
   /** Answers every request but the event stream; default 200 `{"data":{"method":…,"target":…}}`. */
   answer?: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The first this many event-stream requests are answered 503 (a node not ready to stream); default 0. */
+  refuseStreams?: number;
 }
 
 interface OpenStream {
@@ -58,6 +61,7 @@ export async function fakeBeacon(t: Test, opts: FakeBeaconOptions = {}): Promise
   const opened = new Map<string, number>();
   const sequence = new Map<string, number>();
   const sockets = new Set<Socket>();
+  let refused = 0;
 
   const server = createServer((req, res) => {
     requests.push({ method: req.method ?? '', target: req.url ?? '', headers: req.headers });
@@ -66,6 +70,11 @@ export async function fakeBeacon(t: Test, opts: FakeBeaconOptions = {}): Promise
       // The body is read before answering, so a POST is taken whole as a node would.
       req.resume();
       req.on('end', () => answer(req, res));
+      return;
+    }
+    if (refused < (opts.refuseStreams ?? 0)) {
+      refused++;
+      res.writeHead(503, { 'content-type': 'application/json' }).end('{"code":503,"message":"not ready"}');
       return;
     }
     const stream: OpenStream = { topics: topicsOf(req.url ?? ''), res };
@@ -93,13 +102,14 @@ export async function fakeBeacon(t: Test, opts: FakeBeaconOptions = {}): Promise
     requests,
     streamsOpened: (topic) => opened.get(topic) ?? 0,
     streamsOpen: (topic) => openOf(topic).length,
-    emit(topic, count) {
+    emit(topic, count, pad) {
       const targets = openOf(topic);
       let frames = '';
       for (let i = 0; i < count; i++) {
         const n = (sequence.get(topic) ?? 0) + 1;
         sequence.set(topic, n);
-        frames += `event: ${topic}\ndata: ${JSON.stringify({ topic, n })}\n\n`;
+        const data = pad === undefined ? { topic, n } : { topic, n, pad: 'p'.repeat(pad) };
+        frames += `event: ${topic}\ndata: ${JSON.stringify(data)}\n\n`;
       }
       for (const s of targets) s.res.write(frames);
     },

@@ -86,6 +86,31 @@ t.test('a stream the node ends is opened again and continues', async (t) => {
   t.match(lost()[0], { level: 'info', fields: { reason: 'stream ended', topic: 'head' } });
 });
 
+t.test('onStatus: true when a stream opens, false when an open one is lost, nothing for a refusal or after close()', async (t) => {
+  let stream: ServerResponse | undefined;
+  const source = await fakeEventSource(t, (res, n) => {
+    // 1: opens, then ends; 2: refused; 3: opens and stays.
+    if (n === 2) {
+      res.writeHead(503).end();
+      return;
+    }
+    openStream(res);
+    res.write(headFrame(n));
+    if (n === 1) res.end();
+    else stream = res;
+  });
+  const statuses: boolean[] = [];
+  const { link, frames } = linkTo(t, source.url, { onStatus: (open) => statuses.push(open) });
+  await until(() => frames.length === 2);
+  t.same(statuses, [true, false, true], 'open, lost, (the 503 says nothing), open again');
+  t.equal(source.requests.length, 3);
+  const gone = new Promise<void>((resolve) => stream!.once('close', resolve));
+  link.close();
+  await gone;
+  await sleep(100);
+  t.same(statuses, [true, false, true], 'close() reports nothing');
+});
+
 t.test('a 500 is retried with a doubling backoff that starts over after a stream stayed open', async (t) => {
   let clock = 0;
   const scheduled: number[] = [];
