@@ -19,7 +19,8 @@ export const DEFAULTS = {
   },
   chain: {
     kind: 'evm' as 'evm' | 'beacon',
-    timeout_s: 30, // seconds for one upstream call: until the answer starts, and between its chunks
+    timeout_s: 30, // seconds for one upstream call (until the answer starts, and between its chunks), and
+    // for a new subscription or event stream to get its upstream one
     max_lag_blocks: 5, // an upstream this many blocks behind the best healthy head leaves the rotation
     finality_depth: 64, // blocks below the head whose answers are final (cacheable)
     max_logs_block_range: 10_000, // eth_getLogs / eth_newFilter: blocks in one query at most
@@ -60,7 +61,7 @@ export const DEFAULTS = {
   },
   sse: {
     heartbeat_s: 15, // a comment line this often keeps idle proxies from cutting event streams
-    max_buffered_bytes: 1_048_576, // bytes waiting for a client that does not read; past it → cut
+    max_buffered_bytes: 1_048_576, // bytes waiting for a client that does not read; past it → ended (": closed: slow consumer")
     max_connections_per_key: 100, // open event streams of one endpoint key
     max_connections_per_ip: 50, // open event streams of one client IP on the public path
   },

@@ -27,7 +27,7 @@ export interface ChainConfig {
   kind: 'evm' | 'beacon';
   /** EIP-155 chain id (evm only); eth_chainId is answered from it. */
   chain_id: number | undefined;
-  /** Seconds for one upstream call; default 30. */
+  /** Seconds for one upstream call, and for a new subscription or event stream to get its upstream one; default 30. */
   timeout_s: number;
   /** Blocks behind the best healthy head before an upstream leaves the rotation. */
   max_lag_blocks: number;
