@@ -76,7 +76,7 @@ t.test('502 with the request id for a dead, hanging, garbage-speaking or failing
   const deadUrl = dead.url;
   const chains: Record<string, unknown> = { dead: evmChain(['http://127.0.0.1:1'], 1) };
   faults.forEach((f, i) => {
-    chains[`f${i}`] = evmChain([f.url], 1, { timeout_s: 1 });
+    chains[`f${i}`] = evmChain([f.url], 100 + i, { timeout_s: 1 });
   });
   const g = await gatewayFor(t, { server: { default_chain: 'dead' }, chains });
   for (const [slug, what] of [['dead', 'refused'], ['f0', 'hang'], ['f1', 'reset'], ['f2', 'garbage'], ['f3', 'not JSON'], ['f4', 'HTTP 500']]) {
