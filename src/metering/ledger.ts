@@ -60,7 +60,11 @@ export interface Ledger {
   chargeDeliveries(ownerId: number, ru: number, usage: UsageKey, deliveries: number): boolean;
   /** Counts requests that cost nothing (refused with 402 or 429, failed upstream): 0 RU in the stats. */
   recordUsage(ownerId: number, usage: UsageKey, requests?: number): void;
-  /** Writes pending debits and usage in one transaction; false (all kept for the next try) when the store fails. */
+  /**
+   * Writes pending debits and usage in one transaction; false (all kept for the next try) when the
+   * store fails. A checkpoint made due by a store fault (see WalRecovery) runs first, and when the
+   * write fails in a way a checkpoint may cure (a full disk), the write is tried once more after one.
+   */
   flush(): boolean;
   /** False from a failed flush until the next successful one: answer 503 to requests that need metering. */
   healthy(): boolean;
@@ -158,13 +162,21 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
   });
 
   function flush(): boolean {
+    // After a fault such as a full disk the WAL may hold the very room this write needs.
+    store.checkpointIfDue();
     if (pendingRows.size === 0) return true;
+    // A write that failed because the WAL filled the disk gets a second chance as soon as a checkpoint frees it.
+    return writePending() || (store.checkpointIfDue() && writePending());
+  }
+
+  function writePending(): boolean {
     let after: ReturnType<typeof writeTx>;
     try {
       after = writeTx.immediate(pendingRows.values());
     } catch (err) {
       // Nothing was applied (the transaction rolled back): keep every row for the next tick.
       isHealthy = false;
+      store.noteFault(err);
       options.onFlushError?.(err);
       return false;
     }

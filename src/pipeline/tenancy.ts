@@ -21,6 +21,11 @@ export interface Tenancy {
   readonly unknownKeys: UnknownKeyGuard;
   /** RU of one call of `method` before any size surcharge. */
   ruCost(method: string): number;
+  /**
+   * Logs a store fault that `during` (e.g. a management route) answered 503 for, and has the store
+   * repair itself after it when it needs to (see WalRecovery).
+   */
+  storeFault(during: string, err: Error): void;
   /** Registers who closes the connections of endpoints that stopped working (deleted, owner suspended). */
   onRevoked(close: (endpointId: string) => void): void;
   /** Stops the timers, flushes the ledger and closes the store; false when the last flush failed. */
@@ -32,7 +37,16 @@ const ROLL_UP_INTERVAL_MS = 60_000;
 
 export function createTenancy(config: Config, log: Logger): Tenancy {
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
-  const store = openStore(config.storage.path, { busyTimeoutMs: 100 });
+  // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
+  let checkpointFailure: string | undefined;
+  const store = openStore(config.storage.path, {
+    busyTimeoutMs: 100,
+    onCheckpoint: (r) => {
+      if (r.ok) log.info('WAL checkpointed after a store fault: its space is free again');
+      else if (r.reason !== checkpointFailure) log.warn('WAL checkpoint after a store fault did not complete; retried at each flush', { reason: r.reason });
+      checkpointFailure = r.ok ? undefined : r.reason;
+    },
+  });
   const directory = createDirectory(store);
   const ledger = createLedger(store, {
     flushIntervalMs: config.ledger.flush_interval_ms,
@@ -65,6 +79,10 @@ export function createTenancy(config: Config, log: Logger): Tenancy {
   return {
     store, directory, ledger, limiter, unknownKeys,
     ruCost: (method) => costs.get(method) ?? config.ru.default,
+    storeFault(during, err) {
+      store.noteFault(err);
+      log.error('store fault; answered 503', { during, error: err.message });
+    },
     onRevoked(close) {
       closeRevoked = close;
     },

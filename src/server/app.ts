@@ -165,6 +165,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter, unknownKeys: tenancy.unknownKeys,
     clientIp: (res, req) => clientIp(res, req, config.server.trust_proxy),
+    onStoreFault: (during, err) => tenancy.storeFault(during, err),
   };
   const wsRoute = createWsRoute(ctx, table);
   const events = createBeaconEvents(ctx, opts.ca !== undefined ? { ca: opts.ca } : {});

@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js';
 import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
 import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
+import { isStoreError } from '../store/faults.js';
 import type { Directory, OwnerRecord } from '../tenancy/directory.js';
 import { nameProblem } from '../tenancy/names.js';
 import { readBody } from './body.js';
@@ -25,6 +26,8 @@ export interface ManagementDeps {
   unknownKeys: UnknownKeyGuard;
   /** The client's IP, read as the JSON-RPC paths read it (`server.trust_proxy`). */
   clientIp: (res: HttpResponse, req: HttpRequest) => string;
+  /** Called with a store fault a route answered 503 for (`during` names the route), to log it. */
+  onStoreFault: (during: string, err: Error) => void;
 }
 
 /** Endpoints in one page of `GET /api/dashboard/endpoints`: the default, and the most a `limit` may ask. */
@@ -70,17 +73,41 @@ function queryParam(query: string, name: string): string | undefined | null {
   return values[0];
 }
 
+/** A request body as a JSON object ({} when empty), or what is wrong with it. */
+function parseJsonObject(buf: Buffer): Record<string, unknown> | string {
+  if (buf.length === 0) return {};
+  let v: unknown;
+  try {
+    v = JSON.parse(buf.toString('utf8'));
+  } catch {
+    return 'body is not valid JSON';
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'body must be a JSON object';
+  return v as Record<string, unknown>;
+}
+
+/** Calls `onBody` once, outside any parse `try`: what the handler throws is its own error, never a parse error. */
 function readJsonBody(res: HttpResponse, onBody: (body: Record<string, unknown> | null, error?: string) => void): void {
   readBody(res, MAX_MANAGEMENT_BODY, (buf) => {
-    if (buf.length === 0) return onBody({});
-    try {
-      const v: unknown = JSON.parse(buf.toString('utf8'));
-      if (typeof v !== 'object' || v === null || Array.isArray(v)) return onBody(null, 'body must be a JSON object');
-      onBody(v as Record<string, unknown>);
-    } catch {
-      onBody(null, 'body is not valid JSON');
-    }
+    const parsed = parseJsonObject(buf);
+    if (typeof parsed === 'string') onBody(null, parsed);
+    else onBody(parsed);
   }, () => onBody(null, `body is larger than ${MAX_MANAGEMENT_BODY} bytes`));
+}
+
+/**
+ * Runs one route; a store fault (SQLite busy past the busy timeout, disk full, an I/O error) is
+ * answered 503 `store_unavailable`, reported, and goes no further: thrown out of a uWS callback it
+ * would end the process. SQLite rolled the failed statement back, so nothing was changed.
+ */
+function answerStoreFaults(deps: ManagementDeps, res: HttpResponse, meta: ResponseMeta, during: string, route: () => void): void {
+  try {
+    route();
+  } catch (err) {
+    if (!isStoreError(err)) throw err;
+    deps.onStoreFault(during, err);
+    fail(res, meta, 'store_unavailable', 'The store is busy or full; nothing was changed, retry later');
+  }
 }
 
 /** An ISO 8601 date, or date and time; a time without a zone is UTC, as `created_at` is written. */
@@ -162,7 +189,7 @@ function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, re
 function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
   readJsonBody(res, (body, error) => {
     if (aborted()) return;
-    res.cork(() => {
+    res.cork(() => answerStoreFaults(deps, res, meta, 'POST /api/dashboard/endpoints', () => {
       if (body === null) return fail(res, meta, 'bad_request', error);
       const network = body.network;
       if (network === undefined) return fail(res, meta, 'bad_request', "'network' is required");
@@ -180,14 +207,14 @@ function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpRespons
       }
       const urls = chainUrls(deps.config, network, made.apiKey);
       send(res, meta, 201, { ...endpointView(deps.config, made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
-    });
+    }));
   });
 }
 
 function handleDelete(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
   readJsonBody(res, (body, error) => {
     if (aborted()) return;
-    res.cork(() => {
+    res.cork(() => answerStoreFaults(deps, res, meta, 'DELETE /api/dashboard/endpoints', () => {
       const fromQuery = queryParam(query, 'id');
       if (fromQuery === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
       // The query wins over a body id, so a proxy that drops DELETE bodies changes nothing.
@@ -196,12 +223,16 @@ function handleDelete(deps: ManagementDeps, owner: OwnerRecord, query: string, r
       if (!deps.directory.deleteEndpoint(owner.id, id)) return fail(res, meta, 'not_found', `No endpoint ${id}`);
       deps.onEndpointDeleted(id);
       send(res, meta, 200, { id, deleted: true });
-    });
+    }));
   });
 }
 
 /** Routes one /api/dashboard request. `path` is the URL path; the caller has matched its prefix. */
 export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
+  answerStoreFaults(deps, res, meta, `${method.toUpperCase()} ${path}`, () => routeManagement(deps, res, req, method, path, meta));
+}
+
+function routeManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
   const query = req.getQuery() ?? '';
   const auth = req.getHeader('authorization');
   let aborted = false;

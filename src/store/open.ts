@@ -1,11 +1,15 @@
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { type CheckpointResult, createWalRecovery, type WalRecovery } from './faults.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { prepareStatements, type Statements } from './statements.js';
 
-/** One open connection to the chaingate database, with its statements prepared. */
-export interface Store {
+/**
+ * One open connection to the chaingate database, with its statements prepared, and the repair after
+ * faults (`noteFault`, `checkpointIfDue`: see WalRecovery).
+ */
+export interface Store extends WalRecovery {
   readonly db: Database.Database;
   readonly sql: Statements;
   /** Absolute path of the database file. */
@@ -20,6 +24,8 @@ export interface StoreOptions {
    * its flushes retry on the next tick, while a long wait would stall the event loop.
    */
   busyTimeoutMs?: number;
+  /** Called after each checkpoint made because of a fault, e.g. to log it; default: nothing. */
+  onCheckpoint?: (result: CheckpointResult) => void;
 }
 
 /**
@@ -44,7 +50,8 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
       db.pragma('optimize');
       db.close();
     };
-    return { db, sql: prepareStatements(db), path: file, close };
+    const recovery = createWalRecovery(db, options.onCheckpoint);
+    return { db, sql: prepareStatements(db), path: file, close, noteFault: recovery.noteFault, checkpointIfDue: recovery.checkpointIfDue };
   } catch (err) {
     db.close();
     throw err;

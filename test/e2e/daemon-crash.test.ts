@@ -5,7 +5,6 @@
  */
 import t from 'tap';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
@@ -15,28 +14,8 @@ import { createDirectory } from '../../src/tenancy/directory.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { anvilFor } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
-import { startDaemon } from '../support/daemon.js';
+import { hammer, startDaemon } from '../support/daemon.js';
 
-
-/** A keep-alive POST loop, counting the answers that came back 200. */
-function hammer(url: string, until: () => boolean): Promise<number> {
-  return new Promise((resolve) => {
-    let ok = 0;
-    const once = (): void => {
-      if (until()) return resolve(ok);
-      const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode === 200) ok++;
-          once();
-        });
-      });
-      req.on('error', () => resolve(ok));
-      req.end('{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}');
-    };
-    once();
-  });
-}
 
 t.test('kill -9 under load: stored balance, credits and usage agree exactly', async (t) => {
   const node = await anvilFor(t);

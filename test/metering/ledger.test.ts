@@ -1,8 +1,11 @@
 import t from 'tap';
 import Database from 'better-sqlite3';
+import { closeSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { createLedger, type Ledger, type LedgerOptions } from '../../src/metering/ledger.js';
-import type { Store } from '../../src/store/open.js';
+import { openStore, type Store } from '../../src/store/open.js';
 import { addOwner, invariantGaps, type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
+import { smallVolume } from '../support/small-volume.js';
 
 const EP = 'ep_aaaaaaaaaaaaaaaa';
 const ok = { endpointId: EP, method: 'eth_call', status: 0 };
@@ -184,6 +187,53 @@ t.test('SQLITE_FULL during a flush: kept in memory and written once there is roo
   t.equal(ledger.flush(), true);
   t.equal(ledger.healthy(), true);
   t.equal(store.sql.ledger.balance.get(owner), 1_000_000 - 6000);
+  t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
+});
+
+t.test('a WAL that filled the disk is checkpointed at once; with no room at all, debits wait until room exists', async (t) => {
+  const path = join(smallVolume(t, '2m'), 'chaingate.db');
+  const seed = openStore(path);
+  const owner = addOwner(seed.db, 10_000_000);
+  seed.close();
+  const store = tempStore(t, path, { busyTimeoutMs: 100 });
+  const errors: unknown[] = [];
+  const ledger = ledgerOn(t, store, { onFlushError: (e) => errors.push(e) });
+  let debited = 0;
+  let failed = 0;
+  // Each flush appends the pages it changed to the WAL; SQLite's own checkpoint waits for 4 MB.
+  while (errors.length === 0 && debited < 10_000) {
+    ledger.settle(ledger.reserve(owner, 1)!, 1, ok);
+    debited++;
+    if (!ledger.flush()) failed++;
+  }
+  t.match(errors, [{ code: 'SQLITE_FULL' }], 'the WAL filled the volume once');
+  t.equal(failed, 0, 'yet every flush wrote');
+  t.equal(ledger.healthy(), true, 'the checkpoint freed it and the same flush wrote');
+  t.ok(statSync(`${path}-wal`).size < 100_000, 'the WAL was emptied');
+  t.equal(store.sql.ledger.balance.get(owner), 10_000_000 - debited);
+
+  // Now something else takes every byte left: no checkpoint can make room.
+  const filler = openSync(join(dirname(path), 'filler'), 'w');
+  t.teardown(() => closeSync(filler));
+  const block = Buffer.alloc(4096, 1);
+  for (;;) {
+    try {
+      writeSync(filler, block);
+    } catch {
+      break;
+    }
+  }
+  for (let i = 0; i < 50; i++) ledger.settle(ledger.reserve(owner, 3)!, 3, { ...ok, endpointId: `ep_${i}` });
+  debited += 150;
+  t.equal(ledger.flush(), false);
+  t.equal(ledger.healthy(), false);
+  t.equal(ledger.flush(), false, 'still no room');
+  t.same(ledger.pending(), { ru: 150, rows: 50 }, 'the debits wait in memory');
+  t.equal(ledger.available(owner), 10_000_000 - debited);
+  ftruncateSync(filler, 0);
+  t.equal(ledger.flush(), true, 'room again: written with no restart');
+  t.equal(ledger.healthy(), true);
+  t.equal(store.sql.ledger.balance.get(owner), 10_000_000 - debited);
   t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
 });
 
