@@ -163,10 +163,12 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
 
   function flush(): boolean {
     // After a fault such as a full disk the WAL may hold the very room this write needs.
-    store.checkpointIfDue();
+    const before = store.checkpointIfDue();
     if (pendingRows.size === 0) return true;
-    // A write that failed because the WAL filled the disk gets a second chance as soon as a checkpoint frees it.
-    return writePending() || (store.checkpointIfDue() && writePending());
+    if (writePending()) return true;
+    // A write that failed because the WAL filled the disk gets a second chance as soon as a checkpoint
+    // frees it; not when one has just failed (each try may wait the busy timeout).
+    return before !== 'failed' && store.checkpointIfDue() === 'done' && writePending();
   }
 
   function writePending(): boolean {

@@ -30,8 +30,8 @@ export type CheckpointResult = { ok: true } | { ok: false; reason: string };
 export interface WalRecovery {
   /** Records a failed store call; a fault other than a lock makes a checkpoint due. */
   noteFault(err: unknown): void;
-  /** Runs the due checkpoint, if any; true when one ran and completed. Never throws (`onCheckpoint` hears the outcome). */
-  checkpointIfDue(): boolean;
+  /** Runs the due checkpoint, if any, and says how it went. Never throws (`onCheckpoint` hears the outcome too). */
+  checkpointIfDue(): 'not_due' | 'done' | 'failed';
 }
 
 export function createWalRecovery(db: Database.Database, onCheckpoint: (result: CheckpointResult) => void = () => {}): WalRecovery {
@@ -41,7 +41,7 @@ export function createWalRecovery(db: Database.Database, onCheckpoint: (result: 
       if (isStoreError(err) && !isLockFault(err)) due = true;
     },
     checkpointIfDue() {
-      if (!due) return false;
+      if (!due) return 'not_due';
       let result: CheckpointResult;
       try {
         // TRUNCATE waits (up to the busy timeout) for other connections' readers and writer, copies
@@ -54,7 +54,7 @@ export function createWalRecovery(db: Database.Database, onCheckpoint: (result: 
       }
       if (result.ok) due = false;
       onCheckpoint(result);
-      return result.ok;
+      return result.ok ? 'done' : 'failed';
     },
   };
 }

@@ -4,7 +4,7 @@
  * answer 503 in their shape; debits wait in memory and reach the file exactly once the store takes
  * them; after a full disk the daemon gives the WAL's space back by itself.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdtempSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,11 +36,16 @@ function seed(db: string, endpoints: number): { ownerId: number; managementKey: 
   return { ownerId: owner.id, managementKey: owner.managementKey, endpoints: made };
 }
 
-function writeConfig(dir: string, db: string, anvilUrl: string, flushMs: number): string {
+/** `chaingate serve` on the database `db` in front of anvil, its config in a temp directory; killed at teardown. */
+async function daemonOn(t: Test, db: string, anvilUrl: string, flushMs: number): Promise<Daemon> {
+  const dir = mkdtempSync(join(tmpdir(), 'chaingate-faults-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const cfg = join(dir, 'config.yaml');
   // Management rates lifted: the tests send management requests back to back.
   writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nmanagement: { rps_per_key: 1000000, rps_per_ip: 1000000 }\nstorage: { path: ${JSON.stringify(db)} }\nledger: { flush_interval_ms: ${flushMs} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${anvilUrl}" }]\n`);
-  return cfg;
+  const d = await startDaemon(t, cfg);
+  t.teardown(() => stopDaemon(d));
+  return d;
 }
 
 /** What the file says of the owner: stored balance, and the served (status 0) requests and RU of its usage. */
@@ -55,6 +60,15 @@ function stored(db: string, ownerId: number): { balance: number; served: number;
   } finally {
     file.close();
   }
+}
+
+/** The file accounts for exactly the `served` calls of 5 RU: usage rows, RU, balance, and the invariant. */
+function storedExactly(t: Test, db: string, ownerId: number, served: number): void {
+  const after = stored(db, ownerId);
+  t.equal(after.served, served, 'every call answered 200 is stored, once');
+  t.equal(after.ru, served * RU);
+  t.equal(after.balance, CREDIT - served * RU);
+  t.same(after.gaps, [{ id: ownerId, gap: 0 }], 'credits − usage RU = balance');
 }
 
 /** Resolves once `check()` holds, polling; fails with `what` after `ms`. */
@@ -82,8 +96,7 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const db = join(dir, 'chaingate.db');
   const { ownerId, managementKey, endpoints: [used, doomed] } = seed(db, 2);
-  const d = await startDaemon(t, writeConfig(dir, db, node.url, 200));
-  t.teardown(() => stopDaemon(d));
+  const d = await daemonOn(t, db, node.url, 200);
   const base = `http://127.0.0.1:${d.port}`;
   const url = `${base}/v1/rpc/${used!.apiKey}`;
   const auth = { authorization: `Bearer ${managementKey}` };
@@ -157,11 +170,7 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
   const file = new Database(db, { readonly: true });
   t.same(file.prepare(`SELECT coalesce(name, '-') FROM endpoints ORDER BY 1`).pluck().all(), ['-', 'ep0', 'ep1'], 'the refused POST created nothing');
   file.close();
-  const after = stored(db, ownerId);
-  t.equal(after.served, served, 'every call answered 200 is stored, once');
-  t.equal(after.ru, served * RU);
-  t.equal(after.balance, CREDIT - served * RU);
-  t.same(after.gaps, [{ id: ownerId, gap: 0 }], 'credits − usage RU = balance');
+  storedExactly(t, db, ownerId, served);
 });
 
 t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again without a restart, RU exact', async (t) => {
@@ -171,10 +180,7 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
   const { ownerId, endpoints: [ep] } = seed(db, 1);
   // A short flush interval grows the WAL fast (each flush appends a few pages); SQLite's own
   // checkpoint waits for 1000 pages (4 MB), more than the volume holds.
-  const dir = mkdtempSync(join(tmpdir(), 'chaingate-full-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const d = await startDaemon(t, writeConfig(dir, db, node.url, 10));
-  t.teardown(() => stopDaemon(d));
+  const d = await daemonOn(t, db, node.url, 10);
   const url = `http://127.0.0.1:${d.port}/v1/rpc/${ep!.apiKey}`;
 
   let stop = false;
@@ -199,11 +205,7 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
   // Idle now: the last debits reach the file at the next flushes.
   await waitFor('every debit to be stored', () => stored(db, ownerId).served === served);
   t.equal(await stopGracefully(d), 0);
-  const after = stored(db, ownerId);
-  t.equal(after.served, served, 'every call answered 200 is stored, once');
-  t.equal(after.ru, served * RU);
-  t.equal(after.balance, CREDIT - served * RU);
-  t.same(after.gaps, [{ id: ownerId, gap: 0 }], 'credits − usage RU = balance');
+  storedExactly(t, db, ownerId, served);
 });
 
 t.test('a full disk under management writes alone: 503 in the management shape, then a checkpoint once room exists', async (t) => {
@@ -211,10 +213,7 @@ t.test('a full disk under management writes alone: 503 in the management shape, 
   const volume = smallVolume(t, '2m');
   const db = join(volume, 'chaingate.db');
   const { managementKey } = seed(db, 0);
-  const dir = mkdtempSync(join(tmpdir(), 'chaingate-full-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const d = await startDaemon(t, writeConfig(dir, db, node.url, 10));
-  t.teardown(() => stopDaemon(d));
+  const d = await daemonOn(t, db, node.url, 10);
   const base = `http://127.0.0.1:${d.port}`;
   const headers = { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' };
   const create = (): ReturnType<typeof send> => send('POST', `${base}/api/dashboard/endpoints`, '{"network":"devnet"}', headers);

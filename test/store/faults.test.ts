@@ -41,15 +41,15 @@ t.test('a WAL that filled the volume: the checkpoint after the fault empties it 
   t.match(full, { code: 'SQLITE_FULL' });
   t.ok(statSync(`${db}-wal`).size > 1_500_000, 'the WAL holds the room');
   t.throws(() => debitOnce(store, owner), { code: 'SQLITE_FULL' }, 'and keeps it: no write passes');
-  t.equal(store.checkpointIfDue(), false, 'nothing is due before a fault is noted');
+  t.equal(store.checkpointIfDue(), 'not_due', 'nothing is due before a fault is noted');
   store.noteFault(full);
-  t.equal(store.checkpointIfDue(), true);
+  t.equal(store.checkpointIfDue(), 'done');
   t.same(results, [{ ok: true }]);
   t.equal(statSync(`${db}-wal`).size, 0, 'the WAL is cut to zero bytes');
   const before = store.sql.ledger.balance.get(owner)!;
   debitOnce(store, owner);
   t.equal(store.sql.ledger.balance.get(owner), before - 1, 'writes pass again');
-  t.equal(store.checkpointIfDue(), false, 'one checkpoint per fault');
+  t.equal(store.checkpointIfDue(), 'not_due', 'one checkpoint per fault');
   t.equal(results.length, 1);
 });
 
@@ -71,22 +71,22 @@ t.test('a lock held by another connection makes no checkpoint due; a blocked che
   })();
   t.match(busy, { code: 'SQLITE_BUSY' });
   store.noteFault(busy);
-  t.equal(store.checkpointIfDue(), false, 'a lock passes by itself: nothing to repair');
+  t.equal(store.checkpointIfDue(), 'not_due', 'a lock passes by itself: nothing to repair');
   t.same(results, []);
   other.exec('ROLLBACK');
 
   store.noteFault(new TypeError('not a store error'));
-  t.equal(store.checkpointIfDue(), false, 'only SQLite faults count');
+  t.equal(store.checkpointIfDue(), 'not_due', 'only SQLite faults count');
   debitOnce(store, owner);
   // A reader on an older snapshot keeps a TRUNCATE checkpoint from completing.
   other.exec('BEGIN');
   other.prepare('SELECT count(*) FROM owners').get();
   debitOnce(store, owner);
   store.noteFault(new Database.SqliteError('database or disk is full', 'SQLITE_FULL'));
-  t.equal(store.checkpointIfDue(), false);
+  t.equal(store.checkpointIfDue(), 'failed');
   t.match(results, [{ ok: false, reason: /another connection/ }]);
   other.exec('COMMIT');
-  t.equal(store.checkpointIfDue(), true, 'still due, and done once the reader is gone');
+  t.equal(store.checkpointIfDue(), 'done', 'still due, and done once the reader is gone');
   t.equal(results.length, 2);
-  t.equal(store.checkpointIfDue(), false);
+  t.equal(store.checkpointIfDue(), 'not_due');
 });

@@ -19,13 +19,18 @@ export function smallVolume(t: Test, size: string): string {
     throw new Error(`cannot mount a ${size} tmpfs (the test needs root): ${(err as Error).message}`);
   }
   t.teardown(async () => {
-    // A process that had files open there may take a moment to be gone: a few tries before giving up.
+    // A process that had files open there may take a moment to be gone: a few tries, then a lazy
+    // unmount (detached now, freed when the last file closes) so a failed test leaves no mount behind.
     for (let i = 0; ; i++) {
       try {
         execFileSync('umount', [dir], { stdio: 'pipe' });
         break;
       } catch (err) {
-        if (i === 20) throw err;
+        if (i === 20) {
+          execFileSync('umount', ['-l', dir], { stdio: 'pipe' });
+          rmSync(dir, { recursive: true, force: true });
+          throw new Error(`${dir} was still busy: unmounted lazily (${(err as Error).message})`);
+        }
         await new Promise((r) => setTimeout(r, 100));
       }
     }
