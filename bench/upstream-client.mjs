@@ -4,7 +4,7 @@
 // Figures are this process's CPU µs per request and req/s; the clients take turns for `rounds` rounds
 // and the medians are reported, since a shared machine drifts within a run.
 //
-//   npm run build && node test/upstreams/bench-client.mjs [seconds=3] [inflight=64] [connections=16] [rounds=5]
+//   npm run build && node bench/upstream-client.mjs [seconds=3] [inflight=64] [connections=16] [rounds=5]
 //
 // CLIENT_MODULE=/a/http-client.js[,/b/http-client.js] measures other builds of the client, side by side.
 // PIPELINING=1,8 measures the client once per pipelining depth (default: the client's own default).
@@ -21,10 +21,10 @@ const rounds = Number(process.argv[5] ?? 5);
 const results = new Map();
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const clientModules = (
-  process.env.CLIENT_MODULE ?? fileURLToPath(new URL('../../dist/upstreams/http-client.js', import.meta.url))
+  process.env.CLIENT_MODULE ?? fileURLToPath(new URL('../dist/upstreams/http-client.js', import.meta.url))
 ).split(',');
 const depths = process.env.PIPELINING === undefined ? [undefined] : process.env.PIPELINING.split(',').map(Number);
-const upstreamScript = fileURLToPath(new URL('../../bench/servers/fixed-upstream.mjs', import.meta.url));
+const upstreamScript = fileURLToPath(new URL('./servers/fixed-upstream.mjs', import.meta.url));
 
 function pinned(core) {
   return spawnSync('taskset', ['-V']).status === 0 ? ['taskset', '-c', String(core)] : [];
