@@ -12,8 +12,8 @@
 import { rpcCustomErrorBody, rpcErrorBody } from '../errors.js';
 import { createFilterRegistry, filterError, type FilterRegistry, isFilterError } from '../filters/filter-registry.js';
 import { isQuantity } from '../jsonrpc/param-types.js';
-import { type GatewayContext, gatewayState } from '../server/context.js';
-import type { ChainRuntime } from '../upstreams/chain.js';
+import { type GatewayContext, gatewayState } from './context.js';
+import type { ChainRuntime } from '../chain/runtime.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { type Caller, settleCall } from './admission.js';
 import { chainHead, followBlocks, type PolledBlock, upstreamsInTurn } from './head.js';

@@ -6,7 +6,7 @@
  * still has a head and an idle chain costs its nodes nothing.
  */
 import { performance } from 'node:perf_hooks';
-import type { ChainRuntime } from '../upstreams/chain.js';
+import type { ChainRuntime } from '../chain/runtime.js';
 import type { HttpUpstream } from '../upstreams/http-client.js';
 import { readEvmHead } from '../upstreams/head-probe.js';
 import { callUpstream } from '../upstreams/rpc-call.js';

@@ -26,7 +26,7 @@
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
  * answers report the node's head.
  */
-import type { ChainRuntime } from '../upstreams/chain.js';
+import type { ChainRuntime } from '../chain/runtime.js';
 import { broadcastTransaction } from './broadcast.js';
 import { type AnswerSink, answerSoon, type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, NOT_IDEMPOTENT, type RoutedSink } from './forward.js';
 

@@ -6,8 +6,8 @@
 import { blockOfCall, cacheKeyFor, mayCache } from '../jsonrpc/cacheability.js';
 import { rawResult } from '../jsonrpc/raw-result.js';
 import { reidAcceptedAnswer } from '../jsonrpc/whole-answer.js';
-import { type GatewayContext, gatewayState } from '../server/context.js';
-import type { ChainRuntime } from '../upstreams/chain.js';
+import { type GatewayContext, gatewayState } from './context.js';
+import type { ChainRuntime } from '../chain/runtime.js';
 import { chargeAsCacheHit } from './admission.js';
 import type { Shared } from './dedup.js';
 import { dedupKeyFor } from './dedup.js';

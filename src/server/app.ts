@@ -2,8 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createRepeatedLog } from '../repeated-log.js';
-import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../upstreams/chain.js';
-import { type GatewayContext, releaseGatewayState } from './context.js';
+import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
+import { type GatewayContext, releaseGatewayState } from '../pipeline/context.js';
 import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute } from './ws-route.js';
 import { handleBeacon, sendBeaconError } from './beacon.js';
@@ -11,10 +11,11 @@ import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
-import { probeUpstreams } from '../upstreams/probe.js';
+import { probeUpstreams } from '../chain/startup-probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
-import { chainOfKey, clientIp } from '../pipeline/caller.js';
+import { chainOfKey } from '../pipeline/caller.js';
+import { clientIp } from './peer-address.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */

@@ -1,7 +1,7 @@
 import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import type { ForwardCall } from '../pipeline/forward.js';
-import type { ChainRuntime } from '../upstreams/chain.js';
-import { type GatewayContext, requestDone } from './context.js';
+import type { ChainRuntime } from '../chain/runtime.js';
+import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpResponse } from './uws.js';
 

@@ -1,6 +1,6 @@
 import { createSubscriptionHub, type SubscriptionHub } from '../fanout/subscriptions.js';
-import type { ChainRuntime } from '../upstreams/chain.js';
-import type { GatewayContext } from './context.js';
+import type { ChainRuntime } from '../chain/runtime.js';
+import type { GatewayContext } from '../pipeline/context.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';

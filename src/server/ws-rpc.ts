@@ -3,14 +3,15 @@ import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
-import { clientIp, resolveCaller } from '../pipeline/caller.js';
+import { resolveCaller } from '../pipeline/caller.js';
+import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
 import {
   type SubscribeOutcome, type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub, type SubscriptionKind,
 } from '../fanout/subscriptions.js';
-import type { ChainRuntime } from '../upstreams/chain.js';
-import { type GatewayContext, requestDone } from './context.js';
+import type { ChainRuntime } from '../chain/runtime.js';
+import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpRequest, HttpResponse, WebSocket } from './uws.js';
 

@@ -1,4 +1,4 @@
-import { createSseParser, DEFAULT_MAX_EVENT_BYTES, encodeSseEvent } from '../fanout/sse-parser.js';
+import { createSseParser, DEFAULT_MAX_EVENT_BYTES, encodeSseEvent } from './sse-parser.js';
 import type { HttpUpstream, RequestHandle } from './http-client.js';
 
 /** The timers a link uses; tests pass fakes. Handles are opaque. */

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { type Exchange, reply, replySoon } from '../../src/server/exchange.js';
-import type { GatewayContext } from '../../src/server/context.js';
+import type { GatewayContext } from '../../src/pipeline/context.js';
 import type { HttpResponse } from '../../src/server/uws.js';
 
 /** A response that records what is written to it, in the order uWS would send it. */

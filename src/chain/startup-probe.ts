@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { ChainRuntime } from './chain.js';
+import type { ChainRuntime } from './runtime.js';
 
 /**
  * One look at every upstream at start, so the log says at once which nodes answer, and whether an evm

@@ -1,11 +1,11 @@
 import type { ChainConfig } from '../config/schema.js';
 import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
-import { readBeaconHead, readEvmHead } from './head-probe.js';
-import { createHttpUpstream, type HttpUpstream } from './http-client.js';
-import { startProber, type Prober, type ProberOptions } from './prober.js';
-import { callUpstream, NodeRpcError } from './rpc-call.js';
-import { type ChainHealth, createChainHealth } from './selection.js';
-import { upstreamLabel } from './upstream-url.js';
+import { readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
+import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
+import { startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
+import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
+import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
+import { upstreamLabel } from '../upstreams/upstream-url.js';
 
 /**
  * How the chain's prober runs (see prober.ts): heads of nodes in rotation are polled every second, so lag is

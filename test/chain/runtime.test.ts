@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { validateConfig } from '../../src/config/schema.js';
-import { createChainRuntime, HEAD_FRESH_MS, WRITE_SETTLE_MS } from '../../src/upstreams/chain.js';
+import { createChainRuntime, HEAD_FRESH_MS, WRITE_SETTLE_MS } from '../../src/chain/runtime.js';
 import { NodeRpcError } from '../../src/upstreams/rpc-call.js';
 import { anvilFor } from '../support/gateway.js';
 

@@ -1,12 +1,12 @@
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RepeatedLog } from '../repeated-log.js';
-import { createInFlight, type Shared } from '../pipeline/dedup.js';
-import type { ChainFilters } from '../pipeline/filter-calls.js';
-import { createResponseCache, type ResponseCache } from '../pipeline/response-cache.js';
-import type { Flight, SharedOutcome } from '../pipeline/shared-call.js';
-import type { Tenancy } from '../pipeline/tenancy.js';
-import type { ChainRuntime } from '../upstreams/chain.js';
+import { createInFlight, type Shared } from './dedup.js';
+import type { ChainFilters } from './filter-calls.js';
+import { createResponseCache, type ResponseCache } from './response-cache.js';
+import type { Flight, SharedOutcome } from './shared-call.js';
+import type { Tenancy } from './tenancy.js';
+import type { ChainRuntime } from '../chain/runtime.js';
 
 /** What every request handler shares: the frozen config, the chains' upstreams, the log and the stop state. */
 export interface GatewayContext {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createSseParser, encodeSseEvent, type SseEvent } from '../../src/fanout/sse-parser.js';
+import { createSseParser, encodeSseEvent, type SseEvent } from '../../src/upstreams/sse-parser.js';
 
 /** Feeds the chunks to a fresh parser; returns the events, the retry values and what push last returned. */
 function parse(chunks: Buffer[], maxEventBytes?: number) {
