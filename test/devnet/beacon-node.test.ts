@@ -145,6 +145,7 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     ['GET', '/eth/v1/config/fork_schedule'],
     ['GET', '/eth/v1/config/deposit_contract'],
     ['POST', `/eth/v1/validator/duties/attester/${epoch}`, Array.from({ length: 64 }, (_, i) => String(i))],
+    ['GET', `/eth/v1/validator/duties/attester/${epoch}?index=0,1,2&index=3`],
     ['GET', `/eth/v1/validator/duties/proposer/${epoch}`],
     ['POST', `/eth/v1/validator/duties/sync/${epoch}`, Array.from({ length: 64 }, (_, i) => String(i))],
     ['GET', `/eth/v1/validator/attestation_data?slot=${slot}&committee_index=0`],
@@ -234,6 +235,12 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     if (c?.validators[Number(d.validator_committee_index)] !== d.validator_index) t.fail(`attester duty of ${d.validator_index} disagrees with committees`);
   }
   t.equal(attester.dependent_root, await hash(63), 'attester dependent root: the block before epoch − 1 starts');
+  const byGet = get(`/eth/v1/validator/duties/attester/${epoch}?index=0,1,2&index=3`);
+  t.same(
+    byGet,
+    { ...attester, data: attester.data.filter((d: { validator_index: string }) => Number(d.validator_index) < 4) },
+    'attester duties by GET ?index= (lists and repeats) are the POST answer for those indices',
+  );
   const proposer = get(`/eth/v1/validator/duties/proposer/${epoch}`);
   t.same(proposer.data.map((d: { slot: string }) => d.slot), Array.from({ length: 32 }, (_, i) => String(96 + i)));
   t.equal(proposer.data[4].validator_index, header.header.message.proposer_index, 'proposer duty for slot 100 names the header proposer');
@@ -330,7 +337,10 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
     ['/eth/v1/events?topics=head,bogus', 400],
     ['/eth/v1/nope', 404],
     ['/eth/v1/beacon/states/head', 404],
-    ['/eth/v1/validator/duties/attester/1', 405],
+    ['/eth/v1/validator/duties/attester/1', 400],
+    ['/eth/v1/validator/duties/attester/1?index=one', 400],
+    ['/eth/v1/validator/duties/attester/1', 405, { method: 'PUT' }],
+    ['/eth/v1/validator/duties/sync/1', 405],
     ['/eth/v1/beacon/genesis', 405, { method: 'POST', body: {} }],
     ['/eth/v1/beacon/headers', 405, { method: 'DELETE' }],
     ['/eth/v1/beacon/states/head/validator_balances', 400, { method: 'POST', body: '{"not json' }],
@@ -344,7 +354,8 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
       `${init?.method ?? 'GET'} ${path} → ${status} {code, message}`,
     );
   }
-  t.equal((await call(node, '/eth/v1/validator/duties/attester/1')).headers.get('allow'), 'POST', '405 names the allowed method');
+  t.equal((await call(node, '/eth/v1/validator/duties/attester/1', { method: 'PUT' })).headers.get('allow'), 'GET, POST', '405 names the allowed methods');
+  t.equal((await call(node, '/eth/v1/validator/duties/sync/1')).headers.get('allow'), 'POST', 'sync duties stay POST only');
 });
 
 t.test('SSZ blocks and states', async (t) => {

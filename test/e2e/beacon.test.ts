@@ -130,6 +130,8 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
     '/eth/v2/validator/aggregate_attestation': `?attestation_data_root=${DATA_ROOT}&slot=${head}&committee_index=0`,
     '/eth/v1/validator/sync_committee_contribution': `?slot=${head}&subcommittee_index=1&beacon_block_root=${blockRoot}`,
     '/eth/v3/validator/blocks/{slot}': `?randao_reveal=${RANDAO_REVEAL}`,
+    // The GET form of attester duties (the POST form takes the same indices as its body).
+    '/eth/v1/validator/duties/attester/{epoch}': '?index=0,1,2,3,4,5,6,7',
   };
   const indices = JSON.stringify(Array.from({ length: 8 }, (_, i) => String(i)));
   const poolItem = JSON.stringify({ data: { slot: String(head) }, signature: '0x' + 'cd'.repeat(96) });
@@ -146,7 +148,7 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   const covered = new Set<string>();
   for (const { method, template } of BEACON_ROUTES) {
     if (template === EVENTS_TEMPLATE) continue; // a stream, not an answer: beacon-events.test.ts
-    const path = template.replace(/\{[a-z_]+\}/g, (p) => ids[p]!) + (queries[template] ?? '');
+    const path = template.replace(/\{[a-z_]+\}/g, (p) => ids[p]!) + (method === 'GET' ? queries[template] ?? '' : '');
     const body = method === 'GET' ? undefined : bodies[template] ?? (listPools.test(template) ? `[${poolItem}]` : poolItem);
     cases.push({ method, path, ...(body !== undefined ? { body } : {}) });
     covered.add(`${method} ${template}`);
@@ -157,6 +159,8 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   cases.push({ method: 'GET', path: `/eth/v1/beacon/states/head/validators/${pubkey}` });
   // A slot the node has not reached: the node's own 404 passes through untouched.
   cases.push({ method: 'GET', path: '/eth/v1/beacon/headers/999999' });
+  // Attester duties by GET without the indices the node needs: the node's own 400 passes through untouched.
+  cases.push({ method: 'GET', path: '/eth/v1/validator/duties/attester/3' });
   // SSZ for the paths that serve it.
   cases.push({ method: 'GET', path: '/eth/v2/beacon/blocks/head', accept: 'application/octet-stream' });
   cases.push({ method: 'GET', path: '/eth/v2/debug/beacon/states/head', accept: 'application/octet-stream' });
@@ -191,8 +195,8 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
     }
   }
   t.equal(ssz, 2);
-  // Every listed path answered 200 by the node (and so through the gateway), but the one unreached slot.
-  t.same(statuses, { 200: cases.length - 1, 404: 1 }, 'the node answered every case but one with 200');
+  // Every listed path answered 200 by the node (and so through the gateway), but the unreached slot and the duties without indices.
+  t.same(statuses, { 200: cases.length - 2, 404: 1, 400: 1 }, 'the node answered every case but two with 200');
 
   const health = await call(`${via.public}/eth/v1/node/health`);
   t.same([health.status, health.body.length], [200, 0], 'node/health: 200 with an empty body');
@@ -272,7 +276,8 @@ t.test('refusals answer in the Beacon shape and never reach the node; query stri
     ['PUT', '/eth/v1/node/version', 405, /PUT is not allowed/, 'GET'],
     ['DELETE', '/eth/v1/beacon/pool/attestations', 405, /DELETE is not allowed/, 'GET, POST'],
     ['PATCH', '/eth/v1/beacon/states/head/validators', 405, /PATCH is not allowed/, 'GET, POST'],
-    ['GET', '/eth/v1/validator/duties/attester/1', 405, /GET is not allowed .*use POST/, 'POST'],
+    ['PUT', '/eth/v1/validator/duties/attester/1', 405, /PUT is not allowed .*use GET, POST/, 'GET, POST'],
+    ['GET', '/eth/v1/validator/duties/sync/1', 405, /GET is not allowed .*use POST/, 'POST'],
     ['POST', '/eth/v1/events?topics=head', 405, /use GET/, 'GET'],
   ];
   for (const [name, prefix] of Object.entries(prefixes)) {
@@ -291,6 +296,8 @@ t.test('refusals answer in the Beacon shape and never reach the node; query stri
     ['GET', '/eth/v1/validator/attestation_data?slot=7&committee_index=0&x=%2e%2e%2F'],
     ['POST', '/eth/v1/beacon/states/finalized/validator_balances?trace=1'],
     ['GET', '/eth/v2/beacon/blocks/0x' + 'Ab'.repeat(32)],
+    ['GET', '/eth/v1/validator/duties/attester/1?index=1,2&index=3'],
+    ['POST', '/eth/v1/validator/duties/attester/1'],
   ] as const;
   for (const [method, target] of passed) {
     const before = forwarded(node).length;
@@ -397,6 +404,7 @@ t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon s
     ['/eth/v1/beacon/headers/head', 25],
     ['/eth/v1/config/spec', 75],
     ['/eth/v1/validator/duties/proposer/1', 80],
+    ['/eth/v1/validator/duties/attester/1?index=1,2', 20],
     ['/eth/v2/beacon/blocks/head', 500],
     ['/eth/v1/beacon/blob_sidecars/head', 500],
     ['/eth/v1/beacon/states/head/validators', 500],

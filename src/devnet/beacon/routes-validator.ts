@@ -1,20 +1,29 @@
 /**
- * `/eth/v1/validator/*` and block production: duties (attester and sync by POSTed indices, proposer
- * by epoch), attestation data, aggregates, sync committee contributions and `/eth/v3/validator/blocks`.
+ * `/eth/v1/validator/*` and block production: duties (attester by POSTed indices or the older API's
+ * `?index=` query, sync by POSTed indices, proposer by epoch), attestation data, aggregates, sync committee contributions and `/eth/v3/validator/blocks`.
  */
 import { FORK, PRESET } from './beacon-config.js';
 import { attestationData, beaconBlock, electraAttestation, phase0Attestations } from './beacon-data.js';
 import type { BeaconContext } from './beacon-ids.js';
-import { fail, found, json, missing, parseHex, parseUint, type BeaconRequest, type Found, type Reply } from './beacon-reply.js';
+import { fail, found, json, listParam, missing, parseHex, parseUint, type BeaconRequest, type Found, type Reply } from './beacon-reply.js';
 import type { Route } from './beacon-router.js';
 import type { SlotBlock } from './chain-view.js';
 import { bitvector, derivedRoot, derivedSignature, ZERO_ROOT } from './deterministic.js';
 
 /** A POSTed list of validator indices (strings, as the API sends uint64s); indices of no validator are left out. */
 function indicesBody(ctx: BeaconContext, body: unknown): Found<number[]> {
-  if (!Array.isArray(body)) return missing(400, 'body must be a list of validator indices');
+  return Array.isArray(body) ? knownIndices(ctx, body) : missing(400, 'body must be a list of validator indices');
+}
+
+/** The older Beacon API's GET form: `?index=1,2` (repeats allowed), required. */
+function indicesQuery(ctx: BeaconContext, query: URLSearchParams): Found<number[]> {
+  const listed = listParam(query, 'index');
+  return listed.length === 0 ? missing(400, 'index is required: a list of validator indices') : knownIndices(ctx, listed);
+}
+
+function knownIndices(ctx: BeaconContext, items: readonly unknown[]): Found<number[]> {
   const out: number[] = [];
-  for (const item of body) {
+  for (const item of items) {
     const text = typeof item === 'number' ? String(item) : item;
     if (typeof text !== 'string' || !/^\d{1,15}$/.test(text)) return missing(400, `invalid validator index: ${JSON.stringify(item)}`);
     if (Number(text) < ctx.validators.count) out.push(Number(text));
@@ -35,10 +44,10 @@ async function dependentRoot(ctx: BeaconContext, slot: number): Promise<string> 
   return b?.root ?? ZERO_ROOT;
 }
 
-async function attesterDuties(ctx: BeaconContext, req: BeaconRequest): Promise<Reply> {
+async function attesterDuties(ctx: BeaconContext, req: BeaconRequest, byQuery: boolean): Promise<Reply> {
   const e = dutyEpoch(ctx, req);
   if (!e.ok) return e.reply;
-  const wanted = indicesBody(ctx, req.body);
+  const wanted = byQuery ? indicesQuery(ctx, req.query) : indicesBody(ctx, req.body);
   if (!wanted.ok) return wanted.reply;
   const set = ctx.validators;
   const perSlot = set.committeesPerSlot();
@@ -139,7 +148,11 @@ async function produceBlock(ctx: BeaconContext, req: BeaconRequest): Promise<Rep
 
 export function validatorRoutes(ctx: BeaconContext): Route[] {
   return [
-    { path: '/eth/v1/validator/duties/attester/{epoch}', POST: (req) => attesterDuties(ctx, req) },
+    {
+      path: '/eth/v1/validator/duties/attester/{epoch}',
+      GET: (req) => attesterDuties(ctx, req, true),
+      POST: (req) => attesterDuties(ctx, req, false),
+    },
     { path: '/eth/v1/validator/duties/proposer/{epoch}', GET: (req) => proposerDuties(ctx, req) },
     { path: '/eth/v1/validator/duties/sync/{epoch}', POST: (req) => syncDuties(ctx, req) },
     {
