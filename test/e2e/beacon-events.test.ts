@@ -11,6 +11,7 @@ import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type EventStream, openEventStream } from '../support/event-stream.js';
 import { type FakeBeacon, fakeBeacon, until } from '../support/fake-beacon.js';
+import { devnetBeacon } from '../support/devnet-beacon.js';
 import { closedPort } from '../support/fake-upstream.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
@@ -197,13 +198,7 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
 });
 
 t.test('the devnet beacon node: evm_mine produces head and block events through the gateway, as the node sends them', async (t) => {
-  const anvil = await anvilFor(t);
-  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
-  t.teardown(() => node.stop());
-  const g = await gatewayFor(t, {
-    server: { default_chain: 'devnet' },
-    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
-  });
+  const { anvil, node, g } = await devnetBeacon(t);
   const viaGateway = await openEventStream(`${g.base}/devnet-beacon/v1/rpc/public${EVENTS_PATH}?topics=head&topics=block`);
   const direct = await openEventStream(`${node.url}${EVENTS_PATH}?topics=head,block`);
   t.teardown(() => {

@@ -11,9 +11,8 @@ import { getClient, routes, WireFormat, type ApiClient, type ApiResponse, type E
 import { chainConfigFromJson, createChainForkConfig, defaultChainConfig } from '@lodestar/config';
 import { ssz } from '@lodestar/types';
 import { BEACON_ROUTES, EVENTS_TEMPLATE } from '../../src/beacon/paths.js';
-import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+import { devnetBeacon } from '../support/devnet-beacon.js';
 import { until } from '../support/fake-beacon.js';
-import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 
 /** The GET paths whose answers the Beacon API offers as SSZ (application/octet-stream), as it lists or listed them. */
@@ -61,13 +60,7 @@ const DepositSnapshot = new ContainerType(
 );
 
 t.test('Lodestar\'s API client reads every GET path of the allowlist through the gateway, and every value decodes', async (t) => {
-  const anvil = await anvilFor(t);
-  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
-  t.teardown(() => node.stop());
-  const g = await gatewayFor(t, {
-    server: { default_chain: 'devnet' },
-    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
-  });
+  const { anvil, node, g } = await devnetBeacon(t);
   // A transfer, so block 1 has a transaction, then slots enough for finality and every duty epoch.
   await rpc(anvil.url, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
   await rpc(anvil.url, 'anvil_mine', ['0x63']);

@@ -12,13 +12,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BEACON_ROUTES, EVENTS_TEMPLATE } from '../../src/beacon/paths.js';
-import { startBeaconNode, type BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+import type { BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { startDaemon } from '../support/daemon.js';
 import { type FakeBeacon, fakeBeacon, type SeenRequest, streamBody, until } from '../support/fake-beacon.js';
 import { closedPort, fakeUpstream } from '../support/fake-upstream.js';
-import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
+import { devnetBeacon } from '../support/devnet-beacon.js';
+import { gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
 
 /** Response headers the gateway passes through from the node. */
@@ -92,19 +93,6 @@ async function nodeJson<T>(node: BeaconNode, path: string): Promise<T> {
 
 async function anvilCall(anvil: AnvilNode, method: string, params: unknown[] = []): Promise<unknown> {
   return (await rpc(anvil.url, method, params)).json;
-}
-
-/** anvil (no block time, so the head stays put), the devnet's beacon node after it, and a gateway in front of both. */
-async function devnetBeacon(t: Test, extra: Record<string, unknown> = {}): Promise<{ anvil: AnvilNode; node: BeaconNode; g: TestGateway }> {
-  const anvil = await anvilFor(t);
-  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
-  t.teardown(() => node.stop());
-  const g = await gatewayFor(t, {
-    server: { default_chain: 'devnet' },
-    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
-    ...extra,
-  });
-  return { anvil, node, g };
 }
 
 /** Requests the gateway makes of a node on its own (start-up probe, head polls); every other one came from a client. */
