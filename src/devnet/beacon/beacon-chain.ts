@@ -39,8 +39,6 @@ export interface BeaconChain {
   known(exec: ExecutionBlock): SlotBlock | undefined;
   /** Facts for builders that read the canonical chain up to its newest sealed slot. */
   readonly facts: ChainFacts;
-  /** The newest sealed slot, or −1 before genesis is sealed. */
-  tip(): number;
   slotOfRoot(root: string): number | undefined;
   slotOfStateRoot(root: string): number | undefined;
   /** The signed block of `b` as it was sealed. */
@@ -69,7 +67,7 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
   const { epochs, validators } = opts;
   const keepStates = opts.keepStates ?? 64;
   /** Canonical entries by slot, from 0 to the tip. */
-  let entries: Entry[] = [];
+  const entries: Entry[] = [];
   const slotByRoot = new Map<string, number>();
   const slotByStateRoot = new Map<string, number>();
   /** Recent state trees by slot; a tree counts only while its slot's canonical state root is its own. */
@@ -128,7 +126,7 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
       slotByRoot.delete(e.root);
       slotByStateRoot.delete(e.stateRoot);
     }
-    entries = entries.slice(0, length);
+    if (entries.length > length) entries.length = length;
   }
 
   function slotBlock(e: Entry, slot: number, exec: ExecutionBlock): SlotBlock {
@@ -141,13 +139,13 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
       if (parent === undefined ? slot !== 0 : slot !== parent.slot + 1 || !isCanonical(parent)) {
         throw new Error(`beacon chain: cannot seal block ${slot} on ${parent ? `canonical slot ${parent.slot}` : 'nothing'}`);
       }
+      const transactions = await transactionsOf(exec);
+      const base = parent ? await stateOf(parent) : undefined;
+      // Everything below is synchronous, so readers never see the index half moved to the new branch.
       if (parent === undefined) {
         genesisHash = fromHex(exec.hash);
         genesisTime = Number(exec.timestamp);
       }
-      const transactions = await transactionsOf(exec);
-      const base = parent ? await stateOf(parent) : undefined;
-      // Everything below is synchronous, so readers never see the index half moved to the new branch.
       const f = factsAt(slot - 1);
       const parentRoot = parent?.root ?? toHex(new Uint8Array(32));
       const payload = executionPayload(exec, transactions);
@@ -175,7 +173,6 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
     get facts() {
       return factsAt(entries.length - 1);
     },
-    tip: () => entries.length - 1,
     slotOfRoot: (root) => slotByRoot.get(root.toLowerCase()),
     slotOfStateRoot: (root) => slotByStateRoot.get(root.toLowerCase()),
     async signedBlock(b) {
