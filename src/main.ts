@@ -5,7 +5,6 @@ import { loadConfigFile } from './config/load.js';
 import { preflightConfig } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
-import { devnetBanner, startDevnet } from './devnet/devnet.js';
 import { createLogger, type Logger } from './log.js';
 import { startGateway } from './server/app.js';
 import { uws } from './server/uws.js';
@@ -132,6 +131,8 @@ async function main(argv: string[]): Promise<void> {
     case 'devnet': {
       uws();
       const port = intOption(args, 'port', 0, 65535) ?? 8080;
+      // Loaded here only: the devnet's beacon node brings Lodestar's types (~0.3 s to import), which serve and the other commands never use.
+      const { devnetBanner, startDevnet } = await import('./devnet/devnet.js');
       const devnet = await startDevnet({ port, log });
       process.stdout.write(devnetBanner(devnet));
       stopOnSignal(log, () => devnet.stop());

@@ -47,8 +47,9 @@ export const BEACON_ROUTES: readonly BeaconRoute[] = Object.freeze([
   get('/eth/v1/config/spec'),
   get('/eth/v1/config/fork_schedule'),
   get('/eth/v1/config/deposit_contract'),
-  // Validator: the spec's validator table; attester duties take the indices as a body, so the Beacon API serves them by POST only.
-  post('/eth/v1/validator/duties/attester/{epoch}'),
+  // Validator: the spec's validator table, which lists attester duties by GET (the older Beacon API's form, indices in
+  // `?index=`), plus the POST form the current Beacon API serves them by (indices in the body).
+  ...getPost('/eth/v1/validator/duties/attester/{epoch}'),
   get('/eth/v1/validator/duties/proposer/{epoch}'),
   post('/eth/v1/validator/duties/sync/{epoch}'),
   get('/eth/v1/validator/attestation_data'),

@@ -35,7 +35,8 @@ t.test('the allowlist holds the spec tables, the POST forms and the successors, 
     'GET /eth/v1/beacon/states/{state_id}/committees', 'GET /eth/v1/beacon/states/{state_id}/sync_committees',
     'GET /eth/v1/beacon/states/{state_id}/randao',
     'GET /eth/v1/config/spec', 'GET /eth/v1/config/fork_schedule', 'GET /eth/v1/config/deposit_contract',
-    'POST /eth/v1/validator/duties/attester/{epoch}', 'GET /eth/v1/validator/duties/proposer/{epoch}',
+    'GET /eth/v1/validator/duties/attester/{epoch}', 'POST /eth/v1/validator/duties/attester/{epoch}',
+    'GET /eth/v1/validator/duties/proposer/{epoch}',
     'POST /eth/v1/validator/duties/sync/{epoch}', 'GET /eth/v1/validator/attestation_data',
     'GET /eth/v1/validator/aggregate_attestation', 'GET /eth/v1/validator/sync_committee_contribution',
     'GET /eth/v3/validator/blocks/{slot}',
@@ -49,7 +50,6 @@ t.test('the allowlist holds the spec tables, the POST forms and the successors, 
     'GET /eth/v1/beacon/blobs/{block_id}',
   ];
   t.same([...rows].sort(), [...expected].sort());
-  t.notOk(rows.includes('GET /eth/v1/validator/duties/attester/{epoch}'), 'attester duties are POST only, as upstream serves them');
   t.ok(Object.isFrozen(BEACON_ROUTES));
   t.ok(BEACON_ROUTES.every((r) => Object.isFrozen(r)));
 });
@@ -73,7 +73,9 @@ t.test('every route refuses the other methods with 405 and the right Allow', asy
       if (!r.ok) t.match(r.message, template, 'the message names the route');
     }
   }
-  t.match(matchBeaconPath('GET', '/eth/v1/validator/duties/attester/1'), { ok: false, status: 405, allow: 'POST' });
+  t.same(matchBeaconPath('GET', '/eth/v1/validator/duties/attester/1'), { ok: true, template: '/eth/v1/validator/duties/attester/{epoch}', events: false }, 'attester duties by GET, as the spec lists them');
+  t.match(matchBeaconPath('PUT', '/eth/v1/validator/duties/attester/1'), { ok: false, status: 405, allow: 'GET, POST' });
+  t.match(matchBeaconPath('GET', '/eth/v1/validator/duties/sync/1'), { ok: false, status: 405, allow: 'POST' });
   t.match(matchBeaconPath('POST', '/eth/v1/node/version'), { ok: false, status: 405, allow: 'GET' });
   t.match(matchBeaconPath('PUT', '/eth/v1/beacon/pool/attestations'), { ok: false, status: 405, allow: 'GET, POST' });
 });

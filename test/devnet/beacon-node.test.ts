@@ -1,9 +1,11 @@
 /**
  * The devnet's beacon node against a real anvil: it follows the chain slot for block, answers every
- * path of the Beacon allowlist in the API's shapes, resolves ids of every form, serves SSZ, and streams
+ * path of the Beacon allowlist in the API's shapes, resolves ids of every form, serves SSZ that
+ * Lodestar's types decode, gives roots that are the hash_tree_root of what it serves, and streams
  * head/block/finalized_checkpoint/chain_reorg events as anvil mines and reverts.
  */
 import t, { type Test } from 'tap';
+import { ssz } from '@lodestar/types';
 import { startAnvil, type AnvilNode } from '../../src/devnet/anvil.js';
 import { startBeaconNode, type BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 
@@ -106,6 +108,11 @@ async function openEvents(t: Test, node: BeaconNode, query: string): Promise<Str
 
 const RANDAO_REVEAL = '0x' + 'ab'.repeat(96);
 
+/** The node's block root and state root of `slot`, by id. */
+const rootOf = async (node: BeaconNode, slot: number | string): Promise<string> => (await call(node, `/eth/v1/beacon/blocks/${slot}/root`)).json.data.root;
+const stateRootOf = async (node: BeaconNode, slot: number | string): Promise<string> => (await call(node, `/eth/v1/beacon/states/${slot}/root`)).json.data.root;
+const hex = (b: Uint8Array): string => '0x' + Buffer.from(b).toString('hex');
+
 t.test('follows anvil and answers every listed path in the API shapes', async (t) => {
   const { anvil, node } = await devnet(t);
   await rpc(anvil, 'anvil_mine', ['0x64']);
@@ -114,7 +121,7 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
   const genesis = await blockAt(anvil, 0);
   t.equal(Number(latest.number), node.headSlot(), 'head slot is anvil block number');
 
-  const hash = (n: number): Promise<string> => blockAt(anvil, n).then((b) => b.hash);
+  const hash = (n: number): Promise<string> => rootOf(node, n);
   const slot = 100;
   const epoch = 3;
   const dataRoot = '0x' + '11'.repeat(32);
@@ -145,6 +152,7 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     ['GET', '/eth/v1/config/fork_schedule'],
     ['GET', '/eth/v1/config/deposit_contract'],
     ['POST', `/eth/v1/validator/duties/attester/${epoch}`, Array.from({ length: 64 }, (_, i) => String(i))],
+    ['GET', `/eth/v1/validator/duties/attester/${epoch}?index=0,1,2&index=3`],
     ['GET', `/eth/v1/validator/duties/proposer/${epoch}`],
     ['POST', `/eth/v1/validator/duties/sync/${epoch}`, Array.from({ length: 64 }, (_, i) => String(i))],
     ['GET', `/eth/v1/validator/attestation_data?slot=${slot}&committee_index=0`],
@@ -187,17 +195,17 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
   t.equal(get('/eth/v1/beacon/genesis').data.genesis_time, String(Number(genesis.timestamp)), 'genesis_time is block 0 timestamp');
   const header = get('/eth/v1/beacon/headers/head').data;
   t.same(
-    [header.root, header.header.message.slot, header.header.message.parent_root, header.header.message.state_root],
-    [latest.hash, '100', latest.parentHash, latest.stateRoot],
-    'head header: root, slot, parent and state root from anvil',
+    [header.header.message.slot, header.header.message.parent_root, header.header.message.state_root],
+    ['100', await hash(99), await stateRootOf(node, 100)],
+    'head header: slot, the parent block root and the state root the node names',
   );
   t.same(get('/eth/v1/beacon/headers').data, [header], 'headers without a query is the head header');
   const block = get('/eth/v2/beacon/blocks/head').data.message;
   t.same([block.slot, block.body.execution_payload.block_hash, block.body.execution_payload.block_number], ['100', latest.hash, '100']);
   t.equal(block.proposer_index, header.header.message.proposer_index, 'block and header name one proposer');
   t.equal(block.body.attestations[0].data.slot, '99', 'the block carries the attestation for the slot before');
-  t.equal(get('/eth/v1/beacon/blocks/head/root').data.root, latest.hash);
-  t.equal(get('/eth/v1/beacon/states/head/root').data.root, latest.stateRoot);
+  t.equal(get('/eth/v1/beacon/blocks/head/root').data.root, header.root);
+  t.equal(get('/eth/v2/beacon/blocks/head').data.message.state_root, get('/eth/v1/beacon/states/head/root').data.root, 'the block names its state');
 
   const fc = get('/eth/v1/beacon/states/head/finality_checkpoints').data;
   t.same(
@@ -206,6 +214,7 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     'finalized is the start of epoch − 2, justified of epoch − 1',
   );
   t.equal(get('/eth/v1/beacon/states/head/finality_checkpoints').finalized, false, 'head state is not finalized');
+  t.same(get('/eth/v2/debug/beacon/states/head').data.finalized_checkpoint, fc.finalized, 'finality is what the state holds');
 
   const validators = get('/eth/v1/beacon/states/head/validators').data;
   t.equal(validators.length, 64);
@@ -234,13 +243,19 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     if (c?.validators[Number(d.validator_committee_index)] !== d.validator_index) t.fail(`attester duty of ${d.validator_index} disagrees with committees`);
   }
   t.equal(attester.dependent_root, await hash(63), 'attester dependent root: the block before epoch − 1 starts');
+  const byGet = get(`/eth/v1/validator/duties/attester/${epoch}?index=0,1,2&index=3`);
+  t.same(
+    byGet,
+    { ...attester, data: attester.data.filter((d: { validator_index: string }) => Number(d.validator_index) < 4) },
+    'attester duties by GET ?index= (lists and repeats) are the POST answer for those indices',
+  );
   const proposer = get(`/eth/v1/validator/duties/proposer/${epoch}`);
   t.same(proposer.data.map((d: { slot: string }) => d.slot), Array.from({ length: 32 }, (_, i) => String(96 + i)));
   t.equal(proposer.data[4].validator_index, header.header.message.proposer_index, 'proposer duty for slot 100 names the header proposer');
   t.equal(proposer.dependent_root, await hash(95));
   const sync = posted(`/eth/v1/validator/duties/sync/${epoch}`).data as Array<{ validator_sync_committee_indices: string[] }>;
-  t.equal(sync.flatMap((d) => d.validator_sync_committee_indices).length, 32, 'the sync committee has 32 seats');
-  t.equal(get('/eth/v1/beacon/states/head/sync_committees').data.validators.length, 32);
+  t.equal(sync.flatMap((d) => d.validator_sync_committee_indices).length, 512, 'the sync committee has the preset\'s 512 seats');
+  t.equal(get('/eth/v1/beacon/states/head/sync_committees').data.validators.length, 512);
   t.match(get('/eth/v1/beacon/states/head/randao').data.randao, /^0x[0-9a-f]{64}$/);
 
   const spec = get('/eth/v1/config/spec').data;
@@ -249,13 +264,13 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
   t.equal(schedule[schedule.length - 1].current_version, get('/eth/v1/beacon/states/head/fork').data.current_version);
   t.same(get('/eth/v1/config/deposit_contract').data.chain_id, '31337');
   t.match(get('/eth/v1/node/syncing').data, { head_slot: '100', is_syncing: false, el_offline: false });
-  t.same(get('/eth/v2/debug/beacon/heads').data, [{ root: latest.hash, slot: '100', execution_optimistic: false }]);
+  t.same(get('/eth/v2/debug/beacon/heads').data, [{ root: header.root, slot: '100', execution_optimistic: false }]);
   t.equal(get('/eth/v1/debug/fork_choice').fork_choice_nodes.length, 100 - 32 + 1, 'fork choice from the finalized slot to the head');
   t.equal(get('/eth/v2/debug/beacon/states/head').data.slot, '100');
   t.equal(get('/eth/v2/debug/beacon/states/head').data.latest_execution_payload_header.block_hash, latest.hash);
-  t.match(get('/eth/v1/validator/attestation_data?slot=100&committee_index=0').data, { slot: '100', beacon_block_root: latest.hash, target: { epoch: '3', root: await hash(96) } });
+  t.match(get('/eth/v1/validator/attestation_data?slot=100&committee_index=0').data, { slot: '100', beacon_block_root: header.root, target: { epoch: '3', root: await hash(96) } });
   const produced = answers.get(`GET /eth/v3/validator/blocks/${slot + 1}?randao_reveal=${RANDAO_REVEAL}`)!;
-  t.match(produced.json, { execution_payload_blinded: false, data: { block: { slot: '101', parent_root: latest.hash, body: { randao_reveal: RANDAO_REVEAL } } } });
+  t.match(produced.json, { execution_payload_blinded: false, data: { block: { slot: '101', parent_root: header.root, body: { randao_reveal: RANDAO_REVEAL } } } });
   t.equal(produced.headers.get('eth-execution-payload-blinded'), 'false');
 
   for (const [path, body] of [
@@ -284,9 +299,8 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
   await rpc(anvil, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
   await rpc(anvil, 'anvil_mine', ['0x1b']);
   await until('head slot 68', () => node.headSlot() === 68);
-  const b7 = await blockAt(anvil, 7);
-  const b41 = await blockAt(anvil, 41);
-  const g = await blockAt(anvil, 0);
+  const b7 = { hash: await rootOf(node, 7) };
+  const b41 = { stateRoot: await stateRootOf(node, 41) };
 
   const slotOfHeader = async (id: string) => (await call(node, `/eth/v1/beacon/headers/${id}`)).json?.data?.header?.message?.slot;
   t.equal(await slotOfHeader('head'), '68');
@@ -295,7 +309,8 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
   t.equal(await slotOfHeader('7'), '7');
   t.equal(await slotOfHeader(b7.hash), '7', 'block root');
   t.equal(await slotOfHeader(b7.hash.toUpperCase().replace('0X', '0x')), '7', 'block roots in any case');
-  t.equal((await call(node, `/eth/v1/beacon/blocks/genesis/root`)).json.data.root, g.hash);
+  t.equal((await call(node, `/eth/v1/beacon/blocks/genesis/root`)).json.data.root, await rootOf(node, 0));
+  t.equal((await call(node, `/eth/v2/beacon/blocks/genesis`)).json.data.message.body.execution_payload.block_hash, (await blockAt(anvil, 0)).hash, 'genesis carries anvil\'s block 0');
 
   const stateEpoch = async (id: string) => (await call(node, `/eth/v1/beacon/states/${id}/committees`)).json?.data?.[0]?.slot;
   t.equal(await stateEpoch('head'), '64', 'head state is in epoch 2');
@@ -330,7 +345,10 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
     ['/eth/v1/events?topics=head,bogus', 400],
     ['/eth/v1/nope', 404],
     ['/eth/v1/beacon/states/head', 404],
-    ['/eth/v1/validator/duties/attester/1', 405],
+    ['/eth/v1/validator/duties/attester/1', 400],
+    ['/eth/v1/validator/duties/attester/1?index=one', 400],
+    ['/eth/v1/validator/duties/attester/1', 405, { method: 'PUT' }],
+    ['/eth/v1/validator/duties/sync/1', 405],
     ['/eth/v1/beacon/genesis', 405, { method: 'POST', body: {} }],
     ['/eth/v1/beacon/headers', 405, { method: 'DELETE' }],
     ['/eth/v1/beacon/states/head/validator_balances', 400, { method: 'POST', body: '{"not json' }],
@@ -344,43 +362,64 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
       `${init?.method ?? 'GET'} ${path} → ${status} {code, message}`,
     );
   }
-  t.equal((await call(node, '/eth/v1/validator/duties/attester/1')).headers.get('allow'), 'POST', '405 names the allowed method');
+  t.equal((await call(node, '/eth/v1/validator/duties/attester/1', { method: 'PUT' })).headers.get('allow'), 'GET, POST', '405 names the allowed methods');
+  t.equal((await call(node, '/eth/v1/validator/duties/sync/1')).headers.get('allow'), 'POST', 'sync duties stay POST only');
 });
 
-t.test('SSZ blocks and states', async (t) => {
+t.test('SSZ blocks and states decode with Lodestar\'s types, equal the JSON, and hash to the roots the node names', async (t) => {
   const { anvil, node } = await devnet(t);
+  // Block 1 carries a transfer, so a payload with a transaction is hashed too.
+  await rpc(anvil, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
   await rpc(anvil, 'anvil_mine', ['0x5']);
-  await until('head slot 5', () => node.headSlot() === 5);
-  const latest = await blockAt(anvil, 'latest');
-  const ssz = { accept: 'application/octet-stream' };
+  await until('head slot 6', () => node.headSlot() === 6);
+  const sszAccept = { accept: 'application/octet-stream' };
+  const zero = '0x' + '00'.repeat(32);
 
-  const block = await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: ssz });
-  t.equal(block.headers.get('content-type'), 'application/octet-stream');
-  t.equal(block.headers.get('eth-consensus-version'), 'electra');
-  const bytes = Buffer.from(await block.arrayBuffer());
-  const json = (await call(node, '/eth/v2/beacon/blocks/head')).json.data;
-  // SignedBeaconBlock: a 4-byte offset to the message, the 96-byte signature, then the message.
-  t.equal(bytes.readUInt32LE(0), 100, 'message offset');
-  t.equal(bytes.subarray(4, 100).toString('hex'), json.signature.slice(2), 'signature');
-  t.equal(bytes.readBigUInt64LE(100), 5n, 'slot');
-  t.equal(bytes.readBigUInt64LE(108), BigInt(json.message.proposer_index), 'proposer index');
-  t.equal('0x' + bytes.subarray(116, 148).toString('hex'), latest.parentHash, 'parent root');
-  t.equal('0x' + bytes.subarray(148, 180).toString('hex'), latest.stateRoot, 'state root');
-  const again = Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/5`, { headers: ssz })).arrayBuffer());
-  t.ok(again.equals(bytes), 'the same block gives the same bytes');
+  for (const slot of [0, 1, 6]) {
+    const res = await fetch(`${node.url}/eth/v2/beacon/blocks/${slot}`, { headers: sszAccept });
+    t.equal(res.headers.get('content-type'), 'application/octet-stream', `block ${slot}: SSZ`);
+    t.equal(res.headers.get('eth-consensus-version'), 'electra');
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const signed = ssz.electra.SignedBeaconBlock.deserialize(bytes);
+    t.same(ssz.electra.SignedBeaconBlock.toJson(signed), (await call(node, `/eth/v2/beacon/blocks/${slot}`)).json.data, `block ${slot}: SSZ and JSON are one block`);
+    const root = hex(ssz.electra.BeaconBlock.hashTreeRoot(signed.message));
+    t.equal(root, await rootOf(node, slot), `block ${slot}: its root is its hash_tree_root`);
+    t.equal(hex(signed.message.parentRoot), slot === 0 ? zero : await rootOf(node, slot - 1), `block ${slot}: parent_root is the parent's root`);
+    const header = (await call(node, `/eth/v1/beacon/headers/${slot}`)).json.data.header.message;
+    t.equal(header.body_root, hex(ssz.electra.BeaconBlockBody.hashTreeRoot(signed.message.body)), `block ${slot}: the header's body_root is the body's root`);
+    t.equal((await blockAt(anvil, slot)).hash, hex(signed.message.body.executionPayload.blockHash), `block ${slot}: the payload is anvil's block ${slot}`);
+
+    const stateRes = await fetch(`${node.url}/eth/v2/debug/beacon/states/${slot}`, { headers: sszAccept });
+    t.equal(stateRes.headers.get('content-type'), 'application/octet-stream', `state ${slot}: SSZ`);
+    const state = ssz.electra.BeaconState.deserialize(new Uint8Array(await stateRes.arrayBuffer()));
+    const stateRoot = hex(ssz.electra.BeaconState.hashTreeRoot(state));
+    t.equal(stateRoot, await stateRootOf(node, slot), `state ${slot}: its root is its hash_tree_root`);
+    t.equal(hex(signed.message.stateRoot), stateRoot, `block ${slot} names that state`);
+    t.same(
+      [state.slot, state.latestBlockHeader.slot, hex(state.latestBlockHeader.parentRoot), hex(state.latestBlockHeader.bodyRoot), hex(state.latestBlockHeader.stateRoot)],
+      [slot, slot, hex(signed.message.parentRoot), header.body_root, zero],
+      `state ${slot}: latest_block_header is its block's, state_root left zero`,
+    );
+    if (slot > 0) {
+      t.equal(hex(state.blockRoots[slot - 1]!), await rootOf(node, slot - 1), `state ${slot}: block_roots holds the real roots`);
+      t.equal(hex(state.stateRoots[slot - 1]!), await stateRootOf(node, slot - 1), `state ${slot}: state_roots too`);
+    }
+    const payload = signed.message.body.executionPayload;
+    t.equal(hex(state.latestExecutionPayloadHeader.transactionsRoot), hex(ssz.bellatrix.Transactions.hashTreeRoot(payload.transactions)), `state ${slot}: the payload header's transactions_root`);
+  }
+  const one = (await call(node, '/eth/v2/beacon/blocks/1')).json.data.message.body.execution_payload.transactions;
+  t.match(one, [/^0x02[0-9a-f]+$/], 'block 1 carries the raw signed transfer');
+
+  const head = await fetch(`${node.url}/eth/v2/debug/beacon/states/head`, { headers: sszAccept });
+  const headState = ssz.electra.BeaconState.deserialize(new Uint8Array(await head.arrayBuffer()));
+  t.same(ssz.electra.BeaconState.toJson(headState), (await call(node, '/eth/v2/debug/beacon/states/head')).json.data, 'the head state: SSZ and JSON are one state');
+  t.equal(Number(headState.genesisTime), Number((await blockAt(anvil, 0)).timestamp), 'genesis_time is block 0 timestamp');
+
+  const again = Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: sszAccept })).arrayBuffer());
+  t.ok(again.equals(Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/6`, { headers: sszAccept })).arrayBuffer())), 'the same block gives the same bytes');
   const preferJson = await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: { accept: 'application/octet-stream;q=0.5, application/json' } });
   t.match(preferJson.headers.get('content-type'), /^application\/json/, 'JSON when Accept prefers it');
   await preferJson.arrayBuffer();
-
-  const state = await fetch(`${node.url}/eth/v2/debug/beacon/states/head`, { headers: ssz });
-  t.equal(state.headers.get('content-type'), 'application/octet-stream');
-  t.equal(state.headers.get('eth-consensus-version'), 'electra');
-  const s = Buffer.from(await state.arrayBuffer());
-  const g = await blockAt(anvil, 0);
-  t.equal(s.readBigUInt64LE(0), BigInt(g.timestamp), 'genesis_time');
-  t.equal(s.readBigUInt64LE(40), 5n, 'slot');
-  // 64 validators of 121 bytes each sit somewhere in the variable part.
-  t.ok(s.length > 64 * 121, `state is ${s.length} bytes`);
 });
 
 t.test('events: block and head per slot in order, finality as epochs pass, reorgs, and stop', async (t) => {
@@ -395,8 +434,8 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
 
   const expected: Array<{ event: string; slot: string; block: string }> = [];
   for (let n = start + 1; n <= start + 18; n++) {
-    const b = await blockAt(anvil, n);
-    expected.push({ event: 'block', slot: String(n), block: b.hash }, { event: 'head', slot: String(n), block: b.hash });
+    const root = await rootOf(node, n);
+    expected.push({ event: 'block', slot: String(n), block: root }, { event: 'head', slot: String(n), block: root });
   }
   for (const [name, stream] of [['comma', commaForm], ['repeated', repeatedForm]] as const) {
     t.same(
@@ -406,14 +445,13 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
     );
   }
   const head8 = commaForm.events.find((e) => e.event === 'head' && e.data.slot === '8')!.data;
-  const b8 = await blockAt(anvil, 8);
   t.same(head8, {
     slot: '8',
-    block: b8.hash,
-    state: b8.stateRoot,
+    block: await rootOf(node, 8),
+    state: await stateRootOf(node, 8),
     epoch_transition: true,
-    previous_duty_dependent_root: (await blockAt(anvil, 3)).hash,
-    current_duty_dependent_root: (await blockAt(anvil, 7)).hash,
+    previous_duty_dependent_root: await rootOf(node, 3),
+    current_duty_dependent_root: await rootOf(node, 7),
     execution_optimistic: false,
   });
   t.equal(commaForm.events.find((e) => e.event === 'head' && e.data.slot === '9')?.data.epoch_transition, false);
@@ -422,8 +460,8 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
   t.same(
     finality.events.map((e) => [e.event, e.data.epoch, e.data.block, e.data.state]),
     [
-      ['finalized_checkpoint', '1', (await blockAt(anvil, 4)).hash, (await blockAt(anvil, 4)).stateRoot],
-      ['finalized_checkpoint', '2', (await blockAt(anvil, 8)).hash, (await blockAt(anvil, 8)).stateRoot],
+      ['finalized_checkpoint', '1', await rootOf(node, 4), await stateRootOf(node, 4)],
+      ['finalized_checkpoint', '2', await rootOf(node, 8), await stateRootOf(node, 8)],
     ],
     'finalized_checkpoint at slots 12 and 16; attestation stays silent',
   );
@@ -432,21 +470,27 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
   await rpc(anvil, 'anvil_mine', ['0x2']);
   await until('head 20', () => node.headSlot() === 20);
   const oldHead = await blockAt(anvil, 'latest');
+  const oldHeadRoot = await rootOf(node, 'head');
+  const root18 = await rootOf(node, 18);
+  const oldRoot19 = await rootOf(node, 19);
   await rpc(anvil, 'evm_revert', [snapshot]);
   await rpc(anvil, 'evm_setNextBlockTimestamp', [Number(oldHead.timestamp) + 100]);
   await rpc(anvil, 'anvil_mine', ['0x3']);
   const newHead = await blockAt(anvil, 'latest');
   await until('reorg seen', () => finality.events.some((e) => e.event === 'chain_reorg'));
-  await until('new head followed', async () => (await call(node, '/eth/v1/beacon/headers/head')).json.data.root === newHead.hash);
+  const payloadHash = async (id: string | number): Promise<string> => (await call(node, `/eth/v2/beacon/blocks/${id}`)).json.data.message.body.execution_payload.block_hash;
+  await until('new head followed', async () => (await payloadHash('head')) === newHead.hash);
+  const newHeadRoot = await rootOf(node, 'head');
   // The poll may land between evm_revert and the mining after it: then the reorg's new head is slot 18.
   const reorg = finality.events.find((e) => e.event === 'chain_reorg')?.data;
-  t.match(reorg, { depth: '2', old_head_block: oldHead.hash, execution_optimistic: false });
-  const b18 = await blockAt(anvil, 18);
+  t.match(reorg, { depth: '2', old_head_block: oldHeadRoot, execution_optimistic: false });
   t.ok(
-    (reorg?.slot === '21' && reorg.new_head_block === newHead.hash) || (reorg?.slot === '18' && reorg.new_head_block === b18.hash),
+    (reorg?.slot === '21' && reorg.new_head_block === newHeadRoot) || (reorg?.slot === '18' && reorg.new_head_block === root18),
     `reorg names the new head (${String(reorg?.slot)})`,
   );
-  t.equal((await call(node, '/eth/v1/beacon/headers/19')).json.data.root, (await blockAt(anvil, 19)).hash, 'reorged slots answer the new chain');
+  t.equal(await rootOf(node, 18), root18, 'the common ancestor keeps its root');
+  t.equal(await payloadHash(19), (await blockAt(anvil, 19)).hash, 'reorged slots answer the new chain');
+  t.not(await rootOf(node, 19), oldRoot19, 'with roots of their own');
 
   await node.stop();
   await Promise.all([commaForm.ended, repeatedForm.ended, finality.ended]);

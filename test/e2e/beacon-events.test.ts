@@ -11,6 +11,7 @@ import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type EventStream, openEventStream } from '../support/event-stream.js';
 import { type FakeBeacon, fakeBeacon, until } from '../support/fake-beacon.js';
+import { devnetBeacon } from '../support/devnet-beacon.js';
 import { closedPort } from '../support/fake-upstream.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
@@ -197,13 +198,7 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
 });
 
 t.test('the devnet beacon node: evm_mine produces head and block events through the gateway, as the node sends them', async (t) => {
-  const anvil = await anvilFor(t);
-  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
-  t.teardown(() => node.stop());
-  const g = await gatewayFor(t, {
-    server: { default_chain: 'devnet' },
-    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
-  });
+  const { anvil, node, g } = await devnetBeacon(t);
   const viaGateway = await openEventStream(`${g.base}/devnet-beacon/v1/rpc/public${EVENTS_PATH}?topics=head&topics=block`);
   const direct = await openEventStream(`${node.url}${EVENTS_PATH}?topics=head,block`);
   t.teardown(() => {
@@ -228,8 +223,8 @@ t.test('the devnet beacon node: evm_mine produces head and block events through 
   for (let i = 1; i <= 3; i++) {
     await rpc(anvil.url, 'evm_mine');
     await until(`slot ${start + i}`, () => node.headSlot() === start + i, 5000);
-    const block = (await rpc(anvil.url, 'eth_getBlockByNumber', ['latest', false])).json as { result: { hash: string } };
-    hashes.push(block.result.hash);
+    const root = (await (await fetch(`${node.url}/eth/v1/beacon/blocks/${start + i}/root`)).json()) as { data: { root: string } };
+    hashes.push(root.data.root);
   }
   await until('3 head and 3 block events through the gateway', () => viaGateway.events.filter(after).length >= 6, 5000);
   await new Promise((r) => setTimeout(r, 200));
@@ -239,7 +234,7 @@ t.test('the devnet beacon node: evm_mine produces head and block events through 
     t.same(got, want, `${topic}: the gateway's events equal the node's own, byte for byte`);
     const data = got.map((e) => JSON.parse(e.data) as { slot: string; block: string });
     t.same(data.map((d) => d.slot), [1, 2, 3].map((i) => String(start + i)), `${topic}: slots ${start + 1}..${start + 3}`);
-    t.same(data.map((d) => d.block), hashes, `${topic}: block roots are anvil's block hashes`);
+    t.same(data.map((d) => d.block), hashes, `${topic}: block roots are the node's roots of those slots`);
   }
   t.equal(viaGateway.events.filter(after).length, 6, 'nothing else arrived');
   t.ok(viaGateway.events.every((e) => e.event === 'head' || e.event === 'block'), 'only the topics asked for');

@@ -12,13 +12,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BEACON_ROUTES, EVENTS_TEMPLATE } from '../../src/beacon/paths.js';
-import { startBeaconNode, type BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+import type { BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { startDaemon } from '../support/daemon.js';
 import { type FakeBeacon, fakeBeacon, type SeenRequest, streamBody, until } from '../support/fake-beacon.js';
 import { closedPort, fakeUpstream } from '../support/fake-upstream.js';
-import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
+import { devnetBeacon } from '../support/devnet-beacon.js';
+import { gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
 
 /** Response headers the gateway passes through from the node. */
@@ -94,19 +95,6 @@ async function anvilCall(anvil: AnvilNode, method: string, params: unknown[] = [
   return (await rpc(anvil.url, method, params)).json;
 }
 
-/** anvil (no block time, so the head stays put), the devnet's beacon node after it, and a gateway in front of both. */
-async function devnetBeacon(t: Test, extra: Record<string, unknown> = {}): Promise<{ anvil: AnvilNode; node: BeaconNode; g: TestGateway }> {
-  const anvil = await anvilFor(t);
-  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
-  t.teardown(() => node.stop());
-  const g = await gatewayFor(t, {
-    server: { default_chain: 'devnet' },
-    chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
-    ...extra,
-  });
-  return { anvil, node, g };
-}
-
 /** Requests the gateway makes of a node on its own (start-up probe, head polls); every other one came from a client. */
 const BACKGROUND: ReadonlySet<string> = new Set(['GET /eth/v1/node/version', 'GET /eth/v1/beacon/headers/head']);
 const forwarded = (node: FakeBeacon): SeenRequest[] => node.requests.filter((r) => !BACKGROUND.has(`${r.method} ${r.target}`));
@@ -130,6 +118,8 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
     '/eth/v2/validator/aggregate_attestation': `?attestation_data_root=${DATA_ROOT}&slot=${head}&committee_index=0`,
     '/eth/v1/validator/sync_committee_contribution': `?slot=${head}&subcommittee_index=1&beacon_block_root=${blockRoot}`,
     '/eth/v3/validator/blocks/{slot}': `?randao_reveal=${RANDAO_REVEAL}`,
+    // The GET form of attester duties (the POST form takes the same indices as its body).
+    '/eth/v1/validator/duties/attester/{epoch}': '?index=0,1,2,3,4,5,6,7',
   };
   const indices = JSON.stringify(Array.from({ length: 8 }, (_, i) => String(i)));
   const poolItem = JSON.stringify({ data: { slot: String(head) }, signature: '0x' + 'cd'.repeat(96) });
@@ -146,7 +136,7 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   const covered = new Set<string>();
   for (const { method, template } of BEACON_ROUTES) {
     if (template === EVENTS_TEMPLATE) continue; // a stream, not an answer: beacon-events.test.ts
-    const path = template.replace(/\{[a-z_]+\}/g, (p) => ids[p]!) + (queries[template] ?? '');
+    const path = template.replace(/\{[a-z_]+\}/g, (p) => ids[p]!) + (method === 'GET' ? queries[template] ?? '' : '');
     const body = method === 'GET' ? undefined : bodies[template] ?? (listPools.test(template) ? `[${poolItem}]` : poolItem);
     cases.push({ method, path, ...(body !== undefined ? { body } : {}) });
     covered.add(`${method} ${template}`);
@@ -157,6 +147,8 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   cases.push({ method: 'GET', path: `/eth/v1/beacon/states/head/validators/${pubkey}` });
   // A slot the node has not reached: the node's own 404 passes through untouched.
   cases.push({ method: 'GET', path: '/eth/v1/beacon/headers/999999' });
+  // Attester duties by GET without the indices the node needs: the node's own 400 passes through untouched.
+  cases.push({ method: 'GET', path: '/eth/v1/validator/duties/attester/3' });
   // SSZ for the paths that serve it.
   cases.push({ method: 'GET', path: '/eth/v2/beacon/blocks/head', accept: 'application/octet-stream' });
   cases.push({ method: 'GET', path: '/eth/v2/debug/beacon/states/head', accept: 'application/octet-stream' });
@@ -191,8 +183,8 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
     }
   }
   t.equal(ssz, 2);
-  // Every listed path answered 200 by the node (and so through the gateway), but the one unreached slot.
-  t.same(statuses, { 200: cases.length - 1, 404: 1 }, 'the node answered every case but one with 200');
+  // Every listed path answered 200 by the node (and so through the gateway), but the unreached slot and the duties without indices.
+  t.same(statuses, { 200: cases.length - 2, 404: 1, 400: 1 }, 'the node answered every case but two with 200');
 
   const health = await call(`${via.public}/eth/v1/node/health`);
   t.same([health.status, health.body.length], [200, 0], 'node/health: 200 with an empty body');
@@ -272,7 +264,8 @@ t.test('refusals answer in the Beacon shape and never reach the node; query stri
     ['PUT', '/eth/v1/node/version', 405, /PUT is not allowed/, 'GET'],
     ['DELETE', '/eth/v1/beacon/pool/attestations', 405, /DELETE is not allowed/, 'GET, POST'],
     ['PATCH', '/eth/v1/beacon/states/head/validators', 405, /PATCH is not allowed/, 'GET, POST'],
-    ['GET', '/eth/v1/validator/duties/attester/1', 405, /GET is not allowed .*use POST/, 'POST'],
+    ['PUT', '/eth/v1/validator/duties/attester/1', 405, /PUT is not allowed .*use GET, POST/, 'GET, POST'],
+    ['GET', '/eth/v1/validator/duties/sync/1', 405, /GET is not allowed .*use POST/, 'POST'],
     ['POST', '/eth/v1/events?topics=head', 405, /use GET/, 'GET'],
   ];
   for (const [name, prefix] of Object.entries(prefixes)) {
@@ -291,6 +284,8 @@ t.test('refusals answer in the Beacon shape and never reach the node; query stri
     ['GET', '/eth/v1/validator/attestation_data?slot=7&committee_index=0&x=%2e%2e%2F'],
     ['POST', '/eth/v1/beacon/states/finalized/validator_balances?trace=1'],
     ['GET', '/eth/v2/beacon/blocks/0x' + 'Ab'.repeat(32)],
+    ['GET', '/eth/v1/validator/duties/attester/1?index=1,2&index=3'],
+    ['POST', '/eth/v1/validator/duties/attester/1'],
   ] as const;
   for (const [method, target] of passed) {
     const before = forwarded(node).length;
@@ -397,6 +392,7 @@ t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon s
     ['/eth/v1/beacon/headers/head', 25],
     ['/eth/v1/config/spec', 75],
     ['/eth/v1/validator/duties/proposer/1', 80],
+    ['/eth/v1/validator/duties/attester/1?index=1,2', 20],
     ['/eth/v2/beacon/blocks/head', 500],
     ['/eth/v1/beacon/blob_sidecars/head', 500],
     ['/eth/v1/beacon/states/head/validators', 500],
@@ -407,12 +403,18 @@ t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon s
     ['/eth/v1/config/fork_schedule', 20],
     ['/eth/v1/node/peers', 20],
   ];
+  // A full state is megabytes (the mainnet preset's vectors): it pays the size surcharge on top, 100% per started MiB past the first.
+  const surcharged = new Set(['/eth/v2/debug/beacon/states/head']);
+  let spent = 0;
   for (const [path, ru] of prices) {
     const before = ledger.available(rich.ownerId);
     const a = await call(base + path);
     t.equal(a.status, 200, `${path}: 200`);
-    t.ok(a.body.length < 1_048_576, `${path}: under 1 MiB, so no size surcharge`);
-    t.equal(before - ledger.available(rich.ownerId), ru, `${path} costs ${ru} RU`);
+    const extraMiB = surcharged.has(path) ? Math.ceil((a.body.length - 1_048_576) / 1_048_576) : 0;
+    if (surcharged.has(path)) t.ok(extraMiB > 0, `${path}: ${a.body.length} bytes, over 1 MiB`);
+    else t.ok(a.body.length < 1_048_576, `${path}: under 1 MiB, so no size surcharge`);
+    t.equal(before - ledger.available(rich.ownerId), ru * (1 + extraMiB), `${path} costs ${ru} RU${extraMiB ? ` and ${extraMiB} × ${ru} for its size` : ''}`);
+    spent += ru * (1 + extraMiB);
   }
   const posted = ledger.available(rich.ownerId);
   t.equal((await call(`${base}/eth/v1/beacon/states/head/validators`, { method: 'POST', body: '{"ids":["1"]}' })).status, 200);
@@ -421,7 +423,7 @@ t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon s
   t.equal((await call(`${base}/eth/v1/beacon/states/bad/root`)).status, 400);
   t.equal(ledger.available(rich.ownerId), refusedFree, 'a refused call costs nothing');
   ledger.flush();
-  t.equal(ledger.available(rich.ownerId), 1_000_000 - prices.reduce((s, [, ru]) => s + ru, 0) - 500, 'the flushed balance is the sum of the prices');
+  t.equal(ledger.available(rich.ownerId), 1_000_000 - spent - 500, 'the flushed balance is the sum of the prices');
 
   const poor = endpointFor(g, 'devnet-beacon', 100);
   const poorBase = `${g.base}/devnet-beacon/v1/rpc/${poor.key}`;

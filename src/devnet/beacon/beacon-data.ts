@@ -1,157 +1,141 @@
 /**
- * Blocks, headers, execution payloads and attestations in the Beacon API's JSON shapes (Electra),
- * built from the followed execution blocks. Roots the devnet cannot compute (body roots, SSZ
- * transaction roots) are derived deterministically from the block hash.
+ * The devnet's blocks, payloads and attestations as Lodestar values (`@lodestar/types`), built from
+ * the followed execution blocks and the canonical roots sealed so far. Routes serialize them to JSON
+ * or SSZ with the same types, and roots are their `hashTreeRoot`s. Signatures and RANDAO values are
+ * deterministic stand-ins: the devnet holds no keys.
  */
-import { PRESET, VALIDATOR_COUNT } from './beacon-config.js';
-import type { BeaconContext } from './beacon-ids.js';
-import type { SlotBlock } from './chain-view.js';
-import { bitvector, derivedRoot, derivedSignature, fullBitlist, ZERO_ROOT } from './deterministic.js';
+import { BitArray } from '@chainsafe/ssz';
+import { MAX_COMMITTEES_PER_SLOT, SYNC_COMMITTEE_SIZE } from '@lodestar/params';
+import { ssz, type electra, type phase0 } from '@lodestar/types';
+import { VALIDATOR_COUNT } from './beacon-config.js';
+import type { Epochs } from './epochs.js';
+import type { ExecutionBlock } from './execution-client.js';
+import { derivedRoot, derivedSignature } from './deterministic.js';
+import { fromHex } from './hex.js';
+import type { ValidatorSet } from './validator-set.js';
 
-const GRAFFITI = '0x' + Buffer.from('chaingate devnet').toString('hex').padEnd(64, '0');
+const GRAFFITI = Buffer.from('chaingate devnet'.padEnd(32, '\0'));
 
-const dec = (hex: string | undefined): string => BigInt(hex ?? '0x0').toString();
-
-export interface Checkpoint {
-  epoch: string;
-  root: string;
+/** What every builder reads: epoch arithmetic, the validators, and the canonical roots sealed so far. */
+export interface ChainFacts {
+  readonly epochs: Epochs;
+  readonly validators: ValidatorSet;
+  /** The canonical beacon block root of `slot`, or of the newest sealed slot when `slot` is past it. */
+  rootAt(slot: number): Uint8Array;
+  /** anvil's block 0 hash: the eth1_data block hash of every block and state. */
+  readonly genesisHash: Uint8Array;
 }
 
-async function rootAt(ctx: BeaconContext, slot: number): Promise<string> {
-  return (ctx.view.cached(slot) ?? (await ctx.view.blockAt(slot)))?.root ?? ZERO_ROOT;
-}
+const num = (hex: string | undefined): number => Number(BigInt(hex ?? '0x0'));
+const big = (hex: string | undefined): bigint => BigInt(hex ?? '0x0');
 
 /** The checkpoint of `epoch`: its first slot's block root (every devnet slot has a block). */
-export async function checkpoint(ctx: BeaconContext, epoch: number): Promise<Checkpoint> {
-  return { epoch: String(epoch), root: await rootAt(ctx, ctx.epochs.startSlot(epoch)) };
+export function checkpoint(f: ChainFacts, epoch: number): phase0.Checkpoint {
+  return { epoch, root: f.rootAt(f.epochs.startSlot(epoch)) };
 }
 
-/** Justification and finality as seen from a state at `slot`. */
-export async function checkpointsAt(ctx: BeaconContext, slot: number): Promise<{ previous_justified: Checkpoint; current_justified: Checkpoint; finalized: Checkpoint }> {
-  const finalized = await checkpoint(ctx, ctx.epochs.finalizedEpoch(slot));
-  return { previous_justified: finalized, current_justified: await checkpoint(ctx, ctx.epochs.justifiedEpoch(slot)), finalized };
+/** Justification and finality as seen from a state at `slot`: finalized is epoch − 2, justified epoch − 1. */
+export function checkpointsAt(f: ChainFacts, slot: number): { previousJustified: phase0.Checkpoint; currentJustified: phase0.Checkpoint; finalized: phase0.Checkpoint } {
+  const finalized = checkpoint(f, f.epochs.finalizedEpoch(slot));
+  return { previousJustified: finalized, currentJustified: checkpoint(f, f.epochs.justifiedEpoch(slot)), finalized };
 }
 
-export function executionPayload(b: SlotBlock, transactions: readonly string[]): Record<string, unknown> {
-  const e = b.execution;
+/** The execution payload of `e`, its transactions given raw (anvil lists only their hashes). */
+export function executionPayload(e: ExecutionBlock, transactions: readonly string[]): electra.ExecutionPayload {
   return {
-    parent_hash: b.parentRoot,
-    fee_recipient: e.miner.toLowerCase(),
-    state_root: b.stateRoot,
-    receipts_root: e.receiptsRoot.toLowerCase(),
-    logs_bloom: e.logsBloom.toLowerCase(),
-    prev_randao: (e.mixHash ?? ZERO_ROOT).toLowerCase(),
-    block_number: String(b.slot),
-    gas_limit: dec(e.gasLimit),
-    gas_used: dec(e.gasUsed),
-    timestamp: String(b.timestamp),
-    extra_data: e.extraData.toLowerCase(),
-    base_fee_per_gas: dec(e.baseFeePerGas),
-    block_hash: b.root,
-    transactions,
-    withdrawals: (e.withdrawals ?? []).map((w) => ({
-      index: dec(w.index), validator_index: dec(w.validatorIndex), address: w.address.toLowerCase(), amount: dec(w.amount),
-    })),
-    blob_gas_used: dec(e.blobGasUsed),
-    excess_blob_gas: dec(e.excessBlobGas),
+    parentHash: fromHex(e.parentHash),
+    feeRecipient: fromHex(e.miner),
+    stateRoot: fromHex(e.stateRoot),
+    receiptsRoot: fromHex(e.receiptsRoot),
+    logsBloom: fromHex(e.logsBloom),
+    prevRandao: fromHex(e.mixHash ?? '0x' + '00'.repeat(32)),
+    blockNumber: num(e.number),
+    gasLimit: num(e.gasLimit),
+    gasUsed: num(e.gasUsed),
+    timestamp: num(e.timestamp),
+    extraData: fromHex(e.extraData),
+    baseFeePerGas: big(e.baseFeePerGas),
+    blockHash: fromHex(e.hash),
+    transactions: transactions.map(fromHex),
+    withdrawals: (e.withdrawals ?? []).map((w) => ({ index: num(w.index), validatorIndex: num(w.validatorIndex), address: fromHex(w.address), amount: big(w.amount) })),
+    blobGasUsed: big(e.blobGasUsed),
+    excessBlobGas: big(e.excessBlobGas),
   };
 }
 
-export function executionPayloadHeader(b: SlotBlock): Record<string, unknown> {
-  const { transactions: _t, withdrawals: _w, blob_gas_used, excess_blob_gas, ...rest } = executionPayload(b, []);
-  return {
-    ...rest,
-    transactions_root: derivedRoot('transactions_root', b.root),
-    withdrawals_root: derivedRoot('withdrawals_root', b.root),
-    blob_gas_used,
-    excess_blob_gas,
-  };
+/** The payload's header, as a state keeps it: the lists replaced by their roots. */
+export function executionPayloadHeader(p: electra.ExecutionPayload): electra.ExecutionPayloadHeader {
+  const { transactions, withdrawals, ...rest } = p;
+  return { ...rest, transactionsRoot: ssz.bellatrix.Transactions.hashTreeRoot(transactions), withdrawalsRoot: ssz.capella.Withdrawals.hashTreeRoot(withdrawals) };
 }
 
-export function headerMessage(ctx: BeaconContext, b: SlotBlock): Record<string, string> {
-  return {
-    slot: String(b.slot),
-    proposer_index: String(ctx.validators.proposer(b.slot)),
-    parent_root: b.parentRoot,
-    state_root: b.stateRoot,
-    body_root: derivedRoot('body_root', b.root),
-  };
-}
-
-/** `/eth/v1/beacon/headers` items: every served block is canonical. */
-export function headerEntry(ctx: BeaconContext, b: SlotBlock): Record<string, unknown> {
-  return { root: b.root, canonical: true, header: { message: headerMessage(ctx, b), signature: derivedSignature('block', b.root) } };
-}
-
-/** AttestationData for `slot`; Electra names the committee in `committee_bits` and sets `index` to 0. */
-export async function attestationData(ctx: BeaconContext, slot: number): Promise<Record<string, unknown>> {
-  const { epochs } = ctx;
-  // A slot not yet reached votes for the head, and its epoch's checkpoint is the head until the epoch starts.
-  const headSlot = ctx.view.head().slot;
+/** AttestationData for `slot`; a slot past the newest sealed one votes for that one. Electra sets `index` to 0. */
+export function attestationData(f: ChainFacts, slot: number): phase0.AttestationData {
+  const { epochs } = f;
   const target = epochs.epochOf(slot);
   return {
-    slot: String(slot),
-    index: '0',
-    beacon_block_root: await rootAt(ctx, Math.min(slot, headSlot)),
-    source: await checkpoint(ctx, epochs.justifiedEpoch(slot)),
-    target: { epoch: String(target), root: await rootAt(ctx, Math.min(epochs.startSlot(target), headSlot)) },
+    slot,
+    index: 0,
+    beaconBlockRoot: f.rootAt(slot),
+    source: checkpoint(f, epochs.justifiedEpoch(slot)),
+    target: { epoch: target, root: f.rootAt(epochs.startSlot(target)) },
   };
 }
 
-/** One Electra attestation covering every committee of `slot`, everyone voting. */
-export async function electraAttestation(ctx: BeaconContext, slot: number, onlyCommittee?: number): Promise<Record<string, unknown>> {
-  const all = ctx.validators.committees(ctx.epochs.epochOf(slot)).filter((c) => c.slot === slot);
-  const chosen = onlyCommittee === undefined ? all : all.filter((c) => c.index === onlyCommittee);
-  const size = chosen.reduce((n, c) => n + c.validators.length, 0);
+const allSet = (n: number): BitArray => BitArray.fromBoolArray(Array.from({ length: n }, () => true));
+
+function committeesOf(f: ChainFacts, slot: number, onlyCommittee: number | undefined) {
+  return f.validators.committees(f.epochs.epochOf(slot)).filter((c) => c.slot === slot && (onlyCommittee === undefined || c.index === onlyCommittee));
+}
+
+/** One Electra attestation covering the committees of `slot` (or just one), everyone voting. */
+export function electraAttestation(f: ChainFacts, slot: number, onlyCommittee?: number): electra.Attestation {
+  const chosen = committeesOf(f, slot, onlyCommittee);
+  const committeeBits = BitArray.fromBitLen(MAX_COMMITTEES_PER_SLOT);
+  for (const c of chosen) committeeBits.set(c.index, true);
   return {
-    aggregation_bits: fullBitlist(size),
-    data: await attestationData(ctx, slot),
-    signature: derivedSignature('attestation', slot, onlyCommittee ?? 'all'),
-    committee_bits: bitvector(PRESET.MAX_COMMITTEES_PER_SLOT, chosen.map((c) => c.index)),
+    aggregationBits: allSet(chosen.reduce((n, c) => n + c.validators.length, 0)),
+    data: attestationData(f, slot),
+    signature: fromHex(derivedSignature('attestation', slot, onlyCommittee ?? 'all')),
+    committeeBits,
   };
 }
 
 /** Pre-Electra attestations of `slot`, one per committee, for the v1 (phase0-shaped) endpoints. */
-export async function phase0Attestations(ctx: BeaconContext, slot: number, onlyCommittee?: number): Promise<Array<Record<string, unknown>>> {
-  const data = await attestationData(ctx, slot);
-  return ctx.validators
-    .committees(ctx.epochs.epochOf(slot))
-    .filter((c) => c.slot === slot && (onlyCommittee === undefined || c.index === onlyCommittee))
-    .map((c) => ({
-      aggregation_bits: fullBitlist(c.validators.length),
-      data: { ...data, index: String(c.index) },
-      signature: derivedSignature('attestation', slot, c.index),
-    }));
+export function phase0Attestations(f: ChainFacts, slot: number, onlyCommittee?: number): phase0.Attestation[] {
+  const data = attestationData(f, slot);
+  return committeesOf(f, slot, onlyCommittee).map((c) => ({
+    aggregationBits: allSet(c.validators.length),
+    data: { ...data, index: c.index },
+    signature: fromHex(derivedSignature('attestation', slot, c.index)),
+  }));
 }
 
-/** An Electra BeaconBlock at `b`'s slot; the block at slot n carries the attestation for slot n − 1. */
-export async function beaconBlock(ctx: BeaconContext, b: SlotBlock, transactions: readonly string[], randaoReveal?: string): Promise<Record<string, unknown>> {
+export function eth1Data(f: ChainFacts): phase0.Eth1Data {
+  return { depositRoot: fromHex(derivedRoot('deposit_root')), depositCount: BigInt(VALIDATOR_COUNT), blockHash: f.genesisHash };
+}
+
+/** The Electra body of the block at `slot` over `payload`; the block at slot n carries the attestation for slot n − 1. */
+export function blockBody(f: ChainFacts, slot: number, payload: electra.ExecutionPayload, randaoReveal?: Uint8Array): electra.BeaconBlockBody {
+  const syncBits = BitArray.fromBitLen(SYNC_COMMITTEE_SIZE);
+  if (slot > 0) for (let i = 0; i < SYNC_COMMITTEE_SIZE; i++) syncBits.set(i, true);
   return {
-    slot: String(b.slot),
-    proposer_index: String(ctx.validators.proposer(b.slot)),
-    parent_root: b.parentRoot,
-    state_root: b.stateRoot,
-    body: {
-      randao_reveal: randaoReveal ?? derivedSignature('randao_reveal', b.slot),
-      eth1_data: eth1Data(ctx),
-      graffiti: GRAFFITI,
-      proposer_slashings: [],
-      attester_slashings: [],
-      attestations: b.slot === 0 ? [] : [await electraAttestation(ctx, b.slot - 1)],
-      deposits: [],
-      voluntary_exits: [],
-      sync_aggregate: {
-        sync_committee_bits: bitvector(PRESET.SYNC_COMMITTEE_SIZE, Array.from({ length: b.slot === 0 ? 0 : PRESET.SYNC_COMMITTEE_SIZE }, (_, i) => i)),
-        sync_committee_signature: b.slot === 0 ? '0xc0' + '00'.repeat(95) : derivedSignature('sync_aggregate', b.slot),
-      },
-      execution_payload: executionPayload(b, transactions),
-      bls_to_execution_changes: [],
-      blob_kzg_commitments: [],
-      execution_requests: { deposits: [], withdrawals: [], consolidations: [] },
+    randaoReveal: randaoReveal ?? fromHex(derivedSignature('randao_reveal', slot)),
+    eth1Data: eth1Data(f),
+    graffiti: GRAFFITI,
+    proposerSlashings: [],
+    attesterSlashings: [],
+    attestations: slot === 0 ? [] : [electraAttestation(f, slot - 1)],
+    deposits: [],
+    voluntaryExits: [],
+    syncAggregate: {
+      syncCommitteeBits: syncBits,
+      // The infinity point: the aggregate of no signatures, as a block without sync participation carries.
+      syncCommitteeSignature: slot === 0 ? fromHex('0xc0' + '00'.repeat(95)) : fromHex(derivedSignature('sync_aggregate', slot)),
     },
+    executionPayload: payload,
+    blsToExecutionChanges: [],
+    blobKzgCommitments: [],
+    executionRequests: { deposits: [], withdrawals: [], consolidations: [] },
   };
-}
-
-export function eth1Data(ctx: BeaconContext): Record<string, string> {
-  return { deposit_root: derivedRoot('deposit_root'), deposit_count: String(VALIDATOR_COUNT), block_hash: ctx.view.genesis().root };
 }

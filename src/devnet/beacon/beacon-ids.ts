@@ -2,19 +2,19 @@
  * block_id, state_id and validator_id as the Beacon API defines them. A malformed id is 400; a
  * well-formed id naming nothing (a future slot, an unknown root) is 404.
  */
+import type { BeaconChain } from './beacon-chain.js';
 import { found, missing, parseHex, type Found } from './beacon-reply.js';
 import type { ChainView, SlotBlock } from './chain-view.js';
 import type { Epochs } from './epochs.js';
 import type { ValidatorSet } from './validator-set.js';
 
-/** What every route reads from: the followed chain, its epoch arithmetic, the validators, anvil's chain id. */
+/** What every route reads from: the followed chain, its sealed beacon chain, epoch arithmetic, the validators, anvil's chain id. */
 export interface BeaconContext {
   readonly view: ChainView;
+  readonly chain: BeaconChain;
   readonly epochs: Epochs;
   readonly validators: ValidatorSet;
   readonly chainId: number;
-  /** Raw signed transactions for hashes of the followed chain, for execution payloads. */
-  rawTransactions(hashes: readonly string[]): Promise<string[]>;
 }
 
 /** `execution_optimistic` and `finalized` for data at `slot`: never optimistic, finalized at or below the finalized checkpoint. */

@@ -1,11 +1,15 @@
 /**
  * A small Beacon API node for the devnet that follows anvil's chain (slot n = block n). It exists so
- * `npm start` and the tests have a consensus-layer upstream without a real beacon client; gateway code
- * never imports it and works the same in front of Lighthouse, Prysm, Teku, Nimbus or Lodestar.
+ * `npm start` and the tests have a consensus-layer upstream without running a beacon client, which
+ * would need validators and a network of its own. Its blocks and states are Lodestar's types
+ * (`@lodestar/types`, mainnet preset), so its JSON, its SSZ and its roots are what those types make of
+ * them. It imports nothing of the gateway, and the gateway works the same in front of Lighthouse,
+ * Prysm, Teku, Nimbus or Lodestar.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PRESET } from './beacon-config.js';
+import { SLOTS_PER_EPOCH } from '@lodestar/params';
+import { createBeaconChain } from './beacon-chain.js';
 import { createEventHub, parseTopics } from './beacon-events.js';
 import type { BeaconContext } from './beacon-ids.js';
 import type { Reply } from './beacon-reply.js';
@@ -38,7 +42,10 @@ export interface BeaconNodeOptions {
   port?: number;
   /** How often anvil is polled for new blocks, in ms; default 250. */
   pollMs?: number;
-  /** Slots per epoch; default 32. */
+  /**
+   * Slots per epoch of the node's own arithmetic (duties, finality, events); default 32, the preset's.
+   * Another value suits tests that want finality sooner; the SSZ types keep the preset's sizes.
+   */
   slotsPerEpoch?: number;
 }
 
@@ -86,15 +93,17 @@ function validate(opts: BeaconNodeOptions): void {
 export async function startBeaconNode(opts: BeaconNodeOptions): Promise<BeaconNode> {
   validate(opts);
   const host = opts.host ?? '127.0.0.1';
-  const slotsPerEpoch = opts.slotsPerEpoch ?? 32;
+  const slotsPerEpoch = opts.slotsPerEpoch ?? SLOTS_PER_EPOCH;
   const stopping = new AbortController();
   const client = createExecutionClient(opts.executionUrl, stopping.signal);
   const chainId = await client.chainId();
   const epochs = createEpochs(slotsPerEpoch);
-  // Enough slots for finality, dependent roots and a state's block_roots to come from memory.
-  const window = Math.max(1024, 4 * slotsPerEpoch + PRESET.SLOTS_PER_HISTORICAL_ROOT);
-  const view = await followChain({ client, pollMs: opts.pollMs ?? 250, window, backfill: 3 * slotsPerEpoch + PRESET.SLOTS_PER_HISTORICAL_ROOT });
-  const ctx: BeaconContext = { view, epochs, validators: createValidatorSet(epochs), chainId, rawTransactions: (h) => client.rawTransactions([...h]) };
+  const validators = createValidatorSet(epochs);
+  const chain = createBeaconChain({ epochs, validators, rawTransactions: (h) => client.rawTransactions([...h]) });
+  // Enough slots for finality and dependent roots to come from memory.
+  const window = Math.max(1024, 4 * slotsPerEpoch);
+  const view = await followChain({ client, chain, pollMs: opts.pollMs ?? 250, window });
+  const ctx: BeaconContext = { view, chain, epochs, validators, chainId };
   const hub = createEventHub(ctx);
   const router = createRouter([
     ...nodeRoutes(ctx),
@@ -120,7 +129,12 @@ export async function startBeaconNode(opts: BeaconNodeOptions): Promise<BeaconNo
         res.writeHead(reply.status, { 'content-length': '0' }).end();
         return;
       case 'ssz':
-        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': reply.bytes.length, 'eth-consensus-version': reply.version });
+        res.writeHead(200, {
+          'content-type': 'application/octet-stream',
+          'content-length': reply.bytes.length,
+          ...(reply.version ? { 'eth-consensus-version': reply.version } : {}),
+          ...reply.headers,
+        });
         res.end(head ? undefined : reply.bytes);
         return;
       case 'json':

@@ -1,3 +1,5 @@
+import type { Type } from '@chainsafe/ssz';
+
 /**
  * What a devnet beacon route answers, before it becomes bytes: JSON with optional version, an empty
  * body, SSZ bytes, an event stream, or a Beacon API error `{code, message}`. Routes return these;
@@ -6,7 +8,7 @@
 export type Reply =
   | { readonly kind: 'json'; readonly body: unknown; readonly version?: string; readonly headers?: Readonly<Record<string, string>> }
   | { readonly kind: 'empty'; readonly status: number }
-  | { readonly kind: 'ssz'; readonly bytes: Buffer; readonly version: string }
+  | { readonly kind: 'ssz'; readonly bytes: Uint8Array; readonly version?: string; readonly headers?: Readonly<Record<string, string>> }
   | { readonly kind: 'events'; readonly topics: readonly string[] }
   | { readonly kind: 'error'; readonly status: number; readonly message: string; readonly headers?: Readonly<Record<string, string>> };
 
@@ -24,6 +26,22 @@ export const json = (body: unknown, version?: string, headers?: Record<string, s
   ...(version === undefined ? {} : { version }),
   ...(headers ? { headers } : {}),
 });
+
+/**
+ * `data` as `type` encodes it, for the paths where the Beacon API offers SSZ: its bytes when the
+ * client prefers them, else JSON `{version?, ...meta, data}`. One value, one type: the two forms
+ * cannot disagree. `version` becomes the Eth-Consensus-Version header either way.
+ */
+export function sszOrJson<T>(
+  req: BeaconRequest,
+  type: Type<T>,
+  data: T,
+  opts: { meta?: Record<string, unknown>; version?: string; headers?: Record<string, string> } = {},
+): Reply {
+  const { meta = {}, version, headers } = opts;
+  if (req.wantsSsz) return { kind: 'ssz', bytes: type.serialize(data), ...(version ? { version } : {}), ...(headers ? { headers } : {}) };
+  return json({ ...(version ? { version } : {}), ...meta, data: type.toJson(data) }, version, headers);
+}
 
 /** One request as the routes see it: path parameters, the query, and the JSON body (undefined when none). */
 export interface BeaconRequest {

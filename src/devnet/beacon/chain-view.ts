@@ -1,21 +1,14 @@
 /**
- * Follows anvil's chain: slot n is block n, the block root is the block hash and the state root the
- * block's stateRoot. Recent slots are kept in memory (a bounded window); older ones are read from
- * anvil when asked. The view polls anvil for its latest block, appends what is new, and notices when
- * anvil's chain no longer contains the cached head (evm_revert, anvil_reset) and rebases on it.
+ * Follows anvil's chain: slot n is block n, sealed into the beacon chain (`beacon-chain.ts`) in order,
+ * so every slot has real beacon roots. Recent slots are kept in memory (a bounded window); older ones
+ * are read from anvil when asked and matched to their sealed roots. The view polls anvil for its
+ * latest block, seals what is new, and notices when anvil's chain no longer contains the cached head
+ * (evm_revert, anvil_reset) and rebases on it, sealing the new branch.
  */
+import type { BeaconChain, SlotBlock } from './beacon-chain.js';
 import type { ExecutionBlock, ExecutionClient } from './execution-client.js';
 
-/** One slot of the devnet's beacon chain, backed by the execution block of the same number. */
-export interface SlotBlock {
-  readonly slot: number;
-  readonly root: string;
-  readonly parentRoot: string;
-  readonly stateRoot: string;
-  /** Unix seconds. */
-  readonly timestamp: number;
-  readonly execution: ExecutionBlock;
-}
+export type { SlotBlock };
 
 /** What a poll found, in chain order: a new canonical block, or a head that left the cached chain. */
 export type ChainChange =
@@ -33,8 +26,9 @@ export interface ChainView {
   blockAt(slot: number): Promise<SlotBlock | undefined>;
   /** Canonical blocks `from`..`to` (clamped to the head), in order. */
   blocksBetween(from: number, to: number): Promise<SlotBlock[]>;
+  /** The canonical block whose beacon block root is `root`. */
   blockByRoot(root: string): Promise<SlotBlock | undefined>;
-  /** The newest cached slot whose state root is `root` (anvil repeats a state root across empty blocks). */
+  /** The canonical slot whose beacon state root is `root`. */
   slotOfStateRoot(root: string): number | undefined;
   /** Median seconds between recent blocks, at least 1: the chain's own slot length. */
   secondsPerSlot(): number;
@@ -45,139 +39,115 @@ export interface ChainView {
 
 export interface ChainViewOptions {
   client: ExecutionClient;
+  chain: BeaconChain;
   pollMs: number;
   /** Slots kept in memory. */
   window: number;
-  /** Slots read into the cache at start, so checkpoints and dependent roots are at hand. */
-  backfill: number;
 }
 
-export function toSlotBlock(b: ExecutionBlock): SlotBlock {
-  return {
-    slot: Number(b.number),
-    root: b.hash.toLowerCase(),
-    parentRoot: b.parentHash.toLowerCase(),
-    stateRoot: b.stateRoot.toLowerCase(),
-    timestamp: Number(b.timestamp),
-    execution: b,
-  };
-}
+/** Blocks read from anvil per request while catching up. */
+const CHUNK = 256;
 
-function linked(blocks: SlotBlock[], after: SlotBlock | undefined): boolean {
+/** Whether `blocks` follow each other (and `after`, when given) by number and parent hash. */
+function linked(blocks: readonly ExecutionBlock[], after: ExecutionBlock | undefined): boolean {
   return blocks.every((b, i) => {
     const prev = i === 0 ? after : blocks[i - 1];
-    return prev === undefined || (b.parentRoot === prev.root && b.slot === prev.slot + 1);
+    return prev === undefined || (b.parentHash.toLowerCase() === prev.hash.toLowerCase() && Number(b.number) === Number(prev.number) + 1);
   });
 }
 
 export async function followChain(opts: ChainViewOptions): Promise<ChainView> {
-  const { client } = opts;
+  const { client, chain } = opts;
   const bySlot = new Map<number, SlotBlock>();
-  const byRoot = new Map<string, number>();
-  const byStateRoot = new Map<string, number>();
   const listeners = new Set<(change: ChainChange) => void>();
   let online = true;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
 
-  const fetchRange = async (from: number, to: number): Promise<SlotBlock[]> =>
-    from > to ? [] : (await client.blocks(from, to)).map(toSlotBlock);
-
-  const first = await client.block(0);
-  const latest = await client.block('latest');
-  if (!first || !latest) throw new Error('execution node has no genesis or latest block');
-  let genesis = toSlotBlock(first);
-  let head = toSlotBlock(latest);
+  const fetchRange = async (from: number, to: number): Promise<ExecutionBlock[]> => (from > to ? [] : client.blocks(from, to));
 
   function remember(b: SlotBlock): void {
     bySlot.set(b.slot, b);
-    byRoot.set(b.root, b.slot);
-    byStateRoot.set(b.stateRoot, b.slot);
-    const oldest = b.slot - opts.window;
-    const evicted = bySlot.get(oldest);
-    if (evicted) {
-      bySlot.delete(oldest);
-      byRoot.delete(evicted.root);
-      if (byStateRoot.get(evicted.stateRoot) === oldest) byStateRoot.delete(evicted.stateRoot);
-    }
+    bySlot.delete(b.slot - opts.window);
   }
 
-  /** Drops cached slots above `slot` and rebuilds the indexes from what is left. */
   function forgetAbove(slot: number): void {
     for (const s of [...bySlot.keys()]) if (s > slot) bySlot.delete(s);
-    byRoot.clear();
-    byStateRoot.clear();
-    for (const s of [...bySlot.keys()].sort((a, b) => a - b)) {
-      const b = bySlot.get(s);
-      if (b) {
-        byRoot.set(b.root, s);
-        byStateRoot.set(b.stateRoot, s);
-      }
-    }
   }
 
   const emit = (change: ChainChange): void => {
     for (const l of listeners) l(change);
   };
 
-  function appendAndEmit(blocks: SlotBlock[]): void {
-    for (const b of blocks) {
-      remember(b);
-      head = b;
-      emit({ kind: 'block', block: b });
-    }
+  async function startOver(): Promise<SlotBlock> {
+    const first = await client.block(0);
+    if (!first) throw new Error('execution node has no genesis block');
+    forgetAbove(-1);
+    const g = await chain.seal(first, undefined);
+    remember(g);
+    return g;
   }
 
-  for (const b of await fetchRange(Math.max(0, head.slot - opts.backfill), head.slot - 1)) remember(b);
-  remember(head);
+  let genesis = await startOver();
+  let head = genesis;
 
-  /** Anvil's chain no longer holds our head: find the newest slot both agree on and continue from there. */
-  async function rebase(latestBlock: SlotBlock): Promise<void> {
-    const oldHead = head;
-    const low = Math.min(...bySlot.keys());
-    const theirs = await fetchRange(low, Math.min(latestBlock.slot, oldHead.slot));
-    let ancestor = -1;
-    for (const b of theirs) if (bySlot.get(b.slot)?.root === b.root) ancestor = b.slot;
-    let fresh: SlotBlock[];
-    let base: SlotBlock | undefined;
-    if (ancestor >= 0 && latestBlock.slot - ancestor <= opts.window) {
-      forgetAbove(ancestor);
-      base = bySlot.get(ancestor);
-      fresh = ancestor === latestBlock.slot ? [] : [...(await fetchRange(ancestor + 1, latestBlock.slot - 1)), latestBlock];
-    } else {
-      // Nothing in common within the window (anvil_reset), or too far to fill: start the cache over.
-      forgetAbove(-1);
-      const g = ancestor < 0 ? await client.block(0) : undefined;
-      if (g) genesis = toSlotBlock(g);
-      fresh = [...(await fetchRange(Math.max(0, latestBlock.slot - opts.window + 1), latestBlock.slot - 1)), latestBlock];
+  /**
+   * Seals anvil's blocks after the head up to `latest`, a chunk at a time, and returns them; `linked`
+   * is false when a chunk does not follow the head (anvil moved while we read).
+   */
+  async function catchUp(latest: ExecutionBlock): Promise<{ linked: boolean; sealed: SlotBlock[] }> {
+    const sealed: SlotBlock[] = [];
+    const last = Number(latest.number);
+    for (let from = head.slot + 1; from <= last && !stopped; from += CHUNK) {
+      const to = Math.min(last, from + CHUNK - 1);
+      const chunk = to === last ? [...(await fetchRange(from, to - 1)), latest] : await fetchRange(from, to);
+      if (chunk.length !== to - from + 1 || !linked(chunk, head.execution)) return { linked: false, sealed };
+      for (const e of chunk) {
+        head = await chain.seal(e, head);
+        remember(head);
+        sealed.push(head);
+      }
     }
-    head = base ?? genesis;
-    // Anvil moved again while we read: the next poll starts from `head`.
-    if (!linked(fresh, base)) return;
-    emit({ kind: 'reorg', oldHead, newHead: fresh[fresh.length - 1] ?? head, depth: oldHead.slot - ancestor });
-    appendAndEmit(fresh);
+    return { linked: true, sealed };
+  }
+
+  const latestAtStart = await client.block('latest');
+  if (!latestAtStart) throw new Error('execution node has no latest block');
+  await catchUp(latestAtStart);
+
+  /** Anvil's chain no longer holds our head: find the newest slot both agree on and seal on from there. */
+  async function rebase(latest: ExecutionBlock): Promise<void> {
+    const oldHead = head;
+    const theirs = await fetchRange(Math.min(...bySlot.keys()), Math.min(Number(latest.number), oldHead.slot));
+    let ancestor: SlotBlock | undefined;
+    for (const e of theirs) {
+      const mine = bySlot.get(Number(e.number));
+      if (mine?.execution.hash.toLowerCase() === e.hash.toLowerCase()) ancestor = mine;
+    }
+    if (ancestor) {
+      forgetAbove(ancestor.slot);
+      head = ancestor;
+    } else {
+      // Nothing in common within the window (anvil_reset, or a reorg deeper than the window): seal anvil's chain over.
+      genesis = head = await startOver();
+    }
+    const { linked: whole, sealed } = await catchUp(latest);
+    // Anvil moved again while we read: the next poll goes on from `head`.
+    if (!whole) return;
+    emit({ kind: 'reorg', oldHead, newHead: head, depth: oldHead.slot - (ancestor?.slot ?? -1) });
+    for (const b of sealed) emit({ kind: 'block', block: b });
   }
 
   async function pollOnce(): Promise<void> {
-    const raw = await client.block('latest');
-    if (!raw) throw new Error('execution node has no latest block');
-    const latestBlock = toSlotBlock(raw);
-    if (latestBlock.root === head.root) return;
-    if (latestBlock.slot > head.slot) {
-      const from = Math.max(head.slot + 1, latestBlock.slot - opts.window + 1);
-      const fresh = [...(await fetchRange(from, latestBlock.slot - 1)), latestBlock];
-      if (from > head.slot + 1 && linked(fresh, undefined)) {
-        // Further ahead than the window holds: keep only the newest slots.
-        forgetAbove(-1);
-        appendAndEmit(fresh);
-        return;
-      }
-      if (linked(fresh, head)) {
-        appendAndEmit(fresh);
-        return;
-      }
+    const latest = await client.block('latest');
+    if (!latest) throw new Error('execution node has no latest block');
+    if (latest.hash.toLowerCase() === head.execution.hash.toLowerCase()) return;
+    if (Number(latest.number) > head.slot) {
+      const { linked: whole, sealed } = await catchUp(latest);
+      for (const b of sealed) emit({ kind: 'block', block: b });
+      if (whole) return;
     }
-    await rebase(latestBlock);
+    await rebase(latest);
   }
 
   const schedule = (): void => {
@@ -193,18 +163,19 @@ export async function followChain(opts: ChainViewOptions): Promise<ChainView> {
   };
   schedule();
 
+  const known = (e: ExecutionBlock | undefined): SlotBlock | undefined => (e ? chain.known(e) : undefined);
+
+  async function blockAt(slot: number): Promise<SlotBlock | undefined> {
+    if (slot > head.slot || slot < 0) return undefined;
+    return bySlot.get(slot) ?? known(await client.block(slot));
+  }
+
   return {
     genesis: () => genesis,
     head: () => head,
     executionOnline: () => online,
     cached: (slot) => bySlot.get(slot),
-    async blockAt(slot) {
-      if (slot > head.slot || slot < 0) return undefined;
-      const hit = bySlot.get(slot);
-      if (hit) return hit;
-      const b = await client.block(slot);
-      return b ? toSlotBlock(b) : undefined;
-    },
+    blockAt,
     async blocksBetween(from, to) {
       const end = Math.min(to, head.slot);
       const out: SlotBlock[] = [];
@@ -216,21 +187,22 @@ export async function followChain(opts: ChainViewOptions): Promise<ChainView> {
         }
         let last = s;
         while (last < end && !bySlot.has(last + 1)) last++;
-        out.push(...(await fetchRange(s, last)));
+        for (const e of await fetchRange(s, last)) {
+          const b = known(e);
+          if (b) out.push(b);
+        }
         s = last;
       }
       return out;
     },
     async blockByRoot(root) {
-      const key = root.toLowerCase();
-      const slot = byRoot.get(key);
-      if (slot !== undefined) return bySlot.get(slot);
-      const b = await client.blockByHash(key);
-      if (!b) return undefined;
-      const found = toSlotBlock(b);
-      return found.slot <= head.slot ? found : undefined;
+      const slot = chain.slotOfRoot(root);
+      return slot === undefined ? undefined : blockAt(slot);
     },
-    slotOfStateRoot: (root) => byStateRoot.get(root.toLowerCase()),
+    slotOfStateRoot(root) {
+      const slot = chain.slotOfStateRoot(root);
+      return slot !== undefined && slot <= head.slot ? slot : undefined;
+    },
     secondsPerSlot() {
       const gaps: number[] = [];
       for (let s = head.slot; s > 0 && gaps.length < 32; s--) {

@@ -1,6 +1,7 @@
 /**
  * Deterministic stand-ins for values the devnet cannot compute for real (BLS keys and signatures,
- * hash_tree_roots): SHA-256 of a label and its inputs, so the same request always gets the same bytes.
+ * RANDAO mixes, a deposit root): SHA-256 of a label and its inputs, so the same request always gets
+ * the same bytes.
  */
 import { createHash } from 'node:crypto';
 
@@ -43,20 +44,6 @@ export function derivedShuffle(n: number, ...seed: Array<string | number>): numb
     order[j] = a;
   }
   return order;
-}
-
-/** A bitlist of `length` bits, all set, in SSZ form (delimiter bit after the last). */
-export function fullBitlist(length: number): string {
-  const b = Buffer.alloc(Math.floor(length / 8) + 1);
-  for (let i = 0; i <= length; i++) b[i >> 3] = (b[i >> 3] ?? 0) | (1 << (i & 7));
-  return '0x' + b.toString('hex');
-}
-
-/** A bitvector of `length` bits with the given bits set. */
-export function bitvector(length: number, set: Iterable<number>): string {
-  const b = Buffer.alloc(Math.ceil(length / 8));
-  for (const i of set) b[i >> 3] = (b[i >> 3] ?? 0) | (1 << (i & 7));
-  return '0x' + b.toString('hex');
 }
 
 export const ZERO_ROOT = '0x' + '00'.repeat(32);

@@ -3,7 +3,7 @@
  * network (no peers) and healthy while anvil answers. Pools keep the last POSTed items so a GET shows
  * what was submitted.
  */
-import { DEPOSIT_CONTRACT_ADDRESS, forkSchedule, FORK, specValues } from './beacon-config.js';
+import { DEPOSIT_CONTRACT_ADDRESS, forkSchedule, FORK, specJson } from './beacon-config.js';
 import type { BeaconContext } from './beacon-ids.js';
 import { fail, json, parseUint, type BeaconRequest, type Reply } from './beacon-reply.js';
 import type { Route } from './beacon-router.js';
@@ -98,7 +98,7 @@ export function nodeRoutes(ctx: BeaconContext): Route[] {
     { path: '/eth/v1/node/peer_count', GET: () => json({ data: { disconnected: '0', connecting: '0', connected: '0', disconnecting: '0' } }) },
     {
       path: '/eth/v1/config/spec',
-      GET: () => json({ data: specValues({ slotsPerEpoch: ctx.epochs.slotsPerEpoch, secondsPerSlot: view.secondsPerSlot(), chainId: ctx.chainId, genesisTime: view.genesis().timestamp }) }),
+      GET: () => json({ data: specJson({ secondsPerSlot: view.secondsPerSlot(), chainId: ctx.chainId, genesisTime: view.genesis().timestamp }, ctx.epochs.slotsPerEpoch) }),
     },
     { path: '/eth/v1/config/fork_schedule', GET: () => json({ data: forkSchedule() }) },
     { path: '/eth/v1/config/deposit_contract', GET: () => json({ data: { chain_id: String(ctx.chainId), address: DEPOSIT_CONTRACT_ADDRESS } }) },

@@ -1,20 +1,32 @@
 /**
- * `/eth/v1/validator/*` and block production: duties (attester and sync by POSTed indices, proposer
- * by epoch), attestation data, aggregates, sync committee contributions and `/eth/v3/validator/blocks`.
+ * `/eth/v1/validator/*` and block production: duties (attester by POSTed indices or the older API's
+ * `?index=` query, sync by POSTed indices, proposer by epoch), attestation data, aggregates, sync committee contributions and `/eth/v3/validator/blocks`.
  */
-import { FORK, PRESET } from './beacon-config.js';
-import { attestationData, beaconBlock, electraAttestation, phase0Attestations } from './beacon-data.js';
+import { BitArray } from '@chainsafe/ssz';
+import { EPOCHS_PER_SYNC_COMMITTEE_PERIOD, SYNC_COMMITTEE_SIZE, SYNC_COMMITTEE_SUBNET_COUNT } from '@lodestar/params';
+import { ssz } from '@lodestar/types';
+import { FORK } from './beacon-config.js';
+import { attestationData, blockBody, electraAttestation, executionPayload, phase0Attestations } from './beacon-data.js';
 import type { BeaconContext } from './beacon-ids.js';
-import { fail, found, json, missing, parseHex, parseUint, type BeaconRequest, type Found, type Reply } from './beacon-reply.js';
+import { fail, found, json, listParam, missing, parseHex, parseUint, sszOrJson, type BeaconRequest, type Found, type Reply } from './beacon-reply.js';
 import type { Route } from './beacon-router.js';
-import type { SlotBlock } from './chain-view.js';
-import { bitvector, derivedRoot, derivedSignature, ZERO_ROOT } from './deterministic.js';
+import { derivedRoot, derivedSignature } from './deterministic.js';
+import { fromHex } from './hex.js';
 
 /** A POSTed list of validator indices (strings, as the API sends uint64s); indices of no validator are left out. */
 function indicesBody(ctx: BeaconContext, body: unknown): Found<number[]> {
-  if (!Array.isArray(body)) return missing(400, 'body must be a list of validator indices');
+  return Array.isArray(body) ? knownIndices(ctx, body) : missing(400, 'body must be a list of validator indices');
+}
+
+/** The older Beacon API's GET form: `?index=1,2` (repeats allowed), required. */
+function indicesQuery(ctx: BeaconContext, query: URLSearchParams): Found<number[]> {
+  const listed = listParam(query, 'index');
+  return listed.length === 0 ? missing(400, 'index is required: a list of validator indices') : knownIndices(ctx, listed);
+}
+
+function knownIndices(ctx: BeaconContext, items: readonly unknown[]): Found<number[]> {
   const out: number[] = [];
-  for (const item of body) {
+  for (const item of items) {
     const text = typeof item === 'number' ? String(item) : item;
     if (typeof text !== 'string' || !/^\d{1,15}$/.test(text)) return missing(400, `invalid validator index: ${JSON.stringify(item)}`);
     if (Number(text) < ctx.validators.count) out.push(Number(text));
@@ -32,13 +44,13 @@ function dutyEpoch(ctx: BeaconContext, req: BeaconRequest): Found<number> {
 
 async function dependentRoot(ctx: BeaconContext, slot: number): Promise<string> {
   const b = await ctx.view.blockAt(Math.min(slot, ctx.view.head().slot));
-  return b?.root ?? ZERO_ROOT;
+  return b?.root ?? '0x' + '00'.repeat(32);
 }
 
-async function attesterDuties(ctx: BeaconContext, req: BeaconRequest): Promise<Reply> {
+async function attesterDuties(ctx: BeaconContext, req: BeaconRequest, byQuery: boolean): Promise<Reply> {
   const e = dutyEpoch(ctx, req);
   if (!e.ok) return e.reply;
-  const wanted = indicesBody(ctx, req.body);
+  const wanted = byQuery ? indicesQuery(ctx, req.query) : indicesBody(ctx, req.body);
   if (!wanted.ok) return wanted.reply;
   const set = ctx.validators;
   const perSlot = set.committeesPerSlot();
@@ -74,7 +86,7 @@ async function proposerDuties(ctx: BeaconContext, req: BeaconRequest): Promise<R
 function syncDuties(ctx: BeaconContext, req: BeaconRequest): Reply {
   const e = parseUint(req.params.epoch, 'epoch');
   if (!e.ok) return e.reply;
-  const period = (epoch: number): number => Math.floor(epoch / PRESET.EPOCHS_PER_SYNC_COMMITTEE_PERIOD);
+  const period = (epoch: number): number => Math.floor(epoch / EPOCHS_PER_SYNC_COMMITTEE_PERIOD);
   const current = period(ctx.epochs.epochOf(ctx.view.head().slot));
   if (period(e.value) > current + 1) return fail(400, `epoch ${e.value} is past the next sync committee period`);
   const wanted = indicesBody(ctx, req.body);
@@ -104,6 +116,7 @@ function committeeIndex(ctx: BeaconContext, text: string | null): Found<number> 
   return c.value >= ctx.validators.committeesPerSlot() ? missing(400, `committee_index ${c.value} is out of range`) : c;
 }
 
+/** The block a validator would propose at `slot`: on the head (or the slot before), with an empty execution payload of its own. */
 async function produceBlock(ctx: BeaconContext, req: BeaconRequest): Promise<Reply> {
   const s = parseUint(req.params.slot, 'slot');
   if (!s.ok) return s.reply;
@@ -116,30 +129,30 @@ async function produceBlock(ctx: BeaconContext, req: BeaconRequest): Promise<Rep
   const head = ctx.view.head();
   const parent = (await ctx.view.blockAt(Math.min(s.value - 1, head.slot))) ?? head;
   const timestamp = ctx.view.genesis().timestamp + s.value * ctx.view.secondsPerSlot();
-  const root = derivedRoot('produced_block', s.value, parent.root);
-  // The block this validator would propose: built on `parent`, carrying an empty execution payload of its own.
-  const draft: SlotBlock = {
-    slot: s.value,
-    root,
-    parentRoot: parent.root,
-    stateRoot: derivedRoot('produced_state', s.value, parent.root),
-    timestamp,
-    execution: { ...parent.execution, number: '0x' + s.value.toString(16), hash: root, parentHash: parent.root, timestamp: '0x' + timestamp.toString(16), gasUsed: '0x0', transactions: [], withdrawals: [] },
-  };
-  const block = await beaconBlock(ctx, draft, [], reveal);
-  const body = block.body as Record<string, unknown>;
-  if (graffiti) body.graffiti = graffiti;
-  const consensusValue = String(ctx.validators.count * 1_000_000);
-  return json(
-    { version: FORK, execution_payload_blinded: false, execution_payload_value: '0', consensus_block_value: consensusValue, data: { block, kzg_proofs: [], blobs: [] } },
-    FORK,
-    { 'Eth-Execution-Payload-Blinded': 'false', 'Eth-Execution-Payload-Value': '0', 'Eth-Consensus-Block-Value': consensusValue },
+  const hash = derivedRoot('produced_payload', s.value, parent.root);
+  const payload = executionPayload(
+    { ...parent.execution, number: '0x' + s.value.toString(16), hash, parentHash: parent.execution.hash, timestamp: '0x' + timestamp.toString(16), gasUsed: '0x0', transactions: [], withdrawals: [] },
+    [],
   );
+  const body = blockBody(ctx.chain.facts, s.value, payload, fromHex(reveal));
+  if (graffiti) body.graffiti = fromHex(graffiti);
+  // The node never imports what it produces, so the post-state root is a stand-in.
+  const block = { slot: s.value, proposerIndex: ctx.validators.proposer(s.value), parentRoot: fromHex(parent.root), stateRoot: fromHex(derivedRoot('produced_state', s.value, parent.root)), body };
+  const consensusValue = String(ctx.validators.count * 1_000_000);
+  return sszOrJson(req, ssz.electra.BlockContents, { block, kzgProofs: [], blobs: [] }, {
+    meta: { execution_payload_blinded: false, execution_payload_value: '0', consensus_block_value: consensusValue },
+    version: FORK,
+    headers: { 'Eth-Execution-Payload-Blinded': 'false', 'Eth-Execution-Payload-Value': '0', 'Eth-Consensus-Block-Value': consensusValue },
+  });
 }
 
 export function validatorRoutes(ctx: BeaconContext): Route[] {
   return [
-    { path: '/eth/v1/validator/duties/attester/{epoch}', POST: (req) => attesterDuties(ctx, req) },
+    {
+      path: '/eth/v1/validator/duties/attester/{epoch}',
+      GET: (req) => attesterDuties(ctx, req, true),
+      POST: (req) => attesterDuties(ctx, req, false),
+    },
     { path: '/eth/v1/validator/duties/proposer/{epoch}', GET: (req) => proposerDuties(ctx, req) },
     { path: '/eth/v1/validator/duties/sync/{epoch}', POST: (req) => syncDuties(ctx, req) },
     {
@@ -149,7 +162,7 @@ export function validatorRoutes(ctx: BeaconContext): Route[] {
         if (!s.ok) return s.reply;
         const c = committeeIndex(ctx, req.query.get('committee_index'));
         if (!c.ok) return c.reply;
-        return json({ data: await attestationData(ctx, s.value) });
+        return sszOrJson(req, ssz.phase0.AttestationData, attestationData(ctx.chain.facts, s.value));
       },
     },
     {
@@ -158,8 +171,8 @@ export function validatorRoutes(ctx: BeaconContext): Route[] {
         if (!parseHex(req.query.get('attestation_data_root') ?? '', 32)) return fail(400, 'attestation_data_root must be a 32-byte 0x hex root');
         const s = attestableSlot(ctx, req.query.get('slot'));
         if (!s.ok) return s.reply;
-        const [first] = await phase0Attestations(ctx, s.value, 0);
-        return first ? json({ data: first }) : fail(404, `no attestation for slot ${s.value}`);
+        const [first] = phase0Attestations(ctx.chain.facts, s.value, 0);
+        return first ? json({ data: ssz.phase0.Attestation.toJson(first) }) : fail(404, `no attestation for slot ${s.value}`);
       },
     },
     {
@@ -170,7 +183,7 @@ export function validatorRoutes(ctx: BeaconContext): Route[] {
         if (!s.ok) return s.reply;
         const c = committeeIndex(ctx, req.query.get('committee_index'));
         if (!c.ok) return c.reply;
-        return json({ version: FORK, data: await electraAttestation(ctx, s.value, c.value) }, FORK);
+        return sszOrJson(req, ssz.electra.Attestation, electraAttestation(ctx.chain.facts, s.value, c.value), { version: FORK });
       },
     },
     {
@@ -180,19 +193,18 @@ export function validatorRoutes(ctx: BeaconContext): Route[] {
         if (!s.ok) return s.reply;
         const sub = parseUint(req.query.get('subcommittee_index'), 'subcommittee_index');
         if (!sub.ok) return sub.reply;
-        if (sub.value >= PRESET.SYNC_COMMITTEE_SUBNET_COUNT) return fail(400, `subcommittee_index ${sub.value} is out of range`);
+        if (sub.value >= SYNC_COMMITTEE_SUBNET_COUNT) return fail(400, `subcommittee_index ${sub.value} is out of range`);
         const root = parseHex(req.query.get('beacon_block_root') ?? '', 32);
         if (!root) return fail(400, 'beacon_block_root must be a 32-byte 0x hex root');
-        const size = PRESET.SYNC_COMMITTEE_SIZE / PRESET.SYNC_COMMITTEE_SUBNET_COUNT;
-        return json({
-          data: {
-            slot: String(s.value),
-            beacon_block_root: root,
-            subcommittee_index: String(sub.value),
-            aggregation_bits: bitvector(size, Array.from({ length: size }, (_, i) => i)),
-            signature: derivedSignature('sync_contribution', s.value, sub.value, root),
-          },
-        });
+        const size = SYNC_COMMITTEE_SIZE / SYNC_COMMITTEE_SUBNET_COUNT;
+        const contribution = {
+          slot: s.value,
+          beaconBlockRoot: fromHex(root),
+          subcommitteeIndex: sub.value,
+          aggregationBits: BitArray.fromBoolArray(Array.from({ length: size }, () => true)),
+          signature: fromHex(derivedSignature('sync_contribution', s.value, sub.value, root)),
+        };
+        return json({ data: ssz.altair.SyncCommitteeContribution.toJson(contribution) });
       },
     },
     { path: '/eth/v3/validator/blocks/{slot}', GET: (req) => produceBlock(ctx, req) },

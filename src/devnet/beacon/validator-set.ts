@@ -3,8 +3,11 @@
  * committees, proposers and sync committees drawn deterministically per epoch (or per sync period),
  * so every endpoint that names a duty agrees with every other.
  */
-import { FAR_FUTURE_EPOCH, MAX_EFFECTIVE_BALANCE_GWEI, PRESET, VALIDATOR_COUNT } from './beacon-config.js';
+import { EPOCHS_PER_SYNC_COMMITTEE_PERIOD, FAR_FUTURE_EPOCH, MAX_COMMITTEES_PER_SLOT, MAX_EFFECTIVE_BALANCE, SYNC_COMMITTEE_SIZE, TARGET_COMMITTEE_SIZE } from '@lodestar/params';
+import type { phase0 } from '@lodestar/types';
+import { VALIDATOR_COUNT } from './beacon-config.js';
 import { derivedBytes, derivedPubkey, derivedShuffle } from './deterministic.js';
+import { fromHex } from './hex.js';
 import type { Epochs } from './epochs.js';
 
 export interface Committee {
@@ -37,10 +40,10 @@ export interface ValidatorSet {
   pubkey(index: number): string;
   /** The index of a known 0x pubkey (any case), else undefined. */
   indexOf(pubkey: string): number | undefined;
-  /** Gwei, as a decimal string: 32 ETH plus the rewards of `epoch` epochs. */
-  balance(index: number, epoch: number): string;
-  /** The Beacon API's validator container (`validator` in ValidatorResponse). */
-  record(index: number): Record<string, string | boolean>;
+  /** Gwei: 32 ETH plus the rewards of `epoch` epochs. */
+  balance(index: number, epoch: number): number;
+  /** The validator's registry record, as a state holds it. */
+  record(index: number): phase0.Validator;
   committeesPerSlot(): number;
   committees(epoch: number): Committee[];
   proposer(slot: number): number;
@@ -51,7 +54,7 @@ export interface ValidatorSet {
 export function createValidatorSet(epochs: Epochs, count = VALIDATOR_COUNT): ValidatorSet {
   const pubkeys = Array.from({ length: count }, (_, i) => derivedPubkey('validator', i));
   const byPubkey = new Map(pubkeys.map((p, i) => [p, i]));
-  const perSlot = Math.max(1, Math.min(PRESET.MAX_COMMITTEES_PER_SLOT, Math.floor(count / epochs.slotsPerEpoch / PRESET.TARGET_COMMITTEE_SIZE)));
+  const perSlot = Math.max(1, Math.min(MAX_COMMITTEES_PER_SLOT, Math.floor(count / epochs.slotsPerEpoch / TARGET_COMMITTEE_SIZE)));
   let memo: { epoch: number; committees: Committee[] } | undefined;
 
   function committees(epoch: number): Committee[] {
@@ -74,23 +77,23 @@ export function createValidatorSet(epochs: Epochs, count = VALIDATOR_COUNT): Val
     count,
     pubkey: (index) => pubkeys[index] ?? '',
     indexOf: (pubkey) => byPubkey.get(pubkey.toLowerCase()),
-    balance: (index, epoch) => String(MAX_EFFECTIVE_BALANCE_GWEI + epoch * (10_000 + (index % 8) * 250)),
+    balance: (index, epoch) => MAX_EFFECTIVE_BALANCE + epoch * (10_000 + (index % 8) * 250),
     record: (index) => ({
-      pubkey: pubkeys[index] ?? '',
-      withdrawal_credentials: '0x01' + '00'.repeat(11) + derivedBytes(20, 'withdrawal', index).toString('hex'),
-      effective_balance: String(MAX_EFFECTIVE_BALANCE_GWEI),
+      pubkey: fromHex(pubkeys[index] ?? ''),
+      withdrawalCredentials: Buffer.concat([Buffer.from([1]), Buffer.alloc(11), derivedBytes(20, 'withdrawal', index)]),
+      effectiveBalance: MAX_EFFECTIVE_BALANCE,
       slashed: false,
-      activation_eligibility_epoch: '0',
-      activation_epoch: '0',
-      exit_epoch: FAR_FUTURE_EPOCH,
-      withdrawable_epoch: FAR_FUTURE_EPOCH,
+      activationEligibilityEpoch: 0,
+      activationEpoch: 0,
+      exitEpoch: FAR_FUTURE_EPOCH,
+      withdrawableEpoch: FAR_FUTURE_EPOCH,
     }),
     committeesPerSlot: () => perSlot,
     committees,
     proposer: (slot) => derivedBytes(4, 'proposer', slot).readUInt32LE() % count,
     syncCommittee(epoch) {
-      const order = derivedShuffle(count, 'sync', Math.floor(epoch / PRESET.EPOCHS_PER_SYNC_COMMITTEE_PERIOD));
-      return Array.from({ length: PRESET.SYNC_COMMITTEE_SIZE }, (_, i) => order[i % count] ?? 0);
+      const order = derivedShuffle(count, 'sync', Math.floor(epoch / EPOCHS_PER_SYNC_COMMITTEE_PERIOD));
+      return Array.from({ length: SYNC_COMMITTEE_SIZE }, (_, i) => order[i % count] ?? 0);
     },
   };
 }
