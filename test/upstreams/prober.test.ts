@@ -151,7 +151,7 @@ t.test('a probe that hangs is given up and the next one restores the node', asyn
 });
 
 t.test('a node in rotation whose head poll hangs is out the moment the poll is given up, as a hang', async (t) => {
-  // Defaults as the gateway runs them (chain.ts): polls every 1 s, probes every 1.5 s, given up after 2.5 s.
+  // Defaults as the gateway runs them (chain/runtime.ts): polls every 1 s, probes every 1.5 s, given up after 2.5 s.
   // 'hang' never settles by itself; failAfterMs 2_500 fails when the poll is given up, as a request timeout
   // equal to probeTimeoutMs did: it counted as an ordinary failure, and three polls were needed (9.5 s).
   for (const hang of ['hang', { failAfterMs: 2_500 }] as const) {
