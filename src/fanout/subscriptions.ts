@@ -1,17 +1,16 @@
 import { randomBytes } from 'node:crypto';
+import type { FeedKind } from './feeds.js';
 
 /** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
 export interface FeedSource {
   /** Registers a listener; the hold removes it, and tells whether its upstream subscription is open. */
-  subscribe(kind: SubscriptionKind, params: unknown, listener: { notify(resultJson: string): void; lost(reason: string): void }): {
+  subscribe(kind: FeedKind, params: unknown, listener: { notify(resultJson: string): void; lost(reason: string): void }): {
     remove(): void;
     live(): boolean;
     /** null once the upstream subscription is open, else why not (fit for a client), within `ms`. */
     whenLive(ms: number): Promise<string | null>;
   };
 }
-
-export type SubscriptionKind = 'newHeads' | 'logs' | 'newPendingTransactions';
 
 /** A client connection as the hub sees it: who pays, how bytes reach it, how it is closed. */
 export interface SubscriberConn {
@@ -76,7 +75,7 @@ export interface SubscriptionHub {
    * Opens a subscription for `conn`. Settled at once when the upstream subscription of its kind and params
    * is open; otherwise it waits for it (see liveWaitMs) and `conn` gets nothing until the id is given.
    */
-  subscribe(conn: SubscriberConn, kind: SubscriptionKind, params: unknown): SubscribeOutcome | Promise<SubscribeOutcome>;
+  subscribe(conn: SubscriberConn, kind: FeedKind, params: unknown): SubscribeOutcome | Promise<SubscribeOutcome>;
   /** false for an id this connection does not hold (another connection's id included). */
   unsubscribe(conn: SubscriberConn, id: string): boolean;
   /** Removes every subscription of a connection that closed. */
@@ -184,7 +183,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
   }
 
-  function topicFor(kind: SubscriptionKind, params: unknown): Topic {
+  function topicFor(kind: FeedKind, params: unknown): Topic {
     const key = `${kind}:${params === undefined ? '' : JSON.stringify(params)}`;
     let topic = topics.get(key);
     if (topic !== undefined) return topic;

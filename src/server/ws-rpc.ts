@@ -8,8 +8,9 @@ import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
 import {
-  type SubscribeOutcome, type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub, type SubscriptionKind,
+  type SubscribeOutcome, type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub,
 } from '../fanout/subscriptions.js';
+import type { FeedKind } from '../fanout/feeds.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -196,7 +197,7 @@ function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local, done: 
     done(rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), 'ok');
     return;
   }
-  const outcome = hub.subscribe(conn, local.params[0] as SubscriptionKind, local.params[1]);
+  const outcome = hub.subscribe(conn, local.params[0] as FeedKind, local.params[1]);
   if (!(outcome instanceof Promise)) {
     done(subscribeAnswer(ctx, conn, local, outcome), 'ok');
     return;

@@ -12,7 +12,7 @@ import {
   takeLive,
 } from './upstream-connection.js';
 import { UpstreamError } from './upstream-error.js';
-import { ACTIVE, type Exchange, QUEUED, REFUSED, SETTLED } from './upstream-exchange.js';
+import { ACTIVE, type UpstreamExchange, QUEUED, REFUSED, SETTLED } from './upstream-exchange.js';
 import { upstreamSocketConfig } from './upstream-socket.js';
 import { parseUpstreamUrl } from './upstream-url.js';
 
@@ -139,7 +139,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
 
   const connections = new Set<Connection>();
   const idle: Connection[] = [];
-  let queue: Exchange[] = [];
+  let queue: UpstreamExchange[] = [];
   let queued = 0;
   let sweepTimer: NodeJS.Timeout | undefined;
   // Coarse clock for idle sockets, which need no finer time than the sweep's.
@@ -168,7 +168,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     return usualMs < 0 ? stallMs : stallMs + usualMs;
   }
 
-  function settle(ex: Exchange): void {
+  function settle(ex: UpstreamExchange): void {
     ex.state = SETTLED;
     ex.connection = null;
     ex.payload = null;
@@ -178,7 +178,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     return conn.depth < guard.depth && !conn.exclusive && !conn.eofDeferred;
   }
 
-  function sendOn(conn: Connection, ex: Exchange, now: number): void {
+  function sendOn(conn: Connection, ex: UpstreamExchange, now: number): void {
     ex.firstOnSocket = conn.depth === 0 && conn.completed === 0;
     if (conn.depth === 0) {
       conn.headSince = now;
@@ -196,7 +196,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     batchConn = conn;
   }
 
-  function newConnection(ex: Exchange, now: number): Connection {
+  function newConnection(ex: UpstreamExchange, now: number): Connection {
     const conn = openConnection(socketConfig, pipelining, events);
     connections.add(conn);
     sendOn(conn, ex, now);
@@ -204,7 +204,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   }
 
   /** Writes ex to the best socket for it; false when it has to wait in the queue. */
-  function tryPlace(ex: Exchange, now: number): boolean {
+  function tryPlace(ex: UpstreamExchange, now: number): boolean {
     const stallLimit = stallAfter();
     const batch = batchConn;
     if (
@@ -245,7 +245,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   }
 
   /** Places exchanges taken off a socket, oldest first; those that find no room go to the front of the queue. */
-  function resend(list: Exchange[]): void {
+  function resend(list: UpstreamExchange[]): void {
     if (list.length === 0) return;
     const now = Date.now();
     for (let i = 0; i < list.length; i++) {
@@ -267,7 +267,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   }
 
   /** The retry after a lost socket: on one fresh socket, since the pool's other sockets may be as stale. */
-  function retryOnFresh(list: Exchange[]): void {
+  function retryOnFresh(list: UpstreamExchange[]): void {
     if (list.length === 0) return;
     const now = Date.now();
     let fresh: Connection | null = null;
@@ -456,8 +456,8 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     const wasConnected = conn.connected;
     const behind = takeLive(conn, 1);
     dropConnection(conn);
-    const again: Exchange[] = [];
-    const failed: Exchange[] = [];
+    const again: UpstreamExchange[] = [];
+    const failed: UpstreamExchange[] = [];
     // Once per exchange: a server that closes again gets a reset. The head of a new socket is not re-sent: the
     // server may have acted on it. Those behind any head are idempotent, never exclusive.
     if (head !== null) (wasConnected && !midResponse && !head.retried && !head.firstOnSocket ? again : failed).push(head);
@@ -476,7 +476,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     }
   }
 
-  function abortExchange(ex: Exchange): void {
+  function abortExchange(ex: UpstreamExchange): void {
     if (ex.state === QUEUED) {
       settle(ex);
       queued--;
@@ -499,7 +499,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     }
   }
 
-  function resumeExchange(ex: Exchange): void {
+  function resumeExchange(ex: UpstreamExchange): void {
     if (ex.state !== ACTIVE || !ex.paused) return;
     ex.paused = false;
     ex.progressed = true;
@@ -528,14 +528,14 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     }
   }
 
-  function timeoutError(ex: Exchange): UpstreamError {
+  function timeoutError(ex: UpstreamExchange): UpstreamError {
     const what = ex.headReceived ? 'response body stalled for' : 'no response head within';
     return new UpstreamError('timeout', `${label}: ${what} ${ex.timeoutMs} ms`);
   }
 
   /** Requests behind the head past their deadline fail; their slots stay, to drop their late responses. */
   function expireBehind(conn: Connection, now: number): void {
-    let expired: Exchange[] | undefined;
+    let expired: UpstreamExchange[] | undefined;
     const slots = conn.slots;
     for (let k = 1; k < conn.depth; k++) {
       const i = (conn.first + k) % slots.length;
@@ -613,7 +613,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     }
   }
 
-  function refuseClosed(ex: Exchange): void {
+  function refuseClosed(ex: UpstreamExchange): void {
     if (ex.state !== REFUSED) return;
     settle(ex);
     ex.sink.onError(new UpstreamError('reset', `${label}: upstream closed`));
@@ -625,7 +625,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       const timeoutMs = req.timeoutMs;
       if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new TypeError('timeoutMs must be a positive number');
       const now = Date.now();
-      const ex: Exchange = {
+      const ex: UpstreamExchange = {
         sink,
         payload: encoder.encode(req),
         timeoutMs,
@@ -666,7 +666,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       closed = true;
       clearInterval(sweepTimer);
       sweepTimer = undefined;
-      const orphans: Exchange[] = [];
+      const orphans: UpstreamExchange[] = [];
       for (const conn of connections) {
         orphans.push(...takeLive(conn, 0));
         dropConnection(conn);

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import { createResponseParser, type ResponseParser } from './http-parser.js';
-import type { Exchange } from './upstream-exchange.js';
+import type { UpstreamExchange } from './upstream-exchange.js';
 import { openUpstreamSocket, type UpstreamSocketConfig } from './upstream-socket.js';
 
 /**
@@ -13,7 +13,7 @@ export interface Connection {
   readonly parser: ResponseParser;
   /** In-flight slots as a ring of `pipelining` entries from `first`. A null slot inside the ring was discarded
    *  (aborted, timed out, or its request moved to another socket): its response is still read, and dropped. */
-  readonly slots: Array<Exchange | null>;
+  readonly slots: Array<UpstreamExchange | null>;
   first: number;
   /** Slots in flight, discarded ones included: the responses this socket still owes. */
   depth: number;
@@ -78,7 +78,7 @@ export function openConnection(config: UpstreamSocketConfig, pipelining: number,
   conn = {
     socket,
     parser,
-    slots: new Array<Exchange | null>(pipelining).fill(null),
+    slots: new Array<UpstreamExchange | null>(pipelining).fill(null),
     first: 0,
     depth: 0,
     live: 0,
@@ -101,11 +101,11 @@ export function openConnection(config: UpstreamSocketConfig, pipelining: number,
 }
 
 /** The exchange being answered: null when nothing is in flight or the head slot was discarded. */
-export function headOf(conn: Connection): Exchange | null {
+export function headOf(conn: Connection): UpstreamExchange | null {
   return conn.depth === 0 ? null : (conn.slots[conn.first] ?? null);
 }
 
-export function pushSlot(conn: Connection, ex: Exchange): void {
+export function pushSlot(conn: Connection, ex: UpstreamExchange): void {
   const slots = conn.slots;
   let i = conn.first + conn.depth;
   if (i >= slots.length) i -= slots.length;
@@ -115,7 +115,7 @@ export function pushSlot(conn: Connection, ex: Exchange): void {
 }
 
 /** Removes the head slot once its response is complete; returns its exchange unless it was discarded. */
-export function shiftSlot(conn: Connection): Exchange | null {
+export function shiftSlot(conn: Connection): UpstreamExchange | null {
   const slots = conn.slots;
   const ex = slots[conn.first] ?? null;
   slots[conn.first] = null;
@@ -127,7 +127,7 @@ export function shiftSlot(conn: Connection): Exchange | null {
 }
 
 /** Turns ex's slot into a discarded one; false when ex is not in flight here. */
-export function discardSlot(conn: Connection, ex: Exchange): boolean {
+export function discardSlot(conn: Connection, ex: UpstreamExchange): boolean {
   const slots = conn.slots;
   for (let k = 0, i = conn.first; k < conn.depth; k++, i = i + 1 === slots.length ? 0 : i + 1) {
     if (slots[i] === ex) {
@@ -140,8 +140,8 @@ export function discardSlot(conn: Connection, ex: Exchange): boolean {
 }
 
 /** Discards the slots from position `from` (0 = the head) and returns their exchanges, oldest first. */
-export function takeLive(conn: Connection, from: number): Exchange[] {
-  const taken: Exchange[] = [];
+export function takeLive(conn: Connection, from: number): UpstreamExchange[] {
+  const taken: UpstreamExchange[] = [];
   const slots = conn.slots;
   for (let k = from; k < conn.depth; k++) {
     const i = (conn.first + k) % slots.length;

@@ -11,7 +11,7 @@ export const SETTLED = 2;
 export const REFUSED = 3;
 
 /** One request from request() until its sink is settled. It is also the caller's RequestHandle. */
-export interface Exchange extends RequestHandle {
+export interface UpstreamExchange extends RequestHandle {
   readonly sink: ResponseSink;
   /** Encoded head and body; kept until a response byte arrives, for a re-send on another socket. */
   payload: Buffer | null;

@@ -4,7 +4,7 @@
  */
 import { fail, type Handler, type Reply } from './beacon-reply.js';
 
-export interface Route {
+export interface NodeRoute {
   readonly path: string;
   readonly GET?: Handler;
   readonly POST?: Handler;
@@ -17,14 +17,14 @@ export type Match =
 interface Compiled {
   readonly segments: readonly string[];
   readonly literals: number;
-  readonly route: Route;
+  readonly route: NodeRoute;
 }
 
 export interface Router {
   match(method: string, pathname: string): Match;
 }
 
-export function createRouter(routes: readonly Route[]): Router {
+export function createRouter(routes: readonly NodeRoute[]): Router {
   const compiled: Compiled[] = routes
     .map((route) => {
       const segments = route.path.split('/').slice(1);

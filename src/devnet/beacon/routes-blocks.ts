@@ -10,7 +10,7 @@ import { FORK, GENESIS_FORK_VERSION, VALIDATOR_COUNT } from './beacon-config.js'
 import { electraAttestation, phase0Attestations } from './beacon-data.js';
 import { chainMeta, resolveBlockId, type BeaconContext } from './beacon-ids.js';
 import { fail, json, listParam, parseHex, sszOrJson, type BeaconRequest, type Reply } from './beacon-reply.js';
-import type { Route } from './beacon-router.js';
+import type { NodeRoute } from './beacon-router.js';
 import { genesisValidatorsRoot } from './beacon-state.js';
 import type { SlotBlock } from './chain-view.js';
 import { derivedRoot, derivedSignature } from './deterministic.js';
@@ -64,7 +64,7 @@ async function headers(ctx: BeaconContext, query: URLSearchParams): Promise<Repl
   return json({ ...chainMeta(ctx, slot), data: candidates.map((b) => headerEntry(ctx, b)) });
 }
 
-export function blockRoutes(ctx: BeaconContext): Route[] {
+export function blockRoutes(ctx: BeaconContext): NodeRoute[] {
   return [
     {
       path: '/eth/v1/beacon/genesis',

@@ -6,7 +6,7 @@
 import { DEPOSIT_CONTRACT_ADDRESS, forkSchedule, FORK, specJson } from './beacon-config.js';
 import type { BeaconContext } from './beacon-ids.js';
 import { fail, json, parseUint, type BeaconRequest, type Reply } from './beacon-reply.js';
-import type { Route } from './beacon-router.js';
+import type { NodeRoute } from './beacon-router.js';
 import { derivedBytes } from './deterministic.js';
 
 const POOL_LIMIT = 256;
@@ -60,7 +60,7 @@ function listPool(pool: Pool, req: BeaconRequest): Reply {
   return pool.version ? json({ version: pool.version, data: items }, pool.version) : json({ data: items });
 }
 
-function poolRoutes(): Route[] {
+function poolRoutes(): NodeRoute[] {
   const pool = (name: string, postsList: boolean, version?: string): Pool => ({ name, postsList, items: [], ...(version ? { version } : {}) });
   const v1 = [
     pool('attestations', true),
@@ -71,11 +71,11 @@ function poolRoutes(): Route[] {
     pool('bls_to_execution_changes', true),
   ];
   const v2 = [pool('attestations', true, FORK), pool('attester_slashings', false, FORK)];
-  const route = (prefix: string, p: Pool): Route => ({ path: `${prefix}/${p.name}`, GET: (req) => listPool(p, req), POST: (req) => submit(p, req.body) });
+  const route = (prefix: string, p: Pool): NodeRoute => ({ path: `${prefix}/${p.name}`, GET: (req) => listPool(p, req), POST: (req) => submit(p, req.body) });
   return [...v1.map((p) => route('/eth/v1/beacon/pool', p)), ...v2.map((p) => route('/eth/v2/beacon/pool', p))];
 }
 
-export function nodeRoutes(ctx: BeaconContext): Route[] {
+export function nodeRoutes(ctx: BeaconContext): NodeRoute[] {
   const { view } = ctx;
   return [
     { path: '/eth/v1/node/version', GET: () => json({ data: { version: `chaingate-devnet-beacon/v0.1.0/${process.platform}-${process.arch}/node${process.versions.node}` } }) },

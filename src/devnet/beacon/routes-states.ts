@@ -10,7 +10,7 @@ import { CURRENT_FORK, FORK } from './beacon-config.js';
 import { checkpoint } from './beacon-data.js';
 import { chainMeta, resolveStateId, resolveValidatorIds, type BeaconContext } from './beacon-ids.js';
 import { fail, json, listParam, parseUint, sszOrJson, type BeaconRequest, type Reply } from './beacon-reply.js';
-import type { Route } from './beacon-router.js';
+import type { NodeRoute } from './beacon-router.js';
 import { randaoMix } from './beacon-state.js';
 import type { SlotBlock } from './chain-view.js';
 import { toHex } from './hex.js';
@@ -170,7 +170,7 @@ async function finalityCheckpoints(ctx: BeaconContext, b: SlotBlock): Promise<Re
   });
 }
 
-export function stateRoutes(ctx: BeaconContext): Route[] {
+export function stateRoutes(ctx: BeaconContext): NodeRoute[] {
   const base = '/eth/v1/beacon/states/{state_id}';
   const stateJson = createStateJson(ctx);
   return [

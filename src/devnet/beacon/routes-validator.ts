@@ -9,7 +9,7 @@ import { FORK } from './beacon-config.js';
 import { attestationData, blockBody, electraAttestation, executionPayload, phase0Attestations } from './beacon-data.js';
 import type { BeaconContext } from './beacon-ids.js';
 import { fail, found, json, listParam, missing, parseHex, parseUint, sszOrJson, type BeaconRequest, type Found, type Reply } from './beacon-reply.js';
-import type { Route } from './beacon-router.js';
+import type { NodeRoute } from './beacon-router.js';
 import { derivedRoot, derivedSignature } from './deterministic.js';
 import { fromHex } from './hex.js';
 
@@ -146,7 +146,7 @@ async function produceBlock(ctx: BeaconContext, req: BeaconRequest): Promise<Rep
   });
 }
 
-export function validatorRoutes(ctx: BeaconContext): Route[] {
+export function validatorRoutes(ctx: BeaconContext): NodeRoute[] {
   return [
     {
       path: '/eth/v1/validator/duties/attester/{epoch}',
