@@ -52,6 +52,12 @@ export interface ChainRuntime {
   readonly timeoutMs: number;
   /** The chain's upstream subscriptions, or null when no upstream has a ws URL. */
   readonly feeds: Feeds | null;
+  /**
+   * The chain's name in the response cache: its slug, and once its best head has gone back more than
+   * finality_depth (a reset: blocks once final are gone) the slug with a count of such events ('#' is not in a
+   * slug), so answers cached about the old chain are never served for the new one; the LRU evicts them.
+   */
+  readonly cacheScope: string;
   /** Each upstream's head, errors and latency (indices match `upstreams`); decides which are in rotation. */
   readonly health: ChainHealth;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
@@ -83,7 +89,7 @@ export interface ChainRuntime {
 export interface ChainRuntimeOptions {
   /** Extra CA certificates trusted for https upstreams (tests with self-signed nodes). */
   ca?: string | Buffer;
-  /** Where the subscription feeds log (reconnects, backfills). */
+  /** Where the chain logs its subscription feeds (reconnects, backfills) and its heads going back. */
   feedsLog?: FeedsLog;
   /** Seconds the chain's subscriptions survive without an upstream (config websocket.max_upstream_outage_s). */
   maxUpstreamOutageS?: number;
@@ -102,11 +108,23 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     }),
   );
   const timeoutMs = config.timeout_s * 1000;
-  const health = createChainHealth(upstreams.map((u) => u.label), { maxLagBlocks: config.max_lag_blocks });
+  const log: FeedsLog = (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields });
+  let cacheScope = config.slug;
+  let finalUndone = 0;
+  const health = createChainHealth(upstreams.map((u) => u.label), {
+    maxLagBlocks: config.max_lag_blocks,
+    log,
+    finalityDepth: config.finality_depth,
+    onFinalUndone(from, to) {
+      cacheScope = `${config.slug}#${++finalUndone}`;
+      log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, { from, to });
+    },
+  });
   const isInRotation = (index: number): boolean => health.healthyIndices().includes(index);
 
   const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
-  // The feeds report no per-node heads (they hold one link at a time): the prober's polls keep every head.
+  // The feeds hold one link at a time, so the prober's polls keep every node's head; a feed reports a head only
+  // when it went back below what the feed remembers (followsNewChain).
   const feeds = withWs.length === 0 ? null : createFeeds({
     nodes: withWs.map(({ u, http }) => ({
       wsUrl: u.ws!,
@@ -115,9 +133,11 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       call: (method, params) => callUpstream(http, timeoutMs, method, params),
     })),
     isHealthy: (node) => isInRotation(withWs[node]!.index),
+    // The feed may hear a node's new chain before the node's next poll does.
+    chain: { followsNewChain: (node, head) => health.followsNewChain(withWs[node]!.index, head) },
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
-    log: (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields }),
+    log,
   });
 
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
@@ -166,6 +186,9 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     upstreams,
     timeoutMs,
     feeds,
+    get cacheScope() {
+      return cacheScope;
+    },
     health,
     pickHealthy,
     pickUpstream() {

@@ -33,6 +33,16 @@ export interface UpstreamNode {
 
 export type FeedsLog = (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => void;
 
+/** What the feeds ask of the chain about its nodes. */
+export interface FeedChain {
+  /**
+   * Node `node` (an index in FeedsOptions.nodes) reports head `head`, below everything a feed remembers: true
+   * when that node went onto a new chain (a reset, a resync) and no node in rotation is ahead of it, so the
+   * chain follows it and the feeds start over from there; false when it is only behind the chain.
+   */
+  followsNewChain(node: number, head: number): boolean;
+}
+
 export interface FeedsOptions {
   /** The chain's nodes with a WebSocket URL, in round-robin order; at least one. */
   nodes: UpstreamNode[];
@@ -54,6 +64,8 @@ export interface FeedsOptions {
   isHealthy?(index: number): boolean;
   /** How often a serving link checks that its node is still in rotation, in ms. Default 1_000. */
   rotationCheckMs?: number;
+  /** Judges a node whose head went back below what the feeds remember. Default: the node is followed. */
+  chain?: FeedChain;
   log: FeedsLog;
   /** Backoff, linger, outage and backfill timers. Default: the real clock. */
   timers?: Timers;
@@ -493,14 +505,14 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   function feedFor(kind: FeedKind, params: unknown): { key: string; make: () => FeedHandler } {
     switch (kind) {
       case 'newHeads':
-        return { key: 'newHeads', make: () => createHeadFeed({ maxBackfillBlocks, log: opts.log }) };
+        return { key: 'newHeads', make: () => createHeadFeed({ maxBackfillBlocks, log: opts.log, chain: opts.chain }) };
       case 'newPendingTransactions': {
         const full = params === true;
         return { key: full ? 'newPendingTransactions:full' : 'newPendingTransactions', make: () => createPendingFeed(full) };
       }
       case 'logs': {
         const filter = (params ?? {}) as Record<string, unknown>;
-        return { key: `logs:${logFilterKey(filter)}`, make: () => createLogFeed(filter, { log: opts.log }) };
+        return { key: `logs:${logFilterKey(filter)}`, make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }) };
       }
     }
   }

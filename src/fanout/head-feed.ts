@@ -3,8 +3,15 @@
  * switches. A head already sent is sent again only when the same node now reports another hash
  * for its number (a reorg); after a switch, numbers already sent stay sent, because independent
  * nodes need not agree on hashes. Missing numbers are fetched over HTTP and sent first.
+ *
+ * A head below every head remembered (more than DEEPEST_REORG below the last one sent) is no reorg: its node
+ * is on a new chain (a devnet reset, a resync from scratch) or far behind. The feed asks the chain which
+ * (FeedChain): when the chain follows the node onto its new chain, the feed forgets the old one and goes on from
+ * that head, without a backfill and without sending anything again; otherwise that node's heads are dropped
+ * until they pass the last one sent, and the lag rule moves the feed to a node in rotation.
  */
-import type { Deliver, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
+import { DEEPEST_REORG } from '../upstreams/health.js';
+import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
 
 /** A head by number and hash. */
 export interface HeadMark {
@@ -21,12 +28,14 @@ export interface HeadFeedOptions {
   /** Most heads one backfill fetches; a wider gap skips its oldest blocks. */
   maxBackfillBlocks: number;
   log: FeedsLog;
+  /** Whether the chain follows a node onto a new chain; default: always (a lone node is the chain). */
+  chain?: FeedChain;
 }
 
 /** Block fields that are not part of a header; eth_subscribe newHeads carries none of them. */
 const NOT_HEADER = new Set(['transactions', 'uncles', 'size', 'totalDifficulty']);
 /** Heads remembered by number, for duplicate and reorg checks: deeper reorgs are not expected. */
-const REMEMBERED = 128;
+const REMEMBERED = DEEPEST_REORG;
 /** eth_getBlockByNumber calls in flight at once during a backfill. */
 const FETCH_WINDOW = 8;
 /** A node's HTTP may lag its WebSocket by a moment: a missing block is asked for again this many times. */
@@ -55,6 +64,8 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
   let last: HeadMark | null = null;
   /** By number: the hash sent (or, after a switch, seen) and the node that reported it. */
   const seen = new Map<number, { hash: string; node: number }>();
+  /** The node whose heads below the remembered ones are being dropped, so that is logged once per spell. */
+  let behind: number | null = null;
 
   function emit(header: Header, node: number, deliver: Deliver): void {
     const number = parseInt(header.number, 16);
@@ -91,12 +102,33 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
     }
   }
 
+  /**
+   * A head below every one remembered: the chain says whether its node is on a new chain the chain follows
+   * (then the feed starts over from it) or behind the chain (then it is dropped).
+   */
+  function wentBack(header: Header, number: number, via: NodeAccess, deliver: Deliver): void {
+    const from = last!.number;
+    if (opts.chain !== undefined && !opts.chain.followsNewChain(via.node, number)) {
+      if (behind !== via.node) {
+        behind = via.node;
+        opts.log('warn', `newHeads feed drops the heads of a node that went back from ${from} to ${number}: the chain is ahead of it`,
+          { node: via.node, from, head: number });
+      }
+      return;
+    }
+    behind = null;
+    opts.log('info', `newHeads feed resumes on a new chain from head ${number}`, { node: via.node, from, head: number });
+    seen.clear();
+    last = null;
+    emit(header, via.node, deliver);
+  }
+
   function accept(header: Header, via: NodeAccess, deliver: Deliver): void | Promise<void> {
     if (last === null) return emit(header, via.node, deliver);
     const number = parseInt(header.number, 16);
     if (number <= last.number) {
-      const before = seen.get(number);
-      if (before === undefined) return; // Older than anything remembered.
+      const before = last.number - number < REMEMBERED ? seen.get(number) : undefined;
+      if (before === undefined) return wentBack(header, number, via, deliver);
       if (before.node !== via.node) {
         // After a switch: already sent from another node. Remembering this node's hash lets a
         // later reorg on this node through.
@@ -104,8 +136,10 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         return;
       }
       if (before.hash === header.hash) return; // The same head again.
+      opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: last.number - number + 1, head: number });
       return emit(header, via.node, deliver);
     }
+    behind = null;
     if (number > last.number + 1) return fill(last.number + 1, number - 1, via, deliver).then(() => emit(header, via.node, deliver));
     return emit(header, via.node, deliver);
   }
@@ -124,7 +158,12 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
       if (last === null) return;
       const latest = Number(await via.call('eth_blockNumber', []));
       if (!Number.isSafeInteger(latest)) throw new Error('eth_blockNumber did not answer a block number');
-      let from = last.number + 1;
+      // Below every head remembered: nothing to walk back to, and no backfill (see wentBack).
+      if (latest < last.number && (last.number - latest >= REMEMBERED || !seen.has(latest))) {
+        return accept(await fetchHeader(latest, via), via, deliver);
+      }
+      // Heads sent above the node's own head are gone from it (or not there yet): the walk starts below them.
+      let from = Math.min(last.number, latest) + 1;
       // Back on the same node: a reorg while away may have replaced heads already sent. Walk back
       // to where its chain and what was sent agree; everything above is sent again.
       for (let depth = 0; depth < REMEMBERED && from > 0; depth++) {
@@ -134,7 +173,9 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         if (now && now.hash === before.hash) break;
         from--;
       }
-      if (from <= latest) await fill(from, latest, via, deliver);
+      if (from > latest) return;
+      if (from <= last.number) opts.log('info', 'reorg while away: heads sent again from the fork', { node: via.node, depth: last.number - from + 1, head: from });
+      await fill(from, latest, via, deliver);
     },
     head() {
       return last === null ? null : { ...last };

@@ -2,11 +2,20 @@
  * A logs feed for one filter: every matching log once, across upstream losses. What a lost link
  * missed is fetched with eth_getLogs over the blocks not known complete, and whatever was already
  * delivered is recognised by (blockHash, logIndex, removed). `removed: true` logs of a reorg pass.
+ *
+ * A node on a new chain (a reset, a resync: its blocks more than DEEPEST_REORG below what the feed has
+ * delivered or made up for, and the chain follows it, see FeedChain) is no reorg: the old chain's logs are
+ * not retracted, the feed forgets them and goes on from the block where it noticed, so a later link loss is
+ * made up for on the new chain. Logs of the new chain's blocks mined before that are not sent: the feed
+ * cannot tell which of them its listeners already had.
  */
-import type { Deliver, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
+import { DEEPEST_REORG } from '../upstreams/health.js';
+import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
 
 export interface LogFeedOptions {
   log: FeedsLog;
+  /** Whether the chain follows a node onto a new chain; default: always (a lone node is the chain). */
+  chain?: FeedChain;
 }
 
 /** Blocks one eth_getLogs call of a backfill covers at most (providers cap the range). */
@@ -83,6 +92,20 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     }
   }
 
+  /**
+   * When `block` from `node` lies below what the feed remembers and the chain follows that node onto a new
+   * chain, the feed forgets the old chain and takes `from` as the lowest block whose logs may not all have
+   * been delivered.
+   */
+  function startsNewChain(block: number, node: number, from: number): void {
+    const known = Math.max(highest, (resumeFrom ?? 0) - 1);
+    if (known - block <= DEEPEST_REORG || (opts.chain !== undefined && !opts.chain.followsNewChain(node, block))) return;
+    opts.log('info', `logs feed resumes on a new chain from block ${from}`, { node, last: known, block: from });
+    delivered.clear();
+    highest = -1;
+    resumeFrom = from;
+  }
+
   function accept(log: unknown, node: number, deliver: Deliver): void {
     const parsed = parseMark(log);
     if (!parsed) {
@@ -91,6 +114,7 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
       return;
     }
     const { blockNumber, mark } = parsed;
+    startsNewChain(blockNumber, node, blockNumber);
     if (isDelivered(blockNumber, mark, node)) return;
     remember(blockNumber, { ...mark, node });
     deliver(log);
@@ -116,6 +140,8 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     async resume(via, deliver) {
       if (resumeFrom === null) return;
       const latest = await latestBlock(via);
+      // Logs of the new chain's blocks that exist already are not made up for (see the top of this file).
+      startsNewChain(latest, via.node, latest + 1);
       if (latest - resumeFrom + 1 > LOG_RANGE) {
         opts.log('info', 'logs backfill spans many blocks', { from: resumeFrom, to: latest, node: via.node });
       }

@@ -30,7 +30,7 @@ export interface ResponseCacheStats {
 export interface ResponseCache {
   /** False when config cache.max_bytes is 0: callers then skip working out keys at all. */
   readonly enabled: boolean;
-  /** The cached `result` JSON of the call `key` on `chain`, or undefined (a miss). */
+  /** The cached `result` JSON of the call `key` on `chain` (a chain's cacheScope), or undefined (a miss). */
   get(chain: string, key: string): Buffer | undefined;
   /** Keeps `resultJson` (text, or bytes that are copied) unless the cache is disabled or the entry is over an eighth of max_bytes. */
   set(chain: string, key: string, resultJson: string | Buffer): void;

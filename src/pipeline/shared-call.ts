@@ -38,7 +38,7 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
   const state = gatewayState(ctx);
   const cacheKey = state.cache.enabled ? cacheKeyFor(f.method, f.params) : null;
   if (cacheKey !== null) {
-    const hit = state.cache.get(chain.config.slug, cacheKey);
+    const hit = state.cache.get(chain.cacheScope, cacheKey);
     if (hit !== undefined) return answerFromCache(ctx, f, hit, sink);
     // Looked at now so that a head poll, when one is due, is on its way before the answer comes back.
     chainHead(chain).now();
@@ -77,6 +77,8 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
   const filters = f.method === 'eth_sendRawTransaction' ? state.filters.get(chain) : undefined;
   if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined) return null;
   const depth = chain.config.finality_depth;
+  // As the call starts: an answer from the old chain that arrives after a reset is kept where nothing reads it.
+  const scope = chain.cacheScope;
   const decided = cacheKey === null ? undefined : blockOfCall(f.method, f.params);
   if (decided !== undefined) {
     // The call tells its block: the answer is kept as its bytes, never parsed (a wide eth_getLogs).
@@ -85,7 +87,7 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
       const head = chainHead(chain).now();
       if (head === null || decided > head - depth) return;
       const raw = rawResult(body);
-      if (raw !== null && !raw.equals(NULL_JSON)) state.cache.set(chain.config.slug, cacheKey!, raw);
+      if (raw !== null && !raw.equals(NULL_JSON)) state.cache.set(scope, cacheKey!, raw);
     };
   }
   return (body) => {
@@ -101,7 +103,7 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
       return;
     }
     const keep = (head: number | null): void => {
-      if (mayCache(f.method, f.params, result, head, depth)) state.cache.set(chain.config.slug, cacheKey!, JSON.stringify(result));
+      if (mayCache(f.method, f.params, result, head, depth)) state.cache.set(scope, cacheKey!, JSON.stringify(result));
     };
     const head = chainHead(chain).now();
     // No head known yet (the first calls after a start): the answer is kept once a node has told one.

@@ -22,6 +22,11 @@
  * head, which the chain passes in (see selection.ts). A node with no head yet cannot be judged and is in
  * rotation: a fresh node must serve before anything is known about it.
  *
+ * A node whose head goes back more than DEEPEST_REORG blocks is taken to be on a new chain (a devnet reset, a
+ * resync from scratch), not in a reorg: newChainFrom says so until its head passes the old one again. The
+ * latest report still wins, so such a node lags behind nodes still on the old chain and leaves rotation by the
+ * lag rule; once no node in rotation is ahead of it, the chain follows it (selection.ts, fanout/head-feed.ts).
+ *
  * Latency (p50 and EWMA) counts answered calls only: a refused connection fails in a millisecond and a
  * timeout takes the whole deadline, and neither says how fast the node answers.
  */
@@ -40,6 +45,11 @@ export const SUSPECT_AFTER_MS = 1_000;
 export const WINDOW_MS = 10_000;
 const BUCKET_MS = 1000;
 const WINDOW_BUCKETS = WINDOW_MS / BUCKET_MS;
+/**
+ * Blocks a node's head may go back and still be a reorg; deeper, the node is taken to be on a new chain. Real
+ * reorgs are a few blocks deep; the newHeads feed remembers as many heads as this (fanout/head-feed.ts).
+ */
+export const DEEPEST_REORG = 128;
 /** Weight of the newest answered call in the latency EWMA. */
 const EWMA_WEIGHT = 0.2;
 /** Latency histogram bins per doubling: each bin spans about 9%, so p50 is reported within about ±5%. */
@@ -93,6 +103,9 @@ export interface UpstreamHealth {
   readonly suspected: boolean;
   /** Latest reported head, or null. */
   readonly head: number | null;
+  /** The head the node had when its head last went back more than DEEPEST_REORG blocks (a new chain: a reset,
+   *  a resync), until a report reaches that head again; null when it never did. */
+  readonly newChainFrom: number | null;
   /** Clock time of the latest head report, or null. */
   readonly headAt: number | null;
   /** Latency EWMA of answered calls in ms, or null. */
@@ -110,6 +123,9 @@ export interface UpstreamHealthOptions {
   bestHead?: () => number | null;
   /** Blocks a node may be behind the best head and stay in rotation; default 5. */
   maxLagBlocks?: number;
+  /** Called after every head report with the head before it (null for the first): the chain watches its
+   *  best head and logs a node's head going back (selection.ts). */
+  onHead?(previous: number | null, head: number): void;
 }
 
 /** Whether a node at `head` is more than maxLagBlocks behind `best`; unknown heads are not lagging. */
@@ -146,6 +162,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   let streak = 0;
   let head: number | null = null;
   let headAt: number | null = null;
+  let newChainFrom: number | null = null;
   let ewmaMs: number | null = null;
 
   /** The bucket for `now`, emptied first when it still holds an older second. */
@@ -225,8 +242,12 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
 
   function reportHead(number: number): void {
     if (!Number.isSafeInteger(number) || number < 0) throw new RangeError(`head must be a non-negative integer, got ${number}`);
+    const previous = head;
+    if (previous !== null && previous - number > DEEPEST_REORG) newChainFrom = Math.max(newChainFrom ?? 0, previous);
+    else if (newChainFrom !== null && number >= newChainFrom) newChainFrom = null;
     head = number;
     headAt = clock();
+    opts.onHead?.(previous, number);
   }
 
   function restore(): void {
@@ -248,8 +269,9 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
         if (hung) failing = true;
         return;
       }
-      reportHead(probedHead);
+      // Restored before the head is reported, so whoever watches the report sees the node back.
       if (failing) restore();
+      reportHead(probedHead);
       record('ok', latencyMs);
     },
     get failing() {
@@ -264,6 +286,9 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     },
     get headAt() {
       return headAt;
+    },
+    get newChainFrom() {
+      return newChainFrom;
     },
     get ewmaMs() {
       return ewmaMs;

@@ -15,9 +15,14 @@
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
  * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
+ *
+ * The chain watches its best head on every head report: a node whose own head goes back more than DEEPEST_REORG
+ * is logged (it is on a new chain, see health.ts), and the best head going back more than finalityDepth below
+ * the highest it had means blocks once final are gone (a reset, a reorg that deep, or the only nodes ahead
+ * failing), which the chain is told of (chain/runtime.ts stops serving its cached answers).
  */
 import { performance } from 'node:perf_hooks';
-import { checkMaxLagBlocks, createUpstreamHealth, isLagging, type UpstreamHealth } from './health.js';
+import { checkMaxLagBlocks, createUpstreamHealth, DEEPEST_REORG, isLagging, type UpstreamHealth } from './health.js';
 
 /** Latencies below this count as this, in ms: sub-millisecond differences between local nodes are noise. */
 const LATENCY_FLOOR_MS = 1;
@@ -36,6 +41,12 @@ export interface ChainHealth {
   pick(exclude?: ReadonlySet<number>): number | null;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
+  /**
+   * Node `index` reports `head` (a feed heard it): true when that node went onto a new chain (its head went
+   * back more than DEEPEST_REORG, see health.ts) and no node in rotation is more than maxLagBlocks ahead of it,
+   * so the chain follows it there; false when it is only behind the chain.
+   */
+  followsNewChain(index: number, head: number): boolean;
 }
 
 export interface ChainHealthOptions {
@@ -45,6 +56,12 @@ export interface ChainHealthOptions {
   clock?: () => number;
   /** Uniform in [0, 1); default Math.random. */
   random?: () => number;
+  /** Where a node's head going back more than DEEPEST_REORG is logged (a warn per event). Default: nowhere. */
+  log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => void;
+  /** Blocks below the best head taken as final (config chains.<slug>.finality_depth), for onFinalUndone. */
+  finalityDepth?: number;
+  /** The best head went back more than finalityDepth below the highest it had since the last call. */
+  onFinalUndone?(from: number, to: number): void;
 }
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
@@ -64,7 +81,27 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
     return best;
   }
 
-  const upstreams: UpstreamHealth[] = labels.map((label) => createUpstreamHealth(label, { clock, bestHead, maxLagBlocks }));
+  /** The highest best head since the chain's final blocks were last undone; null before the first. */
+  let top: number | null = null;
+
+  function noteHead(index: number, previous: number | null, head: number): void {
+    if (previous !== null && previous - head > DEEPEST_REORG) {
+      opts.log?.('warn', `node head went back from ${previous} to ${head}, deeper than a reorg: treated as a new chain`,
+        { upstream: labels[index]!, from: previous, to: head });
+    }
+    const best = bestHead();
+    if (best === null) return;
+    if (top === null || best > top) {
+      top = best;
+    } else if (opts.finalityDepth !== undefined && top - best > opts.finalityDepth) {
+      const from = top;
+      top = best;
+      opts.onFinalUndone?.(from, best);
+    }
+  }
+
+  const upstreams: UpstreamHealth[] = labels.map((label, i) =>
+    createUpstreamHealth(label, { clock, bestHead, maxLagBlocks, onHead: (previous, head) => noteHead(i, previous, head) }));
 
   function inRotation(u: UpstreamHealth, best: number | null): boolean {
     return !u.failing && !isLagging(u.head, best, maxLagBlocks);
@@ -127,6 +164,12 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
       const out: number[] = [];
       for (let i = 0; i < upstreams.length; i++) if (inRotation(upstreams[i]!, best)) out.push(i);
       return out;
+    },
+    followsNewChain(index, head) {
+      const u = upstreams[index]!;
+      u.reportHead(head);
+      // Failing nodes are not asked: a node down since before the reset must not hold the chain on the old one.
+      return u.newChainFrom !== null && !isLagging(head, bestHead(), maxLagBlocks);
     },
   };
 }

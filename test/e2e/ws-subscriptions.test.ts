@@ -14,10 +14,12 @@ import { toNewHead } from '../../src/fanout/head-feed.js';
 import { ECHO_TOPIC, RUNTIME_BYTECODE } from '../support/contract.js';
 import { closedPort, fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
-import { send } from '../support/rpc.js';
+import { rpc, send } from '../support/rpc.js';
 import { type Answer, nodeCall, openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
 import { tcpRelay, type TcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
+import { gatewayState } from '../../src/pipeline/context.js';
+import { minedReceipt } from '../support/dev-chain.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
 
 // anvil's first development account (unlocked: eth_sendTransaction from it needs no signature).
@@ -372,6 +374,85 @@ t.test('the upstream away longer than websocket.max_upstream_outage_s closes sub
   await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'a new upstream subscription');
   await nodeCall(node.url, 'evm_mine');
   await waitUntil(() => again.resultsOf(id).length === 1, 5000, 'a head after the outage');
+});
+
+/** Resets an anvil to a fresh chain whose block 1 holds a transaction, so its blocks differ from the old chain's. */
+async function resetToNewChain(node: AnvilNode): Promise<void> {
+  await nodeCall(node.url, 'anvil_reset', []);
+  const hash = await nodeCall<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' }]);
+  await minedReceipt(node.url, hash);
+}
+
+const hashAt = async (node: AnvilNode, n: number): Promise<string> =>
+  (await nodeCall<{ hash: string }>(node.url, 'eth_getBlockByNumber', [`0x${n.toString(16)}`, false])).hash;
+
+t.test('a node reset to a fresh chain, deeper than a reorg: subscribers get the new chain\'s heads, and the head and cache follow', async (t) => {
+  const { node, g, feeds, publicUrl } = await devnet(t);
+  const httpUrl = `${g.base}/v1/rpc/public`;
+  const subs = await openMany(t, publicUrl, 3);
+  const ids = await Promise.all(subs.map((s) => s.subscribe('newHeads')));
+  await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'the upstream subscription');
+  await nodeCall(node.url, 'anvil_mine', ['0xc8']);
+  await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 200), 10_000, 'head 200 for every subscriber');
+  const gatewayHead = async (): Promise<unknown> => ((await rpc(httpUrl, 'eth_blockNumber')).json as { result?: unknown }).result;
+  for (let k = 0; k < 100 && (await gatewayHead()) !== '0xc8'; k++) await new Promise((r) => setTimeout(r, 50));
+  // Block 5 is final (64 below head 200): the gateway keeps its answer.
+  const blockFive = async (): Promise<string> =>
+    ((await rpc(httpUrl, 'eth_getBlockByNumber', ['0x5', false])).json as { result: { hash: string } }).result.hash;
+  const oldFive = await blockFive();
+  const cache = gatewayState(g.gateway.context).cache;
+  const hits = cache.stats().hits;
+  t.equal(await blockFive(), oldFive);
+  t.equal(cache.stats().hits, hits + 1, 'the old chain\'s block 5 is answered from the cache');
+
+  await resetToNewChain(node);
+  await nodeCall(node.url, 'anvil_mine', ['0x9']);
+  const waited = await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 10), 10_000, 'the new chain\'s head 10 for every subscriber');
+  t.comment(`subscribers had the new chain's head 10 ${waited.toFixed(0)} ms after it was mined`);
+  const expected = [...range(1, 200), ...range(1, 10)];
+  t.same(subs.filter((s, k) => JSON.stringify(s.resultsOf(ids[k]!).map(numberOf)) !== JSON.stringify(expected)).length, 0,
+    'every subscriber: 1..200 of the old chain, then 1..10 of the new one, once each');
+  const fresh = subs[0]!.resultsOf(ids[0]!).slice(200);
+  t.same(fresh.map((h) => h.hash), await Promise.all(range(1, 10).map((n) => hashAt(node, n))), 'the new chain\'s blocks');
+  for (const line of ['newHeads feed resumes on a new chain from head 1', 'deeper than a reorg: treated as a new chain', 'chain head went back from 200 to']) {
+    t.ok(g.logLines.some((l) => l.includes(line)), `logged: ${line}`);
+  }
+
+  for (let k = 0; k < 100 && (await gatewayHead()) !== '0xa'; k++) await new Promise((r) => setTimeout(r, 50));
+  t.equal(await gatewayHead(), '0xa', 'eth_blockNumber follows the new chain');
+  const newFive = await blockFive();
+  t.not(newFive, oldFive, 'the old chain\'s cached block 5 is not served for the new chain');
+  t.equal(newFive, await hashAt(node, 5), 'the new chain\'s block 5');
+});
+
+t.test('two nodes: one reset is left behind while the other carries the subscriptions; both reset, the new chain is followed', async (t) => {
+  const [a, b] = await Promise.all([anvilFor(t, { chainId: 31337 }), anvilFor(t, { chainId: 31337 })]);
+  const [ra, rb] = await Promise.all([tcpRelay(t, { port: a.port }), tcpRelay(t, { port: b.port })]);
+  const g = await gatewayFor(t, {
+    chains: { devnet: { chain_id: 31337, max_lag_blocks: 5, upstreams: [{ url: a.url, ws: ra.wsUrl }, { url: b.url, ws: rb.wsUrl }] } },
+  });
+  const chain = g.gateway.context.chains.get('devnet')!;
+  const s = await openSubscriber(t, wsUrl(g.base, '/v1/rpc/public'));
+  const id = await s.subscribe('newHeads');
+  await waitUntil(() => chain.feeds!.upstreamSubscriptions() === 1 && ra.requests('eth_subscribe') === 1, 10_000, 'subscribed on a');
+  await Promise.all([nodeCall(a.url, 'anvil_mine', ['0xc8']), nodeCall(b.url, 'anvil_mine', ['0xc8'])]);
+  await waitUntil(() => lastNumber(s, id) === 200 && chain.health.upstreams.every((u) => u.head === 200), 10_000, 'both nodes at 200');
+
+  await resetToNewChain(a);
+  await waitUntil(() => rb.requests('eth_subscribe') === 1 && chain.feeds!.upstreamSubscriptions() === 1, 10_000, 'the feed moved to b');
+  await nodeCall(b.url, 'evm_mine');
+  await waitUntil(() => lastNumber(s, id) === 201, 10_000, 'b\'s 201');
+  t.same(s.resultsOf(id).map(numberOf), range(1, 201), 'a\'s new chain was never sent: 1..200, then b\'s 201');
+  t.ok(g.logLines.some((l) => l.includes('deeper than a reorg: treated as a new chain')), 'a\'s reset is logged');
+  t.ok(g.logLines.some((l) => l.includes('newHeads feed drops the heads of a node that went back from 200 to 1')), 'and its heads dropped');
+  t.ok(g.logLines.some((l) => l.includes('out of rotation')), 'and the move off a');
+
+  await resetToNewChain(b);
+  await nodeCall(b.url, 'anvil_mine', ['0x2']);
+  await waitUntil(() => lastNumber(s, id) === 3, 10_000, 'b\'s new chain');
+  t.same(s.resultsOf(id).map(numberOf), [...range(1, 201), 1, 2, 3], 'every node on a new chain: it is followed from b\'s head 1');
+  t.same(s.resultsOf(id).slice(201).map((h) => h.hash), await Promise.all([1, 2, 3].map((n) => hashAt(b, n))), 'b\'s new blocks');
+  t.ok(g.logLines.some((l) => l.includes('newHeads feed resumes on a new chain from head 1')), 'logged');
 });
 
 /** The answer to a subscribe that could not get an upstream subscription (request() matched it by its id): -32603, no result. */

@@ -1,12 +1,15 @@
 /**
  * The newHeads feed's rules, step by step, on real anvil blocks: duplicates dropped, gaps filled
  * from the node's HTTP before the head that showed them, reorgs sent again, numbers kept after a
- * switch to another node, the header shape of fetched blocks.
+ * switch to another node, the header shape of fetched blocks; a node reset to a fresh chain (anvil_reset)
+ * deeper than the feed remembers is followed only when the chain's health says every node agrees.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { NodeAccess } from '../../src/fanout/feeds.js';
 import { createHeadFeed } from '../../src/fanout/head-feed.js';
-import { anvilFor, blockAt, call, headerOf, mine } from './feed-harness.js';
+import { createChainHealth } from '../../src/upstreams/selection.js';
+import { minedReceipt } from '../support/dev-chain.js';
+import { anvilFor, blockAt, call, DEV_ADDRESS, headerOf, mine } from './feed-harness.js';
 
 function access(node: number, url: string, methods: string[] = []): NodeAccess {
   return {
@@ -25,7 +28,12 @@ function collector() {
 }
 
 const logLines: string[] = [];
-const log = (level: string, msg: string) => void logLines.push(`${level} ${msg}`);
+/** The fields of each line in logLines. */
+const logFields: Array<Record<string, unknown>> = [];
+const log = (level: string, msg: string, fields?: Record<string, unknown>) => {
+  logLines.push(`${level} ${msg}`);
+  logFields.push(fields ?? {});
+};
 
 t.test('the same head again is dropped; a gap is filled from HTTP before the head that showed it', async (t) => {
   const node = await anvilFor(t);
@@ -124,4 +132,118 @@ t.test('back on the same node, heads a reorg replaced while away are sent again'
   await feed.resume(via, deliver);
   t.equal(out.length, before);
   t.same(methods, ['eth_blockNumber', 'eth_getBlockByNumber 0x4']);
+});
+
+/** Resets the node to a fresh chain whose block 1 holds a transaction, so its blocks differ from the old ones. */
+async function resetToNewChain(url: string): Promise<void> {
+  await call(url, 'anvil_reset', []);
+  const hash = await call(url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' }]);
+  await minedReceipt(url, hash as string);
+}
+
+/** A node mined to 200 and a feed (without a chain to ask) that has sent its heads 199 and 200. */
+async function feedAt200(t: Test) {
+  const node = await anvilFor(t);
+  await call(node.url, 'anvil_mine', ['0xc8']);
+  const methods: string[] = [];
+  const via = access(0, node.url, methods);
+  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log });
+  const heads = collector();
+  for (const n of [199, 200]) await feed.live(await blockAt(node.url, n), via, heads.deliver);
+  return { node, methods, via, feed, ...heads };
+}
+
+t.test('a lone node reset deeper than the feed remembers: the feed goes on from its new head, without backfill', async (t) => {
+  const { node, methods, via, feed, out, deliver, numbers } = await feedAt200(t);
+  await resetToNewChain(node.url);
+  const before = logLines.length;
+  await feed.live(await blockAt(node.url, 1), via, deliver);
+  await mine(node.url);
+  await feed.live(await blockAt(node.url, 2), via, deliver);
+  t.same(numbers(), [199, 200, 1, 2], 'the new chain\'s heads follow the old chain\'s last');
+  t.equal(out[2]!.hash, (await blockAt(node.url, 1)).hash, 'the new chain\'s block 1');
+  t.equal(out[3]!.parentHash, out[2]!.hash);
+  t.same(methods, [], 'nothing fetched: no backfill, nothing sent again');
+  t.same(logLines.slice(before), ['info newHeads feed resumes on a new chain from head 1'], 'logged once');
+  t.same(feed.head(), { number: 2, hash: out[3]!.hash });
+});
+
+t.test('a node reset while another is ahead is dropped; once every node is on the lower chain the feed resumes', async (t) => {
+  const a = await anvilFor(t);
+  const b = await anvilFor(t);
+  await Promise.all([call(a.url, 'anvil_mine', ['0xc8']), call(b.url, 'anvil_mine', ['0xc8'])]);
+  const lines: string[] = [];
+  const chainLog = (level: string, msg: string) => void lines.push(`${level} ${msg}`);
+  const health = createChainHealth(['a', 'b'], { maxLagBlocks: 5, log: chainLog });
+  for (const u of health.upstreams) u.reportHead(200);
+  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log: chainLog, chain: { followsNewChain: (node, head) => health.followsNewChain(node, head) } });
+  const { out, deliver, numbers } = collector();
+  const viaA = access(0, a.url);
+  await feed.live(await blockAt(a.url, 200), viaA, deliver);
+
+  await resetToNewChain(a.url);
+  await feed.live(await blockAt(a.url, 1), viaA, deliver);
+  await mine(a.url);
+  await feed.live(await blockAt(a.url, 2), viaA, deliver);
+  t.same(numbers(), [200], 'a\'s new chain is not sent while b is still at 200');
+  t.equal(health.upstreams[0]!.head, 2, 'the heads the feed heard are a\'s heads in health');
+  t.same(health.healthyIndices(), [1], 'a lags: out of rotation');
+  t.same(lines, [
+    'warn node head went back from 200 to 1, deeper than a reorg: treated as a new chain',
+    'warn newHeads feed drops the heads of a node that went back from 200 to 1: the chain is ahead of it',
+  ], 'the node\'s reset and the feed\'s choice are each logged once');
+
+  await resetToNewChain(b.url);
+  health.upstreams[1]!.reportHead(1); // b's poll
+  await mine(a.url);
+  await feed.live(await blockAt(a.url, 3), viaA, deliver);
+  t.same(numbers(), [200, 3], 'every node on the lower chain: the feed resumes from a\'s head');
+  t.equal(out[1]!.hash, (await blockAt(a.url, 3)).hash);
+  t.equal(lines.at(-1), 'info newHeads feed resumes on a new chain from head 3');
+});
+
+t.test('a node behind the feed that never went back itself is dropped, not followed', async (t) => {
+  const a = await anvilFor(t);
+  const b = await anvilFor(t);
+  await Promise.all([call(a.url, 'anvil_mine', ['0xc8']), call(b.url, 'anvil_mine', ['0x32'])]);
+  const health = createChainHealth(['a', 'b'], { maxLagBlocks: 5 });
+  health.upstreams[0]!.reportHead(200);
+  health.upstreams[1]!.reportHead(50);
+  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log, chain: { followsNewChain: (node, head) => health.followsNewChain(node, head) } });
+  const { deliver, numbers } = collector();
+  await feed.live(await blockAt(a.url, 200), access(0, a.url), deliver);
+  for (let i = 0; i < 3; i++) health.upstreams[0]!.record('failed', 1); // a fails: b, 150 behind, is all the chain has
+  await feed.live(await blockAt(b.url, 50), access(1, b.url), deliver);
+  t.same(numbers(), [200], 'b lags on the same chain: 50 is not sent again');
+});
+
+t.test('a shallow reset is a reorg: the heads it replaced are sent again, and the reorg is logged with its depth', async (t) => {
+  const node = await anvilFor(t);
+  await call(node.url, 'anvil_mine', ['0xa']);
+  const via = access(0, node.url);
+  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log });
+  const { out, deliver, numbers } = collector();
+  for (let n = 1; n <= 10; n++) await feed.live(await blockAt(node.url, n), via, deliver);
+  await resetToNewChain(node.url);
+  const before = logLines.length;
+  await feed.live(await blockAt(node.url, 1), via, deliver);
+  t.same(numbers(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1]);
+  t.equal(out[10]!.hash, (await blockAt(node.url, 1)).hash);
+  t.same(logLines.slice(before), ['info reorg: heads sent again from the fork'], 'logged');
+  t.match(logFields.at(-1), { depth: 10, head: 1 }, 'with its depth');
+});
+
+t.test('a link resumed on a node reset meanwhile: its head only, no walk back, no backfill; or nothing while the chain is ahead', async (t) => {
+  const { node, methods, via, feed, deliver, numbers } = await feedAt200(t);
+  const ahead = createHeadFeed({ maxBackfillBlocks: 1024, log, chain: { followsNewChain: () => false } });
+  const held = collector();
+  await ahead.live(await blockAt(node.url, 200), via, held.deliver);
+  await resetToNewChain(node.url);
+  await mine(node.url, 2);
+  methods.length = 0;
+  await feed.resume(via, deliver);
+  t.same(numbers(), [199, 200, 3], 'the new chain\'s head at the time');
+  t.same(methods, ['eth_blockNumber', 'eth_getBlockByNumber 0x3'], 'one look at the node\'s head');
+  await ahead.resume(via, held.deliver);
+  t.same(held.numbers(), [200], 'the chain is ahead of the node: nothing sent');
 });

@@ -1,7 +1,8 @@
 /**
  * The logs feed's rules on real anvil logs: the backfill starts at the subscription, a log already
  * delivered is recognised by (blockHash, logIndex, removed), a reorg's `removed: true` passes, and
- * after a switch a log position already delivered is not sent again.
+ * after a switch a log position already delivered is not sent again; a node reset to a fresh chain is
+ * followed, its logs made up for from where the feed noticed it.
  */
 import t from 'tap';
 import type { NodeAccess } from '../../src/fanout/feeds.js';
@@ -85,4 +86,33 @@ t.test('filters are keyed by content, not key order', async (t) => {
   t.not(logFilterKey({ address: '0xab' }), logFilterKey({ address: '0xac' }));
   t.not(logFilterKey({ topics: ['0x1', null] }), logFilterKey({ topics: ['0x1'] }));
   t.equal(logFilterKey(undefined), logFilterKey({}));
+});
+
+t.test('a node reset to a fresh chain: the feed goes on with the new chain\'s logs and makes up for them after a loss', async (t) => {
+  const node = await anvilFor(t);
+  const address = await deployEcho(node.url);
+  const lines: string[] = [];
+  const feed = createLogFeed({ address }, { log: (level, msg) => void lines.push(`${level} ${msg}`) });
+  const via = access(0, node.url);
+  const out: Log[] = [];
+  const deliver = (r: unknown) => void out.push(r as Log);
+  await feed.prepare!(via);
+  await echo(node.url, address, '0x01');
+  for (const l of await logsOf(node.url, address)) await feed.live(l, via, deliver);
+  await call(node.url, 'anvil_mine', ['0xc8']);
+  await feed.resume(via, deliver); // a link lost and back on the old chain: its blocks are known complete up to 202
+
+  await call(node.url, 'anvil_reset', []);
+  t.equal(await deployEcho(node.url), address, 'the same first transaction: the contract at the same address');
+  await echo(node.url, address, '0x02');
+  const [fresh] = await logsOf(node.url, address);
+  await feed.live(fresh, via, deliver);
+  t.same(lines, ['info logs feed resumes on a new chain from block 2'], 'the new chain is noticed and logged');
+  // The link is lost; a log is emitted meanwhile and must be made up for on the new chain.
+  await echo(node.url, address, '0x03');
+  const methods: unknown[][] = [];
+  await feed.resume(access(0, node.url, methods), deliver);
+  t.same(out.map((l) => l.data), ['0x01', '0x02', '0x03'], 'the old chain\'s log, then the new chain\'s, once each');
+  t.ok(out.every((l) => l.removed !== true), 'a reset is not a reorg: nothing is retracted');
+  t.same(methods.find((m) => m[0] === 'eth_getLogs')?.[1], { address, fromBlock: '0x2', toBlock: '0x3' }, 'made up for from the new chain\'s block');
 });

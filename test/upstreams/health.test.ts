@@ -1,6 +1,6 @@
 import t from 'tap';
 import {
-  createUpstreamHealth, ERROR_RATE_LIMIT, FAILURE_STREAK, isLagging, MIN_CALLS_JUDGED, SUSPECT_AFTER_MS, type UpstreamHealth,
+  createUpstreamHealth, DEEPEST_REORG, ERROR_RATE_LIMIT, FAILURE_STREAK, isLagging, MIN_CALLS_JUDGED, SUSPECT_AFTER_MS, type UpstreamHealth,
 } from '../../src/upstreams/health.js';
 
 function fakeClock(start = 0): { now: () => number; advance(ms: number): void } {
@@ -147,6 +147,30 @@ t.test('heads: latest report wins, nonsense is refused', async (t) => {
     t.throws(() => u.reportHead(bad), RangeError);
   }
   t.equal(u.head, 98);
+});
+
+t.test('a head gone back more than DEEPEST_REORG marks a new chain until the old head is passed; a reorg does not', async (t) => {
+  t.equal(DEEPEST_REORG, 128);
+  const reports: Array<[number | null, number]> = [];
+  const u = createUpstreamHealth('a', { clock: fakeClock().now, onHead: (previous, head) => void reports.push([previous, head]) });
+  u.reportHead(1000);
+  u.reportHead(1000 - DEEPEST_REORG);
+  t.equal(u.newChainFrom, null, 'back by DEEPEST_REORG: a reorg');
+  u.reportHead(1000);
+  u.reportHead(5);
+  t.equal(u.newChainFrom, 1000, 'back by more: a new chain, from head 1000');
+  t.equal(u.head, 5, 'the latest report still wins');
+  u.reportHead(999);
+  t.equal(u.newChainFrom, 1000);
+  u.reportHead(1000);
+  t.equal(u.newChainFrom, null, 'the old head reached again: nothing tells the chains apart any more');
+  t.same(reports, [[null, 1000], [1000, 872], [872, 1000], [1000, 5], [5, 999], [999, 1000]], 'every report, with the head before it');
+  const probed = createUpstreamHealth('b', { clock: fakeClock().now });
+  probed.reportProbe(1000, 1);
+  outcomes(probed, 'FFF');
+  probed.reportProbe(2, 1);
+  t.equal(probed.newChainFrom, 1000, 'a probe\'s head counts too');
+  t.equal(probed.failing, false);
 });
 
 t.test('lag against the best head: exactly maxLagBlocks behind is in, one more is out', async (t) => {

@@ -67,6 +67,48 @@ t.test('bestHead and lag ignore failing upstreams', async (t) => {
   t.equal(h.upstreams[0]!.status().reason, 'failing');
 });
 
+t.test('a node reset to a new chain: logged once, followed only once no node in rotation is ahead of it', async (t) => {
+  const lines: string[] = [];
+  const h = createChainHealth(['a', 'b', 'c'], {
+    maxLagBlocks: 5, clock: () => 1_000, log: (level, msg, fields) => void lines.push(`${level} ${msg} ${JSON.stringify(fields)}`),
+  });
+  for (const u of h.upstreams) u.reportHead(300);
+  t.equal(h.followsNewChain(0, 2), false, 'b and c are at 300: a is only behind the chain');
+  t.same(lines, ['warn node head went back from 300 to 2, deeper than a reorg: treated as a new chain {"upstream":"a","from":300,"to":2}']);
+  t.equal(h.upstreams[0]!.head, 2, 'the head a feed heard is reported');
+  t.same(h.healthyIndices(), [1, 2], 'a lags: out of rotation');
+  h.upstreams[1]!.reportHead(1);
+  t.equal(h.followsNewChain(0, 3), false, 'c still at 300');
+  t.equal(lines.length, 2, 'b\'s reset logged, a\'s not again');
+  fail(h, 2);
+  t.equal(h.followsNewChain(0, 4), true, 'c failing, b on the new chain: the chain follows a');
+  t.equal(h.followsNewChain(1, 1), true, 'and b, within max_lag_blocks of a');
+
+  const lagging = chain(2, 5);
+  lagging.upstreams[0]!.reportHead(300);
+  lagging.upstreams[1]!.reportHead(100);
+  fail(lagging, 0);
+  t.equal(lagging.followsNewChain(1, 101), false, 'a node that never went back is not on a new chain, even when it is all the chain has');
+});
+
+t.test('the best head going back more than finalityDepth is told once per drop; less is not', async (t) => {
+  const drops: Array<[number, number]> = [];
+  const h = createChainHealth(['a', 'b'], { maxLagBlocks: 5, clock: () => 1_000, finalityDepth: 64, onFinalUndone: (from, to) => void drops.push([from, to]) });
+  h.upstreams[0]!.reportHead(100);
+  h.upstreams[1]!.reportHead(100);
+  h.upstreams[0]!.reportHead(36);
+  t.same(drops, [], 'b still at 100');
+  h.upstreams[1]!.reportHead(36);
+  t.same(drops, [], 'back by 64: within the final depth');
+  h.upstreams[0]!.reportHead(200);
+  h.upstreams[1]!.reportHead(200);
+  h.upstreams[0]!.reportHead(3);
+  h.upstreams[1]!.reportHead(2);
+  t.same(drops, [[200, 3]], 'every node below 200 - 64: final blocks are gone, told once');
+  h.upstreams[0]!.reportHead(4);
+  t.same(drops, [[200, 3]]);
+});
+
 t.test('no upstream in rotation: pick gives null, and a single node comes back on a good probe', async (t) => {
   const h = chain(1);
   t.equal(h.pick(), 0, 'a single fresh node serves');
