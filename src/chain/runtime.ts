@@ -161,17 +161,17 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       if (picked === null) break;
       tried.add(picked.index);
       const u = health.upstreams[picked.index]!;
-      const started = health.clock();
+      const started = health.now();
       u.inflight++;
       try {
         const result = await callUpstream(picked.upstream, timeoutMs, method, params, signal);
-        u.record('ok', health.clock() - started);
+        u.record('ok', health.now() - started);
         return result;
       } catch (err) {
         // An aborted call says nothing about the node; an error object is the node's answer.
         if (signal?.aborted) throw err;
         const answered = err instanceof NodeRpcError;
-        u.record(answered ? 'ok' : 'failed', health.clock() - started);
+        u.record(answered ? 'ok' : 'failed', health.now() - started);
         if (answered) throw err;
         lastError = err;
       } finally {
@@ -201,7 +201,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     freshHead() {
       const best = health.bestHead();
       if (best === null) return null;
-      const now = health.clock();
+      const now = health.now();
       for (const u of health.upstreams) {
         const at = u.headAt;
         if (u.head === best && !u.failing && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS) return best;
@@ -209,7 +209,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       return null;
     },
     noteWrite() {
-      writtenAt = health.clock();
+      writtenAt = health.now();
     },
     call,
     startHealthChecks() {

@@ -59,7 +59,7 @@ export interface FilterRegistryOptions {
   /** Hashes a block or pending filter keeps between polls (default 10_000); the oldest are dropped. */
   maxQueuedPerFilter?: number;
   /** Monotonic ms (default performance.now). */
-  clock?: () => number;
+  now?: () => number;
   /** Runs `sweep` every `ms` until the returned function is called (default: an unref'd setInterval). */
   every?: (ms: number, sweep: () => void) => () => void;
   /** Called when wants() changes, so the caller can open or close its subscriptions at once. */
@@ -118,7 +118,7 @@ export function createFilterRegistry(opts: FilterRegistryOptions): FilterRegistr
   const idleTimeoutMs = positiveInteger(opts.idleTimeoutMs, undefined, 'idleTimeoutMs');
   const maxFilters = positiveInteger(opts.maxFilters, DEFAULT_MAX_FILTERS, 'maxFilters');
   const maxQueued = positiveInteger(opts.maxQueuedPerFilter, DEFAULT_MAX_QUEUED, 'maxQueuedPerFilter');
-  const clock = opts.clock ?? (() => performance.now());
+  const clock = opts.now ?? (() => performance.now());
 
   const byId = new Map<string, Filter>();
   const byScope = new Map<string, Set<Filter>>();

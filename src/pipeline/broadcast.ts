@@ -78,13 +78,13 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
 
   for (const index of targets) {
     const u = health.upstreams[index]!;
-    const startedAt = health.clock();
+    const startedAt = health.now();
     let open = true;
     const record = (outcome: 'ok' | 'failed'): void => {
       if (!open) return;
       open = false;
       u.inflight--;
-      u.record(outcome, health.clock() - startedAt);
+      u.record(outcome, health.now() - startedAt);
     };
     u.inflight++;
     const call: ForwardCall = forwardCall(chain.upstreams[index]!, chain.timeoutMs, 'eth_sendRawTransaction', paramsJson, idText, {

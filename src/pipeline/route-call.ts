@@ -91,7 +91,7 @@ class Attempt implements AnswerSink {
   readonly startedAt: number;
 
   constructor(private readonly f: Failover, readonly index: number) {
-    this.startedAt = f.health.clock();
+    this.startedAt = f.health.now();
   }
 
   whole(body: Buffer): void {
@@ -175,7 +175,7 @@ class Failover implements ForwardCall {
     private readonly idText: string, readonly sink: RoutedSink,
   ) {
     this.health = chain.health;
-    this.deadline = this.health.clock() + chain.timeoutMs;
+    this.deadline = this.health.now() + chain.timeoutMs;
     this.mayRetry = !NOT_IDEMPOTENT.has(method);
   }
 
@@ -189,7 +189,7 @@ class Failover implements ForwardCall {
     a.open = false;
     const u = this.health.upstreams[a.index]!;
     u.inflight--;
-    u.record(outcome, this.health.clock() - a.startedAt);
+    u.record(outcome, this.health.now() - a.startedAt);
   }
 
   private drop(a: Attempt | null): void {
@@ -211,7 +211,7 @@ class Failover implements ForwardCall {
 
   retry(): boolean {
     if (!this.mayRetry || this.second !== null || this.done) return false;
-    const remaining = this.deadline - this.health.clock();
+    const remaining = this.deadline - this.health.now();
     if (remaining < MIN_RETRY_MS) return false;
     const next = this.health.pick(new Set([this.first!.index]));
     if (next === null) return false;

@@ -57,7 +57,7 @@ const MIN_RETRY_MS = 100;
 function forwardBeacon(
   x: Exchange, caller: Caller, call: BeaconCall, body: Buffer | undefined,
   admission: { reservation: import('../metering/ledger.js').Reservation | null; ru: number },
-  tried: Set<number> = new Set(), deadline = x.chain.health.clock() + x.chain.timeoutMs,
+  tried: Set<number> = new Set(), deadline = x.chain.health.now() + x.chain.timeoutMs,
 ): void {
   const t = x.ctx.tenancy;
   const picked = x.chain.pickHealthy(tried);
@@ -70,14 +70,14 @@ function forwardBeacon(
   tried.add(picked.index);
   // The call counts in the node's health as JSON-RPC calls do: in flight, then answered (below 500) or failed.
   const health = x.chain.health.upstreams[picked.index]!;
-  const startedAt = x.chain.health.clock();
+  const startedAt = x.chain.health.now();
   let counted = true;
   health.inflight++;
   const record = (outcome: 'ok' | 'failed'): void => {
     if (!counted) return;
     counted = false;
     health.inflight--;
-    health.record(outcome, x.chain.health.clock() - startedAt);
+    health.record(outcome, x.chain.health.now() - startedAt);
   };
   let out: StreamOut | null = null;
   let headSent = false;
@@ -114,7 +114,7 @@ function forwardBeacon(
     onError(err: UpstreamError) {
       record('failed');
       logUpstreamFailure(x.ctx, x.chain, upstream.label, `${err.kind}: ${err.message}`);
-      const left = deadline - x.chain.health.clock();
+      const left = deadline - x.chain.health.now();
       if (!headSent && !x.aborted && call.method === 'GET' && tried.size === 1 && left >= MIN_RETRY_MS && x.chain.pickHealthy(tried) !== null) {
         forwardBeacon(x, caller, call, body, admission, tried, deadline);
         return;
@@ -131,7 +131,7 @@ function forwardBeacon(
     },
   };
   const handle = upstream.request(
-    { method: call.method, path: call.target, headers: call.headers, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(1, deadline - x.chain.health.clock()) },
+    { method: call.method, path: call.target, headers: call.headers, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(1, deadline - x.chain.health.now()) },
     sink,
   );
   x.calls.push({

@@ -118,7 +118,7 @@ export interface UpstreamHealth {
 
 export interface UpstreamHealthOptions {
   /** Monotonic ms; default performance.now. */
-  clock?: () => number;
+  now?: () => number;
   /** The chain's best head among its upstreams in rotation; default: none known (lag never judged). */
   bestHead?: () => number | null;
   /** Blocks a node may be behind the best head and stay in rotation; default 5. */
@@ -147,7 +147,7 @@ function binMiddle(bin: number): number {
 }
 
 export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions = {}): UpstreamHealth {
-  const clock = opts.clock ?? (() => performance.now());
+  const now = opts.now ?? (() => performance.now());
   const bestHead = opts.bestHead ?? (() => null);
   const maxLagBlocks = opts.maxLagBlocks ?? 5;
   checkMaxLagBlocks(maxLagBlocks);
@@ -183,7 +183,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   }
 
   function counts(): { ok: number; failed: number } {
-    const nowSecond = Math.floor(clock() / BUCKET_MS);
+    const nowSecond = Math.floor(now() / BUCKET_MS);
     let ok = 0;
     let failed = 0;
     for (let i = 0; i < WINDOW_BUCKETS; i++) {
@@ -200,7 +200,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   }
 
   function p50Ms(): number | null {
-    const nowSecond = Math.floor(clock() / BUCKET_MS);
+    const nowSecond = Math.floor(now() / BUCKET_MS);
     const merged = new Uint32Array(BINS);
     let total = 0;
     for (let i = 0; i < WINDOW_BUCKETS; i++) {
@@ -219,7 +219,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   }
 
   function record(outcome: 'ok' | 'failed', latencyMs: number): void {
-    const i = bucketAt(clock());
+    const i = bucketAt(now());
     if (outcome === 'ok') {
       okCount[i]!++;
       streak = 0;
@@ -246,7 +246,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     if (previous !== null && previous - number > DEEPEST_REORG) newChainFrom = Math.max(newChainFrom ?? 0, previous);
     else if (newChainFrom !== null && number >= newChainFrom) newChainFrom = null;
     head = number;
-    headAt = clock();
+    headAt = now();
     opts.onHead?.(previous, number);
   }
 
@@ -279,7 +279,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     },
     get suspected() {
       const since = health.probeSince;
-      return since !== null && clock() - since >= SUSPECT_AFTER_MS;
+      return since !== null && now() - since >= SUSPECT_AFTER_MS;
     },
     get head() {
       return head;

@@ -38,6 +38,8 @@ export interface UpstreamOptions {
   /** A socket whose oldest request has waited this much longer than this upstream's usual answer takes no more
    *  requests, and those behind it are sent again elsewhere, in ms. Default 50. */
   stallMs?: number;
+  /** Clock in ms for deadlines, stalls and idle sockets; default Date.now. */
+  now?: () => number;
 }
 
 /** One request to forward. */
@@ -136,6 +138,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   const socketConfig = upstreamSocketConfig(target, opts.ca);
   const label = target.label;
   const guard = createPipeliningGuard(pipelining);
+  const now = opts.now ?? Date.now;
 
   const connections = new Set<Connection>();
   const idle: Connection[] = [];
@@ -143,7 +146,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   let queued = 0;
   let sweepTimer: NodeJS.Timeout | undefined;
   // Coarse clock for idle sockets, which need no finer time than the sweep's.
-  let lastSweepAt = Date.now();
+  let lastSweepAt = now();
   let closed = false;
   // The socket that took the latest request: while its write is pending, the next request joins it.
   let batchConn: Connection | null = null;
@@ -247,13 +250,13 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   /** Places exchanges taken off a socket, oldest first; those that find no room go to the front of the queue. */
   function resend(list: UpstreamExchange[]): void {
     if (list.length === 0) return;
-    const now = Date.now();
+    const at = now();
     for (let i = 0; i < list.length; i++) {
       const ex = list[i]!;
       ex.connection = null;
       // They were sent before anything queued now, so they go in front of it, and the caller's dispatchQueue()
       // places them in that order.
-      if (queued > 0 || !tryPlace(ex, now)) {
+      if (queued > 0 || !tryPlace(ex, at)) {
         const rest = list.slice(i);
         for (const r of rest) {
           r.state = QUEUED;
@@ -269,13 +272,13 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   /** The retry after a lost socket: on one fresh socket, since the pool's other sockets may be as stale. */
   function retryOnFresh(list: UpstreamExchange[]): void {
     if (list.length === 0) return;
-    const now = Date.now();
+    const at = now();
     let fresh: Connection | null = null;
     for (const ex of list) {
       ex.retried = true;
       ex.connection = null;
-      if (fresh !== null && !ex.exclusive && hasRoom(fresh)) sendOn(fresh, ex, now);
-      else fresh = newConnection(ex, now);
+      if (fresh !== null && !ex.exclusive && hasRoom(fresh)) sendOn(fresh, ex, at);
+      else fresh = newConnection(ex, at);
     }
   }
 
@@ -295,7 +298,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
 
   function dispatchQueue(): void {
     if (queued === 0) return;
-    const now = Date.now();
+    const at = now();
     // Strictly in order: an exclusive request at the front waits for an idle socket, and the requests behind
     // it wait too, so busy sockets drain and it cannot starve.
     while (queued > 0) {
@@ -304,7 +307,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         queue.shift();
         continue;
       }
-      if (!tryPlace(ex, now)) break;
+      if (!tryPlace(ex, at)) break;
       queue.shift();
       queued--;
     }
@@ -313,10 +316,10 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
 
   function connected(conn: Connection): void {
     conn.connected = true;
-    const now = Date.now();
+    const at = now();
     // The handshake is a first measure of the round trip, before any answer is.
-    if (usualMs < 0) usualMs = now - conn.openedAt;
-    if (conn.depth > 0) conn.headSince = now;
+    if (usualMs < 0) usualMs = at - conn.openedAt;
+    if (conn.depth > 0) conn.headSince = at;
   }
 
   function deliverHead(conn: Connection, status: number, headers: Array<[string, string]>, length?: number): void {
@@ -392,10 +395,10 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     conn.parser.reset();
     conn.completed++;
     conn.received = false;
-    const now = Date.now();
+    const at = now();
     if (ex !== null) {
-      if (conn.pipelinedHead) guard.observe(now - conn.headSince, usualMs, now);
-      const took = now - ex.sentAt;
+      if (conn.pipelinedHead) guard.observe(at - conn.headSince, usualMs, at);
+      const took = at - ex.sentAt;
       usualMs = usualMs < 0 ? took : usualMs + (took - usualMs) * (took < usualMs ? 0.25 : 0.03125);
       settle(ex);
     }
@@ -413,7 +416,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       conn.idleSince = lastSweepAt;
       idle.push(conn);
     } else {
-      conn.headSince = now;
+      conn.headSince = at;
       conn.pipelinedHead = true;
     }
     dispatchQueue();
@@ -567,13 +570,13 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   }
 
   function sweep(): void {
-    const now = Date.now();
-    lastSweepAt = now;
+    const at = now();
+    lastSweepAt = at;
     // Queued deadlines first, so an expired request is not handed a connection only to time out on it.
     if (queued > 0) {
-      const expired = queue.filter((ex) => ex.state === QUEUED && now >= ex.deadline);
+      const expired = queue.filter((ex) => ex.state === QUEUED && at >= ex.deadline);
       if (expired.length > 0) {
-        queue = queue.filter((ex) => ex.state === QUEUED && now < ex.deadline);
+        queue = queue.filter((ex) => ex.state === QUEUED && at < ex.deadline);
         queued = queue.length;
         for (const ex of expired) {
           settle(ex);
@@ -581,11 +584,11 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         }
       }
     }
-    guard.review(now);
+    guard.review(at);
     const stallLimit = stallAfter();
     for (const conn of connections) {
       if (conn.depth === 0) {
-        if (now - conn.idleSince >= idleTimeoutMs) dropConnection(conn);
+        if (at - conn.idleSince >= idleTimeoutMs) dropConnection(conn);
         continue;
       }
       const head = headOf(conn);
@@ -593,16 +596,16 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         if (head.progressed) {
           // Progress happened at most one sweep ago, so the extended deadline is never early.
           head.progressed = false;
-          head.deadline = now + head.timeoutMs;
-        } else if (now >= head.deadline) {
+          head.deadline = at + head.timeoutMs;
+        } else if (at >= head.deadline) {
           failHead(conn, timeoutError(head));
           continue;
         }
       }
-      if (conn.depth > 1) expireBehind(conn, now);
+      if (conn.depth > 1) expireBehind(conn, at);
       // A socket still connecting has no answer to be late with.
-      if (conn.dead || !conn.connected || now - conn.headSince < stallLimit) continue;
-      if (conn.live > (head === null ? 0 : 1)) moveBehind(conn, now);
+      if (conn.dead || !conn.connected || at - conn.headSince < stallLimit) continue;
+      if (conn.live > (head === null ? 0 : 1)) moveBehind(conn, at);
       // Only discarded slots left: nobody waits for what this socket still owes.
       if (conn.live === 0) dropConnection(conn);
     }
@@ -624,12 +627,12 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     request(req, sink) {
       const timeoutMs = req.timeoutMs;
       if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new TypeError('timeoutMs must be a positive number');
-      const now = Date.now();
+      const at = now();
       const ex: UpstreamExchange = {
         sink,
         payload: encoder.encode(req),
         timeoutMs,
-        deadline: now + timeoutMs,
+        deadline: at + timeoutMs,
         progressed: false,
         state: QUEUED,
         paused: false,
@@ -647,12 +650,12 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         process.nextTick(refuseClosed, ex);
         return ex;
       }
-      if (queued > 0 || !tryPlace(ex, now)) {
+      if (queued > 0 || !tryPlace(ex, at)) {
         queue.push(ex);
         queued++;
       }
       if (sweepTimer === undefined) {
-        lastSweepAt = now;
+        lastSweepAt = at;
         sweepTimer = setInterval(sweep, SWEEP_INTERVAL_MS);
         sweepTimer.unref();
       }

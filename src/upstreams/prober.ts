@@ -85,7 +85,7 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
   const headIntervalMs = positiveMs(opts.headIntervalMs, DEFAULT_HEAD_INTERVAL_MS, 'headIntervalMs');
   const probeTimeoutMs = positiveMs(opts.probeTimeoutMs, DEFAULT_PROBE_TIMEOUT_MS, 'probeTimeoutMs');
   const timers = opts.timers ?? globalTimers;
-  const clock = health.clock;
+  const clock = health.now;
   const upstreams = health.upstreams;
 
   const inFlight: Array<InFlight | null> = upstreams.map(() => null);

@@ -33,7 +33,7 @@ export interface ChainHealth {
   readonly upstreams: readonly UpstreamHealth[];
   readonly maxLagBlocks: number;
   /** The clock the trackers use (headAt and the window are in its time). */
-  readonly clock: () => number;
+  readonly now: () => number;
   /** Best head among nodes that are not failing (the answer eth_blockNumber may give); null when none is known. */
   bestHead(): number | null;
   /** Index of the upstream for the next call, never one in `exclude`, a suspected one only when every other
@@ -53,7 +53,7 @@ export interface ChainHealthOptions {
   /** Blocks a node may be behind the best head and stay in rotation (config chains.<slug>.max_lag_blocks). */
   maxLagBlocks: number;
   /** Monotonic ms; default performance.now. */
-  clock?: () => number;
+  now?: () => number;
   /** Uniform in [0, 1); default Math.random. */
   random?: () => number;
   /** Where a node's head going back more than DEEPEST_REORG is logged (a warn per event). Default: nowhere. */
@@ -69,7 +69,7 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   checkMaxLagBlocks(opts.maxLagBlocks);
   if (labels.length === 0) throw new RangeError('a chain needs at least one upstream');
   const maxLagBlocks = opts.maxLagBlocks;
-  const clock = opts.clock ?? (() => performance.now());
+  const now = opts.now ?? (() => performance.now());
   const random = opts.random ?? Math.random;
 
   function bestHead(): number | null {
@@ -101,7 +101,7 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   }
 
   const upstreams: UpstreamHealth[] = labels.map((label, i) =>
-    createUpstreamHealth(label, { clock, bestHead, maxLagBlocks, onHead: (previous, head) => noteHead(i, previous, head) }));
+    createUpstreamHealth(label, { now, bestHead, maxLagBlocks, onHead: (previous, head) => noteHead(i, previous, head) }));
 
   function inRotation(u: UpstreamHealth, best: number | null): boolean {
     return !u.failing && !isLagging(u.head, best, maxLagBlocks);
@@ -156,7 +156,7 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   return {
     upstreams,
     maxLagBlocks,
-    clock,
+    now,
     bestHead,
     pick,
     healthyIndices() {

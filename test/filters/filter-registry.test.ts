@@ -78,7 +78,7 @@ function harness(over: Partial<FilterRegistryOptions> = {}, head: number | null 
     source: chain,
     maxPerScope: 100,
     idleTimeoutMs: IDLE_MS,
-    clock: () => now,
+    now: () => now,
     every: (ms, fn) => {
       sweepEveryMs = ms;
       sweepFn = fn;

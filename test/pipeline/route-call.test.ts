@@ -263,7 +263,7 @@ t.test('a call waiting on a node that turns suspected or failing is hedged then,
     const chain = chainOf([silent, fine], 4000);
     const started = Date.now();
     const routed = route(chain, 'eth_getBalance', BALANCE);
-    setTimeout(() => turn(chain.health.upstreams[0]!, chain.health.clock()), 300);
+    setTimeout(() => turn(chain.health.upstreams[0]!, chain.health.now()), 300);
     const r = await routed.done;
     const took = Date.now() - started;
     t.same(r, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x7"}' }, `${how}: answered by the other node`);
@@ -278,7 +278,7 @@ t.test('a call waiting on a node that turns suspected or failing is hedged then,
   const begun = Date.now();
   const slowCall = route(allSuspected, 'eth_getBalance', BALANCE);
   setTimeout(() => {
-    for (const u of allSuspected.health.upstreams) turns.suspected(u, allSuspected.health.clock());
+    for (const u of allSuspected.health.upstreams) turns.suspected(u, allSuspected.health.now());
   }, 100);
   t.match((await slowCall.done).body, /"result":"0x9"/);
   const waited = Date.now() - begun;
@@ -288,7 +288,7 @@ t.test('a call waiting on a node that turns suspected or failing is hedged then,
   const silent = standIn('silent', () => 'hang');
   const fine = standIn('fine', () => ({ result: '0x8' }));
   const chain = chainOf([silent, fine], 4000);
-  turns.suspected(chain.health.upstreams[0]!, chain.health.clock());
+  turns.suspected(chain.health.upstreams[0]!, chain.health.now());
   t.same(await route(chain, 'eth_getBalance', BALANCE).done, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x8"}' });
   t.equal(silent.bodies.length, 0, 'the suspected node was not asked');
 });

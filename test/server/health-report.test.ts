@@ -6,9 +6,9 @@ function chains(): { entries: ChainHealthEntry[]; advance(ms: number): void } {
   let now = 0;
   const clock = () => now;
   const mainnet = createChainHealth(['https://a.example:8545', 'https://b.example:8545', 'http://10.0.0.3:8545'], {
-    maxLagBlocks: 5, clock,
+    maxLagBlocks: 5, now: clock,
   });
-  const sepolia = createChainHealth(['http://10.0.1.1:8545'], { maxLagBlocks: 2, clock });
+  const sepolia = createChainHealth(['http://10.0.1.1:8545'], { maxLagBlocks: 2, now: clock });
   return {
     entries: [{ slug: 'mainnet', health: mainnet }, { slug: 'sepolia', health: sepolia }],
     advance: (ms) => { now += ms; },

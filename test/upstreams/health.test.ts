@@ -20,7 +20,7 @@ t.test('the documented thresholds', async (t) => {
 });
 
 t.test('a fresh upstream is in rotation with nothing known', async (t) => {
-  const u = createUpstreamHealth('http://a:8545', { clock: fakeClock().now });
+  const u = createUpstreamHealth('http://a:8545', { now: fakeClock().now });
   t.same(u.status(), {
     inRotation: true, head: null, lag: null, errorRate: 0, calls: 0, p50Ms: null, ewmaMs: null, inflight: 0,
   });
@@ -29,7 +29,7 @@ t.test('a fresh upstream is in rotation with nothing known', async (t) => {
 
 t.test('three failures in a row take it out; an answer between them resets the streak', async (t) => {
   const clock = fakeClock();
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   outcomes(u, 'FF');
   t.equal(u.status().inRotation, true, 'two failures in a row: still in');
   outcomes(u, '.FF');
@@ -44,7 +44,7 @@ t.test('three failures in a row take it out; an answer between them resets the s
 
 t.test('half of at least ten calls in the window failing takes it out', async (t) => {
   const clock = fakeClock();
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   outcomes(u, 'F.F.F.F..');
   t.equal(u.status().calls, 9);
   t.equal(u.status().inRotation, true, '4 of 9');
@@ -52,7 +52,7 @@ t.test('half of at least ten calls in the window failing takes it out', async (t
   t.equal(u.status().inRotation, false, '5 of 10');
   t.equal(u.status().reason, 'failing');
 
-  const v = createUpstreamHealth('b', { clock: clock.now });
+  const v = createUpstreamHealth('b', { now: clock.now });
   outcomes(v, '..F.F.F.F.F');
   t.equal(v.status().inRotation, true, '5 of 11 is under half');
   outcomes(v, '.F');
@@ -64,7 +64,7 @@ t.test('half of at least ten calls in the window failing takes it out', async (t
 
 t.test('outcomes older than the 10 s window no longer count', async (t) => {
   const clock = fakeClock(50_000);
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   outcomes(u, 'F.F.F.F.');
   clock.advance(9_000);
   t.equal(u.status().calls, 8, 'still in the window after 9 s');
@@ -78,7 +78,7 @@ t.test('outcomes older than the 10 s window no longer count', async (t) => {
 
 t.test('a failing upstream stays out until a probe reads a head, and then starts afresh', async (t) => {
   const clock = fakeClock();
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   outcomes(u, 'FFF');
   t.equal(u.failing, true);
   outcomes(u, '.....', 20);
@@ -99,7 +99,7 @@ t.test('a failing upstream stays out until a probe reads a head, and then starts
 
 t.test('suspected while a probe has been unanswered for SUSPECT_AFTER_MS, and only then', async (t) => {
   const clock = fakeClock(5_000);
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   t.equal(u.suspected, false, 'no probe in flight');
   u.probeSince = clock.now();
   clock.advance(SUSPECT_AFTER_MS - 1);
@@ -113,7 +113,7 @@ t.test('suspected while a probe has been unanswered for SUSPECT_AFTER_MS, and on
 
 t.test('p50 and EWMA come from answered calls only', async (t) => {
   const clock = fakeClock();
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   for (const ms of [10, 20, 30, 40, 50]) u.record('ok', ms);
   u.record('failed', 30_000);
   u.record('failed', 30_000);
@@ -136,7 +136,7 @@ t.test('p50 and EWMA come from answered calls only', async (t) => {
 
 t.test('heads: latest report wins, nonsense is refused', async (t) => {
   const clock = fakeClock(7);
-  const u = createUpstreamHealth('a', { clock: clock.now });
+  const u = createUpstreamHealth('a', { now: clock.now });
   u.reportHead(100);
   t.equal(u.headAt, 7);
   clock.advance(3);
@@ -152,7 +152,7 @@ t.test('heads: latest report wins, nonsense is refused', async (t) => {
 t.test('a head gone back more than DEEPEST_REORG marks a new chain until the old head is passed; a reorg does not', async (t) => {
   t.equal(DEEPEST_REORG, 128);
   const reports: Array<[number | null, number]> = [];
-  const u = createUpstreamHealth('a', { clock: fakeClock().now, onHead: (previous, head) => void reports.push([previous, head]) });
+  const u = createUpstreamHealth('a', { now: fakeClock().now, onHead: (previous, head) => void reports.push([previous, head]) });
   u.reportHead(1000);
   u.reportHead(1000 - DEEPEST_REORG);
   t.equal(u.newChainFrom, null, 'back by DEEPEST_REORG: a reorg');
@@ -165,7 +165,7 @@ t.test('a head gone back more than DEEPEST_REORG marks a new chain until the old
   u.reportHead(1000);
   t.equal(u.newChainFrom, null, 'the old head reached again: nothing tells the chains apart any more');
   t.same(reports, [[null, 1000], [1000, 872], [872, 1000], [1000, 5], [5, 999], [999, 1000]], 'every report, with the head before it');
-  const probed = createUpstreamHealth('b', { clock: fakeClock().now });
+  const probed = createUpstreamHealth('b', { now: fakeClock().now });
   probed.reportProbe(1000, 1);
   outcomes(probed, 'FFF');
   probed.reportProbe(2, 1);
@@ -175,7 +175,7 @@ t.test('a head gone back more than DEEPEST_REORG marks a new chain until the old
 
 t.test('lag against the best head: exactly maxLagBlocks behind is in, one more is out', async (t) => {
   let best: number | null = 100;
-  const u = createUpstreamHealth('a', { clock: fakeClock().now, bestHead: () => best, maxLagBlocks: 5 });
+  const u = createUpstreamHealth('a', { now: fakeClock().now, bestHead: () => best, maxLagBlocks: 5 });
   t.equal(u.status().lag, null, 'no head yet: lag unknown, in rotation');
   t.equal(u.status().inRotation, true);
   u.reportHead(95);

@@ -61,7 +61,7 @@ function setup(n: number, behaviour: Behaviour[], maxLagBlocks = 5) {
   const time = fakeTime();
   const health = createChainHealth(
     Array.from({ length: n }, (_, i) => `http://node${i}:8545`),
-    { maxLagBlocks, clock: time.now, random: () => 0.5 },
+    { maxLagBlocks, now: time.now, random: () => 0.5 },
   );
   const calls: ProbeCall[] = [];
   const probe = (index: number, signal: AbortSignal): Promise<number> => {

@@ -6,7 +6,7 @@ function chain(n: number, maxLagBlocks = 5, seed = 1): ChainHealth {
   // A clock that stands still: every outcome stays in the window for the whole test.
   return createChainHealth(
     Array.from({ length: n }, (_, i) => `http://node${i}:8545`),
-    { maxLagBlocks, clock: () => 1_000, random: seeded(seed) },
+    { maxLagBlocks, now: () => 1_000, random: seeded(seed) },
   );
 }
 
@@ -70,7 +70,7 @@ t.test('bestHead and lag ignore failing upstreams', async (t) => {
 t.test('a node reset to a new chain: logged once, followed only once no node in rotation is ahead of it', async (t) => {
   const lines: string[] = [];
   const h = createChainHealth(['a', 'b', 'c'], {
-    maxLagBlocks: 5, clock: () => 1_000, log: (level, msg, fields) => void lines.push(`${level} ${msg} ${JSON.stringify(fields)}`),
+    maxLagBlocks: 5, now: () => 1_000, log: (level, msg, fields) => void lines.push(`${level} ${msg} ${JSON.stringify(fields)}`),
   });
   for (const u of h.upstreams) u.reportHead(300);
   t.equal(h.followsNewChain(0, 2), false, 'b and c are at 300: a is only behind the chain');
@@ -93,7 +93,7 @@ t.test('a node reset to a new chain: logged once, followed only once no node in 
 
 t.test('the best head going back more than finalityDepth is told once per drop; less is not', async (t) => {
   const drops: Array<[number, number]> = [];
-  const h = createChainHealth(['a', 'b'], { maxLagBlocks: 5, clock: () => 1_000, finalityDepth: 64, onFinalUndone: (from, to) => void drops.push([from, to]) });
+  const h = createChainHealth(['a', 'b'], { maxLagBlocks: 5, now: () => 1_000, finalityDepth: 64, onFinalUndone: (from, to) => void drops.push([from, to]) });
   h.upstreams[0]!.reportHead(100);
   h.upstreams[1]!.reportHead(100);
   h.upstreams[0]!.reportHead(36);
