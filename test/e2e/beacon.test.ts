@@ -212,7 +212,7 @@ t.test('chain kinds: a Beacon path on an evm chain and JSON-RPC to a beacon chai
   // The evm chain itself still serves JSON-RPC beside it.
   t.match((await rpc(`${g.base}/devnet/v1/rpc/public`, 'eth_chainId')).json, { result: '0x7a69' });
 
-  // README, Routing: with neither Host nor path naming a chain, the endpoint's network decides it.
+  // docs/api.md, Which chain a request reaches: with neither Host nor path naming a chain, the endpoint's network decides it.
   const named = await call(`${g.base}/devnet-beacon/v1/rpc/${keyed.key}/eth/v1/node/version`);
   t.equal(named.status, 200, 'a beacon key with the chain named in the path');
   const unnamed = await call(`${g.base}/v1/rpc/${keyed.key}/eth/v1/node/version`);
