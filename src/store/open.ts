@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type CheckpointResult, createWalRecovery, type WalRecovery } from './faults.js';
+import { type CheckpointResult, createWalRecovery, isStoreError, type WalRecovery } from './faults.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { prepareStatements, type Statements } from './statements.js';
 
@@ -46,8 +46,13 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
     migrate(db);
     const close = (): void => {
       if (!db.open) return;
-      // SQLite's advice for long-lived connections: refresh the planner's statistics before closing.
-      db.pragma('optimize');
+      // SQLite's advice for long-lived connections: refresh the planner's statistics before closing. Advice
+      // only: a store fault here (another connection's write lock, a full disk) must not keep the file open.
+      try {
+        db.pragma('optimize');
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+      }
       db.close();
     };
     const recovery = createWalRecovery(db, options.onCheckpoint);
