@@ -132,7 +132,10 @@ export async function measureBursts({ id, label, url, pid, upstreamPid, bodies, 
     const slowTimer = setTimeout(() => (callsWhenSlow = countCalls() - before), SLOW_BURST_MS);
     let answered = 0;
     const t0 = performance.now();
-    const answers = conns.map((c, i) => c.send(requests[i]).then((a) => (answered++, a)));
+    const answers = conns.map((c, i) => c.send(requests[i]).then((a) => {
+      answered++;
+      return a;
+    }));
     const written = performance.now();
     let timer;
     const timeout = new Promise((_, rej) => {

@@ -185,7 +185,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
 
   function topicFor(kind: FeedKind, params: unknown): Topic {
     const key = `${kind}:${params === undefined ? '' : JSON.stringify(params)}`;
-    let topic = topics.get(key);
+    const topic = topics.get(key);
     if (topic !== undefined) return topic;
     const t: Topic = {
       key, variants: [], ids: [], shared: [], metered: new Map(), count: 0, waiting: 0, lost: false, hold: null,

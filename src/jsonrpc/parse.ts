@@ -162,7 +162,7 @@ function nestedEnd(scan: Scan, i: number, depth: number): number {
       const keyStart = i;
       i = stringEnd(text, i);
       const name = memberName(text, keyStart, i);
-      if (nameSet !== undefined ? nameSet.has(name) : names !== undefined && names.includes(name)) {
+      if (nameSet !== undefined ? nameSet.has(name) : names?.includes(name)) {
         scan.problem = `duplicate member '${name}'`;
         return -1;
       }

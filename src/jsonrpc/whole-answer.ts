@@ -244,7 +244,7 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer |
       while (i < n && WS[body[i]!] === 1) i++;
       if (c === LBRACE ? body[i] !== RBRACE : body[i] !== RBRACK) {
         expectName = c === LBRACE;
-        continue value;
+        continue;
       }
       depth--;
       i++;

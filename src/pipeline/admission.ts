@@ -42,7 +42,7 @@ export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
     if (!taken.ok) return { ok: false, error: 'rate_limited', retryAfterMs: taken.retryAfterMs };
   }
   if (!t.ledger.healthy()) return { ok: false, error: 'store_unavailable' };
-  let reservation;
+  let reservation: Reservation | null;
   try {
     // The first reservation of an owner reads its stored balance: SQLite may be busy or failing.
     reservation = t.ledger.reserve(c.auth.ownerId, ru);

@@ -181,7 +181,7 @@ class Failover implements ForwardCall {
 
   othersOpen(a: Attempt): boolean {
     const other = a === this.first ? this.second : this.first;
-    return other !== null && other.open;
+    return other?.open === true;
   }
 
   settle(a: Attempt, outcome: 'ok' | 'failed'): void {

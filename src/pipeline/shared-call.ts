@@ -9,7 +9,6 @@ import { reidAcceptedAnswer } from '../jsonrpc/whole-answer.js';
 import { type GatewayContext, gatewayState } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { chargeAsCacheHit } from './admission.js';
-import type { Shared } from './dedup.js';
 import { dedupKeyFor } from './dedup.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { chainHead } from './head.js';

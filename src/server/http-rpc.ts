@@ -10,7 +10,7 @@ import { resolveCaller } from '../pipeline/caller.js';
 import { clientIp } from './peer-address.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from '../pipeline/context.js';
-import { type Exchange, finish, reply, replyError, replyRpcError, replySoon } from './exchange.js';
+import { type Exchange, finish, reply, replyError, replySoon } from './exchange.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import { JSON_TYPE, type ResponseMeta, writeHead } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';

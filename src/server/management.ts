@@ -62,7 +62,7 @@ function fail(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: 
   sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), extra);
 }
 
-function endpointView(config: Config, e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }) {
+function endpointView(e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }) {
   return { id: e.id, name: e.name, network: e.network, key_prefix: e.keyPrefix, created_at: new Date(e.createdAt * 1000).toISOString() };
 }
 
@@ -155,7 +155,7 @@ function handleList(deps: ManagementDeps, owner: OwnerRecord, query: string, res
   const after = cursorText === undefined ? undefined : decodeCursor(cursorText);
   if (after === null) return fail(res, meta, 'bad_request', "'cursor' is not one this API gave (use next_cursor as it is)");
   const rows = deps.directory.listEndpointsPage(owner.id, limit + 1, after);
-  const page = rows.slice(0, limit).map((e) => endpointView(deps.config, e));
+  const page = rows.slice(0, limit).map((e) => endpointView(e));
   const body: { data: unknown[]; next_cursor?: string } = { data: page };
   if (rows.length > limit) body.next_cursor = encodeCursor(rows[limit - 1]!);
   sendWhole(res, 200, meta, JSON_TYPE, JSON.stringify(body));
@@ -206,7 +206,7 @@ function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpRespons
         return fail(res, meta, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
       }
       const urls = chainUrls(deps.config, network, made.apiKey);
-      send(res, meta, 201, { ...endpointView(deps.config, made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
+      send(res, meta, 201, { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
     }));
   });
 }

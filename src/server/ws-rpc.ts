@@ -176,7 +176,7 @@ function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local, done: 
   const { caller } = conn;
   if (local.method === 'eth_unsubscribe') {
     const hub = conn.server.hubFor(conn.chain);
-    const ok = hub !== null && hub.unsubscribe(conn, String(local.params[0]));
+    const ok = hub?.unsubscribe(conn, String(local.params[0]));
     const answer = resultBody(local.idText, ok ? 'true' : 'false');
     settleCall(t, caller, local.method, local.admission, { ok: true, bytes: answer.length });
     done(answer, 'ok');

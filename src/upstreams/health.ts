@@ -143,7 +143,7 @@ function latencyBin(ms: number): number {
 
 /** The geometric middle of a bin's span, in ms. */
 function binMiddle(bin: number): number {
-  return Math.pow(2, (bin + 0.5) / BINS_PER_OCTAVE) - 1;
+  return 2 ** ((bin + 0.5) / BINS_PER_OCTAVE) - 1;
 }
 
 export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions = {}): UpstreamHealth {

@@ -377,7 +377,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         // The parser stops short only when the consumer paused.
         if (stop < limit) conn.remainder = borrowed ? Buffer.from(chunk.subarray(stop, limit)) : chunk.subarray(stop, limit);
         const head = headOf(conn);
-        if (head !== null && head.paused && !conn.socketPaused) {
+        if (head?.paused && !conn.socketPaused) {
           conn.socketPaused = true;
           conn.socket.pause();
         }
@@ -438,7 +438,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   function endOfStream(conn: Connection): void {
     if (conn.dead) return;
     const head = headOf(conn);
-    if (head !== null && head.paused) conn.eofDeferred = true;
+    if (head?.paused) conn.eofDeferred = true;
     else connectionLost(conn, undefined);
   }
 
@@ -513,14 +513,14 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   function continueReading(conn: Connection): void {
     if (conn.dead) return;
     let head = headOf(conn);
-    if (head !== null && head.paused) return;
+    if (head?.paused) return;
     const rest = conn.remainder;
     if (rest !== null) {
       conn.remainder = null;
       parseFrom(conn, rest, 0, rest.length, false);
       if (conn.dead || conn.remainder !== null) return;
       head = headOf(conn);
-      if (head !== null && head.paused) return;
+      if (head?.paused) return;
     }
     if (conn.eofDeferred) {
       conn.eofDeferred = false;

@@ -23,5 +23,6 @@ t.test('one row of data is one line, whatever its cells hold', async (t) => {
     '3   \\x1b]0;owned\\x07\\x1b[2J      today',
     '',
   ].join('\n'));
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the test looks for control bytes in the output
   t.notMatch(table, /[\u0000-\u0008\u000b-\u001f\u007f]/, 'no control byte but the row ends');
 });

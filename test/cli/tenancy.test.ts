@@ -273,13 +273,16 @@ t.test('every table escapes control characters: a stored name forges no row and 
   t.equal(endpoints.code, 0);
   const lines = endpoints.out.trimEnd().split('\n');
   t.equal(lines.length, 3, 'a header and one line per endpoint');
+  // biome-ignore lint/complexity/noAdjacentSpacesInRegex: the forged name spells the table's two-space gaps
   t.match(lines[1], /^ep_aaaaaaaaaaaaaaaa\s+1\s+mainnet\s+x\\nep_forged000000000  1  mainnet/);
   t.match(lines[2], /^ep_bbbbbbbbbbbbbbbb\s+1\s+mainnet\s+\\x1b\[31mred\\x1b\]0;title\\x07\\u202e\\\\n\s+BCDEFGHI…/);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the test looks for control bytes in the output
   t.notMatch(endpoints.out, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/, 'no control byte reaches the terminal');
 
   const owners = await run('owner', 'list');
   const ownerLines = owners.out.trimEnd().split('\n');
   t.equal(ownerLines.length, 2);
+  // biome-ignore lint/complexity/noAdjacentSpacesInRegex: the forged name spells the table's two-space gaps
   t.match(ownerLines[1], /^1\s+acme\\n2  evil  free  999999  no  0  2024-01-01 00:00:00Z\s+growth\s+1000\s+no\s+2\s/);
   const json = JSON.parse((await run('endpoint', 'list', '--json')).out) as Array<{ name: string }>;
   t.equal(json[0]!.name, forged, '--json keeps the exact value (JSON escapes it)');

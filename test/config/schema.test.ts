@@ -120,6 +120,7 @@ chains:
   t.equal(r.errors.length, expected.length, r.errors.join('\n'));
 });
 
+// biome-ignore lint/suspicious/noTemplateCurlyInString: the test names the config's ${ENV} syntax
 t.test('${ENV} interpolation in values, with unset variables reported', async (t) => {
   const text = `
 chains:
@@ -134,6 +135,7 @@ chains:
   if (r.ok) {
     const up = r.config.chains.devnet!.upstreams[0]!;
     t.equal(up.url, 'http://127.0.0.1:8545/k123');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: $${KEEP} in the YAML leaves the literal ${KEEP}
     t.same(up.headers, { Authorization: 'Bearer tok', 'X-Literal': '${KEEP}' });
   }
   const missing = loadConfigText(text, { NODE_KEY: 'k' });

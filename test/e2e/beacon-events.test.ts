@@ -69,7 +69,9 @@ t.test('200 clients over mixed topics: one upstream stream per topic, each clien
     const opened = await Promise.all(Array.from({ length: count }, () => openEventStream(`${base}?${query}`)));
     for (const stream of opened) clients.push({ stream, topics, group });
   }
-  t.teardown(() => clients.forEach((c) => c.stream.close()));
+  t.teardown(() => {
+    for (const c of clients) c.stream.close();
+  });
   t.equal(clients.length, 200);
   t.ok(clients.every((c) => c.stream.status === 200 && c.stream.headers['content-type'] === 'text/event-stream'), 'all 200 streams open as text/event-stream');
 
@@ -341,7 +343,9 @@ t.test('a stream the gateway ends says why in its last line: key revoked, slow c
   const keyed = await openEventStream(`${g.base}/v1/rpc/${owner.key}${EVENTS_PATH}?topics=head`);
   const slow = await openEventStream(`${g.base}/v1/rpc/public${EVENTS_PATH}?topics=block`);
   const steady = await openEventStream(`${g.base}/v1/rpc/public${EVENTS_PATH}?topics=head`);
-  t.teardown(() => [keyed, slow, steady].forEach((s) => s.close()));
+  t.teardown(() => {
+    for (const s of [keyed, slow, steady]) s.close();
+  });
   t.same([keyed.status, slow.status, steady.status], [200, 200, 200]);
 
   const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${owner.endpointId}`, undefined, { authorization: `Bearer ${owner.managementKey}` });

@@ -179,7 +179,7 @@ t.test('the leader\'s client going away does not take the shared call from the f
   await new Promise((r) => setTimeout(r, 50));
   leader.destroy();
   const answers = await Promise.all(followers);
-  answers.forEach((a, i) => t.match(a.json, { id: i + 1, result: { number: hex(HEAD) } }, `follower ${i + 1} got the shared answer`));
+  for (const [i, a] of answers.entries()) t.match(a.json, { id: i + 1, result: { number: hex(HEAD) } }, `follower ${i + 1} got the shared answer`);
   t.equal(proxy.count('eth_getBlockByNumber') - before, 1, 'one upstream call for all of them');
 });
 

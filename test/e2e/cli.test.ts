@@ -194,6 +194,7 @@ t.test('operator commands: a stored name reaches the terminal escaped, one line 
   const list = cli('endpoint', 'list');
   t.equal(list.status, 0, list.stderr);
   t.equal(list.stdout.split('\n').length, 3, 'a header, one row, the final newline');
+  // biome-ignore lint/complexity/noAdjacentSpacesInRegex: the forged name spells the table's two-space gaps
   t.match(list.stdout, /\nep_aaaaaaaaaaaaaaaa\s+1\s+devnet\s+x\\nep_forged  1  devnet  \\x1b\[31mred\s+ABCDEFGH…/);
   t.notOk(list.stdout.includes('\u001b'), 'no ESC byte reaches the terminal');
 

@@ -51,8 +51,12 @@ function fakeChain(head: number | null): FakeChain {
       for (let n = from; n <= to; n++) logs.push(logAt(n));
       return logs;
     },
-    release: () => waiting.splice(0).forEach((w) => w.resolve()),
-    fail: (message) => waiting.splice(0).forEach((w) => w.reject(new Error(message))),
+    release: () => {
+      for (const w of waiting.splice(0)) w.resolve();
+    },
+    fail: (message) => {
+      for (const w of waiting.splice(0)) w.reject(new Error(message));
+    },
   };
   return chain;
 }

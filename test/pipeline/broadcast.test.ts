@@ -25,7 +25,9 @@ interface Chain extends RoutedChain { writes: number }
 
 function chainOver(t: Test, urls: string[]): Chain {
   const upstreams = urls.map((url) => createHttpUpstream({ url }));
-  t.teardown(() => upstreams.forEach((u) => u.close()));
+  t.teardown(() => {
+    for (const u of upstreams) u.close();
+  });
   const chain: Chain = {
     upstreams,
     health: createChainHealth(upstreams.map((u) => u.label), { maxLagBlocks: 5 }),

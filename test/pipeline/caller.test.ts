@@ -18,7 +18,10 @@ t.test('resolveCaller: no key is the public path of the route\'s chain, limited 
   for (const [batch, maxBatch] of cases) {
     const s = pipelineContext(t, { chains: CHAINS, plans: PLANS, public: { rps_per_ip: 7, max_batch: batch.public }, server: { default_chain: 'devnet', max_batch: batch.server } });
     let asked = 0;
-    const r = resolveCaller(s.ctx, s.chain('other'), null, true, () => (asked++, '203.0.113.5'));
+    const r = resolveCaller(s.ctx, s.chain('other'), null, true, () => {
+      asked++;
+      return '203.0.113.5';
+    });
     t.same(r, { chain: s.chain('other'), caller: { auth: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch } }, `max_batch ${batch.public} / ${batch.server}`);
     t.equal(asked, 1, 'the IP is read once');
   }

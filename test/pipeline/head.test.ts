@@ -126,7 +126,10 @@ t.test('followBlocks: every block after the start once, in order, with its paren
 
   fromZero.stop();
   let asked = false;
-  const halted = follow(t, chain, null, () => ((asked = true), true));
+  const halted = follow(t, chain, null, () => {
+    asked = true;
+    return true;
+  });
   await result(node.url, 'anvil_mine', ['0x1']);
   await until(() => fromNull.blocks.length >= 4, 'block 6');
   await tick(100);

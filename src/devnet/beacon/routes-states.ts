@@ -189,7 +189,7 @@ export function stateRoutes(ctx: BeaconContext): NodeRoute[] {
         if (body.ids != null && !stringList(body.ids)) return fail(400, 'ids must be a list of validator ids');
         if (body.statuses != null && !stringList(body.statuses)) return fail(400, 'statuses must be a list of strings');
         const ids = body.ids?.map(String);
-        return validators(ctx, b, ids && ids.length ? ids : undefined, (body.statuses ?? []).map(String));
+        return validators(ctx, b, ids?.length ? ids : undefined, (body.statuses ?? []).map(String));
       }),
     },
     {
