@@ -41,11 +41,16 @@ function notes(r) {
   if (r.skipped) return `skipped: ${r.skipped}`;
   const out = r.errors.map((e) => `ERROR: ${e.split('\n')[0]}`);
   if (r.rounds) {
-    out.unshift(isBurst(r)
-      ? `median of calls/burst ${r.rounds.map((x) => fixed(1)(x.upstreamCallsPerBurst)).join(', ')}`
-      : `median of CPU µs/req ${r.rounds.map((x) => fixed(1)(x.cpuUsPerRequest)).join(', ')}`);
+    out.unshift(
+      isBurst(r)
+        ? `median of calls/burst ${r.rounds.map((x) => fixed(1)(x.upstreamCallsPerBurst)).join(', ')}`
+        : `median of CPU µs/req ${r.rounds.map((x) => fixed(1)(x.cpuUsPerRequest)).join(', ')}`,
+    );
   }
-  if (r.cacheFilledMb != null) out.push(`cache filled with ${r.cacheFilledMb.toFixed(1)} MB first (RSS ${r.rssBeforeFillMb.toFixed(0)} → ${r.rssAfterFillMb.toFixed(0)} MB)`);
+  if (r.cacheFilledMb != null)
+    out.push(
+      `cache filled with ${r.cacheFilledMb.toFixed(1)} MB first (RSS ${r.rssBeforeFillMb.toFixed(0)} → ${r.rssAfterFillMb.toFixed(0)} MB)`,
+    );
   if (r.upstreamCallsMax != null) out.push(`most in one burst ${r.upstreamCallsMax}, writes spread over ${ms(r.writeSpreadMs)} ms`);
   if (r.warnings?.length) out.push(`warnings: ${r.warnings.join(', ')}`);
   return out.join('; ');
@@ -61,8 +66,12 @@ registerRunTable(id, {
     fixed(1)(r.cpuUsPerRequest),
     fixed(1)(r.maxRssMb),
     isBurst(r)
-      ? (r.upstreamCallsPerBurst == null ? '–' : `${fixed(1)(r.upstreamCallsPerBurst)}/burst`)
-      : (r.upstreamCallsPerRequest == null ? '–' : `${fixed(3)(r.upstreamCallsPerRequest)}/req`),
+      ? r.upstreamCallsPerBurst == null
+        ? '–'
+        : `${fixed(1)(r.upstreamCallsPerBurst)}/burst`
+      : r.upstreamCallsPerRequest == null
+        ? '–'
+        : `${fixed(3)(r.upstreamCallsPerRequest)}/req`,
     notes(r),
   ],
   rightAligned: new Set([1, 2, 3, 4, 5, 6]),
@@ -71,22 +80,70 @@ registerRunTable(id, {
 const usable = (r) => r && !r.skipped && r.errors.length === 0 && r[r.rankBy] != null;
 const check = checkerFor(usable);
 
-
 /** The section's targets, judged on its runs (merged across rounds by the caller). */
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
-  const [hit, forwarded, off, identical, distinct] = ['cache-hit', 'forwarded', 'forwarded-cache-off', 'burst-identical', 'burst-distinct'].map((k) => by[k]);
+  const [hit, forwarded, off, identical, distinct] = [
+    'cache-hit',
+    'forwarded',
+    'forwarded-cache-off',
+    'burst-identical',
+    'burst-distinct',
+  ].map((k) => by[k]);
   const n = distinct?.burstSize ?? identical?.burstSize;
   return [
-    check('gateway CPU per request, cache hit / forwarded (same config)', [hit, forwarded], (h, f) => h.cpuUsPerRequest / f.cpuUsPerRequest, `< ${TARGETS.cpuRatio}`, (v) => v < TARGETS.cpuRatio),
-    check(`cached gateway max RSS (MB), cache ${FILL_SHARE * 100} % full, median of the rounds`, [hit], (h) => h.maxRssMb, `≤ ${TARGETS.rssMb} (110 + cache ${CACHE_MAX_MB})`, (v) => v <= TARGETS.rssMb, { medianOfRounds: true }),
+    check(
+      'gateway CPU per request, cache hit / forwarded (same config)',
+      [hit, forwarded],
+      (h, f) => h.cpuUsPerRequest / f.cpuUsPerRequest,
+      `< ${TARGETS.cpuRatio}`,
+      (v) => v < TARGETS.cpuRatio,
+    ),
+    check(
+      `cached gateway max RSS (MB), cache ${FILL_SHARE * 100} % full, median of the rounds`,
+      [hit],
+      (h) => h.maxRssMb,
+      `≤ ${TARGETS.rssMb} (110 + cache ${CACHE_MAX_MB})`,
+      (v) => v <= TARGETS.rssMb,
+      { medianOfRounds: true },
+    ),
     // The two below make the ratio mean what it says: hits never reach the node, the baseline always does.
-    check('upstream calls per request, cache on', [hit], (h) => h.upstreamCallsPerRequest, `≤ ${TARGETS.hitCalls}`, (v) => v <= TARGETS.hitCalls),
-    check('upstream calls per request, cache on, blocks not final', [forwarded], (f) => f.upstreamCallsPerRequest, `≥ ${TARGETS.forwardedCalls}`, (v) => v >= TARGETS.forwardedCalls),
-    check('upstream calls per request, cache off', [off], (f) => f.upstreamCallsPerRequest, `≥ ${TARGETS.forwardedCalls}`, (v) => v >= TARGETS.forwardedCalls),
-    check(`upstream calls per burst of ${n ?? 'N'} identical reads`, [identical], (s) => s.upstreamCallsPerBurst, `≤ ${TARGETS.identicalCalls}`, (v) => v <= TARGETS.identicalCalls),
+    check(
+      'upstream calls per request, cache on',
+      [hit],
+      (h) => h.upstreamCallsPerRequest,
+      `≤ ${TARGETS.hitCalls}`,
+      (v) => v <= TARGETS.hitCalls,
+    ),
+    check(
+      'upstream calls per request, cache on, blocks not final',
+      [forwarded],
+      (f) => f.upstreamCallsPerRequest,
+      `≥ ${TARGETS.forwardedCalls}`,
+      (v) => v >= TARGETS.forwardedCalls,
+    ),
+    check(
+      'upstream calls per request, cache off',
+      [off],
+      (f) => f.upstreamCallsPerRequest,
+      `≥ ${TARGETS.forwardedCalls}`,
+      (v) => v >= TARGETS.forwardedCalls,
+    ),
+    check(
+      `upstream calls per burst of ${n ?? 'N'} identical reads`,
+      [identical],
+      (s) => s.upstreamCallsPerBurst,
+      `≤ ${TARGETS.identicalCalls}`,
+      (v) => v <= TARGETS.identicalCalls,
+    ),
     // Distinct reads cannot be shared: all must arrive, which also proves the log counts every call.
-    check(`upstream calls per burst of ${n ?? 'N'} distinct reads`, [distinct], (d) => d.upstreamCallsPerBurst, `= ${n ?? 'N'}`, (v) => v === n),
+    check(
+      `upstream calls per burst of ${n ?? 'N'} distinct reads`,
+      [distinct],
+      (d) => d.upstreamCallsPerBurst,
+      `= ${n ?? 'N'}`,
+      (v) => v === n,
+    ),
   ];
 }
 
@@ -97,7 +154,7 @@ export async function run(ctx) {
   const gatewayRows = [
     ['cache-hit', 'chaingate, cache on: eth_getBlockByHash of final blocks (hits)'],
     ['forwarded', 'chaingate, cache on: eth_getBlockByHash of blocks not final yet (forwarded)'],
-    ['forwarded-cache-off', 'chaingate, cache off (max_bytes 0): the final blocks\' calls, forwarded'],
+    ['forwarded-cache-off', "chaingate, cache off (max_bytes 0): the final blocks' calls, forwarded"],
   ];
   const burstRows = [
     ['burst-identical', `burst of ${n} identical eth_getBalance(addr, latest)`],
@@ -125,18 +182,45 @@ export async function run(ctx) {
     let recent;
     let fill;
     try {
-      ({ blocks, recent, fill } = await prepareChain({ port: anvil.port, hashed: Math.max(128, 2 * settings.connections), fillBytes: FILL_SHARE * CACHE_MAX_BYTES }));
+      ({ blocks, recent, fill } = await prepareChain({
+        port: anvil.port,
+        hashed: Math.max(128, 2 * settings.connections),
+        fillBytes: FILL_SHARE * CACHE_MAX_BYTES,
+      }));
     } catch (err) {
       return cannotRun(`preparing anvil's chain: ${err.message}`);
     }
-    const wrkCtx = { ...ctx, body: blocks[0].body, script: writePostScript(ctx.tmpdir, blocks.map((b) => b.body), 'cache-dedup.lua') };
+    const wrkCtx = {
+      ...ctx,
+      body: blocks[0].body,
+      script: writePostScript(
+        ctx.tmpdir,
+        blocks.map((b) => b.body),
+        'cache-dedup.lua',
+      ),
+    };
     const counter = anvilCallCounter(anvil.proc.logPath, 'eth_getBlockByHash');
     const common = { anvil, counter, blocks, ctx: wrkCtx };
-    const recentCtx = { ...ctx, body: recent[0].body, script: writePostScript(ctx.tmpdir, recent.map((b) => b.body), 'cache-dedup-recent.lua') };
+    const recentCtx = {
+      ...ctx,
+      body: recent[0].body,
+      script: writePostScript(
+        ctx.tmpdir,
+        recent.map((b) => b.body),
+        'cache-dedup-recent.lua',
+      ),
+    };
     const cacheOn = `cache: { max_bytes: ${CACHE_MAX_BYTES} }\n`;
     const runs = [
       await measureGateway({ ...common, id: gatewayRows[0][0], label: gatewayRows[0][1], extraYaml: cacheOn, fill }),
-      await measureGateway({ ...common, blocks: recent, ctx: recentCtx, id: gatewayRows[1][0], label: gatewayRows[1][1], extraYaml: cacheOn }),
+      await measureGateway({
+        ...common,
+        blocks: recent,
+        ctx: recentCtx,
+        id: gatewayRows[1][0],
+        label: gatewayRows[1][1],
+        extraYaml: cacheOn,
+      }),
       await measureGateway({ ...common, id: gatewayRows[2][0], label: gatewayRows[2][1], extraYaml: 'cache: { max_bytes: 0 }\n' }),
     ];
     runs.push(...(await measureBurstPair({ rows: burstRows, anvil, burst: read.settings, cacheMaxBytes: CACHE_MAX_BYTES, ctx })));

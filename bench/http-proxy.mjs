@@ -48,7 +48,12 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const chaingateRun = { id: `chaingate-${key}`, label: `chaingate → ${name}` };
   const keyedRun = { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}` };
   const runs = [
-    await measureServer({ id: key, label: `${name} alone`, ctx, start: () => startUpstream({ name: `${key}-alone`, core: settings.serverCore }) }),
+    await measureServer({
+      id: key,
+      label: `${name} alone`,
+      ctx,
+      start: () => startUpstream({ name: `${key}-alone`, core: settings.serverCore }),
+    }),
   ];
 
   let upstream;
@@ -66,7 +71,13 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
             upstreamPid: upstream.pid,
             ctx,
             start: () =>
-              startNginxProxy({ bin: tools.nginx, name: `nginx-${key}`, dir: join(tmpdir, `nginx-${key}`), upstreamPort: upstream.port, core: settings.serverCore }),
+              startNginxProxy({
+                bin: tools.nginx,
+                name: `nginx-${key}`,
+                dir: join(tmpdir, `nginx-${key}`),
+                upstreamPort: upstream.port,
+                core: settings.serverCore,
+              }),
           })
         : notRun({ ...nginxRun, reason: 'nginx not installed' }),
     );
@@ -76,7 +87,13 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
         upstreamPid: upstream.pid,
         ctx,
         start: () =>
-          startChaingate({ name: `chaingate-${key}`, dir: join(tmpdir, `chaingate-${key}`), upstreamPort: upstream.port, chainId, core: settings.serverCore }),
+          startChaingate({
+            name: `chaingate-${key}`,
+            dir: join(tmpdir, `chaingate-${key}`),
+            upstreamPort: upstream.port,
+            chainId,
+            core: settings.serverCore,
+          }),
       }),
     );
     runs.push(
@@ -85,7 +102,14 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
         upstreamPid: upstream.pid,
         ctx,
         start: () =>
-          startChaingate({ name: `chaingate-keyed-${key}`, dir: join(tmpdir, `chaingate-keyed-${key}`), upstreamPort: upstream.port, chainId, core: settings.serverCore, keyed: true }),
+          startChaingate({
+            name: `chaingate-keyed-${key}`,
+            dir: join(tmpdir, `chaingate-keyed-${key}`),
+            upstreamPort: upstream.port,
+            chainId,
+            core: settings.serverCore,
+            keyed: true,
+          }),
       }),
     );
   } finally {
@@ -97,22 +121,75 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
 const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.rps != null;
 const check = checkerFor(usable);
 
-
 /** The section's targets, judged on its runs (merged across rounds by the caller). */
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
   const ratio = (a, b) => a / b;
   return [
-    check('req/s chaingate / nginx, fixed upstream', [by['chaingate-fixed'], by['nginx-fixed']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsFixed}`, (v) => v >= TARGETS.rpsFixed),
-    check('req/s chaingate / nginx, anvil', [by['chaingate-anvil'], by['nginx-anvil']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsAnvil}`, (v) => v >= TARGETS.rpsAnvil),
-    check('p99 chaingate / nginx, fixed upstream', [by['chaingate-fixed'], by['nginx-fixed']], (c, n) => ratio(c.p99Ms, n.p99Ms), `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
-    check('p99 chaingate / nginx, anvil', [by['chaingate-anvil'], by['nginx-anvil']], (c, n) => ratio(c.p99Ms, n.p99Ms), `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
-    check('chaingate max RSS (MB), fixed upstream', [by['chaingate-fixed']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
-    check('chaingate max RSS (MB), anvil', [by['chaingate-anvil']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+    check(
+      'req/s chaingate / nginx, fixed upstream',
+      [by['chaingate-fixed'], by['nginx-fixed']],
+      (c, n) => ratio(c.rps, n.rps),
+      `≥ ${TARGETS.rpsFixed}`,
+      (v) => v >= TARGETS.rpsFixed,
+    ),
+    check(
+      'req/s chaingate / nginx, anvil',
+      [by['chaingate-anvil'], by['nginx-anvil']],
+      (c, n) => ratio(c.rps, n.rps),
+      `≥ ${TARGETS.rpsAnvil}`,
+      (v) => v >= TARGETS.rpsAnvil,
+    ),
+    check(
+      'p99 chaingate / nginx, fixed upstream',
+      [by['chaingate-fixed'], by['nginx-fixed']],
+      (c, n) => ratio(c.p99Ms, n.p99Ms),
+      `≤ ${TARGETS.p99}`,
+      (v) => v <= TARGETS.p99,
+    ),
+    check(
+      'p99 chaingate / nginx, anvil',
+      [by['chaingate-anvil'], by['nginx-anvil']],
+      (c, n) => ratio(c.p99Ms, n.p99Ms),
+      `≤ ${TARGETS.p99}`,
+      (v) => v <= TARGETS.p99,
+    ),
+    check(
+      'chaingate max RSS (MB), fixed upstream',
+      [by['chaingate-fixed']],
+      (c) => c.maxRssMb,
+      `≤ ${TARGETS.rssMb}`,
+      (v) => v <= TARGETS.rssMb,
+    ),
+    check(
+      'chaingate max RSS (MB), anvil',
+      [by['chaingate-anvil']],
+      (c) => c.maxRssMb,
+      `≤ ${TARGETS.rssMb}`,
+      (v) => v <= TARGETS.rssMb,
+    ),
     // The keyed path adds key lookup, the plan's limiter and RU metering: it must keep the same targets.
-    check('req/s chaingate keyed / nginx, fixed upstream', [by['chaingate-keyed-fixed'], by['nginx-fixed']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsFixed}`, (v) => v >= TARGETS.rpsFixed),
-    check('req/s chaingate keyed / nginx, anvil', [by['chaingate-keyed-anvil'], by['nginx-anvil']], (c, n) => ratio(c.rps, n.rps), `≥ ${TARGETS.rpsAnvil}`, (v) => v >= TARGETS.rpsAnvil),
-    check('chaingate keyed max RSS (MB), fixed upstream', [by['chaingate-keyed-fixed']], (c) => c.maxRssMb, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+    check(
+      'req/s chaingate keyed / nginx, fixed upstream',
+      [by['chaingate-keyed-fixed'], by['nginx-fixed']],
+      (c, n) => ratio(c.rps, n.rps),
+      `≥ ${TARGETS.rpsFixed}`,
+      (v) => v >= TARGETS.rpsFixed,
+    ),
+    check(
+      'req/s chaingate keyed / nginx, anvil',
+      [by['chaingate-keyed-anvil'], by['nginx-anvil']],
+      (c, n) => ratio(c.rps, n.rps),
+      `≥ ${TARGETS.rpsAnvil}`,
+      (v) => v >= TARGETS.rpsAnvil,
+    ),
+    check(
+      'chaingate keyed max RSS (MB), fixed upstream',
+      [by['chaingate-keyed-fixed']],
+      (c) => c.maxRssMb,
+      `≤ ${TARGETS.rssMb}`,
+      (v) => v <= TARGETS.rssMb,
+    ),
   ];
 }
 
@@ -123,7 +200,8 @@ export function checks(runs) {
  */
 function forwardedBodies(connections) {
   return Array.from({ length: Math.max(128, 2 * connections) }, (_, i) =>
-    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [`0x${(i + 1).toString(16).padStart(40, '0')}`, 'latest'] }));
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [`0x${(i + 1).toString(16).padStart(40, '0')}`, 'latest'] }),
+  );
 }
 
 export async function run(sectionCtx) {
@@ -133,9 +211,16 @@ export async function run(sectionCtx) {
   const runs = await measureTrio({ key: 'fixed', name: 'fixed upstream', startUpstream: startFixedUpstream, chainId: 1, ctx });
   if (anvilPath()) {
     const quiet = ctx.settings.anvilQuiet;
-    runs.push(...(await measureTrio({ key: 'anvil', name: 'anvil', startUpstream: (o) => startAnvil({ ...o, quiet }), chainId: 31337, ctx })));
+    runs.push(
+      ...(await measureTrio({ key: 'anvil', name: 'anvil', startUpstream: (o) => startAnvil({ ...o, quiet }), chainId: 31337, ctx })),
+    );
   } else {
-    for (const [id, label] of [['anvil', 'anvil alone'], ['nginx-anvil', 'nginx → anvil'], ['chaingate-anvil', 'chaingate → anvil'], ['chaingate-keyed-anvil', 'chaingate (API key, metered) → anvil']]) {
+    for (const [id, label] of [
+      ['anvil', 'anvil alone'],
+      ['nginx-anvil', 'nginx → anvil'],
+      ['chaingate-anvil', 'chaingate → anvil'],
+      ['chaingate-keyed-anvil', 'chaingate (API key, metered) → anvil'],
+    ]) {
       runs.push(notRun({ id, label, reason: 'anvil not found (npm install, or BENCH_ANVIL=path)' }));
     }
   }

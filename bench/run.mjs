@@ -54,7 +54,8 @@ function newLogDir() {
   const root = join(OUT_DIR, 'logs');
   mkdirSync(root, { recursive: true });
   const old = readdirSync(root).sort();
-  for (const name of old.slice(0, Math.max(0, old.length - (LOG_RUNS_KEPT - 1)))) rmSync(join(root, name), { recursive: true, force: true });
+  for (const name of old.slice(0, Math.max(0, old.length - (LOG_RUNS_KEPT - 1))))
+    rmSync(join(root, name), { recursive: true, force: true });
   return join(root, `${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}`);
 }
 
@@ -77,11 +78,14 @@ async function main() {
   const missingFor = (section) => (section.needs ?? []).filter((tool) => !installed[tool]);
   const blocked = sections.filter((s) => missingFor(s).length);
   if (blocked.length) {
-    process.stdout.write(`bench: wrk is not installed, so ${blocked.map((s) => s.id).join(', ')} cannot be measured. Install it with:\n  ${INSTALL_HINT}\n`);
+    process.stdout.write(
+      `bench: wrk is not installed, so ${blocked.map((s) => s.id).join(', ')} cannot be measured. Install it with:\n  ${INSTALL_HINT}\n`,
+    );
   }
   if (blocked.length === sections.length) return 0;
   const nginx = nginxPath();
-  if (!nginx) process.stdout.write(`bench: nginx is not installed; the nginx comparisons are skipped. Install it with:\n  ${INSTALL_HINT}\n`);
+  if (!nginx)
+    process.stdout.write(`bench: nginx is not installed; the nginx comparisons are skipped. Install it with:\n  ${INSTALL_HINT}\n`);
   if (!settings.pin) disablePinning();
   else if (!canPin()) process.stdout.write('bench: taskset not found (util-linux); processes are not pinned, figures are noisier\n');
   settings.pin = canPin();

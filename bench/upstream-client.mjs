@@ -20,9 +20,7 @@ const rounds = Number(process.argv[5] ?? 5);
 /** name → [{ rate, cpu }] over the rounds */
 const results = new Map();
 const BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
-const clientModules = (
-  process.env.CLIENT_MODULE ?? fileURLToPath(new URL('../dist/upstreams/http-client.js', import.meta.url))
-).split(',');
+const clientModules = (process.env.CLIENT_MODULE ?? fileURLToPath(new URL('../dist/upstreams/http-client.js', import.meta.url))).split(',');
 const depths = process.env.PIPELINING === undefined ? [undefined] : process.env.PIPELINING.split(',').map(Number);
 const upstreamScript = fileURLToPath(new URL('./servers/fixed-upstream.mjs', import.meta.url));
 
@@ -69,7 +67,9 @@ async function drive(name, send) {
   await new Promise((r) => setTimeout(r, 200));
   const figures = { rate: count / elapsed, cpu: (used.user + used.system) / count };
   results.set(name, [...(results.get(name) ?? []), figures]);
-  process.stdout.write(`  ${name.padEnd(32)} ${figures.rate.toFixed(0).padStart(7)} req/s  ${figures.cpu.toFixed(1).padStart(6)} µs CPU/req\n`);
+  process.stdout.write(
+    `  ${name.padEnd(32)} ${figures.rate.toFixed(0).padStart(7)} req/s  ${figures.cpu.toFixed(1).padStart(6)} µs CPU/req\n`,
+  );
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -172,11 +172,9 @@ try {
     await rawLoop(upstream.port);
     for (const [i, module] of clientModules.entries()) {
       for (const depth of depths) {
-        const name = [
-          'chaingate http-client',
-          clientModules.length > 1 ? `#${i + 1}` : '',
-          depth === undefined ? '' : `p${depth}`,
-        ].filter(Boolean).join(' ');
+        const name = ['chaingate http-client', clientModules.length > 1 ? `#${i + 1}` : '', depth === undefined ? '' : `p${depth}`]
+          .filter(Boolean)
+          .join(' ');
         await chaingateClient(upstream.port, module, name, depth);
       }
     }

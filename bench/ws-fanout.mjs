@@ -40,7 +40,18 @@ function notes(run) {
 }
 
 registerRunTable(id, {
-  head: ['target', 'p50 ms', 'p99 ms', 'CPU ms/notification', 'CPU µs/subscriber', 'idle CPU %', 'RSS MB (idle, N subs)', 'RSS B/subscriber', 'upstream subs', 'notes'],
+  head: [
+    'target',
+    'p50 ms',
+    'p99 ms',
+    'CPU ms/notification',
+    'CPU µs/subscriber',
+    'idle CPU %',
+    'RSS MB (idle, N subs)',
+    'RSS B/subscriber',
+    'upstream subs',
+    'notes',
+  ],
   row: (r) => [
     r.label,
     ms(r.p50Ms),
@@ -59,7 +70,6 @@ registerRunTable(id, {
 const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.cpuMsPerNotification != null;
 const check = checkerFor(usable);
 
-
 /** The section's targets, for each subscriber count measured, judged on the runs (merged across rounds). */
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
@@ -67,12 +77,28 @@ export function checks(runs) {
   return counts.flatMap((n) => {
     const [chaingate, bare] = [by[`chaingate-${n}`], by[`bare-${n}`]];
     return [
-      check(`CPU per notification chaingate / bare, ${count(n)} subscribers`, [chaingate, bare],
-        (c, b) => c.cpuMsPerNotification / b.cpuMsPerNotification, `≤ ${TARGETS.cpuRatio}`, (v) => v <= TARGETS.cpuRatio),
-      check(`chaingate RSS per idle subscriber (KB), ${count(n)} subscribers, median of the rounds`, [chaingate],
-        (c) => c.rssBytesPerSubscriber / 1024, `≤ ${TARGETS.rssKbPerSubscriber}`, (v) => v <= TARGETS.rssKbPerSubscriber, { medianOfRounds: true }),
-      check(`chaingate upstream subscriptions, ${count(n)} subscribers`, [chaingate],
-        (c) => c.upstreamSubscriptions, `= ${TARGETS.upstreamSubscriptions}`, (v) => v === TARGETS.upstreamSubscriptions),
+      check(
+        `CPU per notification chaingate / bare, ${count(n)} subscribers`,
+        [chaingate, bare],
+        (c, b) => c.cpuMsPerNotification / b.cpuMsPerNotification,
+        `≤ ${TARGETS.cpuRatio}`,
+        (v) => v <= TARGETS.cpuRatio,
+      ),
+      check(
+        `chaingate RSS per idle subscriber (KB), ${count(n)} subscribers, median of the rounds`,
+        [chaingate],
+        (c) => c.rssBytesPerSubscriber / 1024,
+        `≤ ${TARGETS.rssKbPerSubscriber}`,
+        (v) => v <= TARGETS.rssKbPerSubscriber,
+        { medianOfRounds: true },
+      ),
+      check(
+        `chaingate upstream subscriptions, ${count(n)} subscribers`,
+        [chaingate],
+        (c) => c.upstreamSubscriptions,
+        `= ${TARGETS.upstreamSubscriptions}`,
+        (v) => v === TARGETS.upstreamSubscriptions,
+      ),
     ];
   });
 }
@@ -98,7 +124,10 @@ export async function run(ctx) {
       const label = `${name}, ${count(n)} subscribers`;
       // The server holds all n sockets; a subscriber process, its share.
       if (limit !== null && n + SPARE_FDS > limit) {
-        runs.push({ ...notRun({ id, label, reason: `ulimit -n is ${limit}: raise it above ${n + SPARE_FDS} (e.g. ulimit -n 65536)`, error: true }), subscribers: n });
+        runs.push({
+          ...notRun({ id, label, reason: `ulimit -n is ${limit}: raise it above ${n + SPARE_FDS} (e.g. ulimit -n 65536)`, error: true }),
+          subscribers: n,
+        });
         continue;
       }
       runs.push(await measureFanout({ id, label, kind, n, ctx, fanout }));

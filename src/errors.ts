@@ -30,11 +30,23 @@ export type ErrorCode = keyof typeof ERRORS;
 
 /** HTTP status line text for the statuses the gateway writes itself (uWS wants "200 OK", not "200"). */
 const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 201: '201 Created', 204: '204 No Content', 206: '206 Partial Content',
-  400: '400 Bad Request', 401: '401 Unauthorized', 402: '402 Payment Required', 403: '403 Forbidden',
-  404: '404 Not Found', 405: '405 Method Not Allowed', 413: '413 Payload Too Large',
-  415: '415 Unsupported Media Type', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
-  502: '502 Bad Gateway', 503: '503 Service Unavailable', 504: '504 Gateway Timeout',
+  200: '200 OK',
+  201: '201 Created',
+  204: '204 No Content',
+  206: '206 Partial Content',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  402: '402 Payment Required',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  502: '502 Bad Gateway',
+  503: '503 Service Unavailable',
+  504: '504 Gateway Timeout',
 };
 
 /** The status line for any status code; unknown codes get a bare number, which HTTP/1.1 allows. */

@@ -29,9 +29,11 @@ function format(level: LogLevel, msg: string, fields?: LogFields): string {
 
 /** A logger writing to `write` (stderr by default) at `min` level and above. */
 export function createLogger(min: LogLevel = 'info', write: (line: string) => void = (l) => process.stderr.write(l + '\n')): Logger {
-  const at = (level: LogLevel) => (msg: string, fields?: LogFields): void => {
-    if (ORDER[level] >= ORDER[min]) write(format(level, msg, fields));
-  };
+  const at =
+    (level: LogLevel) =>
+    (msg: string, fields?: LogFields): void => {
+      if (ORDER[level] >= ORDER[min]) write(format(level, msg, fields));
+    };
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }
 

@@ -102,7 +102,12 @@ async function main(argv: string[]): Promise<void> {
     }
     const path = configArg(argv);
     if (path === undefined) throw new Error(`${argv[0]} needs --config FILE`);
-    const code = await runTenancyCommand(argv, loadConfigOrExit(path), (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+    const code = await runTenancyCommand(
+      argv,
+      loadConfigOrExit(path),
+      (s) => process.stdout.write(s),
+      (s) => process.stderr.write(s),
+    );
     process.exit(code);
   }
   const log = createLogger((process.env.CHAINGATE_LOG_LEVEL as 'debug' | 'info' | 'warn' | 'error' | undefined) ?? 'info');

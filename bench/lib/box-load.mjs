@@ -8,7 +8,10 @@ import { cpuTicks } from './proc-stats.mjs';
 
 /** From the `cpu` line of /proc/stat, in ticks summed over all cores: time spent running tasks, and steal. */
 function machineTicks() {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('cpu ')) ?? '';
+  const line =
+    readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('cpu ')) ?? '';
   const [user = 0, nice = 0, system = 0, , , , , steal = 0] = line.trim().split(/\s+/).slice(1).map(Number);
   return { tasks: user + nice + system, steal };
 }

@@ -25,7 +25,8 @@ export async function addLogBlock(port, from) {
     receipt = await anvilCall(port, 'eth_getTransactionReceipt', [tx]);
     if (receipt === null) await new Promise((r) => setTimeout(r, 50));
   }
-  if (receipt?.status !== '0x1' || receipt.logs.length === 0) throw new Error(`the log transaction failed: ${JSON.stringify(receipt).slice(0, 300)}`);
+  if (receipt?.status !== '0x1' || receipt.logs.length === 0)
+    throw new Error(`the log transaction failed: ${JSON.stringify(receipt).slice(0, 300)}`);
   return Number(receipt.blockNumber);
 }
 
@@ -75,7 +76,8 @@ async function sendAll(url, calls) {
       const { body, result } = calls[next++];
       const res = await post(agent, url, body);
       const answer = res.status === 200 ? JSON.parse(res.body) : null;
-      if (JSON.stringify(answer?.result) !== result) throw new Error(`a fill call was answered HTTP ${res.status}: ${res.body.slice(0, 200)}`);
+      if (JSON.stringify(answer?.result) !== result)
+        throw new Error(`a fill call was answered HTTP ${res.status}: ${res.body.slice(0, 200)}`);
     }
   };
   try {

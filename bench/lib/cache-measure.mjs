@@ -66,7 +66,8 @@ async function wrongBlockAnswer(url, blocks) {
     } catch {
       // shown below
     }
-    if (res.status !== 200 || JSON.stringify(answer?.result) !== JSON.stringify(result)) return `answer differs from anvil's: HTTP ${res.status} ${res.body.slice(0, 200)}`;
+    if (res.status !== 200 || JSON.stringify(answer?.result) !== JSON.stringify(result))
+      return `answer differs from anvil's: HTTP ${res.status} ${res.body.slice(0, 200)}`;
   }
   return null;
 }
@@ -79,7 +80,14 @@ async function wrongBlockAnswer(url, blocks) {
 export async function measureGateway({ id, label, extraYaml, anvil, counter, blocks, fill, ctx }) {
   let gateway;
   try {
-    gateway = await startChaingate({ name: `chaingate-${id}`, dir: join(ctx.tmpdir, id), upstreamPort: anvil.port, chainId: CHAIN_ID, core: ctx.settings.serverCore, extraYaml });
+    gateway = await startChaingate({
+      name: `chaingate-${id}`,
+      dir: join(ctx.tmpdir, id),
+      upstreamPort: anvil.port,
+      chainId: CHAIN_ID,
+      core: ctx.settings.serverCore,
+      extraYaml,
+    });
   } catch (err) {
     return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
   }
@@ -99,7 +107,15 @@ export async function measureGateway({ id, label, extraYaml, anvil, counter, blo
       filled.cacheFilledMb = fill.bytes / 1_048_576;
       filled.cacheFillEntries = fill.calls.length;
     }
-    const run = await measure({ id, label, url: gateway.url, pid: gateway.pid, upstreamPid: anvil.pid, countUpstreamCalls: counter.count, ctx });
+    const run = await measure({
+      id,
+      label,
+      url: gateway.url,
+      pid: gateway.pid,
+      upstreamPid: anvil.pid,
+      countUpstreamCalls: counter.count,
+      ctx,
+    });
     const after = await wrongBlockAnswer(gateway.url, blocks.slice(0, 1));
     if (after) run.errors.push(`after the run: ${after}`);
     return Object.assign(run, filled, { rankBy: 'cpuUsPerRequest', roundFields: ROUND_FIELDS });
@@ -127,7 +143,14 @@ export async function measureBurstPair({ rows, anvil, burst, cacheMaxBytes, ctx 
 
   let gateway;
   try {
-    gateway = await startChaingate({ name: 'chaingate-bursts', dir: join(ctx.tmpdir, 'bursts'), upstreamPort: anvil.port, chainId: CHAIN_ID, core: ctx.settings.serverCore, extraYaml: `cache: { max_bytes: ${cacheMaxBytes} }\n` });
+    gateway = await startChaingate({
+      name: 'chaingate-bursts',
+      dir: join(ctx.tmpdir, 'bursts'),
+      upstreamPort: anvil.port,
+      chainId: CHAIN_ID,
+      core: ctx.settings.serverCore,
+      extraYaml: `cache: { max_bytes: ${cacheMaxBytes} }\n`,
+    });
   } catch (err) {
     return cannotRun(`did not start: ${err.message}`);
   }

@@ -13,7 +13,9 @@ const UNIT = fileURLToPath(new URL('../../systemd/chaingate.service', import.met
  * the bench runs the daemon as operators do.
  */
 export function daemonNodeFlags() {
-  const line = readFileSync(UNIT, 'utf8').split('\n').find((l) => l.startsWith('ExecStart='));
+  const line = readFileSync(UNIT, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('ExecStart='));
   const words = line === undefined ? [] : line.slice('ExecStart='.length).trim().split(/\s+/);
   const script = words.findIndex((w) => w.endsWith('dist/main.js'));
   if (script < 1) throw new Error(`${UNIT}: ExecStart does not run dist/main.js with node`);
@@ -55,7 +57,13 @@ export async function startChaingate({ name = 'chaingate', dir, upstreamPort, ch
   writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, extraYaml }));
   // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
   const owner = keyed
-    ? JSON.parse(execFileSync(process.execPath, [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config], { encoding: 'utf8' }))
+    ? JSON.parse(
+        execFileSync(
+          process.execPath,
+          [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config],
+          { encoding: 'utf8' },
+        ),
+      )
     : null;
   const proc = startProcess(name, process.execPath, [...daemonNodeFlags(), main, 'serve', '--config', config], { core });
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;

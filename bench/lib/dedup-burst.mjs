@@ -105,7 +105,8 @@ function wrongAnswer({ status, body }, i, expected) {
     return `not JSON: ${body.slice(0, 200)}`;
   }
   if (answer.id !== i + 1) return `id ${JSON.stringify(answer.id)} instead of ${i + 1}`;
-  if (JSON.stringify(answer.result) !== JSON.stringify(expected)) return `result ${body.slice(0, 200)} instead of ${JSON.stringify(expected)}`;
+  if (JSON.stringify(answer.result) !== JSON.stringify(expected))
+    return `result ${body.slice(0, 200)} instead of ${JSON.stringify(expected)}`;
   return null;
 }
 
@@ -117,10 +118,22 @@ function wrongAnswer({ status, body }, i, expected) {
  * after the quiet wait: uWS closes a keep-alive connection idle for 10 s.
  */
 export async function measureBursts({ id, label, url, pid, upstreamPid, bodies, expected, bursts, countCalls, ctx }) {
-  const run = { id, label, url, errors: [], warnings: [], burstSize: bodies.length, bursts, rankBy: 'upstreamCallsPerBurst', roundFields: BURST_ROUND_FIELDS };
+  const run = {
+    id,
+    label,
+    url,
+    errors: [],
+    warnings: [],
+    burstSize: bodies.length,
+    bursts,
+    rankBy: 'upstreamCallsPerBurst',
+    roundFields: BURST_ROUND_FIELDS,
+  };
   const { port, pathname } = new URL(url);
   const requests = bodies.map((body) =>
-    Buffer.from(`POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`),
+    Buffer.from(
+      `POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    ),
   );
   const ours = [...processTree(pid), ...(upstreamPid ? processTree(upstreamPid) : [])];
   run.quietWaitSeconds = await waitForQuiet(ours, ctx.settings.quietWaitSeconds, ctx.log);
@@ -132,16 +145,22 @@ export async function measureBursts({ id, label, url, pid, upstreamPid, bodies, 
     const slowTimer = setTimeout(() => (callsWhenSlow = countCalls() - before), SLOW_BURST_MS);
     let answered = 0;
     const t0 = performance.now();
-    const answers = conns.map((c, i) => c.send(requests[i]).then((a) => {
-      answered++;
-      return a;
-    }));
+    const answers = conns.map((c, i) =>
+      c.send(requests[i]).then((a) => {
+        answered++;
+        return a;
+      }),
+    );
     const written = performance.now();
     let timer;
     const timeout = new Promise((_, rej) => {
       timer = setTimeout(() => {
         const waiting = conns.length - answered;
-        rej(new Error(`${name}: ${waiting} of ${conns.length} answers missing after ${BURST_TIMEOUT_MS} ms; the node had seen ${countCalls() - before} calls`));
+        rej(
+          new Error(
+            `${name}: ${waiting} of ${conns.length} answers missing after ${BURST_TIMEOUT_MS} ms; the node had seen ${countCalls() - before} calls`,
+          ),
+        );
       }, BURST_TIMEOUT_MS);
     });
     try {
@@ -182,9 +201,15 @@ export async function measureBursts({ id, label, url, pid, upstreamPid, bodies, 
     run.completionMsEachBurst = done.map((d) => d.completionMs);
     run.p50Ms = percentile(run.completionMsEachBurst, 50);
     run.p99Ms = percentile(run.completionMsEachBurst, 99);
-    run.writeSpreadMs = percentile(done.map((d) => d.writeSpreadMs), 50);
+    run.writeSpreadMs = percentile(
+      done.map((d) => d.writeSpreadMs),
+      50,
+    );
     done.forEach((d, i) => {
-      if (d.completionMs > SLOW_BURST_MS) run.warnings.push(`burst ${i + 1} took ${Math.round(d.completionMs)} ms (the node had seen ${d.callsWhenSlow} calls after ${SLOW_BURST_MS} ms)`);
+      if (d.completionMs > SLOW_BURST_MS)
+        run.warnings.push(
+          `burst ${i + 1} took ${Math.round(d.completionMs)} ms (the node had seen ${d.callsWhenSlow} calls after ${SLOW_BURST_MS} ms)`,
+        );
     });
   } catch (err) {
     run.errors.push(err.message);

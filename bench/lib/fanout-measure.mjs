@@ -26,7 +26,14 @@ const CONNECT_TIMEOUT_MS = 120_000;
 const CONNECT_CONCURRENCY = 100;
 
 /** Figures kept for each round of a merged run (see lib/rounds.mjs), which the checks pair round by round. */
-export const ROUND_FIELDS = ['cpuMsPerNotification', 'cpuMsPerNotificationTicks', 'rssBytesPerSubscriber', 'upstreamSubscriptions', 'p50Ms', 'p99Ms'];
+export const ROUND_FIELDS = [
+  'cpuMsPerNotification',
+  'cpuMsPerNotificationTicks',
+  'rssBytesPerSubscriber',
+  'upstreamSubscriptions',
+  'p50Ms',
+  'p99Ms',
+];
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const treeTicks = (pid) => processTree(pid).reduce((sum, p) => sum + cpuTicks(p), 0);
@@ -109,7 +116,9 @@ async function startServer({ kind, id, node, ctx, fanout }) {
     const s = await startBarePubsub({ name: `${id}`, nodePort: node.port, core });
     return { ...s, url: `ws://127.0.0.1:${s.port}/` };
   }
-  const nodeArgs = fanout.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`] : [];
+  const nodeArgs = fanout.cpuProfDir
+    ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`]
+    : [];
   return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, nodeArgs });
 }
 
@@ -119,7 +128,16 @@ async function startServer({ kind, id, node, ctx, fanout }) {
  */
 export async function measureFanout({ id, label, kind, n, ctx, fanout }) {
   const { settings } = ctx;
-  const run = { id, label, server: kind, subscribers: n, rankBy: 'cpuMsPerNotification', roundFields: ROUND_FIELDS, errors: [], warnings: [] };
+  const run = {
+    id,
+    label,
+    server: kind,
+    subscribers: n,
+    rankBy: 'cpuMsPerNotification',
+    roundFields: ROUND_FIELDS,
+    errors: [],
+    warnings: [],
+  };
   const started = [];
   try {
     const node = await startFakeNode({ name: `${id} fake node`, core: settings.loadCore });
@@ -143,7 +161,14 @@ export async function measureFanout({ id, label, kind, n, ctx, fanout }) {
     const connects = await Promise.all(
       clients.map((c, k) => {
         const count = Math.floor(n / processes) + (k < n % processes ? 1 : 0);
-        return c.connect({ url: server.url, count, localAddress: `127.0.0.${2 + k}`, base, concurrency: CONNECT_CONCURRENCY, timeoutMs: CONNECT_TIMEOUT_MS });
+        return c.connect({
+          url: server.url,
+          count,
+          localAddress: `127.0.0.${2 + k}`,
+          base,
+          concurrency: CONNECT_CONCURRENCY,
+          timeoutMs: CONNECT_TIMEOUT_MS,
+        });
       }),
     );
     run.connectMs = Math.max(...connects.map((c) => c.ms));
@@ -152,7 +177,8 @@ export async function measureFanout({ id, label, kind, n, ctx, fanout }) {
     if (failed > 0) throw new Error(`${failed} of ${n} subscribers failed to subscribe, e.g. ${failures.slice(0, 3).join('; ')}`);
 
     for (const deadline = performance.now() + UPSTREAM_WAIT_MS; (await node.stats()).subscriptionsOpen < 1; await sleep(50)) {
-      if (performance.now() > deadline) throw new Error(`no upstream subscription at the node ${UPSTREAM_WAIT_MS} ms after ${n} clients subscribed`);
+      if (performance.now() > deadline)
+        throw new Error(`no upstream subscription at the node ${UPSTREAM_WAIT_MS} ms after ${n} clients subscribed`);
     }
     await sleep(SETTLE_MS);
 

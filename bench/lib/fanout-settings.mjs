@@ -11,7 +11,8 @@ function int(name, fallback, min, max, errors) {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) errors.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    errors.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`);
   return value;
 }
 

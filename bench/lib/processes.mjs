@@ -142,7 +142,10 @@ export function stopChildrenOnExit() {
     }
   });
   let stopping = false;
-  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ]) {
     process.on(signal, () => {
       if (stopping) process.exit(code);
       stopping = true;

@@ -17,7 +17,15 @@ function runNote(run) {
 }
 
 function runRow(run) {
-  return [run.label, fmt.rps(run.rps), fmt.ms(run.p50Ms), fmt.ms(run.p99Ms), fmt.us(run.cpuUsPerRequest), fmt.mb(run.maxRssMb), runNote(run)];
+  return [
+    run.label,
+    fmt.rps(run.rps),
+    fmt.ms(run.p50Ms),
+    fmt.ms(run.p99Ms),
+    fmt.us(run.cpuUsPerRequest),
+    fmt.mb(run.maxRssMb),
+    runNote(run),
+  ];
 }
 
 const RUN_HEAD = ['target', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'max RSS MB', 'notes'];
@@ -54,7 +62,9 @@ function textTable(head, rows, rightAligned) {
 
 function markdownTable(head, rows) {
   const esc = (c) => c.replace(/\|/g, '\\|');
-  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join('\n');
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join(
+    '\n',
+  );
 }
 
 export function sectionText(section) {

@@ -9,7 +9,8 @@ function seconds(name, fallback, errors) {
   if (raw === undefined || raw === '') return fallback;
   const m = /^(\d+)(s|m)?$/.exec(raw.trim());
   const value = m ? Number(m[1]) * (m[2] === 'm' ? 60 : 1) : NaN;
-  if (!(value >= 0 && value <= MAX_SECONDS)) errors.push(`${name} must be a duration like 10s or 1m, at most ${MAX_SECONDS}s (got '${raw}')`);
+  if (!(value >= 0 && value <= MAX_SECONDS))
+    errors.push(`${name} must be a duration like 10s or 1m, at most ${MAX_SECONDS}s (got '${raw}')`);
   return value;
 }
 
@@ -18,7 +19,8 @@ export function int(name, fallback, min, max, errors) {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) errors.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    errors.push(`${name} must be an integer from ${min} to ${max} (got '${raw}')`);
   return value;
 }
 
@@ -44,10 +46,14 @@ export function readSettings() {
     pin: process.env.BENCH_PIN === undefined ? true : flag('BENCH_PIN'),
     anvilQuiet: flag('BENCH_ANVIL_QUIET'),
     strict: flag('BENCH_STRICT'),
-    sections: (process.env.BENCH_SECTIONS ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    sections: (process.env.BENCH_SECTIONS ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     out: process.env.BENCH_OUT || null,
   };
   if (settings.seconds === 0) errors.push('BENCH_DURATION must be more than 0s');
-  if (settings.connections < settings.threads) errors.push('BENCH_CONNECTIONS must be at least BENCH_THREADS (wrk needs a connection per thread)');
+  if (settings.connections < settings.threads)
+    errors.push('BENCH_CONNECTIONS must be at least BENCH_THREADS (wrk needs a connection per thread)');
   return errors.length ? { errors } : { settings };
 }

@@ -32,5 +32,8 @@ export async function startAnvil({ name = 'anvil', core, quiet = false }) {
   }
   const port = await freePort();
   const proc = startProcess(name, bin, ['--host', '127.0.0.1', '--port', String(port), '--quiet'], { core });
-  return stopOnFailure(proc, waitForPort(port, proc).then(() => ({ proc, pid: proc.pid, port, stop: () => proc.stop() })));
+  return stopOnFailure(
+    proc,
+    waitForPort(port, proc).then(() => ({ proc, pid: proc.pid, port, stop: () => proc.stop() })),
+  );
 }

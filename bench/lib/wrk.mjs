@@ -22,10 +22,7 @@ export function wrkVersion() {
 export function writePostScript(dir, body, name = 'post.lua') {
   const path = join(dir, name);
   if (!Array.isArray(body)) {
-    writeFileSync(
-      path,
-      `wrk.method = "POST"\nwrk.body = ${luaString(body)}\nwrk.headers["Content-Type"] = "application/json"\n`,
-    );
+    writeFileSync(path, `wrk.method = "POST"\nwrk.body = ${luaString(body)}\nwrk.headers["Content-Type"] = "application/json"\n`);
     return path;
   }
   // The requests are formatted once per thread in init(): request() runs once per request on wrk's thread.

@@ -19,7 +19,6 @@ if (!nodeUrl) {
 }
 const TOPIC = 'newHeads';
 
-
 /** Opens the single upstream subscription; resolves with the node's subscription id. */
 function subscribeUpstream(onFrame) {
   return new Promise((resolve, reject) => {
@@ -77,6 +76,5 @@ app
   .any('/*', (res) => {
     res.writeStatus('404 Not Found').end();
   });
-
 
 listenAndAnnounce(uWS, app, 'bare pub/sub', Number(portArg ?? 0));

@@ -136,7 +136,8 @@ function emit() {
   const result = JSON.stringify(headerOf(head));
   const frames = [];
   for (const [ws, subs] of subscribers) {
-    for (const sub of subs) frames.push([ws, `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${sub}","result":${result}}}`]);
+    for (const sub of subs)
+      frames.push([ws, `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${sub}","result":${result}}}`]);
   }
   const emittedAt = now();
   for (const [ws, frame] of frames) ws.send(frame, false);
@@ -164,9 +165,9 @@ const app = uWS
   .App()
   .post('/bench/emit', (res) => onPost(res, () => JSON.stringify(emit())))
   .get('/bench/stats', (res) => {
-    res.writeHeader('content-type', 'application/json').end(
-      JSON.stringify({ head, subscriptionsOpen, subscribesTotal, wsConnections, wsOpen: subscribers.size, calls }),
-    );
+    res
+      .writeHeader('content-type', 'application/json')
+      .end(JSON.stringify({ head, subscriptionsOpen, subscribesTotal, wsConnections, wsOpen: subscribers.size, calls }));
   })
   .post('/*', (res) => onPost(res, answerBody))
   .ws('/*', {
@@ -188,6 +189,5 @@ const app = uWS
   .any('/*', (res) => {
     res.writeStatus('404 Not Found').end();
   });
-
 
 listenAndAnnounce(uWS, app, 'fake node', port);

@@ -5,7 +5,6 @@ import { listenAndAnnounce, loadUws } from './uws-server.mjs';
 
 const ANSWER = '{"jsonrpc":"2.0","id":1,"result":"0x1b4"}';
 
-
 const uWS = await loadUws();
 
 const app = uWS
@@ -24,6 +23,5 @@ const app = uWS
   .any('/*', (res) => {
     res.writeStatus('405 Method Not Allowed').end();
   });
-
 
 listenAndAnnounce(uWS, app, 'fixed upstream', Number(process.argv[2] ?? 0));

@@ -115,14 +115,20 @@ async function connect({ url, count, localAddress, concurrency = 100, timeoutMs 
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, lane));
   if (next < count) failures.push(`${count - next} subscribers not started within ${timeoutMs} ms`);
-  return { subscribed: sockets.filter((s) => s.subscribed).length, failed: failures.length, failures: failures.slice(0, 5), ms: now() - started };
+  return {
+    subscribed: sockets.filter((s) => s.subscribed).length,
+    failed: failures.length,
+    failures: failures.slice(0, 5),
+    ms: now() - started,
+  };
 }
 
 function report() {
   const blocks = [];
   let last = MAX_BLOCKS - 1;
   while (last >= 0 && received[last] === 0 && extra[last] === 0) last--;
-  for (let i = 0; i <= last; i++) blocks.push({ received: received[i], extra: extra[i], firstAt: firstAt[i] || null, lastAt: lastAt[i] || null });
+  for (let i = 0; i <= last; i++)
+    blocks.push({ received: received[i], extra: extra[i], firstAt: firstAt[i] || null, lastAt: lastAt[i] || null });
   return { subscribers: sockets.filter((s) => s.subscribed).length, blocks, problems, closeReasons: Object.fromEntries(closeReasons) };
 }
 

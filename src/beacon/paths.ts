@@ -1,5 +1,8 @@
 /** One allowed Beacon API operation: `template` names its path parameters in braces. */
-export interface BeaconRoute { method: 'GET' | 'POST'; template: string }
+export interface BeaconRoute {
+  method: 'GET' | 'POST';
+  template: string;
+}
 
 /** The verdict on one Beacon request line: forward it under `template`, or refuse with this status. */
 export type BeaconMatch =
@@ -13,68 +16,70 @@ const getPost = (template: string): BeaconRoute[] => [get(template), post(templa
 export const EVENTS_TEMPLATE = '/eth/v1/events';
 
 /** Every operation the gateway forwards; anything else is answered by the gateway and never reaches a node. */
-export const BEACON_ROUTES: readonly BeaconRoute[] = Object.freeze([
-  // Node: the spec's node table.
-  get('/eth/v1/node/version'),
-  get('/eth/v1/node/syncing'),
-  get('/eth/v1/node/health'),
-  get('/eth/v1/node/identity'),
-  get('/eth/v1/node/peers'),
-  get('/eth/v1/node/peer_count'),
-  // Beacon blocks: the spec's blocks table.
-  get('/eth/v1/beacon/genesis'),
-  get('/eth/v1/beacon/headers'),
-  get('/eth/v1/beacon/headers/{block_id}'),
-  get('/eth/v2/beacon/blocks/{block_id}'),
-  get('/eth/v1/beacon/blocks/{block_id}/root'),
-  get('/eth/v1/beacon/blocks/{block_id}/attestations'),
-  get('/eth/v1/beacon/blob_sidecars/{block_id}'),
-  get('/eth/v1/beacon/deposit_snapshot'),
-  // Beacon blocks: the current Beacon API's successors (attestations v2 since Electra, blobs since Fulu).
-  get('/eth/v2/beacon/blocks/{block_id}/attestations'),
-  get('/eth/v1/beacon/blobs/{block_id}'),
-  // Beacon states: the spec's states table, plus the POST forms the current Beacon API defines for long id lists.
-  get('/eth/v1/beacon/states/{state_id}/root'),
-  get('/eth/v1/beacon/states/{state_id}/fork'),
-  get('/eth/v1/beacon/states/{state_id}/finality_checkpoints'),
-  ...getPost('/eth/v1/beacon/states/{state_id}/validators'),
-  get('/eth/v1/beacon/states/{state_id}/validators/{validator_id}'),
-  ...getPost('/eth/v1/beacon/states/{state_id}/validator_balances'),
-  get('/eth/v1/beacon/states/{state_id}/committees'),
-  get('/eth/v1/beacon/states/{state_id}/sync_committees'),
-  get('/eth/v1/beacon/states/{state_id}/randao'),
-  // Config: the spec's config table.
-  get('/eth/v1/config/spec'),
-  get('/eth/v1/config/fork_schedule'),
-  get('/eth/v1/config/deposit_contract'),
-  // Validator: the spec's validator table, which lists attester duties by GET (the older Beacon API's form, indices in
-  // `?index=`), plus the POST form the current Beacon API serves them by (indices in the body).
-  ...getPost('/eth/v1/validator/duties/attester/{epoch}'),
-  get('/eth/v1/validator/duties/proposer/{epoch}'),
-  post('/eth/v1/validator/duties/sync/{epoch}'),
-  get('/eth/v1/validator/attestation_data'),
-  get('/eth/v1/validator/aggregate_attestation'),
-  get('/eth/v1/validator/sync_committee_contribution'),
-  get('/eth/v3/validator/blocks/{slot}'),
-  // Validator: the current Beacon API's successor of aggregate_attestation (Electra).
-  get('/eth/v2/validator/aggregate_attestation'),
-  // Pool: the spec's pool table, plus the submissions the Beacon API defines on the same paths (sync_committees is submit-only upstream).
-  ...getPost('/eth/v1/beacon/pool/attestations'),
-  ...getPost('/eth/v1/beacon/pool/attester_slashings'),
-  ...getPost('/eth/v1/beacon/pool/proposer_slashings'),
-  ...getPost('/eth/v1/beacon/pool/voluntary_exits'),
-  ...getPost('/eth/v1/beacon/pool/sync_committees'),
-  ...getPost('/eth/v1/beacon/pool/bls_to_execution_changes'),
-  // Pool: the current Beacon API's successors of the attestation and attester slashing pools (Electra).
-  ...getPost('/eth/v2/beacon/pool/attestations'),
-  ...getPost('/eth/v2/beacon/pool/attester_slashings'),
-  // Debug: the spec's debug table.
-  get('/eth/v2/debug/beacon/states/{state_id}'),
-  get('/eth/v2/debug/beacon/heads'),
-  get('/eth/v1/debug/fork_choice'),
-  // Events: the spec's events table (the SSE stream).
-  get(EVENTS_TEMPLATE),
-].map((route) => Object.freeze(route)));
+export const BEACON_ROUTES: readonly BeaconRoute[] = Object.freeze(
+  [
+    // Node: the spec's node table.
+    get('/eth/v1/node/version'),
+    get('/eth/v1/node/syncing'),
+    get('/eth/v1/node/health'),
+    get('/eth/v1/node/identity'),
+    get('/eth/v1/node/peers'),
+    get('/eth/v1/node/peer_count'),
+    // Beacon blocks: the spec's blocks table.
+    get('/eth/v1/beacon/genesis'),
+    get('/eth/v1/beacon/headers'),
+    get('/eth/v1/beacon/headers/{block_id}'),
+    get('/eth/v2/beacon/blocks/{block_id}'),
+    get('/eth/v1/beacon/blocks/{block_id}/root'),
+    get('/eth/v1/beacon/blocks/{block_id}/attestations'),
+    get('/eth/v1/beacon/blob_sidecars/{block_id}'),
+    get('/eth/v1/beacon/deposit_snapshot'),
+    // Beacon blocks: the current Beacon API's successors (attestations v2 since Electra, blobs since Fulu).
+    get('/eth/v2/beacon/blocks/{block_id}/attestations'),
+    get('/eth/v1/beacon/blobs/{block_id}'),
+    // Beacon states: the spec's states table, plus the POST forms the current Beacon API defines for long id lists.
+    get('/eth/v1/beacon/states/{state_id}/root'),
+    get('/eth/v1/beacon/states/{state_id}/fork'),
+    get('/eth/v1/beacon/states/{state_id}/finality_checkpoints'),
+    ...getPost('/eth/v1/beacon/states/{state_id}/validators'),
+    get('/eth/v1/beacon/states/{state_id}/validators/{validator_id}'),
+    ...getPost('/eth/v1/beacon/states/{state_id}/validator_balances'),
+    get('/eth/v1/beacon/states/{state_id}/committees'),
+    get('/eth/v1/beacon/states/{state_id}/sync_committees'),
+    get('/eth/v1/beacon/states/{state_id}/randao'),
+    // Config: the spec's config table.
+    get('/eth/v1/config/spec'),
+    get('/eth/v1/config/fork_schedule'),
+    get('/eth/v1/config/deposit_contract'),
+    // Validator: the spec's validator table, which lists attester duties by GET (the older Beacon API's form, indices in
+    // `?index=`), plus the POST form the current Beacon API serves them by (indices in the body).
+    ...getPost('/eth/v1/validator/duties/attester/{epoch}'),
+    get('/eth/v1/validator/duties/proposer/{epoch}'),
+    post('/eth/v1/validator/duties/sync/{epoch}'),
+    get('/eth/v1/validator/attestation_data'),
+    get('/eth/v1/validator/aggregate_attestation'),
+    get('/eth/v1/validator/sync_committee_contribution'),
+    get('/eth/v3/validator/blocks/{slot}'),
+    // Validator: the current Beacon API's successor of aggregate_attestation (Electra).
+    get('/eth/v2/validator/aggregate_attestation'),
+    // Pool: the spec's pool table, plus the submissions the Beacon API defines on the same paths (sync_committees is submit-only upstream).
+    ...getPost('/eth/v1/beacon/pool/attestations'),
+    ...getPost('/eth/v1/beacon/pool/attester_slashings'),
+    ...getPost('/eth/v1/beacon/pool/proposer_slashings'),
+    ...getPost('/eth/v1/beacon/pool/voluntary_exits'),
+    ...getPost('/eth/v1/beacon/pool/sync_committees'),
+    ...getPost('/eth/v1/beacon/pool/bls_to_execution_changes'),
+    // Pool: the current Beacon API's successors of the attestation and attester slashing pools (Electra).
+    ...getPost('/eth/v2/beacon/pool/attestations'),
+    ...getPost('/eth/v2/beacon/pool/attester_slashings'),
+    // Debug: the spec's debug table.
+    get('/eth/v2/debug/beacon/states/{state_id}'),
+    get('/eth/v2/debug/beacon/heads'),
+    get('/eth/v1/debug/fork_choice'),
+    // Events: the spec's events table (the SSE stream).
+    get(EVENTS_TEMPLATE),
+  ].map((route) => Object.freeze(route)),
+);
 
 type ParamName = 'state_id' | 'block_id' | 'validator_id' | 'epoch' | 'slot';
 
@@ -114,7 +119,10 @@ function isHexBytes(s: string, bytes: number): boolean {
 const STATE_WORDS: ReadonlySet<string> = new Set(['head', 'genesis', 'finalized', 'justified']);
 const BLOCK_WORDS: ReadonlySet<string> = new Set(['head', 'genesis', 'finalized']);
 
-interface ParamRule { accepts: (value: string) => boolean; expected: string }
+interface ParamRule {
+  accepts: (value: string) => boolean;
+  expected: string;
+}
 
 const PARAM_RULES: Readonly<Record<ParamName, ParamRule>> = {
   state_id: {
@@ -134,7 +142,13 @@ const PARAM_RULES: Readonly<Record<ParamName, ParamRule>> = {
 };
 
 /** The end of one template: which methods it takes and the Allow header that lists them. */
-interface Leaf { template: string; get: boolean; post: boolean; allow: string; events: boolean }
+interface Leaf {
+  template: string;
+  get: boolean;
+  post: boolean;
+  allow: string;
+  events: boolean;
+}
 
 /** One segment position: literal children first, then at most one parameter child. */
 interface TrieNode {
@@ -160,11 +174,11 @@ function buildTrie(routes: readonly BeaconRoute[]): TrieNode {
         node = node.param.node;
       } else {
         let next = node.literals.get(segment);
-        if (next === undefined) node.literals.set(segment, next = newNode());
+        if (next === undefined) node.literals.set(segment, (next = newNode()));
         node = next;
       }
     }
-    const leaf = node.leaf ??= { template, get: false, post: false, allow: '', events: template === EVENTS_TEMPLATE };
+    const leaf = (node.leaf ??= { template, get: false, post: false, allow: '', events: template === EVENTS_TEMPLATE });
     if (method === 'GET') leaf.get = true;
     else leaf.post = true;
     leaf.allow = leaf.get && leaf.post ? 'GET, POST' : leaf.get ? 'GET' : 'POST';

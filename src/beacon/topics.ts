@@ -1,8 +1,21 @@
 /** Event topics a client may ask of the Beacon SSE stream (`GET /eth/v1/events?topics=...`). */
 export const BEACON_TOPICS: ReadonlySet<string> = new Set([
-  'head', 'block', 'block_gossip', 'attestation', 'single_attestation', 'voluntary_exit', 'bls_to_execution_change',
-  'proposer_slashing', 'attester_slashing', 'finalized_checkpoint', 'chain_reorg', 'contribution_and_proof',
-  'light_client_finality_update', 'light_client_optimistic_update', 'payload_attributes', 'blob_sidecar',
+  'head',
+  'block',
+  'block_gossip',
+  'attestation',
+  'single_attestation',
+  'voluntary_exit',
+  'bls_to_execution_change',
+  'proposer_slashing',
+  'attester_slashing',
+  'finalized_checkpoint',
+  'chain_reorg',
+  'contribution_and_proof',
+  'light_client_finality_update',
+  'light_client_optimistic_update',
+  'payload_attributes',
+  'blob_sidecar',
   'data_column_sidecar',
 ]);
 

@@ -111,34 +111,43 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   const log: FeedsLog = (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields });
   let cacheScope = config.slug;
   let finalUndone = 0;
-  const health = createChainHealth(upstreams.map((u) => u.label), {
-    maxLagBlocks: config.max_lag_blocks,
-    log,
-    finalityDepth: config.finality_depth,
-    onFinalUndone(from, to) {
-      cacheScope = `${config.slug}#${++finalUndone}`;
-      log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, { from, to });
+  const health = createChainHealth(
+    upstreams.map((u) => u.label),
+    {
+      maxLagBlocks: config.max_lag_blocks,
+      log,
+      finalityDepth: config.finality_depth,
+      onFinalUndone(from, to) {
+        cacheScope = `${config.slug}#${++finalUndone}`;
+        log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, {
+          from,
+          to,
+        });
+      },
     },
-  });
+  );
   const isInRotation = (index: number): boolean => health.healthyIndices().includes(index);
 
   const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
   // The feeds hold one link at a time, so the prober's polls keep every node's head; a feed reports a head only
   // when it went back below what the feed remembers (followsNewChain).
-  const feeds = withWs.length === 0 ? null : createFeeds({
-    nodes: withWs.map(({ u, http }) => ({
-      wsUrl: u.ws!,
-      headers: u.headers,
-      label: upstreamLabel(u.ws!),
-      call: (method, params) => callUpstream(http, timeoutMs, method, params),
-    })),
-    isHealthy: (node) => isInRotation(withWs[node]!.index),
-    // The feed may hear a node's new chain before the node's next poll does.
-    chain: { followsNewChain: (node, head) => health.followsNewChain(withWs[node]!.index, head) },
-    maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
-    ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
-    log,
-  });
+  const feeds =
+    withWs.length === 0
+      ? null
+      : createFeeds({
+          nodes: withWs.map(({ u, http }) => ({
+            wsUrl: u.ws!,
+            headers: u.headers,
+            label: upstreamLabel(u.ws!),
+            call: (method, params) => callUpstream(http, timeoutMs, method, params),
+          })),
+          isHealthy: (node) => isInRotation(withWs[node]!.index),
+          // The feed may hear a node's new chain before the node's next poll does.
+          chain: { followsNewChain: (node, head) => health.followsNewChain(withWs[node]!.index, head) },
+          maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
+          ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
+          log,
+        });
 
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
   const proberOptions: ProberOptions = { ...PROBER_DEFAULTS, ...opts.prober };

@@ -11,44 +11,59 @@ export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Pro
   for (const chain of chains) {
     const { slug, kind, chain_id: chainId } = chain.config;
     for (const upstream of chain.upstreams) {
-      probes.push(new Promise<void>((resolve) => {
-        const chunks: Buffer[] = [];
-        let status = 0;
-        upstream.request(
-          kind === 'evm'
-            ? { method: 'POST', headers: [['content-type', 'application/json']], body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}', timeoutMs: 5000 }
-            : { method: 'GET', path: '/eth/v1/node/version', headers: [['accept', 'application/json']], timeoutMs: 5000 },
-          {
-            onHead(s) {
-              status = s;
-            },
-            onData(chunk) {
-              chunks.push(chunk);
-              return true;
-            },
-            onEnd() {
-              const fields = { chain: slug, upstream: upstream.label, status };
-              if (status < 200 || status > 299) {
-                log.warn('upstream answers with an error; calls get 502 until it recovers', fields);
-              } else if (kind === 'evm') {
-                const result = parseResult(Buffer.concat(chunks).toString());
-                if (result !== undefined && Number(result) !== chainId) {
-                  log.warn('upstream serves another chain id than configured', { ...fields, configured: chainId, served: Number(result) });
+      probes.push(
+        new Promise<void>((resolve) => {
+          const chunks: Buffer[] = [];
+          let status = 0;
+          upstream.request(
+            kind === 'evm'
+              ? {
+                  method: 'POST',
+                  headers: [['content-type', 'application/json']],
+                  body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}',
+                  timeoutMs: 5000,
+                }
+              : { method: 'GET', path: '/eth/v1/node/version', headers: [['accept', 'application/json']], timeoutMs: 5000 },
+            {
+              onHead(s) {
+                status = s;
+              },
+              onData(chunk) {
+                chunks.push(chunk);
+                return true;
+              },
+              onEnd() {
+                const fields = { chain: slug, upstream: upstream.label, status };
+                if (status < 200 || status > 299) {
+                  log.warn('upstream answers with an error; calls get 502 until it recovers', fields);
+                } else if (kind === 'evm') {
+                  const result = parseResult(Buffer.concat(chunks).toString());
+                  if (result !== undefined && Number(result) !== chainId) {
+                    log.warn('upstream serves another chain id than configured', {
+                      ...fields,
+                      configured: chainId,
+                      served: Number(result),
+                    });
+                  } else {
+                    log.info('upstream ok', fields);
+                  }
                 } else {
                   log.info('upstream ok', fields);
                 }
-              } else {
-                log.info('upstream ok', fields);
-              }
-              resolve();
+                resolve();
+              },
+              onError(err) {
+                log.warn('upstream unreachable; calls get 502 until it is back', {
+                  chain: slug,
+                  upstream: upstream.label,
+                  reason: err.kind,
+                });
+                resolve();
+              },
             },
-            onError(err) {
-              log.warn('upstream unreachable; calls get 502 until it is back', { chain: slug, upstream: upstream.label, reason: err.kind });
-              resolve();
-            },
-          },
-        );
-      }));
+          );
+        }),
+      );
     }
   }
   return Promise.all(probes).then(() => undefined);

@@ -27,11 +27,17 @@ export function formatTable(header: readonly string[], rows: ReadonlyArray<reado
   const cells = rows.map((r) => r.map(escapeCell));
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)));
   const line = (row: readonly string[]): string =>
-    row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+    row
+      .map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...cells.map(line)].join('\n') + '\n';
 }
 
 /** Unix seconds as `YYYY-MM-DD HH:MM:SSZ` (UTC), the form an operator reads and sorts. */
 export function formatTime(unixSeconds: number): string {
-  return new Date(unixSeconds * 1000).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, 'Z');
+  return new Date(unixSeconds * 1000)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d{3}Z$/, 'Z');
 }

@@ -34,7 +34,13 @@ class UsageError extends Error {}
 /** A refused operation (unknown owner, key...): exit status 1 with the message. */
 class RefusedError extends Error {}
 
-interface Io { args: ParsedArgs; config: Config; out: (s: string) => void; admin: () => OwnerAdmin; store: () => Store }
+interface Io {
+  args: ParsedArgs;
+  config: Config;
+  out: (s: string) => void;
+  admin: () => OwnerAdmin;
+  store: () => Store;
+}
 
 function ownerId(s: string | undefined, what = 'owner ID'): number {
   if (s === undefined) throw new UsageError(`missing ${what}`);
@@ -91,21 +97,44 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       const problem = nameProblem(name);
       if (problem !== null) throw new UsageError(`--name ${problem}`);
       const created = io.admin().createOwner(name, plan(config, stringOption(args, 'plan')), requireRu(args, 0));
-      out(json
-        ? `${JSON.stringify({ id: created.id, management_key: created.managementKey })}\n`
-        : `owner ${created.id} created\nmanagement key (shown once, keep it secret): ${created.managementKey}\n`);
+      out(
+        json
+          ? `${JSON.stringify({ id: created.id, management_key: created.managementKey })}\n`
+          : `owner ${created.id} created\nmanagement key (shown once, keep it secret): ${created.managementKey}\n`,
+      );
       return;
     }
     case 'owner list': {
       const owners = io.admin().listOwners();
       if (json) {
-        out(`${JSON.stringify(owners.map((o) => ({
-          id: o.id, name: o.name, plan: o.plan, ru_balance: o.ruBalance, suspended: o.suspended, endpoints: o.endpoints, created_at: o.createdAt,
-        })))}\n`);
+        out(
+          `${JSON.stringify(
+            owners.map((o) => ({
+              id: o.id,
+              name: o.name,
+              plan: o.plan,
+              ru_balance: o.ruBalance,
+              suspended: o.suspended,
+              endpoints: o.endpoints,
+              created_at: o.createdAt,
+            })),
+          )}\n`,
+        );
       } else {
-        out(formatTable(['ID', 'NAME', 'PLAN', 'BALANCE', 'SUSPENDED', 'ENDPOINTS', 'CREATED'], owners.map((o) => [
-          String(o.id), o.name, o.plan, String(o.ruBalance), o.suspended ? 'yes' : 'no', String(o.endpoints), formatTime(o.createdAt),
-        ])));
+        out(
+          formatTable(
+            ['ID', 'NAME', 'PLAN', 'BALANCE', 'SUSPENDED', 'ENDPOINTS', 'CREATED'],
+            owners.map((o) => [
+              String(o.id),
+              o.name,
+              o.plan,
+              String(o.ruBalance),
+              o.suspended ? 'yes' : 'no',
+              String(o.endpoints),
+              formatTime(o.createdAt),
+            ]),
+          ),
+        );
       }
       return;
     }
@@ -114,8 +143,11 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       const ru = requireRu(args, 1);
       const result = io.admin().topUp(id, ru);
       if ('error' in result) {
-        throw new RefusedError(result.error === 'no_owner' ? `no owner ${id}`
-          : `owner ${id}: a top-up of ${ru} RU would take the balance (${result.balance} RU) past the maximum ${MAX_RU} RU`);
+        throw new RefusedError(
+          result.error === 'no_owner'
+            ? `no owner ${id}`
+            : `owner ${id}: a top-up of ${ru} RU would take the balance (${result.balance} RU) past the maximum ${MAX_RU} RU`,
+        );
       }
       out(`owner ${id}: balance ${result.balance} RU\n`);
       return;
@@ -130,23 +162,30 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     case 'owner key create': {
       const id = ownerId(a);
       const key = found(io.admin().createManagementKey(id), id);
-      out(json ? `${JSON.stringify({ id, management_key: key })}\n` : `management key for owner ${id} (shown once, keep it secret): ${key}\n`);
+      out(
+        json ? `${JSON.stringify({ id, management_key: key })}\n` : `management key for owner ${id} (shown once, keep it secret): ${key}\n`,
+      );
       return;
     }
     case 'owner key list': {
       const id = ownerId(a);
       const keys = found(io.admin().listManagementKeys(id), id);
-      out(formatTable(['PREFIX', 'CREATED', 'REVOKED'], keys.map((k) => [
-        k.keyPrefix, formatTime(k.createdAt), k.revokedAt === null ? '-' : formatTime(k.revokedAt),
-      ])));
+      out(
+        formatTable(
+          ['PREFIX', 'CREATED', 'REVOKED'],
+          keys.map((k) => [k.keyPrefix, formatTime(k.createdAt), k.revokedAt === null ? '-' : formatTime(k.revokedAt)]),
+        ),
+      );
       return;
     }
     case 'owner key revoke': {
       const id = ownerId(a);
-      if (b === undefined) throw new UsageError(`missing PREFIX (the first ${KEY_PREFIX_LENGTH} characters of the key; see owner key list)`);
+      if (b === undefined)
+        throw new UsageError(`missing PREFIX (the first ${KEY_PREFIX_LENGTH} characters of the key; see owner key list)`);
       const result = io.admin().revokeManagementKey(id, b.slice(0, KEY_PREFIX_LENGTH));
       if (result === 'no_owner') throw new RefusedError(`no owner ${id}`);
-      if (result === 'no_key') throw new RefusedError(`owner ${id} has no live management key with prefix '${b}' (see owner key list ${id})`);
+      if (result === 'no_key')
+        throw new RefusedError(`owner ${id} has no live management key with prefix '${b}' (see owner key list ${id})`);
       if (result === 'ambiguous') throw new RefusedError(`several live management keys of owner ${id} have the prefix '${b}'`);
       out(`owner ${id}: management key ${b.slice(0, KEY_PREFIX_LENGTH)} revoked\n`);
       return;
@@ -169,13 +208,25 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       const owner = stringOption(args, 'owner');
       const rows = io.admin().listEndpoints(owner === undefined ? undefined : ownerId(owner, '--owner'));
       if (json) {
-        out(`${JSON.stringify(rows.map((e) => ({
-          id: e.id, owner_id: e.ownerId, name: e.name, network: e.network, key_prefix: e.keyPrefix, created_at: e.createdAt,
-        })))}\n`);
+        out(
+          `${JSON.stringify(
+            rows.map((e) => ({
+              id: e.id,
+              owner_id: e.ownerId,
+              name: e.name,
+              network: e.network,
+              key_prefix: e.keyPrefix,
+              created_at: e.createdAt,
+            })),
+          )}\n`,
+        );
       } else {
-        out(formatTable(['ID', 'OWNER', 'NETWORK', 'NAME', 'KEY', 'CREATED'], rows.map((e) => [
-          e.id, String(e.ownerId), e.network, e.name ?? '-', `${e.keyPrefix}…`, formatTime(e.createdAt),
-        ])));
+        out(
+          formatTable(
+            ['ID', 'OWNER', 'NETWORK', 'NAME', 'KEY', 'CREATED'],
+            rows.map((e) => [e.id, String(e.ownerId), e.network, e.name ?? '-', `${e.keyPrefix}…`, formatTime(e.createdAt)]),
+          ),
+        );
       }
       return;
     }
@@ -205,8 +256,14 @@ function splitCommand(positionals: string[]): { command: string; rest: string[] 
 }
 
 const POSITIONALS: Record<string, number> = {
-  'owner topup': 1, 'owner set-plan': 2, 'owner key create': 1, 'owner key list': 1, 'owner key revoke': 2,
-  'owner suspend': 1, 'owner resume': 1, 'owner delete': 1,
+  'owner topup': 1,
+  'owner set-plan': 2,
+  'owner key create': 1,
+  'owner key list': 1,
+  'owner key revoke': 2,
+  'owner suspend': 1,
+  'owner resume': 1,
+  'owner delete': 1,
 };
 
 /**
@@ -215,7 +272,10 @@ const POSITIONALS: Record<string, number> = {
  * and `err`, so it is testable and never exits the process.
  */
 export async function runTenancyCommand(
-  argv: string[], config: Config, out: (s: string) => void, err: (s: string) => void,
+  argv: string[],
+  config: Config,
+  out: (s: string) => void,
+  err: (s: string) => void,
 ): Promise<number> {
   let store: Store | undefined;
   const openOnce = (): Store => (store ??= openStore(config.storage.path));

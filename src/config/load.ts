@@ -58,7 +58,10 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    return { ok: false, errors: [`${path}: cannot read the config file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`] };
+    return {
+      ok: false,
+      errors: [`${path}: cannot read the config file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`],
+    };
   }
   return loadConfigText(text, env);
 }

@@ -64,7 +64,9 @@ function checkTls(tls: NonNullable<ServerConfig['tls']>, errors: string[]): void
   }
   const pairRefused = refusal({ cert, key, ...passphrase });
   if (pairRefused !== undefined) {
-    errors.push(`server.tls.key_file: ${resolve(tls.key_file)} is not the key of the certificate in ${resolve(tls.cert_file)} (${pairRefused})`);
+    errors.push(
+      `server.tls.key_file: ${resolve(tls.key_file)} is not the key of the certificate in ${resolve(tls.cert_file)} (${pairRefused})`,
+    );
   }
 }
 
@@ -101,7 +103,8 @@ function checkStoragePath(path: string, errors: string[]): boolean {
     const fileRefused = writable(file);
     const dirRefused = writable(dirname(file));
     if (fileRefused !== undefined) errors.push(`storage.path: cannot write ${file} (${fileRefused})`);
-    if (dirRefused !== undefined) errors.push(`storage.path: cannot write in ${dirname(file)} (${dirRefused}), where SQLite keeps the -wal and -shm files`);
+    if (dirRefused !== undefined)
+      errors.push(`storage.path: cannot write in ${dirname(file)} (${dirRefused}), where SQLite keeps the -wal and -shm files`);
     return fileRefused === undefined && dirRefused === undefined;
   }
   if (at !== 'ENOENT' && at !== 'ENOTDIR') {
@@ -147,7 +150,7 @@ function checkPlansInUse(config: Config, errors: string[]): void {
     if (Object.hasOwn(config.plans, plan)) continue;
     errors.push(
       `plans: plan '${plan}' is used by ${owners} owner${owners === 1 ? '' : 's'} but is not configured ` +
-      `(configure it, or move ${owners === 1 ? 'it' : 'them'} to a configured plan with chaingate owner set-plan)`,
+        `(configure it, or move ${owners === 1 ? 'it' : 'them'} to a configured plan with chaingate owner set-plan)`,
     );
   }
 }

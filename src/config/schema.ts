@@ -1,6 +1,16 @@
 import { DEFAULTS, RESERVED_SLUGS } from './defaults.js';
 import {
-  type Errors, isObject, readBool, readEnum, readInt, readNumber, readObject, readString, readStringList, readStringMap, readUrl,
+  type Errors,
+  isObject,
+  readBool,
+  readEnum,
+  readInt,
+  readNumber,
+  readObject,
+  readString,
+  readStringList,
+  readStringMap,
+  readUrl,
 } from './checks.js';
 import { unknownBeaconCostPaths } from '../beacon/costs.js';
 import { ALLOWED_METHODS, isAllowedMethod } from '../jsonrpc/methods.js';
@@ -117,9 +127,12 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
   const path = `chains.${slug}`;
   if (!SLUG.test(slug)) errors.push(`${path}: a slug is lowercase letters, digits and '-' (at most 63)`);
   if (RESERVED_SLUGS.has(slug)) errors.push(`${path}: '${slug}' is a path the gateway uses itself; pick another slug`);
-  const o = readObject(raw, path, [
-    'name', 'kind', 'chain_id', 'timeout_s', 'max_lag_blocks', 'finality_depth', 'max_logs_block_range', 'upstreams',
-  ], errors);
+  const o = readObject(
+    raw,
+    path,
+    ['name', 'kind', 'chain_id', 'timeout_s', 'max_lag_blocks', 'finality_depth', 'max_logs_block_range', 'upstreams'],
+    errors,
+  );
   const kind = readEnum(o.kind, `${path}.kind`, DEFAULTS.chain.kind, ['evm', 'beacon'] as const, errors);
   let chain_id: number | undefined;
   if (kind === 'evm') {
@@ -145,17 +158,37 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
     timeout_s: readInt(o.timeout_s, `${path}.timeout_s`, DEFAULTS.chain.timeout_s, 1, 3600, errors),
     max_lag_blocks: readInt(o.max_lag_blocks, `${path}.max_lag_blocks`, DEFAULTS.chain.max_lag_blocks, 0, 1_000_000, errors),
     finality_depth: readInt(o.finality_depth, `${path}.finality_depth`, DEFAULTS.chain.finality_depth, 1, 1_000_000, errors),
-    max_logs_block_range: readInt(o.max_logs_block_range, `${path}.max_logs_block_range`, DEFAULTS.chain.max_logs_block_range, 1, 100_000_000, errors),
+    max_logs_block_range: readInt(
+      o.max_logs_block_range,
+      `${path}.max_logs_block_range`,
+      DEFAULTS.chain.max_logs_block_range,
+      1,
+      100_000_000,
+      errors,
+    ),
     upstreams,
   };
 }
 
 function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: Errors): ServerConfig {
   const d = DEFAULTS.server;
-  const o = readObject(raw, 'server', [
-    'host', 'port', 'default_chain', 'public_base_url', 'max_body_bytes', 'max_batch', 'cors_origins',
-    'stop_timeout_s', 'trust_proxy', 'tls',
-  ], errors);
+  const o = readObject(
+    raw,
+    'server',
+    [
+      'host',
+      'port',
+      'default_chain',
+      'public_base_url',
+      'max_body_bytes',
+      'max_batch',
+      'cors_origins',
+      'stop_timeout_s',
+      'trust_proxy',
+      'tls',
+    ],
+    errors,
+  );
   const host = readString(o.host, 'server.host', d.host, errors) ?? d.host;
   const port = readInt(o.port, 'server.port', d.port, 0, 65535, errors);
   const slugs = Object.keys(chains);
@@ -218,7 +251,8 @@ function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
     plans[name] = {
       name,
       rps: readInt(o.rps, `${path}.rps`, 1, 1, 1_000_000_000, errors),
-      ru_per_second: o.ru_per_second === undefined ? undefined : readInt(o.ru_per_second, `${path}.ru_per_second`, 1, 1, 1_000_000_000, errors),
+      ru_per_second:
+        o.ru_per_second === undefined ? undefined : readInt(o.ru_per_second, `${path}.ru_per_second`, 1, 1, 1_000_000_000, errors),
       max_endpoints: readInt(o.max_endpoints, `${path}.max_endpoints`, 10, 0, 1_000_000, errors),
     };
   }
@@ -238,18 +272,30 @@ function readRu(raw: unknown, errors: Errors): Config['ru'] {
   const o = readObject(raw, 'ru', ['default', 'methods', 'notification_per_250_bytes', 'beacon'], errors);
   const b = readObject(o.beacon, 'ru.beacon', ['default', 'per_event', 'paths'], errors);
   const paths = readCostMap(b.paths, 'ru.beacon.paths', 'Beacon route templates', errors);
-  for (const p of unknownBeaconCostPaths(paths)) errors.push(`ru.beacon.paths.${p}: not a Beacon route the gateway serves (write it as its template, e.g. /eth/v2/beacon/blocks/{block_id})`);
+  for (const p of unknownBeaconCostPaths(paths))
+    errors.push(
+      `ru.beacon.paths.${p}: not a Beacon route the gateway serves (write it as its template, e.g. /eth/v2/beacon/blocks/{block_id})`,
+    );
   const methods = readCostMap(o.methods, 'ru.methods', 'method names', errors);
   // A cost for a method outside the allowlist would never be charged: most likely a misspelt name.
   for (const m of Object.keys(methods)) {
     if (isAllowedMethod(m)) continue;
     const meant = ALLOWED_METHODS.find((a) => a.toLowerCase() === m.toLowerCase());
-    errors.push(`ru.methods.${m}: not a method the gateway serves (${meant ? `did you mean ${meant}?` : 'names are case-sensitive, e.g. eth_getLogs'})`);
+    errors.push(
+      `ru.methods.${m}: not a method the gateway serves (${meant ? `did you mean ${meant}?` : 'names are case-sensitive, e.g. eth_getLogs'})`,
+    );
   }
   return {
     default: readInt(o.default, 'ru.default', d.default, 0, 1_000_000, errors),
     methods,
-    notification_per_250_bytes: readInt(o.notification_per_250_bytes, 'ru.notification_per_250_bytes', d.notification_per_250_bytes, 0, 1_000_000, errors),
+    notification_per_250_bytes: readInt(
+      o.notification_per_250_bytes,
+      'ru.notification_per_250_bytes',
+      d.notification_per_250_bytes,
+      0,
+      1_000_000,
+      errors,
+    ),
     beacon: {
       default: readInt(b.default, 'ru.beacon.default', d.beacon_default, 0, 1_000_000, errors),
       per_event: readInt(b.per_event, 'ru.beacon.per_event', d.beacon_per_event, 0, 1_000_000, errors),
@@ -269,20 +315,62 @@ function readStreaming(top: Record<string, unknown>, errors: Errors): Pick<Confi
   const big = 1 << 30;
   return {
     websocket: {
-      max_connections_per_key: readInt(ws.max_connections_per_key, 'websocket.max_connections_per_key', w.max_connections_per_key, 1, 1_000_000, errors),
-      max_connections_per_ip: readInt(ws.max_connections_per_ip, 'websocket.max_connections_per_ip', w.max_connections_per_ip, 1, 1_000_000, errors),
-      max_subscriptions_per_connection: readInt(ws.max_subscriptions_per_connection, 'websocket.max_subscriptions_per_connection', w.max_subscriptions_per_connection, 1, 100_000, errors),
+      max_connections_per_key: readInt(
+        ws.max_connections_per_key,
+        'websocket.max_connections_per_key',
+        w.max_connections_per_key,
+        1,
+        1_000_000,
+        errors,
+      ),
+      max_connections_per_ip: readInt(
+        ws.max_connections_per_ip,
+        'websocket.max_connections_per_ip',
+        w.max_connections_per_ip,
+        1,
+        1_000_000,
+        errors,
+      ),
+      max_subscriptions_per_connection: readInt(
+        ws.max_subscriptions_per_connection,
+        'websocket.max_subscriptions_per_connection',
+        w.max_subscriptions_per_connection,
+        1,
+        100_000,
+        errors,
+      ),
       max_message_bytes: readInt(ws.max_message_bytes, 'websocket.max_message_bytes', w.max_message_bytes, 64, big, errors),
       max_answer_bytes: readInt(ws.max_answer_bytes, 'websocket.max_answer_bytes', w.max_answer_bytes, 1024, big, errors),
       max_buffered_bytes: readInt(ws.max_buffered_bytes, 'websocket.max_buffered_bytes', w.max_buffered_bytes, 1024, big, errors),
       idle_timeout_s: readInt(ws.idle_timeout_s, 'websocket.idle_timeout_s', w.idle_timeout_s, 8, 960, errors),
-      max_upstream_outage_s: readInt(ws.max_upstream_outage_s, 'websocket.max_upstream_outage_s', w.max_upstream_outage_s, 1, 86_400, errors),
+      max_upstream_outage_s: readInt(
+        ws.max_upstream_outage_s,
+        'websocket.max_upstream_outage_s',
+        w.max_upstream_outage_s,
+        1,
+        86_400,
+        errors,
+      ),
     },
     sse: {
       heartbeat_s: readInt(sse.heartbeat_s, 'sse.heartbeat_s', s.heartbeat_s, 1, 3600, errors),
       max_buffered_bytes: readInt(sse.max_buffered_bytes, 'sse.max_buffered_bytes', s.max_buffered_bytes, 1024, big, errors),
-      max_connections_per_key: readInt(sse.max_connections_per_key, 'sse.max_connections_per_key', s.max_connections_per_key, 1, 1_000_000, errors),
-      max_connections_per_ip: readInt(sse.max_connections_per_ip, 'sse.max_connections_per_ip', s.max_connections_per_ip, 1, 1_000_000, errors),
+      max_connections_per_key: readInt(
+        sse.max_connections_per_key,
+        'sse.max_connections_per_key',
+        s.max_connections_per_key,
+        1,
+        1_000_000,
+        errors,
+      ),
+      max_connections_per_ip: readInt(
+        sse.max_connections_per_ip,
+        'sse.max_connections_per_ip',
+        s.max_connections_per_ip,
+        1,
+        1_000_000,
+        errors,
+      ),
     },
     cache: {
       max_bytes: readInt(c.max_bytes, 'cache.max_bytes', DEFAULTS.cache.max_bytes, 0, 64 * big, errors),
@@ -296,7 +384,8 @@ function readStreaming(top: Record<string, unknown>, errors: Errors): Pick<Confi
 }
 
 function readTenancy(
-  top: Record<string, unknown>, errors: Errors,
+  top: Record<string, unknown>,
+  errors: Errors,
 ): Pick<Config, 'plans' | 'public' | 'ru' | 'ledger' | 'usage' | 'management' | 'management_limits'> {
   const pub = readObject(top.public, 'public', ['rps_per_ip', 'max_batch'], errors);
   const ledger = readObject(top.ledger, 'ledger', ['flush_interval_ms'], errors);
@@ -323,7 +412,16 @@ function readTenancy(
       max_batch: readInt(pub.max_batch, 'public.max_batch', DEFAULTS.public.max_batch, 1, 100_000, errors),
     },
     ru: readRu(top.ru, errors),
-    ledger: { flush_interval_ms: readInt(ledger.flush_interval_ms, 'ledger.flush_interval_ms', DEFAULTS.ledger.flush_interval_ms, 10, 60_000, errors) },
+    ledger: {
+      flush_interval_ms: readInt(
+        ledger.flush_interval_ms,
+        'ledger.flush_interval_ms',
+        DEFAULTS.ledger.flush_interval_ms,
+        10,
+        60_000,
+        errors,
+      ),
+    },
     usage: {
       keep_minutes_h: readInt(usage.keep_minutes_h, 'usage.keep_minutes_h', DEFAULTS.usage.keep_minutes_h, 1, 24 * 365, errors),
       keep_hours_d: readInt(usage.keep_hours_d, 'usage.keep_hours_d', DEFAULTS.usage.keep_hours_d, 1, 3650, errors),
@@ -355,15 +453,21 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
 function checkManagementPort(server: ServerConfig, management: Config['management'], errors: Errors): void {
   if (management === undefined || management.port === 0 || management.port !== server.port) return;
   const overlap = management.host === server.host || WILDCARD_HOSTS.has(management.host) || WILDCARD_HOSTS.has(server.host);
-  if (overlap) errors.push(`management.port: ${management.port} is also server.port on ${server.host}; the management listener needs a port of its own`);
+  if (overlap)
+    errors.push(
+      `management.port: ${management.port} is also server.port on ${server.host}; the management listener needs a port of its own`,
+    );
 }
 
 /** Validates a parsed YAML document; returns the config or every error found, each with its key path. */
 export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
   const errors: Errors = [];
-  const top = readObject(raw, '', [
-    'server', 'storage', 'chains', 'plans', 'public', 'ru', 'ledger', 'usage', 'management', 'websocket', 'sse', 'cache', 'filters',
-  ], errors);
+  const top = readObject(
+    raw,
+    '',
+    ['server', 'storage', 'chains', 'plans', 'public', 'ru', 'ledger', 'usage', 'management', 'websocket', 'sse', 'cache', 'filters'],
+    errors,
+  );
   if (raw !== undefined && raw !== null && !isObject(raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
   const chains: Record<string, ChainConfig> = {};
   if (!isObject(top.chains) || Object.keys(top.chains).length === 0) {

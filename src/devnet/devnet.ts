@@ -137,8 +137,10 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
  */
 function subscribeExample(wsUrl: string): string {
   const request = '{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}';
-  return `node -e "const s=new (require('ws'))('${wsUrl}');s.on('open',()=>s.send('${request.replaceAll('"', '\\"')}'));`
-    + `s.on('message',(m)=>console.log(String(m)))"`;
+  return (
+    `node -e "const s=new (require('ws'))('${wsUrl}');s.on('open',()=>s.send('${request.replaceAll('"', '\\"')}'));` +
+    `s.on('message',(m)=>console.log(String(m)))"`
+  );
 }
 
 /** What `chaingate devnet` prints: where to call and a first request to try. */

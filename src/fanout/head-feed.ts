@@ -111,8 +111,11 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
     if (opts.chain !== undefined && !opts.chain.followsNewChain(via.node, number)) {
       if (behind !== via.node) {
         behind = via.node;
-        opts.log('warn', `newHeads feed drops the heads of a node that went back from ${from} to ${number}: the chain is ahead of it`,
-          { node: via.node, from, head: number });
+        opts.log('warn', `newHeads feed drops the heads of a node that went back from ${from} to ${number}: the chain is ahead of it`, {
+          node: via.node,
+          from,
+          head: number,
+        });
       }
       return;
     }
@@ -174,7 +177,8 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         from--;
       }
       if (from > latest) return;
-      if (from <= last.number) opts.log('info', 'reorg while away: heads sent again from the fork', { node: via.node, depth: last.number - from + 1, head: from });
+      if (from <= last.number)
+        opts.log('info', 'reorg while away: heads sent again from the fork', { node: via.node, depth: last.number - from + 1, head: from });
       await fill(from, latest, via, deliver);
     },
     head() {

@@ -45,7 +45,8 @@ export function createLiveWaits<F>(nodeCount: number, timers: Timers): LiveWaits
       for (const w of waits) if (w.feed === feed) end(w, null);
     },
     nodeFailed(node) {
-      const reason = nodeCount === 1 ? 'the upstream WebSocket could not be reached' : `none of the ${nodeCount} upstream WebSockets could be reached`;
+      const reason =
+        nodeCount === 1 ? 'the upstream WebSocket could not be reached' : `none of the ${nodeCount} upstream WebSockets could be reached`;
       for (const w of waits) {
         w.failedNodes.add(node);
         if (w.failedNodes.size >= nodeCount) end(w, reason);

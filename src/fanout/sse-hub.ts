@@ -254,7 +254,11 @@ export function createSseHub(opts: SseHubOptions): SseHub {
     const topic: Topic = { name, link: null, up: false, members: new Set(), waiting: new Set([m]) };
     topics.set(name, topic);
     m.topics.push(topic);
-    topic.link = opts.openLink(name, (frame) => fanOut(topic, frame), (open) => linkStatus(topic, open));
+    topic.link = opts.openLink(
+      name,
+      (frame) => fanOut(topic, frame),
+      (open) => linkStatus(topic, open),
+    );
   }
 
   const inert: SseListener = { drained() {}, remove() {} };
@@ -267,7 +271,16 @@ export function createSseHub(opts: SseHubOptions): SseHub {
         return inert;
       }
       const m: Member = {
-        client, topics: [], held: [], head: 0, heldBytes: 0, backpressured: false, gone: false, started: false, joining: true, timer: undefined,
+        client,
+        topics: [],
+        held: [],
+        head: 0,
+        heldBytes: 0,
+        backpressured: false,
+        gone: false,
+        started: false,
+        joining: true,
+        timer: undefined,
       };
       members.add(m);
       if (heartbeat === undefined) heartbeat = timers.setInterval(beat, heartbeatMs);

@@ -4,7 +4,11 @@ import type { FeedKind } from './feeds.js';
 /** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
 export interface FeedSource {
   /** Registers a listener; the hold removes it, and tells whether its upstream subscription is open. */
-  subscribe(kind: FeedKind, params: unknown, listener: { notify(resultJson: string): void; lost(reason: string): void }): {
+  subscribe(
+    kind: FeedKind,
+    params: unknown,
+    listener: { notify(resultJson: string): void; lost(reason: string): void },
+  ): {
     remove(): void;
     live(): boolean;
     /** null once the upstream subscription is open, else why not (fit for a client), within `ms`. */
@@ -188,7 +192,15 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     const topic = topics.get(key);
     if (topic !== undefined) return topic;
     const t: Topic = {
-      key, variants: [], ids: [], shared: [], metered: new Map(), count: 0, waiting: 0, lost: false, hold: null,
+      key,
+      variants: [],
+      ids: [],
+      shared: [],
+      metered: new Map(),
+      count: 0,
+      waiting: 0,
+      lost: false,
+      hold: null,
       // 24 random hex digits per topic, then 8 for the variant: 0x + 32 hex, the form nodes give.
       idPrefix: `0x${randomBytes(12).toString('hex')}`,
     };
@@ -233,10 +245,14 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
       topic.waiting++;
       return topic.hold!.whenLive(opts.liveWaitMs).then((failure): SubscribeOutcome => {
         topic.waiting--;
-        const outcome: SubscribeOutcome = failure !== null ? { ok: false, reason: failure }
-          : topic.lost ? { ok: false, reason: 'upstream subscription lost' }
-          : conn.closed ? { ok: false, reason: 'connection closed' }
-          : { ok: true, id: add(conn, topic) };
+        const outcome: SubscribeOutcome =
+          failure !== null
+            ? { ok: false, reason: failure }
+            : topic.lost
+              ? { ok: false, reason: 'upstream subscription lost' }
+              : conn.closed
+                ? { ok: false, reason: 'connection closed' }
+                : { ok: true, id: add(conn, topic) };
         release(topic);
         return outcome;
       });

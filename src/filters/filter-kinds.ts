@@ -20,7 +20,10 @@ export type FilterErrorMessage =
   | 'exceed max topics';
 
 /** An expected refusal of a filter call: answer it as the JSON-RPC error {code, message}. */
-export interface FilterError { readonly code: -32000; readonly message: FilterErrorMessage }
+export interface FilterError {
+  readonly code: -32000;
+  readonly message: FilterErrorMessage;
+}
 
 const errors = new Map<FilterErrorMessage, FilterError>();
 /** The one frozen FilterError per message, so callers and tests can compare them by value. */

@@ -12,8 +12,16 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
-  allFilterLogs, createHashJournal, createLogFilterState, filterError, isFilterError, pollLogChanges, rewindLogFilter,
-  type FilterError, type FilterSource, type LogFilterState,
+  allFilterLogs,
+  createHashJournal,
+  createLogFilterState,
+  filterError,
+  isFilterError,
+  pollLogChanges,
+  rewindLogFilter,
+  type FilterError,
+  type FilterSource,
+  type LogFilterState,
 } from './filter-kinds.js';
 
 export { filterError, isFilterError, type FilterError, type FilterErrorMessage, type FilterSource } from './filter-kinds.js';

@@ -49,7 +49,9 @@ function canonicalJson(value: unknown): string {
     return `${out}]`;
   }
   if (isPlainObject(value)) {
-    const names = Object.keys(value).filter((name) => value[name] != null).sort();
+    const names = Object.keys(value)
+      .filter((name) => value[name] != null)
+      .sort();
     let out = '{';
     for (let i = 0; i < names.length; i++) {
       const name = names[i]!;
@@ -84,8 +86,7 @@ function pinsOneBlock(source: BlockSource, params: unknown[]): boolean {
     case 'hash-param':
       return isHash(first);
     case 'reference-param':
-      return isQuantity(first) || isHash(first)
-        || (isPlainObject(first) && (isHash(first.blockHash) || isQuantity(first.blockNumber)));
+      return isQuantity(first) || isHash(first) || (isPlainObject(first) && (isHash(first.blockHash) || isQuantity(first.blockNumber)));
     case 'filter':
       if (!isPlainObject(first)) return false;
       if (first.blockHash != null) return isHash(first.blockHash);

@@ -55,7 +55,10 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
   const clientId = Buffer.from(clientIdText, 'utf8');
   // Plain data fields, not getters: an object literal with accessors costs more to build than the whole scan.
   const self: { push: (chunk: Buffer) => Buffer[]; replaced: boolean; invalid: boolean; delta: number } = {
-    push, replaced: false, invalid: false, delta: 0,
+    push,
+    replaced: false,
+    invalid: false,
+    delta: 0,
   };
   let state = START;
   let replaced = false;

@@ -23,11 +23,17 @@ function endOf(value: unknown, head: bigint | undefined): bigint | undefined {
  * is one block. When the head is unknown and an end needs it the call goes on (fail-open): the node's
  * own limits still apply, and refusing every tagged query during a head outage would be worse.
  */
-export function checkLogRange(filter: Record<string, unknown>, head: number | null, maxRange: number, chainSlug: string): string | undefined {
+export function checkLogRange(
+  filter: Record<string, unknown>,
+  head: number | null,
+  maxRange: number,
+  chainSlug: string,
+): string | undefined {
   const span = filter.blockHash != null ? 1n : rangeOf(filter, head === null ? undefined : BigInt(head));
   if (span === undefined || span <= BigInt(maxRange)) return undefined;
-  return `eth_getLogs block range of ${span} blocks is larger than the limit of ${maxRange} `
-    + `(chains.${chainSlug}.max_logs_block_range)`;
+  return (
+    `eth_getLogs block range of ${span} blocks is larger than the limit of ${maxRange} ` + `(chains.${chainSlug}.max_logs_block_range)`
+  );
 }
 
 function rangeOf(filter: Record<string, unknown>, head: bigint | undefined): bigint | undefined {

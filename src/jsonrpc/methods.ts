@@ -1,14 +1,30 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
 import {
-  callObjectCheck, checkBlockCount, checkFilter, checkRewardPercentiles, normalizeFilter, normalizeRewardPercentiles,
+  callObjectCheck,
+  checkBlockCount,
+  checkFilter,
+  checkRewardPercentiles,
+  normalizeFilter,
+  normalizeRewardPercentiles,
 } from './param-objects.js';
 import {
-  checkAddress, checkBlockReference, checkBlockTag, checkBoolean, checkData, checkHash, checkHexId, checkObject,
-  checkQuantity, type Check,
+  checkAddress,
+  checkBlockReference,
+  checkBlockTag,
+  checkBoolean,
+  checkData,
+  checkHash,
+  checkHexId,
+  checkObject,
+  checkQuantity,
+  type Check,
 } from './param-types.js';
 
 /** What a call's answer depends on besides its method and params. */
-export interface CallContext { chainId: number; transport: 'http' | 'ws' }
+export interface CallContext {
+  chainId: number;
+  transport: 'http' | 'ws';
+}
 
 /** The verdict on one call: forward these (normalized) params, answer locally, or refuse. */
 export type CallCheck =
@@ -88,22 +104,27 @@ const METHODS: ReadonlyMap<string, MethodRule> = new Map<string, MethodRule>([
   ['eth_blockNumber', { ru: 10, params: NONE }],
   ['eth_chainId', { ru: 5, params: NONE, answer: answerChainId }],
   ['eth_getLogs', { ru: 50, params: [FILTER] }],
-  ['eth_call', {
-    ru: 20,
-    params: [
-      required('transaction', callObjectCheck(true)), STATE_BLOCK, STATE_OVERRIDE, optional('blockOverrides', checkObject),
-    ],
-  }],
+  [
+    'eth_call',
+    {
+      ru: 20,
+      params: [required('transaction', callObjectCheck(true)), STATE_BLOCK, STATE_OVERRIDE, optional('blockOverrides', checkObject)],
+    },
+  ],
   ['eth_estimateGas', { ru: 20, params: [required('transaction', callObjectCheck(false)), STATE_BLOCK, STATE_OVERRIDE] }],
   ['eth_getTransactionCount', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],
   ['eth_getCode', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],
-  ['eth_feeHistory', {
-    ru: 15,
-    params: [
-      required('blockCount', checkBlockCount), required('newestBlock', checkBlockTag),
-      { ...optional('rewardPercentiles', checkRewardPercentiles), normalize: normalizeRewardPercentiles },
-    ],
-  }],
+  [
+    'eth_feeHistory',
+    {
+      ru: 15,
+      params: [
+        required('blockCount', checkBlockCount),
+        required('newestBlock', checkBlockTag),
+        { ...optional('rewardPercentiles', checkRewardPercentiles), normalize: normalizeRewardPercentiles },
+      ],
+    },
+  ],
   ['eth_getBlockByHash', { ru: 20, params: [BLOCK_HASH, FULL_TXS] }],
   ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)] }],
   ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH] }],
@@ -158,7 +179,8 @@ export function checkCall(method: string, params: unknown[], ctx: CallContext): 
   }
   if (rule.wsOnly === true && ctx.transport !== 'ws') {
     return {
-      kind: 'error', error: 'method_not_found',
+      kind: 'error',
+      error: 'method_not_found',
       message: `${method} needs a WebSocket connection: open the same URL with wss:// (or ws://)`,
     };
   }

@@ -1,6 +1,17 @@
 import {
-  arrayOf, checkAddress, checkBlockTag, checkData, checkHash, checkQuantity, isAddress, isBlockTag, isData, isHash,
-  isPlainObject, isQuantity, type Check,
+  arrayOf,
+  checkAddress,
+  checkBlockTag,
+  checkData,
+  checkHash,
+  checkQuantity,
+  isAddress,
+  isBlockTag,
+  isData,
+  isHash,
+  isPlainObject,
+  isQuantity,
+  type Check,
 } from './param-types.js';
 
 /*
@@ -36,8 +47,15 @@ export function callObjectCheck(requireTarget: boolean): Check {
         case 'to':
           if (!isAddress(value)) return checkAddress(value, `${name}.${field}`);
           break;
-        case 'gas': case 'gasPrice': case 'maxFeePerGas': case 'maxPriorityFeePerGas': case 'maxFeePerBlobGas':
-        case 'value': case 'nonce': case 'type': case 'chainId':
+        case 'gas':
+        case 'gasPrice':
+        case 'maxFeePerGas':
+        case 'maxPriorityFeePerGas':
+        case 'maxFeePerBlobGas':
+        case 'value':
+        case 'nonce':
+        case 'type':
+        case 'chainId':
           if (!isQuantity(value)) return checkQuantity(value, `${name}.${field}`);
           break;
         case 'data':

@@ -39,11 +39,9 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-export const checkAddress: Check = (v, name) =>
-  isAddress(v) ? undefined : `'${name}' must be a 20-byte 0x-prefixed hex address`;
+export const checkAddress: Check = (v, name) => (isAddress(v) ? undefined : `'${name}' must be a 20-byte 0x-prefixed hex address`);
 
-export const checkHash: Check = (v, name) =>
-  isHash(v) ? undefined : `'${name}' must be a 32-byte 0x-prefixed hex hash`;
+export const checkHash: Check = (v, name) => (isHash(v) ? undefined : `'${name}' must be a 32-byte 0x-prefixed hex hash`);
 
 export const checkData: Check = (v, name) =>
   isData(v) ? undefined : `'${name}' must be 0x-prefixed hex bytes (an even number of hex digits)`;
@@ -51,11 +49,9 @@ export const checkData: Check = (v, name) =>
 export const checkQuantity: Check = (v, name) =>
   isQuantity(v) ? undefined : `'${name}' must be a 0x-prefixed hex quantity without leading zeros`;
 
-export const checkBoolean: Check = (v, name) =>
-  typeof v === 'boolean' ? undefined : `'${name}' must be a boolean`;
+export const checkBoolean: Check = (v, name) => (typeof v === 'boolean' ? undefined : `'${name}' must be a boolean`);
 
-export const checkObject: Check = (v, name) =>
-  isPlainObject(v) ? undefined : `'${name}' must be an object`;
+export const checkObject: Check = (v, name) => (isPlainObject(v) ? undefined : `'${name}' must be an object`);
 
 export const checkHexId: Check = (v, name) =>
   typeof v === 'string' && HEX_ID.test(v) ? undefined : `'${name}' must be 0x-prefixed hex of 1 to 64 digits`;

@@ -29,7 +29,10 @@ const NOT_JSON = bodyError('parse_error', 'parse error: body is not valid JSON')
 const EMPTY_BATCH = bodyError('invalid_request', 'invalid request: empty batch');
 const NOT_A_REQUEST = bodyError('invalid_request', 'invalid request: body must be a request object or a batch array');
 const ELEMENT_NOT_OBJECT: ParsedItem = Object.freeze({
-  ok: false, idText: 'null', error: 'invalid_request', message: 'invalid request: batch element must be a request object',
+  ok: false,
+  idText: 'null',
+  error: 'invalid_request',
+  message: 'invalid request: batch element must be a request object',
 });
 
 /**
@@ -193,16 +196,21 @@ function knownMember(text: string, start: number, end: number): number {
   if (len === 7 && first === 0x6a && text.startsWith('sonrpc', start + 2)) return JSONRPC;
   if (!hasBackslash(text, start, end)) return 0;
   switch (JSON.parse(text.slice(start, end)) as string) {
-    case 'id': return ID;
-    case 'method': return METHOD;
-    case 'params': return PARAMS;
-    case 'jsonrpc': return JSONRPC;
-    default: return 0;
+    case 'id':
+      return ID;
+    case 'method':
+      return METHOD;
+    case 'params':
+      return PARAMS;
+    case 'jsonrpc':
+      return JSONRPC;
+    default:
+      return 0;
   }
 }
 
 function memberName(text: string, start: number, end: number): string {
-  return hasBackslash(text, start, end) ? JSON.parse(text.slice(start, end)) as string : text.slice(start + 1, end - 1);
+  return hasBackslash(text, start, end) ? (JSON.parse(text.slice(start, end)) as string) : text.slice(start + 1, end - 1);
 }
 
 /** Bounded by the member name: an unbounded indexOf would rescan the rest of the body for every name. */
@@ -283,9 +291,10 @@ export function requestIds(body: Buffer): string | string[] | null {
   for (let k = 0; k < value.length; k++) {
     i = skipWs(text, i);
     const element: unknown = value[k];
-    ids[k] = element !== null && typeof element === 'object' && !Array.isArray(element)
-      ? idTextOf(text, i, element as Record<string, unknown>)
-      : 'null';
+    ids[k] =
+      element !== null && typeof element === 'object' && !Array.isArray(element)
+        ? idTextOf(text, i, element as Record<string, unknown>)
+        : 'null';
     i = skipWs(text, valueEnd(text, i)) + 1;
   }
   return ids;

@@ -64,16 +64,26 @@ function isDigit(c: number): boolean {
 
 function numberStep(state: number, c: number): number {
   switch (state) {
-    case N_START: return c === 0x2d ? N_MINUS : c === 0x30 ? N_ZERO : isDigit(c) ? N_INT : N_BAD;
-    case N_MINUS: return c === 0x30 ? N_ZERO : isDigit(c) ? N_INT : N_BAD;
-    case N_ZERO: return c === 0x2e ? N_DOT : c === 0x65 || c === 0x45 ? N_E : N_END;
-    case N_INT: return isDigit(c) ? N_INT : c === 0x2e ? N_DOT : c === 0x65 || c === 0x45 ? N_E : N_END;
-    case N_DOT: return isDigit(c) ? N_FRAC : N_BAD;
-    case N_FRAC: return isDigit(c) ? N_FRAC : c === 0x65 || c === 0x45 ? N_E : N_END;
-    case N_E: return c === 0x2b || c === 0x2d ? N_E_SIGN : isDigit(c) ? N_EXP : N_BAD;
-    case N_E_SIGN: return isDigit(c) ? N_EXP : N_BAD;
-    case N_EXP: return isDigit(c) ? N_EXP : N_END;
-    default: return N_BAD;
+    case N_START:
+      return c === 0x2d ? N_MINUS : c === 0x30 ? N_ZERO : isDigit(c) ? N_INT : N_BAD;
+    case N_MINUS:
+      return c === 0x30 ? N_ZERO : isDigit(c) ? N_INT : N_BAD;
+    case N_ZERO:
+      return c === 0x2e ? N_DOT : c === 0x65 || c === 0x45 ? N_E : N_END;
+    case N_INT:
+      return isDigit(c) ? N_INT : c === 0x2e ? N_DOT : c === 0x65 || c === 0x45 ? N_E : N_END;
+    case N_DOT:
+      return isDigit(c) ? N_FRAC : N_BAD;
+    case N_FRAC:
+      return isDigit(c) ? N_FRAC : c === 0x65 || c === 0x45 ? N_E : N_END;
+    case N_E:
+      return c === 0x2b || c === 0x2d ? N_E_SIGN : isDigit(c) ? N_EXP : N_BAD;
+    case N_E_SIGN:
+      return isDigit(c) ? N_EXP : N_BAD;
+    case N_EXP:
+      return isDigit(c) ? N_EXP : N_END;
+    default:
+      return N_BAD;
   }
 }
 
@@ -126,8 +136,13 @@ function namesId(b: Buffer, from: number, to: number): boolean {
 /** Index past `letter` (0x60-0x69) at `i`, written as itself or as its `\u006_` escape; -1 when it is not there. */
 function letterEnd(b: Buffer, i: number, letter: number): number {
   if (b[i] === letter) return i + 1;
-  const escaped = b[i] === BACKSLASH && b[i + 1] === 0x75 && b[i + 2] === 0x30 && b[i + 3] === 0x30
-    && b[i + 4] === 0x36 && b[i + 5] === 0x30 + (letter & 15);
+  const escaped =
+    b[i] === BACKSLASH &&
+    b[i + 1] === 0x75 &&
+    b[i + 2] === 0x30 &&
+    b[i + 3] === 0x30 &&
+    b[i + 4] === 0x36 &&
+    b[i + 5] === 0x30 + (letter & 15);
   return escaped ? i + 6 : -1;
 }
 
@@ -302,9 +317,7 @@ export function reidAcceptedAnswer(body: Buffer, clientIdText: string): Buffer |
  * included) and where its value starts, and returns false to stop there; the value's end is read only
  * when the walk goes on. False when `body` is not an object or is cut off before the walk stopped.
  */
-export function forEachTopMember(
-  body: Buffer, visit: (nameStart: number, nameEnd: number, valueStart: number) => boolean,
-): boolean {
+export function forEachTopMember(body: Buffer, visit: (nameStart: number, nameEnd: number, valueStart: number) => boolean): boolean {
   const n = body.length;
   let i = skipWs(body, 0);
   if (body[i] !== LBRACE) return false;

@@ -96,15 +96,18 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
   let leastRecent: KeyWindow | null = null;
 
   function unlink(w: KeyWindow): void {
-    if (w.newer === null) mostRecent = w.older; else w.newer.older = w.older;
-    if (w.older === null) leastRecent = w.newer; else w.older.newer = w.newer;
+    if (w.newer === null) mostRecent = w.older;
+    else w.newer.older = w.older;
+    if (w.older === null) leastRecent = w.newer;
+    else w.older.newer = w.newer;
     w.newer = null;
     w.older = null;
   }
 
   function linkAsMostRecent(w: KeyWindow): void {
     w.older = mostRecent;
-    if (mostRecent === null) leastRecent = w; else mostRecent.newer = w;
+    if (mostRecent === null) leastRecent = w;
+    else mostRecent.newer = w;
     mostRecent = w;
   }
 
@@ -120,8 +123,14 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
       w.sum = 0;
     } else {
       w = {
-        key, ring: new Float64Array(2 * INITIAL_ENTRIES), capacity: INITIAL_ENTRIES,
-        head: 0, length: 0, sum: 0, newer: null, older: null,
+        key,
+        ring: new Float64Array(2 * INITIAL_ENTRIES),
+        capacity: INITIAL_ENTRIES,
+        head: 0,
+        length: 0,
+        sum: 0,
+        newer: null,
+        older: null,
       };
     }
     windows.set(key, w);

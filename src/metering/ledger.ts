@@ -16,7 +16,9 @@ export interface UsageKey {
 }
 
 /** One item of a settled batch: its usage key and the RU it costs. */
-export interface UsageCharge extends UsageKey { ru: number }
+export interface UsageCharge extends UsageKey {
+  ru: number;
+}
 
 export interface LedgerOptions {
   /** How often pending debits are written, in ms (config `ledger.flush_interval_ms`). */

@@ -14,7 +14,11 @@ export interface StatsQuery {
 }
 
 /** Requests counted, RU debited, and requests that failed or were refused (status not 0). */
-export interface UsageFigures { requests: number; ru: number; errors: number }
+export interface UsageFigures {
+  requests: number;
+  ru: number;
+  errors: number;
+}
 
 export interface UsageStats {
   totals: UsageFigures;

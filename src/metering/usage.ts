@@ -8,7 +8,10 @@ export interface RollUpOptions {
 }
 
 /** Rows moved by one `rollUp`. */
-export interface RollUpResult { minuteRows: number; hourRows: number }
+export interface RollUpResult {
+  minuteRows: number;
+  hourRows: number;
+}
 
 /** Coarsens old usage so the tables stay small while totals stay exact. */
 export interface UsageRollUp {

@@ -62,7 +62,13 @@ export function costWithSize(ru: number, answerBytes: number): number {
 }
 
 /** Closes a call's metering: charged with the size surcharge on success, refunded on an upstream failure. */
-export function settleCall(t: Tenancy, c: Caller, method: string, admission: { reservation: Reservation | null; ru: number }, outcome: { ok: true; bytes: number } | { ok: false; status: number }): void {
+export function settleCall(
+  t: Tenancy,
+  c: Caller,
+  method: string,
+  admission: { reservation: Reservation | null; ru: number },
+  outcome: { ok: true; bytes: number } | { ok: false; status: number },
+): void {
   if (c.auth === null || admission.reservation === null) return;
   if (outcome.ok) {
     t.ledger.settle(admission.reservation, costWithSize(admission.ru, outcome.bytes), { endpointId: c.auth.endpointId, method, status: 0 });

@@ -36,14 +36,24 @@ const UNKNOWN_KEY_THROTTLED: CallerRefusal = Object.freeze({ error: 'rate_limite
  * which tells nothing to anyone but the key's holder.
  */
 export function resolveCaller(
-  ctx: GatewayContext, routeChain: ChainRuntime, key: string | null, named: boolean, ipOf: () => string,
+  ctx: GatewayContext,
+  routeChain: ChainRuntime,
+  key: string | null,
+  named: boolean,
+  ipOf: () => string,
 ): { caller: Caller; chain: ChainRuntime } | CallerRefusal {
   const { config, tenancy } = ctx;
   if (key === null) {
     const ip = ipOf();
     return {
       chain: routeChain,
-      caller: { auth: null, plan: null, limitKey: ipLimitKey(ip), rps: config.public.rps_per_ip, maxBatch: Math.min(config.public.max_batch, config.server.max_batch) },
+      caller: {
+        auth: null,
+        plan: null,
+        limitKey: ipLimitKey(ip),
+        rps: config.public.rps_per_ip,
+        maxBatch: Math.min(config.public.max_batch, config.server.max_batch),
+      },
     };
   }
   const auth = tenancy.directory.endpointByKey(key);
@@ -60,7 +70,6 @@ export function resolveCaller(
   if (plan === null) return UNAUTHORIZED;
   return { chain, caller: { auth, plan, limitKey: `ep:${auth.endpointId}`, rps: plan.rps, maxBatch: config.server.max_batch } };
 }
-
 
 /**
  * The chain a key on an unnamed path serves: its endpoint's network, or undefined for an unknown key

@@ -49,7 +49,9 @@ export function gatewayState(ctx: GatewayContext): GatewayState {
   if (state === undefined) {
     state = {
       cache: createResponseCache(ctx.config.cache.max_bytes),
-      inFlight: createInFlight<SharedOutcome, Flight>((err, key) => ctx.log.error('a shared answer\'s delivery failed', { key, error: String(err) })),
+      inFlight: createInFlight<SharedOutcome, Flight>((err, key) =>
+        ctx.log.error("a shared answer's delivery failed", { key, error: String(err) }),
+      ),
       filters: new Map(),
     };
     states.set(ctx, state);

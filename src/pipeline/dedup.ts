@@ -123,8 +123,15 @@ export function createInFlight<T, S = void>(reportError?: (err: unknown, key: st
  * one node for one client), and subscriptions (they live on a connection).
  */
 const NEVER_SHARED: ReadonlySet<string> = new Set([
-  'eth_sendRawTransaction', 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter',
-  'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_uninstallFilter', 'eth_subscribe', 'eth_unsubscribe',
+  'eth_sendRawTransaction',
+  'eth_newFilter',
+  'eth_newBlockFilter',
+  'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges',
+  'eth_getFilterLogs',
+  'eth_uninstallFilter',
+  'eth_subscribe',
+  'eth_unsubscribe',
 ]);
 
 /**

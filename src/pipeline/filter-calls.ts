@@ -20,7 +20,11 @@ import { chainHead, followBlocks, type PolledBlock, upstreamsInTurn } from './he
 import type { Local, PlannedAnswer } from './plan.js';
 
 const FILTER_METHODS: ReadonlySet<string> = new Set([
-  'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter', 'eth_getFilterChanges', 'eth_getFilterLogs',
+  'eth_newFilter',
+  'eth_newBlockFilter',
+  'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges',
+  'eth_getFilterLogs',
   'eth_uninstallFilter',
 ]);
 
@@ -75,7 +79,11 @@ export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime,
     return charged(`{"jsonrpc":"2.0","id":${call.idText},"result":${JSON.stringify(r)}}`);
   } catch (err) {
     if (err instanceof NodeRpcError) return charged(rpcCustomErrorBody(err.code, call.idText, err.message));
-    ctx.log.warn('a filter call could not read the chain', { chain: chain.config.slug, method: call.method, reason: String((err as Error).message ?? err) });
+    ctx.log.warn('a filter call could not read the chain', {
+      chain: chain.config.slug,
+      method: call.method,
+      reason: String((err as Error).message ?? err),
+    });
     settleCall(t, caller, call.method, call.admission, { ok: false, status: 502 });
     return { answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' };
   }
@@ -181,7 +189,7 @@ function createChainFilters(ctx: GatewayContext, chain: ChainRuntime): ChainFilt
         },
         lost(reason) {
           lost = true;
-          log('the filters\' newHeads subscription was lost; polling blocks instead', reason);
+          log("the filters' newHeads subscription was lost; polling blocks instead", reason);
           headsFeed = null;
           headsFeedLost = true;
           feed();
@@ -201,7 +209,7 @@ function createChainFilters(ctx: GatewayContext, chain: ChainRuntime): ChainFilt
         },
         lost(reason) {
           lost = true;
-          log('the filters\' pending transaction subscription was lost; polling blocks instead', reason);
+          log("the filters' pending transaction subscription was lost; polling blocks instead", reason);
           pendingFeed = null;
           pendingFeedLost = true;
           feed();

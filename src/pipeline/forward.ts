@@ -36,7 +36,9 @@ export const NO_UPSTREAM_LABEL = 'none-in-rotation';
 export const WHOLE_ANSWER_BYTES = 65_536;
 
 // Frozen, so the upstream client renders its header line once (request-head.ts).
-const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([Object.freeze(['content-type', 'application/json'] as const)]);
+const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([
+  Object.freeze(['content-type', 'application/json'] as const),
+]);
 const INVALID: ForwardFailure = { kind: 'invalid' };
 
 /**
@@ -45,8 +47,12 @@ const INVALID: ForwardFailure = { kind: 'invalid' };
  * and filter polls (a poll consumes the changes it returns).
  */
 export const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
-  'eth_sendRawTransaction', 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter',
-  'eth_getFilterChanges', 'eth_uninstallFilter',
+  'eth_sendRawTransaction',
+  'eth_newFilter',
+  'eth_newBlockFilter',
+  'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges',
+  'eth_uninstallFilter',
 ]);
 
 /** How many ids the gateway gives its upstream calls in turn (a power of two). */
@@ -81,7 +87,12 @@ export interface ForwardCall {
 
 /** Sends one JSON-RPC call upstream and delivers its answer, with the client's id, to `sink`. */
 export function forwardCall(
-  upstream: HttpUpstream, timeoutMs: number, method: string, paramsJson: string, clientIdText: string, sink: AnswerSink,
+  upstream: HttpUpstream,
+  timeoutMs: number,
+  method: string,
+  paramsJson: string,
+  clientIdText: string,
+  sink: AnswerSink,
 ): ForwardCall {
   return new UpstreamCall(upstream, timeoutMs, method, paramsJson, clientIdText, sink);
 }
@@ -104,8 +115,14 @@ class UpstreamCall implements ResponseSink, ForwardCall {
   /** Only the status and the length of an answer matter here. */
   readonly ignoresHeaders = true;
 
-  constructor(upstream: HttpUpstream, timeoutMs: number, method: string, paramsJson: string,
-    private readonly clientIdText: string, private readonly sink: AnswerSink) {
+  constructor(
+    upstream: HttpUpstream,
+    timeoutMs: number,
+    method: string,
+    paramsJson: string,
+    private readonly clientIdText: string,
+    private readonly sink: AnswerSink,
+  ) {
     const body = `{"jsonrpc":"2.0","id":${gatewayIdText()},"method":${JSON.stringify(method)},"params":${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
     this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: NOT_IDEMPOTENT.has(method) }, this);

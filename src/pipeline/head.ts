@@ -220,7 +220,7 @@ export function followBlocks(chain: ChainRuntime, opts: BlockFollowerOptions): (
       }
       // Down from the latest block to where it joins what was delivered (or to the last known number).
       const found = [latest];
-      for (let cur = latest; found.length < MAX_BLOCKS_PER_POLL && cur.number > 0;) {
+      for (let cur = latest; found.length < MAX_BLOCKS_PER_POLL && cur.number > 0; ) {
         const n = cur.number - 1;
         if (n <= top) {
           const known = delivered.get(n);

@@ -32,7 +32,10 @@ export interface Local {
 }
 
 /** An answer the gateway gives itself, with how it ended (for the batch's status and the hammering count). */
-export interface PlannedAnswer { answer: string; outcome: ErrorCode | 'ok' }
+export interface PlannedAnswer {
+  answer: string;
+  outcome: ErrorCode | 'ok';
+}
 
 /**
  * One item's fate before any upstream call: an answer the gateway gives itself (now, or `pending`
@@ -61,8 +64,10 @@ function refusalOf(chain: ChainRuntime, method: string, params: unknown[]): stri
     return checkLogRange(params[0] as Record<string, unknown>, headOf(chain), c.max_logs_block_range, c.slug);
   }
   if (method === 'eth_newPendingTransactionFilter' && params[0] === true) {
-    return 'eth_newPendingTransactionFilter with fullTransactions is not served: the gateway\'s filters report transaction hashes; '
-      + 'use eth_subscribe(\'newPendingTransactions\', true) over a WebSocket for whole transactions';
+    return (
+      "eth_newPendingTransactionFilter with fullTransactions is not served: the gateway's filters report transaction hashes; " +
+      "use eth_subscribe('newPendingTransactions', true) over a WebSocket for whole transactions"
+    );
   }
   return undefined;
 }
@@ -97,7 +102,11 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   const admission = admitCost(t, caller, item.method);
   if (!admission.ok) {
     countRefusal(t, caller, method, ERRORS[admission.error].http);
-    return { answer: rpcErrorBody(admission.error, item.idText), outcome: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) };
+    return {
+      answer: rpcErrorBody(admission.error, item.idText),
+      outcome: admission.error,
+      ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}),
+    };
   }
   if (check.kind === 'local') {
     const answer = resultBody(item.idText, check.resultJson);
@@ -110,7 +119,9 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   if (isFilterMethod(item.method)) {
     return { pending: answerFilterCall(ctx, chain, caller, { method: item.method, params: check.params, idText: item.idText, admission }) };
   }
-  return { forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission } };
+  return {
+    forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission },
+  };
 }
 
 /** One failed upstream call: every failure counts, but a node that fails every call is not a log line per call. */
@@ -127,7 +138,13 @@ export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => voi
  * dropped and answered with an error that names the limit.
  */
 export function collectCall(
-  ctx: GatewayContext, chain: ChainRuntime, caller: Caller, f: Forward, done: Settle, maxBytes = Infinity, limitName = '',
+  ctx: GatewayContext,
+  chain: ChainRuntime,
+  caller: Caller,
+  f: Forward,
+  done: Settle,
+  maxBytes = Infinity,
+  limitName = '',
 ): ForwardCall {
   const t = ctx.tenancy;
   let parts: Buffer[] = [];
@@ -147,7 +164,14 @@ export function collectCall(
         parts = [];
         call.abort();
         settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
-        done(rpcErrorBody('upstream_error', f.idText, `The answer is larger than the limit of ${maxBytes} bytes (${limitName}); ask for less, or use HTTP, which streams`), 'upstream_error');
+        done(
+          rpcErrorBody(
+            'upstream_error',
+            f.idText,
+            `The answer is larger than the limit of ${maxBytes} bytes (${limitName}); ask for less, or use HTTP, which streams`,
+          ),
+          'upstream_error',
+        );
         return true;
       }
       parts.push(buf);

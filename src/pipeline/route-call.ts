@@ -28,13 +28,23 @@
  */
 import type { ChainRuntime } from '../chain/runtime.js';
 import { broadcastTransaction } from './broadcast.js';
-import { type AnswerSink, answerSoon, type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, NOT_IDEMPOTENT, type RoutedSink } from './forward.js';
+import {
+  type AnswerSink,
+  answerSoon,
+  type ForwardCall,
+  type ForwardFailure,
+  forwardCall,
+  noHealthyUpstream,
+  NOT_IDEMPOTENT,
+  type RoutedSink,
+} from './forward.js';
 
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
 export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'>;
 
 /** Node errors that mean the node has not seen the block asked about yet (geth, reth, erigon, nethermind, besu, anvil). */
-const NOT_THERE_YET = /header not found|unknown block|block not found|could not be found|BlockOutOfRange|block height is \d+ but requested/i;
+const NOT_THERE_YET =
+  /header not found|unknown block|block not found|could not be found|BlockOutOfRange|block height is \d+ but requested/i;
 
 /** The share of the deadline after which a silent attempt gets a second one beside it. */
 const HEDGE_AFTER = 0.5;
@@ -48,7 +58,8 @@ export function routeCall(chain: RoutedChain, method: string, paramsJson: string
   if (method === 'eth_sendRawTransaction') return broadcastTransaction(chain, paramsJson, idText, sink);
   if (method === 'eth_blockNumber') {
     const head = chain.freshHead();
-    if (head !== null) return answerSoon(sink, (s) => s.whole(Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`)));
+    if (head !== null)
+      return answerSoon(sink, (s) => s.whole(Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`)));
   }
   return failover(chain, method, paramsJson, idText, sink);
 }
@@ -90,7 +101,10 @@ class Attempt implements AnswerSink {
   open = true;
   readonly startedAt: number;
 
-  constructor(private readonly f: Failover, readonly index: number) {
+  constructor(
+    private readonly f: Failover,
+    readonly index: number,
+  ) {
     this.startedAt = f.health.now();
   }
 
@@ -171,8 +185,11 @@ class Failover implements ForwardCall {
   hedgeChecksLeft = 0;
 
   constructor(
-    private readonly chain: RoutedChain, readonly method: string, private readonly paramsJson: string,
-    private readonly idText: string, readonly sink: RoutedSink,
+    private readonly chain: RoutedChain,
+    readonly method: string,
+    private readonly paramsJson: string,
+    private readonly idText: string,
+    readonly sink: RoutedSink,
   ) {
     this.health = chain.health;
     this.deadline = this.health.now() + chain.timeoutMs;

@@ -22,10 +22,7 @@ type Sink = AnswerSink & { failedUpstream?: string };
  * failure before any byte was sent, or word that it streams (too big to hold whole), after which
  * each follower makes a call of its own.
  */
-export type SharedOutcome =
-  | { kind: 'whole'; body: Buffer }
-  | { kind: 'failed'; reason: string; upstream: string }
-  | { kind: 'streamed' };
+export type SharedOutcome = { kind: 'whole'; body: Buffer } | { kind: 'failed'; reason: string; upstream: string } | { kind: 'streamed' };
 
 const CLOSE_BRACE = Buffer.from('}');
 const NULL_JSON = Buffer.from('null');
@@ -143,9 +140,20 @@ function safely(ctx: GatewayContext, observe: (body: Buffer) => void, body: Buff
  * stays the leader's and sends the followers to calls of their own. A caller that goes away only
  * leaves the flight: the call is dropped when nobody is left waiting, never while followers wait.
  */
-function joinFlight(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink, key: string, observe: ((body: Buffer) => void) | null): ForwardCall {
+function joinFlight(
+  ctx: GatewayContext,
+  chain: ChainRuntime,
+  f: Forward,
+  sink: Sink,
+  key: string,
+  observe: ((body: Buffer) => void) | null,
+): ForwardCall {
   const caller = new SharingCaller(ctx, chain, f, sink, observe);
-  const flight = gatewayState(ctx).inFlight.join(key, (done) => caller.lead(done), (outcome) => caller.deliver(outcome));
+  const flight = gatewayState(ctx).inFlight.join(
+    key,
+    (done) => caller.lead(done),
+    (outcome) => caller.deliver(outcome),
+  );
   if (flight !== undefined) {
     flight.attached++;
     caller.flight = flight;
@@ -165,7 +173,10 @@ export class Flight implements Sink {
   ended = false;
   failedUpstream?: string;
 
-  constructor(private readonly leader: SharingCaller, private readonly done: (outcome: SharedOutcome) => void) {}
+  constructor(
+    private readonly leader: SharingCaller,
+    private readonly done: (outcome: SharedOutcome) => void,
+  ) {}
 
   /** Ends the flight with this outcome (once). */
   close(outcome: SharedOutcome): void {
@@ -218,8 +229,11 @@ class SharingCaller implements ForwardCall {
   private own: ForwardCall = NO_CALL;
 
   constructor(
-    readonly ctx: GatewayContext, private readonly chain: ChainRuntime, private readonly f: Forward,
-    readonly sink: Sink, readonly observe: ((body: Buffer) => void) | null,
+    readonly ctx: GatewayContext,
+    private readonly chain: ChainRuntime,
+    private readonly f: Forward,
+    readonly sink: Sink,
+    readonly observe: ((body: Buffer) => void) | null,
   ) {}
 
   lead(done: (outcome: SharedOutcome) => void): Flight {

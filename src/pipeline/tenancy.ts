@@ -43,14 +43,16 @@ export function createTenancy(config: Config, log: Logger): Tenancy {
     busyTimeoutMs: 100,
     onCheckpoint: (r) => {
       if (r.ok) log.info('WAL checkpointed after a store fault: its space is free again');
-      else if (r.reason !== checkpointFailure) log.warn('WAL checkpoint after a store fault did not complete; retried at each flush', { reason: r.reason });
+      else if (r.reason !== checkpointFailure)
+        log.warn('WAL checkpoint after a store fault did not complete; retried at each flush', { reason: r.reason });
       checkpointFailure = r.ok ? undefined : r.reason;
     },
   });
   const directory = createDirectory(store);
   const ledger = createLedger(store, {
     flushIntervalMs: config.ledger.flush_interval_ms,
-    onFlushError: (err) => log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) }),
+    onFlushError: (err) =>
+      log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) }),
   });
   const limiter = createSlidingWindowLimiter();
   const unknownKeys = createUnknownKeyGuard();
@@ -77,7 +79,11 @@ export function createTenancy(config: Config, log: Logger): Tenancy {
   roll.unref();
 
   return {
-    store, directory, ledger, limiter, unknownKeys,
+    store,
+    directory,
+    ledger,
+    limiter,
+    unknownKeys,
     ruCost: (method) => costs.get(method) ?? config.ru.default,
     storeFault(during, err) {
       store.noteFault(err);

@@ -59,11 +59,22 @@ function createApp(config: Config): TemplatedApp {
   const u = uws();
   const tls = config.server.tls;
   if (!tls) return u.App();
-  return u.SSLApp({ cert_file_name: tls.cert_file, key_file_name: tls.key_file, ...(tls.passphrase ? { passphrase: tls.passphrase } : {}) });
+  return u.SSLApp({
+    cert_file_name: tls.cert_file,
+    key_file_name: tls.key_file,
+    ...(tls.passphrase ? { passphrase: tls.passphrase } : {}),
+  });
 }
 
 /** A management request on whichever listener serves it: CORS preflight, or the REST operation. */
-function serveManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
+function serveManagement(
+  deps: ManagementDeps,
+  res: HttpResponse,
+  req: HttpRequest,
+  method: string,
+  path: string,
+  meta: ResponseMeta,
+): void {
   if (method !== 'options') {
     handleManagement(deps, res, req, method, path, meta);
     return;
@@ -74,7 +85,12 @@ function serveManagement(deps: ManagementDeps, res: HttpResponse, req: HttpReque
 }
 
 function routeRequest(
-  ctx: GatewayContext, management: ManagementDeps | null, events: BeaconEvents, table: RouteTable, res: HttpResponse, req: HttpRequest,
+  ctx: GatewayContext,
+  management: ManagementDeps | null,
+  events: BeaconEvents,
+  table: RouteTable,
+  res: HttpResponse,
+  req: HttpRequest,
 ): void {
   const method = req.getMethod();
   const url = req.getUrl();
@@ -112,7 +128,12 @@ function routeRequest(
   }
   if (chain.config.kind === 'beacon') {
     if (!isBeaconRest(route.rest)) {
-      sendBeaconError(res, meta, 'not_found', `Chain '${chain.config.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`);
+      sendBeaconError(
+        res,
+        meta,
+        'not_found',
+        `Chain '${chain.config.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`,
+      );
     } else {
       handleBeacon(ctx, res, req, chain, route.key, route.named, route.rest, meta, events.serve);
     }
@@ -150,21 +171,32 @@ const CLOSE_SOCKETS_AFTER_MS = 100;
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   const chains = new Map<string, ChainRuntime>();
   const chainOpts = {
-    ...opts, maxUpstreamOutageS: config.websocket.max_upstream_outage_s,
+    ...opts,
+    maxUpstreamOutageS: config.websocket.max_upstream_outage_s,
     feedsLog: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => opts.log[level](msg, fields),
   };
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
   const tenancy = createTenancy(config, opts.log);
   const upstreamFailures = createRepeatedLog(opts.log);
   const ctx: GatewayContext = {
-    config, chains, log: opts.log, upstreamFailures, tenancy, corsOrigin: createCorsPolicy(config.server.cors_origins),
-    inFlight: 0, stopping: false, onIdle: null,
+    config,
+    chains,
+    log: opts.log,
+    upstreamFailures,
+    tenancy,
+    corsOrigin: createCorsPolicy(config.server.cors_origins),
+    inFlight: 0,
+    stopping: false,
+    onIdle: null,
   };
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
   const managementDeps: ManagementDeps = {
-    config, directory: tenancy.directory, balance: (ownerId) => tenancy.ledger.available(ownerId),
+    config,
+    directory: tenancy.directory,
+    balance: (ownerId) => tenancy.ledger.available(ownerId),
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
-    limiter: tenancy.limiter, unknownKeys: tenancy.unknownKeys,
+    limiter: tenancy.limiter,
+    unknownKeys: tenancy.unknownKeys,
     clientIp: (res, req) => clientIp(res, req, config.server.trust_proxy),
     onStoreFault: (during, err) => tenancy.storeFault(during, err),
   };
@@ -181,7 +213,9 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const healthEntries: ChainHealthEntry[] = [...chains.values()].map((c) => ({ slug: c.config.slug, health: c.health }));
   for (const headOnly of [false, true]) {
     const route = headOnly ? app.head.bind(app) : app.get.bind(app);
-    route('/healthz', (res) => serveHealth(res, () => healthz(healthEntries, performance.now() - startedAt), ctx.stopping, false, headOnly));
+    route('/healthz', (res) =>
+      serveHealth(res, () => healthz(healthEntries, performance.now() - startedAt), ctx.stopping, false, headOnly),
+    );
     route('/readyz', (res) => serveHealth(res, () => readyz(healthEntries), ctx.stopping, true, headOnly));
   }
   app.ws('/*', wsRoute.behavior);
@@ -249,8 +283,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     }
     const sse = events.stats();
     return {
-      wsConnections: wsRoute.server.conns.size, subscriptions, upstreamSubscriptions, slowConsumers: wsRoute.server.slowConsumers,
-      sseClients: sse.clients, sseTopics: sse.topics, sseSlowClients: sse.slowClients,
+      wsConnections: wsRoute.server.conns.size,
+      subscriptions,
+      upstreamSubscriptions,
+      slowConsumers: wsRoute.server.slowConsumers,
+      sseClients: sse.clients,
+      sseTopics: sse.topics,
+      sseSlowClients: sse.slowClients,
     };
   };
   return { port, managementPort, context: ctx, stop, streamStats };

@@ -67,16 +67,26 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
     const nodeFor = (): HttpUpstream => {
       const index = chain.health.pick() ?? turn++ % chain.config.upstreams.length;
       const u = chain.config.upstreams[index]!;
-      return (upstreams[index] ??= createHttpUpstream({ url: u.url, headers: u.headers, maxConnections: 64, pipelining: 1, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) }));
+      return (upstreams[index] ??= createHttpUpstream({
+        url: u.url,
+        headers: u.headers,
+        maxConnections: 64,
+        pipelining: 1,
+        ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+      }));
     };
     const hub = createSseHub({
       heartbeatMs: ctx.config.sse.heartbeat_s * 1000,
       maxBufferedBytes: ctx.config.sse.max_buffered_bytes,
       openTimeoutMs: chain.config.timeout_s * 1000,
-      openLink: (topic, onFrame, onStatus) => openSseLink({
-        upstream: nodeFor, topic, onFrame, onStatus,
-        log: (level, msg, fields) => ctx.log[level](msg, { chain: chain.config.slug, topic, ...fields }),
-      }),
+      openLink: (topic, onFrame, onStatus) =>
+        openSseLink({
+          upstream: nodeFor,
+          topic,
+          onFrame,
+          onStatus,
+          log: (level, msg, fields) => ctx.log[level](msg, { chain: chain.config.slug, topic, ...fields }),
+        }),
       onSlowClient: () => void slowClients++,
     });
     entry = { hub, upstreams };
@@ -99,7 +109,13 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
       if (counts.count(countKey) >= limit) {
         const which = caller.auth === null ? 'sse.max_connections_per_ip' : 'sse.max_connections_per_key';
         countRefusal(t, caller, EVENTS_TEMPLATE, 429);
-        reply(x, 429, beaconErrorBody('rate_limited', `Too many open event streams: the limit is ${limit} (${which})`), [['retry-after', '1']], true);
+        reply(
+          x,
+          429,
+          beaconErrorBody('rate_limited', `Too many open event streams: the limit is ${limit} (${which})`),
+          [['retry-after', '1']],
+          true,
+        );
         return;
       }
       const admission = admitRu(t, caller, beaconCost(EVENTS_TEMPLATE, ctx.config.ru.beacon.paths, ctx.config.ru.beacon.default));
@@ -154,9 +170,10 @@ export function createBeaconEvents(ctx: GatewayContext, opts: { ca?: string | Bu
           leave();
           const end = ENDS[reason];
           if (!started) {
-            const message = reason === 'unavailable'
-              ? `${ERRORS.upstream_error.message}: no upstream event stream opened within ${x.chain.config.timeout_s} s (chains.${x.chain.config.slug}.timeout_s)`
-              : end.text;
+            const message =
+              reason === 'unavailable'
+                ? `${ERRORS.upstream_error.message}: no upstream event stream opened within ${x.chain.config.timeout_s} s (chains.${x.chain.config.slug}.timeout_s)`
+                : end.text;
             settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: false, status: ERRORS[end.error].http });
             if (!x.aborted) sendWhole(res, ERRORS[end.error].http, x.meta, JSON_TYPE, beaconErrorBody(end.error, message), undefined, true);
             return;

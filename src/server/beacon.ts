@@ -22,8 +22,12 @@ const FORWARDED_REQUEST_HEADERS = ['accept', 'content-type', 'eth-consensus-vers
 
 /** Response headers that describe the body (format, fork, block values) and pass through untouched. */
 const FORWARDED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
-  'content-type', 'eth-consensus-version', 'eth-execution-payload-blinded', 'eth-execution-payload-value',
-  'eth-consensus-block-value', 'eth-execution-payload-included',
+  'content-type',
+  'eth-consensus-version',
+  'eth-execution-payload-blinded',
+  'eth-execution-payload-value',
+  'eth-consensus-block-value',
+  'eth-execution-payload-included',
 ]);
 
 function retryAfter(ms: number | undefined): Array<[string, string]> | undefined {
@@ -31,7 +35,13 @@ function retryAfter(ms: number | undefined): Array<[string, string]> | undefined
   return [['retry-after', String(Number.isFinite(ms) ? retryAfterSeconds(ms) : 60)]];
 }
 
-function replyBeaconError(x: Exchange, code: ErrorCode, message?: string, headers?: Array<[string, string]>, closeConnection = false): void {
+function replyBeaconError(
+  x: Exchange,
+  code: ErrorCode,
+  message?: string,
+  headers?: Array<[string, string]>,
+  closeConnection = false,
+): void {
   reply(x, ERRORS[code].http, beaconErrorBody(code, message), headers, closeConnection);
 }
 
@@ -55,9 +65,13 @@ const MIN_RETRY_MS = 100;
  * (a submission) never is.
  */
 function forwardBeacon(
-  x: Exchange, caller: Caller, call: BeaconCall, body: Buffer | undefined,
+  x: Exchange,
+  caller: Caller,
+  call: BeaconCall,
+  body: Buffer | undefined,
   admission: { reservation: import('../metering/ledger.js').Reservation | null; ru: number },
-  tried: Set<number> = new Set(), deadline = x.chain.health.now() + x.chain.timeoutMs,
+  tried: Set<number> = new Set(),
+  deadline = x.chain.health.now() + x.chain.timeoutMs,
 ): void {
   const t = x.ctx.tenancy;
   const picked = x.chain.pickHealthy(tried);
@@ -100,7 +114,13 @@ function forwardBeacon(
         // bytes never sees the write that would end it, and its end() would cut the connection instead.
         if (contentLength === 0) x.res.end();
       });
-      if (contentLength !== 0) out = createStreamOut(x.res, contentLength, () => x.aborted, () => handle.resume());
+      if (contentLength !== 0)
+        out = createStreamOut(
+          x.res,
+          contentLength,
+          () => x.aborted,
+          () => handle.resume(),
+        );
     },
     onData(chunk) {
       bytes += chunk.length;
@@ -115,7 +135,14 @@ function forwardBeacon(
       record('failed');
       logUpstreamFailure(x.ctx, x.chain, upstream.label, `${err.kind}: ${err.message}`);
       const left = deadline - x.chain.health.now();
-      if (!headSent && !x.aborted && call.method === 'GET' && tried.size === 1 && left >= MIN_RETRY_MS && x.chain.pickHealthy(tried) !== null) {
+      if (
+        !headSent &&
+        !x.aborted &&
+        call.method === 'GET' &&
+        tried.size === 1 &&
+        left >= MIN_RETRY_MS &&
+        x.chain.pickHealthy(tried) !== null
+      ) {
         forwardBeacon(x, caller, call, body, admission, tried, deadline);
         return;
       }
@@ -131,7 +158,13 @@ function forwardBeacon(
     },
   };
   const handle = upstream.request(
-    { method: call.method, path: call.target, headers: call.headers, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(1, deadline - x.chain.health.now()) },
+    {
+      method: call.method,
+      path: call.target,
+      headers: call.headers,
+      ...(body !== undefined ? { body } : {}),
+      timeoutMs: Math.max(1, deadline - x.chain.health.now()),
+    },
     sink,
   );
   x.calls.push({
@@ -153,8 +186,14 @@ function forwardBeacon(
  * event stream is handed to `events` once admitted.
  */
 export function handleBeacon(
-  ctx: GatewayContext, res: HttpResponse, req: HttpRequest, chain: ChainRuntime, key: string | null, named: boolean,
-  path: string, meta: ResponseMeta,
+  ctx: GatewayContext,
+  res: HttpResponse,
+  req: HttpRequest,
+  chain: ChainRuntime,
+  key: string | null,
+  named: boolean,
+  path: string,
+  meta: ResponseMeta,
   events: (x: Exchange, caller: Caller, query: string) => void,
 ): void {
   const method = req.getMethod().toUpperCase();
@@ -201,10 +240,21 @@ export function handleBeacon(
   const admission = admitRu(ctx.tenancy, caller, ru);
   if (!admission.ok) {
     countRefusal(ctx.tenancy, caller, match.template, ERRORS[admission.error].http);
-    replyBeaconError(x, admission.error, undefined, admission.error === 'rate_limited' ? retryAfter(admission.retryAfterMs) : undefined, true);
+    replyBeaconError(
+      x,
+      admission.error,
+      undefined,
+      admission.error === 'rate_limited' ? retryAfter(admission.retryAfterMs) : undefined,
+      true,
+    );
     return;
   }
-  const call: BeaconCall = { method: method as 'GET' | 'POST', target: query === '' ? path : `${path}?${query}`, template: match.template, headers };
+  const call: BeaconCall = {
+    method: method as 'GET' | 'POST',
+    target: query === '' ? path : `${path}?${query}`,
+    template: match.template,
+    headers,
+  };
   if (method === 'GET') {
     forwardBeacon(x, caller, call, undefined, admission);
     return;

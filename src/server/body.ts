@@ -6,9 +6,7 @@ import type { HttpResponse } from './uws.js';
  * `onTooLarge` fires once the body passes the limit (a chunked body is cut there); no chunk after it
  * is kept. The caller has already refused a declared Content-Length over the limit.
  */
-export function readBody(
-  res: HttpResponse, maxBytes: number, onBody: (body: Buffer) => void, onTooLarge: () => void,
-): void {
+export function readBody(res: HttpResponse, maxBytes: number, onBody: (body: Buffer) => void, onTooLarge: () => void): void {
   let chunks: Buffer[] | undefined;
   let first: Buffer | undefined;
   let size = 0;
@@ -29,6 +27,6 @@ export function readBody(
       if (first === undefined) first = copy;
       else (chunks ??= [first]).push(copy);
     }
-    if (isLast) onBody(chunks ? Buffer.concat(chunks, size) : first ?? Buffer.alloc(0));
+    if (isLast) onBody(chunks ? Buffer.concat(chunks, size) : (first ?? Buffer.alloc(0)));
   });
 }

@@ -23,7 +23,13 @@ export function finish(x: Exchange): void {
 }
 
 /** Answers whole and finishes. During a stop every answer closes its connection. */
-export function reply(x: Exchange, status: number, body: string | Buffer, headers?: ReadonlyArray<readonly [string, string]>, closeConnection = false): void {
+export function reply(
+  x: Exchange,
+  status: number,
+  body: string | Buffer,
+  headers?: ReadonlyArray<readonly [string, string]>,
+  closeConnection = false,
+): void {
   if (!x.aborted) sendWhole(x.res, status, x.meta, JSON_TYPE, body, headers, closeConnection || x.ctx.stopping);
   finish(x);
 }
@@ -55,7 +61,13 @@ export function replySoon(x: Exchange, status: number, body: string | Buffer): v
 }
 
 /** A gateway refusal as a JSON-RPC error with the table's status. */
-export function replyRpcError(x: Exchange, code: ErrorCode, idText: string, headers?: ReadonlyArray<readonly [string, string]>, closeConnection = false): void {
+export function replyRpcError(
+  x: Exchange,
+  code: ErrorCode,
+  idText: string,
+  headers?: ReadonlyArray<readonly [string, string]>,
+  closeConnection = false,
+): void {
   reply(x, ERRORS[code].http, rpcErrorBody(code, idText), headers, closeConnection);
 }
 

@@ -31,7 +31,11 @@ class SingleAnswer implements AnswerSink {
   private out: StreamOut | null = null;
   private bytes = 0;
 
-  constructor(private readonly x: Exchange, private readonly caller: Caller, private readonly f: Forward) {}
+  constructor(
+    private readonly x: Exchange,
+    private readonly caller: Caller,
+    private readonly f: Forward,
+  ) {}
 
   whole(body: Buffer): void {
     settleCall(this.x.ctx.tenancy, this.caller, this.f.method, this.f.admission, { ok: true, bytes: body.length });
@@ -42,7 +46,12 @@ class SingleAnswer implements AnswerSink {
     const x = this.x;
     if (x.aborted) return;
     x.res.cork(() => writeHead(x.res, 200, x.meta, JSON_TYPE));
-    this.out = createStreamOut(x.res, length, () => x.aborted, () => this.call?.resume());
+    this.out = createStreamOut(
+      x.res,
+      length,
+      () => x.aborted,
+      () => this.call?.resume(),
+    );
   }
 
   chunk(buf: Buffer): boolean {
@@ -95,7 +104,15 @@ function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
   if (items.length > caller.maxBatch) {
     const which = caller.auth === null && caller.maxBatch < x.ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
     const message = `Batch of ${items.length} items is larger than the limit of ${caller.maxBatch} (${which})`;
-    reply(x, ERRORS.batch_too_large.http, rpcErrorBodyFor('batch_too_large', items.map((item) => item.idText), message));
+    reply(
+      x,
+      ERRORS.batch_too_large.http,
+      rpcErrorBodyFor(
+        'batch_too_large',
+        items.map((item) => item.idText),
+        message,
+      ),
+    );
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);
@@ -139,7 +156,8 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
   }
   const plan = planItem(x.ctx, x.chain, caller, parsed.item, 'http');
   if ('forward' in plan) forwardSingle(x, caller, plan.forward);
-  else if ('answer' in plan) reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
+  else if ('answer' in plan)
+    reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
   else if ('pending' in plan) void plan.pending.then((r) => reply(x, r.outcome === 'ok' ? 200 : ERRORS[r.outcome].http, r.answer));
 }
 
@@ -149,7 +167,13 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
  * (415, 413) → parse and shape → per item: rate limit, method and params, RU → forward.
  */
 export function handleHttpRpc(
-  ctx: GatewayContext, res: HttpResponse, req: HttpRequest, chain: ChainRuntime, key: string | null, named: boolean, meta: ResponseMeta,
+  ctx: GatewayContext,
+  res: HttpResponse,
+  req: HttpRequest,
+  chain: ChainRuntime,
+  key: string | null,
+  named: boolean,
+  meta: ResponseMeta,
 ): void {
   const contentType = req.getHeader('content-type');
   const contentLength = req.getHeader('content-length');
@@ -175,12 +199,22 @@ export function handleHttpRpc(
     return;
   }
   if (contentLength !== '' && Number(contentLength) > max) {
-    replyError(x, 'body_too_large', `Request body of ${contentLength} bytes is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
+    replyError(
+      x,
+      'body_too_large',
+      `Request body of ${contentLength} bytes is larger than the limit of ${max} bytes (server.max_body_bytes)`,
+      true,
+    );
     return;
   }
-  readBody(res, max, (body) => answerBody(x, resolved.caller, body), () => {
-    replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
-  });
+  readBody(
+    res,
+    max,
+    (body) => answerBody(x, resolved.caller, body),
+    () => {
+      replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
+    },
+  );
 }
 
 /**
@@ -190,7 +224,11 @@ export function handleHttpRpc(
  * for the same body. A body over the limit is not read: its refusal has id null and closes the connection.
  */
 function refuseWholeBody(
-  x: Exchange, code: ErrorCode, contentLength: string, message?: string, headers?: ReadonlyArray<readonly [string, string]>,
+  x: Exchange,
+  code: ErrorCode,
+  contentLength: string,
+  message?: string,
+  headers?: ReadonlyArray<readonly [string, string]>,
 ): void {
   const max = x.ctx.config.server.max_body_bytes;
   const unread = (): void => reply(x, ERRORS[code].http, rpcErrorBody(code, 'null', message), headers, true);

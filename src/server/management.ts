@@ -37,8 +37,10 @@ const MAX_MANAGEMENT_BODY = 65_536;
 
 /** The management routes and the verbs each accepts (the value of an `Allow` header). */
 export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
-  ['/api/dashboard/chains', 'GET'], ['/api/dashboard/endpoints', 'GET, POST, DELETE'],
-  ['/api/dashboard/endpoints/stats', 'GET'], ['/api/dashboard/account', 'GET'],
+  ['/api/dashboard/chains', 'GET'],
+  ['/api/dashboard/endpoints', 'GET, POST, DELETE'],
+  ['/api/dashboard/endpoints/stats', 'GET'],
+  ['/api/dashboard/account', 'GET'],
 ]);
 
 /** The verbs a management path serves, for its `Allow` header and its CORS preflight; undefined for no route. */
@@ -88,11 +90,16 @@ function parseJsonObject(buf: Buffer): Record<string, unknown> | string {
 
 /** Calls `onBody` once, outside any parse `try`: what the handler throws is its own error, never a parse error. */
 function readJsonBody(res: HttpResponse, onBody: (body: Record<string, unknown> | null, error?: string) => void): void {
-  readBody(res, MAX_MANAGEMENT_BODY, (buf) => {
-    const parsed = parseJsonObject(buf);
-    if (typeof parsed === 'string') onBody(null, parsed);
-    else onBody(parsed);
-  }, () => onBody(null, `body is larger than ${MAX_MANAGEMENT_BODY} bytes`));
+  readBody(
+    res,
+    MAX_MANAGEMENT_BODY,
+    (buf) => {
+      const parsed = parseJsonObject(buf);
+      if (typeof parsed === 'string') onBody(null, parsed);
+      else onBody(parsed);
+    },
+    () => onBody(null, `body is larger than ${MAX_MANAGEMENT_BODY} bytes`),
+  );
 }
 
 /**
@@ -189,50 +196,80 @@ function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, re
 function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
   readJsonBody(res, (body, error) => {
     if (aborted()) return;
-    res.cork(() => answerStoreFaults(deps, res, meta, 'POST /api/dashboard/endpoints', () => {
-      if (body === null) return fail(res, meta, 'bad_request', error);
-      const network = body.network;
-      if (network === undefined) return fail(res, meta, 'bad_request', "'network' is required");
-      if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
-        return fail(res, meta, 'bad_request', `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`);
-      }
-      const name = body.name;
-      const nameError = name === undefined || name === null ? null : typeof name === 'string' ? nameProblem(name) : 'must be a string';
-      if (nameError !== null) return fail(res, meta, 'bad_request', `'name' ${nameError}`);
-      const plan = deps.config.plans[owner.plan];
-      const max = plan?.max_endpoints ?? 0;
-      const made = deps.directory.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max);
-      if ('error' in made) {
-        return fail(res, meta, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
-      }
-      const urls = chainUrls(deps.config, network, made.apiKey);
-      send(res, meta, 201, { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
-    }));
+    res.cork(() =>
+      answerStoreFaults(deps, res, meta, 'POST /api/dashboard/endpoints', () => {
+        if (body === null) return fail(res, meta, 'bad_request', error);
+        const network = body.network;
+        if (network === undefined) return fail(res, meta, 'bad_request', "'network' is required");
+        if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
+          return fail(
+            res,
+            meta,
+            'bad_request',
+            `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`,
+          );
+        }
+        const name = body.name;
+        const nameError = name === undefined || name === null ? null : typeof name === 'string' ? nameProblem(name) : 'must be a string';
+        if (nameError !== null) return fail(res, meta, 'bad_request', `'name' ${nameError}`);
+        const plan = deps.config.plans[owner.plan];
+        const max = plan?.max_endpoints ?? 0;
+        const made = deps.directory.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max);
+        if ('error' in made) {
+          return fail(res, meta, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
+        }
+        const urls = chainUrls(deps.config, network, made.apiKey);
+        send(res, meta, 201, { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
+      }),
+    );
   });
 }
 
-function handleDelete(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
+function handleDelete(
+  deps: ManagementDeps,
+  owner: OwnerRecord,
+  query: string,
+  res: HttpResponse,
+  meta: ResponseMeta,
+  aborted: () => boolean,
+): void {
   readJsonBody(res, (body, error) => {
     if (aborted()) return;
-    res.cork(() => answerStoreFaults(deps, res, meta, 'DELETE /api/dashboard/endpoints', () => {
-      const fromQuery = queryParam(query, 'id');
-      if (fromQuery === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
-      // The query wins over a body id, so a proxy that drops DELETE bodies changes nothing.
-      const id = fromQuery ?? (body && typeof body.id === 'string' ? body.id : undefined);
-      if (id === undefined) return fail(res, meta, 'bad_request', error ?? "'id' is required (query ?id= or body {\"id\": ...})");
-      if (!deps.directory.deleteEndpoint(owner.id, id)) return fail(res, meta, 'not_found', `No endpoint ${id}`);
-      deps.onEndpointDeleted(id);
-      send(res, meta, 200, { id, deleted: true });
-    }));
+    res.cork(() =>
+      answerStoreFaults(deps, res, meta, 'DELETE /api/dashboard/endpoints', () => {
+        const fromQuery = queryParam(query, 'id');
+        if (fromQuery === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
+        // The query wins over a body id, so a proxy that drops DELETE bodies changes nothing.
+        const id = fromQuery ?? (body && typeof body.id === 'string' ? body.id : undefined);
+        if (id === undefined) return fail(res, meta, 'bad_request', error ?? '\'id\' is required (query ?id= or body {"id": ...})');
+        if (!deps.directory.deleteEndpoint(owner.id, id)) return fail(res, meta, 'not_found', `No endpoint ${id}`);
+        deps.onEndpointDeleted(id);
+        send(res, meta, 200, { id, deleted: true });
+      }),
+    );
   });
 }
 
 /** Routes one /api/dashboard request. `path` is the URL path; the caller has matched its prefix. */
-export function handleManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
+export function handleManagement(
+  deps: ManagementDeps,
+  res: HttpResponse,
+  req: HttpRequest,
+  method: string,
+  path: string,
+  meta: ResponseMeta,
+): void {
   answerStoreFaults(deps, res, meta, `${method.toUpperCase()} ${path}`, () => routeManagement(deps, res, req, method, path, meta));
 }
 
-function routeManagement(deps: ManagementDeps, res: HttpResponse, req: HttpRequest, method: string, path: string, meta: ResponseMeta): void {
+function routeManagement(
+  deps: ManagementDeps,
+  res: HttpResponse,
+  req: HttpRequest,
+  method: string,
+  path: string,
+  meta: ResponseMeta,
+): void {
   const query = req.getQuery() ?? '';
   const auth = req.getHeader('authorization');
   let aborted = false;
@@ -250,7 +287,8 @@ function routeManagement(deps: ManagementDeps, res: HttpResponse, req: HttpReque
   const ip = deps.clientIp(res, req);
   const limits = deps.config.management_limits;
   const byIp = deps.limiter.take(`mgmt-ip:${ip}`, limits.rps_per_ip);
-  if (!byIp.ok) return tooManyRequests(res, meta, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
+  if (!byIp.ok)
+    return tooManyRequests(res, meta, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
   const m = /^Bearer\s+(\S+)$/i.exec(auth);
   const owner = m ? deps.directory.ownerByManagementKey(m[1]!) : null;
   if (owner === null) {
@@ -258,19 +296,28 @@ function routeManagement(deps: ManagementDeps, res: HttpResponse, req: HttpReque
     return fail(res, meta, 'unauthorized', 'Missing or invalid management key');
   }
   const byKey = deps.limiter.take(`mgmt-owner:${owner.id}`, limits.rps_per_key);
-  if (!byKey.ok) return tooManyRequests(res, meta, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
+  if (!byKey.ok)
+    return tooManyRequests(res, meta, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
   const verb = method.toUpperCase();
   if (route === '/api/dashboard/chains') {
     const chains = Object.values(deps.config.chains).map((c) => {
       const urls = chainUrls(deps.config, c.slug, 'public');
-      return { slug: c.slug, name: c.name, kind: c.kind, chain_id: c.chain_id ?? null, public_https_url: urls.https, public_wss_url: urls.wss };
+      return {
+        slug: c.slug,
+        name: c.name,
+        kind: c.kind,
+        chain_id: c.chain_id ?? null,
+        public_https_url: urls.https,
+        public_wss_url: urls.wss,
+      };
     });
     return send(res, meta, 200, chains);
   }
   if (route === '/api/dashboard/account') {
     const plan = deps.config.plans[owner.plan];
     return send(res, meta, 200, {
-      id: owner.id, name: owner.name,
+      id: owner.id,
+      name: owner.name,
       plan: { name: owner.plan, rps: plan?.rps ?? null, ru_per_second: plan?.ru_per_second ?? null },
       ru_balance: deps.balance(owner.id),
     });

@@ -39,8 +39,13 @@ export function writeHead(res: HttpResponse, status: number, meta: ResponseMeta,
  * was read (413 on Content-Length): the unread body must not be parsed as a next request.
  */
 export function sendWhole(
-  res: HttpResponse, status: number, meta: ResponseMeta, contentType: string | null, body: string | Buffer,
-  extraHeaders?: ReadonlyArray<readonly [string, string]>, closeConnection = false,
+  res: HttpResponse,
+  status: number,
+  meta: ResponseMeta,
+  contentType: string | null,
+  body: string | Buffer,
+  extraHeaders?: ReadonlyArray<readonly [string, string]>,
+  closeConnection = false,
 ): void {
   res.cork(() => {
     writeHead(res, status, meta, contentType);
@@ -70,12 +75,21 @@ export function sendPreflight(res: HttpResponse, meta: ResponseMeta, requestHead
 const ALWAYS_ALLOWED_HEADERS = ['Content-Type', 'Authorization'];
 
 function allowedHeaders(requested: string): string {
-  const names = requested.split(',').map((h) => h.trim()).filter((h) => h !== '');
+  const names = requested
+    .split(',')
+    .map((h) => h.trim())
+    .filter((h) => h !== '');
   for (const h of ALWAYS_ALLOWED_HEADERS) if (!names.some((n) => n.toLowerCase() === h.toLowerCase())) names.push(h);
   return names.join(', ');
 }
 
 /** A routing refusal, answered before any body is read, so the connection is closed behind it. */
-export function sendRouteError(res: HttpResponse, meta: ResponseMeta, code: 'not_found' | 'method_not_allowed', message: string, allow?: string): void {
+export function sendRouteError(
+  res: HttpResponse,
+  meta: ResponseMeta,
+  code: 'not_found' | 'method_not_allowed',
+  message: string,
+  allow?: string,
+): void {
   sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), allow ? [['allow', allow]] : undefined, true);
 }

@@ -76,10 +76,18 @@ export function isBeaconRest(rest: string): boolean {
 /** What a chain of this kind refuses: a Beacon path on an evm chain, a WebSocket to a beacon chain, another verb than POST for JSON-RPC. */
 export function kindRefusal(chain: ChainConfig, method: string, rest: string, url: string): Extract<Route, { kind: 'error' }> | null {
   if (chain.kind === 'evm' && isBeaconRest(rest)) {
-    return { kind: 'error', code: 'not_found', message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>, not the Beacon API` };
+    return {
+      kind: 'error',
+      code: 'not_found',
+      message: `No route for ${url}: chain '${chain.slug}' is an evm chain and serves JSON-RPC at /v1/rpc/<key>, not the Beacon API`,
+    };
   }
   if (method === 'upgrade' && chain.kind === 'beacon') {
-    return { kind: 'error', code: 'not_found', message: `Chain '${chain.slug}' is a beacon chain: it has no WebSocket transport (events are served at /eth/v1/events)` };
+    return {
+      kind: 'error',
+      code: 'not_found',
+      message: `Chain '${chain.slug}' is a beacon chain: it has no WebSocket transport (events are served at /eth/v1/events)`,
+    };
   }
   if (chain.kind === 'evm' && method !== 'post' && method !== 'upgrade') {
     return { kind: 'error', code: 'method_not_allowed', message: 'JSON-RPC is served by POST', allow: 'POST, OPTIONS' };

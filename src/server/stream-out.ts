@@ -18,9 +18,7 @@ export interface StreamOut {
   cut(): void;
 }
 
-export function createStreamOut(
-  res: HttpResponse, total: number | undefined, isAborted: () => boolean, onDrain: () => void,
-): StreamOut {
+export function createStreamOut(res: HttpResponse, total: number | undefined, isAborted: () => boolean, onDrain: () => void): StreamOut {
   let pending: Buffer | null = null;
   let pendingOffset = 0;
   let finished = false;

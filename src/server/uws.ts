@@ -2,7 +2,14 @@ import { createRequire } from 'node:module';
 import type * as UwsTypes from '@trufflesuite/uws-js-unofficial';
 
 export type Uws = typeof UwsTypes;
-export type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, WebSocketBehavior, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+export type {
+  HttpRequest,
+  HttpResponse,
+  TemplatedApp,
+  WebSocket,
+  WebSocketBehavior,
+  us_listen_socket,
+} from '@trufflesuite/uws-js-unofficial';
 
 /**
  * Builds of uWebSockets.js, newest first. `@btc-vision/uwebsockets.js` carries Node 20-25 binaries but
@@ -39,7 +46,13 @@ export function loadUws(builds: readonly string[] = UWS_BUILDS): Uws {
       if (isNative(mod)) return mod;
       failures.push(`${name}: no native binary for this platform (only a JavaScript stand-in loaded)`);
     } catch (err) {
-      failures.push(`${name}: ${String((err as Error).message).split('\n').find((l) => l.trim()) ?? 'failed to load'}`);
+      failures.push(
+        `${name}: ${
+          String((err as Error).message)
+            .split('\n')
+            .find((l) => l.trim()) ?? 'failed to load'
+        }`,
+      );
     } finally {
       console.warn = warn;
       console.log = log;

@@ -39,13 +39,16 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       let hub = hubs.get(chain);
       if (hub === undefined) {
         const feeds = chain.feeds;
-        hub = feeds === null ? null : createSubscriptionHub({
-          feeds,
-          ruPerMessage: (bytes) => notificationRu(ctx.config.ru.notification_per_250_bytes, bytes),
-          charge: (ownerId, endpointId, ru, deliveries) =>
-            ctx.tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
-          liveWaitMs: chain.config.timeout_s * 1000,
-        });
+        hub =
+          feeds === null
+            ? null
+            : createSubscriptionHub({
+                feeds,
+                ruPerMessage: (bytes) => notificationRu(ctx.config.ru.notification_per_250_bytes, bytes),
+                charge: (ownerId, endpointId, ru, deliveries) =>
+                  ctx.tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
+                liveWaitMs: chain.config.timeout_s * 1000,
+              });
         hubs.set(chain, hub);
       }
       return hub;

@@ -8,7 +8,11 @@ import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
 import {
-  type SubscribeOutcome, type SubscriberConn, type Subscription, subscriptionCount, type SubscriptionHub,
+  type SubscribeOutcome,
+  type SubscriberConn,
+  type Subscription,
+  subscriptionCount,
+  type SubscriptionHub,
 } from '../fanout/subscriptions.js';
 import type { FeedKind } from '../fanout/feeds.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -116,9 +120,10 @@ export function createConnectionCounts(): { open(key: string): void; close(key: 
 }
 
 function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, retryAfterMs?: number): void {
-  const headers: Array<[string, string]> | undefined = retryAfterMs !== undefined
-    ? [['retry-after', String(Number.isFinite(retryAfterMs) ? retryAfterSeconds(retryAfterMs) : 60)]]
-    : undefined;
+  const headers: Array<[string, string]> | undefined =
+    retryAfterMs !== undefined
+      ? [['retry-after', String(Number.isFinite(retryAfterMs) ? retryAfterSeconds(retryAfterMs) : 60)]]
+      : undefined;
   sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, rpcErrorBody(code, 'null', message), headers, true);
 }
 
@@ -128,8 +133,16 @@ function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, m
  * the per-IP request rate, which an upgrade counts against like a request.
  */
 export function upgradeWs(
-  ctx: GatewayContext, server: WsServer, counts: ReturnType<typeof createConnectionCounts>, res: HttpResponse, req: HttpRequest,
-  context: unknown, chain: ChainRuntime, key: string | null, named: boolean, meta: ResponseMeta,
+  ctx: GatewayContext,
+  server: WsServer,
+  counts: ReturnType<typeof createConnectionCounts>,
+  res: HttpResponse,
+  req: HttpRequest,
+  context: unknown,
+  chain: ChainRuntime,
+  key: string | null,
+  named: boolean,
+  meta: ResponseMeta,
 ): void {
   const secKey = req.getHeader('sec-websocket-key');
   const secProtocol = req.getHeader('sec-websocket-protocol');
@@ -227,7 +240,12 @@ function subscribeAnswer(ctx: GatewayContext, conn: WsConn, local: Local, outcom
 }
 
 /** Runs one item through the shared pipeline; `done` gets its answer, in whatever turn it arrives. */
-function runItem(ctx: GatewayContext, conn: WsConn, item: ParsedItem, done: (answer: string | Buffer, outcome: ErrorCode | 'ok') => void): void {
+function runItem(
+  ctx: GatewayContext,
+  conn: WsConn,
+  item: ParsedItem,
+  done: (answer: string | Buffer, outcome: ErrorCode | 'ok') => void,
+): void {
   const plan = planItem(ctx, conn.chain, conn.caller, item, 'ws');
   if ('answer' in plan) {
     done(plan.answer, plan.outcome);
@@ -248,11 +266,19 @@ function runItem(ctx: GatewayContext, conn: WsConn, item: ParsedItem, done: (ans
   }
   ctx.inFlight++;
   const limits = ctx.config.websocket;
-  const call = collectCall(ctx, conn.chain, conn.caller, plan.forward, (answer, outcome) => {
-    conn.calls?.delete(call);
-    done(answer, outcome);
-    requestDone(ctx);
-  }, limits.max_answer_bytes, 'websocket.max_answer_bytes');
+  const call = collectCall(
+    ctx,
+    conn.chain,
+    conn.caller,
+    plan.forward,
+    (answer, outcome) => {
+      conn.calls?.delete(call);
+      done(answer, outcome);
+      requestDone(ctx);
+    },
+    limits.max_answer_bytes,
+    'websocket.max_answer_bytes',
+  );
   (conn.calls ??= new Set()).add(call);
 }
 
@@ -288,7 +314,13 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
   if (items.length > conn.caller.maxBatch) {
     const which = conn.caller.auth === null && conn.caller.maxBatch < ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
     const message = `Batch of ${items.length} items is larger than the limit of ${conn.caller.maxBatch} (${which})`;
-    conn.answer(rpcErrorBodyFor('batch_too_large', items.map((item) => item.idText), message));
+    conn.answer(
+      rpcErrorBodyFor(
+        'batch_too_large',
+        items.map((item) => item.idText),
+        message,
+      ),
+    );
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);

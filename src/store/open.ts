@@ -85,8 +85,11 @@ export function surveyStore(path: string): StoreSurvey {
     // Not among the prepared statements: it runs on a file of any version (the first migration made
     // `owners`), before openStore brings it to the current one. Deleted owners no longer use a plan.
     const rows = hasOwners
-      ? db.prepare<[], { plan: string; owners: number }>(
-        `SELECT plan, count(*) AS owners FROM owners WHERE deleted_at IS NULL GROUP BY plan ORDER BY plan`).all()
+      ? db
+          .prepare<[], { plan: string; owners: number }>(
+            `SELECT plan, count(*) AS owners FROM owners WHERE deleted_at IS NULL GROUP BY plan ORDER BY plan`,
+          )
+          .all()
       : [];
     return { kind: 'current', ownersByPlan: new Map(rows.map((r) => [r.plan, r.owners])) };
   } finally {

@@ -8,13 +8,45 @@ import type Database from 'better-sqlite3';
 type Stmt<P extends unknown[], R = unknown> = Database.Statement<P, R>;
 
 /** A row as the daemon's key lookup needs it. */
-export interface EndpointAuthRow { endpointId: string; ownerId: number; network: string; plan: string }
-export interface OwnerRow { id: number; name: string; plan: string; ruBalance: number; suspended: number }
-export interface EndpointRow { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }
-export interface StatsRow { bucket: number; method: string; requests: number; ru: number; errors: number }
-export interface OwnerListRow extends OwnerRow { createdAt: number; endpoints: number }
-export interface EndpointListRow extends EndpointRow { ownerId: number }
-export interface ManagementKeyRow { keyPrefix: string; createdAt: number; revokedAt: number | null }
+export interface EndpointAuthRow {
+  endpointId: string;
+  ownerId: number;
+  network: string;
+  plan: string;
+}
+export interface OwnerRow {
+  id: number;
+  name: string;
+  plan: string;
+  ruBalance: number;
+  suspended: number;
+}
+export interface EndpointRow {
+  id: string;
+  name: string | null;
+  network: string;
+  keyPrefix: string;
+  createdAt: number;
+}
+export interface StatsRow {
+  bucket: number;
+  method: string;
+  requests: number;
+  ru: number;
+  errors: number;
+}
+export interface OwnerListRow extends OwnerRow {
+  createdAt: number;
+  endpoints: number;
+}
+export interface EndpointListRow extends EndpointRow {
+  ownerId: number;
+}
+export interface ManagementKeyRow {
+  keyPrefix: string;
+  createdAt: number;
+  revokedAt: number | null;
+}
 /** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru. */
 export type UsageParams = [string, number, string, number, number, number, number];
 

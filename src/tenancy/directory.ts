@@ -8,7 +8,13 @@ import { assertValidName } from './names.js';
 export type { EndpointAuth } from './key-cache.js';
 
 /** An owner as the daemon sees it. `ruBalance` is the stored balance: the ledger's `available()` is the live one. */
-export interface OwnerRecord { id: number; name: string; plan: string; ruBalance: number; suspended: boolean }
+export interface OwnerRecord {
+  id: number;
+  name: string;
+  plan: string;
+  ruBalance: number;
+  suspended: boolean;
+}
 
 /** An endpoint as its owner sees it: never its key, only the key's first characters. */
 export interface EndpointRecord {

@@ -52,8 +52,6 @@ export function hashKey(key: string): Buffer {
  * omitted) and base62 characters only. Anything else cannot be a key, so it never reaches a cache or SQLite.
  */
 export function looksLikeKey(s: string, kind?: KeyKind): boolean {
-  const fits = kind === undefined
-    ? s.length === KEY_LENGTH.api || s.length === KEY_LENGTH.management
-    : s.length === KEY_LENGTH[kind];
+  const fits = kind === undefined ? s.length === KEY_LENGTH.api || s.length === KEY_LENGTH.management : s.length === KEY_LENGTH[kind];
   return fits && KEY_SHAPE.test(s);
 }

@@ -14,7 +14,10 @@ import type { HttpUpstream, RequestHandle, UpstreamRequest } from './http-client
 export const MAX_PROBE_ANSWER_BYTES = 16_384;
 
 const ETH_BLOCK_NUMBER = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
-const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/json'], ['accept', 'application/json']];
+const JSON_HEADERS: Array<[string, string]> = [
+  ['content-type', 'application/json'],
+  ['accept', 'application/json'],
+];
 const QUANTITY = /^0x(?:0|[1-9a-f][0-9a-f]{0,12})$/i;
 const DECIMAL = /^(?:0|[1-9][0-9]{0,15})$/;
 
@@ -76,7 +79,11 @@ function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: Ab
 
 /** eth_blockNumber over the node's HTTP. */
 export const readEvmHead: ReadHead = async (upstream, timeoutMs, signal) => {
-  const answer = await fetchSmallJson(upstream, { method: 'POST', headers: JSON_HEADERS, body: ETH_BLOCK_NUMBER, timeoutMs, exclusive: true }, signal);
+  const answer = await fetchSmallJson(
+    upstream,
+    { method: 'POST', headers: JSON_HEADERS, body: ETH_BLOCK_NUMBER, timeoutMs, exclusive: true },
+    signal,
+  );
   const result = (answer as { result?: unknown } | null)?.result;
   if (typeof result !== 'string' || !QUANTITY.test(result)) throw new Error('eth_blockNumber answer holds no block number');
   return parseInt(result, 16);
@@ -84,7 +91,11 @@ export const readEvmHead: ReadHead = async (upstream, timeoutMs, signal) => {
 
 /** The head slot from GET /eth/v1/beacon/headers/head. */
 export const readBeaconHead: ReadHead = async (upstream, timeoutMs, signal) => {
-  const answer = await fetchSmallJson(upstream, { method: 'GET', path: '/eth/v1/beacon/headers/head', headers: JSON_HEADERS.slice(1), timeoutMs, exclusive: true }, signal);
+  const answer = await fetchSmallJson(
+    upstream,
+    { method: 'GET', path: '/eth/v1/beacon/headers/head', headers: JSON_HEADERS.slice(1), timeoutMs, exclusive: true },
+    signal,
+  );
   const slot = (answer as { data?: { header?: { message?: { slot?: unknown } } } } | null)?.data?.header?.message?.slot;
   if (typeof slot !== 'string' || !DECIMAL.test(slot)) throw new Error('beacon header answer holds no slot');
   return Number(slot);

@@ -127,12 +127,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   const target = parseUpstreamUrl(opts.url);
   const encoder = createRequestEncoder(target, opts.headers);
   const maxConnections = positiveOption(opts.maxConnections, DEFAULT_MAX_CONNECTIONS, 'maxConnections', true);
-  const idleTimeoutMs = positiveOption(
-    opts.idleSocketTimeoutMs,
-    DEFAULT_IDLE_SOCKET_TIMEOUT_MS,
-    'idleSocketTimeoutMs',
-    false,
-  );
+  const idleTimeoutMs = positiveOption(opts.idleSocketTimeoutMs, DEFAULT_IDLE_SOCKET_TIMEOUT_MS, 'idleSocketTimeoutMs', false);
   const pipelining = positiveOption(opts.pipelining, DEFAULT_PIPELINING, 'pipelining', true);
   const stallMs = positiveOption(opts.stallMs, DEFAULT_STALL_MS, 'stallMs', false);
   const socketConfig = upstreamSocketConfig(target, opts.ca);
@@ -233,12 +228,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     if (ex.exclusive || guard.depth === 1) return false;
     let best: Connection | null = null;
     for (const conn of connections) {
-      if (
-        hasRoom(conn) &&
-        !conn.socketPaused &&
-        now - conn.headSince < stallLimit &&
-        (best === null || conn.depth < best.depth)
-      ) {
+      if (hasRoom(conn) && !conn.socketPaused && now - conn.headSince < stallLimit && (best === null || conn.depth < best.depth)) {
         best = conn;
       }
     }

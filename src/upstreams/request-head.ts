@@ -77,11 +77,7 @@ export function createRequestEncoder(target: UpstreamTarget, headers: Record<str
   return {
     encode(req) {
       let head =
-        req.path === undefined
-          ? req.method === 'POST'
-            ? postHead
-            : getHead
-          : req.method + ' ' + requestTarget(req.path) + sharedLines;
+        req.path === undefined ? (req.method === 'POST' ? postHead : getHead) : req.method + ' ' + requestTarget(req.path) + sharedLines;
       const extra = req.headers;
       if (extra !== undefined) head += headerLines(extra);
       const body = req.body;

@@ -2,7 +2,10 @@ import type { HttpUpstream, RequestHandle } from './http-client.js';
 
 /** A JSON-RPC error answered by the node itself (as opposed to a failure to reach it). */
 export class NodeRpcError extends Error {
-  constructor(readonly code: number, message: string) {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -14,7 +17,13 @@ const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/jso
  * rejects with a NodeRpcError for the node's error object, or an Error for a transport failure.
  * `signal` aborts the call.
  */
-export function callUpstream(upstream: HttpUpstream, timeoutMs: number, method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
+export function callUpstream(
+  upstream: HttpUpstream,
+  timeoutMs: number,
+  method: string,
+  params: unknown[],
+  signal?: AbortSignal,
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let status = 0;
@@ -29,34 +38,37 @@ export function callUpstream(upstream: HttpUpstream, timeoutMs: number, method: 
     }
     signal?.addEventListener('abort', onAbort, { once: true });
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
-    handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs }, {
-      onHead(s) {
-        status = s;
+    handle = upstream.request(
+      { method: 'POST', headers: JSON_HEADERS, body, timeoutMs },
+      {
+        onHead(s) {
+          status = s;
+        },
+        onData(chunk) {
+          chunks.push(chunk);
+          return true;
+        },
+        onEnd() {
+          signal?.removeEventListener('abort', onAbort);
+          if (status < 200 || status > 299) {
+            reject(new Error(`upstream answered HTTP ${status}`));
+            return;
+          }
+          let answer: { result?: unknown; error?: { code?: unknown; message?: unknown } };
+          try {
+            answer = JSON.parse(Buffer.concat(chunks).toString()) as typeof answer;
+          } catch {
+            reject(new Error('upstream answer is not JSON'));
+            return;
+          }
+          if (answer.error !== undefined) reject(new NodeRpcError(Number(answer.error.code), String(answer.error.message)));
+          else resolve(answer.result);
+        },
+        onError(err) {
+          signal?.removeEventListener('abort', onAbort);
+          reject(new Error(`${err.kind}: ${err.message}`));
+        },
       },
-      onData(chunk) {
-        chunks.push(chunk);
-        return true;
-      },
-      onEnd() {
-        signal?.removeEventListener('abort', onAbort);
-        if (status < 200 || status > 299) {
-          reject(new Error(`upstream answered HTTP ${status}`));
-          return;
-        }
-        let answer: { result?: unknown; error?: { code?: unknown; message?: unknown } };
-        try {
-          answer = JSON.parse(Buffer.concat(chunks).toString()) as typeof answer;
-        } catch {
-          reject(new Error('upstream answer is not JSON'));
-          return;
-        }
-        if (answer.error !== undefined) reject(new NodeRpcError(Number(answer.error.code), String(answer.error.message)));
-        else resolve(answer.result);
-      },
-      onError(err) {
-        signal?.removeEventListener('abort', onAbort);
-        reject(new Error(`${err.kind}: ${err.message}`));
-      },
-    });
+    );
   });
 }

@@ -86,8 +86,11 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
 
   function noteHead(index: number, previous: number | null, head: number): void {
     if (previous !== null && previous - head > DEEPEST_REORG) {
-      opts.log?.('warn', `node head went back from ${previous} to ${head}, deeper than a reorg: treated as a new chain`,
-        { upstream: labels[index]!, from: previous, to: head });
+      opts.log?.('warn', `node head went back from ${previous} to ${head}, deeper than a reorg: treated as a new chain`, {
+        upstream: labels[index]!,
+        from: previous,
+        to: head,
+      });
     }
     const best = bestHead();
     if (best === null) return;
@@ -101,7 +104,8 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   }
 
   const upstreams: UpstreamHealth[] = labels.map((label, i) =>
-    createUpstreamHealth(label, { now, bestHead, maxLagBlocks, onHead: (previous, head) => noteHead(i, previous, head) }));
+    createUpstreamHealth(label, { now, bestHead, maxLagBlocks, onHead: (previous, head) => noteHead(i, previous, head) }),
+  );
 
   function inRotation(u: UpstreamHealth, best: number | null): boolean {
     return !u.failing && !isLagging(u.head, best, maxLagBlocks);

@@ -5,27 +5,30 @@ import { BEACON_ROUTES } from '../../src/beacon/paths.js';
 const TEMPLATES = new Set(BEACON_ROUTES.map((r) => r.template));
 
 t.test('the built-in table', async (t) => {
-  t.same({ ...DEFAULT_BEACON_RU }, {
-    '/eth/v1/events': 10,
-    '/eth/v1/node/health': 15,
-    '/eth/v1/node/syncing': 15,
-    '/eth/v1/node/version': 15,
-    '/eth/v1/beacon/genesis': 20,
-    '/eth/v1/beacon/states/{state_id}/finality_checkpoints': 20,
-    '/eth/v1/beacon/blocks/{block_id}/root': 20,
-    '/eth/v1/beacon/headers': 25,
-    '/eth/v1/beacon/headers/{block_id}': 25,
-    '/eth/v1/config/spec': 75,
-    '/eth/v1/validator/duties/proposer/{epoch}': 80,
-    '/eth/v2/beacon/blocks/{block_id}': 500,
-    '/eth/v1/beacon/blob_sidecars/{block_id}': 500,
-    '/eth/v1/beacon/blobs/{block_id}': 500,
-    '/eth/v1/beacon/states/{state_id}/validators': 500,
-    '/eth/v1/beacon/states/{state_id}/validators/{validator_id}': 500,
-    '/eth/v1/beacon/states/{state_id}/validator_balances': 500,
-    '/eth/v1/beacon/states/{state_id}/committees': 2000,
-    '/eth/v2/debug/beacon/states/{state_id}': 2000,
-  });
+  t.same(
+    { ...DEFAULT_BEACON_RU },
+    {
+      '/eth/v1/events': 10,
+      '/eth/v1/node/health': 15,
+      '/eth/v1/node/syncing': 15,
+      '/eth/v1/node/version': 15,
+      '/eth/v1/beacon/genesis': 20,
+      '/eth/v1/beacon/states/{state_id}/finality_checkpoints': 20,
+      '/eth/v1/beacon/blocks/{block_id}/root': 20,
+      '/eth/v1/beacon/headers': 25,
+      '/eth/v1/beacon/headers/{block_id}': 25,
+      '/eth/v1/config/spec': 75,
+      '/eth/v1/validator/duties/proposer/{epoch}': 80,
+      '/eth/v2/beacon/blocks/{block_id}': 500,
+      '/eth/v1/beacon/blob_sidecars/{block_id}': 500,
+      '/eth/v1/beacon/blobs/{block_id}': 500,
+      '/eth/v1/beacon/states/{state_id}/validators': 500,
+      '/eth/v1/beacon/states/{state_id}/validators/{validator_id}': 500,
+      '/eth/v1/beacon/states/{state_id}/validator_balances': 500,
+      '/eth/v1/beacon/states/{state_id}/committees': 2000,
+      '/eth/v2/debug/beacon/states/{state_id}': 2000,
+    },
+  );
   t.equal(EVENT_DELIVERY_RU, 1);
   for (const template of Object.keys(DEFAULT_BEACON_RU)) t.ok(TEMPLATES.has(template), `${template} is a route`);
   t.ok(Object.isFrozen(DEFAULT_BEACON_RU));
@@ -59,16 +62,22 @@ t.test('unknown ru.beacon.paths keys', async (t) => {
   const all: Record<string, number> = {};
   for (const template of TEMPLATES) all[template] = 1;
   t.same(unknownBeaconCostPaths(all), [], 'every template is a known key');
-  t.same(unknownBeaconCostPaths({
-    '/eth/v1/node/version': 1,
-    '/eth/v1/node/version/': 1,
-    '/eth/v1/beacon/states/head/root': 1,
-    '/eth/v1/beacon/states/{stateId}/root': 1,
-    'eth/v1/node/peers': 1,
-    '/eth/v1/admin/peers': 1,
-    '/eth/v1/beacon/states/{state_id}/root': 1,
-  }), [
-    '/eth/v1/node/version/', '/eth/v1/beacon/states/head/root', '/eth/v1/beacon/states/{stateId}/root', 'eth/v1/node/peers',
-    '/eth/v1/admin/peers',
-  ]);
+  t.same(
+    unknownBeaconCostPaths({
+      '/eth/v1/node/version': 1,
+      '/eth/v1/node/version/': 1,
+      '/eth/v1/beacon/states/head/root': 1,
+      '/eth/v1/beacon/states/{stateId}/root': 1,
+      'eth/v1/node/peers': 1,
+      '/eth/v1/admin/peers': 1,
+      '/eth/v1/beacon/states/{state_id}/root': 1,
+    }),
+    [
+      '/eth/v1/node/version/',
+      '/eth/v1/beacon/states/head/root',
+      '/eth/v1/beacon/states/{stateId}/root',
+      'eth/v1/node/peers',
+      '/eth/v1/admin/peers',
+    ],
+  );
 });

@@ -15,38 +15,69 @@ function fill(template: string, values: Record<string, string> = {}): string {
 }
 
 const methodsOf = (template: string): string[] =>
-  BEACON_ROUTES.filter((r) => r.template === template).map((r) => r.method).sort();
+  BEACON_ROUTES.filter((r) => r.template === template)
+    .map((r) => r.method)
+    .sort();
 const TEMPLATES = [...new Set(BEACON_ROUTES.map((r) => r.template))];
 
 t.test('the allowlist holds the spec tables, the POST forms and the successors, and nothing twice', async (t) => {
   const rows = BEACON_ROUTES.map((r) => `${r.method} ${r.template}`);
   t.equal(new Set(rows).size, rows.length, 'no duplicate rows');
   const expected = [
-    'GET /eth/v1/node/version', 'GET /eth/v1/node/syncing', 'GET /eth/v1/node/health', 'GET /eth/v1/node/identity',
-    'GET /eth/v1/node/peers', 'GET /eth/v1/node/peer_count',
-    'GET /eth/v1/beacon/genesis', 'GET /eth/v1/beacon/headers', 'GET /eth/v1/beacon/headers/{block_id}',
-    'GET /eth/v2/beacon/blocks/{block_id}', 'GET /eth/v1/beacon/blocks/{block_id}/root',
-    'GET /eth/v1/beacon/blocks/{block_id}/attestations', 'GET /eth/v1/beacon/blob_sidecars/{block_id}',
+    'GET /eth/v1/node/version',
+    'GET /eth/v1/node/syncing',
+    'GET /eth/v1/node/health',
+    'GET /eth/v1/node/identity',
+    'GET /eth/v1/node/peers',
+    'GET /eth/v1/node/peer_count',
+    'GET /eth/v1/beacon/genesis',
+    'GET /eth/v1/beacon/headers',
+    'GET /eth/v1/beacon/headers/{block_id}',
+    'GET /eth/v2/beacon/blocks/{block_id}',
+    'GET /eth/v1/beacon/blocks/{block_id}/root',
+    'GET /eth/v1/beacon/blocks/{block_id}/attestations',
+    'GET /eth/v1/beacon/blob_sidecars/{block_id}',
     'GET /eth/v1/beacon/deposit_snapshot',
-    'GET /eth/v1/beacon/states/{state_id}/root', 'GET /eth/v1/beacon/states/{state_id}/fork',
-    'GET /eth/v1/beacon/states/{state_id}/finality_checkpoints', 'GET /eth/v1/beacon/states/{state_id}/validators',
-    'POST /eth/v1/beacon/states/{state_id}/validators', 'GET /eth/v1/beacon/states/{state_id}/validators/{validator_id}',
-    'GET /eth/v1/beacon/states/{state_id}/validator_balances', 'POST /eth/v1/beacon/states/{state_id}/validator_balances',
-    'GET /eth/v1/beacon/states/{state_id}/committees', 'GET /eth/v1/beacon/states/{state_id}/sync_committees',
+    'GET /eth/v1/beacon/states/{state_id}/root',
+    'GET /eth/v1/beacon/states/{state_id}/fork',
+    'GET /eth/v1/beacon/states/{state_id}/finality_checkpoints',
+    'GET /eth/v1/beacon/states/{state_id}/validators',
+    'POST /eth/v1/beacon/states/{state_id}/validators',
+    'GET /eth/v1/beacon/states/{state_id}/validators/{validator_id}',
+    'GET /eth/v1/beacon/states/{state_id}/validator_balances',
+    'POST /eth/v1/beacon/states/{state_id}/validator_balances',
+    'GET /eth/v1/beacon/states/{state_id}/committees',
+    'GET /eth/v1/beacon/states/{state_id}/sync_committees',
     'GET /eth/v1/beacon/states/{state_id}/randao',
-    'GET /eth/v1/config/spec', 'GET /eth/v1/config/fork_schedule', 'GET /eth/v1/config/deposit_contract',
-    'GET /eth/v1/validator/duties/attester/{epoch}', 'POST /eth/v1/validator/duties/attester/{epoch}',
+    'GET /eth/v1/config/spec',
+    'GET /eth/v1/config/fork_schedule',
+    'GET /eth/v1/config/deposit_contract',
+    'GET /eth/v1/validator/duties/attester/{epoch}',
+    'POST /eth/v1/validator/duties/attester/{epoch}',
     'GET /eth/v1/validator/duties/proposer/{epoch}',
-    'POST /eth/v1/validator/duties/sync/{epoch}', 'GET /eth/v1/validator/attestation_data',
-    'GET /eth/v1/validator/aggregate_attestation', 'GET /eth/v1/validator/sync_committee_contribution',
+    'POST /eth/v1/validator/duties/sync/{epoch}',
+    'GET /eth/v1/validator/attestation_data',
+    'GET /eth/v1/validator/aggregate_attestation',
+    'GET /eth/v1/validator/sync_committee_contribution',
     'GET /eth/v3/validator/blocks/{slot}',
-    ...['attestations', 'attester_slashings', 'proposer_slashings', 'voluntary_exits', 'sync_committees', 'bls_to_execution_changes']
-      .flatMap((p) => [`GET /eth/v1/beacon/pool/${p}`, `POST /eth/v1/beacon/pool/${p}`]),
-    'GET /eth/v2/debug/beacon/states/{state_id}', 'GET /eth/v2/debug/beacon/heads', 'GET /eth/v1/debug/fork_choice',
+    ...[
+      'attestations',
+      'attester_slashings',
+      'proposer_slashings',
+      'voluntary_exits',
+      'sync_committees',
+      'bls_to_execution_changes',
+    ].flatMap((p) => [`GET /eth/v1/beacon/pool/${p}`, `POST /eth/v1/beacon/pool/${p}`]),
+    'GET /eth/v2/debug/beacon/states/{state_id}',
+    'GET /eth/v2/debug/beacon/heads',
+    'GET /eth/v1/debug/fork_choice',
     'GET /eth/v1/events',
-    'GET /eth/v2/beacon/blocks/{block_id}/attestations', 'GET /eth/v2/beacon/pool/attestations',
-    'POST /eth/v2/beacon/pool/attestations', 'GET /eth/v2/beacon/pool/attester_slashings',
-    'POST /eth/v2/beacon/pool/attester_slashings', 'GET /eth/v2/validator/aggregate_attestation',
+    'GET /eth/v2/beacon/blocks/{block_id}/attestations',
+    'GET /eth/v2/beacon/pool/attestations',
+    'POST /eth/v2/beacon/pool/attestations',
+    'GET /eth/v2/beacon/pool/attester_slashings',
+    'POST /eth/v2/beacon/pool/attester_slashings',
+    'GET /eth/v2/validator/aggregate_attestation',
     'GET /eth/v1/beacon/blobs/{block_id}',
   ];
   t.same([...rows].sort(), [...expected].sort());
@@ -73,7 +104,11 @@ t.test('every route refuses the other methods with 405 and the right Allow', asy
       if (!r.ok) t.match(r.message, template, 'the message names the route');
     }
   }
-  t.same(matchBeaconPath('GET', '/eth/v1/validator/duties/attester/1'), { ok: true, template: '/eth/v1/validator/duties/attester/{epoch}', events: false }, 'attester duties by GET, as the spec lists them');
+  t.same(
+    matchBeaconPath('GET', '/eth/v1/validator/duties/attester/1'),
+    { ok: true, template: '/eth/v1/validator/duties/attester/{epoch}', events: false },
+    'attester duties by GET, as the spec lists them',
+  );
   t.match(matchBeaconPath('PUT', '/eth/v1/validator/duties/attester/1'), { ok: false, status: 405, allow: 'GET, POST' });
   t.match(matchBeaconPath('GET', '/eth/v1/validator/duties/sync/1'), { ok: false, status: 405, allow: 'POST' });
   t.match(matchBeaconPath('POST', '/eth/v1/node/version'), { ok: false, status: 405, allow: 'GET' });
@@ -85,8 +120,19 @@ const BAD_UINT = ['00', '01', '-1', 'abc', '1e3', '0x10', '18446744073709551616'
 const PARAMS: Record<string, { good: string[]; bad: string[]; expected: string }> = {
   state_id: {
     good: ['head', 'genesis', 'finalized', 'justified', ...GOOD_UINT, ROOT, ROOT.toUpperCase().replace('0X', '0x'), `0x${'00'.repeat(32)}`],
-    bad: ['foo', 'Head', 'current', ...BAD_UINT, `0x${'ab'.repeat(31)}`, `0x${'ab'.repeat(33)}`, `0X${'ab'.repeat(32)}`,
-      `0x${'g'.repeat(64)}`, `${'ab'.repeat(32)}`, PUBKEY, '0x'],
+    bad: [
+      'foo',
+      'Head',
+      'current',
+      ...BAD_UINT,
+      `0x${'ab'.repeat(31)}`,
+      `0x${'ab'.repeat(33)}`,
+      `0X${'ab'.repeat(32)}`,
+      `0x${'g'.repeat(64)}`,
+      `${'ab'.repeat(32)}`,
+      PUBKEY,
+      '0x',
+    ],
     expected: 'head, genesis, finalized, justified, a slot number or a 0x-prefixed 32-byte root',
   },
   block_id: {
@@ -125,21 +171,46 @@ for (const [name, { good, bad, expected }] of Object.entries(PARAMS)) {
 
 t.test('the message of a bad state_id is the documented one', async (t) => {
   t.same(matchBeaconPath('GET', '/eth/v1/beacon/states/foo/root'), {
-    ok: false, status: 400,
+    ok: false,
+    status: 400,
     message: "Invalid state_id 'foo': expected head, genesis, finalized, justified, a slot number or a 0x-prefixed 32-byte root",
   });
 });
 
 t.test('a path that could reach anything else is refused with 400 before any lookup', async (t) => {
   const attempts = [
-    '/eth/v1/../v1/node/version', '/eth/v1/node/../../admin', '/eth/v1/node/./version', '/eth/v1/beacon/states/../root',
-    '/eth/v1/beacon/states/./root', '/../eth/v1/node/version', '/eth/v1/node/version/..', '/eth/v1/node/version/.',
-    '/eth/v1/node/%2e%2e/version', '/eth/v1/node/%2E%2E', '/eth/v1/beacon/states/%68ead/root', '/eth/v1/node/version%00',
-    '/eth/v1/node/version%2f..', '/eth/v1/events%3Ftopics=head', '%2Feth/v1/node/version',
-    '/eth//v1/node/version', '//eth/v1/node/version', '/eth/v1/node/version/', '/eth/v1/node//version', '/',
-    '/eth/v1/node/ver sion', '/eth/v1/node/version;x', '/eth/v1/node/version?x=1', '/eth/v1/node/version#x',
-    '/eth/v1/node\\..\\version', '/eth/v1/node/version\u0000', '/eth/v1/node/versión', '/eth/v1/beacon/states/head:1/root',
-    '/eth/v1/beacon/states/+1/root', '/eth/v1/node/version\r\nX: y', '/eth/v1/node/~version', '/eth/v1/node/{version}',
+    '/eth/v1/../v1/node/version',
+    '/eth/v1/node/../../admin',
+    '/eth/v1/node/./version',
+    '/eth/v1/beacon/states/../root',
+    '/eth/v1/beacon/states/./root',
+    '/../eth/v1/node/version',
+    '/eth/v1/node/version/..',
+    '/eth/v1/node/version/.',
+    '/eth/v1/node/%2e%2e/version',
+    '/eth/v1/node/%2E%2E',
+    '/eth/v1/beacon/states/%68ead/root',
+    '/eth/v1/node/version%00',
+    '/eth/v1/node/version%2f..',
+    '/eth/v1/events%3Ftopics=head',
+    '%2Feth/v1/node/version',
+    '/eth//v1/node/version',
+    '//eth/v1/node/version',
+    '/eth/v1/node/version/',
+    '/eth/v1/node//version',
+    '/',
+    '/eth/v1/node/ver sion',
+    '/eth/v1/node/version;x',
+    '/eth/v1/node/version?x=1',
+    '/eth/v1/node/version#x',
+    '/eth/v1/node\\..\\version',
+    '/eth/v1/node/version\u0000',
+    '/eth/v1/node/versión',
+    '/eth/v1/beacon/states/head:1/root',
+    '/eth/v1/beacon/states/+1/root',
+    '/eth/v1/node/version\r\nX: y',
+    '/eth/v1/node/~version',
+    '/eth/v1/node/{version}',
   ];
   for (const path of attempts) {
     for (const method of ['GET', 'POST', 'DELETE']) {
@@ -151,7 +222,9 @@ t.test('a path that could reach anything else is refused with 400 before any loo
       }
     }
   }
-  t.match(matchBeaconPath('GET', '/eth/v1/node/version\r\nX: y'), { message: "Invalid Beacon API path '/eth/v1/node/version\\u000d\\u000aX: y': characters outside A-Z, a-z, 0-9, _, - and ." });
+  t.match(matchBeaconPath('GET', '/eth/v1/node/version\r\nX: y'), {
+    message: "Invalid Beacon API path '/eth/v1/node/version\\u000d\\u000aX: y': characters outside A-Z, a-z, 0-9, _, - and .",
+  });
   t.match(matchBeaconPath('GET', '/eth/v1/node/%2e%2e'), { message: /percent-encoding/ });
   t.match(matchBeaconPath('GET', '/eth//v1'), { message: /empty path segment/ });
   t.match(matchBeaconPath('GET', '/eth/v1/..'), { message: /'\.\.' path segment/ });
@@ -165,12 +238,32 @@ t.test('a dot inside a segment is no dot segment', async (t) => {
 
 t.test('paths outside the allowlist are 404 and named in the message', async (t) => {
   const unlisted = [
-    '/eth/v1/beacon/blocks/head', '/eth/v2/beacon/blocks', '/eth/v1/beacon/states/head', '/eth/v1/beacon/states/head/state',
-    '/eth/v1/debug/beacon/states/head', '/eth/v1/debug/beacon/heads', '/eth/v1/node', '/eth/v1/node/version/extra',
-    '/eth/v1/node/peers/16Uiu2HAm', '/eth/v1/admin/peers', '/eth/v1/lighthouse/health', '/lighthouse/health', '/eth',
-    '/ETH/v1/node/version', '/eth/V1/node/version', '/eth/v1/Node/version', '/eth/v4/validator/blocks/1',
-    '/eth/v1/beacon/light_client/finality_update', '/eth/v1/validator/blocks/1', '/eth/v1/beacon/states/head/validators/1/x',
-    '/eth/v1/events/head', 'eth/v1/node/version', '', '/constructor', '/__proto__', '/eth/v1/beacon/pool',
+    '/eth/v1/beacon/blocks/head',
+    '/eth/v2/beacon/blocks',
+    '/eth/v1/beacon/states/head',
+    '/eth/v1/beacon/states/head/state',
+    '/eth/v1/debug/beacon/states/head',
+    '/eth/v1/debug/beacon/heads',
+    '/eth/v1/node',
+    '/eth/v1/node/version/extra',
+    '/eth/v1/node/peers/16Uiu2HAm',
+    '/eth/v1/admin/peers',
+    '/eth/v1/lighthouse/health',
+    '/lighthouse/health',
+    '/eth',
+    '/ETH/v1/node/version',
+    '/eth/V1/node/version',
+    '/eth/v1/Node/version',
+    '/eth/v4/validator/blocks/1',
+    '/eth/v1/beacon/light_client/finality_update',
+    '/eth/v1/validator/blocks/1',
+    '/eth/v1/beacon/states/head/validators/1/x',
+    '/eth/v1/events/head',
+    'eth/v1/node/version',
+    '',
+    '/constructor',
+    '/__proto__',
+    '/eth/v1/beacon/pool',
     '/eth/v1/beacon/states/foo/nope',
   ];
   for (const path of unlisted) {
@@ -188,8 +281,11 @@ t.test('checks run in order: malformed, unknown, method, parameter', async (t) =
   t.match(matchBeaconPath('PUT', '/eth/v1/nope/%41'), { status: 400 }, 'malformed before unknown');
   t.match(matchBeaconPath('PUT', '/eth/v1/nope'), { status: 404 }, 'unknown before method');
   t.match(matchBeaconPath('PUT', '/eth/v1/beacon/states/foo/root'), { status: 405, allow: 'GET' }, 'method before parameter');
-  t.match(matchBeaconPath('GET', '/eth/v1/beacon/states/foo/validators/bar'), { status: 400, message: /^Invalid state_id 'foo'/ },
-    'the first bad parameter is named');
+  t.match(
+    matchBeaconPath('GET', '/eth/v1/beacon/states/foo/validators/bar'),
+    { status: 400, message: /^Invalid state_id 'foo'/ },
+    'the first bad parameter is named',
+  );
   t.match(matchBeaconPath('GET', '/eth/v1/beacon/states/head/validators/bar'), { status: 400, message: /^Invalid validator_id 'bar'/ });
 });
 

@@ -2,9 +2,22 @@ import t from 'tap';
 import { BEACON_TOPICS, parseTopics } from '../../src/beacon/topics.js';
 
 const ALL = [
-  'head', 'block', 'block_gossip', 'attestation', 'single_attestation', 'voluntary_exit', 'bls_to_execution_change',
-  'proposer_slashing', 'attester_slashing', 'finalized_checkpoint', 'chain_reorg', 'contribution_and_proof',
-  'light_client_finality_update', 'light_client_optimistic_update', 'payload_attributes', 'blob_sidecar',
+  'head',
+  'block',
+  'block_gossip',
+  'attestation',
+  'single_attestation',
+  'voluntary_exit',
+  'bls_to_execution_change',
+  'proposer_slashing',
+  'attester_slashing',
+  'finalized_checkpoint',
+  'chain_reorg',
+  'contribution_and_proof',
+  'light_client_finality_update',
+  'light_client_optimistic_update',
+  'payload_attributes',
+  'blob_sidecar',
   'data_column_sidecar',
 ];
 

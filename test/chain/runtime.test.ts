@@ -9,7 +9,10 @@ import { NodeRpcError } from '../../src/upstreams/rpc-call.js';
 import { anvilFor } from '../support/gateway.js';
 
 function chainOver(urls: string[]) {
-  const r = validateConfig({ storage: { path: '/tmp/unused.db' }, chains: { devnet: { chain_id: 31337, upstreams: urls.map((url) => ({ url })) } } });
+  const r = validateConfig({
+    storage: { path: '/tmp/unused.db' },
+    chains: { devnet: { chain_id: 31337, upstreams: urls.map((url) => ({ url })) } },
+  });
   if (!r.ok) throw new Error(r.errors.join('\n'));
   return createChainRuntime(r.config.chains.devnet!);
 }
@@ -47,7 +50,7 @@ t.test('freshHead: the best head while reported recently and after the last writ
   chain.health.upstreams[1]!.reportHead(10);
   t.equal(chain.freshHead(), 10);
   fail(chain, 1);
-  t.equal(chain.freshHead(), 8, 'a failing node\'s head does not count');
+  t.equal(chain.freshHead(), 8, "a failing node's head does not count");
   await new Promise((r) => setTimeout(r, HEAD_FRESH_MS + 50));
   t.equal(chain.freshHead(), null, `not after ${HEAD_FRESH_MS} ms without a report`);
 });
@@ -59,9 +62,15 @@ t.test('call(): moved once off a node that does not answer; a node error is an a
   for (let k = 0; k < 20; k++) t.equal(await chain.call('eth_chainId', []), '0x7a69', `call ${k}`);
   t.ok(chain.health.upstreams[0]!.status().calls > 0, 'the dead node was tried and its failures counted');
   t.equal(chain.health.upstreams[0]!.status().errorRate, 1);
-  const refused = await chain.call('eth_getBalance', ['not an address', 'latest']).then(() => null, (e: unknown) => e);
-  t.ok(refused instanceof NodeRpcError, 'the node\'s error object rejects as a NodeRpcError');
-  t.same(chain.health.upstreams.map((u) => u.inflight), [0, 0]);
+  const refused = await chain.call('eth_getBalance', ['not an address', 'latest']).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  t.ok(refused instanceof NodeRpcError, "the node's error object rejects as a NodeRpcError");
+  t.same(
+    chain.health.upstreams.map((u) => u.inflight),
+    [0, 0],
+  );
   fail(chain, 1);
   fail(chain, 0);
   await t.rejects(chain.call('eth_chainId', []), /no healthy upstream/);

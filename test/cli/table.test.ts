@@ -13,16 +13,22 @@ t.test('escapeCell writes every unprintable character as an escape, and a backsl
 });
 
 t.test('one row of data is one line, whatever its cells hold', async (t) => {
-  const table = formatTable(['ID', 'NAME', 'CREATED'], [
-    ['1', 'acme\n2  forged  2024-01-01', 'today'],
-    ['3', '\u001b]0;owned\u0007\u001b[2J', 'today'],
-  ]);
-  t.equal(table, [
-    'ID  NAME                         CREATED',
-    '1   acme\\n2  forged  2024-01-01  today',
-    '3   \\x1b]0;owned\\x07\\x1b[2J      today',
-    '',
-  ].join('\n'));
+  const table = formatTable(
+    ['ID', 'NAME', 'CREATED'],
+    [
+      ['1', 'acme\n2  forged  2024-01-01', 'today'],
+      ['3', '\u001b]0;owned\u0007\u001b[2J', 'today'],
+    ],
+  );
+  t.equal(
+    table,
+    [
+      'ID  NAME                         CREATED',
+      '1   acme\\n2  forged  2024-01-01  today',
+      '3   \\x1b]0;owned\\x07\\x1b[2J      today',
+      '',
+    ].join('\n'),
+  );
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the test looks for control bytes in the output
   t.notMatch(table, /[\u0000-\u0008\u000b-\u001f\u007f]/, 'no control byte but the row ends');
 });

@@ -15,7 +15,11 @@ function configFor(path: string): Config {
   return r.config;
 }
 
-interface Run { code: number; out: string; err: string }
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
 
 function cli(t: Teardown): { path: string; config: Config; run: (...argv: string[]) => Promise<Run> } {
   const path = tempDbPath(t);
@@ -26,7 +30,12 @@ function cli(t: Teardown): { path: string; config: Config; run: (...argv: string
     run: async (...argv) => {
       let out = '';
       let err = '';
-      const code = await runTenancyCommand(argv, config, (s) => (out += s), (s) => (err += s));
+      const code = await runTenancyCommand(
+        argv,
+        config,
+        (s) => (out += s),
+        (s) => (err += s),
+      );
       return { code, out, err };
     },
   };
@@ -64,8 +73,14 @@ t.test('owner create, list, topup, set-plan, suspend, resume', async (t) => {
   ]);
   const db = new Database(path, { readonly: true });
   t.teardown(() => db.close());
-  t.same(db.prepare('SELECT owner_id, ru FROM credits ORDER BY id').all(), [{ owner_id: 1, ru: 1000 }, { owner_id: 1, ru: 500 }]);
-  t.same(invariantGaps(db), [{ id: 1, gap: 0 }, { id: 2, gap: 0 }]);
+  t.same(db.prepare('SELECT owner_id, ru FROM credits ORDER BY id').all(), [
+    { owner_id: 1, ru: 1000 },
+    { owner_id: 1, ru: 500 },
+  ]);
+  t.same(invariantGaps(db), [
+    { id: 1, gap: 0 },
+    { id: 2, gap: 0 },
+  ]);
 });
 
 t.test('bad arguments are named, with exit status 2; refusals exit 1', async (t) => {
@@ -75,7 +90,10 @@ t.test('bad arguments are named, with exit status 2; refusals exit 1', async (t)
   t.match(plans.err, "unknown plan 'gold' (plans: free, growth, premium)");
   t.match((await run('owner', 'create', '--plan', 'free', '--ru', '1')).err, 'missing --name NAME');
   t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free')).err, 'missing --ru N');
-  t.match((await run('owner', 'create', '--name', 'x', '--plan', 'free', '--ru', '-5')).err, '--ru must be a decimal integer from 0 to 9007199254740991');
+  t.match(
+    (await run('owner', 'create', '--name', 'x', '--plan', 'free', '--ru', '-5')).err,
+    '--ru must be a decimal integer from 0 to 9007199254740991',
+  );
   t.match((await run('owner', 'topup', '1', '--ru', '0')).err, '--ru must be a decimal integer from 1 to 9007199254740991');
   t.match((await run('owner', 'topup', 'abc', '--ru', '5')).err, "owner ID must be a positive integer, got 'abc'");
   t.match((await run('owner', 'topup', '--ru', '5')).err, 'missing owner ID');
@@ -85,9 +103,16 @@ t.test('bad arguments are named, with exit status 2; refusals exit 1', async (t)
   t.match((await run('owner', 'frobnicate')).err, "unknown command 'owner frobnicate'");
   t.match((await run()).err, 'missing command');
   t.equal((await run('owner', 'set-plan', '1', 'gold')).code, 2);
-  for (const argv of [['owner', 'topup', '9', '--ru', '5'], ['owner', 'set-plan', '9', 'free'], ['owner', 'suspend', '9'],
-    ['owner', 'resume', '9'], ['owner', 'delete', '9'], ['owner', 'key', 'create', '9'], ['owner', 'key', 'list', '9'],
-    ['owner', 'key', 'revoke', '9', 'abcdefgh']]) {
+  for (const argv of [
+    ['owner', 'topup', '9', '--ru', '5'],
+    ['owner', 'set-plan', '9', 'free'],
+    ['owner', 'suspend', '9'],
+    ['owner', 'resume', '9'],
+    ['owner', 'delete', '9'],
+    ['owner', 'key', 'create', '9'],
+    ['owner', 'key', 'list', '9'],
+    ['owner', 'key', 'revoke', '9', 'abcdefgh'],
+  ]) {
     const r = await run(...argv);
     t.same([r.code, r.err], [1, 'chaingate: no owner 9\n'], argv.join(' '));
   }
@@ -103,12 +128,19 @@ t.test('management keys: create, list, revoke, and the daemon refuses a revoked 
   const dir = createDirectory(tempStore(t, path));
   t.equal(dir.ownerByManagementKey(first)!.id, id);
   const second = JSON.parse((await run('owner', 'key', 'create', String(id), '--json')).out) as { management_key: string };
-  t.match((await run('owner', 'key', 'create', String(id))).out, /^management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/);
+  t.match(
+    (await run('owner', 'key', 'create', String(id))).out,
+    /^management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/,
+  );
   const listed = await run('owner', 'key', 'list', String(id));
   t.match(listed.out, /^PREFIX\s+CREATED\s+REVOKED\n/);
   t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+\\d{4}-`));
   t.equal(listed.out.split('\n').filter((l) => l.endsWith(' -')).length, 3, 'three live keys');
-  t.same(await run('owner', 'key', 'revoke', String(id), first.slice(0, 8)), { code: 0, out: `owner 1: management key ${first.slice(0, 8)} revoked\n`, err: '' });
+  t.same(await run('owner', 'key', 'revoke', String(id), first.slice(0, 8)), {
+    code: 0,
+    out: `owner 1: management key ${first.slice(0, 8)} revoked\n`,
+    err: '',
+  });
   t.equal(dir.ownerByManagementKey(first), null);
   t.equal(dir.ownerByManagementKey(second.management_key)!.id, id);
   const again = await run('owner', 'key', 'revoke', String(id), first.slice(0, 8));
@@ -132,7 +164,10 @@ t.test('owner delete takes its endpoints; endpoint list; the daemon learns it on
   t.match(listed.out, new RegExp(`${eps[0]!.endpoint.id}\\s+1\\s+mainnet\\s+prod\\s+${eps[0]!.endpoint.keyPrefix}…`));
   t.notMatch(listed.out, eps[0]!.apiKey, 'never the key itself');
   const own = JSON.parse((await run('endpoint', 'list', '--owner', String(b.id), '--json')).out) as Array<{ id: string; owner_id: number }>;
-  t.same(own.map((e) => [e.id, e.owner_id]), [[eps[2]!.endpoint.id, b.id]]);
+  t.same(
+    own.map((e) => [e.id, e.owner_id]),
+    [[eps[2]!.endpoint.id, b.id]],
+  );
   t.match((await run('endpoint', 'list', '--owner', 'x')).err, "--owner must be a positive integer, got 'x'");
   t.match((await run('owner', 'list')).out, /\n1\s+acme\s+growth\s+1000\s+no\s+2\s/);
 
@@ -220,7 +255,10 @@ t.test('names: control, format and separator characters and over-long names exit
   t.equal(await refused('lone\ud800'), `chaingate: --name ${chars} (found U+D800)`);
   t.equal(await refused('para\u2029graph'), `chaingate: --name ${chars} (found U+2029)`);
   t.equal(await refused('x'.repeat(101)), 'chaingate: --name must be 1 to 100 characters, got 101');
-  t.equal((await run('owner', 'create', '--name', ' \n ', '--plan', 'free', '--ru', '1')).err.split('\n')[0], 'chaingate: missing --name NAME');
+  t.equal(
+    (await run('owner', 'create', '--name', ' \n ', '--plan', 'free', '--ru', '1')).err.split('\n')[0],
+    'chaingate: missing --name NAME',
+  );
   const ok = await run('owner', 'create', '--name', ` ${'🦊'.repeat(100)} `, '--plan', 'free', '--ru', '1', '--json');
   t.equal(ok.code, 0, '100 code points (200 UTF-16 units), after trimming');
   const db = new Database(path, { readonly: true });
@@ -242,14 +280,25 @@ t.test('--ru is decimal digits from 1 (0 at creation) to 2^53 - 1, and no top-up
 
   const past = await run('owner', 'topup', String(id), '--ru', String(MAX_RU - 999));
   t.same(past, {
-    code: 1, out: '',
+    code: 1,
+    out: '',
     err: `chaingate: owner 1: a top-up of ${MAX_RU - 999} RU would take the balance (1000 RU) past the maximum 9007199254740991 RU\n`,
   });
-  t.same(await run('owner', 'topup', String(id), '--ru', String(MAX_RU - 1000)), { code: 0, out: 'owner 1: balance 9007199254740991 RU\n', err: '' });
+  t.same(await run('owner', 'topup', String(id), '--ru', String(MAX_RU - 1000)), {
+    code: 0,
+    out: 'owner 1: balance 9007199254740991 RU\n',
+    err: '',
+  });
   t.equal((await run('owner', 'topup', String(id), '--ru', '1')).code, 1, 'at the maximum, even 1 RU more is refused');
-  t.same(await run('owner', 'topup', String(id), '--ru', '0016'), {
-    code: 1, out: '', err: 'chaingate: owner 1: a top-up of 16 RU would take the balance (9007199254740991 RU) past the maximum 9007199254740991 RU\n',
-  }, 'leading zeros are still decimal');
+  t.same(
+    await run('owner', 'topup', String(id), '--ru', '0016'),
+    {
+      code: 1,
+      out: '',
+      err: 'chaingate: owner 1: a top-up of 16 RU would take the balance (9007199254740991 RU) past the maximum 9007199254740991 RU\n',
+    },
+    'leading zeros are still decimal',
+  );
   const db = new Database(path, { readonly: true });
   t.teardown(() => db.close());
   t.same(db.prepare('SELECT ru FROM credits ORDER BY id').pluck().all(), [1000, MAX_RU - 1000], 'only the two accepted credits');
@@ -263,11 +312,13 @@ t.test('every table escapes control characters: a stored name forges no row and 
   const db = new Database(path);
   t.teardown(() => db.close());
   const forged = `x\nep_forged000000000  ${id}  mainnet  fake  abcdefgh…  2024-01-01 00:00:00Z`;
-  db.prepare("UPDATE owners SET name = ?").run('acme\n2  evil  free  999999  no  0  2024-01-01 00:00:00Z');
-  db.prepare(`INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, 'mainnet', ?, ?, ?, 0)`)
-    .run('ep_aaaaaaaaaaaaaaaa', id, forged, Buffer.alloc(32, 1), 'ABCDEFGH');
-  db.prepare(`INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, 'mainnet', ?, ?, ?, 0)`)
-    .run('ep_bbbbbbbbbbbbbbbb', id, '\u001b[31mred\u001b]0;title\u0007\u202e\\n', Buffer.alloc(32, 2), 'BCDEFGHI');
+  db.prepare('UPDATE owners SET name = ?').run('acme\n2  evil  free  999999  no  0  2024-01-01 00:00:00Z');
+  db.prepare(
+    `INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, 'mainnet', ?, ?, ?, 0)`,
+  ).run('ep_aaaaaaaaaaaaaaaa', id, forged, Buffer.alloc(32, 1), 'ABCDEFGH');
+  db.prepare(
+    `INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, 'mainnet', ?, ?, ?, 0)`,
+  ).run('ep_bbbbbbbbbbbbbbbb', id, '\u001b[31mred\u001b]0;title\u0007\u202e\\n', Buffer.alloc(32, 2), 'BCDEFGHI');
 
   const endpoints = await run('endpoint', 'list');
   t.equal(endpoints.code, 0);

@@ -32,7 +32,10 @@ t.test('TLS files: each missing, unusable or mismatched file is named under its 
   const { certFile, keyFile } = testCertificate(t);
   const other = testCertificate(t);
   const tls = (cert: string, key: string, passphrase?: string): Config =>
-    configWith(db + `server: { tls: { cert_file: ${JSON.stringify(cert)}, key_file: ${JSON.stringify(key)}${passphrase ? `, passphrase: ${passphrase}` : ''} } }\n`);
+    configWith(
+      db +
+        `server: { tls: { cert_file: ${JSON.stringify(cert)}, key_file: ${JSON.stringify(key)}${passphrase ? `, passphrase: ${passphrase}` : ''} } }\n`,
+    );
   t.same(preflightConfig(tls(certFile, keyFile)), [], 'a matching pair passes');
   t.same(preflightConfig(tls(join(dir, 'x.pem'), join(dir, 'y.pem'))), [
     `server.tls.cert_file: cannot read ${join(dir, 'x.pem')} (ENOENT)`,
@@ -56,7 +59,9 @@ t.test('TLS files: each missing, unusable or mismatched file is named under its 
 t.test('storage.path: a directory, or a path through a file, is refused; nothing is created', async (t) => {
   const dir = tempDir(t);
   writeFileSync(join(dir, 'plain'), '');
-  t.same(preflightConfig(configWith(storageAt(dir))), [`storage.path: ${dir} is a directory; give the path of the database file inside it`]);
+  t.same(preflightConfig(configWith(storageAt(dir))), [
+    `storage.path: ${dir} is a directory; give the path of the database file inside it`,
+  ]);
   t.same(preflightConfig(configWith(storageAt(join(dir, 'plain', 'data', 'db.sqlite')))), [
     `storage.path: cannot create ${join(dir, 'plain', 'data', 'db.sqlite')}: ${join(dir, 'plain')} is not a directory`,
   ]);
@@ -73,10 +78,14 @@ t.test('plans: a plan still used by owners must stay configured', async (t) => {
   store.db.prepare(`UPDATE owners SET deleted_at = 1 WHERE plan = 'free'`).run();
   store.close();
   const plans = (names: string[]): string => `plans:\n${names.map((n) => `  ${n}: { rps: 10 }\n`).join('')}`;
-  t.same(preflightConfig(configWith(storageAt(path) + plans(['growth']))), [
-    "plans: plan 'pro' is used by 3 owners but is not configured (configure it, or move them to a configured plan with chaingate owner set-plan)",
-    "plans: plan 'solo' is used by 1 owner but is not configured (configure it, or move it to a configured plan with chaingate owner set-plan)",
-  ], "a deleted owner's plan may go");
+  t.same(
+    preflightConfig(configWith(storageAt(path) + plans(['growth']))),
+    [
+      "plans: plan 'pro' is used by 3 owners but is not configured (configure it, or move them to a configured plan with chaingate owner set-plan)",
+      "plans: plan 'solo' is used by 1 owner but is not configured (configure it, or move it to a configured plan with chaingate owner set-plan)",
+    ],
+    "a deleted owner's plan may go",
+  );
   t.same(preflightConfig(configWith(storageAt(path) + plans(['pro', 'solo']))), []);
   const newer = join(dir, 'newer.sqlite');
   const raw = new Database(newer);

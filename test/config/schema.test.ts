@@ -31,8 +31,14 @@ t.test('a minimal config gets every default', async (t) => {
   t.same(r.config.public, { rps_per_ip: 10, max_batch: 10 });
   t.same(r.config.ru, { default: 15, methods: {}, notification_per_250_bytes: 5, beacon: { default: 20, per_event: 1, paths: {} } });
   t.same(r.config.websocket, {
-    max_connections_per_key: 100, max_connections_per_ip: 50, max_subscriptions_per_connection: 100, max_message_bytes: 1048576,
-    max_answer_bytes: 33554432, max_buffered_bytes: 1048576, idle_timeout_s: 120, max_upstream_outage_s: 60,
+    max_connections_per_key: 100,
+    max_connections_per_ip: 50,
+    max_subscriptions_per_connection: 100,
+    max_message_bytes: 1048576,
+    max_answer_bytes: 33554432,
+    max_buffered_bytes: 1048576,
+    idle_timeout_s: 120,
+    max_upstream_outage_s: 60,
   });
   t.same(r.config.sse, { heartbeat_s: 15, max_buffered_bytes: 1048576, max_connections_per_key: 100, max_connections_per_ip: 50 });
   t.same(r.config.cache, { max_bytes: 67108864, hit_ru_factor: 0.5 });
@@ -105,7 +111,7 @@ chains:
     'chains.mainnet.upstreams[1].ws: must be a ws(s) URL',
     'chains.mainnet.upstreams[1].headers.Bad Header: not a valid header name',
     "chains.v1: 'v1' is a path the gateway uses itself; pick another slug",
-    'chains.Upper: a slug is lowercase letters, digits and \'-\' (at most 63)',
+    "chains.Upper: a slug is lowercase letters, digits and '-' (at most 63)",
     'chains.Upper.upstreams: must list at least one upstream',
     'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
     'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
@@ -168,7 +174,9 @@ t.test('a plans section replaces the default plans as a whole, and is validated'
   const r = loadConfigText(minimal + 'plans:\n  gold: { rps: 50, ru_per_second: 1000, max_endpoints: 3 }\n');
   t.ok(r.ok);
   if (r.ok) t.same(Object.keys(r.config.plans), ['gold']);
-  const bad = loadConfigText(minimal + 'plans:\n  gold: { ru_per_second: 0, colour: red }\nru:\n  methods: { eth_call: -1 }\nledger: { flush_interval_ms: 1 }\n');
+  const bad = loadConfigText(
+    minimal + 'plans:\n  gold: { ru_per_second: 0, colour: red }\nru:\n  methods: { eth_call: -1 }\nledger: { flush_interval_ms: 1 }\n',
+  );
   t.notOk(bad.ok);
   if (!bad.ok) {
     for (const e of [
@@ -177,22 +185,27 @@ t.test('a plans section replaces the default plans as a whole, and is validated'
       'plans.gold.ru_per_second: must be an integer from 1 to 1000000000',
       'ru.methods.eth_call: must be an integer from 0 to 1000000',
       'ledger.flush_interval_ms: must be an integer from 10 to 60000',
-    ]) t.ok(bad.errors.includes(e), e);
+    ])
+      t.ok(bad.errors.includes(e), e);
   }
 });
 
 t.test('the streaming sections and per-chain health keys are validated, each error naming its key', async (t) => {
-  const ok = loadConfigText(minimal.replace('chain_id: 31337', 'chain_id: 31337\n    max_lag_blocks: 2\n    finality_depth: 12') +
-    'websocket: { max_message_bytes: 4096 }\nru: { beacon: { paths: { "/eth/v2/beacon/blocks/{block_id}": 100 } } }\n');
+  const ok = loadConfigText(
+    minimal.replace('chain_id: 31337', 'chain_id: 31337\n    max_lag_blocks: 2\n    finality_depth: 12') +
+      'websocket: { max_message_bytes: 4096 }\nru: { beacon: { paths: { "/eth/v2/beacon/blocks/{block_id}": 100 } } }\n',
+  );
   t.same(ok.ok ? [] : ok.errors, []);
   if (ok.ok) {
     t.equal(ok.config.websocket.max_message_bytes, 4096);
     t.equal(ok.config.chains.devnet!.max_lag_blocks, 2);
     t.equal(ok.config.ru.beacon.paths['/eth/v2/beacon/blocks/{block_id}'], 100);
   }
-  const bad = loadConfigText(minimal.replace('chain_id: 31337', 'chain_id: 31337\n    finality_depth: 0') +
-    'websocket: { idle_timeout_s: 2, colour: red }\nsse: { heartbeat_s: 0 }\ncache: { hit_ru_factor: 2 }\nfilters: { max_per_key: 0 }\n' +
-    'ru: { notification_per_250_bytes: -1, beacon: { paths: { "/eth/v9/nothing": 5 } } }\n');
+  const bad = loadConfigText(
+    minimal.replace('chain_id: 31337', 'chain_id: 31337\n    finality_depth: 0') +
+      'websocket: { idle_timeout_s: 2, colour: red }\nsse: { heartbeat_s: 0 }\ncache: { hit_ru_factor: 2 }\nfilters: { max_per_key: 0 }\n' +
+      'ru: { notification_per_250_bytes: -1, beacon: { paths: { "/eth/v9/nothing": 5 } } }\n',
+  );
   t.notOk(bad.ok);
   if (!bad.ok) {
     for (const e of [
@@ -202,9 +215,16 @@ t.test('the streaming sections and per-chain health keys are validated, each err
       'cache.hit_ru_factor: must be a number from 0 to 1',
       'filters.max_per_key: must be an integer from 1 to 100000',
       'ru.notification_per_250_bytes: must be an integer from 0 to 1000000',
-    ]) t.ok(bad.errors.includes(e), e);
-    t.ok(bad.errors.some((e) => e.startsWith('websocket.colour: unknown key')), 'unknown websocket key');
-    t.ok(bad.errors.some((e) => e.startsWith('ru.beacon.paths./eth/v9/nothing: not a Beacon route')), 'unknown Beacon cost path');
+    ])
+      t.ok(bad.errors.includes(e), e);
+    t.ok(
+      bad.errors.some((e) => e.startsWith('websocket.colour: unknown key')),
+      'unknown websocket key',
+    );
+    t.ok(
+      bad.errors.some((e) => e.startsWith('ru.beacon.paths./eth/v9/nothing: not a Beacon route')),
+      'unknown Beacon cost path',
+    );
   }
 });
 
@@ -232,9 +252,11 @@ ru:
     ]);
   }
   const wildcard = loadConfigText(minimal + 'server: { host: 0.0.0.0, port: 9000 }\nmanagement: { host: 10.0.0.1, port: 9000 }\n');
-  t.same(wildcard.ok ? [] : wildcard.errors, [
-    'management.port: 9000 is also server.port on 0.0.0.0; the management listener needs a port of its own',
-  ], 'a wildcard listener takes the port on every address');
+  t.same(
+    wildcard.ok ? [] : wildcard.errors,
+    ['management.port: 9000 is also server.port on 0.0.0.0; the management listener needs a port of its own'],
+    'a wildcard listener takes the port on every address',
+  );
   for (const [what, extra] of [
     ['two specific addresses may share a port', 'server: { host: 10.0.0.1, port: 9000 }\nmanagement: { host: 127.0.0.1, port: 9000 }\n'],
     ['port 0 is any free port, twice', 'server: { port: 0 }\nmanagement: { port: 0 }\n'],
@@ -243,6 +265,15 @@ ru:
     const ok = loadConfigText(minimal + extra);
     t.same(ok.ok ? [] : ok.errors, [], what);
   }
-  const invalidIds = loadConfigText(two.replace(/chain_id: 1/g, 'chain_id: 0').replace('management: { port: 9000 }', '').replace(/ru:\n.*\n/, ''));
-  t.same(invalidIds.ok ? [] : invalidIds.errors.filter((e) => e.includes('already')), [], 'an out-of-range chain_id is not also called a duplicate');
+  const invalidIds = loadConfigText(
+    two
+      .replace(/chain_id: 1/g, 'chain_id: 0')
+      .replace('management: { port: 9000 }', '')
+      .replace(/ru:\n.*\n/, ''),
+  );
+  t.same(
+    invalidIds.ok ? [] : invalidIds.errors.filter((e) => e.includes('already')),
+    [],
+    'an out-of-range chain_id is not also called a duplicate',
+  );
 });

@@ -18,7 +18,11 @@ interface Block {
 }
 
 async function rpc<T>(anvil: AnvilNode, method: string, params: unknown[] = []): Promise<T> {
-  const res = await fetch(anvil.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const res = await fetch(anvil.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
   const body = (await res.json()) as { result?: T; error?: { message: string } };
   if (body.error) throw new Error(`${method}: ${body.error.message}`);
   return body.result as T;
@@ -57,7 +61,10 @@ interface Answer {
 async function call(node: BeaconNode, path: string, init: { method?: string; body?: unknown; accept?: string } = {}): Promise<Answer> {
   const res = await fetch(node.url + path, {
     method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-    headers: { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...(init.accept ? { accept: init.accept } : {}) },
+    headers: {
+      ...(init.body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(init.accept ? { accept: init.accept } : {}),
+    },
     ...(init.body === undefined ? {} : { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) }),
   });
   const text = await res.text();
@@ -110,8 +117,10 @@ async function openEvents(t: Test, node: BeaconNode, query: string): Promise<Str
 const RANDAO_REVEAL = '0x' + 'ab'.repeat(96);
 
 /** The node's block root and state root of `slot`, by id. */
-const rootOf = async (node: BeaconNode, slot: number | string): Promise<string> => (await call(node, `/eth/v1/beacon/blocks/${slot}/root`)).json.data.root;
-const stateRootOf = async (node: BeaconNode, slot: number | string): Promise<string> => (await call(node, `/eth/v1/beacon/states/${slot}/root`)).json.data.root;
+const rootOf = async (node: BeaconNode, slot: number | string): Promise<string> =>
+  (await call(node, `/eth/v1/beacon/blocks/${slot}/root`)).json.data.root;
+const stateRootOf = async (node: BeaconNode, slot: number | string): Promise<string> =>
+  (await call(node, `/eth/v1/beacon/states/${slot}/root`)).json.data.root;
 const hex = (b: Uint8Array): string => '0x' + Buffer.from(b).toString('hex');
 
 t.test('follows anvil and answers every listed path in the API shapes', async (t) => {
@@ -170,7 +179,8 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     ['GET', '/eth/v2/debug/beacon/heads'],
     ['GET', '/eth/v1/debug/fork_choice'],
   ];
-  const versioned = /\/eth\/v2\/beacon\/blocks\/|\/eth\/v2\/.*attestations|blob_sidecars|\/eth\/v2\/debug\/beacon\/states|\/eth\/v3\/|\/eth\/v2\/beacon\/pool\/|\/eth\/v2\/validator\/aggregate/;
+  const versioned =
+    /\/eth\/v2\/beacon\/blocks\/|\/eth\/v2\/.*attestations|blob_sidecars|\/eth\/v2\/debug\/beacon\/states|\/eth\/v3\/|\/eth\/v2\/beacon\/pool\/|\/eth\/v2\/validator\/aggregate/;
   const answers = new Map<string, Answer>();
   for (const [method, path, body] of cases) {
     const a = await call(node, path, { method, body });
@@ -206,12 +216,19 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
   t.equal(block.proposer_index, header.header.message.proposer_index, 'block and header name one proposer');
   t.equal(block.body.attestations[0].data.slot, '99', 'the block carries the attestation for the slot before');
   t.equal(get('/eth/v1/beacon/blocks/head/root').data.root, header.root);
-  t.equal(get('/eth/v2/beacon/blocks/head').data.message.state_root, get('/eth/v1/beacon/states/head/root').data.root, 'the block names its state');
+  t.equal(
+    get('/eth/v2/beacon/blocks/head').data.message.state_root,
+    get('/eth/v1/beacon/states/head/root').data.root,
+    'the block names its state',
+  );
 
   const fc = get('/eth/v1/beacon/states/head/finality_checkpoints').data;
   t.same(
     [fc.finalized, fc.current_justified],
-    [{ epoch: '1', root: await hash(32) }, { epoch: '2', root: await hash(64) }],
+    [
+      { epoch: '1', root: await hash(32) },
+      { epoch: '2', root: await hash(64) },
+    ],
     'finalized is the start of epoch − 2, justified of epoch − 1',
   );
   t.equal(get('/eth/v1/beacon/states/head/finality_checkpoints').finalized, false, 'head state is not finalized');
@@ -224,24 +241,47 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
   t.equal(get('/eth/v1/beacon/states/head/validator_balances').data.length, 64);
   t.same(validators[0], get('/eth/v1/beacon/states/head/validators/0').data, 'one validator equals its list entry');
   t.same(
-    (await call(node, '/eth/v1/beacon/states/head/validators', { method: 'POST', body: { ids: ['1', '2'] } })).json.data.map((v: { index: string }) => v.index),
+    (await call(node, '/eth/v1/beacon/states/head/validators', { method: 'POST', body: { ids: ['1', '2'] } })).json.data.map(
+      (v: { index: string }) => v.index,
+    ),
     ['1', '2'],
     'POST validators honours ids',
   );
-  t.same((await call(node, '/eth/v1/beacon/states/head/validator_balances', { method: 'POST', body: ['2', '1'] })).json.data.map((v: { index: string }) => v.index), ['1', '2']);
+  t.same(
+    (await call(node, '/eth/v1/beacon/states/head/validator_balances', { method: 'POST', body: ['2', '1'] })).json.data.map(
+      (v: { index: string }) => v.index,
+    ),
+    ['1', '2'],
+  );
   const byQuery = await call(node, `/eth/v1/beacon/states/head/validators?id=1,2&id=${validators[3].validator.pubkey}`);
-  t.same(byQuery.json.data.map((v: { index: string }) => v.index), ['1', '2', '3'], 'validators?id= takes lists, repeats and pubkeys');
+  t.same(
+    byQuery.json.data.map((v: { index: string }) => v.index),
+    ['1', '2', '3'],
+    'validators?id= takes lists, repeats and pubkeys',
+  );
   t.same((await call(node, '/eth/v1/beacon/states/head/validators?status=exited')).json.data, [], 'status filter');
-  t.equal((await call(node, `/eth/v1/beacon/states/head/validators/${validators[7].validator.pubkey}`)).json.data.index, '7', 'validator by pubkey');
+  t.equal(
+    (await call(node, `/eth/v1/beacon/states/head/validators/${validators[7].validator.pubkey}`)).json.data.index,
+    '7',
+    'validator by pubkey',
+  );
 
   const committees = get('/eth/v1/beacon/states/head/committees').data as Array<{ slot: string; validators: string[] }>;
   t.equal(committees.length, 32, 'one committee per slot of the epoch');
-  t.same(committees.flatMap((c) => c.validators).map(Number).sort((a, b) => a - b), Array.from({ length: 64 }, (_, i) => i), 'each validator attests once per epoch');
+  t.same(
+    committees
+      .flatMap((c) => c.validators)
+      .map(Number)
+      .sort((a, b) => a - b),
+    Array.from({ length: 64 }, (_, i) => i),
+    'each validator attests once per epoch',
+  );
   const attester = posted(`/eth/v1/validator/duties/attester/${epoch}`);
   t.equal(attester.data.length, 64);
   for (const d of attester.data as Array<{ validator_index: string; slot: string; validator_committee_index: string }>) {
     const c = committees.find((x) => x.slot === d.slot);
-    if (c?.validators[Number(d.validator_committee_index)] !== d.validator_index) t.fail(`attester duty of ${d.validator_index} disagrees with committees`);
+    if (c?.validators[Number(d.validator_committee_index)] !== d.validator_index)
+      t.fail(`attester duty of ${d.validator_index} disagrees with committees`);
   }
   t.equal(attester.dependent_root, await hash(63), 'attester dependent root: the block before epoch − 1 starts');
   const byGet = get(`/eth/v1/validator/duties/attester/${epoch}?index=0,1,2&index=3`);
@@ -251,11 +291,14 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
     'attester duties by GET ?index= (lists and repeats) are the POST answer for those indices',
   );
   const proposer = get(`/eth/v1/validator/duties/proposer/${epoch}`);
-  t.same(proposer.data.map((d: { slot: string }) => d.slot), Array.from({ length: 32 }, (_, i) => String(96 + i)));
+  t.same(
+    proposer.data.map((d: { slot: string }) => d.slot),
+    Array.from({ length: 32 }, (_, i) => String(96 + i)),
+  );
   t.equal(proposer.data[4].validator_index, header.header.message.proposer_index, 'proposer duty for slot 100 names the header proposer');
   t.equal(proposer.dependent_root, await hash(95));
   const sync = posted(`/eth/v1/validator/duties/sync/${epoch}`).data as Array<{ validator_sync_committee_indices: string[] }>;
-  t.equal(sync.flatMap((d) => d.validator_sync_committee_indices).length, 512, 'the sync committee has the preset\'s 512 seats');
+  t.equal(sync.flatMap((d) => d.validator_sync_committee_indices).length, 512, "the sync committee has the preset's 512 seats");
   t.equal(get('/eth/v1/beacon/states/head/sync_committees').data.validators.length, 512);
   t.match(get('/eth/v1/beacon/states/head/randao').data.randao, /^0x[0-9a-f]{64}$/);
 
@@ -269,9 +312,16 @@ t.test('follows anvil and answers every listed path in the API shapes', async (t
   t.equal(get('/eth/v1/debug/fork_choice').fork_choice_nodes.length, 100 - 32 + 1, 'fork choice from the finalized slot to the head');
   t.equal(get('/eth/v2/debug/beacon/states/head').data.slot, '100');
   t.equal(get('/eth/v2/debug/beacon/states/head').data.latest_execution_payload_header.block_hash, latest.hash);
-  t.match(get('/eth/v1/validator/attestation_data?slot=100&committee_index=0').data, { slot: '100', beacon_block_root: header.root, target: { epoch: '3', root: await hash(96) } });
+  t.match(get('/eth/v1/validator/attestation_data?slot=100&committee_index=0').data, {
+    slot: '100',
+    beacon_block_root: header.root,
+    target: { epoch: '3', root: await hash(96) },
+  });
   const produced = answers.get(`GET /eth/v3/validator/blocks/${slot + 1}?randao_reveal=${RANDAO_REVEAL}`)!;
-  t.match(produced.json, { execution_payload_blinded: false, data: { block: { slot: '101', parent_root: header.root, body: { randao_reveal: RANDAO_REVEAL } } } });
+  t.match(produced.json, {
+    execution_payload_blinded: false,
+    data: { block: { slot: '101', parent_root: header.root, body: { randao_reveal: RANDAO_REVEAL } } },
+  });
   t.equal(produced.headers.get('eth-execution-payload-blinded'), 'false');
 
   for (const [path, body] of [
@@ -297,7 +347,9 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
   const { anvil, node } = await devnet(t);
   await rpc(anvil, 'anvil_mine', ['0x28']);
   // A transfer gives the next block a state root of its own.
-  await rpc(anvil, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
+  await rpc(anvil, 'eth_sendTransaction', [
+    { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
+  ]);
   await rpc(anvil, 'anvil_mine', ['0x1b']);
   await until('head slot 68', () => node.headSlot() === 68);
   const b7 = { hash: await rootOf(node, 7) };
@@ -311,7 +363,11 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
   t.equal(await slotOfHeader(b7.hash), '7', 'block root');
   t.equal(await slotOfHeader(b7.hash.toUpperCase().replace('0X', '0x')), '7', 'block roots in any case');
   t.equal((await call(node, `/eth/v1/beacon/blocks/genesis/root`)).json.data.root, await rootOf(node, 0));
-  t.equal((await call(node, `/eth/v2/beacon/blocks/genesis`)).json.data.message.body.execution_payload.block_hash, (await blockAt(anvil, 0)).hash, 'genesis carries anvil\'s block 0');
+  t.equal(
+    (await call(node, `/eth/v2/beacon/blocks/genesis`)).json.data.message.body.execution_payload.block_hash,
+    (await blockAt(anvil, 0)).hash,
+    "genesis carries anvil's block 0",
+  );
 
   const stateEpoch = async (id: string) => (await call(node, `/eth/v1/beacon/states/${id}/committees`)).json?.data?.[0]?.slot;
   t.equal(await stateEpoch('head'), '64', 'head state is in epoch 2');
@@ -363,14 +419,20 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
       `${init?.method ?? 'GET'} ${path} → ${status} {code, message}`,
     );
   }
-  t.equal((await call(node, '/eth/v1/validator/duties/attester/1', { method: 'PUT' })).headers.get('allow'), 'GET, POST', '405 names the allowed methods');
+  t.equal(
+    (await call(node, '/eth/v1/validator/duties/attester/1', { method: 'PUT' })).headers.get('allow'),
+    'GET, POST',
+    '405 names the allowed methods',
+  );
   t.equal((await call(node, '/eth/v1/validator/duties/sync/1')).headers.get('allow'), 'POST', 'sync duties stay POST only');
 });
 
-t.test('SSZ blocks and states decode with Lodestar\'s types, equal the JSON, and hash to the roots the node names', async (t) => {
+t.test("SSZ blocks and states decode with Lodestar's types, equal the JSON, and hash to the roots the node names", async (t) => {
   const { anvil, node } = await devnet(t);
   // Block 1 carries a transfer, so a payload with a transaction is hashed too.
-  await rpc(anvil, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
+  await rpc(anvil, 'eth_sendTransaction', [
+    { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
+  ]);
   await rpc(anvil, 'anvil_mine', ['0x5']);
   await until('head slot 6', () => node.headSlot() === 6);
   const sszAccept = { accept: 'application/octet-stream' };
@@ -382,13 +444,29 @@ t.test('SSZ blocks and states decode with Lodestar\'s types, equal the JSON, and
     t.equal(res.headers.get('eth-consensus-version'), 'electra');
     const bytes = new Uint8Array(await res.arrayBuffer());
     const signed = ssz.electra.SignedBeaconBlock.deserialize(bytes);
-    t.same(ssz.electra.SignedBeaconBlock.toJson(signed), (await call(node, `/eth/v2/beacon/blocks/${slot}`)).json.data, `block ${slot}: SSZ and JSON are one block`);
+    t.same(
+      ssz.electra.SignedBeaconBlock.toJson(signed),
+      (await call(node, `/eth/v2/beacon/blocks/${slot}`)).json.data,
+      `block ${slot}: SSZ and JSON are one block`,
+    );
     const root = hex(ssz.electra.BeaconBlock.hashTreeRoot(signed.message));
     t.equal(root, await rootOf(node, slot), `block ${slot}: its root is its hash_tree_root`);
-    t.equal(hex(signed.message.parentRoot), slot === 0 ? zero : await rootOf(node, slot - 1), `block ${slot}: parent_root is the parent's root`);
+    t.equal(
+      hex(signed.message.parentRoot),
+      slot === 0 ? zero : await rootOf(node, slot - 1),
+      `block ${slot}: parent_root is the parent's root`,
+    );
     const header = (await call(node, `/eth/v1/beacon/headers/${slot}`)).json.data.header.message;
-    t.equal(header.body_root, hex(ssz.electra.BeaconBlockBody.hashTreeRoot(signed.message.body)), `block ${slot}: the header's body_root is the body's root`);
-    t.equal((await blockAt(anvil, slot)).hash, hex(signed.message.body.executionPayload.blockHash), `block ${slot}: the payload is anvil's block ${slot}`);
+    t.equal(
+      header.body_root,
+      hex(ssz.electra.BeaconBlockBody.hashTreeRoot(signed.message.body)),
+      `block ${slot}: the header's body_root is the body's root`,
+    );
+    t.equal(
+      (await blockAt(anvil, slot)).hash,
+      hex(signed.message.body.executionPayload.blockHash),
+      `block ${slot}: the payload is anvil's block ${slot}`,
+    );
 
     const stateRes = await fetch(`${node.url}/eth/v2/debug/beacon/states/${slot}`, { headers: sszAccept });
     t.equal(stateRes.headers.get('content-type'), 'application/octet-stream', `state ${slot}: SSZ`);
@@ -397,7 +475,13 @@ t.test('SSZ blocks and states decode with Lodestar\'s types, equal the JSON, and
     t.equal(stateRoot, await stateRootOf(node, slot), `state ${slot}: its root is its hash_tree_root`);
     t.equal(hex(signed.message.stateRoot), stateRoot, `block ${slot} names that state`);
     t.same(
-      [state.slot, state.latestBlockHeader.slot, hex(state.latestBlockHeader.parentRoot), hex(state.latestBlockHeader.bodyRoot), hex(state.latestBlockHeader.stateRoot)],
+      [
+        state.slot,
+        state.latestBlockHeader.slot,
+        hex(state.latestBlockHeader.parentRoot),
+        hex(state.latestBlockHeader.bodyRoot),
+        hex(state.latestBlockHeader.stateRoot),
+      ],
       [slot, slot, hex(signed.message.parentRoot), header.body_root, zero],
       `state ${slot}: latest_block_header is its block's, state_root left zero`,
     );
@@ -406,19 +490,32 @@ t.test('SSZ blocks and states decode with Lodestar\'s types, equal the JSON, and
       t.equal(hex(state.stateRoots[slot - 1]!), await stateRootOf(node, slot - 1), `state ${slot}: state_roots too`);
     }
     const payload = signed.message.body.executionPayload;
-    t.equal(hex(state.latestExecutionPayloadHeader.transactionsRoot), hex(ssz.bellatrix.Transactions.hashTreeRoot(payload.transactions)), `state ${slot}: the payload header's transactions_root`);
+    t.equal(
+      hex(state.latestExecutionPayloadHeader.transactionsRoot),
+      hex(ssz.bellatrix.Transactions.hashTreeRoot(payload.transactions)),
+      `state ${slot}: the payload header's transactions_root`,
+    );
   }
   const one = (await call(node, '/eth/v2/beacon/blocks/1')).json.data.message.body.execution_payload.transactions;
   t.match(one, [/^0x02[0-9a-f]+$/], 'block 1 carries the raw signed transfer');
 
   const head = await fetch(`${node.url}/eth/v2/debug/beacon/states/head`, { headers: sszAccept });
   const headState = ssz.electra.BeaconState.deserialize(new Uint8Array(await head.arrayBuffer()));
-  t.same(ssz.electra.BeaconState.toJson(headState), (await call(node, '/eth/v2/debug/beacon/states/head')).json.data, 'the head state: SSZ and JSON are one state');
+  t.same(
+    ssz.electra.BeaconState.toJson(headState),
+    (await call(node, '/eth/v2/debug/beacon/states/head')).json.data,
+    'the head state: SSZ and JSON are one state',
+  );
   t.equal(Number(headState.genesisTime), Number((await blockAt(anvil, 0)).timestamp), 'genesis_time is block 0 timestamp');
 
   const again = Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: sszAccept })).arrayBuffer());
-  t.ok(again.equals(Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/6`, { headers: sszAccept })).arrayBuffer())), 'the same block gives the same bytes');
-  const preferJson = await fetch(`${node.url}/eth/v2/beacon/blocks/head`, { headers: { accept: 'application/octet-stream;q=0.5, application/json' } });
+  t.ok(
+    again.equals(Buffer.from(await (await fetch(`${node.url}/eth/v2/beacon/blocks/6`, { headers: sszAccept })).arrayBuffer())),
+    'the same block gives the same bytes',
+  );
+  const preferJson = await fetch(`${node.url}/eth/v2/beacon/blocks/head`, {
+    headers: { accept: 'application/octet-stream;q=0.5, application/json' },
+  });
   t.match(preferJson.headers.get('content-type'), /^application\/json/, 'JSON when Accept prefers it');
   await preferJson.arrayBuffer();
 });
@@ -438,7 +535,10 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
     const root = await rootOf(node, n);
     expected.push({ event: 'block', slot: String(n), block: root }, { event: 'head', slot: String(n), block: root });
   }
-  for (const [name, stream] of [['comma', commaForm], ['repeated', repeatedForm]] as const) {
+  for (const [name, stream] of [
+    ['comma', commaForm],
+    ['repeated', repeatedForm],
+  ] as const) {
     t.same(
       stream.events.map((e) => ({ event: e.event, slot: e.data.slot, block: e.data.block })),
       expected,
@@ -479,7 +579,8 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
   await rpc(anvil, 'anvil_mine', ['0x3']);
   const newHead = await blockAt(anvil, 'latest');
   await until('reorg seen', () => finality.events.some((e) => e.event === 'chain_reorg'));
-  const payloadHash = async (id: string | number): Promise<string> => (await call(node, `/eth/v2/beacon/blocks/${id}`)).json.data.message.body.execution_payload.block_hash;
+  const payloadHash = async (id: string | number): Promise<string> =>
+    (await call(node, `/eth/v2/beacon/blocks/${id}`)).json.data.message.body.execution_payload.block_hash;
   await until('new head followed', async () => (await payloadHash('head')) === newHead.hash);
   const newHeadRoot = await rootOf(node, 'head');
   // The poll may land between evm_revert and the mining after it: then the reorg's new head is slot 18.

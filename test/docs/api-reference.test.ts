@@ -16,11 +16,19 @@ import { ROUTE_VERBS } from '../../src/server/management.js';
 
 const DOC = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
 
-interface Table { header: string[]; rows: string[][] }
+interface Table {
+  header: string[];
+  rows: string[][];
+}
 
 function cellsOf(line: string): string[] {
   // A `\|` inside a cell is text, not a column border.
-  return line.trim().replace(/^\|/, '').replace(/\|$/, '').split(/(?<!\\)\|/).map((c) => c.trim());
+  return line
+    .trim()
+    .replace(/^\|/, '')
+    .replace(/\|$/, '')
+    .split(/(?<!\\)\|/)
+    .map((c) => c.trim());
 }
 
 /** Every table of the document: its header cells and its rows' cells. */
@@ -53,7 +61,13 @@ const code = (s: string): string => `\`${s}\``;
 
 t.test('the reading of tables', async (t) => {
   t.same(tablesOf('text\n\n| a | b |\n|---|---|\n| `x` | 1 \\| 2 |\n| y | |\n\nmore\n'), [
-    { header: ['a', 'b'], rows: [['`x`', '1 \\| 2'], ['y', '']] },
+    {
+      header: ['a', 'b'],
+      rows: [
+        ['`x`', '1 \\| 2'],
+        ['y', ''],
+      ],
+    },
   ]);
 });
 
@@ -79,7 +93,11 @@ t.test('every Beacon path template has its row, with its verbs and built-in RU',
       t.ok(verbs.includes(route.method), `${route.method} ${template} is listed`);
     }
     t.equal(Number(row!.RU), beaconCost(template, {}, DEFAULTS.ru.beacon_default), `${template} costs what the code charges`);
-    t.equal(row!['priced by'], Object.hasOwn(DEFAULT_BEACON_RU, template) ? 'built-in' : 'default', `${template}: where its price comes from`);
+    t.equal(
+      row!['priced by'],
+      Object.hasOwn(DEFAULT_BEACON_RU, template) ? 'built-in' : 'default',
+      `${template}: where its price comes from`,
+    );
   }
   for (const row of rows) t.ok(templates.has(row.path!.replaceAll('`', '')), `${row.path} is served`);
 });
@@ -105,7 +123,10 @@ t.test('every management route and verb has its row', async (t) => {
   const rows = tableWith('operation', 'verb', 'path');
   for (const [path, verbs] of ROUTE_VERBS) {
     for (const verb of verbs.split(', ')) {
-      t.ok(rows.some((r) => r.path === code(path) && r.verb === verb), `${verb} ${path}`);
+      t.ok(
+        rows.some((r) => r.path === code(path) && r.verb === verb),
+        `${verb} ${path}`,
+      );
     }
   }
   for (const row of rows) {
@@ -114,7 +135,7 @@ t.test('every management route and verb has its row', async (t) => {
   }
 });
 
-t.test('the gateway\'s own paths are named', async (t) => {
+t.test("the gateway's own paths are named", async (t) => {
   for (const path of ['/v1/rpc/public', '/v1/rpc/<API_KEY>', '/healthz', '/readyz', '/eth/v1/events']) {
     t.ok(DOC.includes(code(path)), path);
   }

@@ -26,7 +26,8 @@ function markdownFiles(dir = ROOT): string[] {
 }
 
 /** Directories that exist on one machine only: a document naming one is useless to anyone else. */
-const MACHINE_PATH = /(?:^|[\s`'"(<[=:])((?:\/(?:work|home|tmp|Users|root|mnt|private|var\/folders)\/|file:\/\/|[A-Za-z]:\\)[^\s`'")>\]]*)/g;
+const MACHINE_PATH =
+  /(?:^|[\s`'"(<[=:])((?:\/(?:work|home|tmp|Users|root|mnt|private|var\/folders)\/|file:\/\/|[A-Za-z]:\\)[^\s`'")>\]]*)/g;
 /** A path that climbs out of the folder of the document naming it: `../x`, `../../x`. */
 const CLIMBING_PATH = /(?:^|[\s`'"(<[=])((?:\.\.\/)+[^\s`'")>\]]*)/g;
 const INLINE_LINK = /\]\(\s*<?([^()\s<>]+)>?(?:\s+"[^"]*")?\s*\)/g;
@@ -37,7 +38,11 @@ const FENCE = /^\s{0,3}(```|~~~)/;
 /** The anchor GitHub gives a heading: its text lower-cased, without markup or punctuation, spaces as hyphens. */
 function slugOf(heading: string): string {
   const text = heading.replace(/!?\[([^\]]*)\]\([^)]*\)/g, '$1').replace(/<[^>]+>/g, '');
-  return text.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+  return text
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
 }
 
 /** Every anchor a Markdown text defines: its headings' slugs (repeats numbered as GitHub does) and HTML ids. */
@@ -155,9 +160,13 @@ t.test('no document points outside the repository, and every relative link resol
   for (const file of files) t.same(problemsOf(file, readFileSync(file, 'utf8')), [], relative(ROOT, file));
 });
 
-t.test('config.example.yaml and the systemd unit name no machine\'s folders', async (t) => {
+t.test("config.example.yaml and the systemd unit name no machine's folders", async (t) => {
   for (const name of ['config.example.yaml', join('systemd', 'chaingate.service')]) {
     const text = readFileSync(join(ROOT, name), 'utf8');
-    t.same([...text.matchAll(MACHINE_PATH)].map((m) => m[1]), [], name);
+    t.same(
+      [...text.matchAll(MACHINE_PATH)].map((m) => m[1]),
+      [],
+      name,
+    );
   }
 });

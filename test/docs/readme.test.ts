@@ -46,10 +46,12 @@ t.test('the README keeps what a newcomer needs first', async (t) => {
   t.match(sectionOf(README, 'Run it as a service') ?? '', /systemctl enable --now chaingate/, 'the install steps');
 });
 
-t.test('the README\'s Documentation map links every document of docs/, each once', async (t) => {
+t.test("the README's Documentation map links every document of docs/, each once", async (t) => {
   const map = sectionOf(README, 'Documentation') ?? '';
   const linked = [...map.matchAll(/\]\((docs\/[^)#\s]+\.md)\)/g)].map((m) => m[1]!);
-  const documents = readdirSync(new URL('docs/', ROOT)).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+  const documents = readdirSync(new URL('docs/', ROOT))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`);
   t.ok(documents.length > 0, 'docs/ holds documents');
   t.same([...new Set(linked)].sort(), documents.sort(), 'every document and nothing else');
   t.equal(linked.length, new Set(linked).size, 'each named once');
@@ -67,7 +69,7 @@ t.test('bench/RESULTS.md opens with the current figures and the command that mak
   const titles = readdirSync(new URL('bench/', ROOT))
     .filter((f) => f.endsWith('.mjs'))
     .flatMap((f) => [...read(`bench/${f}`).matchAll(/^export const title = '([^']+)';$/gm)].map((m) => m[1]!));
-  t.ok(titles.length >= 3, 'the bench\'s section titles are found');
+  t.ok(titles.length >= 3, "the bench's section titles are found");
   for (const title of titles) {
     const at = current.indexOf(`\n### ${title}\n`);
     const next = current.indexOf('\n### ', at + 1);

@@ -18,7 +18,11 @@ import { rpc, send } from '../support/rpc.js';
 
 const EVENTS_PATH = '/eth/v1/events';
 
-function endpointFor(g: TestGateway, network: string, ru: number): { ownerId: number; key: string; endpointId: string; managementKey: string } {
+function endpointFor(
+  g: TestGateway,
+  network: string,
+  ru: number,
+): { ownerId: number; key: string; endpointId: string; managementKey: string } {
   const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
   const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, network, 'events', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
@@ -53,88 +57,104 @@ async function fakeChain(t: Test, extra: Record<string, unknown> = {}): Promise<
   return { node, g };
 }
 
-t.test('200 clients over mixed topics: one upstream stream per topic, each client its topics in order, drop and recovery, last leaver closes', async (t) => {
-  const { node, g } = await fakeChain(t);
-  const base = `${g.base}/v1/rpc/public${EVENTS_PATH}`;
-  // Query forms, the topics each asks for, and how many clients use it: 200 in all.
-  const groups: Array<{ query: string; topics: string[]; count: number }> = [
-    { query: 'topics=head', topics: ['head'], count: 50 },
-    { query: 'topics=block', topics: ['block'], count: 40 },
-    { query: 'topics=head,block', topics: ['head', 'block'], count: 40 },
-    { query: 'topics=head&topics=block', topics: ['head', 'block'], count: 40 },
-    { query: 'topics=finalized_checkpoint,head', topics: ['finalized_checkpoint', 'head'], count: 30 },
-  ];
-  const clients: Array<{ stream: EventStream; topics: string[]; group: number }> = [];
-  for (const [group, { query, topics, count }] of groups.entries()) {
-    const opened = await Promise.all(Array.from({ length: count }, () => openEventStream(`${base}?${query}`)));
-    for (const stream of opened) clients.push({ stream, topics, group });
-  }
-  t.teardown(() => {
+t.test(
+  '200 clients over mixed topics: one upstream stream per topic, each client its topics in order, drop and recovery, last leaver closes',
+  async (t) => {
+    const { node, g } = await fakeChain(t);
+    const base = `${g.base}/v1/rpc/public${EVENTS_PATH}`;
+    // Query forms, the topics each asks for, and how many clients use it: 200 in all.
+    const groups: Array<{ query: string; topics: string[]; count: number }> = [
+      { query: 'topics=head', topics: ['head'], count: 50 },
+      { query: 'topics=block', topics: ['block'], count: 40 },
+      { query: 'topics=head,block', topics: ['head', 'block'], count: 40 },
+      { query: 'topics=head&topics=block', topics: ['head', 'block'], count: 40 },
+      { query: 'topics=finalized_checkpoint,head', topics: ['finalized_checkpoint', 'head'], count: 30 },
+    ];
+    const clients: Array<{ stream: EventStream; topics: string[]; group: number }> = [];
+    for (const [group, { query, topics, count }] of groups.entries()) {
+      const opened = await Promise.all(Array.from({ length: count }, () => openEventStream(`${base}?${query}`)));
+      for (const stream of opened) clients.push({ stream, topics, group });
+    }
+    t.teardown(() => {
+      for (const c of clients) c.stream.close();
+    });
+    t.equal(clients.length, 200);
+    t.ok(
+      clients.every((c) => c.stream.status === 200 && c.stream.headers['content-type'] === 'text/event-stream'),
+      'all 200 streams open as text/event-stream',
+    );
+
+    const topics = ['head', 'block', 'finalized_checkpoint'];
+    await until('one upstream stream per topic', () => topics.every((tp) => node.streamsOpen(tp) === 1));
+    t.same(
+      upstreamStreams(node).sort(),
+      topics.map((tp) => `${EVENTS_PATH}?topics=${tp}`).sort(),
+      'the node was asked for exactly one stream per topic, one topic each',
+    );
+
+    // Interleaved across topics; within a topic the node's order is 1, 2, 3, ...
+    node.emit('head', 2);
+    node.emit('block', 3);
+    node.emit('finalized_checkpoint', 1);
+    node.emit('head', 3);
+    node.emit('block', 2);
+    node.emit('finalized_checkpoint', 2);
+    const expected = { head: 5, block: 5, finalized_checkpoint: 3 } as Record<string, number>;
+    const total = (ts: string[]): number => ts.reduce((s, tp) => s + expected[tp]!, 0);
+    await until('every client has its events', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
+    let exact = 0;
+    for (const c of clients) {
+      const names = new Set(c.stream.events.map((e) => e.event));
+      const own = [...names].every((n) => c.topics.includes(n));
+      const inOrder = c.topics.every((tp) => JSON.stringify(numbersOf(c.stream, tp)) === JSON.stringify(range(1, expected[tp]!)));
+      const labelled = c.stream.events.every((e) => (JSON.parse(e.data) as { topic: string }).topic === e.event);
+      if (own && inOrder && labelled && c.stream.events.length === total(c.topics)) exact++;
+      else t.fail(`client of ${groups[c.group]!.query}: ${JSON.stringify(c.stream.events.slice(0, 20))}`);
+    }
+    t.equal(exact, 200, 'each of the 200 clients received exactly its topics, each 1..n in upstream order');
+
+    // The node drops the head stream: the gateway opens it again; no client is dropped, none reconnects.
+    const headClients = clients.filter((c) => c.topics.includes('head'));
+    node.drop('head');
+    await until('the head stream reopened', () => node.streamsOpened('head') === 2 && node.streamsOpen('head') === 1, 5000);
+    t.equal(node.streamsOpened('block'), 1, 'the block stream was not touched');
+    t.equal(node.streamsOpened('finalized_checkpoint'), 1);
+    t.ok(
+      clients.every((c) => !c.stream.ended()),
+      'no client stream ended',
+    );
+    node.emit('head', 4);
+    node.emit('block', 1);
+    expected.head = 9;
+    expected.block = 6;
+    await until('events after the reconnection', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
+    const continued = headClients.filter((c) => JSON.stringify(numbersOf(c.stream, 'head')) === JSON.stringify(range(1, 9))).length;
+    t.equal(continued, headClients.length, `all ${headClients.length} head clients got 1..5 then 6..9 on the stream they opened`);
+    t.ok(
+      clients.every((c) => c.stream.events.length === total(c.topics)),
+      'no duplicates, nothing foreign',
+    );
+    t.equal(upstreamStreams(node).length, 4, 'four upstream streams in all: three, and head once more');
+
+    // The last listeners of finalized_checkpoint leave: its upstream stream closes, head's stays.
+    for (const c of clients.filter((c) => c.group === 4)) c.stream.close();
+    await until('the finalized_checkpoint stream closed', () => node.streamsOpen('finalized_checkpoint') === 0, 5000);
+    t.equal(node.streamsOpen('head'), 1, 'head still has listeners and its stream');
+    t.equal(node.streamsOpen('block'), 1);
+    // block's listeners are groups 1, 2 and 3: all but the last one leaving keeps the stream.
+    const blockClients = clients.filter((c) => c.topics.includes('block'));
+    for (const c of blockClients.slice(1)) c.stream.close();
+    await new Promise((r) => setTimeout(r, 200));
+    t.equal(node.streamsOpen('block'), 1, 'one block listener left: its stream stays');
+    node.emit('block', 1);
+    await until('the last block listener gets block 7', () => numbersOf(blockClients[0]!.stream, 'block').includes(7));
+    blockClients[0]!.stream.close();
+    await until('the block stream closed', () => node.streamsOpen('block') === 0, 5000);
     for (const c of clients) c.stream.close();
-  });
-  t.equal(clients.length, 200);
-  t.ok(clients.every((c) => c.stream.status === 200 && c.stream.headers['content-type'] === 'text/event-stream'), 'all 200 streams open as text/event-stream');
-
-  const topics = ['head', 'block', 'finalized_checkpoint'];
-  await until('one upstream stream per topic', () => topics.every((tp) => node.streamsOpen(tp) === 1));
-  t.same(upstreamStreams(node).sort(), topics.map((tp) => `${EVENTS_PATH}?topics=${tp}`).sort(), 'the node was asked for exactly one stream per topic, one topic each');
-
-  // Interleaved across topics; within a topic the node's order is 1, 2, 3, ...
-  node.emit('head', 2);
-  node.emit('block', 3);
-  node.emit('finalized_checkpoint', 1);
-  node.emit('head', 3);
-  node.emit('block', 2);
-  node.emit('finalized_checkpoint', 2);
-  const expected = { head: 5, block: 5, finalized_checkpoint: 3 } as Record<string, number>;
-  const total = (ts: string[]): number => ts.reduce((s, tp) => s + expected[tp]!, 0);
-  await until('every client has its events', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
-  let exact = 0;
-  for (const c of clients) {
-    const names = new Set(c.stream.events.map((e) => e.event));
-    const own = [...names].every((n) => c.topics.includes(n));
-    const inOrder = c.topics.every((tp) => JSON.stringify(numbersOf(c.stream, tp)) === JSON.stringify(range(1, expected[tp]!)));
-    const labelled = c.stream.events.every((e) => (JSON.parse(e.data) as { topic: string }).topic === e.event);
-    if (own && inOrder && labelled && c.stream.events.length === total(c.topics)) exact++;
-    else t.fail(`client of ${groups[c.group]!.query}: ${JSON.stringify(c.stream.events.slice(0, 20))}`);
-  }
-  t.equal(exact, 200, 'each of the 200 clients received exactly its topics, each 1..n in upstream order');
-
-  // The node drops the head stream: the gateway opens it again; no client is dropped, none reconnects.
-  const headClients = clients.filter((c) => c.topics.includes('head'));
-  node.drop('head');
-  await until('the head stream reopened', () => node.streamsOpened('head') === 2 && node.streamsOpen('head') === 1, 5000);
-  t.equal(node.streamsOpened('block'), 1, 'the block stream was not touched');
-  t.equal(node.streamsOpened('finalized_checkpoint'), 1);
-  t.ok(clients.every((c) => !c.stream.ended()), 'no client stream ended');
-  node.emit('head', 4);
-  node.emit('block', 1);
-  expected.head = 9;
-  expected.block = 6;
-  await until('events after the reconnection', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
-  const continued = headClients.filter((c) => JSON.stringify(numbersOf(c.stream, 'head')) === JSON.stringify(range(1, 9))).length;
-  t.equal(continued, headClients.length, `all ${headClients.length} head clients got 1..5 then 6..9 on the stream they opened`);
-  t.ok(clients.every((c) => c.stream.events.length === total(c.topics)), 'no duplicates, nothing foreign');
-  t.equal(upstreamStreams(node).length, 4, 'four upstream streams in all: three, and head once more');
-
-  // The last listeners of finalized_checkpoint leave: its upstream stream closes, head's stays.
-  for (const c of clients.filter((c) => c.group === 4)) c.stream.close();
-  await until('the finalized_checkpoint stream closed', () => node.streamsOpen('finalized_checkpoint') === 0, 5000);
-  t.equal(node.streamsOpen('head'), 1, 'head still has listeners and its stream');
-  t.equal(node.streamsOpen('block'), 1);
-  // block's listeners are groups 1, 2 and 3: all but the last one leaving keeps the stream.
-  const blockClients = clients.filter((c) => c.topics.includes('block'));
-  for (const c of blockClients.slice(1)) c.stream.close();
-  await new Promise((r) => setTimeout(r, 200));
-  t.equal(node.streamsOpen('block'), 1, 'one block listener left: its stream stays');
-  node.emit('block', 1);
-  await until('the last block listener gets block 7', () => numbersOf(blockClients[0]!.stream, 'block').includes(7));
-  blockClients[0]!.stream.close();
-  await until('the block stream closed', () => node.streamsOpen('block') === 0, 5000);
-  for (const c of clients) c.stream.close();
-  await until('every upstream stream closed', () => topics.every((tp) => node.streamsOpen(tp) === 0), 5000);
-  t.equal(upstreamStreams(node).length, 4, 'no stream was opened for leaving clients');
-});
+    await until('every upstream stream closed', () => topics.every((tp) => node.streamsOpen(tp) === 0), 5000);
+    t.equal(upstreamStreams(node).length, 4, 'no stream was opened for leaving clients');
+  },
+);
 
 t.test('topics: unknown or missing → 400 in the Beacon shape, no upstream stream', async (t) => {
   const { node, g } = await fakeChain(t);
@@ -192,7 +212,7 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
   const last = numbersOf(s2, 'head').at(-1);
   t.ok(s2.text().endsWith(`data: {"topic":"head","n":${last}}\n\n: closed: Insufficient RU balance\n\n`), 'right after its last event');
   t.equal(ledger.available(short.ownerId), 0);
-  t.ok(!s.ended(), 'the other owner\'s stream goes on');
+  t.ok(!s.ended(), "the other owner's stream goes on");
 
   const unknown = await openEventStream(`${g.base}/v1/rpc/${'z'.repeat(32)}${EVENTS_PATH}?topics=head`);
   await until('the 401 ends', () => unknown.ended());
@@ -235,11 +255,22 @@ t.test('the devnet beacon node: evm_mine produces head and block events through 
     const want = direct.events.filter((e) => e.event === topic && after(e));
     t.same(got, want, `${topic}: the gateway's events equal the node's own, byte for byte`);
     const data = got.map((e) => JSON.parse(e.data) as { slot: string; block: string });
-    t.same(data.map((d) => d.slot), [1, 2, 3].map((i) => String(start + i)), `${topic}: slots ${start + 1}..${start + 3}`);
-    t.same(data.map((d) => d.block), hashes, `${topic}: block roots are the node's roots of those slots`);
+    t.same(
+      data.map((d) => d.slot),
+      [1, 2, 3].map((i) => String(start + i)),
+      `${topic}: slots ${start + 1}..${start + 3}`,
+    );
+    t.same(
+      data.map((d) => d.block),
+      hashes,
+      `${topic}: block roots are the node's roots of those slots`,
+    );
   }
   t.equal(viaGateway.events.filter(after).length, 6, 'nothing else arrived');
-  t.ok(viaGateway.events.every((e) => e.event === 'head' || e.event === 'block'), 'only the topics asked for');
+  t.ok(
+    viaGateway.events.every((e) => e.event === 'head' || e.event === 'block'),
+    'only the topics asked for',
+  );
 });
 
 async function untilAsync(what: string, ready: () => Promise<boolean>, ms: number): Promise<void> {
@@ -283,10 +314,14 @@ t.test('two beacon nodes: when the first dies, calls and the event stream go on 
   // While the dead node is still in rotation, a GET sent to it is tried again on the other: no client sees it.
   const statuses = await Promise.all(Array.from({ length: 10 }, () => send('GET', `${base}/eth/v1/node/version`).then((r) => r.status)));
   t.same(statuses, Array(10).fill(200), 'every call right after the death answered');
-  await untilAsync('the dead node out of rotation', async () => {
-    const h = (await send('GET', `${g.base}/healthz`)).json as { chains: Record<string, { upstreams: Array<{ in_rotation: boolean }> }> };
-    return !h.chains['devnet-beacon']!.upstreams[0]!.in_rotation;
-  }, 6000);
+  await untilAsync(
+    'the dead node out of rotation',
+    async () => {
+      const h = (await send('GET', `${g.base}/healthz`)).json as { chains: Record<string, { upstreams: Array<{ in_rotation: boolean }> }> };
+      return !h.chains['devnet-beacon']!.upstreams[0]!.in_rotation;
+    },
+    6000,
+  );
   t.equal((await send('GET', `${base}/eth/v1/node/version`)).status, 200, 'calls answered by the second node');
   await mineUntilHead('after the first node died');
   const slots = heads();
@@ -305,13 +340,24 @@ t.test('two beacon nodes: when the first dies, calls and the event stream go on 
 
 t.test('an upstream stream that cannot be opened: 502 in the Beacon shape after timeout_s, before any event, at no cost', async (t) => {
   const down = await closedPort();
-  const g = await gatewayFor(t, { chains: { 'devnet-beacon': { kind: 'beacon', timeout_s: 1, upstreams: [{ url: `http://127.0.0.1:${down}` }] } } });
+  const g = await gatewayFor(t, {
+    chains: { 'devnet-beacon': { kind: 'beacon', timeout_s: 1, upstreams: [{ url: `http://127.0.0.1:${down}` }] } },
+  });
   const ledger = g.gateway.context.tenancy.ledger;
   const owner = endpointFor(g, 'devnet-beacon', 1000);
-  for (const [who, base] of [['public', `${g.base}/v1/rpc/public`], ['keyed', `${g.base}/v1/rpc/${owner.key}`]] as const) {
+  for (const [who, base] of [
+    ['public', `${g.base}/v1/rpc/public`],
+    ['keyed', `${g.base}/v1/rpc/${owner.key}`],
+  ] as const) {
     const s = await openEventStream(`${base}${EVENTS_PATH}?topics=head,block`);
     await until(`the ${who} answer ends`, () => s.ended());
-    assertBeaconError(t, s, 502, /^Upstream node error: no upstream event stream opened within 1 s \(chains\.devnet-beacon\.timeout_s\)$/, who);
+    assertBeaconError(
+      t,
+      s,
+      502,
+      /^Upstream node error: no upstream event stream opened within 1 s \(chains\.devnet-beacon\.timeout_s\)$/,
+      who,
+    );
     t.equal(s.comments, 0, `${who}: no stream was begun`);
   }
   ledger.flush();
@@ -333,7 +379,13 @@ t.test('the 200 waits for the upstream stream: a node that refuses twice, then s
   t.equal(second.status, 200, 'a client of the open topic gets its 200 at once');
   node.emit('head', 2);
   await until('both have both events', () => first.events.length === 2 && second.events.length === 2);
-  t.same([numbersOf(first, 'head'), numbersOf(second, 'head')], [[1, 2], [1, 2]]);
+  t.same(
+    [numbersOf(first, 'head'), numbersOf(second, 'head')],
+    [
+      [1, 2],
+      [1, 2],
+    ],
+  );
   t.equal(upstreamStreams(node).length, 3, 'no more upstream streams');
 });
 
@@ -348,9 +400,11 @@ t.test('a stream the gateway ends says why in its last line: key revoked, slow c
   });
   t.same([keyed.status, slow.status, steady.status], [200, 200, 200]);
 
-  const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${owner.endpointId}`, undefined, { authorization: `Bearer ${owner.managementKey}` });
+  const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${owner.endpointId}`, undefined, {
+    authorization: `Bearer ${owner.managementKey}`,
+  });
   t.equal(deleted.status, 200);
-  await until('the revoked key\'s stream ends', () => keyed.ended());
+  await until("the revoked key's stream ends", () => keyed.ended());
   t.equal(keyed.lastComment, ': closed: API key revoked');
 
   // A client that stops reading: 64 KB events until the gateway holds more than 1 KiB for it and cuts it.

@@ -35,7 +35,13 @@ type Init = { responseWireFormat: WireFormat };
  * A GET route of the specification that today's client has dropped: the current route's request
  * and meta codecs where they still fit, with the older data type.
  */
-function olderRoute(url: string, from: Request, writeReq: (args: never) => unknown, data: Type<unknown>, meta: Request['resp']['meta']): Request {
+function olderRoute(
+  url: string,
+  from: Request,
+  writeReq: (args: never) => unknown,
+  data: Type<unknown>,
+  meta: Request['resp']['meta'],
+): Request {
   return {
     ...from,
     url,
@@ -59,10 +65,12 @@ const DepositSnapshot = new ContainerType(
   { jsonCase: 'eth2' },
 );
 
-t.test('Lodestar\'s API client reads every GET path of the allowlist through the gateway, and every value decodes', async (t) => {
+t.test("Lodestar's API client reads every GET path of the allowlist through the gateway, and every value decodes", async (t) => {
   const { anvil, node, g } = await devnetBeacon(t);
   // A transfer, so block 1 has a transaction, then slots enough for finality and every duty epoch.
-  await rpc(anvil.url, 'eth_sendTransaction', [{ from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' }]);
+  await rpc(anvil.url, 'eth_sendTransaction', [
+    { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
+  ]);
   await rpc(anvil.url, 'anvil_mine', ['0x63']);
   await until('the beacon node at slot 100', () => node.headSlot() === 100, 15_000);
   const baseUrl = `${g.base}/devnet-beacon/v1/rpc/public`;
@@ -71,7 +79,7 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
   const bootstrap = getClient({ baseUrl }, { config: createChainForkConfig(defaultChainConfig) });
   const spec = (await bootstrap.config.getSpec()).value();
   const config = createChainForkConfig(chainConfigFromJson(spec));
-  t.equal(config.getForkName(0), 'electra', 'the devnet\'s config: Electra from genesis');
+  t.equal(config.getForkName(0), 'electra', "the devnet's config: Electra from genesis");
   const api = getClient({ baseUrl }, { config });
 
   const defs = {
@@ -82,32 +90,81 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
   const noMeta = defs.beacon.getGenesis.resp.meta as Request['resp']['meta'];
   const optimisticFinalized = defs.beacon.getBlockRoot.resp.meta as Request['resp']['meta'];
   const older = {
-    blockAttestations: olderRoute('/eth/v1/beacon/blocks/{block_id}/attestations', defs.beacon.getBlockAttestationsV2 as unknown as Request,
-      ({ blockId }: { blockId: string }) => ({ params: { block_id: blockId } }), new ListCompositeType(ssz.phase0.Attestation, 128), optimisticFinalized),
-    depositSnapshot: olderRoute('/eth/v1/beacon/deposit_snapshot', defs.beacon.getGenesis as unknown as Request, () => ({}), DepositSnapshot, noMeta),
-    attesterDutiesByGet: olderRoute('/eth/v1/validator/duties/attester/{epoch}', defs.validator.getAttesterDuties as unknown as Request,
+    blockAttestations: olderRoute(
+      '/eth/v1/beacon/blocks/{block_id}/attestations',
+      defs.beacon.getBlockAttestationsV2 as unknown as Request,
+      ({ blockId }: { blockId: string }) => ({ params: { block_id: blockId } }),
+      new ListCompositeType(ssz.phase0.Attestation, 128),
+      optimisticFinalized,
+    ),
+    depositSnapshot: olderRoute(
+      '/eth/v1/beacon/deposit_snapshot',
+      defs.beacon.getGenesis as unknown as Request,
+      () => ({}),
+      DepositSnapshot,
+      noMeta,
+    ),
+    attesterDutiesByGet: olderRoute(
+      '/eth/v1/validator/duties/attester/{epoch}',
+      defs.validator.getAttesterDuties as unknown as Request,
       ({ epoch, indices }: { epoch: number; indices: number[] }) => ({ params: { epoch }, query: { index: indices } }),
-      defs.validator.getAttesterDuties.resp.data as Type<unknown>, defs.validator.getAttesterDuties.resp.meta as Request['resp']['meta']),
-    aggregateV1: olderRoute('/eth/v1/validator/aggregate_attestation', defs.validator.getAggregatedAttestationV2 as unknown as Request,
-      ({ root, slot }: { root: string; slot: number }) => ({ query: { attestation_data_root: root, slot } }), ssz.phase0.Attestation, noMeta),
-    poolAttestationsV1: olderRoute('/eth/v1/beacon/pool/attestations', defs.beacon.getPoolAttestationsV2 as unknown as Request,
-      () => ({ query: {} }), new ListCompositeType(ssz.phase0.Attestation, 1024), noMeta),
-    poolAttesterSlashingsV1: olderRoute('/eth/v1/beacon/pool/attester_slashings', defs.beacon.getPoolAttesterSlashingsV2 as unknown as Request,
-      () => ({}), new ListCompositeType(ssz.phase0.AttesterSlashing, 1024), noMeta),
+      defs.validator.getAttesterDuties.resp.data as Type<unknown>,
+      defs.validator.getAttesterDuties.resp.meta as Request['resp']['meta'],
+    ),
+    aggregateV1: olderRoute(
+      '/eth/v1/validator/aggregate_attestation',
+      defs.validator.getAggregatedAttestationV2 as unknown as Request,
+      ({ root, slot }: { root: string; slot: number }) => ({ query: { attestation_data_root: root, slot } }),
+      ssz.phase0.Attestation,
+      noMeta,
+    ),
+    poolAttestationsV1: olderRoute(
+      '/eth/v1/beacon/pool/attestations',
+      defs.beacon.getPoolAttestationsV2 as unknown as Request,
+      () => ({ query: {} }),
+      new ListCompositeType(ssz.phase0.Attestation, 1024),
+      noMeta,
+    ),
+    poolAttesterSlashingsV1: olderRoute(
+      '/eth/v1/beacon/pool/attester_slashings',
+      defs.beacon.getPoolAttesterSlashingsV2 as unknown as Request,
+      () => ({}),
+      new ListCompositeType(ssz.phase0.AttesterSlashing, 1024),
+      noMeta,
+    ),
     // The specification's table lists this pool by GET; the Beacon API only ever defined its POST.
-    poolSyncCommittees: olderRoute('/eth/v1/beacon/pool/sync_committees', defs.beacon.getPoolVoluntaryExits as unknown as Request,
-      () => ({}), new ListCompositeType(ssz.altair.SyncCommitteeMessage, 1024), noMeta),
+    poolSyncCommittees: olderRoute(
+      '/eth/v1/beacon/pool/sync_committees',
+      defs.beacon.getPoolVoluntaryExits as unknown as Request,
+      () => ({}),
+      new ListCompositeType(ssz.altair.SyncCommitteeMessage, 1024),
+      noMeta,
+    ),
   };
   const readOlder = (r: Request, args: unknown) => (init: Init) => api.httpClient.request(r as never, args as never, init);
 
   // Something in each pool that has a type on both sides, submitted with the client as a validator would.
   const sig = new Uint8Array(96).fill(0xab);
   for (const [pool, submitted] of [
-    ['voluntary_exits', await api.beacon.submitPoolVoluntaryExit({ signedVoluntaryExit: { message: { epoch: 1, validatorIndex: 3 }, signature: sig } })],
+    [
+      'voluntary_exits',
+      await api.beacon.submitPoolVoluntaryExit({ signedVoluntaryExit: { message: { epoch: 1, validatorIndex: 3 }, signature: sig } }),
+    ],
     ['proposer_slashings', await api.beacon.submitPoolProposerSlashings({ proposerSlashing: ssz.phase0.ProposerSlashing.defaultValue() })],
-    ['bls_to_execution_changes', await api.beacon.submitPoolBLSToExecutionChange({ blsToExecutionChanges: [ssz.capella.SignedBLSToExecutionChange.defaultValue()] })],
-    ['v2 attester_slashings', await api.beacon.submitPoolAttesterSlashingsV2({ attesterSlashing: ssz.electra.AttesterSlashing.defaultValue() })],
-    ['sync_committees', await api.beacon.submitPoolSyncCommitteeSignatures({ signatures: [{ slot: 99, beaconBlockRoot: new Uint8Array(32), validatorIndex: 1, signature: sig }] })],
+    [
+      'bls_to_execution_changes',
+      await api.beacon.submitPoolBLSToExecutionChange({ blsToExecutionChanges: [ssz.capella.SignedBLSToExecutionChange.defaultValue()] }),
+    ],
+    [
+      'v2 attester_slashings',
+      await api.beacon.submitPoolAttesterSlashingsV2({ attesterSlashing: ssz.electra.AttesterSlashing.defaultValue() }),
+    ],
+    [
+      'sync_committees',
+      await api.beacon.submitPoolSyncCommitteeSignatures({
+        signatures: [{ slot: 99, beaconBlockRoot: new Uint8Array(32), validatorIndex: 1, signature: sig }],
+      }),
+    ],
   ] as const) {
     t.equal(submitted.status, 200, `POST pool ${pool}: submitted`);
   }
@@ -135,7 +192,8 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
     '/eth/v1/beacon/states/{state_id}/fork': (init) => api.beacon.getStateFork({ stateId: 'head' }, init),
     '/eth/v1/beacon/states/{state_id}/finality_checkpoints': (init) => api.beacon.getStateFinalityCheckpoints({ stateId: 'head' }, init),
     '/eth/v1/beacon/states/{state_id}/validators': (init) => api.beacon.getStateValidators({ stateId: 'head' }, init),
-    '/eth/v1/beacon/states/{state_id}/validators/{validator_id}': (init) => api.beacon.getStateValidator({ stateId: 'head', validatorId: 5 }, init),
+    '/eth/v1/beacon/states/{state_id}/validators/{validator_id}': (init) =>
+      api.beacon.getStateValidator({ stateId: 'head', validatorId: 5 }, init),
     '/eth/v1/beacon/states/{state_id}/validator_balances': (init) => api.beacon.getStateValidatorBalances({ stateId: 'head' }, init),
     '/eth/v1/beacon/states/{state_id}/committees': (init) => api.beacon.getEpochCommittees({ stateId: 'head' }, init),
     '/eth/v1/beacon/states/{state_id}/sync_committees': (init) => api.beacon.getEpochSyncCommittees({ stateId: 'head' }, init),
@@ -149,7 +207,8 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
     '/eth/v1/validator/aggregate_attestation': readOlder(older.aggregateV1, { root: '0x' + '11'.repeat(32), slot: 100 }),
     '/eth/v1/validator/sync_committee_contribution': (init) =>
       api.validator.produceSyncCommitteeContribution({ slot: 100, subcommitteeIndex: 1, beaconBlockRoot: headRoot }, init),
-    '/eth/v3/validator/blocks/{slot}': (init) => api.validator.produceBlockV3({ slot: 101, randaoReveal: reveal, graffiti: 'lodestar client test' }, init),
+    '/eth/v3/validator/blocks/{slot}': (init) =>
+      api.validator.produceBlockV3({ slot: 101, randaoReveal: reveal, graffiti: 'lodestar client test' }, init),
     '/eth/v2/validator/aggregate_attestation': (init) =>
       api.validator.getAggregatedAttestationV2({ attestationDataRoot: new Uint8Array(32).fill(0x11), slot: 100, committeeIndex: 0 }, init),
     '/eth/v1/beacon/pool/attestations': readOlder(older.poolAttestationsV1, {}),
@@ -166,8 +225,15 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
   };
 
   const allowedGets = BEACON_ROUTES.filter((r) => r.method === 'GET' && r.template !== EVENTS_TEMPLATE).map((r) => r.template);
-  t.same(Object.keys(reads).sort(), [...allowedGets].sort(), 'one read for every GET path of the allowlist (the event stream is read below)');
-  t.ok([...SSZ_PATHS].every((p) => allowedGets.includes(p)), 'every SSZ path is allowlisted');
+  t.same(
+    Object.keys(reads).sort(),
+    [...allowedGets].sort(),
+    'one read for every GET path of the allowlist (the event stream is read below)',
+  );
+  t.ok(
+    [...SSZ_PATHS].every((p) => allowedGets.includes(p)),
+    'every SSZ path is allowlisted',
+  );
 
   const values = new Map<string, unknown>();
   for (const [template, read] of Object.entries(reads)) {
@@ -197,7 +263,11 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
   const stateRoot = (await api.beacon.getStateRoot({ stateId: 'head' })).value().root;
   t.same(ssz.electra.BeaconState.hashTreeRoot(state), stateRoot, 'the head state (SSZ) hashes to its root');
   t.same(state.blockRoots[99], (await api.beacon.getBlockRoot({ blockId: 99 })).value().root, 'the state holds the real block roots');
-  t.equal((values.get('/eth/v1/beacon/pool/voluntary_exits') as Array<{ message: { validatorIndex: number } }>)[0]?.message.validatorIndex, 3, 'the submitted exit reads back');
+  t.equal(
+    (values.get('/eth/v1/beacon/pool/voluntary_exits') as Array<{ message: { validatorIndex: number } }>)[0]?.message.validatorIndex,
+    3,
+    'the submitted exit reads back',
+  );
 
   // GET /eth/v1/events: the client's own event stream, each event parsed by its type.
   const controller = new AbortController();
@@ -218,5 +288,8 @@ t.test('Lodestar\'s API client reads every GET path of the allowlist through the
   }
   controller.abort();
   t.same(errors, [], 'every event parsed');
-  t.ok(events.some((e) => e.type === 'block') && events.every((e) => e.slot > 100), `head and block events of new slots (${events.length})`);
+  t.ok(
+    events.some((e) => e.type === 'block') && events.every((e) => e.slot > 100),
+    `head and block events of new slots (${events.length})`,
+  );
 });

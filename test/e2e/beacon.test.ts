@@ -24,8 +24,12 @@ import { post, rpc } from '../support/rpc.js';
 
 /** Response headers the gateway passes through from the node. */
 const PASSED_HEADERS = [
-  'content-type', 'eth-consensus-version', 'eth-execution-payload-blinded', 'eth-execution-payload-value',
-  'eth-consensus-block-value', 'eth-execution-payload-included',
+  'content-type',
+  'eth-consensus-version',
+  'eth-execution-payload-blinded',
+  'eth-execution-payload-value',
+  'eth-consensus-block-value',
+  'eth-execution-payload-included',
 ] as const;
 
 interface Answer {
@@ -38,7 +42,10 @@ interface Answer {
  * One request with the path sent byte for byte as given (no URL normalisation, unlike fetch), the body
  * read whole. `agent: false`: a fresh connection each time, since refusals close theirs.
  */
-function call(url: string, opts: { method?: string; path?: string; body?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
+function call(
+  url: string,
+  opts: { method?: string; path?: string; body?: string; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const headers: Record<string, string> = { ...opts.headers };
@@ -47,7 +54,14 @@ function call(url: string, opts: { method?: string; path?: string; body?: string
       headers['content-length'] = String(Buffer.byteLength(opts.body));
     }
     const req = httpRequest(
-      { host: u.hostname, port: u.port, method: opts.method ?? 'GET', path: opts.path ?? `${u.pathname}${u.search}`, headers, agent: false },
+      {
+        host: u.hostname,
+        port: u.port,
+        method: opts.method ?? 'GET',
+        path: opts.path ?? `${u.pathname}${u.search}`,
+        headers,
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -111,7 +125,13 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   const stateRoot = (await nodeJson<{ root: string }>(node, '/eth/v1/beacon/states/head/root')).root;
   const pubkey = (await nodeJson<{ validator: { pubkey: string } }>(node, '/eth/v1/beacon/states/head/validators/3')).validator.pubkey;
 
-  const ids: Record<string, string> = { '{state_id}': 'head', '{block_id}': 'head', '{validator_id}': '0', '{epoch}': '3', '{slot}': String(head + 1) };
+  const ids: Record<string, string> = {
+    '{state_id}': 'head',
+    '{block_id}': 'head',
+    '{validator_id}': '0',
+    '{epoch}': '3',
+    '{slot}': String(head + 1),
+  };
   const queries: Record<string, string> = {
     '/eth/v1/validator/attestation_data': `?slot=${head}&committee_index=0`,
     '/eth/v1/validator/aggregate_attestation': `?attestation_data_root=${DATA_ROOT}&slot=${head}`,
@@ -136,13 +156,14 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   const covered = new Set<string>();
   for (const { method, template } of BEACON_ROUTES) {
     if (template === EVENTS_TEMPLATE) continue; // a stream, not an answer: beacon-events.test.ts
-    const path = template.replace(/\{[a-z_]+\}/g, (p) => ids[p]!) + (method === 'GET' ? queries[template] ?? '' : '');
-    const body = method === 'GET' ? undefined : bodies[template] ?? (listPools.test(template) ? `[${poolItem}]` : poolItem);
+    const path = template.replace(/\{[a-z_]+\}/g, (p) => ids[p]!) + (method === 'GET' ? (queries[template] ?? '') : '');
+    const body = method === 'GET' ? undefined : (bodies[template] ?? (listPools.test(template) ? `[${poolItem}]` : poolItem));
     cases.push({ method, path, ...(body !== undefined ? { body } : {}) });
     covered.add(`${method} ${template}`);
   }
   // Each form of each path parameter once, beyond the `head` / index / decimal forms above.
-  for (const id of ['genesis', 'finalized', 'justified', '64', stateRoot]) cases.push({ method: 'GET', path: `/eth/v1/beacon/states/${id}/finality_checkpoints` });
+  for (const id of ['genesis', 'finalized', 'justified', '64', stateRoot])
+    cases.push({ method: 'GET', path: `/eth/v1/beacon/states/${id}/finality_checkpoints` });
   for (const id of ['genesis', 'finalized', '64', blockRoot]) cases.push({ method: 'GET', path: `/eth/v1/beacon/headers/${id}` });
   cases.push({ method: 'GET', path: `/eth/v1/beacon/states/head/validators/${pubkey}` });
   // A slot the node has not reached: the node's own 404 passes through untouched.
@@ -162,18 +183,25 @@ t.test('every listed path answers through the gateway, public and keyed, exactly
   const statuses: Record<number, number> = {};
   let ssz = 0;
   for (const c of cases) {
-    const opts = { method: c.method, ...(c.body !== undefined ? { body: c.body } : {}), ...(c.accept ? { headers: { accept: c.accept } } : {}) };
+    const opts = {
+      method: c.method,
+      ...(c.body !== undefined ? { body: c.body } : {}),
+      ...(c.accept ? { headers: { accept: c.accept } } : {}),
+    };
     const direct = await call(node.url + c.path, opts);
     statuses[direct.status] = (statuses[direct.status] ?? 0) + 1;
     for (const [name, base] of Object.entries(via)) {
       const gw = await call(base + c.path, opts);
       const what = `${c.method} ${c.path.slice(0, 90)}${c.accept ? ' (SSZ)' : ''} ${name}`;
       if (gw.status !== direct.status || !gw.body.equals(direct.body)) {
-        t.fail(`${what}: gateway ${gw.status} ${gw.body.length} bytes, node ${direct.status} ${direct.body.length} bytes`, { gateway: gw.body.toString().slice(0, 300) });
+        t.fail(`${what}: gateway ${gw.status} ${gw.body.length} bytes, node ${direct.status} ${direct.body.length} bytes`, {
+          gateway: gw.body.toString().slice(0, 300),
+        });
         continue;
       }
       const differing = PASSED_HEADERS.filter((h) => gw.headers[h] !== direct.headers[h]);
-      if (differing.length > 0) t.fail(`${what}: headers differ: ${differing.map((h) => `${h} ${gw.headers[h]} vs ${direct.headers[h]}`).join(', ')}`);
+      if (differing.length > 0)
+        t.fail(`${what}: headers differ: ${differing.map((h) => `${h} ${gw.headers[h]} vs ${direct.headers[h]}`).join(', ')}`);
       else t.pass(`${what}: ${gw.status}, ${gw.body.length} bytes, ${gw.headers['content-type'] ?? 'no content-type'}`);
     }
     if (c.accept) {
@@ -201,12 +229,18 @@ t.test('chain kinds: a Beacon path on an evm chain and JSON-RPC to a beacon chai
   t.equal(onDefault.status, 404, 'the default chain is the evm one: a Beacon path there is 404 too');
   t.match(onDefault.body.toString(), /evm chain/);
 
-  const jsonRpc = await post(`${g.base}/devnet-beacon/v1/rpc/public`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }));
+  const jsonRpc = await post(
+    `${g.base}/devnet-beacon/v1/rpc/public`,
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }),
+  );
   t.equal(jsonRpc.status, 404, 'JSON-RPC POST to a beacon chain root');
   t.same(Object.keys(jsonRpc.json as object).sort(), ['code', 'message']);
   t.match(jsonRpc.json, { code: 404, message: /'devnet-beacon' is a beacon chain/ });
   const keyed = endpointFor(g, 'devnet-beacon', 1000);
-  const keyedRpc = await post(`${g.base}/devnet-beacon/v1/rpc/${keyed.key}`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }));
+  const keyedRpc = await post(
+    `${g.base}/devnet-beacon/v1/rpc/${keyed.key}`,
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }),
+  );
   t.equal(keyedRpc.status, 404, 'keyed JSON-RPC POST to a beacon chain root');
   t.match(keyedRpc.json, { code: 404 });
   // The evm chain itself still serves JSON-RPC beside it.
@@ -216,7 +250,7 @@ t.test('chain kinds: a Beacon path on an evm chain and JSON-RPC to a beacon chai
   const named = await call(`${g.base}/devnet-beacon/v1/rpc/${keyed.key}/eth/v1/node/version`);
   t.equal(named.status, 200, 'a beacon key with the chain named in the path');
   const unnamed = await call(`${g.base}/v1/rpc/${keyed.key}/eth/v1/node/version`);
-  t.equal(unnamed.status, 200, 'a beacon key without a chain named: its endpoint\'s network serves it');
+  t.equal(unnamed.status, 200, "a beacon key without a chain named: its endpoint's network serves it");
 });
 
 t.test('refusals answer in the Beacon shape and never reach the node; query strings do', async (t) => {
@@ -292,14 +326,23 @@ t.test('refusals answer in the Beacon shape and never reach the node; query stri
     const a = await call(g.base, { method, path: prefixes.keyed + target, ...(method === 'POST' ? { body: '["1"]' } : {}) });
     t.equal(a.status, 200, `${target}: forwarded`);
     t.same(json(a), { data: { method, target } }, `${target}: the node's answer, untouched`);
-    t.same(forwarded(node).slice(before).map((r) => `${r.method} ${r.target}`), [`${method} ${target}`], `${target}: the node saw exactly this request`);
+    t.same(
+      forwarded(node)
+        .slice(before)
+        .map((r) => `${r.method} ${r.target}`),
+      [`${method} ${target}`],
+      `${target}: the node saw exactly this request`,
+    );
   }
 });
 
 t.test('a Beacon POST body over server.max_body_bytes is 413 in the Beacon shape and never reaches the node', async (t) => {
   const node = await fakeBeacon(t);
   const max = 1024;
-  const g = await gatewayFor(t, { server: { max_body_bytes: max }, chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } } });
+  const g = await gatewayFor(t, {
+    server: { max_body_bytes: max },
+    chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
+  });
   const path = '/v1/rpc/public/eth/v1/beacon/states/head/validator_balances';
   const body = (size: number): string => `["${'1'.repeat(size - 4)}"]`;
   const over = await call(g.base, { method: 'POST', path, body: body(max + 1) });
@@ -307,7 +350,10 @@ t.test('a Beacon POST body over server.max_body_bytes is 413 in the Beacon shape
   t.same(forwarded(node), [], 'the node never saw it');
   const at = await call(g.base, { method: 'POST', path, body: body(max) });
   t.equal(at.status, 200, 'a body of exactly the limit is forwarded');
-  t.same(forwarded(node).map((r) => `${r.method} ${r.target}`), ['POST /eth/v1/beacon/states/head/validator_balances']);
+  t.same(
+    forwarded(node).map((r) => `${r.method} ${r.target}`),
+    ['POST /eth/v1/beacon/states/head/validator_balances'],
+  );
 });
 
 function rssOf(pid: number): number {
@@ -326,7 +372,10 @@ t.test('a 200 MB debug state streams through the daemon: every byte arrives, RSS
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-beacon-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const cfg = join(dir, 'config.yaml');
-  writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${dir}/db.sqlite }\nchains:\n  devnet-beacon:\n    kind: beacon\n    upstreams: [{ url: "${node.url}" }]\n`);
+  writeFileSync(
+    cfg,
+    `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${dir}/db.sqlite }\nchains:\n  devnet-beacon:\n    kind: beacon\n    upstreams: [{ url: "${node.url}" }]\n`,
+  );
   const { child, port } = await startDaemon(t, cfg);
   const base = `http://127.0.0.1:${port}/v1/rpc/public`;
   // Warm up, so the baseline holds what every request needs.
@@ -338,7 +387,9 @@ t.test('a 200 MB debug state streams through the daemon: every byte arrives, RSS
     const req = httpRequest(`${base}/eth/v2/debug/beacon/states/head`, { agent: false }, (res) => {
       let bytes = 0;
       res.on('data', (d: Buffer) => (bytes += d.length));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, type: res.headers['content-type'], version: res.headers['eth-consensus-version'] }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, bytes, type: res.headers['content-type'], version: res.headers['eth-consensus-version'] }),
+      );
       res.on('error', reject);
     });
     req.on('error', reject);
@@ -351,7 +402,10 @@ t.test('a 200 MB debug state streams through the daemon: every byte arrives, RSS
   t.equal(got.type, 'application/json');
   t.equal(got.version, 'electra');
   const growth = peak - baseline;
-  t.ok(growth <= 64 * 1024 * 1024, `daemon RSS grew by ${(growth / 1048576).toFixed(1)} MB (baseline ${(baseline / 1048576).toFixed(1)} MB) for a 200 MB answer`);
+  t.ok(
+    growth <= 64 * 1024 * 1024,
+    `daemon RSS grew by ${(growth / 1048576).toFixed(1)} MB (baseline ${(baseline / 1048576).toFixed(1)} MB) for a 200 MB answer`,
+  );
 });
 
 t.test('a node that cannot be reached, or hangs past timeout_s, gives 502 in the Beacon shape', async (t) => {
@@ -372,7 +426,10 @@ t.test('a node that cannot be reached, or hangs past timeout_s, gives 502 in the
   const took = performance.now() - started;
   assertBeaconError(t, slow, 502, 'Upstream node error', 'hang past timeout_s');
   t.ok(took >= 900 && took < 3000, `abandoned after about 1 s (${Math.round(took)} ms)`);
-  t.ok(hanging.requests.slice(before).some((r) => r.startsWith('GET /eth/v2/beacon/blocks/head HTTP/1.1')), 'the hanging node did get the request');
+  t.ok(
+    hanging.requests.slice(before).some((r) => r.startsWith('GET /eth/v2/beacon/blocks/head HTTP/1.1')),
+    'the hanging node did get the request',
+  );
 });
 
 t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon shape', async (t) => {
@@ -413,12 +470,16 @@ t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon s
     const extraMiB = surcharged.has(path) ? Math.ceil((a.body.length - 1_048_576) / 1_048_576) : 0;
     if (surcharged.has(path)) t.ok(extraMiB > 0, `${path}: ${a.body.length} bytes, over 1 MiB`);
     else t.ok(a.body.length < 1_048_576, `${path}: under 1 MiB, so no size surcharge`);
-    t.equal(before - ledger.available(rich.ownerId), ru * (1 + extraMiB), `${path} costs ${ru} RU${extraMiB ? ` and ${extraMiB} × ${ru} for its size` : ''}`);
+    t.equal(
+      before - ledger.available(rich.ownerId),
+      ru * (1 + extraMiB),
+      `${path} costs ${ru} RU${extraMiB ? ` and ${extraMiB} × ${ru} for its size` : ''}`,
+    );
     spent += ru * (1 + extraMiB);
   }
   const posted = ledger.available(rich.ownerId);
   t.equal((await call(`${base}/eth/v1/beacon/states/head/validators`, { method: 'POST', body: '{"ids":["1"]}' })).status, 200);
-  t.equal(posted - ledger.available(rich.ownerId), 500, 'the POST form of validators has the GET form\'s price');
+  t.equal(posted - ledger.available(rich.ownerId), 500, "the POST form of validators has the GET form's price");
   const refusedFree = ledger.available(rich.ownerId);
   t.equal((await call(`${base}/eth/v1/beacon/states/bad/root`)).status, 400);
   t.equal(ledger.available(rich.ownerId), refusedFree, 'a refused call costs nothing');
@@ -453,10 +514,32 @@ t.test('402 and the key check refuse before the node, counted by a fake node', a
   const node = await fakeBeacon(t);
   const g = await gatewayFor(t, { chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } } });
   const poor = endpointFor(g, 'devnet-beacon', 499);
-  assertBeaconError(t, await call(`${g.base}/v1/rpc/${poor.key}/eth/v2/debug/beacon/states/head`), 402, 'Insufficient RU balance', 'debug state with 499 RU');
-  assertBeaconError(t, await call(`${g.base}/v1/rpc/${poor.key}/eth/v2/beacon/blocks/head`), 402, 'Insufficient RU balance', 'v2 block with 499 RU');
-  assertBeaconError(t, await call(`${g.base}/v1/rpc/${'y'.repeat(32)}/eth/v1/config/spec`), 401, 'Missing or invalid API key', 'unknown key');
+  assertBeaconError(
+    t,
+    await call(`${g.base}/v1/rpc/${poor.key}/eth/v2/debug/beacon/states/head`),
+    402,
+    'Insufficient RU balance',
+    'debug state with 499 RU',
+  );
+  assertBeaconError(
+    t,
+    await call(`${g.base}/v1/rpc/${poor.key}/eth/v2/beacon/blocks/head`),
+    402,
+    'Insufficient RU balance',
+    'v2 block with 499 RU',
+  );
+  assertBeaconError(
+    t,
+    await call(`${g.base}/v1/rpc/${'y'.repeat(32)}/eth/v1/config/spec`),
+    401,
+    'Missing or invalid API key',
+    'unknown key',
+  );
   t.same(forwarded(node), [], 'no refused call reached the node');
   t.equal((await call(`${g.base}/v1/rpc/${poor.key}/eth/v1/beacon/blocks/head/root`)).status, 200);
-  t.same(forwarded(node).map((r) => r.target), ['/eth/v1/beacon/blocks/head/root'], 'an affordable call did');
+  t.same(
+    forwarded(node).map((r) => r.target),
+    ['/eth/v1/beacon/blocks/head/root'],
+    'an affordable call did',
+  );
 });

@@ -35,7 +35,14 @@ async function waitForHead(t: Test, g: TestGateway, head: number): Promise<void>
   t.equal(headOf(chain), head, `the gateway knows the head ${head}`);
 }
 
-interface Setup { g: TestGateway; proxy: CountingProxy; nodeUrl: string; url: string; ownerId: number; txHash: string }
+interface Setup {
+  g: TestGateway;
+  proxy: CountingProxy;
+  nodeUrl: string;
+  url: string;
+  ownerId: number;
+  txHash: string;
+}
 
 /** anvil with a transfer in block 1 and HEAD blocks in all, the proxy, and the gateway in front of the proxy. */
 async function setup(t: Test, extra: Record<string, unknown> = {}): Promise<Setup> {
@@ -136,8 +143,9 @@ t.test('identical concurrent reads share one upstream call; each client gets its
   const before = proxy.count('eth_getBlockByNumber');
   const balance = ledger.available(ownerId);
   const ids = Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? String(i) : JSON.stringify(`c-${i}`)));
-  const answers = await Promise.all(ids.map((id) =>
-    post(url, `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByNumber","params":["latest",false]}`)));
+  const answers = await Promise.all(
+    ids.map((id) => post(url, `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByNumber","params":["latest",false]}`)),
+  );
   t.equal(proxy.count('eth_getBlockByNumber') - before, 1, '50 identical calls: one upstream call');
   const results = new Set<string>();
   answers.forEach((a, i) => {
@@ -151,9 +159,15 @@ t.test('identical concurrent reads share one upstream call; each client gets its
   t.equal(balance - ledger.available(ownerId), 50 * 15, 'each paid the 15 RU of its call');
 
   const batchBefore = proxy.count('eth_getBlockByNumber');
-  const batch = await post(url, JSON.stringify([1, 2, 3, 'four', null].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_getBlockByNumber', params }))));
+  const batch = await post(
+    url,
+    JSON.stringify([1, 2, 3, 'four', null].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_getBlockByNumber', params }))),
+  );
   t.equal(proxy.count('eth_getBlockByNumber') - batchBefore, 1, 'identical batch items share one call too');
-  t.same((batch.json as Array<{ id: unknown }>).map((a) => a.id), [1, 2, 3, 'four', null]);
+  t.same(
+    (batch.json as Array<{ id: unknown }>).map((a) => a.id),
+    [1, 2, 3, 'four', null],
+  );
 
   const apart = proxy.count('eth_getBlockByNumber');
   await rpc(url, 'eth_getBlockByNumber', params);
@@ -161,13 +175,15 @@ t.test('identical concurrent reads share one upstream call; each client gets its
   t.equal(proxy.count('eth_getBlockByNumber') - apart, 2, 'calls one after the other are not shared: nothing old is served');
 
   // A transaction is never shared: two identical sends both reach the node.
-  const raw = await direct<string>(proxy.url, 'eth_signTransaction', [{ from: DEV_ADDRESS, to: OTHER_ADDRESS, value: '0x2', gas: '0x5208', nonce: '0x1' }]);
+  const raw = await direct<string>(proxy.url, 'eth_signTransaction', [
+    { from: DEV_ADDRESS, to: OTHER_ADDRESS, value: '0x2', gas: '0x5208', nonce: '0x1' },
+  ]);
   const sends = proxy.count('eth_sendRawTransaction');
   await Promise.all([rpc(url, 'eth_sendRawTransaction', [raw], 1), rpc(url, 'eth_sendRawTransaction', [raw], 2)]);
   t.ok(proxy.count('eth_sendRawTransaction') - sends >= 2, 'each eth_sendRawTransaction was sent on its own');
 });
 
-t.test('the leader\'s client going away does not take the shared call from the followers', async (t) => {
+t.test("the leader's client going away does not take the shared call from the followers", async (t) => {
   const { proxy, url } = await setup(t);
   proxy.delay((c) => (c.method === 'eth_getBlockByNumber' ? 500 : 0));
   const before = proxy.count('eth_getBlockByNumber');
@@ -179,7 +195,8 @@ t.test('the leader\'s client going away does not take the shared call from the f
   await new Promise((r) => setTimeout(r, 50));
   leader.destroy();
   const answers = await Promise.all(followers);
-  for (const [i, a] of answers.entries()) t.match(a.json, { id: i + 1, result: { number: hex(HEAD) } }, `follower ${i + 1} got the shared answer`);
+  for (const [i, a] of answers.entries())
+    t.match(a.json, { id: i + 1, result: { number: hex(HEAD) } }, `follower ${i + 1} got the shared answer`);
   t.equal(proxy.count('eth_getBlockByNumber') - before, 1, 'one upstream call for all of them');
 });
 
@@ -207,8 +224,11 @@ t.test('eth_getLogs and eth_newFilter over max_logs_block_range: -32602 naming t
   const widest = await rpc(url, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: '0x63' }]);
   t.match(widest.json, { result: [] }, 'exactly the limit is served');
   t.equal(proxy.count('eth_getLogs'), logsBefore + 1);
-  t.match((await rpc(url, 'eth_getLogs', [{ blockHash: `0x${'11'.repeat(32)}` }])).json, { error: { code: -32000 } },
-    'a blockHash query is one block: forwarded (anvil knows no such block)');
+  t.match(
+    (await rpc(url, 'eth_getLogs', [{ blockHash: `0x${'11'.repeat(32)}` }])).json,
+    { error: { code: -32000 } },
+    'a blockHash query is one block: forwarded (anvil knows no such block)',
+  );
 });
 
 t.test('a range ending at the head counts the head: latest and an omitted toBlock', async (t) => {
@@ -217,10 +237,15 @@ t.test('a range ending at the head counts the head: latest and an omitted toBloc
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url], 31337, { max_logs_block_range: 10 }) } });
   await waitForHead(t, g, HEAD);
   const url = `${g.base}/v1/rpc/public`;
-  const message = (span: number): string => `eth_getLogs block range of ${span} blocks is larger than the limit of 10 (chains.devnet.max_logs_block_range)`;
+  const message = (span: number): string =>
+    `eth_getLogs block range of ${span} blocks is larger than the limit of 10 (chains.devnet.max_logs_block_range)`;
   t.match((await rpc(url, 'eth_getLogs', [{ fromBlock: '0x0' }])).json, { error: { code: -32602, message: message(HEAD + 1) } });
-  t.match((await rpc(url, 'eth_getLogs', [{ fromBlock: hex(HEAD - 20), toBlock: 'latest' }])).json, { error: { code: -32602, message: message(21) } });
-  t.match((await rpc(url, 'eth_newFilter', [{ fromBlock: 'earliest', toBlock: 'finalized' }])).json, { error: { code: -32602, message: message(HEAD + 1) } });
+  t.match((await rpc(url, 'eth_getLogs', [{ fromBlock: hex(HEAD - 20), toBlock: 'latest' }])).json, {
+    error: { code: -32602, message: message(21) },
+  });
+  t.match((await rpc(url, 'eth_newFilter', [{ fromBlock: 'earliest', toBlock: 'finalized' }])).json, {
+    error: { code: -32602, message: message(HEAD + 1) },
+  });
   t.match((await rpc(url, 'eth_getLogs', [{ fromBlock: hex(HEAD - 9) }])).json, { result: [] }, 'ten blocks up to the head are served');
   t.match((await rpc(url, 'eth_getLogs', [{}])).json, { result: [] }, 'no bounds: the head alone');
 });

@@ -38,14 +38,20 @@ function cli(args: string[]): { status: number | null; stdout: string; stderr: s
 
 /** The error lines of an invalid-configuration report, without the indentation. */
 function reported(stderr: string): string[] {
-  return stderr.split('\n').filter((l) => l.startsWith('  ')).map((l) => l.trim());
+  return stderr
+    .split('\n')
+    .filter((l) => l.startsWith('  '))
+    .map((l) => l.trim());
 }
 
 t.test('check-config refuses what serve would fail on or mishandle, and serve refuses it at start, each under its key', async (t) => {
   const chain = (slug: string): string => `  ${slug}: { chain_id: 1, upstreams: [{ url: "http://127.0.0.1:1" }] }\n`;
   const chains = `chains:\n${chain('a')}${chain('b')}`;
   const pure = join(dir, 'pure.yaml');
-  writeFileSync(pure, `server: { port: 47999, default_chain: a }\nmanagement: { port: 47999 }\nru: { methods: { eth_getlogs: 5 } }\n${chains}`);
+  writeFileSync(
+    pure,
+    `server: { port: 47999, default_chain: a }\nmanagement: { port: 47999 }\nru: { methods: { eth_getlogs: 5 } }\n${chains}`,
+  );
   const pureErrors = [
     'ru.methods.eth_getlogs: not a method the gateway serves (did you mean eth_getLogs?)',
     'chains.b.chain_id: 1 is already the chain_id of chains.a; each chain needs its own',
@@ -55,14 +61,20 @@ t.test('check-config refuses what serve would fail on or mishandle, and serve re
   const notDir = join(dir, 'a-file');
   writeFileSync(notDir, '');
   const machine = join(dir, 'machine.yaml');
-  writeFileSync(machine, `server: { port: 0, tls: { cert_file: ${tlsDir}/cert.pem, key_file: ${tlsDir}/key.pem } }\n` +
-    `storage: { path: ${notDir}/data/chaingate.db }\nchains:\n${chain('a')}`);
+  writeFileSync(
+    machine,
+    `server: { port: 0, tls: { cert_file: ${tlsDir}/cert.pem, key_file: ${tlsDir}/key.pem } }\n` +
+      `storage: { path: ${notDir}/data/chaingate.db }\nchains:\n${chain('a')}`,
+  );
   const machineErrors = [
     `server.tls.cert_file: cannot read ${tlsDir}/cert.pem (ENOENT)`,
     `server.tls.key_file: cannot read ${tlsDir}/key.pem (ENOENT)`,
     `storage.path: cannot create ${notDir}/data/chaingate.db: ${notDir} is not a directory`,
   ];
-  for (const [file, errors] of [[pure, pureErrors], [machine, machineErrors]] as const) {
+  for (const [file, errors] of [
+    [pure, pureErrors],
+    [machine, machineErrors],
+  ] as const) {
     for (const command of ['check-config', 'serve']) {
       const r = cli([command, '--config', file]);
       t.equal(r.status, 1, `${command} ${file} exits 1`);
@@ -76,7 +88,8 @@ t.test('a plans section that drops a plan owners are on is refused by check-conf
   const base = `server: { port: 0 }\nstorage: { path: ${db} }\nchains:\n  devnet: { chain_id: 31337, upstreams: [{ url: "http://127.0.0.1:1" }] }\n`;
   const defaults = join(dir, 'plans-default.yaml');
   writeFileSync(defaults, base);
-  for (const name of ['one', 'two', 'three']) t.equal(cli(['owner', 'create', '--name', name, '--plan', 'growth', '--ru', '0', '--config', defaults]).status, 0);
+  for (const name of ['one', 'two', 'three'])
+    t.equal(cli(['owner', 'create', '--name', name, '--plan', 'growth', '--ru', '0', '--config', defaults]).status, 0);
   const dropped = join(dir, 'plans-dropped.yaml');
   writeFileSync(dropped, `${base}plans:\n  gold: { rps: 10 }\n`);
   for (const command of ['check-config', 'serve']) {
@@ -135,7 +148,11 @@ t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t)
 
   // A place to develop against: the keyless path takes a script's burst and a large batch.
   const burst = await Promise.all(Array.from({ length: 60 }, () => rpc(url, 'eth_chainId')));
-  t.same(burst.filter((r) => r.status !== 200).map((r) => r.status), [], '60 calls at once on the public path: none refused');
+  t.same(
+    burst.filter((r) => r.status !== 200).map((r) => r.status),
+    [],
+    '60 calls at once on the public path: none refused',
+  );
   const batch = JSON.stringify(Array.from({ length: 500 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'eth_chainId', params: [] })));
   const big = await send('POST', url, batch, { 'content-type': 'application/json' });
   t.equal(big.status, 200, 'a batch of 500 on the public path is served');
@@ -156,7 +173,10 @@ t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t)
   t.notMatch(banner, /npx/, 'nothing that downloads a package first');
   const wsLine = banner.split('\n').find((l) => l.trim().startsWith('node -e'));
   t.ok(wsLine, 'a WebSocket example with node');
-  const sub = spawn('bash', ['-c', wsLine!.trim()], { cwd: fileURLToPath(new URL('../..', import.meta.url)), stdio: ['ignore', 'pipe', 'pipe'] });
+  const sub = spawn('bash', ['-c', wsLine!.trim()], {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   t.teardown(() => {
     if (sub.exitCode === null) sub.kill('SIGKILL');
   });
@@ -166,7 +186,10 @@ t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t)
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM exits 0');
-  const gone = await rpc(url, 'eth_blockNumber').then(() => 'still answering', (e: NodeJS.ErrnoException) => e.code);
+  const gone = await rpc(url, 'eth_blockNumber').then(
+    () => 'still answering',
+    (e: NodeJS.ErrnoException) => e.code,
+  );
   t.equal(gone, 'ECONNREFUSED');
 });
 
@@ -183,12 +206,18 @@ t.test('chaingate devnet refuses a taken port clearly', async (t) => {
 t.test('operator commands: a stored name reaches the terminal escaped, one line per row; names and --ru are checked', async (t) => {
   const db = join(dir, 'operator.db');
   const cfg = join(dir, 'operator.yaml');
-  writeFileSync(cfg, `storage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:1" }]\n`);
+  writeFileSync(
+    cfg,
+    `storage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:1" }]\n`,
+  );
   const cli = (...args: string[]) => spawnSync(process.execPath, [main, ...args, '--config', cfg], { encoding: 'utf8' });
   t.equal(cli('owner', 'create', '--name', 'acme', '--plan', 'free', '--ru', '100').status, 0);
   // An endpoint named before names were checked, the way an older version stored it.
   const raw = new Database(db);
-  raw.prepare(`INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, 1, 'devnet', ?, ?, 'ABCDEFGH', 0)`)
+  raw
+    .prepare(
+      `INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, 1, 'devnet', ?, ?, 'ABCDEFGH', 0)`,
+    )
     .run('ep_aaaaaaaaaaaaaaaa', 'x\nep_forged  1  devnet  \u001b[31mred', Buffer.alloc(32, 1));
   raw.close();
   const list = cli('endpoint', 'list');

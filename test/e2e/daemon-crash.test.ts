@@ -16,7 +16,6 @@ import { anvilFor } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
 import { hammer, startDaemon } from '../support/daemon.js';
 
-
 t.test('kill -9 under load: stored balance, credits and usage agree exactly', async (t) => {
   const node = await anvilFor(t);
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-crash-'));
@@ -28,7 +27,10 @@ t.test('kill -9 under load: stored balance, credits and usage agree exactly', as
   store.close();
   if ('error' in made) throw new Error(made.error);
   const cfg = join(dir, 'config.yaml');
-  writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${JSON.stringify(db)} }\nledger: { flush_interval_ms: 200 }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${node.url}" }]\n`);
+  writeFileSync(
+    cfg,
+    `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${JSON.stringify(db)} }\nledger: { flush_interval_ms: 200 }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${node.url}" }]\n`,
+  );
   const d = await startDaemon(t, cfg);
   const url = `http://127.0.0.1:${d.port}/v1/rpc/${made.apiKey}`;
   let stop = false;
@@ -46,7 +48,14 @@ t.test('kill -9 under load: stored balance, credits and usage agree exactly', as
   const credits = (file.prepare('SELECT SUM(ru) AS s FROM credits WHERE owner_id = ?').get(owner.id) as { s: number }).s;
   const usage = ['usage_minute', 'usage_hour', 'usage_day']
     // Refusals (429 past the plan's rate) are stored too, at 0 RU: count the served calls (status 0).
-    .map((table) => (file.prepare(`SELECT COALESCE(SUM(ru), 0) AS s, COALESCE(SUM(CASE WHEN status = 0 THEN requests ELSE 0 END), 0) AS n FROM ${table} WHERE owner_id = ?`).get(owner.id) as { s: number; n: number }))
+    .map(
+      (table) =>
+        file
+          .prepare(
+            `SELECT COALESCE(SUM(ru), 0) AS s, COALESCE(SUM(CASE WHEN status = 0 THEN requests ELSE 0 END), 0) AS n FROM ${table} WHERE owner_id = ?`,
+          )
+          .get(owner.id) as { s: number; n: number },
+    )
     .reduce((a, b) => ({ s: a.s + b.s, n: a.n + b.n }), { s: 0, n: 0 });
   const balance = (file.prepare('SELECT ru_balance AS b FROM owners WHERE id = ?').get(owner.id) as { b: number }).b;
   t.ok(answered > 100, `the daemon was under load (${answered} answers in ${killedAfter} ms)`);
@@ -55,7 +64,10 @@ t.test('kill -9 under load: stored balance, credits and usage agree exactly', as
   t.ok(usage.n <= answered, `no request is stored that was not answered (${usage.n} stored, ${answered} answered)`);
   const perMs = answered / killedAfter;
   // At most one flush interval (200 ms) of debits is lost; the margin covers a flush in progress and a loaded machine.
-  t.ok(answered - usage.n <= Math.ceil(perMs * 600) + 16, `lost ${answered - usage.n} requests' debits, at most about one flush interval's worth (${Math.round(perMs * 200)})`);
+  t.ok(
+    answered - usage.n <= Math.ceil(perMs * 600) + 16,
+    `lost ${answered - usage.n} requests' debits, at most about one flush interval's worth (${Math.round(perMs * 200)})`,
+  );
 });
 
 t.test('management on its own listener; the main listener then refuses it', async (t) => {
@@ -73,11 +85,18 @@ t.test('management on its own listener; the main listener then refuses it', asyn
     });
   });
   const cfg = join(dir, 'config.yaml');
-  writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nmanagement: { host: 127.0.0.1, port: ${free} }\nstorage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${node.url}" }]\n`);
+  writeFileSync(
+    cfg,
+    `server: { host: 127.0.0.1, port: 0 }\nmanagement: { host: 127.0.0.1, port: ${free} }\nstorage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${node.url}" }]\n`,
+  );
   const d = await startDaemon(t, cfg);
-  const onMain = await send('GET', `http://127.0.0.1:${d.port}/api/dashboard/account`, undefined, { authorization: `Bearer ${owner.managementKey}` });
+  const onMain = await send('GET', `http://127.0.0.1:${d.port}/api/dashboard/account`, undefined, {
+    authorization: `Bearer ${owner.managementKey}`,
+  });
   t.equal(onMain.status, 404);
-  const onOwn = await send('GET', `http://127.0.0.1:${free}/api/dashboard/account`, undefined, { authorization: `Bearer ${owner.managementKey}` });
+  const onOwn = await send('GET', `http://127.0.0.1:${free}/api/dashboard/account`, undefined, {
+    authorization: `Bearer ${owner.managementKey}`,
+  });
   t.equal(onOwn.status, 200);
   t.match(onOwn.json, { data: { id: owner.id, ru_balance: 100 } });
   const rpcOnOwn = await send('POST', `http://127.0.0.1:${free}/v1/rpc/public`, '{}', { 'content-type': 'application/json' });

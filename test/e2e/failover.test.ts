@@ -29,7 +29,14 @@ const addressFor = (i: number): string => `0x${(0x1000 + i).toString(16).padStar
 
 type Health = {
   status: string;
-  chains: Record<string, { ready: boolean; best_head: number | null; upstreams: Array<{ label: string; in_rotation: boolean; reason: string | null; head: number | null }> }>;
+  chains: Record<
+    string,
+    {
+      ready: boolean;
+      best_head: number | null;
+      upstreams: Array<{ label: string; in_rotation: boolean; reason: string | null; head: number | null }>;
+    }
+  >;
 };
 
 async function healthOf(g: TestGateway): Promise<Health> {
@@ -49,9 +56,14 @@ async function until(t: Test, what: string, limitMs: number, check: () => Promis
   return Date.now() - started;
 }
 
-interface ScriptedCall { method: string; params: unknown[] }
+interface ScriptedCall {
+  method: string;
+  params: unknown[];
+}
 /** How a scripted node answers one call: a JSON-RPC result or error (after delayMs), an HTTP status, or never. */
-type Script = (call: ScriptedCall) => { result: unknown; delayMs?: number } | { error: { code: number; message: string }; delayMs?: number } | { status: number } | 'hang';
+type Script = (
+  call: ScriptedCall,
+) => { result: unknown; delayMs?: number } | { error: { code: number; message: string }; delayMs?: number } | { status: number } | 'hang';
 
 /** An HTTP JSON-RPC node that answers as `script` says and records every call it gets. */
 async function scriptedNode(t: Test, script: Script): Promise<{ url: string; calls: ScriptedCall[]; callsOf(method: string): number }> {
@@ -87,7 +99,10 @@ async function scriptedNode(t: Test, script: Script): Promise<{ url: string; cal
 }
 
 /** Answers the prober like a node at block 0; everything else as `rest` says. */
-const withHead = (rest: Script): Script => (call) => (call.method === 'eth_blockNumber' ? { result: '0x0' } : rest(call));
+const withHead =
+  (rest: Script): Script =>
+  (call) =>
+    call.method === 'eth_blockNumber' ? { result: '0x0' } : rest(call);
 
 t.test('a node killed under load: 200 reads in flight over 2 s, none fails', async (t) => {
   const [a, b] = await Promise.all([anvilFor(t), anvilFor(t)]);
@@ -100,10 +115,26 @@ t.test('a node killed under load: 200 reads in flight over 2 s, none fails', asy
     await sleep(10);
   }
   const settled = await Promise.all(answers);
-  const failed = settled.filter((r, i) => r.status !== 200 || JSON.stringify(r.json) !== JSON.stringify({ jsonrpc: '2.0', id: i, result: '0x0' }));
-  t.equal(failed.length, 0, `every client got its answer (${failed.length} did not: ${failed.slice(0, 3).map((r) => `${r.status} ${JSON.stringify(r.json)}`).join(' ')})`);
+  const failed = settled.filter(
+    (r, i) => r.status !== 200 || JSON.stringify(r.json) !== JSON.stringify({ jsonrpc: '2.0', id: i, result: '0x0' }),
+  );
+  t.equal(
+    failed.length,
+    0,
+    `every client got its answer (${failed.length} did not: ${failed
+      .slice(0, 3)
+      .map((r) => `${r.status} ${JSON.stringify(r.json)}`)
+      .join(' ')})`,
+  );
   const health = await healthOf(g);
-  t.match(health.chains.devnet!.upstreams, [{ label: a.url, in_rotation: false, reason: 'failing' }, { label: b.url, in_rotation: true }], 'the dead node is out of rotation');
+  t.match(
+    health.chains.devnet!.upstreams,
+    [
+      { label: a.url, in_rotation: false, reason: 'failing' },
+      { label: b.url, in_rotation: true },
+    ],
+    'the dead node is out of rotation',
+  );
 });
 
 t.test('a node more than max_lag_blocks behind is skipped for latest reads', async (t) => {
@@ -116,7 +147,14 @@ t.test('a node more than max_lag_blocks behind is skipped for latest reads', asy
     return devnet.upstreams[0]!.reason === 'lagging' && devnet.best_head === 10;
   });
   const health = await healthOf(g);
-  t.match(health.chains.devnet, { ready: true, best_head: 10, upstreams: [{ head: 0, in_rotation: false }, { head: 10, in_rotation: true }] });
+  t.match(health.chains.devnet, {
+    ready: true,
+    best_head: 10,
+    upstreams: [
+      { head: 0, in_rotation: false },
+      { head: 10, in_rotation: true },
+    ],
+  });
   const url = `${g.base}/v1/rpc/public`;
   for (let i = 0; i < 30; i++) {
     const r = await rpc(url, 'eth_getBlockByNumber', ['latest', false], i);
@@ -126,7 +164,11 @@ t.test('a node more than max_lag_blocks behind is skipped for latest reads', asy
     }
   }
   t.pass('30 latest reads, all from the node ahead');
-  t.same((await rpc(url, 'eth_blockNumber', [], 'bn')).json, { jsonrpc: '2.0', id: 'bn', result: '0xa' }, 'eth_blockNumber is the best head');
+  t.same(
+    (await rpc(url, 'eth_blockNumber', [], 'bn')).json,
+    { jsonrpc: '2.0', id: 'bn', result: '0xa' },
+    'eth_blockNumber is the best head',
+  );
 });
 
 t.test('a read of a block a node has not seen yet is answered by the node that has', async (t) => {
@@ -139,18 +181,27 @@ t.test('a read of a block a node has not seen yet is answered by the node that h
     const r = await rpc(url, 'eth_getBalance', [DEV_ADDRESS, '0x3'], i);
     t.same(r.json, { jsonrpc: '2.0', id: i, result: DEV_BALANCE }, `read ${i}`);
   }
-  const scripted = await scriptedNode(t, withHead(() => ({ error: { code: -32000, message: 'header not found' } })));
+  const scripted = await scriptedNode(
+    t,
+    withHead(() => ({ error: { code: -32000, message: 'header not found' } })),
+  );
   const g2 = await gatewayFor(t, { chains: { devnet: evmChain([scripted.url, b.url], 31337) } });
   for (let i = 0; i < 20; i++) {
     const r = await rpc(`${g2.base}/v1/rpc/public`, 'eth_getBalance', [DEV_ADDRESS, '0x3'], i);
     t.same(r.json, { jsonrpc: '2.0', id: i, result: DEV_BALANCE }, `read ${i} with a node answering "header not found"`);
   }
-  t.ok(scripted.callsOf('eth_getBalance') > 0, `the node behind was asked ${scripted.callsOf('eth_getBalance')} times and its answers replaced`);
+  t.ok(
+    scripted.callsOf('eth_getBalance') > 0,
+    `the node behind was asked ${scripted.callsOf('eth_getBalance')} times and its answers replaced`,
+  );
 });
 
 t.test('a node answering 500, or hanging, is retried on the other within the deadline', async (t) => {
   const node = await anvilFor(t);
-  const failing = await scriptedNode(t, withHead(() => ({ status: 500 })));
+  const failing = await scriptedNode(
+    t,
+    withHead(() => ({ status: 500 })),
+  );
   const g = await gatewayFor(t, { chains: { devnet: evmChain([failing.url, node.url], 31337) } });
   for (let i = 0; i < 20; i++) {
     const r = await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [DEV_ADDRESS, 'latest'], i);
@@ -158,12 +209,19 @@ t.test('a node answering 500, or hanging, is retried on the other within the dea
   }
   t.ok(failing.callsOf('eth_getBalance') > 0, `the failing node got ${failing.callsOf('eth_getBalance')} of the reads`);
 
-  const hanging = await scriptedNode(t, withHead(() => 'hang'));
+  const hanging = await scriptedNode(
+    t,
+    withHead(() => 'hang'),
+  );
   const g2 = await gatewayFor(t, { chains: { devnet: evmChain([hanging.url, node.url], 31337, { timeout_s: 2 }) } });
   const started = Date.now();
-  const answers = await Promise.all(Array.from({ length: 16 }, (_, i) => rpc(`${g2.base}/v1/rpc/public`, 'eth_getBalance', [addressFor(i), 'latest'], i)
-    .then((r) => ({ r, took: Date.now() - started }))));
-  for (const [i, { r }] of answers.entries()) t.same(r.json, { jsonrpc: '2.0', id: i, result: '0x0' }, `read ${i} despite the hanging node`);
+  const answers = await Promise.all(
+    Array.from({ length: 16 }, (_, i) =>
+      rpc(`${g2.base}/v1/rpc/public`, 'eth_getBalance', [addressFor(i), 'latest'], i).then((r) => ({ r, took: Date.now() - started })),
+    ),
+  );
+  for (const [i, { r }] of answers.entries())
+    t.same(r.json, { jsonrpc: '2.0', id: i, result: '0x0' }, `read ${i} despite the hanging node`);
   const slowest = Math.max(...answers.map((a) => a.took));
   t.ok(hanging.callsOf('eth_getBalance') > 0, `the hanging node got ${hanging.callsOf('eth_getBalance')} of the reads`);
   t.ok(slowest < 2000, `every answer came before the 2 s timeout (slowest ${slowest} ms)`);
@@ -188,8 +246,12 @@ t.test('a node that stops answering (SIGSTOP) is out within about 3.5 s, and cal
   const caller = (async () => {
     for (let i = 0; calling; i++) {
       const started = Date.now();
-      calls.push(rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [addressFor(1000 + i), 'latest'], i)
-        .then((r) => ({ json: r.json, took: Date.now() - started })));
+      calls.push(
+        rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [addressFor(1000 + i), 'latest'], i).then((r) => ({
+          json: r.json,
+          took: Date.now() - started,
+        })),
+      );
       await sleep(100);
     }
   })();
@@ -216,15 +278,25 @@ t.test('eth_sendRawTransaction goes once to every upstream and is answered once'
   const [a, b] = await Promise.all([anvilFor(t), anvilFor(t)]);
   const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url]) } });
   const wallet = new Wallet(DEV_KEY);
-  const sign = (nonce: number): Promise<string> => wallet.signTransaction({
-    to: '0x000000000000000000000000000000000000dEaD', value: 1000n + BigInt(nonce), nonce, gasLimit: 21000n,
-    maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 10n ** 9n, chainId: 31337n, type: 2,
-  });
+  const sign = (nonce: number): Promise<string> =>
+    wallet.signTransaction({
+      to: '0x000000000000000000000000000000000000dEaD',
+      value: 1000n + BigInt(nonce),
+      nonce,
+      gasLimit: 21000n,
+      maxFeePerGas: 10n ** 10n,
+      maxPriorityFeePerGas: 10n ** 9n,
+      chainId: 31337n,
+      type: 2,
+    });
   const raw = await sign(0);
   const hash = Transaction.from(raw).hash!;
   const sent = await rpc(`${g.base}/v1/rpc/public`, 'eth_sendRawTransaction', [raw], 'tx');
   t.same(sent.json, { jsonrpc: '2.0', id: 'tx', result: hash });
-  for (const [name, node] of [['a', a], ['b', b]] as const) {
+  for (const [name, node] of [
+    ['a', a],
+    ['b', b],
+  ] as const) {
     t.match(await direct(node.url, 'eth_getTransactionByHash', [hash]), { hash, nonce: '0x0' }, `node ${name} has the transaction`);
     // anvil may answer the send before the block holding it is readable: the count below reads that block.
     await minedReceipt(node.url, hash);
@@ -233,8 +305,14 @@ t.test('eth_sendRawTransaction goes once to every upstream and is answered once'
   t.same(await direct(b.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest']), '0x1', 'node b got it once');
 
   // "already known" from one node is a success, whatever the other says; each node hears the transaction once.
-  const known = await scriptedNode(t, withHead(() => ({ error: { code: -32000, message: 'already known' }, delayMs: 20 })));
-  const low = await scriptedNode(t, withHead(() => ({ error: { code: -32000, message: 'nonce too low' } })));
+  const known = await scriptedNode(
+    t,
+    withHead(() => ({ error: { code: -32000, message: 'already known' }, delayMs: 20 })),
+  );
+  const low = await scriptedNode(
+    t,
+    withHead(() => ({ error: { code: -32000, message: 'nonce too low' } })),
+  );
   const g2 = await gatewayFor(t, { chains: { devnet: evmChain([known.url, low.url]) } });
   const again = await rpc(`${g2.base}/v1/rpc/public`, 'eth_sendRawTransaction', [raw], 7);
   t.same(again.json, { jsonrpc: '2.0', id: 7, result: hash }, 'answered with the hash');
@@ -242,15 +320,24 @@ t.test('eth_sendRawTransaction goes once to every upstream and is answered once'
   t.equal(low.callsOf('eth_sendRawTransaction'), 1);
 
   // When all reject, the first rejection to arrive is the answer.
-  const poor = await scriptedNode(t, withHead(() => ({ error: { code: -32003, message: 'insufficient funds for gas * price + value' }, delayMs: 10 })));
-  const late = await scriptedNode(t, withHead(() => ({ error: { code: -32000, message: 'nonce too low' }, delayMs: 300 })));
+  const poor = await scriptedNode(
+    t,
+    withHead(() => ({ error: { code: -32003, message: 'insufficient funds for gas * price + value' }, delayMs: 10 })),
+  );
+  const late = await scriptedNode(
+    t,
+    withHead(() => ({ error: { code: -32000, message: 'nonce too low' }, delayMs: 300 })),
+  );
   const g3 = await gatewayFor(t, { chains: { devnet: evmChain([late.url, poor.url]) } });
   const rejected = await rpc(`${g3.base}/v1/rpc/public`, 'eth_sendRawTransaction', [raw], 8);
   t.same(rejected.json, { jsonrpc: '2.0', id: 8, error: { code: -32003, message: 'insufficient funds for gas * price + value' } });
   t.equal(late.callsOf('eth_sendRawTransaction') + poor.callsOf('eth_sendRawTransaction'), 2);
 
   // A node failing the send does not make the gateway send it again anywhere.
-  const broken = await scriptedNode(t, withHead(() => ({ status: 502 })));
+  const broken = await scriptedNode(
+    t,
+    withHead(() => ({ status: 502 })),
+  );
   const g4 = await gatewayFor(t, { chains: { devnet: evmChain([broken.url, a.url]) } });
   const raw1 = await sign(1);
   const fine = await rpc(`${g4.base}/v1/rpc/public`, 'eth_sendRawTransaction', [raw1], 9);
@@ -275,10 +362,13 @@ t.test('no upstream in rotation: 502 at once, not after the timeout', async (t) 
   t.same(r.json, { jsonrpc: '2.0', id: 5, error: UPSTREAM_ERROR });
   t.ok(took < 1000, `answered in ${took} ms of a 20 s timeout`);
   t.equal(sick.callsOf('eth_getBalance'), 0, 'the node never saw the call');
-  t.ok(g.logLines.some((l) => l.includes('upstream calls fail') && l.includes('no healthy upstream')), 'the log says why');
+  t.ok(
+    g.logLines.some((l) => l.includes('upstream calls fail') && l.includes('no healthy upstream')),
+    'the log says why',
+  );
 });
 
-t.test('/healthz and /readyz: per-chain detail; readyz follows the only node\'s death and return', async (t) => {
+t.test("/healthz and /readyz: per-chain detail; readyz follows the only node's death and return", async (t) => {
   const first = await startAnvil();
   let node = first;
   t.teardown(() => node.stop());
@@ -289,8 +379,16 @@ t.test('/healthz and /readyz: per-chain detail; readyz follows the only node\'s 
   t.equal(live.headers['content-type'], 'application/json');
   t.equal(live.headers['cache-control'], 'no-store');
   t.match(live.json, {
-    status: 'live', uptime_s: Number,
-    chains: { devnet: { ready: true, best_head: 0, max_lag_blocks: 5, upstreams: [{ label: first.url, in_rotation: true, reason: null, head: 0, lag: 0 }] } },
+    status: 'live',
+    uptime_s: Number,
+    chains: {
+      devnet: {
+        ready: true,
+        best_head: 0,
+        max_lag_blocks: 5,
+        upstreams: [{ label: first.url, in_rotation: true, reason: null, head: 0, lag: 0 }],
+      },
+    },
   });
   const ready = await send('GET', `${g.base}/readyz`);
   t.equal(ready.status, 200);
@@ -331,22 +429,30 @@ t.test('eth_blockNumber comes from the polled heads while they are fresh, and fr
   const url = `${g.base}/v1/rpc/public`;
   await until(t, 'the head is polled', 3000, async () => (await healthOf(g)).chains.devnet!.best_head === 5);
   const asked = node.callsOf('eth_blockNumber');
-  for (let i = 0; i < 20; i++) t.same((await rpc(url, 'eth_blockNumber', [], i)).json, { jsonrpc: '2.0', id: i, result: '0x5' }, `call ${i}`);
+  for (let i = 0; i < 20; i++)
+    t.same((await rpc(url, 'eth_blockNumber', [], i)).json, { jsonrpc: '2.0', id: i, result: '0x5' }, `call ${i}`);
   const more = node.callsOf('eth_blockNumber') - asked;
   t.ok(more <= 2, `20 calls answered with ${more} eth_blockNumber at the node (its polls only)`);
 
   // An automining node mines a transaction at once: the next eth_blockNumber must not be the head before it.
   head = 6;
   t.same((await rpc(url, 'eth_sendRawTransaction', ['0x02'], 'tx')).json, { jsonrpc: '2.0', id: 'tx', result: '0x' + 'ab'.repeat(32) });
-  t.same((await rpc(url, 'eth_blockNumber', [], 'after')).json, { jsonrpc: '2.0', id: 'after', result: '0x6' }, 'asked of the node after the write');
+  t.same(
+    (await rpc(url, 'eth_blockNumber', [], 'after')).json,
+    { jsonrpc: '2.0', id: 'after', result: '0x6' },
+    'asked of the node after the write',
+  );
 });
 
-t.test('a beacon chain\'s head slot is polled and reported', async (t) => {
+t.test("a beacon chain's head slot is polled and reported", async (t) => {
   const anvil = await anvilFor(t);
   await direct(anvil.url, 'anvil_mine', ['0x3']);
   const beacon = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
   t.teardown(() => beacon.stop());
-  const slot = Number(((await send('GET', `${beacon.url}/eth/v1/beacon/headers/head`)).json as { data: { header: { message: { slot: string } } } }).data.header.message.slot);
+  const slot = Number(
+    ((await send('GET', `${beacon.url}/eth/v1/beacon/headers/head`)).json as { data: { header: { message: { slot: string } } } }).data
+      .header.message.slot,
+  );
   const g = await gatewayFor(t, {
     server: { default_chain: 'devnet' },
     chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: beacon.url }] } },
@@ -354,7 +460,11 @@ t.test('a beacon chain\'s head slot is polled and reported', async (t) => {
   await until(t, 'the beacon head is polled', 3000, async () => (await healthOf(g)).chains['devnet-beacon']!.best_head !== null);
   const health = await healthOf(g);
   t.ok(slot > 0, `the node is at slot ${slot}`);
-  t.match(health.chains['devnet-beacon'], { ready: true, best_head: slot, upstreams: [{ label: beacon.url, in_rotation: true, head: slot }] });
+  t.match(health.chains['devnet-beacon'], {
+    ready: true,
+    best_head: slot,
+    upstreams: [{ label: beacon.url, in_rotation: true, head: slot }],
+  });
   t.match(health.chains.devnet, { ready: true, best_head: 3 });
   t.equal((await send('GET', `${g.base}/readyz`)).status, 200, 'ready: every chain has a node in rotation');
 });
@@ -366,8 +476,13 @@ t.test('subscriptions that lose their node move past a node out of rotation', as
   const g = await gatewayFor(t, {
     chains: {
       devnet: {
-        chain_id: 31337, max_lag_blocks: 5,
-        upstreams: [{ url: ra.url, ws: ra.wsUrl }, { url: rb.url, ws: rb.wsUrl }, { url: c.url, ws: c.wsUrl }],
+        chain_id: 31337,
+        max_lag_blocks: 5,
+        upstreams: [
+          { url: ra.url, ws: ra.wsUrl },
+          { url: rb.url, ws: rb.wsUrl },
+          { url: c.url, ws: c.wsUrl },
+        ],
       },
     },
   });
@@ -386,6 +501,10 @@ t.test('subscriptions that lose their node move past a node out of rotation', as
   await direct(c.url, 'anvil_mine', [`0x${(last + 1 - 10).toString(16)}`]);
   await until(t, `block ${last + 1} from c`, 10_000, async () => numbers().includes(last + 1));
   const seen = numbers();
-  t.same(seen, Array.from({ length: seen.length }, (_, k) => seen[0]! + k), `no gap, no duplicate (${seen.join(', ')})`);
+  t.same(
+    seen,
+    Array.from({ length: seen.length }, (_, k) => seen[0]! + k),
+    `no gap, no duplicate (${seen.join(', ')})`,
+  );
   t.equal(rb.upgrades.length, 0, 'the lagging node was never asked to carry the subscriptions');
 });

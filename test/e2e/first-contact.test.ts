@@ -41,9 +41,17 @@ t.test('a 401 carries the id of each request, exactly as written', async (t) => 
     const r = await post(url, `{"id":${idText},"jsonrpc":"2.0","method":"eth_chainId"}`, h);
     t.equal(r.text, errorText(idText, -32001, BAD_KEY), `id ${idText} as written`);
   }
-  const batch = await post(url, '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}, {"jsonrpc":"2.0","id":"x","method":"eth_chainId"},5,{"jsonrpc":"2.0","method":"eth_chainId"}]', h);
+  const batch = await post(
+    url,
+    '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}, {"jsonrpc":"2.0","id":"x","method":"eth_chainId"},5,{"jsonrpc":"2.0","method":"eth_chainId"}]',
+    h,
+  );
   t.equal(batch.status, 401);
-  t.equal(batch.text, `[${['1', '"x"', 'null', 'null'].map((id) => errorText(id, -32001, BAD_KEY)).join(',')}]`, 'a batch: one error per item, with its id');
+  t.equal(
+    batch.text,
+    `[${['1', '"x"', 'null', 'null'].map((id) => errorText(id, -32001, BAD_KEY)).join(',')}]`,
+    'a batch: one error per item, with its id',
+  );
   const notJson = await post(url, '{"jsonrpc":"2.0","id":9,', h);
   t.equal(notJson.text, errorText('null', -32001, BAD_KEY), 'a body that is not JSON: id null');
   const nullId = await post(url, '{"jsonrpc":"2.0","id":1,"id":2,"method":"eth_chainId"}', h);
@@ -60,7 +68,10 @@ t.test('401 bodies are byte-identical for a random, near-miss, malformed, delete
   const nearMiss = `${ep.apiKey.slice(0, -1)}${last === 'a' ? 'b' : 'a'}`;
   t.ok(g.gateway.context.tenancy.directory.deleteEndpoint(ep.ownerId, ep.endpointId));
   const keys: Record<string, string> = {
-    random: 'Zr8fK2mQ9xLp4Tn7Vb1Wc6Yd3Hs5Jg0A', 'near miss': nearMiss, malformed: 'not-a-key!', 'too short': 'abc',
+    random: 'Zr8fK2mQ9xLp4Tn7Vb1Wc6Yd3Hs5Jg0A',
+    'near miss': nearMiss,
+    malformed: 'not-a-key!',
+    'too short': 'abc',
     deleted: ep.apiKey,
   };
   const expected = errorText('"same"', -32001, BAD_KEY);
@@ -81,10 +92,18 @@ t.test('415 and the key-guessing 429 carry the ids too', async (t) => {
   const single = await send('POST', pub, '{"jsonrpc":"2.0","id":"t","method":"eth_chainId"}', { 'content-type': 'text/plain' });
   t.equal(single.status, 415);
   t.equal(single.text, errorText('"t"', -32600, 'Content-Type must be application/json'));
-  const batch = await send('POST', pub, '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]', {
-    'content-type': 'text/plain',
-  });
-  t.equal(batch.text, `[${errorText('1', -32600, 'Content-Type must be application/json')},${errorText('2', -32600, 'Content-Type must be application/json')}]`);
+  const batch = await send(
+    'POST',
+    pub,
+    '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]',
+    {
+      'content-type': 'text/plain',
+    },
+  );
+  t.equal(
+    batch.text,
+    `[${errorText('1', -32600, 'Content-Type must be application/json')},${errorText('2', -32600, 'Content-Type must be application/json')}]`,
+  );
   const h = fromIp('10.1.0.3');
   let last = await post(`${g.base}/v1/rpc/${'w'.repeat(32)}`, '{"jsonrpc":"2.0","id":0,"method":"eth_chainId"}', h);
   for (let i = 1; i <= 20 && last.status === 401; i++) {
@@ -101,7 +120,11 @@ t.test('a missing key is 401 on the WebSocket upgrade and the Beacon paths alike
     t.equal(r.status, 401, `upgrade of ${path}: 401`);
     t.same(JSON.parse(r.body), { jsonrpc: '2.0', id: null, error: { code: -32001, message: BAD_KEY } });
   }
-  for (const path of ['/devnet-beacon/v1/rpc//eth/v1/node/version', '/v1/rpc//eth/v1/node/version', `/v1/rpc/${'k'.repeat(32)}/eth/v1/node/version`]) {
+  for (const path of [
+    '/devnet-beacon/v1/rpc//eth/v1/node/version',
+    '/v1/rpc//eth/v1/node/version',
+    `/v1/rpc/${'k'.repeat(32)}/eth/v1/node/version`,
+  ]) {
     const r = await send('GET', `${g.base}${path}`, undefined, h);
     t.equal(r.status, 401, `${path}: 401`);
     t.same(r.json, { code: 401, message: BAD_KEY }, `${path}: in the Beacon shape`);
@@ -112,12 +135,17 @@ t.test("a valid key on another chain's path is 401 naming the key's network", as
   const ep = endpointFor(g, 'devnet');
   const beaconPath = await send('GET', `${g.base}/devnet-beacon/v1/rpc/${ep.apiKey}/eth/v1/node/version`);
   t.equal(beaconPath.status, 401);
-  t.same(beaconPath.json, { code: 401, message: "This API key belongs to network 'devnet', not 'devnet-beacon': call it on its endpoint's URL" });
+  t.same(beaconPath.json, {
+    code: 401,
+    message: "This API key belongs to network 'devnet', not 'devnet-beacon': call it on its endpoint's URL",
+  });
   const beaconKey = endpointFor(g, 'devnet-beacon');
   const rpcPath = await rpc(`${g.base}/devnet/v1/rpc/${beaconKey.apiKey}`, 'eth_chainId', [], 3);
   t.equal(rpcPath.status, 401);
   t.same(rpcPath.json, {
-    jsonrpc: '2.0', id: 3, error: { code: -32001, message: "This API key belongs to network 'devnet-beacon', not 'devnet': call it on its endpoint's URL" },
+    jsonrpc: '2.0',
+    id: 3,
+    error: { code: -32001, message: "This API key belongs to network 'devnet-beacon', not 'devnet': call it on its endpoint's URL" },
   });
   const upgrade = await refusedUpgrade(wsUrl(g.base, `/devnet/v1/rpc/${beaconKey.apiKey}`));
   t.equal(upgrade.status, 401);
@@ -126,9 +154,12 @@ t.test("a valid key on another chain's path is 401 naming the key's network", as
 
 t.test('the CORS preflight allows the verbs each path serves, and the Authorization header', async (t) => {
   const origin = 'https://dashboard.example';
-  const preflight = (path: string, headers = 'authorization') => send('OPTIONS', `${g.base}${path}`, undefined, {
-    origin, 'access-control-request-method': 'DELETE', 'access-control-request-headers': headers,
-  });
+  const preflight = (path: string, headers = 'authorization') =>
+    send('OPTIONS', `${g.base}${path}`, undefined, {
+      origin,
+      'access-control-request-method': 'DELETE',
+      'access-control-request-headers': headers,
+    });
   const cases: Array<[string, string]> = [
     ['/api/dashboard/endpoints', 'GET, POST, DELETE, OPTIONS'],
     ['/api/dashboard/endpoints/', 'GET, POST, DELETE, OPTIONS'],
@@ -152,7 +183,8 @@ t.test('the CORS preflight allows the verbs each path serves, and the Authorizat
   t.equal(nowhere.status, 404);
   const ep = endpointFor(g, 'devnet');
   const del = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${ep.endpointId}`, undefined, {
-    origin, authorization: `Bearer ${ep.managementKey}`,
+    origin,
+    authorization: `Bearer ${ep.managementKey}`,
   });
   t.equal(del.status, 200, 'and the DELETE itself is served with the CORS header');
   t.equal(del.headers['access-control-allow-origin'], '*');
@@ -162,7 +194,8 @@ t.test('stats take ISO 8601 times as well as unix seconds', async (t) => {
   const ep = endpointFor(g, 'devnet');
   t.equal((await rpc(`${g.base}/v1/rpc/${ep.apiKey}`, 'eth_chainId')).status, 200);
   g.gateway.context.tenancy.ledger.flush();
-  const stats = (query: string) => send('GET', `${g.base}/api/dashboard/endpoints/stats?${query}`, undefined, { authorization: `Bearer ${ep.managementKey}` });
+  const stats = (query: string) =>
+    send('GET', `${g.base}/api/dashboard/endpoints/stats?${query}`, undefined, { authorization: `Bearer ${ep.managementKey}` });
   const listed = await send('GET', `${g.base}/api/dashboard/endpoints`, undefined, { authorization: `Bearer ${ep.managementKey}` });
   const createdAt = (listed.json as { data: Array<{ created_at: string }> }).data[0]!.created_at;
   const fromS = Math.floor(Date.parse(createdAt) / 1000) - 3600;

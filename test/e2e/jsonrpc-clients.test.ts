@@ -21,9 +21,24 @@ const HELLO_WORLD = '0x68656c6c6f20776f726c64';
 const HELLO_WORLD_KECCAK = '0x47173285a8d7341e5e972fc677286384f802f8ef42a5ec5f03bbfa254cb01fad';
 // The interface's method table, in its order.
 const SPEC_METHODS = [
-  'eth_blockNumber', 'eth_chainId', 'eth_getLogs', 'eth_call', 'eth_estimateGas', 'eth_getTransactionCount', 'eth_getCode',
-  'eth_feeHistory', 'eth_getBlockByHash', 'eth_sendRawTransaction', 'eth_getTransactionReceipt', 'web3_sha3', 'eth_newFilter',
-  'eth_newPendingTransactionFilter', 'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_maxPriorityFeePerGas', 'net_listening',
+  'eth_blockNumber',
+  'eth_chainId',
+  'eth_getLogs',
+  'eth_call',
+  'eth_estimateGas',
+  'eth_getTransactionCount',
+  'eth_getCode',
+  'eth_feeHistory',
+  'eth_getBlockByHash',
+  'eth_sendRawTransaction',
+  'eth_getTransactionReceipt',
+  'web3_sha3',
+  'eth_newFilter',
+  'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges',
+  'eth_getFilterLogs',
+  'eth_maxPriorityFeePerGas',
+  'net_listening',
   'eth_subscribe',
 ];
 const SUBSCRIBE_OVER_HTTP = 'eth_subscribe needs a WebSocket connection: open the same URL with wss:// (or ws://)';
@@ -65,13 +80,13 @@ t.test('viem: deploy, call, transact, read receipts, logs and filters through th
   const wallet = createWalletClient({ account, chain: anvil, transport });
 
   t.equal(await client.getChainId(), 31337, 'eth_chainId');
-  t.equal(await client.getBlockNumber(), BigInt(await directResult<string>(node.url, 'eth_blockNumber', [])), 'eth_blockNumber is anvil\'s');
+  t.equal(await client.getBlockNumber(), BigInt(await directResult<string>(node.url, 'eth_blockNumber', [])), "eth_blockNumber is anvil's");
   t.equal(await client.request({ method: 'net_listening' }), true, 'net_listening');
   t.equal(await client.request({ method: 'web3_sha3', params: [HELLO_WORLD] }), HELLO_WORLD_KECCAK, 'web3_sha3 of "hello world"');
   t.equal(
     await client.estimateMaxPriorityFeePerGas(),
     BigInt(await directResult<string>(node.url, 'eth_maxPriorityFeePerGas', [])),
-    'eth_maxPriorityFeePerGas is anvil\'s',
+    "eth_maxPriorityFeePerGas is anvil's",
   );
 
   // Deployment: viem fills nonce, gas and fees through the gateway, signs locally, sends it raw.
@@ -88,7 +103,7 @@ t.test('viem: deploy, call, transact, read receipts, logs and filters through th
   t.equal(
     await client.estimateGas({ account: DEV_ADDRESS, to: address, data: '0xdeadbeef' }),
     BigInt(await directResult<string>(node.url, 'eth_estimateGas', [{ from: DEV_ADDRESS, to: address, data: '0xdeadbeef' }, 'latest'])),
-    'eth_estimateGas is anvil\'s estimate',
+    "eth_estimateGas is anvil's estimate",
   );
 
   // Filters made before the transaction, polled after the block that holds it.
@@ -115,12 +130,21 @@ t.test('viem: deploy, call, transact, read receipts, logs and filters through th
   const getLogs = await client.getLogs({ address, fromBlock: 0n });
   const nodeLogs = await directResult<Json[]>(node.url, 'eth_getLogs', [{ address, fromBlock: '0x0' }]);
   t.equal(nodeLogs.length, 1, 'anvil holds one log of the contract');
-  for (const [what, logs] of [['eth_getFilterLogs', filterLogs], ['eth_getLogs', getLogs]] as const) {
+  for (const [what, logs] of [
+    ['eth_getFilterLogs', filterLogs],
+    ['eth_getLogs', getLogs],
+  ] as const) {
     t.equal(logs.length, 1, `${what}: one log`);
-    t.match(logs[0], {
-      transactionHash: nodeLogs[0]!.transactionHash, blockHash: nodeLogs[0]!.blockHash, data: nodeLogs[0]!.data,
-      topics: nodeLogs[0]!.topics,
-    }, `${what}: anvil's log`);
+    t.match(
+      logs[0],
+      {
+        transactionHash: nodeLogs[0]!.transactionHash,
+        blockHash: nodeLogs[0]!.blockHash,
+        data: nodeLogs[0]!.data,
+        topics: nodeLogs[0]!.topics,
+      },
+      `${what}: anvil's log`,
+    );
   }
 
   const block = await client.getBlock({ blockHash: receipt.blockHash });
@@ -131,38 +155,51 @@ t.test('viem: deploy, call, transact, read receipts, logs and filters through th
   t.match(full.transactions, [{ hash: callHash, to: address.toLowerCase(), input: '0xdeadbeef' }], 'full transactions on request');
 
   t.equal(await client.getTransactionCount({ address: DEV_ADDRESS }), 2, 'eth_getTransactionCount: deploy and call');
-  t.equal(
-    BigInt(await directResult<string>(node.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest'])), 2n, 'anvil agrees',
-  );
+  t.equal(BigInt(await directResult<string>(node.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest'])), 2n, 'anvil agrees');
 
   const history = await client.getFeeHistory({ blockCount: 3, rewardPercentiles: [25, 75] });
   const nodeHistory = await directResult<{ oldestBlock: string; baseFeePerGas: string[]; reward: string[][]; gasUsedRatio: number[] }>(
-    node.url, 'eth_feeHistory', ['0x3', 'latest', [25, 75]],
+    node.url,
+    'eth_feeHistory',
+    ['0x3', 'latest', [25, 75]],
   );
   t.same(
     {
-      oldestBlock: history.oldestBlock, baseFeePerGas: history.baseFeePerGas, gasUsedRatio: history.gasUsedRatio,
+      oldestBlock: history.oldestBlock,
+      baseFeePerGas: history.baseFeePerGas,
+      gasUsedRatio: history.gasUsedRatio,
       reward: history.reward,
     },
     {
-      oldestBlock: BigInt(nodeHistory.oldestBlock), baseFeePerGas: nodeHistory.baseFeePerGas.map(BigInt),
-      gasUsedRatio: nodeHistory.gasUsedRatio, reward: nodeHistory.reward.map((r) => r.map(BigInt)),
+      oldestBlock: BigInt(nodeHistory.oldestBlock),
+      baseFeePerGas: nodeHistory.baseFeePerGas.map(BigInt),
+      gasUsedRatio: nodeHistory.gasUsedRatio,
+      reward: nodeHistory.reward.map((r) => r.map(BigInt)),
     },
-    'eth_feeHistory is anvil\'s history',
+    "eth_feeHistory is anvil's history",
   );
   t.equal(history.reward?.length, 3, 'one reward row per block');
 
   t.equal(await client.uninstallFilter({ filter: logFilter }), true, 'eth_uninstallFilter removes it');
   t.equal(await client.uninstallFilter({ filter: logFilter }), false, 'and it is gone from the gateway');
-  const gone = await client.getFilterChanges({ filter: logFilter }).then(() => 'answered', (e: { details?: string }) => e.details);
+  const gone = await client.getFilterChanges({ filter: logFilter }).then(
+    () => 'answered',
+    (e: { details?: string }) => e.details,
+  );
   t.equal(gone, 'filter not found', 'the gateway answers a removed filter as nodes do');
 
-  const subscribe = await client.request({ method: 'eth_subscribe', params: ['newHeads'] } as never)
-    .then(() => undefined, (e: { code?: number; details?: string }) => ({ code: e.code, details: e.details }));
+  const subscribe = await client.request({ method: 'eth_subscribe', params: ['newHeads'] } as never).then(
+    () => undefined,
+    (e: { code?: number; details?: string }) => ({ code: e.code, details: e.details }),
+  );
   t.same(subscribe, { code: -32601, details: SUBSCRIBE_OVER_HTTP }, 'eth_subscribe over HTTP: the client is told to use a WebSocket');
 
   const used = methodsIn(bodies);
-  t.same(SPEC_METHODS.filter((m) => !used.includes(m)), [], 'viem called every one of the 19 methods through the gateway');
+  t.same(
+    SPEC_METHODS.filter((m) => !used.includes(m)),
+    [],
+    'viem called every one of the 19 methods through the gateway',
+  );
   t.equal(used.filter((m) => m === 'eth_sendRawTransaction').length, 2, 'both transactions went as eth_sendRawTransaction');
   t.notOk(used.includes('eth_sendTransaction'), 'never eth_sendTransaction');
   t.notOk(bodies.some(Array.isArray), 'this client sent no batches');
@@ -198,16 +235,20 @@ t.test('viem with batch: true: concurrent calls go as one JSON-RPC batch and com
   t.ok(Array.isArray(bodies[0]) && (bodies[0] as unknown[]).length === 8, 'holding a batch of the 8 calls');
   t.ok(answers[0]!.startsWith('['), 'answered with a JSON array');
   const values = results.map((r) => (r.status === 'fulfilled' ? r.value : { code: (r.reason as { code?: number }).code }));
-  t.same(values, [
-    BigInt(await directResult<string>(node.url, 'eth_blockNumber', [])),
-    31337,
-    BigInt(await directResult<string>(node.url, 'eth_getBalance', [DEV_ADDRESS, 'latest'])),
-    0,
-    HELLO_WORLD_KECCAK,
-    true,
-    { code: -32601 },
-    undefined,
-  ], 'each call got its own answer; the refused one fails alone');
+  t.same(
+    values,
+    [
+      BigInt(await directResult<string>(node.url, 'eth_blockNumber', [])),
+      31337,
+      BigInt(await directResult<string>(node.url, 'eth_getBalance', [DEV_ADDRESS, 'latest'])),
+      0,
+      HELLO_WORLD_KECCAK,
+      true,
+      { code: -32601 },
+      undefined,
+    ],
+    'each call got its own answer; the refused one fails alone',
+  );
 });
 
 t.test('ethers v6 JsonRpcProvider (batching by default) and a Wallet through the gateway', async (t) => {
@@ -241,7 +282,10 @@ t.test('ethers v6 JsonRpcProvider (batching by default) and a Wallet through the
   t.equal(tip, await directResult<string>(node.url, 'eth_maxPriorityFeePerGas', []), 'eth_maxPriorityFeePerGas');
   t.equal(count, 0, 'eth_getTransactionCount');
   const batches = bodies.filter(Array.isArray) as unknown[][];
-  t.ok(batches.some((b) => b.length >= 4), 'ethers sent the concurrent calls as a batch');
+  t.ok(
+    batches.some((b) => b.length >= 4),
+    'ethers sent the concurrent calls as a batch',
+  );
 
   const factory = new ContractFactory([], DEPLOY_BYTECODE, wallet);
   const contract = await factory.deploy();
@@ -256,7 +300,7 @@ t.test('ethers v6 JsonRpcProvider (batching by default) and a Wallet through the
     'eth_estimateGas',
   );
 
-  const filterId = await provider.send('eth_newFilter', [{ address, topics: [ECHO_TOPIC] }]) as string;
+  const filterId = (await provider.send('eth_newFilter', [{ address, topics: [ECHO_TOPIC] }])) as string;
   const tx = await wallet.sendTransaction({ to: address, data: '0xcafe' });
   const receipt = (await tx.wait())!;
   t.equal(receipt.status, 1, 'the call succeeded');
@@ -279,13 +323,15 @@ t.test('ethers v6 JsonRpcProvider (batching by default) and a Wallet through the
 
   const history = await provider.send('eth_feeHistory', ['0x2', 'latest', [25, 75]]);
   t.same(history, await directResult(node.url, 'eth_feeHistory', ['0x2', 'latest', [25, 75]]), 'eth_feeHistory');
-  const pendingFilter = await provider.send('eth_newPendingTransactionFilter', []) as string;
+  const pendingFilter = (await provider.send('eth_newPendingTransactionFilter', [])) as string;
   t.match(pendingFilter, /^0x[0-9a-f]+$/, 'eth_newPendingTransactionFilter');
   t.equal(await provider.send('eth_uninstallFilter', [filterId]), true, 'eth_uninstallFilter');
   t.equal(await provider.send('eth_uninstallFilter', [filterId]), false, 'and a second uninstall finds nothing');
 
-  const subscribe = await provider.send('eth_subscribe', ['newHeads'])
-    .then(() => undefined, (e: { error?: unknown }) => e.error);
+  const subscribe = await provider.send('eth_subscribe', ['newHeads']).then(
+    () => undefined,
+    (e: { error?: unknown }) => e.error,
+  );
   t.same(subscribe, { code: -32601, message: SUBSCRIBE_OVER_HTTP }, 'eth_subscribe over HTTP');
 
   const used = methodsIn(bodies);
@@ -293,7 +339,7 @@ t.test('ethers v6 JsonRpcProvider (batching by default) and a Wallet through the
   t.notOk(used.includes('eth_sendTransaction'));
 });
 
-t.test('the spec\'s sample forms anvil refuses work through the gateway', async (t) => {
+t.test("the spec's sample forms anvil refuses work through the gateway", async (t) => {
   const { node, url } = await setup(t);
   // One log on the chain, made by viem through the gateway.
   const account = privateKeyToAccount(DEV_KEY);
@@ -307,9 +353,15 @@ t.test('the spec\'s sample forms anvil refuses work through the gateway', async 
   // topics as one string
   const stringTopics = { fromBlock: '0x0', topics: ECHO_TOPIC };
   const refused = await rpc(node.url, 'eth_getLogs', [stringTopics]);
-  t.same(refused.json, {
-    jsonrpc: '2.0', id: 1, error: { code: -32602, message: `invalid type: string "${ECHO_TOPIC}", expected a sequence` },
-  }, 'anvil itself refuses topics as a string');
+  t.same(
+    refused.json,
+    {
+      jsonrpc: '2.0',
+      id: 1,
+      error: { code: -32602, message: `invalid type: string "${ECHO_TOPIC}", expected a sequence` },
+    },
+    'anvil itself refuses topics as a string',
+  );
   const viaGateway = await rpc(url, 'eth_getLogs', [stringTopics]);
   const reference = await rpc(node.url, 'eth_getLogs', [{ fromBlock: '0x0', topics: [ECHO_TOPIC] }]);
   t.equal(viaGateway.status, 200);
@@ -318,29 +370,52 @@ t.test('the spec\'s sample forms anvil refuses work through the gateway', async 
 
   // rewardPercentiles as a string holding a list
   const anvilPercentiles = await rpc(node.url, 'eth_feeHistory', ['0x2', 'latest', '[25, 75]']);
-  t.same(anvilPercentiles.json, {
-    jsonrpc: '2.0', id: 1, error: { code: -32602, message: 'invalid type: string "[25, 75]", expected a sequence' },
-  }, 'anvil itself refuses rewardPercentiles as a string');
+  t.same(
+    anvilPercentiles.json,
+    {
+      jsonrpc: '2.0',
+      id: 1,
+      error: { code: -32602, message: 'invalid type: string "[25, 75]", expected a sequence' },
+    },
+    'anvil itself refuses rewardPercentiles as a string',
+  );
   const fee = await rpc(url, 'eth_feeHistory', ['0x2', 'latest', '[25, 75]']);
   t.equal(fee.text, (await rpc(node.url, 'eth_feeHistory', ['0x2', 'latest', [25, 75]])).text, 'the gateway answers it as [25, 75]');
-  t.match(fee.json, { result: { reward: [[/^0x/, /^0x/], [/^0x/, /^0x/]] } });
+  t.match(fee.json, {
+    result: {
+      reward: [
+        [/^0x/, /^0x/],
+        [/^0x/, /^0x/],
+      ],
+    },
+  });
 
   // eth_getBlockByHash with the hash alone
   const hashOnly = await rpc(node.url, 'eth_getBlockByHash', [receipt.blockHash]);
-  t.same(hashOnly.json, {
-    jsonrpc: '2.0', id: 1,
-    error: { code: -32602, message: 'invalid length 1, expected tuple variant EthRequest::EthGetBlockByHash with 2 elements' },
-  }, 'anvil itself refuses [hash] alone');
+  t.same(
+    hashOnly.json,
+    {
+      jsonrpc: '2.0',
+      id: 1,
+      error: { code: -32602, message: 'invalid length 1, expected tuple variant EthRequest::EthGetBlockByHash with 2 elements' },
+    },
+    'anvil itself refuses [hash] alone',
+  );
   const block = await rpc(url, 'eth_getBlockByHash', [receipt.blockHash]);
   t.equal(block.text, (await rpc(node.url, 'eth_getBlockByHash', [receipt.blockHash, false])).text, 'the gateway fills false');
   t.match(block.json, { result: { hash: receipt.blockHash, transactions: [callHash] } }, 'hashes, not full transactions');
 
   // eth_getTransactionCount with the address alone
   const addressOnly = await rpc(node.url, 'eth_getTransactionCount', [DEV_ADDRESS]);
-  t.same(addressOnly.json, {
-    jsonrpc: '2.0', id: 1,
-    error: { code: -32602, message: 'invalid length 1, expected tuple variant EthRequest::EthGetTransactionCount with 2 elements' },
-  }, 'anvil itself refuses [address] alone');
+  t.same(
+    addressOnly.json,
+    {
+      jsonrpc: '2.0',
+      id: 1,
+      error: { code: -32602, message: 'invalid length 1, expected tuple variant EthRequest::EthGetTransactionCount with 2 elements' },
+    },
+    'anvil itself refuses [address] alone',
+  );
   const nonce = await rpc(url, 'eth_getTransactionCount', [DEV_ADDRESS]);
   t.equal(nonce.text, (await rpc(node.url, 'eth_getTransactionCount', [DEV_ADDRESS, 'latest'])).text, 'the gateway fills latest');
   t.same(nonce.json, { jsonrpc: '2.0', id: 1, result: '0x2' }, 'deploy and call');

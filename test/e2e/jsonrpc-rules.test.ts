@@ -69,7 +69,9 @@ t.test('413 for a declared Content-Length over server.max_body_bytes; the limit 
   assertAnswer(t, await post(limitedUrl, paddedRequest(MAX_BODY)), 200, '{"jsonrpc":"2.0","id":1,"result":"0x7a69"}', 'exactly the limit');
   for (const size of [MAX_BODY + 1, 5000]) {
     assertAnswer(
-      t, await post(limitedUrl, paddedRequest(size)), 413,
+      t,
+      await post(limitedUrl, paddedRequest(size)),
+      413,
       errorText('null', -32600, `Request body of ${size} bytes is larger than the limit of ${MAX_BODY} bytes (server.max_body_bytes)`),
       `${size} bytes declared`,
     );
@@ -84,19 +86,25 @@ function postChunked(target: string, chunks: string[]): Promise<RawAnswer & { ch
   return new Promise((resolve, reject) => {
     let written = 0;
     let answered = false;
-    const req = httpRequest(target, {
-      method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
-    }, (res) => {
-      answered = true;
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const text = Buffer.concat(parts).toString();
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: undefined, chunksWritten: written });
-        req.destroy();
-      });
-    });
+    const req = httpRequest(
+      target,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      },
+      (res) => {
+        answered = true;
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(parts).toString();
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: undefined, chunksWritten: written });
+          req.destroy();
+        });
+      },
+    );
     // Writes after the gateway has closed may fail; the answer already received is what counts.
     req.on('error', (err) => {
       if (!answered) reject(err);
@@ -122,7 +130,10 @@ t.test('413 for a chunked body that passes server.max_body_bytes; a small chunke
   const pieces = Array.from({ length: 10 }, (_, i) => big.slice(i * 400, (i + 1) * 400));
   const r = await postChunked(limitedUrl, pieces);
   assertAnswer(
-    t, r, 413, errorText('null', -32600, `Request body is larger than the limit of ${MAX_BODY} bytes (server.max_body_bytes)`),
+    t,
+    r,
+    413,
+    errorText('null', -32600, `Request body is larger than the limit of ${MAX_BODY} bytes (server.max_body_bytes)`),
     'a chunked body past the limit',
   );
   t.ok(r.chunksWritten < pieces.length, `refused before the whole body was sent (${r.chunksWritten} of ${pieces.length} chunks)`);
@@ -132,12 +143,17 @@ t.test('413 for a batch over server.max_batch; a batch at the limit is served', 
   const items = (n: number): string => `[${Array.from({ length: n }, (_, i) => request(i, 'eth_chainId')).join(',')}]`;
   const atLimit = await post(limitedUrl, items(MAX_BATCH));
   assertAnswer(
-    t, atLimit, 200, `[${Array.from({ length: MAX_BATCH }, (_, i) => `{"jsonrpc":"2.0","id":${i},"result":"0x7a69"}`).join(',')}]`,
+    t,
+    atLimit,
+    200,
+    `[${Array.from({ length: MAX_BATCH }, (_, i) => `{"jsonrpc":"2.0","id":${i},"result":"0x7a69"}`).join(',')}]`,
     `${MAX_BATCH} items`,
   );
   const tooMany = `Batch of ${MAX_BATCH + 1} items is larger than the limit of ${MAX_BATCH} (server.max_batch)`;
   assertAnswer(
-    t, await post(limitedUrl, items(MAX_BATCH + 1)), 413,
+    t,
+    await post(limitedUrl, items(MAX_BATCH + 1)),
+    413,
     `[${Array.from({ length: MAX_BATCH + 1 }, (_, i) => errorText(String(i), -32600, tooMany)).join(',')}]`,
     `${MAX_BATCH + 1} items: one error per item, each with its id`,
   );
@@ -149,11 +165,16 @@ t.test('-32700 with id null for a body that is not JSON or not UTF-8', async (t)
     assertAnswer(t, await post(url, body), 200, notJson, JSON.stringify(body));
   }
   const notUtf8 = errorText('null', -32700, 'parse error: body is not valid UTF-8');
-  const inString = (bytes: number[]): Buffer => Buffer.concat([
-    Buffer.from('{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[],"x":"'), Buffer.from(bytes), Buffer.from('"}'),
-  ]);
+  const inString = (bytes: number[]): Buffer =>
+    Buffer.concat([
+      Buffer.from('{"jsonrpc":"2.0","id":1,"method":"web3_clientVersion","params":[],"x":"'),
+      Buffer.from(bytes),
+      Buffer.from('"}'),
+    ]);
   for (const [what, bytes] of [
-    ['a lone 0xff', [0xff]], ['a truncated sequence', [0xc3, 0x28]], ['an overlong "/"', [0xc0, 0xaf]],
+    ['a lone 0xff', [0xff]],
+    ['a truncated sequence', [0xc3, 0x28]],
+    ['an overlong "/"', [0xc0, 0xaf]],
     ['a UTF-16 surrogate', [0xed, 0xa0, 0x80]],
   ] as const) {
     assertAnswer(t, await post(url, inString([...bytes])), 200, notUtf8, what);
@@ -189,27 +210,46 @@ t.test('-32600 for each request shape rule; the id is echoed only when it is its
 
 t.test('duplicate members are refused, not resolved the way JSON.parse would', async (t) => {
   assertAnswer(
-    t, await post(url, '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":"eth_blockNumber","params":[]}'), 200,
-    errorText('1', -32600, `invalid request: duplicate member 'method'`), 'two methods',
+    t,
+    await post(url, '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":"eth_blockNumber","params":[]}'),
+    200,
+    errorText('1', -32600, `invalid request: duplicate member 'method'`),
+    'two methods',
   );
   assertAnswer(
-    t, await post(url, '{"jsonrpc":"2.0","id":1,"id":2,"method":"eth_chainId","params":[]}'), 200,
-    errorText('null', -32600, `invalid request: duplicate member 'id'`), 'two ids: neither is echoed',
+    t,
+    await post(url, '{"jsonrpc":"2.0","id":1,"id":2,"method":"eth_chainId","params":[]}'),
+    200,
+    errorText('null', -32600, `invalid request: duplicate member 'id'`),
+    'two ids: neither is echoed',
   );
   assertAnswer(
-    t, await post(url, '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[],"params":[]}'), 200,
-    errorText('1', -32600, `invalid request: duplicate member 'params'`), 'two params',
+    t,
+    await post(url, '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[],"params":[]}'),
+    200,
+    errorText('1', -32600, `invalid request: duplicate member 'params'`),
+    'two params',
   );
   assertAnswer(
-    t, await post(url, `{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"${DEAD}","to":"${DEV_ADDRESS}"},"latest"]}`), 200,
-    errorText('1', -32602, `invalid params: duplicate member 'to'`), 'two "to" inside a call object',
+    t,
+    await post(url, `{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"${DEAD}","to":"${DEV_ADDRESS}"},"latest"]}`),
+    200,
+    errorText('1', -32602, `invalid params: duplicate member 'to'`),
+    'two "to" inside a call object',
   );
 });
 
 t.test('params nested deeper than 32 levels: -32602; 32 levels pass to the method rules and to the node', async (t) => {
-  const arrays = (depth: number): string => `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+  const arrays = (depth: number): string =>
+    `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":${'['.repeat(depth)}${']'.repeat(depth)}}`;
   assertAnswer(t, await post(url, arrays(33)), 200, errorText('1', -32602, 'invalid params: nested deeper than 32 levels'), '33 arrays');
-  assertAnswer(t, await post(url, arrays(32)), 200, errorText('1', -32602, 'invalid params: eth_blockNumber takes no parameters'), '32 arrays');
+  assertAnswer(
+    t,
+    await post(url, arrays(32)),
+    200,
+    errorText('1', -32602, 'invalid params: eth_blockNumber takes no parameters'),
+    '32 arrays',
+  );
 
   // The params array is level 1 and the state override object level 2, so `objects` more levels in all.
   const call = (objects: number): string => {
@@ -217,11 +257,17 @@ t.test('params nested deeper than 32 levels: -32602; 32 levels pass to the metho
     for (let i = 1; i < objects; i++) override = `{"a":${override}}`;
     return `{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"${DEAD}"},"latest",${override}]}`;
   };
-  assertAnswer(t, await post(url, call(32)), 200, errorText('1', -32602, 'invalid params: nested deeper than 32 levels'), '33 levels in eth_call');
+  assertAnswer(
+    t,
+    await post(url, call(32)),
+    200,
+    errorText('1', -32602, 'invalid params: nested deeper than 32 levels'),
+    '33 levels in eth_call',
+  );
   const deepest = await post(url, call(31));
   const fromNode = await post(node.url, call(31));
   t.match(fromNode.json, { error: { code: -32602 } }, 'anvil refuses that state override itself');
-  assertAnswer(t, deepest, 200, fromNode.text, '32 levels in eth_call: forwarded, anvil\'s own answer');
+  assertAnswer(t, deepest, 200, fromNode.text, "32 levels in eth_call: forwarded, anvil's own answer");
 });
 
 t.test('an empty batch is one -32600 error object, not an array', async (t) => {
@@ -232,27 +278,40 @@ t.test('an empty batch is one -32600 error object, not an array', async (t) => {
 
 t.test('a batch is answered in request order with every id exactly as sent, big integers included', async (t) => {
   const balance = ((await rpc(node.url, 'eth_getBalance', [DEV_ADDRESS, 'latest'])).json as { result: string }).result;
-  t.equal(BigInt(balance), 10n ** 22n, 'anvil\'s dev account holds 10000 ETH');
+  t.equal(BigInt(balance), 10n ** 22n, "anvil's dev account holds 10000 ETH");
   const items = [
     ['123456789012345678901234567890', '"method":"eth_blockNumber","params":[]', '"result":"0x0"'],
     ['"req-β"', '"method":"eth_chainId","params":[]', '"result":"0x7a69"'],
-    ['-987654321098765432109876543210', '"method":"admin_peers","params":[]',
-      '"error":{"code":-32601,"message":"Method not found: admin_peers is not served by this gateway"}'],
-    ['"x\\"y\\\\z"', '"method":"eth_getBalance","params":["0xbad","latest"]',
-      `"error":{"code":-32602,"message":"invalid params: 'address' must be a 20-byte 0x-prefixed hex address"}`],
+    [
+      '-987654321098765432109876543210',
+      '"method":"admin_peers","params":[]',
+      '"error":{"code":-32601,"message":"Method not found: admin_peers is not served by this gateway"}',
+    ],
+    [
+      '"x\\"y\\\\z"',
+      '"method":"eth_getBalance","params":["0xbad","latest"]',
+      `"error":{"code":-32602,"message":"invalid params: 'address' must be a 20-byte 0x-prefixed hex address"}`,
+    ],
     ['1.50', '"method":"net_listening","params":[]', '"result":true'],
     ['100000000000000000000000000001', '"method":"eth_chainId","params":[]', null],
     ['1e400', `"method":"eth_getBalance","params":["${DEV_ADDRESS}","latest"]`, `"result":"${balance}"`],
-    ['"0x01"', '"method":"web3_sha3","params":["0x68656c6c6f20776f726c64"]',
-      '"result":"0x47173285a8d7341e5e972fc677286384f802f8ef42a5ec5f03bbfa254cb01fad"'],
+    [
+      '"0x01"',
+      '"method":"web3_sha3","params":["0x68656c6c6f20776f726c64"]',
+      '"result":"0x47173285a8d7341e5e972fc677286384f802f8ef42a5ec5f03bbfa254cb01fad"',
+    ],
   ] as const;
-  const body = `[${items.map(([id, rest], i) => (i === 5 ? `{"jsonrpc":"1.0","id":${id},${rest}}` : `{"jsonrpc":"2.0","id":${id},${rest}}`)).join(',')},`
-    + ' 42 , {"jsonrpc":"2.0","method":"eth_chainId","params":[]}]';
-  const expected = `[${items.map(([id, , answer], i) => (i === 5
-    ? errorText(id, -32600, `invalid request: 'jsonrpc' must be "2.0"`)
-    : `{"jsonrpc":"2.0","id":${id},${answer}}`)).join(',')},`
-    + `${errorText('null', -32600, 'invalid request: batch element must be a request object')},`
-    + `${errorText('null', -32600, `invalid request: missing 'id' (notifications are not served)`)}]`;
+  const body =
+    `[${items.map(([id, rest], i) => (i === 5 ? `{"jsonrpc":"1.0","id":${id},${rest}}` : `{"jsonrpc":"2.0","id":${id},${rest}}`)).join(',')},` +
+    ' 42 , {"jsonrpc":"2.0","method":"eth_chainId","params":[]}]';
+  const expected =
+    `[${items
+      .map(([id, , answer], i) =>
+        i === 5 ? errorText(id, -32600, `invalid request: 'jsonrpc' must be "2.0"`) : `{"jsonrpc":"2.0","id":${id},${answer}}`,
+      )
+      .join(',')},` +
+    `${errorText('null', -32600, 'invalid request: batch element must be a request object')},` +
+    `${errorText('null', -32600, `invalid request: missing 'id' (notifications are not served)`)}]`;
   const r = await post(url, body);
   assertAnswer(t, r, 200, expected, 'the whole batch, byte for byte');
   t.equal((r.json as unknown[]).length, 10, 'one answer per item');
@@ -262,15 +321,23 @@ t.test('batch HTTP status: 502 when every item met a dead upstream, 200 when any
   const upstreamError = (idText: string): string => errorText(idText, -32603, 'Upstream node error');
   assertAnswer(t, await post(deadUrl, request(9, 'eth_blockNumber')), 502, upstreamError('9'), 'a single call');
   assertAnswer(
-    t, await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request('two', 'eth_getBalance', [DEV_ADDRESS, 'latest'])}]`), 502,
-    `[${upstreamError('1')},${upstreamError('"two"')}]`, 'every item 502',
+    t,
+    await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request('two', 'eth_getBalance', [DEV_ADDRESS, 'latest'])}]`),
+    502,
+    `[${upstreamError('1')},${upstreamError('"two"')}]`,
+    'every item 502',
   );
   assertAnswer(
-    t, await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request(2, 'eth_chainId')}]`), 200,
-    `[${upstreamError('1')},{"jsonrpc":"2.0","id":2,"result":"0x1"}]`, 'one 502 and one answered by the gateway',
+    t,
+    await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request(2, 'eth_chainId')}]`),
+    200,
+    `[${upstreamError('1')},{"jsonrpc":"2.0","id":2,"result":"0x1"}]`,
+    'one 502 and one answered by the gateway',
   );
   assertAnswer(
-    t, await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request(2, 'admin_peers')}]`), 200,
+    t,
+    await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request(2, 'admin_peers')}]`),
+    200,
     `[${upstreamError('1')},${errorText('2', -32601, 'Method not found: admin_peers is not served by this gateway')}]`,
     'one 502 and one refused method',
   );
@@ -310,12 +377,18 @@ t.test('refused methods get -32601 and never reach the node', async (t) => {
   ];
   for (const [method, params] of refused) {
     assertAnswer(
-      t, await rpc(gw, method, params, 3), 200, errorText('3', -32601, `Method not found: ${method} is not served by this gateway`), method,
+      t,
+      await rpc(gw, method, params, 3),
+      200,
+      errorText('3', -32601, `Method not found: ${method} is not served by this gateway`),
+      method,
     );
   }
   const batch = await post(gw, `[${refused.map(([m, p], i) => request(i, m, p)).join(',')}]`);
   assertAnswer(
-    t, batch, 200,
+    t,
+    batch,
+    200,
     `[${refused.map(([m], i) => errorText(String(i), -32601, `Method not found: ${m} is not served by this gateway`)).join(',')}]`,
     'all of them in one batch',
   );
@@ -332,13 +405,21 @@ t.test('-32602 messages name the parameter', async (t) => {
   const cases: Array<[string, unknown[], string]> = [
     ['eth_getBalance', ['0xbad', 'latest'], `'address' must be a 20-byte 0x-prefixed hex address`],
     ['eth_feeHistory', ['0x1'], `missing 'newestBlock'`],
-    ['eth_feeHistory', ['0x1', 'latest', [75, 25]], `'rewardPercentiles' must be an array of numbers from 0 to 100 in non-decreasing order`],
+    [
+      'eth_feeHistory',
+      ['0x1', 'latest', [75, 25]],
+      `'rewardPercentiles' must be an array of numbers from 0 to 100 in non-decreasing order`,
+    ],
     ['eth_feeHistory', ['ten', 'latest'], `'blockCount' must be a hex quantity or a non-negative integer`],
     ['eth_getBlockByHash', ['0x1234', false], `'blockHash' must be a 32-byte 0x-prefixed hex hash`],
     ['eth_getBlockByHash', [ZERO_HASH, 'yes'], `'fullTransactions' must be a boolean`],
     ['eth_getTransactionReceipt', [], `missing 'transactionHash'`],
     ['eth_getLogs', [{ topics: ['0x12'] }], `'filter.topics[0]' must be null, a 32-byte hex topic or an array of topics and nulls`],
-    ['eth_getLogs', [{ fromBlock: 'yesterday' }], `'filter.fromBlock' must be a hex block number or one of latest, earliest, pending, safe, finalized`],
+    [
+      'eth_getLogs',
+      [{ fromBlock: 'yesterday' }],
+      `'filter.fromBlock' must be a hex block number or one of latest, earliest, pending, safe, finalized`,
+    ],
     ['eth_call', [{ to: DEAD, data: '0x123' }], `'transaction.data' must be 0x-prefixed hex bytes (an even number of hex digits)`],
     ['eth_call', [{ value: '0x1' }], `missing 'transaction.to' (needed unless 'data' or 'input' deploys code)`],
     ['eth_estimateGas', [{ from: 'me' }], `'transaction.from' must be a 20-byte 0x-prefixed hex address`],
@@ -350,7 +431,11 @@ t.test('-32602 messages name the parameter', async (t) => {
   ];
   for (const [method, params, problem] of cases) {
     assertAnswer(
-      t, await rpc(url, method, params, 'p'), 200, errorText('"p"', -32602, `invalid params: ${problem}`), `${method}(${JSON.stringify(params)})`,
+      t,
+      await rpc(url, method, params, 'p'),
+      200,
+      errorText('"p"', -32602, `invalid params: ${problem}`),
+      `${method}(${JSON.stringify(params)})`,
     );
   }
 });

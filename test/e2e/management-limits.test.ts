@@ -30,11 +30,21 @@ t.test('a request rate per IP and per key, with Retry-After; other IPs and owner
   const alice = owner(g, 'alice');
   const bob = owner(g, 'bob');
   const a = await inARow(4, () => get(g, '/api/dashboard/account', alice.key));
-  t.same(a.map((r) => r.status), [200, 200, 200, 429], "the owner's fourth request in a second is 429");
-  t.same(a[3]!.json, { error: { code: 'rate_limited', message: 'Too many management requests (the limit is 3 per second per key: management.rps_per_key)' } });
+  t.same(
+    a.map((r) => r.status),
+    [200, 200, 200, 429],
+    "the owner's fourth request in a second is 429",
+  );
+  t.same(a[3]!.json, {
+    error: { code: 'rate_limited', message: 'Too many management requests (the limit is 3 per second per key: management.rps_per_key)' },
+  });
   t.ok(Number(a[3]!.headers['retry-after']) >= 1, 'with Retry-After');
   const b = await inARow(3, () => get(g, '/api/dashboard/account', bob.key));
-  t.same(b.map((r) => r.status), [200, 200, 429], "another owner has its own rate; the IP's sixth request is refused");
+  t.same(
+    b.map((r) => r.status),
+    [200, 200, 429],
+    "another owner has its own rate; the IP's sixth request is refused",
+  );
   t.match(b[2]!.json, { error: { code: 'rate_limited', message: /6 per second per IP: management\.rps_per_ip/ } });
   const elsewhere = await get(g, '/api/dashboard/account', bob.key, '10.2.0.2');
   t.equal(elsewhere.status, 200, 'another IP is not held back');
@@ -91,10 +101,16 @@ t.test('GET /api/dashboard/endpoints in pages: limit and cursor, the first page 
   t.equal(all.data.length, 229, 'limit=1000 takes them all in one page');
   t.notOk('next_cursor' in all);
   const small = (await get(g, '/api/dashboard/endpoints?limit=7', o.key)).json as Page;
-  t.same(small.data.map((e) => e.id), expected.filter((id) => id !== seen[99]).slice(0, 7));
+  t.same(
+    small.data.map((e) => e.id),
+    expected.filter((id) => id !== seen[99]).slice(0, 7),
+  );
   for (const [query, message] of [
-    ['limit=0', /'limit' must be an integer from 1 to 1000/], ['limit=1001', /from 1 to 1000/], ['limit=abc', /from 1 to 1000/],
-    ['cursor=nonsense', /'cursor' is not one this API gave/], ['limit=5&limit=6', /'limit' is given more than once/],
+    ['limit=0', /'limit' must be an integer from 1 to 1000/],
+    ['limit=1001', /from 1 to 1000/],
+    ['limit=abc', /from 1 to 1000/],
+    ['cursor=nonsense', /'cursor' is not one this API gave/],
+    ['limit=5&limit=6', /'limit' is given more than once/],
   ] as const) {
     const r = await get(g, `/api/dashboard/endpoints?${query}`, o.key);
     t.equal(r.status, 400, `${query}: 400`);

@@ -42,7 +42,10 @@ t.test('eth_blockNumber, eth_getBalance and a signed raw transaction through /v1
   const url = `${g.base}/v1/rpc/public`;
   const bn = await rpc(url, 'eth_blockNumber');
   t.equal(bn.status, 200);
-  t.ok(g.logLines.some((l) => l.startsWith('info upstream ok chain=devnet')), 'the start-up probe logs a live upstream');
+  t.ok(
+    g.logLines.some((l) => l.startsWith('info upstream ok chain=devnet')),
+    'the start-up probe logs a live upstream',
+  );
   t.equal(bn.headers['content-type'], 'application/json');
   t.match(bn.json, { jsonrpc: '2.0', id: 1, result: /^0x[0-9a-f]+$/ });
   const bal = await rpc(url, 'eth_getBalance', [DEV_ADDRESS, 'latest']);
@@ -50,8 +53,14 @@ t.test('eth_blockNumber, eth_getBalance and a signed raw transaction through /v1
 
   const wallet = new Wallet(DEV_KEY);
   const raw = await wallet.signTransaction({
-    to: '0x000000000000000000000000000000000000dEaD', value: 12345n, nonce: 0, gasLimit: 21000n,
-    maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 10n ** 9n, chainId: 31337n, type: 2,
+    to: '0x000000000000000000000000000000000000dEaD',
+    value: 12345n,
+    nonce: 0,
+    gasLimit: 21000n,
+    maxFeePerGas: 10n ** 10n,
+    maxPriorityFeePerGas: 10n ** 9n,
+    chainId: 31337n,
+    type: 2,
   });
   const sent = await rpc(url, 'eth_sendRawTransaction', [raw], 7);
   t.equal(sent.status, 200);
@@ -69,8 +78,11 @@ const UPSTREAM_ERROR = { jsonrpc: '2.0', id: 42, error: { code: -32603, message:
 
 t.test('502 with the request id for a dead, hanging, garbage-speaking or failing upstream', async (t) => {
   const faults = await Promise.all([
-    fakeUpstream(t, 'hang'), fakeUpstream(t, 'reset'), fakeUpstream(t, 'garbage'),
-    fakeUpstream(t, 'not-json'), fakeUpstream(t, 'http-500'),
+    fakeUpstream(t, 'hang'),
+    fakeUpstream(t, 'reset'),
+    fakeUpstream(t, 'garbage'),
+    fakeUpstream(t, 'not-json'),
+    fakeUpstream(t, 'http-500'),
   ]);
   const dead = await fakeUpstream(t, 'hang');
   const deadUrl = dead.url;
@@ -79,17 +91,34 @@ t.test('502 with the request id for a dead, hanging, garbage-speaking or failing
     chains[`f${i}`] = evmChain([f.url], 100 + i, { timeout_s: 1 });
   });
   const g = await gatewayFor(t, { server: { default_chain: 'dead' }, chains });
-  for (const [slug, what] of [['dead', 'refused'], ['f0', 'hang'], ['f1', 'reset'], ['f2', 'garbage'], ['f3', 'not JSON'], ['f4', 'HTTP 500']]) {
+  for (const [slug, what] of [
+    ['dead', 'refused'],
+    ['f0', 'hang'],
+    ['f1', 'reset'],
+    ['f2', 'garbage'],
+    ['f3', 'not JSON'],
+    ['f4', 'HTTP 500'],
+  ]) {
     const r = await rpc(`${g.base}/${slug}/v1/rpc/public`, 'eth_blockNumber', [], 42);
     t.equal(r.status, 502, `${what}: 502`);
     t.same(r.json, UPSTREAM_ERROR, `${what}: the error-table body with the request id`);
   }
   t.ok(deadUrl);
-  t.ok(g.logLines.some((l) => l.startsWith('warn upstream unreachable') && l.includes('chain=dead')), 'the start-up probe logs the dead upstream');
-  t.ok(g.logLines.some((l) => l.startsWith('warn upstream calls fail') && l.includes('upstream=http://127.0.0.1:1')), 'the failure is logged with the upstream label');
+  t.ok(
+    g.logLines.some((l) => l.startsWith('warn upstream unreachable') && l.includes('chain=dead')),
+    'the start-up probe logs the dead upstream',
+  );
+  t.ok(
+    g.logLines.some((l) => l.startsWith('warn upstream calls fail') && l.includes('upstream=http://127.0.0.1:1')),
+    'the failure is logged with the upstream label',
+  );
   // An outage is a condition, not a line per refused call: 300 more failures within a summary period add nothing.
   const before = g.logLines.filter((l) => l.includes('upstream calls fail') && l.includes('chain=dead')).length;
-  const more = await Promise.all(Array.from({ length: 300 }, (_, i) => rpc(`${g.base}/dead/v1/rpc/public`, 'eth_getBalance', [`0x${String(i).padStart(40, '0')}`, 'latest'], i)));
+  const more = await Promise.all(
+    Array.from({ length: 300 }, (_, i) =>
+      rpc(`${g.base}/dead/v1/rpc/public`, 'eth_getBalance', [`0x${String(i).padStart(40, '0')}`, 'latest'], i),
+    ),
+  );
   t.same([...new Set(more.map((r) => r.status))], [502]);
   const after = g.logLines.filter((l) => l.includes('upstream calls fail') && l.includes('chain=dead')).length;
   t.equal(before, 1, 'one line when the failures start');
@@ -99,8 +128,13 @@ t.test('502 with the request id for a dead, hanging, garbage-speaking or failing
 t.test('an upstream that dies mid-answer cuts the client answer', async (t) => {
   const f = await fakeUpstream(t, 'truncated');
   const g = await gatewayFor(t, { chains: { devnet: evmChain([f.url], 1, { timeout_s: 2 }) } });
-  const outcome = await post(`${g.base}/v1/rpc/public`, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }))
-    .then((r) => `complete ${r.status} ${r.text.length}`, (err: Error) => `error ${err.message}`);
+  const outcome = await post(
+    `${g.base}/v1/rpc/public`,
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }),
+  ).then(
+    (r) => `complete ${r.status} ${r.text.length}`,
+    (err: Error) => `error ${err.message}`,
+  );
   t.match(outcome, /^error /, 'the client sees an error, never a complete-looking body');
 });
 
@@ -111,7 +145,9 @@ t.test('CORS, 404, 405, 401 and a beacon chain refusing JSON-RPC', async (t) => 
     chains: { devnet: evmChain([node.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: 'http://127.0.0.1:1' }] } },
   });
   const pre = await send('OPTIONS', `${g.base}/v1/rpc/public`, undefined, {
-    origin: 'https://dapp.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type',
+    origin: 'https://dapp.example',
+    'access-control-request-method': 'POST',
+    'access-control-request-headers': 'content-type',
   });
   t.equal(pre.status, 204);
   t.equal(pre.headers['access-control-allow-origin'], '*');
@@ -157,6 +193,9 @@ t.test('graceful stop lets a request in flight finish', async (t) => {
   const answer = await inFlight;
   t.equal(cut, 0, 'nothing was cut');
   t.same(answer.json, { jsonrpc: '2.0', id: 9, result: '0x10' });
-  const refused = await rpc(`${g.base}/v1/rpc/public`, 'eth_blockNumber').then(() => 'answered', (e: NodeJS.ErrnoException) => e.code);
+  const refused = await rpc(`${g.base}/v1/rpc/public`, 'eth_blockNumber').then(
+    () => 'answered',
+    (e: NodeJS.ErrnoException) => e.code,
+  );
   t.equal(refused, 'ECONNREFUSED', 'no new connections after stop');
 });

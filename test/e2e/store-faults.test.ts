@@ -42,7 +42,10 @@ async function daemonOn(t: Test, db: string, anvilUrl: string, flushMs: number):
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const cfg = join(dir, 'config.yaml');
   // Management rates lifted: the tests send management requests back to back.
-  writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nmanagement: { rps_per_key: 1000000, rps_per_ip: 1000000 }\nstorage: { path: ${JSON.stringify(db)} }\nledger: { flush_interval_ms: ${flushMs} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${anvilUrl}" }]\n`);
+  writeFileSync(
+    cfg,
+    `server: { host: 127.0.0.1, port: 0 }\nmanagement: { rps_per_key: 1000000, rps_per_ip: 1000000 }\nstorage: { path: ${JSON.stringify(db)} }\nledger: { flush_interval_ms: ${flushMs} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${anvilUrl}" }]\n`,
+  );
   const d = await startDaemon(t, cfg);
   t.teardown(() => stopDaemon(d));
   return d;
@@ -53,7 +56,14 @@ function stored(db: string, ownerId: number): { balance: number; served: number;
   const file = new Database(db, { readonly: true });
   try {
     const usage = ['usage_minute', 'usage_hour', 'usage_day']
-      .map((table) => file.prepare(`SELECT coalesce(sum(ru), 0) AS ru, coalesce(sum(CASE WHEN status = 0 THEN requests ELSE 0 END), 0) AS served FROM ${table} WHERE owner_id = ?`).get(ownerId) as { ru: number; served: number })
+      .map(
+        (table) =>
+          file
+            .prepare(
+              `SELECT coalesce(sum(ru), 0) AS ru, coalesce(sum(CASE WHEN status = 0 THEN requests ELSE 0 END), 0) AS served FROM ${table} WHERE owner_id = ?`,
+            )
+            .get(ownerId) as { ru: number; served: number },
+      )
       .reduce((a, b) => ({ ru: a.ru + b.ru, served: a.served + b.served }));
     const balance = file.prepare('SELECT ru_balance FROM owners WHERE id = ?').pluck().get(ownerId) as number;
     return { balance, ...usage, gaps: invariantGaps(file) };
@@ -95,7 +105,11 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-locked-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const db = join(dir, 'chaingate.db');
-  const { ownerId, managementKey, endpoints: [used, doomed] } = seed(db, 2);
+  const {
+    ownerId,
+    managementKey,
+    endpoints: [used, doomed],
+  } = seed(db, 2);
   const d = await daemonOn(t, db, node.url, 200);
   const base = `http://127.0.0.1:${d.port}`;
   const url = `${base}/v1/rpc/${used!.apiKey}`;
@@ -127,11 +141,14 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
   t.equal(refused.status, 503, 'a flush failed: calls that need metering are refused');
   t.match(refused.json, { error: { code: -32099 } });
 
-  const posted = await send('POST', `${base}/api/dashboard/endpoints`, JSON.stringify({ network: 'devnet', name: 'during' }), { ...auth, ...json });
+  const posted = await send('POST', `${base}/api/dashboard/endpoints`, JSON.stringify({ network: 'devnet', name: 'during' }), {
+    ...auth,
+    ...json,
+  });
   t.equal(posted.status, 503, 'a store fault is not a client error');
   t.match(posted.json, { error: { code: 'store_unavailable', message: /busy or full/ } });
   const garbled = await send('POST', `${base}/api/dashboard/endpoints`, '{"network": ', { ...auth, ...json });
-  t.equal(garbled.status, 400, 'a parse error is still the client\'s');
+  t.equal(garbled.status, 400, "a parse error is still the client's");
   t.match(garbled.json, { error: { code: 'bad_request', message: 'body is not valid JSON' } });
   const deletedByQuery = await send('DELETE', `${base}/api/dashboard/endpoints?id=${doomed!.id}`, undefined, auth);
   t.equal(deletedByQuery.status, 503);
@@ -145,10 +162,17 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
   t.equal(account.status, 200, 'and serving its reads');
   t.match(account.json, { data: { ru_balance: CREDIT - served * RU } }, 'the live balance counts every debit still in memory');
   // The log comes through a pipe of its own: it may trail the answers.
-  const faults = (): string[] => d.log().split('\n').filter((l) => l.includes('store fault; answered 503'));
+  const faults = (): string[] =>
+    d
+      .log()
+      .split('\n')
+      .filter((l) => l.includes('store fault; answered 503'));
   await waitFor('the faults in the log', () => faults().length >= 3);
   t.equal(faults().length, 3, 'each faulted request logged once: its handler ran once');
-  t.ok(faults().every((l) => l.includes('database is locked')), 'and logged with SQLite\'s reason');
+  t.ok(
+    faults().every((l) => l.includes('database is locked')),
+    "and logged with SQLite's reason",
+  );
   t.match(d.log(), /ledger flush failed; debits kept in memory/);
 
   lock.exec('ROLLBACK');
@@ -168,7 +192,11 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
 
   t.equal(await stopGracefully(d), 0);
   const file = new Database(db, { readonly: true });
-  t.same(file.prepare(`SELECT coalesce(name, '-') FROM endpoints ORDER BY 1`).pluck().all(), ['-', 'ep0', 'ep1'], 'the refused POST created nothing');
+  t.same(
+    file.prepare(`SELECT coalesce(name, '-') FROM endpoints ORDER BY 1`).pluck().all(),
+    ['-', 'ep0', 'ep1'],
+    'the refused POST created nothing',
+  );
   file.close();
   storedExactly(t, db, ownerId, served);
 });
@@ -177,7 +205,10 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
   const node = await anvilFor(t);
   const volume = smallVolume(t, '2m');
   const db = join(volume, 'chaingate.db');
-  const { ownerId, endpoints: [ep] } = seed(db, 1);
+  const {
+    ownerId,
+    endpoints: [ep],
+  } = seed(db, 1);
   // A short flush interval grows the WAL fast (each flush appends a few pages); SQLite's own
   // checkpoint waits for 1000 pages (4 MB), more than the volume holds.
   const d = await daemonOn(t, db, node.url, 10);
@@ -187,10 +218,16 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
   let full = false;
   let servedSinceFull = 0;
   const statuses = new Map<number, number>();
-  const loops = Array.from({ length: 8 }, () => hammer(url, () => stop, (status) => {
-    statuses.set(status, (statuses.get(status) ?? 0) + 1);
-    if (status === 200 && full) servedSinceFull++;
-  }));
+  const loops = Array.from({ length: 8 }, () =>
+    hammer(
+      url,
+      () => stop,
+      (status) => {
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        if (status === 200 && full) servedSinceFull++;
+      },
+    ),
+  );
   try {
     await waitFor('the disk to fill', () => (full = /ledger flush failed.*database or disk is full/.test(d.log())), 60_000);
     // Before the fix every flush failed from here on, and every call needing metering got 503.
@@ -200,7 +237,10 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
   }
   const served = (await Promise.all(loops)).reduce((a, b) => a + b, 0);
   t.ok(alive(d), 'no restart');
-  t.ok(servedSinceFull >= 500, `served again after the disk filled (${servedSinceFull} calls; answers by status: ${JSON.stringify([...statuses])})`);
+  t.ok(
+    servedSinceFull >= 500,
+    `served again after the disk filled (${servedSinceFull} calls; answers by status: ${JSON.stringify([...statuses])})`,
+  );
   t.match(d.log(), /WAL checkpointed after a store fault/);
   // Idle now: the last debits reach the file at the next flushes.
   await waitFor('every debit to be stored', () => stored(db, ownerId).served === served);
@@ -231,7 +271,9 @@ t.test('a full disk under management writes alone: 503 in the management shape, 
   }
   t.equal(answer.status, 503, 'a store fault is answered 503');
   t.match(answer.json, { error: { code: 'store_unavailable', message: /busy or full/ } });
-  await waitFor('the fault in the log', () => /store fault; answered 503 during="(POST|DELETE) \/api\/dashboard\/endpoints" error="database or disk is full"/.test(d.log()));
+  await waitFor('the fault in the log', () =>
+    /store fault; answered 503 during="(POST|DELETE) \/api\/dashboard\/endpoints" error="database or disk is full"/.test(d.log()),
+  );
   t.ok(alive(d), 'the daemon lives on');
 
   rmSync(filler);

@@ -21,7 +21,8 @@ function owner(g: TestGateway, name: string, plan: string, ru: number): { id: nu
 
 function api(g: TestGateway, key: string, method: string, path: string, body?: unknown) {
   return send(method, `${g.base}${path}`, body === undefined ? undefined : JSON.stringify(body), {
-    authorization: `Bearer ${key}`, 'content-type': 'application/json',
+    authorization: `Bearer ${key}`,
+    'content-type': 'application/json',
   });
 }
 
@@ -38,20 +39,48 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   const alice = owner(g, 'alice', 'free', 1000);
   const chains = await api(g, alice.key, 'GET', '/api/dashboard/chains');
   t.equal(chains.status, 200);
-  t.same(chains.json, { data: [
-    { slug: 'devnet', name: 'devnet', kind: 'evm', chain_id: 31337, public_https_url: `http://127.0.0.1:0/devnet/v1/rpc/public`.replace(':0/', ':0/'), public_wss_url: 'ws://127.0.0.1:0/devnet/v1/rpc/public' },
-    { slug: 'devnet-beacon', name: 'devnet-beacon', kind: 'beacon', chain_id: null, public_https_url: 'http://127.0.0.1:0/devnet-beacon/v1/rpc/public', public_wss_url: null },
-  ] });
+  t.same(chains.json, {
+    data: [
+      {
+        slug: 'devnet',
+        name: 'devnet',
+        kind: 'evm',
+        chain_id: 31337,
+        public_https_url: `http://127.0.0.1:0/devnet/v1/rpc/public`.replace(':0/', ':0/'),
+        public_wss_url: 'ws://127.0.0.1:0/devnet/v1/rpc/public',
+      },
+      {
+        slug: 'devnet-beacon',
+        name: 'devnet-beacon',
+        kind: 'beacon',
+        chain_id: null,
+        public_https_url: 'http://127.0.0.1:0/devnet-beacon/v1/rpc/public',
+        public_wss_url: null,
+      },
+    ],
+  });
   const missing = await api(g, alice.key, 'POST', '/api/dashboard/endpoints', { name: 'x' });
   t.equal(missing.status, 400);
   t.match(missing.json, { error: { code: 'bad_request', message: /'network' is required/ } });
   const unknown = await api(g, alice.key, 'POST', '/api/dashboard/endpoints', { network: 'mainnet' });
   t.equal(unknown.status, 400);
   t.match(unknown.json, { error: { message: /Unknown network "mainnet"/ } });
-  const created = await api(g, alice.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet', name: 'prod', owner_id: 999, balance: 1e9 });
+  const created = await api(g, alice.key, 'POST', '/api/dashboard/endpoints', {
+    network: 'devnet',
+    name: 'prod',
+    owner_id: 999,
+    balance: 1e9,
+  });
   t.equal(created.status, 201);
   const ep = (created.json as { data: Record<string, string> }).data;
-  t.match(ep, { id: /^ep_/, name: 'prod', network: 'devnet', api_key: /^[A-Za-z0-9]{32,}$/, key_prefix: /^.{8}$/, created_at: /^\d{4}-\d\d-\d\dT/ });
+  t.match(ep, {
+    id: /^ep_/,
+    name: 'prod',
+    network: 'devnet',
+    api_key: /^[A-Za-z0-9]{32,}$/,
+    key_prefix: /^.{8}$/,
+    created_at: /^\d{4}-\d\d-\d\dT/,
+  });
   t.equal(ep.key_prefix, ep.api_key!.slice(0, 8));
   t.equal(ep.https_url, `http://127.0.0.1:0/devnet/v1/rpc/${ep.api_key}`);
   t.equal(ep.wss_url, `ws://127.0.0.1:0/devnet/v1/rpc/${ep.api_key}`);
@@ -62,19 +91,26 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   const url = `${g.base}/v1/rpc/${ep.api_key}`;
   const bn = await rpc(url, 'eth_blockNumber');
   t.match(bn.json, { result: /^0x/ });
-  const batch = await post(url, JSON.stringify([
-    { jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] },
-    { jsonrpc: '2.0', id: 2, method: 'eth_getLogs', params: [{}] },
-  ]));
+  const batch = await post(
+    url,
+    JSON.stringify([
+      { jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] },
+      { jsonrpc: '2.0', id: 2, method: 'eth_getLogs', params: [{}] },
+    ]),
+  );
   t.equal(batch.status, 200);
   await new Promise((r) => setTimeout(r, 300));
   const account = await api(g, alice.key, 'GET', '/api/dashboard/account');
-  t.same(account.json, { data: { id: alice.id, name: 'alice', plan: { name: 'free', rps: 100, ru_per_second: null }, ru_balance: 1000 - 10 - 5 - 50 } });
+  t.same(account.json, {
+    data: { id: alice.id, name: 'alice', plan: { name: 'free', rps: 100, ru_per_second: null }, ru_balance: 1000 - 10 - 5 - 50 },
+  });
   g.gateway.context.tenancy.ledger.flush();
   const stats = await api(g, alice.key, 'GET', `/api/dashboard/endpoints/stats?id=${ep.id}&interval=minute`);
   t.equal(stats.status, 200);
   t.match(stats.json, { data: { totals: { requests: 3, ru: 65, errors: 0 } } });
-  const methods = (stats.json as { data: { methods: Array<{ method: string; ru: number }> } }).data.methods.map((m) => `${m.method}=${m.ru}`).sort();
+  const methods = (stats.json as { data: { methods: Array<{ method: string; ru: number }> } }).data.methods
+    .map((m) => `${m.method}=${m.ru}`)
+    .sort();
   t.same(methods, ['eth_blockNumber=10', 'eth_chainId=5', 'eth_getLogs=50']);
 
   const repeated = await api(g, alice.key, 'DELETE', `/api/dashboard/endpoints?id=${ep.id}&id=other`);
@@ -91,7 +127,7 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   t.match(nokey.json, { error: { code: 'unauthorized' } });
 });
 
-t.test('two owners never see, use or delete each other\'s endpoints', async (t) => {
+t.test("two owners never see, use or delete each other's endpoints", async (t) => {
   const node = await anvilFor(t);
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });
   const a = owner(g, 'a', 'free', 100);
@@ -99,7 +135,10 @@ t.test('two owners never see, use or delete each other\'s endpoints', async (t) 
   const ea = ((await api(g, a.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet' })).json as { data: { id: string } }).data;
   const eb = ((await api(g, b.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet' })).json as { data: { id: string } }).data;
   const listA = await api(g, a.key, 'GET', '/api/dashboard/endpoints');
-  t.same((listA.json as { data: Array<{ id: string }> }).data.map((e) => e.id), [ea.id]);
+  t.same(
+    (listA.json as { data: Array<{ id: string }> }).data.map((e) => e.id),
+    [ea.id],
+  );
   const crossStats = await api(g, a.key, 'GET', `/api/dashboard/endpoints/stats?id=${eb.id}`);
   const unknownStats = await api(g, a.key, 'GET', '/api/dashboard/endpoints/stats?id=ep_doesnotexist0000');
   t.equal(crossStats.status, 404);
@@ -108,7 +147,11 @@ t.test('two owners never see, use or delete each other\'s endpoints', async (t) 
   const crossDelete = await api(g, a.key, 'DELETE', `/api/dashboard/endpoints?id=${eb.id}`);
   t.equal(crossDelete.status, 404, "another owner's endpoint answers as an unknown one");
   const listB = await api(g, b.key, 'GET', '/api/dashboard/endpoints');
-  t.same((listB.json as { data: Array<{ id: string }> }).data.map((e) => e.id), [eb.id], "b's endpoint is still there");
+  t.same(
+    (listB.json as { data: Array<{ id: string }> }).data.map((e) => e.id),
+    [eb.id],
+    "b's endpoint is still there",
+  );
   const accA = await api(g, a.key, 'GET', '/api/dashboard/account');
   t.match(accA.json, { data: { id: a.id, name: 'a' } });
   const wrongVerb = await api(g, a.key, 'PUT', '/api/dashboard/endpoints');
@@ -144,7 +187,8 @@ t.test("an endpoint name that is not 1 to 100 printable characters is 400 naming
   ];
   for (const [name, message] of cases) {
     const r = await send('POST', `${g.base}/api/dashboard/endpoints`, `{"network":"devnet","name":${name}}`, {
-      authorization: `Bearer ${o.key}`, 'content-type': 'application/json',
+      authorization: `Bearer ${o.key}`,
+      'content-type': 'application/json',
     });
     t.equal(r.status, 400, name);
     t.same(r.json, { error: { code: 'bad_request', message } }, name);
@@ -188,9 +232,16 @@ t.test('401, 402 and 429 with exact bodies on single and batch requests', async 
   t.same(cheap.json, RATE_LIMITED(7));
   t.ok(Number(cheap.headers['retry-after']) >= 1, 'Retry-After in whole seconds');
   await new Promise((r) => setTimeout(r, 1100));
-  const mixed = await post(url, JSON.stringify([1, 2, 3, 4, 5, 6, 7].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId', params: [] }))));
+  const mixed = await post(
+    url,
+    JSON.stringify([1, 2, 3, 4, 5, 6, 7].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId', params: [] }))),
+  );
   const outcome = (mixed.json as Array<{ error?: { code: number } }>).map((a) => a.error?.code ?? 'ok');
-  t.same(outcome, ['ok', -32002, -32002, -32002, -32002, -32005, -32005], 'items admitted in order while the limit allows; the rate limit comes before the balance');
+  t.same(
+    outcome,
+    ['ok', -32002, -32002, -32002, -32002, -32005, -32005],
+    'items admitted in order while the limit allows; the rate limit comes before the balance',
+  );
   t.equal(mixed.status, 200, 'refusals for different reasons: 200');
   await new Promise((r) => setTimeout(r, 1100));
   const allRefused = await post(url, JSON.stringify([1, 2].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_getLogs', params: [{}] }))));
@@ -214,12 +265,19 @@ t.test('public path: per-IP limit with Retry-After, and its batch limit', async 
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) }, public: { rps_per_ip: 2, max_batch: 3 } });
   const url = `${g.base}/v1/rpc/public`;
   const r = [await rpc(url, 'eth_chainId', [], 1), await rpc(url, 'eth_chainId', [], 2), await rpc(url, 'eth_chainId', [], 3)];
-  t.same(r.map((x) => x.status), [200, 200, 429]);
+  t.same(
+    r.map((x) => x.status),
+    [200, 200, 429],
+  );
   t.same(r[2]!.json, RATE_LIMITED(3));
   t.ok(Number(r[2]!.headers['retry-after']) >= 1);
   const big = await post(url, JSON.stringify([1, 2, 3, 4].map((id) => ({ jsonrpc: '2.0', id, method: 'eth_chainId', params: [] }))));
   t.equal(big.status, 413);
-  t.match(big.json, [1, 2, 3, 4].map((id) => ({ id, error: { code: -32600, message: /limit of 3 \(public\.max_batch\)/ } })), 'one error per item');
+  t.match(
+    big.json,
+    [1, 2, 3, 4].map((id) => ({ id, error: { code: -32600, message: /limit of 3 \(public\.max_batch\)/ } })),
+    'one error per item',
+  );
 });
 
 t.test('more than 20 unknown keys a minute from one IP get 429; valid keys keep working', async (t) => {
@@ -228,7 +286,8 @@ t.test('more than 20 unknown keys a minute from one IP get 429; valid keys keep 
   const o = owner(g, 'o', 'free', 1000);
   const ep = ((await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet' })).json as { data: { api_key: string } }).data;
   const statuses: number[] = [];
-  for (let i = 0; i < 22; i++) statuses.push((await rpc(`${g.base}/v1/rpc/${'q'.repeat(31)}${String.fromCharCode(97 + i)}`, 'eth_chainId')).status);
+  for (let i = 0; i < 22; i++)
+    statuses.push((await rpc(`${g.base}/v1/rpc/${'q'.repeat(31)}${String.fromCharCode(97 + i)}`, 'eth_chainId')).status);
   t.same(statuses.slice(0, 20), Array(20).fill(401));
   t.same(statuses.slice(20), [429, 429]);
   const valid = await rpc(`${g.base}/v1/rpc/${ep.api_key}`, 'eth_chainId');
@@ -241,7 +300,10 @@ t.test('the CLI changes a running daemon: top-up and suspension are noticed with
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });
   const dbPath = g.gateway.context.config.storage.path;
   const cfg = join(dirname(dbPath), 'cli.yaml');
-  writeFileSync(cfg, `storage: { path: ${JSON.stringify(dbPath)} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${node.url}" }]\n`);
+  writeFileSync(
+    cfg,
+    `storage: { path: ${JSON.stringify(dbPath)} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${node.url}" }]\n`,
+  );
   const cli = (...args: string[]) => spawnSync(process.execPath, [main, ...args, '--config', cfg], { encoding: 'utf8' });
   const created = cli('owner', 'create', '--name', 'carol', '--plan', 'free', '--ru', '10', '--json');
   t.equal(created.status, 0, created.stderr);
@@ -255,7 +317,7 @@ t.test('the CLI changes a running daemon: top-up and suspension are noticed with
   t.equal((await rpc(url, 'eth_blockNumber')).status, 200, 'the top-up is seen by the daemon');
   t.equal(cli('owner', 'suspend', String(id)).status, 0);
   await new Promise((r) => setTimeout(r, 1300));
-  t.equal((await rpc(url, 'eth_blockNumber')).status, 401, 'a suspended owner\'s API key gets 401');
+  t.equal((await rpc(url, 'eth_blockNumber')).status, 401, "a suspended owner's API key gets 401");
   t.equal((await api(g, key, 'GET', '/api/dashboard/account')).status, 401, 'and its management key too');
   const list = cli('endpoint', 'list', '--owner', String(id));
   t.equal(list.status, 0);
@@ -267,7 +329,10 @@ t.test('the CLI changes a running daemon: top-up and suspension are noticed with
 
 t.test("a key works on its endpoint's network only: a Host or path naming another chain is 401", async (t) => {
   const [a, b] = await Promise.all([anvilFor(t, { chainId: 31337 }), anvilFor(t, { chainId: 1337 })]);
-  const g = await gatewayFor(t, { server: { default_chain: 'alpha' }, chains: { alpha: evmChain([a.url], 31337), beta: evmChain([b.url], 1337) } });
+  const g = await gatewayFor(t, {
+    server: { default_chain: 'alpha' },
+    chains: { alpha: evmChain([a.url], 31337), beta: evmChain([b.url], 1337) },
+  });
   const o = owner(g, 'o', 'free', 1000);
   const ep = ((await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'beta' })).json as { data: { api_key: string } }).data;
   const bare = await rpc(`${g.base}/v1/rpc/${ep.api_key}`, 'net_version');
@@ -276,10 +341,15 @@ t.test("a key works on its endpoint's network only: a Host or path naming anothe
   t.equal(ownPath.status, 200);
   const otherPath = await rpc(`${g.base}/alpha/v1/rpc/${ep.api_key}`, 'net_version');
   t.equal(otherPath.status, 401);
-  t.same(otherPath.json, {
-    jsonrpc: '2.0', id: 1,
-    error: { code: -32001, message: "This API key belongs to network 'beta', not 'alpha': call it on its endpoint's URL" },
-  }, "the refusal names the key's own network");
+  t.same(
+    otherPath.json,
+    {
+      jsonrpc: '2.0',
+      id: 1,
+      error: { code: -32001, message: "This API key belongs to network 'beta', not 'alpha': call it on its endpoint's URL" },
+    },
+    "the refusal names the key's own network",
+  );
   const otherHost = await rpc(`${g.base}/v1/rpc/${ep.api_key}`, 'net_version', [], 1, { host: 'alpha.rpc.example.com' });
   t.equal(otherHost.status, 401);
   t.match(otherHost.json, { id: 1, error: { message: /belongs to network 'beta'/ } });

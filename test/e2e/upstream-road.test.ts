@@ -17,7 +17,6 @@ import { evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 import { startDaemon } from '../support/daemon.js';
 
-
 /** A keep-alive JSON-RPC node stand-in that answers `result: params[0]` after a random short delay. */
 async function echoNode(t: Test, opts: { https?: { key: Buffer; cert: Buffer } } = {}) {
   const seen = { connections: 0, headers: [] as Array<Record<string, string | string[] | undefined>>, urls: [] as string[] };
@@ -32,7 +31,9 @@ async function echoNode(t: Test, opts: { https?: { key: Buffer; cert: Buffer } }
       setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(answer), Math.random() * 5);
     });
   };
-  const server = opts.https ? createHttpsServer({ ...opts.https, keepAlive: true }, handler) : createHttpServer({ keepAlive: true }, handler);
+  const server = opts.https
+    ? createHttpsServer({ ...opts.https, keepAlive: true }, handler)
+    : createHttpServer({ keepAlive: true }, handler);
   server.on('connection', () => seen.connections++);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => {
@@ -81,16 +82,25 @@ function rpcRaw(url: string, body: string): Promise<string> {
 t.test('an https upstream with configured headers, credentials kept out of logs and bodies', async (t) => {
   const { certFile, keyFile, cert } = testCertificate(t);
   const node = await echoNode(t, { https: { key: readFileSync(keyFile), cert: readFileSync(certFile) } });
-  const g = await gatewayFor(t, {
-    chains: {
-      devnet: {
-        chain_id: 1,
-        upstreams: [{ url: `https://127.0.0.1:${node.port}/v3/provider-secret-path?key=query-secret`, headers: { 'X-Node-Token': 'header-secret' } }],
+  const g = await gatewayFor(
+    t,
+    {
+      chains: {
+        devnet: {
+          chain_id: 1,
+          upstreams: [
+            {
+              url: `https://127.0.0.1:${node.port}/v3/provider-secret-path?key=query-secret`,
+              headers: { 'X-Node-Token': 'header-secret' },
+            },
+          ],
+        },
+        dead: { chain_id: 2, upstreams: [{ url: 'http://operator:password-secret@127.0.0.1:1/path-secret' }] },
       },
-      dead: { chain_id: 2, upstreams: [{ url: 'http://operator:password-secret@127.0.0.1:1/path-secret' }] },
+      server: { default_chain: 'devnet' },
     },
-    server: { default_chain: 'devnet' },
-  }, { ca: cert });
+    { ca: cert },
+  );
   const ok = await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', ['0x' + '11'.repeat(20), 'latest'], 3);
   t.same(ok.json, { jsonrpc: '2.0', id: 3, result: '0x' + '11'.repeat(20) });
   t.equal(node.seen.headers.at(-1)?.['x-node-token'], 'header-secret', 'the configured header reached the node');
@@ -105,7 +115,9 @@ t.test('an https upstream with configured headers, credentials kept out of logs 
 
 t.test('userinfo in an upstream URL becomes Basic authentication', async (t) => {
   const node = await echoNode(t);
-  const g = await gatewayFor(t, { chains: { devnet: { chain_id: 1, upstreams: [{ url: `http://alice:s3cret@127.0.0.1:${node.port}` }] } } });
+  const g = await gatewayFor(t, {
+    chains: { devnet: { chain_id: 1, upstreams: [{ url: `http://alice:s3cret@127.0.0.1:${node.port}` }] } },
+  });
   await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', ['0x' + '22'.repeat(20), 'latest']);
   t.equal(node.seen.headers.at(-1)?.authorization, `Basic ${Buffer.from('alice:s3cret').toString('base64')}`);
 });
@@ -158,13 +170,17 @@ t.test('a client that stops reading is cut after about 10 s (uWS), and its upstr
     node.closeAllConnections();
     return new Promise<void>((r) => node.close(() => r()));
   });
-  const g = await gatewayFor(t, { chains: { devnet: evmChain([`http://127.0.0.1:${(node.address() as AddressInfo).port}`], 1, { timeout_s: 120 }) } });
+  const g = await gatewayFor(t, {
+    chains: { devnet: evmChain([`http://127.0.0.1:${(node.address() as AddressInfo).port}`], 1, { timeout_s: 120 }) },
+  });
   const { port } = new URL(g.base);
   const client = netConnect(Number(port), '127.0.0.1');
   client.on('error', () => {});
   t.teardown(() => client.destroy());
   const body = '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{}]}';
-  client.write(`POST /v1/rpc/public HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  client.write(
+    `POST /v1/rpc/public HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+  );
   // Never read: the client's receive buffer fills, then the gateway's send buffer, then the node's.
   client.pause();
   for (let i = 0; i < 400 && answerClosedAt === 0; i++) await new Promise((r) => setTimeout(r, 100));
@@ -209,7 +225,10 @@ t.test('a 50 MB answer streams to a slow reader with bounded gateway memory, id 
       const tail = `],"id":${id}}`;
       const item = '"0x' + 'ab'.repeat(31) + '",';
       const count = Math.floor((SIZE - head.length - tail.length - 10) / item.length);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(head.length + count * item.length - 1 + tail.length) });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': String(head.length + count * item.length - 1 + tail.length),
+      });
       res.write(head);
       let sent = 0;
       const chunk = item.repeat(1000);
@@ -240,7 +259,10 @@ t.test('a 50 MB answer streams to a slow reader with bounded gateway memory, id 
   });
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-stream-'));
   const cfg = join(dir, 'config.yaml');
-  writeFileSync(cfg, `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${dir}/db.sqlite }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:${(node.address() as AddressInfo).port}" }]\n`);
+  writeFileSync(
+    cfg,
+    `server: { host: 127.0.0.1, port: 0 }\nstorage: { path: ${dir}/db.sqlite }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:${(node.address() as AddressInfo).port}" }]\n`,
+  );
   const { child, port } = await startDaemon(t, cfg);
   // Warm the process up with a small call so the baseline includes what every request needs.
   await rpc(`http://127.0.0.1:${port}/v1/rpc/public`, 'eth_getLogs', [{}], 0).catch(() => undefined);
@@ -249,19 +271,23 @@ t.test('a 50 MB answer streams to a slow reader with bounded gateway memory, id 
   const sampler = setInterval(() => (peak = Math.max(peak, rssOf(child.pid!))), 20);
   const clientId = '123456789012345678901234567890';
   const result = await new Promise<{ bytes: number; tail: string; status: number }>((resolve, reject) => {
-    const req = httpRequest(`http://127.0.0.1:${port}/v1/rpc/public`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      let bytes = 0;
-      let tail = '';
-      res.on('data', (d: Buffer) => {
-        bytes += d.length;
-        tail = (tail + d.toString('latin1')).slice(-200);
-        // A slow reader: pause after every chunk so the gateway has to hold back the node.
-        res.pause();
-        setTimeout(() => res.resume(), 1);
-      });
-      res.on('end', () => resolve({ bytes, tail, status: res.statusCode ?? 0 }));
-      res.on('error', reject);
-    });
+    const req = httpRequest(
+      `http://127.0.0.1:${port}/v1/rpc/public`,
+      { method: 'POST', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        let bytes = 0;
+        let tail = '';
+        res.on('data', (d: Buffer) => {
+          bytes += d.length;
+          tail = (tail + d.toString('latin1')).slice(-200);
+          // A slow reader: pause after every chunk so the gateway has to hold back the node.
+          res.pause();
+          setTimeout(() => res.resume(), 1);
+        });
+        res.on('end', () => resolve({ bytes, tail, status: res.statusCode ?? 0 }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(`{"jsonrpc":"2.0","id":${clientId},"method":"eth_getLogs","params":[{}]}`);
   });

@@ -9,7 +9,11 @@ import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gat
 import { post, rpc, send } from '../support/rpc.js';
 import { openSocket, refusedUpgrade, wsUrl } from '../support/ws.js';
 
-export function endpoint(g: TestGateway, plan = 'growth', ru = 1_000_000): { ownerId: number; key: string; endpointId: string; managementKey: string } {
+export function endpoint(
+  g: TestGateway,
+  plan = 'growth',
+  ru = 1_000_000,
+): { ownerId: number; key: string; endpointId: string; managementKey: string } {
   const admin = createOwnerAdmin(g.gateway.context.tenancy.store);
   const owner = admin.createOwner(`o${Math.random()}`, plan, ru);
   const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', 'ws', 10);
@@ -34,7 +38,11 @@ t.test('methods, batches and errors over WebSocket match HTTP; a bad key gets 40
     { jsonrpc: '2.0', id: 2, method: 'eth_getBalance', params: ['0x0000000000000000000000000000000000000000', 'latest'] },
     { jsonrpc: '2.0', id: 3, method: 'nope' },
   ]);
-  t.match(batch, [{ id: 1, result: '0x7a69' }, { id: 2, result: /^0x/ }, { id: 3, error: { code: -32601 } }]);
+  t.match(batch, [
+    { id: 1, result: '0x7a69' },
+    { id: 2, result: /^0x/ },
+    { id: 3, error: { code: -32601 } },
+  ]);
   const viaHttp = await rpc(`${g.base}/v1/rpc/public`, 'eth_subscribe', ['newHeads']);
   t.match(viaHttp.json, { error: { code: -32601, message: /WebSocket/ } }, 'eth_subscribe over HTTP says it needs a WebSocket');
 
@@ -62,42 +70,45 @@ t.test('binary frames close 1003, frames over the limit close 1009; below the li
   t.match(await fine.call({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }), { result: '0x7a69' });
 });
 
-t.test('limits: rate limit on messages (-32005), hammering closes 1008, connections per IP and per key, subscriptions per connection', async (t) => {
-  const node = await anvilFor(t);
-  const g = await gatewayFor(t, {
-    chains: { devnet: evmChain([node.url]) },
-    public: { rps_per_ip: 5, max_batch: 10 },
-    websocket: { max_connections_per_ip: 3, max_connections_per_key: 2 },
-  });
-  const s = await openSocket(t, wsUrl(g.base, '/v1/rpc/public'));
-  const answers = [];
-  for (let i = 0; i < 8; i++) answers.push(await s.call({ jsonrpc: '2.0', id: i, method: 'eth_chainId' }));
-  const refused = answers.filter((a) => (a as { error?: { code: number } }).error?.code === -32005);
-  t.ok(refused.length >= 3, `over the limit → -32005 on the socket (${refused.length} refused)`);
-  t.same(refused[0], { jsonrpc: '2.0', id: (refused[0] as { id: number }).id, error: { code: -32005, message: 'Rate limit exceeded' } });
-  // 100 refused messages within 10 s close the socket.
-  for (let i = 0; i < 120; i++) s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: i, method: 'eth_chainId' }));
-  t.match(await s.closed, { code: 1008, reason: 'Too many refused requests' });
+t.test(
+  'limits: rate limit on messages (-32005), hammering closes 1008, connections per IP and per key, subscriptions per connection',
+  async (t) => {
+    const node = await anvilFor(t);
+    const g = await gatewayFor(t, {
+      chains: { devnet: evmChain([node.url]) },
+      public: { rps_per_ip: 5, max_batch: 10 },
+      websocket: { max_connections_per_ip: 3, max_connections_per_key: 2 },
+    });
+    const s = await openSocket(t, wsUrl(g.base, '/v1/rpc/public'));
+    const answers = [];
+    for (let i = 0; i < 8; i++) answers.push(await s.call({ jsonrpc: '2.0', id: i, method: 'eth_chainId' }));
+    const refused = answers.filter((a) => (a as { error?: { code: number } }).error?.code === -32005);
+    t.ok(refused.length >= 3, `over the limit → -32005 on the socket (${refused.length} refused)`);
+    t.same(refused[0], { jsonrpc: '2.0', id: (refused[0] as { id: number }).id, error: { code: -32005, message: 'Rate limit exceeded' } });
+    // 100 refused messages within 10 s close the socket.
+    for (let i = 0; i < 120; i++) s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: i, method: 'eth_chainId' }));
+    t.match(await s.closed, { code: 1008, reason: 'Too many refused requests' });
 
-  await new Promise((r) => setTimeout(r, 1100));
-  const open = [];
-  for (let i = 0; i < 3; i++) open.push(await openSocket(t, wsUrl(g.base, '/v1/rpc/public')));
-  const fourth = await refusedUpgrade(wsUrl(g.base, '/v1/rpc/public'));
-  t.equal(fourth.status, 429);
-  t.match(JSON.parse(fourth.body), { error: { code: -32005, message: /limit is 3 \(websocket\.max_connections_per_ip\)/ } });
-  open[0]!.ws.close();
-  await open[0]!.closed;
-  await new Promise((r) => setTimeout(r, 1100));
-  const again = await openSocket(t, wsUrl(g.base, '/v1/rpc/public'));
-  t.ok(again, 'a closed connection frees its place');
+    await new Promise((r) => setTimeout(r, 1100));
+    const open = [];
+    for (let i = 0; i < 3; i++) open.push(await openSocket(t, wsUrl(g.base, '/v1/rpc/public')));
+    const fourth = await refusedUpgrade(wsUrl(g.base, '/v1/rpc/public'));
+    t.equal(fourth.status, 429);
+    t.match(JSON.parse(fourth.body), { error: { code: -32005, message: /limit is 3 \(websocket\.max_connections_per_ip\)/ } });
+    open[0]!.ws.close();
+    await open[0]!.closed;
+    await new Promise((r) => setTimeout(r, 1100));
+    const again = await openSocket(t, wsUrl(g.base, '/v1/rpc/public'));
+    t.ok(again, 'a closed connection frees its place');
 
-  const ep = endpoint(g);
-  await openSocket(t, wsUrl(g.base, `/v1/rpc/${ep.key}`));
-  await openSocket(t, wsUrl(g.base, `/v1/rpc/${ep.key}`));
-  const third = await refusedUpgrade(wsUrl(g.base, `/v1/rpc/${ep.key}`));
-  t.equal(third.status, 429);
-  t.match(JSON.parse(third.body), { error: { message: /limit is 2 \(websocket\.max_connections_per_key\)/ } });
-});
+    const ep = endpoint(g);
+    await openSocket(t, wsUrl(g.base, `/v1/rpc/${ep.key}`));
+    await openSocket(t, wsUrl(g.base, `/v1/rpc/${ep.key}`));
+    const third = await refusedUpgrade(wsUrl(g.base, `/v1/rpc/${ep.key}`));
+    t.equal(third.status, 429);
+    t.match(JSON.parse(third.body), { error: { message: /limit is 2 \(websocket\.max_connections_per_key\)/ } });
+  },
+);
 
 t.test('a deleted key closes its sockets; a graceful stop closes every socket with 1001', async (t) => {
   const node = await anvilFor(t);
@@ -105,7 +116,9 @@ t.test('a deleted key closes its sockets; a graceful stop closes every socket wi
   const ep = endpoint(g);
   const keyed = await openSocket(t, wsUrl(g.base, `/v1/rpc/${ep.key}`));
   const pub = await openSocket(t, wsUrl(g.base, '/v1/rpc/public'));
-  const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${ep.endpointId}`, undefined, { authorization: `Bearer ${ep.managementKey}` });
+  const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${ep.endpointId}`, undefined, {
+    authorization: `Bearer ${ep.managementKey}`,
+  });
   t.equal(deleted.status, 200);
   t.match(await keyed.closed, { code: 1008, reason: 'API key revoked' });
   t.match(await pub.call({ jsonrpc: '2.0', id: 1, method: 'eth_chainId' }), { result: '0x7a69' }, 'other sockets stay');

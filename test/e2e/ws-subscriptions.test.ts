@@ -94,19 +94,27 @@ t.test('1,000 newHeads subscribers: one upstream subscription, the same ordered 
   const id = ids[0]!;
   const waited = await waitUntil(
     () => subs.every((s) => s.resultsOf(id).length >= BLOCKS) && subs[0]!.resultsOf(second).length >= BLOCKS,
-    20_000, 'every subscriber has every block',
+    20_000,
+    'every subscriber has every block',
     () => `${subs.filter((s) => s.resultsOf(id).length < BLOCKS).length} behind`,
   );
   t.comment(`1,000 subscribers had ${BLOCKS} blocks ${waited.toFixed(0)} ms after the last evm_mine answered`);
 
   t.equal(relay.requests('eth_subscribe'), 1, 'exactly one eth_subscribe reached the upstream, for 1,001 subscriptions');
   t.equal(relay.connections, 1, 'over one upstream WebSocket');
-  t.match(g.gateway.streamStats(), { wsConnections: 1000, subscriptions: 1001, upstreamSubscriptions: 1 }, "the gateway's own gauges agree");
+  t.match(
+    g.gateway.streamStats(),
+    { wsConnections: 1000, subscriptions: 1001, upstreamSubscriptions: 1 },
+    "the gateway's own gauges agree",
+  );
   const expected = range(start + 1, start + BLOCKS);
   const wrong = subs.filter((s) => JSON.stringify(s.resultsOf(id).map(numberOf)) !== JSON.stringify(expected));
   t.equal(wrong.length, 0, `all 1,000 received blocks ${expected.join(', ')} in order, once each`);
   t.same(subs[0]!.resultsOf(second).map(numberOf), expected, 'the second subscription gets the same blocks');
-  t.ok(subs.every((s) => s.notifications.every((n) => n.subscription === id || s === subs[0])), 'only their own id on the other connections');
+  t.ok(
+    subs.every((s) => s.notifications.every((n) => n.subscription === id || s === subs[0])),
+    'only their own id on the other connections',
+  );
   // The heads are the node's: the hash of every block matches anvil's own answer.
   for (const head of subs[999]!.resultsOf(id)) {
     const block = await nodeCall<{ hash: string; parentHash: string }>(node.url, 'eth_getBlockByNumber', [head.number, false]);
@@ -155,9 +163,12 @@ t.test('the upstream socket cut mid-stream and restored: no gap and no duplicate
   t.ok(sent.filter((s) => s.whileCut).length >= 2, `${sent.filter((s) => s.whileCut).length} logs emitted while cut`);
 
   await waitUntil(
-    () => heads.every((s, k) => lastNumber(s, headIds[k]!) === final) && logs.every((s, k) => s.resultsOf(logIds[k]!).length >= sent.length)
-      && both.resultsOf(bothLogs).length >= sent.length,
-    15_000, 'every subscriber caught up after the restore',
+    () =>
+      heads.every((s, k) => lastNumber(s, headIds[k]!) === final) &&
+      logs.every((s, k) => s.resultsOf(logIds[k]!).length >= sent.length) &&
+      both.resultsOf(bothLogs).length >= sent.length,
+    15_000,
+    'every subscriber caught up after the restore',
   );
   const expected = range(start + 1, final);
   const gaps = heads.flatMap((s, k) => {
@@ -168,20 +179,36 @@ t.test('the upstream socket cut mid-stream and restored: no gap and no duplicate
   // Heads made up for over HTTP have the live heads' shape and chain onto them.
   const got = heads[0]!.resultsOf(headIds[0]!);
   const shape = Object.keys(got[0]!).sort().join(',');
-  t.equal(got.filter((h) => Object.keys(h).sort().join(',') !== shape).length, 0, `every head has the same fields (${shape.split(',').length})`);
+  t.equal(
+    got.filter((h) => Object.keys(h).sort().join(',') !== shape).length,
+    0,
+    `every head has the same fields (${shape.split(',').length})`,
+  );
   t.equal(got.filter((h, i) => i > 0 && h.parentHash !== got[i - 1]!.hash).length, 0, 'each head names the previous one as its parent');
   const tip = await nodeCall<{ hash: string }>(node.url, 'eth_getBlockByNumber', ['latest', false]);
   t.equal(got[got.length - 1]!.hash, tip.hash, "the last head is the node's tip");
   const hashes = sent.map((s) => s.hash);
   for (const [k, s] of [...logs.map((x, k) => [x, logIds[k]!] as const), [both, bothLogs] as const].entries()) {
     const got = s[0].resultsOf(s[1]);
-    t.same(got.map((l) => l.transactionHash), hashes, `logs subscriber ${k}: each of the ${hashes.length} logs once, in order`);
-    t.ok(got.every((l) => l.removed === false && (l.topics as string[])[0] === ECHO_TOPIC), 'none removed, all Echo logs');
+    t.same(
+      got.map((l) => l.transactionHash),
+      hashes,
+      `logs subscriber ${k}: each of the ${hashes.length} logs once, in order`,
+    );
+    t.ok(
+      got.every((l) => l.removed === false && (l.topics as string[])[0] === ECHO_TOPIC),
+      'none removed, all Echo logs',
+    );
   }
   t.ok(relay.connections >= 2, `the gateway reconnected (${relay.connections} upstream connections)`);
-  t.ok(relay.requests('eth_subscribe') >= 4 && relay.requests('eth_subscribe') % 2 === 0,
-    `and resubscribed both kinds on each new connection (${relay.requests('eth_subscribe')} eth_subscribe in all)`);
-  t.ok(g.logLines.some((l) => l.includes('upstream subscriptions restored')), 'the gateway logged the restore');
+  t.ok(
+    relay.requests('eth_subscribe') >= 4 && relay.requests('eth_subscribe') % 2 === 0,
+    `and resubscribed both kinds on each new connection (${relay.requests('eth_subscribe')} eth_subscribe in all)`,
+  );
+  t.ok(
+    g.logLines.some((l) => l.includes('upstream subscriptions restored')),
+    'the gateway logged the restore',
+  );
   t.equal(feeds.upstreamSubscriptions(), 2, 'still one upstream subscription per kind');
 });
 
@@ -205,28 +232,50 @@ t.test('a subscriber that stops reading is cut while the others keep receiving e
   for (let r = 1; r <= ROUNDS; r++) {
     await nodeCall(node.url, 'anvil_mine', [`0x${PER_ROUND.toString(16)}`]);
     const top = start + r * PER_ROUND;
-    lags.push(await waitUntil(() => fast.every((s, k) => lastNumber(s, fastIds[k]!) >= top), 5000, `round ${r}: the readers have block ${top}`,
-      () => fast.map((s, k) => `${lastNumber(s, fastIds[k]!)}${s.isClosed ? ' closed' : ''}`).join(', ')));
+    lags.push(
+      await waitUntil(
+        () => fast.every((s, k) => lastNumber(s, fastIds[k]!) >= top),
+        5000,
+        `round ${r}: the readers have block ${top}`,
+        () => fast.map((s, k) => `${lastNumber(s, fastIds[k]!)}${s.isClosed ? ' closed' : ''}`).join(', '),
+      ),
+    );
   }
   const total = ROUNDS * PER_ROUND;
-  t.comment(`after each anvil_mine of ${PER_ROUND} blocks the readers had all of them within ${Math.max(...lags).toFixed(0)} ms (worst of ${ROUNDS} rounds)`);
+  t.comment(
+    `after each anvil_mine of ${PER_ROUND} blocks the readers had all of them within ${Math.max(...lags).toFixed(0)} ms (worst of ${ROUNDS} rounds)`,
+  );
   const expected = range(start + 1, start + total);
   for (const [k, s] of fast.entries()) {
     t.notOk(s.isClosed, `reader ${k} stays open`);
-    t.ok(JSON.stringify(s.resultsOf(fastIds[k]!).map(numberOf)) === JSON.stringify(expected), `reader ${k} got all ${total} blocks once, in order`);
+    t.ok(
+      JSON.stringify(s.resultsOf(fastIds[k]!).map(numberOf)) === JSON.stringify(expected),
+      `reader ${k} got all ${total} blocks once, in order`,
+    );
   }
   t.equal(g.gateway.streamStats().slowConsumers, 1, 'the gateway counted one slow consumer');
   t.equal(g.gateway.streamStats().subscriptions, 5, "the non-reader's 40 subscriptions are gone, the readers' 5 remain");
   // Reading again, the client finds what was queued before the cut, then the end of its socket.
   (slow.ws as unknown as { _socket: { resume(): void } })._socket.resume();
-  await waitUntil(() => slow.isClosed, 20_000, 'the non-reading client is closed', () => `it has ${slow.notifications.length} notifications`);
+  await waitUntil(
+    () => slow.isClosed,
+    20_000,
+    'the non-reading client is closed',
+    () => `it has ${slow.notifications.length} notifications`,
+  );
   const how = await slow.closed;
   t.ok(how.code === 1008 || how.code === 1006, `the non-reading client's socket ended (${how.code} ${how.reason})`);
   if (how.code === 1008) t.equal(how.reason, 'slow consumer');
   const got = slow.resultsOf(slowIds[39]!).length;
   t.ok(got < total, `it had received ${got} of ${total} blocks when it was cut`);
-  t.same(slow.resultsOf(slowIds[0]!).map(numberOf), range(start + 1, start + slow.resultsOf(slowIds[0]!).length), 'what it did get has no gap');
-  t.comment(`${slow.notifications.length} notifications (${slow.notifications.reduce((a, n) => a + n.bytes, 0)} bytes) had been queued for it`);
+  t.same(
+    slow.resultsOf(slowIds[0]!).map(numberOf),
+    range(start + 1, start + slow.resultsOf(slowIds[0]!).length),
+    'what it did get has no gap',
+  );
+  t.comment(
+    `${slow.notifications.length} notifications (${slow.notifications.reduce((a, n) => a + n.bytes, 0)} bytes) had been queued for it`,
+  );
 });
 
 t.test('websocket.max_buffered_bytes smaller than one notification does not cut a subscriber that reads', async (t) => {
@@ -243,7 +292,9 @@ t.test('websocket.max_buffered_bytes smaller than one notification does not cut 
   t.equal(s.resultsOf(id).length, 3, 'and receives every block');
   // What the gateway sends for the newest block, built from the node's own answer: over the limit.
   const latest = toNewHead(await nodeCall<Record<string, unknown>>(node.url, 'eth_getBlockByNumber', ['latest', false]));
-  const bytes = Buffer.byteLength(JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: id, result: latest } }));
+  const bytes = Buffer.byteLength(
+    JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: id, result: latest } }),
+  );
   t.ok(bytes > 1024, `one newHeads notification is ${bytes} bytes, more than the limit`);
   t.equal(g.gateway.streamStats().slowConsumers, 0, 'no slow consumer counted');
 });
@@ -251,7 +302,7 @@ t.test('websocket.max_buffered_bytes smaller than one notification does not cut 
 t.test('unsubscribe is scoped to its connection; the last subscriber leaving drops the upstream subscription', async (t) => {
   const { node, relay, g, feeds, publicUrl } = await devnet(t);
   await nodeCall(node.url, 'anvil_setCode', [ECHO_ADDRESS, RUNTIME_BYTECODE]);
-  const [a, b, c] = await openMany(t, publicUrl, 3) as [Subscriber, Subscriber, Subscriber];
+  const [a, b, c] = (await openMany(t, publicUrl, 3)) as [Subscriber, Subscriber, Subscriber];
   const a0 = await a.subscribe('newHeads');
   const b0 = await b.subscribe('newHeads');
   const b1 = await b.subscribe('newHeads');
@@ -266,7 +317,11 @@ t.test('unsubscribe is scoped to its connection; the last subscriber leaving dro
   t.same((await a.request('eth_unsubscribe', ['0x00000000000000000000000000000001'])).result, false, 'an unknown id: false');
   const before = await blockNumber(node);
   const echo = await emitEcho(node, '0x01');
-  await waitUntil(() => b.resultsOf(b1).length === 1 && b.resultsOf(bLogs).length === 1 && c.resultsOf(cLogs).length === 1, 5000, 'b and c still served');
+  await waitUntil(
+    () => b.resultsOf(b1).length === 1 && b.resultsOf(bLogs).length === 1 && c.resultsOf(cLogs).length === 1,
+    5000,
+    'b and c still served',
+  );
   t.equal(numberOf(b.resultsOf(b1)[0]!), before + 1, "b's second subscription survived a's attempt");
   t.equal(b.resultsOf(bLogs)[0]!.transactionHash, echo);
 
@@ -285,8 +340,12 @@ t.test('unsubscribe is scoped to its connection; the last subscriber leaving dro
   await c.closed;
   const left = performance.now();
   t.equal(relay.requests('eth_unsubscribe'), 0, 'nothing unsubscribed upstream while subscribers remained');
-  const dropped = await waitUntil(() => relay.requests('eth_unsubscribe') === 2 && feeds.upstreamSubscriptions() === 0, 5000,
-    'both upstream subscriptions dropped within 5 s', () => `eth_unsubscribe seen ${relay.requests('eth_unsubscribe')}, gauge ${feeds.upstreamSubscriptions()}`);
+  const dropped = await waitUntil(
+    () => relay.requests('eth_unsubscribe') === 2 && feeds.upstreamSubscriptions() === 0,
+    5000,
+    'both upstream subscriptions dropped within 5 s',
+    () => `eth_unsubscribe seen ${relay.requests('eth_unsubscribe')}, gauge ${feeds.upstreamSubscriptions()}`,
+  );
   t.ok(performance.now() - left <= 5000, `the upstream subscriptions went ${dropped.toFixed(0)} ms after the last subscriber left`);
   t.equal(relay.requests('eth_subscribe'), 2, 'and were never resubscribed meanwhile');
   t.match(g.gateway.streamStats(), { wsConnections: 1, subscriptions: 0, upstreamSubscriptions: 0 });
@@ -298,7 +357,7 @@ t.test('RU per delivered notification by its bytes, usage statistics, and the cl
   const { node, g, feeds, publicUrl } = await devnet(t);
   const ledger = g.gateway.context.tenancy.ledger;
   const rich = keyedEndpoint(g, 1_000_000);
-  const [a, b] = await openMany(t, wsUrl(g.base, `/v1/rpc/${rich.key}`), 2) as [Subscriber, Subscriber];
+  const [a, b] = (await openMany(t, wsUrl(g.base, `/v1/rpc/${rich.key}`), 2)) as [Subscriber, Subscriber];
   const aId = await a.subscribe('newHeads');
   const bId = await b.subscribe('newHeads');
   const pub = await openSubscriber(t, publicUrl);
@@ -309,21 +368,36 @@ t.test('RU per delivered notification by its bytes, usage statistics, and the cl
 
   const BLOCKS = 5;
   for (let i = 0; i < BLOCKS; i++) await nodeCall(node.url, 'evm_mine');
-  await waitUntil(() => a.resultsOf(aId).length === BLOCKS && b.resultsOf(bId).length === BLOCKS, 10_000, 'both keyed subscribers have every block');
+  await waitUntil(
+    () => a.resultsOf(aId).length === BLOCKS && b.resultsOf(bId).length === BLOCKS,
+    10_000,
+    'both keyed subscribers have every block',
+  );
   await new Promise((r) => setTimeout(r, 100));
   const delivered = [...a.notifications, ...b.notifications];
   t.equal(delivered.length, 2 * BLOCKS, 'nothing beyond the mined blocks was delivered');
   const charged = delivered.reduce((sum, n) => sum + notificationRu(n.bytes), 0);
-  t.comment(`notification sizes ${[...new Set(delivered.map((n) => n.bytes))].join(', ')} bytes → ${notificationRu(delivered[0]!.bytes)} RU each`);
+  t.comment(
+    `notification sizes ${[...new Set(delivered.map((n) => n.bytes))].join(', ')} bytes → ${notificationRu(delivered[0]!.bytes)} RU each`,
+  );
   ledger.flush();
-  t.equal(ledger.available(rich.ownerId), 1_000_000 - 20 - charged, `${2 * BLOCKS} notifications cost ceil(bytes/250)×5 = ${charged} RU in all`);
+  t.equal(
+    ledger.available(rich.ownerId),
+    1_000_000 - 20 - charged,
+    `${2 * BLOCKS} notifications cost ceil(bytes/250)×5 = ${charged} RU in all`,
+  );
   const stats = await send('GET', `${g.base}/api/dashboard/endpoints/stats?id=${rich.endpointId}&interval=minute`, undefined, {
     authorization: `Bearer ${rich.managementKey}`,
   });
   t.equal(stats.status, 200);
-  const data = (stats.json as { data: { totals: { requests: number; ru: number }; methods: Array<{ method: string; requests: number; ru: number }> } }).data;
-  t.same(data.methods.find((m) => m.method === 'eth_subscription'), { method: 'eth_subscription', requests: 2 * BLOCKS, ru: charged, errors: 0 },
-    'each delivered notification is a request in the usage statistics, with its RU');
+  const data = (
+    stats.json as { data: { totals: { requests: number; ru: number }; methods: Array<{ method: string; requests: number; ru: number }> } }
+  ).data;
+  t.same(
+    data.methods.find((m) => m.method === 'eth_subscription'),
+    { method: 'eth_subscription', requests: 2 * BLOCKS, ru: charged, errors: 0 },
+    'each delivered notification is a request in the usage statistics, with its RU',
+  );
   t.match(data.totals, { requests: 2 + 2 * BLOCKS, ru: 20 + charged }, 'totals include the subscriptions and their notifications');
 
   // An owner with two subscribers and a balance for their subscriptions, two notifications each and
@@ -331,19 +405,28 @@ t.test('RU per delivered notification by its bytes, usage statistics, and the cl
   const price = notificationRu(delivered[0]!.bytes);
   const poorStart = 2 * 10 + 4 * price + Math.floor(price / 2);
   const poor = keyedEndpoint(g, poorStart);
-  const [p, q] = await openMany(t, wsUrl(g.base, `/v1/rpc/${poor.key}`), 2) as [Subscriber, Subscriber];
+  const [p, q] = (await openMany(t, wsUrl(g.base, `/v1/rpc/${poor.key}`), 2)) as [Subscriber, Subscriber];
   const pId = await p.subscribe('newHeads');
   const qId = await q.subscribe('newHeads');
   const pubBefore = pub.resultsOf(pubId).length;
   for (let i = 0; i < 3; i++) await nodeCall(node.url, 'evm_mine');
   const deadline = new Promise<null>((r) => setTimeout(() => r(null), 10_000));
-  for (const s of [p, q]) t.same(await Promise.race([s.closed, deadline]), { code: 1008, reason: 'Insufficient RU balance' }, 'closed with 1008 when the balance runs out');
+  for (const s of [p, q])
+    t.same(
+      await Promise.race([s.closed, deadline]),
+      { code: 1008, reason: 'Insufficient RU balance' },
+      'closed with 1008 when the balance runs out',
+    );
   t.same([p.resultsOf(pId).length, q.resultsOf(qId).length], [2, 2], 'after the two notifications each it could pay for');
   ledger.flush();
   const paid = [...p.notifications, ...q.notifications].reduce((sum, n) => sum + notificationRu(n.bytes), 0);
   t.equal(ledger.available(poor.ownerId), poorStart - 20 - paid, 'charged exactly what they received; the refused one costs nothing');
   t.ok(ledger.available(poor.ownerId) >= 0, 'never below zero');
-  await waitUntil(() => pub.resultsOf(pubId).length === pubBefore + 3 && a.resultsOf(aId).length === BLOCKS + 3, 5000, 'others keep receiving');
+  await waitUntil(
+    () => pub.resultsOf(pubId).length === pubBefore + 3 && a.resultsOf(aId).length === BLOCKS + 3,
+    5000,
+    'others keep receiving',
+  );
   t.notOk(a.isClosed || b.isClosed || pub.isClosed, "another owner's and the public subscribers stay open");
 });
 
@@ -379,81 +462,135 @@ t.test('the upstream away longer than websocket.max_upstream_outage_s closes sub
 /** Resets an anvil to a fresh chain whose block 1 holds a transaction, so its blocks differ from the old chain's. */
 async function resetToNewChain(node: AnvilNode): Promise<void> {
   await nodeCall(node.url, 'anvil_reset', []);
-  const hash = await nodeCall<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' }]);
+  const hash = await nodeCall<string>(node.url, 'eth_sendTransaction', [
+    { from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' },
+  ]);
   await minedReceipt(node.url, hash);
 }
 
 const hashAt = async (node: AnvilNode, n: number): Promise<string> =>
   (await nodeCall<{ hash: string }>(node.url, 'eth_getBlockByNumber', [`0x${n.toString(16)}`, false])).hash;
 
-t.test('a node reset to a fresh chain, deeper than a reorg: subscribers get the new chain\'s heads, and the head and cache follow', async (t) => {
-  const { node, g, feeds, publicUrl } = await devnet(t);
-  const httpUrl = `${g.base}/v1/rpc/public`;
-  const subs = await openMany(t, publicUrl, 3);
-  const ids = await Promise.all(subs.map((s) => s.subscribe('newHeads')));
-  await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'the upstream subscription');
-  await nodeCall(node.url, 'anvil_mine', ['0xc8']);
-  await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 200), 10_000, 'head 200 for every subscriber');
-  const gatewayHead = async (): Promise<unknown> => ((await rpc(httpUrl, 'eth_blockNumber')).json as { result?: unknown }).result;
-  for (let k = 0; k < 100 && (await gatewayHead()) !== '0xc8'; k++) await new Promise((r) => setTimeout(r, 50));
-  // Block 5 is final (64 below head 200): the gateway keeps its answer.
-  const blockFive = async (): Promise<string> =>
-    ((await rpc(httpUrl, 'eth_getBlockByNumber', ['0x5', false])).json as { result: { hash: string } }).result.hash;
-  const oldFive = await blockFive();
-  const cache = gatewayState(g.gateway.context).cache;
-  const hits = cache.stats().hits;
-  t.equal(await blockFive(), oldFive);
-  t.equal(cache.stats().hits, hits + 1, 'the old chain\'s block 5 is answered from the cache');
+t.test(
+  "a node reset to a fresh chain, deeper than a reorg: subscribers get the new chain's heads, and the head and cache follow",
+  async (t) => {
+    const { node, g, feeds, publicUrl } = await devnet(t);
+    const httpUrl = `${g.base}/v1/rpc/public`;
+    const subs = await openMany(t, publicUrl, 3);
+    const ids = await Promise.all(subs.map((s) => s.subscribe('newHeads')));
+    await waitUntil(() => feeds.upstreamSubscriptions() === 1, 10_000, 'the upstream subscription');
+    await nodeCall(node.url, 'anvil_mine', ['0xc8']);
+    await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 200), 10_000, 'head 200 for every subscriber');
+    const gatewayHead = async (): Promise<unknown> => ((await rpc(httpUrl, 'eth_blockNumber')).json as { result?: unknown }).result;
+    for (let k = 0; k < 100 && (await gatewayHead()) !== '0xc8'; k++) await new Promise((r) => setTimeout(r, 50));
+    // Block 5 is final (64 below head 200): the gateway keeps its answer.
+    const blockFive = async (): Promise<string> =>
+      ((await rpc(httpUrl, 'eth_getBlockByNumber', ['0x5', false])).json as { result: { hash: string } }).result.hash;
+    const oldFive = await blockFive();
+    const cache = gatewayState(g.gateway.context).cache;
+    const hits = cache.stats().hits;
+    t.equal(await blockFive(), oldFive);
+    t.equal(cache.stats().hits, hits + 1, "the old chain's block 5 is answered from the cache");
 
-  await resetToNewChain(node);
-  await nodeCall(node.url, 'anvil_mine', ['0x9']);
-  const waited = await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 10), 10_000, 'the new chain\'s head 10 for every subscriber');
-  t.comment(`subscribers had the new chain's head 10 ${waited.toFixed(0)} ms after it was mined`);
-  const expected = [...range(1, 200), ...range(1, 10)];
-  t.same(subs.filter((s, k) => JSON.stringify(s.resultsOf(ids[k]!).map(numberOf)) !== JSON.stringify(expected)).length, 0,
-    'every subscriber: 1..200 of the old chain, then 1..10 of the new one, once each');
-  const fresh = subs[0]!.resultsOf(ids[0]!).slice(200);
-  t.same(fresh.map((h) => h.hash), await Promise.all(range(1, 10).map((n) => hashAt(node, n))), 'the new chain\'s blocks');
-  for (const line of ['newHeads feed resumes on a new chain from head 1', 'deeper than a reorg: treated as a new chain', 'chain head went back from 200 to']) {
-    t.ok(g.logLines.some((l) => l.includes(line)), `logged: ${line}`);
-  }
+    await resetToNewChain(node);
+    await nodeCall(node.url, 'anvil_mine', ['0x9']);
+    const waited = await waitUntil(
+      () => subs.every((s, k) => lastNumber(s, ids[k]!) === 10),
+      10_000,
+      "the new chain's head 10 for every subscriber",
+    );
+    t.comment(`subscribers had the new chain's head 10 ${waited.toFixed(0)} ms after it was mined`);
+    const expected = [...range(1, 200), ...range(1, 10)];
+    t.same(
+      subs.filter((s, k) => JSON.stringify(s.resultsOf(ids[k]!).map(numberOf)) !== JSON.stringify(expected)).length,
+      0,
+      'every subscriber: 1..200 of the old chain, then 1..10 of the new one, once each',
+    );
+    const fresh = subs[0]!.resultsOf(ids[0]!).slice(200);
+    t.same(
+      fresh.map((h) => h.hash),
+      await Promise.all(range(1, 10).map((n) => hashAt(node, n))),
+      "the new chain's blocks",
+    );
+    for (const line of [
+      'newHeads feed resumes on a new chain from head 1',
+      'deeper than a reorg: treated as a new chain',
+      'chain head went back from 200 to',
+    ]) {
+      t.ok(
+        g.logLines.some((l) => l.includes(line)),
+        `logged: ${line}`,
+      );
+    }
 
-  for (let k = 0; k < 100 && (await gatewayHead()) !== '0xa'; k++) await new Promise((r) => setTimeout(r, 50));
-  t.equal(await gatewayHead(), '0xa', 'eth_blockNumber follows the new chain');
-  const newFive = await blockFive();
-  t.not(newFive, oldFive, 'the old chain\'s cached block 5 is not served for the new chain');
-  t.equal(newFive, await hashAt(node, 5), 'the new chain\'s block 5');
-});
+    for (let k = 0; k < 100 && (await gatewayHead()) !== '0xa'; k++) await new Promise((r) => setTimeout(r, 50));
+    t.equal(await gatewayHead(), '0xa', 'eth_blockNumber follows the new chain');
+    const newFive = await blockFive();
+    t.not(newFive, oldFive, "the old chain's cached block 5 is not served for the new chain");
+    t.equal(newFive, await hashAt(node, 5), "the new chain's block 5");
+  },
+);
 
-t.test('two nodes: one reset is left behind while the other carries the subscriptions; both reset, the new chain is followed', async (t) => {
-  const [a, b] = await Promise.all([anvilFor(t, { chainId: 31337 }), anvilFor(t, { chainId: 31337 })]);
-  const [ra, rb] = await Promise.all([tcpRelay(t, { port: a.port }), tcpRelay(t, { port: b.port })]);
-  const g = await gatewayFor(t, {
-    chains: { devnet: { chain_id: 31337, max_lag_blocks: 5, upstreams: [{ url: a.url, ws: ra.wsUrl }, { url: b.url, ws: rb.wsUrl }] } },
-  });
-  const chain = g.gateway.context.chains.get('devnet')!;
-  const s = await openSubscriber(t, wsUrl(g.base, '/v1/rpc/public'));
-  const id = await s.subscribe('newHeads');
-  await waitUntil(() => chain.feeds!.upstreamSubscriptions() === 1 && ra.requests('eth_subscribe') === 1, 10_000, 'subscribed on a');
-  await Promise.all([nodeCall(a.url, 'anvil_mine', ['0xc8']), nodeCall(b.url, 'anvil_mine', ['0xc8'])]);
-  await waitUntil(() => lastNumber(s, id) === 200 && chain.health.upstreams.every((u) => u.head === 200), 10_000, 'both nodes at 200');
+t.test(
+  'two nodes: one reset is left behind while the other carries the subscriptions; both reset, the new chain is followed',
+  async (t) => {
+    const [a, b] = await Promise.all([anvilFor(t, { chainId: 31337 }), anvilFor(t, { chainId: 31337 })]);
+    const [ra, rb] = await Promise.all([tcpRelay(t, { port: a.port }), tcpRelay(t, { port: b.port })]);
+    const g = await gatewayFor(t, {
+      chains: {
+        devnet: {
+          chain_id: 31337,
+          max_lag_blocks: 5,
+          upstreams: [
+            { url: a.url, ws: ra.wsUrl },
+            { url: b.url, ws: rb.wsUrl },
+          ],
+        },
+      },
+    });
+    const chain = g.gateway.context.chains.get('devnet')!;
+    const s = await openSubscriber(t, wsUrl(g.base, '/v1/rpc/public'));
+    const id = await s.subscribe('newHeads');
+    await waitUntil(() => chain.feeds!.upstreamSubscriptions() === 1 && ra.requests('eth_subscribe') === 1, 10_000, 'subscribed on a');
+    await Promise.all([nodeCall(a.url, 'anvil_mine', ['0xc8']), nodeCall(b.url, 'anvil_mine', ['0xc8'])]);
+    await waitUntil(() => lastNumber(s, id) === 200 && chain.health.upstreams.every((u) => u.head === 200), 10_000, 'both nodes at 200');
 
-  await resetToNewChain(a);
-  await waitUntil(() => rb.requests('eth_subscribe') === 1 && chain.feeds!.upstreamSubscriptions() === 1, 10_000, 'the feed moved to b');
-  await nodeCall(b.url, 'evm_mine');
-  await waitUntil(() => lastNumber(s, id) === 201, 10_000, 'b\'s 201');
-  t.same(s.resultsOf(id).map(numberOf), range(1, 201), 'a\'s new chain was never sent: 1..200, then b\'s 201');
-  t.ok(g.logLines.some((l) => l.includes('deeper than a reorg: treated as a new chain')), 'a\'s reset is logged');
-  t.ok(g.logLines.some((l) => l.includes('newHeads feed drops the heads of a node that went back from 200 to 1')), 'and its heads dropped');
-  t.ok(g.logLines.some((l) => l.includes('out of rotation')), 'and the move off a');
+    await resetToNewChain(a);
+    await waitUntil(() => rb.requests('eth_subscribe') === 1 && chain.feeds!.upstreamSubscriptions() === 1, 10_000, 'the feed moved to b');
+    await nodeCall(b.url, 'evm_mine');
+    await waitUntil(() => lastNumber(s, id) === 201, 10_000, "b's 201");
+    t.same(s.resultsOf(id).map(numberOf), range(1, 201), "a's new chain was never sent: 1..200, then b's 201");
+    t.ok(
+      g.logLines.some((l) => l.includes('deeper than a reorg: treated as a new chain')),
+      "a's reset is logged",
+    );
+    t.ok(
+      g.logLines.some((l) => l.includes('newHeads feed drops the heads of a node that went back from 200 to 1')),
+      'and its heads dropped',
+    );
+    t.ok(
+      g.logLines.some((l) => l.includes('out of rotation')),
+      'and the move off a',
+    );
 
-  await resetToNewChain(b);
-  await nodeCall(b.url, 'anvil_mine', ['0x2']);
-  await waitUntil(() => lastNumber(s, id) === 3, 10_000, 'b\'s new chain');
-  t.same(s.resultsOf(id).map(numberOf), [...range(1, 201), 1, 2, 3], 'every node on a new chain: it is followed from b\'s head 1');
-  t.same(s.resultsOf(id).slice(201).map((h) => h.hash), await Promise.all([1, 2, 3].map((n) => hashAt(b, n))), 'b\'s new blocks');
-  t.ok(g.logLines.some((l) => l.includes('newHeads feed resumes on a new chain from head 1')), 'logged');
-});
+    await resetToNewChain(b);
+    await nodeCall(b.url, 'anvil_mine', ['0x2']);
+    await waitUntil(() => lastNumber(s, id) === 3, 10_000, "b's new chain");
+    t.same(s.resultsOf(id).map(numberOf), [...range(1, 201), 1, 2, 3], "every node on a new chain: it is followed from b's head 1");
+    t.same(
+      s
+        .resultsOf(id)
+        .slice(201)
+        .map((h) => h.hash),
+      await Promise.all([1, 2, 3].map((n) => hashAt(b, n))),
+      "b's new blocks",
+    );
+    t.ok(
+      g.logLines.some((l) => l.includes('newHeads feed resumes on a new chain from head 1')),
+      'logged',
+    );
+  },
+);
 
 /** The answer to a subscribe that could not get an upstream subscription (request() matched it by its id): -32603, no result. */
 function assertUpstreamError(t: Test, a: Answer, message: RegExp, what: string): void {
@@ -466,7 +603,9 @@ t.test('eth_subscribe with the only upstream WebSocket unreachable: -32603 at on
   const node = await anvilFor(t, { chainId: 31337 });
   const down = await closedPort();
   // timeout_s far above request()'s 10 s: an answer that waited for it would fail the test.
-  const g = await gatewayFor(t, { chains: { devnet: { chain_id: 31337, timeout_s: 120, upstreams: [{ url: node.url, ws: `ws://127.0.0.1:${down}` }] } } });
+  const g = await gatewayFor(t, {
+    chains: { devnet: { chain_id: 31337, timeout_s: 120, upstreams: [{ url: node.url, ws: `ws://127.0.0.1:${down}` }] } },
+  });
   const ledger = g.gateway.context.tenancy.ledger;
   const owner = keyedEndpoint(g, 1000);
   const s = await openSubscriber(t, wsUrl(g.base, `/v1/rpc/${owner.key}`));
@@ -482,14 +621,19 @@ t.test('eth_subscribe with the only upstream WebSocket unreachable: -32603 at on
   t.match((await s.request('eth_chainId')).result, '0x7a69', 'and answers calls');
 });
 
-t.test('eth_subscribe with an upstream WebSocket that never answers its handshake: -32603 after the chain\'s timeout_s', async (t) => {
+t.test("eth_subscribe with an upstream WebSocket that never answers its handshake: -32603 after the chain's timeout_s", async (t) => {
   const node = await anvilFor(t, { chainId: 31337 });
   const hanging = await fakeUpstream(t, 'hang');
-  const g = await gatewayFor(t, { chains: { devnet: { chain_id: 31337, timeout_s: 1, upstreams: [{ url: node.url, ws: `ws://127.0.0.1:${hanging.port}` }] } } });
+  const g = await gatewayFor(t, {
+    chains: { devnet: { chain_id: 31337, timeout_s: 1, upstreams: [{ url: node.url, ws: `ws://127.0.0.1:${hanging.port}` }] } },
+  });
   const s = await openSubscriber(t, wsUrl(g.base, '/v1/rpc/public'));
   const a = await s.request('eth_subscribe', ['newHeads']);
   assertUpstreamError(t, a, /^Upstream node error: no upstream subscription within 1 s$/, 'a hanging handshake');
-  t.ok(hanging.requests.some((r) => /^GET .* HTTP\/1\.1/.test(r) && /upgrade: websocket/i.test(r)), 'the gateway did try the node');
+  t.ok(
+    hanging.requests.some((r) => /^GET .* HTTP\/1\.1/.test(r) && /upgrade: websocket/i.test(r)),
+    'the gateway did try the node',
+  );
   t.match(g.gateway.streamStats(), { subscriptions: 0 });
 });
 

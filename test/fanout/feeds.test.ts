@@ -46,7 +46,7 @@ async function expectHeadsFrom(t: Test, url: string, heads: Array<Record<string,
     const block = await blockAt(url, Number(head.number));
     if (JSON.stringify(head) !== JSON.stringify(headerOf(block))) mismatched.push(Number(head.number));
   }
-  t.same(mismatched, [], 'each head is the node\'s block of that number, header fields only');
+  t.same(mismatched, [], "each head is the node's block of that number, header fields only");
 }
 
 t.test('1,000 listeners share one upstream subscription and get identical ordered heads', async (t) => {
@@ -95,9 +95,18 @@ t.test('an upstream cut while blocks are mined: every listener gets every number
   sameForAll(t, listeners, 'after the cut');
   await expectHeadsFrom(t, node.url, listeners[0]!.parsed());
   t.equal(relay.requests('eth_subscribe'), 2, 'one new upstream subscription after the cut');
-  t.ok(logs.some((l) => l.startsWith('warn upstream subscription link lost')), 'the loss is logged');
-  t.ok(logs.some((l) => l.startsWith('info upstream subscriptions restored')), 'the recovery is logged');
-  t.notOk(logs.some((l) => l.includes(relay.wsUrl)), 'the log names the node by label, never by URL');
+  t.ok(
+    logs.some((l) => l.startsWith('warn upstream subscription link lost')),
+    'the loss is logged',
+  );
+  t.ok(
+    logs.some((l) => l.startsWith('info upstream subscriptions restored')),
+    'the recovery is logged',
+  );
+  t.notOk(
+    logs.some((l) => l.includes(relay.wsUrl)),
+    'the log names the node by label, never by URL',
+  );
 });
 
 t.test('heads announced while a backfill is in flight wait behind it; those it already sent are not sent twice', async (t) => {
@@ -182,13 +191,19 @@ t.test('logs across a cut: every matching log once, in order; feeds are per dist
   await sleep(100);
 
   const got = listeners[0]!.parsed();
-  t.same(got.map((l) => l.data), payloads, 'every payload once, in order');
+  t.same(
+    got.map((l) => l.data),
+    payloads,
+    'every payload once, in order',
+  );
   sameForAll(t, [...listeners, reordered], 'logs listeners');
-  const onNode = (await call(node.url, 'eth_getLogs', [{ address, topics: [ECHO_TOPIC], fromBlock: '0x0' }])) as Array<Record<string, unknown>>;
+  const onNode = (await call(node.url, 'eth_getLogs', [{ address, topics: [ECHO_TOPIC], fromBlock: '0x0' }])) as Array<
+    Record<string, unknown>
+  >;
   t.same(
     got.map((l) => `${l.blockHash}:${l.logIndex}:${l.transactionHash}`),
     onNode.map((l) => `${l.blockHash}:${l.logIndex}:${l.transactionHash}`),
-    'the logs are the node\'s own, block hash and index included',
+    "the logs are the node's own, block hash and index included",
   );
   t.ok(new Set(got.map((l) => l.blockNumber)).size < got.length, 'one block held two of them');
   t.equal(elsewhere.texts.length, 0, 'a filter matching nothing got nothing');
@@ -289,11 +304,18 @@ t.test('whenLive: null once the upstream subscription is open; with every node u
   t.equal(await hold.whenLive(1), null, 'at once while it is open');
 
   const down = [await closedPort(), await closedPort()];
-  const dead = feedsFor(t, { nodes: down.map((p) => nodeAt(`down-${p}`, `ws://127.0.0.1:${p}`, `http://127.0.0.1:${p}`)), maxOutageMs: 60_000 });
+  const dead = feedsFor(t, {
+    nodes: down.map((p) => nodeAt(`down-${p}`, `ws://127.0.0.1:${p}`, `http://127.0.0.1:${p}`)),
+    maxOutageMs: 60_000,
+  });
   const listener = recorder();
   const deadHold = dead.feeds.subscribe('newHeads', undefined, listener);
   t.equal(await deadHold.whenLive(60_000), 'none of the 2 upstream WebSockets could be reached');
-  for (const p of down) t.ok(dead.logs.some((l) => l.includes('upstream subscription link lost') && l.includes(`down-${p}`)), `node down-${p} was tried`);
+  for (const p of down)
+    t.ok(
+      dead.logs.some((l) => l.includes('upstream subscription link lost') && l.includes(`down-${p}`)),
+      `node down-${p} was tried`,
+    );
   t.notOk(deadHold.live());
   t.same(listener.losses, [], 'the listener itself is kept, as before (the outage limit decides)');
 });
@@ -319,17 +341,24 @@ t.test('when its node dies the feed moves to the next healthy one and numbers go
   await a.node.stop();
   await until('subscribed on b', () => b.relay.requests('eth_subscribe') === 1 && feeds.upstreamSubscriptions() === 1);
   await mine(b.node.url, 2);
-  await until('b\'s twelfth block', () => numbersOf(listeners[0]!).includes(12));
+  await until("b's twelfth block", () => numbersOf(listeners[0]!).includes(12));
   await sleep(100);
 
-  t.same(numbersOf(listeners[0]!), range(1, 12), 'a\'s 1-3, then b\'s 4-10 backfilled, then b\'s live 11-12');
+  t.same(numbersOf(listeners[0]!), range(1, 12), "a's 1-3, then b's 4-10 backfilled, then b's live 11-12");
   sameForAll(t, listeners, 'after the switch');
   const heads = listeners[0]!.parsed();
   const fromB = await Promise.all(range(4, 12).map(async (n) => (await blockAt(b.node.url, n)).hash));
-  t.same(heads.slice(3).map((h) => h.hash), fromB, 'numbers 4-12 are b\'s blocks');
+  t.same(
+    heads.slice(3).map((h) => h.hash),
+    fromB,
+    "numbers 4-12 are b's blocks",
+  );
   t.equal(c.connections, 0, 'the unhealthy node was skipped');
   t.equal(a.relay.requests('eth_subscribe'), 1);
-  t.ok(logs.some((l) => l.includes(`relay-${a.relay.port}`)), 'the loss names the node by label');
+  t.ok(
+    logs.some((l) => l.includes(`relay-${a.relay.port}`)),
+    'the loss names the node by label',
+  );
 });
 
 t.test('a node that leaves rotation with its socket open: the feed moves to one in rotation, without gap or repeat', async (t) => {
@@ -354,10 +383,13 @@ t.test('a node that leaves rotation with its socket open: the feed moves to one 
   inRotation[0] = false; // as when a lags past max_lag_blocks: its socket stays open
   await until('subscribed on b', () => b.relay.requests('eth_subscribe') === 1 && feeds.upstreamSubscriptions() === 1);
   await mine(b.node.url, 1);
-  await until('b\'s eleventh block', () => numbersOf(listener).includes(11));
+  await until("b's eleventh block", () => numbersOf(listener).includes(11));
   await sleep(100);
-  t.same(numbersOf(listener), range(1, 11), 'a\'s 1-3, b\'s 4-10 backfilled, b\'s live 11');
-  t.ok(logs.some((l) => l.includes('out of rotation')), 'the move is logged');
+  t.same(numbersOf(listener), range(1, 11), "a's 1-3, b's 4-10 backfilled, b's live 11");
+  t.ok(
+    logs.some((l) => l.includes('out of rotation')),
+    'the move is logged',
+  );
 
   inRotation[1] = false; // no node in rotation: the link stays where it is rather than go nowhere
   await sleep(400);
@@ -382,7 +414,7 @@ t.test('a reorg passes through: the replaced number again, with its new hash', a
   const replacement = listener.parsed()[3]!;
   t.equal(replacement.number, replaced.number, 'the same number is sent again');
   t.not(replacement.hash, replaced.hash, 'with another hash');
-  t.equal(replacement.hash, (await blockAt(node.url, 2)).hash, 'the node\'s block 2 now');
+  t.equal(replacement.hash, (await blockAt(node.url, 2)).hash, "the node's block 2 now");
   t.same(feeds.head(), { number: 2, hash: replacement.hash }, 'head() follows the reorg');
 
   // anvil_reorg replaces the top blocks and announces each replacement.
@@ -393,7 +425,7 @@ t.test('a reorg passes through: the replaced number again, with its new hash', a
   await until('two replacements', () => listener.texts.length === before + 2);
   const [r4, r5] = listener.parsed().slice(before);
   t.same([Number(r4!.number), Number(r5!.number)], [4, 5]);
-  t.equal(r5!.hash, (await blockAt(node.url, 5)).hash, 'the node\'s new block 5');
+  t.equal(r5!.hash, (await blockAt(node.url, 5)).hash, "the node's new block 5");
 });
 
 t.test('newPendingTransactions: one upstream subscription, subscribed again after a cut', async (t) => {
@@ -453,7 +485,10 @@ function manualTimers() {
 t.test('reconnect delays double from 100 ms to 5 s within their jitter; the outage timer drops the listeners', async (t) => {
   const { relay, upstream } = await relayedAnvil(t);
   relay.cut();
-  for (const [name, draw, scale] of [['longest draw', () => 0.999999, 1], ['shortest draw', () => 0, 0.5]] as const) {
+  for (const [name, draw, scale] of [
+    ['longest draw', () => 0.999999, 1],
+    ['shortest draw', () => 0, 0.5],
+  ] as const) {
     await t.test(name, async (t) => {
       const manual = manualTimers();
       const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000, timers: manual.timers, random: draw });
@@ -468,7 +503,10 @@ t.test('reconnect delays double from 100 ms to 5 s within their jitter; the outa
         seen.push(Math.round(delay));
         manual.fire(delay);
       }
-      t.same(seen, [100, 200, 400, 800, 1600, 3200, 5000, 5000].map((d) => Math.round(d * scale)));
+      t.same(
+        seen,
+        [100, 200, 400, 800, 1600, 3200, 5000, 5000].map((d) => Math.round(d * scale)),
+      );
       t.same(listener.losses, [], 'no loss before the outage timer');
       t.ok(manual.fire(60_000), 'the outage timer was pending');
       t.equal(listener.losses.length, 1, 'its firing loses the listener');

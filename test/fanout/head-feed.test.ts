@@ -67,7 +67,7 @@ t.test('a gap wider than maxBackfillBlocks keeps only the newest, and says so', 
   t.ok(logLines.some((l) => l.startsWith('warn head gap wider than the backfill limit')));
 });
 
-t.test('a block the node\'s HTTP does not have yet is asked for again, then the step fails', async (t) => {
+t.test("a block the node's HTTP does not have yet is asked for again, then the step fails", async (t) => {
   const node = await anvilFor(t);
   await mine(node.url, 2);
   const methods: string[] = [];
@@ -82,7 +82,7 @@ t.test('a block the node\'s HTTP does not have yet is asked for again, then the 
   t.same(numbers(), [1], 'nothing past the hole is sent');
 });
 
-t.test('after a switch, numbers already sent stay sent; the new node\'s own reorg passes; resume fills from it', async (t) => {
+t.test("after a switch, numbers already sent stay sent; the new node's own reorg passes; resume fills from it", async (t) => {
   const a = await anvilFor(t);
   const b = await anvilFor(t);
   await mine(a.url, 3);
@@ -95,7 +95,7 @@ t.test('after a switch, numbers already sent stay sent; the new node\'s own reor
   const viaB = access(1, b.url);
   for (const n of [1, 2, 3]) await feed.live(await blockAt(a.url, n), viaA, deliver);
   await feed.live(await blockAt(b.url, 3), viaB, deliver);
-  t.same(numbers(), [1, 2, 3], 'b\'s block 3 is not sent: 3 was sent from a');
+  t.same(numbers(), [1, 2, 3], "b's block 3 is not sent: 3 was sent from a");
   await call(b.url, 'evm_revert', [snapshot]);
   await mine(b.url);
   const replaced = await blockAt(b.url, 3);
@@ -123,7 +123,10 @@ t.test('back on the same node, heads a reorg replaced while away are sent again'
   methods.length = 0;
   await feed.resume(via, deliver);
   t.same(numbers(), [1, 2, 3, 2, 3, 4], 'from the fork point on');
-  t.same(out.slice(3).map((h) => h.hash), await Promise.all([2, 3, 4].map(async (n) => (await blockAt(node.url, n)).hash)));
+  t.same(
+    out.slice(3).map((h) => h.hash),
+    await Promise.all([2, 3, 4].map(async (n) => (await blockAt(node.url, n)).hash)),
+  );
   t.same(methods.slice(0, 4), ['eth_blockNumber', 'eth_getBlockByNumber 0x3', 'eth_getBlockByNumber 0x2', 'eth_getBlockByNumber 0x1']);
 
   // Nothing changed while away: one look at the last head, nothing sent.
@@ -137,7 +140,9 @@ t.test('back on the same node, heads a reorg replaced while away are sent again'
 /** Resets the node to a fresh chain whose block 1 holds a transaction, so its blocks differ from the old ones. */
 async function resetToNewChain(url: string): Promise<void> {
   await call(url, 'anvil_reset', []);
-  const hash = await call(url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' }]);
+  const hash = await call(url, 'eth_sendTransaction', [
+    { from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' },
+  ]);
   await minedReceipt(url, hash as string);
 }
 
@@ -160,8 +165,8 @@ t.test('a lone node reset deeper than the feed remembers: the feed goes on from 
   await feed.live(await blockAt(node.url, 1), via, deliver);
   await mine(node.url);
   await feed.live(await blockAt(node.url, 2), via, deliver);
-  t.same(numbers(), [199, 200, 1, 2], 'the new chain\'s heads follow the old chain\'s last');
-  t.equal(out[2]!.hash, (await blockAt(node.url, 1)).hash, 'the new chain\'s block 1');
+  t.same(numbers(), [199, 200, 1, 2], "the new chain's heads follow the old chain's last");
+  t.equal(out[2]!.hash, (await blockAt(node.url, 1)).hash, "the new chain's block 1");
   t.equal(out[3]!.parentHash, out[2]!.hash);
   t.same(methods, [], 'nothing fetched: no backfill, nothing sent again');
   t.same(logLines.slice(before), ['info newHeads feed resumes on a new chain from head 1'], 'logged once');
@@ -176,7 +181,11 @@ t.test('a node reset while another is ahead is dropped; once every node is on th
   const chainLog = (level: string, msg: string) => void lines.push(`${level} ${msg}`);
   const health = createChainHealth(['a', 'b'], { maxLagBlocks: 5, log: chainLog });
   for (const u of health.upstreams) u.reportHead(200);
-  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log: chainLog, chain: { followsNewChain: (node, head) => health.followsNewChain(node, head) } });
+  const feed = createHeadFeed({
+    maxBackfillBlocks: 1024,
+    log: chainLog,
+    chain: { followsNewChain: (node, head) => health.followsNewChain(node, head) },
+  });
   const { out, deliver, numbers } = collector();
   const viaA = access(0, a.url);
   await feed.live(await blockAt(a.url, 200), viaA, deliver);
@@ -185,19 +194,23 @@ t.test('a node reset while another is ahead is dropped; once every node is on th
   await feed.live(await blockAt(a.url, 1), viaA, deliver);
   await mine(a.url);
   await feed.live(await blockAt(a.url, 2), viaA, deliver);
-  t.same(numbers(), [200], 'a\'s new chain is not sent while b is still at 200');
-  t.equal(health.upstreams[0]!.head, 2, 'the heads the feed heard are a\'s heads in health');
+  t.same(numbers(), [200], "a's new chain is not sent while b is still at 200");
+  t.equal(health.upstreams[0]!.head, 2, "the heads the feed heard are a's heads in health");
   t.same(health.healthyIndices(), [1], 'a lags: out of rotation');
-  t.same(lines, [
-    'warn node head went back from 200 to 1, deeper than a reorg: treated as a new chain',
-    'warn newHeads feed drops the heads of a node that went back from 200 to 1: the chain is ahead of it',
-  ], 'the node\'s reset and the feed\'s choice are each logged once');
+  t.same(
+    lines,
+    [
+      'warn node head went back from 200 to 1, deeper than a reorg: treated as a new chain',
+      'warn newHeads feed drops the heads of a node that went back from 200 to 1: the chain is ahead of it',
+    ],
+    "the node's reset and the feed's choice are each logged once",
+  );
 
   await resetToNewChain(b.url);
   health.upstreams[1]!.reportHead(1); // b's poll
   await mine(a.url);
   await feed.live(await blockAt(a.url, 3), viaA, deliver);
-  t.same(numbers(), [200, 3], 'every node on the lower chain: the feed resumes from a\'s head');
+  t.same(numbers(), [200, 3], "every node on the lower chain: the feed resumes from a's head");
   t.equal(out[1]!.hash, (await blockAt(a.url, 3)).hash);
   t.equal(lines.at(-1), 'info newHeads feed resumes on a new chain from head 3');
 });
@@ -209,7 +222,11 @@ t.test('a node behind the feed that never went back itself is dropped, not follo
   const health = createChainHealth(['a', 'b'], { maxLagBlocks: 5 });
   health.upstreams[0]!.reportHead(200);
   health.upstreams[1]!.reportHead(50);
-  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log, chain: { followsNewChain: (node, head) => health.followsNewChain(node, head) } });
+  const feed = createHeadFeed({
+    maxBackfillBlocks: 1024,
+    log,
+    chain: { followsNewChain: (node, head) => health.followsNewChain(node, head) },
+  });
   const { deliver, numbers } = collector();
   await feed.live(await blockAt(a.url, 200), access(0, a.url), deliver);
   for (let i = 0; i < 3; i++) health.upstreams[0]!.record('failed', 1); // a fails: b, 150 behind, is all the chain has
@@ -233,17 +250,20 @@ t.test('a shallow reset is a reorg: the heads it replaced are sent again, and th
   t.match(logFields.at(-1), { depth: 10, head: 1 }, 'with its depth');
 });
 
-t.test('a link resumed on a node reset meanwhile: its head only, no walk back, no backfill; or nothing while the chain is ahead', async (t) => {
-  const { node, methods, via, feed, deliver, numbers } = await feedAt200(t);
-  const ahead = createHeadFeed({ maxBackfillBlocks: 1024, log, chain: { followsNewChain: () => false } });
-  const held = collector();
-  await ahead.live(await blockAt(node.url, 200), via, held.deliver);
-  await resetToNewChain(node.url);
-  await mine(node.url, 2);
-  methods.length = 0;
-  await feed.resume(via, deliver);
-  t.same(numbers(), [199, 200, 3], 'the new chain\'s head at the time');
-  t.same(methods, ['eth_blockNumber', 'eth_getBlockByNumber 0x3'], 'one look at the node\'s head');
-  await ahead.resume(via, held.deliver);
-  t.same(held.numbers(), [200], 'the chain is ahead of the node: nothing sent');
-});
+t.test(
+  'a link resumed on a node reset meanwhile: its head only, no walk back, no backfill; or nothing while the chain is ahead',
+  async (t) => {
+    const { node, methods, via, feed, deliver, numbers } = await feedAt200(t);
+    const ahead = createHeadFeed({ maxBackfillBlocks: 1024, log, chain: { followsNewChain: () => false } });
+    const held = collector();
+    await ahead.live(await blockAt(node.url, 200), via, held.deliver);
+    await resetToNewChain(node.url);
+    await mine(node.url, 2);
+    methods.length = 0;
+    await feed.resume(via, deliver);
+    t.same(numbers(), [199, 200, 3], "the new chain's head at the time");
+    t.same(methods, ['eth_blockNumber', 'eth_getBlockByNumber 0x3'], "one look at the node's head");
+    await ahead.resume(via, held.deliver);
+    t.same(held.numbers(), [200], 'the chain is ahead of the node: nothing sent');
+  },
+);

@@ -45,10 +45,17 @@ t.test('resume delivers the logs since the subscription, once, in order', async 
   await feed.live(onNode[1], via, deliver); // 0x01 arrived live before the link was lost
   methods.length = 0;
   await feed.resume(via, deliver);
-  t.same(out.map((l) => l.data), ['0x01', '0x02', '0x03'], 'the live one is not sent twice');
+  t.same(
+    out.map((l) => l.data),
+    ['0x01', '0x02', '0x03'],
+    'the live one is not sent twice',
+  );
   const getLogs = methods.find((m) => m[0] === 'eth_getLogs')![1] as Log;
-  t.same(getLogs, { address, topics: [ECHO_TOPIC], fromBlock: onNode[1]!.blockNumber, toBlock: onNode[3]!.blockNumber },
-    'from the last live log\'s block to the head, with the feed\'s address and topics');
+  t.same(
+    getLogs,
+    { address, topics: [ECHO_TOPIC], fromBlock: onNode[1]!.blockNumber, toBlock: onNode[3]!.blockNumber },
+    "from the last live log's block to the head, with the feed's address and topics",
+  );
 
   out.length = 0;
   await feed.resume(via, deliver);
@@ -71,11 +78,15 @@ t.test('a log is recognised by (blockHash, logIndex, removed); removed: true pas
   t.equal(out.length, 1, 'the same log again is dropped');
   const otherNode = { ...real, blockHash: '0x' + 'bb'.repeat(32) };
   await feed.live(otherNode, via1, deliver);
-  t.equal(out.length, 1, 'another node\'s log at a position already sent is dropped');
+  t.equal(out.length, 1, "another node's log at a position already sent is dropped");
   const retracted = { ...real, removed: true };
   await feed.live(retracted, via0, deliver);
   await feed.live(retracted, via0, deliver);
-  t.same(out.map((l) => l.removed ?? false), [false, true], 'a reorg\'s removal passes, once');
+  t.same(
+    out.map((l) => l.removed ?? false),
+    [false, true],
+    "a reorg's removal passes, once",
+  );
   const replacement = { ...real, blockHash: '0x' + 'cc'.repeat(32), data: '0x02' };
   await feed.live(replacement, via1, deliver);
   t.equal(out[2]?.data, '0x02', 'the log that replaces it at the same position is new, even from another node');
@@ -88,7 +99,7 @@ t.test('filters are keyed by content, not key order', async (t) => {
   t.equal(logFilterKey(undefined), logFilterKey({}));
 });
 
-t.test('a node reset to a fresh chain: the feed goes on with the new chain\'s logs and makes up for them after a loss', async (t) => {
+t.test("a node reset to a fresh chain: the feed goes on with the new chain's logs and makes up for them after a loss", async (t) => {
   const node = await anvilFor(t);
   const address = await deployEcho(node.url);
   const lines: string[] = [];
@@ -112,7 +123,18 @@ t.test('a node reset to a fresh chain: the feed goes on with the new chain\'s lo
   await echo(node.url, address, '0x03');
   const methods: unknown[][] = [];
   await feed.resume(access(0, node.url, methods), deliver);
-  t.same(out.map((l) => l.data), ['0x01', '0x02', '0x03'], 'the old chain\'s log, then the new chain\'s, once each');
-  t.ok(out.every((l) => l.removed !== true), 'a reset is not a reorg: nothing is retracted');
-  t.same(methods.find((m) => m[0] === 'eth_getLogs')?.[1], { address, fromBlock: '0x2', toBlock: '0x3' }, 'made up for from the new chain\'s block');
+  t.same(
+    out.map((l) => l.data),
+    ['0x01', '0x02', '0x03'],
+    "the old chain's log, then the new chain's, once each",
+  );
+  t.ok(
+    out.every((l) => l.removed !== true),
+    'a reset is not a reorg: nothing is retracted',
+  );
+  t.same(
+    methods.find((m) => m[0] === 'eth_getLogs')?.[1],
+    { address, fromBlock: '0x2', toBlock: '0x3' },
+    "made up for from the new chain's block",
+  );
 });

@@ -1,12 +1,6 @@
 import t, { type Test } from 'tap';
 import { createServer, type ServerResponse } from 'node:http';
-import {
-  createSseHub,
-  parseEventTopics,
-  type HubTimers,
-  type SseClient,
-  type SseHubOptions,
-} from '../../src/fanout/sse-hub.js';
+import { createSseHub, parseEventTopics, type HubTimers, type SseClient, type SseHubOptions } from '../../src/fanout/sse-hub.js';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { openSseLink } from '../../src/upstreams/sse-link.js';
 import { listenOn, until } from '../upstreams/exchange-harness.js';
@@ -111,8 +105,7 @@ function fakeClient(name: string): FakeClient {
   return client;
 }
 
-const frameOf = (topic: string, n: number, pad = 0) =>
-  Buffer.from(`event: ${topic}\ndata: {"n":${n}}${' '.repeat(pad)}\n\n`);
+const frameOf = (topic: string, n: number, pad = 0) => Buffer.from(`event: ${topic}\ndata: {"n":${n}}${' '.repeat(pad)}\n\n`);
 
 /** A hub on fake links and fake timers; `options` override its defaults. */
 function testHub(options: Partial<SseHubOptions> = {}, opening: 'at once' | 'later' = 'at once') {
@@ -144,11 +137,7 @@ t.test('200 clients over mixed topics: one link per topic, each client its own t
     const client = fakeClient(`c${i}`);
     return { client, topics, listener: hub.add(client, topics) };
   });
-  t.same(
-    links.opened.map((l) => l.topic).sort(),
-    [...TOPICS].sort(),
-    'exactly one link per topic',
-  );
+  t.same(links.opened.map((l) => l.topic).sort(), [...TOPICS].sort(), 'exactly one link per topic');
   t.same(hub.topicsOpen().sort(), [...TOPICS].sort());
   t.equal(hub.clients(), 200);
 
@@ -194,7 +183,10 @@ t.test('a client asking two topics (one twice) gets each event of both once', as
   const both = fakeClient('both');
   hub.add(both, ['head', 'block', 'head']);
   hub.add(fakeClient('other'), ['block']);
-  t.same(links.opened.map((l) => l.topic), ['head', 'block']);
+  t.same(
+    links.opened.map((l) => l.topic),
+    ['head', 'block'],
+  );
   links.live('head').emit(frameOf('head', 1));
   links.live('block').emit(frameOf('block', 1));
   links.live('head').emit(frameOf('head', 2));
@@ -336,7 +328,10 @@ t.test('a client leaving during a fan-out does not disturb the others', async (t
   const link = links.live('head');
   link.emit(frameOf('head', 1));
   link.emit(frameOf('head', 2));
-  t.same(clients.map((c) => c.received.length), [2, 1, 2]);
+  t.same(
+    clients.map((c) => c.received.length),
+    [2, 1, 2],
+  );
   listeners.get(clients[0]!)!.remove();
   listeners.get(clients[2]!)!.remove();
   t.equal(link.closed, true);
@@ -384,7 +379,11 @@ t.test('a link that cannot open leaves no trace of the client', async (t) => {
   t.throws(() => hub.add(fakeClient('c'), ['head', 'bad']), /cannot open bad/);
   t.equal(hub.clients(), 0);
   t.same(hub.topicsOpen(), []);
-  t.same(links.opened.map((l) => [l.topic, l.closed]), [['head', true]], 'the link opened for it is closed again');
+  t.same(
+    links.opened.map((l) => [l.topic, l.closed]),
+    [['head', true]],
+    'the link opened for it is closed again',
+  );
   t.equal(clock.active(), 0);
 });
 
@@ -417,9 +416,15 @@ t.test('a client starts once the upstream streams of all its topics are open; no
   links.live('head').status(true);
   t.equal(late.started, true);
   links.live('head').emit(frameOf('head', 3));
-  t.same([both, early, late].map((c) => [c.closedWith, c.received.at(-1)?.toString()]), [
-    [undefined, String(frameOf('head', 3))], [undefined, String(frameOf('head', 3))], [undefined, String(frameOf('head', 3))],
-  ], 'nobody was ended by the loss; all get the next event');
+  t.same(
+    [both, early, late].map((c) => [c.closedWith, c.received.at(-1)?.toString()]),
+    [
+      [undefined, String(frameOf('head', 3))],
+      [undefined, String(frameOf('head', 3))],
+      [undefined, String(frameOf('head', 3))],
+    ],
+    'nobody was ended by the loss; all get the next event',
+  );
   t.equal(links.opened.length, 2, 'one link per topic throughout');
   t.equal(clock.active(), 1, 'no open timeout left: only the heartbeat');
 });
@@ -437,10 +442,20 @@ t.test('a client whose streams do not all open within openTimeoutMs is ended as 
   t.same([waiting.closedWith, lone.closedWith], [undefined, undefined]);
   clock.advance(1);
   t.same([waiting.closedWith, waiting.started, lone.closedWith, lone.started], ['unavailable', false, 'unavailable', false]);
-  t.same(links.opened.map((l) => [l.topic, l.closed]), [['head', false], ['block', true]], "block's link closes with its last listener");
+  t.same(
+    links.opened.map((l) => [l.topic, l.closed]),
+    [
+      ['head', false],
+      ['block', true],
+    ],
+    "block's link closes with its last listener",
+  );
   t.equal(open.closedWith, undefined, 'a started client of another topic is not touched');
   links.live('head').emit(frameOf('head', 1));
-  t.same(open.text().filter((f) => f !== KEEP_ALIVE), [String(frameOf('head', 1))]);
+  t.same(
+    open.text().filter((f) => f !== KEEP_ALIVE),
+    [String(frameOf('head', 1))],
+  );
   t.same(waiting.received, []);
   t.equal(hub.clients(), 1);
   const shut = fakeClient('shut');
@@ -453,7 +468,10 @@ t.test('a client whose streams do not all open within openTimeoutMs is ended as 
 t.test('options are validated by name', async (t) => {
   const openLink = fakeLinks().openLink;
   t.throws(() => createSseHub({ openLink, heartbeatMs: 0, maxBufferedBytes: 1, openTimeoutMs: 1 }), /heartbeatMs must be a positive/);
-  t.throws(() => createSseHub({ openLink, heartbeatMs: 1, maxBufferedBytes: 0.5, openTimeoutMs: 1 }), /maxBufferedBytes must be a positive integer/);
+  t.throws(
+    () => createSseHub({ openLink, heartbeatMs: 1, maxBufferedBytes: 0.5, openTimeoutMs: 1 }),
+    /maxBufferedBytes must be a positive integer/,
+  );
   t.throws(() => createSseHub({ openLink, heartbeatMs: 1, maxBufferedBytes: 1, openTimeoutMs: 0 }), /openTimeoutMs must be a positive/);
 });
 
@@ -557,9 +575,19 @@ t.test('end to end: the node drops and recovers while clients stay connected', a
   const frames = (topic: string) => [1, 2, 3, 4, 5, 6].map((s) => `event: ${topic}\ndata: {"slot":"${s}"}\n\n`);
   t.same(a.text(), frames('head'));
   t.same(c.text(), frames('block'));
-  t.same(b.text().filter((f) => f.startsWith('event: head')), frames('head'));
-  t.same(b.text().filter((f) => f.startsWith('event: block')), frames('block'));
-  t.same([a, b, c].map((x) => x.closedWith), [undefined, undefined, undefined], 'no client noticed the outage');
+  t.same(
+    b.text().filter((f) => f.startsWith('event: head')),
+    frames('head'),
+  );
+  t.same(
+    b.text().filter((f) => f.startsWith('event: block')),
+    frames('block'),
+  );
+  t.same(
+    [a, b, c].map((x) => x.closedWith),
+    [undefined, undefined, undefined],
+    'no client noticed the outage',
+  );
   t.equal(node.mostOpen(), 1, 'never more than one upstream stream per topic');
   const lost = ['sse stream lost block', 'sse stream lost block', 'sse stream lost head', 'sse stream lost head'];
   t.same(warnings.sort(), lost, 'each topic: the drop, then the 503');

@@ -1,6 +1,9 @@
 import t from 'tap';
 import {
-  createFilterRegistry, type FilterRegistry, type FilterRegistryOptions, type FilterSource,
+  createFilterRegistry,
+  type FilterRegistry,
+  type FilterRegistryOptions,
+  type FilterSource,
 } from '../../src/filters/filter-registry.js';
 
 const NOT_FOUND = { code: -32000, message: 'filter not found' };
@@ -94,7 +97,10 @@ function harness(over: Partial<FilterRegistryOptions> = {}, head: number | null 
     ...over,
   });
   return {
-    registry, chain, wantsSeen, sweepEveryMs,
+    registry,
+    chain,
+    wantsSeen,
+    sweepEveryMs,
     advance: (ms) => {
       now += ms;
     },
@@ -183,8 +189,11 @@ t.test('a filter expires after idleTimeoutMs without eth_getFilterChanges, and n
   t.same(await registry.getFilterChanges('key:a', block), [], 'one ms short of the timeout: still there');
   t.same(await registry.getFilterLogs('key:a', logs), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(logAt), 'eth_getFilterLogs answers');
   advance(1);
-  t.same(await registry.getFilterChanges('key:a', logs), NOT_FOUND,
-    'the log filter was read with eth_getFilterLogs only, which does not keep a filter alive (as on geth)');
+  t.same(
+    await registry.getFilterChanges('key:a', logs),
+    NOT_FOUND,
+    'the log filter was read with eth_getFilterLogs only, which does not keep a filter alive (as on geth)',
+  );
   t.equal(registry.size(), 1, 'found expired on access and dropped');
 
   advance(IDLE_MS - 2);
@@ -232,8 +241,11 @@ t.test('block filter: the new block hashes since the last poll, in order, reorgs
   registry.onHead(12, hashOf(12, 1));
   registry.onHead(13, hashOf(13, 1));
   registry.onHead(14, hashOf(14, 1));
-  t.same(await registry.getFilterChanges('key:a', id), [hashOf(13), hashOf(12, 1), hashOf(13, 1), hashOf(14, 1)],
-    'after a reorg, the new blocks\' hashes');
+  t.same(
+    await registry.getFilterChanges('key:a', id),
+    [hashOf(13), hashOf(12, 1), hashOf(13, 1), hashOf(14, 1)],
+    "after a reorg, the new blocks' hashes",
+  );
 
   const late = idOf(registry.newBlockFilter('key:a'));
   registry.onHead(15, hashOf(15, 1));
@@ -263,8 +275,16 @@ t.test('hashes kept between polls are bounded; the oldest are dropped', async (t
     registry.onHead(10 + n, hashOf(10 + n));
     registry.onPendingTransaction(hashOf(100 + n));
   }
-  t.same(await registry.getFilterChanges('key:a', blocks), [14, 15, 16, 17, 18].map((n) => hashOf(n)), 'the newest 5 blocks');
-  t.same(await registry.getFilterChanges('key:a', pending), [104, 105, 106, 107, 108].map((n) => hashOf(n)), 'the newest 5 transactions');
+  t.same(
+    await registry.getFilterChanges('key:a', blocks),
+    [14, 15, 16, 17, 18].map((n) => hashOf(n)),
+    'the newest 5 blocks',
+  );
+  t.same(
+    await registry.getFilterChanges('key:a', pending),
+    [104, 105, 106, 107, 108].map((n) => hashOf(n)),
+    'the newest 5 transactions',
+  );
   registry.onPendingTransaction(hashOf(109));
   t.same(await registry.getFilterChanges('key:a', pending), [hashOf(109)], 'and then one at a time again');
 });
@@ -284,9 +304,16 @@ t.test('wants() follows the open filters', async (t) => {
   advance(IDLE_MS);
   sweep();
   t.same(registry.wants(), { heads: false, pending: false }, 'the sweep closes what expired');
-  t.same(wantsSeen, [
-    { heads: true, pending: false }, { heads: true, pending: true }, { heads: false, pending: true }, { heads: false, pending: false },
-  ], 'onWantsChange was told each change once');
+  t.same(
+    wantsSeen,
+    [
+      { heads: true, pending: false },
+      { heads: true, pending: true },
+      { heads: false, pending: true },
+      { heads: false, pending: false },
+    ],
+    'onWantsChange was told each change once',
+  );
   t.equal(registry.uninstall('key:a', pending), false);
 });
 
@@ -297,12 +324,17 @@ t.test('log filter: each poll reads the blocks after the last one covered, up to
   t.equal(chain.calls.length, 0, 'without asking a node');
 
   chain.headAt = 12;
-  t.same(await registry.getFilterChanges('key:a', id), [
-    logAt(11), logAt(12),
-  ]);
-  t.same(chain.calls.at(-1), {
-    address: '0x00000000000000000000000000000000000000aa', topics: [hashOf(1)], fromBlock: '0xb', toBlock: '0xc',
-  }, 'eth_getLogs from the block after the head at creation to the head, with the filter\'s criteria');
+  t.same(await registry.getFilterChanges('key:a', id), [logAt(11), logAt(12)]);
+  t.same(
+    chain.calls.at(-1),
+    {
+      address: '0x00000000000000000000000000000000000000aa',
+      topics: [hashOf(1)],
+      fromBlock: '0xb',
+      toBlock: '0xc',
+    },
+    "eth_getLogs from the block after the head at creation to the head, with the filter's criteria",
+  );
   t.same(await registry.getFilterChanges('key:a', id), [], 'no new block, nothing');
   t.equal(chain.calls.length, 1, 'and no call');
 
@@ -310,9 +342,7 @@ t.test('log filter: each poll reads the blocks after the last one covered, up to
   chain.failNext = 'upstream down';
   await t.rejects(registry.getFilterChanges('key:a', id), /upstream down/, 'a failed eth_getLogs rejects the poll');
   chain.headAt = 14;
-  t.same(await registry.getFilterChanges('key:a', id), [
-    logAt(13), logAt(14),
-  ], 'the next poll covers the failed range again');
+  t.same(await registry.getFilterChanges('key:a', id), [logAt(13), logAt(14)], 'the next poll covers the failed range again');
   t.match(chain.calls.at(-1), { fromBlock: '0xd', toBlock: '0xe' });
 });
 
@@ -323,10 +353,10 @@ t.test('log filter bounds: a later fromBlock waits, a toBlock ends the filter', 
   t.same(await registry.getFilterChanges('key:a', id), [], 'head still before fromBlock');
   t.equal(chain.calls.length, 0);
   chain.headAt = 22;
-  t.equal((await registry.getFilterChanges('key:a', id) as unknown[]).length, 3);
+  t.equal(((await registry.getFilterChanges('key:a', id)) as unknown[]).length, 3);
   t.match(chain.calls.at(-1), { fromBlock: '0x14', toBlock: '0x16' }, 'from fromBlock, not from the head at creation');
   chain.headAt = 30;
-  t.equal((await registry.getFilterChanges('key:a', id) as unknown[]).length, 2);
+  t.equal(((await registry.getFilterChanges('key:a', id)) as unknown[]).length, 2);
   t.match(chain.calls.at(-1), { fromBlock: '0x17', toBlock: '0x18' }, 'up to toBlock, not the head');
   chain.headAt = 31;
   t.same(await registry.getFilterChanges('key:a', id), [], 'past toBlock nothing more');
@@ -339,12 +369,15 @@ t.test('log filter bounds: a later fromBlock waits, a toBlock ends the filter', 
   t.notOk('blockHash' in chain.calls.at(-1)!);
 });
 
-t.test('eth_getFilterLogs: eth_getLogs over the filter\'s own range', async (t) => {
+t.test("eth_getFilterLogs: eth_getLogs over the filter's own range", async (t) => {
   const { registry, chain } = harness({}, 10);
   const open = idOf(registry.newFilter('key:a', { topics: [hashOf(7)] }));
   await registry.getFilterLogs('key:a', open);
-  t.same(chain.calls.at(-1), { topics: [hashOf(7)], fromBlock: 'latest', toBlock: 'latest' },
-    'no bounds: latest to latest, resolved by the node at call time, as geth does');
+  t.same(
+    chain.calls.at(-1),
+    { topics: [hashOf(7)], fromBlock: 'latest', toBlock: 'latest' },
+    'no bounds: latest to latest, resolved by the node at call time, as geth does',
+  );
   const ranged = idOf(registry.newFilter('key:a', { fromBlock: '0x2', toBlock: '0x4' }));
   t.same(await registry.getFilterLogs('key:a', ranged), [2, 3, 4].map(logAt));
   t.same(chain.calls.at(-1), { fromBlock: '0x2', toBlock: '0x4' });
@@ -426,7 +459,7 @@ t.test('polls of one log filter run one after the other', async (t) => {
   t.equal(chain.calls.length, 1, 'the second poll waits for the first');
   chain.headAt = 13;
   chain.release();
-  t.equal((await first as unknown[]).length, 2);
+  t.equal(((await first) as unknown[]).length, 2);
   await new Promise((r) => setImmediate(r));
   chain.release();
   t.same(await second, [logAt(13)], 'and covers only what the first did not');

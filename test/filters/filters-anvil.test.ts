@@ -57,13 +57,19 @@ async function feedHeads(t: Test, wsUrl: string, registry: () => FilterRegistry)
       if (seen.has(key)) return Promise.resolve();
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`head ${key} not delivered within ${HEAD_WAIT_MS} ms`)), HEAD_WAIT_MS);
-        waiters.push({ key, resolve: () => { clearTimeout(timer); resolve(); } });
+        waiters.push({
+          key,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        });
       });
     },
   };
 }
 
-t.test('the registry\'s filters answer as anvil\'s own filters do, window after window', async (t) => {
+t.test("the registry's filters answer as anvil's own filters do, window after window", async (t) => {
   const node = await anvilFor(t, { chainId: 31337 });
   let registry: FilterRegistry | undefined;
   const feed = await feedHeads(t, node.wsUrl, () => registry!);
@@ -122,7 +128,10 @@ t.test('the registry\'s filters answer as anvil\'s own filters do, window after 
   await settle();
   const w1 = await compareWindow('window 1');
   t.equal(w1.logs.length, 3, 'anvil reported the three logs, so the comparison is not of empty answers');
-  t.same(w1.logs.map((l) => (l as { data: string }).data), ['0x01', '0x0202', '0x030303']);
+  t.same(
+    w1.logs.map((l) => (l as { data: string }).data),
+    ['0x01', '0x0202', '0x030303'],
+  );
   t.equal(w1.blocks.length, 5, 'and five new blocks');
 
   t.same(await compareWindow('polled again at once'), { logs: [], allLogs: [], blocks: [] }, 'nothing is reported twice');
@@ -135,20 +144,27 @@ t.test('the registry\'s filters answer as anvil\'s own filters do, window after 
   await call(node.url, 'evm_setAutomine', [true]);
   await settle();
   const w2 = await compareWindow('window 2');
-  t.same(w2.logs.map((l) => (l as { logIndex: string }).logIndex), ['0x0', '0x1'], 'both logs of the one block');
+  t.same(
+    w2.logs.map((l) => (l as { logIndex: string }).logIndex),
+    ['0x0', '0x1'],
+    'both logs of the one block',
+  );
   t.equal(w2.blocks.length, 1);
 
   t.same(
     await registry.getFilterLogs(SCOPE, pairs.logs.ours as string),
     await call(node.url, 'eth_getFilterLogs', [pairs.logs.anvil]),
-    'eth_getFilterLogs equals anvil\'s (the latest block\'s logs: no fromBlock means latest, resolved at call time)',
+    "eth_getFilterLogs equals anvil's (the latest block's logs: no fromBlock means latest, resolved at call time)",
   );
   const ranged = { ...criteria, fromBlock: '0x1', toBlock: '0x5' };
   const rangedOurs = registry.newFilter(SCOPE, ranged) as string;
   const rangedLogs = await registry.getFilterLogs(SCOPE, rangedOurs);
-  t.equal((rangedLogs as unknown[]).length, 3, 'a ranged filter\'s logs: blocks 1 to 5 hold the first three');
-  t.same(rangedLogs, await call(node.url, 'eth_getFilterLogs', [await call<string>(node.url, 'eth_newFilter', [ranged])]),
-    'and equal anvil\'s for the same range');
+  t.equal((rangedLogs as unknown[]).length, 3, "a ranged filter's logs: blocks 1 to 5 hold the first three");
+  t.same(
+    rangedLogs,
+    await call(node.url, 'eth_getFilterLogs', [await call<string>(node.url, 'eth_newFilter', [ranged])]),
+    "and equal anvil's for the same range",
+  );
 
   // Window 3: a reorg. Two blocks with logs are polled, then replaced by three others.
   const snapshot = await call<string>(node.url, 'evm_snapshot');
@@ -161,13 +177,20 @@ t.test('the registry\'s filters answer as anvil\'s own filters do, window after 
   for (const data of ['0x08', '0x09', '0x0a']) await send(address, data);
   await settle();
   const after = await compareWindow('window 3, after the reorg');
-  t.same(after.logs.map((l) => (l as { data: string }).data), ['0x08', '0x09', '0x0a'], 'the logs of the new blocks');
-  t.equal(after.blocks.length, 3, 'the new blocks\' hashes, two of them at heights reported before');
-  t.notSame(after.blocks.slice(0, 2), before.blocks, 'with hashes other than the replaced blocks\'');
+  t.same(
+    after.logs.map((l) => (l as { data: string }).data),
+    ['0x08', '0x09', '0x0a'],
+    'the logs of the new blocks',
+  );
+  t.equal(after.blocks.length, 3, "the new blocks' hashes, two of them at heights reported before");
+  t.notSame(after.blocks.slice(0, 2), before.blocks, "with hashes other than the replaced blocks'");
 
   t.equal(registry.uninstall(SCOPE, pairs.logs.ours as string), true);
   t.same(await registry.getFilterChanges(SCOPE, pairs.logs.ours as string), { code: -32000, message: 'filter not found' });
   t.equal(await call(node.url, 'eth_uninstallFilter', [pairs.logs.anvil]), true);
-  t.match(await rpc(node.url, 'eth_getFilterChanges', [pairs.logs.anvil]).then((r) => r.json), { error: { message: 'filter not found' } },
-    'the same message anvil gives for a removed filter');
+  t.match(
+    await rpc(node.url, 'eth_getFilterChanges', [pairs.logs.anvil]).then((r) => r.json),
+    { error: { message: 'filter not found' } },
+    'the same message anvil gives for a removed filter',
+  );
 });

@@ -27,19 +27,64 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: 'block by number', method: 'eth_getBlockByNumber', params: (n) => [hex(n)], result: (n) => ({ number: hex(n), hash: BLOCK_HASH }) },
-  { name: 'block by hash', method: 'eth_getBlockByHash', params: () => [BLOCK_HASH, true], result: (n) => ({ number: hex(n), transactions: [] }) },
+  {
+    name: 'block by number',
+    method: 'eth_getBlockByNumber',
+    params: (n) => [hex(n)],
+    result: (n) => ({ number: hex(n), hash: BLOCK_HASH }),
+  },
+  {
+    name: 'block by hash',
+    method: 'eth_getBlockByHash',
+    params: () => [BLOCK_HASH, true],
+    result: (n) => ({ number: hex(n), transactions: [] }),
+  },
   { name: 'receipts by number', method: 'eth_getBlockReceipts', params: (n) => [hex(n)], result: () => [] },
-  { name: 'receipts by hash', method: 'eth_getBlockReceipts', params: () => [BLOCK_HASH], result: (n) => [{ blockNumber: hex(n) }, { blockNumber: hex(n) }] },
+  {
+    name: 'receipts by hash',
+    method: 'eth_getBlockReceipts',
+    params: () => [BLOCK_HASH],
+    result: (n) => [{ blockNumber: hex(n) }, { blockNumber: hex(n) }],
+  },
   { name: 'receipts by EIP-1898 number', method: 'eth_getBlockReceipts', params: (n) => [{ blockNumber: hex(n) }], result: () => [] },
-  { name: 'receipts by EIP-1898 hash', method: 'eth_getBlockReceipts', params: () => [{ blockHash: BLOCK_HASH }], result: (n) => [{ blockNumber: hex(n) }] },
-  { name: 'transaction by hash', method: 'eth_getTransactionByHash', params: () => [TX_HASH], result: (n) => ({ blockNumber: hex(n), hash: TX_HASH }) },
-  { name: 'receipt', method: 'eth_getTransactionReceipt', params: () => [TX_HASH], result: (n) => ({ blockNumber: hex(n), status: '0x1' }) },
-  { name: 'tx by block hash and index', method: 'eth_getTransactionByBlockHashAndIndex', params: () => [BLOCK_HASH, '0x0'], result: (n) => ({ blockNumber: hex(n) }) },
-  { name: 'tx by block number and index', method: 'eth_getTransactionByBlockNumberAndIndex', params: (n) => [hex(n), '0x0'], result: () => ({ blockNumber: null }) },
+  {
+    name: 'receipts by EIP-1898 hash',
+    method: 'eth_getBlockReceipts',
+    params: () => [{ blockHash: BLOCK_HASH }],
+    result: (n) => [{ blockNumber: hex(n) }],
+  },
+  {
+    name: 'transaction by hash',
+    method: 'eth_getTransactionByHash',
+    params: () => [TX_HASH],
+    result: (n) => ({ blockNumber: hex(n), hash: TX_HASH }),
+  },
+  {
+    name: 'receipt',
+    method: 'eth_getTransactionReceipt',
+    params: () => [TX_HASH],
+    result: (n) => ({ blockNumber: hex(n), status: '0x1' }),
+  },
+  {
+    name: 'tx by block hash and index',
+    method: 'eth_getTransactionByBlockHashAndIndex',
+    params: () => [BLOCK_HASH, '0x0'],
+    result: (n) => ({ blockNumber: hex(n) }),
+  },
+  {
+    name: 'tx by block number and index',
+    method: 'eth_getTransactionByBlockNumberAndIndex',
+    params: (n) => [hex(n), '0x0'],
+    result: () => ({ blockNumber: null }),
+  },
   { name: 'tx count by number', method: 'eth_getBlockTransactionCountByNumber', params: (n) => [hex(n)], result: () => '0x3' },
   { name: 'logs by range', method: 'eth_getLogs', params: (n) => [{ fromBlock: hex(n - 10), toBlock: hex(n) }], result: () => [] },
-  { name: 'logs by block hash', method: 'eth_getLogs', params: () => [{ blockHash: BLOCK_HASH }], result: (n) => [{ blockNumber: hex(n), removed: false }] },
+  {
+    name: 'logs by block hash',
+    method: 'eth_getLogs',
+    params: () => [{ blockHash: BLOCK_HASH }],
+    result: (n) => [{ blockNumber: hex(n), removed: false }],
+  },
 ];
 
 t.test('the finality boundary: head - depth exactly and below are cached, one above is not', async (t) => {
@@ -52,10 +97,18 @@ t.test('the finality boundary: head - depth exactly and below are cached, one ab
     t.equal(at(HEAD), false, `${c.name}: the head`);
     t.equal(mayCache(c.method, normalized(c.method, c.params(FINAL)), c.result(FINAL), null, DEPTH), false, `${c.name}: unknown head`);
     t.equal(mayCache(c.method, normalized(c.method, c.params(FINAL)), null, HEAD, DEPTH), false, `${c.name}: null result`);
-    t.equal(mayCache(c.method, normalized(c.method, c.params(FINAL)), undefined, HEAD, DEPTH), false, `${c.name}: no result (an error answer)`);
+    t.equal(
+      mayCache(c.method, normalized(c.method, c.params(FINAL)), undefined, HEAD, DEPTH),
+      false,
+      `${c.name}: no result (an error answer)`,
+    );
   }
   t.equal(mayCache('eth_getBlockByNumber', [hex(HEAD), false], { number: hex(HEAD) }, HEAD, 0), true, 'depth 0 makes the head final');
-  t.equal(mayCache('eth_getBlockByNumber', ['0x0', false], { number: '0x0' }, 10, DEPTH), false, 'a chain shorter than the depth has nothing final');
+  t.equal(
+    mayCache('eth_getBlockByNumber', ['0x0', false], { number: '0x0' }, 10, DEPTH),
+    false,
+    'a chain shorter than the depth has nothing final',
+  );
 });
 
 t.test('net_version is cached per chain whatever the head', async (t) => {
@@ -123,16 +176,25 @@ t.test('answers that do not show a settled block are not cached', async (t) => {
   const byHash = normalized('eth_getLogs', [{ blockHash: BLOCK_HASH }]);
   t.equal(mayCache('eth_getLogs', byHash, [], HEAD, DEPTH), false, 'logs by hash: an empty answer');
   t.equal(mayCache('eth_getLogs', byHash, [{ blockNumber: hex(1), removed: true }], HEAD, DEPTH), false, 'a removed log');
-  t.equal(mayCache('eth_getLogs', byHash, [{ blockNumber: hex(1) }, { blockNumber: hex(FINAL + 1) }], HEAD, DEPTH), false,
-    'the highest log decides');
+  t.equal(
+    mayCache('eth_getLogs', byHash, [{ blockNumber: hex(1) }, { blockNumber: hex(FINAL + 1) }], HEAD, DEPTH),
+    false,
+    'the highest log decides',
+  );
   t.equal(mayCache('eth_getLogs', byHash, [{}], HEAD, DEPTH), false, 'a log without a block number');
   t.equal(mayCache('eth_getLogs', byHash, { blockNumber: hex(1) }, HEAD, DEPTH), false, 'not an array');
   t.equal(mayCache('eth_getBlockReceipts', [BLOCK_HASH], [], HEAD, DEPTH), false, 'receipts of a block by hash, none');
-  t.equal(mayCache('eth_getTransactionByHash', [TX_HASH], { blockNumber: null, hash: TX_HASH }, HEAD, DEPTH), false,
-    'a pending transaction');
+  t.equal(
+    mayCache('eth_getTransactionByHash', [TX_HASH], { blockNumber: null, hash: TX_HASH }, HEAD, DEPTH),
+    false,
+    'a pending transaction',
+  );
   t.equal(mayCache('eth_getTransactionReceipt', [TX_HASH], { status: '0x1' }, HEAD, DEPTH), false, 'a receipt without a block');
-  t.equal(mayCache('eth_getBlockByHash', [BLOCK_HASH, false], { blockNumber: hex(1) }, HEAD, DEPTH), false,
-    'a block is read by its own number field');
+  t.equal(
+    mayCache('eth_getBlockByHash', [BLOCK_HASH, false], { blockNumber: hex(1) }, HEAD, DEPTH),
+    false,
+    'a block is read by its own number field',
+  );
   t.equal(mayCache('eth_getTransactionByHash', [TX_HASH], '0x1', HEAD, DEPTH), false, 'an answer that is not an object');
   t.equal(mayCache('eth_getBlockByNumber', [hex(1), false], false, HEAD, DEPTH), true, 'a numbered block needs nothing from the answer');
 });
@@ -148,19 +210,36 @@ t.test('keys are canonical: the same call gets the same key, different calls dif
   t.not(cacheKeyFor('eth_getTransactionByHash', [TX_HASH]), cacheKeyFor('eth_getTransactionReceipt', [TX_HASH]), 'method is in the key');
 
   const a = cacheKeyFor('eth_getLogs', [{ toBlock: '0x2', fromBlock: '0x1', address: ADDRESS, topics: [null, [TX_HASH]] }]);
-  const b = cacheKeyFor('eth_getLogs', [{ fromBlock: '0x1', address: ADDRESS.toLowerCase(), topics: [null, [TX_HASH]], toBlock: '0x2', blockHash: null }]);
+  const b = cacheKeyFor('eth_getLogs', [
+    { fromBlock: '0x1', address: ADDRESS.toLowerCase(), topics: [null, [TX_HASH]], toBlock: '0x2', blockHash: null },
+  ]);
   t.equal(a, b, 'member order, address case and null members do not matter');
-  t.not(cacheKeyFor('eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x2', topics: [TX_HASH] }]),
-    cacheKeyFor('eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x2', topics: [null, TX_HASH] }]), 'null inside topics is meaningful');
-  t.same(JSON.parse(a!), ['eth_getLogs', { address: ADDRESS.toLowerCase(), fromBlock: '0x1', toBlock: '0x2', topics: [null, [TX_HASH]] }],
-    'the key is JSON');
+  t.not(
+    cacheKeyFor('eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x2', topics: [TX_HASH] }]),
+    cacheKeyFor('eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x2', topics: [null, TX_HASH] }]),
+    'null inside topics is meaningful',
+  );
+  t.same(
+    JSON.parse(a!),
+    ['eth_getLogs', { address: ADDRESS.toLowerCase(), fromBlock: '0x1', toBlock: '0x2', topics: [null, [TX_HASH]] }],
+    'the key is JSON',
+  );
 });
 
 t.test('canonicalCallJson', async (t) => {
-  t.equal(canonicalCallJson('eth_call', [{ to: ADDRESS, data: '0xABCD' }, 'latest', null]),
-    `["eth_call",{"data":"0xabcd","to":"${ADDRESS.toLowerCase()}"},"latest"]`, 'trailing nulls dropped, tags left as they are');
-  t.equal(canonicalCallJson('eth_call', [{ to: ADDRESS }, 'latest']), canonicalCallJson('eth_call', [{ to: ADDRESS, gas: null }, 'latest', null]));
+  t.equal(
+    canonicalCallJson('eth_call', [{ to: ADDRESS, data: '0xABCD' }, 'latest', null]),
+    `["eth_call",{"data":"0xabcd","to":"${ADDRESS.toLowerCase()}"},"latest"]`,
+    'trailing nulls dropped, tags left as they are',
+  );
+  t.equal(
+    canonicalCallJson('eth_call', [{ to: ADDRESS }, 'latest']),
+    canonicalCallJson('eth_call', [{ to: ADDRESS, gas: null }, 'latest', null]),
+  );
   t.equal(canonicalCallJson('x', [null, 1]), '["x",null,1]', 'a null before a value stays');
-  t.equal(canonicalCallJson('x', [JSON.parse('{"b":"Text","__proto__":1}')]), '["x",{"__proto__":1,"b":"Text"}]',
-    'a member named __proto__ is plain data');
+  t.equal(
+    canonicalCallJson('x', [JSON.parse('{"b":"Text","__proto__":1}')]),
+    '["x",{"__proto__":1,"b":"Text"}]',
+    'a member named __proto__ is plain data',
+  );
 });

@@ -1,7 +1,12 @@
 import t from 'tap';
 import { createIdRewriter, rewriteId, type IdRewriter } from '../../src/jsonrpc/id-rewrite.js';
 
-interface Outcome { text: string; replaced: boolean; invalid: boolean; delta: number }
+interface Outcome {
+  text: string;
+  replaced: boolean;
+  invalid: boolean;
+  delta: number;
+}
 
 function feed(chunks: Buffer[], clientIdText: string): Outcome {
   const rewriter: IdRewriter = createIdRewriter(clientIdText);
@@ -24,12 +29,24 @@ function splitAt(body: Buffer, ...cuts: number[]): Buffer[] {
 t.test('replaces number, string and null ids with the client text', async (t) => {
   const cases: Array<[string, string, string]> = [
     ['{"jsonrpc":"2.0","id":17,"result":"0x1"}', '"abc"', '{"jsonrpc":"2.0","id":"abc","result":"0x1"}'],
-    ['{"jsonrpc":"2.0","id":"gw-1","result":true}', '123456789012345678901234567890', '{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":true}'],
-    ['{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}', '1.0', '{"jsonrpc":"2.0","id":1.0,"error":{"code":-32700,"message":"x"}}'],
+    [
+      '{"jsonrpc":"2.0","id":"gw-1","result":true}',
+      '123456789012345678901234567890',
+      '{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":true}',
+    ],
+    [
+      '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}',
+      '1.0',
+      '{"jsonrpc":"2.0","id":1.0,"error":{"code":-32700,"message":"x"}}',
+    ],
     ['{"id":-1.5e+3}', '"a\\"b"', '{"id":"a\\"b"}'],
     ['{"id":"\\"}\\\\"}', '7', '{"id":7}'],
     [' \n{ "id" : 4 , "result" : 0 }\n', '"é"', ' \n{ "id" : "é" , "result" : 0 }\n'],
-    ['{"jsonrpc":"2.0","result":{"id":99,"nested":["id",{"id":1}]},"id":5}', '"c"', '{"jsonrpc":"2.0","result":{"id":99,"nested":["id",{"id":1}]},"id":"c"}'],
+    [
+      '{"jsonrpc":"2.0","result":{"id":99,"nested":["id",{"id":1}]},"id":5}',
+      '"c"',
+      '{"jsonrpc":"2.0","result":{"id":99,"nested":["id",{"id":1}]},"id":"c"}',
+    ],
     ['{"result":"has \\"id\\": 3 inside","id":3}', '8', '{"result":"has \\"id\\": 3 inside","id":8}'],
     ['{"a":true,"b":null,"c":-2,"d":[],"e":{},"id":1}', '2', '{"a":true,"b":null,"c":-2,"d":[],"e":{},"id":2}'],
     ['{"\\u0069d":1,"result":0}', '2', '{"\\u0069d":2,"result":0}'],
@@ -39,10 +56,16 @@ t.test('replaces number, string and null ids with the client text', async (t) =>
   ];
   for (const [upstream, client, expected] of cases) {
     const out = feed([Buffer.from(upstream)], client);
-    t.same(out, {
-      text: expected, replaced: true, invalid: false,
-      delta: Buffer.byteLength(expected) - Buffer.byteLength(upstream),
-    }, upstream);
+    t.same(
+      out,
+      {
+        text: expected,
+        replaced: true,
+        invalid: false,
+        delta: Buffer.byteLength(expected) - Buffer.byteLength(upstream),
+      },
+      upstream,
+    );
     t.equal(rewriteId(Buffer.from(upstream), client)?.toString(), expected, `rewriteId ${upstream}`);
   }
   t.equal(feed([Buffer.from('{"id":"x"}')], '"é"').delta, 1, 'delta counts bytes, not characters');
@@ -123,8 +146,19 @@ t.test('chunks after the replacement pass through as they are', async (t) => {
 
 t.test('invalid answers', async (t) => {
   const invalid = [
-    '[{"id":1}]', '"x"', 'null', 'x{"id":1}', '{"id":{"a":1}}', '{"id":[1]}', '{"id":true}', '{"id":nul}',
-    '{"jsonrpc":"2.0","result":1}', '{}', '{"result" 1,"id":2}', '{"result":1 "id":2}', '{result:1}',
+    '[{"id":1}]',
+    '"x"',
+    'null',
+    'x{"id":1}',
+    '{"id":{"a":1}}',
+    '{"id":[1]}',
+    '{"id":true}',
+    '{"id":nul}',
+    '{"jsonrpc":"2.0","result":1}',
+    '{}',
+    '{"result" 1,"id":2}',
+    '{"result":1 "id":2}',
+    '{result:1}',
   ];
   for (const text of invalid) {
     const rewriter = createIdRewriter('1');

@@ -14,9 +14,12 @@ t.test('numeric ranges around the limit', async (t) => {
   t.equal(check({ fromBlock: hex(100), toBlock: hex(100 + MAX) }), refusal(MAX + 1), 'one over');
   t.equal(check({ fromBlock: hex(0), toBlock: hex(20_000) }), refusal(20_001));
   t.equal(check({ fromBlock: hex(5), toBlock: hex(5) }), undefined, 'one block');
-  t.equal(check({ fromBlock: hex(500), toBlock: hex(5) }), undefined, 'a reversed range is the node\'s to refuse');
-  t.equal(checkLogRange({ fromBlock: '0x0', toBlock: '0x1' }, HEAD, 1, 'sepolia'),
-    'eth_getLogs block range of 2 blocks is larger than the limit of 1 (chains.sepolia.max_logs_block_range)', 'names the chain');
+  t.equal(check({ fromBlock: hex(500), toBlock: hex(5) }), undefined, "a reversed range is the node's to refuse");
+  t.equal(
+    checkLogRange({ fromBlock: '0x0', toBlock: '0x1' }, HEAD, 1, 'sepolia'),
+    'eth_getLogs block range of 2 blocks is larger than the limit of 1 (chains.sepolia.max_logs_block_range)',
+    'names the chain',
+  );
   const huge = `0x${'f'.repeat(64)}`;
   t.equal(check({ fromBlock: '0x0', toBlock: huge }), refusal(2n ** 256n), 'a 256-bit end is counted exactly');
 });
@@ -49,7 +52,12 @@ t.test('a blockHash query is one block', async (t) => {
 });
 
 t.test('an unknown head never refuses what needs it, but numbers are still checked', async (t) => {
-  for (const filter of [{}, { fromBlock: '0x0' }, { fromBlock: 'earliest', toBlock: 'latest' }, { fromBlock: 'safe', toBlock: hex(10 ** 9) }]) {
+  for (const filter of [
+    {},
+    { fromBlock: '0x0' },
+    { fromBlock: 'earliest', toBlock: 'latest' },
+    { fromBlock: 'safe', toBlock: hex(10 ** 9) },
+  ]) {
     t.equal(check(filter, null), undefined, JSON.stringify(filter));
   }
   t.equal(check({ fromBlock: '0x0', toBlock: hex(MAX) }, null), refusal(MAX + 1));

@@ -1,9 +1,7 @@
 import t, { type Test } from 'tap';
 import { JsonRpcProvider } from 'ethers';
 import { formatTransactionRequest } from 'viem';
-import {
-  checkCall, DEFAULT_RU, DEFAULT_RU_OTHER, isAllowedMethod, type CallCheck, type CallContext,
-} from '../../src/jsonrpc/methods.js';
+import { checkCall, DEFAULT_RU, DEFAULT_RU_OTHER, isAllowedMethod, type CallCheck, type CallContext } from '../../src/jsonrpc/methods.js';
 
 const HTTP: CallContext = { chainId: 31337, transport: 'http' };
 const WS: CallContext = { chainId: 31337, transport: 'ws' };
@@ -17,7 +15,11 @@ t.teardown(() => ethers.destroy());
 
 function forwarded(t: Tap, method: string, params: unknown[], ctx = HTTP): unknown[] {
   const result = checkCall(method, params, ctx);
-  t.equal(result.kind, 'forward', `${method} ${JSON.stringify(params)} is forwarded${result.kind === 'error' ? `, not: ${result.message}` : ''}`);
+  t.equal(
+    result.kind,
+    'forward',
+    `${method} ${JSON.stringify(params)} is forwarded${result.kind === 'error' ? `, not: ${result.message}` : ''}`,
+  );
   return result.kind === 'forward' ? result.params : [];
 }
 
@@ -30,31 +32,94 @@ type Tap = Test;
 
 t.test('allowlist and RU table', async (t) => {
   const spec = [
-    'eth_blockNumber', 'eth_chainId', 'eth_getLogs', 'eth_call', 'eth_estimateGas', 'eth_getTransactionCount', 'eth_getCode',
-    'eth_feeHistory', 'eth_getBlockByHash', 'eth_sendRawTransaction', 'eth_getTransactionReceipt', 'web3_sha3', 'eth_newFilter',
-    'eth_newPendingTransactionFilter', 'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_maxPriorityFeePerGas',
-    'net_listening', 'eth_subscribe',
+    'eth_blockNumber',
+    'eth_chainId',
+    'eth_getLogs',
+    'eth_call',
+    'eth_estimateGas',
+    'eth_getTransactionCount',
+    'eth_getCode',
+    'eth_feeHistory',
+    'eth_getBlockByHash',
+    'eth_sendRawTransaction',
+    'eth_getTransactionReceipt',
+    'web3_sha3',
+    'eth_newFilter',
+    'eth_newPendingTransactionFilter',
+    'eth_getFilterChanges',
+    'eth_getFilterLogs',
+    'eth_maxPriorityFeePerGas',
+    'net_listening',
+    'eth_subscribe',
   ];
   const more = [
-    'eth_uninstallFilter', 'eth_unsubscribe', 'eth_newBlockFilter', 'eth_getBlockByNumber', 'eth_getBalance', 'eth_gasPrice',
-    'eth_getTransactionByHash', 'eth_getStorageAt', 'eth_syncing', 'net_version', 'web3_clientVersion', 'eth_getBlockReceipts',
-    'eth_getBlockTransactionCountByNumber', 'eth_getBlockTransactionCountByHash', 'eth_getTransactionByBlockHashAndIndex',
-    'eth_getTransactionByBlockNumberAndIndex', 'eth_getUncleCountByBlockHash', 'eth_getUncleCountByBlockNumber', 'eth_blobBaseFee',
+    'eth_uninstallFilter',
+    'eth_unsubscribe',
+    'eth_newBlockFilter',
+    'eth_getBlockByNumber',
+    'eth_getBalance',
+    'eth_gasPrice',
+    'eth_getTransactionByHash',
+    'eth_getStorageAt',
+    'eth_syncing',
+    'net_version',
+    'web3_clientVersion',
+    'eth_getBlockReceipts',
+    'eth_getBlockTransactionCountByNumber',
+    'eth_getBlockTransactionCountByHash',
+    'eth_getTransactionByBlockHashAndIndex',
+    'eth_getTransactionByBlockNumberAndIndex',
+    'eth_getUncleCountByBlockHash',
+    'eth_getUncleCountByBlockNumber',
+    'eth_blobBaseFee',
   ];
   for (const m of [...spec, ...more]) t.ok(isAllowedMethod(m), m);
-  t.same({ ...DEFAULT_RU }, {
-    eth_blockNumber: 10, eth_chainId: 5, eth_getLogs: 50, eth_call: 20, eth_estimateGas: 20, eth_getTransactionCount: 15,
-    eth_getCode: 15, eth_feeHistory: 15, eth_getBlockByHash: 20, eth_sendRawTransaction: 200, eth_getTransactionReceipt: 15,
-    web3_sha3: 15, eth_newFilter: 15, eth_newPendingTransactionFilter: 15, eth_getFilterChanges: 20, eth_getFilterLogs: 50,
-    eth_maxPriorityFeePerGas: 10, net_listening: 5, eth_subscribe: 10,
-  });
+  t.same(
+    { ...DEFAULT_RU },
+    {
+      eth_blockNumber: 10,
+      eth_chainId: 5,
+      eth_getLogs: 50,
+      eth_call: 20,
+      eth_estimateGas: 20,
+      eth_getTransactionCount: 15,
+      eth_getCode: 15,
+      eth_feeHistory: 15,
+      eth_getBlockByHash: 20,
+      eth_sendRawTransaction: 200,
+      eth_getTransactionReceipt: 15,
+      web3_sha3: 15,
+      eth_newFilter: 15,
+      eth_newPendingTransactionFilter: 15,
+      eth_getFilterChanges: 20,
+      eth_getFilterLogs: 50,
+      eth_maxPriorityFeePerGas: 10,
+      net_listening: 5,
+      eth_subscribe: 10,
+    },
+  );
   t.equal(DEFAULT_RU_OTHER, 15);
   t.equal(DEFAULT_RU.toString, undefined, 'no prototype members');
   t.ok(Object.isFrozen(DEFAULT_RU));
   const refusedMethods = [
-    'admin_peers', 'admin_addPeer', 'debug_traceTransaction', 'personal_unlockAccount', 'miner_start', 'txpool_content',
-    'anvil_setBalance', 'hardhat_impersonateAccount', 'evm_mine', 'eth_sign', 'eth_sendTransaction', 'eth_accounts',
-    'ETH_BLOCKNUMBER', 'eth_blocknumber', 'constructor', '__proto__', 'toString', '',
+    'admin_peers',
+    'admin_addPeer',
+    'debug_traceTransaction',
+    'personal_unlockAccount',
+    'miner_start',
+    'txpool_content',
+    'anvil_setBalance',
+    'hardhat_impersonateAccount',
+    'evm_mine',
+    'eth_sign',
+    'eth_sendTransaction',
+    'eth_accounts',
+    'ETH_BLOCKNUMBER',
+    'eth_blocknumber',
+    'constructor',
+    '__proto__',
+    'toString',
+    '',
   ];
   for (const m of refusedMethods) {
     t.notOk(isAllowedMethod(m), m);
@@ -70,18 +135,32 @@ t.test('answered locally', async (t) => {
   t.same(checkCall('eth_chainId', [], HTTP), { kind: 'local', resultJson: '"0x7a69"' });
   t.same(checkCall('eth_chainId', [], { chainId: 1, transport: 'ws' }), { kind: 'local', resultJson: '"0x1"' });
   refused(t, 'eth_chainId', [1], 'invalid params: eth_chainId takes no parameters');
-  t.same(checkCall('web3_sha3', ['0x68656c6c6f20776f726c64'], HTTP),
-    { kind: 'local', resultJson: '"0x47173285a8d7341e5e972fc677286384f802f8ef42a5ec5f03bbfa254cb01fad"' });
-  t.same(checkCall('web3_sha3', ['0x'], HTTP),
-    { kind: 'local', resultJson: '"0xc5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"' }, 'empty input');
+  t.same(checkCall('web3_sha3', ['0x68656c6c6f20776f726c64'], HTTP), {
+    kind: 'local',
+    resultJson: '"0x47173285a8d7341e5e972fc677286384f802f8ef42a5ec5f03bbfa254cb01fad"',
+  });
+  t.same(
+    checkCall('web3_sha3', ['0x'], HTTP),
+    { kind: 'local', resultJson: '"0xc5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"' },
+    'empty input',
+  );
   refused(t, 'web3_sha3', ['0x123'], `invalid params: 'data' must be 0x-prefixed hex bytes`);
   refused(t, 'web3_sha3', ['hello'], `'data' must be`);
   refused(t, 'web3_sha3', [], `invalid params: missing 'data'`);
 });
 
 t.test('no-parameter methods', async (t) => {
-  for (const m of ['eth_blockNumber', 'eth_maxPriorityFeePerGas', 'net_listening', 'eth_gasPrice', 'eth_syncing', 'net_version',
-    'web3_clientVersion', 'eth_blobBaseFee', 'eth_newBlockFilter']) {
+  for (const m of [
+    'eth_blockNumber',
+    'eth_maxPriorityFeePerGas',
+    'net_listening',
+    'eth_gasPrice',
+    'eth_syncing',
+    'net_version',
+    'web3_clientVersion',
+    'eth_blobBaseFee',
+    'eth_newBlockFilter',
+  ]) {
     const params: unknown[] = [];
     t.equal(forwarded(t, m, params), params, 'the same array when nothing changes');
     refused(t, m, ['latest'], `invalid params: ${m} takes no parameters`);
@@ -95,8 +174,21 @@ t.test('account state reads', async (t) => {
   for (const m of ['eth_getBalance', 'eth_getCode', 'eth_getTransactionCount']) {
     t.same(forwarded(t, m, [A1]), [A1, 'latest'], `${m}: omitted block becomes latest`);
     t.same(forwarded(t, m, [A2, null]), [A2, 'latest'], `${m}: null block becomes latest`);
-    for (const block of ['latest', 'earliest', 'pending', 'safe', 'finalized', '0x0', '0x1b4', '0xABC', H1,
-      { blockHash: H1 }, { blockHash: H1, requireCanonical: true }, { blockNumber: '0x10' }, { blockNumber: 'latest' }]) {
+    for (const block of [
+      'latest',
+      'earliest',
+      'pending',
+      'safe',
+      'finalized',
+      '0x0',
+      '0x1b4',
+      '0xABC',
+      H1,
+      { blockHash: H1 },
+      { blockHash: H1, requireCanonical: true },
+      { blockNumber: '0x10' },
+      { blockNumber: 'latest' },
+    ]) {
       const params = [A1, block];
       t.equal(forwarded(t, m, params), params, `${m} block ${JSON.stringify(block)}`);
     }
@@ -104,8 +196,18 @@ t.test('account state reads', async (t) => {
     refused(t, m, [`0x${'1'.repeat(39)}`], `invalid params: 'address' must be a 20-byte 0x-prefixed hex address`);
     refused(t, m, ['1'.repeat(40)], `'address' must be a 20-byte`);
     refused(t, m, [`0x${'g'.repeat(40)}`], `'address' must be a 20-byte`);
-    for (const block of ['0x01', '0x', 'Latest', 12, '0x' + '1'.repeat(65), {}, { blockHash: H1, blockNumber: '0x1' },
-      { blockHash: '0x12' }, { blockHash: H1, requireCanonical: 'yes' }, { blockNumber: '0x01' }]) {
+    for (const block of [
+      '0x01',
+      '0x',
+      'Latest',
+      12,
+      '0x' + '1'.repeat(65),
+      {},
+      { blockHash: H1, blockNumber: '0x1' },
+      { blockHash: '0x12' },
+      { blockHash: H1, requireCanonical: 'yes' },
+      { blockNumber: '0x01' },
+    ]) {
       refused(t, m, [A1, block], /'block(\.\w+)?' must/);
     }
     refused(t, m, [A1, 'latest', 1], `invalid params: ${m} takes at most 2 parameters, got 3`);
@@ -120,12 +222,28 @@ t.test('account state reads', async (t) => {
 
 t.test('eth_call and eth_estimateGas', async (t) => {
   const viemTx = formatTransactionRequest({
-    from: A1, to: A2, data: '0x70a08231', value: 10n, gas: 21000n, maxFeePerGas: 3n, maxPriorityFeePerGas: 1n, nonce: 5,
-    accessList: [{ address: A1, storageKeys: [H1, H2] }], type: 'eip1559',
+    from: A1,
+    to: A2,
+    data: '0x70a08231',
+    value: 10n,
+    gas: 21000n,
+    maxFeePerGas: 3n,
+    maxPriorityFeePerGas: 1n,
+    nonce: 5,
+    accessList: [{ address: A1, storageKeys: [H1, H2] }],
+    type: 'eip1559',
   });
   const ethersTx = ethers.getRpcTransaction({
-    from: A1, to: A2, data: '0x1234', value: 10n, gasLimit: 21000n, maxFeePerGas: 3n, type: 3, chainId: 1n,
-    maxFeePerBlobGas: 7n, blobVersionedHashes: [H2],
+    from: A1,
+    to: A2,
+    data: '0x1234',
+    value: 10n,
+    gasLimit: 21000n,
+    maxFeePerGas: 3n,
+    type: 3,
+    chainId: 1n,
+    maxFeePerBlobGas: 7n,
+    blobVersionedHashes: [H2],
   });
   const legacy = { to: A2, gasPrice: '0x3b9aca00', input: '0x', from: A1, to_extra: { anything: [1] } };
   for (const tx of [viemTx, ethersTx, legacy, { to: A2 }, { to: null, data: '0x6080' }, { input: '0x6080' }]) {
@@ -147,7 +265,17 @@ t.test('eth_call and eth_estimateGas', async (t) => {
   refused(t, 'eth_call', [[A2]], `'transaction' must be`);
   refused(t, 'eth_call', [{ to: '0x12' }], `invalid params: 'transaction.to' must be a 20-byte 0x-prefixed hex address`);
   refused(t, 'eth_call', [{ to: A2, from: 7 }], `'transaction.from' must be a 20-byte`);
-  for (const field of ['gas', 'gasPrice', 'maxFeePerGas', 'maxPriorityFeePerGas', 'maxFeePerBlobGas', 'value', 'nonce', 'type', 'chainId']) {
+  for (const field of [
+    'gas',
+    'gasPrice',
+    'maxFeePerGas',
+    'maxPriorityFeePerGas',
+    'maxFeePerBlobGas',
+    'value',
+    'nonce',
+    'type',
+    'chainId',
+  ]) {
     refused(t, 'eth_estimateGas', [{ to: A2, [field]: '0x01' }], `'transaction.${field}' must be a 0x-prefixed hex quantity`);
     refused(t, 'eth_call', [{ to: A2, [field]: 100 }], `'transaction.${field}' must be`);
   }
@@ -155,8 +283,20 @@ t.test('eth_call and eth_estimateGas', async (t) => {
   refused(t, 'eth_call', [{ to: A2, input: 'abcd' }], `'transaction.input' must be`);
   refused(t, 'eth_call', [{ to: A2, accessList: {} }], `'transaction.accessList' must be an array`);
   refused(t, 'eth_call', [{ to: A2, accessList: [{ address: '0x1', storageKeys: [] }] }], `'transaction.accessList[0].address' must be`);
-  refused(t, 'eth_call', [{ to: A2, accessList: [{ address: A1, storageKeys: [H1] }, { address: A1, storageKeys: ['0x1'] }] }],
-    `'transaction.accessList[1].storageKeys[0]' must be a 32-byte`);
+  refused(
+    t,
+    'eth_call',
+    [
+      {
+        to: A2,
+        accessList: [
+          { address: A1, storageKeys: [H1] },
+          { address: A1, storageKeys: ['0x1'] },
+        ],
+      },
+    ],
+    `'transaction.accessList[1].storageKeys[0]' must be a 32-byte`,
+  );
   refused(t, 'eth_call', [{ to: A2, blobVersionedHashes: [H1, 'x'] }], `'transaction.blobVersionedHashes[1]' must be a 32-byte`);
   refused(t, 'eth_call', [{ to: A2 }, 'newest'], `'block' must be`);
   refused(t, 'eth_call', [{ to: A2 }, 'latest', 'override'], `'stateOverride' must be an object`);
@@ -166,12 +306,21 @@ t.test('eth_call and eth_estimateGas', async (t) => {
 
 t.test('log filters', async (t) => {
   const ethersFilter = ethers.getRpcRequest({
-    method: 'getLogs', filter: { address: [A1, A2], topics: [null, [H1, null] as string[], H2], fromBlock: '0x1', toBlock: 'latest' },
+    method: 'getLogs',
+    filter: { address: [A1, A2], topics: [null, [H1, null] as string[], H2], fromBlock: '0x1', toBlock: 'latest' },
   });
   const filters: unknown[] = [
-    ethersFilter!.args[0], {}, { address: A1 }, { address: [] }, { blockHash: H1, address: A2, topics: [H1] },
-    { fromBlock: 'earliest', toBlock: 'finalized' }, { topics: [] }, { topics: [[]] }, { topics: [null, null, null, [null, H2]] },
-    { fromBlock: null, toBlock: null, blockHash: H1 }, { topics: [H1], extra: true },
+    ethersFilter!.args[0],
+    {},
+    { address: A1 },
+    { address: [] },
+    { blockHash: H1, address: A2, topics: [H1] },
+    { fromBlock: 'earliest', toBlock: 'finalized' },
+    { topics: [] },
+    { topics: [[]] },
+    { topics: [null, null, null, [null, H2]] },
+    { fromBlock: null, toBlock: null, blockHash: H1 },
+    { topics: [H1], extra: true },
   ];
   for (const m of ['eth_getLogs', 'eth_newFilter']) {
     for (const filter of filters) {
@@ -184,7 +333,12 @@ t.test('log filters', async (t) => {
     refused(t, m, ['latest'], `'filter' must be a filter object`);
     refused(t, m, [{ fromBlock: '0x01' }], `'filter.fromBlock' must be a hex block number`);
     refused(t, m, [{ toBlock: { blockHash: H1 } }], `'filter.toBlock' must be`);
-    refused(t, m, [{ blockHash: H1, fromBlock: '0x1' }], `'filter.blockHash' cannot be combined with 'filter.fromBlock' or 'filter.toBlock'`);
+    refused(
+      t,
+      m,
+      [{ blockHash: H1, fromBlock: '0x1' }],
+      `'filter.blockHash' cannot be combined with 'filter.fromBlock' or 'filter.toBlock'`,
+    );
     refused(t, m, [{ blockHash: '0x1' }], `'filter.blockHash' must be a 32-byte`);
     refused(t, m, [{ address: '0x1' }], `'filter.address' must be a 20-byte hex address or an array of them`);
     refused(t, m, [{ address: [A1, 5] }], `'filter.address'`);
@@ -196,7 +350,12 @@ t.test('log filters', async (t) => {
 });
 
 t.test('eth_feeHistory', async (t) => {
-  for (const params of [['0x4', 'latest', [25, 75]], [4, 'pending'], ['0x0', '0x10', []], [1024, 'latest', [0, 0, 50.5, 100]]]) {
+  for (const params of [
+    ['0x4', 'latest', [25, 75]],
+    [4, 'pending'],
+    ['0x0', '0x10', []],
+    [1024, 'latest', [0, 0, 50.5, 100]],
+  ]) {
     t.equal(forwarded(t, 'eth_feeHistory', params), params, JSON.stringify(params));
   }
   t.same(forwarded(t, 'eth_feeHistory', ['0x4', 'latest', '[25, 75]']), ['0x4', 'latest', [25, 75]], 'sample form: a bracketed string');
@@ -260,15 +419,19 @@ t.test('filters by id', async (t) => {
 t.test('subscriptions', async (t) => {
   for (const m of ['eth_subscribe', 'eth_unsubscribe']) {
     t.same(checkCall(m, ['newHeads'], HTTP), {
-      kind: 'error', error: 'method_not_found',
+      kind: 'error',
+      error: 'method_not_found',
       message: `${m} needs a WebSocket connection: open the same URL with wss:// (or ws://)`,
     });
   }
   forwarded(t, 'eth_subscribe', ['newHeads'], WS);
   forwarded(t, 'eth_subscribe', ['logs'], WS);
   forwarded(t, 'eth_subscribe', ['logs', { address: [A1], topics: [H1, null] }], WS);
-  t.same(forwarded(t, 'eth_subscribe', ['logs', { address: A1, topics: H1 }], WS), ['logs', { address: A1, topics: [H1] }],
-    'sample form: topics as one string');
+  t.same(
+    forwarded(t, 'eth_subscribe', ['logs', { address: A1, topics: H1 }], WS),
+    ['logs', { address: A1, topics: [H1] }],
+    'sample form: topics as one string',
+  );
   forwarded(t, 'eth_subscribe', ['newPendingTransactions'], WS);
   forwarded(t, 'eth_subscribe', ['newPendingTransactions', true], WS);
   const bad: Array<[unknown[], string]> = [
@@ -295,8 +458,8 @@ t.test('forwarded params are new arrays only when something changed', async (t) 
   const short = [{ to: A2 }];
   const filled = checkCall('eth_call', short, HTTP);
   t.not(filled.kind === 'forward' && filled.params, short);
-  t.same(short, [{ to: A2 }], 'the caller\'s array is not modified');
+  t.same(short, [{ to: A2 }], "the caller's array is not modified");
   const topics = [{ topics: H1 }];
   checkCall('eth_getLogs', topics, HTTP);
-  t.same(topics, [{ topics: H1 }], 'the caller\'s filter is not modified');
+  t.same(topics, [{ topics: H1 }], "the caller's filter is not modified");
 });

@@ -14,21 +14,45 @@ function nested(levels: number): string {
 }
 
 t.test('a plain request', async (t) => {
-  t.same(single('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'),
-    { ok: true, idText: '1', method: 'eth_blockNumber', params: [] });
-  t.same(single(' \n\t{ "id" : 7 , "method" : "eth_getBalance" , "jsonrpc" : "2.0" , "params" : [ "0xab" , "latest" ] } \r\n'),
-    { ok: true, idText: '7', method: 'eth_getBalance', params: ['0xab', 'latest'] }, 'whitespace everywhere');
-  t.same(single('{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}'),
-    { ok: true, idText: '2', method: 'eth_chainId', params: [] }, 'omitted params become []');
-  t.same(single('{"jsonrpc":"2.0","id":3,"method":"m","params":[],"extra":{"a":[1,2,{"b":"}"}]}}'),
-    { ok: true, idText: '3', method: 'm', params: [] }, 'unknown members are ignored');
+  t.same(single('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'), {
+    ok: true,
+    idText: '1',
+    method: 'eth_blockNumber',
+    params: [],
+  });
+  t.same(
+    single(' \n\t{ "id" : 7 , "method" : "eth_getBalance" , "jsonrpc" : "2.0" , "params" : [ "0xab" , "latest" ] } \r\n'),
+    { ok: true, idText: '7', method: 'eth_getBalance', params: ['0xab', 'latest'] },
+    'whitespace everywhere',
+  );
+  t.same(
+    single('{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}'),
+    { ok: true, idText: '2', method: 'eth_chainId', params: [] },
+    'omitted params become []',
+  );
+  t.same(
+    single('{"jsonrpc":"2.0","id":3,"method":"m","params":[],"extra":{"a":[1,2,{"b":"}"}]}}'),
+    { ok: true, idText: '3', method: 'm', params: [] },
+    'unknown members are ignored',
+  );
   t.same(single('{}'), { ok: false, idText: 'null', error: 'invalid_request', message: `invalid request: 'jsonrpc' must be "2.0"` });
 });
 
 t.test('ids keep their exact source text', async (t) => {
   const ids = [
-    '123456789012345678901234567890', '1.0', '-0', '1e3', '1E+400', '0', '"abc"', '"a\\"b"', '"\\u00e9t\\u00e9"',
-    '"été"', '""', '"\\\\"', '"with } and ] and ,"',
+    '123456789012345678901234567890',
+    '1.0',
+    '-0',
+    '1e3',
+    '1E+400',
+    '0',
+    '"abc"',
+    '"a\\"b"',
+    '"\\u00e9t\\u00e9"',
+    '"été"',
+    '""',
+    '"\\\\"',
+    '"with } and ] and ,"',
   ];
   for (const id of ids) {
     const item = single(`{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":${id}}`);
@@ -50,12 +74,22 @@ t.test('ids keep their exact source text', async (t) => {
 
 t.test('invalid ids', async (t) => {
   for (const id of ['null', '{}', '[1]', 'true', 'false']) {
-    t.same(single(`{"jsonrpc":"2.0","id":${id},"method":"m"}`), {
-      ok: false, idText: 'null', error: 'invalid_request', message: `invalid request: 'id' must be a number or a string`,
-    }, `id ${id}`);
+    t.same(
+      single(`{"jsonrpc":"2.0","id":${id},"method":"m"}`),
+      {
+        ok: false,
+        idText: 'null',
+        error: 'invalid_request',
+        message: `invalid request: 'id' must be a number or a string`,
+      },
+      `id ${id}`,
+    );
   }
   t.same(single('{"jsonrpc":"2.0","method":"m"}'), {
-    ok: false, idText: 'null', error: 'invalid_request', message: `invalid request: missing 'id' (notifications are not served)`,
+    ok: false,
+    idText: 'null',
+    error: 'invalid_request',
+    message: `invalid request: missing 'id' (notifications are not served)`,
   });
 });
 
@@ -76,16 +110,22 @@ t.test('request members', async (t) => {
   refused('{"jsonrpc":"2.0","id":9,"method":"m","x":1,"x":2}', `duplicate member 'x'`);
   refused('{"jsonrpc":"2.0","id":9,"method":"m","m\\u0065thod":"n"}', `duplicate member 'method'`);
   refused('{"jsonrpc":"2.0","id":9,"id":10,"method":"m"}', `duplicate member 'id'`, 'null');
-  t.same(single('{"jsonrpc":"2.0","\\u0069d":4,"method":"m"}'), { ok: true, idText: '4', method: 'm', params: [] },
-    'an escaped member name is the member');
+  t.same(
+    single('{"jsonrpc":"2.0","\\u0069d":4,"method":"m"}'),
+    { ok: true, idText: '4', method: 'm', params: [] },
+    'an escaped member name is the member',
+  );
 });
 
 t.test('whole-body errors', async (t) => {
   const utf8 = { kind: 'error', error: 'parse_error', message: 'parse error: body is not valid UTF-8' };
   const json = { kind: 'error', error: 'parse_error', message: 'parse error: body is not valid JSON' };
   t.same(parseBody(Buffer.from([0x7b, 0xff, 0x7d])), utf8, 'invalid byte');
-  t.same(parseBody(Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":"'), Buffer.from([0xc3]), Buffer.from('","method":"m"}')])),
-    utf8, 'truncated sequence inside a string');
+  t.same(
+    parseBody(Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":"'), Buffer.from([0xc3]), Buffer.from('","method":"m"}')])),
+    utf8,
+    'truncated sequence inside a string',
+  );
   t.same(parseBody(Buffer.from([0xed, 0xa0, 0x80])), utf8, 'encoded surrogate');
   for (const text of ['', '   ', '{', '{"id":1,}', '[1,]', "{'id':1}", '{"a":1} x', 'nul', '\ufeff{}']) {
     t.same(parse(text), json, JSON.stringify(text));
@@ -93,9 +133,15 @@ t.test('whole-body errors', async (t) => {
   t.same(parse('[]'), { kind: 'error', error: 'invalid_request', message: 'invalid request: empty batch' });
   t.same(parse(' [ \n ] '), { kind: 'error', error: 'invalid_request', message: 'invalid request: empty batch' });
   for (const text of ['1', '"x"', 'null', 'true']) {
-    t.same(parse(text), {
-      kind: 'error', error: 'invalid_request', message: 'invalid request: body must be a request object or a batch array',
-    }, text);
+    t.same(
+      parse(text),
+      {
+        kind: 'error',
+        error: 'invalid_request',
+        message: 'invalid request: body must be a request object or a batch array',
+      },
+      text,
+    );
   }
 });
 
@@ -104,9 +150,16 @@ t.test('batches', async (t) => {
   if (body.kind !== 'batch') throw new Error('expected a batch');
   t.equal(body.items.length, 7);
   for (const k of [0, 1, 2, 3, 5]) {
-    t.same(body.items[k], {
-      ok: false, idText: 'null', error: 'invalid_request', message: 'invalid request: batch element must be a request object',
-    }, `element ${k}`);
+    t.same(
+      body.items[k],
+      {
+        ok: false,
+        idText: 'null',
+        error: 'invalid_request',
+        message: 'invalid request: batch element must be a request object',
+      },
+      `element ${k}`,
+    );
   }
   t.same(body.items[4], { ok: true, idText: '"q"', method: 'm', params: [[1], { a: { b: [] } }] });
   t.match(body.items[6], { ok: false, error: 'invalid_request' });
@@ -118,7 +171,10 @@ t.test('params depth', async (t) => {
   const at = (params: string): ParsedItem => single(`{"jsonrpc":"2.0","id":1,"method":"m","params":${params}}`);
   t.equal(at(nested(32)).ok, true, '32 levels of arrays');
   t.same(at(nested(33)), {
-    ok: false, idText: '1', error: 'invalid_params', message: 'invalid params: nested deeper than 32 levels',
+    ok: false,
+    idText: '1',
+    error: 'invalid_params',
+    message: 'invalid params: nested deeper than 32 levels',
   });
   const objects = (levels: number): string => `[${'{"a":'.repeat(levels - 1)}1${'}'.repeat(levels - 1)}]`;
   t.equal(at(objects(32)).ok, true, '32 levels of objects');
@@ -128,14 +184,26 @@ t.test('params depth', async (t) => {
   const deepElsewhere = `{"jsonrpc":"2.0","id":1,"method":"m","params":[],"x":${nested(5000)}}`;
   t.match(single(deepElsewhere), { ok: true }, 'depth outside params is not limited');
   const deepBatch = parse(`[{"jsonrpc":"2.0","id":1,"method":"m","params":${nested(40)}},{"jsonrpc":"2.0","id":2,"method":"n"}]`);
-  t.match(deepBatch, { kind: 'batch', items: [{ ok: false, error: 'invalid_params' }, { ok: true, idText: '2', method: 'n' }] },
-    'the scan resumes after refused params');
+  t.match(
+    deepBatch,
+    {
+      kind: 'batch',
+      items: [
+        { ok: false, error: 'invalid_params' },
+        { ok: true, idText: '2', method: 'n' },
+      ],
+    },
+    'the scan resumes after refused params',
+  );
 });
 
 t.test('duplicate members inside params', async (t) => {
   const at = (params: string): ParsedItem => single(`{"jsonrpc":"2.0","id":"k","method":"eth_call","params":${params}}`);
   t.same(at('[{"to":"0x1","data":"0x","to":"0x2"}]'), {
-    ok: false, idText: '"k"', error: 'invalid_params', message: `invalid params: duplicate member 'to'`,
+    ok: false,
+    idText: '"k"',
+    error: 'invalid_params',
+    message: `invalid params: duplicate member 'to'`,
   });
   t.match(at('[{"a":{"b":1,"c":{"d":1,"d":2}}}]'), { ok: false, message: `invalid params: duplicate member 'd'` });
   t.match(at('[{"to":1,"t\\u006f":2}]'), { ok: false, message: `invalid params: duplicate member 'to'` });

@@ -23,7 +23,10 @@ function compare(bodies: Iterable<Buffer>, ids: readonly string[] = CLIENT_IDS):
       const want = hex(reference(body, id));
       const got = hex(rewriteWholeAnswer(body, id));
       if (want !== null) accepted++;
-      if (got !== want && mismatches.length < 2000) mismatches.push(`${JSON.stringify(body.toString('latin1')).slice(0, 200)} id ${id}: got ${got === null ? null : 'bytes'}, want ${want === null ? null : 'bytes'}`);
+      if (got !== want && mismatches.length < 2000)
+        mismatches.push(
+          `${JSON.stringify(body.toString('latin1')).slice(0, 200)} id ${id}: got ${got === null ? null : 'bytes'}, want ${want === null ? null : 'bytes'}`,
+        );
     }
   }
   return { cases, accepted, mismatches };
@@ -83,21 +86,92 @@ const BIG_VALID = [
 const VALID = [...SMALL_VALID, ...BIG_VALID];
 
 const INVALID = [
-  '', ' ', '{', '}', '{}', '[]', '"id"', '1', 'null', '[{"id":1}]', '{"id":1', '{"id":1,', '{"id":1,}', '{"id":1}}', '{"id":1}]',
-  '{"id":1} x', '{"id":1}{}', '{"id":1}\x00', '\ufeff{"id":1}', '{"id":1}\ufeff', '{"id":1,"result":01}', '{"id":1,"result":-}',
-  '{"id":1,"result":1.}', '{"id":1,"result":.5}', '{"id":1,"result":1e}', '{"id":1,"result":1e+}', '{"id":1,"result":+1}',
-  '{"id":1,"result":NaN}', '{"id":1,"result":Infinity}', '{"id":1,"result":-Infinity}', '{"id":1,"result":"\\x"}',
-  '{"id":1,"result":"\\u12"}', '{"id":1,"result":"\\u12G4"}', '{"id":1,"result":"\\\'"}', '{"id":1,"result":"a\nb"}',
-  '{"id":1,"result":"a\tb"}', '{"id":1,"result":"a\x00b"}', '{"id":1,"result":"a\x1fb"}', '{"id":1,"result":tru}',
-  '{"id":1,"result":nul}', '{"id":1,"result":True}', '{"id":1,"result":[1,]}', '{"id":1,"result":[,1]}', '{"id":1,"result":{"a"}}',
-  '{"id":1,"result":{"a":}}', '{"id":1,"result":{a:1}}', '{"id":1,"result":{\'a\':1}}', '{"id":1,"result":[1}', '{"id":1,"result":{]}',
-  '{"id":1 "result":2}', '{"id":1,,"result":2}', '{"result":{"id":1}}', '{"result":[{"id":1}]}', '{"jsonrpc":"2.0","result":1}',
-  '{"id":true}', '{"id":{}}', '{"id":[1]}', '{"id":nul}', '{"id":"\\"}', '{"id":"abc}', '{"ID":1}', '{"id ":1}', '{"i\\d":1}',
-  '{"id":1,"result":"\x80"}', '{"id":1,"result":1}\x80', '{"id":1,\x80"result":1}', '{"id":\x801}', '\x80{"id":1}',
-  '{"id":1,"result":\x0b1}', '{"id":1,"result":\x0c1}', '{"id":1,"result":\u00a01}',
+  '',
+  ' ',
+  '{',
+  '}',
+  '{}',
+  '[]',
+  '"id"',
+  '1',
+  'null',
+  '[{"id":1}]',
+  '{"id":1',
+  '{"id":1,',
+  '{"id":1,}',
+  '{"id":1}}',
+  '{"id":1}]',
+  '{"id":1} x',
+  '{"id":1}{}',
+  '{"id":1}\x00',
+  '\ufeff{"id":1}',
+  '{"id":1}\ufeff',
+  '{"id":1,"result":01}',
+  '{"id":1,"result":-}',
+  '{"id":1,"result":1.}',
+  '{"id":1,"result":.5}',
+  '{"id":1,"result":1e}',
+  '{"id":1,"result":1e+}',
+  '{"id":1,"result":+1}',
+  '{"id":1,"result":NaN}',
+  '{"id":1,"result":Infinity}',
+  '{"id":1,"result":-Infinity}',
+  '{"id":1,"result":"\\x"}',
+  '{"id":1,"result":"\\u12"}',
+  '{"id":1,"result":"\\u12G4"}',
+  '{"id":1,"result":"\\\'"}',
+  '{"id":1,"result":"a\nb"}',
+  '{"id":1,"result":"a\tb"}',
+  '{"id":1,"result":"a\x00b"}',
+  '{"id":1,"result":"a\x1fb"}',
+  '{"id":1,"result":tru}',
+  '{"id":1,"result":nul}',
+  '{"id":1,"result":True}',
+  '{"id":1,"result":[1,]}',
+  '{"id":1,"result":[,1]}',
+  '{"id":1,"result":{"a"}}',
+  '{"id":1,"result":{"a":}}',
+  '{"id":1,"result":{a:1}}',
+  '{"id":1,"result":{\'a\':1}}',
+  '{"id":1,"result":[1}',
+  '{"id":1,"result":{]}',
+  '{"id":1 "result":2}',
+  '{"id":1,,"result":2}',
+  '{"result":{"id":1}}',
+  '{"result":[{"id":1}]}',
+  '{"jsonrpc":"2.0","result":1}',
+  '{"id":true}',
+  '{"id":{}}',
+  '{"id":[1]}',
+  '{"id":nul}',
+  '{"id":"\\"}',
+  '{"id":"abc}',
+  '{"ID":1}',
+  '{"id ":1}',
+  '{"i\\d":1}',
+  '{"id":1,"result":"\x80"}',
+  '{"id":1,"result":1}\x80',
+  '{"id":1,\x80"result":1}',
+  '{"id":\x801}',
+  '\x80{"id":1}',
+  '{"id":1,"result":\x0b1}',
+  '{"id":1,"result":\x0c1}',
+  '{"id":1,"result":\u00a01}',
   // The old id is taken unchecked, as rewriteId takes it; the client's bytes may make the answer valid.
-  '{"id":1-2,"result":0}', '{"id":-,"result":0}', '{"id":01}', '{"id":1e+-5}', '{"id":"\x01\\q"}', '{"id":"x"5}', '{"id":null.5}',
-  '{"id":"a"e5}', '{"id":null0}', '{"id":nullx}', '{"id":"a""b"}', '{"id":1"x"}', '{"id":1,"id":true}', '{"id":true,"id":1}',
+  '{"id":1-2,"result":0}',
+  '{"id":-,"result":0}',
+  '{"id":01}',
+  '{"id":1e+-5}',
+  '{"id":"\x01\\q"}',
+  '{"id":"x"5}',
+  '{"id":null.5}',
+  '{"id":"a"e5}',
+  '{"id":null0}',
+  '{"id":nullx}',
+  '{"id":"a""b"}',
+  '{"id":1"x"}',
+  '{"id":1,"id":true}',
+  '{"id":true,"id":1}',
   '{"id":1,"result":[' + '['.repeat(300) + ']}',
 ];
 
@@ -121,14 +195,31 @@ const MUTATED = [
 const REPLACEMENTS = [...'"{}[],:0a\\ \x00\x80-.eEn5u/\t+'].map((ch) => ch.charCodeAt(0));
 
 t.test('valid answers give the reference bytes', async (t) => {
-  checkGroup(t, 'valid', VALID.map((s) => Buffer.from(s)));
+  checkGroup(
+    t,
+    'valid',
+    VALID.map((s) => Buffer.from(s)),
+  );
   for (const s of VALID) t.not(reference(Buffer.from(s), '1'), null, `the reference takes ${s.slice(0, 60)}`);
 });
 
 t.test('invalid answers and odd ids are refused as the reference refuses them', async (t) => {
-  checkGroup(t, 'invalid', INVALID.map((s) => Buffer.from(s, 'latin1')));
-  checkGroup(t, 'invalid, utf8 spelled', INVALID.map((s) => Buffer.from(s)));
-  checkGroup(t, 'odd client ids', [...SMALL_VALID, ...INVALID].map((s) => Buffer.from(s)), ODD_CLIENT_IDS);
+  checkGroup(
+    t,
+    'invalid',
+    INVALID.map((s) => Buffer.from(s, 'latin1')),
+  );
+  checkGroup(
+    t,
+    'invalid, utf8 spelled',
+    INVALID.map((s) => Buffer.from(s)),
+  );
+  checkGroup(
+    t,
+    'odd client ids',
+    [...SMALL_VALID, ...INVALID].map((s) => Buffer.from(s)),
+    ODD_CLIENT_IDS,
+  );
 });
 
 t.test('what the reference does with an old id it never checks', async (t) => {
@@ -194,7 +285,7 @@ t.test('random mutations, seeded', async (t) => {
   checkGroup(t, 'random mutants', mutants, ['1', '"abc"', 'null', '12345678901234567890123', '"a\\"b"']);
 });
 
-t.test('an id already the client\'s is the body itself', async (t) => {
+t.test("an id already the client's is the body itself", async (t) => {
   const body = Buffer.from('{"jsonrpc":"2.0","id":"abc","result":"0x1"}');
   t.equal(rewriteWholeAnswer(body, '"abc"'), body, 'no copy');
   t.equal(hex(rewriteWholeAnswer(body, '"abd"')), hex(reference(body, '"abd"')), 'one byte off is a copy with the bytes');

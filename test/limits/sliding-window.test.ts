@@ -1,16 +1,26 @@
 import t from 'tap';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import {
-  createSlidingWindowLimiter, retryAfterSeconds, type SlidingWindowLimiter,
-} from '../../src/limits/sliding-window.js';
+import { createSlidingWindowLimiter, retryAfterSeconds, type SlidingWindowLimiter } from '../../src/limits/sliding-window.js';
 import { seeded } from '../support/seeded.js';
 
-interface FakeClock { now: () => number; set(ms: number): void; advance(ms: number): void }
+interface FakeClock {
+  now: () => number;
+  set(ms: number): void;
+  advance(ms: number): void;
+}
 
 function fakeClock(start = 0): FakeClock {
   let at = start;
-  return { now: () => at, set: (ms) => { at = ms; }, advance: (ms) => { at += ms; } };
+  return {
+    now: () => at,
+    set: (ms) => {
+      at = ms;
+    },
+    advance: (ms) => {
+      at += ms;
+    },
+  };
 }
 
 /** The units a client has had admitted in the half-open second (at - 1000, at], as the client itself would count them. */
@@ -20,7 +30,11 @@ function createWindowCount(): { add(at: number, units: number): void; within(at:
   let first = 0;
   let sum = 0;
   return {
-    add(at, u) { times.push(at); units.push(u); sum += u; },
+    add(at, u) {
+      times.push(at);
+      units.push(u);
+      sum += u;
+    },
     within(at) {
       while (first < times.length && times[first]! <= at - 1000) sum -= units[first++]!;
       return sum;
@@ -28,7 +42,10 @@ function createWindowCount(): { add(at: number, units: number): void; within(at:
   };
 }
 
-interface Arrival { at: number; units: number }
+interface Arrival {
+  at: number;
+  units: number;
+}
 
 /** Arrival patterns offering about `factor` times the limit; `integral` puts every arrival on a whole millisecond. */
 type Pattern = (rng: () => number, rate: number, seconds: number, integral: boolean) => number[];
@@ -41,7 +58,7 @@ const PATTERNS: Record<string, Pattern> = {
   },
   poisson: (rng, rate, seconds) => {
     const out: number[] = [];
-    for (let at = 0; at < seconds * 1000; at += -Math.log(1 - rng()) * 1000 / rate) out.push(at);
+    for (let at = 0; at < seconds * 1000; at += (-Math.log(1 - rng()) * 1000) / rate) out.push(at);
     return out;
   },
   // Bursts of up to two seconds' worth at one instant or spread over 3 ms, at random gaps.
@@ -61,7 +78,7 @@ const PATTERNS: Record<string, Pattern> = {
     for (let base = 0; base < seconds * 1000; base += 1000 + Math.floor(rng() * 3) * 10) {
       for (const offset of offsets) {
         if (rng() < 0.5) continue;
-        const n = 1 + Math.floor(rng() * rate / 2);
+        const n = 1 + Math.floor((rng() * rate) / 2);
         for (let i = 0; i < n; i++) out.push(base + offset);
       }
     }
@@ -69,7 +86,12 @@ const PATTERNS: Record<string, Pattern> = {
   },
 };
 
-interface Case { name: string; limit: number; units: (rng: () => number) => number; meanUnits: number }
+interface Case {
+  name: string;
+  limit: number;
+  units: (rng: () => number) => number;
+  meanUnits: number;
+}
 
 const CASES: Case[] = [
   { name: 'limit 1', limit: 1, units: () => 1, meanUnits: 1 },
@@ -82,7 +104,7 @@ const CASES: Case[] = [
 ];
 
 function arrivals(pattern: Pattern, c: Case, rng: () => number, factor: number, integral: boolean): Arrival[] {
-  const rate = factor * c.limit / c.meanUnits;
+  const rate = (factor * c.limit) / c.meanUnits;
   const seconds = Math.max(4, Math.min(30, Math.floor(60_000 / rate)));
   return pattern(rng, rate, seconds, integral).map((at) => ({ at: integral ? Math.round(at) : at, units: c.units(rng) }));
 }
@@ -227,7 +249,7 @@ t.test('waiting retryAfterMs is exactly enough, after random traffic', async (t)
     const clock = fakeClock();
     const limiter = createSlidingWindowLimiter({ now: clock.now });
     const limit = [5, 100, 50_000][seed % 3]!;
-    const units = (): number => (limit === 50_000 ? 10 + Math.floor(rng() * 1991) : 1 + Math.floor(rng() * limit / 5));
+    const units = (): number => (limit === 50_000 ? 10 + Math.floor(rng() * 1991) : 1 + Math.floor((rng() * limit) / 5));
     for (let at = 0; at < 5000; at += Math.floor(rng() * 30)) {
       clock.set(at);
       const u = units();
@@ -289,7 +311,9 @@ t.test('time comes only from the injected monotonic clock', async (t) => {
 
   // The default clock is performance.now: wall-clock steps neither free a burst nor lock anyone out.
   const realDateNow = Date.now;
-  t.teardown(() => { Date.now = realDateNow; });
+  t.teardown(() => {
+    Date.now = realDateNow;
+  });
   const wall = createSlidingWindowLimiter();
   for (let i = 0; i < 3; i++) t.ok(wall.take('k', 3).ok);
   Date.now = () => realDateNow() + 3_600_000;
@@ -386,6 +410,14 @@ t.test('arguments are checked', async (t) => {
 });
 
 t.test('retryAfterSeconds rounds up to whole seconds, at least 1', async (t) => {
-  const cases: Array<[number, number]> = [[0, 1], [1, 1], [999, 1], [1000, 1], [1001, 2], [2500, 3], [60_000, 60]];
+  const cases: Array<[number, number]> = [
+    [0, 1],
+    [1, 1],
+    [999, 1],
+    [1000, 1],
+    [1001, 2],
+    [2500, 3],
+    [60_000, 60],
+  ];
   for (const [ms, s] of cases) t.equal(retryAfterSeconds(ms), s, `${ms} ms`);
 });

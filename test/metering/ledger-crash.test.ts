@@ -26,10 +26,12 @@ t.test('SIGKILL during metering loses at most the last flush interval, never the
   let topUps = 0;
   const topUp = setInterval(() => {
     const owner = owners[topUps++ % owners.length]!;
-    cli.db.transaction(() => {
-      cli.db.prepare('INSERT INTO credits (owner_id, ru, at) VALUES (?, 500, 0)').run(owner);
-      cli.db.prepare('UPDATE owners SET ru_balance = ru_balance + 500 WHERE id = ?').run(owner);
-    }).immediate();
+    cli.db
+      .transaction(() => {
+        cli.db.prepare('INSERT INTO credits (owner_id, ru, at) VALUES (?, 500, 0)').run(owner);
+        cli.db.prepare('UPDATE owners SET ru_balance = ru_balance + 500 WHERE id = ?').run(owner);
+      })
+      .immediate();
   }, 15);
 
   const deadline = Date.now() + 30_000;
@@ -48,12 +50,22 @@ t.test('SIGKILL during metering loses at most the last flush interval, never the
 
   const store = openStore(path);
   t.teardown(() => store.close());
-  t.same(invariantGaps(store.db).filter((g) => g.gap !== 0), [], 'credits − usage = balance, for every owner');
-  const stored = store.db.prepare(`
-    SELECT coalesce(sum(ru), 0) FROM usage_minute WHERE status = 0`).pluck().get() as number;
+  t.same(
+    invariantGaps(store.db).filter((g) => g.gap !== 0),
+    [],
+    'credits − usage = balance, for every owner',
+  );
+  const stored = store.db
+    .prepare(`
+    SELECT coalesce(sum(ru), 0) FROM usage_minute WHERE status = 0`)
+    .pluck()
+    .get() as number;
   const lastFlushed = flushed[flushed.length - 1]!;
   const lastFlushing = flushing[flushing.length - 1]!;
   // What is stored is what one flush carried: the last one reported, or the one cut short by the kill.
-  t.ok(stored === lastFlushed || stored === lastFlushing, `stored ${stored} RU; last flush committed ${lastFlushed}, last begun ${lastFlushing}`);
+  t.ok(
+    stored === lastFlushed || stored === lastFlushing,
+    `stored ${stored} RU; last flush committed ${lastFlushed}, last begun ${lastFlushing}`,
+  );
   t.ok(flushing.includes(stored), 'exactly the total of one flush, no partial one');
 });

@@ -18,26 +18,33 @@ function ledgerOn(t: Teardown, store: Store, options: Partial<LedgerOptions> = {
 }
 
 function usageRows(store: Store): Array<{ owner_id: number; method: string; status: number; requests: number; ru: number; t: number }> {
-  return store.db.prepare('SELECT owner_id, method, status, requests, ru, t FROM usage_minute ORDER BY owner_id, method, status').all() as never;
+  return store.db
+    .prepare('SELECT owner_id, method, status, requests, ru, t FROM usage_minute ORDER BY owner_id, method, status')
+    .all() as never;
 }
 
 t.test('100 parallel reservations against a balance for exactly 10: exactly 10 succeed', async (t) => {
   const store = tempStore(t);
   const owner = addOwner(store.db, 150);
   const ledger = ledgerOn(t, store);
-  const results = await Promise.all(Array.from({ length: 100 }, async (_, i) => {
-    await new Promise((r) => setTimeout(r, i % 7));
-    const r = ledger.reserve(owner, 15);
-    if (r === null) return false;
-    await new Promise((r) => setTimeout(r, 5));
-    ledger.settle(r, 15, ok);
-    return true;
-  }));
+  const results = await Promise.all(
+    Array.from({ length: 100 }, async (_, i) => {
+      await new Promise((r) => setTimeout(r, i % 7));
+      const r = ledger.reserve(owner, 15);
+      if (r === null) return false;
+      await new Promise((r) => setTimeout(r, 5));
+      ledger.settle(r, 15, ok);
+      return true;
+    }),
+  );
   t.equal(results.filter(Boolean).length, 10);
   t.equal(ledger.available(owner), 0);
   t.ok(ledger.flush());
   t.equal(store.sql.ledger.balance.get(owner), 0);
-  t.same(usageRows(store).map((r) => [r.requests, r.ru]), [[10, 150]]);
+  t.same(
+    usageRows(store).map((r) => [r.requests, r.ru]),
+    [[10, 150]],
+  );
   t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
 });
 
@@ -129,20 +136,26 @@ t.test('usage rows: per endpoint, method, minute and status; refusals count at 0
   t.ok(ledger.flush());
   t.same(ledger.pending(), { ru: 0, rows: 0 });
   const minute = Date.UTC(2025, 0, 1, 12, 0, 0) / 1000;
-  t.same(usageRows(store), [
-    { owner_id: alice, method: 'eth_call', status: 0, requests: 2, ru: 32, t: minute },
-    { owner_id: alice, method: 'eth_call', status: 0, requests: 1, ru: 15, t: minute + 60 },
-    { owner_id: alice, method: 'eth_call', status: 402, requests: 3, ru: 0, t: minute },
-    { owner_id: alice, method: 'eth_call', status: 429, requests: 1, ru: 0, t: minute },
-    { owner_id: bob, method: 'eth_call', status: -32602, requests: 1, ru: 0, t: minute },
-    { owner_id: bob, method: 'eth_call', status: 0, requests: 1, ru: 15, t: minute },
-    { owner_id: bob, method: 'eth_estimateGas', status: 0, requests: 1, ru: 20, t: minute },
-  ].sort((a, b) => a.owner_id - b.owner_id || (a.method < b.method ? -1 : a.method > b.method ? 1 : 0) || a.status - b.status));
+  t.same(
+    usageRows(store),
+    [
+      { owner_id: alice, method: 'eth_call', status: 0, requests: 2, ru: 32, t: minute },
+      { owner_id: alice, method: 'eth_call', status: 0, requests: 1, ru: 15, t: minute + 60 },
+      { owner_id: alice, method: 'eth_call', status: 402, requests: 3, ru: 0, t: minute },
+      { owner_id: alice, method: 'eth_call', status: 429, requests: 1, ru: 0, t: minute },
+      { owner_id: bob, method: 'eth_call', status: -32602, requests: 1, ru: 0, t: minute },
+      { owner_id: bob, method: 'eth_call', status: 0, requests: 1, ru: 15, t: minute },
+      { owner_id: bob, method: 'eth_estimateGas', status: 0, requests: 1, ru: 20, t: minute },
+    ].sort((a, b) => a.owner_id - b.owner_id || (a.method < b.method ? -1 : a.method > b.method ? 1 : 0) || a.status - b.status),
+  );
   // A second flush adds to the same rows rather than replacing them.
   ledger.settle(ledger.reserve(alice, 15)!, 15, ok);
   t.ok(ledger.flush());
   t.equal(usageRows(store).find((r) => r.owner_id === alice && r.t === minute + 60)!.requests, 2);
-  t.same(invariantGaps(store.db), [{ id: alice, gap: 0 }, { id: bob, gap: 0 }]);
+  t.same(invariantGaps(store.db), [
+    { id: alice, gap: 0 },
+    { id: bob, gap: 0 },
+  ]);
 });
 
 t.test('SQLITE_BUSY during a flush: nothing lost, nothing applied twice, unhealthy until it passes', async (t) => {
@@ -165,7 +178,10 @@ t.test('SQLITE_BUSY during a flush: nothing lost, nothing applied twice, unhealt
   t.equal(ledger.flush(), true);
   t.equal(ledger.healthy(), true);
   t.equal(store.sql.ledger.balance.get(owner), 850);
-  t.same(usageRows(store).map((r) => [r.requests, r.ru]), [[2, 150]]);
+  t.same(
+    usageRows(store).map((r) => [r.requests, r.ru]),
+    [[2, 150]],
+  );
   t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
 });
 
@@ -182,7 +198,7 @@ t.test('SQLITE_FULL during a flush: kept in memory and written once there is roo
   t.equal(ledger.healthy(), false);
   t.match((errors[0] as { code: string }).code, 'SQLITE_FULL');
   t.equal(store.sql.ledger.balance.get(owner), 1_000_000, 'the debit was rolled back with the rows');
-  t.equal((store.db.prepare('SELECT count(*) FROM usage_minute').pluck().get()), 0);
+  t.equal(store.db.prepare('SELECT count(*) FROM usage_minute').pluck().get(), 0);
   store.db.pragma('max_page_count = 1073741823');
   t.equal(ledger.flush(), true);
   t.equal(ledger.healthy(), true);

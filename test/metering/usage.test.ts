@@ -9,7 +9,9 @@ const DAY = 86_400;
 const T0 = Date.UTC(2025, 2, 10, 0, 0, 0) / 1000; // a midnight, in unix seconds
 
 function count(db: ReturnType<typeof tempStore>['db'], table: string): { rows: number; requests: number; ru: number } {
-  return db.prepare(`SELECT count(*) AS rows, coalesce(sum(requests), 0) AS requests, coalesce(sum(ru), 0) AS ru FROM ${table}`).get() as never;
+  return db
+    .prepare(`SELECT count(*) AS rows, coalesce(sum(requests), 0) AS requests, coalesce(sum(ru), 0) AS ru FROM ${table}`)
+    .get() as never;
 }
 
 t.test('minute rows roll into hours, hours into days; totals and the invariant stay exact', async (t) => {
@@ -37,8 +39,11 @@ t.test('minute rows roll into hours, hours into days; totals and the invariant s
   const moved = rollUp.rollUp(now);
   t.equal(moved.minuteRows, 6 * 6 * (36 * 1), 'minutes of the first 36 hours');
   const all = ['usage_minute', 'usage_hour', 'usage_day'].map((table) => count(store.db, table));
-  t.same(all.reduce((a, b) => ({ rows: 0, requests: a.requests + b.requests, ru: a.ru + b.ru }), { rows: 0, requests: 0, ru: 0 }),
-    { rows: 0, requests: before.requests, ru: before.ru }, 'nothing lost or doubled');
+  t.same(
+    all.reduce((a, b) => ({ rows: 0, requests: a.requests + b.requests, ru: a.ru + b.ru }), { rows: 0, requests: 0, ru: 0 }),
+    { rows: 0, requests: before.requests, ru: before.ru },
+    'nothing lost or doubled',
+  );
   t.equal(count(store.db, 'usage_minute').rows, 6 * 6 * 36, 'the last 36 hours stay per minute');
   t.equal(count(store.db, 'usage_day').rows, 2 * 3, 'day 1: endpoints × (method, status)');
   t.equal(count(store.db, 'usage_hour').rows, 12 * 6, 'day 2 until noon: 12 hours × 6 keys');
@@ -52,7 +57,9 @@ t.test('minute rows roll into hours, hours into days; totals and the invariant s
   ledger.settle(ledger.reserve(owner, 20)!, 20, { endpointId: 'ep_a', method: 'eth_call', status: 0 });
   t.ok(ledger.flush());
   rollUp.rollUp(now);
-  const hour = store.db.prepare(`SELECT requests, ru FROM usage_hour WHERE endpoint_id = 'ep_a' AND method = 'eth_call' AND status = 0 AND t = ?`).get(T0 + DAY);
+  const hour = store.db
+    .prepare(`SELECT requests, ru FROM usage_hour WHERE endpoint_id = 'ep_a' AND method = 'eth_call' AND status = 0 AND t = ?`)
+    .get(T0 + DAY);
   t.same(hour, { requests: 7, ru: 140 });
   t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
 });
@@ -93,9 +100,20 @@ t.test('stats read minutes, hours and days together, per owner and endpoint', as
   const minutes = dir.stats(owner, { endpointId: 'ep_a', from: T0 + 2 * DAY, to: T0 + 3 * DAY, interval: 'minute' });
   t.same(minutes.series, [{ t: T0 + 2 * DAY + 13 * HOUR + 60, requests: 5, ru: 15, errors: 4 }]);
   const hours = dir.stats(owner, { from: T0, to: T0 + 3 * DAY, interval: 'hour' });
-  t.same(hours.series.map((p) => p.t), [T0, T0 + DAY + HOUR, T0 + 2 * DAY + 13 * HOUR], 'older usage at its coarser start');
-  t.same(dir.stats(owner, { endpointId: 'ep_x', from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals,
-    { requests: 0, ru: 0, errors: 0 }, "another owner's endpoint shows nothing");
+  t.same(
+    hours.series.map((p) => p.t),
+    [T0, T0 + DAY + HOUR, T0 + 2 * DAY + 13 * HOUR],
+    'older usage at its coarser start',
+  );
+  t.same(
+    dir.stats(owner, { endpointId: 'ep_x', from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals,
+    { requests: 0, ru: 0, errors: 0 },
+    "another owner's endpoint shows nothing",
+  );
   t.same(dir.stats(other, { from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals, { requests: 1, ru: 15, errors: 0 });
-  t.same(dir.stats(owner, { from: T0 + DAY, to: T0 + 2 * DAY, interval: 'day' }).totals, { requests: 1, ru: 20, errors: 0 }, 'to is exclusive');
+  t.same(
+    dir.stats(owner, { from: T0 + DAY, to: T0 + 2 * DAY, interval: 'day' }).totals,
+    { requests: 1, ru: 20, errors: 0 },
+    'to is exclusive',
+  );
 });

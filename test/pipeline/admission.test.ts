@@ -5,9 +5,7 @@
  */
 import t from 'tap';
 import Database from 'better-sqlite3';
-import {
-  admitCost, admitRu, chargeAsCacheHit, costWithSize, countRefusal, settleCall, takeRequest,
-} from '../../src/pipeline/admission.js';
+import { admitCost, admitRu, chargeAsCacheHit, costWithSize, countRefusal, settleCall, takeRequest } from '../../src/pipeline/admission.js';
 import { invariantGaps } from '../store/temp-store.js';
 import { keyedCaller, pipelineContext, publicCaller, storedBalance, usageRows } from '../support/pipeline-context.js';
 
@@ -40,11 +38,15 @@ t.test('takeRequest: rps per limit key, refused with the wait, admitted again a 
   t.same(usageRows(s), [], 'taking a request meters nothing');
 });
 
-t.test('admitCost: the method\'s RU reserved in the ledger; a public call is not metered', async (t) => {
+t.test("admitCost: the method's RU reserved in the ledger; a public call is not metered", async (t) => {
   const s = pipelineContext(t, CONFIG);
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 100 });
   const ledger = s.ctx.tenancy.ledger;
-  const cases: Array<[string, number]> = [['eth_chainId', 5], ['eth_getBalance', 15], ['eth_getLogs', 50]];
+  const cases: Array<[string, number]> = [
+    ['eth_chainId', 5],
+    ['eth_getBalance', 15],
+    ['eth_getLogs', 50],
+  ];
   const reservations = [];
   for (const [method, ru] of cases) {
     const r = admitCost(s.ctx.tenancy, caller, method);
@@ -102,7 +104,13 @@ t.test('fail-closed: while the ledger cannot write, metered calls get store_unav
 
 t.test('costWithSize: 100% more per started MiB past the first', async (t) => {
   const cases: Array<[number, number, number]> = [
-    [10, 0, 10], [10, MIB, 10], [10, MIB + 1, 20], [10, 2 * MIB, 20], [10, 2 * MIB + 1, 30], [7, 10 * MIB, 70], [0, 5 * MIB, 0],
+    [10, 0, 10],
+    [10, MIB, 10],
+    [10, MIB + 1, 20],
+    [10, 2 * MIB, 20],
+    [10, 2 * MIB + 1, 30],
+    [7, 10 * MIB, 70],
+    [0, 5 * MIB, 0],
   ];
   for (const [ru, bytes, cost] of cases) t.equal(costWithSize(ru, bytes), cost, `${ru} RU, ${bytes} bytes`);
 });
@@ -126,13 +134,21 @@ t.test('settleCall: charged with the surcharge, refunded on failure, each counte
     t.equal(tenancy.ledger.available(ownerId), 1000 - spent, `${c.method}: ${c.charged} RU`);
   }
   settleCall(tenancy, publicCaller(s), 'eth_getBalance', { reservation: null, ru: 15 }, { ok: true, bytes: 10 });
-  t.same(usageRows(s), [
-    { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_chainId', status: 502, requests: 1, ru: 0 },
-    { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_getBalance', status: 0, requests: 1, ru: 15 },
-    { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_getLogs', status: 0, requests: 1, ru: 100 },
-  ], 'the public call left no row');
+  t.same(
+    usageRows(s),
+    [
+      { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_chainId', status: 502, requests: 1, ru: 0 },
+      { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_getBalance', status: 0, requests: 1, ru: 15 },
+      { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_getLogs', status: 0, requests: 1, ru: 100 },
+    ],
+    'the public call left no row',
+  );
   t.equal(storedBalance(s, ownerId), 1000 - 115);
-  t.same(invariantGaps(tenancy.store.db).filter((g) => g.gap !== 0), [], 'credits = usage + balance for every owner');
+  t.same(
+    invariantGaps(tenancy.store.db).filter((g) => g.gap !== 0),
+    [],
+    'credits = usage + balance for every owner',
+  );
 });
 
 t.test('countRefusal: a keyed refusal is a usage row at 0 RU; a public one is not counted', async (t) => {
@@ -150,10 +166,17 @@ t.test('countRefusal: a keyed refusal is a usage row at 0 RU; a public one is no
   t.equal(storedBalance(s, ownerId), 50, 'nothing debited');
 });
 
-t.test('chargeAsCacheHit: the factor\'s share, rounded up to a whole RU after 6 decimals', async (t) => {
+t.test("chargeAsCacheHit: the factor's share, rounded up to a whole RU after 6 decimals", async (t) => {
   const cases: Array<[number, number, number]> = [
     [50, 0.28, 14], // 14.000000000000002 in floating point
-    [15, 0.5, 8], [10, 0.5, 5], [1, 0.01, 1], [3, 1, 3], [7, 0, 0], [0, 0.5, 0], [100, 0.333, 34], [29, 0.1, 3],
+    [15, 0.5, 8],
+    [10, 0.5, 5],
+    [1, 0.01, 1],
+    [3, 1, 3],
+    [7, 0, 0],
+    [0, 0.5, 0],
+    [100, 0.333, 34],
+    [29, 0.1, 3],
   ];
   for (const [ru, factor, price] of cases) {
     const admission = { ru };

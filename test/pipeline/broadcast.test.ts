@@ -17,11 +17,11 @@ import { DEV_ADDRESS, result } from '../support/dev-chain.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
 
-type Heard =
-  | { kind: 'whole'; body: string }
-  | { kind: 'failed'; reason: string; failure?: ForwardFailure; failedUpstream?: string };
+type Heard = { kind: 'whole'; body: string } | { kind: 'failed'; reason: string; failure?: ForwardFailure; failedUpstream?: string };
 
-interface Chain extends RoutedChain { writes: number }
+interface Chain extends RoutedChain {
+  writes: number;
+}
 
 function chainOver(t: Test, urls: string[]): Chain {
   const upstreams = urls.map((url) => createHttpUpstream({ url }));
@@ -30,7 +30,10 @@ function chainOver(t: Test, urls: string[]): Chain {
   });
   const chain: Chain = {
     upstreams,
-    health: createChainHealth(upstreams.map((u) => u.label), { maxLagBlocks: 5 }),
+    health: createChainHealth(
+      upstreams.map((u) => u.label),
+      { maxLagBlocks: 5 },
+    ),
     timeoutMs: 5000,
     writes: 0,
     freshHead: () => null,
@@ -58,7 +61,12 @@ function broadcast(chain: RoutedChain, raw: string, idText = '7'): { heard: Prom
     chunk: () => true,
     end() {},
     fail: (_started: boolean, reason: string, failure?: ForwardFailure) =>
-      tell({ kind: 'failed', reason, ...(failure ? { failure } : {}), ...(sink.failedUpstream !== undefined ? { failedUpstream: sink.failedUpstream } : {}) }),
+      tell({
+        kind: 'failed',
+        reason,
+        ...(failure ? { failure } : {}),
+        ...(sink.failedUpstream !== undefined ? { failedUpstream: sink.failedUpstream } : {}),
+      }),
   };
   const call = broadcastTransaction(chain, JSON.stringify([raw]), idText, sink);
   return { heard, told: () => told, abort: () => call.abort() };
@@ -68,7 +76,9 @@ const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A transfer from the dev account signed by `url`'s anvil: the same bytes are valid on every fresh anvil. */
 function signed(url: string, fields: Record<string, string> = {}): Promise<string> {
-  return result<string>(url, 'eth_signTransaction', [{ from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x1', gas: '0x5208', nonce: '0x0', ...fields }]);
+  return result<string>(url, 'eth_signTransaction', [
+    { from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x1', gas: '0x5208', nonce: '0x0', ...fields },
+  ]);
 }
 
 /** A node that holds every request until the test answers it. */
@@ -90,9 +100,11 @@ async function heldNode(t: Test): Promise<{ url: string; requests: string[]; ans
   };
 }
 
-const httpAnswer = (status: number, body: string) => (socket: Socket): void => {
-  socket.write(`HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-};
+const httpAnswer =
+  (status: number, body: string) =>
+  (socket: Socket): void => {
+    socket.write(`HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  };
 const rpcError = (message: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32000, message } });
 const sentTo = (requests: string[]): number => requests.filter((r) => r.includes('eth_sendRawTransaction')).length;
 
@@ -106,15 +118,26 @@ t.test('real nodes: every node in rotation gets it once, acceptance answers, the
   const hash = keccak256(raw);
   t.same(await broadcast(chain, raw, '"x"').heard, { kind: 'whole', body: `{"jsonrpc":"2.0","id":"x","result":"${hash}"}` });
   t.equal(chain.writes, 1, 'the write is noted');
-  t.same([pa.count('eth_sendRawTransaction'), pb.count('eth_sendRawTransaction'), sentTo(out.requests)], [1, 1, 0], 'once to each node in rotation, none to the one out');
+  t.same(
+    [pa.count('eth_sendRawTransaction'), pb.count('eth_sendRawTransaction'), sentTo(out.requests)],
+    [1, 1, 0],
+    'once to each node in rotation, none to the one out',
+  );
 
   const again = await broadcast(chain, raw, '8').heard;
   t.same(again, { kind: 'whole', body: `{"jsonrpc":"2.0","id":8,"result":"${hash}"}` }, 'both pools hold it: answered as its hash');
   t.same([pa.count('eth_sendRawTransaction'), pb.count('eth_sendRawTransaction')], [2, 2]);
   // The answer went out with the first acceptance; the other node's send ends on its own.
   for (let i = 0; i < 100 && chain.health.upstreams.some((u) => u.inflight !== 0); i++) await tick(10);
-  t.same(chain.health.upstreams.map((u) => [u.inflight, u.status().calls, u.status().errorRate]), [[0, 2, 0], [0, 2, 0], [0, 3, 1]],
-    'each send counted once as answered; the node out of rotation only has the failures it was put out with');
+  t.same(
+    chain.health.upstreams.map((u) => [u.inflight, u.status().calls, u.status().errorRate]),
+    [
+      [0, 2, 0],
+      [0, 2, 0],
+      [0, 3, 1],
+    ],
+    'each send counted once as answered; the node out of rotation only has the failures it was put out with',
+  );
 });
 
 t.test('real nodes: one that rejects while another accepts changes nothing; all rejecting, a rejection answers', async (t) => {
@@ -130,7 +153,11 @@ t.test('real nodes: one that rejects while another accepts changes nothing; all 
   const tooLittleGas = await signed(mined.url, { gas: '0x1', nonce: '0x1' });
   const both = chainOver(t, [mined.url, pool.url]);
   const rejected = await broadcast(both, tooLittleGas).heard;
-  t.match(rejected, { kind: 'whole', body: /^\{"jsonrpc":"2.0","id":7,"error":\{"code":-?\d+,"message":"[^"]*gas[^"]*"/i }, 'the node\'s own refusal, with the client\'s id');
+  t.match(
+    rejected,
+    { kind: 'whole', body: /^\{"jsonrpc":"2.0","id":7,"error":\{"code":-?\d+,"message":"[^"]*gas[^"]*"/i },
+    "the node's own refusal, with the client's id",
+  );
   t.equal(both.writes, 0, 'a rejection is no write');
 });
 
@@ -139,52 +166,103 @@ t.test('answers in the order the test gives them: the first rejection; a rejecti
   const cases: Array<{ why: string; replies: Array<[number, (s: Socket) => void]>; heard: (urls: string[]) => Heard }> = [
     {
       why: 'every node rejects: the first rejection to arrive',
-      replies: [[1, httpAnswer(200, rpcError('replacement transaction underpriced'))], [0, httpAnswer(200, rpcError('insufficient funds'))]],
-      heard: () => ({ kind: 'whole', body: '{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"replacement transaction underpriced"}}' }),
+      replies: [
+        [1, httpAnswer(200, rpcError('replacement transaction underpriced'))],
+        [0, httpAnswer(200, rpcError('insufficient funds'))],
+      ],
+      heard: () => ({
+        kind: 'whole',
+        body: '{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"replacement transaction underpriced"}}',
+      }),
     },
     {
       why: 'a rejection beats a later failure and an earlier one',
-      replies: [[0, httpAnswer(502, '')], [1, httpAnswer(200, rpcError('insufficient funds'))]],
+      replies: [
+        [0, httpAnswer(502, '')],
+        [1, httpAnswer(200, rpcError('insufficient funds'))],
+      ],
       heard: () => ({ kind: 'whole', body: '{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"insufficient funds"}}' }),
     },
     {
       why: 'no JSON-RPC answer: the first failure, with its node',
-      replies: [[1, httpAnswer(500, 'oops')], [0, (s) => s.resetAndDestroy()]],
-      heard: (urls) => ({ kind: 'failed', reason: 'upstream answered HTTP 500', failure: { kind: 'status', status: 500 }, failedUpstream: urls[1]! }),
+      replies: [
+        [1, httpAnswer(500, 'oops')],
+        [0, (s) => s.resetAndDestroy()],
+      ],
+      heard: (urls) => ({
+        kind: 'failed',
+        reason: 'upstream answered HTTP 500',
+        failure: { kind: 'status', status: 500 },
+        failedUpstream: urls[1]!,
+      }),
     },
     {
       why: 'an answer too large to be one is a failure',
-      replies: [[0, httpAnswer(200, JSON.stringify({ jsonrpc: '2.0', id: 1, result: `0x${'ab'.repeat(40_000)}` }))], [1, httpAnswer(503, '')]],
-      heard: (urls) => ({ kind: 'failed', reason: 'upstream answer to eth_sendRawTransaction is too large', failure: { kind: 'invalid' }, failedUpstream: urls[0]! }),
+      replies: [
+        [0, httpAnswer(200, JSON.stringify({ jsonrpc: '2.0', id: 1, result: `0x${'ab'.repeat(40_000)}` }))],
+        [1, httpAnswer(503, '')],
+      ],
+      heard: (urls) => ({
+        kind: 'failed',
+        reason: 'upstream answer to eth_sendRawTransaction is too large',
+        failure: { kind: 'invalid' },
+        failedUpstream: urls[0]!,
+      }),
     },
   ];
   for (const c of cases) {
     const nodes = [await heldNode(t), await heldNode(t)];
-    const chain = chainOver(t, nodes.map((n) => n.url));
+    const chain = chainOver(
+      t,
+      nodes.map((n) => n.url),
+    );
     const b = broadcast(chain, raw);
-    const [[firstNode, firstReply], [secondNode, secondReply]] = c.replies as [[number, (s: Socket) => void], [number, (s: Socket) => void]];
+    const [[firstNode, firstReply], [secondNode, secondReply]] = c.replies as [
+      [number, (s: Socket) => void],
+      [number, (s: Socket) => void],
+    ];
     await nodes[firstNode]!.answer(firstReply);
     await tick(50);
     t.equal(b.told(), false, `${c.why}: nothing is told while a node may still accept`);
     await nodes[secondNode]!.answer(secondReply);
     t.same(await b.heard, c.heard(nodes.map((n) => n.url)), c.why);
     await tick(50);
-    t.same(nodes.map((n) => sentTo(n.requests)), [1, 1], `${c.why}: never sent again`);
-    t.same(chain.health.upstreams.map((u) => u.inflight), [0, 0]);
+    t.same(
+      nodes.map((n) => sentTo(n.requests)),
+      [1, 1],
+      `${c.why}: never sent again`,
+    );
+    t.same(
+      chain.health.upstreams.map((u) => u.inflight),
+      [0, 0],
+    );
     t.equal(chain.writes, 0);
   }
 });
 
-t.test('each send counts in its node\'s health: an answer as ok, a failure as failed', async (t) => {
+t.test("each send counts in its node's health: an answer as ok, a failure as failed", async (t) => {
   const raw = await signed((await anvilFor(t)).url);
   const nodes = [await heldNode(t), await heldNode(t)];
-  const chain = chainOver(t, nodes.map((n) => n.url));
+  const chain = chainOver(
+    t,
+    nodes.map((n) => n.url),
+  );
   const b = broadcast(chain, raw);
-  t.same(chain.health.upstreams.map((u) => u.inflight), [1, 1], 'in flight while it runs');
+  t.same(
+    chain.health.upstreams.map((u) => u.inflight),
+    [1, 1],
+    'in flight while it runs',
+  );
   await nodes[0]!.answer(httpAnswer(200, rpcError('nonce too low')));
   await nodes[1]!.answer((s) => s.resetAndDestroy());
   await b.heard;
-  t.same(chain.health.upstreams.map((u) => [u.status().calls, u.status().errorRate]), [[1, 0], [1, 1]]);
+  t.same(
+    chain.health.upstreams.map((u) => [u.status().calls, u.status().errorRate]),
+    [
+      [1, 0],
+      [1, 1],
+    ],
+  );
 });
 
 t.test('a client that leaves stops hearing, not the sends', async (t) => {
@@ -196,7 +274,7 @@ t.test('a client that leaves stops hearing, not the sends', async (t) => {
   b.abort();
   await held.answer(httpAnswer(200, rpcError('nonce too low')));
   for (let i = 0; i < 100 && (await result(node.url, 'eth_getTransactionByHash', [keccak256(raw)])) === null; i++) await tick(10);
-  t.not(await result(node.url, 'eth_getTransactionByHash', [keccak256(raw)]), null, 'the transaction reached the node\'s pool');
+  t.not(await result(node.url, 'eth_getTransactionByHash', [keccak256(raw)]), null, "the transaction reached the node's pool");
   await tick(50);
   t.equal(b.told(), false, 'the client heard nothing');
   t.equal(chain.writes, 1, 'the acceptance is still noted');

@@ -16,7 +16,9 @@ function controlledStart<T>(): { start: (done: (outcome: T) => void) => void; fi
       if (done === undefined) throw new Error('no call in flight');
       done(outcome);
     },
-    get calls() { return calls; },
+    get calls() {
+      return calls;
+    },
   };
 }
 
@@ -29,7 +31,11 @@ t.test('100 concurrent joiners: one call, every joiner answered once with the sa
   t.equal(shared.inFlight(), 1);
   t.equal(answers.length, 0, 'nobody answered before the call completes');
   call.finish('answer');
-  t.same(answers, Array.from({ length: 100 }, (_, i) => [i, 'answer']), 'each once, leader first, then in join order');
+  t.same(
+    answers,
+    Array.from({ length: 100 }, (_, i) => [i, 'answer']),
+    'each once, leader first, then in join order',
+  );
   t.equal(shared.inFlight(), 0, 'the key is released');
   t.throws(() => call.finish('again'), /no call in flight/, 'no second call was made');
 });
@@ -49,7 +55,7 @@ t.test('joiners arriving over several turns of the event loop while the call is 
   }
   const outcomes = await Promise.all(asks);
   t.equal(starts, 1);
-  t.same(new Set(outcomes), new Set([1]), 'all got the one call\'s outcome');
+  t.same(new Set(outcomes), new Set([1]), "all got the one call's outcome");
   t.equal(await ask(), 2, 'a later caller gets a new call');
 });
 
@@ -99,13 +105,25 @@ t.test('a throwing joiner does not hurt the others', async (t) => {
   const call = controlledStart<string>();
   const got: number[] = [];
   const boom = new Error('client gone');
-  shared.join('k', call.start, () => { got.push(0); throw boom; });
+  shared.join('k', call.start, () => {
+    got.push(0);
+    throw boom;
+  });
   shared.join('k', call.start, () => got.push(1));
-  shared.join('k', call.start, () => { throw boom; });
+  shared.join('k', call.start, () => {
+    throw boom;
+  });
   shared.join('k', call.start, () => got.push(3));
   call.finish('x');
   t.same(got, [0, 1, 3], 'every other joiner got the outcome');
-  t.same(reported, [[boom, 'k'], [boom, 'k']], 'both throws were reported');
+  t.same(
+    reported,
+    [
+      [boom, 'k'],
+      [boom, 'k'],
+    ],
+    'both throws were reported',
+  );
   t.equal(shared.inFlight(), 0, 'the key is released');
 });
 
@@ -115,8 +133,12 @@ t.test('without a reporter, the first throw surfaces from done after all are ans
   const got: number[] = [];
   const first = new Error('first');
   shared.join('k', call.start, () => got.push(0));
-  shared.join('k', call.start, () => { throw first; });
-  shared.join('k', call.start, () => { throw new Error('second'); });
+  shared.join('k', call.start, () => {
+    throw first;
+  });
+  shared.join('k', call.start, () => {
+    throw new Error('second');
+  });
   shared.join('k', call.start, () => got.push(3));
   t.throws(() => call.finish('x'), first);
   t.same(got, [0, 3]);
@@ -127,7 +149,13 @@ t.test('done is honoured once', async (t) => {
   const shared = createInFlight<string>();
   let saved: ((o: string) => void) | undefined;
   const got: string[] = [];
-  shared.join('k', (done) => { saved = done; }, (o) => got.push(o));
+  shared.join(
+    'k',
+    (done) => {
+      saved = done;
+    },
+    (o) => got.push(o),
+  );
   saved!('one');
   saved!('two');
   t.same(got, ['one']);
@@ -136,17 +164,35 @@ t.test('done is honoured once', async (t) => {
 t.test('done called synchronously inside start', async (t) => {
   const shared = createInFlight<string>();
   const got: string[] = [];
-  shared.join('k', (done) => done('now'), (o) => got.push(o));
+  shared.join(
+    'k',
+    (done) => done('now'),
+    (o) => got.push(o),
+  );
   t.same(got, ['now']);
   t.equal(shared.inFlight(), 0);
 });
 
 t.test('a start that throws releases the key and tells the leader', async (t) => {
   const shared = createInFlight<string>();
-  t.throws(() => shared.join('k', () => { throw new Error('no upstream'); }, () => t.fail('not answered')), /no upstream/);
+  t.throws(
+    () =>
+      shared.join(
+        'k',
+        () => {
+          throw new Error('no upstream');
+        },
+        () => t.fail('not answered'),
+      ),
+    /no upstream/,
+  );
   t.equal(shared.inFlight(), 0);
   const got: string[] = [];
-  shared.join('k', (done) => done('fresh'), (o) => got.push(o));
+  shared.join(
+    'k',
+    (done) => done('fresh'),
+    (o) => got.push(o),
+  );
   t.same(got, ['fresh'], 'the next caller starts afresh');
 });
 
@@ -157,19 +203,33 @@ t.test('a follower gets its own id from the shared whole answer', async (t) => {
   const bodies: string[] = [];
   for (const id of clientIds) shared.join('k', call.start, (answer) => bodies.push(rewriteId(answer, id)!.toString()));
   call.finish(Buffer.from('{"jsonrpc":"2.0","id":77,"result":"0x10"}'));
-  t.same(bodies, clientIds.map((id) => `{"jsonrpc":"2.0","id":${id},"result":"0x10"}`));
+  t.same(
+    bodies,
+    clientIds.map((id) => `{"jsonrpc":"2.0","id":${id},"result":"0x10"}`),
+  );
 });
 
 t.test('dedupKeyFor', async (t) => {
   for (const method of [
-    'eth_sendRawTransaction', 'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter',
-    'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_uninstallFilter', 'eth_subscribe', 'eth_unsubscribe',
-  ]) t.equal(dedupKeyFor('mainnet', method, []), null, `${method} is never shared`);
+    'eth_sendRawTransaction',
+    'eth_newFilter',
+    'eth_newBlockFilter',
+    'eth_newPendingTransactionFilter',
+    'eth_getFilterChanges',
+    'eth_getFilterLogs',
+    'eth_uninstallFilter',
+    'eth_subscribe',
+    'eth_unsubscribe',
+  ])
+    t.equal(dedupKeyFor('mainnet', method, []), null, `${method} is never shared`);
   const address = `0x${'Ab'.repeat(20)}`;
   const call = dedupKeyFor('mainnet', 'eth_call', [{ to: address, data: '0x01' }, 'latest']);
   t.equal(call, `"mainnet"["eth_call",{"data":"0x01","to":"${address.toLowerCase()}"},"latest"]`);
-  t.equal(dedupKeyFor('mainnet', 'eth_call', [{ data: '0x01', to: address.toLowerCase(), gas: null }, 'latest', null]), call,
-    'member order, hex case and nulls do not matter');
+  t.equal(
+    dedupKeyFor('mainnet', 'eth_call', [{ data: '0x01', to: address.toLowerCase(), gas: null }, 'latest', null]),
+    call,
+    'member order, hex case and nulls do not matter',
+  );
   t.not(dedupKeyFor('sepolia', 'eth_call', [{ to: address, data: '0x01' }, 'latest']), call, 'the chain is in the key');
   t.not(dedupKeyFor('mainnet', 'eth_call', [{ to: address, data: '0x01' }, 'pending']), call, 'the block is in the key');
   t.not(dedupKeyFor('mainnet', 'eth_estimateGas', [{ to: address, data: '0x01' }, 'latest']), call, 'the method is in the key');
@@ -184,7 +244,11 @@ t.test('the registry is renewed under churn without losing a call in flight acro
   // Many short calls, enough to renew the registry's map a few times, while 'long' stays in flight.
   let short = 0;
   for (let i = 0; i < RENEW_AFTER_SETS * 3 + 7; i++) {
-    shared.join(`k${i}`, (done) => done(`v${i}`), () => short++);
+    shared.join(
+      `k${i}`,
+      (done) => done(`v${i}`),
+      () => short++,
+    );
   }
   t.equal(short, RENEW_AFTER_SETS * 3 + 7, 'every short call answered');
   t.equal(shared.inFlight(), 1, 'only the long call is in flight');

@@ -28,9 +28,15 @@ t.test('the gateway ids run 1..GATEWAY_IDS in turn, the client id stays home', a
   for (let i = 0; i < 2 * GATEWAY_IDS + 1; i++) forwardCall(node, 1000, 'eth_getBalance', '["0x01","latest"]', '"client-7"', sink);
   const calls = node.bodies.map((b) => JSON.parse(b) as { jsonrpc: string; id: unknown; method: string; params: unknown });
   t.same(calls[0], { jsonrpc: '2.0', id: calls[0]!.id, method: 'eth_getBalance', params: ['0x01', 'latest'] });
-  t.notOk(node.bodies.some((b) => b.includes('client-7')), "the client's id never reaches the node");
+  t.notOk(
+    node.bodies.some((b) => b.includes('client-7')),
+    "the client's id never reaches the node",
+  );
   const ids = calls.map((c) => c.id as number);
-  t.ok(ids.every((id) => Number.isInteger(id) && id >= 1 && id <= GATEWAY_IDS), 'every id is an integer in 1..GATEWAY_IDS');
+  t.ok(
+    ids.every((id) => Number.isInteger(id) && id >= 1 && id <= GATEWAY_IDS),
+    'every id is an integer in 1..GATEWAY_IDS',
+  );
   t.equal(new Set(ids.slice(0, GATEWAY_IDS)).size, GATEWAY_IDS, 'GATEWAY_IDS calls in a row carry different ids');
   for (let i = 1; i < ids.length; i++) {
     if (ids[i] !== (ids[i - 1]! % GATEWAY_IDS) + 1) t.fail(`call ${i} has id ${ids[i]} after ${ids[i - 1]}`);

@@ -18,7 +18,9 @@ const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A chain runtime over `urls`, its health checks not started: no head is known until one is reported. */
 function chainOver(t: Test, urls: string[]): ChainRuntime {
-  return pipelineContext(t, { chains: { devnet: { chain_id: 31337, timeout_s: 2, upstreams: urls.map((url) => ({ url })) } } }).chain('devnet');
+  return pipelineContext(t, { chains: { devnet: { chain_id: 31337, timeout_s: 2, upstreams: urls.map((url) => ({ url })) } } }).chain(
+    'devnet',
+  );
 }
 
 /** Takes the upstream at `index` out of rotation, as three failed calls do. */
@@ -34,7 +36,7 @@ async function until(done: () => boolean, what: string, ms = 5000): Promise<void
   }
 }
 
-t.test('the gateway\'s own head: one poll at a time, shared by concurrent callers, at most once a second', async (t) => {
+t.test("the gateway's own head: one poll at a time, shared by concurrent callers, at most once a second", async (t) => {
   const node = await anvilFor(t);
   await result(node.url, 'anvil_mine', ['0xa']);
   const proxy = await countingProxy(t, node.url);
@@ -54,7 +56,7 @@ t.test('the gateway\'s own head: one poll at a time, shared by concurrent caller
   t.equal(proxy.count('eth_blockNumber'), 3);
 });
 
-t.test('the health tracker\'s head comes first; fresh() gives the higher of it and a node\'s answer', async (t) => {
+t.test("the health tracker's head comes first; fresh() gives the higher of it and a node's answer", async (t) => {
   const node = await anvilFor(t);
   await result(node.url, 'anvil_mine', ['0x5']);
   const proxy = await countingProxy(t, node.url);
@@ -77,10 +79,17 @@ t.test('a node that cannot answer with a head is passed over; with none, the hea
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, result: `0x${'1'.repeat(40_000)}` });
     socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
   });
-  for (const [why, bad] of [['unreachable', dead], ['answers megabytes', huge.url]] as const) {
+  for (const [why, bad] of [
+    ['unreachable', dead],
+    ['answers megabytes', huge.url],
+  ] as const) {
     const chain = chainOver(t, [bad, node.url]);
     failing(chain, 1);
-    t.same(upstreamsInTurn(chain).map((u) => u.label), [chain.upstreams[0]!.label, chain.upstreams[1]!.label], `${why}: the chain's pick first, then the rest`);
+    t.same(
+      upstreamsInTurn(chain).map((u) => u.label),
+      [chain.upstreams[0]!.label, chain.upstreams[1]!.label],
+      `${why}: the chain's pick first, then the rest`,
+    );
     t.equal(await chainHead(chain).fresh(), 7, `${why}: the next node answers`);
   }
   const none = chainOver(t, [dead]);
@@ -89,7 +98,11 @@ t.test('a node that cannot answer with a head is passed over; with none, the hea
   const inTurn = chainOver(t, [dead, node.url, huge.url]);
   failing(inTurn, 0);
   failing(inTurn, 2);
-  t.same(upstreamsInTurn(inTurn).map((u) => u.label), [1, 0, 2].map((i) => inTurn.upstreams[i]!.label), 'the pick, then the others in configured order');
+  t.same(
+    upstreamsInTurn(inTurn).map((u) => u.label),
+    [1, 0, 2].map((i) => inTurn.upstreams[i]!.label),
+    'the pick, then the others in configured order',
+  );
 });
 
 /** Follows `chain`'s blocks every 30 ms, collecting what is delivered; stopped at teardown. */
@@ -115,13 +128,24 @@ t.test('followBlocks: every block after the start once, in order, with its paren
   const fromZero = follow(t, chain, 0);
   await until(() => fromZero.blocks.length >= 2 && proxy.count('eth_getBlockByNumber') >= 4, 'the first polls');
   t.same(fromNull.blocks, [], 'from null: the first block seen is the start, not news');
-  t.same(fromZero.blocks.map((b) => b.number), [1, 2], 'from 0: the blocks mined since');
+  t.same(
+    fromZero.blocks.map((b) => b.number),
+    [1, 2],
+    'from 0: the blocks mined since',
+  );
   await result(node.url, 'anvil_mine', ['0x3']);
   await until(() => fromNull.blocks.length >= 3 && fromZero.blocks.length >= 5, 'the new blocks');
   await tick(100);
   const hashes = await hashesOf(node.url, 1, 5);
-  t.same(fromZero.blocks.map((b) => [b.number, b.hash]), [1, 2, 3, 4, 5].map((n) => [n, hashes[n - 1]]), 'each once, in order');
-  t.same(fromNull.blocks.map((b) => b.hash), hashes.slice(2));
+  t.same(
+    fromZero.blocks.map((b) => [b.number, b.hash]),
+    [1, 2, 3, 4, 5].map((n) => [n, hashes[n - 1]]),
+    'each once, in order',
+  );
+  t.same(
+    fromNull.blocks.map((b) => b.hash),
+    hashes.slice(2),
+  );
   for (let i = 1; i < fromZero.blocks.length; i++) t.equal(fromZero.blocks[i]!.parentHash, fromZero.blocks[i - 1]!.hash);
 
   fromZero.stop();
@@ -154,7 +178,16 @@ t.test('followBlocks: a reorg delivers the replaced blocks again, from the fork'
   await tick(100);
   const after = await hashesOf(node.url, 3, 5);
   t.not(after[0], before[0], 'block 3 was replaced');
-  t.same(f.blocks.map((b) => [b.number, b.hash]), [[3, before[0]], [4, before[1]], [3, after[0]], [4, after[1]], [5, after[2]]]);
+  t.same(
+    f.blocks.map((b) => [b.number, b.hash]),
+    [
+      [3, before[0]],
+      [4, before[1]],
+      [3, after[0]],
+      [4, after[1]],
+      [5, after[2]],
+    ],
+  );
 });
 
 t.test('followBlocks: after a long silence only the newest 128 blocks are fetched', async (t) => {
@@ -165,6 +198,10 @@ t.test('followBlocks: after a long silence only the newest 128 blocks are fetche
   const f = follow(t, chainOver(t, [proxy.url]), 0);
   await until(() => f.blocks.length >= 128, '128 blocks');
   await tick(100);
-  t.same(f.blocks.map((b) => b.number), Array.from({ length: 128 }, (_, i) => 200 - 127 + i), 'blocks 73 to 200, in order');
+  t.same(
+    f.blocks.map((b) => b.number),
+    Array.from({ length: 128 }, (_, i) => 200 - 127 + i),
+    'blocks 73 to 200, in order',
+  );
   t.ok(proxy.count('eth_getBlockByNumber') < 140, `no older block was asked for (${proxy.count('eth_getBlockByNumber')} calls)`);
 });

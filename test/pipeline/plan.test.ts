@@ -38,7 +38,8 @@ t.test('the rate limit comes first and counts every item, valid or not', async (
   const plan = (it: ParsedItem): ItemPlan => planItem(s.ctx, s.chain('devnet'), limited, it, 'http');
   t.same(plan(call(1, 'eth_chainId')), { answer: '{"jsonrpc":"2.0","id":1,"result":"0x7a69"}', outcome: 'ok' });
   t.same(plan(item({ id: 2, params: [] })), {
-    answer: '{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"invalid request: \'method\' must be a string"}}', outcome: 'invalid_request',
+    answer: '{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"invalid request: \'method\' must be a string"}}',
+    outcome: 'invalid_request',
   });
   const { retryAfterMs, ...refused } = answerOf(plan(call(3, 'eth_chainId')));
   t.same(refused, { answer: '{"jsonrpc":"2.0","id":3,"error":{"code":-32005,"message":"Rate limit exceeded"}}', outcome: 'rate_limited' });
@@ -62,15 +63,32 @@ t.test('method and params are checked before the balance; refusals cost nothing'
   chainHead(devnet).note(5000);
   const cases: Array<[string, ParsedItem, string, string]> = [
     ['an unknown method', call(1, 'eth_mine'), 'method_not_found', 'Method not found: eth_mine is not served by this gateway'],
-    ['a subscription over HTTP', call(2, 'eth_subscribe', ['newHeads']), 'method_not_found', 'eth_subscribe needs a WebSocket connection: open the same URL with wss:// (or ws://)'],
+    [
+      'a subscription over HTTP',
+      call(2, 'eth_subscribe', ['newHeads']),
+      'method_not_found',
+      'eth_subscribe needs a WebSocket connection: open the same URL with wss:// (or ws://)',
+    ],
     ['a bad address', call(3, 'eth_getBalance', ['0x1234']), 'invalid_params', ''],
-    ['a log range over max_logs_block_range', call(4, 'eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x65' }]), 'invalid_params',
-      'eth_getLogs block range of 101 blocks is larger than the limit of 100 (chains.devnet.max_logs_block_range)'],
-    ['an open-ended range counts to the head', call(5, 'eth_newFilter', [{ fromBlock: '0x1000' }]), 'invalid_params',
-      'eth_getLogs block range of 905 blocks is larger than the limit of 100 (chains.devnet.max_logs_block_range)'],
-    ['a pending filter of whole transactions', call(6, 'eth_newPendingTransactionFilter', [true]), 'invalid_params',
-      'eth_newPendingTransactionFilter with fullTransactions is not served: the gateway\'s filters report transaction hashes; '
-      + 'use eth_subscribe(\'newPendingTransactions\', true) over a WebSocket for whole transactions'],
+    [
+      'a log range over max_logs_block_range',
+      call(4, 'eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x65' }]),
+      'invalid_params',
+      'eth_getLogs block range of 101 blocks is larger than the limit of 100 (chains.devnet.max_logs_block_range)',
+    ],
+    [
+      'an open-ended range counts to the head',
+      call(5, 'eth_newFilter', [{ fromBlock: '0x1000' }]),
+      'invalid_params',
+      'eth_getLogs block range of 905 blocks is larger than the limit of 100 (chains.devnet.max_logs_block_range)',
+    ],
+    [
+      'a pending filter of whole transactions',
+      call(6, 'eth_newPendingTransactionFilter', [true]),
+      'invalid_params',
+      "eth_newPendingTransactionFilter with fullTransactions is not served: the gateway's filters report transaction hashes; " +
+        "use eth_subscribe('newPendingTransactions', true) over a WebSocket for whole transactions",
+    ],
     ['a valid call without the RU for it', call(7, 'eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x64' }]), 'insufficient_balance', ''],
   ];
   for (const [why, it, error, message] of cases) {
@@ -82,39 +100,69 @@ t.test('method and params are checked before the balance; refusals cost nothing'
     else if (error === 'invalid_params') t.match(body.error.message, /^invalid params: /);
   }
   const statuses = usageRows(s).map((r) => `${r.method} ${r.status} ${r.ru}`);
-  t.same(statuses, [
-    'eth_getBalance -32602 0', 'eth_getLogs -32602 0', 'eth_getLogs 402 0', 'eth_mine -32601 0', 'eth_newFilter -32602 0',
-    'eth_newPendingTransactionFilter -32602 0', 'eth_subscribe -32601 0',
-  ], 'each refusal counted under its status: the JSON-RPC code, or the HTTP status of a limit');
+  t.same(
+    statuses,
+    [
+      'eth_getBalance -32602 0',
+      'eth_getLogs -32602 0',
+      'eth_getLogs 402 0',
+      'eth_mine -32601 0',
+      'eth_newFilter -32602 0',
+      'eth_newPendingTransactionFilter -32602 0',
+      'eth_subscribe -32601 0',
+    ],
+    'each refusal counted under its status: the JSON-RPC code, or the HTTP status of a limit',
+  );
   t.equal(storedBalance(s, ownerId), 0);
 });
 
-t.test('an admitted call: answered locally and charged, forwarded with its RU set aside, or left to the connection or the filters', async (t) => {
-  const s = pipelineContext(t, devnetOnly());
-  const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 1000 });
-  const devnet = s.chain('devnet');
-  const ledger = s.ctx.tenancy.ledger;
+t.test(
+  'an admitted call: answered locally and charged, forwarded with its RU set aside, or left to the connection or the filters',
+  async (t) => {
+    const s = pipelineContext(t, devnetOnly());
+    const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 1000 });
+    const devnet = s.chain('devnet');
+    const ledger = s.ctx.tenancy.ledger;
 
-  t.same(planItem(s.ctx, devnet, caller, call(1, 'eth_chainId'), 'ws'), { answer: resultBody('1', '"0x7a69"'), outcome: 'ok' }, 'eth_chainId: answered here');
-  t.equal(ledger.available(ownerId), 995, 'and charged its 5 RU');
+    t.same(
+      planItem(s.ctx, devnet, caller, call(1, 'eth_chainId'), 'ws'),
+      { answer: resultBody('1', '"0x7a69"'), outcome: 'ok' },
+      'eth_chainId: answered here',
+    );
+    t.equal(ledger.available(ownerId), 995, 'and charged its 5 RU');
 
-  const forwarded = planItem(s.ctx, devnet, caller, item({ id: 'a', method: 'eth_getBalance', params: [DEV_ADDRESS] }), 'http');
-  t.match(forwarded, {
-    forward: { method: 'eth_getBalance', params: [DEV_ADDRESS, 'latest'], paramsJson: `["${DEV_ADDRESS}","latest"]`, idText: '"a"', admission: { ok: true, ru: 15, reservation: { ownerId, ru: 15 } } },
-  }, 'the params as forwarded, the omitted block filled in');
-  t.equal(ledger.available(ownerId), 980, 'its RU reserved, not yet charged');
+    const forwarded = planItem(s.ctx, devnet, caller, item({ id: 'a', method: 'eth_getBalance', params: [DEV_ADDRESS] }), 'http');
+    t.match(
+      forwarded,
+      {
+        forward: {
+          method: 'eth_getBalance',
+          params: [DEV_ADDRESS, 'latest'],
+          paramsJson: `["${DEV_ADDRESS}","latest"]`,
+          idText: '"a"',
+          admission: { ok: true, ru: 15, reservation: { ownerId, ru: 15 } },
+        },
+      },
+      'the params as forwarded, the omitted block filled in',
+    );
+    t.equal(ledger.available(ownerId), 980, 'its RU reserved, not yet charged');
 
-  const sub = planItem(s.ctx, devnet, caller, call(2, 'eth_subscribe', ['newHeads']), 'ws');
-  t.match(sub, { local: { method: 'eth_subscribe', params: ['newHeads'], idText: '2', admission: { ok: true, ru: 10 } } }, 'a subscription over a WebSocket is the connection\'s');
+    const sub = planItem(s.ctx, devnet, caller, call(2, 'eth_subscribe', ['newHeads']), 'ws');
+    t.match(
+      sub,
+      { local: { method: 'eth_subscribe', params: ['newHeads'], idText: '2', admission: { ok: true, ru: 10 } } },
+      "a subscription over a WebSocket is the connection's",
+    );
 
-  const filter = planItem(s.ctx, devnet, caller, call(3, 'eth_newBlockFilter'), 'http');
-  if (!('pending' in filter)) throw new Error('a filter call is answered by the gateway\'s filters');
-  const answered: PlannedAnswer = await filter.pending;
-  t.match(answered, { answer: /^\{"jsonrpc":"2.0","id":3,"result":"0x[0-9a-f]+"\}$/, outcome: 'ok' });
+    const filter = planItem(s.ctx, devnet, caller, call(3, 'eth_newBlockFilter'), 'http');
+    if (!('pending' in filter)) throw new Error("a filter call is answered by the gateway's filters");
+    const answered: PlannedAnswer = await filter.pending;
+    t.match(answered, { answer: /^\{"jsonrpc":"2.0","id":3,"result":"0x[0-9a-f]+"\}$/, outcome: 'ok' });
 
-  const pub = planItem(s.ctx, devnet, publicCaller(s), call(4, 'eth_getBalance', [DEV_ADDRESS, 'latest']), 'http');
-  t.match(pub, { forward: { admission: { ok: true, reservation: null, ru: 15 } } }, 'a public call is priced, never reserved');
-});
+    const pub = planItem(s.ctx, devnet, publicCaller(s), call(4, 'eth_getBalance', [DEV_ADDRESS, 'latest']), 'http');
+    t.match(pub, { forward: { admission: { ok: true, reservation: null, ru: 15 } } }, 'a public call is priced, never reserved');
+  },
+);
 
 t.test('an eth_getLogs range is checked against the head only when one is known (fail-open)', async (t) => {
   const s = pipelineContext(t, devnetOnly());
@@ -122,13 +170,31 @@ t.test('an eth_getLogs range is checked against the head only when one is known 
   const wide = call(1, 'eth_getLogs', [{ fromBlock: '0x0' }]);
   t.match(planItem(s.ctx, devnet, publicCaller(s), wide, 'http'), { forward: { method: 'eth_getLogs' } }, 'no head: forwarded');
   chainHead(devnet).note(100);
-  t.match(planItem(s.ctx, devnet, publicCaller(s), wide, 'http'), { answer: /block range of 101 blocks/, outcome: 'invalid_params' }, 'head 100: 101 blocks');
+  t.match(
+    planItem(s.ctx, devnet, publicCaller(s), wide, 'http'),
+    { answer: /block range of 101 blocks/, outcome: 'invalid_params' },
+    'head 100: 101 blocks',
+  );
 });
 
 /** collectCall's answer for one planned forward. */
-function collect(s: PipelineSetup, slug: string, caller: ReturnType<typeof keyedCaller>['caller'], f: Forward, maxBytes?: number): Promise<{ answer: string; outcome: string }> {
+function collect(
+  s: PipelineSetup,
+  slug: string,
+  caller: ReturnType<typeof keyedCaller>['caller'],
+  f: Forward,
+  maxBytes?: number,
+): Promise<{ answer: string; outcome: string }> {
   return new Promise((resolve) => {
-    collectCall(s.ctx, s.chain(slug), caller, f, (answer, outcome) => resolve({ answer: answer.toString(), outcome }), maxBytes, 'websocket.max_answer_bytes');
+    collectCall(
+      s.ctx,
+      s.chain(slug),
+      caller,
+      f,
+      (answer, outcome) => resolve({ answer: answer.toString(), outcome }),
+      maxBytes,
+      'websocket.max_answer_bytes',
+    );
   });
 }
 
@@ -141,16 +207,28 @@ function forwardOf(plan: ItemPlan): Forward {
 const returnsZeros = (bytes: number): string => `0x62${bytes.toString(16).padStart(6, '0')}6000f3`;
 const BIG = '0x00000000000000000000000000000000000000b1';
 
-t.test('collectCall: a real node\'s answer, whole or large, charged by its size; too large for the limit, refunded', async (t) => {
+t.test("collectCall: a real node's answer, whole or large, charged by its size; too large for the limit, refunded", async (t) => {
   const node = await anvilFor(t);
   const s = pipelineContext(t, devnetOnly(node.url));
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 1000 });
   const ru = s.ctx.tenancy.ruCost('eth_call');
   const plan = (id: number, bytes: number): Forward =>
-    forwardOf(planItem(s.ctx, s.chain('devnet'), caller, call(id, 'eth_call', [{ to: BIG, data: '0x' }, 'latest', { [BIG]: { code: returnsZeros(bytes) } }]), 'ws'));
+    forwardOf(
+      planItem(
+        s.ctx,
+        s.chain('devnet'),
+        caller,
+        call(id, 'eth_call', [{ to: BIG, data: '0x' }, 'latest', { [BIG]: { code: returnsZeros(bytes) } }]),
+        'ws',
+      ),
+    );
 
   const small = await collect(s, 'devnet', caller, plan(1, 32));
-  t.same(small, { answer: `{"jsonrpc":"2.0","id":1,"result":"0x${'0'.repeat(64)}"}`, outcome: 'ok' }, 'a whole answer, with the client\'s id');
+  t.same(
+    small,
+    { answer: `{"jsonrpc":"2.0","id":1,"result":"0x${'0'.repeat(64)}"}`, outcome: 'ok' },
+    "a whole answer, with the client's id",
+  );
 
   const large = await collect(s, 'devnet', caller, plan(2, 600_000));
   t.equal(large.outcome, 'ok');
@@ -158,15 +236,20 @@ t.test('collectCall: a real node\'s answer, whole or large, charged by its size;
 
   const tooLarge = await collect(s, 'devnet', caller, plan(3, 600_000), 1_000_000);
   t.same(tooLarge, {
-    answer: '{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"The answer is larger than the limit of 1000000 bytes (websocket.max_answer_bytes); ask for less, or use HTTP, which streams"}}',
+    answer:
+      '{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"The answer is larger than the limit of 1000000 bytes (websocket.max_answer_bytes); ask for less, or use HTTP, which streams"}}',
     outcome: 'upstream_error',
   });
   await new Promise((r) => setTimeout(r, 50));
   const endpointId = caller.auth!.endpointId;
-  t.same(usageRows(s), [
-    { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_call', status: 0, requests: 2, ru: ru + 2 * ru },
-    { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_call', status: 502, requests: 1, ru: 0 },
-  ], 'the 1.2 MB answer costs twice; the one over the limit nothing');
+  t.same(
+    usageRows(s),
+    [
+      { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_call', status: 0, requests: 2, ru: ru + 2 * ru },
+      { owner_id: ownerId, endpoint_id: endpointId, method: 'eth_call', status: 502, requests: 1, ru: 0 },
+    ],
+    'the 1.2 MB answer costs twice; the one over the limit nothing',
+  );
   t.equal(storedBalance(s, ownerId), 1000 - 3 * ru);
 });
 
@@ -175,10 +258,19 @@ t.test('collectCall: an upstream failure is a 502 answer, refunded and logged fo
   const s = pipelineContext(t, devnetOnly(broken.url));
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 100 });
   const f = forwardOf(planItem(s.ctx, s.chain('devnet'), caller, call(9, 'eth_getBalance', [DEV_ADDRESS, 'latest']), 'ws'));
-  t.same(await collect(s, 'devnet', caller, f), { answer: '{"jsonrpc":"2.0","id":9,"error":{"code":-32603,"message":"Upstream node error"}}', outcome: 'upstream_error' });
+  t.same(await collect(s, 'devnet', caller, f), {
+    answer: '{"jsonrpc":"2.0","id":9,"error":{"code":-32603,"message":"Upstream node error"}}',
+    outcome: 'upstream_error',
+  });
   t.equal(broken.requests.length, 1, 'the node was asked once (no other to try)');
-  t.same(usageRows(s).map((r) => [r.method, r.status, r.ru]), [['eth_getBalance', 502, 0]]);
+  t.same(
+    usageRows(s).map((r) => [r.method, r.status, r.ru]),
+    [['eth_getBalance', 502, 0]],
+  );
   t.equal(storedBalance(s, ownerId), 100);
-  t.same(s.logLines.filter((l) => l.includes('upstream calls fail')), [`warn upstream calls fail chain=devnet upstream=${broken.url} reason="upstream answered HTTP 500"`],
-    'the failure is logged with its chain, upstream and reason');
+  t.same(
+    s.logLines.filter((l) => l.includes('upstream calls fail')),
+    [`warn upstream calls fail chain=devnet upstream=${broken.url} reason="upstream answered HTTP 500"`],
+    'the failure is logged with its chain, upstream and reason',
+  );
 });

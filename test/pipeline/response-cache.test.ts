@@ -19,9 +19,16 @@ t.test('hits and misses are counted and results come back as stored', async (t) 
   t.equal(text(cache, 'mainnet', keyOf(1)), resultOf(1, 10));
   t.equal(text(cache, 'mainnet', keyOf(1)), resultOf(1, 10));
   t.equal(text(cache, 'mainnet', keyOf(2)), undefined);
-  t.same(cache.stats(), {
-    entries: 1, bytes: resultOf(1, 10).length + ENTRY_OVERHEAD_BYTES, hits: 2, misses: 2,
-  }, 'size is the result plus the fixed overhead of an entry');
+  t.same(
+    cache.stats(),
+    {
+      entries: 1,
+      bytes: resultOf(1, 10).length + ENTRY_OVERHEAD_BYTES,
+      hits: 2,
+      misses: 2,
+    },
+    'size is the result plus the fixed overhead of an entry',
+  );
   cache.set('mainnet', keyOf(1), '"replaced"');
   t.equal(text(cache, 'mainnet', keyOf(1)), '"replaced"', 'a set replaces');
   t.equal(cache.stats().entries, 1);
@@ -104,7 +111,10 @@ t.test('max_bytes bounds the memory held, huge keys included', async (t) => {
   const held = after.heapUsed + after.external - before.heapUsed - before.external;
   const { bytes, entries } = cache.stats();
   t.ok(bytes <= maxBytes && bytes > maxBytes * 0.9, `full: ${entries} entries, ${bytes} bytes counted`);
-  t.ok(held < maxBytes * 1.25, `the process holds ${(held / 1048576).toFixed(1)} MB for ${(maxBytes / 1048576).toFixed(0)} MB of max_bytes`);
+  t.ok(
+    held < maxBytes * 1.25,
+    `the process holds ${(held / 1048576).toFixed(1)} MB for ${(maxBytes / 1048576).toFixed(0)} MB of max_bytes`,
+  );
 });
 
 t.test('short calls are their own key, long ones keyed by digest: both kept apart per chain', async (t) => {

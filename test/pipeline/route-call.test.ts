@@ -101,7 +101,10 @@ function standIn(label: string, behave: (method: string) => Behaviour): StandIn 
 
 /** A chain over stand-ins; selection always takes the first node in rotation not yet tried. */
 function chainOf(nodes: StandIn[], timeoutMs = 2000, freshHead: number | null = null): RoutedChain & { writes: number } {
-  const health = createChainHealth(nodes.map((n) => n.label), { maxLagBlocks: 5, random: () => 0 });
+  const health = createChainHealth(
+    nodes.map((n) => n.label),
+    { maxLagBlocks: 5, random: () => 0 },
+  );
   const chain = {
     upstreams: nodes,
     health,
@@ -124,7 +127,12 @@ interface Outcome {
 }
 
 /** Routes one call and resolves with what the client would get. */
-function route(chain: RoutedChain, method: string, params: unknown[] = [], idText = '"client-id"'): { done: Promise<Outcome>; abort(): void } {
+function route(
+  chain: RoutedChain,
+  method: string,
+  params: unknown[] = [],
+  idText = '"client-id"',
+): { done: Promise<Outcome>; abort(): void } {
   let resolve!: (o: Outcome) => void;
   const done = new Promise<Outcome>((r) => (resolve = r));
   const parts: Buffer[] = [];
@@ -137,7 +145,13 @@ function route(chain: RoutedChain, method: string, params: unknown[] = [], idTex
     },
     end: () => resolve({ kind: 'streamed', body: Buffer.concat(parts).toString() }),
     fail(started, reason, failure) {
-      resolve({ kind: started ? 'cut' : 'failed', body: '', reason, ...(failure ? { failure } : {}), ...(sink.failedUpstream !== undefined ? { failedUpstream: sink.failedUpstream } : {}) });
+      resolve({
+        kind: started ? 'cut' : 'failed',
+        body: '',
+        reason,
+        ...(failure ? { failure } : {}),
+        ...(sink.failedUpstream !== undefined ? { failedUpstream: sink.failedUpstream } : {}),
+      });
     },
   };
   const call = routeCall(chain, method, JSON.stringify(params), idText, sink);
@@ -152,8 +166,20 @@ t.test('a node that cannot be reached is retried once on another, never on a thi
   const chain = chainOf(nodes);
   const r = await route(chain, 'eth_getBalance', BALANCE).done;
   t.match(r, { kind: 'failed', failure: { kind: 'connect' }, failedUpstream: 'b' });
-  t.same(nodes.map((n) => n.bodies.length), [1, 1, 0], 'a, then b, and no third attempt');
-  t.same(chain.health.upstreams.map((u) => [u.inflight, u.status().calls, u.errorRate()]), [[0, 1, 1], [0, 1, 1], [0, 0, 0]], 'each failure counted once');
+  t.same(
+    nodes.map((n) => n.bodies.length),
+    [1, 1, 0],
+    'a, then b, and no third attempt',
+  );
+  t.same(
+    chain.health.upstreams.map((u) => [u.inflight, u.status().calls, u.errorRate()]),
+    [
+      [0, 1, 1],
+      [0, 1, 1],
+      [0, 0, 0],
+    ],
+    'each failure counted once',
+  );
 });
 
 t.test('every retriable failure moves the call; a node error answer does not', async (t) => {
@@ -171,7 +197,8 @@ t.test('every retriable failure moves the call; a node error answer does not', a
     const a = standIn('a', () => behaviour);
     const b = standIn('b', () => ({ result: '0x2a' }));
     const r = await route(chainOf([a, b]), 'eth_call', [{ to: '0x' + '22'.repeat(20) }, 'latest']).done;
-    if (moved) t.same(r, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x2a"}' }, `${what}: answered by the other node`);
+    if (moved)
+      t.same(r, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x2a"}' }, `${what}: answered by the other node`);
     else t.notMatch(r.body, /0x2a/, `${what}: not moved`);
     t.equal(b.bodies.length, moved ? 1 : 0, `${what}: ${moved ? 'one' : 'no'} call to the other node`);
   }
@@ -201,14 +228,24 @@ t.test('"not there yet" answers are retried once; when the retry fails the first
   const notThere = { error: { code: -32000, message: 'header not found' } };
   const behind = standIn('behind', () => notThere);
   const ahead = standIn('ahead', () => ({ result: '0x64' }));
-  t.same(await route(chainOf([behind, ahead]), 'eth_getBalance', BALANCE).done, {
-    kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x64"}',
-  }, 'the node ahead answers');
+  t.same(
+    await route(chainOf([behind, ahead]), 'eth_getBalance', BALANCE).done,
+    {
+      kind: 'whole',
+      body: '{"jsonrpc":"2.0","id":"client-id","result":"0x64"}',
+    },
+    'the node ahead answers',
+  );
 
   const dead = standIn('dead', () => ({ fault: 'connect' }));
-  t.same(await route(chainOf([standIn('behind', () => notThere), dead]), 'eth_getBalance', BALANCE).done, {
-    kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","error":{"code":-32000,"message":"header not found"}}',
-  }, 'the first answer when the other node fails');
+  t.same(
+    await route(chainOf([standIn('behind', () => notThere), dead]), 'eth_getBalance', BALANCE).done,
+    {
+      kind: 'whole',
+      body: '{"jsonrpc":"2.0","id":"client-id","error":{"code":-32000,"message":"header not found"}}',
+    },
+    'the first answer when the other node fails',
+  );
 
   const both = [standIn('x', () => notThere), standIn('y', () => notThere), standIn('z', () => ({ result: '0x1' }))];
   const r = await route(chainOf(both), 'eth_getBalance', BALANCE).done;
@@ -230,7 +267,14 @@ t.test('a silent node gets a second attempt beside it after half the deadline; t
   t.same(r, { kind: 'whole', body: '{"jsonrpc":"2.0","id":"client-id","result":"0x7"}' });
   t.ok(took >= 190 && took < 390, `answered after the hedge at 200 ms, before the 400 ms deadline (${took} ms)`);
   t.equal(silent.aborted, 1, 'the silent attempt is dropped');
-  t.same(chain.health.upstreams.map((u) => [u.inflight, u.status().calls]), [[0, 0], [0, 1]], 'the dropped attempt is counted neither way');
+  t.same(
+    chain.health.upstreams.map((u) => [u.inflight, u.status().calls]),
+    [
+      [0, 0],
+      [0, 1],
+    ],
+    'the dropped attempt is counted neither way',
+  );
 
   // The first attempt answering after the hedge started still wins, and the hedge is dropped.
   const slow = standIn('slow', () => ({ result: '0x1', afterMs: 250 }));
@@ -246,7 +290,11 @@ t.test('a silent node gets a second attempt beside it after half the deadline; t
   setTimeout(() => routed.abort(), 600);
   await Promise.race([routed.done, new Promise((r) => setTimeout(r, 700))]);
   t.equal(mute[1]!.bodies.length, 1, 'the hedge went to the second node');
-  t.same(mute.map((m) => m.aborted), [1, 1], 'an abort drops every attempt');
+  t.same(
+    mute.map((m) => m.aborted),
+    [1, 1],
+    'an abort drops every attempt',
+  );
 });
 
 t.test('a call waiting on a node that turns suspected or failing is hedged then, not at half the deadline', async (t) => {
@@ -299,18 +347,24 @@ t.test('no upstream in rotation: the call fails at once and no node is asked', a
   for (const u of chain.health.upstreams) for (let k = 0; k < 3; k++) u.record('failed', 1);
   const r = await route(chain, 'eth_getBalance', BALANCE).done;
   t.match(r, { kind: 'failed', reason: 'no healthy upstream', failedUpstream: 'none-in-rotation' });
-  t.same(nodes.map((n) => n.bodies.length), [0, 0]);
+  t.same(
+    nodes.map((n) => n.bodies.length),
+    [0, 0],
+  );
   const tx = await route(chain, 'eth_sendRawTransaction', ['0x02']).done;
   t.match(tx, { kind: 'failed', reason: 'no healthy upstream' }, 'a transaction too');
 });
 
 t.test('eth_blockNumber: from a fresh head without a node, else forwarded and its answer noted as the head', async (t) => {
   const node = standIn('a', () => ({ result: '0x10' }));
-  t.same(await route(chainOf([node], 2000, 0x20), 'eth_blockNumber', [], '7').done, { kind: 'whole', body: '{"jsonrpc":"2.0","id":7,"result":"0x20"}' });
+  t.same(await route(chainOf([node], 2000, 0x20), 'eth_blockNumber', [], '7').done, {
+    kind: 'whole',
+    body: '{"jsonrpc":"2.0","id":7,"result":"0x20"}',
+  });
   t.equal(node.bodies.length, 0, 'no node asked');
   const chain = chainOf([node]);
   t.same(await route(chain, 'eth_blockNumber', [], '8').done, { kind: 'whole', body: '{"jsonrpc":"2.0","id":8,"result":"0x10"}' });
-  t.equal(chain.health.upstreams[0]!.head, 16, 'the answer is the node\'s head');
+  t.equal(chain.health.upstreams[0]!.head, 16, "the answer is the node's head");
 });
 
 t.test('a client that leaves drops its attempts and hears nothing more', async (t) => {
@@ -337,11 +391,18 @@ t.test('eth_sendRawTransaction: once to every node in rotation, first acceptance
   for (let k = 0; k < 3; k++) chain.health.upstreams[2]!.record('failed', 1);
   const r = await route(chain, 'eth_sendRawTransaction', [RAW], '1').done;
   t.same(r, { kind: 'whole', body: '{"jsonrpc":"2.0","id":1,"result":"0xabc"}' }, 'the acceptance, though the rejection came first');
-  t.same([reject, accept, out].map((n) => sentMethods(n)), [['eth_sendRawTransaction'], ['eth_sendRawTransaction'], []], 'once each, none to the node out of rotation');
+  t.same(
+    [reject, accept, out].map((n) => sentMethods(n)),
+    [['eth_sendRawTransaction'], ['eth_sendRawTransaction'], []],
+    'once each, none to the node out of rotation',
+  );
   t.equal(chain.writes, 1, 'the write is noted (heads known before it may be stale)');
 
   // Only "already known": the hash of the raw bytes is the answer.
-  const known = chainOf([standIn('k', () => ({ error: { code: -32000, message: 'already known' } })), standIn('f', () => ({ fault: 'reset' }))]);
+  const known = chainOf([
+    standIn('k', () => ({ error: { code: -32000, message: 'already known' } })),
+    standIn('f', () => ({ fault: 'reset' })),
+  ]);
   const k = await route(known, 'eth_sendRawTransaction', [RAW], '2').done;
   t.same(k, { kind: 'whole', body: `{"jsonrpc":"2.0","id":2,"result":"${keccak256(RAW)}"}` });
 
@@ -349,5 +410,8 @@ t.test('eth_sendRawTransaction: once to every node in rotation, first acceptance
   const failing = [standIn('x', () => ({ fault: 'reset' })), standIn('y', () => ({ status: 502, afterMs: 20 }))];
   const f = await route(chainOf(failing), 'eth_sendRawTransaction', [RAW], '3').done;
   t.match(f, { kind: 'failed', failure: { kind: 'reset' }, failedUpstream: 'x' });
-  t.same(failing.map((n) => n.bodies.length), [1, 1]);
+  t.same(
+    failing.map((n) => n.bodies.length),
+    [1, 1],
+  );
 });

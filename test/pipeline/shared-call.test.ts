@@ -24,7 +24,12 @@ type Heard =
   | { kind: 'failed'; started: boolean; reason: string; failure?: ForwardFailure; failedUpstream?: string };
 
 /** One forwarded call as the pipeline makes it, with what its sink heard. */
-interface Made { call: ForwardCall; f: Forward; heard: Promise<Heard>; settled(): boolean }
+interface Made {
+  call: ForwardCall;
+  f: Forward;
+  heard: Promise<Heard>;
+  settled(): boolean;
+}
 
 function make(s: PipelineSetup, method: string, params: unknown[], idText: string, ru = 20): Made {
   const f: Forward = { method, params, paramsJson: JSON.stringify(params), idText, admission: { ok: true, reservation: null, ru } };
@@ -50,7 +55,13 @@ function make(s: PipelineSetup, method: string, params: unknown[], idText: strin
     },
     end: () => settle({ kind: 'streamed', body: Buffer.concat(parts).toString(), began }),
     fail(started: boolean, reason: string, failure?: ForwardFailure) {
-      settle({ kind: 'failed', started, reason, ...(failure ? { failure } : {}), ...(sink.failedUpstream !== undefined ? { failedUpstream: sink.failedUpstream } : {}) });
+      settle({
+        kind: 'failed',
+        started,
+        reason,
+        ...(failure ? { failure } : {}),
+        ...(sink.failedUpstream !== undefined ? { failedUpstream: sink.failedUpstream } : {}),
+      });
     },
   };
   const call = sharedCall(s.ctx, s.chain('devnet'), f, sink);
@@ -67,21 +78,26 @@ async function until(done: () => boolean, what: string): Promise<void> {
 }
 
 /** The answer with its id replaced, to compare answers given to different callers. */
-const withId = (h: Heard, id: string): string => (h.kind === 'failed' ? '' : h.body.replace(/^\{"jsonrpc":"2.0","id":[^,]+,/, `{"jsonrpc":"2.0","id":${id},`));
+const withId = (h: Heard, id: string): string =>
+  h.kind === 'failed' ? '' : h.body.replace(/^\{"jsonrpc":"2.0","id":[^,]+,/, `{"jsonrpc":"2.0","id":${id},`);
 
 /** A real anvil at block 10 behind a counting proxy, and a context whose devnet chain goes through the proxy. */
 async function setup(t: Test, anvilArgs: string[] = []) {
   const node = await anvilFor(t, { args: anvilArgs });
   await result(node.url, 'anvil_mine', ['0xa']);
   const proxy = await countingProxy(t, node.url);
-  const s = pipelineContext(t, { chains: { devnet: { chain_id: 31337, finality_depth: 3, upstreams: [{ url: proxy.url }] } }, cache: { hit_ru_factor: 0.5 } });
+  const s = pipelineContext(t, {
+    chains: { devnet: { chain_id: 31337, finality_depth: 3, upstreams: [{ url: proxy.url }] } },
+    cache: { hit_ru_factor: 0.5 },
+  });
   return { node, proxy, s };
 }
 
 t.test('final answers come from the cache at the hit price; recent, null and state answers never do', async (t) => {
   const { node, proxy, s } = await setup(t);
   t.equal(await chainHead(s.chain('devnet')).fresh(), 10);
-  const hashOf = async (n: number): Promise<string> => (await result<{ hash: string }>(node.url, 'eth_getBlockByNumber', [hex(n), false])).hash;
+  const hashOf = async (n: number): Promise<string> =>
+    (await result<{ hash: string }>(node.url, 'eth_getBlockByNumber', [hex(n), false])).hash;
   const cases: Array<[string, string, unknown[], boolean]> = [
     ['a block 7 deep (finality_depth 3)', 'eth_getBlockByNumber', ['0x5', false], true],
     ['net_version, fixed per chain', 'net_version', [], true],
@@ -133,7 +149,11 @@ t.test('a caller that leaves only leaves the flight; when all have left the call
   const leader = make(s, 'eth_getTransactionCount', params, '1');
   const follower = make(s, 'eth_getTransactionCount', params, '2');
   leader.call.abort();
-  t.match(await follower.heard, { kind: 'whole', body: /^\{"jsonrpc":"2.0","id":2,"result":"0x0"\}$/ }, 'the follower is answered though the leader left');
+  t.match(
+    await follower.heard,
+    { kind: 'whole', body: /^\{"jsonrpc":"2.0","id":2,"result":"0x0"\}$/ },
+    'the follower is answered though the leader left',
+  );
   t.equal(leader.settled(), false, 'the leader hears nothing');
   t.equal(proxy.count('eth_getTransactionCount'), 1);
 
@@ -161,7 +181,7 @@ t.test('a failure before any byte reaches every caller, with the upstream it cam
   t.equal(broken.requests.length, 1, 'one upstream call for all');
 });
 
-t.test('an answer too large to hold whole stays the leader\'s; each follower makes its own call', async (t) => {
+t.test("an answer too large to hold whole stays the leader's; each follower makes its own call", async (t) => {
   const { proxy, s } = await setup(t);
   const big = '0x00000000000000000000000000000000000000b1';
   // Runtime code returning 100 000 zero bytes: PUSH3 100000, PUSH1 0, RETURN.
@@ -170,9 +190,13 @@ t.test('an answer too large to hold whole stays the leader\'s; each follower mak
   await until(() => calls.every((c) => c.settled()), 'every caller answered');
   const heard = await Promise.all(calls.map((c) => c.heard));
   for (const [i, h] of heard.entries()) {
-    t.same(h, { kind: 'streamed', began: true, body: `{"jsonrpc":"2.0","id":${i + 1},"result":"0x${'0'.repeat(200_000)}"}` }, `caller ${i + 1}`);
+    t.same(
+      h,
+      { kind: 'streamed', began: true, body: `{"jsonrpc":"2.0","id":${i + 1},"result":"0x${'0'.repeat(200_000)}"}` },
+      `caller ${i + 1}`,
+    );
   }
-  t.equal(proxy.count('eth_call'), 3, 'the leader\'s call and one of each follower\'s own');
+  t.equal(proxy.count('eth_call'), 3, "the leader's call and one of each follower's own");
 });
 
 t.test('what answers teach: an eth_blockNumber is the head, a sent transaction is news for pending filters', async (t) => {
@@ -187,8 +211,10 @@ t.test('what answers teach: an eth_blockNumber is the head, a sent transaction i
   t.equal(proxy.count('eth_blockNumber'), 1);
 
   const filters = filtersOf(s.ctx, devnet);
-  const id = await filters.call('ip:192.0.2.1', 'eth_newPendingTransactionFilter', []) as string;
-  const raw = await result<string>(node.url, 'eth_signTransaction', [{ from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x1', gas: '0x5208', nonce: '0x0' }]);
+  const id = (await filters.call('ip:192.0.2.1', 'eth_newPendingTransactionFilter', [])) as string;
+  const raw = await result<string>(node.url, 'eth_signTransaction', [
+    { from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x1', gas: '0x5208', nonce: '0x0' },
+  ]);
   const sent = await make(s, 'eth_sendRawTransaction', [raw], '2').heard;
   if (sent.kind !== 'whole') throw new Error(`not sent: ${JSON.stringify(sent)}`);
   const hash = (JSON.parse(sent.body) as { result: string }).result;

@@ -11,14 +11,25 @@ import { createTenancy, REFRESH_INTERVAL_MS, type Tenancy } from '../../src/pipe
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { tempDbPath, tempStore } from '../store/temp-store.js';
 
-interface Setup { tenancy: Tenancy; path: string; logLines: string[] }
+interface Setup {
+  tenancy: Tenancy;
+  path: string;
+  logLines: string[];
+}
 
 function tenancyFor(t: Test, raw: Record<string, unknown> = {}): Setup {
   const path = tempDbPath(t);
-  const r = validateConfig({ storage: { path }, chains: { devnet: { chain_id: 31337, upstreams: [{ url: 'http://127.0.0.1:1' }] } }, ...raw });
+  const r = validateConfig({
+    storage: { path },
+    chains: { devnet: { chain_id: 31337, upstreams: [{ url: 'http://127.0.0.1:1' }] } },
+    ...raw,
+  });
   if (!r.ok) throw new Error(r.errors.join('\n'));
   const logLines: string[] = [];
-  const tenancy = createTenancy(r.config, createLogger('debug', (l) => logLines.push(l)));
+  const tenancy = createTenancy(
+    r.config,
+    createLogger('debug', (l) => logLines.push(l)),
+  );
   t.teardown(() => {
     if (tenancy.store.db.open) tenancy.close();
   });
@@ -34,11 +45,11 @@ async function until(done: () => boolean, ms = 3 * REFRESH_INTERVAL_MS): Promise
   }
 }
 
-t.test('ruCost: the config\'s prices over the catalogue\'s, ru.default for the rest', async (t) => {
+t.test("ruCost: the config's prices over the catalogue's, ru.default for the rest", async (t) => {
   const { tenancy } = tenancyFor(t, { ru: { default: 7, methods: { eth_getLogs: 80, eth_chainId: 0 } } });
   const cases: Array<[string, number, string]> = [
-    ['eth_blockNumber', 10, 'the catalogue\'s own price'],
-    ['eth_getLogs', 80, 'a config price replaces the catalogue\'s'],
+    ['eth_blockNumber', 10, "the catalogue's own price"],
+    ['eth_getLogs', 80, "a config price replaces the catalogue's"],
     ['eth_chainId', 0, 'a config price of 0 is a price, not a gap'],
     ['eth_getBalance', 7, 'a method without a price of its own costs ru.default'],
     ['(invalid)', 7, 'so does anything else'],
@@ -47,7 +58,7 @@ t.test('ruCost: the config\'s prices over the catalogue\'s, ru.default for the r
   t.equal(tenancyFor(t).tenancy.ruCost('eth_getBalance'), 15, 'the default ru.default is 15');
 });
 
-t.test('the CLI\'s changes reach the daemon within the refresh interval', async (t) => {
+t.test("the CLI's changes reach the daemon within the refresh interval", async (t) => {
   const { tenancy, path } = tenancyFor(t);
   const admin = createOwnerAdmin(tempStore(t, path));
   const revoked: string[] = [];
@@ -65,13 +76,13 @@ t.test('the CLI\'s changes reach the daemon within the refresh interval', async 
   admin.topUp(alice, 50);
   admin.setSuspended(bob, true);
   await until(() => revoked.length > 0);
-  t.same(revoked, [b1.id], 'the suspended owner\'s endpoint is handed to the closer');
+  t.same(revoked, [b1.id], "the suspended owner's endpoint is handed to the closer");
   t.equal(tenancy.ledger.available(alice), 150, 'the top-up is read again');
-  t.equal(tenancy.directory.endpointByKey(b1.key), null, 'and the suspended owner\'s key stops working');
+  t.equal(tenancy.directory.endpointByKey(b1.key), null, "and the suspended owner's key stops working");
 
   admin.deleteOwner(alice);
   await until(() => revoked.length > 1);
-  t.same(revoked.slice(1).sort(), [a1.id, a2.id].sort(), 'a deleted owner\'s endpoints, each once');
+  t.same(revoked.slice(1).sort(), [a1.id, a2.id].sort(), "a deleted owner's endpoints, each once");
   await new Promise((r) => setTimeout(r, REFRESH_INTERVAL_MS + 200));
   t.equal(revoked.length, 3, 'nothing is handed over twice');
 });
@@ -90,7 +101,10 @@ t.test('storeFault: logged with where it happened; a fault other than a lock has
   t.match(logLines.at(-1), /^error store fault; answered 503 during="GET \/api\/dashboard\/account" error="database is locked"$/);
   charge();
   t.ok(tenancy.ledger.flush());
-  t.notOk(logLines.some((l) => /checkpoint/i.test(l)), 'a lock needs no repair');
+  t.notOk(
+    logLines.some((l) => /checkpoint/i.test(l)),
+    'a lock needs no repair',
+  );
 
   // A reader on another connection keeps the checkpoint from completing: logged once, retried at each flush.
   tenancy.storeFault('POST /rpc', new Database.SqliteError('disk I/O error', 'SQLITE_IOERR'));

@@ -27,7 +27,15 @@ function recordingResponse(name: string, log: string[]): HttpResponse {
 
 function exchangeFor(ctx: GatewayContext, name: string, log: string[]): Exchange {
   ctx.inFlight++;
-  return { ctx, res: recordingResponse(name, log), meta: { allowOrigin: undefined }, chain: null as never, aborted: false, finished: false, calls: [] };
+  return {
+    ctx,
+    res: recordingResponse(name, log),
+    meta: { allowOrigin: undefined },
+    chain: null as never,
+    aborted: false,
+    finished: false,
+    calls: [],
+  };
 }
 
 const contextFor = (): GatewayContext => ({ inFlight: 0, stopping: false, onIdle: null }) as unknown as GatewayContext;
@@ -46,7 +54,11 @@ t.test('answers held with replySoon go out together at the end of the turn, in o
   t.equal(ctx.inFlight, 2, 'held answers still count as in flight');
   t.notOk(a.finished);
   await checkPhase();
-  t.same(log, ['c end {"id":3}', 'a end {"id":1}', 'b status 502 Bad Gateway', 'b end {"id":2}'], 'held answers in the order they were given');
+  t.same(
+    log,
+    ['c end {"id":3}', 'a end {"id":1}', 'b status 502 Bad Gateway', 'b end {"id":2}'],
+    'held answers in the order they were given',
+  );
   t.equal(ctx.inFlight, 0, 'every request is finished once its answer is written');
   t.ok(a.finished && b.finished);
 });

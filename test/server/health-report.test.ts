@@ -6,12 +6,18 @@ function chains(): { entries: ChainHealthEntry[]; advance(ms: number): void } {
   let now = 0;
   const clock = () => now;
   const mainnet = createChainHealth(['https://a.example:8545', 'https://b.example:8545', 'http://10.0.0.3:8545'], {
-    maxLagBlocks: 5, now: clock,
+    maxLagBlocks: 5,
+    now: clock,
   });
   const sepolia = createChainHealth(['http://10.0.1.1:8545'], { maxLagBlocks: 2, now: clock });
   return {
-    entries: [{ slug: 'mainnet', health: mainnet }, { slug: 'sepolia', health: sepolia }],
-    advance: (ms) => { now += ms; },
+    entries: [
+      { slug: 'mainnet', health: mainnet },
+      { slug: 'sepolia', health: sepolia },
+    ],
+    advance: (ms) => {
+      now += ms;
+    },
   };
 }
 
@@ -27,10 +33,19 @@ t.test('everything fresh: live and ready, with each upstream listed', async (t) 
     ready: true,
     best_head: null,
     max_lag_blocks: 2,
-    upstreams: [{
-      label: 'http://10.0.1.1:8545', in_rotation: true, reason: null, head: null, lag: null,
-      error_rate: 0, calls: 0, p50_ms: null, inflight: 0,
-    }],
+    upstreams: [
+      {
+        label: 'http://10.0.1.1:8545',
+        in_rotation: true,
+        reason: null,
+        head: null,
+        lag: null,
+        error_rate: 0,
+        calls: 0,
+        p50_ms: null,
+        inflight: 0,
+      },
+    ],
   });
 
   const ready = readyz(entries);
@@ -55,9 +70,18 @@ t.test('detail: heads, lag, error rate and p50; a lagging and a failing node out
   const body = JSON.parse(healthz(entries, 0).body);
   const mainnet = body.chains.mainnet;
   t.equal(mainnet.ready, true);
-  t.equal(mainnet.best_head, 1000, 'the failing node\'s higher head does not count');
+  t.equal(mainnet.best_head, 1000, "the failing node's higher head does not count");
   const [ra, rb, rc] = mainnet.upstreams;
-  t.match(ra, { label: 'https://a.example:8545', in_rotation: true, reason: null, head: 1000, lag: 0, error_rate: 0.25, calls: 4, inflight: 2 });
+  t.match(ra, {
+    label: 'https://a.example:8545',
+    in_rotation: true,
+    reason: null,
+    head: 1000,
+    lag: 0,
+    error_rate: 0.25,
+    calls: 4,
+    inflight: 2,
+  });
   t.ok(Math.abs(ra.p50_ms - 12) <= 0.6, `p50 ${ra.p50_ms}`);
   t.equal(ra.p50_ms, Math.round(ra.p50_ms * 10) / 10, 'p50 to a tenth of a ms');
   t.match(rb, { in_rotation: false, reason: 'lagging', head: 994, lag: 6 });

@@ -37,7 +37,7 @@ function seen(to: string, port: number, from: string, headers: Record<string, st
   });
 }
 
-t.test('clientIp: the socket\'s peer, as uWS writes it, each address its own text', async (t) => {
+t.test("clientIp: the socket's peer, as uWS writes it, each address its own text", async (t) => {
   const v4 = await ipEcho(t, '127.0.0.1');
   const dual = await ipEcho(t, '::');
   const mapped = (last: string): string => `0000:0000:0000:0000:0000:ffff:7f00:000${last}`;

@@ -46,9 +46,12 @@ const cases: Array<[string, string, string, string]> = [
 for (const [method, url, host, expected] of cases) {
   t.test(`${method} ${url} host=${host || '-'}`, async (t) => {
     const r = resolveRoute(method, url, host, table);
-    const summary = r.kind === 'rpc'
-      ? `rpc ${r.chain.slug} ${r.key === null ? 'public' : `key=${r.key}`}${r.rest ? ` rest=${r.rest}` : ''}`
-      : r.kind === 'error' ? `error ${r.code}` : r.kind;
+    const summary =
+      r.kind === 'rpc'
+        ? `rpc ${r.chain.slug} ${r.key === null ? 'public' : `key=${r.key}`}${r.rest ? ` rest=${r.rest}` : ''}`
+        : r.kind === 'error'
+          ? `error ${r.code}`
+          : r.kind;
     t.equal(summary, expected);
   });
 }

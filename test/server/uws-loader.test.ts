@@ -7,7 +7,8 @@ const script = fileURLToPath(new URL('../support/load-uws.ts', import.meta.url))
 function load(env: Record<string, string>, builds?: string): { ok: boolean; message?: string; hasSSLApp?: boolean } {
   // The child runs with this process's loader flags so it can import the TypeScript source.
   const out = execFileSync(process.execPath, [...process.execArgv, script, ...(builds ? [builds] : [])], {
-    env: { ...process.env, ...env }, encoding: 'utf8',
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
   });
   return JSON.parse(out) as { ok: boolean; message?: string; hasSSLApp?: boolean };
 }

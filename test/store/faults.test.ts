@@ -67,7 +67,7 @@ t.test('a lock held by another connection makes no checkpoint due; a blocked che
     } catch (err) {
       return err;
     }
-    throw new Error('the write passed under another connection\'s lock');
+    throw new Error("the write passed under another connection's lock");
   })();
   t.match(busy, { code: 'SQLITE_BUSY' });
   store.noteFault(busy);

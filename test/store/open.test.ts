@@ -76,12 +76,28 @@ t.test('a survey counts live owners per plan and leaves the file as it found it'
   store.db.prepare('UPDATE owners SET deleted_at = 1 WHERE id = ?').run(gone);
   store.db.prepare(`UPDATE owners SET suspended = 1 WHERE plan = 'free'`).run();
   store.close();
-  t.same(surveyStore(path), { kind: 'current', ownersByPlan: new Map([['free', 1], ['pro', 3]]) }, 'suspended owners count, deleted ones do not');
+  t.same(
+    surveyStore(path),
+    {
+      kind: 'current',
+      ownersByPlan: new Map([
+        ['free', 1],
+        ['pro', 3],
+      ]),
+    },
+    'suspended owners count, deleted ones do not',
+  );
   t.same(readdirSync(dirname(path)), ['chaingate.db'], 'no -wal or -shm file is left behind');
   // Next to the daemon's open connection, with its uncheckpointed writes in the WAL.
   const daemon = tempStore(t, path);
   addOwner(daemon.db, 0, 'pro');
-  t.same(surveyStore(path), { kind: 'current', ownersByPlan: new Map([['free', 1], ['pro', 4]]) });
+  t.same(surveyStore(path), {
+    kind: 'current',
+    ownersByPlan: new Map([
+      ['free', 1],
+      ['pro', 4],
+    ]),
+  });
 });
 
 t.test('a survey reads without migrating, and names a newer schema where openStore would refuse it', async (t) => {
@@ -96,7 +112,8 @@ t.test('a survey reads without migrating, and names a newer schema where openSto
   raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
   raw.close();
   t.same(surveyStore(newer), {
-    kind: 'newer', message: `the database schema is version ${SCHEMA_VERSION + 1}, newer than this chaingate (${SCHEMA_VERSION}): upgrade chaingate`,
+    kind: 'newer',
+    message: `the database schema is version ${SCHEMA_VERSION + 1}, newer than this chaingate (${SCHEMA_VERSION}): upgrade chaingate`,
   });
   const notDb = tempDbPath(t);
   writeFileSync(notDb, 'not a database, just text long enough to fill a header of a hundred bytes or so ........................');

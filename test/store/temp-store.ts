@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { openStore, type Store, type StoreOptions } from '../../src/store/open.js';
 
-export interface Teardown { teardown(fn: () => void): void }
+export interface Teardown {
+  teardown(fn: () => void): void;
+}
 
 /** A path for a database file in a temp directory that is removed when the test ends. */
 export function tempDbPath(t: Teardown, name = 'chaingate.db'): string {
@@ -25,7 +27,9 @@ export function tempStore(t: Teardown, path?: string, options?: StoreOptions): S
 
 /** Inserts an owner with `ru` as its opening credit, the way the CLI does; returns its id. */
 export function addOwner(db: Database.Database, ru: number, plan = 'free', name = 'acme'): number {
-  const id = Number(db.prepare('INSERT INTO owners (name, plan, ru_balance, created_at) VALUES (?, ?, ?, 0)').run(name, plan, ru).lastInsertRowid);
+  const id = Number(
+    db.prepare('INSERT INTO owners (name, plan, ru_balance, created_at) VALUES (?, ?, ?, 0)').run(name, plan, ru).lastInsertRowid,
+  );
   if (ru > 0) db.prepare('INSERT INTO credits (owner_id, ru, at) VALUES (?, ?, 0)').run(id, ru);
   return id;
 }
@@ -35,12 +39,14 @@ export function addOwner(db: Database.Database, ru: number, plan = 'free', name 
  * when every debit stored went with its usage rows.
  */
 export function invariantGaps(db: Database.Database): Array<{ id: number; gap: number }> {
-  return db.prepare(`
+  return db
+    .prepare(`
     SELECT o.id,
       (SELECT coalesce(sum(ru), 0) FROM credits c WHERE c.owner_id = o.id)
       - (SELECT coalesce(sum(ru), 0) FROM usage_minute u WHERE u.owner_id = o.id)
       - (SELECT coalesce(sum(ru), 0) FROM usage_hour u WHERE u.owner_id = o.id)
       - (SELECT coalesce(sum(ru), 0) FROM usage_day u WHERE u.owner_id = o.id)
       - o.ru_balance AS gap
-    FROM owners o ORDER BY o.id`).all() as Array<{ id: number; gap: number }>;
+    FROM owners o ORDER BY o.id`)
+    .all() as Array<{ id: number; gap: number }>;
 }

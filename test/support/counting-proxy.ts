@@ -43,8 +43,10 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
       } catch {
         parsed = undefined;
       }
-      const items = (Array.isArray(parsed) ? parsed : [parsed]).filter((x): x is { method: string; params?: unknown[] } =>
-        x !== null && typeof x === 'object' && typeof (x as { method?: unknown }).method === 'string');
+      const items = (Array.isArray(parsed) ? parsed : [parsed]).filter(
+        (x): x is { method: string; params?: unknown[] } =>
+          x !== null && typeof x === 'object' && typeof (x as { method?: unknown }).method === 'string',
+      );
       let wait = 0;
       for (const item of items) {
         const call = { method: item.method, params: item.params ?? [] };
@@ -56,13 +58,20 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
         else waiters.push(w);
       }
       const forward = (): void => {
-        const up = httpRequest({
-          host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent,
-          headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
-        }, (answer) => {
-          res.writeHead(answer.statusCode ?? 502, { 'content-type': 'application/json' });
-          answer.pipe(res);
-        });
+        const up = httpRequest(
+          {
+            host: target.hostname,
+            port: target.port,
+            path: target.pathname,
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+          },
+          (answer) => {
+            res.writeHead(answer.statusCode ?? 502, { 'content-type': 'application/json' });
+            answer.pipe(res);
+          },
+        );
         up.on('error', () => res.destroy());
         up.end(body);
       };

@@ -10,7 +10,8 @@ export const DEV_ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 /** A JSON-RPC call's result: a throw on a JSON-RPC error or a failed connection. */
 export async function result<T = unknown>(url: string, method: string, params: unknown[] = []): Promise<T> {
   const answer = (await rpc(url, method, params)).json as { result?: T; error?: unknown } | undefined;
-  if (!answer || answer.error !== undefined || !('result' in answer)) throw new Error(`${method} refused: ${JSON.stringify(answer?.error ?? answer)}`);
+  if (!answer || answer.error !== undefined || !('result' in answer))
+    throw new Error(`${method} refused: ${JSON.stringify(answer?.error ?? answer)}`);
   return answer.result as T;
 }
 

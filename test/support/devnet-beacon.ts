@@ -9,7 +9,10 @@ import { anvilFor, evmChain, gatewayFor, type TestGateway } from './gateway.js';
  * gateway serving them as `devnet` and `devnet-beacon`; `extra` is merged into the gateway's config.
  * Everything stops at teardown.
  */
-export async function devnetBeacon(t: Test, extra: Record<string, unknown> = {}): Promise<{ anvil: AnvilNode; node: BeaconNode; g: TestGateway }> {
+export async function devnetBeacon(
+  t: Test,
+  extra: Record<string, unknown> = {},
+): Promise<{ anvil: AnvilNode; node: BeaconNode; g: TestGateway }> {
   const anvil = await anvilFor(t);
   const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 50 });
   t.teardown(() => node.stop());

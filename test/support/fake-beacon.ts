@@ -51,7 +51,12 @@ function echo(req: IncomingMessage, res: ServerResponse): void {
 /** The `topics` a stream asks for, in both the comma and the repeated form. */
 function topicsOf(target: string): Set<string> {
   const query = new URL(target, 'http://fake.invalid').searchParams;
-  return new Set(query.getAll('topics').flatMap((v) => v.split(',')).filter((v) => v !== ''));
+  return new Set(
+    query
+      .getAll('topics')
+      .flatMap((v) => v.split(','))
+      .filter((v) => v !== ''),
+  );
 }
 
 export async function fakeBeacon(t: Test, opts: FakeBeaconOptions = {}): Promise<FakeBeacon> {
@@ -123,7 +128,11 @@ export async function fakeBeacon(t: Test, opts: FakeBeaconOptions = {}): Promise
  * Answers with `total` bytes of `fill`, produced as the socket drains, so the node never holds more
  * than one chunk. Chunked encoding unless `contentLength` is set.
  */
-export function streamBody(res: ServerResponse, total: number, opts: { contentType?: string; contentLength?: boolean; chunkBytes?: number } = {}): void {
+export function streamBody(
+  res: ServerResponse,
+  total: number,
+  opts: { contentType?: string; contentLength?: boolean; chunkBytes?: number } = {},
+): void {
   const chunk = Buffer.alloc(opts.chunkBytes ?? 64 * 1024, 0x61);
   res.writeHead(200, {
     'content-type': opts.contentType ?? 'application/json',

@@ -52,7 +52,10 @@ export async function fakeUpstream(t: Test, fault: Fault | ((socket: Socket, req
           return;
         case 'truncated':
           // Larger than what the gateway holds whole, so its answer to the client has already begun.
-          socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"0x' + 'ab'.repeat(100_000));
+          socket.write(
+            'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"0x' +
+              'ab'.repeat(100_000),
+          );
           setTimeout(() => socket.resetAndDestroy(), 50);
           return;
       }

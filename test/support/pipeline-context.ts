@@ -47,7 +47,15 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c));
   const upstreamFailures = createRepeatedLog(log);
   const ctx: GatewayContext = {
-    config, chains, log, upstreamFailures, tenancy, corsOrigin: () => undefined, inFlight: 0, stopping: false, onIdle: null,
+    config,
+    chains,
+    log,
+    upstreamFailures,
+    tenancy,
+    corsOrigin: () => undefined,
+    inFlight: 0,
+    stopping: false,
+    onIdle: null,
   };
   t.teardown(() => {
     ctx.stopping = true;
@@ -57,7 +65,9 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
     tenancy.close();
   });
   return {
-    ctx, clock, logLines,
+    ctx,
+    clock,
+    logLines,
     chain(slug) {
       const c = chains.get(slug);
       if (c === undefined) throw new Error(`no chain ${slug}`);
@@ -67,10 +77,18 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
 }
 
 /** An owner with `ru` credit, one endpoint on `network`, and the Caller its key resolves to. */
-export function keyedCaller(s: PipelineSetup, network: string, opts: { plan?: string; ru?: number; name?: string } = {}): { caller: Caller; ownerId: number; apiKey: string } {
+export function keyedCaller(
+  s: PipelineSetup,
+  network: string,
+  opts: { plan?: string; ru?: number; name?: string } = {},
+): { caller: Caller; ownerId: number; apiKey: string } {
   const { tenancy, config } = s.ctx;
   const plan = opts.plan ?? 'free';
-  const owner = createOwnerAdmin(tenancy.store).createOwner(opts.name ?? `owner${Math.random().toString(36).slice(2, 8)}`, plan, opts.ru ?? 1_000_000);
+  const owner = createOwnerAdmin(tenancy.store).createOwner(
+    opts.name ?? `owner${Math.random().toString(36).slice(2, 8)}`,
+    plan,
+    opts.ru ?? 1_000_000,
+  );
   const made = tenancy.directory.createEndpoint(owner.id, network, undefined, 100);
   if ('error' in made) throw new Error(`createEndpoint refused: ${made.error}`);
   const auth = tenancy.directory.endpointByKey(made.apiKey)!;
@@ -85,16 +103,26 @@ export function keyedCaller(s: PipelineSetup, network: string, opts: { plan?: st
 /** The public path's Caller for `ip`, as resolveCaller makes it. */
 export function publicCaller(s: PipelineSetup, ip = '192.0.2.1'): Caller {
   const { config } = s.ctx;
-  return { auth: null, plan: null, limitKey: `ip:${ip}`, rps: config.public.rps_per_ip, maxBatch: Math.min(config.public.max_batch, config.server.max_batch) };
+  return {
+    auth: null,
+    plan: null,
+    limitKey: `ip:${ip}`,
+    rps: config.public.rps_per_ip,
+    maxBatch: Math.min(config.public.max_batch, config.server.max_batch),
+  };
 }
 
 /** The usage the ledger has written (flushing first), summed over minutes, in a stable order. */
-export function usageRows(s: PipelineSetup): Array<{ owner_id: number; endpoint_id: string; method: string; status: number; requests: number; ru: number }> {
+export function usageRows(
+  s: PipelineSetup,
+): Array<{ owner_id: number; endpoint_id: string; method: string; status: number; requests: number; ru: number }> {
   const { tenancy } = s.ctx;
   if (!tenancy.ledger.flush()) throw new Error('the ledger flush failed');
-  return tenancy.store.db.prepare(`
+  return tenancy.store.db
+    .prepare(`
     SELECT owner_id, endpoint_id, method, status, sum(requests) AS requests, sum(ru) AS ru FROM usage_minute
-    GROUP BY owner_id, endpoint_id, method, status ORDER BY owner_id, endpoint_id, method, status`).all() as never;
+    GROUP BY owner_id, endpoint_id, method, status ORDER BY owner_id, endpoint_id, method, status`)
+    .all() as never;
 }
 
 /** The owner's balance as stored in SQLite (flushing first). */

@@ -36,6 +36,12 @@ export function send(method: string, url: string, body?: string | Buffer, header
   });
 }
 
-export function rpc(url: string, method: string, params: unknown[] = [], id: number | string = 1, headers: Record<string, string> = {}): Promise<RawAnswer> {
+export function rpc(
+  url: string,
+  method: string,
+  params: unknown[] = [],
+  id: number | string = 1,
+  headers: Record<string, string> = {},
+): Promise<RawAnswer> {
   return post(url, JSON.stringify({ jsonrpc: '2.0', id, method, params }), headers);
 }

@@ -52,7 +52,9 @@ export async function openSocket(t: Test, url: string, opts: WebSocket.ClientOpt
     });
   };
   return {
-    ws, next, closed,
+    ws,
+    next,
+    closed,
     queued: () => queue,
     async call(body) {
       ws.send(typeof body === 'string' ? body : JSON.stringify(body));

@@ -5,7 +5,11 @@ import { createDirectory, type Directory } from '../../src/tenancy/directory.js'
 import { createOwnerAdmin, type OwnerAdmin } from '../../src/tenancy/owners.js';
 import { type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
 
-interface Setup { path: string; dir: Directory; admin: OwnerAdmin }
+interface Setup {
+  path: string;
+  dir: Directory;
+  admin: OwnerAdmin;
+}
 
 /** The daemon's connection (directory) and the CLI's (admin) on one file. */
 function setup(t: Teardown): Setup {
@@ -49,8 +53,14 @@ t.test('keys are stored only as hashes', async (t) => {
   // Every file SQLite wrote (database, WAL, shared memory), read as raw bytes.
   const bytes = readdirSync(dirname(path)).map((f) => readFileSync(join(dirname(path), f)));
   for (const secret of [apiKey, managementKey, secondKey]) {
-    t.notOk(bytes.some((b) => b.includes(Buffer.from(secret))), 'the key is not in any file');
-    t.ok(bytes.some((b) => b.includes(Buffer.from(secret.slice(0, 8)))), 'its prefix is');
+    t.notOk(
+      bytes.some((b) => b.includes(Buffer.from(secret))),
+      'the key is not in any file',
+    );
+    t.ok(
+      bytes.some((b) => b.includes(Buffer.from(secret.slice(0, 8)))),
+      'its prefix is',
+    );
   }
 });
 
@@ -65,7 +75,10 @@ t.test('a deleted endpoint is refused at once, even while cached', async (t) => 
   t.equal(dir.endpointByKey(a.apiKey), null);
   t.ok(dir.endpointByKey(b.apiKey), 'the other endpoint still works');
   t.equal(dir.deleteEndpoint(owner, a.id), false, 'twice: false');
-  t.same(dir.listEndpoints(owner).map((e) => e.id), [b.id]);
+  t.same(
+    dir.listEndpoints(owner).map((e) => e.id),
+    [b.id],
+  );
   t.same(dir.takeRevokedEndpointIds(), [a.id]);
   t.same(dir.takeRevokedEndpointIds(), [], 'each id once');
 });
@@ -140,7 +153,11 @@ t.test('every management operation is scoped to its owner', async (t) => {
   t.equal(dir.deleteEndpoint(bob, a.id), false, "bob cannot delete alice's endpoint");
   t.equal(dir.deleteEndpoint(bob, 'ep_doesnotexist0000'), false, 'the same answer as for an unknown id');
   t.ok(dir.endpointByKey(a.apiKey), 'and it still works');
-  t.same(dir.stats(bob, { endpointId: a.id, from: 0, to: 2e9, interval: 'day' }), { totals: { requests: 0, ru: 0, errors: 0 }, methods: [], series: [] });
+  t.same(dir.stats(bob, { endpointId: a.id, from: 0, to: 2e9, interval: 'day' }), {
+    totals: { requests: 0, ru: 0, errors: 0 },
+    methods: [],
+    series: [],
+  });
   // The limit counts each owner's own live endpoints.
   created(dir.createEndpoint(alice, 'mainnet', undefined, 2));
   t.same(dir.createEndpoint(alice, 'mainnet', undefined, 2), { error: 'limit' });
@@ -171,5 +188,8 @@ t.test('an endpoint name that could reach a terminal raw is refused before anyth
   }
   t.same(dir.listEndpoints(owner), []);
   t.equal(created(dir.createEndpoint(owner, 'mainnet', '東京 🦊', 10)).id.slice(0, 3), 'ep_');
-  t.same(dir.listEndpoints(owner).map((e) => e.name), ['東京 🦊']);
+  t.same(
+    dir.listEndpoints(owner).map((e) => e.name),
+    ['東京 🦊'],
+  );
 });

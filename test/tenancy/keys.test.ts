@@ -36,7 +36,16 @@ t.test('keys do not repeat and every character is about equally likely', async (
 });
 
 t.test('looksLikeKey refuses anything that is not a key shape', async (t) => {
-  for (const s of ['', 'public', 'a'.repeat(31), 'a'.repeat(33), `${'a'.repeat(31)}-`, `${'a'.repeat(31)}/`, `${'é'.repeat(32)}`, ' '.repeat(32)]) {
+  for (const s of [
+    '',
+    'public',
+    'a'.repeat(31),
+    'a'.repeat(33),
+    `${'a'.repeat(31)}-`,
+    `${'a'.repeat(31)}/`,
+    `${'é'.repeat(32)}`,
+    ' '.repeat(32),
+  ]) {
     t.notOk(looksLikeKey(s), JSON.stringify(s));
   }
   t.ok(looksLikeKey('a'.repeat(32)));

@@ -24,9 +24,11 @@ async function standIn(t: Test, answer: (res: ServerResponse) => void): Promise<
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, closed: () => closed };
 }
 
-const json = (body: unknown) => (res: ServerResponse): void => {
-  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-};
+const json =
+  (body: unknown) =>
+  (res: ServerResponse): void => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  };
 
 function upstream(t: Test, url: string) {
   const u = createHttpUpstream({ url });
@@ -34,15 +36,19 @@ function upstream(t: Test, url: string) {
   return u;
 }
 
-t.test('an execution node\'s block number', async (t) => {
+t.test("an execution node's block number", async (t) => {
   const node = await anvilFor(t);
   const u = upstream(t, node.url);
   t.equal(await readEvmHead(u, 2500, new AbortController().signal), 0);
-  await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"anvil_mine","params":["0x2a"]}' });
+  await fetch(node.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"jsonrpc":"2.0","id":1,"method":"anvil_mine","params":["0x2a"]}',
+  });
   t.equal(await readEvmHead(u, 2500, new AbortController().signal), 42);
 });
 
-t.test('a beacon node\'s head slot', async (t) => {
+t.test("a beacon node's head slot", async (t) => {
   const s = await standIn(t, json({ data: { root: '0x00', header: { message: { slot: '123456', proposer_index: '1' } } } }));
   t.equal(await readBeaconHead(upstream(t, s.url), 2500, new AbortController().signal), 123456);
 });
@@ -60,7 +66,11 @@ t.test('answers that hold no head reject', async (t) => {
     await t.rejects(readEvmHead(upstream(t, s.url), 2500, new AbortController().signal), error, what);
   }
   const beacon = await standIn(t, json({ data: { header: { message: { slot: 12 } } } }));
-  await t.rejects(readBeaconHead(upstream(t, beacon.url), 2500, new AbortController().signal), /no slot/, 'a slot that is not a decimal string');
+  await t.rejects(
+    readBeaconHead(upstream(t, beacon.url), 2500, new AbortController().signal),
+    /no slot/,
+    'a slot that is not a decimal string',
+  );
 });
 
 t.test('a huge answer is dropped after its first bytes, its socket closed', async (t) => {

@@ -1,11 +1,23 @@
 import t from 'tap';
 import {
-  createUpstreamHealth, DEEPEST_REORG, ERROR_RATE_LIMIT, FAILURE_STREAK, isLagging, MIN_CALLS_JUDGED, SUSPECT_AFTER_MS, type UpstreamHealth,
+  createUpstreamHealth,
+  DEEPEST_REORG,
+  ERROR_RATE_LIMIT,
+  FAILURE_STREAK,
+  isLagging,
+  MIN_CALLS_JUDGED,
+  SUSPECT_AFTER_MS,
+  type UpstreamHealth,
 } from '../../src/upstreams/health.js';
 
 function fakeClock(start = 0): { now: () => number; advance(ms: number): void } {
   let at = start;
-  return { now: () => at, advance: (ms) => { at += ms; } };
+  return {
+    now: () => at,
+    advance: (ms) => {
+      at += ms;
+    },
+  };
 }
 
 function outcomes(u: UpstreamHealth, pattern: string, latencyMs = 10): void {
@@ -22,7 +34,14 @@ t.test('the documented thresholds', async (t) => {
 t.test('a fresh upstream is in rotation with nothing known', async (t) => {
   const u = createUpstreamHealth('http://a:8545', { now: fakeClock().now });
   t.same(u.status(), {
-    inRotation: true, head: null, lag: null, errorRate: 0, calls: 0, p50Ms: null, ewmaMs: null, inflight: 0,
+    inRotation: true,
+    head: null,
+    lag: null,
+    errorRate: 0,
+    calls: 0,
+    p50Ms: null,
+    ewmaMs: null,
+    inflight: 0,
   });
   t.equal(u.failing, false);
 });
@@ -164,12 +183,23 @@ t.test('a head gone back more than DEEPEST_REORG marks a new chain until the old
   t.equal(u.newChainFrom, 1000);
   u.reportHead(1000);
   t.equal(u.newChainFrom, null, 'the old head reached again: nothing tells the chains apart any more');
-  t.same(reports, [[null, 1000], [1000, 872], [872, 1000], [1000, 5], [5, 999], [999, 1000]], 'every report, with the head before it');
+  t.same(
+    reports,
+    [
+      [null, 1000],
+      [1000, 872],
+      [872, 1000],
+      [1000, 5],
+      [5, 999],
+      [999, 1000],
+    ],
+    'every report, with the head before it',
+  );
   const probed = createUpstreamHealth('b', { now: fakeClock().now });
   probed.reportProbe(1000, 1);
   outcomes(probed, 'FFF');
   probed.reportProbe(2, 1);
-  t.equal(probed.newChainFrom, 1000, 'a probe\'s head counts too');
+  t.equal(probed.newChainFrom, 1000, "a probe's head counts too");
   t.equal(probed.failing, false);
 });
 

@@ -100,9 +100,16 @@ t.test('requests placed in one tick go out in one write', async (t) => {
   await exchange(upstream, post('warm')).settled;
   const batch = ['a', 'b', 'c', 'd', 'e'].map((token) => exchange(upstream, post(token)));
   const outcomes = await Promise.all(batch.map((e) => e.settled));
-  t.same(outcomes.map((o) => o.body.toString()), ['a', 'b', 'c', 'd', 'e']);
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['a', 'b', 'c', 'd', 'e'],
+  );
   const later = server.arrivals.slice(1);
-  t.same(later.map((a) => a.sameRead), [5, 5, 5, 5, 5], 'the server read all five at once');
+  t.same(
+    later.map((a) => a.sameRead),
+    [5, 5, 5, 5, 5],
+    'the server read all five at once',
+  );
   t.equal(server.accepted(), 1);
 });
 
@@ -113,8 +120,14 @@ t.test('without pipelining each request has a socket of its own', async (t) => {
   });
   const upstream = upstreamFor(t, { url: server.url, pipelining: 1, maxConnections: 3 });
   const outcomes = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((token) => exchange(upstream, post(token)).settled));
-  t.same(outcomes.map((o) => o.body.toString()), ['a', 'b', 'c', 'd', 'e', 'f']);
-  t.ok(server.arrivals.every((a) => a.outstanding === 0 && a.sameRead === 1), 'never one behind another');
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['a', 'b', 'c', 'd', 'e', 'f'],
+  );
+  t.ok(
+    server.arrivals.every((a) => a.outstanding === 0 && a.sameRead === 1),
+    'never one behind another',
+  );
   t.equal(server.accepted(), 3);
 });
 
@@ -164,7 +177,10 @@ t.test('a head aborted in onHead or while paused is read past, and those behind 
   });
   const behind = ['2', '3'].map((token) => exchange(upstream, post(token)));
   const outcomes = await Promise.all(behind.map((e) => e.settled));
-  t.same(outcomes.map((o) => o.body.toString()), ['answer-2', 'answer-3']);
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['answer-2', 'answer-3'],
+  );
   t.same(errorCalls, ['head'], 'nothing after the abort');
   t.same(paused.outcome.calls, ['head', 'data']);
   t.equal(server.accepted(), 1, 'the socket was kept throughout');
@@ -179,11 +195,20 @@ t.test('requests behind a hanging head move to another socket; the head times ou
   const behind = ['2', '3'].map((token) => exchange(upstream, post(token)));
   const outcomes = await Promise.all(behind.map((e) => e.settled));
   const took = Date.now() - started;
-  t.same(outcomes.map((o) => o.body.toString()), ['answer-2', 'answer-3']);
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['answer-2', 'answer-3'],
+  );
   t.ok(took < 1000, `answered after ${took} ms, long before the head's timeout`);
   t.same(
     server.arrivals.map((a) => [a.connection, a.token]),
-    [[0, 'hang'], [0, '2'], [0, '3'], [1, '2'], [1, '3']],
+    [
+      [0, 'hang'],
+      [0, '2'],
+      [0, '3'],
+      [1, '2'],
+      [1, '3'],
+    ],
     'pipelined behind the head, then sent again on a second connection',
   );
   const out = await head.settled;
@@ -201,7 +226,10 @@ t.test('an aborted head that never answers does not hold the requests behind it'
   await until(() => server.arrivals.length === 3);
   head.handle.abort();
   const outcomes = await Promise.all(behind.map((e) => e.settled));
-  t.same(outcomes.map((o) => o.body.toString()), ['answer-2', 'answer-3']);
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['answer-2', 'answer-3'],
+  );
   await closed(server.sockets[0]!);
   t.pass('the socket that owed only dropped answers was closed');
   t.same(head.outcome.calls, []);
@@ -218,8 +246,14 @@ t.test('an exclusive request is alone on its socket', async (t) => {
     exchange(upstream, { ...post(exclusive(i) ? `x${i}` : `n${i}`), exclusive: exclusive(i) }),
   );
   const outcomes = await Promise.all(exchanges.map((e) => e.settled));
-  t.ok(outcomes.every((o, i) => o.body.toString() === `answer-${exclusive(i) ? 'x' : 'n'}${i}`), 'all answered');
-  t.ok(server.arrivals.some((a) => a.outstanding > 0), 'the others were pipelined');
+  t.ok(
+    outcomes.every((o, i) => o.body.toString() === `answer-${exclusive(i) ? 'x' : 'n'}${i}`),
+    'all answered',
+  );
+  t.ok(
+    server.arrivals.some((a) => a.outstanding > 0),
+    'the others were pipelined',
+  );
   for (const [i, a] of server.arrivals.entries()) {
     if (!a.token.startsWith('x')) continue;
     t.equal(a.outstanding, 0, `${a.token} was sent behind nothing`);
@@ -245,15 +279,24 @@ t.test('a paused consumer at the head holds the requests behind it for about sta
   });
   const behind = ['2', '3'].map((token) => exchange(upstream, post(token)));
   const outcomes = await Promise.all(behind.map((e) => e.settled));
-  t.same(outcomes.map((o) => o.body.toString()), ['answer-2', 'answer-3']);
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['answer-2', 'answer-3'],
+  );
   t.equal(resumedAt, -1, 'answered while the head was still paused');
-  t.same(outcomes.map((o) => o.calls.join()), ['head,data,end', 'head,data,end']);
+  t.same(
+    outcomes.map((o) => o.calls.join()),
+    ['head,data,end', 'head,data,end'],
+  );
   const out = await head.settled;
   t.equal(out.body.length, big.length, 'the head streamed whole once resumed');
   t.equal(out.calls.at(-1), 'end');
   // The moved requests' first answers arrive behind the big body and are dropped, not delivered twice.
   await until(() => upstream.stats().busy === 0);
-  t.same(outcomes.map((o) => o.calls.join()), ['head,data,end', 'head,data,end']);
+  t.same(
+    outcomes.map((o) => o.calls.join()),
+    ['head,data,end', 'head,data,end'],
+  );
 });
 
 t.test('a server closing a pipelined socket after the first answer: the rest are sent once more', async (t) => {
@@ -270,11 +313,24 @@ t.test('a server closing a pipelined socket after the first answer: the rest are
     });
     const upstream = upstreamFor(t, { url: server.url, maxConnections: 1 });
     const outcomes = await Promise.all(['1', '2', '3'].map((token) => exchange(upstream, post(token)).settled));
-    t.same(outcomes.map((o) => o.body.toString()), ['answer-1', 'answer-2', 'answer-3'], close);
-    t.same(outcomes.map((o) => o.calls.join()), ['head,data,end', 'head,data,end', 'head,data,end']);
+    t.same(
+      outcomes.map((o) => o.body.toString()),
+      ['answer-1', 'answer-2', 'answer-3'],
+      close,
+    );
+    t.same(
+      outcomes.map((o) => o.calls.join()),
+      ['head,data,end', 'head,data,end', 'head,data,end'],
+    );
     t.same(
       server.arrivals.map((a) => [a.connection, a.token]),
-      [[0, '1'], [0, '2'], [0, '3'], [1, '2'], [1, '3']],
+      [
+        [0, '1'],
+        [0, '2'],
+        [0, '3'],
+        [1, '2'],
+        [1, '3'],
+      ],
     );
   }
 });
@@ -306,8 +362,14 @@ t.test('a reset in the middle of the head body fails the head; those behind are 
   const [head, ...behind] = await Promise.all(['1', '2', '3'].map((token) => exchange(upstream, post(token)).settled));
   t.equal(head!.error?.kind, 'reset');
   t.same(head!.calls, ['head', 'data', 'error']);
-  t.same(behind.map((o) => o.body.toString()), ['answer-2', 'answer-3']);
-  t.same(behind.map((o) => o.calls.join()), ['head,data,end', 'head,data,end']);
+  t.same(
+    behind.map((o) => o.body.toString()),
+    ['answer-2', 'answer-3'],
+  );
+  t.same(
+    behind.map((o) => o.calls.join()),
+    ['head,data,end', 'head,data,end'],
+  );
 });
 
 t.test('an exclusive request on a fresh socket that closes is not sent again', async (t) => {
@@ -336,11 +398,20 @@ t.test('an upstream whose pipelined answers come late as Nagle holds them gets o
   const upstream = upstreamFor(t, { url: server.url });
   for (let round = 0; round < 5; round++) {
     const outcomes = await Promise.all(['a', 'b', 'c'].map((token) => exchange(upstream, post(`${round}${token}`)).settled));
-    t.same(outcomes.map((o) => o.body.toString()), [`answer-${round}a`, `answer-${round}b`, `answer-${round}c`]);
+    t.same(
+      outcomes.map((o) => o.body.toString()),
+      [`answer-${round}a`, `answer-${round}b`, `answer-${round}c`],
+    );
     await sleep(110);
   }
   const rounds = [0, 1, 2, 3, 4].map((round) => server.arrivals.filter((a) => a.token.startsWith(String(round))));
-  t.ok(rounds[0]!.some((a) => a.outstanding > 0), 'pipelined at first');
-  t.ok(rounds[3]!.every((a) => a.outstanding === 0), 'one request per socket after three held answers');
+  t.ok(
+    rounds[0]!.some((a) => a.outstanding > 0),
+    'pipelined at first',
+  );
+  t.ok(
+    rounds[3]!.every((a) => a.outstanding === 0),
+    'one request per socket after three held answers',
+  );
   t.ok(rounds[4]!.every((a) => a.outstanding === 0));
 });

@@ -172,7 +172,10 @@ t.test('responses dribbled one byte per TCP segment parse correctly, 1xx skipped
   const first = await fetchOutcome(upstream, { method: 'POST', body: '1', timeoutMs: 5000 });
   t.equal(first.status, 200);
   t.equal(first.body.toString(), 'abcdefg');
-  t.same(first.headers, [['transfer-encoding', 'chunked'], ['x-kind', 'chunked']]);
+  t.same(first.headers, [
+    ['transfer-encoding', 'chunked'],
+    ['x-kind', 'chunked'],
+  ]);
   t.equal(first.calls.at(-1), 'end');
   const second = await fetchOutcome(upstream, { method: 'POST', body: '2', timeoutMs: 5000 });
   t.equal(second.status, 201);

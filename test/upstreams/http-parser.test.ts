@@ -93,8 +93,11 @@ t.test('a chunked response with 1xx, extensions and trailers parses the same at 
     const split = parseInPieces(chunkedWithEverything, [cut]);
     if (JSON.stringify(split) !== JSON.stringify(whole)) t.fail(`split at ${cut} differs`, { split, whole });
   }
-  t.same(parseInPieces(chunkedWithEverything, everyByte(chunkedWithEverything), { pauseEvery: true }), whole,
-    'stopping after every body piece and resuming at the returned offset');
+  t.same(
+    parseInPieces(chunkedWithEverything, everyByte(chunkedWithEverything), { pauseEvery: true }),
+    whole,
+    'stopping after every body piece and resuming at the returned offset',
+  );
 });
 
 t.test('a content-length response parses the same at every split and stops at its end', async (t) => {
@@ -222,7 +225,11 @@ t.test('a consumer that reads no header gets an empty list and the same framing,
       const full = parseInPieces(input, cuts);
       const bare = parseInPieces(input, cuts, { headers: false });
       if (full.status !== undefined) t.same(bare.headers, [], `no header list: ${JSON.stringify(text.slice(0, 40))}`);
-      t.same({ ...bare, headers: undefined }, { ...full, headers: undefined }, `same outcome: ${JSON.stringify(text.slice(0, 40))} cut at ${cuts}`);
+      t.same(
+        { ...bare, headers: undefined },
+        { ...full, headers: undefined },
+        `same outcome: ${JSON.stringify(text.slice(0, 40))} cut at ${cuts}`,
+      );
     }
   }
 });

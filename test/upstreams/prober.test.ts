@@ -7,7 +7,12 @@ function flush(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-interface Scheduled { id: number; at: number; every: number | null; fn: () => void }
+interface Scheduled {
+  id: number;
+  at: number;
+  every: number | null;
+  fn: () => void;
+}
 
 /** A clock and timers that move only when told, firing due timers in time order and flushing promises after each. */
 function fakeTime() {
@@ -55,7 +60,11 @@ function fakeTime() {
  *  hanging, or with nonsense. */
 type Behaviour = { head: number; afterMs?: number } | { failAfterMs: number } | 'fail' | 'hang' | 'garbage' | 'throw';
 
-interface ProbeCall { index: number; at: number; signal: AbortSignal }
+interface ProbeCall {
+  index: number;
+  at: number;
+  signal: AbortSignal;
+}
 
 function setup(n: number, behaviour: Behaviour[], maxLagBlocks = 5) {
   const time = fakeTime();
@@ -189,7 +198,11 @@ t.test('a poll a second late makes its node suspected until it answers or is giv
   await time.advanceTo(2_000);
   t.equal(health.upstreams[0]!.suspected, true, 'a second late: suspected');
   t.same(health.healthyIndices(), [0, 1], 'and still in rotation');
-  t.same(Array.from({ length: 20 }, () => health.pick()), Array(20).fill(1), 'calls go to the other node');
+  t.same(
+    Array.from({ length: 20 }, () => health.pick()),
+    Array(20).fill(1),
+    'calls go to the other node',
+  );
   await time.advanceTo(2_200);
   t.equal(health.upstreams[0]!.suspected, false, 'the answer ends it');
   t.equal(health.upstreams[0]!.head, 8);
@@ -261,8 +274,12 @@ t.test('stop() ends both loops and ignores probes still in flight', async (t) =>
   t.equal(calls.length, 2, 'nothing probed after stop');
   t.equal(health.upstreams[0]!.head, null, 'the late answer is ignored');
   t.equal(health.upstreams[0]!.status().calls, 0);
-  t.equal(time.pending.size, 0, 'both intervals and the probes\' deadlines cleared');
-  t.same(health.upstreams.map((u) => u.probeSince), [null, null], 'no probe left in flight');
+  t.equal(time.pending.size, 0, "both intervals and the probes' deadlines cleared");
+  t.same(
+    health.upstreams.map((u) => u.probeSince),
+    [null, null],
+    'no probe left in flight',
+  );
 });
 
 t.test('options are checked; the default timers start and stop', async (t) => {

@@ -62,7 +62,7 @@ t.test('bestHead and lag ignore failing upstreams', async (t) => {
   t.equal(h.bestHead(), 500);
   t.same(h.healthyIndices(), [0]);
   fail(h, 0);
-  t.equal(h.bestHead(), 100, 'the failing node\'s head no longer counts');
+  t.equal(h.bestHead(), 100, "the failing node's head no longer counts");
   t.same(h.healthyIndices(), [1, 2], 'so the others are no longer lagging');
   t.equal(h.upstreams[0]!.status().reason, 'failing');
 });
@@ -70,7 +70,9 @@ t.test('bestHead and lag ignore failing upstreams', async (t) => {
 t.test('a node reset to a new chain: logged once, followed only once no node in rotation is ahead of it', async (t) => {
   const lines: string[] = [];
   const h = createChainHealth(['a', 'b', 'c'], {
-    maxLagBlocks: 5, now: () => 1_000, log: (level, msg, fields) => void lines.push(`${level} ${msg} ${JSON.stringify(fields)}`),
+    maxLagBlocks: 5,
+    now: () => 1_000,
+    log: (level, msg, fields) => void lines.push(`${level} ${msg} ${JSON.stringify(fields)}`),
   });
   for (const u of h.upstreams) u.reportHead(300);
   t.equal(h.followsNewChain(0, 2), false, 'b and c are at 300: a is only behind the chain');
@@ -79,7 +81,7 @@ t.test('a node reset to a new chain: logged once, followed only once no node in 
   t.same(h.healthyIndices(), [1, 2], 'a lags: out of rotation');
   h.upstreams[1]!.reportHead(1);
   t.equal(h.followsNewChain(0, 3), false, 'c still at 300');
-  t.equal(lines.length, 2, 'b\'s reset logged, a\'s not again');
+  t.equal(lines.length, 2, "b's reset logged, a's not again");
   fail(h, 2);
   t.equal(h.followsNewChain(0, 4), true, 'c failing, b on the new chain: the chain follows a');
   t.equal(h.followsNewChain(1, 1), true, 'and b, within max_lag_blocks of a');
@@ -93,7 +95,12 @@ t.test('a node reset to a new chain: logged once, followed only once no node in 
 
 t.test('the best head going back more than finalityDepth is told once per drop; less is not', async (t) => {
   const drops: Array<[number, number]> = [];
-  const h = createChainHealth(['a', 'b'], { maxLagBlocks: 5, now: () => 1_000, finalityDepth: 64, onFinalUndone: (from, to) => void drops.push([from, to]) });
+  const h = createChainHealth(['a', 'b'], {
+    maxLagBlocks: 5,
+    now: () => 1_000,
+    finalityDepth: 64,
+    onFinalUndone: (from, to) => void drops.push([from, to]),
+  });
   h.upstreams[0]!.reportHead(100);
   h.upstreams[1]!.reportHead(100);
   h.upstreams[0]!.reportHead(36);
@@ -200,7 +207,10 @@ t.test('options are checked', async (t) => {
   t.throws(() => createChainHealth([], { maxLagBlocks: 5 }), RangeError);
   const h = createChainHealth(['a', 'b'], { maxLagBlocks: 3 });
   t.equal(h.maxLagBlocks, 3);
-  t.same(h.upstreams.map((u) => u.label), ['a', 'b']);
+  t.same(
+    h.upstreams.map((u) => u.label),
+    ['a', 'b'],
+  );
   const seen = new Set<number | null>();
   for (let k = 0; k < 200; k++) seen.add(h.pick());
   t.same([...seen].sort(), [0, 1], 'defaults (Math.random, performance.now) draw both nodes');

@@ -60,13 +60,19 @@ t.test('events arrive in order as canonical frames, from one request for the top
   });
   const { frames, logs } = linkTo(t, source.url);
   await until(() => frames.length === 50);
-  t.same(frames, Array.from({ length: 50 }, (_, i) => headFrame(i + 1)));
+  t.same(
+    frames,
+    Array.from({ length: 50 }, (_, i) => headFrame(i + 1)),
+  );
   t.equal(source.requests.length, 1);
   const req = source.requests[0]!;
   t.equal(req.method, 'GET');
   t.equal(req.url, '/eth/v1/events?topics=head');
   t.equal(req.headers.accept, 'text/event-stream');
-  t.same(logs.map((l) => l.msg), ['sse stream open']);
+  t.same(
+    logs.map((l) => l.msg),
+    ['sse stream open'],
+  );
   t.notMatch(JSON.stringify(logs), /secret|user/, 'the URL credentials are never logged');
   t.equal(logs[0]!.fields!.upstream, 'http://127.0.0.1:' + new URL(source.url).port);
 });
@@ -157,7 +163,9 @@ t.test('a 500 is retried with a doubling backoff that starts over after a stream
   await until(() => frames.length === 3);
   t.same(frames, [5, 6, 7].map(headFrame));
   t.same(
-    lost().slice(4).map((l) => l.fields!.retry_ms),
+    lost()
+      .slice(4)
+      .map((l) => l.fields!.retry_ms),
     [15, 30],
     'a stream open 30 s starts the backoff over; one that ended at once does not',
   );

@@ -22,7 +22,11 @@ async function relayedAnvil(t: Test) {
 }
 
 /** A WebSocket server on 127.0.0.1 port 0 that hands each parsed request to `onRequest`. */
-async function scriptedServer(t: Test, onRequest: (socket: ServerSocket, request: { id: number; method: string; params: unknown[] }) => void, autoPong = true) {
+async function scriptedServer(
+  t: Test,
+  onRequest: (socket: ServerSocket, request: { id: number; method: string; params: unknown[] }) => void,
+  autoPong = true,
+) {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong });
   const requests: Array<{ id: number; method: string; params: unknown[] }> = [];
   server.on('connection', (socket) => {
@@ -47,21 +51,31 @@ const answer = (socket: ServerSocket, id: number, result: unknown): void => sock
 const notify = (socket: ServerSocket, subscription: string, result: unknown): void =>
   socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription, result } }));
 
-t.test('calls carry the link\'s own numeric ids, the configured headers, and settle with their own answers', async (t) => {
+t.test("calls carry the link's own numeric ids, the configured headers, and settle with their own answers", async (t) => {
   const { node, relay } = await relayedAnvil(t);
   await mine(node.url, 20);
   const link = linkFor(t, { url: relay.wsUrl, label: 'relay', headers: { 'X-Chaingate-Test': 'yes' } });
   await link.opened;
-  const blocks = (await Promise.all(Array.from({ length: 20 }, (_, i) => link.call('eth_getBlockByNumber', [`0x${(i + 1).toString(16)}`, false])))) as Array<{ number: string }>;
-  t.same(blocks.map((b) => Number(b.number)), Array.from({ length: 20 }, (_, i) => i + 1), 'each call got the answer to its own request');
+  const blocks = (await Promise.all(
+    Array.from({ length: 20 }, (_, i) => link.call('eth_getBlockByNumber', [`0x${(i + 1).toString(16)}`, false])),
+  )) as Array<{ number: string }>;
+  t.same(
+    blocks.map((b) => Number(b.number)),
+    Array.from({ length: 20 }, (_, i) => i + 1),
+    'each call got the answer to its own request',
+  );
   t.equal(await link.call('eth_chainId', []), '0x7a69');
   const ids = relay.messages.map((m) => (JSON.parse(m) as { id: unknown }).id);
-  t.same(ids, Array.from({ length: 21 }, (_, i) => i + 1), 'ids 1, 2, 3, ... on the wire');
+  t.same(
+    ids,
+    Array.from({ length: 21 }, (_, i) => i + 1),
+    'ids 1, 2, 3, ... on the wire',
+  );
   t.match(relay.upgrades[0], /^x-chaingate-test: yes$/im, 'the handshake carried the header');
   t.equal(relay.unreadableFrames, 0, 'frames are not compressed');
 });
 
-t.test('a JSON-RPC error rejects with the node\'s code and the link carries on', async (t) => {
+t.test("a JSON-RPC error rejects with the node's code and the link carries on", async (t) => {
   const { relay } = await relayedAnvil(t);
   const link = linkFor(t, { url: relay.wsUrl, label: 'relay' });
   const err = await link.call('eth_noSuchMethod', []).catch((e: unknown) => e);

@@ -86,14 +86,26 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
       if (!e) throw new Error(`beacon chain: slot ${slot} is not sealed`);
       return fromHex(e[field]);
     };
-    return { epochs, validators, genesisHash, genesisTime, rootAt: (slot) => root(slot, 'root'), stateRootAt: (slot) => root(slot, 'stateRoot') };
+    return {
+      epochs,
+      validators,
+      genesisHash,
+      genesisTime,
+      rootAt: (slot) => root(slot, 'root'),
+      stateRootAt: (slot) => root(slot, 'stateRoot'),
+    };
   }
 
   const transactionsOf = async (exec: ExecutionBlock): Promise<string[]> =>
     exec.transactions.length === 0 ? [] : opts.rawTransactions(exec.transactions);
 
   function headOf(f: ChainFacts, slot: number, parentRoot: string, body: electra.BeaconBlockBody): BlockHead {
-    return { slot, proposerIndex: f.validators.proposer(slot), parentRoot: fromHex(parentRoot), bodyRoot: ssz.electra.BeaconBlockBody.hashTreeRoot(body) };
+    return {
+      slot,
+      proposerIndex: f.validators.proposer(slot),
+      parentRoot: fromHex(parentRoot),
+      bodyRoot: ssz.electra.BeaconBlockBody.hashTreeRoot(body),
+    };
   }
 
   function isCanonical(b: SlotBlock): boolean {
@@ -130,7 +142,15 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
   }
 
   function slotBlock(e: Entry, slot: number, exec: ExecutionBlock): SlotBlock {
-    return { slot, root: e.root, parentRoot: slot === 0 ? toHex(new Uint8Array(32)) : entries[slot - 1]?.root ?? '', stateRoot: e.stateRoot, bodyRoot: e.bodyRoot, timestamp: Number(exec.timestamp), execution: exec };
+    return {
+      slot,
+      root: e.root,
+      parentRoot: slot === 0 ? toHex(new Uint8Array(32)) : (entries[slot - 1]?.root ?? ''),
+      stateRoot: e.stateRoot,
+      bodyRoot: e.bodyRoot,
+      timestamp: Number(exec.timestamp),
+      execution: exec,
+    };
   }
 
   return {
@@ -153,10 +173,21 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
       const head = headOf(f, slot, parentRoot, body);
       const tree = advanceState(base, parent?.slot ?? -1, head, executionPayloadHeader(payload), f);
       const stateRoot = tree.hashTreeRoot();
-      const root = ssz.electra.BeaconBlock.hashTreeRoot({ slot, proposerIndex: head.proposerIndex, parentRoot: head.parentRoot, stateRoot, body });
+      const root = ssz.electra.BeaconBlock.hashTreeRoot({
+        slot,
+        proposerIndex: head.proposerIndex,
+        parentRoot: head.parentRoot,
+        stateRoot,
+        body,
+      });
       if (parent === undefined) states.clear();
       truncate(slot);
-      const entry: Entry = { execHash: exec.hash.toLowerCase(), root: toHex(root), stateRoot: toHex(stateRoot), bodyRoot: toHex(head.bodyRoot) };
+      const entry: Entry = {
+        execHash: exec.hash.toLowerCase(),
+        root: toHex(root),
+        stateRoot: toHex(stateRoot),
+        bodyRoot: toHex(head.bodyRoot),
+      };
       entries.push(entry);
       slotByRoot.set(entry.root, slot);
       slotByStateRoot.set(entry.stateRoot, slot);
@@ -178,7 +209,13 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
     async signedBlock(b) {
       const f = factsAt(b.slot - 1);
       const body = blockBody(f, b.slot, executionPayload(b.execution, await transactionsOf(b.execution)));
-      const message = { slot: b.slot, proposerIndex: validators.proposer(b.slot), parentRoot: fromHex(b.parentRoot), stateRoot: fromHex(b.stateRoot), body };
+      const message = {
+        slot: b.slot,
+        proposerIndex: validators.proposer(b.slot),
+        parentRoot: fromHex(b.parentRoot),
+        stateRoot: fromHex(b.stateRoot),
+        body,
+      };
       return { message, signature: fromHex(derivedSignature('block', b.root)) };
     },
     state: stateOf,

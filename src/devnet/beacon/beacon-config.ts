@@ -67,7 +67,9 @@ export function devnetChainConfig(c: ChainInputs): ChainConfig {
 
 /** The fork schedule as `/eth/v1/config/fork_schedule` lists it: every fork up to Electra, all at epoch 0. */
 export function forkSchedule(): unknown[] {
-  return SCHEDULED.map((_, i) => ssz.phase0.Fork.toJson({ previousVersion: forkVersion(Math.max(0, i - 1)), currentVersion: forkVersion(i), epoch: 0 }));
+  return SCHEDULED.map((_, i) =>
+    ssz.phase0.Fork.toJson({ previousVersion: forkVersion(Math.max(0, i - 1)), currentVersion: forkVersion(i), epoch: 0 }),
+  );
 }
 
 /** The state's `fork` field and `/states/{id}/fork`. */

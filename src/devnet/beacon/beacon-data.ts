@@ -35,7 +35,10 @@ export function checkpoint(f: ChainFacts, epoch: number): phase0.Checkpoint {
 }
 
 /** Justification and finality as seen from a state at `slot`: finalized is epoch − 2, justified epoch − 1. */
-export function checkpointsAt(f: ChainFacts, slot: number): { previousJustified: phase0.Checkpoint; currentJustified: phase0.Checkpoint; finalized: phase0.Checkpoint } {
+export function checkpointsAt(
+  f: ChainFacts,
+  slot: number,
+): { previousJustified: phase0.Checkpoint; currentJustified: phase0.Checkpoint; finalized: phase0.Checkpoint } {
   const finalized = checkpoint(f, f.epochs.finalizedEpoch(slot));
   return { previousJustified: finalized, currentJustified: checkpoint(f, f.epochs.justifiedEpoch(slot)), finalized };
 }
@@ -57,7 +60,12 @@ export function executionPayload(e: ExecutionBlock, transactions: readonly strin
     baseFeePerGas: big(e.baseFeePerGas),
     blockHash: fromHex(e.hash),
     transactions: transactions.map(fromHex),
-    withdrawals: (e.withdrawals ?? []).map((w) => ({ index: num(w.index), validatorIndex: num(w.validatorIndex), address: fromHex(w.address), amount: big(w.amount) })),
+    withdrawals: (e.withdrawals ?? []).map((w) => ({
+      index: num(w.index),
+      validatorIndex: num(w.validatorIndex),
+      address: fromHex(w.address),
+      amount: big(w.amount),
+    })),
     blobGasUsed: big(e.blobGasUsed),
     excessBlobGas: big(e.excessBlobGas),
   };
@@ -66,7 +74,11 @@ export function executionPayload(e: ExecutionBlock, transactions: readonly strin
 /** The payload's header, as a state keeps it: the lists replaced by their roots. */
 export function executionPayloadHeader(p: electra.ExecutionPayload): electra.ExecutionPayloadHeader {
   const { transactions, withdrawals, ...rest } = p;
-  return { ...rest, transactionsRoot: ssz.bellatrix.Transactions.hashTreeRoot(transactions), withdrawalsRoot: ssz.capella.Withdrawals.hashTreeRoot(withdrawals) };
+  return {
+    ...rest,
+    transactionsRoot: ssz.bellatrix.Transactions.hashTreeRoot(transactions),
+    withdrawalsRoot: ssz.capella.Withdrawals.hashTreeRoot(withdrawals),
+  };
 }
 
 /** AttestationData for `slot`; a slot past the newest sealed one votes for that one. Electra sets `index` to 0. */
@@ -85,7 +97,9 @@ export function attestationData(f: ChainFacts, slot: number): phase0.Attestation
 const allSet = (n: number): BitArray => BitArray.fromBoolArray(Array.from({ length: n }, () => true));
 
 function committeesOf(f: ChainFacts, slot: number, onlyCommittee: number | undefined) {
-  return f.validators.committees(f.epochs.epochOf(slot)).filter((c) => c.slot === slot && (onlyCommittee === undefined || c.index === onlyCommittee));
+  return f.validators
+    .committees(f.epochs.epochOf(slot))
+    .filter((c) => c.slot === slot && (onlyCommittee === undefined || c.index === onlyCommittee));
 }
 
 /** One Electra attestation covering the committees of `slot` (or just one), everyone voting. */
@@ -116,7 +130,12 @@ export function eth1Data(f: ChainFacts): phase0.Eth1Data {
 }
 
 /** The Electra body of the block at `slot` over `payload`; the block at slot n carries the attestation for slot n − 1. */
-export function blockBody(f: ChainFacts, slot: number, payload: electra.ExecutionPayload, randaoReveal?: Uint8Array): electra.BeaconBlockBody {
+export function blockBody(
+  f: ChainFacts,
+  slot: number,
+  payload: electra.ExecutionPayload,
+  randaoReveal?: Uint8Array,
+): electra.BeaconBlockBody {
   const syncBits = BitArray.fromBitLen(SYNC_COMMITTEE_SIZE);
   if (slot > 0) for (let i = 0; i < SYNC_COMMITTEE_SIZE; i++) syncBits.set(i, true);
   return {

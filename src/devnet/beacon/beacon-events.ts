@@ -11,9 +11,23 @@ import type { ChainChange, SlotBlock } from './chain-view.js';
 import { ZERO_ROOT } from './deterministic.js';
 
 export const KNOWN_TOPICS: readonly string[] = [
-  'head', 'block', 'block_gossip', 'attestation', 'single_attestation', 'voluntary_exit', 'bls_to_execution_change',
-  'proposer_slashing', 'attester_slashing', 'finalized_checkpoint', 'chain_reorg', 'contribution_and_proof',
-  'light_client_finality_update', 'light_client_optimistic_update', 'payload_attributes', 'blob_sidecar', 'data_column_sidecar',
+  'head',
+  'block',
+  'block_gossip',
+  'attestation',
+  'single_attestation',
+  'voluntary_exit',
+  'bls_to_execution_change',
+  'proposer_slashing',
+  'attester_slashing',
+  'finalized_checkpoint',
+  'chain_reorg',
+  'contribution_and_proof',
+  'light_client_finality_update',
+  'light_client_optimistic_update',
+  'payload_attributes',
+  'blob_sidecar',
+  'data_column_sidecar',
 ];
 
 const KEEPALIVE_MS = 10_000;
@@ -67,7 +81,12 @@ export function createEventHub(ctx: BeaconContext): EventHub {
     if (fe > finalizedEpoch) {
       finalizedEpoch = fe;
       const cp = view.cached(epochs.startSlot(fe));
-      send('finalized_checkpoint', { block: cp?.root ?? ZERO_ROOT, state: cp?.stateRoot ?? ZERO_ROOT, epoch: String(fe), execution_optimistic: false });
+      send('finalized_checkpoint', {
+        block: cp?.root ?? ZERO_ROOT,
+        state: cp?.stateRoot ?? ZERO_ROOT,
+        epoch: String(fe),
+        execution_optimistic: false,
+      });
     }
   }
 

@@ -75,7 +75,11 @@ function readBody(req: IncomingMessage): Promise<{ ok: true; text: string } | { 
       if (size <= MAX_BODY_BYTES) chunks.push(c);
     });
     req.on('end', () =>
-      resolve(size > MAX_BODY_BYTES ? { ok: false, reply: { kind: 'error', status: 413, message: `body is larger than ${MAX_BODY_BYTES} bytes` } } : { ok: true, text: Buffer.concat(chunks).toString('utf8') }),
+      resolve(
+        size > MAX_BODY_BYTES
+          ? { ok: false, reply: { kind: 'error', status: 413, message: `body is larger than ${MAX_BODY_BYTES} bytes` } }
+          : { ok: true, text: Buffer.concat(chunks).toString('utf8') },
+      ),
     );
     req.on('error', reject);
   });
@@ -84,9 +88,11 @@ function readBody(req: IncomingMessage): Promise<{ ok: true; text: string } | { 
 function validate(opts: BeaconNodeOptions): void {
   const errors: string[] = [];
   if (!/^https?:\/\//.test(opts.executionUrl)) errors.push('executionUrl must be an http(s) URL');
-  if (opts.port !== undefined && (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535)) errors.push('port must be an integer from 0 to 65535');
+  if (opts.port !== undefined && (!Number.isInteger(opts.port) || opts.port < 0 || opts.port > 65535))
+    errors.push('port must be an integer from 0 to 65535');
   if (opts.pollMs !== undefined && (!Number.isFinite(opts.pollMs) || opts.pollMs <= 0)) errors.push('pollMs must be a positive number');
-  if (opts.slotsPerEpoch !== undefined && (!Number.isInteger(opts.slotsPerEpoch) || opts.slotsPerEpoch < 1)) errors.push('slotsPerEpoch must be a positive integer');
+  if (opts.slotsPerEpoch !== undefined && (!Number.isInteger(opts.slotsPerEpoch) || opts.slotsPerEpoch < 1))
+    errors.push('slotsPerEpoch must be a positive integer');
   if (errors.length) throw new Error(`beacon node: ${errors.join('; ')}`);
 }
 
@@ -140,7 +146,11 @@ export async function startBeaconNode(opts: BeaconNodeOptions): Promise<BeaconNo
       case 'json':
       case 'error': {
         const body = Buffer.from(JSON.stringify(reply.kind === 'json' ? reply.body : { code: reply.status, message: reply.message }));
-        const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': body.length, ...reply.headers };
+        const headers: Record<string, string | number> = {
+          'content-type': 'application/json',
+          'content-length': body.length,
+          ...reply.headers,
+        };
         if (reply.kind === 'json' && reply.version) headers['eth-consensus-version'] = reply.version;
         res.writeHead(reply.kind === 'json' ? 200 : reply.status, headers);
         res.end(head ? undefined : body);
@@ -171,7 +181,8 @@ export async function startBeaconNode(opts: BeaconNodeOptions): Promise<BeaconNo
     answer(req).then(
       (reply) => write(req, res, reply),
       // Thrown only when anvil could not be read for data outside the cache.
-      (err: unknown) => write(req, res, { kind: 'error', status: 500, message: `execution node: ${err instanceof Error ? err.message : String(err)}` }),
+      (err: unknown) =>
+        write(req, res, { kind: 'error', status: 500, message: `execution node: ${err instanceof Error ? err.message : String(err)}` }),
     );
   });
 

@@ -68,5 +68,9 @@ export function parseHex(text: string, bytes: number): string | undefined {
 
 /** A query parameter that may be repeated and comma-separated (`id=1,2&id=3`), as the API allows. */
 export function listParam(query: URLSearchParams, name: string): string[] {
-  return query.getAll(name).flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  return query
+    .getAll(name)
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
 }

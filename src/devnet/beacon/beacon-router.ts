@@ -56,7 +56,10 @@ export function createRouter(routes: readonly NodeRoute[]): Router {
         const handler = method === 'GET' || method === 'HEAD' ? c.route.GET : method === 'POST' ? c.route.POST : undefined;
         if (handler) return { ok: true, handler, params };
         const allow = (['GET', 'POST'] as const).filter((m) => c.route[m]).join(', ');
-        return { ok: false, reply: { kind: 'error', status: 405, message: `method ${method} not allowed on ${pathname}`, headers: { allow } } };
+        return {
+          ok: false,
+          reply: { kind: 'error', status: 405, message: `method ${method} not allowed on ${pathname}`, headers: { allow } },
+        };
       }
       return { ok: false, reply: fail(404, `no such path: ${pathname}`) };
     },

@@ -6,7 +6,12 @@
  */
 import { subtreeFillToContents, zeroNode } from '@chainsafe/persistent-merkle-tree';
 import { BitArray, VectorBasicType, VectorCompositeType, type CompositeViewDU } from '@chainsafe/ssz';
-import { EPOCHS_PER_HISTORICAL_VECTOR, EPOCHS_PER_SYNC_COMMITTEE_PERIOD, JUSTIFICATION_BITS_LENGTH, SLOTS_PER_HISTORICAL_ROOT } from '@lodestar/params';
+import {
+  EPOCHS_PER_HISTORICAL_VECTOR,
+  EPOCHS_PER_SYNC_COMMITTEE_PERIOD,
+  JUSTIFICATION_BITS_LENGTH,
+  SLOTS_PER_HISTORICAL_ROOT,
+} from '@lodestar/params';
 import { ssz, type altair, type electra } from '@lodestar/types';
 import { CURRENT_FORK } from './beacon-config.js';
 import { checkpointsAt, eth1Data, type ChainFacts } from './beacon-data.js';
@@ -57,7 +62,8 @@ export function genesisValidatorsRoot(f: ChainFacts): Uint8Array {
  */
 function blankState(): StateTree {
   const nodes = State.fieldsEntries.map(({ fieldType }) => {
-    const zeroChunks = fieldType instanceof VectorBasicType || (fieldType instanceof VectorCompositeType && fieldType.elementType.fixedSize === 32);
+    const zeroChunks =
+      fieldType instanceof VectorBasicType || (fieldType instanceof VectorCompositeType && fieldType.elementType.fixedSize === 32);
     return zeroChunks ? zeroNode(fieldType.depth) : fieldType.value_toTree(fieldType.defaultValue() as never);
   });
   return State.getViewDU(subtreeFillToContents(nodes, State.depth));
@@ -90,7 +96,8 @@ function setEpochFields(tree: StateTree, f: StateFacts, fromEpoch: number, slot:
   tree.previousJustifiedCheckpoint = F.previousJustifiedCheckpoint.toViewDU(cp.previousJustified);
   tree.currentJustifiedCheckpoint = F.currentJustifiedCheckpoint.toViewDU(cp.currentJustified);
   tree.finalizedCheckpoint = F.finalizedCheckpoint.toViewDU(cp.finalized);
-  for (let e = Math.max(fromEpoch + 1, epoch - EPOCHS_PER_HISTORICAL_VECTOR + 1, 0); e <= epoch; e++) tree.randaoMixes.set(e % EPOCHS_PER_HISTORICAL_VECTOR, randaoMix(e));
+  for (let e = Math.max(fromEpoch + 1, epoch - EPOCHS_PER_HISTORICAL_VECTOR + 1, 0); e <= epoch; e++)
+    tree.randaoMixes.set(e % EPOCHS_PER_HISTORICAL_VECTOR, randaoMix(e));
   const period = (e: number): number => Math.floor(e / EPOCHS_PER_SYNC_COMMITTEE_PERIOD);
   if (fromEpoch < 0 || period(fromEpoch) !== period(epoch)) {
     tree.currentSyncCommittee = F.currentSyncCommittee.toViewDU(syncCommittee(f, epoch));
@@ -103,7 +110,13 @@ function setEpochFields(tree: StateTree, f: StateFacts, fromEpoch: number, slot:
  * (undefined with `from` −1: a blank tree gets the genesis fields). `base` is left untouched.
  * `f` must know the roots of every slot below `head.slot`.
  */
-export function advanceState(base: StateTree | undefined, from: number, head: BlockHead, payloadHeader: electra.ExecutionPayloadHeader, f: StateFacts): StateTree {
+export function advanceState(
+  base: StateTree | undefined,
+  from: number,
+  head: BlockHead,
+  payloadHeader: electra.ExecutionPayloadHeader,
+  f: StateFacts,
+): StateTree {
   const to = head.slot;
   const tree = base ? base.clone() : blankState();
   if (!base) setGenesisFields(tree, f);

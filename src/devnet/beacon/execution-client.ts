@@ -105,7 +105,10 @@ export function createExecutionClient(url: string, stopSignal: AbortSignal, time
       return out;
     },
     async rawTransactions(hashes) {
-      const raw = await batch('eth_getRawTransactionByHash', hashes.map((h) => [h]));
+      const raw = await batch(
+        'eth_getRawTransactionByHash',
+        hashes.map((h) => [h]),
+      );
       return raw.map((r) => (typeof r === 'string' ? r : '0x'));
     },
   };

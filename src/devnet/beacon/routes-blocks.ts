@@ -30,8 +30,18 @@ const DepositTreeSnapshot = new ContainerType(
 
 /** `/eth/v1/beacon/headers` items: every served block is canonical, signed as its block is. */
 function headerEntry(ctx: BeaconContext, b: SlotBlock): Record<string, unknown> {
-  const message = { slot: b.slot, proposerIndex: ctx.validators.proposer(b.slot), parentRoot: fromHex(b.parentRoot), stateRoot: fromHex(b.stateRoot), bodyRoot: fromHex(b.bodyRoot) };
-  return { root: b.root, canonical: true, header: ssz.phase0.SignedBeaconBlockHeader.toJson({ message, signature: fromHex(derivedSignature('block', b.root)) }) };
+  const message = {
+    slot: b.slot,
+    proposerIndex: ctx.validators.proposer(b.slot),
+    parentRoot: fromHex(b.parentRoot),
+    stateRoot: fromHex(b.stateRoot),
+    bodyRoot: fromHex(b.bodyRoot),
+  };
+  return {
+    root: b.root,
+    canonical: true,
+    header: ssz.phase0.SignedBeaconBlockHeader.toJson({ message, signature: fromHex(derivedSignature('block', b.root)) }),
+  };
 }
 
 /** Runs `answer` on the block `block_id` names, or answers the 400/404 that explains why there is none. */
@@ -78,24 +88,40 @@ export function blockRoutes(ctx: BeaconContext): NodeRoute[] {
         }),
     },
     { path: '/eth/v1/beacon/headers', GET: (req) => headers(ctx, req.query) },
-    { path: '/eth/v1/beacon/headers/{block_id}', GET: withBlock(ctx, (b) => json({ ...chainMeta(ctx, b.slot), data: headerEntry(ctx, b) })) },
+    {
+      path: '/eth/v1/beacon/headers/{block_id}',
+      GET: withBlock(ctx, (b) => json({ ...chainMeta(ctx, b.slot), data: headerEntry(ctx, b) })),
+    },
     {
       path: '/eth/v2/beacon/blocks/{block_id}',
       GET: withBlock(ctx, async (b, req) =>
         sszOrJson(req, ssz.electra.SignedBeaconBlock, await ctx.chain.signedBlock(b), { meta: chainMeta(ctx, b.slot), version: FORK }),
       ),
     },
-    { path: '/eth/v1/beacon/blocks/{block_id}/root', GET: withBlock(ctx, (b) => json({ ...chainMeta(ctx, b.slot), data: { root: b.root } })) },
+    {
+      path: '/eth/v1/beacon/blocks/{block_id}/root',
+      GET: withBlock(ctx, (b) => json({ ...chainMeta(ctx, b.slot), data: { root: b.root } })),
+    },
     {
       path: '/eth/v1/beacon/blocks/{block_id}/attestations',
       GET: withBlock(ctx, (b) =>
-        json({ ...chainMeta(ctx, b.slot), data: b.slot === 0 ? [] : phase0Attestations(ctx.chain.facts, b.slot - 1).map((a) => ssz.phase0.Attestation.toJson(a)) }),
+        json({
+          ...chainMeta(ctx, b.slot),
+          data: b.slot === 0 ? [] : phase0Attestations(ctx.chain.facts, b.slot - 1).map((a) => ssz.phase0.Attestation.toJson(a)),
+        }),
       ),
     },
     {
       path: '/eth/v2/beacon/blocks/{block_id}/attestations',
       GET: withBlock(ctx, (b) =>
-        json({ version: FORK, ...chainMeta(ctx, b.slot), data: b.slot === 0 ? [] : [ssz.electra.Attestation.toJson(electraAttestation(ctx.chain.facts, b.slot - 1))] }, FORK),
+        json(
+          {
+            version: FORK,
+            ...chainMeta(ctx, b.slot),
+            data: b.slot === 0 ? [] : [ssz.electra.Attestation.toJson(electraAttestation(ctx.chain.facts, b.slot - 1))],
+          },
+          FORK,
+        ),
       ),
     },
     {

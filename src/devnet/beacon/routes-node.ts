@@ -61,7 +61,12 @@ function listPool(pool: Pool, req: BeaconRequest): Reply {
 }
 
 function poolRoutes(): NodeRoute[] {
-  const pool = (name: string, postsList: boolean, version?: string): Pool => ({ name, postsList, items: [], ...(version ? { version } : {}) });
+  const pool = (name: string, postsList: boolean, version?: string): Pool => ({
+    name,
+    postsList,
+    items: [],
+    ...(version ? { version } : {}),
+  });
   const v1 = [
     pool('attestations', true),
     pool('attester_slashings', false),
@@ -71,18 +76,34 @@ function poolRoutes(): NodeRoute[] {
     pool('bls_to_execution_changes', true),
   ];
   const v2 = [pool('attestations', true, FORK), pool('attester_slashings', false, FORK)];
-  const route = (prefix: string, p: Pool): NodeRoute => ({ path: `${prefix}/${p.name}`, GET: (req) => listPool(p, req), POST: (req) => submit(p, req.body) });
+  const route = (prefix: string, p: Pool): NodeRoute => ({
+    path: `${prefix}/${p.name}`,
+    GET: (req) => listPool(p, req),
+    POST: (req) => submit(p, req.body),
+  });
   return [...v1.map((p) => route('/eth/v1/beacon/pool', p)), ...v2.map((p) => route('/eth/v2/beacon/pool', p))];
 }
 
 export function nodeRoutes(ctx: BeaconContext): NodeRoute[] {
   const { view } = ctx;
   return [
-    { path: '/eth/v1/node/version', GET: () => json({ data: { version: `chaingate-devnet-beacon/v0.1.0/${process.platform}-${process.arch}/node${process.versions.node}` } }) },
+    {
+      path: '/eth/v1/node/version',
+      GET: () =>
+        json({ data: { version: `chaingate-devnet-beacon/v0.1.0/${process.platform}-${process.arch}/node${process.versions.node}` } }),
+    },
     {
       path: '/eth/v1/node/syncing',
       GET: () =>
-        json({ data: { head_slot: String(view.head().slot), sync_distance: '0', is_syncing: false, is_optimistic: false, el_offline: !view.executionOnline() } }),
+        json({
+          data: {
+            head_slot: String(view.head().slot),
+            sync_distance: '0',
+            is_syncing: false,
+            is_optimistic: false,
+            el_offline: !view.executionOnline(),
+          },
+        }),
     },
     // 200 while anvil answers; 503 when the node cannot reach it, as a node without its execution client reports itself.
     { path: '/eth/v1/node/health', GET: () => ({ kind: 'empty', status: view.executionOnline() ? 200 : 503 }) },
@@ -90,18 +111,33 @@ export function nodeRoutes(ctx: BeaconContext): NodeRoute[] {
     {
       path: '/eth/v1/node/peers',
       GET: (req) => {
-        const bad = [...req.query.getAll('state').filter((s) => !PEER_STATES.includes(s)), ...req.query.getAll('direction').filter((d) => !PEER_DIRECTIONS.includes(d))];
+        const bad = [
+          ...req.query.getAll('state').filter((s) => !PEER_STATES.includes(s)),
+          ...req.query.getAll('direction').filter((d) => !PEER_DIRECTIONS.includes(d)),
+        ];
         if (bad.length) return fail(400, `invalid peer filter: ${bad.join(', ')}`);
         return json({ data: [], meta: { count: 0 } });
       },
     },
-    { path: '/eth/v1/node/peer_count', GET: () => json({ data: { disconnected: '0', connecting: '0', connected: '0', disconnecting: '0' } }) },
+    {
+      path: '/eth/v1/node/peer_count',
+      GET: () => json({ data: { disconnected: '0', connecting: '0', connected: '0', disconnecting: '0' } }),
+    },
     {
       path: '/eth/v1/config/spec',
-      GET: () => json({ data: specJson({ secondsPerSlot: view.secondsPerSlot(), chainId: ctx.chainId, genesisTime: view.genesis().timestamp }, ctx.epochs.slotsPerEpoch) }),
+      GET: () =>
+        json({
+          data: specJson(
+            { secondsPerSlot: view.secondsPerSlot(), chainId: ctx.chainId, genesisTime: view.genesis().timestamp },
+            ctx.epochs.slotsPerEpoch,
+          ),
+        }),
     },
     { path: '/eth/v1/config/fork_schedule', GET: () => json({ data: forkSchedule() }) },
-    { path: '/eth/v1/config/deposit_contract', GET: () => json({ data: { chain_id: String(ctx.chainId), address: DEPOSIT_CONTRACT_ADDRESS } }) },
+    {
+      path: '/eth/v1/config/deposit_contract',
+      GET: () => json({ data: { chain_id: String(ctx.chainId), address: DEPOSIT_CONTRACT_ADDRESS } }),
+    },
     ...poolRoutes(),
   ];
 }

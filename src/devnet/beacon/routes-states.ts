@@ -4,7 +4,13 @@
  * RANDAO, the full state (JSON and SSZ), fork-choice heads and the fork-choice tree.
  */
 import { ContainerType, ListCompositeType } from '@chainsafe/ssz';
-import { EPOCHS_PER_HISTORICAL_VECTOR, EPOCHS_PER_SYNC_COMMITTEE_PERIOD, SYNC_COMMITTEE_SIZE, SYNC_COMMITTEE_SUBNET_COUNT, VALIDATOR_REGISTRY_LIMIT } from '@lodestar/params';
+import {
+  EPOCHS_PER_HISTORICAL_VECTOR,
+  EPOCHS_PER_SYNC_COMMITTEE_PERIOD,
+  SYNC_COMMITTEE_SIZE,
+  SYNC_COMMITTEE_SUBNET_COUNT,
+  VALIDATOR_REGISTRY_LIMIT,
+} from '@lodestar/params';
 import { ssz } from '@lodestar/types';
 import { CURRENT_FORK, FORK } from './beacon-config.js';
 import { checkpoint } from './beacon-data.js';
@@ -43,7 +49,8 @@ function validators(ctx: BeaconContext, b: SlotBlock, ids: string[] | undefined,
   const unknownStatus = statuses.find((s) => !isKnownStatus(s));
   if (unknownStatus !== undefined) return fail(400, `invalid validator status: ${unknownStatus}`);
   const set = ctx.validators;
-  const chosen = ids === undefined ? { ok: true as const, value: Array.from({ length: set.count }, (_, i) => i) } : resolveValidatorIds(set, ids);
+  const chosen =
+    ids === undefined ? { ok: true as const, value: Array.from({ length: set.count }, (_, i) => i) } : resolveValidatorIds(set, ids);
   if (!chosen.ok) return chosen.reply;
   const epoch = ctx.epochs.epochOf(b.slot);
   const data = chosen.value
@@ -56,12 +63,20 @@ function validators(ctx: BeaconContext, b: SlotBlock, ids: string[] | undefined,
 /** One `ValidatorResponse`: the registry record as its Lodestar type writes it. */
 function validatorEntry(ctx: BeaconContext, index: number, epoch: number): Record<string, unknown> {
   const set = ctx.validators;
-  return { index: String(index), balance: String(set.balance(index, epoch)), status: VALIDATOR_STATUS, validator: ssz.phase0.Validator.toJson(set.record(index)) };
+  return {
+    index: String(index),
+    balance: String(set.balance(index, epoch)),
+    status: VALIDATOR_STATUS,
+    validator: ssz.phase0.Validator.toJson(set.record(index)),
+  };
 }
 
 function balances(ctx: BeaconContext, b: SlotBlock, ids: string[] | undefined, req: BeaconRequest): Reply {
   const set = ctx.validators;
-  const chosen = ids === undefined || ids.length === 0 ? { ok: true as const, value: Array.from({ length: set.count }, (_, i) => i) } : resolveValidatorIds(set, ids);
+  const chosen =
+    ids === undefined || ids.length === 0
+      ? { ok: true as const, value: Array.from({ length: set.count }, (_, i) => i) }
+      : resolveValidatorIds(set, ids);
   if (!chosen.ok) return chosen.reply;
   const epoch = ctx.epochs.epochOf(b.slot);
   const data = chosen.value.sort((x, y) => x - y).map((index) => ({ index, balance: set.balance(index, epoch) }));
@@ -73,7 +88,8 @@ function committees(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams): R
   if (!e.ok) return e.reply;
   const stateEpoch = ctx.epochs.epochOf(b.slot);
   // Committees are known one epoch ahead (MIN_SEED_LOOKAHEAD) and for as far back as the state remembers.
-  if (e.epoch > stateEpoch + 1 || e.epoch + EPOCHS_PER_HISTORICAL_VECTOR <= stateEpoch) return fail(400, `epoch ${e.epoch} is out of range for a state in epoch ${stateEpoch}`);
+  if (e.epoch > stateEpoch + 1 || e.epoch + EPOCHS_PER_HISTORICAL_VECTOR <= stateEpoch)
+    return fail(400, `epoch ${e.epoch} is out of range for a state in epoch ${stateEpoch}`);
   let list = ctx.validators.committees(e.epoch);
   const indexText = query.get('index');
   if (indexText !== null) {
@@ -99,14 +115,17 @@ function syncCommittees(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams
   if (!e.ok) return e.reply;
   const period = (epoch: number): number => Math.floor(epoch / EPOCHS_PER_SYNC_COMMITTEE_PERIOD);
   const statePeriod = period(ctx.epochs.epochOf(b.slot));
-  if (period(e.epoch) !== statePeriod && period(e.epoch) !== statePeriod + 1) return fail(400, `epoch ${e.epoch} is outside the current and next sync committee periods`);
+  if (period(e.epoch) !== statePeriod && period(e.epoch) !== statePeriod + 1)
+    return fail(400, `epoch ${e.epoch} is outside the current and next sync committee periods`);
   const members = ctx.validators.syncCommittee(e.epoch).map(String);
   const perSubnet = SYNC_COMMITTEE_SIZE / SYNC_COMMITTEE_SUBNET_COUNT;
   return json({
     ...chainMeta(ctx, b.slot),
     data: {
       validators: members,
-      validator_aggregates: Array.from({ length: SYNC_COMMITTEE_SUBNET_COUNT }, (_, k) => members.slice(k * perSubnet, (k + 1) * perSubnet)),
+      validator_aggregates: Array.from({ length: SYNC_COMMITTEE_SUBNET_COUNT }, (_, k) =>
+        members.slice(k * perSubnet, (k + 1) * perSubnet),
+      ),
     },
   });
 }
@@ -115,7 +134,8 @@ function randao(ctx: BeaconContext, b: SlotBlock, query: URLSearchParams): Reply
   const e = epochParam(ctx, b, query);
   if (!e.ok) return e.reply;
   const stateEpoch = ctx.epochs.epochOf(b.slot);
-  if (e.epoch > stateEpoch || e.epoch + EPOCHS_PER_HISTORICAL_VECTOR <= stateEpoch) return fail(400, `epoch ${e.epoch} is out of range for a state in epoch ${stateEpoch}`);
+  if (e.epoch > stateEpoch || e.epoch + EPOCHS_PER_HISTORICAL_VECTOR <= stateEpoch)
+    return fail(400, `epoch ${e.epoch} is out of range for a state in epoch ${stateEpoch}`);
   return json({ ...chainMeta(ctx, b.slot), data: { randao: toHex(randaoMix(e.epoch)) } });
 }
 
@@ -151,7 +171,8 @@ async function forkChoice(ctx: BeaconContext): Promise<Reply> {
 function createStateJson(ctx: BeaconContext): (b: SlotBlock) => Promise<unknown> {
   let last: { stateRoot: string; data: unknown } | undefined;
   return async (b) => {
-    if (last?.stateRoot !== b.stateRoot) last = { stateRoot: b.stateRoot, data: ssz.electra.BeaconState.toJson((await ctx.chain.state(b)).toValue()) };
+    if (last?.stateRoot !== b.stateRoot)
+      last = { stateRoot: b.stateRoot, data: ssz.electra.BeaconState.toJson((await ctx.chain.state(b)).toValue()) };
     return last.data;
   };
 }

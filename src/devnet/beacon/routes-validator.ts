@@ -8,7 +8,19 @@ import { ssz } from '@lodestar/types';
 import { FORK } from './beacon-config.js';
 import { attestationData, blockBody, electraAttestation, executionPayload, phase0Attestations } from './beacon-data.js';
 import type { BeaconContext } from './beacon-ids.js';
-import { fail, found, json, listParam, missing, parseHex, parseUint, sszOrJson, type BeaconRequest, type Found, type Reply } from './beacon-reply.js';
+import {
+  fail,
+  found,
+  json,
+  listParam,
+  missing,
+  parseHex,
+  parseUint,
+  sszOrJson,
+  type BeaconRequest,
+  type Found,
+  type Reply,
+} from './beacon-reply.js';
 import type { NodeRoute } from './beacon-router.js';
 import { derivedRoot, derivedSignature } from './deterministic.js';
 import { fromHex } from './hex.js';
@@ -131,19 +143,43 @@ async function produceBlock(ctx: BeaconContext, req: BeaconRequest): Promise<Rep
   const timestamp = ctx.view.genesis().timestamp + s.value * ctx.view.secondsPerSlot();
   const hash = derivedRoot('produced_payload', s.value, parent.root);
   const payload = executionPayload(
-    { ...parent.execution, number: '0x' + s.value.toString(16), hash, parentHash: parent.execution.hash, timestamp: '0x' + timestamp.toString(16), gasUsed: '0x0', transactions: [], withdrawals: [] },
+    {
+      ...parent.execution,
+      number: '0x' + s.value.toString(16),
+      hash,
+      parentHash: parent.execution.hash,
+      timestamp: '0x' + timestamp.toString(16),
+      gasUsed: '0x0',
+      transactions: [],
+      withdrawals: [],
+    },
     [],
   );
   const body = blockBody(ctx.chain.facts, s.value, payload, fromHex(reveal));
   if (graffiti) body.graffiti = fromHex(graffiti);
   // The node never imports what it produces, so the post-state root is a stand-in.
-  const block = { slot: s.value, proposerIndex: ctx.validators.proposer(s.value), parentRoot: fromHex(parent.root), stateRoot: fromHex(derivedRoot('produced_state', s.value, parent.root)), body };
+  const block = {
+    slot: s.value,
+    proposerIndex: ctx.validators.proposer(s.value),
+    parentRoot: fromHex(parent.root),
+    stateRoot: fromHex(derivedRoot('produced_state', s.value, parent.root)),
+    body,
+  };
   const consensusValue = String(ctx.validators.count * 1_000_000);
-  return sszOrJson(req, ssz.electra.BlockContents, { block, kzgProofs: [], blobs: [] }, {
-    meta: { execution_payload_blinded: false, execution_payload_value: '0', consensus_block_value: consensusValue },
-    version: FORK,
-    headers: { 'Eth-Execution-Payload-Blinded': 'false', 'Eth-Execution-Payload-Value': '0', 'Eth-Consensus-Block-Value': consensusValue },
-  });
+  return sszOrJson(
+    req,
+    ssz.electra.BlockContents,
+    { block, kzgProofs: [], blobs: [] },
+    {
+      meta: { execution_payload_blinded: false, execution_payload_value: '0', consensus_block_value: consensusValue },
+      version: FORK,
+      headers: {
+        'Eth-Execution-Payload-Blinded': 'false',
+        'Eth-Execution-Payload-Value': '0',
+        'Eth-Consensus-Block-Value': consensusValue,
+      },
+    },
+  );
 }
 
 export function validatorRoutes(ctx: BeaconContext): NodeRoute[] {
@@ -168,7 +204,8 @@ export function validatorRoutes(ctx: BeaconContext): NodeRoute[] {
     {
       path: '/eth/v1/validator/aggregate_attestation',
       GET: async (req) => {
-        if (!parseHex(req.query.get('attestation_data_root') ?? '', 32)) return fail(400, 'attestation_data_root must be a 32-byte 0x hex root');
+        if (!parseHex(req.query.get('attestation_data_root') ?? '', 32))
+          return fail(400, 'attestation_data_root must be a 32-byte 0x hex root');
         const s = attestableSlot(ctx, req.query.get('slot'));
         if (!s.ok) return s.reply;
         const [first] = phase0Attestations(ctx.chain.facts, s.value, 0);
@@ -178,7 +215,8 @@ export function validatorRoutes(ctx: BeaconContext): NodeRoute[] {
     {
       path: '/eth/v2/validator/aggregate_attestation',
       GET: async (req) => {
-        if (!parseHex(req.query.get('attestation_data_root') ?? '', 32)) return fail(400, 'attestation_data_root must be a 32-byte 0x hex root');
+        if (!parseHex(req.query.get('attestation_data_root') ?? '', 32))
+          return fail(400, 'attestation_data_root must be a 32-byte 0x hex root');
         const s = attestableSlot(ctx, req.query.get('slot'));
         if (!s.ok) return s.reply;
         const c = committeeIndex(ctx, req.query.get('committee_index'));

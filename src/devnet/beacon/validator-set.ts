@@ -3,7 +3,14 @@
  * committees, proposers and sync committees drawn deterministically per epoch (or per sync period),
  * so every endpoint that names a duty agrees with every other.
  */
-import { EPOCHS_PER_SYNC_COMMITTEE_PERIOD, FAR_FUTURE_EPOCH, MAX_COMMITTEES_PER_SLOT, MAX_EFFECTIVE_BALANCE, SYNC_COMMITTEE_SIZE, TARGET_COMMITTEE_SIZE } from '@lodestar/params';
+import {
+  EPOCHS_PER_SYNC_COMMITTEE_PERIOD,
+  FAR_FUTURE_EPOCH,
+  MAX_COMMITTEES_PER_SLOT,
+  MAX_EFFECTIVE_BALANCE,
+  SYNC_COMMITTEE_SIZE,
+  TARGET_COMMITTEE_SIZE,
+} from '@lodestar/params';
 import type { phase0 } from '@lodestar/types';
 import { VALIDATOR_COUNT } from './beacon-config.js';
 import { derivedBytes, derivedPubkey, derivedShuffle } from './deterministic.js';
@@ -18,8 +25,15 @@ export interface Committee {
 
 /** The spec's validator statuses, and the four group names that match several of them. */
 const STATUSES = [
-  'pending_initialized', 'pending_queued', 'active_ongoing', 'active_exiting', 'active_slashed',
-  'exited_unslashed', 'exited_slashed', 'withdrawal_possible', 'withdrawal_done',
+  'pending_initialized',
+  'pending_queued',
+  'active_ongoing',
+  'active_exiting',
+  'active_slashed',
+  'exited_unslashed',
+  'exited_slashed',
+  'withdrawal_possible',
+  'withdrawal_done',
 ] as const;
 const STATUS_GROUPS = ['pending', 'active', 'exited', 'withdrawal'] as const;
 
