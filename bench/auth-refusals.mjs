@@ -1,14 +1,14 @@
 // Section: what a refused API key costs, per kind of key. One keyed gateway in front of the fixed upstream
 // answers the same JSON-RPC POST with a random, a near-miss, a malformed, a deleted and a missing key, and
-// with a new random key per request, each run back to back in one round: their 401s must be the same bytes and take the same time, or the
-// time of a refusal would tell a key that once existed from one that never did. See bench/README.md
-// (auth-refusals).
+// with a new random key per request, the kinds taking turns in slices of a few seconds: their 401s must be
+// the same bytes and take the same time, or the time of a refusal would tell a key that once existed from
+// one that never did. See bench/README.md (auth-refusals).
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chaingateMain, createEndpoint, deleteEndpoint, startChaingate } from './lib/chaingate.mjs';
-import { checkerFor } from './lib/checks.mjs';
-import { measure, notRun } from './lib/measure.mjs';
+import { checkerFor, median } from './lib/checks.mjs';
+import { measure, NOISY_PERCENT, notRun } from './lib/measure.mjs';
 import { checkJsonRpcResult, postJson } from './lib/net.mjs';
 import { startFixedUpstream } from './lib/upstreams.mjs';
 import { writeAnswerCheckScript } from './lib/wrk.mjs';
@@ -104,6 +104,80 @@ export function checks(runs) {
   ]);
 }
 
+/** Slices each kind's measured time is cut into, at most: the kinds take turns slice by slice. */
+const SLICES = 5;
+
+/**
+ * Measures every row of `rows` in turn, slice by slice: a shared machine's neighbours come and go over
+ * tens of seconds, so kinds measured seconds apart meet the same neighbours where 10 s runs back to back
+ * would not. The first slice of each row has the warm-up, the first of each turn the quiet wait; each
+ * slice starts at its own random X-Forwarded-For address. Resolves a Map of id → the row's slices combined.
+ */
+async function measureInSlices({ rows, gateway, upstream, body, expected, ctx }) {
+  const { settings } = ctx;
+  const slices = Math.max(1, Math.min(SLICES, settings.seconds));
+  const sliceSeconds = Math.floor(settings.seconds / slices);
+  const parts = new Map(rows.map((r) => [r.id, []]));
+  for (let slice = 0; slice < slices; slice++) {
+    for (const [turn, row] of rows.entries()) {
+      const script = writeAnswerCheckScript(ctx.tmpdir, {
+        body, status: 401, answer: expected, firstAddress: randomBytes(3).readUIntBE(0, 3), newKeyPerRequest: row.newKeys,
+      }, `auth-refusals-${row.id}.lua`);
+      const sliceSettings = {
+        ...settings,
+        seconds: sliceSeconds,
+        warmupSeconds: slice === 0 ? settings.warmupSeconds : 0,
+        quietWaitSeconds: turn === 0 ? settings.quietWaitSeconds : 0,
+      };
+      parts.get(row.id).push(await measure({
+        id: row.id, label: `${row.label}, slice ${slice + 1}/${slices}`, url: row.url, pid: gateway.pid, upstreamPid: upstream.pid,
+        ctx: { ...ctx, settings: sliceSettings, script }, checkAnswer: row.checkAnswer, checkedScript: true,
+      }));
+    }
+  }
+  return new Map(rows.map((r) => [r.id, combineSlices(r, parts.get(r.id))]));
+}
+
+const sum = (values) => values.reduce((a, b) => a + (b ?? 0), 0);
+/** The median of the figures the slices have (a slice that failed its first check has none). */
+const medianOf = (values) => {
+  const known = values.filter((v) => v != null);
+  return known.length ? median(known) : null;
+};
+
+/**
+ * One run of a row from its slices: req/s and CPU per request over all of them, p50 and p99 the median
+ * of the slices' (wrk reports percentiles, not its histogram), RSS the highest, the neighbours' CPU the
+ * mean; every slice's errors kept. Each slice's figures stay in `slices`.
+ */
+function combineSlices({ id, label, url }, parts) {
+  const requests = sum(parts.map((p) => p.requests));
+  const seconds = sum(parts.map((p) => p.seconds));
+  const cpuSeconds = sum(parts.map((p) => p.cpuSeconds));
+  const mean = (field) => sum(parts.map((p) => p[field])) / parts.length;
+  const run = {
+    id, label, url,
+    errors: parts.flatMap((p, i) => p.errors.map((e) => `slice ${i + 1}: ${e}`)),
+    warnings: [],
+    requests,
+    seconds,
+    rps: seconds > 0 ? requests / seconds : null,
+    p50Ms: medianOf(parts.map((p) => p.p50Ms)),
+    p99Ms: medianOf(parts.map((p) => p.p99Ms)),
+    cpuSeconds,
+    cpuUsPerRequest: requests > 0 ? (cpuSeconds * 1e6) / requests : null,
+    maxRssMb: Math.max(...parts.map((p) => p.maxRssMb ?? 0)),
+    otherCpuPercent: mean('otherCpuPercent'),
+    stealPercent: mean('stealPercent'),
+    slices: parts.map((p) => ({ rps: p.rps ?? null, p50Ms: p.p50Ms ?? null, p99Ms: p.p99Ms ?? null, cpuUsPerRequest: p.cpuUsPerRequest ?? null, otherCpuPercent: p.otherCpuPercent ?? null })),
+    // Kept per round, for the CPU check's per-round ratios.
+    roundFields: ['cpuUsPerRequest'],
+  };
+  if (run.otherCpuPercent > NOISY_PERCENT) run.warnings.push(`others used ${Math.round(run.otherCpuPercent)}% of a core`);
+  if (run.stealPercent > NOISY_PERCENT) run.warnings.push(`steal ${Math.round(run.stealPercent)}% of a core`);
+  return run;
+}
+
 /** Rounds run so far: each round starts at the next kind, so no kind is always measured first or last. */
 let roundsRun = 0;
 
@@ -152,23 +226,14 @@ export async function run(ctx) {
       return cannotRun(`preparing the keys: ${err.message}`);
     }
 
-    const runs = new Map();
-    for (const { id, label } of order) {
+    const rows = order.map(({ id, label }) => {
       const newKeys = id === 'new-random';
       // With a new key per request, wrk's script ends the key: the URL holds its first 27 characters.
       const url = base + (newKeys ? randomKey().slice(0, 27) : keys[id]);
       const sampleUrl = () => (newKeys ? base + randomKey() : url);
-      // Each row starts at its own random address, so rows of one minute do not add up on one address.
-      const script = writeAnswerCheckScript(ctx.tmpdir, {
-        body, status: 401, answer: expected, firstAddress: randomBytes(3).readUIntBE(0, 3), newKeyPerRequest: newKeys,
-      }, `auth-refusals-${id}.lua`);
-      const run = await measure({
-        id, label, url, pid: gateway.pid, upstreamPid: upstream.pid, ctx: { ...ctx, script },
-        checkAnswer: () => wrongRefusal(sampleUrl(), body, expected), checkedScript: true,
-      });
-      // Kept per round, for the CPU check's per-round ratios.
-      runs.set(id, Object.assign(run, { roundFields: ['cpuUsPerRequest'] }));
-    }
+      return { id, label, url, newKeys, checkAnswer: () => wrongRefusal(sampleUrl(), body, expected) };
+    });
+    const runs = await measureInSlices({ rows, gateway, upstream, body, expected, ctx });
     return KINDS.map(({ id }) => runs.get(id));
   } finally {
     await gateway.stop();
