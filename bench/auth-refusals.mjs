@@ -107,26 +107,31 @@ export function checks(runs) {
 /** Slices each kind's measured time is cut into, at most: the kinds take turns slice by slice. */
 const SLICES = 5;
 
+/** `list` rotated to start at its `shift`-th element (modulo its length). */
+const rotated = (list, shift) => [...list.slice(shift % list.length), ...list.slice(0, shift % list.length)];
+
 /**
  * Measures every row of `rows` in turn, slice by slice: a shared machine's neighbours come and go over
  * tens of seconds, so kinds measured seconds apart meet the same neighbours where 10 s runs back to back
- * would not. The first slice of each row has the warm-up, the first of each turn the quiet wait; each
- * slice starts at its own random X-Forwarded-For address. Resolves a Map of id → the row's slices combined.
+ * would not. Each turn starts at the next row (from `firstTurn`), so no row is always the first. The first
+ * slice of each row has the warm-up; the first of each turn has the quiet wait, then 1 s of warm-up, as
+ * the gateway may have stood idle through that wait. Each slice starts at its own random X-Forwarded-For
+ * address. Resolves a Map of id → the row's slices combined.
  */
-async function measureInSlices({ rows, gateway, upstream, body, expected, ctx }) {
+async function measureInSlices({ rows, firstTurn, gateway, upstream, body, expected, ctx }) {
   const { settings } = ctx;
   const slices = Math.max(1, Math.min(SLICES, settings.seconds));
   const sliceSeconds = Math.floor(settings.seconds / slices);
   const parts = new Map(rows.map((r) => [r.id, []]));
   for (let slice = 0; slice < slices; slice++) {
-    for (const [turn, row] of rows.entries()) {
+    for (const [turn, row] of rotated(rows, firstTurn + slice).entries()) {
       const script = writeAnswerCheckScript(ctx.tmpdir, {
         body, status: 401, answer: expected, firstAddress: randomBytes(3).readUIntBE(0, 3), newKeyPerRequest: row.newKeys,
       }, `auth-refusals-${row.id}.lua`);
       const sliceSettings = {
         ...settings,
         seconds: sliceSeconds,
-        warmupSeconds: slice === 0 ? settings.warmupSeconds : 0,
+        warmupSeconds: slice === 0 ? settings.warmupSeconds : turn === 0 ? Math.min(1, settings.warmupSeconds) : 0,
         quietWaitSeconds: turn === 0 ? settings.quietWaitSeconds : 0,
       };
       parts.get(row.id).push(await measure({
@@ -178,7 +183,7 @@ function combineSlices({ id, label, url }, parts) {
   return run;
 }
 
-/** Rounds run so far: each round starts at the next kind, so no kind is always measured first or last. */
+/** Rounds run so far: each round's first turn starts at the next kind. */
 let roundsRun = 0;
 
 export async function run(ctx) {
@@ -186,8 +191,7 @@ export async function run(ctx) {
   const cannotRun = (reason) => KINDS.map(({ id, label }) => notRun({ id, label, reason, error: true }));
   if (!chaingateMain()) return cannotRun('dist/main.js is missing: run npm run build');
   mkdirSync(ctx.tmpdir, { recursive: true });
-  const shift = roundsRun++ % KINDS.length;
-  const order = [...KINDS.slice(shift), ...KINDS.slice(0, shift)];
+  const firstTurn = roundsRun++;
 
   let upstream;
   try {
@@ -226,14 +230,14 @@ export async function run(ctx) {
       return cannotRun(`preparing the keys: ${err.message}`);
     }
 
-    const rows = order.map(({ id, label }) => {
+    const rows = KINDS.map(({ id, label }) => {
       const newKeys = id === 'new-random';
       // With a new key per request, wrk's script ends the key: the URL holds its first 27 characters.
       const url = base + (newKeys ? randomKey().slice(0, 27) : keys[id]);
       const sampleUrl = () => (newKeys ? base + randomKey() : url);
       return { id, label, url, newKeys, checkAnswer: () => wrongRefusal(sampleUrl(), body, expected) };
     });
-    const runs = await measureInSlices({ rows, gateway, upstream, body, expected, ctx });
+    const runs = await measureInSlices({ rows, firstTurn, gateway, upstream, body, expected, ctx });
     return KINDS.map(({ id }) => runs.get(id));
   } finally {
     await gateway.stop();
