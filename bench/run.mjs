@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { cpus, tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as authRefusals from './auth-refusals.mjs';
 import * as cacheDedup from './cache-dedup.mjs';
 import * as httpProxy from './http-proxy.mjs';
 import * as wsFanout from './ws-fanout.mjs';
@@ -22,7 +23,7 @@ import { hasWrk, writePostScript, wrkVersion } from './lib/wrk.mjs';
  * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged, and `needs`, the
  * tools it cannot run without (`['wrk']`), when it has any.
  */
-const SECTIONS = [httpProxy, wsFanout, cacheDedup];
+const SECTIONS = [httpProxy, wsFanout, cacheDedup, authRefusals];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');

@@ -29,10 +29,11 @@ export function chaingateMain() {
 
 /**
  * The smallest config serving one chain on `port` from the node at `upstreamPort`, public path open.
- * `extraYaml` is appended as top-level sections (e.g. `cache: { max_bytes: 0 }`); other keys keep their defaults.
+ * `extraYaml` is appended as top-level sections (e.g. `cache: { max_bytes: 0 }`); other keys keep their
+ * defaults. `trustProxy` sets `server.trust_proxy` (the client IP read from X-Forwarded-For).
  */
-export function chaingateConfig({ dir, port, upstreamPort, chainId, maxConnections = 64, extraYaml = '' }) {
-  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench }
+export function chaingateConfig({ dir, port, upstreamPort, chainId, maxConnections = 64, trustProxy = false, extraYaml = '' }) {
+  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench${trustProxy ? ', trust_proxy: true' : ''} }
 storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
 # The whole pipeline runs (limiters and metering included); the limits are set above what the load reaches.
 public: { rps_per_ip: 100000000, max_batch: 1000 }
@@ -46,15 +47,25 @@ ${extraYaml}`;
 
 /**
  * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
- * once it accepts connections. `url` is the public JSON-RPC path.
+ * once it accepts connections. `url` is the public JSON-RPC path; when `keyed`, that of an endpoint made
+ * for an owner made with the CLI, whose `managementKey` is returned too.
  */
-export async function startChaingate({ name = 'chaingate', dir, upstreamPort, chainId, core, keyed = false, extraYaml }) {
+export async function startChaingate({
+  name = 'chaingate',
+  dir,
+  upstreamPort,
+  chainId,
+  core,
+  keyed = false,
+  trustProxy = false,
+  extraYaml,
+}) {
   const main = chaingateMain();
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, extraYaml }));
+  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, extraYaml }));
   // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
   const owner = keyed
     ? JSON.parse(
@@ -69,22 +80,34 @@ export async function startChaingate({ name = 'chaingate', dir, upstreamPort, ch
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;
   try {
     await waitForPort(port, proc);
-    if (owner) url = await createEndpoint(port, owner.management_key);
+    if (owner) ({ url } = await createEndpoint(port, owner.management_key));
   } catch (err) {
     await proc.stop();
     throw err;
   }
-  return { proc, pid: proc.pid, port, url, stop: () => proc.stop() };
+  return { proc, pid: proc.pid, port, url, managementKey: owner?.management_key, stop: () => proc.stop() };
 }
 
-/** An endpoint made through the management REST, as a user would; returns its HTTPS URL on 127.0.0.1. */
-async function createEndpoint(port, managementKey) {
+/**
+ * An endpoint made through the management REST, as a user would; resolves `{ id, apiKey, url }`, `url`
+ * being its JSON-RPC URL on 127.0.0.1.
+ */
+export async function createEndpoint(port, managementKey, name = 'bench') {
   const res = await fetch(`http://127.0.0.1:${port}/api/dashboard/endpoints`, {
     method: 'POST',
     headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ network: 'bench', name: 'bench' }),
+    body: JSON.stringify({ network: 'bench', name }),
   });
-  if (res.status !== 201) throw new Error(`creating the bench endpoint answered ${res.status}: ${await res.text()}`);
+  if (res.status !== 201) throw new Error(`creating the ${name} endpoint answered ${res.status}: ${await res.text()}`);
   const { data } = await res.json();
-  return `http://127.0.0.1:${port}/v1/rpc/${data.api_key}`;
+  return { id: data.id, apiKey: data.api_key, url: `http://127.0.0.1:${port}/v1/rpc/${data.api_key}` };
+}
+
+/** Deletes endpoint `id` through the management REST; rejects unless the gateway says it did. */
+export async function deleteEndpoint(port, managementKey, id) {
+  const res = await fetch(`http://127.0.0.1:${port}/api/dashboard/endpoints?id=${encodeURIComponent(id)}`, {
+    method: 'DELETE',
+    headers: { authorization: `Bearer ${managementKey}` },
+  });
+  if (res.status !== 200) throw new Error(`deleting endpoint ${id} answered ${res.status}: ${await res.text()}`);
 }

@@ -22,7 +22,8 @@ export function checkerFor(usable) {
   };
 }
 
-function median(values) {
+/** The median of `values` (numbers, at least one). */
+export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;

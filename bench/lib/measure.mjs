@@ -34,13 +34,18 @@ export async function waitForQuiet(ours, maxSeconds, log) {
  * `upstreamPid` (the node behind a proxy) only keeps that node's CPU out of the box-load figure.
  * `countUpstreamCalls`, when given, returns the calls the node has seen so far: read just before and
  * after the measured wrk run, it gives `upstreamCalls` and `upstreamCallsPerRequest`.
+ * `checkAnswer` replaces the check of one answer before and after (default: HTTP 200 and a JSON-RPC
+ * result); it resolves null when the answer is right, else a sentence. With `checkedScript`, ctx's wrk
+ * script checks every answer itself (lib/wrk.mjs writeAnswerCheckScript), so answers that are not 2xx
+ * are what is expected and any answer other than the script's is the error.
  */
-export async function measure({ id, label, url, pid, upstreamPid, countUpstreamCalls, ctx }) {
+export async function measure({ id, label, url, pid, upstreamPid, countUpstreamCalls, checkAnswer, checkedScript = false, ctx }) {
   const { settings, body, script } = ctx;
   const run = { id, label, url, errors: [], warnings: [] };
   const wrkOptions = { url, script, connections: settings.connections, threads: settings.threads, core: settings.loadCore };
+  const check = checkAnswer ?? (() => checkJsonRpcResult(url, body));
 
-  const before = await checkJsonRpcResult(url, body);
+  const before = await check();
   if (before) {
     run.errors.push(`wrong answer before the run: ${before}`);
     return run;
@@ -72,17 +77,29 @@ export async function measure({ id, label, url, pid, upstreamPid, countUpstreamC
   }
 
   // wrk counts error answers and broken connections as requests in its req/s: they void the figure.
-  if (run.non2xx > 0) run.errors.push(`${run.non2xx} non-2xx/3xx responses`);
+  if (checkedScript) run.errors.push(...answerErrors(run));
+  else if (run.non2xx > 0) run.errors.push(`${run.non2xx} non-2xx/3xx responses`);
   const se = run.socketErrors;
   if (se.connect + se.read + se.write + se.timeout > 0) {
     run.errors.push(`socket errors: connect ${se.connect}, read ${se.read}, write ${se.write}, timeout ${se.timeout}`);
   }
-  const after = await checkJsonRpcResult(url, body);
+  const after = await check();
   if (after) run.errors.push(`wrong answer after the run: ${after}`);
   // Not errors (the answers were right), but the figures of such a run are not comparable.
   if (run.otherCpuPercent > NOISY_PERCENT) run.warnings.push(`others used ${Math.round(run.otherCpuPercent)}% of a core`);
   if (run.stealPercent > NOISY_PERCENT) run.warnings.push(`steal ${Math.round(run.stealPercent)}% of a core`);
   return run;
+}
+
+/** What is wrong with the answers a checking wrk script saw over a run: each one counted, none unexpected. */
+function answerErrors(run) {
+  const a = run.answers;
+  if (!a) return ["wrk's script did not report its answers"];
+  const errors = [];
+  if (a.otherStatus > 0) errors.push(`${a.otherStatus} answers with a status other than ${a.status} (the first: ${a.firstOtherStatus})`);
+  if (a.otherBody > 0) errors.push(`${a.otherBody} answers with status ${a.status} and another body`);
+  if (a.counted < run.requests) errors.push(`${run.requests - a.counted} of ${run.requests} answers not checked`);
+  return errors;
 }
 
 /** A run that did not take place, with the reason (a tool missing, a server that did not start). */

@@ -39,12 +39,12 @@ function canConnect(port) {
   });
 }
 
-/** POSTs `body` as JSON to `url` on a fresh connection; resolves `{ status, body }`. */
-export function postJson(url, body, timeoutMs = 5_000) {
+/** POSTs `body` as JSON to `url` on a fresh connection, with `headers` besides; resolves `{ status, body }`. */
+export function postJson(url, body, timeoutMs = 5_000, headers = {}) {
   return new Promise((resolve, reject) => {
     const req = request(
       url,
-      { method: 'POST', agent: false, headers: { 'content-type': 'application/json' }, timeout: timeoutMs },
+      { method: 'POST', agent: false, headers: { 'content-type': 'application/json', ...headers }, timeout: timeoutMs },
       (res) => {
         const chunks = [];
         res.on('data', (c) => chunks.push(c));

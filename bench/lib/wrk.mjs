@@ -43,6 +43,91 @@ end
   return path;
 }
 
+/**
+ * Writes a Lua script that POSTs `body` and checks every answer: its status must be `status` and its
+ * body exactly `answer`. In `done` it prints one `answers:` line (read by parseWrk) with the answers
+ * counted, those as expected, those with another status (and the first such status) and those with
+ * another body. Each request carries its own `X-Forwarded-For` address in 10.0.0.0/8, in turn from
+ * `firstAddress` (0 to 2^24 - 1), for a gateway that limits per client IP and trusts that header: no
+ * address repeats within 2^24 requests. The addresses are only header values; nothing is sent to them.
+ * With `newKeyPerRequest`, the URL's path ends with the first 27 characters of an API key and each
+ * request adds the last 5 (base62, from the same counter): a key never presented before, every time.
+ */
+export function writeAnswerCheckScript(dir, { body, status, answer, firstAddress, newKeyPerRequest = false }, name = 'answer-check.lua') {
+  const path = join(dir, name);
+  // The request is formatted once per thread, then split around what changes: the address (and the key).
+  writeFileSync(
+    path,
+    `local body = ${luaString(body)}
+local want_status = ${status}
+local want_body = ${luaString(answer)}
+local new_keys = ${newKeyPerRequest}
+local threads = {}
+local next_first = ${firstAddress}
+local line, head, tail
+local n = 0
+local digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+counted, expected, other_status, first_other, other_body = 0, 0, 0, 0, 0
+function setup(thread)
+  thread:set("n0", next_first)
+  next_first = (next_first + 4194304) % 16777216
+  table.insert(threads, thread)
+end
+function init(args)
+  n = n0
+  local req = wrk.format("POST", new_keys and wrk.path .. "@KEY@" or nil, { ["Content-Type"] = "application/json", ["X-Forwarded-For"] = "@ADDRESS@" }, body)
+  if new_keys then
+    local k = req:find("@KEY@", 1, true)
+    line, req = req:sub(1, k - 1), req:sub(k + 5)
+  end
+  local at = req:find("@ADDRESS@", 1, true)
+  head, tail = req:sub(1, at - 1), req:sub(at + 9)
+end
+local function key_end(v)
+  local s = ""
+  for i = 1, 5 do
+    local d = v % 62
+    s = digits:sub(d + 1, d + 1) .. s
+    v = math.floor(v / 62)
+  end
+  return s
+end
+function request()
+  n = (n + 1) % 16777216
+  local address = "10." .. math.floor(n / 65536) .. "." .. math.floor(n / 256) % 256 .. "." .. n % 256
+  if new_keys then return line .. key_end(n) .. head .. address .. tail end
+  return head .. address .. tail
+end
+function response(status, headers, answer)
+  counted = counted + 1
+  if status ~= want_status then
+    other_status = other_status + 1
+    if first_other == 0 then first_other = status end
+  elseif answer ~= want_body then
+    other_body = other_body + 1
+  else
+    expected = expected + 1
+  end
+end
+function done(summary, latency, requests)
+  local sum = { counted = 0, expected = 0, other_status = 0, first_other = 0, other_body = 0 }
+  for _, t in ipairs(threads) do
+    for k, v in pairs(sum) do
+      if k == "first_other" then
+        if v == 0 then sum[k] = t:get(k) end
+      else
+        sum[k] = v + t:get(k)
+      end
+    end
+  end
+  io.write(string.format("answers: %d counted, %d as expected (status %d), %d other status (first %d), %d other body\\n",
+    sum.counted, sum.expected, want_status, sum.other_status, sum.first_other, sum.other_body))
+end
+`,
+  );
+  return path;
+}
+
 function luaString(s) {
   return `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
 }
@@ -70,7 +155,8 @@ function toMs(value, unit) {
 
 /**
  * Reads wrk's --latency report. Non-2xx/3xx answers and socket errors are returned as counts so the
- * caller can flag the run: wrk counts them in Requests/sec as if they had succeeded.
+ * caller can flag the run: wrk counts them in Requests/sec as if they had succeeded. `answers` is there
+ * when the script checked every answer (writeAnswerCheckScript).
  */
 export function parseWrk(text) {
   const num = (re) => {
@@ -103,6 +189,13 @@ export function parseWrk(text) {
     non2xx: num(/Non-2xx or 3xx responses:\s+(\d+)/) ?? 0,
     socketErrors,
   };
+  // Printed by writeAnswerCheckScript's script: every answer checked, not only counted by status class.
+  const answers =
+    /^answers: (\d+) counted, (\d+) as expected \(status (\d+)\), (\d+) other status \(first (\d+)\), (\d+) other body$/m.exec(text);
+  if (answers) {
+    const [counted, expected, status, otherStatus, firstOtherStatus, otherBody] = answers.slice(1).map(Number);
+    result.answers = { counted, expected, status, otherStatus, firstOtherStatus, otherBody };
+  }
   if (result.rps === null || result.requests === null || result.p99Ms === null) {
     throw new Error(`could not read wrk's report:\n${text}`);
   }
