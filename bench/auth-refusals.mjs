@@ -33,6 +33,9 @@ const KINDS = [
   { id: 'malformed', label: 'malformed key (not-a-key!)', judged: true },
   { id: 'deleted', label: 'deleted key (its endpoint deleted through the REST)', judged: true },
   { id: 'missing', label: 'no key (/v1/rpc/)', judged: true },
+  // The same kind as the reference, judged the same way: how far apart two rows that cannot differ read
+  // on this machine in this run, the yardstick for the rows above.
+  { id: 'random-again', label: 'another random key (the same kind twice: the noise)', judged: true },
   // Every other row presents one key again and again, so after its first request the gateway answers it
   // from its memory of missing keys; this one pays the hash and the SQLite lookup every time. Measured
   // after the others, not in their turns.
@@ -257,6 +260,7 @@ export async function run(ctx) {
     const live = gateway.url.slice(base.length);
     const keys = {
       random: randomKey(),
+      'random-again': randomKey(),
       'near-miss': `${live.slice(0, -1)}${live.endsWith('a') ? 'b' : 'a'}`,
       malformed: MALFORMED,
       missing: '',
