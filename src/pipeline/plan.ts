@@ -1,4 +1,4 @@
-import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
+import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { checkLogRange } from '../jsonrpc/log-range.js';
 import { checkCall } from '../jsonrpc/methods.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
@@ -70,6 +70,21 @@ function refusalOf(chain: ChainRuntime, method: string, params: unknown[]): stri
     );
   }
   return undefined;
+}
+
+/**
+ * The refusal of a batch over the caller's limit, one error per item with its id, naming the limit that
+ * applies (the public path's when it is the lower); null when the batch fits. HTTP and WebSocket alike.
+ */
+export function batchRefusal(ctx: GatewayContext, caller: Caller, items: readonly ParsedItem[]): string | null {
+  if (items.length <= caller.maxBatch) return null;
+  const which = caller.auth === null && caller.maxBatch < ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
+  const message = `Batch of ${items.length} items is larger than the limit of ${caller.maxBatch} (${which})`;
+  return rpcErrorBodyFor(
+    'batch_too_large',
+    items.map((item) => item.idText),
+    message,
+  );
 }
 
 /**

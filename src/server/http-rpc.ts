@@ -4,7 +4,7 @@ import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
-import { collectCall, type Forward, logUpstreamFailure, planItem } from '../pipeline/plan.js';
+import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { clientIp } from './peer-address.js';
@@ -101,18 +101,9 @@ const EMPTY = Buffer.alloc(0);
 const COMMA = Buffer.from(',');
 
 function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
-  if (items.length > caller.maxBatch) {
-    const which = caller.auth === null && caller.maxBatch < x.ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
-    const message = `Batch of ${items.length} items is larger than the limit of ${caller.maxBatch} (${which})`;
-    reply(
-      x,
-      ERRORS.batch_too_large.http,
-      rpcErrorBodyFor(
-        'batch_too_large',
-        items.map((item) => item.idText),
-        message,
-      ),
-    );
+  const refused = batchRefusal(x.ctx, caller, items);
+  if (refused !== null) {
+    reply(x, ERRORS.batch_too_large.http, refused);
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);

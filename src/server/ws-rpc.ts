@@ -6,7 +6,7 @@ import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
-import { collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
+import { batchRefusal, collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
 import {
   type SubscribeOutcome,
   type SubscriberConn,
@@ -311,16 +311,9 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
     return;
   }
   const items = parsed.items;
-  if (items.length > conn.caller.maxBatch) {
-    const which = conn.caller.auth === null && conn.caller.maxBatch < ctx.config.server.max_batch ? 'public.max_batch' : 'server.max_batch';
-    const message = `Batch of ${items.length} items is larger than the limit of ${conn.caller.maxBatch} (${which})`;
-    conn.answer(
-      rpcErrorBodyFor(
-        'batch_too_large',
-        items.map((item) => item.idText),
-        message,
-      ),
-    );
+  const tooMany = batchRefusal(ctx, conn.caller, items);
+  if (tooMany !== null) {
+    conn.answer(tooMany);
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);
