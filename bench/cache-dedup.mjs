@@ -105,7 +105,6 @@ export function checks(runs) {
       (h) => h.maxRssMb,
       `≤ ${TARGETS.rssMb} (110 + cache ${CACHE_MAX_MB})`,
       (v) => v <= TARGETS.rssMb,
-      { medianOfRounds: true },
     ),
     // The two below make the ratio mean what it says: hits never reach the node, the baseline always does.
     check(

@@ -20,6 +20,10 @@ const TARGETS = {
   rpsAnvil: 0.9, // chaingate/nginx req/s, anvil
   p99: 2, // chaingate p99 / nginx p99
   rssMb: 110, // chaingate RSS at most
+  // Against BENCH_BASELINE's build, in the same run: a change keeps req/s within 5 % and RSS no higher
+  // than the 5 % two runs of one build differ by.
+  rpsBaseline: 0.95,
+  rssBaseline: 1.05,
 };
 
 /** Starts a server and measures it; a server that fails to start becomes a flagged run, not a crash. */
@@ -38,15 +42,26 @@ async function measureServer({ id, label, start, upstreamPid, ctx }) {
 }
 
 /**
- * Measures `<upstream> alone`, `nginx → <upstream>`, `chaingate → <upstream>`. The upstream measured
+ * Measures `<upstream> alone`, `nginx → <upstream>`, `chaingate → <upstream>` (public and keyed, and
+ * with BENCH_BASELINE the baseline commit's build the same two ways). The upstream measured
  * alone is the server under test on the server core; behind a proxy, a fresh one runs on the load core
  * with wrk, as in the baselines.
  */
 async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const { settings, tools, tmpdir } = ctx;
   const nginxRun = { id: `nginx-${key}`, label: `nginx → ${name}` };
-  const chaingateRun = { id: `chaingate-${key}`, label: `chaingate → ${name}` };
-  const keyedRun = { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}` };
+  // This tree's gateway, public and keyed; with BENCH_BASELINE, the baseline commit's build beside it.
+  const base = ctx.baseline;
+  const gateways = [
+    { id: `chaingate-${key}`, label: `chaingate → ${name}` },
+    { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}`, keyed: true },
+    ...(base
+      ? [
+          { id: `baseline-${key}`, label: `chaingate @${base.ref} → ${name}`, main: base.main },
+          { id: `baseline-keyed-${key}`, label: `chaingate @${base.ref} (API key) → ${name}`, keyed: true, main: base.main },
+        ]
+      : []),
+  ];
   const runs = [
     await measureServer({
       id: key,
@@ -61,7 +76,7 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
     upstream = await startUpstream({ name: `${key}-upstream`, core: settings.loadCore });
   } catch (err) {
     const reason = `upstream did not start: ${err.message}`;
-    return [...runs, notRun({ ...nginxRun, reason, error: true }), notRun({ ...chaingateRun, reason, error: true })];
+    return [...runs, ...[nginxRun, ...gateways].map(({ id, label }) => notRun({ id, label, reason, error: true }))];
   }
   try {
     runs.push(
@@ -81,37 +96,26 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
           })
         : notRun({ ...nginxRun, reason: 'nginx not installed' }),
     );
-    runs.push(
-      await measureServer({
-        ...chaingateRun,
-        upstreamPid: upstream.pid,
-        ctx,
-        start: () =>
-          startChaingate({
-            name: `chaingate-${key}`,
-            dir: join(tmpdir, `chaingate-${key}`),
-            upstreamPort: upstream.port,
-            chainId,
-            core: settings.serverCore,
-          }),
-      }),
-    );
-    runs.push(
-      await measureServer({
-        ...keyedRun,
-        upstreamPid: upstream.pid,
-        ctx,
-        start: () =>
-          startChaingate({
-            name: `chaingate-keyed-${key}`,
-            dir: join(tmpdir, `chaingate-keyed-${key}`),
-            upstreamPort: upstream.port,
-            chainId,
-            core: settings.serverCore,
-            keyed: true,
-          }),
-      }),
-    );
+    for (const { id, label, keyed = false, main } of gateways) {
+      runs.push(
+        await measureServer({
+          id,
+          label,
+          upstreamPid: upstream.pid,
+          ctx,
+          start: () =>
+            startChaingate({
+              name: id,
+              dir: join(tmpdir, id),
+              upstreamPort: upstream.port,
+              chainId,
+              core: settings.serverCore,
+              keyed,
+              main,
+            }),
+        }),
+      );
+    }
   } finally {
     await upstream.stop();
   }
@@ -125,6 +129,37 @@ const check = checkerFor(usable);
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
   const ratio = (a, b) => a / b;
+  return [...nginxChecks(by, ratio), ...baselineChecks(by, ratio)];
+}
+
+/** This build against the baseline's, when the run had one: each upstream, public and keyed. */
+function baselineChecks(by, ratio) {
+  if (!by['baseline-fixed']) return [];
+  return [
+    ['fixed', 'fixed upstream'],
+    ['keyed-fixed', 'keyed, fixed upstream'],
+    ['anvil', 'anvil'],
+    ['keyed-anvil', 'keyed, anvil'],
+  ].flatMap(([key, name]) => [
+    check(
+      `req/s chaingate / baseline, ${name}`,
+      [by[`chaingate-${key}`], by[`baseline-${key}`]],
+      (c, b) => ratio(c.rps, b.rps),
+      `≥ ${TARGETS.rpsBaseline}`,
+      (v) => v >= TARGETS.rpsBaseline,
+    ),
+    check(
+      `max RSS chaingate / baseline, ${name}`,
+      [by[`chaingate-${key}`], by[`baseline-${key}`]],
+      (c, b) => ratio(c.maxRssMb, b.maxRssMb),
+      `≤ ${TARGETS.rssBaseline}`,
+      (v) => v <= TARGETS.rssBaseline,
+    ),
+  ]);
+}
+
+/** The proxy against nginx in front of the same upstream. */
+function nginxChecks(by, ratio) {
   return [
     check(
       'req/s chaingate / nginx, fixed upstream',

@@ -2,7 +2,7 @@
 // reports figures measured side by side in one run, since only ratios survive a noisy shared machine.
 // Knobs: see bench/README.md.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +27,7 @@ const SECTIONS = [httpProxy, wsFanout, cacheDedup, authRefusals];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');
+const REPO_DIR = dirname(BENCH_DIR);
 
 /** A path as printed: relative to the repository when inside it, so a line copied into RESULTS.md names no machine's directories. */
 function shownPath(path) {
@@ -39,9 +40,29 @@ const INSTALL_HINT = 'sudo apt-get install wrk nginx';
 
 const log = (msg) => process.stdout.write(`· ${msg}\n`);
 
-function gitCommit() {
-  const r = spawnSync('git', ['rev-parse', '--verify', '--quiet', 'HEAD'], { cwd: BENCH_DIR });
+function gitCommit(ref = 'HEAD') {
+  const r = spawnSync('git', ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { cwd: BENCH_DIR });
   return r.status === 0 ? r.stdout.toString().trim() : null;
+}
+
+/**
+ * BENCH_BASELINE's commit, built in `work`: its files from git, this tree's node_modules, its own
+ * tsc build. Its rows then run beside this tree's in every round, so a change is judged against the
+ * code before it on the same machine in the same minutes. Throws with what failed.
+ */
+function buildBaseline(ref, work) {
+  const commit = gitCommit(ref);
+  if (!commit) throw new Error(`BENCH_BASELINE: '${ref}' is not a commit of this repository`);
+  const dir = join(work, 'baseline');
+  mkdirSync(dir, { recursive: true });
+  const tar = spawnSync('git', ['archive', '--format=tar', commit], { cwd: REPO_DIR, maxBuffer: 1 << 30 });
+  if (tar.status !== 0) throw new Error(`git archive ${commit}: ${tar.stderr}`);
+  const untar = spawnSync('tar', ['-x', '-C', dir], { input: tar.stdout });
+  if (untar.status !== 0) throw new Error(`unpacking ${commit}: ${untar.stderr}`);
+  symlinkSync(join(REPO_DIR, 'node_modules'), join(dir, 'node_modules'));
+  const tsc = spawnSync(process.execPath, [join(REPO_DIR, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
+  if (tsc.status !== 0) throw new Error(`building ${commit}: ${tsc.stdout}${tsc.stderr}`);
+  return { ref, commit, main: join(dir, 'dist/main.js') };
 }
 
 /** Logs of the latest runs kept under bench/out/logs/, one folder per run. */
@@ -115,7 +136,13 @@ async function main() {
     sections: [],
   };
   try {
-    const ctx = { settings, tools: { nginx }, tmpdir: work, body: REQUEST, script: writePostScript(work, REQUEST), log };
+    let baseline = null;
+    if (settings.baseline) {
+      log(`building the baseline, ${settings.baseline}`);
+      baseline = buildBaseline(settings.baseline, work);
+      result.baseline = { ref: baseline.ref, commit: baseline.commit };
+    }
+    const ctx = { settings, tools: { nginx }, tmpdir: work, body: REQUEST, script: writePostScript(work, REQUEST), log, baseline };
     for (const section of sections) {
       const missing = missingFor(section);
       if (missing.length) {

@@ -17,6 +17,10 @@ const TARGETS = {
   cpuRatio: 1.2, // chaingate / bare uWS CPU per notification, at most
   rssKbPerSubscriber: 2, // chaingate's RSS per idle subscribed socket, KB at most
   upstreamSubscriptions: 1, // eth_subscribe calls the node got from chaingate, exactly
+  // Against BENCH_BASELINE's build in the same run: CPU within 5 %, idle RSS no higher than the 5 %
+  // two runs of one build differ by.
+  cpuBaseline: 1.05,
+  rssBaseline: 1.05,
 };
 
 /** File descriptors a process needs beyond its sockets (listeners, logs, the node link, SQLite). */
@@ -26,6 +30,8 @@ const SERVERS = [
   { kind: 'bare', name: 'bare uWS pub/sub' },
   { kind: 'chaingate', name: 'chaingate' },
 ];
+/** The servers of a run: with BENCH_BASELINE, the baseline commit's build after this tree's. */
+const serversFor = (ctx) => (ctx.baseline ? [...SERVERS, { kind: 'baseline', name: `chaingate @${ctx.baseline.ref}` }] : SERVERS);
 
 const count = (n) => n.toLocaleString('en-US');
 const fixed = (digits) => (v) => (v == null ? '–' : v.toFixed(digits));
@@ -75,8 +81,27 @@ export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
   const counts = [...new Set(runs.map((r) => r.subscribers).filter((n) => n != null))];
   return counts.flatMap((n) => {
-    const [chaingate, bare] = [by[`chaingate-${n}`], by[`bare-${n}`]];
+    const [chaingate, bare, baseline] = [by[`chaingate-${n}`], by[`bare-${n}`], by[`baseline-${n}`]];
+    const againstBaseline = baseline
+      ? [
+          check(
+            `CPU per notification chaingate / baseline, ${count(n)} subscribers`,
+            [chaingate, baseline],
+            (c, b) => c.cpuMsPerNotification / b.cpuMsPerNotification,
+            `≤ ${TARGETS.cpuBaseline}`,
+            (v) => v <= TARGETS.cpuBaseline,
+          ),
+          check(
+            `RSS with ${count(n)} idle subscribers chaingate / baseline`,
+            [chaingate, baseline],
+            (c, b) => c.rssIdleMb / b.rssIdleMb,
+            `≤ ${TARGETS.rssBaseline}`,
+            (v) => v <= TARGETS.rssBaseline,
+          ),
+        ]
+      : [];
     return [
+      ...againstBaseline,
       check(
         `CPU per notification chaingate / bare, ${count(n)} subscribers`,
         [chaingate, bare],
@@ -90,7 +115,6 @@ export function checks(runs) {
         (c) => c.rssBytesPerSubscriber / 1024,
         `≤ ${TARGETS.rssKbPerSubscriber}`,
         (v) => v <= TARGETS.rssKbPerSubscriber,
-        { medianOfRounds: true },
       ),
       check(
         `chaingate upstream subscriptions, ${count(n)} subscribers`,
@@ -119,7 +143,7 @@ export async function run(ctx) {
   const limit = openFilesLimit();
   const runs = [];
   for (const n of fanout.subscribers) {
-    for (const { kind, name } of SERVERS) {
+    for (const { kind, name } of serversFor(ctx)) {
       const id = `${kind}-${n}`;
       const label = `${name}, ${count(n)} subscribers`;
       // The server holds all n sockets; a subscriber process, its share.

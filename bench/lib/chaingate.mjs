@@ -48,7 +48,8 @@ ${extraYaml}`;
 /**
  * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
  * once it accepts connections. `url` is the public JSON-RPC path; when `keyed`, that of an endpoint made
- * for an owner made with the CLI, whose `managementKey` is returned too.
+ * for an owner made with the CLI, whose `managementKey` is returned too. `main` is the build to run
+ * (another commit's, for BENCH_BASELINE's rows).
  */
 export async function startChaingate({
   name = 'chaingate',
@@ -59,8 +60,8 @@ export async function startChaingate({
   keyed = false,
   trustProxy = false,
   extraYaml,
+  main = chaingateMain(),
 }) {
-  const main = chaingateMain();
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();

@@ -5,19 +5,18 @@ import { perRound } from './rounds.mjs';
  * The check function of a section whose runs are `usable` when their figures can be trusted:
  * `check(name, inputs, compute, target, passes)` gives `{ name, value, target, status }` with status
  * PASS/FAIL, or SKIP when an input run is missing or skipped and ERROR when one is unusable, never PASS.
- * With several rounds, `value` is computed on each input's median round (the round in the middle by the
- * section's ranking figure, e.g. CPU per request) and `rounds` lists the value within each round, as a
- * measure of how far to trust it; with `{ medianOfRounds: true }`, `value` is the median of those
- * values instead, for a figure the ranking does not order (RSS beside CPU).
+ * With several rounds, `value` is the median of the values computed round by round (`rounds`, listed
+ * too as a measure of how far to trust it): a ratio pairs the two sides of one round, run back to back,
+ * never the median of one side with that of the other, which may come from rounds minutes apart.
  */
 export function checkerFor(usable) {
-  return function check(name, inputs, compute, target, passes, { medianOfRounds = false } = {}) {
+  return function check(name, inputs, compute, target, passes) {
     const skipped = inputs.findIndex((r) => !r || r.skipped);
     if (skipped >= 0) return { name, value: null, target, status: 'SKIP', note: inputs[skipped]?.skipped ?? 'not run' };
     const broken = inputs.filter((r) => !usable(r));
     if (broken.length) return { name, value: null, target, status: 'ERROR', note: `errors in: ${broken.map((r) => r.label).join(', ')}` };
     const rounds = perRound(inputs, compute);
-    const value = medianOfRounds && rounds.length > 1 ? median(rounds) : compute(...inputs);
+    const value = rounds.length > 1 ? median(rounds) : compute(...inputs);
     return { name, value, target, status: passes(value) ? 'PASS' : 'FAIL', ...(rounds.length > 1 ? { rounds } : {}) };
   };
 }

@@ -30,6 +30,7 @@ export const ROUND_FIELDS = [
   'cpuMsPerNotification',
   'cpuMsPerNotificationTicks',
   'rssBytesPerSubscriber',
+  'rssIdleMb',
   'upstreamSubscriptions',
   'p50Ms',
   'p99Ms',
@@ -119,11 +120,12 @@ async function startServer({ kind, id, node, ctx, fanout }) {
   const nodeArgs = fanout.cpuProfDir
     ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`]
     : [];
-  return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, nodeArgs });
+  const main = kind === 'baseline' ? ctx.baseline.main : undefined;
+  return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, nodeArgs, main });
 }
 
 /**
- * Measures one server (`kind` 'bare' or 'chaingate') fanning newHeads out to `n` subscribers. Never
+ * Measures one server (`kind` 'bare', 'chaingate' or 'baseline', BENCH_BASELINE's build) fanning newHeads out to `n` subscribers. Never
  * throws: what went wrong is listed in `errors`, which voids the run's figures.
  */
 export async function measureFanout({ id, label, kind, n, ctx, fanout }) {

@@ -57,10 +57,9 @@ chains:
 
 /**
  * `chaingate serve` on `core` in front of the fake node; `url` is the public path's WebSocket URL.
- * `nodeArgs` go before the script (e.g. --cpu-prof).
+ * `nodeArgs` go before the script (e.g. --cpu-prof); `main` is the build to run (BENCH_BASELINE's).
  */
-export async function startChaingateWs({ name = 'chaingate', dir, nodePort, core, nodeArgs = [] }) {
-  const main = chaingateMain();
+export async function startChaingateWs({ name = 'chaingate', dir, nodePort, core, nodeArgs = [], main = chaingateMain() }) {
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();

@@ -51,6 +51,7 @@ export function readSettings() {
       .map((s) => s.trim())
       .filter(Boolean),
     out: process.env.BENCH_OUT || null,
+    baseline: process.env.BENCH_BASELINE?.trim() || null,
   };
   if (settings.seconds === 0) errors.push('BENCH_DURATION must be more than 0s');
   if (settings.connections < settings.threads)
