@@ -1,8 +1,12 @@
 import type { ChainConfig } from '../config/schema.js';
+import { Attempts, NodeAttempt, RETRY_ONCE } from './attempts.js';
+import { DEFAULTS } from '../config/defaults.js';
 import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
+import { createSseHub, type SseHub } from '../fanout/sse-hub.js';
 import { readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
 import { startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
+import { openSseLink } from '../upstreams/sse-link.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
 import { upstreamLabel } from '../upstreams/upstream-url.js';
@@ -58,6 +62,12 @@ export interface ChainRuntime {
    * slug), so answers cached about the old chain are never served for the new one; the LRU evicts them.
    */
   readonly cacheScope: string;
+  /**
+   * A beacon chain's event streams (null on other chains): one upstream stream per topic shared by every
+   * client. The streams go over clients of their own, one per node made when a stream first goes to it, so a
+   * stream that never ends does not hold a socket of the pool that serves calls.
+   */
+  readonly events: SseHub | null;
   /** Each upstream's head, errors and latency (indices match `upstreams`); decides which are in rotation. */
   readonly health: ChainHealth;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
@@ -95,6 +105,8 @@ export interface ChainRuntimeOptions {
   maxUpstreamOutageS?: number;
   /** Overrides the prober's intervals (PROBER_DEFAULTS). */
   prober?: ProberOptions;
+  /** The event streams' heartbeat and slow-client limit (config sse.heartbeat_s, sse.max_buffered_bytes). */
+  sse?: { heartbeat_s: number; max_buffered_bytes: number };
 }
 
 export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOptions = {}): ChainRuntime {
@@ -157,34 +169,69 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   let writtenAt = -Infinity;
   let next = 0;
 
+  /** A node in rotation, else the next one in turn (which then fails fast or recovers). */
+  function pickOrNext(): number {
+    const picked = health.pick();
+    if (picked !== null) return picked;
+    const index = next % upstreams.length;
+    next = (next + 1) % upstreams.length;
+    return index;
+  }
+
+  const streamClients: HttpUpstream[] = [];
+  const sse = opts.sse ?? DEFAULTS.sse;
+  const events =
+    config.kind !== 'beacon'
+      ? null
+      : createSseHub({
+          heartbeatMs: sse.heartbeat_s * 1000,
+          maxBufferedBytes: sse.max_buffered_bytes,
+          openTimeoutMs: timeoutMs,
+          openLink: (topic, onFrame, onStatus) =>
+            openSseLink({
+              // The node a (re)connecting stream goes to.
+              upstream: () => {
+                const index = pickOrNext();
+                const u = config.upstreams[index]!;
+                return (streamClients[index] ??= createHttpUpstream({
+                  url: u.url,
+                  headers: u.headers,
+                  maxConnections: 64,
+                  pipelining: 1,
+                  ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+                }));
+              },
+              topic,
+              onFrame,
+              onStatus,
+              log: (level, msg, fields) => log(level, msg, { topic, ...fields }),
+            }),
+        });
+
   function pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null {
     const index = health.pick(exclude);
     return index === null ? null : { index, upstream: upstreams[index]! };
   }
 
   async function call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
-    const tried = new Set<number>();
+    const tries = new Attempts(health, timeoutMs, RETRY_ONCE);
     let lastError: unknown = new Error('no healthy upstream');
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const picked = pickHealthy(tried);
-      if (picked === null) break;
-      tried.add(picked.index);
-      const u = health.upstreams[picked.index]!;
-      const started = health.now();
-      u.inflight++;
+    for (let index = tries.nextNode(); index !== null; index = tries.nextNode()) {
+      const attempt = tries.hold(new NodeAttempt(health, index));
       try {
-        const result = await callUpstream(picked.upstream, timeoutMs, method, params, signal);
-        u.record('ok', health.now() - started);
+        const result = await callUpstream(upstreams[index]!, tries.attemptTimeoutMs(), method, params, signal);
+        attempt.settle('ok');
         return result;
       } catch (err) {
         // An aborted call says nothing about the node; an error object is the node's answer.
-        if (signal?.aborted) throw err;
+        if (signal?.aborted) {
+          attempt.drop();
+          throw err;
+        }
         const answered = err instanceof NodeRpcError;
-        u.record(answered ? 'ok' : 'failed', health.now() - started);
+        attempt.settle(answered ? 'ok' : 'failed');
         if (answered) throw err;
         lastError = err;
-      } finally {
-        u.inflight--;
       }
     }
     throw lastError;
@@ -195,18 +242,13 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     upstreams,
     timeoutMs,
     feeds,
+    events,
     get cacheScope() {
       return cacheScope;
     },
     health,
     pickHealthy,
-    pickUpstream() {
-      const picked = health.pick();
-      if (picked !== null) return upstreams[picked]!;
-      const u = upstreams[next % upstreams.length]!;
-      next = (next + 1) % upstreams.length;
-      return u;
-    },
+    pickUpstream: () => upstreams[pickOrNext()]!,
     freshHead() {
       const best = health.bestHead();
       if (best === null) return null;
@@ -231,6 +273,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       prober?.stop();
       prober = null;
       feeds?.close();
+      events?.close();
+      for (const u of streamClients) u?.close();
       for (const u of upstreams) u.close();
     },
   };

@@ -13,6 +13,7 @@
  * all. Each send is counted in its upstream's health like any forwarded call.
  */
 import { keccak_256 } from '@noble/hashes/sha3.js';
+import { NodeAttempt } from '../chain/attempts.js';
 import { type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, type RoutedSink } from './forward.js';
 import type { RoutedChain } from './route-call.js';
 
@@ -78,15 +79,9 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
 
   for (const index of targets) {
     const u = health.upstreams[index]!;
-    const startedAt = health.now();
-    let open = true;
-    const record = (outcome: 'ok' | 'failed'): void => {
-      if (!open) return;
-      open = false;
-      u.inflight--;
-      u.record(outcome, health.now() - startedAt);
-    };
-    u.inflight++;
+    // Counted in the node's health as every attempt is (chain/attempts.ts); a broadcast never retries.
+    const attempt = new NodeAttempt(health, index);
+    const record = (outcome: 'ok' | 'failed'): void => attempt.settle(outcome);
     const call: ForwardCall = forwardCall(chain.upstreams[index]!, chain.timeoutMs, 'eth_sendRawTransaction', paramsJson, idText, {
       whole(body) {
         record('ok');

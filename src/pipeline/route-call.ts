@@ -26,6 +26,7 @@
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
  * answers report the node's head.
  */
+import { Attempts, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
@@ -50,8 +51,6 @@ const NOT_THERE_YET =
 const HEDGE_AFTER = 0.5;
 /** Until then a silent attempt's node is looked at about this often, in ms, for being suspected or failing. */
 const HEDGE_CHECK_MS = 250;
-/** A retry needs at least this much of the deadline left, in ms. */
-const MIN_RETRY_MS = 100;
 
 /** Sends one forwarded call to the chain's upstreams (see above). Sink callbacks never run before this returns. */
 export function routeCall(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
@@ -95,22 +94,19 @@ function headOf(body: Buffer): number | null {
 }
 
 /** One attempt of a call on one upstream; it is its forwarded call's sink, so an attempt is one object. */
-class Attempt implements AnswerSink {
+class Attempt extends NodeAttempt implements AnswerSink {
   call: ForwardCall | null = null;
-  /** Counted in flight and not yet settled in health. */
-  open = true;
-  readonly startedAt: number;
 
   constructor(
     private readonly f: Failover,
-    readonly index: number,
+    index: number,
   ) {
-    this.startedAt = f.health.now();
+    super(f.health, index);
   }
 
   whole(body: Buffer): void {
     const f = this.f;
-    f.settle(this, 'ok');
+    this.settle('ok');
     if (f.method === 'eth_blockNumber') {
       const head = headOf(body);
       if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
@@ -127,7 +123,7 @@ class Attempt implements AnswerSink {
 
   begin(length: number | undefined): void {
     const f = this.f;
-    f.settle(this, 'ok');
+    this.settle('ok');
     if (f.done) {
       this.call?.abort();
       return;
@@ -147,7 +143,7 @@ class Attempt implements AnswerSink {
 
   fail(started: boolean, reason: string, failure?: ForwardFailure): void {
     const f = this.f;
-    f.settle(this, 'failed');
+    this.settle('failed');
     const label = f.health.upstreams[this.index]!.label;
     if (f.winner === this) {
       f.sink.failedUpstream = label;
@@ -167,15 +163,11 @@ class Attempt implements AnswerSink {
 }
 
 /**
- * A call's attempts (see the top of this file). At most two attempts are ever made, so they are two
- * fields, and the first one needs no list, set or timer beyond the hedge on a chain of several nodes.
+ * A call's attempts (see the top of this file), on the chain's one road to its nodes (chain/attempts.ts) under
+ * RETRY_WITHIN_DEADLINE, or NO_RETRY for a method in NOT_IDEMPOTENT. At most two attempts are ever made, so
+ * they are two fields, and the first one needs no list, set or timer beyond the hedge on a chain of several nodes.
  */
-class Failover implements ForwardCall {
-  readonly health: RoutedChain['health'];
-  readonly deadline: number;
-  readonly mayRetry: boolean;
-  first: Attempt | null = null;
-  second: Attempt | null = null;
+class Failover extends Attempts<Attempt> implements ForwardCall {
   winner: Attempt | null = null;
   done = false;
   /** A "not there yet" answer held while another attempt may do better. */
@@ -191,9 +183,7 @@ class Failover implements ForwardCall {
     private readonly idText: string,
     readonly sink: RoutedSink,
   ) {
-    this.health = chain.health;
-    this.deadline = this.health.now() + chain.timeoutMs;
-    this.mayRetry = !NOT_IDEMPOTENT.has(method);
+    super(chain.health, chain.timeoutMs, NOT_IDEMPOTENT.has(method) ? NO_RETRY : RETRY_WITHIN_DEADLINE);
   }
 
   othersOpen(a: Attempt): boolean {
@@ -201,20 +191,9 @@ class Failover implements ForwardCall {
     return other?.open === true;
   }
 
-  settle(a: Attempt, outcome: 'ok' | 'failed'): void {
-    if (!a.open) return;
-    a.open = false;
-    const u = this.health.upstreams[a.index]!;
-    u.inflight--;
-    u.record(outcome, this.health.now() - a.startedAt);
-  }
-
   private drop(a: Attempt | null): void {
     if (a === null || a === this.winner) return;
-    if (a.open) {
-      a.open = false;
-      this.health.upstreams[a.index]!.inflight--;
-    }
+    a.drop();
     a.call?.abort();
   }
 
@@ -227,23 +206,19 @@ class Failover implements ForwardCall {
   }
 
   retry(): boolean {
-    if (!this.mayRetry || this.second !== null || this.done) return false;
-    const remaining = this.deadline - this.health.now();
-    if (remaining < MIN_RETRY_MS) return false;
-    const next = this.health.pick(new Set([this.first!.index]));
+    if (this.first === null || this.done) return false;
+    const next = this.nextNode();
     if (next === null) return false;
     if (this.hedge !== null) clearTimeout(this.hedge);
     this.hedge = null;
-    this.second = this.launch(next, remaining);
+    this.launch(next);
     return true;
   }
 
-  launch(index: number, timeoutMs: number): Attempt {
-    const a = new Attempt(this, index);
+  launch(index: number): Attempt {
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
-    if (this.first === null) this.first = a;
-    this.health.upstreams[index]!.inflight++;
-    a.call = forwardCall(this.chain.upstreams[index]!, timeoutMs, this.method, this.paramsJson, this.idText, a);
+    const a = this.hold(new Attempt(this, index));
+    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(), this.method, this.paramsJson, this.idText, a);
     return a;
   }
 
@@ -290,10 +265,10 @@ class Failover implements ForwardCall {
 }
 
 function failover(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
-  const first = chain.health.pick();
-  if (first === null) return noHealthyUpstream(sink);
   const f = new Failover(chain, method, paramsJson, idText, sink);
-  f.launch(first, chain.timeoutMs);
+  const first = f.nextNode();
+  if (first === null) return noHealthyUpstream(sink);
+  f.launch(first);
   if (f.mayRetry && !f.done && f.health.upstreams.length > 1) f.startHedge();
   return f;
 }

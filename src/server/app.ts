@@ -173,6 +173,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const chainOpts = {
     ...opts,
     maxUpstreamOutageS: config.websocket.max_upstream_outage_s,
+    sse: config.sse,
     feedsLog: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => opts.log[level](msg, fields),
   };
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
@@ -201,7 +202,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onStoreFault: (during, err) => tenancy.storeFault(during, err),
   };
   const wsRoute = createWsRoute(ctx, table);
-  const events = createBeaconEvents(ctx, opts.ca !== undefined ? { ca: opts.ca } : {});
+  const events = createBeaconEvents(ctx);
   // A key deleted or suspended (by the management API or the CLI) closes the sockets and streams it opened.
   const closeEndpoint = (endpointId: string): void => {
     wsRoute.closeEndpoint(endpointId, 1008, 'API key revoked');
@@ -230,7 +231,6 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
-    events.closeAll();
     releaseGatewayState(ctx);
     upstreamFailures.close();
     for (const c of chains.values()) c.close();
@@ -277,9 +277,11 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const streamStats = (): StreamStats => {
     let subscriptions = 0;
     let upstreamSubscriptions = 0;
+    let sseTopics = 0;
     for (const chain of chains.values()) {
       subscriptions += wsRoute.server.hubFor(chain)?.stats().subscriptions ?? 0;
       upstreamSubscriptions += chain.feeds?.upstreamSubscriptions() ?? 0;
+      sseTopics += chain.events?.topicsOpen().length ?? 0;
     }
     const sse = events.stats();
     return {
@@ -288,7 +290,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       upstreamSubscriptions,
       slowConsumers: wsRoute.server.slowConsumers,
       sseClients: sse.clients,
-      sseTopics: sse.topics,
+      sseTopics,
       sseSlowClients: sse.slowClients,
     };
   };

@@ -4,8 +4,9 @@ import type { GatewayContext } from '../pipeline/context.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
+import { createConnectionCounts } from '../pipeline/stream-limits.js';
 import { uws, type WebSocketBehavior } from './uws.js';
-import { createConnectionCounts, handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
+import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
 
 export interface WsRoute {
   readonly behavior: WebSocketBehavior<WsUserData>;

@@ -1,20 +1,15 @@
-import { type ErrorCode, ERRORS, rpcCustomErrorBody, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
+import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
-import { type Caller, settleCall, takeRequest } from '../pipeline/admission.js';
+import { type Caller, takeRequest } from '../pipeline/admission.js';
 import { resolveCaller } from '../pipeline/caller.js';
+import { admitConnection, type ConnectionCounts } from '../pipeline/stream-limits.js';
 import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
-import { batchRefusal, collectCall, type Local, planItem, resultBody } from '../pipeline/plan.js';
-import {
-  type SubscribeOutcome,
-  type SubscriberConn,
-  type Subscription,
-  subscriptionCount,
-  type SubscriptionHub,
-} from '../fanout/subscriptions.js';
-import type { FeedKind } from '../fanout/feeds.js';
+import { batchRefusal, collectCall, planItem } from '../pipeline/plan.js';
+import { type SubscribingConn, subscriptionCall } from '../pipeline/subscription-calls.js';
+import type { Subscription, SubscriptionHub } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -30,7 +25,7 @@ export interface WsUserData {
 }
 
 /** What one open WebSocket carries. */
-export class WsConn implements SubscriberConn {
+export class WsConn implements SubscribingConn {
   ws: WebSocket<WsUserData> | null = null;
   closed = false;
   firstSubId: string | null = null;
@@ -105,20 +100,6 @@ export interface WsServer {
   readonly conns: Set<WsConn>;
 }
 
-/** Counts open connections per key or IP. */
-export function createConnectionCounts(): { open(key: string): void; close(key: string): void; count(key: string): number } {
-  const counts = new Map<string, number>();
-  return {
-    open: (key) => void counts.set(key, (counts.get(key) ?? 0) + 1),
-    close(key) {
-      const n = (counts.get(key) ?? 1) - 1;
-      if (n > 0) counts.set(key, n);
-      else counts.delete(key);
-    },
-    count: (key) => counts.get(key) ?? 0,
-  };
-}
-
 function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, retryAfterMs?: number): void {
   const headers: Array<[string, string]> | undefined =
     retryAfterMs !== undefined
@@ -135,7 +116,7 @@ function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, m
 export function upgradeWs(
   ctx: GatewayContext,
   server: WsServer,
-  counts: ReturnType<typeof createConnectionCounts>,
+  counts: ConnectionCounts,
   res: HttpResponse,
   req: HttpRequest,
   context: unknown,
@@ -158,12 +139,9 @@ export function upgradeWs(
     return;
   }
   const { caller } = resolved;
-  const limits = ctx.config.websocket;
-  const countKey = caller.auth === null ? caller.limitKey : `ep:${caller.auth.endpointId}`;
-  const limit = caller.auth === null ? limits.max_connections_per_ip : limits.max_connections_per_key;
-  if (counts.count(countKey) >= limit) {
-    const which = caller.auth === null ? 'websocket.max_connections_per_ip' : 'websocket.max_connections_per_key';
-    refuseUpgrade(res, meta, 'rate_limited', `Too many open WebSocket connections: the limit is ${limit} (${which})`, 1000);
+  const { countKey, refusal } = admitConnection(counts, caller, ctx.config.websocket, 'websocket', 'WebSocket connections');
+  if (refusal !== null) {
+    refuseUpgrade(res, meta, 'rate_limited', refusal, 1000);
     return;
   }
   if (caller.auth === null) {
@@ -183,62 +161,6 @@ function answerPlanned(conn: WsConn, answer: string, outcome: ErrorCode | 'ok'):
   if (outcome === 'rate_limited' && conn.refuse()) conn.close(1008, 'Too many refused requests');
 }
 
-/** eth_subscribe and eth_unsubscribe, answered by the chain's hub; `done` may run in a later turn (see subscribeAnswer). */
-function subscriptionsOf(ctx: GatewayContext, conn: WsConn, local: Local, done: (answer: string, outcome: ErrorCode | 'ok') => void): void {
-  const t = ctx.tenancy;
-  const { caller } = conn;
-  if (local.method === 'eth_unsubscribe') {
-    const hub = conn.server.hubFor(conn.chain);
-    const ok = hub?.unsubscribe(conn, String(local.params[0]));
-    const answer = resultBody(local.idText, ok ? 'true' : 'false');
-    settleCall(t, caller, local.method, local.admission, { ok: true, bytes: answer.length });
-    done(answer, 'ok');
-    return;
-  }
-  const hub = conn.server.hubFor(conn.chain);
-  const slug = conn.chain.config.slug;
-  if (hub === null) {
-    settleCall(t, caller, local.method, local.admission, { ok: false, status: 404 });
-    const message = `Subscriptions are not available on chain '${slug}': none of its upstreams has a ws URL (chains.${slug}.upstreams[].ws)`;
-    done(rpcErrorBody('method_not_found', local.idText, message), 'method_not_found');
-    return;
-  }
-  const max = ctx.config.websocket.max_subscriptions_per_connection;
-  if (subscriptionCount(conn) + conn.waitingSubscribes >= max) {
-    settleCall(t, caller, local.method, local.admission, { ok: false, status: 429 });
-    const message = `Too many subscriptions on this connection: the limit is ${max} (websocket.max_subscriptions_per_connection)`;
-    done(rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), 'ok');
-    return;
-  }
-  const outcome = hub.subscribe(conn, local.params[0] as FeedKind, local.params[1]);
-  if (!(outcome instanceof Promise)) {
-    done(subscribeAnswer(ctx, conn, local, outcome), 'ok');
-    return;
-  }
-  conn.waitingSubscribes++;
-  void outcome.then((o) => {
-    conn.waitingSubscribes--;
-    const answer = subscribeAnswer(ctx, conn, local, o);
-    done(answer, o.ok ? 'ok' : 'upstream_error');
-  });
-}
-
-/**
- * The answer to an eth_subscribe, settled: its id, or, when no upstream subscription could be opened
- * (the chain's upstream WebSockets unreachable, timeout_s passed, the node refused), the upstream error
- * with the request's id and no RU taken, so the client's retry logic runs instead of waiting on an id
- * that would never deliver.
- */
-function subscribeAnswer(ctx: GatewayContext, conn: WsConn, local: Local, outcome: SubscribeOutcome): string {
-  if (outcome.ok) {
-    const answer = resultBody(local.idText, `"${outcome.id}"`);
-    settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: true, bytes: answer.length });
-    return answer;
-  }
-  settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: false, status: ERRORS.upstream_error.http });
-  return rpcErrorBody('upstream_error', local.idText, `${ERRORS.upstream_error.message}: ${outcome.reason}`);
-}
-
 /** Runs one item through the shared pipeline; `done` gets its answer, in whatever turn it arrives. */
 function runItem(
   ctx: GatewayContext,
@@ -252,7 +174,7 @@ function runItem(
     return;
   }
   if ('local' in plan) {
-    subscriptionsOf(ctx, conn, plan.local, done);
+    subscriptionCall(ctx, conn, conn.server.hubFor(conn.chain), conn.chain.config.slug, plan.local, done);
     return;
   }
   if ('pending' in plan) {
@@ -342,7 +264,7 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
 }
 
 /** The socket closed (either side, any reason): stop its calls and release its subscriptions and count. */
-export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ReturnType<typeof createConnectionCounts>): void {
+export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ConnectionCounts): void {
   conn.closed = true;
   conn.ws = null;
   for (const c of conn.calls ?? []) {

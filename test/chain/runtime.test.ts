@@ -7,6 +7,8 @@ import { validateConfig } from '../../src/config/schema.js';
 import { createChainRuntime, HEAD_FRESH_MS, WRITE_SETTLE_MS } from '../../src/chain/runtime.js';
 import { NodeRpcError } from '../../src/upstreams/rpc-call.js';
 import { anvilFor } from '../support/gateway.js';
+import { fakeBeacon, until } from '../support/fake-beacon.js';
+import type { SseEnd } from '../../src/fanout/sse-hub.js';
 
 function chainOver(urls: string[]) {
   const r = validateConfig({
@@ -74,4 +76,37 @@ t.test('call(): moved once off a node that does not answer; a node error is an a
   fail(chain, 1);
   fail(chain, 0);
   await t.rejects(chain.call('eth_chainId', []), /no healthy upstream/);
+});
+
+t.test('events: a beacon chain owns its event hub, streamed from its nodes on clients of their own, closed with the chain', async (t) => {
+  const evm = chainOver(['http://127.0.0.1:1']);
+  t.teardown(() => evm.close());
+  t.equal(evm.events, null, 'no event streams on an evm chain');
+  const node = await fakeBeacon(t);
+  const r = validateConfig({
+    storage: { path: '/tmp/unused.db' },
+    chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } },
+  });
+  if (!r.ok) throw new Error(r.errors.join('\n'));
+  const chain = createChainRuntime(r.config.chains['devnet-beacon']!);
+  t.teardown(() => chain.close());
+  const written: string[] = [];
+  const ends: SseEnd[] = [];
+  let started = false;
+  chain.events!.add(
+    {
+      start: () => void (started = true),
+      write: (bytes) => written.push(bytes.toString()) > 0,
+      close: (reason) => void ends.push(reason),
+    },
+    ['head'],
+  );
+  await until('the head stream opens', () => started);
+  node.emit('head', 1);
+  await until('the head stream delivers', () => written.some((w) => w.startsWith('event: head')));
+  t.equal(node.streamsOpen('head'), 1, 'one upstream stream for the topic');
+  t.same(chain.upstreams[0]!.stats().busy, 0, "the stream holds no socket of the calls' pool");
+  chain.close();
+  t.same(ends, ['shutdown'], 'closing the chain ends its streams');
+  await until('the upstream stream is closed', () => node.streamsOpen('head') === 0);
 });

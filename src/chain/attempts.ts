@@ -1,0 +1,109 @@
+/**
+ * The one road from a call to a chain's nodes, for every kind of call: which node an attempt goes to, how it
+ * counts in that node's health, and whether a failed attempt gets another node. JSON-RPC calls (failover in
+ * pipeline/route-call.ts), Beacon requests (pipeline/beacon-call.ts), the gateway's own reads (ChainRuntime.call)
+ * and transaction broadcasts all count their attempts here; they differ only in their RetryRule.
+ *
+ * A call makes at most two attempts, each on a node in rotation (selection.ts), the second never on the node of
+ * the first. Each attempt is counted in its node's health: in flight while it runs, then 'ok' (the node
+ * answered) or 'failed' (it could not be reached, timed out or answered with a failure). An attempt the
+ * gateway drops (the client left, another attempt answered first) is not counted either way.
+ *
+ * Classes rather than factories: one call's attempts are one object and each attempt another (a JSON-RPC
+ * attempt is also its forwarded call's sink, see route-call.ts), with no closure made per call.
+ */
+import type { ChainHealth } from '../upstreams/selection.js';
+
+/** When a call gets a second attempt on another node. What counts as a failure worth it is the caller's. */
+export interface RetryRule {
+  /** Whether a failed attempt may be followed by one on another node. */
+  readonly retry: boolean;
+  /**
+   * Whether the attempts share one deadline (the chain's timeout from the first attempt's start: the second
+   * gets what is left) or each has the chain's whole timeout.
+   */
+  readonly sharedDeadline: boolean;
+  /** Under a shared deadline, a second attempt needs at least this much of it left, in ms. */
+  readonly minLeftMs: number;
+}
+
+/** Never a second attempt: writes that may not reach two nodes (Beacon POSTs, non-idempotent JSON-RPC). */
+export const NO_RETRY: RetryRule = { retry: false, sharedDeadline: true, minLeftMs: 0 };
+
+/** Once more on another node within the first attempt's deadline: forwarded JSON-RPC calls and Beacon GETs. */
+export const RETRY_WITHIN_DEADLINE: RetryRule = { retry: true, sharedDeadline: true, minLeftMs: 100 };
+
+/** Once more on another node with a whole timeout of its own: the gateway's own reads (ChainRuntime.call). */
+export const RETRY_ONCE: RetryRule = { retry: true, sharedDeadline: false, minLeftMs: 0 };
+
+/** One attempt on one node, counted in flight from its making until settle() or drop(). */
+export class NodeAttempt {
+  /** Counted in flight and not yet settled in health. */
+  open = true;
+  readonly startedAt: number;
+
+  constructor(
+    readonly health: ChainHealth,
+    readonly index: number,
+  ) {
+    this.startedAt = health.now();
+    health.upstreams[index]!.inflight++;
+  }
+
+  /** Counts the attempt's outcome in its node's health, once; later calls do nothing. */
+  settle(outcome: 'ok' | 'failed'): void {
+    if (!this.open) return;
+    this.open = false;
+    const u = this.health.upstreams[this.index]!;
+    u.inflight--;
+    u.record(outcome, this.health.now() - this.startedAt);
+  }
+
+  /** Forgets the attempt without an outcome: its end says nothing about the node. */
+  drop(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.health.upstreams[this.index]!.inflight--;
+  }
+}
+
+/** A call's attempts on one chain under one RetryRule: the node of each, and the deadline they share. */
+export class Attempts<A extends NodeAttempt = NodeAttempt> {
+  readonly deadline: number;
+  readonly mayRetry: boolean;
+  first: A | null = null;
+  second: A | null = null;
+
+  constructor(
+    readonly health: ChainHealth,
+    readonly timeoutMs: number,
+    readonly rule: RetryRule,
+  ) {
+    this.deadline = health.now() + timeoutMs;
+    this.mayRetry = rule.retry;
+  }
+
+  /**
+   * The node of the next attempt: for the first, one in rotation; for a second, when the rule allows one and
+   * enough of the deadline is left, one in rotation other than the first's. null when there is none.
+   */
+  nextNode(): number | null {
+    const first = this.first;
+    if (first === null) return this.health.pick();
+    if (!this.mayRetry || this.second !== null) return null;
+    if (this.rule.sharedDeadline && this.deadline - this.health.now() < this.rule.minLeftMs) return null;
+    return this.health.pick(new Set([first.index]));
+  }
+
+  /** Holds a made attempt as the first or the second. */
+  hold(a: A): A {
+    if (this.first === null) this.first = a;
+    else this.second = a;
+    return a;
+  }
+
+  /** The timeout of an attempt starting now, in ms: what is left of the shared deadline (at least 1), or the whole timeout. */
+  attemptTimeoutMs(): number {
+    return this.rule.sharedDeadline ? Math.max(1, this.deadline - this.health.now()) : this.timeoutMs;
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * A Beacon REST request after its caller is known: the path, verb and parameters, the request rate, the RU, then
+ * the forward on the chain's nodes and the settling of what it cost. The server reads the request and writes
+ * what this decides (server/beacon.ts).
+ */
+import { beaconCost } from '../beacon/costs.js';
+import { matchBeaconPath } from '../beacon/paths.js';
+import { Attempts, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import type { ChainRuntime } from '../chain/runtime.js';
+import { type ErrorCode, ERRORS } from '../errors.js';
+import type { Reservation } from '../metering/ledger.js';
+import type { RequestHandle, ResponseSink, UpstreamError } from '../upstreams/http-client.js';
+import { admitRu, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
+import type { GatewayContext } from './context.js';
+import type { ForwardCall } from './forward.js';
+import { logUpstreamFailure } from './plan.js';
+
+/** Request headers a Beacon call carries upstream: the format asked for, the body's type and fork. */
+export const FORWARDED_REQUEST_HEADERS = ['accept', 'content-type', 'eth-consensus-version'] as const;
+
+/** Response headers that describe the body (format, fork, block values) and pass through untouched. */
+const FORWARDED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
+  'content-type',
+  'eth-consensus-version',
+  'eth-execution-payload-blinded',
+  'eth-execution-payload-value',
+  'eth-consensus-block-value',
+  'eth-execution-payload-included',
+]);
+
+/** A Beacon request admitted and charged for: where it goes and what it set aside. */
+export interface BeaconCall {
+  method: 'GET' | 'POST';
+  /** Beacon path plus the client's query string, as the upstream gets it. */
+  target: string;
+  template: string;
+  headers: Array<[string, string]>;
+  admission: { reservation: Reservation | null; ru: number };
+}
+
+/** A refusal in the Beacon shape: the error, its message, an Allow list or a wait (Retry-After). */
+export interface BeaconRefusal {
+  refused: ErrorCode;
+  message?: string;
+  allow?: string;
+  retryAfterMs?: number;
+}
+
+/**
+ * After the key: path, verb and parameters (404, 405, 400: nothing malformed reaches the node) → request rate
+ * (429) → the event stream, handed over as it is (its own limits and price, event-streams.ts) → RU (429, 402).
+ * Every refusal is counted in the caller's usage.
+ */
+export function admitBeacon(
+  ctx: GatewayContext,
+  caller: Caller,
+  method: string,
+  path: string,
+  query: string,
+  headers: Array<[string, string]>,
+): BeaconRefusal | { events: true } | { call: BeaconCall } {
+  const t = ctx.tenancy;
+  const match = matchBeaconPath(method, path);
+  if (!match.ok) {
+    countRefusal(t, caller, path.slice(0, 64), match.status);
+    const code: ErrorCode = match.status === 404 ? 'not_found' : match.status === 405 ? 'method_not_allowed' : 'bad_request';
+    return { refused: code, message: match.message, ...(match.allow !== undefined ? { allow: match.allow } : {}) };
+  }
+  const taken = takeRequest(t, caller);
+  if (!taken.ok) {
+    countRefusal(t, caller, match.template, 429);
+    return { refused: 'rate_limited', retryAfterMs: taken.retryAfterMs };
+  }
+  if (match.events) return { events: true };
+  const admission = admitRu(t, caller, beaconCost(match.template, ctx.config.ru.beacon.paths, ctx.config.ru.beacon.default));
+  if (!admission.ok) {
+    countRefusal(t, caller, match.template, ERRORS[admission.error].http);
+    return admission.error === 'rate_limited'
+      ? { refused: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) }
+      : { refused: admission.error };
+  }
+  return {
+    call: {
+      method: method as 'GET' | 'POST',
+      target: query === '' ? path : `${path}?${query}`,
+      template: match.template,
+      headers,
+      admission,
+    },
+  };
+}
+
+/** A POST whose body is over server.max_body_bytes: nothing is charged, the refusal is counted. */
+export function refuseBeaconBody(ctx: GatewayContext, caller: Caller, call: BeaconCall): void {
+  settleCall(ctx.tenancy, caller, call.template, call.admission, { ok: false, status: 413 });
+}
+
+/** Where a forwarded Beacon answer goes: the server's writes (server/beacon.ts). */
+export interface BeaconOut {
+  /** The client left: nothing more is written. */
+  readonly gone: boolean;
+  /** The node's status and the headers that pass through; a contentLength of 0 is a complete answer. */
+  head(status: number, headers: ReadonlyArray<readonly [string, string]>, contentLength: number | undefined): void;
+  /** Body bytes; false when the client is backpressured (the server calls the call's resume() on drain). */
+  data(chunk: Buffer): boolean;
+  /** The answer is complete. */
+  end(): void;
+  /** The node failed after the head went out: the answer is cut. */
+  cut(): void;
+  /** The gateway's answer in the Beacon shape, before anything went out. */
+  error(code: ErrorCode, message?: string): void;
+}
+
+const NOTHING: ForwardCall = { abort() {}, resume() {} };
+
+/**
+ * Forwards one admitted Beacon call and passes the upstream's answer back untouched: its status, body and
+ * format headers. Only a node that cannot be reached, times out or does not speak HTTP makes a 502. The node
+ * is chosen, counted and retried on the chain's one road (chain/attempts.ts): a GET whose node fails before
+ * its status line is tried once more on another node in rotation within the same deadline (timeout_s from the
+ * first attempt, RETRY_WITHIN_DEADLINE); a POST (a submission) never is. An answer from the node is charged
+ * whatever its status; a 5xx or a failure to reach it is not.
+ */
+export function forwardBeacon(
+  ctx: GatewayContext,
+  chain: ChainRuntime,
+  caller: Caller,
+  call: BeaconCall,
+  body: Buffer | undefined,
+  out: BeaconOut,
+): ForwardCall {
+  const health = chain.health;
+  const tries = new Attempts(health, chain.timeoutMs, call.method === 'GET' ? RETRY_WITHIN_DEADLINE : NO_RETRY);
+  const first = tries.nextNode();
+  const settle = (ok: boolean): void =>
+    settleCall(
+      ctx.tenancy,
+      caller,
+      call.template,
+      call.admission,
+      ok && status < 500 ? { ok: true, bytes } : { ok: false, status: status || 502 },
+    );
+  let status = 0;
+  let bytes = 0;
+  let headSent = false;
+  let attempt: NodeAttempt;
+  let handle: RequestHandle;
+
+  const send = (index: number): void => {
+    const upstream = chain.upstreams[index]!;
+    const a = (attempt = tries.hold(new NodeAttempt(health, index)));
+    const sink: ResponseSink = {
+      onHead(s, headers, contentLength) {
+        status = s;
+        // Counted in the node's health as JSON-RPC calls are: answered below 500, else failed.
+        a.settle(s < 500 ? 'ok' : 'failed');
+        if (out.gone) return;
+        headSent = true;
+        out.head(
+          s,
+          headers.filter(([k]) => FORWARDED_RESPONSE_HEADERS.has(k)),
+          contentLength,
+        );
+      },
+      onData(chunk) {
+        bytes += chunk.length;
+        return headSent ? out.data(chunk) : true;
+      },
+      onEnd() {
+        settle(true);
+        out.end();
+      },
+      onError(err: UpstreamError) {
+        a.settle('failed');
+        logUpstreamFailure(ctx, chain, upstream.label, `${err.kind}: ${err.message}`);
+        const next = headSent || out.gone ? null : tries.nextNode();
+        if (next !== null) {
+          send(next);
+          return;
+        }
+        settle(false);
+        if (headSent) out.cut();
+        else out.error('upstream_error');
+      },
+    };
+    handle = upstream.request(
+      {
+        method: call.method,
+        path: call.target,
+        headers: call.headers,
+        ...(body !== undefined ? { body } : {}),
+        timeoutMs: tries.attemptTimeoutMs(),
+      },
+      sink,
+    );
+  };
+
+  if (first === null) {
+    settle(false);
+    out.error('upstream_error', 'No healthy upstream for this chain');
+    return NOTHING;
+  }
+  send(first);
+  return {
+    abort() {
+      // A client that left says nothing about the node.
+      attempt.drop();
+      handle.abort();
+    },
+    resume: () => handle.resume(),
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * The one road from a call to a chain's nodes (chain/attempts.ts): which node each attempt goes to under each
+ * retry rule, the deadline a second attempt needs, and how attempts count in the nodes' health. Over a real
+ * ChainHealth driven by a test clock.
+ */
+import t from 'tap';
+import { Attempts, NO_RETRY, NodeAttempt, RETRY_ONCE, RETRY_WITHIN_DEADLINE } from '../../src/chain/attempts.js';
+import { createChainHealth } from '../../src/upstreams/selection.js';
+
+function healthOf(n: number) {
+  const clock = { now: 1_000 };
+  const health = createChainHealth(
+    Array.from({ length: n }, (_, i) => `node${i}`),
+    { maxLagBlocks: 10, now: () => clock.now },
+  );
+  return { clock, health };
+}
+
+t.test('a second attempt only under a rule that allows one, never on the first node, at most one', async (t) => {
+  const { health } = healthOf(2);
+  const once = new Attempts(health, 1_000, RETRY_WITHIN_DEADLINE);
+  const first = once.nextNode();
+  t.not(first, null);
+  once.hold(new NodeAttempt(health, first!));
+  t.equal(once.nextNode(), 1 - first!, 'the other node');
+  once.hold(new NodeAttempt(health, 1 - first!));
+  t.equal(once.nextNode(), null, 'never a third');
+
+  const never = new Attempts(health, 1_000, NO_RETRY);
+  never.hold(new NodeAttempt(health, never.nextNode()!));
+  t.equal(never.nextNode(), null, 'NO_RETRY: no second attempt');
+
+  const alone = healthOf(1);
+  const one = new Attempts(alone.health, 1_000, RETRY_ONCE);
+  one.hold(new NodeAttempt(alone.health, one.nextNode()!));
+  t.equal(one.nextNode(), null, 'no other node in rotation');
+});
+
+t.test('a shared deadline: the second attempt gets what is left, and none under minLeftMs; RETRY_ONCE has its own timeout', async (t) => {
+  const { clock, health } = healthOf(2);
+  const shared = new Attempts(health, 1_000, RETRY_WITHIN_DEADLINE);
+  shared.hold(new NodeAttempt(health, shared.nextNode()!));
+  t.equal(shared.attemptTimeoutMs(), 1_000);
+  clock.now += 850;
+  t.equal(shared.attemptTimeoutMs(), 150, 'the rest of the deadline');
+  t.not(shared.nextNode(), null, `${RETRY_WITHIN_DEADLINE.minLeftMs} ms or more left: another node`);
+  clock.now += 51;
+  t.equal(shared.nextNode(), null, `under ${RETRY_WITHIN_DEADLINE.minLeftMs} ms left: none`);
+  clock.now += 1_000;
+  t.equal(shared.attemptTimeoutMs(), 1, 'never below 1 ms');
+
+  const own = new Attempts(health, 1_000, RETRY_ONCE);
+  own.hold(new NodeAttempt(health, own.nextNode()!));
+  clock.now += 5_000;
+  t.not(own.nextNode(), null, 'RETRY_ONCE: the deadline does not bar the second attempt');
+  t.equal(own.attemptTimeoutMs(), 1_000, 'which gets the whole timeout');
+});
+
+t.test('health: in flight from the making, one outcome counted, a dropped attempt counts none', async (t) => {
+  const { clock, health } = healthOf(1);
+  const u = health.upstreams[0]!;
+  const a = new NodeAttempt(health, 0);
+  const b = new NodeAttempt(health, 0);
+  t.equal(u.inflight, 2);
+  clock.now += 40;
+  a.settle('failed');
+  a.settle('ok');
+  b.drop();
+  b.settle('failed');
+  t.equal(u.inflight, 0);
+  t.equal(u.status().calls, 1, 'one outcome counted');
+  t.equal(u.status().errorRate, 1, 'the first one given');
+});
