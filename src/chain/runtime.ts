@@ -74,7 +74,7 @@ export interface ChainRuntime {
    *  (the caller answers 502 at once). */
   pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null;
   /**
-   * For callers that must send somewhere (the Beacon forwarder): the choice of pickHealthy, or, when no
+   * For callers that must send somewhere (the head tracker; the event streams use the same choice): the choice of pickHealthy, or, when no
    * upstream is in rotation, the next one round-robin, which then fails fast or recovers.
    */
   pickUpstream(): HttpUpstream;
@@ -86,7 +86,7 @@ export interface ChainRuntime {
   noteWrite(): void;
   /**
    * One JSON-RPC read the gateway makes for itself (e.g. eth_getLogs for its filters) on an upstream in
-   * rotation, moved once to another when the node cannot be reached or does not answer (so never a write:
+   * rotation, moved once to another (RETRY_ONCE, chain/attempts.ts) when the node cannot be reached or does not answer (so never a write:
    * it may reach two nodes): resolves with `result`, rejects with a NodeRpcError for the node's error
    * object, or an Error when no node answered or none is in rotation ('no healthy upstream').
    */
