@@ -33,7 +33,7 @@ export async function addLogBlock(port, from) {
 /**
  * The eth_getLogs calls (`{ body, result }`) over ranges [from, to] around `logBlock`, to at most
  * `lastFinal`, whose cache entries add up to at most `bytes`. An entry is counted as the cache counts
- * it (src/pipeline/response-cache.ts): the chain slug as JSON, the call's canonical JSON (these params
+ * it (src/chain/response-cache.ts): the chain slug as JSON, the call's canonical JSON (these params
  * are canonical already: members sorted, hex lower-case), the result's JSON.
  */
 export async function fillCalls({ port, chainSlug, logBlock, lastFinal, bytes }) {

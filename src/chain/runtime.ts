@@ -1,8 +1,16 @@
+/**
+ * A configured chain's runtime, made once at start from config and stopped once by close(): it owns
+ * everything the gateway keeps about the chain (its nodes and their rotation, health and head; its view of
+ * the response cache and its calls in flight; its filters; its subscription feeds and hub), so nothing
+ * elsewhere is keyed by a chain.
+ */
 import type { ChainConfig } from '../config/schema.js';
 import { Attempts, NodeAttempt, RETRY_ONCE } from './attempts.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
 import { createSseHub, type SseHub } from '../fanout/sse-hub.js';
+import { createSubscriptionHub, type HubOptions, type SubscriptionHub } from '../fanout/subscriptions.js';
+import type { Logger } from '../log.js';
 import { readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
 import { startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
@@ -10,6 +18,10 @@ import { openSseLink } from '../upstreams/sse-link.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
 import { upstreamLabel } from '../upstreams/upstream-url.js';
+import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
+import { type ChainFilters, createChainFilters } from './filters.js';
+import { type ChainHead, createChainHead } from './head.js';
+import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
 
 /**
  * How the chain's prober runs (see prober.ts): heads of nodes in rotation are polled every second, so lag is
@@ -49,7 +61,7 @@ export interface PickedUpstream {
   upstream: HttpUpstream;
 }
 
-/** A configured chain with its live upstream clients. */
+/** A configured chain with its live upstream clients and everything kept about it. */
 export interface ChainRuntime {
   readonly config: ChainConfig;
   readonly upstreams: readonly HttpUpstream[];
@@ -70,6 +82,16 @@ export interface ChainRuntime {
   readonly events: SseHub | null;
   /** Each upstream's head, errors and latency (indices match `upstreams`); decides which are in rotation. */
   readonly health: ChainHealth;
+  /** The chain's head as the pipeline reads it (the tracker's, the feed's, else a poll of its own). */
+  readonly head: ChainHead;
+  /** The chain's view of the gateway's response cache (ChainRuntimeOptions.responseCache). */
+  readonly cache: ChainCache;
+  /** Identical reads on this chain in flight at the same time, sharing one upstream call (pipeline/shared-call.ts). */
+  readonly inFlight: Shared<SharedOutcome, SharedFlight>;
+  /** The gateway's polling filters on this chain; close() drops them. */
+  readonly filters: ChainFilters;
+  /** eth_subscribe and eth_unsubscribe over the chain's feeds, or null when no upstream has a ws URL. */
+  readonly subscriptions: SubscriptionHub | null;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
    *  (the caller answers 502 at once). */
   pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null;
@@ -93,8 +115,12 @@ export interface ChainRuntime {
   call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown>;
   /** Starts probing the chain's nodes (the gateway does it once it listens); close() stops it. */
   startHealthChecks(): void;
+  /** Drops the chain's filters, stops its probes and feeds and closes its upstream clients (once, at the stop). */
   close(): void;
 }
+
+/** How notifications delivered to the chain's subscribers are priced and paid. */
+export type SubscriptionMetering = Pick<HubOptions, 'ruPerMessage' | 'charge'>;
 
 export interface ChainRuntimeOptions {
   /** Extra CA certificates trusted for https upstreams (tests with self-signed nodes). */
@@ -107,7 +133,25 @@ export interface ChainRuntimeOptions {
   prober?: ProberOptions;
   /** The event streams' heartbeat and slow-client limit (config sse.heartbeat_s, sse.max_buffered_bytes). */
   sse?: { heartbeat_s: number; max_buffered_bytes: number };
+  /** Where a failure to deliver a shared answer is logged (a bug in a caller); without it, it is thrown. */
+  log?: Logger;
+  /**
+   * The gateway's one response cache, shared by every chain (config cache.max_bytes is one budget for the
+   * gateway): the chain reads and writes it through its own view (`cache`). Without it, nothing is cached.
+   */
+  responseCache?: ResponseCache;
+  /** The filters' bounds: config filters (DEFAULTS.filters when absent). */
+  filters?: { max_per_key: number; idle_timeout_s: number };
+  /** True once the gateway is stopping: the filters' block poll stops then, before close() drops them. */
+  stopping?: () => boolean;
+  /** Prices and pays notifications to subscribers (the gateway's RU and ledger); without it they are free. */
+  subscriptionMetering?: SubscriptionMetering;
 }
+
+const FREE_DELIVERIES: SubscriptionMetering = { ruPerMessage: () => 0, charge: () => true };
+
+/** What a chain reads and writes when the gateway gave it no response cache: nothing is kept. */
+const NO_CACHE = createResponseCache(0);
 
 export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOptions = {}): ChainRuntime {
   const upstreams = config.upstreams.map((u) =>
@@ -161,6 +205,9 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
           log,
         });
 
+  const subscriptions =
+    feeds === null ? null : createSubscriptionHub({ feeds, ...(opts.subscriptionMetering ?? FREE_DELIVERIES), liveWaitMs: timeoutMs });
+
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
   const proberOptions: ProberOptions = { ...PROBER_DEFAULTS, ...opts.prober };
   const probeTimeoutMs = proberOptions.probeTimeoutMs ?? PROBER_DEFAULTS.probeTimeoutMs;
@@ -208,6 +255,23 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
             }),
         });
 
+  const pickUpstream = (): HttpUpstream => upstreams[pickOrNext()]!;
+  const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
+  const filterBounds = opts.filters ?? DEFAULTS.filters;
+  const filters = createChainFilters(
+    { head, feeds, timeoutMs, upstreams, pickUpstream },
+    {
+      maxPerKey: filterBounds.max_per_key,
+      idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
+      log,
+      ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
+    },
+  );
+  const cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => cacheScope);
+  const inFlight = createInFlight<SharedOutcome, SharedFlight>(
+    opts.log === undefined ? undefined : (err, key) => opts.log!.error("a shared answer's delivery failed", { key, error: String(err) }),
+  );
+
   function pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null {
     const index = health.pick(exclude);
     return index === null ? null : { index, upstream: upstreams[index]! };
@@ -247,8 +311,13 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       return cacheScope;
     },
     health,
+    head,
+    cache,
+    inFlight,
+    filters,
+    subscriptions,
     pickHealthy,
-    pickUpstream: () => upstreams[pickOrNext()]!,
+    pickUpstream,
     freshHead() {
       const best = health.bestHead();
       if (best === null) return null;
@@ -269,7 +338,9 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       prober = startProber(health, (index, signal) => readHead(upstreams[index]!, requestTimeoutMs, signal), proberOptions);
     },
     close() {
+      if (closed) return;
       closed = true;
+      filters.close();
       prober?.stop();
       prober = null;
       feeds?.close();

@@ -7,7 +7,6 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall, isFilterMethod } from './filter-calls.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
-import { headOf } from './head.js';
 import { sharedCall } from './shared-call.js';
 
 export function resultBody(idText: string, resultJson: string): string {
@@ -61,7 +60,7 @@ const WS_LOCAL: ReadonlySet<string> = new Set(['eth_subscribe', 'eth_unsubscribe
 function refusalOf(chain: ChainRuntime, method: string, params: unknown[]): string | undefined {
   if (method === 'eth_getLogs' || method === 'eth_newFilter') {
     const c = chain.config;
-    return checkLogRange(params[0] as Record<string, unknown>, headOf(chain), c.max_logs_block_range, c.slug);
+    return checkLogRange(params[0] as Record<string, unknown>, chain.head.now(), c.max_logs_block_range, c.slug);
   }
   if (method === 'eth_newPendingTransactionFilter' && params[0] === true) {
     return (

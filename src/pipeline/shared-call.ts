@@ -6,40 +6,35 @@
 import { blockOfCall, cacheKeyFor, mayCache } from '../jsonrpc/cacheability.js';
 import { rawResult } from '../jsonrpc/raw-result.js';
 import { reidAcceptedAnswer } from '../jsonrpc/whole-answer.js';
-import { type GatewayContext, gatewayState } from './context.js';
+import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
+import { dedupKeyFor, type SharedFlight, type SharedOutcome } from '../chain/dedup.js';
 import { chargeAsCacheHit } from './admission.js';
-import { dedupKeyFor } from './dedup.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
-import { chainHead } from './head.js';
 import type { Forward } from './plan.js';
 import { routeCall } from './route-call.js';
 
 type Sink = AnswerSink & { failedUpstream?: string };
-
-/**
- * What the callers sharing one upstream call get: its whole answer (with the leader's id), its
- * failure before any byte was sent, or word that it streams (too big to hold whole), after which
- * each follower makes a call of its own.
- */
-export type SharedOutcome = { kind: 'whole'; body: Buffer } | { kind: 'failed'; reason: string; upstream: string } | { kind: 'streamed' };
 
 const CLOSE_BRACE = Buffer.from('}');
 const NULL_JSON = Buffer.from('null');
 
 const NO_CALL: ForwardCall = { abort() {}, resume() {} };
 
-/** A forwarded call as the pipeline makes it: answered from the cache, shared with identical reads in flight, or sent on its own. */
+/**
+ * A forwarded call as the pipeline makes it: answered from the chain's cache, shared with identical reads
+ * in flight on the chain, or sent on its own.
+ */
 export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
-  const state = gatewayState(ctx);
-  const cacheKey = state.cache.enabled ? cacheKeyFor(f.method, f.params) : null;
+  const cache = chain.cache;
+  const cacheKey = cache.enabled ? cacheKeyFor(f.method, f.params) : null;
   if (cacheKey !== null) {
-    const hit = state.cache.get(chain.cacheScope, cacheKey);
+    const hit = cache.get(cacheKey);
     if (hit !== undefined) return answerFromCache(ctx, f, hit, sink);
     // Looked at now so that a head poll, when one is due, is on its way before the answer comes back.
-    chainHead(chain).now();
+    chain.head.now();
   }
-  const observe = observerFor(ctx, chain, f, cacheKey);
+  const observe = observerFor(chain, f, cacheKey);
   const key = dedupKeyFor(chain.config.slug, f.method, f.params);
   if (key === null) return routeCall(chain, f.method, f.paramsJson, f.idText, observe === null ? sink : tapWhole(ctx, sink, observe));
   return joinFlight(ctx, chain, f, sink, key, observe);
@@ -68,10 +63,10 @@ function answerFromCache(ctx: GatewayContext, f: Forward, result: Buffer, sink: 
  * updates the head, a transaction hash feeds pending-transaction filters that have no upstream
  * subscription. Null when the call teaches nothing, so most answers are never parsed.
  */
-function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cacheKey: string | null): ((body: Buffer) => void) | null {
-  const state = gatewayState(ctx);
-  const filters = f.method === 'eth_sendRawTransaction' ? state.filters.get(chain) : undefined;
+function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): ((body: Buffer) => void) | null {
+  const filters = f.method === 'eth_sendRawTransaction' && chain.filters.takesSentTransactions() ? chain.filters : undefined;
   if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined) return null;
+  const { cache, head: chainHead } = chain;
   const depth = chain.config.finality_depth;
   // As the call starts: an answer from the old chain that arrives after a reset is kept where nothing reads it.
   const scope = chain.cacheScope;
@@ -80,10 +75,10 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
     // The call tells its block: the answer is kept as its bytes, never parsed (a wide eth_getLogs).
     if (decided === null) return null;
     return (body) => {
-      const head = chainHead(chain).now();
+      const head = chainHead.now();
       if (head === null || decided > head - depth) return;
       const raw = rawResult(body);
-      if (raw !== null && !raw.equals(NULL_JSON)) state.cache.set(scope, cacheKey!, raw);
+      if (raw !== null && !raw.equals(NULL_JSON)) cache.set(scope, cacheKey!, raw);
     };
   }
   return (body) => {
@@ -91,7 +86,7 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
     if (answer.error !== undefined || !('result' in answer)) return;
     const result = answer.result;
     if (f.method === 'eth_blockNumber') {
-      if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) chainHead(chain).note(Number(result));
+      if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) chainHead.note(Number(result));
       return;
     }
     if (filters !== undefined) {
@@ -99,11 +94,11 @@ function observerFor(ctx: GatewayContext, chain: ChainRuntime, f: Forward, cache
       return;
     }
     const keep = (head: number | null): void => {
-      if (mayCache(f.method, f.params, result, head, depth)) state.cache.set(scope, cacheKey!, JSON.stringify(result));
+      if (mayCache(f.method, f.params, result, head, depth)) cache.set(scope, cacheKey!, JSON.stringify(result));
     };
-    const head = chainHead(chain).now();
+    const head = chainHead.now();
     // No head known yet (the first calls after a start): the answer is kept once a node has told one.
-    if (head === null) void chainHead(chain).fresh().then(keep);
+    if (head === null) void chainHead.fresh().then(keep);
     else keep(head);
   };
 }
@@ -149,7 +144,7 @@ function joinFlight(
   observe: ((body: Buffer) => void) | null,
 ): ForwardCall {
   const caller = new SharingCaller(ctx, chain, f, sink, observe);
-  const flight = gatewayState(ctx).inFlight.join(
+  const flight = chain.inFlight.join(
     key,
     (done) => caller.lead(done),
     (outcome) => caller.deliver(outcome),
@@ -166,7 +161,7 @@ function joinFlight(
  * call: a whole answer or a failure before any byte ends the flight for everyone; a stream stays the
  * leader's.
  */
-export class Flight implements Sink {
+export class Flight implements Sink, SharedFlight {
   call: ForwardCall | null = null;
   /** Callers still waiting for it (the leader included); when the last one goes, the call is dropped. */
   attached = 0;
@@ -222,7 +217,7 @@ const STREAMED: SharedOutcome = Object.freeze({ kind: 'streamed' });
 class SharingCaller implements ForwardCall {
   gone = false;
   /** The flight this caller joined, while it was in flight at the time. */
-  flight: Flight | null = null;
+  flight: SharedFlight | null = null;
   /** The flight this caller leads, if it does. */
   private led: Flight | null = null;
   /** A follower's own call, made when the shared answer streams. */

@@ -3,9 +3,10 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createRepeatedLog } from '../repeated-log.js';
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
-import { type GatewayContext, releaseGatewayState } from '../pipeline/context.js';
+import { createResponseCache } from '../chain/response-cache.js';
+import type { GatewayContext } from '../pipeline/context.js';
 import { handleHttpRpc } from './http-rpc.js';
-import { createWsRoute } from './ws-route.js';
+import { createWsRoute, notificationRu } from './ws-route.js';
 import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
@@ -47,7 +48,7 @@ export interface StreamStats {
   sseSlowClients: number;
 }
 
-export interface GatewayOptions extends ChainRuntimeOptions {
+export interface GatewayOptions extends Pick<ChainRuntimeOptions, 'ca' | 'prober'> {
   log: Logger;
   /** Overrides server.port (the devnet's --port, tests' 0). */
   port?: number;
@@ -169,15 +170,26 @@ const CLOSE_SOCKETS_AFTER_MS = 100;
 
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
+  const tenancy = createTenancy(config, opts.log);
   const chains = new Map<string, ChainRuntime>();
-  const chainOpts = {
-    ...opts,
+  const chainOpts: ChainRuntimeOptions = {
+    ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+    ...(opts.prober !== undefined ? { prober: opts.prober } : {}),
+    log: opts.log,
     maxUpstreamOutageS: config.websocket.max_upstream_outage_s,
     sse: config.sse,
-    feedsLog: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => opts.log[level](msg, fields),
+    feedsLog: (level, msg, fields) => opts.log[level](msg, fields),
+    // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
+    responseCache: createResponseCache(config.cache.max_bytes),
+    filters: config.filters,
+    stopping: () => ctx.stopping,
+    subscriptionMetering: {
+      ruPerMessage: (bytes) => notificationRu(config.ru.notification_per_250_bytes, bytes),
+      charge: (ownerId, endpointId, ru, deliveries) =>
+        tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
+    },
   };
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
-  const tenancy = createTenancy(config, opts.log);
   const upstreamFailures = createRepeatedLog(opts.log);
   const ctx: GatewayContext = {
     config,
@@ -231,7 +243,6 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
-    releaseGatewayState(ctx);
     upstreamFailures.close();
     for (const c of chains.values()) c.close();
     return tenancy.close();
@@ -279,7 +290,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     let upstreamSubscriptions = 0;
     let sseTopics = 0;
     for (const chain of chains.values()) {
-      subscriptions += wsRoute.server.hubFor(chain)?.stats().subscriptions ?? 0;
+      subscriptions += chain.subscriptions?.stats().subscriptions ?? 0;
       upstreamSubscriptions += chain.feeds?.upstreamSubscriptions() ?? 0;
       sseTopics += chain.events?.topicsOpen().length ?? 0;
     }

@@ -1,5 +1,3 @@
-import { createSubscriptionHub, type SubscriptionHub } from '../fanout/subscriptions.js';
-import type { ChainRuntime } from '../chain/runtime.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
@@ -17,7 +15,7 @@ export interface WsRoute {
   closeEndpoint(endpointId: string, code: number, reason: string): void;
 }
 
-/** A notification's RU: the configured price per started 250 bytes. */
+/** A notification's RU: the configured price per started 250 bytes (each chain's hub is priced by it, see app.ts). */
 export function notificationRu(perStarted250: number, bytes: number): number {
   return perStarted250 * Math.ceil(bytes / 250);
 }
@@ -31,29 +29,10 @@ export function notificationRu(perStarted250: number, bytes: number): number {
 export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
   const limits = ctx.config.websocket;
   const counts = createConnectionCounts();
-  const hubs = new Map<ChainRuntime, SubscriptionHub | null>();
   const server: WsServer = {
     maxBufferedBytes: limits.max_buffered_bytes,
     slowConsumers: 0,
     conns: new Set(),
-    hubFor(chain) {
-      let hub = hubs.get(chain);
-      if (hub === undefined) {
-        const feeds = chain.feeds;
-        hub =
-          feeds === null
-            ? null
-            : createSubscriptionHub({
-                feeds,
-                ruPerMessage: (bytes) => notificationRu(ctx.config.ru.notification_per_250_bytes, bytes),
-                charge: (ownerId, endpointId, ru, deliveries) =>
-                  ctx.tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
-                liveWaitMs: chain.config.timeout_s * 1000,
-              });
-        hubs.set(chain, hub);
-      }
-      return hub;
-    },
   };
   const behavior: WebSocketBehavior<WsUserData> = {
     compression: uws().DISABLED,

@@ -9,7 +9,7 @@ import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { batchRefusal, collectCall, planItem } from '../pipeline/plan.js';
 import { type SubscribingConn, subscriptionCall } from '../pipeline/subscription-calls.js';
-import type { Subscription, SubscriptionHub } from '../fanout/subscriptions.js';
+import type { Subscription } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -94,8 +94,6 @@ export class WsConn implements SubscribingConn {
 export interface WsServer {
   readonly maxBufferedBytes: number;
   slowConsumers: number;
-  /** The per-chain subscription hub, or null when the chain has no WebSocket upstream. */
-  hubFor(chain: ChainRuntime): SubscriptionHub | null;
   /** Open connections, to close them on a stop or a revoked key. */
   readonly conns: Set<WsConn>;
 }
@@ -174,7 +172,7 @@ function runItem(
     return;
   }
   if ('local' in plan) {
-    subscriptionCall(ctx, conn, conn.server.hubFor(conn.chain), conn.chain.config.slug, plan.local, done);
+    subscriptionCall(ctx, conn, conn.chain.subscriptions, conn.chain.config.slug, plan.local, done);
     return;
   }
   if ('pending' in plan) {
@@ -272,7 +270,7 @@ export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: Connect
     requestDone(ctx);
   }
   conn.calls = null;
-  conn.server.hubFor(conn.chain)?.dropConnection(conn);
+  conn.chain.subscriptions?.dropConnection(conn);
   conn.server.conns.delete(conn);
   counts.close(conn.countKey);
 }

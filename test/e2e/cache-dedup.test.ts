@@ -6,7 +6,6 @@
  */
 import t, { type Test } from 'tap';
 import { request as httpRequest } from 'node:http';
-import { headOf } from '../../src/pipeline/head.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { countingProxy, type CountingProxy } from '../support/counting-proxy.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
@@ -31,8 +30,8 @@ function endpoint(g: TestGateway): { ownerId: number; url: string } {
 async function waitForHead(t: Test, g: TestGateway, head: number): Promise<void> {
   const chain = g.gateway.context.chains.get('devnet')!;
   const until = Date.now() + 10_000;
-  while (headOf(chain) !== head && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-  t.equal(headOf(chain), head, `the gateway knows the head ${head}`);
+  while (chain.head.now() !== head && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  t.equal(chain.head.now(), head, `the gateway knows the head ${head}`);
 }
 
 interface Setup {

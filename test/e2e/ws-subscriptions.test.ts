@@ -18,7 +18,6 @@ import { rpc, send } from '../support/rpc.js';
 import { type Answer, nodeCall, openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
 import { tcpRelay, type TcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
-import { gatewayState } from '../../src/pipeline/context.js';
 import { minedReceipt } from '../support/dev-chain.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
 
@@ -487,7 +486,7 @@ t.test(
     const blockFive = async (): Promise<string> =>
       ((await rpc(httpUrl, 'eth_getBlockByNumber', ['0x5', false])).json as { result: { hash: string } }).result.hash;
     const oldFive = await blockFive();
-    const cache = gatewayState(g.gateway.context).cache;
+    const cache = g.gateway.context.chains.get('devnet')!.cache;
     const hits = cache.stats().hits;
     t.equal(await blockFive(), oldFive);
     t.equal(cache.stats().hits, hits + 1, "the old chain's block 5 is answered from the cache");

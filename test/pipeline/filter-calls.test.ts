@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import type { Socket } from 'node:net';
 import { admitCost, type Caller } from '../../src/pipeline/admission.js';
-import { answerFilterCall, filtersOf, isFilterMethod } from '../../src/pipeline/filter-calls.js';
+import { answerFilterCall, isFilterMethod } from '../../src/pipeline/filter-calls.js';
 import type { PlannedAnswer } from '../../src/pipeline/plan.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { deployEcho, DEV_ADDRESS, echo, result } from '../support/dev-chain.js';
@@ -59,7 +59,7 @@ t.test('what each outcome costs: results and -32000 refusals charged, the filter
   const node = await anvilFor(t);
   const s = devnet(t, [node.url], { filters: { max_per_key: 2 } });
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 10_000 });
-  t.equal(filtersOf(s.ctx, s.chain('devnet')), filtersOf(s.ctx, s.chain('devnet')), 'one set of filters per chain');
+  t.equal(s.chain('devnet').filters, s.chain('devnet').filters, 'one set of filters per chain');
 
   const first = await filterCall(s, caller, 'eth_newBlockFilter', [], 1);
   t.match(first, { answer: /^\{"jsonrpc":"2.0","id":1,"result":"0x[0-9a-f]+"\}$/, outcome: 'ok' });
@@ -185,7 +185,7 @@ t.test('pending filters: a transaction the gateway forwarded is reported once, w
   const node = await anvilFor(t);
   const s = devnet(t, [node.url]);
   const { caller } = keyedCaller(s, 'devnet');
-  const filters = filtersOf(s.ctx, s.chain('devnet'));
+  const filters = s.chain('devnet').filters;
   const early = `0x${'11'.repeat(32)}`;
   const sent = `0x${'22'.repeat(32)}`;
   filters.notePendingTransaction(early);
@@ -208,7 +208,7 @@ t.test("with a WebSocket upstream, pending filters hear the node's subscription,
   const { caller } = keyedCaller(s, 'devnet');
   const id = resultOf(await filterCall(s, caller, 'eth_newPendingTransactionFilter')) as string;
   const noted = `0x${'33'.repeat(32)}`;
-  filtersOf(s.ctx, s.chain('devnet')).notePendingTransaction(noted);
+  s.chain('devnet').filters.notePendingTransaction(noted);
   // The upstream subscription is opened with the filter: transactions sent before it is live are not seen.
   const sent: string[] = [];
   const heard: unknown[] = [];

@@ -6,7 +6,6 @@
 import t from 'tap';
 import { ERRORS } from '../../src/errors.js';
 import { parseBody, type ParsedItem } from '../../src/jsonrpc/parse.js';
-import { chainHead } from '../../src/pipeline/head.js';
 import { collectCall, type Forward, type ItemPlan, type PlannedAnswer, planItem, resultBody } from '../../src/pipeline/plan.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
@@ -60,7 +59,7 @@ t.test('method and params are checked before the balance; refusals cost nothing'
   const s = pipelineContext(t, devnetOnly());
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 0 });
   const devnet = s.chain('devnet');
-  chainHead(devnet).note(5000);
+  devnet.head.note(5000);
   const cases: Array<[string, ParsedItem, string, string]> = [
     ['an unknown method', call(1, 'eth_mine'), 'method_not_found', 'Method not found: eth_mine is not served by this gateway'],
     [
@@ -169,7 +168,7 @@ t.test('an eth_getLogs range is checked against the head only when one is known 
   const devnet = s.chain('devnet');
   const wide = call(1, 'eth_getLogs', [{ fromBlock: '0x0' }]);
   t.match(planItem(s.ctx, devnet, publicCaller(s), wide, 'http'), { forward: { method: 'eth_getLogs' } }, 'no head: forwarded');
-  chainHead(devnet).note(100);
+  devnet.head.note(100);
   t.match(
     planItem(s.ctx, devnet, publicCaller(s), wide, 'http'),
     { answer: /block range of 101 blocks/, outcome: 'invalid_params' },

@@ -6,8 +6,6 @@
  */
 import t, { type Test } from 'tap';
 import type { ForwardCall, ForwardFailure } from '../../src/pipeline/forward.js';
-import { filtersOf } from '../../src/pipeline/filter-calls.js';
-import { chainHead } from '../../src/pipeline/head.js';
 import type { Forward } from '../../src/pipeline/plan.js';
 import { sharedCall } from '../../src/pipeline/shared-call.js';
 import { countingProxy } from '../support/counting-proxy.js';
@@ -95,7 +93,7 @@ async function setup(t: Test, anvilArgs: string[] = []) {
 
 t.test('final answers come from the cache at the hit price; recent, null and state answers never do', async (t) => {
   const { node, proxy, s } = await setup(t);
-  t.equal(await chainHead(s.chain('devnet')).fresh(), 10);
+  t.equal(await s.chain('devnet').head.fresh(), 10);
   const hashOf = async (n: number): Promise<string> =>
     (await result<{ hash: string }>(node.url, 'eth_getBlockByNumber', [hex(n), false])).hash;
   const cases: Array<[string, string, unknown[], boolean]> = [
@@ -202,7 +200,7 @@ t.test("an answer too large to hold whole stays the leader's; each follower make
 t.test('what answers teach: an eth_blockNumber is the head, a sent transaction is news for pending filters', async (t) => {
   const { node, proxy, s } = await setup(t, ['--no-mining']);
   const devnet = s.chain('devnet');
-  const head = chainHead(devnet);
+  const head = devnet.head;
   head.note(3);
   const bn = make(s, 'eth_blockNumber', [], '1');
   const seen = await bn.heard;
@@ -210,7 +208,7 @@ t.test('what answers teach: an eth_blockNumber is the head, a sent transaction i
   t.equal(head.now(), 10, 'the head the node told');
   t.equal(proxy.count('eth_blockNumber'), 1);
 
-  const filters = filtersOf(s.ctx, devnet);
+  const filters = devnet.filters;
   const id = (await filters.call('ip:192.0.2.1', 'eth_newPendingTransactionFilter', [])) as string;
   const raw = await result<string>(node.url, 'eth_signTransaction', [
     { from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x1', gas: '0x5208', nonce: '0x0' },

@@ -12,9 +12,10 @@ import type { Caller } from '../../src/pipeline/admission.js';
 import { createTenancy } from '../../src/pipeline/tenancy.js';
 import { createLogger } from '../../src/log.js';
 import { createRepeatedLog } from '../../src/repeated-log.js';
-import { type GatewayContext, releaseGatewayState } from '../../src/pipeline/context.js';
+import type { GatewayContext } from '../../src/pipeline/context.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type ChainRuntime, createChainRuntime } from '../../src/chain/runtime.js';
+import { createResponseCache } from '../../src/chain/response-cache.js';
 import { tempDbPath } from '../store/temp-store.js';
 
 export interface PipelineSetup {
@@ -44,7 +45,14 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
     unknownKeys: createUnknownKeyGuard({ now: () => clock.now }),
   };
   const chains = new Map<string, ChainRuntime>();
-  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c));
+  // As the gateway builds them (server/app.ts), less the prober, the feeds' log and subscription metering.
+  const chainOpts = {
+    log,
+    responseCache: createResponseCache(config.cache.max_bytes),
+    filters: config.filters,
+    stopping: () => ctx.stopping,
+  };
+  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
   const upstreamFailures = createRepeatedLog(log);
   const ctx: GatewayContext = {
     config,
@@ -59,7 +67,6 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
   };
   t.teardown(() => {
     ctx.stopping = true;
-    releaseGatewayState(ctx);
     upstreamFailures.close();
     for (const c of chains.values()) c.close();
     tenancy.close();

@@ -12,7 +12,11 @@ export interface ResponseCacheStats {
 }
 
 /**
- * The gateway's one cache of final answers, shared by every chain and client. It holds the JSON bytes
+ * The gateway's one store of final answers, shared by every chain and client: config cache.max_bytes is
+ * one budget for the whole gateway, so one LRU holds every chain's entries and a busy chain may take the
+ * room an idle one does not use. Each chain reads and writes it through its own view (ChainCache,
+ * ChainRuntime.cache), which keys entries by the chain's cacheScope; whoever builds the chains makes the
+ * store once and hands it to each (server/app.ts). It holds the JSON bytes
  * of an answer's `result` only: the id differs per client and is put around it by the caller. What may
  * enter is decided by cacheability.ts; answers about final blocks never change, so entries have no
  * lifetime and leave only when the least recently used must make room.
@@ -102,5 +106,30 @@ export function createResponseCache(maxBytes: number): ResponseCache {
       entries.set(kept(k), result);
     },
     stats: () => ({ entries: entries.size, bytes: entries.calculatedSize, hits, misses }),
+  };
+}
+
+/** One chain's view of the shared store: its entries under the chain's cacheScope. */
+export interface ChainCache {
+  /** False when config cache.max_bytes is 0: callers then skip working out keys at all. */
+  readonly enabled: boolean;
+  /** The cached `result` JSON of the call `key` on the chain as it is now (its cacheScope), or undefined. */
+  get(key: string): Buffer | undefined;
+  /**
+   * Keeps a result under `scope`: the chain's cacheScope read when the call started, so an answer about
+   * the chain before a reset (see ChainRuntime.cacheScope) is kept where nothing reads it.
+   */
+  set(scope: string, key: string, resultJson: string | Buffer): void;
+  /** The shared store's counters: every chain's entries, hits and misses. */
+  stats(): ResponseCacheStats;
+}
+
+/** The view of `store` for the chain whose current cacheScope `scope()` tells. */
+export function chainCacheView(store: ResponseCache, scope: () => string): ChainCache {
+  return {
+    enabled: store.enabled,
+    get: (key) => store.get(scope(), key),
+    set: (at, key, resultJson) => store.set(at, key, resultJson),
+    stats: () => store.stats(),
   };
 }

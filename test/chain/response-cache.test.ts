@@ -1,7 +1,7 @@
 import t from 'tap';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createResponseCache, ENTRY_OVERHEAD_BYTES, RAW_KEY_CHARS, type ResponseCache } from '../../src/pipeline/response-cache.js';
+import { createResponseCache, ENTRY_OVERHEAD_BYTES, RAW_KEY_CHARS, type ResponseCache } from '../../src/chain/response-cache.js';
 import { cacheKeyFor } from '../../src/jsonrpc/cacheability.js';
 
 setFlagsFromString('--expose-gc');

@@ -10,8 +10,29 @@
  * (src/jsonrpc/id-rewrite.ts). Only whole answers are shared: the caller decides that an answer too
  * big to be held whole (one that streams, over WHOLE_ANSWER_BYTES) sends the followers to calls of
  * their own. The leader's client going away must not abort the shared call while followers wait.
+ *
+ * Each chain owns one table of calls in flight (ChainRuntime.inFlight); pipeline/shared-call.ts runs it.
  */
 import { canonicalCallJson } from '../jsonrpc/cacheability.js';
+
+/**
+ * What the callers sharing one upstream call get: its whole answer (with the leader's id), its
+ * failure before any byte was sent, or word that it streams (too big to hold whole), after which
+ * each follower makes a call of its own.
+ */
+export type SharedOutcome = { kind: 'whole'; body: Buffer } | { kind: 'failed'; reason: string; upstream: string } | { kind: 'streamed' };
+
+/** One shared call while it is in flight, as the callers that joined it hold it (pipeline/shared-call.ts's Flight). */
+export interface SharedFlight {
+  /** Callers still waiting for it (the leader included); when the last one goes, the call is dropped. */
+  attached: number;
+  /** Set once the outcome was given. */
+  readonly ended: boolean;
+  /** The leader's upstream call, once made. */
+  readonly call: { abort(): void } | null;
+  /** Ends the flight with this outcome (once). */
+  close(outcome: SharedOutcome): void;
+}
 
 export interface Shared<T, S = void> {
   /**

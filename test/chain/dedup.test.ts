@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createInFlight, dedupKeyFor, RENEW_AFTER_SETS } from '../../src/pipeline/dedup.js';
+import { createInFlight, dedupKeyFor, RENEW_AFTER_SETS } from '../../src/chain/dedup.js';
 import { rewriteId } from '../../src/jsonrpc/id-rewrite.js';
 
 /** A start function whose calls are recorded and finished by the test. */
