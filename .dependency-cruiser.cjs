@@ -13,7 +13,7 @@ const LAYERS = [
   ['tenancy'],
   ['metering'],
   ['beacon', 'jsonrpc', 'limits', 'store'],
-  ['errors.ts', 'repeated-log.ts'],
+  ['errors.ts', 'repeated-log.ts', 'metrics'],
   ['log.ts'],
 ];
 

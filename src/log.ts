@@ -1,9 +1,14 @@
 /**
- * The daemon's log: one line per event, `level message key=value ...`, on stderr so journald keeps it.
- * Nothing secret is ever passed in: upstreams are logged by their label (scheme, host, port) and
- * API keys not at all.
+ * The daemon's log: JSON lines from pino, on stdout for journald. Each line has `time` (ms since the
+ * epoch), `level` (its name), `msg`, and the context fields the caller passed (`chain`, `upstream` by
+ * name, `method`, `status`, `duration_ms`, ...). Nothing secret is ever passed in: upstreams are named
+ * by their configured name or host:port, never their URL (which may hold a provider's key), and an API
+ * key only ever by the prefix the CLI lists.
  */
+import { pino } from 'pino';
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
 export type LogFields = Record<string, string | number | boolean | undefined>;
 
 export interface Logger {
@@ -11,30 +16,34 @@ export interface Logger {
   info(msg: string, fields?: LogFields): void;
   warn(msg: string, fields?: LogFields): void;
   error(msg: string, fields?: LogFields): void;
+  /** Changes the least level written from now on (a reload's `log.level`). */
+  setLevel(level: LogLevel): void;
 }
 
-const ORDER: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
-
-function format(level: LogLevel, msg: string, fields?: LogFields): string {
-  let line = `${level} ${msg}`;
-  if (fields) {
-    for (const [k, v] of Object.entries(fields)) {
-      if (v === undefined) continue;
-      const s = String(v);
-      line += ` ${k}=${/[\s"=]/.test(s) ? JSON.stringify(s) : s}`;
-    }
-  }
-  return line;
+/**
+ * A logger at `level` and above, writing each JSON line to `write` (stdout by default, asynchronously
+ * and flushed at exit). Tests pass `write` to read the lines.
+ */
+export function createLogger(level: LogLevel = 'info', write?: (line: string) => void): Logger {
+  const destination = write === undefined ? pino.destination({ dest: 1, sync: false }) : { write };
+  const p = pino(
+    {
+      level,
+      base: undefined,
+      // Level names, not pino's numbers, so `journalctl -o cat | jq 'select(.level=="warn")'` reads plainly.
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    destination,
+  );
+  return {
+    debug: (msg, fields) => p.debug(fields ?? {}, msg),
+    info: (msg, fields) => p.info(fields ?? {}, msg),
+    warn: (msg, fields) => p.warn(fields ?? {}, msg),
+    error: (msg, fields) => p.error(fields ?? {}, msg),
+    setLevel(l) {
+      p.level = l;
+    },
+  };
 }
 
-/** A logger writing to `write` (stderr by default) at `min` level and above. */
-export function createLogger(min: LogLevel = 'info', write: (line: string) => void = (l) => process.stderr.write(l + '\n')): Logger {
-  const at =
-    (level: LogLevel) =>
-    (msg: string, fields?: LogFields): void => {
-      if (ORDER[level] >= ORDER[min]) write(format(level, msg, fields));
-    };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {}, setLevel() {} };

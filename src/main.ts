@@ -5,7 +5,7 @@ import { loadConfigFile } from './config/load.js';
 import { preflightConfig } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
-import { createLogger, type Logger } from './log.js';
+import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './log.js';
 import { startGateway } from './server/app.js';
 import { uws } from './server/uws.js';
 
@@ -72,9 +72,12 @@ function loadReadyConfigOrExit(path: string): Config {
 
 async function serve(configPath: string, log: Logger): Promise<void> {
   const config = loadReadyConfigOrExit(configPath);
+  if (process.env.CHAINGATE_LOG_LEVEL === undefined) log.setLevel(config.log.level);
   uws();
   const gateway = await startGateway(config, { log });
   log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
+  if (gateway.metricsPort !== undefined)
+    log.info('metrics listening', { address: `http://${config.metrics!.host}:${gateway.metricsPort}/metrics` });
   for (const chain of gateway.context.chains.values()) {
     log.info('chain', { slug: chain.config.slug, kind: chain.config.kind, upstreams: chain.upstreams.map((u) => u.label).join(',') });
   }
@@ -110,7 +113,11 @@ async function main(argv: string[]): Promise<void> {
     );
     process.exit(code);
   }
-  const log = createLogger((process.env.CHAINGATE_LOG_LEVEL as 'debug' | 'info' | 'warn' | 'error' | undefined) ?? 'info');
+  // CHAINGATE_LOG_LEVEL wins over the config's log.level: a one-off debug run without editing the file.
+  const envLevel = process.env.CHAINGATE_LOG_LEVEL;
+  if (envLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(envLevel))
+    throw new Error(`CHAINGATE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got '${envLevel}')`);
+  const log = createLogger((envLevel as LogLevel | undefined) ?? 'info');
   const args = parseArgs(argv, ['config', 'port'], ['help', 'version']);
   const [command] = args.positionals;
   if (args.options.has('version')) {

@@ -76,6 +76,15 @@ export const DEFAULTS = {
   ledger: {
     flush_interval_ms: 200, // debits reach SQLite at most this late; a kill -9 loses at most this much
   },
+  log: {
+    level: 'info' as 'debug' | 'info' | 'warn' | 'error',
+    access: false, // one line per request when true (journald grows by ~200 bytes a request)
+    access_sample: 1, // with access: the share of requests logged, 0 to 1 (0.1: one in ten)
+  },
+  metrics: {
+    host: '127.0.0.1', // the Prometheus listener: loopback unless the operator opens it
+    port: 9464, // the port OpenTelemetry and many exporters use for Prometheus
+  },
   usage: {
     keep_minutes_h: 48, // hours of per-minute rows before they are rolled up into hours
     keep_hours_d: 90, // days of hourly rows before they are rolled up into days (kept)

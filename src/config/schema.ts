@@ -14,9 +14,15 @@ import {
 } from './checks.js';
 import { unknownBeaconCostPaths } from '../beacon/costs.js';
 import { ALLOWED_METHODS, isAllowedMethod } from '../jsonrpc/methods.js';
+import { LOG_LEVELS, type LogLevel } from '../log.js';
 
 /** One upstream node of a chain. */
 export interface UpstreamConfig {
+  /**
+   * How logs and metrics name the node: never its URL, whose path often holds a provider's key. Default
+   * host:port of `url`; unique within its chain.
+   */
+  name: string;
   /** http(s) URL of the node's JSON-RPC or Beacon API; may carry credentials, which are never logged. */
   url: string;
   /** ws(s) URL for subscriptions (evm chains only). */
@@ -104,14 +110,28 @@ export interface Config {
   management: { host: string; port: number } | undefined;
   /** Request rates of the management REST, wherever it is served (the `management` section's other keys). */
   management_limits: { rps_per_key: number; rps_per_ip: number };
+  /** The log: its least level, and one line per request when `access` (a share `access_sample` of them). */
+  log: { level: LogLevel; access: boolean; access_sample: number };
+  /** The Prometheus listener; undefined when `metrics.enabled` is false. */
+  metrics: { host: string; port: number; token: string | undefined } | undefined;
 }
 
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const UPSTREAM_NAME = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** An upstream's default name: the host and port of its URL (the scheme's port when it has none). */
+function hostPort(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname}:${u.port || (u.protocol === 'https:' ? '443' : '80')}`;
+}
 
 function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors: Errors): UpstreamConfig | undefined {
-  const o = readObject(raw, path, ['url', 'ws', 'headers', 'max_connections', 'pipelining'], errors);
+  const o = readObject(raw, path, ['name', 'url', 'ws', 'headers', 'max_connections', 'pipelining'], errors);
   if (!isObject(raw)) return undefined;
   const url = readUrl(o.url, `${path}.url`, ['http:', 'https:'], errors);
+  const name = readString(o.name, `${path}.name`, undefined, errors);
+  if (name !== undefined && !UPSTREAM_NAME.test(name))
+    errors.push(`${path}.name: letters, digits and . _ : - only, 1 to 64 of them (it is a metric label)`);
   let ws: string | undefined;
   if (o.ws !== undefined) {
     if (kind === 'beacon') errors.push(`${path}.ws: beacon chains have no WebSocket upstream`);
@@ -120,7 +140,7 @@ function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors
   const headers = readStringMap(o.headers, `${path}.headers`, errors);
   const max_connections = readInt(o.max_connections, `${path}.max_connections`, DEFAULTS.upstream.max_connections, 1, 4096, errors);
   const pipelining = readInt(o.pipelining, `${path}.pipelining`, DEFAULTS.upstream.pipelining, 1, 64, errors);
-  return url === undefined ? undefined : { url, ws, headers, max_connections, pipelining };
+  return url === undefined ? undefined : { name: name ?? hostPort(url), url, ws, headers, max_connections, pipelining };
 }
 
 function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
@@ -147,7 +167,13 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
   } else {
     o.upstreams.forEach((u, i) => {
       const up = readUpstream(u, `${path}.upstreams[${i}]`, kind, errors);
-      if (up) upstreams.push(up);
+      if (up === undefined) return;
+      const same = upstreams.findIndex((other) => other.name === up.name);
+      if (same >= 0)
+        errors.push(
+          `${path}.upstreams[${i}].name: '${up.name}' already names upstreams[${same}]; give each a name of its own (logs and metrics tell them apart by it)`,
+        );
+      upstreams.push(up);
     });
   }
   return {
@@ -459,13 +485,66 @@ function checkManagementPort(server: ServerConfig, management: Config['managemen
     );
 }
 
+/** The log and the metrics listener. */
+function readOperations(top: Record<string, unknown>, errors: Errors): Pick<Config, 'log' | 'metrics'> {
+  const l = readObject(top.log, 'log', ['level', 'access', 'access_sample'], errors);
+  const m = readObject(top.metrics, 'metrics', ['enabled', 'host', 'port', 'token'], errors);
+  const d = DEFAULTS.metrics;
+  const enabled = readBool(m.enabled, 'metrics.enabled', true, errors);
+  const token = readString(m.token, 'metrics.token', undefined, errors);
+  if (token !== undefined && token.length < 16) errors.push('metrics.token: at least 16 characters (it guards the exposition)');
+  const metrics = {
+    host: readString(m.host, 'metrics.host', d.host, errors) ?? d.host,
+    port: readInt(m.port, 'metrics.port', d.port, 0, 65535, errors),
+    token,
+  };
+  return {
+    log: {
+      level: readEnum(l.level, 'log.level', DEFAULTS.log.level, LOG_LEVELS, errors),
+      access: readBool(l.access, 'log.access', DEFAULTS.log.access, errors),
+      access_sample: readNumber(l.access_sample, 'log.access_sample', DEFAULTS.log.access_sample, 0, 1, errors),
+    },
+    metrics: enabled ? metrics : undefined,
+  };
+}
+
+/** The metrics listener needs a port of its own too (0, any free port, never collides). */
+function checkMetricsPort(server: ServerConfig, management: Config['management'], metrics: Config['metrics'], errors: Errors): void {
+  if (metrics === undefined || metrics.port === 0) return;
+  const taken = [
+    { name: 'server.port', host: server.host, port: server.port },
+    ...(management ? [{ name: 'management.port', host: management.host, port: management.port }] : []),
+  ];
+  for (const other of taken) {
+    if (other.port !== metrics.port) continue;
+    if (metrics.host === other.host || WILDCARD_HOSTS.has(metrics.host) || WILDCARD_HOSTS.has(other.host))
+      errors.push(`metrics.port: ${metrics.port} is also ${other.name} on ${other.host}; the metrics listener needs a port of its own`);
+  }
+}
+
 /** Validates a parsed YAML document; returns the config or every error found, each with its key path. */
 export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
   const errors: Errors = [];
   const top = readObject(
     raw,
     '',
-    ['server', 'storage', 'chains', 'plans', 'public', 'ru', 'ledger', 'usage', 'management', 'websocket', 'sse', 'cache', 'filters'],
+    [
+      'server',
+      'storage',
+      'chains',
+      'plans',
+      'public',
+      'ru',
+      'ledger',
+      'usage',
+      'management',
+      'websocket',
+      'sse',
+      'cache',
+      'filters',
+      'log',
+      'metrics',
+    ],
     errors,
   );
   if (raw !== undefined && raw !== null && !isObject(raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
@@ -480,7 +559,11 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   const storage = { path: readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path };
   const tenancy = readTenancy(top, errors);
   const streaming = readStreaming(top, errors);
+  const operations = readOperations(top, errors);
   checkChainIds(chains, errors);
   checkManagementPort(server, tenancy.management, errors);
-  return errors.length > 0 ? { ok: false, errors } : { ok: true, config: { server, storage, chains, ...tenancy, ...streaming } };
+  checkMetricsPort(server, tenancy.management, operations.metrics, errors);
+  return errors.length > 0
+    ? { ok: false, errors }
+    : { ok: true, config: { server, storage, chains, ...tenancy, ...streaming, ...operations } };
 }

@@ -55,6 +55,8 @@ export function devnetConfig(anvil: AnvilNode, beaconUrl: string, port: number, 
     server: { host, port, default_chain: 'devnet' },
     storage: { path: dbPath },
     public: { ...DEVNET_PUBLIC_LIMITS },
+    // Any free port: a devnet beside a running daemon (which holds 9464) must still start.
+    metrics: { host, port: 0 },
     chains: {
       devnet: {
         name: 'Local devnet',
@@ -159,6 +161,7 @@ export function devnetBanner(d: Devnet): string {
     `  same, by path:      ${base}/devnet/v1/rpc/public`,
     `  WebSocket, public:  ${ws}/v1/rpc/public`,
     `  Beacon API, public: ${base}/devnet-beacon/v1/rpc/public/eth/v1/...`,
+    `  Prometheus metrics: http://127.0.0.1:${d.gateway.metricsPort}/metrics`,
     `  The public path allows ${rps.toLocaleString('en-US')} requests/s per IP and batches of ${batch.toLocaleString('en-US')}: devnet`,
     '  limits for local development (chaingate serve defaults to 10 requests/s and batches of 10).',
     '',

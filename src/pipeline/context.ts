@@ -1,5 +1,6 @@
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/registry.js';
 import type { RepeatedLog } from '../repeated-log.js';
 import type { Tenancy } from './tenancy.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -16,6 +17,8 @@ export interface GatewayContext {
   /** Failed upstream calls, logged when a node starts failing, then summarised, then when it stops. */
   readonly upstreamFailures: RepeatedLog;
   readonly tenancy: Tenancy;
+  /** Where every measurement goes (GET /metrics on the metrics listener). */
+  readonly metrics: Metrics;
   readonly corsOrigin: (origin: string) => string | undefined;
   /** Requests accepted and not yet answered; graceful stop waits for it to reach zero. */
   inFlight: number;

@@ -9,6 +9,8 @@ import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute, notificationRu } from './ws-route.js';
 import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
+import { createMetrics, type Metrics } from '../metrics/registry.js';
+import { serveMetrics } from './metrics-listener.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
@@ -27,6 +29,8 @@ export interface Gateway {
   readonly port: number;
   /** The management listener's port, when `management` configures one. */
   readonly managementPort: number | undefined;
+  /** The metrics listener's port, unless `metrics.enabled` is false. */
+  readonly metricsPort: number | undefined;
   readonly context: GatewayContext;
   /**
    * Graceful stop: stop accepting, let in-flight requests finish within `server.stop_timeout_s`, then
@@ -54,6 +58,10 @@ export interface GatewayOptions extends Pick<ChainRuntimeOptions, 'ca' | 'prober
   port?: number;
   /** Overrides management.port when a separate management listener is configured. */
   managementPort?: number;
+  /** Overrides metrics.port. */
+  metricsPort?: number;
+  /** The registry to measure into (one is made otherwise). */
+  metrics?: Metrics;
 }
 
 function createApp(config: Config): TemplatedApp {
@@ -198,6 +206,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     upstreamFailures,
     tenancy,
     corsOrigin: createCorsPolicy(config.server.cors_origins),
+    metrics: opts.metrics ?? createMetrics(),
     inFlight: 0,
     stopping: false,
     onIdle: null,
@@ -239,7 +248,10 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     mapp.any('/*', (res, req) => routeManagementOnly(ctx, managementDeps, res, req));
     management = { app: mapp, host: config.management.host, port: config.management.port };
   }
+  const metricsApp = config.metrics ? uws().App() : null;
+  if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token);
   const sockets: us_listen_socket[] = [];
+  let metricsSocket: us_listen_socket | undefined;
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
@@ -250,6 +262,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   try {
     sockets.push(await listenOn(app, config.server.host, opts.port ?? config.server.port));
     if (management) sockets.push(await listenOn(management.app, management.host, opts.managementPort ?? management.port));
+    if (metricsApp !== null) metricsSocket = await listenOn(metricsApp, config.metrics!.host, opts.metricsPort ?? config.metrics!.port);
   } catch (err) {
     for (const s of sockets) uws().us_listen_socket_close(s);
     release();
@@ -260,6 +273,9 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   for (const c of chains.values()) c.startHealthChecks();
   const port = uws().us_socket_local_port(sockets[0]!);
   const managementPort = sockets[1] ? uws().us_socket_local_port(sockets[1]) : undefined;
+  const metricsPort = metricsSocket ? uws().us_socket_local_port(metricsSocket) : undefined;
+  // Scrapes go on while a stop drains the requests in flight; the listener closes with the rest.
+  if (metricsSocket) sockets.push(metricsSocket);
   let stopped: Promise<number> | null = null;
   const stop = (): Promise<number> => {
     stopped ??= new Promise<number>((done) => {
@@ -276,6 +292,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         setTimeout(() => {
           closeApp(app);
           if (management !== null) closeApp(management.app);
+          if (metricsApp !== null) closeApp(metricsApp);
           done(cut);
         }, CLOSE_SOCKETS_AFTER_MS);
       };
@@ -305,7 +322,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       sseSlowClients: sse.slowClients,
     };
   };
-  return { port, managementPort, context: ctx, stop, streamStats };
+  return { port, managementPort, metricsPort, context: ctx, stop, streamStats };
 }
 
 /** Listens exclusively: uWS would otherwise share a taken port (SO_REUSEPORT) and split traffic unnoticed. */

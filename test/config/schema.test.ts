@@ -277,3 +277,54 @@ ru:
     'an out-of-range chain_id is not also called a duplicate',
   );
 });
+
+t.test('operations: log and metrics sections, upstream names', async (t) => {
+  const r = loadConfigText(minimal);
+  t.ok(r.ok);
+  if (!r.ok) return;
+  t.same(r.config.log, { level: 'info', access: false, access_sample: 1 }, 'log defaults');
+  t.same(r.config.metrics, { host: '127.0.0.1', port: 9464, token: undefined }, 'an absent metrics section is the default listener');
+  t.equal(r.config.chains.devnet!.upstreams[0]!.name, '127.0.0.1:8545', 'an upstream is named host:port by default');
+
+  const https = loadConfigText(minimal.replace('http://127.0.0.1:8545', 'https://rpc.example.com/v2/SECRET'));
+  t.equal(https.ok && https.config.chains.devnet!.upstreams[0]!.name, 'rpc.example.com:443', "never the URL's path");
+
+  const off = loadConfigText(`${minimal}metrics: { enabled: false }\nlog: { level: debug, access: true, access_sample: 0.1 }\n`);
+  t.ok(off.ok);
+  if (off.ok) {
+    t.equal(off.config.metrics, undefined, 'enabled: false turns the listener off');
+    t.same(off.config.log, { level: 'debug', access: true, access_sample: 0.1 });
+  }
+
+  const bad = loadConfigText(`
+server: { port: 9000 }
+log: { level: loud, access: maybe, access_sample: 2 }
+metrics: { port: 9000, token: short, extra: 1 }
+chains:
+  devnet:
+    chain_id: 1
+    upstreams:
+      - { url: "http://10.0.0.1:8545", name: "node a" }
+      - { url: "http://10.0.0.2:8545", name: same }
+      - { url: "http://10.0.0.3:8545", name: same }
+      - { url: "http://10.0.0.4:8545" }
+      - { url: "http://10.0.0.5:8545", name: "10.0.0.4:8545" }
+`);
+  t.notOk(bad.ok);
+  if (bad.ok) return;
+  t.same(
+    bad.errors.filter((e) => /^(log|metrics)|\.name/.test(e)).sort(),
+    [
+      'chains.devnet.upstreams[0].name: letters, digits and . _ : - only, 1 to 64 of them (it is a metric label)',
+      "chains.devnet.upstreams[2].name: 'same' already names upstreams[1]; give each a name of its own (logs and metrics tell them apart by it)",
+      "chains.devnet.upstreams[4].name: '10.0.0.4:8545' already names upstreams[3]; give each a name of its own (logs and metrics tell them apart by it)",
+      'log.access: must be true or false',
+      'log.access_sample: must be a number from 0 to 1',
+      'log.level: must be one of debug, info, warn, error',
+      'metrics.extra: unknown key (known: enabled, host, port, token)',
+      'metrics.port: 9000 is also server.port on 127.0.0.1; the metrics listener needs a port of its own',
+      'metrics.token: at least 16 characters (it guards the exposition)',
+    ].sort(),
+    'each error names its key',
+  );
+});

@@ -1,6 +1,6 @@
 /** A condition repeated on every request is logged when it starts, summarised at most once a period, and when it ends. */
 import t from 'tap';
-import { createLogger } from '../../src/log.js';
+import { textLogger } from '../support/log-lines.js';
 import { createRepeatedLog } from '../../src/repeated-log.js';
 
 function fakeTime() {
@@ -30,10 +30,7 @@ function fakeTime() {
 t.test('start, summaries with counts, end after a quiet period', async (t) => {
   const lines: string[] = [];
   const time = fakeTime();
-  const log = createRepeatedLog(
-    createLogger('debug', (l) => lines.push(l)),
-    { summaryMs: 5000, now: time.now, schedule: time.schedule },
-  );
+  const log = createRepeatedLog(textLogger(lines), { summaryMs: 5000, now: time.now, schedule: time.schedule });
   const fail = (reason: string) => log.report('devnet a:1', 'upstream calls fail', { chain: 'devnet', upstream: 'a:1' }, { reason });
   fail('refused');
   t.same(lines, ['warn upstream calls fail chain=devnet upstream=a:1 reason=refused'], 'the first occurrence at once, with its reason');
@@ -56,10 +53,7 @@ t.test('start, summaries with counts, end after a quiet period', async (t) => {
 t.test('conditions are kept apart by key; close stops the timers', async (t) => {
   const lines: string[] = [];
   const time = fakeTime();
-  const log = createRepeatedLog(
-    createLogger('debug', (l) => lines.push(l)),
-    { summaryMs: 1000, now: time.now, schedule: time.schedule },
-  );
+  const log = createRepeatedLog(textLogger(lines), { summaryMs: 1000, now: time.now, schedule: time.schedule });
   log.report('a', 'x fails', { node: 'a' });
   log.report('b', 'x fails', { node: 'b' });
   log.report('a', 'x fails', { node: 'a' });

@@ -4,9 +4,9 @@
  * endpoints handed to the closer), store faults logged and repaired, and close() flushing the ledger.
  */
 import t, { type Test } from 'tap';
+import { textLogger } from '../support/log-lines.js';
 import Database from 'better-sqlite3';
 import { validateConfig } from '../../src/config/schema.js';
-import { createLogger } from '../../src/log.js';
 import { createTenancy, REFRESH_INTERVAL_MS, type Tenancy } from '../../src/pipeline/tenancy.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { tempDbPath, tempStore } from '../store/temp-store.js';
@@ -26,10 +26,7 @@ function tenancyFor(t: Test, raw: Record<string, unknown> = {}): Setup {
   });
   if (!r.ok) throw new Error(r.errors.join('\n'));
   const logLines: string[] = [];
-  const tenancy = createTenancy(
-    r.config,
-    createLogger('debug', (l) => logLines.push(l)),
-  );
+  const tenancy = createTenancy(r.config, textLogger(logLines));
   t.teardown(() => {
     if (tenancy.store.db.open) tenancy.close();
   });

@@ -1,9 +1,10 @@
 /** Runs the built `chaingate serve` as its own process (for RSS and kill -9 tests); killed at teardown. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
+import { logText } from './log-lines.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
@@ -11,28 +12,50 @@ export interface Daemon {
   child: ChildProcess;
   /** The main listener's port, read from the daemon's "listening" log line. */
   port: number;
-  /** Everything the daemon has logged (its stderr) so far. */
+  /** The metrics listener's port, from its "metrics listening" line; undefined when metrics are off. */
+  metricsPort: number | undefined;
+  /** Everything the daemon has logged so far, each JSON line as logText renders it, then its stderr. */
   log(): string;
 }
 
+/**
+ * Starts `chaingate serve --config configPath`. A config without a `metrics` section gets
+ * `metrics: { port: 0 }` appended: daemons of tests run side by side and would all take 9464.
+ */
 export function startDaemon(t: Test, configPath: string): Promise<Daemon> {
   if (!existsSync(main)) throw new Error('dist/main.js is missing: run npm run build (npm test does)');
-  const child = spawn(process.execPath, [main, 'serve', '--config', configPath], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const text = readFileSync(configPath, 'utf8');
+  if (!/^metrics:/m.test(text)) appendFileSync(configPath, '\nmetrics: { port: 0 }\n');
+  const metricsOff = /^metrics:\s*\{\s*enabled:\s*false/m.test(text);
+  const child = spawn(process.execPath, [main, 'serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
   let log = '';
+  let errors = '';
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the daemon did not start:\n${log}`)), 15000);
+    const timer = setTimeout(() => reject(new Error(`the daemon did not start:\n${log}${errors}`)), 15000);
+    // A fatal error goes to stderr, not the log: kept beside it so a failed start says why.
     child.stderr!.on('data', (d: Buffer) => {
+      errors += d.toString();
+    });
+    child.stdout!.on('data', (d: Buffer) => {
       log += d.toString();
-      const m = /listening address=https?:\/\/[^:]+:(\d+)/.exec(log);
-      if (m) {
+      const m = /"address":"https?:\/\/[^:]+:(\d+)","msg":"listening"/.exec(log);
+      const metrics = /"address":"http:\/\/[^:]+:(\d+)\/metrics","msg":"metrics listening"/.exec(log);
+      if (m && (metrics || metricsOff)) {
         clearTimeout(timer);
-        resolve({ child, port: Number(m[1]), log: () => log });
+        resolve({ child, port: Number(m[1]), metricsPort: metrics ? Number(metrics[1]) : undefined, log: () => asText(log, errors) });
       }
     });
   });
+}
+
+/** The JSON lines of `log` (whole ones) as logText renders them, then `errors` as they are. */
+function asText(log: string, errors: string): string {
+  const whole = log.slice(0, log.lastIndexOf('\n') + 1);
+  const lines = whole.split('\n').filter((l) => l !== '');
+  return lines.map((l) => (l.startsWith('{') ? logText(l) : l)).join('\n') + '\n' + errors;
 }
 
 /** Kills the daemon (SIGKILL) unless it has exited, and resolves once it has. */

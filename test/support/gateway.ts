@@ -1,10 +1,11 @@
 /** Starts a real gateway in this test process, on port 0, and stops it at teardown. */
 import type { Test } from 'tap';
+import { textLogger } from './log-lines.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateConfig } from '../../src/config/schema.js';
-import { createLogger, type Logger } from '../../src/log.js';
+import type { Logger } from '../../src/log.js';
 import { startGateway, type Gateway } from '../../src/server/app.js';
 import { type AnvilNode, startAnvil, type AnvilOptions } from '../../src/devnet/anvil.js';
 
@@ -27,10 +28,12 @@ export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { 
     ...raw,
     management: { rps_per_key: 1_000_000, rps_per_ip: 1_000_000, ...(raw.management as object | undefined) },
     server: { host: '127.0.0.1', port: 0, stop_timeout_s: 2, ...(raw.server as object | undefined) },
+    // Any free port: tests run side by side, and the default 9464 would be shared.
+    metrics: { port: 0, ...(raw.metrics as object | undefined) },
   });
   if (!r.ok) throw new Error(r.errors.join('\n'));
   const logLines: string[] = [];
-  const log: Logger = createLogger('debug', (l) => logLines.push(l));
+  const log: Logger = textLogger(logLines);
   const gateway = await startGateway(r.config, { log, port: 0, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
   t.teardown(async () => {
     await gateway.stop();

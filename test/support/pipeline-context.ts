@@ -5,13 +5,14 @@
  * rotation and no head is known until a test reports one. Everything is closed at teardown.
  */
 import type { Test } from 'tap';
+import { textLogger } from './log-lines.js';
 import { validateConfig } from '../../src/config/schema.js';
 import { createSlidingWindowLimiter } from '../../src/limits/sliding-window.js';
 import { createUnknownKeyGuard } from '../../src/limits/unknown-keys.js';
 import type { Caller } from '../../src/pipeline/admission.js';
 import { createTenancy } from '../../src/pipeline/tenancy.js';
-import { createLogger } from '../../src/log.js';
 import { createRepeatedLog } from '../../src/repeated-log.js';
+import { createMetrics } from '../../src/metrics/registry.js';
 import type { GatewayContext } from '../../src/pipeline/context.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type ChainRuntime, createChainRuntime } from '../../src/chain/runtime.js';
@@ -37,7 +38,7 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
   if (!r.ok) throw new Error(r.errors.join('\n'));
   const config = r.config;
   const logLines: string[] = [];
-  const log = createLogger('debug', (l) => logLines.push(l));
+  const log = textLogger(logLines);
   const clock = { now: 1_000_000 };
   const tenancy = {
     ...createTenancy(config, log),
@@ -60,6 +61,7 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
     log,
     upstreamFailures,
     tenancy,
+    metrics: createMetrics({ defaults: false }),
     corsOrigin: () => undefined,
     inFlight: 0,
     stopping: false,

@@ -1,0 +1,291 @@
+/**
+ * Every metric the daemon exports, on a registry of its own (prom-client), with the library's default
+ * process and Node metrics beside them. Each measurement is taken once, where its concern lives; this
+ * module only defines them and hands out children already bound to their labels, so a hot path
+ * increments a child it holds and never looks a label set up per call.
+ *
+ * Labels are low-cardinality and never carry a key, an IP or an upstream URL: a chain is its slug, an
+ * upstream its configured `name` (default host:port), a method an allowlisted JSON-RPC method or a
+ * Beacon route template (anything else `other`).
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+export type Transport = 'http' | 'ws' | 'beacon' | 'sse';
+export type UpstreamOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout' | 'transport_error';
+/** Why a request was refused before reaching a node, as `chaingate_refusals_total{reason}` says it. */
+export type RefusalReason =
+  | 'invalid_key'
+  | 'insufficient_ru'
+  | 'rate_limited'
+  | 'too_large'
+  | 'bad_content_type'
+  | 'method_not_allowed'
+  | 'invalid_params'
+  | 'invalid_request'
+  | 'not_found'
+  | 'no_upstream'
+  | 'too_many_connections'
+  | 'shutting_down'
+  | 'store_unavailable';
+
+/** Seconds: from a cached answer (~50 µs) to a slow trace (tens of seconds). */
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export interface ChainMetrics {
+  /** Counts one answered request; `method` is already an allowlisted name or a route template. */
+  request(transport: Transport, method: string, status: number, seconds: number): void;
+  readonly ruCharged: Counter.Internal;
+  readonly cacheHits: Counter.Internal;
+  readonly cacheMisses: Counter.Internal;
+  readonly cacheBytes: Gauge.Internal<string>;
+  readonly sharedCalls: Counter.Internal;
+  readonly head: Gauge.Internal<string>;
+  readonly wsConnections: Gauge.Internal<string>;
+  readonly sseClients: Gauge.Internal<string>;
+  subscriptions(kind: string): Gauge.Internal<string>;
+  notifications(kind: string): Counter.Internal;
+  sseEvents(topic: string): Counter.Internal;
+  upstream(name: string): UpstreamMetrics;
+  /** Drops every series of this chain (a chain removed by a reload); chain(slug) then makes new children. */
+  remove(): void;
+}
+
+export interface UpstreamMetrics {
+  call(outcome: UpstreamOutcome, seconds: number): void;
+  readonly inRotation: Gauge.Internal<string>;
+  readonly head: Gauge.Internal<string>;
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  chain(slug: string): ChainMetrics;
+  refusal(reason: RefusalReason): void;
+  slowConsumer(transport: Transport): void;
+  readonly ledgerFlush: Histogram.Internal<string>;
+  readonly ledgerFlushFailures: Counter.Internal;
+  configReload(ok: boolean, at: number): void;
+  /** The exposition text (what GET /metrics answers). */
+  text(): Promise<string>;
+}
+
+/** Children of a labelled metric, made once per label value and kept; `made` lists the keys so far. */
+interface Memo<T> {
+  (key: string): T;
+  readonly made: ReadonlyMap<string, T>;
+}
+
+function memo<T>(make: (key: string) => T): Memo<T> {
+  const made = new Map<string, T>();
+  const get = (key: string): T => {
+    let v = made.get(key);
+    if (v === undefined) made.set(key, (v = make(key)));
+    return v;
+  };
+  return Object.assign(get, { made });
+}
+
+export function createMetrics(opts: { defaults?: boolean } = {}): Metrics {
+  const registry = new Registry();
+  if (opts.defaults !== false) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  const requests = new Counter({
+    name: 'chaingate_requests_total',
+    help: 'Requests answered, by chain, transport, method (allowlisted or a Beacon route template, else other) and HTTP status',
+    labelNames: ['chain', 'transport', 'method', 'status'],
+    registers,
+  });
+  const requestDuration = new Histogram({
+    name: 'chaingate_request_duration_seconds',
+    help: 'Time from a request read to its answer sent',
+    labelNames: ['chain', 'transport'],
+    buckets: DURATION_BUCKETS,
+    registers,
+  });
+  const upstreamRequests = new Counter({
+    name: 'chaingate_upstream_requests_total',
+    help: 'Calls sent to upstream nodes, by outcome',
+    labelNames: ['chain', 'upstream', 'outcome'],
+    registers,
+  });
+  const upstreamDuration = new Histogram({
+    name: 'chaingate_upstream_duration_seconds',
+    help: 'Time from a call sent to a node to its answer complete',
+    labelNames: ['chain', 'upstream'],
+    buckets: DURATION_BUCKETS,
+    registers,
+  });
+  const inRotation = new Gauge({
+    name: 'chaingate_upstream_in_rotation',
+    help: '1 while the upstream takes calls, 0 while it is out of rotation',
+    labelNames: ['chain', 'upstream'],
+    registers,
+  });
+  const upstreamHead = new Gauge({
+    name: 'chaingate_upstream_head',
+    help: 'The block (or slot) the upstream last reported',
+    labelNames: ['chain', 'upstream'],
+    registers,
+  });
+  const chainHead = new Gauge({ name: 'chaingate_chain_head', help: 'The best head of the chain', labelNames: ['chain'], registers });
+  const refusals = new Counter({
+    name: 'chaingate_refusals_total',
+    help: 'Requests refused by the gateway before reaching a node, by reason',
+    labelNames: ['reason'],
+    registers,
+  });
+  const ruCharged = new Counter({ name: 'chaingate_ru_charged_total', help: 'RU charged to owners', labelNames: ['chain'], registers });
+  const wsConnections = new Gauge({ name: 'chaingate_ws_connections', help: 'Open client WebSockets', labelNames: ['chain'], registers });
+  const subscriptions = new Gauge({
+    name: 'chaingate_subscriptions',
+    help: 'Open client subscriptions (eth_subscribe), by kind',
+    labelNames: ['chain', 'kind'],
+    registers,
+  });
+  const notifications = new Counter({
+    name: 'chaingate_notifications_total',
+    help: 'Subscription notifications sent to clients, by kind',
+    labelNames: ['chain', 'kind'],
+    registers,
+  });
+  const slowConsumers = new Counter({
+    name: 'chaingate_slow_consumers_total',
+    help: 'Clients cut for not reading what was sent to them',
+    labelNames: ['transport'],
+    registers,
+  });
+  const sseClients = new Gauge({ name: 'chaingate_sse_clients', help: 'Open Beacon event streams', labelNames: ['chain'], registers });
+  const sseEvents = new Counter({
+    name: 'chaingate_sse_events_total',
+    help: 'Beacon events sent to clients, by topic',
+    labelNames: ['chain', 'topic'],
+    registers,
+  });
+  const cacheHits = new Counter({
+    name: 'chaingate_cache_hits_total',
+    help: 'Answers served from the cache',
+    labelNames: ['chain'],
+    registers,
+  });
+  const cacheMisses = new Counter({
+    name: 'chaingate_cache_misses_total',
+    help: 'Cacheable calls the cache did not hold',
+    labelNames: ['chain'],
+    registers,
+  });
+  const cacheBytes = new Gauge({
+    name: 'chaingate_cache_bytes',
+    help: 'Bytes held by the response cache',
+    labelNames: ['chain'],
+    registers,
+  });
+  const sharedCalls = new Counter({
+    name: 'chaingate_shared_calls_total',
+    help: "Calls answered by another caller's identical call in flight",
+    labelNames: ['chain'],
+    registers,
+  });
+  const ledgerFlush = new Histogram({
+    name: 'chaingate_ledger_flush_duration_seconds',
+    help: 'Time one flush of the RU ledger to the store took',
+    buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1],
+    registers,
+  });
+  const ledgerFlushFailures = new Counter({
+    name: 'chaingate_ledger_flush_failures_total',
+    help: 'Flushes of the RU ledger the store refused (retried at the next tick)',
+    registers,
+  });
+  const reloads = new Counter({
+    name: 'chaingate_config_reloads_total',
+    help: 'Config reloads (SIGHUP), by result',
+    labelNames: ['result'],
+    registers,
+  });
+  const lastReload = new Gauge({
+    name: 'chaingate_config_last_reload_success_timestamp_seconds',
+    help: 'When the config was last loaded with success (start or reload), in seconds since the epoch',
+    registers,
+  });
+  // Both results exist from the start, so a rate() over failures reads 0, not absent.
+  const reloadOk = reloads.labels('success');
+  const reloadFailed = reloads.labels('failure');
+  const slow = memo((t) => slowConsumers.labels(t));
+  const refused = memo((r) => refusals.labels(r));
+
+  const chains = new Map<string, ChainMetrics>();
+  const forget = (slug: string): boolean => chains.delete(slug);
+  const makeChain = (slug: string): ChainMetrics => {
+    const byTransport = memo((transport) => requestDuration.labels(slug, transport));
+    const kinds = memo((kind) => subscriptions.labels(slug, kind));
+    const notified = memo((kind) => notifications.labels(slug, kind));
+    const topics = memo((topic) => sseEvents.labels(slug, topic));
+    const requestChild = memo((key) => {
+      const [transport, method, status] = key.split(' ') as [string, string, string];
+      return requests.labels(slug, transport, method, status);
+    });
+    const upstream = memo((name): UpstreamMetrics & { outcomes: Memo<Counter.Internal> } => {
+      const outcomes = memo((o) => upstreamRequests.labels(slug, name, o));
+      const duration = upstreamDuration.labels(slug, name);
+      return {
+        outcomes,
+        call(outcome, seconds) {
+          outcomes(outcome).inc();
+          duration.observe(seconds);
+        },
+        inRotation: inRotation.labels(slug, name),
+        head: upstreamHead.labels(slug, name),
+      };
+    });
+    return {
+      request(transport, method, status, seconds) {
+        requestChild(`${transport} ${method} ${status}`).inc();
+        byTransport(transport).observe(seconds);
+      },
+      ruCharged: ruCharged.labels(slug),
+      cacheHits: cacheHits.labels(slug),
+      cacheMisses: cacheMisses.labels(slug),
+      cacheBytes: cacheBytes.labels(slug),
+      sharedCalls: sharedCalls.labels(slug),
+      head: chainHead.labels(slug),
+      wsConnections: wsConnections.labels(slug),
+      sseClients: sseClients.labels(slug),
+      subscriptions: kinds,
+      notifications: notified,
+      sseEvents: topics,
+      upstream,
+      remove() {
+        // prom-client removes a series by its whole label set: each one this chain made, and those of
+        // its upstreams and kinds.
+        for (const key of requestChild.made.keys()) requests.remove(slug, ...key.split(' '));
+        for (const t of byTransport.made.keys()) requestDuration.remove(slug, t);
+        for (const [name, u] of upstream.made) {
+          for (const o of u.outcomes.made.keys()) upstreamRequests.remove(slug, name, o);
+          for (const m of [upstreamDuration, inRotation, upstreamHead]) m.remove(slug, name);
+        }
+        for (const m of [chainHead, ruCharged, wsConnections, sseClients, cacheHits, cacheMisses, cacheBytes, sharedCalls]) m.remove(slug);
+        for (const k of kinds.made.keys()) subscriptions.remove(slug, k);
+        for (const k of notified.made.keys()) notifications.remove(slug, k);
+        for (const t of topics.made.keys()) sseEvents.remove(slug, t);
+        forget(slug);
+      },
+    };
+  };
+
+  return {
+    registry,
+    chain(slug) {
+      let c = chains.get(slug);
+      if (c === undefined) chains.set(slug, (c = makeChain(slug)));
+      return c;
+    },
+    refusal: (reason) => refused(reason).inc(),
+    slowConsumer: (transport) => slow(transport).inc(),
+    ledgerFlush,
+    ledgerFlushFailures,
+    configReload(ok, at) {
+      (ok ? reloadOk : reloadFailed).inc();
+      if (ok) lastReload.set(at / 1000);
+    },
+    text: () => registry.metrics(),
+  };
+}

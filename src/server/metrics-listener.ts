@@ -1,0 +1,43 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Metrics } from '../metrics/registry.js';
+import { sendWhole } from './respond.js';
+import type { TemplatedApp } from './uws.js';
+
+/** The exposition format's content type, as Prometheus asks for it. */
+const EXPOSITION_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+const NO_CORS = { allowOrigin: undefined };
+
+const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
+
+/**
+ * `GET /metrics` on the metrics listener (its own port, loopback by default, so the main listener
+ * never serves it to tenants). With `token`, a scrape must send `Authorization: Bearer <token>`; the
+ * comparison is of digests in constant time, so its duration says nothing of the token.
+ */
+export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined): void {
+  const expected = token === undefined ? null : digest(token);
+  app.get('/metrics', (res, req) => {
+    if (expected !== null) {
+      const m = /^Bearer\s+(\S+)$/i.exec(req.getHeader('authorization'));
+      if (m === null || !timingSafeEqual(digest(m[1]!), expected)) {
+        sendWhole(res, 401, NO_CORS, 'text/plain', 'metrics need Authorization: Bearer <metrics.token>\n', [
+          ['www-authenticate', 'Bearer realm="chaingate metrics"'],
+        ]);
+        return;
+      }
+    }
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    metrics.text().then(
+      (text) => {
+        if (!aborted) sendWhole(res, 200, NO_CORS, EXPOSITION_TYPE, text);
+      },
+      (err: unknown) => {
+        if (!aborted) sendWhole(res, 500, NO_CORS, 'text/plain', `collecting the metrics failed: ${String(err)}\n`);
+      },
+    );
+  });
+  app.any('/*', (res) => sendWhole(res, 404, NO_CORS, 'text/plain', 'the metrics listener serves GET /metrics only\n'));
+}
