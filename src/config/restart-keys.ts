@@ -1,0 +1,36 @@
+import type { Config } from './schema.js';
+
+/**
+ * What a reload cannot apply: the listeners already bound and the store already open. Each entry reads
+ * the value a config holds there; two configs that differ in one of them differ in a way only a restart
+ * applies. TLS certificate files are not here: a reload reads them again (certificate renewals).
+ */
+const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
+  ['server.host', (c) => c.server.host],
+  ['server.port', (c) => c.server.port],
+  ['server.tls', (c) => c.server.tls !== undefined],
+  ['storage.path', (c) => c.storage.path],
+  ['management.host', (c) => c.management?.host],
+  ['management.port', (c) => c.management?.port],
+  ['metrics.enabled', (c) => c.metrics !== undefined],
+  ['metrics.host', (c) => c.metrics?.host],
+  ['metrics.port', (c) => c.metrics?.port],
+  ['metrics.token', (c) => c.metrics?.token],
+];
+
+const shown = (v: unknown): string => (v === undefined ? '(none)' : typeof v === 'boolean' ? (v ? 'on' : 'off') : String(v));
+
+/**
+ * The changes from `running` to `next` that only a restart applies, one message each naming its key;
+ * empty when a reload can apply the whole file. A secret (the metrics token) is never shown.
+ */
+export function restartOnlyChanges(running: Config, next: Config): string[] {
+  const out: string[] = [];
+  for (const [key, read] of FIXED) {
+    const [was, now] = [read(running), read(next)];
+    if (was === now) continue;
+    const change = key === 'metrics.token' ? 'changed' : `${shown(was)} → ${shown(now)}`;
+    out.push(`${key}: applies only on a restart (${change}); restart chaingate, or put it back to reload the rest`);
+  }
+  return out;
+}
