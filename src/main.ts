@@ -4,6 +4,7 @@ import { intOption, parseArgs, stringOption } from './cli/args.js';
 import { loadConfigFile } from './config/load.js';
 import { preflightConfig } from './config/preflight.js';
 import type { Config } from './config/schema.js';
+import { runStatus, STATUS_EXIT } from './cli/status.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './log.js';
 import { startGateway } from './server/app.js';
@@ -15,6 +16,8 @@ Usage:
   chaingate serve --config FILE         run the gateway (what the systemd unit runs)
   chaingate check-config --config FILE  validate a config file and what it names (TLS files, storage, plans
                                         in use); exit 0 when valid, 1 with every error
+  chaingate status --config FILE        ask the running daemon (its metrics listener) how each chain and
+                                        upstream is doing; exit 0 ready, 1 a chain without a node, 2 unreachable
   chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
   chaingate --version
 
@@ -138,6 +141,23 @@ async function main(argv: string[]): Promise<void> {
       if (!configPath) throw new Error('check-config needs --config FILE');
       const config = loadReadyConfigOrExit(configPath);
       process.stdout.write(`${configPath}: valid (${Object.keys(config.chains).length} chains)\n`);
+      return;
+    }
+    case 'status': {
+      if (!configPath) throw new Error('status needs --config FILE');
+      // Exit 1 means a chain without a node here, so a config that cannot be read is the other failure, 2.
+      const loaded = loadConfigFile(configPath);
+      if (!loaded.ok) {
+        process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
+        process.exit(STATUS_EXIT.unreachable);
+      }
+      const code = await runStatus(
+        loaded.config,
+        configPath,
+        (s) => process.stdout.write(s),
+        (s) => process.stderr.write(s),
+      );
+      process.exit(code);
       return;
     }
     case 'devnet': {

@@ -40,9 +40,14 @@ export interface ChainMetrics {
   readonly cacheBytes: Gauge.Internal<string>;
   readonly sharedCalls: Counter.Internal;
   readonly head: Gauge.Internal<string>;
-  readonly wsConnections: Gauge.Internal<string>;
-  readonly sseClients: Gauge.Internal<string>;
-  subscriptions(kind: string): Gauge.Internal<string>;
+  /** A client WebSocket opened (+1) or closed (-1). */
+  wsConnection(delta: 1 | -1): void;
+  /** An event stream opened (+1) or ended (-1). */
+  sseClient(delta: 1 | -1): void;
+  /** A subscription of `kind` made (+1) or ended (-1). */
+  subscription(kind: string, delta: 1 | -1): void;
+  /** What `chaingate status` shows of the chain: the gauges' values, and requests per second over the last minute. */
+  snapshot(): { wsConnections: number; sseClients: number; subscriptions: number; requestsPerSecond1m: number };
   notifications(kind: string): Counter.Internal;
   sseEvents(topic: string): Counter.Internal;
   upstream(name: string): UpstreamMetrics;
@@ -84,7 +89,44 @@ function memo<T>(make: (key: string) => T): Memo<T> {
   return Object.assign(get, { made });
 }
 
-export function createMetrics(opts: { defaults?: boolean } = {}): Metrics {
+/** Seconds over which `chaingate status` reports a chain's request rate. */
+const RATE_WINDOW_S = 60;
+
+/**
+ * Requests per second over the last RATE_WINDOW_S whole seconds: a ring of per-second counts, so
+ * counting one request is an index and an increment.
+ */
+function createRecentRate(now: () => number): { count(): void; perSecond(): number } {
+  const slots = new Float64Array(RATE_WINDOW_S);
+  let second = Math.floor(now() / 1000);
+  const advance = (): void => {
+    const s = Math.floor(now() / 1000);
+    for (let k = second + 1; k <= Math.min(s, second + RATE_WINDOW_S); k++) slots[k % RATE_WINDOW_S] = 0;
+    if (s > second) second = s;
+  };
+  return {
+    count() {
+      advance();
+      slots[second % RATE_WINDOW_S]!++;
+    },
+    perSecond() {
+      advance();
+      let sum = 0;
+      for (const v of slots) sum += v;
+      return sum / RATE_WINDOW_S;
+    },
+  };
+}
+
+export interface MetricsOptions {
+  /** prom-client's process and Node metrics; default on. */
+  defaults?: boolean;
+  /** Clock in ms for the status request rate; default performance.now. */
+  now?: () => number;
+}
+
+export function createMetrics(opts: MetricsOptions = {}): Metrics {
+  const now = opts.now ?? (() => performance.now());
   const registry = new Registry();
   if (opts.defaults !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
@@ -209,6 +251,8 @@ export function createMetrics(opts: { defaults?: boolean } = {}): Metrics {
   // Both results exist from the start, so a rate() over failures reads 0, not absent.
   const reloadOk = reloads.labels('success');
   const reloadFailed = reloads.labels('failure');
+  reloadOk.inc(0);
+  reloadFailed.inc(0);
   const slow = memo((t) => slowConsumers.labels(t));
   const refused = memo((r) => refusals.labels(r));
 
@@ -236,20 +280,40 @@ export function createMetrics(opts: { defaults?: boolean } = {}): Metrics {
         head: upstreamHead.labels(slug, name),
       };
     });
+    const recent = createRecentRate(now);
+    const open = { ws: 0, sse: 0, subscriptions: 0 };
+    const wsGauge = wsConnections.labels(slug);
+    const sseGauge = sseClients.labels(slug);
     return {
       request(transport, method, status, seconds) {
         requestChild(`${transport} ${method} ${status}`).inc();
         byTransport(transport).observe(seconds);
+        recent.count();
       },
+      wsConnection(delta) {
+        open.ws += delta;
+        wsGauge.inc(delta);
+      },
+      sseClient(delta) {
+        open.sse += delta;
+        sseGauge.inc(delta);
+      },
+      subscription(kind, delta) {
+        open.subscriptions += delta;
+        kinds(kind).inc(delta);
+      },
+      snapshot: () => ({
+        wsConnections: open.ws,
+        sseClients: open.sse,
+        subscriptions: open.subscriptions,
+        requestsPerSecond1m: recent.perSecond(),
+      }),
       ruCharged: ruCharged.labels(slug),
       cacheHits: cacheHits.labels(slug),
       cacheMisses: cacheMisses.labels(slug),
       cacheBytes: cacheBytes.labels(slug),
       sharedCalls: sharedCalls.labels(slug),
       head: chainHead.labels(slug),
-      wsConnections: wsConnections.labels(slug),
-      sseClients: sseClients.labels(slug),
-      subscriptions: kinds,
       notifications: notified,
       sseEvents: topics,
       upstream,

@@ -37,7 +37,10 @@ t.test('what a reload applies is not reported; listeners and the store are, each
     'metrics.port: applies only on a restart (9464 → 9465); restart chaingate, or put it back to reload the rest',
     'metrics.token: applies only on a restart (changed); restart chaingate, or put it back to reload the rest',
   ]);
-  const off = restartOnlyChanges(running, config(`${base}`.replace('metrics: { port: 9464, token: a-metrics-token-of-some-length }', 'metrics: { enabled: false }')));
+  const off = restartOnlyChanges(
+    running,
+    config(`${base}`.replace('metrics: { port: 9464, token: a-metrics-token-of-some-length }', 'metrics: { enabled: false }')),
+  );
   t.equal(off[0], 'metrics.enabled: applies only on a restart (on → off); restart chaingate, or put it back to reload the rest');
   t.notOk(off.join('\n').includes('a-metrics-token'), 'the token is never shown');
 });

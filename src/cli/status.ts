@@ -1,0 +1,91 @@
+/**
+ * `chaingate status --config FILE`: asks the running daemon, through its metrics listener (the host, port
+ * and token of the config's `metrics` section), for GET /status and prints it per chain. Exit 0 when every
+ * chain has a node in rotation, 1 when one has none, 2 when the daemon cannot be asked.
+ */
+import type { Config } from '../config/schema.js';
+import { formatTable } from './table.js';
+
+/** GET /status of the metrics listener, as server/status-report.ts writes it. */
+export interface StatusReport {
+  uptime_s: number;
+  chains: Record<
+    string,
+    {
+      ready: boolean;
+      best_head: number | null;
+      requests_per_s_1m: number;
+      ws_connections: number;
+      subscriptions: number;
+      event_streams: number;
+      upstreams: Array<{ name: string; in_rotation: boolean; reason: string | null; head: number | null; lag: number | null }>;
+    }
+  >;
+  ledger: { last_flush_at: string | null; last_flush_ok: boolean | null; flush_failures: number };
+}
+
+/** How long the daemon gets to answer, in ms: a daemon that holds a scrape this long is as good as down. */
+const ASK_TIMEOUT_MS = 5_000;
+
+export const STATUS_EXIT = { ready: 0, notReady: 1, unreachable: 2 } as const;
+
+/** The report as the operator reads it: one block per chain, its upstreams as a table. */
+export function formatStatus(r: StatusReport): string {
+  const out: string[] = [`chaingate up ${r.uptime_s} s`];
+  for (const [slug, c] of Object.entries(r.chains)) {
+    out.push(
+      '',
+      `${slug}: ${c.ready ? 'ready' : 'NOT READY (no node in rotation)'}, head ${c.best_head ?? '–'}, ` +
+        `${c.requests_per_s_1m.toFixed(1)} req/s over the last minute, ${c.ws_connections} WebSockets, ` +
+        `${c.subscriptions} subscriptions, ${c.event_streams} event streams`,
+    );
+    const rows = c.upstreams.map((u) => [
+      u.name,
+      u.in_rotation ? 'in rotation' : `out (${u.reason ?? 'unknown'})`,
+      u.head === null ? '–' : String(u.head),
+      u.lag === null ? '–' : String(u.lag),
+    ]);
+    out.push(
+      formatTable(['upstream', 'state', 'head', 'lag'], rows)
+        .trimEnd()
+        .split('\n')
+        .map((l) => `  ${l}`)
+        .join('\n'),
+    );
+  }
+  const l = r.ledger;
+  out.push(
+    '',
+    `ledger: last flush ${l.last_flush_at ?? 'not yet'}${l.last_flush_ok === false ? ' FAILED' : ''}, ${l.flush_failures} failed flushes since start`,
+  );
+  return out.join('\n') + '\n';
+}
+
+/** Runs the command; resolves with its exit code after writing to `out` / `err`. */
+export async function runStatus(config: Config, configPath: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+  const m = config.metrics;
+  if (m === undefined) {
+    err(`chaingate status: ${configPath} turns the metrics listener off (metrics.enabled: false), and status asks the daemon through it\n`);
+    return STATUS_EXIT.unreachable;
+  }
+  const host = m.host === '0.0.0.0' ? '127.0.0.1' : m.host === '::' ? '::1' : m.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${m.port}/status`;
+  let report: StatusReport;
+  try {
+    const res = await fetch(url, {
+      signal: AbortSignal.timeout(ASK_TIMEOUT_MS),
+      ...(m.token !== undefined ? { headers: { authorization: `Bearer ${m.token}` } } : {}),
+    });
+    if (res.status !== 200) {
+      err(`chaingate status: the daemon at ${url} answered ${res.status}: ${(await res.text()).trim()}\n`);
+      return STATUS_EXIT.unreachable;
+    }
+    report = (await res.json()) as StatusReport;
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name;
+    err(`chaingate status: cannot reach the daemon at ${url} (${cause}): is chaingate running with ${configPath}?\n`);
+    return STATUS_EXIT.unreachable;
+  }
+  out(formatStatus(report));
+  return Object.values(report.chains).every((c) => c.ready) ? STATUS_EXIT.ready : STATUS_EXIT.notReady;
+}
