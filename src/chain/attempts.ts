@@ -12,6 +12,7 @@
  * Classes rather than factories: one call's attempts are one object and each attempt another (a JSON-RPC
  * attempt is also its forwarded call's sink, see route-call.ts), with no closure made per call.
  */
+import type { UpstreamOutcome } from '../metrics/registry.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 
 /** When a call gets a second attempt on another node. What counts as a failure worth it is the caller's. */
@@ -36,6 +37,26 @@ export const RETRY_WITHIN_DEADLINE: RetryRule = { retry: true, sharedDeadline: t
 /** Once more on another node with a whole timeout of its own: the gateway's own reads (ChainRuntime.call). */
 export const RETRY_ONCE: RetryRule = { retry: true, sharedDeadline: false, minLeftMs: 0 };
 
+/**
+ * What the metrics call a failed attempt, from what the caller knows of it: an upstream client error kind
+ * (`timeout`, or a connection failure, reset or garbled HTTP), an HTTP status the node answered outside 2xx,
+ * or `invalid` (an answer that is not JSON-RPC).
+ */
+export function failureOutcome(kind: string, status?: number): UpstreamOutcome {
+  if (kind === 'timeout') return 'timeout';
+  if (kind === 'status' || status !== undefined) return 'http_error';
+  return 'transport_error';
+}
+
+/** Whether a whole JSON-RPC answer is an error object: its `"error"` key comes before any `"result"`, near the start. */
+export function isRpcError(body: Buffer): boolean {
+  const head = body.subarray(0, 256);
+  const e = head.indexOf('"error"');
+  if (e < 0) return false;
+  const r = head.indexOf('"result"');
+  return r < 0 || r > e;
+}
+
 /** One attempt on one node, counted in flight from its making until settle() or drop(). */
 export class NodeAttempt {
   /** Counted in flight and not yet settled in health. */
@@ -50,13 +71,20 @@ export class NodeAttempt {
     health.upstreams[index]!.inflight++;
   }
 
-  /** Counts the attempt's outcome in its node's health, once; later calls do nothing. */
-  settle(outcome: 'ok' | 'failed'): void {
+  /**
+   * Counts the attempt's outcome in its node's health and its metrics, once; later calls do nothing. `detail`
+   * is what the metrics say of it, when the caller knows more than ok or failed (default: ok, or
+   * transport_error).
+   */
+  settle(outcome: 'ok' | 'failed', detail?: UpstreamOutcome): void {
     if (!this.open) return;
     this.open = false;
-    const u = this.health.upstreams[this.index]!;
+    const health = this.health;
+    const u = health.upstreams[this.index]!;
     u.inflight--;
-    u.record(outcome, this.health.now() - this.startedAt);
+    const ms = health.now() - this.startedAt;
+    u.record(outcome, ms);
+    health.meters[this.index]!.call(detail ?? (outcome === 'ok' ? 'ok' : 'transport_error'), ms / 1000);
   }
 
   /** Forgets the attempt without an outcome: its end says nothing about the node. */

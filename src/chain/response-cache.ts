@@ -124,12 +124,38 @@ export interface ChainCache {
   stats(): ResponseCacheStats;
 }
 
-/** The view of `store` for the chain whose current cacheScope `scope()` tells. */
-export function chainCacheView(store: ResponseCache, scope: () => string): ChainCache {
+/** Where a chain's view counts its hits and misses, and the bytes the store holds. */
+export interface CacheMeters {
+  readonly cacheHits: { inc(): void };
+  readonly cacheMisses: { inc(): void };
+  readonly cacheBytes: { set(value: number): void };
+}
+
+/**
+ * The view of `store` for the chain whose current cacheScope `scope()` tells. Each look is a hit or a miss of
+ * the chain's; the bytes are the whole store's (one budget shared by every chain, whose LRU evicts any
+ * chain's entries), set after each of the chain's writes.
+ */
+export function chainCacheView(store: ResponseCache, scope: () => string, meters?: CacheMeters): ChainCache {
+  if (meters === undefined) {
+    return {
+      enabled: store.enabled,
+      get: (key) => store.get(scope(), key),
+      set: (at, key, resultJson) => store.set(at, key, resultJson),
+      stats: () => store.stats(),
+    };
+  }
   return {
     enabled: store.enabled,
-    get: (key) => store.get(scope(), key),
-    set: (at, key, resultJson) => store.set(at, key, resultJson),
+    get(key) {
+      const hit = store.get(scope(), key);
+      (hit === undefined ? meters.cacheMisses : meters.cacheHits).inc();
+      return hit;
+    },
+    set(at, key, resultJson) {
+      store.set(at, key, resultJson);
+      meters.cacheBytes.set(store.stats().bytes);
+    },
     stats: () => store.stats(),
   };
 }

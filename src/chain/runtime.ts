@@ -5,7 +5,8 @@
  * elsewhere is keyed by a chain.
  */
 import type { ChainConfig } from '../config/schema.js';
-import { Attempts, NodeAttempt, RETRY_ONCE } from './attempts.js';
+import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
+import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
 import { createSseHub, type SseHub } from '../fanout/sse-hub.js';
@@ -92,6 +93,8 @@ export interface ChainRuntime {
   readonly filters: ChainFilters;
   /** eth_subscribe and eth_unsubscribe over the chain's feeds, or null when no upstream has a ws URL. */
   readonly subscriptions: SubscriptionHub | null;
+  /** Where everything about the chain is measured (ChainRuntimeOptions.metrics). */
+  readonly metrics: ChainMetrics;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
    *  (the caller answers 502 at once). */
   pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null;
@@ -146,6 +149,8 @@ export interface ChainRuntimeOptions {
   stopping?: () => boolean;
   /** Prices and pays notifications to subscribers (the gateway's RU and ledger); without it they are free. */
   subscriptionMetering?: SubscriptionMetering;
+  /** The chain's metrics (Metrics.chain(slug)); without them nothing is measured. */
+  metrics?: ChainMetrics;
 }
 
 const FREE_DELIVERIES: SubscriptionMetering = { ruPerMessage: () => 0, charge: () => true };
@@ -165,6 +170,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   );
   const timeoutMs = config.timeout_s * 1000;
   const log: FeedsLog = (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields });
+  const metrics = opts.metrics ?? noMetrics().chain(config.slug);
   let cacheScope = config.slug;
   let finalUndone = 0;
   const health = createChainHealth(
@@ -172,6 +178,13 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     {
       maxLagBlocks: config.max_lag_blocks,
       log,
+      names: config.upstreams.map((u) => u.name),
+      metrics,
+      onRotation(name, inRotation, reason) {
+        const fields = { chain: config.slug, upstream: name, reason };
+        if (inRotation) opts.log?.info('upstream back in rotation', fields);
+        else opts.log?.warn('upstream out of rotation', fields);
+      },
       finalityDepth: config.finality_depth,
       onFinalUndone(from, to) {
         cacheScope = `${config.slug}#${++finalUndone}`;
@@ -205,8 +218,21 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
           log,
         });
 
+  const metering = opts.subscriptionMetering ?? FREE_DELIVERIES;
   const subscriptions =
-    feeds === null ? null : createSubscriptionHub({ feeds, ...(opts.subscriptionMetering ?? FREE_DELIVERIES), liveWaitMs: timeoutMs });
+    feeds === null
+      ? null
+      : createSubscriptionHub({
+          feeds,
+          ruPerMessage: metering.ruPerMessage,
+          charge(ownerId, endpointId, ru, deliveries) {
+            if (!metering.charge(ownerId, endpointId, ru, deliveries)) return false;
+            metrics.ruCharged.inc(ru);
+            return true;
+          },
+          liveWaitMs: timeoutMs,
+          metrics,
+        });
 
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
   const proberOptions: ProberOptions = { ...PROBER_DEFAULTS, ...opts.prober };
@@ -267,7 +293,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
     },
   );
-  const cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => cacheScope);
+  const cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => cacheScope, metrics);
   const inFlight = createInFlight<SharedOutcome, SharedFlight>(
     opts.log === undefined ? undefined : (err, key) => opts.log!.error("a shared answer's delivery failed", { key, error: String(err) }),
   );
@@ -293,7 +319,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
           throw err;
         }
         const answered = err instanceof NodeRpcError;
-        attempt.settle(answered ? 'ok' : 'failed');
+        attempt.settle(answered ? 'ok' : 'failed', answered ? 'rpc_error' : failureOutcome((err as { kind?: string }).kind ?? ''));
         if (answered) throw err;
         lastError = err;
       }
@@ -316,6 +342,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     inFlight,
     filters,
     subscriptions,
+    metrics,
     pickHealthy,
     pickUpstream,
     freshHead() {

@@ -10,7 +10,9 @@ export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Pro
   const probes: Array<Promise<void>> = [];
   for (const chain of chains) {
     const { slug, kind, chain_id: chainId } = chain.config;
-    for (const upstream of chain.upstreams) {
+    chain.upstreams.forEach((upstream, i) => {
+      // Logged by its configured name, never its URL.
+      const name = chain.config.upstreams[i]!.name;
       probes.push(
         new Promise<void>((resolve) => {
           const chunks: Buffer[] = [];
@@ -33,7 +35,7 @@ export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Pro
                 return true;
               },
               onEnd() {
-                const fields = { chain: slug, upstream: upstream.label, status };
+                const fields = { chain: slug, upstream: name, status };
                 if (status < 200 || status > 299) {
                   log.warn('upstream answers with an error; calls get 502 until it recovers', fields);
                 } else if (kind === 'evm') {
@@ -55,7 +57,7 @@ export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Pro
               onError(err) {
                 log.warn('upstream unreachable; calls get 502 until it is back', {
                   chain: slug,
-                  upstream: upstream.label,
+                  upstream: name,
                   reason: err.kind,
                 });
                 resolve();
@@ -64,7 +66,7 @@ export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Pro
           );
         }),
       );
-    }
+    });
   }
   return Promise.all(probes).then(() => undefined);
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
 import type { FeedKind } from './feeds.js';
 
 /** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
@@ -58,6 +59,9 @@ interface Topic {
   /** The feed lost or refused the topic: it takes no more subscribers; a new topic of its key is made. */
   lost: boolean;
   hold: ReturnType<FeedSource['subscribe']> | null;
+  readonly kind: FeedKind;
+  /** chaingate_notifications_total{kind} of the chain, held so a notification looks no label up. */
+  readonly notified: { inc(n?: number): void };
 }
 
 export interface HubOptions {
@@ -69,6 +73,8 @@ export interface HubOptions {
   /** How long a subscribe waits for an upstream subscription that is not open yet, in ms (the chain's
    *  timeout_s); past it, or once every upstream node failed meanwhile, the subscribe fails. */
   liveWaitMs: number;
+  /** The chain's metrics: open subscriptions and notifications sent, by kind. */
+  metrics?: Pick<ChainMetrics, 'subscription' | 'notifications'>;
 }
 
 /** A subscribe: the id given, or why no subscription could be opened (no id is handed out that would never deliver). */
@@ -131,6 +137,7 @@ const LOST_CLOSE = 1011;
  */
 export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
   const topics = new Map<string, Topic>();
+  const metrics = opts.metrics ?? noMetrics().chain('');
   let notifications = 0;
   let subscriptions = 0;
 
@@ -172,10 +179,15 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     for (let k = 0; k < topic.variants.length; k++) {
       const bytes = prepared[k];
       if (bytes === undefined) continue;
+      let sent = 0;
       for (const conn of topic.variants[k]!) {
         if (conn.ownerId !== null && broke.has(conn.ownerId)) conn.close(BALANCE_CLOSE.code, BALANCE_CLOSE.reason);
-        else conn.deliver(bytes);
+        else {
+          conn.deliver(bytes);
+          sent++;
+        }
       }
+      if (sent > 0) topic.notified.inc(sent);
     }
   }
 
@@ -201,6 +213,8 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
       waiting: 0,
       lost: false,
       hold: null,
+      kind,
+      notified: metrics.notifications(kind),
       // 24 random hex digits per topic, then 8 for the variant: 0x + 32 hex, the form nodes give.
       idPrefix: `0x${randomBytes(12).toString('hex')}`,
     };
@@ -225,6 +239,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     meter(topic, conn, 1);
     topic.count++;
     subscriptions++;
+    metrics.subscription(topic.kind, 1);
     return id;
   }
 
@@ -235,6 +250,7 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
     meter(topic, conn, -1);
     topic.count--;
     subscriptions--;
+    metrics.subscription(topic.kind, -1);
     release(topic);
   }
 

@@ -1,3 +1,5 @@
+import { performance } from 'node:perf_hooks';
+import type { Metrics } from '../metrics/registry.js';
 import type { Store } from '../store/open.js';
 
 /** RU set aside for a request between its admission and its settlement. */
@@ -27,6 +29,8 @@ export interface LedgerOptions {
   now?: () => number;
   /** Called with each failed flush's error (the debits stay pending and are retried), e.g. to log it. */
   onFlushError?: (err: unknown) => void;
+  /** Where each write of pending debits is measured: its duration, or a failure. Default: nowhere. */
+  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures'>;
 }
 
 /**
@@ -175,9 +179,12 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
 
   function writePending(): boolean {
     let after: ReturnType<typeof writeTx>;
+    const startedAt = performance.now();
     try {
       after = writeTx.immediate(pendingRows.values());
+      options.metrics?.ledgerFlush.observe((performance.now() - startedAt) / 1000);
     } catch (err) {
+      options.metrics?.ledgerFlushFailures.inc();
       // Nothing was applied (the transaction rolled back): keep every row for the next tick.
       isHealthy = false;
       store.noteFault(err);

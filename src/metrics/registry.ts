@@ -353,3 +353,64 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     text: () => registry.metrics(),
   };
 }
+
+/** A child that records nothing: what every metric of noMetrics() hands out. */
+const NOTHING = {
+  inc() {},
+  dec() {},
+  set() {},
+  observe() {},
+  startTimer: () => () => 0,
+  setToCurrentTime() {},
+} as unknown as Counter.Internal & Gauge.Internal<string> & Histogram.Internal<string>;
+
+const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING };
+
+/**
+ * Metrics that measure nothing, for `metrics: { enabled: false }` (no listener would read them), so a bench
+ * can compare the daemon with and without its measurements. The status snapshot still counts its gauges.
+ */
+export function noMetrics(): Metrics {
+  const registry = new Registry();
+  const makeChain = (): ChainMetrics => {
+    const open = { ws: 0, sse: 0, subscriptions: 0 };
+    return {
+      request() {},
+      wsConnection(delta) {
+        open.ws += delta;
+      },
+      sseClient(delta) {
+        open.sse += delta;
+      },
+      subscription(_kind, delta) {
+        open.subscriptions += delta;
+      },
+      snapshot: () => ({ wsConnections: open.ws, sseClients: open.sse, subscriptions: open.subscriptions, requestsPerSecond1m: 0 }),
+      ruCharged: NOTHING,
+      cacheHits: NOTHING,
+      cacheMisses: NOTHING,
+      cacheBytes: NOTHING,
+      sharedCalls: NOTHING,
+      head: NOTHING,
+      notifications: () => NOTHING,
+      sseEvents: () => NOTHING,
+      upstream: () => NO_UPSTREAM,
+      remove() {},
+    };
+  };
+  const chains = new Map<string, ChainMetrics>();
+  return {
+    registry,
+    chain(slug) {
+      let c = chains.get(slug);
+      if (c === undefined) chains.set(slug, (c = makeChain()));
+      return c;
+    },
+    refusal() {},
+    slowConsumer() {},
+    ledgerFlush: NOTHING,
+    ledgerFlushFailures: NOTHING,
+    configReload() {},
+    text: () => registry.metrics(),
+  };
+}

@@ -2,6 +2,7 @@ import type { PlanConfig } from '../config/schema.js';
 import type { ErrorCode } from '../errors.js';
 import type { Reservation } from '../metering/ledger.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
+import { type RefusalCode, type RequestTally, refusalError } from './answers.js';
 import type { Tenancy } from './tenancy.js';
 
 /**
@@ -17,6 +18,8 @@ export interface Caller {
   limitKey: string;
   rps: number;
   maxBatch: number;
+  /** Where the request's answers are counted and logged (answers.ts). */
+  tally: RequestTally;
 }
 
 export type Admission = { ok: true; reservation: Reservation | null; ru: number } | { ok: false; error: ErrorCode; retryAfterMs?: number };
@@ -61,26 +64,43 @@ export function costWithSize(ru: number, answerBytes: number): number {
   return ru * (1 + Math.ceil((answerBytes - MIB) / MIB));
 }
 
-/** Closes a call's metering: charged with the size surcharge on success, refunded on an upstream failure. */
+/**
+ * Closes a call's metering: charged with the size surcharge on success, refunded on an upstream failure.
+ * Every answered call passes here or through countRefusal, so both also count it (answers.ts): `status` is
+ * the HTTP status of a success (200 unless the node said another, as a Beacon answer may); a failure's `status`
+ * is what the usage rows keep, `http` its HTTP status when that differs, and `reason` what a 5xx's log line says.
+ */
 export function settleCall(
   t: Tenancy,
   c: Caller,
   method: string,
   admission: { reservation: Reservation | null; ru: number },
-  outcome: { ok: true; bytes: number } | { ok: false; status: number },
+  outcome: { ok: true; bytes: number; status?: number } | { ok: false; status: number; http?: number; reason?: string },
+  label?: string,
 ): void {
+  if (outcome.ok) c.tally.answered(method, outcome.status ?? 200, undefined, label);
+  // A usage status that is a JSON-RPC code (a node-like -32000) is an error that travels with HTTP 200.
+  else c.tally.answered(method, outcome.http ?? (outcome.status >= 100 ? outcome.status : 200), outcome.reason, label);
   if (c.auth === null || admission.reservation === null) return;
   if (outcome.ok) {
-    t.ledger.settle(admission.reservation, costWithSize(admission.ru, outcome.bytes), { endpointId: c.auth.endpointId, method, status: 0 });
+    const ru = costWithSize(admission.ru, outcome.bytes);
+    t.ledger.settle(admission.reservation, ru, { endpointId: c.auth.endpointId, method, status: 0 });
+    c.tally.metrics.ruCharged.inc(ru);
   } else {
     t.ledger.refund(admission.reservation);
     t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: outcome.status });
   }
 }
 
-/** Counts a refused call in the caller's usage (0 RU). */
-export function countRefusal(t: Tenancy, c: Caller, method: string, status: number): void {
-  if (c.auth !== null) t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status });
+/**
+ * Counts a call refused before any node for `code`: in the caller's usage (0 RU, `usageStatus` as the usage
+ * rows keep it) and in the metrics, with the HTTP status the code has in the error table.
+ */
+export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus: number, code: RefusalCode, label?: string): void {
+  const row = refusalError(code);
+  c.tally.refused(code);
+  c.tally.answered(method, row.http, row.message, label);
+  if (c.auth !== null) t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus });
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { beaconCost } from '../beacon/costs.js';
 import { matchBeaconPath } from '../beacon/paths.js';
-import { Attempts, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { Attempts, failureOutcome, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type ErrorCode, ERRORS } from '../errors.js';
 import type { Reservation } from '../metering/ledger.js';
@@ -62,19 +62,23 @@ export function admitBeacon(
   const t = ctx.tenancy;
   const match = matchBeaconPath(method, path);
   if (!match.ok) {
-    countRefusal(t, caller, path.slice(0, 64), match.status);
     const code: ErrorCode = match.status === 404 ? 'not_found' : match.status === 405 ? 'method_not_allowed' : 'bad_request';
+    countRefusal(t, caller, path.slice(0, 64), match.status, code, 'other');
     return { refused: code, message: match.message, ...(match.allow !== undefined ? { allow: match.allow } : {}) };
   }
   const taken = takeRequest(t, caller);
   if (!taken.ok) {
-    countRefusal(t, caller, match.template, 429);
+    countRefusal(t, caller, match.template, 429, 'rate_limited');
     return { refused: 'rate_limited', retryAfterMs: taken.retryAfterMs };
   }
-  if (match.events) return { events: true };
+  if (match.events) {
+    // An event stream is counted as one, once it opens or is refused (event-streams.ts).
+    caller.tally.transport = 'sse';
+    return { events: true };
+  }
   const admission = admitRu(t, caller, beaconCost(match.template, ctx.config.ru.beacon.paths, ctx.config.ru.beacon.default));
   if (!admission.ok) {
-    countRefusal(t, caller, match.template, ERRORS[admission.error].http);
+    countRefusal(t, caller, match.template, ERRORS[admission.error].http, admission.error);
     return admission.error === 'rate_limited'
       ? { refused: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) }
       : { refused: admission.error };
@@ -92,7 +96,8 @@ export function admitBeacon(
 
 /** A POST whose body is over server.max_body_bytes: nothing is charged, the refusal is counted. */
 export function refuseBeaconBody(ctx: GatewayContext, caller: Caller, call: BeaconCall): void {
-  settleCall(ctx.tenancy, caller, call.template, call.admission, { ok: false, status: 413 });
+  caller.tally.refused('body_too_large');
+  settleCall(ctx.tenancy, caller, call.template, call.admission, { ok: false, status: 413, reason: ERRORS.body_too_large.message });
 }
 
 /** Where a forwarded Beacon answer goes: the server's writes (server/beacon.ts). */
@@ -132,13 +137,15 @@ export function forwardBeacon(
   const health = chain.health;
   const tries = new Attempts(health, chain.timeoutMs, call.method === 'GET' ? RETRY_WITHIN_DEADLINE : NO_RETRY);
   const first = tries.nextNode();
-  const settle = (ok: boolean): void =>
+  const settle = (ok: boolean, reason?: string): void =>
     settleCall(
       ctx.tenancy,
       caller,
       call.template,
       call.admission,
-      ok && status < 500 ? { ok: true, bytes } : { ok: false, status: status || 502 },
+      ok && status < 500
+        ? { ok: true, bytes, status }
+        : { ok: false, status: status || 502, reason: reason ?? `the node answered ${status}` },
     );
   let status = 0;
   let bytes = 0;
@@ -153,7 +160,7 @@ export function forwardBeacon(
       onHead(s, headers, contentLength) {
         status = s;
         // Counted in the node's health as JSON-RPC calls are: answered below 500, else failed.
-        a.settle(s < 500 ? 'ok' : 'failed');
+        a.settle(s < 500 ? 'ok' : 'failed', s < 500 ? 'ok' : 'http_error');
         if (out.gone) return;
         headSent = true;
         out.head(
@@ -171,14 +178,14 @@ export function forwardBeacon(
         out.end();
       },
       onError(err: UpstreamError) {
-        a.settle('failed');
+        a.settle('failed', failureOutcome(err.kind));
         logUpstreamFailure(ctx, chain, upstream.label, `${err.kind}: ${err.message}`);
         const next = headSent || out.gone ? null : tries.nextNode();
         if (next !== null) {
           send(next);
           return;
         }
-        settle(false);
+        settle(false, `${err.kind}: the node failed`);
         if (headSent) out.cut();
         else out.error('upstream_error');
       },
@@ -196,7 +203,8 @@ export function forwardBeacon(
   };
 
   if (first === null) {
-    settle(false);
+    caller.tally.refused('no_upstream');
+    settle(false, 'no healthy upstream');
     out.error('upstream_error', 'No healthy upstream for this chain');
     return NOTHING;
   }

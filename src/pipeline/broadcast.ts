@@ -13,7 +13,8 @@
  * all. Each send is counted in its upstream's health like any forwarded call.
  */
 import { keccak_256 } from '@noble/hashes/sha3.js';
-import { NodeAttempt } from '../chain/attempts.js';
+import { failureOutcome, isRpcError, NodeAttempt } from '../chain/attempts.js';
+import type { UpstreamOutcome } from '../metrics/registry.js';
 import { type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, type RoutedSink } from './forward.js';
 import type { RoutedChain } from './route-call.js';
 
@@ -81,10 +82,10 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
     const u = health.upstreams[index]!;
     // Counted in the node's health as every attempt is (chain/attempts.ts); a broadcast never retries.
     const attempt = new NodeAttempt(health, index);
-    const record = (outcome: 'ok' | 'failed'): void => attempt.settle(outcome);
+    const record = (outcome: 'ok' | 'failed', detail?: UpstreamOutcome): void => attempt.settle(outcome, detail);
     const call: ForwardCall = forwardCall(chain.upstreams[index]!, chain.timeoutMs, 'eth_sendRawTransaction', paramsJson, idText, {
       whole(body) {
-        record('ok');
+        record('ok', isRpcError(body) ? 'rpc_error' : 'ok');
         const verdict = verdictOf(body);
         if (verdict === 'accepted') {
           accept(body);
@@ -109,7 +110,7 @@ export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idT
       },
       end() {},
       fail(_started, reason, failure) {
-        record('failed');
+        record('failed', failure === undefined ? undefined : failureOutcome(failure.kind));
         firstFailure ??= { label: u.label, reason, failure };
         settled();
       },

@@ -2,6 +2,8 @@ import type { ErrorCode } from '../errors.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { Caller } from './admission.js';
+import { tallyFor } from './answers.js';
+import type { Transport } from '../metrics/registry.js';
 
 /** IPs whose limiter key is kept at most; past it the table starts again. */
 const IP_KEYS_MAX = 4096;
@@ -41,6 +43,7 @@ export function resolveCaller(
   key: string | null,
   named: boolean,
   ipOf: () => string,
+  transport: Transport = 'http',
 ): { caller: Caller; chain: ChainRuntime } | CallerRefusal {
   const { config, tenancy } = ctx;
   if (key === null) {
@@ -53,6 +56,7 @@ export function resolveCaller(
         limitKey: ipLimitKey(ip),
         rps: config.public.rps_per_ip,
         maxBatch: Math.min(config.public.max_batch, config.server.max_batch),
+        tally: tallyFor(ctx, routeChain, transport, null),
       },
     };
   }
@@ -68,7 +72,17 @@ export function resolveCaller(
   }
   const plan = config.plans[auth.plan] ?? null;
   if (plan === null) return UNAUTHORIZED;
-  return { chain, caller: { auth, plan, limitKey: `ep:${auth.endpointId}`, rps: plan.rps, maxBatch: config.server.max_batch } };
+  return {
+    chain,
+    caller: {
+      auth,
+      plan,
+      limitKey: `ep:${auth.endpointId}`,
+      rps: plan.rps,
+      maxBatch: config.server.max_batch,
+      tally: tallyFor(ctx, chain, transport, key),
+    },
+  };
 }
 
 /**

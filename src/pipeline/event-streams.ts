@@ -88,17 +88,17 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
   function admit(caller: Caller, query: string): StreamRefusal | AdmittedStream {
     const parsed = parseTopics(query);
     if (!parsed.ok) {
-      countRefusal(t, caller, EVENTS_TEMPLATE, 400);
+      countRefusal(t, caller, EVENTS_TEMPLATE, 400, 'bad_request');
       return { status: 400, body: beaconErrorBody('bad_request', parsed.message) };
     }
     const { countKey, refusal } = admitConnection(counts, caller, ctx.config.sse, 'sse', 'event streams');
     if (refusal !== null) {
-      countRefusal(t, caller, EVENTS_TEMPLATE, 429);
+      countRefusal(t, caller, EVENTS_TEMPLATE, 429, 'too_many_connections');
       return { status: 429, body: beaconErrorBody('rate_limited', refusal), headers: [['retry-after', '1']] };
     }
     const admission = admitRu(t, caller, beaconCost(EVENTS_TEMPLATE, ctx.config.ru.beacon.paths, ctx.config.ru.beacon.default));
     if (!admission.ok) {
-      countRefusal(t, caller, EVENTS_TEMPLATE, ERRORS[admission.error].http);
+      countRefusal(t, caller, EVENTS_TEMPLATE, ERRORS[admission.error].http, admission.error);
       return { status: ERRORS[admission.error].http, body: beaconErrorBody(admission.error) };
     }
     return { topics: parsed.topics, countKey, admission };
@@ -118,6 +118,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     const leave = (): void => {
       if (left) return;
       left = true;
+      chain.metrics.sseClient(-1);
       listener?.remove();
       clients.delete(client);
       counts.close(countKey);
@@ -133,9 +134,12 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
       },
       write(bytes) {
         // Keep-alive comments are free; an event is charged before it is written.
-        if (charged && bytes[0] !== 0x3a && !t.ledger.chargeDeliveries(auth.ownerId, perEvent, eventUsage(auth.endpointId), 1)) {
-          client.close('balance');
-          return true;
+        if (charged && bytes[0] !== 0x3a) {
+          if (!t.ledger.chargeDeliveries(auth.ownerId, perEvent, eventUsage(auth.endpointId), 1)) {
+            client.close('balance');
+            return true;
+          }
+          chain.metrics.ruCharged.inc(perEvent);
         }
         if (!open || out.gone) return true;
         return out.write(bytes, drained);
@@ -143,7 +147,10 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
       close(reason) {
         if (!open) return;
         open = false;
-        if (reason === 'slow') slowClients++;
+        if (reason === 'slow') {
+          slowClients++;
+          ctx.metrics.slowConsumer('sse');
+        }
         leave();
         const end = ENDS[reason];
         if (!started) {
@@ -152,7 +159,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
             reason === 'unavailable'
               ? `${ERRORS.upstream_error.message}: no upstream event stream opened within ${chain.config.timeout_s} s (chains.${slug}.timeout_s)`
               : end.text;
-          settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: false, status: ERRORS[end.error].http });
+          settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: false, status: ERRORS[end.error].http, reason: message });
           if (!out.gone) out.refuse(ERRORS[end.error].http, beaconErrorBody(end.error, message));
           return;
         }
@@ -161,6 +168,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
       },
     };
     counts.open(countKey);
+    chain.metrics.sseClient(1);
     clients.add(client);
     if (chain.events === null) client.close('unavailable');
     else listener = chain.events.add(client, admitted.topics);

@@ -54,7 +54,7 @@ export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime,
       method: call.method,
       reason: String((err as Error).message ?? err),
     });
-    settleCall(t, caller, call.method, call.admission, { ok: false, status: 502 });
+    settleCall(t, caller, call.method, call.admission, { ok: false, status: 502, reason: String((err as Error).message ?? err) });
     return { answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' };
   }
 }

@@ -6,7 +6,7 @@ import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall, isFilterMethod } from './filter-calls.js';
-import type { AnswerSink, ForwardCall } from './forward.js';
+import { type AnswerSink, type ForwardCall, NO_UPSTREAM_LABEL } from './forward.js';
 import { sharedCall } from './shared-call.js';
 
 export function resultBody(idText: string, resultJson: string): string {
@@ -96,26 +96,26 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   const method = item.ok ? item.method : '(invalid)';
   const taken = takeRequest(t, caller);
   if (!taken.ok) {
-    countRefusal(t, caller, method, 429);
+    countRefusal(t, caller, method, 429, 'rate_limited');
     return { answer: rpcErrorBody('rate_limited', item.idText), outcome: 'rate_limited', retryAfterMs: taken.retryAfterMs };
   }
   if (!item.ok) {
-    countRefusal(t, caller, method, ERRORS[item.error].rpc);
+    countRefusal(t, caller, method, ERRORS[item.error].rpc, item.error);
     return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
   }
   const check = checkCall(item.method, item.params, { chainId: chain.config.chain_id ?? 0, transport });
   if (check.kind === 'error') {
-    countRefusal(t, caller, method, ERRORS[check.error].rpc);
+    countRefusal(t, caller, method, ERRORS[check.error].rpc, check.error);
     return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
   }
   const refusal = check.kind === 'forward' ? refusalOf(chain, item.method, check.params) : undefined;
   if (refusal !== undefined) {
-    countRefusal(t, caller, method, ERRORS.invalid_params.rpc);
+    countRefusal(t, caller, method, ERRORS.invalid_params.rpc, 'invalid_params');
     return { answer: rpcErrorBody('invalid_params', item.idText, refusal), outcome: 'invalid_params' };
   }
   const admission = admitCost(t, caller, item.method);
   if (!admission.ok) {
-    countRefusal(t, caller, method, ERRORS[admission.error].http);
+    countRefusal(t, caller, method, ERRORS[admission.error].http, admission.error);
     return {
       answer: rpcErrorBody(admission.error, item.idText),
       outcome: admission.error,
@@ -142,6 +142,21 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
 export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
   const slug = chain.config.slug;
   ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', { chain: slug, upstream: upstreamLabel }, { reason });
+}
+
+/**
+ * A forwarded call that no node answered: refunded and counted as a 502, and as a refusal when no node was in
+ * rotation to try.
+ */
+export function settleUpstreamFailure(
+  ctx: GatewayContext,
+  caller: Caller,
+  f: Forward,
+  reason: string,
+  failedUpstream: string | undefined,
+): void {
+  if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
+  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
 }
 
 export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;
@@ -177,7 +192,7 @@ export function collectCall(
         over = true;
         parts = [];
         call.abort();
-        settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
+        settleCall(t, caller, f.method, f.admission, { ok: false, status: 502, reason: `the answer is larger than ${limitName}` });
         done(
           rpcErrorBody(
             'upstream_error',
@@ -198,7 +213,7 @@ export function collectCall(
     },
     fail(_started, reason) {
       logUpstreamFailure(ctx, chain, sink.failedUpstream ?? '', reason);
-      settleCall(t, caller, f.method, f.admission, { ok: false, status: 502 });
+      settleUpstreamFailure(ctx, caller, f, reason, sink.failedUpstream);
       done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
     },
   };

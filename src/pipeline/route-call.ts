@@ -26,7 +26,7 @@
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
  * answers report the node's head.
  */
-import { Attempts, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { Attempts, failureOutcome, isRpcError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
@@ -106,7 +106,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
   whole(body: Buffer): void {
     const f = this.f;
-    this.settle('ok');
+    this.settle('ok', isRpcError(body) ? 'rpc_error' : 'ok');
     if (f.method === 'eth_blockNumber') {
       const head = headOf(body);
       if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
@@ -143,7 +143,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
   fail(started: boolean, reason: string, failure?: ForwardFailure): void {
     const f = this.f;
-    this.settle('failed');
+    this.settle('failed', failure === undefined ? undefined : failureOutcome(failure.kind));
     const label = f.health.upstreams[this.index]!.label;
     if (f.winner === this) {
       f.sink.failedUpstream = label;

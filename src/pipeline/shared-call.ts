@@ -247,8 +247,10 @@ class SharingCaller implements ForwardCall {
       sink.fail(false, outcome.reason);
     } else if (outcome.kind === 'whole') {
       const body = this.led !== null ? outcome.body : reidAcceptedAnswer(outcome.body, f.idText);
-      if (body !== null) sink.whole(body);
-      else this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, sink);
+      if (body !== null) {
+        if (this.led === null) this.chain.metrics.sharedCalls.inc();
+        sink.whole(body);
+      } else this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, sink);
     } else if (this.led === null) {
       const observe = this.observe;
       this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, observe === null ? sink : tapWhole(this.ctx, sink, observe));

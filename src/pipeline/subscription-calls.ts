@@ -38,7 +38,7 @@ export function subscriptionCall(
     return;
   }
   if (hub === null) {
-    settleCall(t, caller, local.method, local.admission, { ok: false, status: 404 });
+    settleCall(t, caller, local.method, local.admission, { ok: false, status: 404, http: ERRORS.method_not_found.http });
     const message = `Subscriptions are not available on chain '${slug}': none of its upstreams has a ws URL (chains.${slug}.upstreams[].ws)`;
     done(rpcErrorBody('method_not_found', local.idText, message), 'method_not_found');
     return;
@@ -75,6 +75,10 @@ function subscribeAnswer(ctx: GatewayContext, conn: SubscribingConn, local: Loca
     settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: true, bytes: answer.length });
     return answer;
   }
-  settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: false, status: ERRORS.upstream_error.http });
+  settleCall(ctx.tenancy, conn.caller, local.method, local.admission, {
+    ok: false,
+    status: ERRORS.upstream_error.http,
+    reason: outcome.reason,
+  });
   return rpcErrorBody('upstream_error', local.idText, `${ERRORS.upstream_error.message}: ${outcome.reason}`);
 }

@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js';
+import type { Metrics } from '../metrics/registry.js';
 import { DEFAULT_RU } from '../jsonrpc/methods.js';
 import { createSlidingWindowLimiter, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import { createUnknownKeyGuard, type UnknownKeyGuard } from '../limits/unknown-keys.js';
@@ -35,7 +36,7 @@ export interface Tenancy {
 export const REFRESH_INTERVAL_MS = 1000;
 const ROLL_UP_INTERVAL_MS = 60_000;
 
-export function createTenancy(config: Config, log: Logger): Tenancy {
+export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures'>): Tenancy {
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
   // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
   let checkpointFailure: string | undefined;
@@ -51,6 +52,7 @@ export function createTenancy(config: Config, log: Logger): Tenancy {
   const directory = createDirectory(store);
   const ledger = createLedger(store, {
     flushIntervalMs: config.ledger.flush_interval_ms,
+    metrics,
     onFlushError: (err) =>
       log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) }),
   });

@@ -9,7 +9,7 @@ import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute, notificationRu } from './ws-route.js';
 import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
-import { createMetrics, type Metrics } from '../metrics/registry.js';
+import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
 import { serveMetrics } from './metrics-listener.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
@@ -178,7 +178,8 @@ const CLOSE_SOCKETS_AFTER_MS = 100;
 
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
-  const tenancy = createTenancy(config, opts.log);
+  const metrics = opts.metrics ?? (config.metrics ? createMetrics() : noMetrics());
+  const tenancy = createTenancy(config, opts.log, metrics);
   const chains = new Map<string, ChainRuntime>();
   const chainOpts: ChainRuntimeOptions = {
     ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
@@ -197,7 +198,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
     },
   };
-  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
+  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, { ...chainOpts, metrics: metrics.chain(c.slug) }));
   const upstreamFailures = createRepeatedLog(opts.log);
   const ctx: GatewayContext = {
     config,
@@ -206,7 +207,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     upstreamFailures,
     tenancy,
     corsOrigin: createCorsPolicy(config.server.cors_origins),
-    metrics: opts.metrics ?? createMetrics(),
+    metrics,
     inFlight: 0,
     stopping: false,
     onIdle: null,

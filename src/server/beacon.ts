@@ -10,6 +10,7 @@ import {
   refuseBeaconBody,
 } from '../pipeline/beacon-call.js';
 import { resolveCaller } from '../pipeline/caller.js';
+import { tallyFor } from '../pipeline/answers.js';
 import { clientIp } from './peer-address.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { readBody } from './body.js';
@@ -109,8 +110,9 @@ export function handleBeacon(
     for (const c of x.calls) c.abort();
     finish(x);
   });
-  const resolved = resolveCaller(ctx, chain, key, named, ipOf);
+  const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'beacon');
   if ('error' in resolved) {
+    tallyFor(ctx, chain, 'beacon', null).refusedWhole(resolved.error, 1, resolved.message);
     replyBeaconError(x, resolved.error, resolved.message, resolved.error === 'rate_limited' ? retryAfter(60_000) : undefined, true);
     return;
   }

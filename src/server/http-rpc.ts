@@ -4,9 +4,10 @@ import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
-import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem } from '../pipeline/plan.js';
+import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { resolveCaller } from '../pipeline/caller.js';
+import { type RequestTally, tallyFor } from '../pipeline/answers.js';
 import { clientIp } from './peer-address.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from '../pipeline/context.js';
@@ -69,7 +70,8 @@ class SingleAnswer implements AnswerSink {
     const { x, f } = this;
     logUpstreamFailure(x.ctx, x.chain, this.failedUpstream ?? '', reason);
     // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
-    settleCall(x.ctx.tenancy, this.caller, f.method, f.admission, started ? { ok: true, bytes: this.bytes } : { ok: false, status: 502 });
+    if (started) settleCall(x.ctx.tenancy, this.caller, f.method, f.admission, { ok: true, bytes: this.bytes });
+    else settleUpstreamFailure(x.ctx, this.caller, f, reason, this.failedUpstream);
     if (started) {
       this.out?.cut();
       finish(x);
@@ -103,6 +105,7 @@ const COMMA = Buffer.from(',');
 function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
   const refused = batchRefusal(x.ctx, caller, items);
   if (refused !== null) {
+    caller.tally.refusedWhole('batch_too_large', items.length);
     reply(x, ERRORS.batch_too_large.http, refused);
     return;
   }
@@ -138,6 +141,7 @@ function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
 function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
   const parsed = parseBody(body);
   if (parsed.kind === 'error') {
+    caller.tally.refusedWhole(parsed.error, 1);
     reply(x, 200, rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
@@ -177,19 +181,21 @@ export function handleHttpRpc(
     for (const c of x.calls) c.abort();
     finish(x);
   });
-  const resolved = resolveCaller(ctx, chain, key, named, ipOf);
+  const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'http');
   if ('error' in resolved) {
     const headers = resolved.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined;
-    refuseWholeBody(x, resolved.error, contentLength, resolved.message, headers);
+    refuseWholeBody(x, tallyFor(ctx, chain, 'http', null), resolved.error, contentLength, resolved.message, headers);
     return;
   }
+  const tally = resolved.caller.tally;
   x.chain = resolved.chain;
   const max = ctx.config.server.max_body_bytes;
   if (!JSON_CONTENT_TYPE.test(contentType)) {
-    refuseWholeBody(x, 'unsupported_media_type', contentLength);
+    refuseWholeBody(x, tally, 'unsupported_media_type', contentLength);
     return;
   }
   if (contentLength !== '' && Number(contentLength) > max) {
+    tally.refusedWhole('body_too_large', 1);
     replyError(
       x,
       'body_too_large',
@@ -203,6 +209,7 @@ export function handleHttpRpc(
     max,
     (body) => answerBody(x, resolved.caller, body),
     () => {
+      tally.refusedWhole('body_too_large', 1);
       replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
     },
   );
@@ -216,16 +223,29 @@ export function handleHttpRpc(
  */
 function refuseWholeBody(
   x: Exchange,
+  tally: RequestTally,
   code: ErrorCode,
   contentLength: string,
   message?: string,
   headers?: ReadonlyArray<readonly [string, string]>,
 ): void {
   const max = x.ctx.config.server.max_body_bytes;
-  const unread = (): void => reply(x, ERRORS[code].http, rpcErrorBody(code, 'null', message), headers, true);
+  const unread = (): void => {
+    tally.refusedWhole(code, 1, message);
+    reply(x, ERRORS[code].http, rpcErrorBody(code, 'null', message), headers, true);
+  };
   if (contentLength !== '' && Number(contentLength) > max) {
     unread();
     return;
   }
-  readBody(x.res, max, (body) => reply(x, ERRORS[code].http, rpcErrorBodyFor(code, requestIds(body), message), headers), unread);
+  readBody(
+    x.res,
+    max,
+    (body) => {
+      const ids = requestIds(body);
+      tally.refusedWhole(code, Array.isArray(ids) ? ids.length : 1, message);
+      reply(x, ERRORS[code].http, rpcErrorBodyFor(code, ids, message), headers);
+    },
+    unread,
+  );
 }

@@ -66,6 +66,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       conn.ws = ws;
       server.conns.add(conn);
       counts.open(conn.countKey);
+      conn.chain.metrics.wsConnection(1);
     },
     message(ws, message, isBinary) {
       handleWsMessage(ctx, ws.getUserData().conn, message, isBinary);

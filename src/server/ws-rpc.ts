@@ -1,9 +1,11 @@
+import { performance } from 'node:perf_hooks';
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, takeRequest } from '../pipeline/admission.js';
 import { resolveCaller } from '../pipeline/caller.js';
+import { tallyFor } from '../pipeline/answers.js';
 import { admitConnection, type ConnectionCounts } from '../pipeline/stream-limits.js';
 import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
@@ -71,6 +73,7 @@ export class WsConn implements SubscribingConn {
     if (this.closed) return;
     if (this.overLimit()) {
       this.server.slowConsumers++;
+      this.caller.tally.ctx.metrics.slowConsumer('ws');
       this.close(1008, 'slow consumer');
       return;
     }
@@ -128,23 +131,27 @@ export function upgradeWs(
   const secExtensions = req.getHeader('sec-websocket-extensions');
   const ipOf = (): string => clientIp(res, req, ctx.config.server.trust_proxy);
   if (ctx.stopping) {
+    tallyFor(ctx, chain, 'ws', null).refused('shutting_down');
     refuseUpgrade(res, meta, 'shutting_down');
     return;
   }
-  const resolved = resolveCaller(ctx, chain, key, named, ipOf);
+  const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'ws');
   if ('error' in resolved) {
+    tallyFor(ctx, chain, 'ws', null).refused(resolved.error);
     refuseUpgrade(res, meta, resolved.error, resolved.message, resolved.error === 'rate_limited' ? 60_000 : undefined);
     return;
   }
   const { caller } = resolved;
   const { countKey, refusal } = admitConnection(counts, caller, ctx.config.websocket, 'websocket', 'WebSocket connections');
   if (refusal !== null) {
+    caller.tally.refused('too_many_connections');
     refuseUpgrade(res, meta, 'rate_limited', refusal, 1000);
     return;
   }
   if (caller.auth === null) {
     const taken = takeRequest(ctx.tenancy, caller);
     if (!taken.ok) {
+      caller.tally.refused('rate_limited');
       refuseUpgrade(res, meta, 'rate_limited', undefined, taken.retryAfterMs);
       return;
     }
@@ -217,12 +224,19 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
   }
   // uWS neuters the ArrayBuffer when this handler returns: copy it out first.
   const body = Buffer.from(message.slice(0));
+  // One clock per connection, restarted by each message: a call answered after the next message arrived is
+  // measured from that one (the cost of no object per message).
+  const tally = conn.caller.tally;
+  tally.startedAt = performance.now();
   if (ctx.stopping) {
-    conn.answer(rpcErrorBodyFor('shutting_down', requestIds(body)));
+    const ids = requestIds(body);
+    tally.refusedWhole('shutting_down', Array.isArray(ids) ? ids.length : 1);
+    conn.answer(rpcErrorBodyFor('shutting_down', ids));
     return;
   }
   const parsed = parseBody(body);
   if (parsed.kind === 'error') {
+    tally.refusedWhole(parsed.error, 1);
     conn.answer(rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
@@ -233,6 +247,7 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
   const items = parsed.items;
   const tooMany = batchRefusal(ctx, conn.caller, items);
   if (tooMany !== null) {
+    tally.refusedWhole('batch_too_large', items.length);
     conn.answer(tooMany);
     return;
   }
@@ -265,6 +280,7 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
 export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ConnectionCounts): void {
   conn.closed = true;
   conn.ws = null;
+  conn.chain.metrics.wsConnection(-1);
   for (const c of conn.calls ?? []) {
     c.abort();
     requestDone(ctx);

@@ -126,6 +126,8 @@ export interface UpstreamHealthOptions {
   /** Called after every head report with the head before it (null for the first): the chain watches its
    *  best head and logs a node's head going back (selection.ts). */
   onHead?(previous: number | null, head: number): void;
+  /** Called when the node starts or stops failing, so the chain can tell rotation changes (selection.ts). */
+  onFailing?(failing: boolean): void;
 }
 
 /** Whether a node at `head` is more than maxLagBlocks behind `best`; unknown heads are not lagging. */
@@ -233,11 +235,11 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     streak++;
     if (failing) return;
     if (streak >= FAILURE_STREAK) {
-      failing = true;
+      setFailing(true);
       return;
     }
     const { ok, failed } = counts();
-    if (ok + failed >= MIN_CALLS_JUDGED && failed >= ERROR_RATE_LIMIT * (ok + failed)) failing = true;
+    if (ok + failed >= MIN_CALLS_JUDGED && failed >= ERROR_RATE_LIMIT * (ok + failed)) setFailing(true);
   }
 
   function reportHead(number: number): void {
@@ -250,8 +252,13 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     opts.onHead?.(previous, number);
   }
 
+  function setFailing(value: boolean): void {
+    failing = value;
+    opts.onFailing?.(value);
+  }
+
   function restore(): void {
-    failing = false;
+    setFailing(false);
     streak = 0;
     okCount.fill(0);
     failedCount.fill(0);
@@ -266,7 +273,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     reportProbe(probedHead, latencyMs, hung = false) {
       if (probedHead === null) {
         record('failed', latencyMs);
-        if (hung) failing = true;
+        if (hung && !failing) setFailing(true);
         return;
       }
       // Restored before the head is reported, so whoever watches the report sees the node back.

@@ -22,7 +22,15 @@
  * failing), which the chain is told of (chain/runtime.ts stops serving its cached answers).
  */
 import { performance } from 'node:perf_hooks';
-import { checkMaxLagBlocks, createUpstreamHealth, DEEPEST_REORG, isLagging, type UpstreamHealth } from './health.js';
+import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/registry.js';
+import {
+  checkMaxLagBlocks,
+  createUpstreamHealth,
+  DEEPEST_REORG,
+  isLagging,
+  type OutOfRotationReason,
+  type UpstreamHealth,
+} from './health.js';
 
 /** Latencies below this count as this, in ms: sub-millisecond differences between local nodes are noise. */
 const LATENCY_FLOOR_MS = 1;
@@ -47,6 +55,8 @@ export interface ChainHealth {
    * so the chain follows it there; false when it is only behind the chain.
    */
   followsNewChain(index: number, head: number): boolean;
+  /** Each upstream's metrics (indices match `upstreams`): attempts are measured into them (chain/attempts.ts). */
+  readonly meters: readonly UpstreamMetrics[];
 }
 
 export interface ChainHealthOptions {
@@ -58,6 +68,12 @@ export interface ChainHealthOptions {
   random?: () => number;
   /** Where a node's head going back more than DEEPEST_REORG is logged (a warn per event). Default: nowhere. */
   log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => void;
+  /** How metrics and logs name each upstream (its configured `name`; indices match the labels); default the labels. */
+  names?: readonly string[];
+  /** The chain's metrics: each upstream's rotation and head, and the chain's best head, are kept in them. */
+  metrics?: ChainMetrics;
+  /** An upstream went out of rotation (`reason` failing or lagging) or back in, once per change. */
+  onRotation?(name: string, inRotation: boolean, reason: OutOfRotationReason | 'recovered'): void;
   /** Blocks below the best head taken as final (config chains.<slug>.finality_depth), for onFinalUndone. */
   finalityDepth?: number;
   /** The best head went back more than finalityDepth below the highest it had since the last call. */
@@ -84,7 +100,27 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   /** The highest best head since the chain's final blocks were last undone; null before the first. */
   let top: number | null = null;
 
+  const names = opts.names ?? labels;
+  const chainMetrics = opts.metrics ?? noMetrics().chain('');
+  const meters = names.map((name) => chainMetrics.upstream(name));
+  const rotation: boolean[] = labels.map(() => true);
+  for (const m of meters) m.inRotation.set(1);
+
+  /** Tells each change of an upstream's rotation since the last look, once. */
+  function watchRotation(): void {
+    const best = bestHead();
+    for (let i = 0; i < upstreams.length; i++) {
+      const u = upstreams[i]!;
+      const now = inRotation(u, best);
+      if (now === rotation[i]) continue;
+      rotation[i] = now;
+      meters[i]!.inRotation.set(now ? 1 : 0);
+      opts.onRotation?.(names[i]!, now, now ? 'recovered' : u.failing ? 'failing' : 'lagging');
+    }
+  }
+
   function noteHead(index: number, previous: number | null, head: number): void {
+    meters[index]!.head.set(head);
     if (previous !== null && previous - head > DEEPEST_REORG) {
       opts.log?.('warn', `node head went back from ${previous} to ${head}, deeper than a reorg: treated as a new chain`, {
         upstream: labels[index]!,
@@ -92,8 +128,10 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
         to: head,
       });
     }
+    watchRotation();
     const best = bestHead();
     if (best === null) return;
+    chainMetrics.head.set(best);
     if (top === null || best > top) {
       top = best;
     } else if (opts.finalityDepth !== undefined && top - best > opts.finalityDepth) {
@@ -104,7 +142,14 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
   }
 
   const upstreams: UpstreamHealth[] = labels.map((label, i) =>
-    createUpstreamHealth(label, { now, bestHead, maxLagBlocks, onHead: (previous, head) => noteHead(i, previous, head) }),
+    createUpstreamHealth(label, {
+      now,
+      bestHead,
+      maxLagBlocks,
+      onHead: (previous, head) => noteHead(i, previous, head),
+      // A node restored is looked at when the head its probe brought is reported, just after.
+      onFailing: (failing) => failing && watchRotation(),
+    }),
   );
 
   function inRotation(u: UpstreamHealth, best: number | null): boolean {
@@ -163,6 +208,7 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
     now,
     bestHead,
     pick,
+    meters,
     healthyIndices() {
       const best = bestHead();
       const out: number[] = [];

@@ -154,10 +154,10 @@ t.test('settleCall: charged with the surcharge, refunded on failure, each counte
 t.test('countRefusal: a keyed refusal is a usage row at 0 RU; a public one is not counted', async (t) => {
   const s = pipelineContext(t, CONFIG);
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 50 });
-  countRefusal(s.ctx.tenancy, caller, 'eth_call', 429);
-  countRefusal(s.ctx.tenancy, caller, 'eth_call', 429);
-  countRefusal(s.ctx.tenancy, caller, '(invalid)', -32600);
-  countRefusal(s.ctx.tenancy, publicCaller(s), 'eth_call', 429);
+  countRefusal(s.ctx.tenancy, caller, 'eth_call', 429, 'rate_limited');
+  countRefusal(s.ctx.tenancy, caller, 'eth_call', 429, 'rate_limited');
+  countRefusal(s.ctx.tenancy, caller, '(invalid)', -32600, 'invalid_request');
+  countRefusal(s.ctx.tenancy, publicCaller(s), 'eth_call', 429, 'rate_limited');
   const endpointId = caller.auth!.endpointId;
   t.same(usageRows(s), [
     { owner_id: ownerId, endpoint_id: endpointId, method: '(invalid)', status: -32600, requests: 1, ru: 0 },

@@ -10,6 +10,7 @@ import { validateConfig } from '../../src/config/schema.js';
 import { createSlidingWindowLimiter } from '../../src/limits/sliding-window.js';
 import { createUnknownKeyGuard } from '../../src/limits/unknown-keys.js';
 import type { Caller } from '../../src/pipeline/admission.js';
+import { tallyFor } from '../../src/pipeline/answers.js';
 import { createTenancy } from '../../src/pipeline/tenancy.js';
 import { createRepeatedLog } from '../../src/repeated-log.js';
 import { createMetrics } from '../../src/metrics/registry.js';
@@ -105,7 +106,14 @@ export function keyedCaller(
   return {
     ownerId: owner.id,
     apiKey: made.apiKey,
-    caller: { auth, plan: planConfig, limitKey: `ep:${auth.endpointId}`, rps: planConfig?.rps ?? 1, maxBatch: config.server.max_batch },
+    caller: {
+      auth,
+      plan: planConfig,
+      limitKey: `ep:${auth.endpointId}`,
+      rps: planConfig?.rps ?? 1,
+      maxBatch: config.server.max_batch,
+      tally: tallyFor(s.ctx, s.chain(network), 'http', made.apiKey),
+    },
   };
 }
 
@@ -118,6 +126,7 @@ export function publicCaller(s: PipelineSetup, ip = '192.0.2.1'): Caller {
     limitKey: `ip:${ip}`,
     rps: config.public.rps_per_ip,
     maxBatch: Math.min(config.public.max_batch, config.server.max_batch),
+    tally: tallyFor(s.ctx, s.ctx.chains.values().next().value!, 'http', null),
   };
 }
 
