@@ -7,7 +7,8 @@ import type { Config } from './config/schema.js';
 import { runStatus, STATUS_EXIT } from './cli/status.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './log.js';
-import { startGateway } from './server/app.js';
+import { type Gateway, type ReloadOutcome, startGateway } from './server/app.js';
+import { restartOnlyChanges } from './config/restart-keys.js';
 import { uws } from './server/uws.js';
 
 const USAGE = `chaingate: a gateway in front of Ethereum execution and consensus nodes
@@ -78,9 +79,12 @@ async function serve(configPath: string, log: Logger): Promise<void> {
   if (process.env.CHAINGATE_LOG_LEVEL === undefined) log.setLevel(config.log.level);
   uws();
   const gateway = await startGateway(config, { log });
+  log.info('config loaded', { file: configPath, chains: Object.keys(config.chains).join(',') });
   log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
   if (gateway.metricsPort !== undefined)
     log.info('metrics listening', { address: `http://${config.metrics!.host}:${gateway.metricsPort}/metrics` });
+  gateway.context.metrics.configLoaded(Date.now());
+  reloadOnHangup(configPath, config, gateway, log);
   for (const chain of gateway.context.chains.values()) {
     log.info('chain', { slug: chain.config.slug, kind: chain.config.kind, upstreams: chain.upstreams.map((u) => u.label).join(',') });
   }
@@ -88,6 +92,50 @@ async function serve(configPath: string, log: Logger): Promise<void> {
     const cut = await gateway.stop();
     log.info('stopped', { cut_requests: cut });
   });
+}
+
+/**
+ * SIGHUP (systemctl reload) reads the config file again and applies it when it is valid whole, checks
+ * out on this machine (preflightConfig) and changes nothing that needs a restart; otherwise nothing
+ * changes and every error is logged with its key path. Each outcome is counted in
+ * chaingate_config_reloads_total.
+ */
+function reloadOnHangup(path: string, started: Config, gateway: Gateway, log: Logger): void {
+  let running = started;
+  const metrics = gateway.context.metrics;
+  // One reload at a time: a second SIGHUP during one waits for it, then reads the file again.
+  let reloading: Promise<void> = Promise.resolve();
+  process.on('SIGHUP', () => {
+    reloading = reloading.then(() => reloadOnce());
+  });
+  const reloadOnce = async (): Promise<void> => {
+    const loaded = loadConfigFile(path);
+    const errors = loaded.ok ? preflightConfig(loaded.config) : loaded.errors;
+    if (loaded.ok && errors.length === 0) errors.push(...restartOnlyChanges(running, loaded.config));
+    if (!loaded.ok || errors.length > 0) {
+      for (const error of errors) log.error('config reload refused: the running config stays', { file: path, error });
+      metrics.configReload(false, Date.now());
+      return;
+    }
+    const next = loaded.config;
+    let outcome: ReloadOutcome;
+    try {
+      outcome = await gateway.reload(next);
+    } catch (err) {
+      log.error('config reload refused: the running config stays', { file: path, error: String((err as Error).message) });
+      metrics.configReload(false, Date.now());
+      return;
+    }
+    if (process.env.CHAINGATE_LOG_LEVEL === undefined) log.setLevel(next.log.level);
+    running = next;
+    metrics.configReload(true, Date.now());
+    log.info('config reloaded', {
+      file: path,
+      chains_added: outcome.added.join(',') || undefined,
+      chains_removed: outcome.removed.join(',') || undefined,
+      chains_changed: outcome.changed.join(',') || undefined,
+    });
+  };
 }
 
 /** The --config value of a command line that main does not parse itself. */

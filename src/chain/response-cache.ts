@@ -159,3 +159,31 @@ export function chainCacheView(store: ResponseCache, scope: () => string, meters
     stats: () => store.stats(),
   };
 }
+
+/** The gateway's cache with a size a reload may change (config cache.max_bytes). */
+export interface SwappableCache extends ResponseCache {
+  /** A new size: the cache starts again empty at it (an LRU cannot shrink in place); the same size keeps it. */
+  resize(maxBytes: number): void;
+}
+
+/**
+ * A ResponseCache whose store a reload may replace: every chain keeps the one object it was given, and
+ * each call goes to the store of the moment.
+ */
+export function createSwappableCache(maxBytes: number): SwappableCache {
+  let size = maxBytes;
+  let store = createResponseCache(maxBytes);
+  return {
+    get enabled() {
+      return store.enabled;
+    },
+    get: (chain, key) => store.get(chain, key),
+    set: (chain, key, resultJson) => store.set(chain, key, resultJson),
+    stats: () => store.stats(),
+    resize(next) {
+      if (next === size) return;
+      size = next;
+      store = createResponseCache(next);
+    },
+  };
+}

@@ -4,25 +4,8 @@
  * chain has a node in rotation, 1 when one has none, 2 when the daemon cannot be asked.
  */
 import type { Config } from '../config/schema.js';
+import type { StatusReport } from '../server/status-report.js';
 import { formatTable } from './table.js';
-
-/** GET /status of the metrics listener, as server/status-report.ts writes it. */
-export interface StatusReport {
-  uptime_s: number;
-  chains: Record<
-    string,
-    {
-      ready: boolean;
-      best_head: number | null;
-      requests_per_s_1m: number;
-      ws_connections: number;
-      subscriptions: number;
-      event_streams: number;
-      upstreams: Array<{ name: string; in_rotation: boolean; reason: string | null; head: number | null; lag: number | null }>;
-    }
-  >;
-  ledger: { last_flush_at: string | null; last_flush_ok: boolean | null; flush_failures: number };
-}
 
 /** How long the daemon gets to answer, in ms: a daemon that holds a scrape this long is as good as down. */
 const ASK_TIMEOUT_MS = 5_000;

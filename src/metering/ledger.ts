@@ -74,6 +74,8 @@ export interface Ledger {
   flush(): boolean;
   /** False from a failed flush until the next successful one: answer 503 to requests that need metering. */
   healthy(): boolean;
+  /** When the last flush that passed ended (ms since the epoch; one with nothing to write counts), or null. */
+  lastFlushAt(): number | null;
   /** Forgets stored balances (one owner's, or all) so the next use re-reads them, e.g. after a CLI top-up. */
   reload(ownerId?: number): void;
   /** Debits and usage rows waiting for the next flush. */
@@ -168,6 +170,12 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
   });
 
   function flush(): boolean {
+    const ok = flushOnce();
+    if (ok) flushedAt = Date.now();
+    return ok;
+  }
+
+  function flushOnce(): boolean {
     // After a fault such as a full disk the WAL may hold the very room this write needs.
     const before = store.checkpointIfDue();
     if (pendingRows.size === 0) return true;
@@ -207,6 +215,7 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
     return true;
   }
 
+  let flushedAt: number | null = null;
   const timer = setInterval(flush, options.flushIntervalMs);
   timer.unref();
 
@@ -253,6 +262,7 @@ export function createLedger(store: Store, options: LedgerOptions): Ledger {
       count(ownerId, usage, requests, 0);
     },
     flush,
+    lastFlushAt: () => flushedAt,
     healthy: () => isHealthy,
     reload(ownerId) {
       if (ownerId === undefined) generation++;

@@ -68,7 +68,10 @@ export interface Metrics {
   slowConsumer(transport: Transport): void;
   readonly ledgerFlush: Histogram.Internal<string>;
   readonly ledgerFlushFailures: Counter.Internal;
+  /** A reload (SIGHUP) that applied (`ok`) or was refused; `at` in ms since the epoch. */
   configReload(ok: boolean, at: number): void;
+  /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
+  configLoaded(at: number): void;
   /** The exposition text (what GET /metrics answers). */
   text(): Promise<string>;
 }
@@ -350,6 +353,9 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       (ok ? reloadOk : reloadFailed).inc();
       if (ok) lastReload.set(at / 1000);
     },
+    configLoaded(at) {
+      lastReload.set(at / 1000);
+    },
     text: () => registry.metrics(),
   };
 }
@@ -411,6 +417,7 @@ export function noMetrics(): Metrics {
     ledgerFlush: NOTHING,
     ledgerFlushFailures: NOTHING,
     configReload() {},
+    configLoaded() {},
     text: () => registry.metrics(),
   };
 }

@@ -11,7 +11,8 @@ import type { ChainRuntime } from '../chain/runtime.js';
  * (ChainRuntime): nothing here is keyed by a chain.
  */
 export interface GatewayContext {
-  readonly config: Config;
+  /** The config in force: a reload replaces it (requests read it when they start). */
+  config: Config;
   readonly chains: ReadonlyMap<string, ChainRuntime>;
   readonly log: Logger;
   /** Failed upstream calls, logged when a node starts failing, then summarised, then when it stops. */
@@ -19,7 +20,7 @@ export interface GatewayContext {
   readonly tenancy: Tenancy;
   /** Where every measurement goes (GET /metrics on the metrics listener). */
   readonly metrics: Metrics;
-  readonly corsOrigin: (origin: string) => string | undefined;
+  corsOrigin: (origin: string) => string | undefined;
   /** Requests accepted and not yet answered; graceful stop waits for it to reach zero. */
   inFlight: number;
   /** Set once a stop has begun: answers then close their connections. */

@@ -22,6 +22,10 @@ export interface Tenancy {
   readonly unknownKeys: UnknownKeyGuard;
   /** RU of one call of `method` before any size surcharge. */
   ruCost(method: string): number;
+  /** Ledger flushes that failed since start (chaingate status shows them). */
+  flushFailures(): number;
+  /** A reload's RU costs (ru.default, ru.methods) for calls from now on. */
+  reconfigure(next: Config): void;
   /**
    * Logs a store fault that `during` (e.g. a management route) answered 503 for, and has the store
    * repair itself after it when it needs to (see WalRecovery).
@@ -40,6 +44,7 @@ export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metric
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
   // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
   let checkpointFailure: string | undefined;
+  let flushFailures = 0;
   const store = openStore(config.storage.path, {
     busyTimeoutMs: 100,
     onCheckpoint: (r) => {
@@ -53,13 +58,16 @@ export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metric
   const ledger = createLedger(store, {
     flushIntervalMs: config.ledger.flush_interval_ms,
     metrics,
-    onFlushError: (err) =>
-      log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) }),
+    onFlushError: (err) => {
+      flushFailures++;
+      log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) });
+    },
   });
   const limiter = createSlidingWindowLimiter();
   const unknownKeys = createUnknownKeyGuard();
   const rollUp = createUsageRollUp(store, { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d });
-  const costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...config.ru.methods }));
+  let ru = config.ru;
+  let costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
   let closeRevoked: (endpointId: string) => void = () => {};
 
   const refresh = setInterval(() => {
@@ -86,7 +94,12 @@ export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metric
     ledger,
     limiter,
     unknownKeys,
-    ruCost: (method) => costs.get(method) ?? config.ru.default,
+    ruCost: (method) => costs.get(method) ?? ru.default,
+    flushFailures: () => flushFailures,
+    reconfigure(next) {
+      ru = next.ru;
+      costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
+    },
     storeFault(during, err) {
       store.noteFault(err);
       log.error('store fault; answered 503', { during, error: err.message });

@@ -2,8 +2,9 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { createRepeatedLog } from '../repeated-log.js';
-import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
-import { createResponseCache } from '../chain/response-cache.js';
+import { type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
+import { createSwappableCache } from '../chain/response-cache.js';
+import { createChainSet } from './chain-set.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { handleHttpRpc } from './http-rpc.js';
 import { createWsRoute, notificationRu } from './ws-route.js';
@@ -11,6 +12,7 @@ import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
 import { serveMetrics } from './metrics-listener.js';
+import { type StatusReport, statusReport } from './status-report.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
@@ -39,6 +41,19 @@ export interface Gateway {
   stop(): Promise<number>;
   /** Open sockets and streams, upstream subscriptions and slow-consumer cuts, for tests and operators. */
   streamStats(): StreamStats;
+  /**
+   * Applies a new config, already validated whole and checked by restartOnlyChanges (main.ts does both):
+   * chains added, removed and changed, plans, RU costs, limits, the public path, the cache size, CORS, and
+   * the TLS certificate files read again (renewals). Resolves with what happened to the chains; rejects,
+   * with nothing changed, when the renewed certificate could not be put on the port.
+   */
+  reload(next: Config): Promise<ReloadOutcome>;
+}
+
+export interface ReloadOutcome {
+  added: string[];
+  removed: string[];
+  changed: string[];
 }
 
 export interface StreamStats {
@@ -180,25 +195,41 @@ const CLOSE_SOCKETS_AFTER_MS = 100;
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   const metrics = opts.metrics ?? (config.metrics ? createMetrics() : noMetrics());
   const tenancy = createTenancy(config, opts.log, metrics);
-  const chains = new Map<string, ChainRuntime>();
-  const chainOpts: ChainRuntimeOptions = {
+  // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
+  const responseCache = createSwappableCache(config.cache.max_bytes);
+  let inForce = config;
+  /** What a chain's runtime is made with, from the config in force when it is made. */
+  const chainOpts = (c: Config): ChainRuntimeOptions => ({
     ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
     ...(opts.prober !== undefined ? { prober: opts.prober } : {}),
     log: opts.log,
-    maxUpstreamOutageS: config.websocket.max_upstream_outage_s,
-    sse: config.sse,
+    maxUpstreamOutageS: c.websocket.max_upstream_outage_s,
+    sse: c.sse,
     feedsLog: (level, msg, fields) => opts.log[level](msg, fields),
-    // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
-    responseCache: createResponseCache(config.cache.max_bytes),
-    filters: config.filters,
+    responseCache,
+    filters: c.filters,
     stopping: () => ctx.stopping,
     subscriptionMetering: {
-      ruPerMessage: (bytes) => notificationRu(config.ru.notification_per_250_bytes, bytes),
+      // Read at each delivery, so a reload's price applies to subscriptions already open.
+      ruPerMessage: (bytes) => notificationRu(ctx.config.ru.notification_per_250_bytes, bytes),
       charge: (ownerId, endpointId, ru, deliveries) =>
         tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
     },
-  };
-  for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, { ...chainOpts, metrics: metrics.chain(c.slug) }));
+  });
+  const chainSet = createChainSet(config.chains, {
+    // The config in force: chains are made before ctx exists, and again at reloads (ctx.config is the new one).
+    make: (c) => createChainRuntime(c, { ...chainOpts(inForce), metrics: metrics.chain(c.slug) }),
+    start(chain) {
+      chain.startHealthChecks();
+      void probeUpstreams([chain], opts.log);
+    },
+    closeClients(chain) {
+      wsRoute.closeChain(chain, 1001, 'chain removed');
+    },
+    inUse: (chain) => wsRoute.usesChain(chain) || (chain.events?.clients() ?? 0) > 0,
+    removed: (slug) => metrics.chain(slug).remove(),
+  });
+  const chains = chainSet.live;
   const upstreamFailures = createRepeatedLog(opts.log);
   const ctx: GatewayContext = {
     config,
@@ -220,7 +251,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter,
     unknownKeys: tenancy.unknownKeys,
-    clientIp: (res, req) => clientIp(res, req, config.server.trust_proxy),
+    clientIp: (res, req) => clientIp(res, req, ctx.config.server.trust_proxy),
     onStoreFault: (during, err) => tenancy.storeFault(during, err),
   };
   const wsRoute = createWsRoute(ctx, table);
@@ -231,18 +262,25 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     events.closeEndpoint(endpointId);
   };
   tenancy.onRevoked(closeEndpoint);
-  const app = createApp(config);
   const startedAt = performance.now();
-  const healthEntries: ChainHealthEntry[] = [...chains.values()].map((c) => ({ slug: c.config.slug, health: c.health }));
-  for (const headOnly of [false, true]) {
-    const route = headOnly ? app.head.bind(app) : app.get.bind(app);
-    route('/healthz', (res) =>
-      serveHealth(res, () => healthz(healthEntries, performance.now() - startedAt), ctx.stopping, false, headOnly),
-    );
-    route('/readyz', (res) => serveHealth(res, () => readyz(healthEntries), ctx.stopping, true, headOnly));
-  }
-  app.ws('/*', wsRoute.behavior);
-  app.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
+  const healthEntries = (): ChainHealthEntry[] => [...chains.values()].map((c) => ({ slug: c.config.slug, health: c.health }));
+  /** The main listener's app, with every route; made again by a reload that renews the TLS certificate. */
+  const mainApp = (c: Config): TemplatedApp => {
+    const a = createApp(c);
+    for (const headOnly of [false, true]) {
+      const route = headOnly ? a.head.bind(a) : a.get.bind(a);
+      route('/healthz', (res) =>
+        serveHealth(res, () => healthz(healthEntries(), performance.now() - startedAt), ctx.stopping, false, headOnly),
+      );
+      route('/readyz', (res) => serveHealth(res, () => readyz(healthEntries()), ctx.stopping, true, headOnly));
+    }
+    a.ws('/*', wsRoute.behavior);
+    a.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
+    return a;
+  };
+  let app = mainApp(config);
+  /** Apps a certificate renewal replaced: their connections finish on them, and a stop closes them. */
+  const replacedApps: TemplatedApp[] = [];
   let management: { app: TemplatedApp; host: string; port: number } | null = null;
   if (config.management) {
     const mapp = createApp(config);
@@ -250,18 +288,28 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     management = { app: mapp, host: config.management.host, port: config.management.port };
   }
   const metricsApp = config.metrics ? uws().App() : null;
-  if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token);
+  const status = (): StatusReport =>
+    statusReport(
+      chains.values(),
+      ctx.metrics,
+      { lastAt: tenancy.ledger.lastFlushAt(), lastOk: tenancy.ledger.healthy(), failures: tenancy.flushFailures() },
+      performance.now() - startedAt,
+    );
+  if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token, status);
   const sockets: us_listen_socket[] = [];
   let metricsSocket: us_listen_socket | undefined;
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
     upstreamFailures.close();
-    for (const c of chains.values()) c.close();
+    chainSet.closeAll();
     return tenancy.close();
   };
   try {
-    sockets.push(await listenOn(app, config.server.host, opts.port ?? config.server.port));
+    const mainPort = opts.port ?? config.server.port;
+    sockets.push(
+      await (config.server.tls ? listenRenewable(app, config.server.host, mainPort) : listenOn(app, config.server.host, mainPort)),
+    );
     if (management) sockets.push(await listenOn(management.app, management.host, opts.managementPort ?? management.port));
     if (metricsApp !== null) metricsSocket = await listenOn(metricsApp, config.metrics!.host, opts.metricsPort ?? config.metrics!.port);
   } catch (err) {
@@ -292,12 +340,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         // gateway. A moment first, so the close frames queued above are flushed before the daemon exits.
         setTimeout(() => {
           closeApp(app);
+          for (const a of replacedApps) closeApp(a);
           if (management !== null) closeApp(management.app);
           if (metricsApp !== null) closeApp(metricsApp);
           done(cut);
         }, CLOSE_SOCKETS_AFTER_MS);
       };
-      const timer = setTimeout(close, config.server.stop_timeout_s * 1000);
+      const timer = setTimeout(close, ctx.config.server.stop_timeout_s * 1000);
       if (ctx.inFlight === 0) close();
       else ctx.onIdle = close;
     });
@@ -323,18 +372,63 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       sseSlowClients: sse.slowClients,
     };
   };
-  return { port, managementPort, metricsPort, context: ctx, stop, streamStats };
+  /**
+   * A new certificate (same or new files, read again): a new app with it listens on the main port beside
+   * the old one (listenRenewable), then the old listen socket closes. New connections get the new
+   * certificate from then on, the connections open on the old app finish there, and none is refused in
+   * between. Should the new app not get the port, the old one serves on and the reload fails.
+   */
+  const renewCertificate = async (next: Config): Promise<void> => {
+    const fresh = mainApp(next);
+    const mainPort = uws().us_socket_local_port(sockets[0]!);
+    let socket: us_listen_socket;
+    try {
+      socket = await listenOn(fresh, config.server.host, mainPort, false);
+    } catch (err) {
+      closeApp(fresh);
+      throw new Error(`the new TLS certificate could not be served on port ${mainPort}; the old one serves on`, { cause: err });
+    }
+    uws().us_listen_socket_close(sockets[0]!);
+    sockets[0] = socket;
+    replacedApps.push(app);
+    app = fresh;
+  };
+  const reload = async (next: Config): Promise<ReloadOutcome> => {
+    if (next.server.tls !== undefined) await renewCertificate(next);
+    inForce = next;
+    ctx.config = next;
+    ctx.corsOrigin = createCorsPolicy(next.server.cors_origins);
+    managementDeps.config = next;
+    table.chains = next.chains;
+    table.defaultChain = next.server.default_chain;
+    tenancy.reconfigure(next);
+    responseCache.resize(next.cache.max_bytes);
+    return chainSet.apply(next.chains);
+  };
+  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload };
 }
 
 /** Listens exclusively: uWS would otherwise share a taken port (SO_REUSEPORT) and split traffic unnoticed. */
-function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+function listenOn(app: TemplatedApp, host: string, port: number, exclusive = true): Promise<us_listen_socket> {
   const listen = app.listen as unknown as (h: string, p: number, o: number, cb: (s: us_listen_socket | false) => void) => void;
   return new Promise((resolve, reject) => {
-    listen.call(app, host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
+    listen.call(app, host, port, exclusive ? LIBUS_LISTEN_EXCLUSIVE_PORT : 0, (socket) => {
       if (socket) resolve(socket);
       else reject(new Error(`cannot listen on ${host}:${port} (the port is taken or the address is not local)`));
     });
   });
+}
+
+/**
+ * The TLS listener, which a certificate renewal must be able to join on its port (SO_REUSEPORT). The port
+ * is first taken exclusively, so a port another process holds is still refused at start (and port 0 gets
+ * its number), then let go and taken again shared. uWS sets SO_REUSEPORT only on a port given by number.
+ */
+async function listenRenewable(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  const probe = await listenOn(app, host, port);
+  const chosen = uws().us_socket_local_port(probe);
+  uws().us_listen_socket_close(probe);
+  return listenOn(app, host, chosen, false);
 }
 
 /** The separate management listener: /api/dashboard and nothing else. */

@@ -1,7 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Metrics } from '../metrics/registry.js';
 import { sendWhole } from './respond.js';
-import type { TemplatedApp } from './uws.js';
+import type { StatusReport } from './status-report.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
 
 /** The exposition format's content type, as Prometheus asks for it. */
 const EXPOSITION_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -10,22 +11,28 @@ const NO_CORS = { allowOrigin: undefined };
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
 /**
- * `GET /metrics` on the metrics listener (its own port, loopback by default, so the main listener
+ * `GET /metrics` (and `GET /status`, for `chaingate status`) on the metrics listener (its own port, loopback by default, so the main listener
  * never serves it to tenants). With `token`, a scrape must send `Authorization: Bearer <token>`; the
  * comparison is of digests in constant time, so its duration says nothing of the token.
  */
-export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined): void {
+export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined, status: () => StatusReport): void {
   const expected = token === undefined ? null : digest(token);
+  /** False (and the 401 sent) when a token is configured and the request does not carry it. */
+  const allowed = (res: HttpResponse, req: HttpRequest): boolean => {
+    if (expected === null) return true;
+    const m = /^Bearer\s+(\S+)$/i.exec(req.getHeader('authorization'));
+    if (m !== null && timingSafeEqual(digest(m[1]!), expected)) return true;
+    sendWhole(res, 401, NO_CORS, 'text/plain', 'metrics need Authorization: Bearer <metrics.token>\n', [
+      ['www-authenticate', 'Bearer realm="chaingate metrics"'],
+    ]);
+    return false;
+  };
+  // What `chaingate status` reads: the same listener and token as the scrape.
+  app.get('/status', (res, req) => {
+    if (allowed(res, req)) sendWhole(res, 200, NO_CORS, 'application/json', JSON.stringify(status()));
+  });
   app.get('/metrics', (res, req) => {
-    if (expected !== null) {
-      const m = /^Bearer\s+(\S+)$/i.exec(req.getHeader('authorization'));
-      if (m === null || !timingSafeEqual(digest(m[1]!), expected)) {
-        sendWhole(res, 401, NO_CORS, 'text/plain', 'metrics need Authorization: Bearer <metrics.token>\n', [
-          ['www-authenticate', 'Bearer realm="chaingate metrics"'],
-        ]);
-        return;
-      }
-    }
+    if (!allowed(res, req)) return;
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
@@ -39,5 +46,5 @@ export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string 
       },
     );
   });
-  app.any('/*', (res) => sendWhole(res, 404, NO_CORS, 'text/plain', 'the metrics listener serves GET /metrics only\n'));
+  app.any('/*', (res) => sendWhole(res, 404, NO_CORS, 'text/plain', 'the metrics listener serves GET /metrics and GET /status only\n'));
 }

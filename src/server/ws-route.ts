@@ -1,3 +1,4 @@
+import type { ChainRuntime } from '../chain/runtime.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
@@ -13,6 +14,10 @@ export interface WsRoute {
   closeAll(code: number, reason: string): void;
   /** Closes the sockets of an endpoint whose key stopped working. */
   closeEndpoint(endpointId: string, code: number, reason: string): void;
+  /** Closes the sockets open on `chain` (a chain a reload removed). */
+  closeChain(chain: ChainRuntime, code: number, reason: string): void;
+  /** Whether a socket is open on `chain` (a chain a reload changed stays until none is). */
+  usesChain(chain: ChainRuntime): boolean;
 }
 
 /** A notification's RU: the configured price per started 250 bytes (each chain's hub is priced by it, see app.ts). */
@@ -86,6 +91,13 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
     },
     closeEndpoint(endpointId, code, reason) {
       for (const conn of [...server.conns]) if (conn.endpointId === endpointId) conn.close(code, reason);
+    },
+    closeChain(chain, code, reason) {
+      for (const conn of [...server.conns]) if (conn.chain === chain) conn.close(code, reason);
+    },
+    usesChain(chain) {
+      for (const conn of server.conns) if (conn.chain === chain) return true;
+      return false;
     },
   };
 }
