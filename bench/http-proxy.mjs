@@ -23,6 +23,8 @@ const TARGETS = {
   // Against BENCH_BASELINE's build, in the same run: a change keeps req/s within 5 % and RSS no higher
   // than the 5 % two runs of one build differ by.
   rpsBaseline: 0.95,
+  // Metrics on (the default) against off, same build, same run: what counting every request costs.
+  rpsMetrics: 0.97,
   rssBaseline: 1.05,
 };
 
@@ -55,6 +57,10 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const gateways = [
     { id: `chaingate-${key}`, label: `chaingate → ${name}` },
     { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}`, keyed: true },
+    // What the metrics cost: the same public path with metrics: { enabled: false } (nothing counted).
+    ...(key === 'fixed'
+      ? [{ id: `chaingate-nometrics-${key}`, label: `chaingate (metrics off) → ${name}`, extraYaml: 'metrics: { enabled: false }\n' }]
+      : []),
     ...(base
       ? [
           { id: `baseline-${key}`, label: `chaingate @${base.ref} → ${name}`, main: base.main },
@@ -96,7 +102,7 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
           })
         : notRun({ ...nginxRun, reason: 'nginx not installed' }),
     );
-    for (const { id, label, keyed = false, main } of gateways) {
+    for (const { id, label, keyed = false, main, extraYaml } of gateways) {
       runs.push(
         await measureServer({
           id,
@@ -112,6 +118,7 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
               core: settings.serverCore,
               keyed,
               main,
+              extraYaml,
             }),
         }),
       );
@@ -129,7 +136,17 @@ const check = checkerFor(usable);
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
   const ratio = (a, b) => a / b;
-  return [...nginxChecks(by, ratio), ...baselineChecks(by, ratio)];
+  return [
+    ...nginxChecks(by, ratio),
+    check(
+      'req/s chaingate metrics on / off, fixed upstream',
+      [by['chaingate-fixed'], by['chaingate-nometrics-fixed']],
+      (on, off) => ratio(on.rps, off.rps),
+      `≥ ${TARGETS.rpsMetrics}`,
+      (v) => v >= TARGETS.rpsMetrics,
+    ),
+    ...baselineChecks(by, ratio),
+  ];
 }
 
 /** This build against the baseline's, when the run had one: each upstream, public and keyed. */
