@@ -117,6 +117,7 @@ t.test('SIGHUP: a chain added and a plan changed apply; subscribers of other cha
   writeFileSync(cfg, `${String(spawnSync('cat', [cfg]).stdout).replace(`metrics: { port: ${metricsPort} }`, 'metrics: { port: 1 }')}`);
   d.child.kill('SIGHUP');
   await waitFor('the second refusal', async () => (await reloads('failure')) === 2);
+  await waitFor('the second refusal in the log', () => logged(/error="metrics\.port/));
   t.ok(logged(/error="metrics\.port: applies only on a restart \(\d+ → 1\)/), 'the restart-only key is named');
   t.equal((await rpc(`${base}/extra/v1/rpc/public`, 'eth_chainId')).status, 200, 'and chain extra, dropped in that file, still serves');
 
