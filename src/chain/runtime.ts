@@ -18,7 +18,6 @@ import { startProber, type Prober, type ProberOptions } from '../upstreams/probe
 import { openSseLink } from '../upstreams/sse-link.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
-import { upstreamLabel } from '../upstreams/upstream-url.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
 import { type ChainHead, createChainHead } from './head.js';
@@ -161,6 +160,7 @@ const NO_CACHE = createResponseCache(0);
 export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOptions = {}): ChainRuntime {
   const upstreams = config.upstreams.map((u) =>
     createHttpUpstream({
+      name: u.name,
       url: u.url,
       headers: u.headers,
       maxConnections: u.max_connections,
@@ -207,7 +207,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
           nodes: withWs.map(({ u, http }) => ({
             wsUrl: u.ws!,
             headers: u.headers,
-            label: upstreamLabel(u.ws!),
+            label: u.name,
             call: (method, params) => callUpstream(http, timeoutMs, method, params),
           })),
           isHealthy: (node) => isInRotation(withWs[node]!.index),
@@ -257,6 +257,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     config.kind !== 'beacon'
       ? null
       : createSseHub({
+          // Each event written to a client, by its topic (a topic of the allowlist: low cardinality).
+          onDelivered: (_client, topic) => metrics.sseEvents(topic).inc(),
           heartbeatMs: sse.heartbeat_s * 1000,
           maxBufferedBytes: sse.max_buffered_bytes,
           openTimeoutMs: timeoutMs,
@@ -267,6 +269,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
                 const index = pickOrNext();
                 const u = config.upstreams[index]!;
                 return (streamClients[index] ??= createHttpUpstream({
+                  name: u.name,
                   url: u.url,
                   headers: u.headers,
                   maxConnections: 64,

@@ -25,7 +25,7 @@ export interface UpstreamNode {
   wsUrl: string;
   /** Sent with the WebSocket handshake. */
   headers?: Record<string, string>;
-  /** Names the node in the log: scheme, host and port. */
+  /** Names the node in the log: its configured name, never its URL. */
   label: string;
   /** JSON-RPC over the node's HTTP: resolves with `result`, rejects on error. */
   call(method: string, params: unknown[]): Promise<unknown>;

@@ -266,10 +266,17 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     const kinds = memo((kind) => subscriptions.labels(slug, kind));
     const notified = memo((kind) => notifications.labels(slug, kind));
     const topics = memo((topic) => sseEvents.labels(slug, topic));
-    const requestChild = memo((key) => {
-      const [transport, method, status] = key.split(' ') as [string, string, string];
-      return requests.labels(slug, transport, method, status);
-    });
+    // transport → method → status → child: three lookups and no string built per request.
+    const requestChildren = new Map<string, Map<string, Map<number, Counter.Internal>>>();
+    const requestChild = (transport: string, method: string, status: number): Counter.Internal => {
+      let byMethod = requestChildren.get(transport);
+      if (byMethod === undefined) requestChildren.set(transport, (byMethod = new Map()));
+      let byStatus = byMethod.get(method);
+      if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()));
+      let child = byStatus.get(status);
+      if (child === undefined) byStatus.set(status, (child = requests.labels(slug, transport, method, String(status))));
+      return child;
+    };
     const upstream = memo((name): UpstreamMetrics & { outcomes: Memo<Counter.Internal> } => {
       const outcomes = memo((o) => upstreamRequests.labels(slug, name, o));
       const duration = upstreamDuration.labels(slug, name);
@@ -289,7 +296,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     const sseGauge = sseClients.labels(slug);
     return {
       request(transport, method, status, seconds) {
-        requestChild(`${transport} ${method} ${status}`).inc();
+        requestChild(transport, method, status).inc();
         byTransport(transport).observe(seconds);
         recent.count();
       },
@@ -323,7 +330,9 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       remove() {
         // prom-client removes a series by its whole label set: each one this chain made, and those of
         // its upstreams and kinds.
-        for (const key of requestChild.made.keys()) requests.remove(slug, ...key.split(' '));
+        for (const [transport, byMethod] of requestChildren)
+          for (const [method, byStatus] of byMethod)
+            for (const status of byStatus.keys()) requests.remove(slug, transport, method, String(status));
         for (const t of byTransport.made.keys()) requestDuration.remove(slug, t);
         for (const [name, u] of upstream.made) {
           for (const o of u.outcomes.made.keys()) upstreamRequests.remove(slug, name, o);

@@ -92,7 +92,15 @@ export class RequestTally {
         ...(this.keyPrefix !== undefined ? { key: this.keyPrefix } : {}),
       });
     }
-    if (status >= 500) ctx.log.error('request failed', { chain: this.slug, method: name, status, reason: reason ?? 'unknown' });
+    // A 5xx the gateway decided: logged when it starts, then summed up while it repeats (an outage would
+    // otherwise write a line per call), once per chain, method and status.
+    if (status >= 500)
+      ctx.failedAnswers.report(
+        `${this.slug} ${name} ${status}`,
+        'requests answered with a 5xx',
+        { chain: this.slug, method: name, status },
+        { reason: reason ?? 'unknown' },
+      );
   }
 
   /** Counts a refusal made before any node (its answer is counted by answered()). */

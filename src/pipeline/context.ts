@@ -17,6 +17,8 @@ export interface GatewayContext {
   readonly log: Logger;
   /** Failed upstream calls, logged when a node starts failing, then summarised, then when it stops. */
   readonly upstreamFailures: RepeatedLog;
+  /** 5xx answers the gateway decided, logged as conditions too (one line when they start, then summaries). */
+  readonly failedAnswers: RepeatedLog;
   readonly tenancy: Tenancy;
   /** Where every measurement goes (GET /metrics on the metrics listener). */
   readonly metrics: Metrics;

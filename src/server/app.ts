@@ -231,11 +231,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   });
   const chains = chainSet.live;
   const upstreamFailures = createRepeatedLog(opts.log);
+  const failedAnswers = createRepeatedLog(opts.log);
   const ctx: GatewayContext = {
     config,
     chains,
     log: opts.log,
     upstreamFailures,
+    failedAnswers,
     tenancy,
     corsOrigin: createCorsPolicy(config.server.cors_origins),
     metrics,
@@ -302,6 +304,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const release = (): boolean => {
     wsRoute.closeAll(1001, 'Server shutting down');
     upstreamFailures.close();
+    failedAnswers.close();
     chainSet.closeAll();
     return tenancy.close();
   };

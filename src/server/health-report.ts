@@ -5,7 +5,7 @@
  * daemon on its failure, and restarting fixes no upstream. /readyz is 503 while some chain has no upstream
  * in rotation, so a load balancer in front of several gateways sends that chain's traffic elsewhere.
  *
- * Labels are scheme://host:port only (see HttpUpstream.label): neither body ever holds a credential.
+ * Upstreams are labelled by their configured name (see HttpUpstream.label): neither body ever holds a URL or a credential.
  */
 import type { UpstreamStatus } from '../upstreams/health.js';
 import type { ChainHealth } from '../upstreams/selection.js';

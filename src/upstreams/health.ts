@@ -81,7 +81,7 @@ export interface UpstreamStatus {
 }
 
 export interface UpstreamHealth {
-  /** The upstream's label (scheme://host:port, never credentials). */
+  /** The upstream's label: its configured name, or scheme://host:port; never a URL or credentials. */
   readonly label: string;
   /** Calls in flight to this upstream: the caller increments it before a call and decrements it when it settles. */
   inflight: number;

@@ -20,6 +20,8 @@ export { UpstreamError, type UpstreamErrorKind } from './upstream-error.js';
 
 /** How to reach one upstream node over HTTP/1.1. */
 export interface UpstreamOptions {
+  /** How errors and logs name the node (config `name`); default its "scheme://host:port". Never its URL. */
+  name?: string;
   /** http(s)://[user:pass@]host[:port][/path][?query]. Path and query form the request target (providers put keys
    *  there); userinfo becomes `Authorization: Basic` unless `headers` sets Authorization. */
   url: string;
@@ -98,7 +100,7 @@ export interface RequestHandle {
  * head stalls, times out or fails to parse, or its response says the server closes.
  */
 export interface HttpUpstream {
-  /** "scheme://host:port" only: never userinfo, path or query, which may hold provider keys. */
+  /** The node's name (UpstreamOptions.name), else "scheme://host:port": never userinfo, path or query, which may hold provider keys. */
   readonly label: string;
   /** Throws a TypeError only for a malformed request (timeout, path or header); everything else goes to the sink. */
   request(req: UpstreamRequest, sink: ResponseSink): RequestHandle;
@@ -131,7 +133,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   const pipelining = positiveOption(opts.pipelining, DEFAULT_PIPELINING, 'pipelining', true);
   const stallMs = positiveOption(opts.stallMs, DEFAULT_STALL_MS, 'stallMs', false);
   const socketConfig = upstreamSocketConfig(target, opts.ca);
-  const label = target.label;
+  const label = opts.name ?? target.label;
   const guard = createPipeliningGuard(pipelining);
   const now = opts.now ?? Date.now;
 

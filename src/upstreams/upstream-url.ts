@@ -69,10 +69,3 @@ export function parseUpstreamUrl(url: string): UpstreamTarget {
     basicAuth,
   };
 }
-
-/** "scheme://host:port" of any URL (ws ones included): never userinfo, path or query, which may hold keys. */
-export function upstreamLabel(url: string): string {
-  const u = new URL(url);
-  const port = u.port !== '' ? u.port : u.protocol === 'https:' || u.protocol === 'wss:' ? '443' : '80';
-  return `${u.protocol}//${u.hostname}:${port}`;
-}

@@ -39,7 +39,7 @@ t.test('picks follow health; pickUpstream still names a node when none is in rot
   fail(chain, 1);
   t.equal(chain.pickHealthy(), null);
   const named = new Set([0, 1, 2, 3].map(() => chain.pickUpstream().label));
-  t.same([...named].sort(), ['http://127.0.0.1:1', 'http://127.0.0.1:2'], 'round robin over all for the Beacon forwarder');
+  t.same([...named].sort(), ['127.0.0.1:1', '127.0.0.1:2'], 'round robin over all for the Beacon forwarder (named by host:port)');
 });
 
 t.test('freshHead: the best head while reported recently and after the last write', async (t) => {

@@ -109,7 +109,7 @@ t.test('502 with the request id for a dead, hanging, garbage-speaking or failing
     'the start-up probe logs the dead upstream',
   );
   t.ok(
-    g.logLines.some((l) => l.startsWith('warn upstream calls fail') && l.includes('upstream=http://127.0.0.1:1')),
+    g.logLines.some((l) => l.startsWith('warn upstream calls fail') && l.includes('upstream=127.0.0.1:1')),
     'the failure is logged with the upstream label',
   );
   // An outage is a condition, not a line per refused call: 300 more failures within a summary period add nothing.

@@ -56,11 +56,13 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
   };
   for (const c of Object.values(config.chains)) chains.set(c.slug, createChainRuntime(c, chainOpts));
   const upstreamFailures = createRepeatedLog(log);
+  const failedAnswers = createRepeatedLog(log);
   const ctx: GatewayContext = {
     config,
     chains,
     log,
     upstreamFailures,
+    failedAnswers,
     tenancy,
     metrics: createMetrics({ defaults: false }),
     corsOrigin: () => undefined,
@@ -71,6 +73,7 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
   t.teardown(() => {
     ctx.stopping = true;
     upstreamFailures.close();
+    failedAnswers.close();
     for (const c of chains.values()) c.close();
     tenancy.close();
   });
