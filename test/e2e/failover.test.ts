@@ -18,6 +18,9 @@ import { openSubscriber } from '../support/subscriber.js';
 import { tcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
 
+/** How /healthz labels an upstream without a configured name: its host:port (config `name`'s default). */
+const hostPort = (url: string): string => new URL(url).host;
+
 const DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
 const DEV_BALANCE = '0x21e19e0c9bab2400000';
 const UPSTREAM_ERROR = { code: -32603, message: 'Upstream node error' };
@@ -130,8 +133,8 @@ t.test('a node killed under load: 200 reads in flight over 2 s, none fails', asy
   t.match(
     health.chains.devnet!.upstreams,
     [
-      { label: a.url, in_rotation: false, reason: 'failing' },
-      { label: b.url, in_rotation: true },
+      { label: hostPort(a.url), in_rotation: false, reason: 'failing' },
+      { label: hostPort(b.url), in_rotation: true },
     ],
     'the dead node is out of rotation',
   );
@@ -388,7 +391,7 @@ t.test("/healthz and /readyz: per-chain detail; readyz follows the only node's d
         ready: true,
         best_head: 0,
         max_lag_blocks: 5,
-        upstreams: [{ label: first.url, in_rotation: true, reason: null, head: 0, lag: 0 }],
+        upstreams: [{ label: hostPort(first.url), in_rotation: true, reason: null, head: 0, lag: 0 }],
       },
     },
   });
@@ -465,7 +468,7 @@ t.test("a beacon chain's head slot is polled and reported", async (t) => {
   t.match(health.chains['devnet-beacon'], {
     ready: true,
     best_head: slot,
-    upstreams: [{ label: beacon.url, in_rotation: true, head: slot }],
+    upstreams: [{ label: hostPort(beacon.url), in_rotation: true, head: slot }],
   });
   t.match(health.chains.devnet, { ready: true, best_head: 3 });
   t.equal((await send('GET', `${g.base}/readyz`)).status, 200, 'ready: every chain has a node in rotation');

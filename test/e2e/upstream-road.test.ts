@@ -110,7 +110,7 @@ t.test('an https upstream with configured headers, credentials kept out of logs 
   t.notMatch(dead.text, /secret|operator/, 'no credential in the error body');
   t.ok(g.logLines.length > 0);
   t.notMatch(g.logLines.join('\n'), /secret|operator/, 'no credential in the log');
-  t.ok(g.gateway.context.chains.get('dead')!.upstreams[0]!.label === 'http://127.0.0.1:1', 'the label is scheme, host and port');
+  t.ok(g.gateway.context.chains.get('dead')!.upstreams[0]!.label === '127.0.0.1:1', 'the label is the default name, host and port');
 });
 
 t.test('userinfo in an upstream URL becomes Basic authentication', async (t) => {

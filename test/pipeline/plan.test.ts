@@ -269,7 +269,7 @@ t.test('collectCall: an upstream failure is a 502 answer, refunded and logged fo
   t.equal(storedBalance(s, ownerId), 100);
   t.same(
     s.logLines.filter((l) => l.includes('upstream calls fail')),
-    [`warn upstream calls fail chain=devnet upstream=${broken.url} reason="upstream answered HTTP 500"`],
+    [`warn upstream calls fail chain=devnet upstream=${new URL(broken.url).host} reason="upstream answered HTTP 500"`],
     'the failure is logged with its chain, upstream and reason',
   );
 });

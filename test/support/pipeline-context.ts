@@ -115,7 +115,8 @@ export function keyedCaller(
       limitKey: `ep:${auth.endpointId}`,
       rps: planConfig?.rps ?? 1,
       maxBatch: config.server.max_batch,
-      tally: tallyFor(s.ctx, s.chain(network), 'http', made.apiKey),
+      // A network the config no longer has (a test of that refusal) counts on the first chain.
+      tally: tallyFor(s.ctx, s.ctx.chains.get(network) ?? [...s.ctx.chains.values()][0]!, 'http', made.apiKey),
     },
   };
 }
