@@ -8,7 +8,8 @@
  * upstream its configured `name` (default host:port), a method an allowlisted JSON-RPC method or a
  * Beacon route template (anything else `other`).
  */
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { type CounterChild, CounterFamily, type GaugeChild, GaugeFamily, type HistogramChild, HistogramFamily } from './families.js';
 
 export type Transport = 'http' | 'ws' | 'beacon' | 'sse';
 export type UpstreamOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout' | 'transport_error';
@@ -34,12 +35,12 @@ const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 export interface ChainMetrics {
   /** Counts one answered request; `method` is already an allowlisted name or a route template. */
   request(transport: Transport, method: string, status: number, seconds: number): void;
-  readonly ruCharged: Counter.Internal;
-  readonly cacheHits: Counter.Internal;
-  readonly cacheMisses: Counter.Internal;
-  readonly cacheBytes: Gauge.Internal<string>;
-  readonly sharedCalls: Counter.Internal;
-  readonly head: Gauge.Internal<string>;
+  readonly ruCharged: CounterChild;
+  readonly cacheHits: CounterChild;
+  readonly cacheMisses: CounterChild;
+  readonly cacheBytes: GaugeChild;
+  readonly sharedCalls: CounterChild;
+  readonly head: GaugeChild;
   /** A client WebSocket opened (+1) or closed (-1). */
   wsConnection(delta: 1 | -1): void;
   /** An event stream opened (+1) or ended (-1). */
@@ -48,8 +49,8 @@ export interface ChainMetrics {
   subscription(kind: string, delta: 1 | -1): void;
   /** What `chaingate status` shows of the chain: the gauges' values, and requests per second over the last minute. */
   snapshot(): { wsConnections: number; sseClients: number; subscriptions: number; requestsPerSecond1m: number };
-  notifications(kind: string): Counter.Internal;
-  sseEvents(topic: string): Counter.Internal;
+  notifications(kind: string): CounterChild;
+  sseEvents(topic: string): CounterChild;
   upstream(name: string): UpstreamMetrics;
   /** Drops every series of this chain (a chain removed by a reload); chain(slug) then makes new children. */
   remove(): void;
@@ -57,8 +58,8 @@ export interface ChainMetrics {
 
 export interface UpstreamMetrics {
   call(outcome: UpstreamOutcome, seconds: number): void;
-  readonly inRotation: Gauge.Internal<string>;
-  readonly head: Gauge.Internal<string>;
+  readonly inRotation: GaugeChild;
+  readonly head: GaugeChild;
 }
 
 export interface Metrics {
@@ -66,8 +67,8 @@ export interface Metrics {
   chain(slug: string): ChainMetrics;
   refusal(reason: RefusalReason): void;
   slowConsumer(transport: Transport): void;
-  readonly ledgerFlush: Histogram.Internal<string>;
-  readonly ledgerFlushFailures: Counter.Internal;
+  readonly ledgerFlush: HistogramChild;
+  readonly ledgerFlushFailures: CounterChild;
   /** A reload (SIGHUP) that applied (`ok`) or was refused; `at` in ms since the epoch. */
   configReload(ok: boolean, at: number): void;
   /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
@@ -133,120 +134,135 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (opts.defaults !== false) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  const requests = new Counter({
+  const requests = new CounterFamily({
     name: 'chaingate_requests_total',
     help: 'Requests answered, by chain, transport, method (allowlisted or a Beacon route template, else other) and HTTP status',
     labelNames: ['chain', 'transport', 'method', 'status'],
     registers,
   });
-  const requestDuration = new Histogram({
+  const requestDuration = new HistogramFamily({
     name: 'chaingate_request_duration_seconds',
     help: 'Time from a request read to its answer sent',
     labelNames: ['chain', 'transport'],
     buckets: DURATION_BUCKETS,
     registers,
   });
-  const upstreamRequests = new Counter({
+  const upstreamRequests = new CounterFamily({
     name: 'chaingate_upstream_requests_total',
     help: 'Calls sent to upstream nodes, by outcome',
     labelNames: ['chain', 'upstream', 'outcome'],
     registers,
   });
-  const upstreamDuration = new Histogram({
+  const upstreamDuration = new HistogramFamily({
     name: 'chaingate_upstream_duration_seconds',
     help: 'Time from a call sent to a node to its answer complete',
     labelNames: ['chain', 'upstream'],
     buckets: DURATION_BUCKETS,
     registers,
   });
-  const inRotation = new Gauge({
+  const inRotation = new GaugeFamily({
     name: 'chaingate_upstream_in_rotation',
     help: '1 while the upstream takes calls, 0 while it is out of rotation',
     labelNames: ['chain', 'upstream'],
     registers,
   });
-  const upstreamHead = new Gauge({
+  const upstreamHead = new GaugeFamily({
     name: 'chaingate_upstream_head',
     help: 'The block (or slot) the upstream last reported',
     labelNames: ['chain', 'upstream'],
     registers,
   });
-  const chainHead = new Gauge({ name: 'chaingate_chain_head', help: 'The best head of the chain', labelNames: ['chain'], registers });
-  const refusals = new Counter({
+  const chainHead = new GaugeFamily({ name: 'chaingate_chain_head', help: 'The best head of the chain', labelNames: ['chain'], registers });
+  const refusals = new CounterFamily({
     name: 'chaingate_refusals_total',
     help: 'Requests refused by the gateway before reaching a node, by reason',
     labelNames: ['reason'],
     registers,
   });
-  const ruCharged = new Counter({ name: 'chaingate_ru_charged_total', help: 'RU charged to owners', labelNames: ['chain'], registers });
-  const wsConnections = new Gauge({ name: 'chaingate_ws_connections', help: 'Open client WebSockets', labelNames: ['chain'], registers });
-  const subscriptions = new Gauge({
+  const ruCharged = new CounterFamily({
+    name: 'chaingate_ru_charged_total',
+    help: 'RU charged to owners',
+    labelNames: ['chain'],
+    registers,
+  });
+  const wsConnections = new GaugeFamily({
+    name: 'chaingate_ws_connections',
+    help: 'Open client WebSockets',
+    labelNames: ['chain'],
+    registers,
+  });
+  const subscriptions = new GaugeFamily({
     name: 'chaingate_subscriptions',
     help: 'Open client subscriptions (eth_subscribe), by kind',
     labelNames: ['chain', 'kind'],
     registers,
   });
-  const notifications = new Counter({
+  const notifications = new CounterFamily({
     name: 'chaingate_notifications_total',
     help: 'Subscription notifications sent to clients, by kind',
     labelNames: ['chain', 'kind'],
     registers,
   });
-  const slowConsumers = new Counter({
+  const slowConsumers = new CounterFamily({
     name: 'chaingate_slow_consumers_total',
     help: 'Clients cut for not reading what was sent to them',
     labelNames: ['transport'],
     registers,
   });
-  const sseClients = new Gauge({ name: 'chaingate_sse_clients', help: 'Open Beacon event streams', labelNames: ['chain'], registers });
-  const sseEvents = new Counter({
+  const sseClients = new GaugeFamily({
+    name: 'chaingate_sse_clients',
+    help: 'Open Beacon event streams',
+    labelNames: ['chain'],
+    registers,
+  });
+  const sseEvents = new CounterFamily({
     name: 'chaingate_sse_events_total',
     help: 'Beacon events sent to clients, by topic',
     labelNames: ['chain', 'topic'],
     registers,
   });
-  const cacheHits = new Counter({
+  const cacheHits = new CounterFamily({
     name: 'chaingate_cache_hits_total',
     help: 'Answers served from the cache',
     labelNames: ['chain'],
     registers,
   });
-  const cacheMisses = new Counter({
+  const cacheMisses = new CounterFamily({
     name: 'chaingate_cache_misses_total',
     help: 'Cacheable calls the cache did not hold',
     labelNames: ['chain'],
     registers,
   });
-  const cacheBytes = new Gauge({
+  const cacheBytes = new GaugeFamily({
     name: 'chaingate_cache_bytes',
     help: 'Bytes held by the response cache',
     labelNames: ['chain'],
     registers,
   });
-  const sharedCalls = new Counter({
+  const sharedCalls = new CounterFamily({
     name: 'chaingate_shared_calls_total',
     help: "Calls answered by another caller's identical call in flight",
     labelNames: ['chain'],
     registers,
   });
-  const ledgerFlush = new Histogram({
+  const ledgerFlush = new HistogramFamily({
     name: 'chaingate_ledger_flush_duration_seconds',
     help: 'Time one flush of the RU ledger to the store took',
     buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1],
     registers,
   });
-  const ledgerFlushFailures = new Counter({
+  const ledgerFlushFailures = new CounterFamily({
     name: 'chaingate_ledger_flush_failures_total',
     help: 'Flushes of the RU ledger the store refused (retried at the next tick)',
     registers,
   });
-  const reloads = new Counter({
+  const reloads = new CounterFamily({
     name: 'chaingate_config_reloads_total',
     help: 'Config reloads (SIGHUP), by result',
     labelNames: ['result'],
     registers,
   });
-  const lastReload = new Gauge({
+  const lastReload = new GaugeFamily({
     name: 'chaingate_config_last_reload_success_timestamp_seconds',
     help: 'When the config was last loaded with success (start or reload), in seconds since the epoch',
     registers,
@@ -267,8 +283,8 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     const notified = memo((kind) => notifications.labels(slug, kind));
     const topics = memo((topic) => sseEvents.labels(slug, topic));
     // transport → method → status → child: three lookups and no string built per request.
-    const requestChildren = new Map<string, Map<string, Map<number, Counter.Internal>>>();
-    const requestChild = (transport: string, method: string, status: number): Counter.Internal => {
+    const requestChildren = new Map<string, Map<string, Map<number, CounterChild>>>();
+    const requestChild = (transport: string, method: string, status: number): CounterChild => {
       let byMethod = requestChildren.get(transport);
       if (byMethod === undefined) requestChildren.set(transport, (byMethod = new Map()));
       let byStatus = byMethod.get(method);
@@ -277,7 +293,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       if (child === undefined) byStatus.set(status, (child = requests.labels(slug, transport, method, String(status))));
       return child;
     };
-    const upstream = memo((name): UpstreamMetrics & { outcomes: Memo<Counter.Internal> } => {
+    const upstream = memo((name): UpstreamMetrics & { outcomes: Memo<CounterChild> } => {
       const outcomes = memo((o) => upstreamRequests.labels(slug, name, o));
       const duration = upstreamDuration.labels(slug, name);
       return {
@@ -356,8 +372,8 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     },
     refusal: (reason) => refused(reason).inc(),
     slowConsumer: (transport) => slow(transport).inc(),
-    ledgerFlush,
-    ledgerFlushFailures,
+    ledgerFlush: ledgerFlush.labels(),
+    ledgerFlushFailures: ledgerFlushFailures.labels(),
     configReload(ok, at) {
       (ok ? reloadOk : reloadFailed).inc();
       if (ok) lastReload.set(at / 1000);
@@ -375,9 +391,7 @@ const NOTHING = {
   dec() {},
   set() {},
   observe() {},
-  startTimer: () => () => 0,
-  setToCurrentTime() {},
-} as unknown as Counter.Internal & Gauge.Internal<string> & Histogram.Internal<string>;
+} as unknown as CounterChild & GaugeChild & HistogramChild;
 
 const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING };
 
