@@ -61,7 +61,8 @@ t.test('bench/RESULTS.md opens with the current figures and the command that mak
   const headings = h2Of(RESULTS);
   t.equal(headings[0], 'Current figures', 'the first section');
   const current = sectionOf(RESULTS, 'Current figures') ?? '';
-  t.match(current, /```sh\nBENCH_ROUNDS=3 npm run bench\n```/, 'the command, as a block to copy');
+  // The command as run, its knobs before it (BENCH_BASELINE=..., BENCH_SECTIONS=...).
+  t.match(current, /```sh\n(?:BENCH_\w+=\S+ )*BENCH_ROUNDS=\d+ npm run bench\b/, 'the command, as a block to copy');
   t.match(current, /\b20\d\d-\d\d-\d\d\b/, 'the date of the run');
   t.match(current, /\bcommit [0-9a-f]{7,40}\b/, 'the commit it measured');
   t.match(current, /Machine: /, 'the machine');
