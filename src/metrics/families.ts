@@ -94,6 +94,13 @@ abstract class Family<C> {
     this.children.delete(values.join('\u0000'));
   }
 
+  /** Drops every series whose label `name` is `value` (a chain a reload removed); none without that label. */
+  removeWhere(name: string, value: string): void {
+    const at = this.labelNames.indexOf(name);
+    if (at < 0) return;
+    for (const [key, entry] of this.children) if (entry.values[at] === value) this.children.delete(key);
+  }
+
   /** What the registry writes: every child's values. */
   get(): { name: string; help: string; type: MetricType; values: Value[]; aggregator: string } {
     const values: Value[] = [];

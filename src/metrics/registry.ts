@@ -77,20 +77,14 @@ export interface Metrics {
   text(): Promise<string>;
 }
 
-/** Children of a labelled metric, made once per label value and kept; `made` lists the keys so far. */
-interface Memo<T> {
-  (key: string): T;
-  readonly made: ReadonlyMap<string, T>;
-}
-
-function memo<T>(make: (key: string) => T): Memo<T> {
+/** Children of a labelled metric by one label value, made once and kept: a lookup without the family's joined key. */
+function memo<T>(make: (key: string) => T): (key: string) => T {
   const made = new Map<string, T>();
-  const get = (key: string): T => {
+  return (key) => {
     let v = made.get(key);
     if (v === undefined) made.set(key, (v = make(key)));
     return v;
   };
-  return Object.assign(get, { made });
 }
 
 /** Seconds over which `chaingate status` reports a chain's request rate. */
@@ -275,6 +269,26 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const slow = memo((t) => slowConsumers.labels(t));
   const refused = memo((r) => refusals.labels(r));
 
+  /** Every family labelled by chain: what a removed chain's series are dropped from. */
+  const perChain = [
+    requests,
+    requestDuration,
+    upstreamRequests,
+    upstreamDuration,
+    inRotation,
+    upstreamHead,
+    chainHead,
+    ruCharged,
+    wsConnections,
+    subscriptions,
+    notifications,
+    sseClients,
+    sseEvents,
+    cacheHits,
+    cacheMisses,
+    cacheBytes,
+    sharedCalls,
+  ];
   const chains = new Map<string, ChainMetrics>();
   const forget = (slug: string): boolean => chains.delete(slug);
   const makeChain = (slug: string): ChainMetrics => {
@@ -293,11 +307,10 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       if (child === undefined) byStatus.set(status, (child = requests.labels(slug, transport, method, String(status))));
       return child;
     };
-    const upstream = memo((name): UpstreamMetrics & { outcomes: Memo<CounterChild> } => {
+    const upstream = memo((name): UpstreamMetrics => {
       const outcomes = memo((o) => upstreamRequests.labels(slug, name, o));
       const duration = upstreamDuration.labels(slug, name);
       return {
-        outcomes,
         call(outcome, seconds) {
           outcomes(outcome).inc();
           duration.observe(seconds);
@@ -344,20 +357,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       sseEvents: topics,
       upstream,
       remove() {
-        // prom-client removes a series by its whole label set: each one this chain made, and those of
-        // its upstreams and kinds.
-        for (const [transport, byMethod] of requestChildren)
-          for (const [method, byStatus] of byMethod)
-            for (const status of byStatus.keys()) requests.remove(slug, transport, method, String(status));
-        for (const t of byTransport.made.keys()) requestDuration.remove(slug, t);
-        for (const [name, u] of upstream.made) {
-          for (const o of u.outcomes.made.keys()) upstreamRequests.remove(slug, name, o);
-          for (const m of [upstreamDuration, inRotation, upstreamHead]) m.remove(slug, name);
-        }
-        for (const m of [chainHead, ruCharged, wsConnections, sseClients, cacheHits, cacheMisses, cacheBytes, sharedCalls]) m.remove(slug);
-        for (const k of kinds.made.keys()) subscriptions.remove(slug, k);
-        for (const k of notified.made.keys()) notifications.remove(slug, k);
-        for (const t of topics.made.keys()) sseEvents.remove(slug, t);
+        for (const family of perChain) family.removeWhere('chain', slug);
         forget(slug);
       },
     };
