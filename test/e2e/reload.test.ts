@@ -105,6 +105,8 @@ t.test('SIGHUP: a chain added and a plan changed apply; subscribers of other cha
   writeFileSync(cfg, `server: { port: 0, default_chain: devnet }\nplans:\n  metered: { rps: -1 }\nchains:\n${devnet}${extra}surprise: 1\n`);
   d.child.kill('SIGHUP');
   await waitFor('the refusal', async () => (await reloads('failure')) === 1);
+  // The log comes through a pipe of its own: it may trail the counter.
+  await waitFor('both errors in the log', () => logged(/error="plans\.metered\.rps/) && logged(/error="surprise/));
   t.ok(
     logged(/error config reload refused: the running config stays .*error="plans\.metered\.rps: must be an integer/),
     'names plans.metered.rps',
