@@ -47,3 +47,32 @@ export function createLogger(level: LogLevel = 'info', write?: (line: string) =>
 }
 
 export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {}, setLevel() {} };
+
+/** One log record as a worker thread hands it to the main thread's log. */
+export interface LogRecord {
+  level: LogLevel;
+  msg: string;
+  fields: LogFields | undefined;
+}
+
+/**
+ * A worker thread's log: records at `level` and above go to `send` (a port to the main thread, whose log
+ * writes them), so a process has one log stream whatever its number of threads.
+ */
+export function createForwardingLogger(level: LogLevel, send: (record: LogRecord) => void): Logger {
+  let least = LOG_LEVELS.indexOf(level);
+  const at =
+    (l: LogLevel) =>
+    (msg: string, fields?: LogFields): void => {
+      if (LOG_LEVELS.indexOf(l) >= least) send({ level: l, msg, fields });
+    };
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    setLevel(l) {
+      least = LOG_LEVELS.indexOf(l);
+    },
+  };
+}

@@ -10,7 +10,7 @@
  * each new block (a node's pool cannot be seen over HTTP); each hash once.
  */
 import type { FeedsLog } from '../fanout/feeds.js';
-import { createFilterRegistry, type FilterRegistry } from '../filters/filter-registry.js';
+import { createFilterRegistry } from '../filters/filter-registry.js';
 import { isQuantity } from '../jsonrpc/param-types.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { followBlocks, type PolledBlock } from './block-follower.js';
@@ -19,7 +19,8 @@ import type { ChainRuntime } from './runtime.js';
 
 /** One chain's filters and what feeds them. */
 export interface ChainFilters {
-  readonly registry: FilterRegistry;
+  /** Filters open on the chain. */
+  size(): number;
   /** Runs one filter call for `scope`: its result, a -32000 refusal, or a rejection when the chain could not be read. */
   call(scope: string, method: string, params: unknown[]): Promise<unknown>;
   /** True while a pending filter is open that no upstream subscription feeds: transactions sent through the gateway are its news. */
@@ -198,7 +199,7 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
   }
 
   return {
-    registry,
+    size: () => registry.size(),
     async call(scope, method, params): Promise<unknown> {
       const id = params[0] as string;
       switch (method) {

@@ -9,12 +9,12 @@ import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js
 import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
-import { createSseHub, type SseHub } from '../fanout/sse-hub.js';
+import { createSseHub, type SseHub, type SseHubOptions } from '../fanout/sse-hub.js';
 import { createSubscriptionHub, type HubOptions, type SubscriptionHub } from '../fanout/subscriptions.js';
 import type { Logger } from '../log.js';
 import { readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
-import { startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
+import { type ProbeObserver, startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
 import { openSseLink } from '../upstreams/sse-link.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
@@ -32,7 +32,11 @@ import { type ChainCache, chainCacheView, createResponseCache, type ResponseCach
  * hanging). The prober keeps two probes of a node intervalMs / 2 apart, which must stay under headIntervalMs
  * or timer jitter skips polls.
  */
-const PROBER_DEFAULTS: Required<Omit<ProberOptions, 'timers'>> = { intervalMs: 1_500, headIntervalMs: 1_000, probeTimeoutMs: 2_500 };
+const PROBER_DEFAULTS: Required<Omit<ProberOptions, 'timers' | 'observer'>> = {
+  intervalMs: 1_500,
+  headIntervalMs: 1_000,
+  probeTimeoutMs: 2_500,
+};
 
 /**
  * A probe's own request timeout sits this far past the prober's deadline, in ms, so the prober gives a hanging
@@ -150,6 +154,25 @@ export interface ChainRuntimeOptions {
   subscriptionMetering?: SubscriptionMetering;
   /** The chain's metrics (Metrics.chain(slug)); without them nothing is measured. */
   metrics?: ChainMetrics;
+  /** Told of each probe and each head a feed hears (on the main thread of a gateway with worker threads). */
+  relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void };
+  /** In a worker thread: what the main thread's runtime of the chain keeps for the whole process. */
+  replica?: ChainReplica;
+}
+
+/**
+ * A worker thread's copy of a chain takes from the main thread what must exist once per process: the probes
+ * of its nodes, its filters, and (when given) its upstream subscriptions and event streams. It keeps its own
+ * upstream clients, health (the main prober's reports plus its own calls' outcomes), cache and calls in flight.
+ */
+export interface ChainReplica {
+  /** Has the chain's health hear the main thread's probes (instead of probing itself); returns the undo. */
+  follow(health: ChainHealth): () => void;
+  filters: ChainFilters;
+  /** The main thread's upstream subscriptions, relayed. */
+  feeds?: Feeds | null;
+  /** Opens a topic's event stream through the main thread's one upstream stream of it. */
+  openEventLink?: SseHubOptions['openLink'];
 }
 
 const FREE_DELIVERIES: SubscriptionMetering = { ruPerMessage: () => 0, charge: () => true };
@@ -201,22 +224,30 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   // The feeds hold one link at a time, so the prober's polls keep every node's head; a feed reports a head only
   // when it went back below what the feed remembers (followsNewChain).
   const feeds =
-    withWs.length === 0
-      ? null
-      : createFeeds({
-          nodes: withWs.map(({ u, http }) => ({
-            wsUrl: u.ws!,
-            headers: u.headers,
-            label: u.name,
-            call: (method, params) => callUpstream(http, timeoutMs, method, params),
-          })),
-          isHealthy: (node) => isInRotation(withWs[node]!.index),
-          // The feed may hear a node's new chain before the node's next poll does.
-          chain: { followsNewChain: (node, head) => health.followsNewChain(withWs[node]!.index, head) },
-          maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
-          ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
-          log,
-        });
+    opts.replica?.feeds !== undefined
+      ? opts.replica.feeds
+      : withWs.length === 0
+        ? null
+        : createFeeds({
+            nodes: withWs.map(({ u, http }) => ({
+              wsUrl: u.ws!,
+              headers: u.headers,
+              label: u.name,
+              call: (method, params) => callUpstream(http, timeoutMs, method, params),
+            })),
+            isHealthy: (node) => isInRotation(withWs[node]!.index),
+            // The feed may hear a node's new chain before the node's next poll does.
+            chain: {
+              followsNewChain(node, head) {
+                const index = withWs[node]!.index;
+                opts.relay?.feedHead(index, head);
+                return health.followsNewChain(index, head);
+              },
+            },
+            maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
+            ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
+            log,
+          });
 
   const metering = opts.subscriptionMetering ?? FREE_DELIVERIES;
   const subscriptions =
@@ -235,7 +266,12 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
         });
 
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
-  const proberOptions: ProberOptions = { ...PROBER_DEFAULTS, ...opts.prober };
+  const proberOptions: ProberOptions = {
+    ...PROBER_DEFAULTS,
+    ...opts.prober,
+    ...(opts.relay !== undefined ? { observer: opts.relay.probes } : {}),
+  };
+  let unfollow: (() => void) | null = null;
   const probeTimeoutMs = proberOptions.probeTimeoutMs ?? PROBER_DEFAULTS.probeTimeoutMs;
   let prober: Prober | null = null;
   let closed = false;
@@ -262,40 +298,44 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
           heartbeatMs: sse.heartbeat_s * 1000,
           maxBufferedBytes: sse.max_buffered_bytes,
           openTimeoutMs: timeoutMs,
-          openLink: (topic, onFrame, onStatus) =>
-            openSseLink({
-              // The node a (re)connecting stream goes to.
-              upstream: () => {
-                const index = pickOrNext();
-                const u = config.upstreams[index]!;
-                return (streamClients[index] ??= createHttpUpstream({
-                  name: u.name,
-                  url: u.url,
-                  headers: u.headers,
-                  maxConnections: 64,
-                  pipelining: 1,
-                  ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
-                }));
-              },
-              topic,
-              onFrame,
-              onStatus,
-              log: (level, msg, fields) => log(level, msg, { topic, ...fields }),
-            }),
+          openLink:
+            opts.replica?.openEventLink ??
+            ((topic, onFrame, onStatus) =>
+              openSseLink({
+                // The node a (re)connecting stream goes to.
+                upstream: () => {
+                  const index = pickOrNext();
+                  const u = config.upstreams[index]!;
+                  return (streamClients[index] ??= createHttpUpstream({
+                    name: u.name,
+                    url: u.url,
+                    headers: u.headers,
+                    maxConnections: 64,
+                    pipelining: 1,
+                    ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+                  }));
+                },
+                topic,
+                onFrame,
+                onStatus,
+                log: (level, msg, fields) => log(level, msg, { topic, ...fields }),
+              })),
         });
 
   const pickUpstream = (): HttpUpstream => upstreams[pickOrNext()]!;
   const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
   const filterBounds = opts.filters ?? DEFAULTS.filters;
-  const filters = createChainFilters(
-    { head, feeds, timeoutMs, upstreams, pickUpstream },
-    {
-      maxPerKey: filterBounds.max_per_key,
-      idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
-      log,
-      ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
-    },
-  );
+  const filters =
+    opts.replica?.filters ??
+    createChainFilters(
+      { head, feeds, timeoutMs, upstreams, pickUpstream },
+      {
+        maxPerKey: filterBounds.max_per_key,
+        idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
+        log,
+        ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
+      },
+    );
   const cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => cacheScope, metrics);
   const inFlight = createInFlight<SharedOutcome, SharedFlight>(
     opts.log === undefined ? undefined : (err, key) => opts.log!.error("a shared answer's delivery failed", { key, error: String(err) }),
@@ -363,7 +403,11 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     },
     call,
     startHealthChecks() {
-      if (prober !== null || closed) return;
+      if (prober !== null || unfollow !== null || closed) return;
+      if (opts.replica !== undefined) {
+        unfollow = opts.replica.follow(health);
+        return;
+      }
       const requestTimeoutMs = probeTimeoutMs + PROBE_REQUEST_SLACK_MS;
       prober = startProber(health, (index, signal) => readHead(upstreams[index]!, requestTimeoutMs, signal), proberOptions);
     },
@@ -373,6 +417,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       filters.close();
       prober?.stop();
       prober = null;
+      unfollow?.();
       feeds?.close();
       events?.close();
       for (const u of streamClients) u?.close();

@@ -9,6 +9,7 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['server.host', (c) => c.server.host],
   ['server.port', (c) => c.server.port],
   ['server.tls', (c) => c.server.tls !== undefined],
+  ['server.workers', (c) => c.server.workers],
   ['storage.path', (c) => c.storage.path],
   ['management.host', (c) => c.management?.host],
   ['management.port', (c) => c.management?.port],

@@ -66,7 +66,12 @@ export interface ServerConfig {
   stop_timeout_s: number;
   trust_proxy: boolean;
   tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
+  /** Worker threads serving connections on the one port: 'auto' is one per core (os.availableParallelism()). */
+  workers: number | 'auto';
 }
+
+/** More worker threads than this is a typo, not a machine. */
+export const MAX_WORKERS = 1024;
 
 /** A plan: limits applied per endpoint key, and how many endpoints an owner may have. */
 export interface PlanConfig {
@@ -212,6 +217,7 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'stop_timeout_s',
       'trust_proxy',
       'tls',
+      'workers',
     ],
     errors,
   );
@@ -257,7 +263,18 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     stop_timeout_s: readInt(o.stop_timeout_s, 'server.stop_timeout_s', d.stop_timeout_s, 0, 3600, errors),
     trust_proxy: readBool(o.trust_proxy, 'server.trust_proxy', d.trust_proxy, errors),
     tls,
+    workers: readWorkers(o.workers, errors),
   };
+}
+
+/** server.workers: an integer of at least 1, or 'auto' (the default: one per core the process may use). */
+function readWorkers(v: unknown, errors: Errors): number | 'auto' {
+  if (v === undefined || v === null || v === 'auto') return 'auto';
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_WORKERS) {
+    errors.push(`server.workers: must be an integer from 1 to ${MAX_WORKERS} or 'auto' (got ${JSON.stringify(v)})`);
+    return 'auto';
+  }
+  return v;
 }
 
 function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {

@@ -17,9 +17,16 @@ interface Value {
   metricName?: string;
 }
 
+/**
+ * How a family's values from several worker threads combine into one (prom-client's AggregatorRegistry):
+ * counts add up; a gauge every thread mirrors from the main thread (a head, a rotation) is the highest.
+ */
+export type Aggregator = 'sum' | 'max';
+
 interface FamilyOptions {
   name: string;
   help: string;
+  aggregator?: Aggregator;
   labelNames?: readonly string[];
   registers: readonly Registry[];
 }
@@ -66,7 +73,7 @@ export class HistogramChild {
 abstract class Family<C> {
   readonly name: string;
   readonly help: string;
-  readonly aggregator = 'sum';
+  readonly aggregator: Aggregator;
   abstract readonly type: MetricType;
   private readonly labelNames: readonly string[];
   private readonly children = new Map<string, { values: readonly string[]; child: C }>();
@@ -75,6 +82,7 @@ abstract class Family<C> {
     this.name = opts.name;
     this.help = opts.help;
     this.labelNames = opts.labelNames ?? [];
+    this.aggregator = opts.aggregator ?? 'sum';
     for (const r of opts.registers) r.registerMetric(this as never);
   }
 

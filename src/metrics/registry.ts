@@ -8,7 +8,7 @@
  * upstream its configured `name` (default host:port), a method an allowlisted JSON-RPC method or a
  * Beacon route template (anything else `other`).
  */
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue, Registry } from 'prom-client';
 import { type CounterChild, CounterFamily, type GaugeChild, GaugeFamily, type HistogramChild, HistogramFamily } from './families.js';
 
 export type Transport = 'http' | 'ws' | 'beacon' | 'sse';
@@ -73,8 +73,12 @@ export interface Metrics {
   configReload(ok: boolean, at: number): void;
   /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
   configLoaded(at: number): void;
-  /** The exposition text (what GET /metrics answers). */
+  /** A worker thread died and was started again. */
+  workerRestart(worker: number): void;
+  /** The exposition text (what GET /metrics answers), the workers' values merged in (MetricsOptions.workers). */
   text(): Promise<string>;
+  /** This thread's values, as a worker hands them to the main thread for its exposition. */
+  values(): Promise<MetricObjectWithValues<MetricValue<string>>[]>;
 }
 
 /** Children of a labelled metric by one label value, made once and kept: a lookup without the family's joined key. */
@@ -121,6 +125,8 @@ export interface MetricsOptions {
   defaults?: boolean;
   /** Clock in ms for the status request rate; default performance.now. */
   now?: () => number;
+  /** The worker threads' values (Metrics.values() in each), merged into the exposition at each scrape. */
+  workers?: () => Promise<MetricObjectWithValues<MetricValue<string>>[][]>;
 }
 
 export function createMetrics(opts: MetricsOptions = {}): Metrics {
@@ -156,17 +162,25 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   });
   const inRotation = new GaugeFamily({
     name: 'chaingate_upstream_in_rotation',
+    aggregator: 'max',
     help: '1 while the upstream takes calls, 0 while it is out of rotation',
     labelNames: ['chain', 'upstream'],
     registers,
   });
   const upstreamHead = new GaugeFamily({
     name: 'chaingate_upstream_head',
+    aggregator: 'max',
     help: 'The block (or slot) the upstream last reported',
     labelNames: ['chain', 'upstream'],
     registers,
   });
-  const chainHead = new GaugeFamily({ name: 'chaingate_chain_head', help: 'The best head of the chain', labelNames: ['chain'], registers });
+  const chainHead = new GaugeFamily({
+    name: 'chaingate_chain_head',
+    help: 'The best head of the chain',
+    aggregator: 'max',
+    labelNames: ['chain'],
+    registers,
+  });
   const refusals = new CounterFamily({
     name: 'chaingate_refusals_total',
     help: 'Requests refused by the gateway before reaching a node, by reason',
@@ -258,7 +272,14 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   });
   const lastReload = new GaugeFamily({
     name: 'chaingate_config_last_reload_success_timestamp_seconds',
+    aggregator: 'max',
     help: 'When the config was last loaded with success (start or reload), in seconds since the epoch',
+    registers,
+  });
+  const workerRestarts = new CounterFamily({
+    name: 'chaingate_worker_restarts_total',
+    help: 'Worker threads that died and were started again, by worker number',
+    labelNames: ['worker'],
     registers,
   });
   // Both results exist from the start, so a rate() over failures reads 0, not absent.
@@ -381,7 +402,14 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     configLoaded(at) {
       lastReload.set(at / 1000);
     },
-    text: () => registry.metrics(),
+    workerRestart: (worker) => workerRestarts.labels(String(worker)).inc(),
+    text: async () => {
+      if (opts.workers === undefined) return registry.metrics();
+      // Each worker's families beside the main thread's, summed (or the highest, see Aggregator) by prom-client.
+      const all = [await registry.getMetricsAsJSON(), ...(await opts.workers())];
+      return AggregatorRegistry.aggregate(all).metrics();
+    },
+    values: () => registry.getMetricsAsJSON(),
   };
 }
 
@@ -441,6 +469,8 @@ export function noMetrics(): Metrics {
     ledgerFlushFailures: NOTHING,
     configReload() {},
     configLoaded() {},
+    workerRestart() {},
     text: () => registry.metrics(),
+    values: () => registry.getMetricsAsJSON(),
   };
 }

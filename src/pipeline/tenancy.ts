@@ -8,6 +8,7 @@ import { createLedger, type Ledger } from '../metering/ledger.js';
 import { createUsageRollUp } from '../metering/usage.js';
 import { openStore, type Store } from '../store/open.js';
 import { createDirectory, type Directory } from '../tenancy/directory.js';
+import { createStoreChanges } from '../store/changes.js';
 
 /**
  * Everything tenancy needs at run time: the SQLite store, the directory of keys, the RU ledger, the
@@ -33,14 +34,32 @@ export interface Tenancy {
   storeFault(during: string, err: Error): void;
   /** Registers who closes the connections of endpoints that stopped working (deleted, owner suspended). */
   onRevoked(close: (endpointId: string) => void): void;
+  /** What worker threads are given to share this tenancy (createTenancy's `shared`). */
+  share(): TenancyShare;
   /** Stops the timers, flushes the ledger and closes the store; false when the last flush failed. */
   close(): boolean;
 }
 
 export const REFRESH_INTERVAL_MS = 1000;
+/** How often a thread of a gateway with workers looks whether another thread changed the store, in ms. */
+const SHARED_CHANGES_INTERVAL_MS = 50;
+
+/**
+ * What the threads of one gateway share about tenancy (plain data and shared memory, handed to each worker
+ * in workerData): made by the main thread (Tenancy.share), given to createTenancy in each worker.
+ */
+export interface TenancyShare {
+  changes: SharedArrayBuffer;
+}
 const ROLL_UP_INTERVAL_MS = 60_000;
 
-export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures'>): Tenancy {
+export function createTenancy(
+  config: Config,
+  log: Logger,
+  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures'>,
+  /** In a worker thread: what the main thread shares (its Tenancy.share()). */
+  shared?: TenancyShare,
+): Tenancy {
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
   // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
   let checkpointFailure: string | undefined;
@@ -54,7 +73,8 @@ export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metric
       checkpointFailure = r.ok ? undefined : r.reason;
     },
   });
-  const directory = createDirectory(store);
+  const changes = createStoreChanges(shared?.changes);
+  const directory = createDirectory(store, { changes });
   const ledger = createLedger(store, {
     flushIntervalMs: config.ledger.flush_interval_ms,
     metrics,
@@ -79,6 +99,17 @@ export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metric
     }
   }, REFRESH_INTERVAL_MS);
   refresh.unref();
+  // A key deleted through another worker closes this worker's sockets of it within this interval.
+  // (A call may have seen the change first: the revoked ids it queued are taken here all the same.)
+  const sharedChanges = setInterval(() => {
+    try {
+      if (changes.changed()) directory.refreshIfChanged();
+      for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
+    } catch (err) {
+      log.warn('store check failed', { error: String((err as Error).message) });
+    }
+  }, SHARED_CHANGES_INTERVAL_MS);
+  sharedChanges.unref();
   const roll = setInterval(() => {
     try {
       rollUp.rollUp();
@@ -107,8 +138,10 @@ export function createTenancy(config: Config, log: Logger, metrics?: Pick<Metric
     onRevoked(close) {
       closeRevoked = close;
     },
+    share: () => ({ changes: changes.memory }),
     close() {
       clearInterval(refresh);
+      clearInterval(sharedChanges);
       clearInterval(roll);
       const flushed = ledger.close();
       store.close();

@@ -21,6 +21,11 @@ import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRout
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { clientIp } from './peer-address.js';
+import { availableParallelism } from 'node:os';
+import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
+import { createWorkerLinks } from './worker-links.js';
+import { createChainRelayClient, createChainRelayHost } from '../chain/relay.js';
+import type { WorkerLink } from './worker-link.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
@@ -39,8 +44,8 @@ export interface Gateway {
    * close upstream sockets. Resolves with the number of requests cut short by the deadline.
    */
   stop(): Promise<number>;
-  /** Open sockets and streams, upstream subscriptions and slow-consumer cuts, for tests and operators. */
-  streamStats(): StreamStats;
+  /** Open sockets and streams, upstream subscriptions and slow-consumer cuts (over every worker), for tests and operators. */
+  streamStats(): Promise<StreamStats>;
   /**
    * Applies a new config, already validated whole and checked by restartOnlyChanges (main.ts does both):
    * chains added, removed and changed, plans, RU costs, limits, the public path, the cache size, CORS, and
@@ -77,6 +82,8 @@ export interface GatewayOptions extends Pick<ChainRuntimeOptions, 'ca' | 'prober
   metricsPort?: number;
   /** The registry to measure into (one is made otherwise). */
   metrics?: Metrics;
+  /** Set in a worker thread (server/worker-thread.ts): what it shares with the main thread. */
+  worker?: WorkerLink;
 }
 
 function createApp(config: Config): TemplatedApp {
@@ -188,13 +195,35 @@ function serveHealth(res: HttpResponse, reply: () => HealthReply, stopping: bool
   });
 }
 
+/**
+ * The worker threads' script: the compiled one, also when this module runs from its TypeScript source (the
+ * tests), as a worker compiling the gateway's sources again would take seconds to start.
+ */
+const WORKER_SCRIPT = new URL(
+  import.meta.url.endsWith('.ts') ? '../../dist/server/worker-thread.js' : './worker-thread.js',
+  import.meta.url,
+);
+
+/** How long a worker may take to stop beyond server.stop_timeout_s before it is terminated, in ms. */
+const WORKER_STOP_GRACE_MS = 5_000;
+
 /** After a stop has released everything, open sockets are closed this much later, in ms. */
 const CLOSE_SOCKETS_AFTER_MS = 100;
 
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
-  const metrics = opts.metrics ?? (config.metrics ? createMetrics() : noMetrics());
-  const tenancy = createTenancy(config, opts.log, metrics);
+  // The main thread of a gateway with worker threads serves no client itself: its workers do (worker-pool.ts).
+  const workers = opts.worker === undefined ? workerCount(config.server.workers) : 1;
+  const core = workers > 1;
+  let pool: WorkerPool | null = null;
+  const metrics =
+    opts.metrics ??
+    (!config.metrics
+      ? noMetrics()
+      : opts.worker !== undefined
+        ? createMetrics({ defaults: false })
+        : createMetrics(core ? { workers: async () => (await pool!.ask({ type: 'metrics' })) as never } : {}));
+  const tenancy = createTenancy(config, opts.log, metrics, opts.worker?.tenancy);
   // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
   const responseCache = createSwappableCache(config.cache.max_bytes);
   let inForce = config;
@@ -216,12 +245,22 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         tenancy.ledger.chargeDeliveries(ownerId, ru, { endpointId, method: 'eth_subscription', status: 0 }, deliveries),
     },
   });
+  // With worker threads, the main thread's chains tell the workers' copies of them what they probe and
+  // serve them their filters; a worker's chains follow the main thread's (chain/relay.ts).
+  const relayHost = core ? createChainRelayHost((slug) => chains.get(slug)?.filters) : null;
+  const relayClient = opts.worker !== undefined ? createChainRelayClient(opts.worker.chains) : null;
+  const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
+    if (relayHost !== null) return { relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
+    if (relayClient !== null)
+      return { replica: { follow: (health) => relayClient.follow(slug, health), filters: relayClient.filters(slug) } };
+    return {};
+  };
   const chainSet = createChainSet(config.chains, {
     // The config in force: chains are made before ctx exists, and again at reloads (ctx.config is the new one).
-    make: (c) => createChainRuntime(c, { ...chainOpts(inForce), metrics: metrics.chain(c.slug) }),
+    make: (c) => createChainRuntime(c, { ...chainOpts(inForce), metrics: metrics.chain(c.slug), ...sharing(c.slug) }),
     start(chain) {
       chain.startHealthChecks();
-      void probeUpstreams([chain], opts.log);
+      if (opts.worker === undefined) void probeUpstreams([chain], opts.log);
     },
     closeClients(chain) {
       wsRoute.closeChain(chain, 1001, 'chain removed');
@@ -280,16 +319,16 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     a.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
     return a;
   };
-  let app = mainApp(config);
+  let app = core ? null : mainApp(config);
   /** Apps a certificate renewal replaced: their connections finish on them, and a stop closes them. */
   const replacedApps: TemplatedApp[] = [];
   let management: { app: TemplatedApp; host: string; port: number } | null = null;
-  if (config.management) {
+  if (config.management && opts.worker === undefined) {
     const mapp = createApp(config);
     mapp.any('/*', (res, req) => routeManagementOnly(ctx, managementDeps, res, req));
     management = { app: mapp, host: config.management.host, port: config.management.port };
   }
-  const metricsApp = config.metrics ? uws().App() : null;
+  const metricsApp = config.metrics && opts.worker === undefined ? uws().App() : null;
   const status = (): StatusReport =>
     statusReport(
       chains.values(),
@@ -306,25 +345,47 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     upstreamFailures.close();
     failedAnswers.close();
     chainSet.closeAll();
+    relayClient?.close();
     return tenancy.close();
   };
+  let port: number;
   try {
     const mainPort = opts.port ?? config.server.port;
-    sockets.push(
-      await (config.server.tls ? listenRenewable(app, config.server.host, mainPort) : listenOn(app, config.server.host, mainPort)),
-    );
+    if (app === null) {
+      port = await choosePort(config.server.host, mainPort);
+    } else {
+      const socket = await (opts.worker !== undefined
+        ? listenOn(app, config.server.host, mainPort, false)
+        : config.server.tls
+          ? listenRenewable(app, config.server.host, mainPort)
+          : listenOn(app, config.server.host, mainPort));
+      sockets.push(socket);
+      port = uws().us_socket_local_port(socket);
+    }
     if (management) sockets.push(await listenOn(management.app, management.host, opts.managementPort ?? management.port));
     if (metricsApp !== null) metricsSocket = await listenOn(metricsApp, config.metrics!.host, opts.metricsPort ?? config.metrics!.port);
+    if (core) {
+      const links = createWorkerLinks({ log: opts.log, chains: relayHost!, tenancy, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
+      pool = createWorkerPool({
+        script: WORKER_SCRIPT,
+        count: workers,
+        log: opts.log,
+        stopGraceMs: config.server.stop_timeout_s * 1000 + WORKER_STOP_GRACE_MS,
+        connect: () => links.start(ctx.config, port),
+        onRestart: (index) => metrics.workerRestart(index),
+      });
+      if (workers > availableParallelism()) opts.log.warn('more worker threads than cores', { workers, cores: availableParallelism() });
+      await pool.start();
+    }
   } catch (err) {
     for (const s of sockets) uws().us_listen_socket_close(s);
     release();
     throw err;
   }
-  void probeUpstreams(chains.values(), opts.log);
+  if (opts.worker === undefined) void probeUpstreams(chains.values(), opts.log);
   // Stopped by release(), through each chain's close().
   for (const c of chains.values()) c.startHealthChecks();
-  const port = uws().us_socket_local_port(sockets[0]!);
-  const managementPort = sockets[1] ? uws().us_socket_local_port(sockets[1]) : undefined;
+  const managementPort = management ? uws().us_socket_local_port(sockets[app === null ? 0 : 1]!) : undefined;
   const metricsPort = metricsSocket ? uws().us_socket_local_port(metricsSocket) : undefined;
   // Scrapes go on while a stop drains the requests in flight; the listener closes with the rest.
   if (metricsSocket) sockets.push(metricsSocket);
@@ -333,16 +394,20 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     stopped ??= new Promise<number>((done) => {
       ctx.stopping = true;
       for (const s of sockets) uws().us_listen_socket_close(s);
+      // The workers drain first, each as a single gateway does, and hand over what they hold (their debits).
+      const drained = pool === null ? Promise.resolve(0) : pool.stop();
       const close = (): void => {
         clearTimeout(timer);
         ctx.onIdle = null;
-        const cut = ctx.inFlight;
+        void drained.then((workersCut) => closeRest(ctx.inFlight + workersCut));
+      };
+      const closeRest = (cut: number): void => {
         if (!release()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
         // Then every socket still open (idle keep-alive clients, WebSockets whose close frame went out above):
         // closed listen sockets alone leave them to uWS, whose loop then holds a process that embeds the
         // gateway. A moment first, so the close frames queued above are flushed before the daemon exits.
         setTimeout(() => {
-          closeApp(app);
+          if (app !== null) closeApp(app);
           for (const a of replacedApps) closeApp(a);
           if (management !== null) closeApp(management.app);
           if (metricsApp !== null) closeApp(metricsApp);
@@ -355,7 +420,22 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     });
     return stopped;
   };
-  const streamStats = (): StreamStats => {
+  const streamStats = async (): Promise<StreamStats> => {
+    const own = threadStreamStats();
+    if (pool === null) return own;
+    // Upstream subscriptions and event streams are the main thread's; connections and subscribers the workers'.
+    const theirs = (await pool.ask({ type: 'stats' })) as Array<StreamStats | undefined>;
+    for (const w of theirs) {
+      if (w === undefined) continue;
+      own.wsConnections += w.wsConnections;
+      own.subscriptions += w.subscriptions;
+      own.slowConsumers += w.slowConsumers;
+      own.sseClients += w.sseClients;
+      own.sseSlowClients += w.sseSlowClients;
+    }
+    return own;
+  };
+  const threadStreamStats = (): StreamStats => {
     let subscriptions = 0;
     let upstreamSubscriptions = 0;
     let sseTopics = 0;
@@ -393,11 +473,15 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     }
     uws().us_listen_socket_close(sockets[0]!);
     sockets[0] = socket;
-    replacedApps.push(app);
+    replacedApps.push(app!);
     app = fresh;
   };
   const reload = async (next: Config): Promise<ReloadOutcome> => {
-    if (next.server.tls !== undefined) await renewCertificate(next);
+    if (pool !== null) {
+      // Each worker renews its certificate and applies the rest to its own part; the first refusal fails the reload.
+      const refusals = (await pool.ask({ type: 'reload', config: next })).filter((r) => typeof r === 'string');
+      if (refusals.length > 0) throw new Error(String(refusals[0]));
+    } else if (next.server.tls !== undefined) await renewCertificate(next);
     inForce = next;
     ctx.config = next;
     ctx.corsOrigin = createCorsPolicy(next.server.cors_origins);
@@ -409,6 +493,19 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     return chainSet.apply(next.chains);
   };
   return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload };
+}
+
+/**
+ * The main port for worker threads to share: taken exclusively for a moment, so a port another process holds
+ * is refused at start and port 0 gets its number, then let go for the workers to take with SO_REUSEPORT.
+ */
+async function choosePort(host: string, port: number): Promise<number> {
+  const probeApp = uws().App();
+  const probe = await listenOn(probeApp, host, port);
+  const chosen = uws().us_socket_local_port(probe);
+  uws().us_listen_socket_close(probe);
+  closeApp(probeApp);
+  return chosen;
 }
 
 /** Listens exclusively: uWS would otherwise share a taken port (SO_REUSEPORT) and split traffic unnoticed. */

@@ -1,4 +1,5 @@
 import { readUsageStats, type StatsQuery, type UsageStats } from '../metering/stats.js';
+import type { StoreChanges } from '../store/changes.js';
 import type { Store } from '../store/open.js';
 import type { OwnerRow } from '../store/statements.js';
 import { createKeyCache, type EndpointAuth } from './key-cache.js';
@@ -39,6 +40,11 @@ export interface DirectoryOptions {
   maxCached?: number;
   /** API keys not found, remembered at most; default 50_000. */
   negativeCached?: number;
+  /**
+   * The store's changes shared with the other threads of the process (store/changes.ts): a key deleted
+   * through one worker is refused by every other from its next call.
+   */
+  changes?: StoreChanges;
 }
 
 /** The daemon's view of owners, endpoints and keys, on the store's one connection. */
@@ -87,6 +93,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
   const sql = store.sql.directory;
   const now = options.now ?? Date.now;
   const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
+  const changes = options.changes;
 
   let dataVersion = sql.dataVersion.get()!;
   // Deletions are numbered (endpoints.deleted_seq). Everything up to lastSeq has been queued; our own
@@ -109,8 +116,9 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     },
   );
 
-  return {
+  const directory: Directory = {
     endpointByKey(apiKey) {
+      if (changes?.changed()) directory.refreshIfChanged();
       const cached = cache.get(apiKey);
       if (cached !== undefined) return cached;
       if (!looksLikeKey(apiKey, 'api')) return null;
@@ -159,7 +167,10 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       // IMMEDIATE: the count and the insert must see the same state, even with the CLI writing.
       const result = createEndpointTx.immediate(ownerId, network, name ?? null, maxEndpoints);
       // A brand-new key cannot have been seen, but a remembered miss for it would hide it: be exact.
-      if ('apiKey' in result) cache.forget(result.apiKey);
+      if ('apiKey' in result) {
+        cache.forget(result.apiKey);
+        changes?.bump();
+      }
       return result;
     },
 
@@ -176,6 +187,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       if (seq === undefined) return false;
       cache.forgetEndpoint(endpointId);
       revoked.push(endpointId);
+      changes?.bump();
       if (seq === lastSeq + 1) lastSeq = seq;
       else ownSeqs.add(seq);
       return true;
@@ -189,4 +201,5 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       return { found: cache.found, missing: cache.missing };
     },
   };
+  return directory;
 }

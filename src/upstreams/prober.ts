@@ -41,6 +41,14 @@ export interface ProberOptions {
   /** A probe unanswered this long counts as failed, in ms; default 3_000. */
   probeTimeoutMs?: number;
   timers?: ProberTimers;
+  /** Told of each probe as the node's health is (the worker threads' copies of it, chain/relay.ts). */
+  observer?: ProbeObserver;
+}
+
+/** Each probe's start and report, in the order the node's health gets them. */
+export interface ProbeObserver {
+  started(index: number): void;
+  reported(index: number, head: number | null, latencyMs: number, hung: boolean): void;
 }
 
 export interface Prober {
@@ -100,6 +108,7 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
     inFlight[index] = entry;
     lastStart[index] = now;
     upstreams[index]!.probeSince = now;
+    opts.observer?.started(index);
     entry.deadline = timers.setTimeout(() => giveUp(index, entry), probeTimeoutMs);
     let pending: Promise<number>;
     try {
@@ -125,14 +134,18 @@ export function startProber(health: ChainHealth, probe: HeadProbe, opts: ProberO
   function settle(index: number, entry: InFlight, head: number | null): void {
     if (!end(index, entry)) return;
     const u = upstreams[index]!;
-    u.reportProbe(head, clock() - entry.startedAt);
+    const latencyMs = clock() - entry.startedAt;
+    u.reportProbe(head, latencyMs);
+    opts.observer?.reported(index, head, latencyMs, false);
     polledHeadAt[index] = u.headAt;
   }
 
   function giveUp(index: number, entry: InFlight): void {
     if (!end(index, entry)) return;
     entry.controller.abort();
-    upstreams[index]!.reportProbe(null, clock() - entry.startedAt, true);
+    const latencyMs = clock() - entry.startedAt;
+    upstreams[index]!.reportProbe(null, latencyMs, true);
+    opts.observer?.reported(index, null, latencyMs, true);
   }
 
   function probeOutOfRotation(): void {

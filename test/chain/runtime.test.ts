@@ -181,10 +181,10 @@ t.test("close() drops the chain's filters and stops the block poll that fed them
   const proxy = await countingProxy(t, node.url);
   const chain = ownedChain(t, [proxy.url]);
   const id = (await chain.filters.call('ep:x', 'eth_newBlockFilter', [])) as string;
-  t.equal(chain.filters.registry.size(), 1);
+  t.equal(chain.filters.size(), 1);
   await until('the block poll', () => proxy.count('eth_getBlockByNumber') > 0);
   chain.close();
-  t.equal(chain.filters.registry.size(), 0, 'no filter is left');
+  t.equal(chain.filters.size(), 0, 'no filter is left');
   t.same(await chain.filters.call('ep:x', 'eth_getFilterLogs', [id]), { code: -32000, message: 'filter not found' });
   const polled = proxy.count('eth_getBlockByNumber');
   await result(node.url, 'anvil_mine', ['0x1']);

@@ -362,7 +362,7 @@ t.test('an upstream stream that cannot be opened: 502 in the Beacon shape after 
   }
   ledger.flush();
   t.equal(ledger.available(owner.ownerId), 1000, 'the stream that never opened cost nothing');
-  t.match(g.gateway.streamStats(), { sseClients: 0 }, 'no client left behind');
+  t.match(await g.gateway.streamStats(), { sseClients: 0 }, 'no client left behind');
 });
 
 t.test('the 200 waits for the upstream stream: a node that refuses twice, then streams; later clients start at once', async (t) => {
@@ -410,11 +410,11 @@ t.test('a stream the gateway ends says why in its last line: key revoked, slow c
   // A client that stops reading: 64 KB events until the gateway holds more than 1 KiB for it and cuts it.
   slow.pause();
   const stats = () => g.gateway.streamStats();
-  for (let i = 0; i < 200 && stats().sseSlowClients !== 1; i++) {
+  for (let i = 0; i < 200 && (await stats()).sseSlowClients !== 1; i++) {
     node.emit('block', 20, 64 * 1024);
     await new Promise((r) => setTimeout(r, 20));
   }
-  t.equal(stats().sseSlowClients, 1, 'the gateway counted one slow client');
+  t.equal((await stats()).sseSlowClients, 1, 'the gateway counted one slow client');
   slow.resume();
   await until('the slow stream ends', () => slow.ended(), 20_000);
   t.equal(slow.lastComment, ': closed: slow consumer', 'reading again, it finds what was queued, then why it ended');

@@ -102,7 +102,7 @@ t.test('1,000 newHeads subscribers: one upstream subscription, the same ordered 
   t.equal(relay.requests('eth_subscribe'), 1, 'exactly one eth_subscribe reached the upstream, for 1,001 subscriptions');
   t.equal(relay.connections, 1, 'over one upstream WebSocket');
   t.match(
-    g.gateway.streamStats(),
+    await g.gateway.streamStats(),
     { wsConnections: 1000, subscriptions: 1001, upstreamSubscriptions: 1 },
     "the gateway's own gauges agree",
   );
@@ -252,8 +252,8 @@ t.test('a subscriber that stops reading is cut while the others keep receiving e
       `reader ${k} got all ${total} blocks once, in order`,
     );
   }
-  t.equal(g.gateway.streamStats().slowConsumers, 1, 'the gateway counted one slow consumer');
-  t.equal(g.gateway.streamStats().subscriptions, 5, "the non-reader's 40 subscriptions are gone, the readers' 5 remain");
+  t.equal((await g.gateway.streamStats()).slowConsumers, 1, 'the gateway counted one slow consumer');
+  t.equal((await g.gateway.streamStats()).subscriptions, 5, "the non-reader's 40 subscriptions are gone, the readers' 5 remain");
   // Reading again, the client finds what was queued before the cut, then the end of its socket.
   (slow.ws as unknown as { _socket: { resume(): void } })._socket.resume();
   await waitUntil(
@@ -295,7 +295,7 @@ t.test('websocket.max_buffered_bytes smaller than one notification does not cut 
     JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: id, result: latest } }),
   );
   t.ok(bytes > 1024, `one newHeads notification is ${bytes} bytes, more than the limit`);
-  t.equal(g.gateway.streamStats().slowConsumers, 0, 'no slow consumer counted');
+  t.equal((await g.gateway.streamStats()).slowConsumers, 0, 'no slow consumer counted');
 });
 
 t.test('unsubscribe is scoped to its connection; the last subscriber leaving drops the upstream subscription', async (t) => {
@@ -347,7 +347,7 @@ t.test('unsubscribe is scoped to its connection; the last subscriber leaving dro
   );
   t.ok(performance.now() - left <= 5000, `the upstream subscriptions went ${dropped.toFixed(0)} ms after the last subscriber left`);
   t.equal(relay.requests('eth_subscribe'), 2, 'and were never resubscribed meanwhile');
-  t.match(g.gateway.streamStats(), { wsConnections: 1, subscriptions: 0, upstreamSubscriptions: 0 });
+  t.match(await g.gateway.streamStats(), { wsConnections: 1, subscriptions: 0, upstreamSubscriptions: 0 });
   t.notOk(a.isClosed, 'a connection without subscriptions stays open');
   t.match((await a.request('eth_chainId')).result, '0x7a69');
 });
@@ -613,7 +613,7 @@ t.test('eth_subscribe with the only upstream WebSocket unreachable: -32603 at on
     assertUpstreamError(t, a, /^Upstream node error: the upstream WebSocket could not be reached$/, String(params[0]));
   }
   t.equal(s.notifications.length, 0, 'no notification');
-  t.match(g.gateway.streamStats(), { subscriptions: 0 }, 'no subscription held');
+  t.match(await g.gateway.streamStats(), { subscriptions: 0 }, 'no subscription held');
   ledger.flush();
   t.equal(ledger.available(owner.ownerId), 1000, 'the refused subscribes cost nothing');
   t.notOk(s.isClosed, 'the socket stays open');
@@ -633,7 +633,7 @@ t.test("eth_subscribe with an upstream WebSocket that never answers its handshak
     hanging.requests.some((r) => /^GET .* HTTP\/1\.1/.test(r) && /upgrade: websocket/i.test(r)),
     'the gateway did try the node',
   );
-  t.match(g.gateway.streamStats(), { subscriptions: 0 });
+  t.match(await g.gateway.streamStats(), { subscriptions: 0 });
 });
 
 t.test('during an outage a new subscribe is refused while the subscribers already there are kept; once back it is served', async (t) => {
