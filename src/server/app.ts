@@ -46,6 +46,8 @@ export interface Gateway {
   stop(): Promise<number>;
   /** Open sockets and streams, upstream subscriptions and slow-consumer cuts (over every worker), for tests and operators. */
   streamStats(): Promise<StreamStats>;
+  /** The worker threads (server.workers above 1), else null. */
+  readonly workers: Pick<WorkerPool, 'count' | 'kill'> | null;
   /**
    * Applies a new config, already validated whole and checked by restartOnlyChanges (main.ts does both):
    * chains added, removed and changed, plans, RU costs, limits, the public path, the cache size, CORS, and
@@ -63,6 +65,8 @@ export interface ReloadOutcome {
 
 export interface StreamStats {
   wsConnections: number;
+  /** Open WebSocket connections of each worker thread, in worker order (empty without workers). */
+  wsConnectionsByWorker: number[];
   subscriptions: number;
   /** Upstream subscriptions open, over every chain. */
   upstreamSubscriptions: number;
@@ -428,6 +432,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     for (const w of theirs) {
       if (w === undefined) continue;
       own.wsConnections += w.wsConnections;
+      own.wsConnectionsByWorker.push(w.wsConnections);
       own.subscriptions += w.subscriptions;
       own.slowConsumers += w.slowConsumers;
       own.sseClients += w.sseClients;
@@ -447,6 +452,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     const sse = events.stats();
     return {
       wsConnections: wsRoute.server.conns.size,
+      wsConnectionsByWorker: [],
       subscriptions,
       upstreamSubscriptions,
       slowConsumers: wsRoute.server.slowConsumers,
@@ -492,7 +498,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     responseCache.resize(next.cache.max_bytes);
     return chainSet.apply(next.chains);
   };
-  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload };
+  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload, workers: pool };
 }
 
 /**

@@ -43,6 +43,8 @@ export interface WorkerPool {
   start(): Promise<void>;
   /** Asks each worker `message` (its control port) and resolves with every reply, in worker order. */
   ask(message: Record<string, unknown>): Promise<unknown[]>;
+  /** Ends worker `index` abruptly, as a crash would (fault drills and tests): it is started again. */
+  kill(index: number): Promise<void>;
   /** Graceful stop of every worker (each drains as a single gateway does); resolves with requests cut short. */
   stop(): Promise<number>;
 }
@@ -129,6 +131,9 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
         await Promise.all(running.map((r) => r?.worker.terminate()));
         throw err;
       }
+    },
+    async kill(index) {
+      await running[index - 1]?.worker.terminate();
     },
     ask: (message) => Promise.all(running.map((r) => (r === null ? Promise.resolve(undefined) : ask(r, message)))),
     async stop() {
