@@ -17,6 +17,11 @@ export interface FeedListener {
   notify(resultJson: string): void;
   /** The chain's upstream stayed away past maxOutageMs, or refused the subscription: the listener is dropped. */
   lost(reason: string): void;
+  /**
+   * Optional: the feed's upstream subscription opened (true: FeedHold.live() turned true) or was lost with its
+   * link (false). A relay to another thread passes it on, so its holds tell live() without asking.
+   */
+  liveChanged?(live: boolean): void;
 }
 
 /** One upstream node of the chain, as the feeds use it. */
@@ -172,6 +177,18 @@ interface Session {
 
 const NO_TIMER: unknown = null;
 
+/** Which feed a subscribe of `kind` and `params` shares: one upstream subscription per key. */
+export function feedKey(kind: FeedKind, params: unknown): string {
+  switch (kind) {
+    case 'newHeads':
+      return 'newHeads';
+    case 'newPendingTransactions':
+      return params === true ? 'newPendingTransactions:full' : 'newPendingTransactions';
+    case 'logs':
+      return `logs:${logFilterKey(params ?? {})}`;
+  }
+}
+
 export function createFeeds(opts: FeedsOptions): Feeds {
   if (opts.nodes.length === 0) throw new Error('feeds: nodes must hold at least one upstream with a ws URL');
   if (!(opts.maxOutageMs > 0)) throw new Error('feeds: maxOutageMs must be a positive number');
@@ -268,7 +285,11 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     session = null;
     unwatch(s);
     waits.nodeFailed(s.node);
-    for (const feed of feeds.values()) if (feed.sub?.session === s.id) feed.sub = null;
+    for (const feed of feeds.values()) {
+      if (feed.sub?.session !== s.id) continue;
+      feed.sub = null;
+      tellLive(feed, false);
+    }
     preferred = (s.node + 1) % nodes.length;
     if (feeds.size === 0 || closed) return;
     failures++;
@@ -430,6 +451,16 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     }
   }
 
+  function tellLive(feed: Feed, live: boolean): void {
+    for (const e of feed.entries) {
+      try {
+        e.listener.liveChanged?.(live);
+      } catch (err) {
+        opts.log('warn', 'feed listener threw', { kind: feed.kind, error: String(err).slice(0, 200) });
+      }
+    }
+  }
+
   function stepFailed(feed: Feed, step: Step, err: unknown): void {
     // What the failed session still had queued is made up for by the next session's resume.
     feed.queue = feed.queue.filter((x) => x.session !== step.session);
@@ -468,6 +499,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
       }
       feed.sub = { session: s.id, id };
       waits.opened(feed);
+      tellLive(feed, true);
       await feed.handler.resume(s.via, deliver);
       feed.readyIn = s.id;
       markHealthyIfReady(s);
@@ -503,16 +535,15 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   }
 
   function feedFor(kind: FeedKind, params: unknown): { key: string; make: () => FeedHandler } {
+    const key = feedKey(kind, params);
     switch (kind) {
       case 'newHeads':
-        return { key: 'newHeads', make: () => createHeadFeed({ maxBackfillBlocks, log: opts.log, chain: opts.chain }) };
-      case 'newPendingTransactions': {
-        const full = params === true;
-        return { key: full ? 'newPendingTransactions:full' : 'newPendingTransactions', make: () => createPendingFeed(full) };
-      }
+        return { key, make: () => createHeadFeed({ maxBackfillBlocks, log: opts.log, chain: opts.chain }) };
+      case 'newPendingTransactions':
+        return { key, make: () => createPendingFeed(params === true) };
       case 'logs': {
         const filter = (params ?? {}) as Record<string, unknown>;
-        return { key: `logs:${logFilterKey(filter)}`, make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }) };
+        return { key, make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }) };
       }
     }
   }

@@ -20,6 +20,15 @@ export interface SseClient {
   /** Ends the client's stream. The hub has already forgotten the client; calling its listener's remove()
    *  from here is harmless. */
   close(reason: SseEnd): void;
+  /**
+   * Set on a relay to another thread's hub (event-relay.ts), which has clients of its own: it gets no keep-alive
+   * comments and onDelivered does not count it (that hub writes and counts its own), and it is never ended as
+   * 'unavailable' but waits for its topics as long as it stays (that hub times its own clients out). Default false.
+   */
+  readonly relay?: boolean;
+  /** Optional: called on a started client each time the upstream stream of one of its topics is lost (false)
+   *  or opens again (true); a relay passes it on. */
+  linkStatus?(topic: string, open: boolean): void;
 }
 
 /** A client's place in the hub. */
@@ -122,6 +131,7 @@ interface HeldFrame {
 
 interface Member {
   readonly client: SseClient;
+  readonly relay: boolean;
   readonly topics: Topic[];
   // Frames held while the socket is backpressured, oldest at `head`; those written are cleared.
   held: Array<HeldFrame | undefined>;
@@ -158,7 +168,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
 
   function write(m: Member, frame: Buffer, topic: string): void {
     if (!m.client.write(frame)) m.backpressured = true;
-    onDelivered?.(m.client, topic, frame.length);
+    if (!m.relay) onDelivered?.(m.client, topic, frame.length);
   }
 
   function send(m: Member, frame: Buffer, topic: string): void {
@@ -196,7 +206,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
 
   function beat(): void {
     for (const m of members) {
-      if (m.started && !m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
+      if (m.started && !m.relay && !m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
     }
   }
 
@@ -216,6 +226,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
 
   function linkStatus(topic: Topic, open: boolean): void {
     topic.up = open;
+    for (const m of topic.members) m.client.linkStatus?.(topic.name, open);
     if (open) for (const m of topic.waiting) startIfReady(m);
   }
 
@@ -272,6 +283,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
       }
       const m: Member = {
         client,
+        relay: client.relay === true,
         topics: [],
         held: [],
         head: 0,
@@ -292,7 +304,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
       }
       m.joining = false;
       startIfReady(m);
-      if (!m.started) {
+      if (!m.started && !m.relay) {
         m.timer = timers.setTimeout(() => {
           m.timer = undefined;
           leave(m);

@@ -325,6 +325,24 @@ t.test('whenLive: null once the upstream subscription is open; with every node u
   t.same(listener.losses, [], 'the listener itself is kept, as before (the outage limit decides)');
 });
 
+t.test('liveChanged: a listener is told when its upstream subscription opens, is lost with the link, and opens again', async (t) => {
+  const { relay, upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
+  const changes: boolean[] = [];
+  const hold = feeds.subscribe('newHeads', undefined, { ...recorder(), liveChanged: (live) => void changes.push(live) });
+  await until('the upstream subscription', () => changes.length === 1);
+  t.same(changes, [true], 'told it opened');
+  t.ok(hold.live(), 'as live() says');
+  relay.cut();
+  await until('the loss told', () => changes.length === 2);
+  t.same(changes, [true, false], 'told it was lost with its link');
+  t.notOk(hold.live(), 'as live() says');
+  relay.restore();
+  await until('the new upstream subscription told', () => changes.length === 3);
+  t.same(changes, [true, false, true], 'told it opened again');
+  t.ok(hold.live());
+});
+
 t.test('when its node dies the feed moves to the next healthy one and numbers go on without gap or repeat', async (t) => {
   const a = await relayedAnvil(t);
   const b = await relayedAnvil(t);

@@ -465,6 +465,44 @@ t.test('a client whose streams do not all open within openTimeoutMs is ended as 
   t.equal(clock.active(), 0);
 });
 
+t.test('a relay client: no keep-alive, not counted, never ended as unavailable, told when its stream is lost and back', async (t) => {
+  const delivered: string[] = [];
+  const { hub, links, clock } = testHub(
+    { onDelivered: (client, topic) => void delivered.push(`${(client as FakeClient).name} ${topic}`) },
+    'later',
+  );
+  const statuses: string[] = [];
+  const relay: FakeClient = Object.assign(fakeClient('relay'), {
+    relay: true,
+    linkStatus: (topic: string, open: boolean) => void statuses.push(`${topic} ${open}`),
+  });
+  const plain = fakeClient('plain');
+  hub.add(relay, ['head']);
+  hub.add(plain, ['head']);
+  clock.advance(30_000);
+  t.same(
+    [plain.closedWith, relay.closedWith],
+    ['unavailable', undefined],
+    'the plain client is ended at openTimeoutMs; the relay waits on',
+  );
+  clock.advance(120_000);
+  t.equal(relay.closedWith, undefined, 'for as long as it stays');
+  t.equal(links.opened.length, 1, 'its link kept');
+  links.live('head').status(true);
+  t.equal(relay.started, true, 'started once the stream opens');
+  const seen = fakeClient('seen');
+  hub.add(seen, ['head']);
+  links.live('head').emit(frameOf('head', 1));
+  clock.advance(15_000);
+  t.same(relay.text(), [String(frameOf('head', 1))], 'the relay got the frame and no keep-alive');
+  t.same(seen.text(), [String(frameOf('head', 1)), KEEP_ALIVE], 'a plain client got both');
+  t.same(delivered, ['seen head'], 'onDelivered counts the plain client only');
+  links.live('head').status(false);
+  links.live('head').status(true);
+  t.same(statuses, ['head false', 'head true'], 'linkStatus tells a started client of each change');
+  t.equal(seen.closedWith, undefined);
+});
+
 t.test('options are validated by name', async (t) => {
   const openLink = fakeLinks().openLink;
   t.throws(() => createSseHub({ openLink, heartbeatMs: 0, maxBufferedBytes: 1, openTimeoutMs: 1 }), /heartbeatMs must be a positive/);

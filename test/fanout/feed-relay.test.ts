@@ -1,0 +1,287 @@
+/**
+ * The feeds relay: the main thread's feeds (one upstream subscription per kind and params, on a real anvil behind
+ * a relay the tests cut and restore) serving worker threads through serveFeedRelay, each worker's hub over
+ * connectFeedRelay. Real worker threads (from dist/: build first) for the whole road, MessageChannel pairs in
+ * this thread for the relay's own rules.
+ */
+import t, { type Test } from 'tap';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { type FeedRelayServer, serveFeedRelay } from '../../src/fanout/feed-relay.js';
+import type { Feeds } from '../../src/fanout/feeds.js';
+import { connectFeedRelay } from '../../src/fanout/remote-feeds.js';
+import { ECHO_TOPIC } from '../support/contract.js';
+import { closedPort } from '../support/fake-upstream.js';
+import { type RelayWorker, relayWorker } from '../support/relay-workers.js';
+import { tcpRelay } from '../support/tcp-relay.js';
+import { anvilFor, blockNumber, DEV_ADDRESS, feedsFor, mine, nodeAt, numbersOf, recorder, sleep, until } from './feed-harness.js';
+
+async function relayedAnvil(t: Test) {
+  const node = await anvilFor(t);
+  const relay = await tcpRelay(t, { port: node.port });
+  return { node, relay, upstream: nodeAt(`relay-${relay.port}`, relay.wsUrl, relay.url) };
+}
+
+const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+interface Received {
+  sub: string[];
+  results: Array<{ number: string; hash: string }>;
+  closes: string[];
+}
+
+const numbersIn = (r: Received): number[] => r.results.map((h) => Number(h.number));
+
+/** What the workers' subscribers received, once `done` holds for every one of them (asked every 20 ms). */
+async function untilReceived(workers: RelayWorker[], what: string, done: (numbers: number[]) => boolean): Promise<Received[]> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const all = (await Promise.all(workers.map((w) => w.ask<Received[]>({ cmd: 'received' })))).flat();
+    if (all.every((r) => done(numbersIn(r)))) return all;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A relay server over `feeds` as chain 'dev', kept in `servers`. */
+function serveDev(feeds: Feeds, servers: FeedRelayServer[]) {
+  return (port: MessagePort): FeedRelayServer => {
+    const server = serveFeedRelay(port, (chain) => (chain === 'dev' ? feeds : null));
+    servers.push(server);
+    return server;
+  };
+}
+
+/** A relay in this thread: the worker's end as a FeedRelayClient, the main's end as a server. */
+function channel(t: Test, feeds: Feeds, opts: { stateIntervalMs?: number } = {}) {
+  const { port1, port2 } = new MessageChannel();
+  const server = serveFeedRelay(port1, (chain) => (chain === 'dev' ? feeds : null), opts);
+  const client = connectFeedRelay(port2);
+  t.teardown(() => {
+    client.close();
+    server.close();
+  });
+  return { server, client, remote: client.feeds('dev') };
+}
+
+t.test('2 worker threads, 40 subscribers each: one upstream subscription, every head once and in order across a cut', async (t) => {
+  const { node, relay, upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000, lingerMs: 100 });
+  const servers: FeedRelayServer[] = [];
+  const workers = [relayWorker(t, 'feeds', serveDev(feeds, servers)), relayWorker(t, 'feeds', serveDev(feeds, servers))];
+  const direct = recorder();
+  const directHold = feeds.subscribe('newHeads', undefined, direct);
+
+  for (const w of workers) {
+    const { ids, failures } = await w.ask<{ ids: string[]; failures: string[] }>({ cmd: 'subscribe', conns: 40, kind: 'newHeads' });
+    t.equal(ids.length, 40, 'every subscribe on the worker got an id');
+    t.same(failures, []);
+  }
+  t.same(
+    servers.map((s) => s.holds()),
+    [1, 1],
+    'each worker holds one relay hold for its 40 subscribers',
+  );
+  t.equal(feeds.upstreamSubscriptions(), 1, 'the main feeds hold one upstream subscription');
+  t.equal(relay.requests('eth_subscribe'), 1, 'the node saw one eth_subscribe');
+
+  const start = await blockNumber(node.url);
+  await mine(node.url, 3);
+  await untilReceived(workers, 'three heads', (n) => n.length === 3);
+
+  relay.cut();
+  await until('the loss noticed', () => feeds.upstreamSubscriptions() === 0);
+  for (let i = 0; i < 4; i++) {
+    await mine(node.url);
+    await sleep(200);
+  }
+  relay.restore();
+  await untilReceived(workers, 'the heads mined during the cut', (n) => n.includes(start + 7));
+  await mine(node.url, 3);
+  const last = start + 10;
+  await untilReceived(workers, 'the last head', (n) => n.includes(last));
+  await until('the last head, directly', () => numbersOf(direct).includes(last));
+  await sleep(100); // anything late or doubled would show up here
+
+  const all = await untilReceived(workers, 'the answers', () => true);
+  t.equal(all.length, 80);
+  t.same(numbersOf(direct), range(start + 1, last), 'the direct listener: every number once, in order');
+  t.same(
+    all.filter((r) => JSON.stringify(numbersIn(r)) !== JSON.stringify(range(start + 1, last))).length,
+    0,
+    'every relayed subscriber: the same',
+  );
+  t.same(
+    all.filter((r) => JSON.stringify(r.results) !== JSON.stringify(direct.parsed())).length,
+    0,
+    'and the very heads the direct listener got',
+  );
+  t.equal(new Set(all.map((r) => r.sub[0])).size, 2, 'one subscription id per worker (each its own hub)');
+  t.same(
+    all.flatMap((r) => r.closes),
+    [],
+    'no subscriber was closed',
+  );
+  t.equal(relay.requests('eth_subscribe'), 2, 'one upstream subscription again after the cut');
+
+  directHold.remove();
+  await workers[0]!.ask({ cmd: 'unsubscribeAll' });
+  await until('the first worker let go', () => servers[0]!.holds() === 0);
+  await mine(node.url);
+  await untilReceived([workers[1]!], 'the other worker still gets heads', (n) => n.includes(last + 1));
+  await sleep(100);
+  t.same(
+    (await untilReceived([workers[0]!], 'the answers', () => true)).filter((r) => numbersIn(r).includes(last + 1)).length,
+    0,
+    'the worker that left got no more',
+  );
+  t.equal(relay.requests('eth_unsubscribe'), 0, 'its subscribers keep the upstream subscription');
+  await workers[1]!.ask({ cmd: 'unsubscribeAll' });
+  await until('eth_unsubscribe at the node', () => relay.requests('eth_unsubscribe') === 1);
+  t.equal(feeds.upstreamSubscriptions(), 0, 'the last unsubscribe on every worker ended the upstream subscription');
+  t.same(
+    servers.map((s) => s.holds()),
+    [0, 0],
+  );
+});
+
+t.test('a worker thread that dies lets go of its holds: the upstream subscription ends with the last one', async (t) => {
+  const { node, relay, upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000, lingerMs: 100 });
+  const servers: FeedRelayServer[] = [];
+  const workers = [relayWorker(t, 'feeds', serveDev(feeds, servers)), relayWorker(t, 'feeds', serveDev(feeds, servers))];
+  for (const w of workers) await w.ask({ cmd: 'subscribe', conns: 5, kind: 'newHeads' });
+  await workers[0]!.ask({ cmd: 'subscribe', conns: 5, kind: 'logs', params: { topics: [ECHO_TOPIC] } });
+  t.equal(relay.requests('eth_subscribe'), 2, 'one upstream subscription per kind and params');
+
+  await workers[0]!.terminate();
+  await until('the dead worker let go', () => servers[0]!.holds() === 0);
+  await until('the logs subscription ended', () => relay.requests('eth_unsubscribe') === 1);
+  t.equal(feeds.upstreamSubscriptions(), 1, 'the newHeads subscription stays for the live worker');
+  const start = await blockNumber(node.url);
+  await mine(node.url);
+  const got = await untilReceived([workers[1]!], 'a head on the live worker', (n) => n.includes(start + 1));
+  t.equal(got.length, 5);
+
+  await workers[1]!.terminate();
+  await until('the newHeads subscription ended', () => relay.requests('eth_unsubscribe') === 2);
+  t.equal(feeds.upstreamSubscriptions(), 0);
+});
+
+t.test('a worker holds one relay hold per kind and params, however many of its listeners share it', async (t) => {
+  const { node, relay, upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000, lingerMs: 100 });
+  const { server, remote } = channel(t, feeds);
+  const heads = Array.from({ length: 3 }, recorder);
+  const sameLogs = Array.from({ length: 2 }, recorder);
+  const otherLogs = recorder();
+  const holds = [
+    ...heads.map((l) => remote.subscribe('newHeads', undefined, l)),
+    remote.subscribe('logs', { address: DEV_ADDRESS, topics: [ECHO_TOPIC] }, sameLogs[0]!),
+    remote.subscribe('logs', { topics: [ECHO_TOPIC], address: DEV_ADDRESS }, sameLogs[1]!),
+    remote.subscribe('logs', { topics: [ECHO_TOPIC] }, otherLogs),
+  ];
+  for (const h of holds) t.equal(await h.whenLive(10_000), null);
+  t.equal(server.holds(), 3, 'newHeads, and one per distinct logs filter (key order does not matter)');
+  t.equal(relay.requests('eth_subscribe'), 3);
+  t.ok(
+    holds.every((h) => h.live()),
+    'live() on every hold',
+  );
+
+  const start = await blockNumber(node.url);
+  await mine(node.url, 2);
+  await until('two heads each', () => heads.every((l) => l.texts.length === 2));
+  await sleep(50);
+  t.same(
+    heads.map(numbersOf),
+    heads.map(() => [start + 1, start + 2]),
+    'each listener gets each head once',
+  );
+
+  holds[0]!.remove();
+  holds[1]!.remove();
+  t.equal(server.holds(), 3, 'the hold stays while a listener is left');
+  holds[2]!.remove();
+  await until('the newHeads hold released', () => server.holds() === 2);
+  for (const h of holds) h.remove();
+  await until('every hold released', () => server.holds() === 0);
+  await until('every upstream subscription ended', () => relay.requests('eth_unsubscribe') === 3);
+});
+
+t.test('whenLive, live(), head() and upstreamSubscriptions() mirror the main feeds', async (t) => {
+  const { node, relay, upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
+  const { remote } = channel(t, feeds, { stateIntervalMs: 50 });
+  t.equal(remote.head(), null, 'no head before any');
+  t.equal(remote.upstreamSubscriptions(), 0);
+  const listener = recorder();
+  const changes: boolean[] = [];
+  const hold = remote.subscribe('newHeads', undefined, { ...listener, liveChanged: (live) => void changes.push(live) });
+  t.notOk(hold.live(), 'not live before the main side says so');
+  t.equal(await hold.whenLive(10_000), null, 'whenLive: null once the upstream subscription opened');
+  await until('live() mirrored', () => hold.live());
+  t.equal(await hold.whenLive(1), null, 'at once while live');
+  await mine(node.url, 2);
+  await until('two heads', () => listener.texts.length === 2);
+  await until('head mirrored', () => remote.head()?.number === feeds.head()?.number);
+  t.same(remote.head(), feeds.head(), "head() is the main feeds' head");
+  t.equal(remote.upstreamSubscriptions(), 1, "upstreamSubscriptions() is the main feeds' count");
+
+  // One more upstream subscription made on the main thread only reaches the mirror through the state interval.
+  const direct = feeds.subscribe('newPendingTransactions', undefined, recorder());
+  t.equal(await direct.whenLive(10_000), null);
+  await until('count mirrored', () => remote.upstreamSubscriptions() === 2);
+
+  relay.cut();
+  await until('the loss mirrored', () => !hold.live());
+  t.same(changes, [true, false], 'liveChanged passed on');
+  relay.restore();
+  await until('live again', () => hold.live());
+  t.same(changes, [true, false, true]);
+
+  const down = await closedPort();
+  const dead = feedsFor(t, { nodes: [nodeAt(`down-${down}`, `ws://127.0.0.1:${down}`, `http://127.0.0.1:${down}`)], maxOutageMs: 60_000 });
+  const deadRemote = channel(t, dead.feeds).remote;
+  const deadHold = deadRemote.subscribe('newHeads', undefined, recorder());
+  t.equal(await deadHold.whenLive(10_000), 'the upstream WebSocket could not be reached', "the main feeds' reason");
+  t.notOk(deadHold.live());
+});
+
+t.test('a loss on the main side reaches every local listener; close() releases every hold', async (t) => {
+  const { relay, upstream } = await relayedAnvil(t);
+  const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 500 });
+  const { server, client, remote } = channel(t, feeds);
+  const listeners = Array.from({ length: 4 }, recorder);
+  const holds = listeners.map((l) => remote.subscribe('newHeads', undefined, l));
+  t.equal(await holds[0]!.whenLive(10_000), null);
+  await sleep(600); // past maxOutageMs with the link up: nothing lost
+  relay.cut();
+  await until('every listener lost', () => listeners.every((l) => l.losses.length === 1));
+  t.match(listeners[0]!.losses[0], /upstream unavailable for more than 0.5 s/, "the main feeds' reason");
+  t.equal(server.holds(), 0, 'the hold is gone on the main side');
+  t.notOk(holds[0]!.live());
+  t.equal(await holds[0]!.whenLive(1000), 'upstream subscription lost');
+
+  relay.restore();
+  const later = recorder();
+  const laterHold = remote.subscribe('newHeads', undefined, later);
+  t.equal(await laterHold.whenLive(10_000), null, 'a new subscribe makes a new hold');
+  t.equal(server.holds(), 1);
+  t.same(
+    listeners.map((l) => l.losses.length),
+    [1, 1, 1, 1],
+    'each lost once',
+  );
+
+  const unserved = channel(t, feeds).client.feeds('nowhere');
+  const stray = recorder();
+  unserved.subscribe('newHeads', undefined, stray);
+  await until('a chain the main thread lacks: lost', () => stray.losses.length === 1);
+  t.match(stray.losses[0], /no upstream subscriptions on chain nowhere/);
+
+  remote.close();
+  await until('close() released the hold', () => server.holds() === 0);
+  t.throws(() => remote.subscribe('newHeads', undefined, recorder()), /subscribe after close/);
+  t.same(later.losses, [], 'close() tells no listener');
+  t.not(client.feeds('dev'), remote, 'a closed chain is made anew on the next ask');
+});
