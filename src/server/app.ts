@@ -25,6 +25,9 @@ import { availableParallelism } from 'node:os';
 import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
 import { createWorkerLinks } from './worker-links.js';
 import { createChainRelayClient, createChainRelayHost } from '../chain/relay.js';
+import { connectFeedRelay } from '../fanout/remote-feeds.js';
+import { connectEventRelay } from '../fanout/event-relay.js';
+import type { FeedsLog } from '../fanout/feeds.js';
 import type { WorkerLink } from './worker-link.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
@@ -47,7 +50,7 @@ export interface Gateway {
   /** Open sockets and streams, upstream subscriptions and slow-consumer cuts (over every worker), for tests and operators. */
   streamStats(): Promise<StreamStats>;
   /** The worker threads (server.workers above 1), else null. */
-  readonly workers: Pick<WorkerPool, 'count' | 'kill'> | null;
+  readonly workers: Pick<WorkerPool, 'count' | 'crash'> | null;
   /**
    * Applies a new config, already validated whole and checked by restartOnlyChanges (main.ts does both):
    * chains added, removed and changed, plans, RU costs, limits, the public path, the cache size, CORS, and
@@ -231,6 +234,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
   const responseCache = createSwappableCache(config.cache.max_bytes);
   let inForce = config;
+  const feedsLog: FeedsLog = (level, msg, fields) => opts.log[level](msg, fields);
   /** What a chain's runtime is made with, from the config in force when it is made. */
   const chainOpts = (c: Config): ChainRuntimeOptions => ({
     ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
@@ -238,7 +242,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     log: opts.log,
     maxUpstreamOutageS: c.websocket.max_upstream_outage_s,
     sse: c.sse,
-    feedsLog: (level, msg, fields) => opts.log[level](msg, fields),
+    feedsLog,
     responseCache,
     filters: c.filters,
     stopping: () => ctx.stopping,
@@ -253,6 +257,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   // serve them their filters; a worker's chains follow the main thread's (chain/relay.ts).
   const relayHost = core ? createChainRelayHost((slug) => chains.get(slug)?.filters) : null;
   const relayClient = opts.worker !== undefined ? createChainRelayClient(opts.worker.chains) : null;
+  const feedRelay = opts.worker !== undefined ? connectFeedRelay(opts.worker.feeds, { log: feedsLog }) : null;
+  const eventRelay = opts.worker !== undefined ? connectEventRelay(opts.worker.events) : null;
   const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
     if (relayHost !== null) return { relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
     if (relayClient !== null)
@@ -350,6 +356,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     failedAnswers.close();
     chainSet.closeAll();
     relayClient?.close();
+    feedRelay?.close();
+    eventRelay?.close();
     return tenancy.close();
   };
   let port: number;
@@ -369,7 +377,14 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     if (management) sockets.push(await listenOn(management.app, management.host, opts.managementPort ?? management.port));
     if (metricsApp !== null) metricsSocket = await listenOn(metricsApp, config.metrics!.host, opts.metricsPort ?? config.metrics!.port);
     if (core) {
-      const links = createWorkerLinks({ log: opts.log, chains: relayHost!, tenancy, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
+      const links = createWorkerLinks({
+        log: opts.log,
+        chains: relayHost!,
+        chainOf: (slug) => chains.get(slug),
+        feedsLog,
+        tenancy,
+        ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+      });
       pool = createWorkerPool({
         script: WORKER_SCRIPT,
         count: workers,

@@ -13,4 +13,8 @@ export interface WorkerLink {
   tenancy: TenancyShare;
   /** The chains' probes and filters (chain/relay.ts). */
   chains: MessagePort;
+  /** The chains' upstream subscriptions (fanout/feed-relay.ts). */
+  feeds: MessagePort;
+  /** The Beacon chains' upstream event streams (fanout/event-relay.ts). */
+  events: MessagePort;
 }

@@ -7,16 +7,23 @@ import type { Config } from '../config/schema.js';
 import type { Logger, LogRecord } from '../log.js';
 import type { WorkerStart } from './worker-pool.js';
 import type { ChainRelayHost } from '../chain/relay.js';
+import type { ChainRuntime } from '../chain/runtime.js';
+import type { FeedsLog } from '../fanout/feeds.js';
+import { serveFeedRelay } from '../fanout/feed-relay.js';
+import { serveEventRelay } from '../fanout/event-relay.js';
 import type { Tenancy } from '../pipeline/tenancy.js';
 
 export interface WorkerLinksOptions {
   log: Logger;
   /** Extra CA certificates trusted for https upstreams (GatewayOptions.ca). */
   ca?: string | Buffer;
-  /** The chains' side of each worker's chain port. */
-  chains: ChainRelayHost;
   /** The main thread's tenancy, whose shared parts each worker gets. */
   tenancy: Tenancy;
+  /** The main thread's chains, whose upstream subscriptions and event streams the workers' clients share. */
+  chains: ChainRelayHost;
+  chainOf(slug: string): ChainRuntime | undefined;
+  /** Where the relays log (a worker's subscriptions lost, and the like). */
+  feedsLog: FeedsLog;
 }
 
 export interface WorkerLinks {
@@ -33,15 +40,16 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
       log.port1.unref();
       const chains = new MessageChannel();
       opts.chains.attach(chains.port1);
+      const feeds = new MessageChannel();
+      serveFeedRelay(feeds.port1, (slug) => opts.chainOf(slug)?.feeds ?? null, { log: opts.feedsLog });
+      feeds.port1.unref();
+      const events = new MessageChannel();
+      serveEventRelay(events.port1, (slug) => opts.chainOf(slug)?.events ?? null);
+      events.port1.unref();
+      const link = { chains: chains.port2, feeds: feeds.port2, events: events.port2, tenancy: opts.tenancy.share() };
       return {
-        data: {
-          config,
-          port,
-          log: log.port2,
-          link: { chains: chains.port2, tenancy: opts.tenancy.share() },
-          ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
-        },
-        transfer: [log.port2, chains.port2],
+        data: { config, port, log: log.port2, link, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) },
+        transfer: [log.port2, chains.port2, feeds.port2, events.port2],
       };
     },
   };

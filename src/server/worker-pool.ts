@@ -43,8 +43,11 @@ export interface WorkerPool {
   start(): Promise<void>;
   /** Asks each worker `message` (its control port) and resolves with every reply, in worker order. */
   ask(message: Record<string, unknown>): Promise<unknown[]>;
-  /** Ends worker `index` abruptly, as a crash would (fault drills and tests): it is started again. */
-  kill(index: number): Promise<void>;
+  /**
+   * A fault drill (and the tests'): worker `index` throws an uncaught error, as a bug in it would, and so
+   * dies and is started again.
+   */
+  crash(index: number): void;
   /** Graceful stop of every worker (each drains as a single gateway does); resolves with requests cut short. */
   stop(): Promise<number>;
 }
@@ -132,26 +135,34 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
         throw err;
       }
     },
-    async kill(index) {
-      await running[index - 1]?.worker.terminate();
+    crash(index) {
+      running[index - 1]?.control.postMessage({ type: 'crash' });
     },
     ask: (message) => Promise.all(running.map((r) => (r === null ? Promise.resolve(undefined) : ask(r, message)))),
     async stop() {
       stopping = true;
       const cuts = await Promise.all(
-        running.map(async (r) => {
+        running.map(async (r, i) => {
           if (r === null) return 0;
+          const exited = new Promise<void>((resolve) => r.worker.once('exit', () => resolve()));
           const stopped = new Promise<unknown>((resolve) => {
             r.waiting.set(0, resolve);
             r.control.postMessage({ type: 'stop' });
           });
           let timer: NodeJS.Timeout | undefined;
-          const late = new Promise<unknown>((resolve) => {
-            timer = setTimeout(() => resolve(undefined), opts.stopGraceMs);
+          const late = new Promise<'late'>((resolve) => {
+            timer = setTimeout(() => resolve('late'), opts.stopGraceMs);
           });
+          // A stopped worker has closed its sockets and ends by itself. Terminating one whose uWS sockets are
+          // still open aborts the whole process (Node checks that a worker's loop is empty as it ends it), so
+          // that is only the last resort.
           const cut = await Promise.race([stopped, late]);
+          const ended = await Promise.race([exited, late]);
           clearTimeout(timer);
-          await r.worker.terminate();
+          if (ended === 'late') {
+            opts.log.error('worker did not stop in time; ending it', { worker: i + 1 });
+            await r.worker.terminate();
+          }
           return typeof cut === 'number' ? cut : 0;
         }),
       );

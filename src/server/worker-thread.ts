@@ -51,8 +51,29 @@ startGateway(data.config, {
         case 'stats':
           gateway.streamStats().then((stats) => reply(m.id, stats));
           return;
+        case 'crash':
+          setImmediate(() => {
+            throw new Error('crash drill (WorkerPool.crash)');
+          });
+          return;
       }
     });
+    // A worker that fails closes its connections (their clients reconnect, to the other workers meanwhile) and
+    // ends with code 1, so the main thread starts it again. It must close them itself: a worker ended with
+    // uWS sockets open takes the whole process down.
+    let failed = false;
+    const fail = (err: unknown): void => {
+      if (failed) return;
+      failed = true;
+      log.error('worker failed; closing its connections', { worker: data.index, error: String((err as Error).stack ?? err) });
+      process.exitCode = 1;
+      gateway.stop().then(() => {
+        data.control.close();
+        data.log.close();
+      });
+    };
+    process.on('uncaughtException', fail);
+    process.on('unhandledRejection', fail);
     data.control.postMessage({ type: 'ready' });
   },
   (err: unknown) => {
