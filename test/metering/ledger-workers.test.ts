@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { Worker } from 'node:worker_threads';
 import { createLedgerHost, type LedgerHost } from '../../src/metering/ledger-host.js';
 import type { Store } from '../../src/store/open.js';
-import { addOwner, invariantGaps, type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
+import { addOwner, invariantGaps, type Teardown, tempDbPath, tempStore, topUp } from '../store/temp-store.js';
 import type { HammerResult, LedgerWorkerCall, LedgerWorkerData } from './fixtures/ledger-worker.js';
 
 const script = new URL('./fixtures/ledger-worker.ts', import.meta.url);
@@ -124,10 +124,7 @@ t.test('a top-up on another connection reaches every worker; a worker that dies 
   const [a, b] = [startWorker(t, host, path, start), startWorker(t, host, path, start)];
   t.equal(await a!.call({ op: 'reserve', owner, ru: 1 }), false);
   t.equal(await b!.call({ op: 'available', owner }), 0);
-  cli.db.transaction(() => {
-    cli.db.prepare('INSERT INTO credits (owner_id, ru, at) VALUES (?, 100, 0)').run(owner);
-    cli.db.prepare('UPDATE owners SET ru_balance = ru_balance + 100 WHERE id = ?').run(owner);
-  })();
+  topUp(cli.db, owner, 100);
   await until(
     'the top-up on both workers',
     async () => (await a!.call({ op: 'available', owner })) === 100 && (await b!.call({ op: 'available', owner })) === 100,

@@ -10,7 +10,7 @@ import { createLedgerHost } from '../../src/metering/ledger-host.js';
 import { createLedgerView } from '../../src/metering/ledger-view.js';
 import type { Ledger, Reservation } from '../../src/metering/ledger.js';
 import { seeded } from '../support/seeded.js';
-import { addOwner, invariantGaps, tempDbPath, tempStore } from '../store/temp-store.js';
+import { addOwner, invariantGaps, tempDbPath, tempStore, topUp } from '../store/temp-store.js';
 
 // An endpoint belongs to one owner (usage rows are keyed by endpoint), hence the owner id in each.
 interface Account {
@@ -103,10 +103,7 @@ for (const seed of [1, 2, 3]) {
         }
       } else if (roll < 0.93) {
         const ru = 1 + int(60);
-        cli.db.transaction(() => {
-          cli.db.prepare('INSERT INTO credits (owner_id, ru, at) VALUES (?, ?, 0)').run(a.id, ru);
-          cli.db.prepare('UPDATE owners SET ru_balance = ru_balance + ? WHERE id = ?').run(ru, a.id);
-        })();
+        topUp(cli.db, a.id, ru);
         a.unread += ru;
       } else {
         if (random() < 0.5) {
