@@ -107,6 +107,8 @@ export function prepareStatements(db: Database.Database) {
     },
     ledger: {
       balance: p<[number], number>(`SELECT ru_balance FROM owners WHERE id = ?`).pluck(),
+      // Every owner's stored balance at once: [id, ru_balance] rows, for a shared book's re-read.
+      balances: p<[], [number, number]>(`SELECT id, ru_balance FROM owners`).raw(),
       // Relative, so a top-up committed by the CLI between two flushes composes with the debit.
       debit: p<[number, number], number>(`UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ? RETURNING ru_balance`).pluck(),
       addUsage: p<UsageParams>(`

@@ -34,6 +34,14 @@ export function addOwner(db: Database.Database, ru: number, plan = 'free', name 
   return id;
 }
 
+/** Credits `ru` to the owner the way the CLI does: the credit and the balance in one transaction. */
+export function topUp(db: Database.Database, owner: number, ru: number): void {
+  db.transaction(() => {
+    db.prepare('INSERT INTO credits (owner_id, ru, at) VALUES (?, ?, 0)').run(owner, ru);
+    db.prepare('UPDATE owners SET ru_balance = ru_balance + ? WHERE id = ?').run(ru, owner);
+  }).immediate();
+}
+
 /**
  * The ledger invariant, per owner: credits − usage RU (all three tables) − stored balance. All zeros
  * when every debit stored went with its usage rows.

@@ -1,0 +1,75 @@
+/** One row of `usage_minute` waiting to be written: requests and RU added up under its key. */
+export interface PendingRow {
+  endpointId: string;
+  ownerId: number;
+  method: string;
+  /** The minute's start, unix seconds. */
+  t: number;
+  status: number;
+  requests: number;
+  ru: number;
+}
+
+/**
+ * Usage counted since the last write (or shipment), one row per endpoint, method, minute and status.
+ * Its RU are exactly the debits not yet written: every debit is counted in a row, so the writer takes
+ * the debits from the rows, and `sum(credits) - sum(usage ru) = ru_balance` holds at every commit.
+ */
+export interface PendingUsage {
+  /** Adds `requests` and `ru` to the row of `ownerId`'s `endpointId`, `method` and `status` in the minute of `atMs`. */
+  count(ownerId: number, endpointId: string, method: string, status: number, atMs: number, requests: number, ru: number): void;
+  /** Adds rows counted elsewhere (a worker's shipment) to the same keys. */
+  absorb(rows: Iterable<PendingRow>): void;
+  /** The rows, for a write that may fail (they stay until `clear`). */
+  rows(): IterableIterator<PendingRow>;
+  /** Hands every row over and starts empty (a shipment): the caller now owns them. */
+  take(): PendingRow[];
+  /** Forgets every row (after the write that stored them committed). */
+  clear(): void;
+  /** Rows waiting. */
+  readonly size: number;
+  /** Their RU: the debits waiting. */
+  readonly ru: number;
+}
+
+export function createPendingUsage(): PendingUsage {
+  let byKey = new Map<string, PendingRow>();
+  let ru = 0;
+
+  function add(ownerId: number, endpointId: string, method: string, status: number, t: number, requests: number, rowRu: number): void {
+    const key = `${endpointId}\u0000${method}\u0000${t}\u0000${status}`;
+    const row = byKey.get(key);
+    if (row === undefined) byKey.set(key, { endpointId, ownerId, method, t, status, requests, ru: rowRu });
+    else {
+      row.requests += requests;
+      row.ru += rowRu;
+    }
+    ru += rowRu;
+  }
+
+  return {
+    count(ownerId, endpointId, method, status, atMs, requests, rowRu) {
+      add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu);
+    },
+    absorb(rows) {
+      for (const r of rows) add(r.ownerId, r.endpointId, r.method, r.status, r.t, r.requests, r.ru);
+    },
+    rows: () => byKey.values(),
+    take() {
+      const rows = [...byKey.values()];
+      byKey = new Map();
+      ru = 0;
+      return rows;
+    },
+    clear() {
+      byKey = new Map();
+      ru = 0;
+    },
+    get size() {
+      return byKey.size;
+    },
+    get ru() {
+      return ru;
+    },
+  };
+}
