@@ -4,7 +4,10 @@ import { DEFAULT_RU } from '../jsonrpc/methods.js';
 import { createSlidingWindowLimiter, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import { createUnknownKeyGuard, type UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { Logger } from '../log.js';
+import type { TransferListItem } from 'node:worker_threads';
 import { createLedger, type Ledger } from '../metering/ledger.js';
+import { createLedgerHost, type LedgerHostOptions } from '../metering/ledger-host.js';
+import { createLedgerView, type LedgerHandoff } from '../metering/ledger-view.js';
 import { createUsageRollUp } from '../metering/usage.js';
 import { openStore, type Store } from '../store/open.js';
 import { createDirectory, type Directory } from '../tenancy/directory.js';
@@ -34,8 +37,8 @@ export interface Tenancy {
   storeFault(during: string, err: Error): void;
   /** Registers who closes the connections of endpoints that stopped working (deleted, owner suspended). */
   onRevoked(close: (endpointId: string) => void): void;
-  /** What worker threads are given to share this tenancy (createTenancy's `shared`). */
-  share(): TenancyShare;
+  /** What a worker thread is given to share this tenancy (createTenancy's `threads`), and the ports it takes. */
+  share(): { shared: TenancyShare; transfer: TransferListItem[] };
   /** Stops the timers, flushes the ledger and closes the store; false when the last flush failed. */
   close(): boolean;
 }
@@ -50,15 +53,19 @@ const SHARED_CHANGES_INTERVAL_MS = 50;
  */
 export interface TenancyShare {
   changes: SharedArrayBuffer;
+  /** This worker's view of the RU balances (metering/ledger-host.ts). */
+  ledger: LedgerHandoff;
 }
+
+/** How a tenancy is shared between threads: one thread alone, the main thread of workers, or a worker. */
+export type TenancyThreads = { role: 'alone' } | { role: 'main' } | { role: 'worker'; shared: TenancyShare };
 const ROLL_UP_INTERVAL_MS = 60_000;
 
 export function createTenancy(
   config: Config,
   log: Logger,
   metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures'>,
-  /** In a worker thread: what the main thread shares (its Tenancy.share()). */
-  shared?: TenancyShare,
+  threads: TenancyThreads = { role: 'alone' },
 ): Tenancy {
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
   // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
@@ -73,16 +80,21 @@ export function createTenancy(
       checkpointFailure = r.ok ? undefined : r.reason;
     },
   });
-  const changes = createStoreChanges(shared?.changes);
+  const changes = createStoreChanges(threads.role === 'worker' ? threads.shared.changes : undefined);
   const directory = createDirectory(store, { changes });
-  const ledger = createLedger(store, {
+  const ledgerOptions: LedgerHostOptions = {
     flushIntervalMs: config.ledger.flush_interval_ms,
     metrics,
     onFlushError: (err) => {
       flushFailures++;
       log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) });
     },
-  });
+    onReadError: (err) => log.warn('re-reading RU balances failed; retried', { error: String((err as Error).message ?? err) }),
+  };
+  // With workers, one writer (the main thread's host) and a view in each worker, over balances in shared memory.
+  const host = threads.role === 'main' ? createLedgerHost(store, ledgerOptions) : null;
+  const ledger: Ledger =
+    threads.role === 'worker' ? createLedgerView(threads.shared.ledger, store) : (host ?? createLedger(store, ledgerOptions));
   const limiter = createSlidingWindowLimiter();
   const unknownKeys = createUnknownKeyGuard();
   const rollUp = createUsageRollUp(store, { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d });
@@ -110,7 +122,9 @@ export function createTenancy(
     }
   }, SHARED_CHANGES_INTERVAL_MS);
   sharedChanges.unref();
+  // The usage roll-up writes: the main thread's alone, as the ledger's writes are.
   const roll = setInterval(() => {
+    if (threads.role === 'worker') return;
     try {
       rollUp.rollUp();
     } catch (err) {
@@ -138,7 +152,11 @@ export function createTenancy(
     onRevoked(close) {
       closeRevoked = close;
     },
-    share: () => ({ changes: changes.memory }),
+    share() {
+      if (host === null) throw new Error('only the main thread of a gateway with workers shares its tenancy');
+      const { handoff, transferList } = host.attach();
+      return { shared: { changes: changes.memory, ledger: handoff }, transfer: transferList };
+    },
     close() {
       clearInterval(refresh);
       clearInterval(sharedChanges);

@@ -230,7 +230,12 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       : opts.worker !== undefined
         ? createMetrics({ defaults: false })
         : createMetrics(core ? { workers: async () => (await pool!.ask({ type: 'metrics' })) as never } : {}));
-  const tenancy = createTenancy(config, opts.log, metrics, opts.worker?.tenancy);
+  const tenancy = createTenancy(
+    config,
+    opts.log,
+    metrics,
+    opts.worker !== undefined ? { role: 'worker', shared: opts.worker.tenancy } : { role: core ? 'main' : 'alone' },
+  );
   // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
   const responseCache = createSwappableCache(config.cache.max_bytes);
   let inForce = config;

@@ -46,10 +46,11 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
       const events = new MessageChannel();
       serveEventRelay(events.port1, (slug) => opts.chainOf(slug)?.events ?? null);
       events.port1.unref();
-      const link = { chains: chains.port2, feeds: feeds.port2, events: events.port2, tenancy: opts.tenancy.share() };
+      const tenancy = opts.tenancy.share();
+      const link = { chains: chains.port2, feeds: feeds.port2, events: events.port2, tenancy: tenancy.shared };
       return {
         data: { config, port, log: log.port2, link, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) },
-        transfer: [log.port2, chains.port2, feeds.port2, events.port2],
+        transfer: [log.port2, chains.port2, feeds.port2, events.port2, ...tenancy.transfer],
       };
     },
   };
