@@ -82,3 +82,24 @@ export function createRepeatedLog(log: Logger, opts: RepeatedLogOptions = {}): R
     },
   };
 }
+
+/** One occurrence as a worker thread hands it to the main thread, whose RepeatedLog named `repeated` counts it. */
+export interface RepeatedRecord {
+  repeated: string;
+  key: string;
+  msg: string;
+  fields: LogFields;
+  detail: LogFields | undefined;
+}
+
+/**
+ * A worker thread's RepeatedLog: each occurrence goes to the main thread's log of that name, so a condition
+ * that every worker sees (a node down) starts, is summed up and ends once for the process.
+ */
+export function createForwardingRepeatedLog(name: string, send: (record: RepeatedRecord) => void): RepeatedLog {
+  return {
+    report: (key, msg, fields, detail) => send({ repeated: name, key, msg, fields, detail }),
+    active: () => 0,
+    close() {},
+  };
+}

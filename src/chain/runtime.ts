@@ -21,6 +21,7 @@ import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
 import { type ChainHead, createChainHead } from './head.js';
+import { createWriteMark, type WriteMark } from './write-mark.js';
 import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
 
 /**
@@ -156,6 +157,8 @@ export interface ChainRuntimeOptions {
   metrics?: ChainMetrics;
   /** Told of each probe and each head a feed hears (on the main thread of a gateway with worker threads). */
   relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void };
+  /** When a transaction last went through, shared by every thread (chain/write-mark.ts); one of its own otherwise. */
+  writes?: WriteMark;
   /** In a worker thread: what the main thread's runtime of the chain keeps for the whole process. */
   replica?: ChainReplica;
 }
@@ -204,6 +207,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       names: config.upstreams.map((u) => u.name),
       metrics,
       onRotation(name, inRotation, reason) {
+        // A worker's copy hears the same probes as the main thread's, which logs each change once.
+        if (opts.replica !== undefined) return;
         const fields = { chain: config.slug, upstream: name, reason };
         if (inRotation) opts.log?.info('upstream back in rotation', fields);
         else opts.log?.warn('upstream out of rotation', fields);
@@ -211,10 +216,11 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       finalityDepth: config.finality_depth,
       onFinalUndone(from, to) {
         cacheScope = `${config.slug}#${++finalUndone}`;
-        log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, {
-          from,
-          to,
-        });
+        if (opts.replica === undefined)
+          log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, {
+            from,
+            to,
+          });
       },
     },
   );
@@ -275,7 +281,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   const probeTimeoutMs = proberOptions.probeTimeoutMs ?? PROBER_DEFAULTS.probeTimeoutMs;
   let prober: Prober | null = null;
   let closed = false;
-  let writtenAt = -Infinity;
+  const writes = opts.writes ?? createWriteMark();
   let next = 0;
 
   /** A node in rotation, else the next one in turn (which then fails fast or recovers). */
@@ -392,6 +398,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       const best = health.bestHead();
       if (best === null) return null;
       const now = health.now();
+      const writtenAt = writes.at();
       for (const u of health.upstreams) {
         const at = u.headAt;
         if (u.head === best && !u.failing && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS) return best;
@@ -399,7 +406,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       return null;
     },
     noteWrite() {
-      writtenAt = health.now();
+      writes.note();
     },
     call,
     startHealthChecks() {

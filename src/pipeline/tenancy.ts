@@ -103,6 +103,9 @@ export function createTenancy(
   let closeRevoked: (endpointId: string) => void = () => {};
 
   const refresh = setInterval(() => {
+    // The ledger's flush runs a checkpoint a store fault made due; a worker's connection, which writes only
+    // for the management routes, runs its own here.
+    if (threads.role === 'worker') store.checkpointIfDue();
     try {
       if (directory.refreshIfChanged()) ledger.reload();
       for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);

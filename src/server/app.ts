@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { createRepeatedLog } from '../repeated-log.js';
+import { createForwardingRepeatedLog, createRepeatedLog, type RepeatedLog } from '../repeated-log.js';
 import { type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
 import { createSwappableCache } from '../chain/response-cache.js';
 import { createChainSet } from './chain-set.js';
@@ -12,7 +12,7 @@ import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
 import { serveMetrics } from './metrics-listener.js';
-import { type StatusReport, statusReport } from './status-report.js';
+import { type ChainTraffic, type StatusReport, statusReport, sumTraffic } from './status-report.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
@@ -25,10 +25,11 @@ import { availableParallelism } from 'node:os';
 import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
 import { createWorkerLinks } from './worker-links.js';
 import { createChainRelayClient, createChainRelayHost } from '../chain/relay.js';
+import { createWriteMark } from '../chain/write-mark.js';
 import { connectFeedRelay } from '../fanout/remote-feeds.js';
 import { connectEventRelay } from '../fanout/event-relay.js';
 import type { FeedsLog } from '../fanout/feeds.js';
-import type { WorkerLink } from './worker-link.js';
+import type { WorkerSide } from './worker-link.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
@@ -49,6 +50,8 @@ export interface Gateway {
   stop(): Promise<number>;
   /** Open sockets and streams, upstream subscriptions and slow-consumer cuts (over every worker), for tests and operators. */
   streamStats(): Promise<StreamStats>;
+  /** What this thread saw of each chain's traffic (a worker's part of GET /status). */
+  traffic(): Record<string, ChainTraffic>;
   /** The worker threads (server.workers above 1), else null. */
   readonly workers: Pick<WorkerPool, 'count' | 'crash'> | null;
   /**
@@ -90,7 +93,7 @@ export interface GatewayOptions extends Pick<ChainRuntimeOptions, 'ca' | 'prober
   /** The registry to measure into (one is made otherwise). */
   metrics?: Metrics;
   /** Set in a worker thread (server/worker-thread.ts): what it shares with the main thread. */
-  worker?: WorkerLink;
+  worker?: WorkerSide;
 }
 
 function createApp(config: Config): TemplatedApp {
@@ -236,8 +239,12 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     metrics,
     opts.worker !== undefined ? { role: 'worker', shared: opts.worker.tenancy } : { role: core ? 'main' : 'alone' },
   );
-  // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view.
-  const responseCache = createSwappableCache(config.cache.max_bytes);
+  // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view. With
+  // workers, each worker keeps its own store (a shared one would cost a copy and a lock per hit) with an equal
+  // share of the budget; the main thread serves no call and keeps none.
+  const cacheShare = opts.worker !== undefined ? opts.worker.workers : core ? Number.POSITIVE_INFINITY : 1;
+  const cacheBytes = (c: Config): number => Math.floor(c.cache.max_bytes / cacheShare);
+  const responseCache = createSwappableCache(cacheBytes(config));
   let inForce = config;
   const feedsLog: FeedsLog = (level, msg, fields) => opts.log[level](msg, fields);
   /** What a chain's runtime is made with, from the config in force when it is made. */
@@ -264,7 +271,11 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const relayClient = opts.worker !== undefined ? createChainRelayClient(opts.worker.chains) : null;
   const feedRelay = opts.worker !== undefined ? connectFeedRelay(opts.worker.feeds, { log: feedsLog }) : null;
   const eventRelay = opts.worker !== undefined ? connectEventRelay(opts.worker.events) : null;
-  const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
+  const writes = createWriteMark(opts.worker?.writes);
+  const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes'> => {
+    return { writes, ...threadSharing(slug) };
+  };
+  const threadSharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
     if (relayHost !== null) return { relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
     if (relayClient !== null)
       return { replica: { follow: (health) => relayClient.follow(slug, health), filters: relayClient.filters(slug) } };
@@ -284,8 +295,11 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     removed: (slug) => metrics.chain(slug).remove(),
   });
   const chains = chainSet.live;
-  const upstreamFailures = createRepeatedLog(opts.log);
-  const failedAnswers = createRepeatedLog(opts.log);
+  // A worker's occurrences are counted by the main thread's logs of the same name: one condition per process.
+  const repeatedLog = (name: string): RepeatedLog =>
+    opts.worker === undefined ? createRepeatedLog(opts.log) : createForwardingRepeatedLog(name, opts.worker.forward);
+  const upstreamFailures = repeatedLog('upstreamFailures');
+  const failedAnswers = repeatedLog('failedAnswers');
   const ctx: GatewayContext = {
     config,
     chains,
@@ -344,13 +358,16 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     management = { app: mapp, host: config.management.host, port: config.management.port };
   }
   const metricsApp = config.metrics && opts.worker === undefined ? uws().App() : null;
-  const status = (): StatusReport =>
-    statusReport(
+  const status = async (): Promise<StatusReport> => {
+    // Connections and requests are the workers': each tells what it saw of each chain.
+    const theirs = pool === null ? [] : ((await pool.ask({ type: 'traffic' })) as Array<Record<string, ChainTraffic> | undefined>);
+    return statusReport(
       chains.values(),
-      ctx.metrics,
+      (slug) => sumTraffic([metrics.chain(slug).snapshot(), ...theirs.map((w) => w?.[slug])]),
       { lastAt: tenancy.ledger.lastFlushAt(), lastOk: tenancy.ledger.healthy(), failures: tenancy.flushFailures() },
       performance.now() - startedAt,
     );
+  };
   if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token, status);
   const sockets: us_listen_socket[] = [];
   let metricsSocket: us_listen_socket | undefined;
@@ -388,6 +405,9 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         chainOf: (slug) => chains.get(slug),
         feedsLog,
         tenancy,
+        workers,
+        writes,
+        repeated: { upstreamFailures, failedAnswers },
         ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
       });
       pool = createWorkerPool({
@@ -515,10 +535,12 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     table.chains = next.chains;
     table.defaultChain = next.server.default_chain;
     tenancy.reconfigure(next);
-    responseCache.resize(next.cache.max_bytes);
+    responseCache.resize(cacheBytes(next));
     return chainSet.apply(next.chains);
   };
-  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload, workers: pool };
+  const traffic = (): Record<string, ChainTraffic> =>
+    Object.fromEntries([...chains.keys()].map((slug) => [slug, metrics.chain(slug).snapshot()]));
+  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload, traffic, workers: pool };
 }
 
 /**

@@ -15,7 +15,7 @@ const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
  * never serves it to tenants). With `token`, a scrape must send `Authorization: Bearer <token>`; the
  * comparison is of digests in constant time, so its duration says nothing of the token.
  */
-export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined, status: () => StatusReport): void {
+export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined, status: () => Promise<StatusReport>): void {
   const expected = token === undefined ? null : digest(token);
   /** False (and the 401 sent) when a token is configured and the request does not carry it. */
   const allowed = (res: HttpResponse, req: HttpRequest): boolean => {
@@ -29,7 +29,19 @@ export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string 
   };
   // What `chaingate status` reads: the same listener and token as the scrape.
   app.get('/status', (res, req) => {
-    if (allowed(res, req)) sendWhole(res, 200, NO_CORS, 'application/json', JSON.stringify(status()));
+    if (!allowed(res, req)) return;
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    status().then(
+      (report) => {
+        if (!aborted) sendWhole(res, 200, NO_CORS, 'application/json', JSON.stringify(report));
+      },
+      (err: unknown) => {
+        if (!aborted) sendWhole(res, 500, NO_CORS, 'text/plain', `collecting the status failed: ${String(err)}\n`);
+      },
+    );
   });
   app.get('/metrics', (res, req) => {
     if (!allowed(res, req)) return;

@@ -4,7 +4,7 @@
  * last minute; its open WebSockets, subscriptions and event streams; and the ledger's last flush.
  */
 import type { ChainRuntime } from '../chain/runtime.js';
-import type { Metrics } from '../metrics/registry.js';
+import type { ChainMetrics } from '../metrics/registry.js';
 
 export interface StatusReport {
   uptime_s: number;
@@ -29,7 +29,28 @@ export interface FlushState {
   failures: number;
 }
 
-export function statusReport(chains: Iterable<ChainRuntime>, metrics: Metrics, ledger: FlushState, uptimeMs: number): StatusReport {
+/** What status shows of one chain's traffic (ChainMetrics.snapshot(), summed over the worker threads). */
+export type ChainTraffic = ReturnType<ChainMetrics['snapshot']>;
+
+/** Adds up the traffic each thread saw of a chain (absent: a thread that has not seen it). */
+export function sumTraffic(parts: ReadonlyArray<ChainTraffic | undefined>): ChainTraffic {
+  const sum: ChainTraffic = { wsConnections: 0, sseClients: 0, subscriptions: 0, requestsPerSecond1m: 0 };
+  for (const p of parts) {
+    if (p === undefined) continue;
+    sum.wsConnections += p.wsConnections;
+    sum.sseClients += p.sseClients;
+    sum.subscriptions += p.subscriptions;
+    sum.requestsPerSecond1m += p.requestsPerSecond1m;
+  }
+  return sum;
+}
+
+export function statusReport(
+  chains: Iterable<ChainRuntime>,
+  trafficOf: (slug: string) => ChainTraffic,
+  ledger: FlushState,
+  uptimeMs: number,
+): StatusReport {
   const out: Record<string, ChainStatus> = {};
   for (const chain of chains) {
     const slug = chain.config.slug;
@@ -43,7 +64,7 @@ export function statusReport(chains: Iterable<ChainRuntime>, metrics: Metrics, l
         lag: s.lag,
       };
     });
-    const seen = metrics.chain(slug).snapshot();
+    const seen = trafficOf(slug);
     out[slug] = {
       ready: upstreams.some((u) => u.in_rotation),
       best_head: chain.health.bestHead(),

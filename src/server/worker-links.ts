@@ -5,9 +5,11 @@
 import { MessageChannel } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { Logger, LogRecord } from '../log.js';
+import type { RepeatedLog, RepeatedRecord } from '../repeated-log.js';
 import type { WorkerStart } from './worker-pool.js';
 import type { ChainRelayHost } from '../chain/relay.js';
 import type { ChainRuntime } from '../chain/runtime.js';
+import type { WriteMark } from '../chain/write-mark.js';
 import type { FeedsLog } from '../fanout/feeds.js';
 import { serveFeedRelay } from '../fanout/feed-relay.js';
 import { serveEventRelay } from '../fanout/event-relay.js';
@@ -22,6 +24,12 @@ export interface WorkerLinksOptions {
   /** The main thread's chains, whose upstream subscriptions and event streams the workers' clients share. */
   chains: ChainRelayHost;
   chainOf(slug: string): ChainRuntime | undefined;
+  /** When a transaction last went through any thread. */
+  writes: WriteMark;
+  /** The main thread's logs of repeated conditions, by name (createForwardingRepeatedLog in the workers). */
+  repeated: Record<string, RepeatedLog>;
+  /** How many workers the process runs. */
+  workers: number;
   /** Where the relays log (a worker's subscriptions lost, and the like). */
   feedsLog: FeedsLog;
 }
@@ -36,7 +44,10 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
     start(config, port) {
       // The worker's log lines are written by this thread's log: one stream for the process.
       const log = new MessageChannel();
-      log.port1.on('message', (r: LogRecord) => opts.log[r.level](r.msg, r.fields));
+      log.port1.on('message', (r: LogRecord | RepeatedRecord) => {
+        if ('repeated' in r) opts.repeated[r.repeated]?.report(r.key, r.msg, r.fields, r.detail);
+        else opts.log[r.level](r.msg, r.fields);
+      });
       log.port1.unref();
       const chains = new MessageChannel();
       opts.chains.attach(chains.port1);
@@ -47,7 +58,14 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
       serveEventRelay(events.port1, (slug) => opts.chainOf(slug)?.events ?? null);
       events.port1.unref();
       const tenancy = opts.tenancy.share();
-      const link = { chains: chains.port2, feeds: feeds.port2, events: events.port2, tenancy: tenancy.shared };
+      const link = {
+        workers: opts.workers,
+        writes: opts.writes.memory,
+        chains: chains.port2,
+        feeds: feeds.port2,
+        events: events.port2,
+        tenancy: tenancy.shared,
+      };
       return {
         data: { config, port, log: log.port2, link, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) },
         transfer: [log.port2, chains.port2, feeds.port2, events.port2, ...tenancy.transfer],

@@ -26,7 +26,7 @@ const reply = (id: number, value: unknown): void => data.control.postMessage({ t
 startGateway(data.config, {
   log,
   port: data.port,
-  worker: { ...data.link, index: data.index },
+  worker: { ...data.link, index: data.index, forward: (record) => data.log.postMessage(record) },
   ...(data.ca !== undefined ? { ca: data.ca } : {}),
 }).then(
   (gateway) => {
@@ -50,6 +50,9 @@ startGateway(data.config, {
           return;
         case 'stats':
           gateway.streamStats().then((stats) => reply(m.id, stats));
+          return;
+        case 'traffic':
+          reply(m.id, gateway.traffic());
           return;
         case 'crash':
           setImmediate(() => {

@@ -52,7 +52,10 @@ async function setup(t: Test, extra: Record<string, unknown> = {}): Promise<Setu
   await direct(node.url, 'anvil_mine', [hex(HEAD - 1)]);
   t.equal(Number(await direct<string>(node.url, 'eth_blockNumber')), HEAD);
   const proxy = await countingProxy(t, node.url);
+  // One worker: the cache and the calls in flight are each worker's own (docs/workers.md), and these tests are
+  // about what one of them shares; test/e2e/workers.test.ts shows the same per worker with two.
   const g = await gatewayFor(t, {
+    server: { workers: 1 },
     chains: { devnet: evmChain([proxy.url], 31337, { finality_depth: FINALITY_DEPTH, max_logs_block_range: 100 }) },
     cache: { hit_ru_factor: HIT_FACTOR },
     ...extra,

@@ -4,6 +4,7 @@
  * single-threaded gateway promises: filters, keys, one prober, and a worker that dies.
  */
 import t, { type Test } from 'tap';
+import { Agent, request as httpRequest } from 'node:http';
 import WebSocket from 'ws';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { countingProxy } from '../support/counting-proxy.js';
@@ -45,7 +46,7 @@ function closed(ws: WebSocket): Promise<{ code: number; reason: string }> {
   return new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
 }
 
-function wsCall(ws: WebSocket, method: string, id: number): Promise<Record<string, unknown>> {
+function wsCall(ws: WebSocket, method: string, id: number, params: unknown[] = []): Promise<Record<string, unknown>> {
   return new Promise((resolve) => {
     const onMessage = (data: Buffer): void => {
       const m = JSON.parse(data.toString()) as Record<string, unknown>;
@@ -54,7 +55,7 @@ function wsCall(ws: WebSocket, method: string, id: number): Promise<Record<strin
       resolve(m);
     };
     ws.on('message', onMessage);
-    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params: [] }));
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
   });
 }
 
@@ -181,3 +182,124 @@ t.test('a worker that dies is started again; the other keeps its clients', async
   const now = (await g.gateway.streamStats()).wsConnectionsByWorker;
   t.equal(now.length, 2);
 });
+
+t.test('an owner with a balance for exactly K calls gets exactly K answers over 64 connections, then 402', async (t) => {
+  const node = await anvilFor(t);
+  const g = await gatewayFor(t, {
+    server: { workers: 2 },
+    chains: { devnet: evmChain([node.url]) },
+    plans: { open: { rps: 1_000_000, max_endpoints: 5 } },
+  });
+  const K = 400;
+  const cost = g.gateway.context.tenancy.ruCost('eth_chainId');
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'open', K * cost);
+  const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
+  const url = `${g.base}/v1/rpc/${(made.json as { data: { api_key: string } }).data.api_key}`;
+  let served = 0;
+  let refused = 0;
+  let other = 0;
+  // 64 clients, each a fresh connection per call (spread over both workers), until each has been refused.
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      for (;;) {
+        const r = await rpc(url, 'eth_chainId');
+        if (r.status === 200) served++;
+        else if (r.status === 402) {
+          refused++;
+          return;
+        } else {
+          other++;
+          return;
+        }
+      }
+    }),
+  );
+  t.equal(served, K, `exactly ${K} calls served`);
+  t.equal(refused, 64, 'then every client gets 402');
+  t.equal(other, 0);
+  const ledger = g.gateway.context.tenancy.ledger;
+  t.equal(ledger.available(owner.id), 0, 'nothing left, never below zero');
+  await until('every debit written', () => ledger.flush() && ledger.pending().rows === 0 && storedBalance(g, owner.id) === 0);
+  const used = g.gateway.context.tenancy.store.db
+    .prepare("SELECT SUM(ru) FROM usage_minute WHERE status = 0 AND method = 'eth_chainId' AND owner_id = ?")
+    .pluck()
+    .get(owner.id) as number;
+  t.equal(used, K * cost, 'the usage rows hold every served call');
+});
+
+function storedBalance(g: TestGateway, ownerId: number): number {
+  return g.gateway.context.tenancy.store.db.prepare('SELECT ru_balance FROM owners WHERE id = ?').pluck().get(ownerId) as number;
+}
+
+t.test('one upstream subscription for the process; every subscriber on every worker gets every head once', async (t) => {
+  const node = await anvilFor(t);
+  const g = await gatewayFor(t, {
+    server: { workers: 2 },
+    chains: { devnet: { chain_id: 31337, upstreams: [{ url: node.url, ws: node.wsUrl }] } },
+  });
+  const sockets = await openSockets(t, `${g.base.replace('http', 'ws')}/v1/rpc/public`, CONNECTIONS);
+  const heads: number[][] = sockets.map(() => []);
+  for (const [i, ws] of sockets.entries()) {
+    t.match(await wsCall(ws, 'eth_subscribe', i, ['newHeads']), { result: /^0x/ });
+    ws.on('message', (data: Buffer) => {
+      const m = JSON.parse(data.toString()) as { method?: string; params?: { result: { number: string } } };
+      if (m.method === 'eth_subscription') heads[i]!.push(Number(m.params!.result.number));
+    });
+  }
+  const byWorker = (await g.gateway.streamStats()).wsConnectionsByWorker;
+  t.ok(
+    byWorker.every((n) => n > 0),
+    `subscribers on both workers (${byWorker.join(', ')})`,
+  );
+  const start = Number(((await rpc(node.url, 'eth_blockNumber')).json as { result: string }).result);
+  for (let i = 0; i < 5; i++) await rpc(node.url, 'evm_mine');
+  await until('every subscriber has the 5 heads', () => heads.every((h) => h.length >= 5), 10_000);
+  await new Promise((r) => setTimeout(r, 300));
+  const expected = [1, 2, 3, 4, 5].map((k) => start + k);
+  t.same(
+    heads,
+    heads.map(() => expected),
+    'each head once, in order, on every connection',
+  );
+  const stats = await g.gateway.streamStats();
+  t.equal(stats.upstreamSubscriptions, 1, 'one upstream subscription');
+  t.equal(stats.subscriptions, CONNECTIONS);
+});
+
+t.test('the cache and calls in flight are per worker: a client hits its worker’s cache; a burst costs one call per worker', async (t) => {
+  const node = await anvilFor(t);
+  await rpc(node.url, 'anvil_mine', ['0x80']);
+  const proxy = await countingProxy(t, node.url);
+  const g = await gatewayFor(t, { server: { workers: 2 }, chains: { devnet: evmChain([proxy.url]) } });
+  await until('a head', () => proxy.count('eth_blockNumber') > 0);
+  // One keep-alive connection: one worker, whose cache answers the second call.
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  t.teardown(() => agent.destroy());
+  const params = ['0x3', false];
+  const first = await fetchRpc(g.base, agent, 'eth_getBlockByNumber', params);
+  const second = await fetchRpc(g.base, agent, 'eth_getBlockByNumber', params);
+  t.same(second, first);
+  t.equal(proxy.count('eth_getBlockByNumber', params), 1, 'the second call on the connection was a hit');
+
+  proxy.delay((c) => (c.method === 'eth_getBlockByNumber' && JSON.stringify(c.params) === '["latest",false]' ? 400 : 0));
+  const answers = await Promise.all(
+    Array.from({ length: CONNECTIONS * 2 }, (_, i) => rpc(`${g.base}/v1/rpc/public`, 'eth_getBlockByNumber', ['latest', false], i)),
+  );
+  t.ok(answers.every((a) => a.status === 200));
+  const calls = proxy.count('eth_getBlockByNumber', ['latest', false]);
+  t.ok(calls >= 1 && calls <= 2, `64 identical calls over both workers: ${calls} upstream calls (one per worker at most)`);
+});
+
+/** One JSON-RPC call over `agent` (a kept-alive connection); its result. */
+function fetchRpc(base: string, agent: Agent, method: string, params: unknown[]): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
+    const req = httpRequest(`${base}/v1/rpc/public`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve((JSON.parse(Buffer.concat(chunks).toString()) as { result: unknown }).result));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
