@@ -26,7 +26,15 @@ const TARGETS = {
   // Metrics on (the default) against off, same build, same run: what counting every request costs.
   rpsMetrics: 0.97,
   rssBaseline: 1.05,
+  // CPU per forwarded call with two worker threads over one, same run: what sharing state costs.
+  cpuWorkers: 1.1,
+  // req/s with two worker threads over nginx with two worker processes: the issue's goal, reported
+  // beside it and not judged (see bench/README.md).
+  rpsWorkersGoal: 1,
 };
+
+/** Figures kept for each round of a merged run, which the checks pair round by round (lib/rounds.mjs). */
+const ROUND_FIELDS = ['cpuUsPerRequest'];
 
 /** Starts a server and measures it; a server that fails to start becomes a flagged run, not a crash. */
 async function measureServer({ id, label, start, upstreamPid, ctx }) {
@@ -37,7 +45,8 @@ async function measureServer({ id, label, start, upstreamPid, ctx }) {
     return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
   }
   try {
-    return await measure({ id, label, url: server.url ?? `http://127.0.0.1:${server.port}/`, pid: server.pid, upstreamPid, ctx });
+    const url = server.url ?? `http://127.0.0.1:${server.port}/`;
+    return { ...(await measure({ id, label, url, pid: server.pid, upstreamPid, ctx })), roundFields: ROUND_FIELDS };
   } finally {
     await server.stop();
   }
@@ -47,24 +56,37 @@ async function measureServer({ id, label, start, upstreamPid, ctx }) {
  * Measures `<upstream> alone`, `nginx → <upstream>`, `chaingate → <upstream>` (public and keyed, and
  * with BENCH_BASELINE the baseline commit's build the same two ways). The upstream measured
  * alone is the server under test on the server core; behind a proxy, a fresh one runs on the load core
- * with wrk, as in the baselines.
+ * with wrk, as in the baselines. On the fixed upstream, nginx with 2 worker processes and chaingate with
+ * 2 worker threads besides, each spread over both cores; every other chaingate row has `workers: 1`.
  */
 async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const { settings, tools, tmpdir } = ctx;
-  const nginxRun = { id: `nginx-${key}`, label: `nginx → ${name}` };
+  const fixed = key === 'fixed';
+  const nginxRuns = [
+    { id: `nginx-${key}`, label: `nginx → ${name}`, workers: 1, core: settings.serverCore },
+    ...(fixed ? [{ id: `nginx2-${key}`, label: `nginx ×2 → ${name}`, workers: 2, core: settings.spreadCores }] : []),
+  ];
   // This tree's gateway, public and keyed; with BENCH_BASELINE, the baseline commit's build beside it.
   const base = ctx.baseline;
   const gateways = [
-    { id: `chaingate-${key}`, label: `chaingate → ${name}` },
+    { id: `chaingate-${key}`, label: fixed ? `chaingate (workers: 1) → ${name}` : `chaingate → ${name}` },
+    // Right after the one-thread row, so that the two CPU figures the workers' check pairs are minutes closer.
+    ...(fixed ? [{ id: `chaingate-w2-${key}`, label: `chaingate (workers: 2) → ${name}`, workers: 2, core: settings.spreadCores }] : []),
     { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}`, keyed: true },
     // What the metrics cost: the same public path with metrics: { enabled: false } (nothing counted).
-    ...(key === 'fixed'
+    ...(fixed
       ? [{ id: `chaingate-nometrics-${key}`, label: `chaingate (metrics off) → ${name}`, extraYaml: 'metrics: { enabled: false }\n' }]
       : []),
     ...(base
       ? [
-          { id: `baseline-${key}`, label: `chaingate @${base.ref} → ${name}`, main: base.main },
-          { id: `baseline-keyed-${key}`, label: `chaingate @${base.ref} (API key) → ${name}`, keyed: true, main: base.main },
+          { id: `baseline-${key}`, label: `chaingate @${base.ref} → ${name}`, main: base.main, workers: base.workers },
+          {
+            id: `baseline-keyed-${key}`,
+            label: `chaingate @${base.ref} (API key) → ${name}`,
+            keyed: true,
+            main: base.main,
+            workers: base.workers,
+          },
         ]
       : []),
   ];
@@ -82,27 +104,24 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
     upstream = await startUpstream({ name: `${key}-upstream`, core: settings.loadCore });
   } catch (err) {
     const reason = `upstream did not start: ${err.message}`;
-    return [...runs, ...[nginxRun, ...gateways].map(({ id, label }) => notRun({ id, label, reason, error: true }))];
+    return [...runs, ...[...nginxRuns, ...gateways].map(({ id, label }) => notRun({ id, label, reason, error: true }))];
   }
   try {
-    runs.push(
-      tools.nginx
-        ? await measureServer({
-            ...nginxRun,
-            upstreamPid: upstream.pid,
-            ctx,
-            start: () =>
-              startNginxProxy({
-                bin: tools.nginx,
-                name: `nginx-${key}`,
-                dir: join(tmpdir, `nginx-${key}`),
-                upstreamPort: upstream.port,
-                core: settings.serverCore,
-              }),
-          })
-        : notRun({ ...nginxRun, reason: 'nginx not installed' }),
-    );
-    for (const { id, label, keyed = false, main, extraYaml } of gateways) {
+    for (const { id, label, workers, core } of nginxRuns) {
+      runs.push(
+        tools.nginx
+          ? await measureServer({
+              id,
+              label,
+              upstreamPid: upstream.pid,
+              ctx,
+              start: () =>
+                startNginxProxy({ bin: tools.nginx, name: id, dir: join(tmpdir, id), upstreamPort: upstream.port, core, workers }),
+            })
+          : notRun({ id, label, reason: 'nginx not installed' }),
+      );
+    }
+    for (const { id, label, keyed = false, main, extraYaml, workers = 1, core = settings.serverCore } of gateways) {
       runs.push(
         await measureServer({
           id,
@@ -115,8 +134,9 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
               dir: join(tmpdir, id),
               upstreamPort: upstream.port,
               chainId,
-              core: settings.serverCore,
+              core,
               keyed,
+              workers,
               main,
               extraYaml,
             }),
@@ -145,7 +165,37 @@ export function checks(runs) {
       `≥ ${TARGETS.rpsMetrics}`,
       (v) => v >= TARGETS.rpsMetrics,
     ),
+    ...workerChecks(by, ratio),
     ...baselineChecks(by, ratio),
+  ];
+}
+
+/**
+ * Two worker threads against one, and against nginx with two worker processes, on the fixed upstream.
+ * CPU per call is the process's utime + stime (every thread's, /proc/<pid>/stat) over the calls wrk
+ * completed, each one forwarded. The ratios without a target are figures, reported (INFO), not judged.
+ */
+function workerChecks(by, ratio) {
+  const [one, two] = [by['chaingate-fixed'], by['chaingate-w2-fixed']];
+  const cpu = (a, b) => ratio(a.cpuUsPerRequest, b.cpuUsPerRequest);
+  return [
+    check(
+      'CPU per call chaingate workers: 2 / workers: 1, fixed upstream',
+      [two, one],
+      cpu,
+      `≤ ${TARGETS.cpuWorkers}`,
+      (v) => v <= TARGETS.cpuWorkers,
+    ),
+    check('CPU per call chaingate workers: 1 / workers: 2, fixed upstream', [one, two], cpu, 'the same, inverted'),
+    check(
+      'req/s chaingate workers: 2 / nginx ×2, fixed upstream',
+      [two, by['nginx2-fixed']],
+      (c, n) => ratio(c.rps, n.rps),
+      `goal ≥ ${TARGETS.rpsWorkersGoal}`,
+    ),
+    // What a second worker (and core) buys each server, on a machine whose second core also runs the load.
+    check('req/s chaingate workers: 2 / workers: 1, fixed upstream', [two, one], (a, b) => ratio(a.rps, b.rps), 'reported'),
+    check('req/s nginx ×2 / nginx, fixed upstream', [by['nginx2-fixed'], by['nginx-fixed']], (a, b) => ratio(a.rps, b.rps), 'reported'),
   ];
 }
 

@@ -10,6 +10,7 @@ import * as authRefusals from './auth-refusals.mjs';
 import * as cacheDedup from './cache-dedup.mjs';
 import * as httpProxy from './http-proxy.mjs';
 import * as wsFanout from './ws-fanout.mjs';
+import { knowsWorkers } from './lib/chaingate.mjs';
 import { nginxPath, nginxVersion } from './lib/nginx.mjs';
 import { canPin, disablePinning, pinSelf, setLogDir, stopAll, stopChildrenOnExit } from './lib/processes.mjs';
 import { notRun } from './lib/measure.mjs';
@@ -48,7 +49,8 @@ function gitCommit(ref = 'HEAD') {
 /**
  * BENCH_BASELINE's commit, built in `work`: its files from git, this tree's node_modules, its own
  * tsc build. Its rows then run beside this tree's in every round, so a change is judged against the
- * code before it on the same machine in the same minutes. Throws with what failed.
+ * code before it on the same machine in the same minutes. `workers` is the `server.workers` its configs
+ * get (null: none). Throws with what failed.
  */
 function buildBaseline(ref, work) {
   const commit = gitCommit(ref);
@@ -62,7 +64,10 @@ function buildBaseline(ref, work) {
   symlinkSync(join(REPO_DIR, 'node_modules'), join(dir, 'node_modules'));
   const tsc = spawnSync(process.execPath, [join(REPO_DIR, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir });
   if (tsc.status !== 0) throw new Error(`building ${commit}: ${tsc.stdout}${tsc.stderr}`);
-  return { ref, commit, main: join(dir, 'dist/main.js') };
+  const main = join(dir, 'dist/main.js');
+  // Its rows run with one worker thread, as this tree's rows beside them do; a build from before worker
+  // threads has one anyway, and would refuse the key.
+  return { ref, commit, main, workers: knowsWorkers(main, join(work, 'baseline-probe')) ? 1 : null };
 }
 
 /** Logs of the latest runs kept under bench/out/logs/, one folder per run. */
@@ -140,7 +145,7 @@ async function main() {
     if (settings.baseline) {
       log(`building the baseline, ${settings.baseline}`);
       baseline = buildBaseline(settings.baseline, work);
-      result.baseline = { ref: baseline.ref, commit: baseline.commit };
+      result.baseline = { ref: baseline.ref, commit: baseline.commit, workers: baseline.workers };
     }
     const ctx = { settings, tools: { nginx }, tmpdir: work, body: REQUEST, script: writePostScript(work, REQUEST), log, baseline };
     for (const section of sections) {

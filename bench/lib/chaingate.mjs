@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, waitForPort } from './net.mjs';
-import { startProcess } from './processes.mjs';
+import { startProcess, stopOnFailure } from './processes.mjs';
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const UNIT = fileURLToPath(new URL('../../systemd/chaingate.service', import.meta.url));
@@ -28,12 +28,29 @@ export function chaingateMain() {
 }
 
 /**
+ * The `server.workers` entry of a bench config (`, workers: N`), or none when `workers` is null: a build
+ * from before worker threads refuses the key (see knowsWorkers). The bench always writes it otherwise, as
+ * the default (`auto`, the cores the process may use) would make a row's shape depend on its pinning.
+ */
+export const workersYaml = (workers) => (workers == null ? '' : `, workers: ${workers}`);
+
+/**
  * The smallest config serving one chain on `port` from the node at `upstreamPort`, public path open.
  * `extraYaml` is appended as top-level sections (e.g. `cache: { max_bytes: 0 }`); other keys keep their
- * defaults. `trustProxy` sets `server.trust_proxy` (the client IP read from X-Forwarded-For).
+ * defaults. `trustProxy` sets `server.trust_proxy` (the client IP read from X-Forwarded-For); `workers`,
+ * `server.workers` (null: not written).
  */
-export function chaingateConfig({ dir, port, upstreamPort, chainId, maxConnections = 64, trustProxy = false, extraYaml = '' }) {
-  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench${trustProxy ? ', trust_proxy: true' : ''} }
+export function chaingateConfig({
+  dir,
+  port,
+  upstreamPort,
+  chainId,
+  maxConnections = 64,
+  trustProxy = false,
+  workers = 1,
+  extraYaml = '',
+}) {
+  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench${trustProxy ? ', trust_proxy: true' : ''}${workersYaml(workers)} }
 storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
 # The whole pipeline runs (limiters and metering included); the limits are set above what the load reaches.
 public: { rps_per_ip: 100000000, max_batch: 1000 }
@@ -46,10 +63,42 @@ ${extraYaml}`;
 }
 
 /**
+ * `node <daemon flags> <nodeArgs> <main> serve --config <config>` on `core` (a core or a list, `0,1`);
+ * resolves the process once the gateway serves on `port`. With worker threads the port answers as soon as
+ * the first worker listens, so it also waits for the `listening` line, logged once every worker listens:
+ * a load started before would put all its connections on the first one.
+ */
+export async function serveChaingate({ name, main, config, port, core, workers, nodeArgs = [] }) {
+  const proc = startProcess(name, process.execPath, [...daemonNodeFlags(), ...nodeArgs, main, 'serve', '--config', config], { core });
+  try {
+    await waitForPort(port, proc);
+    if (workers > 1) await proc.waitFor(/"msg":"listening"/);
+  } catch (err) {
+    await proc.stop();
+    throw err;
+  }
+  return proc;
+}
+
+/**
+ * Whether the build `main` knows `server.workers` (`chaingate check-config` accepts it): a BENCH_BASELINE
+ * commit from before worker threads refuses the key, and runs as one thread without it.
+ */
+export function knowsWorkers(main, dir) {
+  mkdirSync(dir, { recursive: true });
+  const config = join(dir, 'workers-probe.yaml');
+  writeFileSync(config, chaingateConfig({ dir, port: 1, upstreamPort: 1, chainId: 1, workers: 1 }));
+  const r = spawnSync(process.execPath, [main, 'check-config', '--config', config], { encoding: 'utf8' });
+  if (r.status === 0) return true;
+  if (/server\.workers/.test(`${r.stdout}${r.stderr}`)) return false;
+  throw new Error(`${main} check-config failed on the bench's config: ${r.stdout}${r.stderr}`);
+}
+
+/**
  * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
  * once it accepts connections. `url` is the public JSON-RPC path; when `keyed`, that of an endpoint made
  * for an owner made with the CLI, whose `managementKey` is returned too. `main` is the build to run
- * (another commit's, for BENCH_BASELINE's rows).
+ * (another commit's, for BENCH_BASELINE's rows); `workers` its `server.workers` (null: not written).
  */
 export async function startChaingate({
   name = 'chaingate',
@@ -59,6 +108,7 @@ export async function startChaingate({
   core,
   keyed = false,
   trustProxy = false,
+  workers = 1,
   extraYaml,
   main = chaingateMain(),
 }) {
@@ -66,7 +116,7 @@ export async function startChaingate({
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, extraYaml }));
+  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, workers, extraYaml }));
   // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
   const owner = keyed
     ? JSON.parse(
@@ -77,15 +127,9 @@ export async function startChaingate({
         ),
       )
     : null;
-  const proc = startProcess(name, process.execPath, [...daemonNodeFlags(), main, 'serve', '--config', config], { core });
+  const proc = await serveChaingate({ name, main, config, port, core, workers });
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;
-  try {
-    await waitForPort(port, proc);
-    if (owner) ({ url } = await createEndpoint(port, owner.management_key));
-  } catch (err) {
-    await proc.stop();
-    throw err;
-  }
+  if (owner) ({ url } = await stopOnFailure(proc, createEndpoint(port, owner.management_key)));
   return { proc, pid: proc.pid, port, url, managementKey: owner?.management_key, stop: () => proc.stop() };
 }
 

@@ -5,6 +5,7 @@ import { perRound } from './rounds.mjs';
  * The check function of a section whose runs are `usable` when their figures can be trusted:
  * `check(name, inputs, compute, target, passes)` gives `{ name, value, target, status }` with status
  * PASS/FAIL, or SKIP when an input run is missing or skipped and ERROR when one is unusable, never PASS.
+ * Without `passes` the value is a figure reported beside its goal (`target`), not judged: INFO.
  * With several rounds, `value` is the median of the values computed round by round (`rounds`, listed
  * too as a measure of how far to trust it): a ratio pairs the two sides of one round, run back to back,
  * never the median of one side with that of the other, which may come from rounds minutes apart.
@@ -17,7 +18,8 @@ export function checkerFor(usable) {
     if (broken.length) return { name, value: null, target, status: 'ERROR', note: `errors in: ${broken.map((r) => r.label).join(', ')}` };
     const rounds = perRound(inputs, compute);
     const value = rounds.length > 1 ? median(rounds) : compute(...inputs);
-    return { name, value, target, status: passes(value) ? 'PASS' : 'FAIL', ...(rounds.length > 1 ? { rounds } : {}) };
+    const status = passes === undefined ? 'INFO' : passes(value) ? 'PASS' : 'FAIL';
+    return { name, value, target, status, ...(rounds.length > 1 ? { rounds } : {}) };
   };
 }
 

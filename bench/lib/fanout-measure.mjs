@@ -111,8 +111,7 @@ function deliveryErrors(merged, emitted, n) {
   return errors;
 }
 
-async function startServer({ kind, id, node, ctx, fanout }) {
-  const core = ctx.settings.serverCore;
+async function startServer({ kind, id, workers, core, node, ctx, fanout }) {
   if (kind === 'bare') {
     const s = await startBarePubsub({ name: `${id}`, nodePort: node.port, core });
     return { ...s, url: `ws://127.0.0.1:${s.port}/` };
@@ -121,19 +120,22 @@ async function startServer({ kind, id, node, ctx, fanout }) {
     ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`]
     : [];
   const main = kind === 'baseline' ? ctx.baseline.main : undefined;
-  return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, nodeArgs, main });
+  return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, workers, nodeArgs, main });
 }
 
 /**
- * Measures one server (`kind` 'bare', 'chaingate' or 'baseline', BENCH_BASELINE's build) fanning newHeads out to `n` subscribers. Never
- * throws: what went wrong is listed in `errors`, which voids the run's figures.
+ * Measures one server (`kind` 'bare', 'chaingate', 'chaingate-w2' or 'baseline', BENCH_BASELINE's build),
+ * on `core` (a core or a list) with `workers` worker threads (chaingate; null: not configured), fanning
+ * newHeads out to `n` subscribers. Never throws: what went wrong is listed in `errors`, which voids the
+ * run's figures.
  */
-export async function measureFanout({ id, label, kind, n, ctx, fanout }) {
+export async function measureFanout({ id, label, kind, workers, core, n, ctx, fanout }) {
   const { settings } = ctx;
   const run = {
     id,
     label,
     server: kind,
+    workers,
     subscribers: n,
     rankBy: 'cpuMsPerNotification',
     roundFields: ROUND_FIELDS,
@@ -144,7 +146,7 @@ export async function measureFanout({ id, label, kind, n, ctx, fanout }) {
   try {
     const node = await startFakeNode({ name: `${id} fake node`, core: settings.loadCore });
     started.push(node);
-    const server = await startServer({ kind, id, node, ctx, fanout });
+    const server = await startServer({ kind, id, workers, core, node, ctx, fanout });
     const serverStartedAt = performance.now();
     started.push(server);
 

@@ -3,8 +3,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chaingateMain, daemonNodeFlags } from './chaingate.mjs';
-import { freePort, postJson, waitForPort } from './net.mjs';
+import { chaingateMain, serveChaingate, workersYaml } from './chaingate.mjs';
+import { freePort, postJson } from './net.mjs';
 import { announcedPort, startProcess, stopOnFailure } from './processes.mjs';
 
 const FAKE_NODE = fileURLToPath(new URL('../servers/fake-node.mjs', import.meta.url));
@@ -41,10 +41,11 @@ export function startBarePubsub({ name = 'bare pub/sub', nodePort, core }) {
 
 /**
  * chaingate's config for the fan-out: the public path with limits above anything the bench sends
- * (20,000 sockets from one address, any message rate), the node's HTTP and WebSocket, a short stop.
+ * (20,000 sockets from one address, any message rate), the node's HTTP and WebSocket, a short stop,
+ * `workers` worker threads (null: the key not written, for a build from before them).
  */
-export function chaingateWsConfig({ dir, port, nodePort }) {
-  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench, stop_timeout_s: 1 }
+export function chaingateWsConfig({ dir, port, nodePort, workers = 1 }) {
+  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench, stop_timeout_s: 1${workersYaml(workers)} }
 storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
 public: { rps_per_ip: 100000000, max_batch: 1000 }
 websocket: { max_connections_per_ip: 20000 }
@@ -57,16 +58,16 @@ chains:
 
 /**
  * `chaingate serve` on `core` in front of the fake node; `url` is the public path's WebSocket URL.
- * `nodeArgs` go before the script (e.g. --cpu-prof); `main` is the build to run (BENCH_BASELINE's).
+ * `nodeArgs` go before the script (e.g. --cpu-prof); `main` is the build to run (BENCH_BASELINE's);
+ * `workers` its `server.workers`.
  */
-export async function startChaingateWs({ name = 'chaingate', dir, nodePort, core, nodeArgs = [], main = chaingateMain() }) {
+export async function startChaingateWs({ name = 'chaingate', dir, nodePort, core, workers = 1, nodeArgs = [], main = chaingateMain() }) {
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateWsConfig({ dir, port, nodePort }));
-  const proc = startProcess(name, process.execPath, [...daemonNodeFlags(), ...nodeArgs, main, 'serve', '--config', config], { core });
-  await stopOnFailure(proc, waitForPort(port, proc));
+  writeFileSync(config, chaingateWsConfig({ dir, port, nodePort, workers }));
+  const proc = await serveChaingate({ name, main, config, port, core, workers, nodeArgs });
   return { proc, pid: proc.pid, port, url: `ws://127.0.0.1:${port}/v1/rpc/public`, stop: () => proc.stop() };
 }
 

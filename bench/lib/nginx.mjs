@@ -25,12 +25,13 @@ export function nginxVersion(bin) {
 }
 
 /**
- * The reference proxy: one worker, upstream keep-alive (HTTP/1.1 with the Connection header cleared),
- * no access log. Everything nginx writes (pid, logs, temp files) stays in `dir`. Other settings are
- * nginx's defaults, as an operator would deploy it.
+ * The reference proxy: `workers` worker processes (1, or 2 beside chaingate's two worker threads),
+ * upstream keep-alive (HTTP/1.1 with the Connection header cleared; its 64 idle connections are per
+ * worker), no access log. Everything nginx writes (pid, logs, temp files) stays in `dir`. Other settings
+ * are nginx's defaults, as an operator would deploy it.
  */
-export function nginxProxyConf({ dir, port, upstreamPort }) {
-  return `worker_processes 1;
+export function nginxProxyConf({ dir, port, upstreamPort, workers = 1 }) {
+  return `worker_processes ${workers};
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
 events { worker_connections 1024; }
@@ -57,14 +58,17 @@ http {
 `;
 }
 
-/** nginx proxying to 127.0.0.1:`upstreamPort`, on `core`; resolves `{ proc, pid, port, stop }` once it listens. */
-export async function startNginxProxy({ bin, name = 'nginx', dir, upstreamPort, core }) {
+/**
+ * nginx proxying to 127.0.0.1:`upstreamPort` with `workers` worker processes, on `core` (a core or a list,
+ * `0,1`, which its workers inherit); resolves `{ proc, pid, port, stop }` once it listens.
+ */
+export async function startNginxProxy({ bin, name = 'nginx', dir, upstreamPort, core, workers = 1 }) {
   mkdirSync(dir, { recursive: true });
   // Run as root, nginx's workers switch to an unprivileged user, which must be able to enter `dir`.
   chmodSync(dir, 0o755);
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
-  writeFileSync(conf, nginxProxyConf({ dir, port, upstreamPort }));
+  writeFileSync(conf, nginxProxyConf({ dir, port, upstreamPort, workers }));
   const proc = startProcess(name, bin, ['-p', dir, '-c', conf, '-e', join(dir, 'error.log'), '-g', 'daemon off;'], { core });
   try {
     await waitForPort(port, proc);

@@ -90,7 +90,9 @@ export function markdownHeading(result) {
     `Node ${e.node}, ${e.cpus} cores (${e.cpuModel}), wrk ${e.wrk ?? '–'}, nginx ${e.nginx ?? '–'}. ` +
       `wrk -t${s.threads} -c${s.connections} -d${s.seconds}s after ${s.warmupSeconds}s of warm-up` +
       (s.rounds > 1 ? `, median of ${s.rounds} interleaved rounds; ` : '; ') +
-      (s.pin ? `server under test on core ${s.serverCore}, wrk and upstream on core ${s.loadCore}.` : 'no CPU pinning.') +
+      (s.pin
+        ? `server under test on core ${s.serverCore} (rows with 2 workers: cores ${s.spreadCores}), wrk and upstream on core ${s.loadCore}.`
+        : 'no CPU pinning.') +
       (s.anvilQuiet ? ' anvil --quiet.' : '') +
       (result.baseline ? ` Baseline rows: commit ${result.baseline.commit.slice(0, 10)} (BENCH_BASELINE=${result.baseline.ref}).` : ''),
   ].join('\n');

@@ -53,6 +53,8 @@ export function readSettings() {
     out: process.env.BENCH_OUT || null,
     baseline: process.env.BENCH_BASELINE?.trim() || null,
   };
+  // Servers with two workers (chaingate's threads, nginx's processes) get both cores, the load's too.
+  settings.spreadCores = `${settings.serverCore},${settings.loadCore}`;
   if (settings.seconds === 0) errors.push('BENCH_DURATION must be more than 0s');
   if (settings.connections < settings.threads)
     errors.push('BENCH_CONNECTIONS must be at least BENCH_THREADS (wrk needs a connection per thread)');
