@@ -277,8 +277,17 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   };
   const threadSharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
     if (relayHost !== null) return { relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
-    if (relayClient !== null)
-      return { replica: { follow: (health) => relayClient.follow(slug, health), filters: relayClient.filters(slug) } };
+    if (relayClient !== null) {
+      const c = inForce.chains[slug]!;
+      return {
+        replica: {
+          follow: (health) => relayClient.follow(slug, health),
+          filters: relayClient.filters(slug),
+          feeds: c.upstreams.some((u) => u.ws !== undefined) ? feedRelay!.feeds(slug) : null,
+          openEventLink: eventRelay!.openLink(slug),
+        },
+      };
+    }
     return {};
   };
   const chainSet = createChainSet(config.chains, {
