@@ -132,7 +132,7 @@ export function openArena(table: SharedTable, takeBack: (holder: number, block: 
   function reclaim(order: number, slot: number): number {
     let hand = ints[HAND]!;
     let unit = -1;
-    for (let n = 0; n < RECLAIM_SCAN && unit < 0; n++) {
+    for (let n = 0; n < Math.min(RECLAIM_SCAN, units) && unit < 0; n++) {
       const block = hand;
       hand = hand + 1 === units ? 0 : hand + 1;
       const h = ints[holder + block]!;
