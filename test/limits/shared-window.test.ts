@@ -6,6 +6,7 @@ import { allocateSharedCounts } from '../../src/limits/shared-counts.js';
 import { allocateSharedWindows, createSharedWindowLimiter } from '../../src/limits/shared-window.js';
 import { createSlidingWindowLimiter } from '../../src/limits/sliding-window.js';
 import { seeded } from '../support/seeded.js';
+import { createWindowCount } from '../support/window-count.js';
 
 function fakeClock(): { now: () => number; set(ms: number): void } {
   let at = 0;
@@ -13,25 +14,6 @@ function fakeClock(): { now: () => number; set(ms: number): void } {
     now: () => at,
     set: (ms) => {
       at = ms;
-    },
-  };
-}
-
-/** Units admitted in (at - 1000, at], `at` never going back. */
-function createSecondCounter(): { add(at: number, units: number): void; within(at: number): number } {
-  const times: number[] = [];
-  const units: number[] = [];
-  let first = 0;
-  let sum = 0;
-  return {
-    add(at, u) {
-      times.push(at);
-      units.push(u);
-      sum += u;
-    },
-    within(at) {
-      while (first < times.length && times[first]! <= at - 1000) sum -= units[first++]!;
-      return sum;
     },
   };
 }
@@ -44,7 +26,7 @@ type Clock = ReturnType<typeof fakeClock>;
  * needs some 50 entries of 20 units. Returns each key's refusals and its worst second.
  */
 function paced(limiter: Limiter, clock: Clock, keys: string[], from: number): Array<{ refused: number; worst: number }> {
-  const out = keys.map(() => ({ refused: 0, worst: 0, seconds: createSecondCounter() }));
+  const out = keys.map(() => ({ refused: 0, worst: 0, seconds: createWindowCount() }));
   for (let at = from; at < from + 3000; at += 1.0205) {
     clock.set(at);
     keys.forEach((key, k) => {

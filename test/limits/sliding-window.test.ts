@@ -9,6 +9,7 @@ import {
   type SlidingWindowLimiter,
 } from '../../src/limits/sliding-window.js';
 import { seeded } from '../support/seeded.js';
+import { createWindowCount } from '../support/window-count.js';
 
 /** Every implementation of SlidingWindowLimiter: the promises below hold for each. */
 const IMPLEMENTATIONS: Array<{
@@ -44,25 +45,6 @@ function fakeClock(start = 0): FakeClock {
     },
     advance: (ms) => {
       at += ms;
-    },
-  };
-}
-
-/** The units a client has had admitted in the half-open second (at - 1000, at], as the client itself would count them. */
-function createWindowCount(): { add(at: number, units: number): void; within(at: number): number } {
-  const times: number[] = [];
-  const units: number[] = [];
-  let first = 0;
-  let sum = 0;
-  return {
-    add(at, u) {
-      times.push(at);
-      units.push(u);
-      sum += u;
-    },
-    within(at) {
-      while (first < times.length && times[first]! <= at - 1000) sum -= units[first++]!;
-      return sum;
     },
   };
 }
