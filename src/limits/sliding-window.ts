@@ -17,8 +17,12 @@
  * Fixed 10 ms buckets would cost the same memory but cannot keep both promises for bursts: a
  * burst near a bucket edge either leaves the window too early (over-admission) or too late
  * (refusals well below the limit).
+ *
+ * The log's arithmetic is in entry-log.ts, shared with the shared-memory limiter (shared-window.ts),
+ * which keeps the same promises for several worker threads limiting a key together.
  */
 import { performance } from 'node:perf_hooks';
+import { ADMITTED, checkTake, type EntryLog, foldOldest, MAX_ENTRIES, moveEntries, settle } from './entry-log.js';
 
 /** A take's outcome: admitted, or refused with the time until enough units leave the window. */
 export type Take = { ok: true } | { ok: false; retryAfterMs: number };
@@ -55,29 +59,21 @@ export interface LimiterOptions {
   maxKeys?: number;
 }
 
-const WINDOW_MS = 1000;
-/** Largest share of the limit one entry may gather: the bound on units counted after they left. */
-const MERGE_SHARE = 0.02;
 const INITIAL_ENTRIES = 4;
-/** ≥ 2 / MERGE_SHARE live entries + the one being opened; reached only by keys near their limit. */
-const MAX_ENTRIES = 128;
 const DEFAULT_MAX_KEYS = 100_000;
 
-const ADMITTED: Take = Object.freeze({ ok: true });
-
 /** One key's window. Reused for another key when evicted, so a full limiter allocates nothing. */
-interface KeyWindow {
+interface KeyWindow extends EntryLog {
   key: string;
-  /** Entries as [time, units] pairs in a ring: entry i at ring[2i], ring[2i + 1]. */
-  ring: Float64Array;
-  capacity: number;
-  head: number;
-  length: number;
-  /** Units in the live entries, kept so a take costs O(1) amortized. */
-  sum: number;
   /** LRU neighbours: toward the most recently used, toward the least. */
   newer: KeyWindow | null;
   older: KeyWindow | null;
+}
+
+/** Makes room for one more entry: doubles the ring, or at MAX_ENTRIES folds the two oldest entries. */
+function makeRoom(w: EntryLog): void {
+  if (w.capacity < MAX_ENTRIES) moveEntries(w, new Float64Array(4 * w.capacity), 0, 2 * w.capacity);
+  else foldOldest(w);
 }
 
 /** Retry-After header value for a refusal: whole seconds, at least 1. */
@@ -125,6 +121,7 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
       w = {
         key,
         ring: new Float64Array(2 * INITIAL_ENTRIES),
+        base: 0,
         capacity: INITIAL_ENTRIES,
         head: 0,
         length: 0,
@@ -138,86 +135,8 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
     return w;
   }
 
-  /** Drops the entries whose latest take is a full second old. */
-  function expire(w: KeyWindow, horizon: number): void {
-    const ring = w.ring;
-    let head = w.head;
-    let length = w.length;
-    while (length > 0 && ring[2 * head]! <= horizon) {
-      w.sum -= ring[2 * head + 1]!;
-      head = head + 1 === w.capacity ? 0 : head + 1;
-      length--;
-    }
-    w.head = head;
-    w.length = length;
-    // Fractional units leave rounding residue in a running sum; an empty log holds exactly nothing.
-    if (length === 0) w.sum = 0;
-  }
-
-  /** Time until the oldest entries holding at least `excess` units have all left the window. */
-  function waitFor(w: KeyWindow, excess: number, at: number): number {
-    const ring = w.ring;
-    let slot = w.head;
-    let freed = 0;
-    let time = at;
-    for (let i = 0; i < w.length; i++) {
-      time = ring[2 * slot]!;
-      freed += ring[2 * slot + 1]!;
-      if (freed >= excess) break;
-      slot = slot + 1 === w.capacity ? 0 : slot + 1;
-    }
-    return Math.max(1, Math.ceil(time + WINDOW_MS - at));
-  }
-
-  /** Makes room for one more entry: grows the ring, or at MAX_ENTRIES folds the two oldest entries. */
-  function makeRoom(w: KeyWindow): void {
-    const old = w.ring;
-    if (w.capacity < MAX_ENTRIES) {
-      const capacity = w.capacity * 2;
-      const ring = new Float64Array(2 * capacity);
-      for (let i = 0, slot = w.head; i < w.length; i++) {
-        ring[2 * i] = old[2 * slot]!;
-        ring[2 * i + 1] = old[2 * slot + 1]!;
-        slot = slot + 1 === w.capacity ? 0 : slot + 1;
-      }
-      w.ring = ring;
-      w.capacity = capacity;
-      w.head = 0;
-      return;
-    }
-    // Only after a limit cut can a key outgrow its log. Folding keeps the later time, so the units
-    // stay counted at least as long as they are in the window: the limit still holds, while the
-    // oldest units may be counted a little past their second.
-    const second = w.head + 1 === w.capacity ? 0 : w.head + 1;
-    old[2 * second + 1] = old[2 * second + 1]! + old[2 * w.head + 1]!;
-    w.head = second;
-    w.length--;
-  }
-
-  function record(w: KeyWindow, at: number, units: number, mergeLimit: number): void {
-    w.sum += units;
-    if (w.length > 0) {
-      let newest = w.head + w.length - 1;
-      if (newest >= w.capacity) newest -= w.capacity;
-      const gathered = w.ring[2 * newest + 1]! + units;
-      if (gathered <= mergeLimit) {
-        w.ring[2 * newest + 1] = gathered;
-        // The max only matters for a clock that steps back; the contract needs a monotonic one.
-        if (at > w.ring[2 * newest]!) w.ring[2 * newest] = at;
-        return;
-      }
-    }
-    if (w.length === w.capacity) makeRoom(w);
-    let slot = w.head + w.length;
-    if (slot >= w.capacity) slot -= w.capacity;
-    w.ring[2 * slot] = at;
-    w.ring[2 * slot + 1] = units;
-    w.length++;
-  }
-
   function take(key: string, limit: number, units = 1): Take {
-    if (!(limit > 0 && limit < Infinity)) throw new RangeError(`limit must be a positive finite number, got ${limit}`);
-    if (!(units > 0 && units < Infinity)) throw new RangeError(`units must be a positive finite number, got ${units}`);
+    checkTake(limit, units);
     if (units > limit) return { ok: false, retryAfterMs: Infinity };
     const at = now();
     let w = windows.get(key);
@@ -229,11 +148,8 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
       unlink(w);
       linkAsMostRecent(w);
     }
-    expire(w, at - WINDOW_MS);
-    const excess = w.sum + units - limit;
-    if (excess > 0) return { ok: false, retryAfterMs: waitFor(w, excess, at) };
-    record(w, at, units, limit * MERGE_SHARE);
-    return ADMITTED;
+    const wait = settle(w, at, limit, units, makeRoom);
+    return wait === 0 ? ADMITTED : { ok: false, retryAfterMs: wait };
   }
 
   return {

@@ -1,8 +1,34 @@
 import t from 'tap';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { createSlidingWindowLimiter, retryAfterSeconds, type SlidingWindowLimiter } from '../../src/limits/sliding-window.js';
+import { allocateSharedWindows, createSharedWindowLimiter } from '../../src/limits/shared-window.js';
+import {
+  createSlidingWindowLimiter,
+  type LimiterOptions,
+  retryAfterSeconds,
+  type SlidingWindowLimiter,
+} from '../../src/limits/sliding-window.js';
 import { seeded } from '../support/seeded.js';
+import { createWindowCount } from '../support/window-count.js';
+
+/** Every implementation of SlidingWindowLimiter: the promises below hold for each. */
+const IMPLEMENTATIONS: Array<{
+  name: string;
+  make: (opts?: LimiterOptions) => SlidingWindowLimiter;
+  /** The most keys tracked with a given maxKeys. */
+  sizeFor: (maxKeys: number) => number;
+  /** Whether a key keeps its place below maxKeys keys (the shared table may give an idle key's slot to another). */
+  keepsEveryKey: boolean;
+}> = [
+  { name: 'in-process', make: (opts) => createSlidingWindowLimiter(opts), sizeFor: (maxKeys) => maxKeys, keepsEveryKey: true },
+  {
+    name: 'shared memory',
+    make: (opts = {}) => createSharedWindowLimiter(allocateSharedWindows({ maxKeys: opts.maxKeys ?? 64 }), { now: opts.now }),
+    // A quarter more slots than keys, so probing stays short (shared-table.ts).
+    sizeFor: (maxKeys) => Math.ceil(maxKeys * 1.25),
+    keepsEveryKey: false,
+  },
+];
 
 interface FakeClock {
   now: () => number;
@@ -19,25 +45,6 @@ function fakeClock(start = 0): FakeClock {
     },
     advance: (ms) => {
       at += ms;
-    },
-  };
-}
-
-/** The units a client has had admitted in the half-open second (at - 1000, at], as the client itself would count them. */
-function createWindowCount(): { add(at: number, units: number): void; within(at: number): number } {
-  const times: number[] = [];
-  const units: number[] = [];
-  let first = 0;
-  let sum = 0;
-  return {
-    add(at, u) {
-      times.push(at);
-      units.push(u);
-      sum += u;
-    },
-    within(at) {
-      while (first < times.length && times[first]! <= at - 1000) sum -= units[first++]!;
-      return sum;
     },
   };
 }
@@ -109,11 +116,13 @@ function arrivals(pattern: Pattern, c: Case, rng: () => number, factor: number, 
   return pattern(rng, rate, seconds, integral).map((at) => ({ at: integral ? Math.round(at) : at, units: c.units(rng) }));
 }
 
+type Make = (opts?: LimiterOptions) => SlidingWindowLimiter;
+
 /** Greedy client: sends everything; returns the worst ratio of units in any second to the limit. */
-function greedyWorstRatio(c: Case, pattern: Pattern, seed: number, integral: boolean): { ratio: number; admitted: number } {
+function greedyWorstRatio(make: Make, c: Case, pattern: Pattern, seed: number, integral: boolean): { ratio: number; admitted: number } {
   const rng = seeded(seed);
   const clock = fakeClock();
-  const limiter = createSlidingWindowLimiter({ now: clock.now });
+  const limiter = make({ now: clock.now });
   const window = createWindowCount();
   let worst = 0;
   let admitted = 0;
@@ -129,10 +138,17 @@ function greedyWorstRatio(c: Case, pattern: Pattern, seed: number, integral: boo
 }
 
 /** Client pacing itself to `share` of its limit in every second (the new take included); returns refusals seen. */
-function pacedRefusals(c: Case, pattern: Pattern, seed: number, integral: boolean, share: number): { refused: number; sent: number } {
+function pacedRefusals(
+  make: Make,
+  c: Case,
+  pattern: Pattern,
+  seed: number,
+  integral: boolean,
+  share: number,
+): { refused: number; sent: number } {
   const rng = seeded(seed);
   const clock = fakeClock();
-  const limiter = createSlidingWindowLimiter({ now: clock.now });
+  const limiter = make({ now: clock.now });
   const window = createWindowCount();
   let refused = 0;
   let sent = 0;
@@ -146,185 +162,227 @@ function pacedRefusals(c: Case, pattern: Pattern, seed: number, integral: boolea
   return { refused, sent };
 }
 
-t.test('no second ever holds more than the limit, whatever the arrivals', async (t) => {
-  let worst = 0;
-  for (const c of CASES) {
-    for (const [name, pattern] of Object.entries(PATTERNS)) {
-      for (const integral of [true, false]) {
-        for (let seed = 1; seed <= 3; seed++) {
-          const { ratio, admitted } = greedyWorstRatio(c, pattern, seed, integral);
-          worst = Math.max(worst, ratio);
-          if (ratio > 1.02) t.fail(`${c.name}, ${name}, integral ${integral}, seed ${seed}: a second held ${ratio} × the limit`);
-          if (admitted === 0) t.fail(`${c.name}, ${name}: nothing admitted`);
+for (const impl of IMPLEMENTATIONS) {
+  const make = impl.make;
+  t.test(impl.name, async (t) => {
+    t.test('no second ever holds more than the limit, whatever the arrivals', async (t) => {
+      let worst = 0;
+      for (const c of CASES) {
+        for (const [name, pattern] of Object.entries(PATTERNS)) {
+          for (const integral of [true, false]) {
+            for (let seed = 1; seed <= 3; seed++) {
+              const { ratio, admitted } = greedyWorstRatio(make, c, pattern, seed, integral);
+              worst = Math.max(worst, ratio);
+              if (ratio > 1.02) t.fail(`${c.name}, ${name}, integral ${integral}, seed ${seed}: a second held ${ratio} × the limit`);
+              if (admitted === 0) t.fail(`${c.name}, ${name}: nothing admitted`);
+            }
+          }
         }
       }
-    }
-  }
-  t.comment(`worst second / limit over all patterns: ${worst.toFixed(4)}`);
-  t.ok(worst <= 1.02, 'within limit + 2% (the contract)');
-  t.ok(worst <= 1, 'within the limit itself (what the log-of-latest-times design promises)');
-  t.ok(worst >= 0.98, 'greedy clients get close to their limit');
-});
+      t.comment(`worst second / limit over all patterns: ${worst.toFixed(4)}`);
+      t.ok(worst <= 1.02, 'within limit + 2% (the contract)');
+      t.ok(worst <= 1, 'within the limit itself (what the log-of-latest-times design promises)');
+      t.ok(worst >= 0.98, 'greedy clients get close to their limit');
+    });
 
-t.test('a client staying within 98% of its limit in every second is never refused', async (t) => {
-  let refused = 0;
-  let sent = 0;
-  for (const c of CASES) {
-    for (const [name, pattern] of Object.entries(PATTERNS)) {
-      for (const integral of [true, false]) {
-        for (let seed = 1; seed <= 3; seed++) {
-          const r = pacedRefusals(c, pattern, seed, integral, 0.98);
-          refused += r.refused;
-          sent += r.sent;
-          if (r.refused > 0) t.fail(`${c.name}, ${name}, integral ${integral}, seed ${seed}: ${r.refused} of ${r.sent} refused`);
+    t.test('a client staying within 98% of its limit in every second is never refused', async (t) => {
+      let refused = 0;
+      let sent = 0;
+      for (const c of CASES) {
+        for (const [name, pattern] of Object.entries(PATTERNS)) {
+          for (const integral of [true, false]) {
+            for (let seed = 1; seed <= 3; seed++) {
+              const r = pacedRefusals(make, c, pattern, seed, integral, 0.98);
+              refused += r.refused;
+              sent += r.sent;
+              if (r.refused > 0) t.fail(`${c.name}, ${name}, integral ${integral}, seed ${seed}: ${r.refused} of ${r.sent} refused`);
+            }
+          }
         }
       }
-    }
-  }
-  t.comment(`refusals at 98%: ${refused} of ${sent} takes`);
-  t.equal(refused, 0);
-  t.ok(sent > 100_000, 'enough takes were driven to mean something');
-});
+      t.comment(`refusals at 98%: ${refused} of ${sent} takes`);
+      t.equal(refused, 0);
+      t.ok(sent > 100_000, 'enough takes were driven to mean something');
+    });
 
-t.test('the same client at 100% would be refused: the 98% test can fail', async (t) => {
-  const c = CASES.find((x) => x.name.startsWith('RU'))!;
-  const r = pacedRefusals(c, PATTERNS.poisson!, 1, false, 1);
-  t.ok(r.refused > 0, `${r.refused} of ${r.sent} refused at 100%`);
-});
+    t.test('the same client at 100% would be refused: the 98% test can fail', async (t) => {
+      const c = CASES.find((x) => x.name.startsWith('RU'))!;
+      const r = pacedRefusals(make, c, PATTERNS.poisson!, 1, false, 1);
+      t.ok(r.refused > 0, `${r.refused} of ${r.sent} refused at 100%`);
+    });
 
-t.test('bursts a little more than a second apart are admitted in full', async (t) => {
-  // A burst at the very start of a 10 ms bucket and the next one 1000.5 ms later: bucketed
-  // limiters that count the older bucket in full refuse the second burst.
-  const clock = fakeClock();
-  const limiter = createSlidingWindowLimiter({ now: clock.now });
-  for (let burst = 0; burst < 5; burst++) {
-    clock.set(10 + burst * 1000.5);
-    for (let i = 0; i < 98; i++) t.ok(limiter.take('k', 100).ok, `burst ${burst}, take ${i}`);
-  }
-  clock.set(10 + 4 * 1000.5 + 999);
-  t.ok(limiter.take('k', 100).ok, '99th unit within the same second');
-  t.ok(limiter.take('k', 100).ok, '100th unit');
-  t.notOk(limiter.take('k', 100).ok, '101st unit refused');
-});
-
-t.test('retryAfterMs is the time until enough units leave the window', async (t) => {
-  const clock = fakeClock();
-  const limiter = createSlidingWindowLimiter({ now: clock.now });
-  for (let i = 0; i < 10; i++) t.ok(limiter.take('a', 10).ok);
-  clock.set(400);
-  t.same(limiter.take('a', 10), { ok: false, retryAfterMs: 600 });
-  clock.set(999);
-  t.same(limiter.take('a', 10), { ok: false, retryAfterMs: 1 });
-  clock.set(1000);
-  t.same(limiter.take('a', 10), { ok: true });
-
-  clock.set(0);
-  const ru = createSlidingWindowLimiter({ now: clock.now });
-  t.ok(ru.take('b', 100, 60).ok);
-  clock.set(300);
-  t.ok(ru.take('b', 100, 30).ok);
-  clock.set(500);
-  t.same(ru.take('b', 100, 20), { ok: false, retryAfterMs: 500 }, 'the 60 leaving is enough');
-  t.same(ru.take('b', 100, 70), { ok: false, retryAfterMs: 500 }, 'still only the 60');
-  t.same(ru.take('b', 100, 100), { ok: false, retryAfterMs: 800 }, 'needs the 30 as well');
-  t.same(ru.take('b', 100, 101), { ok: false, retryAfterMs: Infinity }, 'more than the limit never fits');
-  clock.set(1300);
-  t.ok(ru.take('b', 100, 100).ok, 'refused takes took nothing');
-
-  const fractional = fakeClock(0.25);
-  const f = createSlidingWindowLimiter({ now: fractional.now });
-  t.ok(f.take('c', 1).ok);
-  fractional.set(400.5);
-  t.same(f.take('c', 1), { ok: false, retryAfterMs: 600 }, '599.75 ms rounds up');
-  fractional.set(1000.2);
-  t.same(f.take('c', 1), { ok: false, retryAfterMs: 1 }, 'never below 1 ms');
-  fractional.set(1000.25);
-  t.ok(f.take('c', 1).ok);
-});
-
-t.test('waiting retryAfterMs is exactly enough, after random traffic', async (t) => {
-  let checked = 0;
-  for (let seed = 1; seed <= 300; seed++) {
-    const rng = seeded(seed);
-    const clock = fakeClock();
-    const limiter = createSlidingWindowLimiter({ now: clock.now });
-    const limit = [5, 100, 50_000][seed % 3]!;
-    const units = (): number => (limit === 50_000 ? 10 + Math.floor(rng() * 1991) : 1 + Math.floor((rng() * limit) / 5));
-    for (let at = 0; at < 5000; at += Math.floor(rng() * 30)) {
-      clock.set(at);
-      const u = units();
-      const r = limiter.take('k', limit, u);
-      if (r.ok || rng() < 0.9) continue;
-      t.ok(r.retryAfterMs >= 1 && Number.isInteger(r.retryAfterMs), `seed ${seed}: whole milliseconds, at least 1`);
-      if (r.retryAfterMs > 1) {
-        clock.set(at + r.retryAfterMs - 1);
-        t.same(limiter.take('k', limit, u), { ok: false, retryAfterMs: 1 }, `seed ${seed}: 1 ms early is refused`);
+    t.test('bursts a little more than a second apart are admitted in full', async (t) => {
+      // A burst at the very start of a 10 ms bucket and the next one 1000.5 ms later: bucketed
+      // limiters that count the older bucket in full refuse the second burst.
+      const clock = fakeClock();
+      const limiter = make({ now: clock.now });
+      for (let burst = 0; burst < 5; burst++) {
+        clock.set(10 + burst * 1000.5);
+        for (let i = 0; i < 98; i++) t.ok(limiter.take('k', 100).ok, `burst ${burst}, take ${i}`);
       }
-      clock.set(at + r.retryAfterMs);
-      t.ok(limiter.take('k', limit, u).ok, `seed ${seed}: admitted after ${r.retryAfterMs} ms`);
-      checked++;
-      break;
-    }
-  }
-  t.ok(checked > 250, `${checked} refusals checked`);
-});
+      clock.set(10 + 4 * 1000.5 + 999);
+      t.ok(limiter.take('k', 100).ok, '99th unit within the same second');
+      t.ok(limiter.take('k', 100).ok, '100th unit');
+      t.notOk(limiter.take('k', 100).ok, '101st unit refused');
+    });
 
-t.test('a plan change applies at once, to units already taken', async (t) => {
-  const clock = fakeClock();
-  const limiter = createSlidingWindowLimiter({ now: clock.now });
-  for (let i = 0; i < 50; i++) t.ok(limiter.take('k', 100, 2).ok);
-  t.notOk(limiter.take('k', 100).ok, 'free plan exhausted');
-  t.ok(limiter.take('k', 1000, 900).ok, 'upgrade: headroom at once');
-  t.notOk(limiter.take('k', 1000, 1).ok);
-  clock.set(500);
-  t.same(limiter.take('k', 50), { ok: false, retryAfterMs: 500 }, 'downgrade: waits for all 1000 units to leave');
-  clock.set(1000);
-  t.ok(limiter.take('k', 50).ok);
+    t.test('retryAfterMs is the time until enough units leave the window', async (t) => {
+      const clock = fakeClock();
+      const limiter = make({ now: clock.now });
+      for (let i = 0; i < 10; i++) t.ok(limiter.take('a', 10).ok);
+      clock.set(400);
+      t.same(limiter.take('a', 10), { ok: false, retryAfterMs: 600 });
+      clock.set(999);
+      t.same(limiter.take('a', 10), { ok: false, retryAfterMs: 1 });
+      clock.set(1000);
+      t.same(limiter.take('a', 10), { ok: true });
 
-  // Random plan changes: every admission keeps the last second within the plan in force.
-  const rng = seeded(7);
-  const c2 = fakeClock();
-  const l2 = createSlidingWindowLimiter({ now: c2.now });
-  const window = createWindowCount();
-  let limit = 1000;
-  let worst = 0;
-  for (let at = 0; at < 60_000; at += rng() * 2) {
-    if (rng() < 0.0005) limit = [100, 1000, 5000, 50_000][Math.floor(rng() * 4)]!;
-    c2.set(at);
-    const u = 1 + Math.floor(rng() * 20);
-    if (!l2.take('k', limit, u).ok) continue;
-    window.add(at, u);
-    worst = Math.max(worst, window.within(at) / limit);
-  }
-  t.ok(worst <= 1, `last second / plan in force at each admission: worst ${worst.toFixed(4)}`);
-});
+      clock.set(0);
+      const ru = make({ now: clock.now });
+      t.ok(ru.take('b', 100, 60).ok);
+      clock.set(300);
+      t.ok(ru.take('b', 100, 30).ok);
+      clock.set(500);
+      t.same(ru.take('b', 100, 20), { ok: false, retryAfterMs: 500 }, 'the 60 leaving is enough');
+      t.same(ru.take('b', 100, 70), { ok: false, retryAfterMs: 500 }, 'still only the 60');
+      t.same(ru.take('b', 100, 100), { ok: false, retryAfterMs: 800 }, 'needs the 30 as well');
+      t.same(ru.take('b', 100, 101), { ok: false, retryAfterMs: Infinity }, 'more than the limit never fits');
+      clock.set(1300);
+      t.ok(ru.take('b', 100, 100).ok, 'refused takes took nothing');
 
-t.test('time comes only from the injected monotonic clock', async (t) => {
-  const clock = fakeClock(5_000);
-  const limiter = createSlidingWindowLimiter({ now: clock.now });
-  for (let i = 0; i < 5; i++) t.ok(limiter.take('k', 5).ok);
-  clock.advance(0);
-  t.notOk(limiter.take('k', 5).ok, 'a clock standing still frees nothing');
-  clock.advance(3_600_000);
-  for (let i = 0; i < 5; i++) t.ok(limiter.take('k', 5).ok, 'an hour later the window is empty');
-  t.notOk(limiter.take('k', 5).ok, 'and holds one limit, not more');
+      const fractional = fakeClock(0.25);
+      const f = make({ now: fractional.now });
+      t.ok(f.take('c', 1).ok);
+      fractional.set(400.5);
+      t.same(f.take('c', 1), { ok: false, retryAfterMs: 600 }, '599.75 ms rounds up');
+      fractional.set(1000.2);
+      t.same(f.take('c', 1), { ok: false, retryAfterMs: 1 }, 'never below 1 ms');
+      fractional.set(1000.25);
+      t.ok(f.take('c', 1).ok);
+    });
 
-  // The default clock is performance.now: wall-clock steps neither free a burst nor lock anyone out.
-  const realDateNow = Date.now;
-  t.teardown(() => {
-    Date.now = realDateNow;
+    t.test('waiting retryAfterMs is exactly enough, after random traffic', async (t) => {
+      let checked = 0;
+      for (let seed = 1; seed <= 300; seed++) {
+        const rng = seeded(seed);
+        const clock = fakeClock();
+        const limiter = make({ now: clock.now });
+        const limit = [5, 100, 50_000][seed % 3]!;
+        const units = (): number => (limit === 50_000 ? 10 + Math.floor(rng() * 1991) : 1 + Math.floor((rng() * limit) / 5));
+        for (let at = 0; at < 5000; at += Math.floor(rng() * 30)) {
+          clock.set(at);
+          const u = units();
+          const r = limiter.take('k', limit, u);
+          if (r.ok || rng() < 0.9) continue;
+          t.ok(r.retryAfterMs >= 1 && Number.isInteger(r.retryAfterMs), `seed ${seed}: whole milliseconds, at least 1`);
+          if (r.retryAfterMs > 1) {
+            clock.set(at + r.retryAfterMs - 1);
+            t.same(limiter.take('k', limit, u), { ok: false, retryAfterMs: 1 }, `seed ${seed}: 1 ms early is refused`);
+          }
+          clock.set(at + r.retryAfterMs);
+          t.ok(limiter.take('k', limit, u).ok, `seed ${seed}: admitted after ${r.retryAfterMs} ms`);
+          checked++;
+          break;
+        }
+      }
+      t.ok(checked > 250, `${checked} refusals checked`);
+    });
+
+    t.test('a plan change applies at once, to units already taken', async (t) => {
+      const clock = fakeClock();
+      const limiter = make({ now: clock.now });
+      for (let i = 0; i < 50; i++) t.ok(limiter.take('k', 100, 2).ok);
+      t.notOk(limiter.take('k', 100).ok, 'free plan exhausted');
+      t.ok(limiter.take('k', 1000, 900).ok, 'upgrade: headroom at once');
+      t.notOk(limiter.take('k', 1000, 1).ok);
+      clock.set(500);
+      t.same(limiter.take('k', 50), { ok: false, retryAfterMs: 500 }, 'downgrade: waits for all 1000 units to leave');
+      clock.set(1000);
+      t.ok(limiter.take('k', 50).ok);
+
+      // Random plan changes: every admission keeps the last second within the plan in force.
+      const rng = seeded(7);
+      const c2 = fakeClock();
+      const l2 = make({ now: c2.now });
+      const window = createWindowCount();
+      let limit = 1000;
+      let worst = 0;
+      for (let at = 0; at < 60_000; at += rng() * 2) {
+        if (rng() < 0.0005) limit = [100, 1000, 5000, 50_000][Math.floor(rng() * 4)]!;
+        c2.set(at);
+        const u = 1 + Math.floor(rng() * 20);
+        if (!l2.take('k', limit, u).ok) continue;
+        window.add(at, u);
+        worst = Math.max(worst, window.within(at) / limit);
+      }
+      t.ok(worst <= 1, `last second / plan in force at each admission: worst ${worst.toFixed(4)}`);
+    });
+
+    t.test('time comes only from the injected monotonic clock', async (t) => {
+      const clock = fakeClock(5_000);
+      const limiter = make({ now: clock.now });
+      for (let i = 0; i < 5; i++) t.ok(limiter.take('k', 5).ok);
+      clock.advance(0);
+      t.notOk(limiter.take('k', 5).ok, 'a clock standing still frees nothing');
+      clock.advance(3_600_000);
+      for (let i = 0; i < 5; i++) t.ok(limiter.take('k', 5).ok, 'an hour later the window is empty');
+      t.notOk(limiter.take('k', 5).ok, 'and holds one limit, not more');
+
+      // The default clock is performance.now: wall-clock steps neither free a burst nor lock anyone out.
+      const realDateNow = Date.now;
+      t.teardown(() => {
+        Date.now = realDateNow;
+      });
+      const wall = make();
+      for (let i = 0; i < 3; i++) t.ok(wall.take('k', 3).ok);
+      Date.now = () => realDateNow() + 3_600_000;
+      const ahead = wall.take('k', 3);
+      t.equal(ahead.ok, false, 'wall clock an hour ahead: still refused');
+      Date.now = () => realDateNow() - 86_400_000;
+      const behind = wall.take('k', 3);
+      t.ok(!behind.ok && behind.retryAfterMs <= 1000, 'wall clock a day behind: refused for under a second');
+    });
+
+    t.test('evicting idle keys changes nothing', async (t) => {
+      // Keys in phases of 1.5 s; a phase's keys evict the phase before last's, which are idle. The
+      // small limiter must answer every take exactly as one that never evicts.
+      const rng = seeded(11);
+      const both = fakeClock();
+      const small = make({ now: both.now, maxKeys: 20 });
+      const large = make({ now: both.now });
+      let differ = 0;
+      let refusals = 0;
+      for (let at = 0; at < 60_000; at += rng() * 3) {
+        both.set(at);
+        const phase = Math.floor(at / 1500);
+        const key = `k${(phase % 4) * 10 + Math.floor(rng() * 10)}`;
+        const a = small.take(key, 20);
+        const b = large.take(key, 20);
+        if (!b.ok) refusals++;
+        if (JSON.stringify(a) !== JSON.stringify(b)) differ++;
+        if (small.size > impl.sizeFor(20)) t.fail(`size ${small.size}`);
+      }
+      t.equal(differ, 0, 'same answers with and without eviction');
+      t.ok(refusals > 1000, `the keys were busy enough to be refused (${refusals})`);
+      if (impl.keepsEveryKey) t.equal(large.size, 40);
+    });
+
+    t.test('arguments are checked', async (t) => {
+      const limiter: SlidingWindowLimiter = make({ now: () => 0 });
+      for (const limit of [0, -1, Number.NaN, Infinity]) {
+        t.throws(() => limiter.take('k', limit), RangeError, `limit ${limit}`);
+      }
+      for (const units of [0, -5, Number.NaN, Infinity]) {
+        t.throws(() => limiter.take('k', 10, units), RangeError, `units ${units}`);
+      }
+      t.equal(limiter.size, 0, 'bad takes track nothing');
+      t.same(limiter.take('k', 2.5, 2.5), { ok: true }, 'fractional limits and units');
+      t.same(limiter.take('k', 2.5, 0.5), { ok: false, retryAfterMs: 1000 });
+    });
   });
-  const wall = createSlidingWindowLimiter();
-  for (let i = 0; i < 3; i++) t.ok(wall.take('k', 3).ok);
-  Date.now = () => realDateNow() + 3_600_000;
-  const ahead = wall.take('k', 3);
-  t.equal(ahead.ok, false, 'wall clock an hour ahead: still refused');
-  Date.now = () => realDateNow() - 86_400_000;
-  const behind = wall.take('k', 3);
-  t.ok(!behind.ok && behind.retryAfterMs <= 1000, 'wall clock a day behind: refused for under a second');
-});
+}
 
-t.test('memory stays bounded: 200k keys with maxKeys 10k', async (t) => {
+t.test('in-process: memory stays bounded: 200k keys with maxKeys 10k', async (t) => {
   v8.setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
   const clock = fakeClock();
@@ -349,7 +407,7 @@ t.test('memory stays bounded: 200k keys with maxKeys 10k', async (t) => {
   t.ok(after - full < 2e6, 'evicted windows are reused, not piled up');
 });
 
-t.test('the least recently used key is evicted, and evicting idle keys changes nothing', async (t) => {
+t.test('in-process: the least recently used key is evicted', async (t) => {
   const clock = fakeClock();
   const limiter = createSlidingWindowLimiter({ now: clock.now, maxKeys: 2 });
   t.ok(limiter.take('b', 1).ok);
@@ -365,48 +423,16 @@ t.test('the least recently used key is evicted, and evicting idle keys changes n
   clock.set(1800);
   t.notOk(limiter.take('c', 1).ok, 'c kept its take at 1600');
 
-  // Keys in phases of 1.5 s; a phase's keys evict the phase before last's, which are idle. The
-  // small limiter must answer every take exactly as one that never evicts.
-  const rng = seeded(11);
-  const both = fakeClock();
-  const small = createSlidingWindowLimiter({ now: both.now, maxKeys: 20 });
-  const large = createSlidingWindowLimiter({ now: both.now });
-  let differ = 0;
-  let refusals = 0;
-  for (let at = 0; at < 60_000; at += rng() * 3) {
-    both.set(at);
-    const phase = Math.floor(at / 1500);
-    const key = `k${(phase % 4) * 10 + Math.floor(rng() * 10)}`;
-    const a = small.take(key, 20);
-    const b = large.take(key, 20);
-    if (!b.ok) refusals++;
-    if (JSON.stringify(a) !== JSON.stringify(b)) differ++;
-    if (small.size > 20) t.fail(`size ${small.size}`);
-  }
-  t.equal(differ, 0, 'same answers with and without eviction');
-  t.ok(refusals > 1000, `the keys were busy enough to be refused (${refusals})`);
-  t.equal(large.size, 40);
-
   // More busy keys than maxKeys: memory still wins (fail-open for the evicted key, as documented).
   const busy = createSlidingWindowLimiter({ now: clock.now, maxKeys: 2 });
   for (const key of ['x', 'y', 'z', 'x', 'y', 'z']) busy.take(key, 1);
   t.equal(busy.size, 2);
 });
 
-t.test('arguments are checked', async (t) => {
-  const limiter: SlidingWindowLimiter = createSlidingWindowLimiter({ now: () => 0 });
-  for (const limit of [0, -1, Number.NaN, Infinity]) {
-    t.throws(() => limiter.take('k', limit), RangeError, `limit ${limit}`);
-  }
-  for (const units of [0, -5, Number.NaN, Infinity]) {
-    t.throws(() => limiter.take('k', 10, units), RangeError, `units ${units}`);
-  }
+t.test('in-process: maxKeys is checked', async (t) => {
   for (const maxKeys of [0, -1, 1.5, Number.NaN]) {
     t.throws(() => createSlidingWindowLimiter({ maxKeys }), { name: 'RangeError', message: /maxKeys/ }, `maxKeys ${maxKeys}`);
   }
-  t.equal(limiter.size, 0, 'bad takes track nothing');
-  t.same(limiter.take('k', 2.5, 2.5), { ok: true }, 'fractional limits and units');
-  t.same(limiter.take('k', 2.5, 0.5), { ok: false, retryAfterMs: 1000 });
 });
 
 t.test('retryAfterSeconds rounds up to whole seconds, at least 1', async (t) => {

@@ -1,0 +1,322 @@
+/**
+ * The table under the shared-memory limits (shared-window.ts, shared-unknown-keys.ts, shared-counts.ts): a
+ * fixed number of slots in SharedArrayBuffers, found by a 64-bit hash of the key string, each slot guarded
+ * by its own lock, so that worker threads holding views over the same memory keep one state per key.
+ *
+ * - Memory: made once (on the main thread) by `allocateTable` as two SharedArrayBuffers, which workerData
+ *   shares rather than copies; each thread opens its own view with `openTable`. Nothing grows afterwards.
+ * - Keys: a slot stores the key's hash, not the key: 64 bits (cyrb53's mixing, seeded with a random value
+ *   per allocation so addresses cannot be picked offline to collide). Two live keys sharing a hash would
+ *   share one state; among n live keys the chance that any two do is about n² / 2⁶⁵ (3 × 10⁻¹⁰ for 100,000).
+ * - Placing: linear probing from the hash's home slot over at most PROBES slots. A slot is never emptied,
+ *   only given to another key once the kind says it holds nothing (`isIdle`: a rate window with no take in
+ *   the last second, a count at 0); so a never-used slot ends every search. A key whose PROBES slots all
+ *   hold live keys gets none: the kind then fails open, as the in-process limiters do when full.
+ * - Two threads placing the same new key must not take two slots: placing holds a stripe lock chosen by
+ *   the home slot (the same for every thread placing that key) and searches again under it.
+ * - Locks: an Int32 per slot, taken with Atomics.compareExchange. The kinds' critical sections are a few
+ *   hundred nanoseconds of plain Int32Array/Float64Array reads and writes; Atomics operations are
+ *   sequentially consistent, so what one thread wrote before releasing a lock is what the next holder
+ *   reads. A waiter spins briefly, then sleeps in Atomics.wait until the holder's release wakes it.
+ *   Lock order: stripe, then slot, then the kind's own lock; anything else is only tried (tryAcquire),
+ *   never waited for, so no two threads can wait on each other.
+ * - A thread that dies holding a lock (worker.terminate() lands between two statements) would stop every
+ *   thread that needs that lock. The lock word holds its owner's thread id, and `releaseLocksHeldBy`, called
+ *   by the main thread once that worker has exited, frees them marked damaged: the next holder of a damaged
+ *   slot resets it (`reset`), as a key evicted from the in-process limiters starts empty.
+ */
+import { getRandomValues } from 'node:crypto';
+import { threadId } from 'node:worker_threads';
+
+/** The memory of one shared table: plain SharedArrayBuffers, passed to workers in workerData. */
+export interface SharedTableMemory {
+  readonly ints: SharedArrayBuffer;
+  readonly floats: SharedArrayBuffer;
+}
+
+/** Slots searched from a key's home slot before giving up. */
+const PROBES = 64;
+/** Most slots a table may have: slot indexes and Float64Array offsets stay far inside an Int32. */
+const MAX_SLOTS = 1 << 24;
+const MAX_STRIPES = 1024;
+
+// Header ints.
+const KIND = 0;
+const SLOTS = 1;
+const INTS_PER_SLOT = 2;
+const FLOATS_PER_SLOT = 3;
+const SEED = 4;
+const USED = 5;
+const STRIPES = 6;
+const EXTRA_INTS_AT = 7;
+const EXTRA_FLOATS_AT = 8;
+/** A lock of the kind's own (e.g. its storage pool), freed by releaseLocksHeldBy like the others. */
+export const KIND_LOCK = 9;
+/** Header ints the kind may use as it likes: [KIND_HEADER, HEADER_INTS). */
+export const KIND_HEADER = 10;
+const HEADER_INTS = 32;
+
+// A slot's first ints; the kind's own follow from FIRST_SLOT_INT.
+const LOCK = 0;
+const HASH_LO = 1;
+const HASH_HI = 2;
+export const FIRST_SLOT_INT = 3;
+
+/** A free lock whose last holder died in its critical section: the next holder repairs what it guards. */
+const DAMAGED = -2;
+/** This thread's lock word: its owner tag (thread id + 1) shifted left; bit 0 says someone may be waiting. */
+const MINE = (threadId + 1) * 2;
+const SPINS = 64;
+
+export interface TableShape {
+  /** A number naming the kind, checked when a view is opened over the memory. */
+  kind: number;
+  slots: number;
+  /** Ints per slot, FIRST_SLOT_INT included. */
+  intsPerSlot: number;
+  floatsPerSlot: number;
+  /** Ints and floats after the slots for the kind's own use (extraIntsAt / extraFloatsAt). */
+  extraInts?: number;
+  extraFloats?: number;
+}
+
+/** Slots for a table that must hold `maxKeys` live keys: a quarter more, so probing stays short at maxKeys. */
+export function slotsFor(maxKeys: number, option: string): number {
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1 || Math.ceil(maxKeys * 1.25) > MAX_SLOTS) {
+    throw new RangeError(`${option} must be an integer from 1 to ${Math.floor(MAX_SLOTS / 1.25)}`);
+  }
+  return Math.ceil(maxKeys * 1.25);
+}
+
+export function allocateTable(shape: TableShape): SharedTableMemory {
+  const stripes = Math.min(shape.slots, MAX_STRIPES);
+  const slotsAt = HEADER_INTS + stripes;
+  const extraIntsAt = slotsAt + shape.slots * shape.intsPerSlot;
+  const extraFloatsAt = shape.slots * shape.floatsPerSlot;
+  const ints = new SharedArrayBuffer(4 * (extraIntsAt + (shape.extraInts ?? 0)));
+  const floats = new SharedArrayBuffer(8 * (extraFloatsAt + (shape.extraFloats ?? 0)));
+  const header = new Int32Array(ints, 0, HEADER_INTS);
+  header[KIND] = shape.kind;
+  header[SLOTS] = shape.slots;
+  header[INTS_PER_SLOT] = shape.intsPerSlot;
+  header[FLOATS_PER_SLOT] = shape.floatsPerSlot;
+  header[SEED] = getRandomValues(new Int32Array(1))[0]!;
+  header[STRIPES] = stripes;
+  header[EXTRA_INTS_AT] = extraIntsAt;
+  header[EXTRA_FLOATS_AT] = extraFloatsAt;
+  return { ints, floats };
+}
+
+/** What a kind says about its slots; both are called with the slot's lock held. */
+export interface SlotKind {
+  /** Whether the slot holds nothing, so it may be given to another key. */
+  isIdle(slot: number): boolean;
+  /** Empties a slot given to a key: never used, reused, or found damaged. */
+  reset(slot: number): void;
+}
+
+export interface SharedTable {
+  readonly ints: Int32Array;
+  readonly floats: Float64Array;
+  /** Index in `ints` of a slot's first int: the kind's own are FIRST_SLOT_INT and on past it. */
+  intsOf(slot: number): number;
+  /** Index in `floats` of a slot's first float. */
+  floatsOf(slot: number): number;
+  readonly extraIntsAt: number;
+  readonly extraFloatsAt: number;
+  /**
+   * The slot holding `key`, locked; when there is none and `place`, a slot given to it (reset), locked.
+   * -1 when the key has no slot (and, placing, none is free within PROBES of its home).
+   */
+  acquire(key: string, place: boolean): number;
+  /** Tries to lock a slot without waiting: for a thread that already holds another. */
+  tryAcquire(slot: number): boolean;
+  release(slot: number): void;
+  /** Locks an int of the kind's own (KIND_LOCK); true when its last holder died in it. */
+  lock(index: number): boolean;
+  unlock(index: number): void;
+  /** Slots given to a key since the memory was made (each reused slot counts once). */
+  readonly used: number;
+}
+
+function lockSlow(ints: Int32Array, index: number, seen: number): boolean {
+  let v = seen;
+  for (let spin = 0; spin < SPINS; spin++) {
+    if (v === 0 || v === DAMAGED) {
+      const was = Atomics.compareExchange(ints, index, v, MINE);
+      if (was === v) return v === DAMAGED;
+      v = was;
+    } else {
+      v = Atomics.load(ints, index);
+    }
+  }
+  // Sleep until woken. Taken from here on as contended (bit 0), because other sleepers may remain and the
+  // release must wake one of them.
+  for (;;) {
+    if (v === 0 || v === DAMAGED) {
+      const was = Atomics.compareExchange(ints, index, v, MINE | 1);
+      if (was === v) return v === DAMAGED;
+      v = was;
+      continue;
+    }
+    if ((v & 1) === 0) {
+      const was = Atomics.compareExchange(ints, index, v, v | 1);
+      if (was !== v) {
+        v = was;
+        continue;
+      }
+    }
+    // The timeout only bounds a sleep whose wake-up was missed; the loop checks again either way.
+    Atomics.wait(ints, index, v | 1, 100);
+    v = Atomics.load(ints, index);
+  }
+}
+
+/** Takes the lock at `index`; true when its last holder died in it (the caller repairs what it guards). */
+function lock(ints: Int32Array, index: number): boolean {
+  const v = Atomics.compareExchange(ints, index, 0, MINE);
+  return v === 0 ? false : lockSlow(ints, index, v);
+}
+
+function unlock(ints: Int32Array, index: number): void {
+  if ((Atomics.exchange(ints, index, 0) & 1) !== 0) Atomics.notify(ints, index, 1);
+}
+
+export function openTable(memory: SharedTableMemory, kind: number, slotKind: SlotKind, what: string): SharedTable {
+  if (!(memory?.ints instanceof SharedArrayBuffer) || !(memory.floats instanceof SharedArrayBuffer)) {
+    throw new TypeError(`${what}: memory must be the object its allocate function returned`);
+  }
+  const ints = new Int32Array(memory.ints);
+  const floats = new Float64Array(memory.floats);
+  if (ints.length < HEADER_INTS || ints[KIND] !== kind) throw new TypeError(`${what}: memory was allocated for another kind of table`);
+  const slots = ints[SLOTS]!;
+  const stride = ints[INTS_PER_SLOT]!;
+  const floatStride = ints[FLOATS_PER_SLOT]!;
+  const seed = ints[SEED]!;
+  const stripes = ints[STRIPES]!;
+  const slotsAt = HEADER_INTS + stripes;
+  const probes = Math.min(PROBES, slots);
+  let hashLo = 0;
+  let hashHi = 0;
+
+  /** cyrb53's mixing (public domain, bryc), kept at 64 bits in two Int32 halves. */
+  function hashKey(key: string): void {
+    let h1 = 0xdeadbeef ^ seed;
+    let h2 = 0x41c6ce57 ^ seed;
+    for (let i = 0; i < key.length; i++) {
+      const ch = key.charCodeAt(i);
+      h1 = Math.imul(h1 ^ ch, 2654435761);
+      h2 = Math.imul(h2 ^ ch, 1597334677);
+    }
+    h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507);
+    h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+    h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
+    h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+    hashLo = h1;
+    // (0, 0) marks a never-used slot.
+    hashHi = h1 === 0 && h2 === 0 ? 1 : h2;
+  }
+
+  function lockSlot(slot: number): void {
+    if (lock(ints, slotsAt + slot * stride + LOCK)) slotKind.reset(slot);
+  }
+
+  function release(slot: number): void {
+    unlock(ints, slotsAt + slot * stride + LOCK);
+  }
+
+  function find(lo: number, hi: number, home: number): number {
+    let slot = home;
+    for (let p = 0; p < probes; p++) {
+      const at = slotsAt + slot * stride;
+      const l = Atomics.load(ints, at + HASH_LO);
+      if (l === lo) {
+        lockSlot(slot);
+        // Read under the lock: the slot may have been given to another key meanwhile.
+        if (ints[at + HASH_LO] === lo && ints[at + HASH_HI] === hi) return slot;
+        release(slot);
+      } else if (l === 0 && Atomics.load(ints, at + HASH_HI) === 0) {
+        // Keys are placed in the first usable slot and slots are never emptied: the key is not further on.
+        return -1;
+      }
+      if (++slot === slots) slot = 0;
+    }
+    return -1;
+  }
+
+  function place(lo: number, hi: number, home: number): number {
+    let slot = home;
+    for (let p = 0; p < probes; p++) {
+      const at = slotsAt + slot * stride;
+      lockSlot(slot);
+      const unused = ints[at + HASH_LO] === 0 && ints[at + HASH_HI] === 0;
+      if (unused || slotKind.isIdle(slot)) {
+        if (unused) Atomics.add(ints, USED, 1);
+        Atomics.store(ints, at + HASH_LO, lo);
+        Atomics.store(ints, at + HASH_HI, hi);
+        slotKind.reset(slot);
+        return slot;
+      }
+      release(slot);
+      if (++slot === slots) slot = 0;
+    }
+    return -1;
+  }
+
+  return {
+    ints,
+    floats,
+    intsOf: (slot) => slotsAt + slot * stride,
+    floatsOf: (slot) => slot * floatStride,
+    extraIntsAt: ints[EXTRA_INTS_AT]!,
+    extraFloatsAt: ints[EXTRA_FLOATS_AT]!,
+    acquire(key, placing) {
+      hashKey(key);
+      const lo = hashLo;
+      const hi = hashHi;
+      // The high bits of lo × slots: a uniform slot without a division.
+      const home = Math.floor(((lo >>> 0) / 4294967296) * slots);
+      const found = find(lo, hi, home);
+      if (found >= 0 || !placing) return found;
+      const stripe = HEADER_INTS + (home % stripes);
+      lock(ints, stripe);
+      try {
+        const again = find(lo, hi, home);
+        return again >= 0 ? again : place(lo, hi, home);
+      } finally {
+        unlock(ints, stripe);
+      }
+    },
+    tryAcquire: (slot) => Atomics.compareExchange(ints, slotsAt + slot * stride + LOCK, 0, MINE) === 0,
+    release,
+    lock: (index) => lock(ints, index),
+    unlock: (index) => unlock(ints, index),
+    get used() {
+      return Atomics.load(ints, USED);
+    },
+  };
+}
+
+/**
+ * Frees the locks a thread held when it died, marking them damaged (see the top of this file). Call it on
+ * the main thread once the worker has exited (its 'exit' event), with the worker's `threadId`; never for a
+ * thread that still runs. Returns how many locks were freed.
+ */
+export function releaseLocksHeldBy(memory: SharedTableMemory, deadThreadId: number): number {
+  const ints = new Int32Array(memory.ints);
+  const tag = deadThreadId + 1;
+  const slotsAt = HEADER_INTS + ints[STRIPES]!;
+  const stride = ints[INTS_PER_SLOT]!;
+  let freed = 0;
+  const free = (index: number): void => {
+    const v = Atomics.load(ints, index);
+    if (v > 0 && v >> 1 === tag && Atomics.compareExchange(ints, index, v, DAMAGED) === v) {
+      freed++;
+      Atomics.notify(ints, index);
+    }
+  };
+  free(KIND_LOCK);
+  for (let index = HEADER_INTS; index < slotsAt; index++) free(index);
+  for (let slot = 0; slot < ints[SLOTS]!; slot++) free(slotsAt + slot * stride + LOCK);
+  return freed;
+}
