@@ -157,6 +157,8 @@ export interface ChainRuntimeOptions {
   metrics?: ChainMetrics;
   /** Told of each probe and each head a feed hears (on the main thread of a gateway with worker threads). */
   relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void };
+  /** How many threads share each upstream's max_connections (each worker's pool gets its part); default 1. */
+  poolShare?: number;
   /** When a transaction last went through, shared by every thread (chain/write-mark.ts); one of its own otherwise. */
   writes?: WriteMark;
   /** In a worker thread: what the main thread's runtime of the chain keeps for the whole process. */
@@ -189,7 +191,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       name: u.name,
       url: u.url,
       headers: u.headers,
-      maxConnections: u.max_connections,
+      // With worker threads each worker has its own pool: max_connections is the process's, shared out.
+      maxConnections: Math.max(1, Math.floor(u.max_connections / (opts.poolShare ?? 1))),
       pipelining: u.pipelining,
       ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
     }),

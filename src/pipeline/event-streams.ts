@@ -12,7 +12,7 @@ import type { SseClient, SseEnd, SseListener } from '../fanout/sse-hub.js';
 import type { Reservation } from '../metering/ledger.js';
 import { admitRu, type Caller, countRefusal, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
-import { admitConnection, createConnectionCounts } from './stream-limits.js';
+import { admitConnection } from './stream-limits.js';
 
 /** Why the gateway ends a stream: the hub's reasons, an owner out of RU, a key that stopped working. */
 type StreamEnd = SseEnd | 'balance' | 'revoked';
@@ -81,7 +81,7 @@ interface StreamClient extends SseClient {
  */
 export function createEventStreams(ctx: GatewayContext): EventStreams {
   const t = ctx.tenancy;
-  const counts = createConnectionCounts();
+  const counts = t.connections.sse;
   const clients = new Set<StreamClient>();
   let slowClients = 0;
 

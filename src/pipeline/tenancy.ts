@@ -3,6 +3,11 @@ import type { Metrics } from '../metrics/registry.js';
 import { DEFAULT_RU } from '../jsonrpc/methods.js';
 import { createSlidingWindowLimiter, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import { createUnknownKeyGuard, type UnknownKeyGuard } from '../limits/unknown-keys.js';
+import { allocateSharedWindows, createSharedWindowLimiter, type SharedWindowMemory } from '../limits/shared-window.js';
+import { allocateSharedUnknownKeys, createSharedUnknownKeyGuard, type SharedUnknownKeysMemory } from '../limits/shared-unknown-keys.js';
+import { allocateSharedCounts, createSharedCounts, type SharedCountsMemory } from '../limits/shared-counts.js';
+import { releaseLocksHeldBy } from '../limits/shared-table.js';
+import { type ConnectionCounts, createConnectionCounts } from './stream-limits.js';
 import type { Logger } from '../log.js';
 import type { TransferListItem } from 'node:worker_threads';
 import { createLedger, type Ledger } from '../metering/ledger.js';
@@ -24,6 +29,8 @@ export interface Tenancy {
   readonly ledger: Ledger;
   readonly limiter: SlidingWindowLimiter;
   readonly unknownKeys: UnknownKeyGuard;
+  /** Open WebSocket connections and event streams per key or IP (shared by every worker thread). */
+  readonly connections: { readonly websocket: ConnectionCounts; readonly sse: ConnectionCounts };
   /** RU of one call of `method` before any size surcharge. */
   ruCost(method: string): number;
   /** Ledger flushes that failed since start (chaingate status shows them). */
@@ -37,6 +44,8 @@ export interface Tenancy {
   storeFault(during: string, err: Error): void;
   /** Registers who closes the connections of endpoints that stopped working (deleted, owner suspended). */
   onRevoked(close: (endpointId: string) => void): void;
+  /** A worker thread ended (its Worker.threadId): the locks it held in the shared limits are let go. */
+  threadEnded(threadId: number): void;
   /** What a worker thread is given to share this tenancy (createTenancy's `threads`), and the ports it takes. */
   share(): { shared: TenancyShare; transfer: TransferListItem[] };
   /** Stops the timers, flushes the ledger and closes the store; false when the last flush failed. */
@@ -55,6 +64,15 @@ export interface TenancyShare {
   changes: SharedArrayBuffer;
   /** This worker's view of the RU balances (metering/ledger-host.ts). */
   ledger: LedgerHandoff;
+  /** The rate limits, the unknown-key throttle and the open connections, in shared memory (limits/shared-*.ts). */
+  limits: SharedLimits;
+}
+
+interface SharedLimits {
+  windows: SharedWindowMemory;
+  unknownKeys: SharedUnknownKeysMemory;
+  websocket: SharedCountsMemory;
+  sse: SharedCountsMemory;
 }
 
 /** How a tenancy is shared between threads: one thread alone, the main thread of workers, or a worker. */
@@ -95,8 +113,24 @@ export function createTenancy(
   const host = threads.role === 'main' ? createLedgerHost(store, ledgerOptions) : null;
   const ledger: Ledger =
     threads.role === 'worker' ? createLedgerView(threads.shared.ledger, store) : (host ?? createLedger(store, ledgerOptions));
-  const limiter = createSlidingWindowLimiter();
-  const unknownKeys = createUnknownKeyGuard();
+  // With workers every limit is kept in shared memory, made by the main thread: a plan's rps holds for the process.
+  const limits: SharedLimits | null =
+    threads.role === 'worker'
+      ? threads.shared.limits
+      : threads.role === 'main'
+        ? {
+            windows: allocateSharedWindows(),
+            unknownKeys: allocateSharedUnknownKeys(),
+            websocket: allocateSharedCounts(),
+            sse: allocateSharedCounts(),
+          }
+        : null;
+  const limiter = limits === null ? createSlidingWindowLimiter() : createSharedWindowLimiter(limits.windows);
+  const unknownKeys = limits === null ? createUnknownKeyGuard() : createSharedUnknownKeyGuard(limits.unknownKeys);
+  const connections =
+    limits === null
+      ? { websocket: createConnectionCounts(), sse: createConnectionCounts() }
+      : { websocket: createSharedCounts(limits.websocket), sse: createSharedCounts(limits.sse) };
   const rollUp = createUsageRollUp(store, { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d });
   let ru = config.ru;
   let costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
@@ -142,6 +176,7 @@ export function createTenancy(
     ledger,
     limiter,
     unknownKeys,
+    connections,
     ruCost: (method) => costs.get(method) ?? ru.default,
     flushFailures: () => flushFailures,
     reconfigure(next) {
@@ -158,7 +193,11 @@ export function createTenancy(
     share() {
       if (host === null) throw new Error('only the main thread of a gateway with workers shares its tenancy');
       const { handoff, transferList } = host.attach();
-      return { shared: { changes: changes.memory, ledger: handoff }, transfer: transferList };
+      return { shared: { changes: changes.memory, ledger: handoff, limits: limits! }, transfer: transferList };
+    },
+    threadEnded(threadId) {
+      // A thread ended inside a take would leave its key locked in every other thread.
+      if (limits !== null) for (const memory of Object.values(limits)) releaseLocksHeldBy(memory, threadId);
     },
     close() {
       clearInterval(refresh);

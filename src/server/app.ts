@@ -272,8 +272,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const feedRelay = opts.worker !== undefined ? connectFeedRelay(opts.worker.feeds, { log: feedsLog }) : null;
   const eventRelay = opts.worker !== undefined ? connectEventRelay(opts.worker.events) : null;
   const writes = createWriteMark(opts.worker?.writes);
-  const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes'> => {
-    return { writes, ...threadSharing(slug) };
+  const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes' | 'poolShare'> => {
+    return { writes, ...(opts.worker !== undefined ? { poolShare: opts.worker.workers } : {}), ...threadSharing(slug) };
   };
   const threadSharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
     if (relayHost !== null) return { relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
@@ -426,6 +426,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         stopGraceMs: config.server.stop_timeout_s * 1000 + WORKER_STOP_GRACE_MS,
         connect: () => links.start(ctx.config, port),
         onRestart: (index) => metrics.workerRestart(index),
+        onExit: (threadId) => tenancy.threadEnded(threadId),
       });
       if (workers > availableParallelism()) opts.log.warn('more worker threads than cores', { workers, cores: availableParallelism() });
       await pool.start();

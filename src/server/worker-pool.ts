@@ -33,6 +33,8 @@ export interface WorkerPoolOptions {
   stopGraceMs: number;
   /** The ports and data of worker `index` (1-based): called at each start and restart. */
   connect(index: number): WorkerStart;
+  /** A worker thread ended, for whatever reason (its Worker.threadId). */
+  onExit(threadId: number): void;
   /** A worker died and is started again (chaingate_worker_restarts_total). */
   onRestart(index: number): void;
 }
@@ -100,7 +102,9 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
         opts.log.error('worker failed', { worker: index, error: String(err.message ?? err) });
         if (!ready) reject(err);
       });
+      const threadId = worker.threadId;
       worker.on('exit', (code) => {
+        opts.onExit(threadId);
         control.close();
         for (const done of entry.waiting.values()) done(undefined);
         entry.waiting.clear();

@@ -3,7 +3,6 @@ import type { GatewayContext } from '../pipeline/context.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
-import { createConnectionCounts } from '../pipeline/stream-limits.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
 
@@ -33,7 +32,8 @@ export function notificationRu(perStarted250: number, bytes: number): number {
  */
 export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
   const limits = ctx.config.websocket;
-  const counts = createConnectionCounts();
+  // Shared by every worker thread: the per-key and per-IP limits hold for the process.
+  const counts = ctx.tenancy.connections.websocket;
   const server: WsServer = {
     maxBufferedBytes: limits.max_buffered_bytes,
     slowConsumers: 0,

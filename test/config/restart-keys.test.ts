@@ -27,12 +27,13 @@ t.test('what a reload applies is not reported; listeners and the store are, each
     .replace('chains:', 'chains:\n  other: { chain_id: 2, upstreams: [{ url: "http://127.0.0.1:9545" }] }');
   t.same(restartOnlyChanges(running, config(applied)), [], 'chains and plans apply');
   const moved = base
-    .replace('port: 8080', 'port: 9090, host: 0.0.0.0')
+    .replace('port: 8080', 'port: 9090, host: 0.0.0.0, workers: 3')
     .replace('/var/lib/chaingate/chaingate.db', '/tmp/other.db')
     .replace('port: 9464, token: a-metrics-token-of-some-length', 'port: 9465, token: another-token-of-some-length');
   t.same(restartOnlyChanges(running, config(moved)), [
     'server.host: applies only on a restart (127.0.0.1 → 0.0.0.0); restart chaingate, or put it back to reload the rest',
     'server.port: applies only on a restart (8080 → 9090); restart chaingate, or put it back to reload the rest',
+    'server.workers: applies only on a restart (auto → 3); restart chaingate, or put it back to reload the rest',
     'storage.path: applies only on a restart (/var/lib/chaingate/chaingate.db → /tmp/other.db); restart chaingate, or put it back to reload the rest',
     'metrics.port: applies only on a restart (9464 → 9465); restart chaingate, or put it back to reload the rest',
     'metrics.token: applies only on a restart (changed); restart chaingate, or put it back to reload the rest',

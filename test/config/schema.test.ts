@@ -1,6 +1,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { loadConfigText } from '../../src/config/load.js';
+import { validateConfig } from '../../src/config/schema.js';
 
 const minimal = `
 chains:
@@ -116,7 +117,7 @@ chains:
     'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
     'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
     'chains.nochainid.chain_id: required for an evm chain',
-    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, tls)',
+    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, tls, workers)',
     'server.port: must be an integer from 0 to 65535',
     'server.max_batch: must be an integer from 1 to 100000',
     'server.trust_proxy: must be true or false',
@@ -327,4 +328,23 @@ chains:
     ].sort(),
     'each error names its key',
   );
+});
+
+t.test("server.workers: an integer from 1, or 'auto' (the default)", async (t) => {
+  const with_ = (workers: unknown) =>
+    validateConfig({ server: { workers }, chains: { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } } });
+  const auto = validateConfig({ chains: { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } } });
+  t.ok(auto.ok && auto.config.server.workers === 'auto', 'auto when absent');
+  for (const good of [1, 2, 64, 'auto']) {
+    const r = with_(good);
+    t.ok(r.ok && r.config.server.workers === good, `${JSON.stringify(good)} is taken`);
+  }
+  for (const bad of [0, -1, 1.5, '2', 'all', 1025, true]) {
+    const r = with_(bad);
+    t.same(
+      r.ok ? [] : r.errors,
+      [`server.workers: must be an integer from 1 to 1024 or 'auto' (got ${JSON.stringify(bad)})`],
+      JSON.stringify(bad),
+    );
+  }
 });
