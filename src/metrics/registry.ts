@@ -75,6 +75,8 @@ export interface Metrics {
   configLoaded(at: number): void;
   /** A worker thread died and was started again. */
   workerRestart(worker: number): void;
+  /** The worker threads are started (1 to count). */
+  workersStarted(count: number): void;
   /** The exposition text (what GET /metrics answers), the workers' values merged in (MetricsOptions.workers). */
   text(): Promise<string>;
   /** This thread's values, as a worker hands them to the main thread for its exposition. */
@@ -403,6 +405,10 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       lastReload.set(at / 1000);
     },
     workerRestart: (worker) => workerRestarts.labels(String(worker)).inc(),
+    workersStarted(count) {
+      // Every worker's series from the start, so a rate() over restarts reads 0, not absent.
+      for (let i = 1; i <= count; i++) workerRestarts.labels(String(i)).inc(0);
+    },
     text: async () => {
       if (opts.workers === undefined) return registry.metrics();
       // Each worker's families beside the main thread's, summed (or the highest, see Aggregator) by prom-client.
@@ -470,6 +476,7 @@ export function noMetrics(): Metrics {
     configReload() {},
     configLoaded() {},
     workerRestart() {},
+    workersStarted() {},
     text: () => registry.metrics(),
     values: () => registry.getMetricsAsJSON(),
   };

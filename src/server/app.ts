@@ -430,6 +430,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       });
       if (workers > availableParallelism()) opts.log.warn('more worker threads than cores', { workers, cores: availableParallelism() });
       await pool.start();
+      metrics.workersStarted(workers);
     }
   } catch (err) {
     for (const s of sockets) uws().us_listen_socket_close(s);

@@ -47,6 +47,7 @@ t.test('the alert rules cover what the operations guide promises', async (t) => 
     'ChaingateLedgerFlushFailing',
     'ChaingateNoUpstreamInRotation',
     'ChaingateUpstreamLagging',
+    'ChaingateWorkerRestarting',
   ]);
   const panels = dashboard.panels.filter((p) => p.type === 'timeseries');
   t.ok(panels.length >= 15, `the dashboard has ${panels.length} panels`);
