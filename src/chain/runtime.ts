@@ -176,6 +176,8 @@ export interface ChainReplica {
   filters: ChainFilters;
   /** The main thread's upstream subscriptions, relayed. */
   feeds?: Feeds | null;
+  /** The first 24 hex digits of a subscription topic's ids, the same in every worker (HubOptions.idPrefix). */
+  subscriptionIdPrefix?: (topicKey: string) => string;
   /** Opens a topic's event stream through the main thread's one upstream stream of it. */
   openEventLink?: SseHubOptions['openLink'];
 }
@@ -272,6 +274,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
           },
           liveWaitMs: timeoutMs,
           metrics,
+          ...(opts.replica?.subscriptionIdPrefix !== undefined ? { idPrefix: opts.replica.subscriptionIdPrefix } : {}),
         });
 
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;

@@ -75,6 +75,11 @@ export interface HubOptions {
   liveWaitMs: number;
   /** The chain's metrics: open subscriptions and notifications sent, by kind. */
   metrics?: Pick<ChainMetrics, 'subscription' | 'notifications'>;
+  /**
+   * The first 24 hex digits of a topic's ids, from its key: every worker thread's hub gives a topic the same
+   * ids, so clients on different workers share them as they would on one. Default: random per topic.
+   */
+  idPrefix?: (topicKey: string) => string;
 }
 
 /** A subscribe: the id given, or why no subscription could be opened (no id is handed out that would never deliver). */
@@ -215,8 +220,8 @@ export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
       hold: null,
       kind,
       notified: metrics.notifications(kind),
-      // 24 random hex digits per topic, then 8 for the variant: 0x + 32 hex, the form nodes give.
-      idPrefix: `0x${randomBytes(12).toString('hex')}`,
+      // 24 hex digits per topic (random, or the workers' common one), then 8 for the variant: 0x + 32 hex, the form nodes give.
+      idPrefix: `0x${opts.idPrefix?.(key) ?? randomBytes(12).toString('hex')}`,
     };
     topics.set(key, t);
     t.hold = opts.feeds.subscribe(kind, params, { notify: (r) => notify(t, r), lost: (reason) => lost(t, reason) });

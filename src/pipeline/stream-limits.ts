@@ -8,6 +8,8 @@ import type { Caller } from './admission.js';
 /** Open connections or streams per key or IP. */
 export interface ConnectionCounts {
   open(key: string): void;
+  /** Opens one for `key` when fewer than `max` are open, in one step (worker threads admit at the same time). */
+  tryOpen(key: string, max: number): boolean;
   close(key: string): void;
   count(key: string): number;
 }
@@ -16,6 +18,12 @@ export function createConnectionCounts(): ConnectionCounts {
   const counts = new Map<string, number>();
   return {
     open: (key) => void counts.set(key, (counts.get(key) ?? 0) + 1),
+    tryOpen(key, max) {
+      const n = counts.get(key) ?? 0;
+      if (n >= max) return false;
+      counts.set(key, n + 1);
+      return true;
+    },
     close(key) {
       const n = (counts.get(key) ?? 1) - 1;
       if (n > 0) counts.set(key, n);
@@ -41,10 +49,15 @@ export function admitConnection(
   limits: ConnectionLimits,
   section: 'websocket' | 'sse',
   what: string,
-): { countKey: string; refusal: string | null } {
+): { countKey: string; limit: number; refusal: string | null } {
   const countKey = caller.auth === null ? caller.limitKey : `ep:${caller.auth.endpointId}`;
   const limit = caller.auth === null ? limits.max_connections_per_ip : limits.max_connections_per_key;
-  if (counts.count(countKey) < limit) return { countKey, refusal: null };
+  if (counts.count(countKey) < limit) return { countKey, limit, refusal: null };
+  return { countKey, limit, refusal: connectionRefusal(caller, limit, section, what) };
+}
+
+/** The refusal of one connection more than `limit`, naming the limit's key. */
+export function connectionRefusal(caller: Caller, limit: number, section: 'websocket' | 'sse', what: string): string {
   const which = caller.auth === null ? `${section}.max_connections_per_ip` : `${section}.max_connections_per_key`;
-  return { countKey, refusal: `Too many open ${what}: the limit is ${limit} (${which})` };
+  return `Too many open ${what}: the limit is ${limit} (${which})`;
 }

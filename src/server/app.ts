@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
@@ -285,6 +286,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
           filters: relayClient.filters(slug),
           feeds: c.upstreams.some((u) => u.ws !== undefined) ? feedRelay!.feeds(slug) : null,
           openEventLink: eventRelay!.openLink(slug),
+          subscriptionIdPrefix: (key) =>
+            createHmac('sha256', opts.worker!.subscriptionSecret).update(`${slug}\u0000${key}`).digest('hex').slice(0, 24),
         },
       };
     }

@@ -14,6 +14,8 @@ export interface WorkerLink {
   workers: number;
   /** Keys, limits and balances shared with every thread. */
   tenancy: TenancyShare;
+  /** The process's secret for subscription ids, so every worker gives a topic the same ids. */
+  subscriptionSecret: Uint8Array;
   /** When a transaction last went through any thread (chain/write-mark.ts). */
   writes: SharedArrayBuffer;
   /** The chains' probes and filters (chain/relay.ts). */

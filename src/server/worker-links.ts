@@ -2,11 +2,13 @@
  * The main thread's side of its worker threads' links: what each worker is started with (worker-pool.ts
  * calls `start` at each start and restart) and whoever serves each concern's port on this side.
  */
+import { randomBytes } from 'node:crypto';
 import { MessageChannel } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
 import type { Logger, LogRecord } from '../log.js';
 import type { RepeatedLog, RepeatedRecord } from '../repeated-log.js';
 import type { WorkerStart } from './worker-pool.js';
+import type { WorkerLink } from './worker-link.js';
 import type { ChainRelayHost } from '../chain/relay.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { WriteMark } from '../chain/write-mark.js';
@@ -40,6 +42,7 @@ export interface WorkerLinks {
 }
 
 export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
+  const subscriptionSecret = randomBytes(32);
   return {
     start(config, port) {
       // The worker's log lines are written by this thread's log: one stream for the process.
@@ -58,7 +61,8 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
       serveEventRelay(events.port1, (slug) => opts.chainOf(slug)?.events ?? null);
       events.port1.unref();
       const tenancy = opts.tenancy.share();
-      const link = {
+      const link: Omit<WorkerLink, 'index'> = {
+        subscriptionSecret,
         workers: opts.workers,
         writes: opts.writes.memory,
         chains: chains.port2,

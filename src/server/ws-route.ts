@@ -70,7 +70,6 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       const conn = ws.getUserData().conn;
       conn.ws = ws;
       server.conns.add(conn);
-      counts.open(conn.countKey);
       conn.chain.metrics.wsConnection(1);
     },
     message(ws, message, isBinary) {

@@ -6,7 +6,7 @@ import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, takeRequest } from '../pipeline/admission.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { tallyFor } from '../pipeline/answers.js';
-import { admitConnection, type ConnectionCounts } from '../pipeline/stream-limits.js';
+import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
 import { clientIp } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { batchRefusal, collectCall, planItem } from '../pipeline/plan.js';
@@ -142,7 +142,7 @@ export function upgradeWs(
     return;
   }
   const { caller } = resolved;
-  const { countKey, refusal } = admitConnection(counts, caller, ctx.config.websocket, 'websocket', 'WebSocket connections');
+  const { countKey, limit, refusal } = admitConnection(counts, caller, ctx.config.websocket, 'websocket', 'WebSocket connections');
   if (refusal !== null) {
     caller.tally.refused('too_many_connections');
     refuseUpgrade(res, meta, 'rate_limited', refusal, 1000);
@@ -155,6 +155,13 @@ export function upgradeWs(
       refuseUpgrade(res, meta, 'rate_limited', undefined, taken.retryAfterMs);
       return;
     }
+  }
+  // Counted here, in one step with the check, as the last refusal: another worker thread may admit the same
+  // key at the same moment. The upgrade opens the socket at once (the open handler runs within it).
+  if (!counts.tryOpen(countKey, limit)) {
+    caller.tally.refused('too_many_connections');
+    refuseUpgrade(res, meta, 'rate_limited', connectionRefusal(caller, limit, 'websocket', 'WebSocket connections'), 1000);
+    return;
   }
   const conn = new WsConn(server, resolved.chain, caller, countKey);
   res.upgrade<WsUserData>({ conn }, secKey, secProtocol, secExtensions, context as never);

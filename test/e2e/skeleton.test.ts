@@ -187,8 +187,9 @@ t.test('graceful stop lets a request in flight finish', async (t) => {
     }, 400);
   });
   const g = await gatewayFor(t, { chains: { devnet: evmChain([slow.url], 1) } });
-  const inFlight = rpc(`${g.base}/v1/rpc/public`, 'eth_blockNumber', [], 9);
-  while (slow.requests.length === 0) await new Promise((r) => setTimeout(r, 10));
+  const inFlight = rpc(`${g.base}/v1/rpc/public`, 'eth_gasPrice', [], 9);
+  // The client's call, not a probe of the node (the prober asks eth_blockNumber).
+  while (!slow.requests.some((r) => r.includes('eth_gasPrice'))) await new Promise((r) => setTimeout(r, 10));
   const cut = await g.gateway.stop();
   const answer = await inFlight;
   t.equal(cut, 0, 'nothing was cut');

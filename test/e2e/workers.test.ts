@@ -107,10 +107,13 @@ t.test('a key made works at once on every worker; deleted, it is refused at once
 
   const endings = sockets.map(closed);
   t.equal((await api(g, owner.managementKey, 'DELETE', `/api/dashboard/endpoints?id=${ep.id}`)).status, 200);
-  const after = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => rpc(url, 'eth_chainId', [], i)));
+  const after = (await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => rpc(url, 'eth_chainId', [], i)))).sort(
+    (a, b) => a.status - b.status,
+  );
+  // 401, until the unknown-key throttle (20 a minute for the IP) answers 429 instead.
   t.same(
     after.map((r) => r.status),
-    after.map(() => 401),
+    after.map((_, i) => (i < 20 ? 401 : 429)).sort(),
     'refused on every connection right after the delete',
   );
   const ended = await Promise.all(endings);
@@ -303,3 +306,65 @@ function fetchRpc(base: string, agent: Agent, method: string, params: unknown[])
     req.end(body);
   });
 }
+
+t.test('limits hold for the process: a plan rps, the unknown-key throttle, the connections per key', async (t) => {
+  const node = await anvilFor(t);
+  const RPS = 50;
+  const g = await gatewayFor(t, {
+    server: { workers: 2 },
+    chains: { devnet: evmChain([node.url]) },
+    plans: { capped: { rps: RPS, max_endpoints: 5 } },
+    websocket: { max_connections_per_key: 5 },
+  });
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'capped', 100_000_000);
+  const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
+  const url = `${g.base}/v1/rpc/${(made.json as { data: { api_key: string } }).data.api_key}`;
+  await rpc(url, 'eth_chainId');
+  await new Promise((r) => setTimeout(r, 1_100));
+
+  // Every call sent within 0.6 s, over 32 connections at a time: all admissions fall in one second.
+  const until = performance.now() + 600;
+  const statuses: number[] = [];
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < until) statuses.push((await rpc(url, 'eth_chainId')).status);
+    }),
+  );
+  const served = statuses.filter((s) => s === 200).length;
+  t.ok(statuses.length > 2 * RPS, `${statuses.length} calls offered`);
+  t.ok(served <= RPS, `${served} served: never over the plan's ${RPS}/s across both workers`);
+  t.ok(served >= 0.98 * RPS, `${served} served: never refused below 98 % of it`);
+  t.ok(
+    statuses.every((s) => s === 200 || s === 429),
+    'the rest are 429',
+  );
+
+  const guesses = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => rpc(`${g.base}/v1/rpc/${'q'.repeat(31)}${i % 10}`, 'eth_chainId')),
+  );
+  const statusesOf = guesses.map((r) => r.status);
+  t.equal(statusesOf.filter((s) => s === 401).length, 20, 'the unknown-key throttle lets 20 a minute through for the IP');
+  t.equal(statusesOf.filter((s) => s === 429).length, 20, 'then 429, whichever worker is asked');
+
+  const opened = await Promise.allSettled(
+    Array.from(
+      { length: CONNECTIONS },
+      () =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(url.replace('http', 'ws'));
+          ws.once('open', () => resolve(ws));
+          ws.once('unexpected-response', (_req, res) => reject(new Error(String(res.statusCode))));
+          ws.once('error', reject);
+        }),
+    ),
+  );
+  const open = opened.filter((o) => o.status === 'fulfilled').map((o) => (o as PromiseFulfilledResult<WebSocket>).value);
+  t.teardown(() => {
+    for (const ws of open) ws.terminate();
+  });
+  t.equal(open.length, 5, 'websocket.max_connections_per_key: 5 open across both workers');
+  t.ok(
+    opened.every((o) => o.status === 'fulfilled' || String((o.reason as Error).message) === '429'),
+    'the others refused with 429',
+  );
+});

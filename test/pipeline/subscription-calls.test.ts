@@ -17,7 +17,7 @@ t.test('connections: counted per key or per IP, refused at the limit naming it',
   const counts = createConnectionCounts();
   const pub = publicCaller(s);
   const first = admitConnection(counts, pub, s.ctx.config.sse, 'sse', 'event streams');
-  t.same(first, { countKey: 'ip:192.0.2.1', refusal: null });
+  t.same(first, { countKey: 'ip:192.0.2.1', limit: 1, refusal: null });
   counts.open(first.countKey);
   t.same(
     admitConnection(counts, pub, s.ctx.config.sse, 'sse', 'event streams').refusal,
@@ -37,6 +37,9 @@ t.test('connections: counted per key or per IP, refused at the limit naming it',
     admitConnection(counts, caller, s.ctx.config.sse, 'sse', 'event streams').refusal,
     'Too many open event streams: the limit is 2 (sse.max_connections_per_key)',
   );
+  counts.close(keyed.countKey);
+  t.ok(counts.tryOpen(keyed.countKey, 2), 'tryOpen takes the free place');
+  t.notOk(counts.tryOpen(keyed.countKey, 2), 'and refuses the next, in one step');
   counts.close(keyed.countKey);
   t.equal(admitConnection(counts, caller, s.ctx.config.sse, 'sse', 'event streams').refusal, null, 'one closed, one more allowed');
 });
