@@ -5,6 +5,7 @@
  */
 import t, { type Test } from 'tap';
 import { Agent, request as httpRequest } from 'node:http';
+import { availableParallelism } from 'node:os';
 import WebSocket from 'ws';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { countingProxy } from '../support/counting-proxy.js';
@@ -366,5 +367,18 @@ t.test('limits hold for the process: a plan rps, the unknown-key throttle, the c
   t.ok(
     opened.every((o) => o.status === 'fulfilled' || String((o.reason as Error).message) === '429'),
     'the others refused with 429',
+  );
+});
+
+t.test('more workers than cores is allowed, with a warning', async (t) => {
+  const node = await anvilFor(t);
+  const cores = availableParallelism();
+  const g = await gatewayFor(t, { server: { workers: cores + 1 }, chains: { devnet: evmChain([node.url]) } });
+  t.equal(g.gateway.workers?.count, cores + 1);
+  t.ok(g.logLines.includes(`warn more worker threads than cores workers=${cores + 1} cores=${cores}`), 'warned');
+  const answers = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => rpc(`${g.base}/v1/rpc/public`, 'eth_chainId', [], i)));
+  t.ok(
+    answers.every((a) => a.status === 200),
+    'and served',
   );
 });

@@ -473,7 +473,8 @@ const hashAt = async (node: AnvilNode, n: number): Promise<string> =>
 t.test(
   "a node reset to a fresh chain, deeper than a reorg: subscribers get the new chain's heads, and the head and cache follow",
   async (t) => {
-    const { node, g, feeds, publicUrl } = await devnet(t);
+    // One worker: the test reads that worker's cache (each worker keeps its own, docs/workers.md).
+    const { node, g, feeds, publicUrl } = await devnet(t, { server: { workers: 1 } });
     const httpUrl = `${g.base}/v1/rpc/public`;
     const subs = await openMany(t, publicUrl, 3);
     const ids = await Promise.all(subs.map((s) => s.subscribe('newHeads')));
