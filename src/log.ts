@@ -5,7 +5,10 @@
  * by their configured name or host:port, never their URL (which may hold a provider's key), and an API
  * key only ever by the prefix the CLI lists.
  */
-import { pino } from 'pino';
+import { createRequire } from 'node:module';
+
+/** pino, loaded by the first createLogger: a worker thread forwards its records and starts without it. */
+const loadPino = (): typeof import('pino') => createRequire(import.meta.url)('pino');
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
@@ -25,6 +28,7 @@ export interface Logger {
  * and flushed at exit). Tests pass `write` to read the lines.
  */
 export function createLogger(level: LogLevel = 'info', write?: (line: string) => void): Logger {
+  const { pino } = loadPino();
   const destination = write === undefined ? pino.destination({ dest: 1, sync: false }) : { write };
   const p = pino(
     {

@@ -7,9 +7,13 @@
  * found once and kept by whoever counts; the label set is only looked at when Prometheus scrapes, when
  * each family hands the registry its values and the library writes the exposition format.
  */
-import type { Registry } from 'prom-client';
 
 type MetricType = 'counter' | 'gauge' | 'histogram';
+
+/** What a family registers with: prom-client's Registry, or a worker thread's plain list (registry.ts). */
+export interface Registrar {
+  registerMetric(metric: never): void;
+}
 
 interface Value {
   value: number;
@@ -28,7 +32,7 @@ interface FamilyOptions {
   help: string;
   aggregator?: Aggregator;
   labelNames?: readonly string[];
-  registers: readonly Registry[];
+  registers: readonly Registrar[];
 }
 
 export class CounterChild {

@@ -136,39 +136,39 @@ export function createTenancy(
   let costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
   let closeRevoked: (endpointId: string) => void = () => {};
 
-  const refresh = setInterval(() => {
+  /** Reads what another connection wrote; `reload` when anything changed re-reads the balances too. */
+  const checkStore = (changed: () => boolean, reload: boolean): void => {
+    try {
+      if (changed() && directory.refreshIfChanged() && reload) ledger.reload();
+      for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
+    } catch (err) {
+      log.warn('store check failed', { error: String((err as Error).message) });
+    }
+  };
+  const timers: ReturnType<typeof setInterval>[] = [];
+  const every = (ms: number, fn: () => void): void => {
+    timers.push(setInterval(fn, ms).unref());
+  };
+  every(REFRESH_INTERVAL_MS, () => {
     // The ledger's flush runs a checkpoint a store fault made due; a worker's connection, which writes only
     // for the management routes, runs its own here.
     if (threads.role === 'worker') store.checkpointIfDue();
-    try {
-      if (directory.refreshIfChanged()) ledger.reload();
-      for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
-    } catch (err) {
-      log.warn('store check failed', { error: String((err as Error).message) });
-    }
-  }, REFRESH_INTERVAL_MS);
-  refresh.unref();
-  // A key deleted through another worker closes this worker's sockets of it within this interval.
-  // (A call may have seen the change first: the revoked ids it queued are taken here all the same.)
-  const sharedChanges = setInterval(() => {
-    try {
-      if (changes.changed()) directory.refreshIfChanged();
-      for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
-    } catch (err) {
-      log.warn('store check failed', { error: String((err as Error).message) });
-    }
-  }, SHARED_CHANGES_INTERVAL_MS);
-  sharedChanges.unref();
-  // The usage roll-up writes: the main thread's alone, as the ledger's writes are.
-  const roll = setInterval(() => {
-    if (threads.role === 'worker') return;
-    try {
-      rollUp.rollUp();
-    } catch (err) {
-      log.warn('usage roll-up failed; retried next minute', { error: String((err as Error).message) });
-    }
-  }, ROLL_UP_INTERVAL_MS);
-  roll.unref();
+    checkStore(() => true, true);
+  });
+  if (threads.role === 'worker') {
+    // A key deleted through another worker closes this worker's sockets of it within this interval.
+    // (A call may have seen the change first: the revoked ids it queued are taken here all the same.)
+    every(SHARED_CHANGES_INTERVAL_MS, () => checkStore(changes.changed, false));
+  } else {
+    // The usage roll-up writes: the main thread's alone (or the single thread's), as the ledger's writes are.
+    every(ROLL_UP_INTERVAL_MS, () => {
+      try {
+        rollUp.rollUp();
+      } catch (err) {
+        log.warn('usage roll-up failed; retried next minute', { error: String((err as Error).message) });
+      }
+    });
+  }
 
   return {
     store,
@@ -200,9 +200,7 @@ export function createTenancy(
       if (limits !== null) for (const memory of Object.values(limits)) releaseLocksHeldBy(memory, threadId);
     },
     close() {
-      clearInterval(refresh);
-      clearInterval(sharedChanges);
-      clearInterval(roll);
+      for (const timer of timers) clearInterval(timer);
       const flushed = ledger.close();
       store.close();
       return flushed;

@@ -232,7 +232,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     (!config.metrics
       ? noMetrics()
       : opts.worker !== undefined
-        ? createMetrics({ defaults: false })
+        ? createMetrics({ exposition: false })
         : createMetrics(core ? { workers: async () => (await pool!.ask({ type: 'metrics' })) as never } : {}));
   const tenancy = createTenancy(
     config,
@@ -273,14 +273,16 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const feedRelay = opts.worker !== undefined ? connectFeedRelay(opts.worker.feeds, { log: feedsLog }) : null;
   const eventRelay = opts.worker !== undefined ? connectEventRelay(opts.worker.events) : null;
   const writes = createWriteMark(opts.worker?.writes);
+  /** What a chain shares with the other threads: the main thread's relays its probes, a worker's follows them. */
   const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes' | 'poolShare'> => {
-    return { writes, ...(opts.worker !== undefined ? { poolShare: opts.worker.workers } : {}), ...threadSharing(slug) };
-  };
-  const threadSharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica'> => {
-    if (relayHost !== null) return { relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
+    if (relayHost !== null) {
+      return { writes, relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
+    }
     if (relayClient !== null) {
       const c = inForce.chains[slug]!;
       return {
+        writes,
+        poolShare: opts.worker!.workers,
         replica: {
           follow: (health) => relayClient.follow(slug, health),
           filters: relayClient.filters(slug),
@@ -291,7 +293,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         },
       };
     }
-    return {};
+    return { writes };
   };
   const chainSet = createChainSet(config.chains, {
     // The config in force: chains are made before ctx exists, and again at reloads (ctx.config is the new one).
@@ -459,6 +461,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         ctx.onIdle = null;
         void drained.then((workersCut) => closeRest(ctx.inFlight + workersCut));
       };
+      // The main thread of workers holds no client's socket: its workers waited for theirs.
+      const closeAfterMs = core ? 0 : CLOSE_SOCKETS_AFTER_MS;
       const closeRest = (cut: number): void => {
         if (!release()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
         // Then every socket still open (idle keep-alive clients, WebSockets whose close frame went out above):
@@ -470,7 +474,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
           if (management !== null) closeApp(management.app);
           if (metricsApp !== null) closeApp(metricsApp);
           done(cut);
-        }, CLOSE_SOCKETS_AFTER_MS);
+        }, closeAfterMs);
       };
       const timer = setTimeout(close, ctx.config.server.stop_timeout_s * 1000);
       if (ctx.inFlight === 0) close();

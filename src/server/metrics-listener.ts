@@ -27,36 +27,30 @@ export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string 
     ]);
     return false;
   };
+  /** Answers with what `produce` resolves to; a client gone before then gets nothing. */
+  const serveLater = (what: string, type: string, produce: () => Promise<string>) => (res: HttpResponse, req: HttpRequest) => {
+    if (!allowed(res, req)) return;
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    produce().then(
+      (body) => {
+        if (!aborted) sendWhole(res, 200, NO_CORS, type, body);
+      },
+      (err: unknown) => {
+        if (!aborted) sendWhole(res, 500, NO_CORS, 'text/plain', `collecting the ${what} failed: ${String(err)}\n`);
+      },
+    );
+  };
   // What `chaingate status` reads: the same listener and token as the scrape.
-  app.get('/status', (res, req) => {
-    if (!allowed(res, req)) return;
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    status().then(
-      (report) => {
-        if (!aborted) sendWhole(res, 200, NO_CORS, 'application/json', JSON.stringify(report));
-      },
-      (err: unknown) => {
-        if (!aborted) sendWhole(res, 500, NO_CORS, 'text/plain', `collecting the status failed: ${String(err)}\n`);
-      },
-    );
-  });
-  app.get('/metrics', (res, req) => {
-    if (!allowed(res, req)) return;
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    metrics.text().then(
-      (text) => {
-        if (!aborted) sendWhole(res, 200, NO_CORS, EXPOSITION_TYPE, text);
-      },
-      (err: unknown) => {
-        if (!aborted) sendWhole(res, 500, NO_CORS, 'text/plain', `collecting the metrics failed: ${String(err)}\n`);
-      },
-    );
-  });
+  app.get(
+    '/status',
+    serveLater('status', 'application/json', async () => JSON.stringify(await status())),
+  );
+  app.get(
+    '/metrics',
+    serveLater('metrics', EXPOSITION_TYPE, () => metrics.text()),
+  );
   app.any('/*', (res) => sendWhole(res, 404, NO_CORS, 'text/plain', 'the metrics listener serves GET /metrics and GET /status only\n'));
 }

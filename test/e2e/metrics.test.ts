@@ -8,7 +8,7 @@ import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { result as direct } from '../support/dev-chain.js';
-import { post, rpc, send } from '../support/rpc.js';
+import { oneConnection, post, rpc, send } from '../support/rpc.js';
 import { openSocket, wsUrl } from '../support/ws.js';
 
 const DEAD_URL = 'http://127.0.0.1:1/secret-path-token';
@@ -86,8 +86,10 @@ t.test('each event moves its metric, once; no key or upstream URL is exposed', a
 
   // A node error object is rpc_error; a method not allowlisted is labelled other.
   before = after;
-  await rpc(url, 'eth_getBlockByNumber', ['0x5', false]);
-  await rpc(url, 'eth_getBlockByNumber', ['0x5', false]);
+  const conn = oneConnection();
+  await conn.rpc(url, 'eth_getBlockByNumber', ['0x5', false]);
+  await conn.rpc(url, 'eth_getBlockByNumber', ['0x5', false]);
+  conn.close();
   await rpc(url, 'no_suchMethod_xyz');
   after = await scrape(port);
   t.equal(

@@ -3,13 +3,14 @@
 // from, a key placed by several threads at once gets one slot, every thread reads one clock, and a thread
 // that dies holding a lock does not stop the others.
 import t from 'tap';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { sharedNow } from '../../src/limits/shared-clock.js';
 import { allocateSharedCounts, createSharedCounts } from '../../src/limits/shared-counts.js';
 import { allocateSharedUnknownKeys } from '../../src/limits/shared-unknown-keys.js';
 import { allocateSharedWindows, createSharedWindowLimiter } from '../../src/limits/shared-window.js';
 import { releaseLocksHeldBy } from '../../src/limits/shared-table.js';
 import type { LimitsTask } from '../support/limits-worker.js';
+import { tsWorker } from '../support/ts-worker.js';
 
 const WORKER = new URL('../support/limits-worker.ts', import.meta.url);
 const THREADS = 4;
@@ -20,7 +21,7 @@ interface Runner {
 }
 
 function startRunner(): Runner {
-  const worker = new Worker(WORKER);
+  const worker = tsWorker(WORKER);
   const waiting = new Map<number, (result: unknown) => void>();
   let next = 0;
   let failure: Error | null = null;
@@ -162,7 +163,7 @@ t.test('a thread that dies holding a key lock: its locks are freed and the key s
   const memory = allocateSharedWindows({ maxKeys: 100 });
   const limiter = createSharedWindowLimiter(memory, { now: () => 0 });
   t.ok(limiter.take('ep:9', 1).ok, 'ep:9 at its limit');
-  const dying = new Worker(WORKER);
+  const dying = tsWorker(WORKER);
   const holding = new Promise((resolve) => dying.on('message', resolve));
   dying.postMessage({ id: 0, task: { task: 'die-in-take', memory, key: 'ep:9' } satisfies LimitsTask });
   t.same(await holding, { holding: true }, 'the worker stopped inside its take');

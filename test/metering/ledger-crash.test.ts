@@ -63,7 +63,13 @@ for (const child of children) {
     t.teardown(() => proc.kill('SIGKILL'));
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => proc.on('exit', (_code, signal) => resolve(signal)));
+    let gone = false;
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      proc.on('exit', (_code, signal) => {
+        gone = true;
+        resolve(signal);
+      }),
+    );
     const numbers = (word: string): number[] => (out.match(new RegExp(`^${word} \\d+$`, 'gm')) ?? []).map((l) => Number(l.split(' ')[1]));
 
     // The operator tops up while the child meters.
@@ -72,7 +78,8 @@ for (const child of children) {
     t.teardown(() => clearInterval(topping));
 
     const deadline = Date.now() + 60_000;
-    while (!child.enough(numbers('flushed')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    // A child that died on its own (its error is on stderr) fails the test at once, not at the deadline.
+    while (!gone && !child.enough(numbers('flushed')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     // Kill at an arbitrary moment, not just after a flush.
     await new Promise((r) => setTimeout(r, 7 + Math.floor(Math.random() * 20)));
     proc.kill('SIGKILL');

@@ -4,9 +4,10 @@
  */
 import t from 'tap';
 import Database from 'better-sqlite3';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { createLedgerHost, type LedgerHost } from '../../src/metering/ledger-host.js';
 import type { Store } from '../../src/store/open.js';
+import { tsWorker } from '../support/ts-worker.js';
 import { addOwner, invariantGaps, type Teardown, tempDbPath, tempStore, topUp } from '../store/temp-store.js';
 import type { HammerResult, LedgerWorkerCall, LedgerWorkerData } from './fixtures/ledger-worker.js';
 
@@ -22,7 +23,7 @@ interface LedgerWorker {
 function startWorker(t: Teardown, host: LedgerHost, path: string, start: SharedArrayBuffer): LedgerWorker {
   const { handoff, transferList } = host.attach();
   const workerData: LedgerWorkerData = { handoff, path, start };
-  const worker = new Worker(script, { workerData, transferList });
+  const worker = tsWorker(script, { workerData, transferList });
   t.teardown(() => worker.terminate());
   let next = 0;
   const waiting = new Map<number, (result: unknown) => void>();

@@ -1,6 +1,5 @@
 // A worker thread for test/limits/shared-threads.test.ts: it opens its own views over the shared memory each
-// task carries and answers the task with what it saw. Loaded as TypeScript through tap's loader, which
-// worker threads inherit (execArgv).
+// task carries and answers the task with what it saw. Started with tsWorker (ts-worker.ts).
 import { parentPort } from 'node:worker_threads';
 import { sharedNow } from '../../src/limits/shared-clock.js';
 import { createSharedCounts, type SharedCountsMemory } from '../../src/limits/shared-counts.js';

@@ -1,5 +1,5 @@
 /** Plain HTTP helpers for tests: they speak to the gateway as curl would, and return raw bytes. */
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 
 export interface RawAnswer {
   status: number;
@@ -8,15 +8,27 @@ export interface RawAnswer {
   json: unknown;
 }
 
-export function post(url: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
-  return send('POST', url, body, { 'content-type': 'application/json', ...headers });
+export function post(
+  url: string,
+  body: string | Buffer,
+  headers: Record<string, string> = {},
+  agent: Agent | false = false,
+): Promise<RawAnswer> {
+  return send('POST', url, body, { 'content-type': 'application/json', ...headers }, agent);
 }
 
-export function send(method: string, url: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
+/** Each request on a connection of its own unless `agent` says otherwise. */
+export function send(
+  method: string,
+  url: string,
+  body?: string | Buffer,
+  headers: Record<string, string> = {},
+  agent: Agent | false = false,
+): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     // An explicit length: Node frames DELETE and GET bodies neither by length nor by chunks otherwise.
     const framed = body === undefined ? headers : { 'content-length': String(Buffer.byteLength(body)), ...headers };
-    const req = httpRequest(url, { method, headers: framed, agent: false }, (res) => {
+    const req = httpRequest(url, { method, headers: framed, agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);
@@ -44,4 +56,16 @@ export function rpc(
   headers: Record<string, string> = {},
 ): Promise<RawAnswer> {
   return post(url, JSON.stringify({ jsonrpc: '2.0', id, method, params }), headers);
+}
+
+/**
+ * Calls that all go over one kept-alive connection, so over one worker thread: the response cache is per
+ * worker, and a call on a new connection may land on another. Close it at the end.
+ */
+export function oneConnection(): { rpc(url: string, method: string, params?: unknown[]): Promise<RawAnswer>; close(): void } {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  return {
+    rpc: (url, method, params = []) => post(url, JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }), {}, agent),
+    close: () => agent.destroy(),
+  };
 }
