@@ -57,7 +57,8 @@ async function measureServer({ id, label, start, upstreamPid, ctx }) {
  * with BENCH_BASELINE the baseline commit's build the same two ways). The upstream measured
  * alone is the server under test on the server core; behind a proxy, a fresh one runs on the load core
  * with wrk, as in the baselines. On the fixed upstream, nginx with 2 worker processes and chaingate with
- * 2 worker threads besides, each spread over both cores; every other chaingate row has `workers: 1`.
+ * 2 worker threads besides, each spread over both cores, and chaingate with 2 worker threads on the server
+ * core alone; every other chaingate row has `workers: 1`.
  */
 async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const { settings, tools, tmpdir } = ctx;
@@ -71,7 +72,14 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   const gateways = [
     { id: `chaingate-${key}`, label: fixed ? `chaingate (workers: 1) → ${name}` : `chaingate → ${name}` },
     // Right after the one-thread row, so that the two CPU figures the workers' check pairs are minutes closer.
-    ...(fixed ? [{ id: `chaingate-w2-${key}`, label: `chaingate (workers: 2) → ${name}`, workers: 2, core: settings.spreadCores }] : []),
+    ...(fixed
+      ? [
+          // Both workers on the server core, as the one-thread row: the same placement, so the CPU ratio is what
+          // sharing costs. Spread over both cores (the next row) they also share core 1 with wrk and the upstream.
+          { id: `chaingate-w2core-${key}`, label: `chaingate (workers: 2, server core) → ${name}`, workers: 2 },
+          { id: `chaingate-w2-${key}`, label: `chaingate (workers: 2) → ${name}`, workers: 2, core: settings.spreadCores },
+        ]
+      : []),
     { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}`, keyed: true },
     // What the metrics cost: the same public path with metrics: { enabled: false } (nothing counted).
     ...(fixed
@@ -176,17 +184,20 @@ export function checks(runs) {
  * completed, each one forwarded. The ratios without a target are figures, reported (INFO), not judged.
  */
 function workerChecks(by, ratio) {
-  const [one, two] = [by['chaingate-fixed'], by['chaingate-w2-fixed']];
+  const [one, twoCore, two] = [by['chaingate-fixed'], by['chaingate-w2core-fixed'], by['chaingate-w2-fixed']];
   const cpu = (a, b) => ratio(a.cpuUsPerRequest, b.cpuUsPerRequest);
   return [
     check(
-      'CPU per call chaingate workers: 2 / workers: 1, fixed upstream',
-      [two, one],
+      'CPU per call chaingate workers: 2 / workers: 1, both on the server core, fixed upstream',
+      [twoCore, one],
       cpu,
       `≤ ${TARGETS.cpuWorkers}`,
       (v) => v <= TARGETS.cpuWorkers,
     ),
-    check('CPU per call chaingate workers: 1 / workers: 2, fixed upstream', [one, two], cpu, 'the same, inverted'),
+    // Spread over both cores, two workers share core 1 with wrk and the upstream: four busy threads on two
+    // cores, preempting each other. What that costs is reported, not judged: a machine with a core per
+    // worker and the load elsewhere does not pay it.
+    check('CPU per call chaingate workers: 2 on both cores / workers: 1, fixed upstream', [two, one], cpu, 'reported'),
     check(
       'req/s chaingate workers: 2 / nginx ×2, fixed upstream',
       [two, by['nginx2-fixed']],

@@ -1,6 +1,6 @@
 import { checkJsonRpcResult } from './net.mjs';
 import { startBoxLoad } from './box-load.mjs';
-import { CLK_TCK, processTree, startSampling } from './proc-stats.mjs';
+import { CLK_TCK, involuntarySwitches, processTree, startSampling } from './proc-stats.mjs';
 import { runWrk } from './wrk.mjs';
 
 /** Percent of one core taken by others during a run above which its figures are marked as disturbed. */
@@ -58,11 +58,13 @@ export async function measure({ id, label, url, pid, upstreamPid, countUpstreamC
     const boxLoad = startBoxLoad(CLK_TCK, ours);
     const sampling = startSampling(pid);
     const callsBefore = countUpstreamCalls?.();
+    const switchesBefore = involuntarySwitches(pid);
     let report;
     try {
       report = await runWrk({ ...wrkOptions, name: `wrk ${id}`, seconds: settings.seconds });
     } finally {
       if (countUpstreamCalls) run.upstreamCalls = countUpstreamCalls() - callsBefore;
+      run.involuntarySwitches = involuntarySwitches(pid) - switchesBefore;
       const usage = sampling.stop();
       run.maxRssMb = usage.maxRssMb;
       run.cpuSeconds = usage.cpuSeconds;

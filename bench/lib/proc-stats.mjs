@@ -75,3 +75,29 @@ export function startSampling(pid, intervalMs = 100) {
     },
   };
 }
+
+/** `read(pid, tid)` summed over every thread of every process of `pid`'s tree (a gone one counts 0). */
+export function sumOverThreads(pid, read) {
+  let sum = 0;
+  for (const p of processTree(pid)) {
+    let tids;
+    try {
+      tids = readdirSync(`/proc/${p}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) sum += read(p, tid);
+  }
+  return sum;
+}
+
+/**
+ * Involuntary context switches of every thread of `pid`'s process tree so far: a thread preempted while
+ * it still had work, as happens when more threads are busy than there are cores.
+ */
+export function involuntarySwitches(pid) {
+  return sumOverThreads(pid, (p, tid) => {
+    const m = /^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(readOrNull(`/proc/${p}/task/${tid}/status`) ?? '');
+    return m ? Number(m[1]) : 0;
+  });
+}

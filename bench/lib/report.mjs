@@ -12,6 +12,9 @@ function runNote(run) {
   if (run.skipped) return `skipped: ${run.skipped}`;
   const notes = run.errors.map((e) => `ERROR: ${e.split('\n')[0]}`);
   if (run.rounds) notes.unshift(`median of req/s ${run.rounds.map((r) => fmt.rps(r.rps)).join(', ')}`);
+  if (run.involuntarySwitches != null && run.requests > 0) {
+    notes.push(`preempted ${((run.involuntarySwitches * 1000) / run.requests).toFixed(1)} times per 1,000 calls`);
+  }
   if (run.warnings?.length) notes.push(`disturbed: ${run.warnings.join(', ')}`);
   return notes.join('; ');
 }

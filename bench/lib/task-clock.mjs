@@ -1,5 +1,5 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { processTree, readOrNull } from './proc-stats.mjs';
+import { existsSync } from 'node:fs';
+import { readOrNull, sumOverThreads } from './proc-stats.mjs';
 
 /** false when the kernel keeps no schedstat (CONFIG_SCHED_INFO off): only utime + stime are left. */
 export const HAS_SCHEDSTAT = existsSync('/proc/self/schedstat');
@@ -14,15 +14,5 @@ export const HAS_SCHEDSTAT = existsSync('/proc/self/schedstat');
  */
 export function treeCpuNs(pid) {
   if (!HAS_SCHEDSTAT) return null;
-  let sum = 0;
-  for (const p of processTree(pid)) {
-    let tids;
-    try {
-      tids = readdirSync(`/proc/${p}/task`);
-    } catch {
-      continue;
-    }
-    for (const tid of tids) sum += Number(readOrNull(`/proc/${p}/task/${tid}/schedstat`)?.split(' ')[0] ?? 0);
-  }
-  return sum;
+  return sumOverThreads(pid, (p, tid) => Number(readOrNull(`/proc/${p}/task/${tid}/schedstat`)?.split(' ')[0] ?? 0));
 }
