@@ -141,20 +141,28 @@ t.test('connection counts are exact across threads', async (t) => {
 
   // Each thread opens, counts itself in `inside` and closes as fast as it can: with max 3 and 4 threads the
   // limit is reached all the time, and a count-then-open in two steps would let a fourth in.
+  // The threads must run at once for the limit to be reached: on a loaded machine a race may not overlap
+  // enough, so it is run again (at most 10 times) until one did.
   const inside = new Int32Array(new SharedArrayBuffer(4));
-  startAt = soon();
-  const results = await onEach<{ opened: number; most: number }>(() => ({
-    task: 'try-open',
-    memory,
-    key: 'ep:3',
-    max: 3,
-    n: 20_000,
-    inside,
-    startAt,
-  }));
-  const most = Math.max(...results.map((r) => r.most));
-  const opened = results.map((r) => r.opened);
-  t.ok(most <= 3, `tryOpen with max 3: at most ${most} open at once`);
+  let most = 0;
+  let opened: number[] = [];
+  let races = 0;
+  do {
+    startAt = soon();
+    const results = await onEach<{ opened: number; most: number }>(() => ({
+      task: 'try-open',
+      memory,
+      key: 'ep:3',
+      max: 3,
+      n: 20_000,
+      inside,
+      startAt,
+    }));
+    most = Math.max(most, ...results.map((r) => r.most));
+    opened = results.map((r) => r.opened);
+    races++;
+  } while (opened.reduce((a, b) => a + b, 0) === THREADS * 20_000 && races < 10);
+  t.ok(most <= 3, `tryOpen with max 3: at most ${most} open at once over ${races} races`);
   t.ok(opened.reduce((a, b) => a + b, 0) < THREADS * 20_000, `the limit was reached: opened ${opened.join(', ')} of 20,000 each`);
   t.equal(counts.count('ep:3'), 0);
 });
