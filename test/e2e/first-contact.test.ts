@@ -200,8 +200,16 @@ t.test('stats take ISO 8601 times as well as unix seconds', async (t) => {
   const createdAt = (listed.json as { data: Array<{ created_at: string }> }).data[0]!.created_at;
   const fromS = Math.floor(Date.parse(createdAt) / 1000) - 3600;
   const toS = Math.floor(Date.now() / 1000) + 3600;
-  const byUnix = await stats(`from=${fromS}&to=${toS}&interval=hour`);
+  // A worker ships its usage rows to the main thread's ledger, which writes them at its next flush: the
+  // call is waited for, so both reads below see the same rows.
+  let byUnix = await stats(`from=${fromS}&to=${toS}&interval=hour`);
+  for (let i = 0; i < 100 && (byUnix.json as { data: { totals: { requests: number } } }).data.totals.requests < 1; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    g.gateway.context.tenancy.ledger.flush();
+    byUnix = await stats(`from=${fromS}&to=${toS}&interval=hour`);
+  }
   t.equal(byUnix.status, 200);
+  t.equal((byUnix.json as { data: { totals: { requests: number } } }).data.totals.requests, 1, 'the call is counted');
   const iso = (s: number) => new Date(s * 1000).toISOString();
   const byIso = await stats(`from=${encodeURIComponent(iso(fromS))}&to=${encodeURIComponent(iso(toS))}&interval=hour`);
   t.equal(byIso.status, 200);
