@@ -166,8 +166,10 @@ export interface MetricsOptions {
 export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const now = opts.now ?? (() => performance.now());
   const lib = opts.exposition === false ? null : promClient();
-  const registry = lib === null ? familyList() : new lib.Registry();
-  if (lib !== null && opts.defaults !== false) lib.collectDefaultMetrics({ register: registry as InstanceType<typeof lib.Registry> });
+  // prom-client's registry where the exposition is written; a worker thread's plain list elsewhere.
+  const exposed = lib === null ? null : new lib.Registry();
+  if (lib !== null && exposed !== null && opts.defaults !== false) lib.collectDefaultMetrics({ register: exposed });
+  const registry = exposed ?? familyList();
   const registers = [registry];
   const requests = new CounterFamily({
     name: 'chaingate_requests_total',
@@ -442,8 +444,8 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
       for (let i = 1; i <= count; i++) workerRestarts.labels(String(i)).inc(0);
     },
     text: async () => {
-      if (lib === null) throw new Error('a worker thread writes no exposition: the main thread reads its values()');
-      if (opts.workers === undefined) return (registry as InstanceType<typeof lib.Registry>).metrics();
+      if (lib === null || exposed === null) throw new Error('a worker thread writes no exposition: the main thread reads its values()');
+      if (opts.workers === undefined) return exposed.metrics();
       // Each worker's families beside the main thread's, summed (or the highest, see Aggregator) by prom-client.
       const all = [await registry.getMetricsAsJSON(), ...(await opts.workers())];
       return lib.AggregatorRegistry.aggregate(all).metrics();

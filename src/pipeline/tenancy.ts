@@ -136,10 +136,10 @@ export function createTenancy(
   let costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
   let closeRevoked: (endpointId: string) => void = () => {};
 
-  /** Reads what another connection wrote; `reload` when anything changed re-reads the balances too. */
-  const checkStore = (changed: () => boolean, reload: boolean): void => {
+  /** Runs `refresh` (reading what another connection wrote), then closes the sockets of revoked keys. */
+  const checkStore = (refresh: () => void): void => {
     try {
-      if (changed() && directory.refreshIfChanged() && reload) ledger.reload();
+      refresh();
       for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
     } catch (err) {
       log.warn('store check failed', { error: String((err as Error).message) });
@@ -153,12 +153,18 @@ export function createTenancy(
     // The ledger's flush runs a checkpoint a store fault made due; a worker's connection, which writes only
     // for the management routes, runs its own here.
     if (threads.role === 'worker') store.checkpointIfDue();
-    checkStore(() => true, true);
+    checkStore(() => {
+      if (directory.refreshIfChanged()) ledger.reload();
+    });
   });
   if (threads.role === 'worker') {
     // A key deleted through another worker closes this worker's sockets of it within this interval.
     // (A call may have seen the change first: the revoked ids it queued are taken here all the same.)
-    every(SHARED_CHANGES_INTERVAL_MS, () => checkStore(changes.changed, false));
+    every(SHARED_CHANGES_INTERVAL_MS, () =>
+      checkStore(() => {
+        if (changes.changed()) directory.refreshIfChanged();
+      }),
+    );
   } else {
     // The usage roll-up writes: the main thread's alone (or the single thread's), as the ledger's writes are.
     every(ROLL_UP_INTERVAL_MS, () => {

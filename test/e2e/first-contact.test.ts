@@ -7,7 +7,7 @@
 import t from 'tap';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
-import { post, rpc, send } from '../support/rpc.js';
+import { post, type RawAnswer, rpc, send } from '../support/rpc.js';
 import { refusedUpgrade, wsUrl } from '../support/ws.js';
 
 const node = await anvilFor(t);
@@ -202,14 +202,15 @@ t.test('stats take ISO 8601 times as well as unix seconds', async (t) => {
   const toS = Math.floor(Date.now() / 1000) + 3600;
   // A worker ships its usage rows to the main thread's ledger, which writes them at its next flush: the
   // call is waited for, so both reads below see the same rows.
+  const requestsIn = (a: RawAnswer): number => (a.json as { data: { totals: { requests: number } } }).data.totals.requests;
   let byUnix = await stats(`from=${fromS}&to=${toS}&interval=hour`);
-  for (let i = 0; i < 100 && (byUnix.json as { data: { totals: { requests: number } } }).data.totals.requests < 1; i++) {
+  for (let i = 0; i < 100 && requestsIn(byUnix) < 1; i++) {
     await new Promise((r) => setTimeout(r, 50));
     g.gateway.context.tenancy.ledger.flush();
     byUnix = await stats(`from=${fromS}&to=${toS}&interval=hour`);
   }
   t.equal(byUnix.status, 200);
-  t.equal((byUnix.json as { data: { totals: { requests: number } } }).data.totals.requests, 1, 'the call is counted');
+  t.equal(requestsIn(byUnix), 1, 'the call is counted');
   const iso = (s: number) => new Date(s * 1000).toISOString();
   const byIso = await stats(`from=${encodeURIComponent(iso(fromS))}&to=${encodeURIComponent(iso(toS))}&interval=hour`);
   t.equal(byIso.status, 200);
