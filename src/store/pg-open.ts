@@ -1,0 +1,98 @@
+import pg from 'pg';
+import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from './pg-migrations.js';
+
+/** PostgreSQL's type ids of the values chaingate reads back as JS numbers rather than strings. */
+const INT8 = 20;
+const NUMERIC = 1700;
+
+/**
+ * node-postgres reads BIGINT (and sums, which are NUMERIC) as strings, since they may pass 2^53. chaingate's
+ * RU amounts and times never do (MAX_RU = 2^53 - 1), so they are read as numbers, for this pool only.
+ */
+const TYPES = {
+  getTypeParser(id: number, format?: string) {
+    if (id === INT8 || id === NUMERIC) return (value: string) => Number(value);
+    return format === undefined ? pg.types.getTypeParser(id) : pg.types.getTypeParser(id, format as 'text');
+  },
+} as unknown as pg.CustomTypesConfig;
+
+/** The open fleet store: a pool of connections to one PostgreSQL database, its schema current. */
+export interface PgStore {
+  readonly pool: pg.Pool;
+  /** The URL with its password (if any) replaced by `***`: safe to log or show. */
+  readonly safeUrl: string;
+  close(): Promise<void>;
+}
+
+export interface PgStoreOptions {
+  /** Connections at most; default 10. */
+  maxConnections?: number;
+  /** How long a connection attempt may take before it fails, in ms; default 5000. */
+  connectTimeoutMs?: number;
+  /** How long one statement may run before PostgreSQL cancels it, in ms; default 10_000. */
+  statementTimeoutMs?: number;
+  /** Called with an error of an idle connection (PostgreSQL restarted, the network cut); default: nothing. */
+  onIdleError?: (err: Error) => void;
+}
+
+/** `url` with its password hidden, so that a log line or an error never shows it. */
+export function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return '(an invalid URL)';
+  }
+}
+
+/**
+ * Connects to the database at `url` (postgres://user[:password]@host[:port]/database) and brings its
+ * schema to the current version. Several instances starting at once take turns: migrations run in one
+ * transaction under an advisory lock, and the version is read again under it.
+ */
+export async function openPgStore(url: string, options: PgStoreOptions = {}): Promise<PgStore> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.maxConnections ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    types: TYPES,
+    application_name: 'chaingate',
+  });
+  // Without a listener an idle connection's error (the server restarting) would crash the process.
+  pool.on('error', (err) => options.onIdleError?.(err));
+  try {
+    await migratePg(pool);
+  } catch (err) {
+    await pool.end();
+    throw err;
+  }
+  return { pool, safeUrl: safeUrl(url), close: () => pool.end() };
+}
+
+/** An arbitrary constant naming chaingate's migration lock among the database's advisory locks. */
+const MIGRATION_LOCK = 0x63676d31;
+
+async function migratePg(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query('CREATE TABLE IF NOT EXISTS chaingate_schema (version INTEGER NOT NULL)');
+    const rows = (await client.query<{ version: number }>('SELECT version FROM chaingate_schema')).rows;
+    const from = rows[0]?.version ?? 0;
+    if (from > PG_SCHEMA_VERSION) {
+      throw new Error(`the database schema is version ${from}, newer than this chaingate (${PG_SCHEMA_VERSION}): upgrade chaingate`);
+    }
+    for (let v = from; v < PG_SCHEMA_VERSION; v++) await client.query(PG_MIGRATIONS[v]!);
+    if (rows.length === 0) await client.query('INSERT INTO chaingate_schema (version) VALUES ($1)', [PG_SCHEMA_VERSION]);
+    else await client.query('UPDATE chaingate_schema SET version = $1', [PG_SCHEMA_VERSION]);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}

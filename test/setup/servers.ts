@@ -1,0 +1,66 @@
+/**
+ * Run by tap once before the test files (package.json `tap.before`): gets the servers the fleet-mode tests
+ * talk to. PostgreSQL and Redis come from Debian's packages, installed with apt-get when they are missing
+ * and the suite runs as root (on a machine where it does not, install `postgresql` and `redis-server`
+ * first). Then one PostgreSQL cluster is made, with user and database `chaingate`, for every test to copy.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, IS_ROOT, PG_TEMPLATE, postgresBin, postgresUser } from '../support/servers.js';
+
+function onPath(cmd: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+}
+
+function aptInstall(packages: string[]): void {
+  if (!IS_ROOT)
+    throw new Error(`the tests need the Debian packages ${packages.join(', ')}: install them (apt-get install ${packages.join(' ')})`);
+  process.stderr.write(`test setup: installing ${packages.join(', ')} with apt-get\n`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = (): number | null =>
+    spawnSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...packages], { stdio: ['ignore', 'ignore', 'inherit'], env })
+      .status;
+  // The package lists a fresh machine has may be stale: update only when the first try fails.
+  if (install() === 0) return;
+  execFileSync('apt-get', ['update', '-q'], { stdio: ['ignore', 'ignore', 'inherit'], env });
+  if (install() !== 0) throw new Error(`apt-get install ${packages.join(' ')} failed`);
+}
+
+const missing = [...(postgresBin() === null ? ['postgresql'] : []), ...(onPath('redis-server') ? [] : ['redis-server'])];
+if (missing.length > 0) aptInstall(missing);
+// Debian's redis-server package starts a system-wide server on 6379; the tests start their own on free ports.
+
+async function makeTemplate(): Promise<void> {
+  const bin = postgresBin();
+  if (bin === null) throw new Error('PostgreSQL is installed but its server programs were not found under /usr/lib/postgresql');
+  const work = mkdtempSync(join(tmpdir(), 'chaingate-pg-init-'));
+  const data = join(work, 'data');
+  if (IS_ROOT) execFileSync('chown', ['postgres:postgres', work]);
+  const user = postgresUser();
+  const run = (args: string[]): void => {
+    execFileSync(args[0]!, args.slice(1), { stdio: ['ignore', 'ignore', 'inherit'], ...user });
+  };
+  run([join(bin, 'initdb'), '-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-sync']);
+  await startAndSeed(bin, work, data, run);
+}
+
+async function startAndSeed(bin: string, work: string, data: string, run: (args: string[]) => void): Promise<void> {
+  const port = await freePort();
+  run([join(bin, 'pg_ctl'), '-D', data, '-o', `-p ${port} -k ${work} -c listen_addresses=''`, '-w', '-s', 'start']);
+  try {
+    const psql = (sql: string): void =>
+      run(['psql', '-h', work, '-p', String(port), '-U', 'postgres', '-q', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
+    psql('CREATE ROLE chaingate LOGIN');
+    psql('CREATE DATABASE chaingate OWNER chaingate');
+  } finally {
+    run([join(bin, 'pg_ctl'), '-D', data, '-w', '-s', '-m', 'fast', 'stop']);
+  }
+  // Renamed into place last, so a setup that failed halfway leaves no template behind.
+  rmSync(PG_TEMPLATE, { recursive: true, force: true });
+  renameSync(data, PG_TEMPLATE);
+  rmSync(work, { recursive: true, force: true });
+}
+
+if (!existsSync(join(PG_TEMPLATE, 'PG_VERSION'))) await makeTemplate();

@@ -1,0 +1,61 @@
+/** The fleet store opens on a real PostgreSQL: schema made once, under a lock when instances start together. */
+import t from 'tap';
+import { openPgStore, safeUrl } from '../../src/store/pg-open.js';
+import { PG_SCHEMA_VERSION } from '../../src/store/pg-migrations.js';
+import { startPostgres } from '../support/servers.js';
+
+t.test('several instances opening a new database at once make the schema once', async (t) => {
+  const pg = await startPostgres(t);
+  const stores = await Promise.all([0, 1, 2].map(() => openPgStore(pg.url)));
+  t.teardown(() => Promise.all(stores.map((s) => s.close())));
+  const version = await stores[0]!.pool.query<{ version: number }>('SELECT version FROM chaingate_schema');
+  t.same(version.rows, [{ version: PG_SCHEMA_VERSION }], 'one version row');
+  const tables = await stores[1]!.pool.query<{ name: string }>(
+    `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1`,
+  );
+  t.same(
+    tables.rows.map((r) => r.name),
+    [
+      'chaingate_schema',
+      'credits',
+      'endpoints',
+      'instances',
+      'management_keys',
+      'owners',
+      'reservations',
+      'usage_batches',
+      'usage_day',
+      'usage_hour',
+      'usage_minute',
+    ],
+  );
+  // BIGINT and sums come back as numbers.
+  const sum = await stores[2]!.pool.query<{ n: number; s: number }>(
+    'SELECT 9007199254740991::bigint AS n, sum(x)::numeric AS s FROM (VALUES (1), (2)) v(x)',
+  );
+  t.same(sum.rows[0], { n: Number.MAX_SAFE_INTEGER, s: 3 });
+});
+
+t.test('a database from a newer chaingate is refused, naming both versions', async (t) => {
+  const pg = await startPostgres(t);
+  const store = await openPgStore(pg.url);
+  await store.pool.query('UPDATE chaingate_schema SET version = $1', [PG_SCHEMA_VERSION + 1]);
+  await store.close();
+  await t.rejects(openPgStore(pg.url), {
+    message: `the database schema is version ${PG_SCHEMA_VERSION + 1}, newer than this chaingate (${PG_SCHEMA_VERSION}): upgrade chaingate`,
+  });
+});
+
+t.test('an unreachable server fails the open within the connect timeout; the password never shows', async (t) => {
+  const pg = await startPostgres(t);
+  await pg.stop();
+  const url = `postgres://chaingate:s3cret@127.0.0.1:${pg.port}/chaingate`;
+  const err = await openPgStore(url, { connectTimeoutMs: 1000 }).then(
+    () => null,
+    (e: Error) => e,
+  );
+  t.ok(err, 'refused');
+  t.notMatch(String(err?.message), /s3cret/);
+  t.equal(safeUrl(url), `postgres://chaingate:***@127.0.0.1:${pg.port}/chaingate`);
+  t.equal(safeUrl('not a url'), '(an invalid URL)');
+});
