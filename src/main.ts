@@ -6,6 +6,7 @@ import { preflightConfig } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runStatus, STATUS_EXIT } from './cli/status.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
+import { copyStore, STORE_USAGE } from './cli/store-copy.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './log.js';
 import { type Gateway, type ReloadOutcome, startGateway } from './server/app.js';
 import { restartOnlyChanges } from './config/restart-keys.js';
@@ -22,7 +23,8 @@ Usage:
   chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
   chaingate --version
 
-${TENANCY_USAGE}`;
+${TENANCY_USAGE}
+${STORE_USAGE}`;
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -148,7 +150,49 @@ function configArg(argv: readonly string[]): string | undefined {
   return undefined;
 }
 
+/** `chaingate store copy --from FILE --to URL`: exit 0 copied, 1 refused, 2 a bad command line. */
+async function storeCommand(argv: readonly string[]): Promise<number> {
+  let args: ReturnType<typeof parseArgs>;
+  try {
+    args = parseArgs(argv, ['from', 'to'], ['help']);
+  } catch (err) {
+    process.stderr.write(`chaingate store: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (args.options.has('help')) {
+    process.stdout.write(STORE_USAGE);
+    return 0;
+  }
+  const [sub, ...extra] = args.positionals;
+  const from = stringOption(args, 'from');
+  const to = stringOption(args, 'to');
+  const problem =
+    sub !== 'copy'
+      ? `unknown store command '${sub ?? ''}' (store copy)`
+      : extra.length > 0
+        ? `unexpected argument '${extra[0]}'`
+        : from === undefined
+          ? 'missing --from FILE'
+          : to === undefined || !/^postgres(ql)?:\/\//.test(to)
+            ? '--to must be a postgres:// URL'
+            : null;
+  if (problem !== null) {
+    process.stderr.write(`chaingate store: ${problem}\n\n${STORE_USAGE}`);
+    return 2;
+  }
+  try {
+    const report = await copyStore(from!, to!, (line) => process.stdout.write(`${line}\n`));
+    const total = report.rows.reduce((n, r) => n + r.rows, 0);
+    process.stdout.write(`copied ${total} rows; balances add up to ${report.balances} RU on both sides\n`);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`chaingate store copy: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
+  if (argv[0] === 'store') process.exit(await storeCommand(argv.slice(1)));
   if (argv[0] !== undefined && TENANCY_COMMANDS.has(argv[0])) {
     if (argv.includes('--help')) {
       process.stdout.write(TENANCY_USAGE);

@@ -1,0 +1,125 @@
+/**
+ * `chaingate store copy`: a single machine's SQLite data lands in an empty PostgreSQL fleet store with
+ * ids, key hashes, balances, credits and usage intact; a target that already holds owners is refused.
+ */
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { copyStore } from '../../src/cli/store-copy.js';
+import { openPgStore } from '../../src/store/pg-open.js';
+import { createDirectory } from '../../src/tenancy/directory.js';
+import { hashKey } from '../../src/tenancy/keys.js';
+import { createOwnerAdmin } from '../../src/tenancy/owners.js';
+import { startPostgres } from '../support/servers.js';
+import { tempDbPath, tempStore } from '../store/temp-store.js';
+
+const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+if (!existsSync(main)) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
+
+/** A SQLite store with two owners (one suspended, one deleted endpoint), credits and usage at three levels. */
+function seed(path: string): { apiKey: string; deletedKey: string; ownerA: number; ownerB: number } {
+  const store = tempStore(t, path);
+  const admin = createOwnerAdmin(store, () => 1_700_000_000_000);
+  const dir = createDirectory(store, { now: () => 1_700_000_000_000 });
+  const a = admin.createOwner('acme ✓', 'free', 1000);
+  const b = admin.createOwner('beta', 'pro', 50);
+  admin.topUp(a.id, 234);
+  admin.createManagementKey(b.id);
+  const kept = dir.createEndpoint(a.id, 'devnet', 'main', 10);
+  const gone = dir.createEndpoint(b.id, 'devnet', undefined, 10);
+  if (!('apiKey' in kept) || !('apiKey' in gone)) throw new Error('endpoints not made');
+  dir.deleteEndpoint(b.id, gone.endpoint.id);
+  admin.setSuspended(b.id, true);
+  const usage = store.db.prepare('INSERT INTO usage_minute VALUES (?, ?, ?, ?, ?, ?, ?)');
+  for (let i = 0; i < 2500; i++) usage.run(kept.endpoint.id, a.id, `m${i % 7}`, 1_700_000_000 + i * 60, i % 3 === 0 ? 429 : 0, 2, 3);
+  store.db
+    .prepare('INSERT INTO usage_hour VALUES (?, ?, ?, ?, ?, ?, ?)')
+    .run(kept.endpoint.id, a.id, 'eth_call', 1_699_996_400, 0, 10, 200);
+  store.db.prepare('INSERT INTO usage_day VALUES (?, ?, ?, ?, ?, ?, ?)').run(gone.endpoint.id, b.id, 'eth_call', 1_699_920_000, 0, 1, 20);
+  // The ledger's invariant: what the usage cost came off the balances.
+  store.db.prepare('UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ?').run(2500 * 3 + 200, a.id);
+  store.db.prepare('UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ?').run(20, b.id);
+  store.close();
+  return { apiKey: kept.apiKey, deletedKey: gone.apiKey, ownerA: a.id, ownerB: b.id };
+}
+
+t.test('every table is copied with ids, hashes and balances intact, and new ids follow the copied ones', async (t) => {
+  const pg = await startPostgres(t);
+  const path = tempDbPath(t);
+  const seeded = seed(path);
+  const lines: string[] = [];
+  const report = await copyStore(path, pg.url, (line) => lines.push(line));
+  t.same(report.rows, [
+    { table: 'owners', rows: 2 },
+    { table: 'management_keys', rows: 3 },
+    { table: 'endpoints', rows: 2 },
+    { table: 'credits', rows: 3 },
+    { table: 'usage_minute', rows: 2500 },
+    { table: 'usage_hour', rows: 1 },
+    { table: 'usage_day', rows: 1 },
+  ]);
+  t.equal(report.balances, 1000 + 234 - 7700 + 50 - 20);
+  t.match(lines, ['owners: 2 rows', 'management_keys: 3 rows', 'endpoints: 2 rows'], 'progress per table');
+
+  const target = await openPgStore(pg.url);
+  t.teardown(() => target.close());
+  const q = async <R extends object>(sql: string, params: unknown[] = []): Promise<R[]> => (await target.pool.query<R>(sql, params)).rows;
+  t.same(await q('SELECT id, name, plan, ru_balance, suspended, deleted_at FROM owners ORDER BY id'), [
+    { id: seeded.ownerA, name: 'acme ✓', plan: 'free', ru_balance: 1234 - 7700, suspended: false, deleted_at: null },
+    { id: seeded.ownerB, name: 'beta', plan: 'pro', ru_balance: 30, suspended: true, deleted_at: null },
+  ]);
+  t.same(
+    await q('SELECT owner_id, deleted_at IS NOT NULL AS deleted, deleted_seq FROM endpoints WHERE key_hash = $1', [hashKey(seeded.apiKey)]),
+    [{ owner_id: seeded.ownerA, deleted: false, deleted_seq: null }],
+  );
+  t.same(await q('SELECT owner_id, deleted_seq FROM endpoints WHERE key_hash = $1', [hashKey(seeded.deletedKey)]), [
+    { owner_id: seeded.ownerB, deleted_seq: 1 },
+  ]);
+  // The ledger invariant holds for every owner in the target: sum(credits) - sum(usage) = balance.
+  const gaps = await q<{ id: number; gap: number }>(`
+    SELECT o.id, (SELECT coalesce(sum(ru), 0) FROM credits c WHERE c.owner_id = o.id)
+      - (SELECT coalesce(sum(ru), 0) FROM (SELECT owner_id, ru FROM usage_minute UNION ALL SELECT owner_id, ru FROM usage_hour
+           UNION ALL SELECT owner_id, ru FROM usage_day) u WHERE u.owner_id = o.id) - o.ru_balance AS gap
+    FROM owners o ORDER BY o.id`);
+  t.same(gaps, [
+    { id: seeded.ownerA, gap: 0 },
+    { id: seeded.ownerB, gap: 0 },
+  ]);
+  const [next] = await q<{ id: number }>(
+    `INSERT INTO owners (name, plan, ru_balance, created_at) VALUES ('new', 'free', 0, 0) RETURNING id`,
+  );
+  t.equal(next!.id, seeded.ownerB + 1, 'the next owner id follows the copied ones');
+  const [seq] = await q<{ n: number }>(`SELECT nextval('endpoint_deletions') AS n`);
+  t.equal(seq!.n, 2, 'the next deletion is numbered after the copied one');
+});
+
+t.test('the command line: a copy, then a second one refused with nothing written; bad arguments exit 2', async (t) => {
+  const pg = await startPostgres(t);
+  const path = tempDbPath(t);
+  seed(path);
+  const run = (...args: string[]) => spawnSync(process.execPath, [main, 'store', ...args], { encoding: 'utf8', timeout: 30_000 });
+  const first = run('copy', '--from', path, '--to', pg.url);
+  t.equal(first.status, 0, first.stderr);
+  t.match(first.stdout, /^owners: 2 rows$/m);
+  t.match(first.stdout, /copied 2512 rows; balances add up to -6436 RU on both sides/);
+  const again = run('copy', '--from', path, '--to', pg.url);
+  t.equal(again.status, 1);
+  t.match(again.stderr, /already holds 2 owners: store copy fills an empty fleet store only/);
+  t.equal(run('copy', '--from', path).status, 2, 'no --to');
+  t.match(run('copy', '--from', path, '--to', '/tmp/x.db').stderr, /--to must be a postgres:\/\/ URL/);
+  t.equal(run('move', '--from', path, '--to', pg.url).status, 2, 'unknown subcommand');
+  const missing = run('copy', '--from', `${path}.absent`, '--to', pg.url);
+  t.equal(missing.status, 1);
+  t.match(missing.stderr, /no database at/);
+  const down = spawnSync(
+    process.execPath,
+    [main, 'store', 'copy', '--from', path, '--to', `postgres://chaingate:pw@127.0.0.1:${pg.port + 1}/x`],
+    {
+      encoding: 'utf8',
+      timeout: 30_000,
+    },
+  );
+  t.equal(down.status, 1, 'an unreachable target fails');
+  t.notMatch(down.stderr, /:pw@/, 'the password is not shown');
+});
