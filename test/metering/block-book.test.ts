@@ -1,0 +1,133 @@
+/**
+ * The block book's arithmetic: RU are spent only from blocks the store granted, a block is asked for when
+ * a call needs it (and in the background at half a block), nothing is spent once the reservations may
+ * have expired, and an owner the store had nothing for is not asked again on every call.
+ */
+import t from 'tap';
+import { createBlockBook } from '../../src/metering/block-book.js';
+
+/** A store with `balance` RU for owner 1, granting what it has; `asked` records each reservation asked. */
+function source(balance: number) {
+  const state = { balance, asked: [] as number[], fail: false, gate: null as Promise<void> | null };
+  return {
+    state,
+    async reserve(_ownerId: number, ru: number): Promise<number> {
+      state.asked.push(ru);
+      if (state.gate !== null) await state.gate;
+      if (state.fail) throw new Error('store unreachable');
+      const granted = Math.min(ru, state.balance);
+      state.balance -= granted;
+      return granted;
+    },
+  };
+}
+
+t.test('a call waits for its first block, then the RU are spent locally and flushed off', async (t) => {
+  let clock = 1000;
+  const s = source(250);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity, now: () => clock });
+  t.equal(book.available(1), 0);
+  t.equal(book.reserve(1, 10), false, 'nothing held yet');
+  const wait = book.prepare(1, 10);
+  t.ok(wait instanceof Promise, 'the first call waits');
+  await wait;
+  t.same(s.state.asked, [100], 'one block');
+  t.equal(book.prepare(1, 10), null, 'held now: no wait');
+  t.equal(book.reserve(1, 10), true);
+  t.equal(book.available(1), 90);
+  book.close(1, 10, 7);
+  t.equal(book.available(1), 93, 'the unspent part of the call is back');
+  t.equal(book.charge(1, 3), true);
+  t.equal(book.available(1), 90);
+  // The flush wrote the 10 RU spent: the store lowered the reservation by as much.
+  book.written(1, 10, undefined);
+  t.equal(book.available(1), 90);
+  t.same(book.held(), new Map([[1, 90]]));
+  clock += 1;
+});
+
+t.test('under half a block a refill starts in the background; a call needing more than a block asks for all of it', async (t) => {
+  const s = source(1000);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity });
+  await book.prepare(1, 1);
+  t.ok(book.reserve(1, 60));
+  t.same(s.state.asked, [100, 100], 'a second block asked for at 40 left');
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.available(1), 140);
+  await book.prepare(1, 500);
+  t.same(s.state.asked, [100, 100, 360], 'what was missing');
+  t.equal(book.available(1), 500);
+});
+
+t.test('an owner the store had nothing for gets 402 at once until dryRetryMs has passed or a reload', async (t) => {
+  let clock = 0;
+  const s = source(30);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity, now: () => clock, dryRetryMs: 1000 });
+  await book.prepare(1, 10);
+  t.equal(book.available(1), 30, 'what there was');
+  t.ok(book.reserve(1, 30));
+  book.close(1, 30, 30);
+  // The reservation at 0 left started a background refill; the store had nothing.
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.prepare(1, 10), null, 'the store just said it had nothing: no wait');
+  t.equal(book.reserve(1, 10), false, '402');
+  t.equal(s.state.asked.length, 2, 'the background refill found nothing, and no call asked again');
+  clock += 1000;
+  const again = book.prepare(1, 10);
+  t.ok(again, 'asked again after dryRetryMs');
+  await again;
+  t.equal(book.reserve(1, 10), false, 'still nothing');
+  s.state.balance = 50;
+  book.reload(1);
+  await book.prepare(1, 10);
+  t.equal(book.available(1), 50, 'a top-up noticed through reload is asked for at once');
+});
+
+t.test('nothing is spent once the reservations may have expired in the store', async (t) => {
+  let clock = 0;
+  let until = 5000;
+  const s = source(1000);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => until, now: () => clock });
+  await book.prepare(1, 1);
+  t.ok(book.reserve(1, 10));
+  clock = 5000;
+  t.equal(book.available(1), 0);
+  t.equal(book.reserve(1, 10), false);
+  t.equal(book.charge(1, 1), false);
+  until = 10_000;
+  t.equal(book.available(1), 90, 'a renewal that passed makes them spendable again');
+});
+
+t.test('a store failure rejects prepare (answer 503); concurrent calls share one refill', async (t) => {
+  const s = source(1000);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity });
+  let open!: () => void;
+  s.state.gate = new Promise((r) => {
+    open = r;
+  });
+  const a = book.prepare(1, 10);
+  const b = book.prepare(1, 10);
+  t.equal(a, b, 'one refill for both');
+  open();
+  await a;
+  t.same(s.state.asked, [100]);
+  s.state.gate = null;
+  s.state.fail = true;
+  await t.rejects(book.prepare(2, 10)!, { message: 'store unreachable' });
+  t.equal(book.available(2), 0);
+  t.throws(() => createBlockBook(s, { blockRu: 0, validUntil: () => 0 }), RangeError);
+});
+
+t.test('drop gives back an idle owner only', async (t) => {
+  const s = source(1000);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity });
+  await book.prepare(1, 1);
+  t.ok(book.reserve(1, 5));
+  t.equal(book.drop(1), 0, 'a call in flight');
+  book.close(1, 5, 5);
+  t.equal(book.drop(1), 0, 'unflushed RU');
+  book.written(1, 5, undefined);
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.drop(1), 95);
+  t.equal(book.available(1), 0);
+});
