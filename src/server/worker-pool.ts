@@ -11,6 +11,25 @@ import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort, type Transferable, Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
 
+/** Options that hook the module loader: each takes a value, given in the same argument (`--import=x`) or the next. */
+const LOADER_HOOKS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
+
+/**
+ * The main thread's Node options, less its module-loader hooks, for the workers. A worker inherits them all
+ * by default, but it runs the compiled daemon only: a hook the main thread was started with (a test runner's,
+ * a TypeScript loader) would run again in every worker and make each start several times slower.
+ */
+export function workerExecArgv(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i]!;
+    if (LOADER_HOOKS.includes(arg)) i++;
+    else if (!LOADER_HOOKS.some((hook) => arg.startsWith(`${hook}=`))) kept.push(arg);
+  }
+  return kept;
+}
+const WORKER_EXEC_ARGV = workerExecArgv(process.execArgv);
+
 /** What one worker is started with, besides its number: plain data, shared memory and ports. */
 export interface WorkerStart {
   data: Record<string, unknown>;
@@ -76,6 +95,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     const { data, transfer } = opts.connect(index);
     const { port1: control, port2: workerControl } = new MessageChannel();
     const worker = new Worker(opts.script, {
+      execArgv: WORKER_EXEC_ARGV,
       workerData: { ...data, index, control: workerControl },
       transferList: [...transfer, workerControl],
     });

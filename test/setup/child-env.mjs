@@ -1,0 +1,16 @@
+/**
+ * Loaded into every test process after tap's own hooks (package.json `tap.node-arg`). tap's processinfo
+ * adds its loader to the NODE_OPTIONS of every child process a test spawns (through process-on-spawn), so
+ * that each reports to it: that serves coverage only, which is off here, and costs each Node child nearly
+ * a second of CPU. A spawn listener added after processinfo's takes its loader out again, so the daemons,
+ * CLI runs and fixtures the tests spawn start as they would outside the tests.
+ */
+const spawnHooks = globalThis[Symbol.for('process-on-spawn@*:singletonId')];
+spawnHooks?.listeners.push((spawned) => {
+  const env = { ...spawned.env };
+  const options = (env.NODE_OPTIONS ?? '').split(/\s+/).filter((o) => o !== '' && !o.includes('@tapjs/processinfo'));
+  if (options.length > 0) env.NODE_OPTIONS = options.join(' ');
+  else delete env.NODE_OPTIONS;
+  for (const name of Object.keys(env)) if (name.startsWith('_TAPJS_PROCESSINFO_')) delete env[name];
+  spawned.env = env;
+});
