@@ -37,13 +37,19 @@ export function createUsageRollUp(store: Store, options: RollUpOptions): UsageRo
 
   return {
     rollUp(nowMs = Date.now()) {
-      const now = Math.floor(nowMs / 1000);
-      const minuteCutoff = now - options.keepMinutesH * 3600;
-      const hourCutoff = now - options.keepHoursD * 86_400;
-      return {
-        minuteRows: moveMinutes.immediate(minuteCutoff - (minuteCutoff % 3600)),
-        hourRows: moveHours.immediate(hourCutoff - (hourCutoff % 86_400)),
-      };
+      const cutoffs = rollUpCutoffs(nowMs, options);
+      return { minuteRows: moveMinutes.immediate(cutoffs.minutes), hourRows: moveHours.immediate(cutoffs.hours) };
     },
   };
+}
+
+/**
+ * Where a roll-up at `nowMs` cuts, in unix seconds: minute rows before `minutes` (a whole hour) go into
+ * hours, hour rows before `hours` (a whole day) into days.
+ */
+export function rollUpCutoffs(nowMs: number, options: RollUpOptions): { minutes: number; hours: number } {
+  const now = Math.floor(nowMs / 1000);
+  const minuteCutoff = now - options.keepMinutesH * 3600;
+  const hourCutoff = now - options.keepHoursD * 86_400;
+  return { minutes: minuteCutoff - (minuteCutoff % 3600), hours: hourCutoff - (hourCutoff % 86_400) };
 }

@@ -18,7 +18,7 @@ function usageTable(name: string): string {
  * `PRAGMA user_version = i` to `i + 1`. Entries are never edited once released; a change is a new entry.
  *
  * Conventions of the tables:
- * - times are unix seconds (UTC);
+ * - times are unix seconds (UTC), but for the ledger store's tables (below);
  * - keys are stored only as SHA-256 hashes (`key_hash`), with the first 8 characters (`key_prefix`)
  *   kept so an operator can tell keys apart;
  * - owners and endpoints are deleted softly (`deleted_at`) so usage rows and credits keep their meaning
@@ -29,6 +29,12 @@ function usageTable(name: string): string {
  *   otherwise the error: the HTTP status of a refusal or failure (401, 402, 429, 502, 503...) or the
  *   JSON-RPC error code (negative) of an error answered with HTTP 200. The usage tables carry no foreign
  *   keys on purpose: a debit must never fail to be stored because of a reference.
+ *
+ * The tables of the ledger store (metering/ledger-store.ts), the same as PostgreSQL's in fleet mode, keep
+ * their times in unix milliseconds of the ledger store's clock (a reservation may live a second, which
+ * seconds would round away): `usage_batches` (the id of every batch written, so a retried one is not
+ * applied twice), `reservations` (RU an instance set aside from an owner's balance, until `expires_at`)
+ * and `instances` (each one's first and last heartbeat, and what it says of itself as JSON).
  */
 export const MIGRATIONS: readonly string[] = [
   `
@@ -77,6 +83,30 @@ export const MIGRATIONS: readonly string[] = [
   ${usageTable('usage_hour')}
   CREATE INDEX usage_hour_by_t ON usage_hour(t);
   ${usageTable('usage_day')}
+  `,
+  `
+  CREATE TABLE usage_batches (
+    id TEXT PRIMARY KEY,
+    instance TEXT NOT NULL,
+    at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX usage_batches_by_at ON usage_batches(at);
+
+  CREATE TABLE reservations (
+    instance TEXT NOT NULL,
+    owner_id INTEGER NOT NULL REFERENCES owners(id),
+    ru INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (instance, owner_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX reservations_by_owner ON reservations(owner_id, expires_at);
+
+  CREATE TABLE instances (
+    id TEXT PRIMARY KEY,
+    started_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    info TEXT NOT NULL DEFAULT '{}'
+  ) WITHOUT ROWID;
   `,
 ];
 

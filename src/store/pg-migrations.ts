@@ -23,7 +23,8 @@ function usageTable(name: string): string {
  * ids are INTEGER (the shared book holds ids up to 2^31 - 1); RU amounts BIGINT, read back as numbers
  * (they never pass MAX_RU = 2^53 - 1).
  *
- * What only a fleet needs:
+ * What only a fleet needs (metering/ledger-store.ts reads and writes them), timed by the database's clock
+ * (TIMESTAMPTZ, `now()`), which every instance shares:
  * - `usage_batches`: the id of every usage batch written, so a batch retried after a lost answer is
  *   not applied twice (pruned after a day);
  * - `reservations`: RU an instance has set aside from an owner's balance to spend locally, until
@@ -83,7 +84,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TABLE usage_batches (
     id TEXT PRIMARY KEY,
     instance TEXT NOT NULL,
-    at BIGINT NOT NULL
+    at TIMESTAMPTZ NOT NULL DEFAULT now()
   );
   CREATE INDEX usage_batches_by_at ON usage_batches(at);
 
@@ -94,7 +95,7 @@ export const PG_MIGRATIONS: readonly string[] = [
     expires_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (instance, owner_id)
   );
-  CREATE INDEX reservations_by_owner ON reservations(owner_id);
+  CREATE INDEX reservations_by_owner ON reservations(owner_id, expires_at);
 
   CREATE TABLE instances (
     id TEXT PRIMARY KEY,

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from './pg-migrations.js';
+import { inPgTransaction } from './pg-transaction.js';
 
 /** PostgreSQL's type ids of the values chaingate reads back as JS numbers rather than strings. */
 const INT8 = 20;
@@ -75,9 +76,7 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
 const MIGRATION_LOCK = 0x63676d31;
 
 async function migratePg(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  await inPgTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
     await client.query('CREATE TABLE IF NOT EXISTS chaingate_schema (version INTEGER NOT NULL)');
     const rows = (await client.query<{ version: number }>('SELECT version FROM chaingate_schema')).rows;
@@ -88,11 +87,5 @@ async function migratePg(pool: pg.Pool): Promise<void> {
     for (let v = from; v < PG_SCHEMA_VERSION; v++) await client.query(PG_MIGRATIONS[v]!);
     if (rows.length === 0) await client.query('INSERT INTO chaingate_schema (version) VALUES ($1)', [PG_SCHEMA_VERSION]);
     else await client.query('UPDATE chaingate_schema SET version = $1', [PG_SCHEMA_VERSION]);
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }

@@ -47,6 +47,21 @@ export interface ManagementKeyRow {
   createdAt: number;
   revokedAt: number | null;
 }
+/** One instance's heartbeat row, times in unix ms, `info` JSON text. */
+export interface InstanceDbRow {
+  id: string;
+  startedAt: number;
+  heartbeatAt: number;
+  info: string;
+}
+/** One instance's reservation of one owner's RU, live until `expires` (unix ms); `now` tells live from expired. */
+export interface ReservationParams {
+  instance: string;
+  owner: number;
+  ru: number;
+  now: number;
+  expires: number;
+}
 /** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru. */
 export type UsageParams = [string, number, string, number, number, number, number];
 
@@ -121,6 +136,35 @@ export function prepareStatements(db: Database.Database) {
       deleteMinutesBefore: p<[number]>(`DELETE FROM usage_minute WHERE t < ?`),
       hoursIntoDays: p<[number]>(rollUpSql('usage_hour', 'usage_day', 86_400)),
       deleteHoursBefore: p<[number]>(`DELETE FROM usage_hour WHERE t < ?`),
+    },
+    // The ledger store's (metering/sqlite-ledger-store.ts); times in unix ms. A reservation with
+    // `expires_at <= now` counts for nothing and is never extended again.
+    fleet: {
+      recordBatch: p<[string, string, number]>(`INSERT INTO usage_batches (id, instance, at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
+      liveReserved: p<[number, number], number>(`
+        SELECT coalesce(sum(ru), 0) FROM reservations WHERE owner_id = ? AND expires_at > ?`).pluck(),
+      // An expired row of the same instance is started afresh: its RU were freed at its expiry.
+      addReservation: named<ReservationParams>(`
+        INSERT INTO reservations (instance, owner_id, ru, expires_at) VALUES (@instance, @owner, @ru, @expires)
+        ON CONFLICT (instance, owner_id) DO UPDATE
+        SET ru = CASE WHEN expires_at > @now THEN ru ELSE 0 END + excluded.ru, expires_at = excluded.expires_at`),
+      spendReservation: named<ReservationParams>(`
+        UPDATE reservations SET ru = max(ru - @ru, 0), expires_at = @expires
+        WHERE instance = @instance AND owner_id = @owner AND expires_at > @now`),
+      releaseSome: p<[number, string, number, number]>(`
+        UPDATE reservations SET ru = max(ru - ?, 0) WHERE instance = ? AND owner_id = ? AND expires_at > ?`),
+      releaseOwner: p<[string, number]>(`DELETE FROM reservations WHERE instance = ? AND owner_id = ?`),
+      releaseAll: p<[string]>(`DELETE FROM reservations WHERE instance = ?`),
+      renew: p<[number, string, number], [number, number]>(`
+        UPDATE reservations SET expires_at = ? WHERE instance = ? AND expires_at > ? RETURNING owner_id, ru`).raw(),
+      heartbeat: named<{ id: string; now: number; info: string | null }>(`
+        INSERT INTO instances (id, started_at, heartbeat_at, info) VALUES (@id, @now, @now, coalesce(@info, '{}'))
+        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, info = coalesce(@info, info)`),
+      instances: p<[], InstanceDbRow>(`
+        SELECT id, started_at AS startedAt, heartbeat_at AS heartbeatAt, info FROM instances ORDER BY id`),
+      pruneBatches: p<[number]>(`DELETE FROM usage_batches WHERE at < ?`),
+      pruneInstances: p<[number]>(`DELETE FROM instances WHERE heartbeat_at < ?`),
+      pruneReservations: p<[number]>(`DELETE FROM reservations WHERE expires_at < ?`),
     },
     admin: {
       insertOwner: p<[string, string, number, number]>(`INSERT INTO owners (name, plan, ru_balance, created_at) VALUES (?, ?, ?, ?)`),

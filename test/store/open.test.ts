@@ -4,9 +4,7 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { openStore, surveyStore } from '../../src/store/open.js';
 import { SCHEMA_VERSION } from '../../src/store/migrations.js';
-import { addOwner, tempDbPath, tempStore } from './temp-store.js';
-
-const TABLES = ['credits', 'endpoints', 'management_keys', 'owners', 'usage_day', 'usage_hour', 'usage_minute'];
+import { addOwner, STORE_TABLES, tempDbPath, tempStore } from './temp-store.js';
 
 t.test('an empty file gets the whole schema, the pragmas and the version', async (t) => {
   const path = join(dirname(tempDbPath(t)), 'nested', 'deeper', 'db.sqlite');
@@ -14,7 +12,7 @@ t.test('an empty file gets the whole schema, the pragmas and the version', async
   t.ok(existsSync(path), 'the directory and the file are created');
   t.equal(store.path, path);
   const tables = store.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).pluck().all();
-  t.same(tables, TABLES);
+  t.same(tables, STORE_TABLES);
   t.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
   t.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
   t.equal(store.db.pragma('synchronous', { simple: true }), 1, 'NORMAL');

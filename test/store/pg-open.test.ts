@@ -3,6 +3,7 @@ import t from 'tap';
 import { openPgStore, safeUrl } from '../../src/store/pg-open.js';
 import { PG_SCHEMA_VERSION } from '../../src/store/pg-migrations.js';
 import { startPostgres } from '../support/servers.js';
+import { STORE_TABLES } from './temp-store.js';
 
 t.test('several instances opening a new database at once make the schema once', async (t) => {
   const pg = await startPostgres(t);
@@ -15,19 +16,7 @@ t.test('several instances opening a new database at once make the schema once', 
   );
   t.same(
     tables.rows.map((r) => r.name),
-    [
-      'chaingate_schema',
-      'credits',
-      'endpoints',
-      'instances',
-      'management_keys',
-      'owners',
-      'reservations',
-      'usage_batches',
-      'usage_day',
-      'usage_hour',
-      'usage_minute',
-    ],
+    ['chaingate_schema', ...STORE_TABLES],
   );
   // BIGINT and sums come back as numbers.
   const sum = await stores[2]!.pool.query<{ n: number; s: number }>(

@@ -9,6 +9,20 @@ export interface Teardown {
   teardown(fn: () => void): void;
 }
 
+/** Every table of the schema, in name order: the same in SQLite and PostgreSQL (which adds `chaingate_schema`). */
+export const STORE_TABLES = [
+  'credits',
+  'endpoints',
+  'instances',
+  'management_keys',
+  'owners',
+  'reservations',
+  'usage_batches',
+  'usage_day',
+  'usage_hour',
+  'usage_minute',
+];
+
 /** A path for a database file in a temp directory that is removed when the test ends. */
 export function tempDbPath(t: Teardown, name = 'chaingate.db'): string {
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-store-'));
@@ -47,14 +61,15 @@ export function topUp(db: Database.Database, owner: number, ru: number): void {
  * when every debit stored went with its usage rows.
  */
 export function invariantGaps(db: Database.Database): Array<{ id: number; gap: number }> {
-  return db
-    .prepare(`
-    SELECT o.id,
-      (SELECT coalesce(sum(ru), 0) FROM credits c WHERE c.owner_id = o.id)
-      - (SELECT coalesce(sum(ru), 0) FROM usage_minute u WHERE u.owner_id = o.id)
-      - (SELECT coalesce(sum(ru), 0) FROM usage_hour u WHERE u.owner_id = o.id)
-      - (SELECT coalesce(sum(ru), 0) FROM usage_day u WHERE u.owner_id = o.id)
-      - o.ru_balance AS gap
-    FROM owners o ORDER BY o.id`)
-    .all() as Array<{ id: number; gap: number }>;
+  return db.prepare(INVARIANT_GAPS_SQL).all() as Array<{ id: number; gap: number }>;
 }
+
+/** The query of `invariantGaps`, the same in SQLite and PostgreSQL: rows of `id` and `gap`. */
+export const INVARIANT_GAPS_SQL = `
+  SELECT o.id,
+    (SELECT coalesce(sum(ru), 0) FROM credits c WHERE c.owner_id = o.id)
+    - (SELECT coalesce(sum(ru), 0) FROM usage_minute u WHERE u.owner_id = o.id)
+    - (SELECT coalesce(sum(ru), 0) FROM usage_hour u WHERE u.owner_id = o.id)
+    - (SELECT coalesce(sum(ru), 0) FROM usage_day u WHERE u.owner_id = o.id)
+    - o.ru_balance AS gap
+  FROM owners o ORDER BY o.id`;

@@ -1,0 +1,198 @@
+import type pg from 'pg';
+import type { PgStore } from '../store/pg-open.js';
+import { inPgTransaction } from '../store/pg-transaction.js';
+import { checkRu, createCallGate, debitsByOwner, type InstanceRow, type LedgerStore, type UsageBatch } from './ledger-store.js';
+import { type RollUpOptions, rollUpCutoffs } from './usage.js';
+
+/**
+ * The rule that keeps reservations from being spent twice: a reservation is made to live longer
+ * (granted, extended by a write or a heartbeat) only by a transaction that holds its owner's row lock,
+ * and judged live or expired only under that lock, against `clock_timestamp()` read after the lock was
+ * taken. Times read that way grow along the lock's queue, so once `reserve` has judged a reservation
+ * expired and handed its RU to another instance, no later transaction can find it live again.
+ * (`now()`, the transaction's start, may be earlier than a time already used by the lock's previous
+ * holder.) Locks are taken in one order: usage rows by key, then owners by id, then reservations.
+ */
+/** The SQL of an interval of `param` seconds. */
+const seconds = (param: string): string => `${param}::float8 * interval '1 second'`;
+
+const SQL = {
+  balance: `SELECT ru_balance AS "ruBalance" FROM owners WHERE id = $1`,
+  balances: `SELECT id, ru_balance AS "ruBalance" FROM owners WHERE id = ANY($1::int[])`,
+  recordBatch: `INSERT INTO usage_batches (id, instance) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+  // Sorted, so two instances adding to the same keys lock them in the same order.
+  addUsage: `INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru)
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::int[], $6::bigint[], $7::bigint[])
+    ORDER BY 1, 3, 4, 5
+    ON CONFLICT (endpoint_id, method, t, status)
+    DO UPDATE SET requests = usage_minute.requests + excluded.requests, ru = usage_minute.ru + excluded.ru`,
+  lockOwners: `SELECT id FROM owners WHERE id = ANY($1::int[]) ORDER BY id FOR UPDATE`,
+  // Only the owners of reservations that may still be live (now() is at or before clock_timestamp()).
+  lockOwnersReservedBy: `SELECT id FROM owners
+    WHERE id IN (SELECT owner_id FROM reservations WHERE instance = $1 AND expires_at > now()) ORDER BY id FOR UPDATE`,
+  debit: `UPDATE owners o SET ru_balance = o.ru_balance - d.ru FROM unnest($1::int[], $2::bigint[]) AS d(id, ru)
+    WHERE o.id = d.id RETURNING o.id, o.ru_balance AS "ruBalance"`,
+  spendReservations: `UPDATE reservations r SET ru = greatest(r.ru - d.ru, 0), expires_at = clock_timestamp() + ${seconds('$4')}
+    FROM unnest($2::int[], $3::bigint[]) AS d(owner_id, ru)
+    WHERE r.instance = $1 AND r.owner_id = d.owner_id AND r.expires_at > clock_timestamp()`,
+  lockOwner: `SELECT ru_balance AS "ruBalance" FROM owners WHERE id = $1 FOR UPDATE`,
+  liveReserved: `SELECT coalesce(sum(ru), 0) AS ru FROM reservations WHERE owner_id = $1 AND expires_at > clock_timestamp()`,
+  // The instance's own expired row is started afresh: its RU were freed at its expiry.
+  addReservation: `INSERT INTO reservations (instance, owner_id, ru, expires_at)
+    VALUES ($1, $2, $3, clock_timestamp() + ${seconds('$4')})
+    ON CONFLICT (instance, owner_id) DO UPDATE
+    SET ru = CASE WHEN reservations.expires_at > clock_timestamp() THEN reservations.ru ELSE 0 END + excluded.ru,
+      expires_at = excluded.expires_at`,
+  releaseSome: `UPDATE reservations SET ru = greatest(ru - $3, 0) WHERE instance = $1 AND owner_id = $2 AND expires_at > clock_timestamp()`,
+  releaseOwner: `DELETE FROM reservations WHERE instance = $1 AND owner_id = $2`,
+  releaseAll: `DELETE FROM reservations WHERE instance = $1`,
+  renew: `UPDATE reservations SET expires_at = clock_timestamp() + ${seconds('$3')}
+    WHERE instance = $1 AND owner_id = ANY($2::int[]) AND expires_at > clock_timestamp() RETURNING owner_id AS "ownerId", ru`,
+  heartbeat: `INSERT INTO instances (id, started_at, heartbeat_at, info) VALUES ($1, now(), now(), coalesce($2::jsonb, '{}'))
+    ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, info = coalesce($2::jsonb, instances.info)`,
+  instances: `SELECT id, floor(extract(epoch FROM started_at) * 1000)::bigint AS "startedAt",
+    floor(extract(epoch FROM heartbeat_at) * 1000)::bigint AS "heartbeatAt", info FROM instances ORDER BY id`,
+  pruneBatches: `DELETE FROM usage_batches WHERE at < now() - ${seconds('$1')}`,
+  pruneInstances: `DELETE FROM instances WHERE heartbeat_at < now() - ${seconds('$1')}`,
+  pruneReservations: `DELETE FROM reservations WHERE expires_at < now() - ${seconds('$1')}`,
+  // One roll-up at a time in the fleet: two at once would lock the same coarser rows in different orders.
+  rollUpLock: `SELECT pg_advisory_xact_lock(${0x63677275})`,
+};
+
+/**
+ * Moves the rows of `from` before the cut-off into `into`, summed by `period` seconds. DELETE first, and
+ * the sums of what it deleted: a row a late write added to meanwhile is moved with what it holds once
+ * that write committed, or not at all, never half.
+ */
+function moveSql(from: string, into: string, period: number): string {
+  return `WITH moved AS (DELETE FROM ${from} WHERE t < $1 RETURNING *),
+    summed AS (
+      INSERT INTO ${into} (endpoint_id, owner_id, method, t, status, requests, ru)
+      SELECT endpoint_id, owner_id, method, t - t % ${period} AS period, status, sum(requests), sum(ru)
+      FROM moved GROUP BY endpoint_id, owner_id, method, period, status ORDER BY 1, 3, 4, 5
+      ON CONFLICT (endpoint_id, method, t, status)
+      DO UPDATE SET requests = ${into}.requests + excluded.requests, ru = ${into}.ru + excluded.ru)
+    SELECT count(*)::int AS rows FROM moved`;
+}
+const MOVE_MINUTES = moveSql('usage_minute', 'usage_hour', 3600);
+const MOVE_HOURS = moveSql('usage_hour', 'usage_day', 86_400);
+
+/**
+ * The ledger store in PostgreSQL, shared by every instance of a fleet: each method is one transaction
+ * (or one statement) on a connection of `store`'s pool, with parameters bound, never spliced.
+ */
+export function createPgLedgerStore(store: PgStore, options: RollUpOptions): LedgerStore {
+  const pool = store.pool;
+  const gate = createCallGate();
+
+  async function balancesOf(client: pg.ClientBase, owners: number[], into: Map<number, number>): Promise<Map<number, number>> {
+    if (owners.length === 0) return into;
+    const rows = (await client.query<{ id: number; ruBalance: number }>(SQL.balances, [owners])).rows;
+    for (const r of rows) into.set(r.id, r.ruBalance);
+    return into;
+  }
+
+  async function writeUsage(client: pg.PoolClient, batch: UsageBatch): Promise<Map<number, number>> {
+    const owners = debitsByOwner(batch.rows);
+    const fresh = (await client.query(SQL.recordBatch, [batch.id, batch.instance])).rowCount === 1;
+    if (!fresh)
+      return balancesOf(
+        client,
+        owners.map(([id]) => id),
+        new Map(),
+      );
+    if (batch.rows.length > 0) {
+      const columns = (['endpointId', 'ownerId', 'method', 't', 'status', 'requests', 'ru'] as const).map((k) =>
+        batch.rows.map((r) => r[k]),
+      );
+      await client.query(SQL.addUsage, columns);
+    }
+    const debited = owners.filter(([, ru]) => ru !== 0);
+    const ids = debited.map(([id]) => id);
+    const amounts = debited.map(([, ru]) => ru);
+    const balances = new Map<number, number>();
+    if (debited.length > 0) {
+      await client.query(SQL.lockOwners, [ids]);
+      for (const r of (await client.query<{ id: number; ruBalance: number }>(SQL.debit, [ids, amounts])).rows)
+        balances.set(r.id, r.ruBalance);
+      await client.query(SQL.spendReservations, [batch.instance, ids, amounts, batch.ttlS]);
+    }
+    return balancesOf(
+      client,
+      owners.filter(([, ru]) => ru === 0).map(([id]) => id),
+      balances,
+    );
+  }
+
+  async function reserve(client: pg.PoolClient, instance: string, ownerId: number, ru: number, ttlS: number): Promise<number> {
+    const owner = (await client.query<{ ruBalance: number }>(SQL.lockOwner, [ownerId])).rows[0];
+    if (owner === undefined) return 0;
+    // A statement after the lock: it sees every reservation committed by the lock's previous holders.
+    const live = (await client.query<{ ru: number }>(SQL.liveReserved, [ownerId])).rows[0]!.ru;
+    const granted = Math.max(0, Math.min(ru, owner.ruBalance - live));
+    if (granted > 0) await client.query(SQL.addReservation, [instance, ownerId, granted, ttlS]);
+    return granted;
+  }
+
+  async function renew(client: pg.PoolClient, instance: string, ttlS: number, info: string | null): Promise<Map<number, number>> {
+    const owners = (await client.query<{ id: number }>(SQL.lockOwnersReservedBy, [instance])).rows.map((r) => r.id);
+    const live = new Map<number, number>();
+    if (owners.length > 0) {
+      for (const r of (await client.query<{ ownerId: number; ru: number }>(SQL.renew, [instance, owners, ttlS])).rows)
+        live.set(r.ownerId, r.ru);
+    }
+    await client.query(SQL.heartbeat, [instance, info]);
+    return live;
+  }
+
+  async function move(sql: string, cutoff: number): Promise<number> {
+    return inPgTransaction(pool, async (client) => {
+      await client.query(SQL.rollUpLock);
+      return (await client.query<{ rows: number }>(sql, [cutoff])).rows[0]!.rows;
+    });
+  }
+
+  return {
+    kind: 'postgres',
+    balance: (ownerId) => gate.run(async () => (await pool.query<{ ruBalance: number }>(SQL.balance, [ownerId])).rows[0]?.ruBalance),
+    writeUsage: (batch) => gate.run(() => inPgTransaction(pool, (client) => writeUsage(client, batch))),
+    reserve(instance, ownerId, ru, ttlS) {
+      return gate.run(async () => {
+        checkRu(ru);
+        return inPgTransaction(pool, (client) => reserve(client, instance, ownerId, ru, ttlS));
+      });
+    },
+    release(instance, ownerId, ru) {
+      return gate.run(async () => {
+        if (ownerId === undefined) {
+          // Under the owners' locks like a heartbeat, so that it never waits on a write of the same instance holding them.
+          await inPgTransaction(pool, async (client) => {
+            await client.query(SQL.lockOwnersReservedBy, [instance]);
+            await client.query(SQL.releaseAll, [instance]);
+          });
+        } else if (ru === undefined) await pool.query(SQL.releaseOwner, [instance, ownerId]);
+        else {
+          checkRu(ru);
+          await pool.query(SQL.releaseSome, [instance, ownerId, ru]);
+        }
+      });
+    },
+    renew: (instance, ttlS, info) =>
+      gate.run(() => inPgTransaction(pool, (client) => renew(client, instance, ttlS, info === undefined ? null : JSON.stringify(info)))),
+    instances: () => gate.run(async () => (await pool.query<InstanceRow>(SQL.instances)).rows),
+    rollUp(nowMs = Date.now()) {
+      return gate.run(async () => {
+        const cutoffs = rollUpCutoffs(nowMs, options);
+        return { minuteRows: await move(MOVE_MINUTES, cutoffs.minutes), hourRows: await move(MOVE_HOURS, cutoffs.hours) };
+      });
+    },
+    prune(olderThanS) {
+      return gate.run(async () => ({
+        batches: (await pool.query(SQL.pruneBatches, [olderThanS])).rowCount ?? 0,
+        instances: (await pool.query(SQL.pruneInstances, [olderThanS])).rowCount ?? 0,
+        reservations: (await pool.query(SQL.pruneReservations, [olderThanS])).rowCount ?? 0,
+      }));
+    },
+    close: gate.close,
+  };
+}
