@@ -50,6 +50,8 @@ export interface BlockBook extends BalanceBook {
   prepare(ownerId: number, ru: number): Promise<void> | null;
   /** RU held per owner (granted and not yet written), for the flush and for a clean stop's release. */
   held(): Map<number, number>;
+  /** The store says the owner's reservation expired: nothing of it is spent any more (a refill asks again). */
+  expired(ownerId: number): void;
   /** Forgets an owner's held RU (given back to the store by the caller) where nothing is unflushed or open. */
   drop(ownerId: number): number;
 }
@@ -156,6 +158,10 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
         const b = blocks.get(ownerId);
         if (b !== undefined) b.dryAt = -Infinity;
       }
+    },
+    expired(ownerId) {
+      const b = blocks.get(ownerId);
+      if (b !== undefined) b.held = 0;
     },
     held() {
       const out = new Map<number, number>();

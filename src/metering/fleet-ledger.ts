@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import type { Ledger, LedgerOptions } from './ledger.js';
+import { type BlockBook, createBlockBook } from './block-book.js';
+import { createMeter } from './meter.js';
+import type { LedgerStore, UsageBatch } from './ledger-store.js';
+import { createPendingUsage } from './usage-rows.js';
+
+/** What the fleet ledger needs of the shared store (ledger-store.ts). */
+export type FleetLedgerStore = Pick<LedgerStore, 'writeUsage' | 'reserve' | 'release' | 'renew'>;
+
+export interface FleetLedgerOptions extends LedgerOptions {
+  /** This instance's name in the fleet (config `cluster.instance`). */
+  instance: string;
+  /** How long a reservation lives without a renewal, in s (config `cluster.reservation_ttl_s`). */
+  reservationTtlS: number;
+  /** RU reserved at once for an owner (config `cluster.reservation_block_ru`). */
+  blockRu: number;
+  /** What the heartbeat records about this instance (version, listen address…). */
+  info?: Record<string, unknown>;
+}
+
+/**
+ * The ledger of an instance in a fleet: the pipeline's `Ledger` over a block book (block-book.ts), with
+ * the store reached only in the background. Every flush interval:
+ * - the usage counted since the last batch becomes a batch with an id of its own (`instance:n`) and is
+ *   written; a batch that failed (PostgreSQL unreachable, or its answer lost) is sent again as it was,
+ *   same id and rows, before any new one: the store applies an id once, so nothing is charged twice
+ *   and nothing is lost while the instance lives;
+ * - the reservations are renewed (the heartbeat). Spending stops when the last renewal that passed is
+ *   older than the TTL less one flush interval: the store may have let them expire by then.
+ * A clean `stop` writes what is left and gives every unspent RU back at once; a killed instance's come
+ * back when its reservations expire, and the calls it served after its last written batch are not
+ * charged (as a single machine loses its last flush interval).
+ */
+export interface FleetLedger extends Ledger {
+  /** The asynchronous step before `reserve` (see BlockBook.prepare): null when the RU are here already. */
+  prepare(ownerId: number, ru: number): Promise<void> | null;
+  /** Writes pending usage now (and renews); resolves with whether the store took it. */
+  flushNow(): Promise<boolean>;
+  /** Stops the timer, writes what is left, gives back every unspent RU; false when the last write failed. */
+  stop(): Promise<boolean>;
+}
+
+export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerOptions): FleetLedger {
+  const now = options.now ?? Date.now;
+  const { instance, reservationTtlS: ttlS } = options;
+  // Known alive until the last renewal sent before it passed + TTL, less one flush interval of margin.
+  let aliveUntil = -Infinity;
+  const book: BlockBook = createBlockBook(
+    {
+      reserve: (ownerId, ru) => {
+        const sent = now();
+        return store.reserve(instance, ownerId, ru, ttlS).then((granted) => {
+          // A reservation sets its expiry too: it counts as a renewal for the spending window.
+          aliveUntil = Math.max(aliveUntil, sent + ttlS * 1000 - options.flushIntervalMs);
+          return granted;
+        });
+      },
+    },
+    { blockRu: options.blockRu, validUntil: () => aliveUntil, now },
+  );
+  const usage = createPendingUsage();
+  // Batch ids must never repeat, across restarts of an instance of the same name too: the store would skip the batch.
+  const run = randomBytes(8).toString('hex');
+  let batchNumber = 0;
+  /** The batch being written or to be sent again: its rows are out of `usage` but not yet in the store. */
+  let unsent: UsageBatch | null = null;
+  let healthy = true;
+  let lastFlushAt: number | null = null;
+  let flushing: Promise<boolean> | null = null;
+
+  async function writeBatch(): Promise<boolean> {
+    if (unsent === null && usage.size > 0) unsent = { id: `${instance}:${run}:${++batchNumber}`, instance, rows: usage.take(), ttlS };
+    const sent = now();
+    try {
+      if (unsent !== null) {
+        const batch = unsent;
+        await store.writeUsage(batch);
+        unsent = null;
+        const debits = new Map<number, number>();
+        for (const r of batch.rows) if (r.ru !== 0) debits.set(r.ownerId, (debits.get(r.ownerId) ?? 0) + r.ru);
+        for (const [ownerId, ru] of debits) book.written(ownerId, ru, undefined);
+      }
+      const live = await store.renew(instance, ttlS, options.info);
+      // An owner's reservation the store let expire (the instance was cut off for longer than the TTL) is
+      // no longer this instance's to spend: the next call reserves again.
+      for (const ownerId of book.held().keys()) if (!live.has(ownerId)) book.expired(ownerId);
+      aliveUntil = Math.max(aliveUntil, sent + ttlS * 1000 - options.flushIntervalMs);
+      healthy = true;
+      lastFlushAt = now();
+      return true;
+    } catch (err) {
+      healthy = false;
+      options.metrics?.ledgerFlushFailures.inc();
+      options.onFlushError?.(err);
+      return false;
+    }
+  }
+
+  function flushNow(): Promise<boolean> {
+    // One write at a time: a batch is never sent twice at once.
+    flushing ??= writeBatch().finally(() => {
+      flushing = null;
+    });
+    return flushing;
+  }
+
+  const timer = setInterval(() => void flushNow(), options.flushIntervalMs);
+  timer.unref();
+
+  return {
+    ...createMeter(book, usage, now),
+    prepare: book.prepare,
+    flush() {
+      void flushNow();
+      return healthy;
+    },
+    flushNow,
+    healthy: () => healthy,
+    lastFlushAt: () => lastFlushAt,
+    reload: book.reload,
+    pending: () => ({ ru: usage.ru + (unsent?.rows.reduce((n, r) => n + r.ru, 0) ?? 0), rows: usage.size + (unsent?.rows.length ?? 0) }),
+    close() {
+      void this.stop();
+      return healthy;
+    },
+    async stop() {
+      clearInterval(timer);
+      await flushing;
+      // What is left: the batch that failed, then what was counted since.
+      let ok = await flushNow();
+      if (ok && usage.size > 0) ok = await flushNow();
+      // Unspent RU go back now rather than at expiry, unless writes failed (then they expire).
+      if (ok) await store.release(instance).catch(() => {});
+      return ok;
+    },
+  };
+}

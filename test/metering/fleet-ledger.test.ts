@@ -1,0 +1,142 @@
+/**
+ * The fleet ledger over a real PostgreSQL: two instances spending one owner's balance give exactly the
+ * calls it pays for; an instance cut off from the store stops spending at its reservations' expiry and the
+ * other gets them; a store that goes away and returns loses and doubles nothing.
+ */
+import t, { type Test } from 'tap';
+import { createFleetLedger, type FleetLedger } from '../../src/metering/fleet-ledger.js';
+import { createPgLedgerStore } from '../../src/metering/pg-ledger-store.js';
+import { openPgStore } from '../../src/store/pg-open.js';
+import { addPgOwner, RETENTION } from '../support/ledger-stores.js';
+import { startPostgres } from '../support/servers.js';
+import { INVARIANT_GAPS_SQL } from '../store/temp-store.js';
+
+const USAGE = { endpointId: 'ep_test', method: 'eth_call', status: 0 };
+
+/** An instance: its own pool, its ledger store and its fleet ledger. */
+async function instance(t: Test, url: string, name: string, options: { ttlS?: number; blockRu?: number } = {}) {
+  const pg = await openPgStore(url, { connectTimeoutMs: 500 });
+  const store = createPgLedgerStore(pg, RETENTION);
+  const ledger = createFleetLedger(store, {
+    instance: name,
+    reservationTtlS: options.ttlS ?? 5,
+    blockRu: options.blockRu ?? 50,
+    flushIntervalMs: 50,
+  });
+  let closed = false;
+  let cut = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await ledger.stop();
+    if (!cut) await pg.close();
+  };
+  t.teardown(close);
+  /** The instance loses the store for good (as a killed one would): every store call fails from now on. */
+  const cutOff = async (): Promise<void> => {
+    cut = true;
+    await pg.close();
+  };
+  return { pg, ledger, close, cutOff };
+}
+
+/** One call of `ru` through `ledger`: true when served (and charged), false for a 402. Throws for a 503. */
+async function call(ledger: FleetLedger, ownerId: number, ru: number): Promise<boolean> {
+  const wait = ledger.prepare(ownerId, ru);
+  if (wait !== null) await wait;
+  const reservation = ledger.reserve(ownerId, ru);
+  if (reservation === null) return false;
+  // An answer takes a moment: calls overlap.
+  await new Promise((r) => setImmediate(r));
+  ledger.settle(reservation, ru, USAGE);
+  return true;
+}
+
+/** Clients that each call until refused; resolves with the calls served. */
+async function hammer(ledger: FleetLedger, ownerId: number, ru: number, clients: number): Promise<number> {
+  let served = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (await call(ledger, ownerId, ru)) served++;
+    }),
+  );
+  return served;
+}
+
+t.test('a balance for exactly K calls, hammered through two instances at once, serves exactly K', async (t) => {
+  const server = await startPostgres(t);
+  const a = await instance(t, server.url, 'gw-a');
+  const b = await instance(t, server.url, 'gw-b');
+  const K = 137;
+  const owner = await addPgOwner(a.pg.pool, K * 5);
+  const [onA, onB] = await Promise.all([hammer(a.ledger, owner, 5, 8), hammer(b.ledger, owner, 5, 8)]);
+  t.equal(onA + onB, K, `${onA} on a + ${onB} on b`);
+  t.ok(onA > 0 && onB > 0, 'both instances served');
+  await a.close();
+  await b.close();
+  const check = await openPgStore(server.url);
+  t.teardown(() => check.close());
+  const q = async <R extends object>(sql: string): Promise<R[]> => (await check.pool.query<R>(sql)).rows;
+  t.same(await q('SELECT ru_balance FROM owners'), [{ ru_balance: 0 }], 'every RU spent, none twice');
+  t.same(await q('SELECT coalesce(sum(requests), 0)::int AS n, coalesce(sum(ru), 0)::int AS ru FROM usage_minute'), [{ n: K, ru: K * 5 }]);
+  t.same(await q('SELECT * FROM reservations WHERE ru > 0'), [], 'a clean stop gives back what was held');
+  t.same(
+    (await q<{ gap: number }>(INVARIANT_GAPS_SQL)).filter((g) => g.gap !== 0),
+    [],
+  );
+});
+
+t.test('an instance cut off from the store stops spending at its reservations expiry; the other then gets them', async (t) => {
+  const server = await startPostgres(t);
+  const a = await instance(t, server.url, 'gw-a', { ttlS: 1, blockRu: 100 });
+  const b = await instance(t, server.url, 'gw-b', { ttlS: 1, blockRu: 100 });
+  const owner = await addPgOwner(a.pg.pool, 100);
+  t.ok(await call(a.ledger, owner, 10), 'a reserved the whole balance and spent 10');
+  t.notOk(await call(b.ledger, owner, 10), 'nothing left for b');
+  await a.ledger.flushNow();
+  // a loses the store (as a killed instance would): its renewals fail from now on.
+  await a.cutOff();
+  const cutAt = Date.now();
+  while (a.ledger.available(owner) > 0) await new Promise((r) => setTimeout(r, 20));
+  t.ok(Date.now() - cutAt < 1500, 'a stopped spending within the TTL');
+  await t.rejects(call(a.ledger, owner, 10), 'a call that needs the store is refused (503)');
+  // b is refused until the store lets a's reservation expire, then gets its 90 RU.
+  let served = 0;
+  const deadline = Date.now() + 5000;
+  while (served < 9 && Date.now() < deadline) {
+    if (await call(b.ledger, owner, 10)) served++;
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  t.equal(served, 9, 'b served what a had reserved and not spent');
+  t.notOk(await call(b.ledger, owner, 10), 'and no more');
+});
+
+t.test('the store away and back: calls go on against what is held; each batch is written once', async (t) => {
+  const server = await startPostgres(t);
+  const a = await instance(t, server.url, 'gw-a', { ttlS: 10, blockRu: 1000 });
+  const owner = await addPgOwner(a.pg.pool, 5000);
+  for (let i = 0; i < 10; i++) t.ok(await call(a.ledger, owner, 7));
+  t.ok(await a.ledger.flushNow());
+  await server.stop();
+  for (let i = 0; i < 20; i++) t.ok(await call(a.ledger, owner, 7), 'served from the block while the store is away');
+  t.notOk(await a.ledger.flushNow(), 'the write fails');
+  t.notOk(a.ledger.healthy());
+  t.equal(a.ledger.pending().ru, 140, 'kept for the next try');
+  await server.start();
+  let written = false;
+  for (let i = 0; i < 50 && !written; i++) {
+    written = await a.ledger.flushNow();
+    if (!written) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.ok(written, 'written once the store is back');
+  t.ok(a.ledger.healthy());
+  await a.close();
+  const check = await openPgStore(server.url);
+  t.teardown(() => check.close());
+  const q = async <R extends object>(sql: string): Promise<R[]> => (await check.pool.query<R>(sql)).rows;
+  t.same(await q('SELECT ru_balance FROM owners'), [{ ru_balance: 5000 - 30 * 7 }], 'every call charged once');
+  t.same(
+    (await q<{ gap: number }>(INVARIANT_GAPS_SQL)).filter((g) => g.gap !== 0),
+    [],
+  );
+});
