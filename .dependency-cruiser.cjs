@@ -10,6 +10,7 @@ const LAYERS = [
   ['fanout', 'filters'],
   ['upstreams'],
   ['config'],
+  ['accounts'],
   ['tenancy'],
   ['metering'],
   ['beacon', 'jsonrpc', 'limits', 'store'],

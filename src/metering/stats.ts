@@ -1,4 +1,4 @@
-import type { Statements } from '../store/statements.js';
+import type { Statements, StatsRow } from '../store/statements.js';
 
 export type StatsInterval = 'minute' | 'hour' | 'day';
 
@@ -46,6 +46,14 @@ export function readUsageStats(sql: Statements, ownerId: number, query: StatsQue
     to: query.to,
     endpoint: query.endpointId ?? null,
   });
+  return summarizeUsage(rows);
+}
+
+/**
+ * Totals, methods and series from the rows of a stats query (per period start and method, ordered by
+ * period start), whichever engine read them.
+ */
+export function summarizeUsage(rows: readonly StatsRow[]): UsageStats {
   const totals: UsageFigures = { requests: 0, ru: 0, errors: 0 };
   const methods = new Map<string, UsageFigures & { method: string }>();
   const series: Array<UsageFigures & { t: number }> = [];

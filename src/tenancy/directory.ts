@@ -1,37 +1,12 @@
 import { readUsageStats, type StatsQuery, type UsageStats } from '../metering/stats.js';
 import type { StoreChanges } from '../store/changes.js';
 import type { Store } from '../store/open.js';
-import type { OwnerRow } from '../store/statements.js';
+import { type CreateEndpointResult, createEndpointTable, type EndpointCursor, type EndpointRecord, type OwnerRecord } from './endpoints.js';
 import { createKeyCache, type EndpointAuth } from './key-cache.js';
-import { hashKey, looksLikeKey, newKey, randomString } from './keys.js';
-import { assertValidName } from './names.js';
+import { looksLikeKey } from './keys.js';
 
 export type { EndpointAuth } from './key-cache.js';
-
-/** An owner as the daemon sees it. `ruBalance` is the stored balance: the ledger's `available()` is the live one. */
-export interface OwnerRecord {
-  id: number;
-  name: string;
-  plan: string;
-  ruBalance: number;
-  suspended: boolean;
-}
-
-/** An endpoint as its owner sees it: never its key, only the key's first characters. */
-export interface EndpointRecord {
-  /** `ep_` and 16 base32 characters. */
-  id: string;
-  name: string | null;
-  network: string;
-  keyPrefix: string;
-  /** Unix seconds. */
-  createdAt: number;
-}
-
-export type CreateEndpointResult =
-  | { endpoint: EndpointRecord; apiKey: string }
-  /** `limit`: the owner has `maxEndpoints` live endpoints; `no_owner`: deleted or suspended meanwhile. */
-  | { error: 'limit' | 'no_owner' };
+export type { CreateEndpointResult, EndpointRecord, OwnerRecord } from './endpoints.js';
 
 export interface DirectoryOptions {
   /** Clock in ms; default Date.now. */
@@ -74,7 +49,7 @@ export interface Directory {
    * At most `limit` of the owner's live endpoints in the same order, after the endpoint `after` names
    * (created_at and id of the previous page's last one), or from the first.
    */
-  listEndpointsPage(ownerId: number, limit: number, after?: { createdAt: number; id: string }): EndpointRecord[];
+  listEndpointsPage(ownerId: number, limit: number, after?: EndpointCursor): EndpointRecord[];
   /** False when the endpoint is unknown, already deleted or another owner's: the same answer for all. */
   deleteEndpoint(ownerId: number, endpointId: string): boolean;
   /** The owner's usage; an `endpointId` of another owner yields zeros. The caller bounds the range. */
@@ -83,17 +58,12 @@ export interface Directory {
   cacheSizes(): { found: number; missing: number };
 }
 
-const ENDPOINT_ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
-
-function toOwner(row: OwnerRow): OwnerRecord {
-  return { id: row.id, name: row.name, plan: row.plan, ruBalance: row.ruBalance, suspended: row.suspended !== 0 };
-}
-
 export function createDirectory(store: Store, options: DirectoryOptions = {}): Directory {
   const sql = store.sql.directory;
   const now = options.now ?? Date.now;
   const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
   const changes = options.changes;
+  const table = createEndpointTable(store, now);
 
   let dataVersion = sql.dataVersion.get()!;
   // Deletions are numbered (endpoints.deleted_seq). Everything up to lastSeq has been queued; our own
@@ -103,41 +73,20 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
   let suspended = new Set(sql.suspendedOwnerIds.all());
   let revoked: string[] = [];
 
-  const createEndpointTx = store.db.transaction(
-    (ownerId: number, network: string, name: string | null, maxEndpoints: number): CreateEndpointResult => {
-      const owner = sql.ownerById.get(ownerId);
-      if (owner === undefined || owner.suspended !== 0) return { error: 'no_owner' };
-      if (sql.countLiveEndpoints.get(ownerId)! >= maxEndpoints) return { error: 'limit' };
-      const id = `ep_${randomString(16, ENDPOINT_ID_ALPHABET)}`;
-      const key = newKey('api');
-      const createdAt = Math.floor(now() / 1000);
-      sql.insertEndpoint.run(id, ownerId, network, name, key.hash, key.prefix, createdAt);
-      return { endpoint: { id, name, network, keyPrefix: key.prefix, createdAt }, apiKey: key.key };
-    },
-  );
-
   const directory: Directory = {
     endpointByKey(apiKey) {
       if (changes?.changed()) directory.refreshIfChanged();
       const cached = cache.get(apiKey);
       if (cached !== undefined) return cached;
+      // Malformed keys are not remembered: a flood of them must not push real keys out of the cache.
       if (!looksLikeKey(apiKey, 'api')) return null;
-      const row = sql.endpointByKeyHash.get(hashKey(apiKey));
-      const auth = row === undefined ? null : { endpointId: row.endpointId, ownerId: row.ownerId, network: row.network, plan: row.plan };
+      const auth = table.endpointByKey(apiKey);
       cache.remember(apiKey, auth);
       return auth;
     },
 
-    ownerByManagementKey(key) {
-      if (!looksLikeKey(key, 'management')) return null;
-      const row = sql.ownerByManagementKeyHash.get(hashKey(key));
-      return row === undefined ? null : toOwner(row);
-    },
-
-    owner(id) {
-      const row = sql.ownerById.get(id);
-      return row === undefined ? null : toOwner(row);
-    },
+    ownerByManagementKey: table.ownerByManagementKey,
+    owner: table.owner,
 
     refreshIfChanged() {
       const v = sql.dataVersion.get()!;
@@ -163,9 +112,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     },
 
     createEndpoint(ownerId, network, name, maxEndpoints) {
-      if (name !== undefined) assertValidName(name, 'endpoint name');
-      // IMMEDIATE: the count and the insert must see the same state, even with the CLI writing.
-      const result = createEndpointTx.immediate(ownerId, network, name ?? null, maxEndpoints);
+      const result = table.createEndpoint(ownerId, network, name, maxEndpoints);
       // A brand-new key cannot have been seen, but a remembered miss for it would hide it: be exact.
       if ('apiKey' in result) {
         cache.forget(result.apiKey);
@@ -174,17 +121,12 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       return result;
     },
 
-    listEndpoints(ownerId) {
-      return sql.listEndpoints.all(ownerId);
-    },
-
-    listEndpointsPage(ownerId, limit, after) {
-      return sql.listEndpointsAfter.all(ownerId, after?.createdAt ?? -1, after?.id ?? '', limit);
-    },
+    listEndpoints: table.listEndpoints,
+    listEndpointsPage: table.listEndpointsPage,
 
     deleteEndpoint(ownerId, endpointId) {
-      const seq = sql.deleteEndpoint.get(Math.floor(now() / 1000), endpointId, ownerId);
-      if (seq === undefined) return false;
+      const seq = table.deleteEndpoint(ownerId, endpointId);
+      if (seq === null) return false;
       cache.forgetEndpoint(endpointId);
       revoked.push(endpointId);
       changes?.bump();

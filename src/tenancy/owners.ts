@@ -58,7 +58,8 @@ export interface OwnerAdmin {
   listEndpoints(ownerId?: number): EndpointListRow[];
 }
 
-function checkRu(ru: number, min: number): void {
+/** Throws a RangeError unless `ru` is an integer from `min` to MAX_RU. */
+export function assertValidRu(ru: number, min: 0 | 1): void {
   if (!Number.isSafeInteger(ru) || ru < min) throw new RangeError(`RU amount must be an integer from ${min} to ${MAX_RU}, got ${ru}`);
 }
 
@@ -118,12 +119,12 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
   return {
     createOwner: (name, plan, ru) => {
       assertValidName(name, 'owner name');
-      checkRu(ru, 0);
+      assertValidRu(ru, 0);
       return createOwnerTx.immediate(name, plan, ru);
     },
     listOwners: () => sql.listOwners.all().map((o) => ({ ...o, suspended: o.suspended !== 0 })),
     topUp: (ownerId, ru) => {
-      checkRu(ru, 1);
+      assertValidRu(ru, 1);
       return topUpTx.immediate(ownerId, ru);
     },
     setPlan: (ownerId, plan) => sql.setPlan.run(plan, ownerId).changes === 1,

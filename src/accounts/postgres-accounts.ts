@@ -1,0 +1,22 @@
+import type { PgStore } from '../store/pg-open.js';
+import type { AccountStore, AccountStoreOptions } from './account-store.js';
+import { createPgEndpointTable } from './pg-endpoints.js';
+import { createPgOwnerAdmin } from './pg-owners.js';
+
+/**
+ * The account store of a fleet, in the PostgreSQL database every instance shares. Writes are transactions
+ * that lock the owner's row where SQLite takes its write lock, and a write that changes what a key grants
+ * tells every instance when it commits (pg-changes.ts). Values are always bound as parameters.
+ */
+export function createPostgresAccounts(pg: PgStore, options: AccountStoreOptions = {}): AccountStore {
+  const now = options.now ?? Date.now;
+  const seconds = (): number => Math.floor(now() / 1000);
+  return {
+    kind: 'postgres',
+    ...createPgOwnerAdmin(pg.pool, seconds),
+    ...createPgEndpointTable(pg.pool, seconds),
+    async close() {
+      if (!pg.pool.ending) await pg.close();
+    },
+  };
+}

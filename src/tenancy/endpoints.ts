@@ -1,0 +1,115 @@
+import type { Store } from '../store/open.js';
+import type { OwnerRow } from '../store/statements.js';
+import type { EndpointAuth } from './key-cache.js';
+import { hashKey, looksLikeKey, newKey, randomString } from './keys.js';
+import { assertValidName } from './names.js';
+
+/** An owner as the daemon sees it. `ruBalance` is the stored balance: the ledger's `available()` is the live one. */
+export interface OwnerRecord {
+  id: number;
+  name: string;
+  plan: string;
+  ruBalance: number;
+  suspended: boolean;
+}
+
+/** An endpoint as its owner sees it: never its key, only the key's first characters. */
+export interface EndpointRecord {
+  /** `ep_` and 16 base32 characters. */
+  id: string;
+  name: string | null;
+  network: string;
+  keyPrefix: string;
+  /** Unix seconds. */
+  createdAt: number;
+}
+
+export type CreateEndpointResult =
+  | { endpoint: EndpointRecord; apiKey: string }
+  /** `limit`: the owner has `maxEndpoints` live endpoints; `no_owner`: deleted or suspended meanwhile. */
+  | { error: 'limit' | 'no_owner' };
+
+/** Where a page of an owner's endpoints starts: after the endpoint with this creation time and id. */
+export interface EndpointCursor {
+  createdAt: number;
+  id: string;
+}
+
+const ENDPOINT_ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/** A new endpoint id: `ep_` and 16 base32 characters (80 bits), so ids never collide in practice. */
+export function newEndpointId(): string {
+  return `ep_${randomString(16, ENDPOINT_ID_ALPHABET)}`;
+}
+
+export function toOwnerRecord(row: OwnerRow): OwnerRecord {
+  return { id: row.id, name: row.name, plan: row.plan, ruBalance: row.ruBalance, suspended: row.suspended !== 0 };
+}
+
+/**
+ * Owners and their endpoints as the key lookup and the management API read and write them, on one SQLite
+ * connection and without a cache: the daemon's directory caches on top of it, the account store wraps it.
+ */
+export interface EndpointTable {
+  /** What an API key grants, or null: malformed (never looked up), unknown, deleted, or its owner suspended or deleted. */
+  endpointByKey(apiKey: string): EndpointAuth | null;
+  /** The owner a management key acts as, or null: malformed, unknown, revoked, or the owner suspended or deleted. */
+  ownerByManagementKey(key: string): OwnerRecord | null;
+  /** The owner, suspended or not; null when unknown or deleted. */
+  owner(id: number): OwnerRecord | null;
+  /**
+   * Counts and inserts in one IMMEDIATE transaction, so a concurrent writer cannot take the owner past
+   * `maxEndpoints`. Throws a RangeError for a `name` that `nameProblem` refuses.
+   */
+  createEndpoint(ownerId: number, network: string, name: string | undefined, maxEndpoints: number): CreateEndpointResult;
+  /** The owner's live endpoints, oldest first (created_at, then id). */
+  listEndpoints(ownerId: number): EndpointRecord[];
+  /** At most `limit` of the owner's live endpoints in the same order, after `after`, or from the first. */
+  listEndpointsPage(ownerId: number, limit: number, after?: EndpointCursor): EndpointRecord[];
+  /**
+   * The deletion's sequence number (endpoints.deleted_seq), or null when the endpoint is unknown, already
+   * deleted or another owner's: the same answer for all.
+   */
+  deleteEndpoint(ownerId: number, endpointId: string): number | null;
+}
+
+export function createEndpointTable(store: Store, now: () => number = Date.now): EndpointTable {
+  const sql = store.sql.directory;
+  const createTx = store.db.transaction(
+    (ownerId: number, network: string, name: string | null, maxEndpoints: number): CreateEndpointResult => {
+      const owner = sql.ownerById.get(ownerId);
+      if (owner === undefined || owner.suspended !== 0) return { error: 'no_owner' };
+      if (sql.countLiveEndpoints.get(ownerId)! >= maxEndpoints) return { error: 'limit' };
+      const id = newEndpointId();
+      const key = newKey('api');
+      const createdAt = Math.floor(now() / 1000);
+      sql.insertEndpoint.run(id, ownerId, network, name, key.hash, key.prefix, createdAt);
+      return { endpoint: { id, name, network, keyPrefix: key.prefix, createdAt }, apiKey: key.key };
+    },
+  );
+
+  return {
+    endpointByKey(apiKey) {
+      if (!looksLikeKey(apiKey, 'api')) return null;
+      const row = sql.endpointByKeyHash.get(hashKey(apiKey));
+      return row === undefined ? null : { endpointId: row.endpointId, ownerId: row.ownerId, network: row.network, plan: row.plan };
+    },
+    ownerByManagementKey(key) {
+      if (!looksLikeKey(key, 'management')) return null;
+      const row = sql.ownerByManagementKeyHash.get(hashKey(key));
+      return row === undefined ? null : toOwnerRecord(row);
+    },
+    owner(id) {
+      const row = sql.ownerById.get(id);
+      return row === undefined ? null : toOwnerRecord(row);
+    },
+    createEndpoint(ownerId, network, name, maxEndpoints) {
+      if (name !== undefined) assertValidName(name, 'endpoint name');
+      // IMMEDIATE: the count and the insert must see the same state, even with the CLI writing.
+      return createTx.immediate(ownerId, network, name ?? null, maxEndpoints);
+    },
+    listEndpoints: (ownerId) => sql.listEndpoints.all(ownerId),
+    listEndpointsPage: (ownerId, limit, after) => sql.listEndpointsAfter.all(ownerId, after?.createdAt ?? -1, after?.id ?? '', limit),
+    deleteEndpoint: (ownerId, endpointId) => sql.deleteEndpoint.get(Math.floor(now() / 1000), endpointId, ownerId) ?? null,
+  };
+}

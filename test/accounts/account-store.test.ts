@@ -1,0 +1,431 @@
+/**
+ * One table of cases, run against both account stores: the embedded SQLite file and a real PostgreSQL
+ * server. Whatever a case asserts, both engines must answer exactly alike.
+ */
+import t, { type Test } from 'tap';
+import type { AccountStore, CreateEndpointResult } from '../../src/accounts/account-store.js';
+import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
+import { createSqliteAccounts } from '../../src/accounts/sqlite-accounts.js';
+import { openPgStore } from '../../src/store/pg-open.js';
+import { hashKey } from '../../src/tenancy/keys.js';
+import { MAX_RU } from '../../src/tenancy/owners.js';
+import { startPostgres } from '../support/servers.js';
+import { type Teardown, tempStore } from '../store/temp-store.js';
+
+/** One case's store, empty, with a clock the case sets and plain SQL on the same database. */
+interface Harness {
+  accounts: AccountStore;
+  /** Sets the store's clock, in unix seconds. */
+  at(seconds: number): void;
+  /** Plain SQL with `?` placeholders, run as is by either engine. */
+  query<R>(sql: string, params?: unknown[]): Promise<R[]>;
+  /** A second, independent store on the same database (another process or instance), closed by the case. */
+  another(): Promise<AccountStore>;
+}
+
+interface Engine {
+  kind: AccountStore['kind'];
+  /** Starts what the engine needs for this file; returns how to get a fresh store for one case. */
+  start(t: Test): Promise<(t: Teardown) => Promise<Harness>>;
+}
+
+const T0 = 1_700_006_400;
+
+function clock(): { now: () => number; at: (s: number) => void } {
+  let ms = T0 * 1000;
+  return { now: () => ms, at: (s) => void (ms = s * 1000) };
+}
+
+const sqlite: Engine = {
+  kind: 'sqlite',
+  async start() {
+    return async (t) => {
+      const store = tempStore(t);
+      const { now, at } = clock();
+      return {
+        accounts: createSqliteAccounts(store, { now }),
+        at,
+        query: async <R>(sql: string, params: unknown[] = []) => {
+          const statement = store.db.prepare(sql);
+          if (statement.reader) return statement.all(...params) as R[];
+          statement.run(...params);
+          return [];
+        },
+        another: async () => createSqliteAccounts(tempStore(t, store.path)),
+      };
+    };
+  },
+};
+
+const postgres: Engine = {
+  kind: 'postgres',
+  async start(t) {
+    const server = await startPostgres(t);
+    const pg = await openPgStore(server.url);
+    t.teardown(() => pg.close());
+    return async (t) => {
+      await pg.pool.query(
+        `TRUNCATE owners, management_keys, endpoints, credits, usage_minute, usage_hour, usage_day RESTART IDENTITY CASCADE;
+        ALTER SEQUENCE endpoint_deletions RESTART`,
+      );
+      const { now, at } = clock();
+      return {
+        accounts: createPostgresAccounts(pg, { now }),
+        at,
+        query: async <R>(sql: string, params: unknown[] = []) => {
+          let n = 0;
+          return (
+            await pg.pool.query(
+              sql.replaceAll('?', () => `$${++n}`),
+              params,
+            )
+          ).rows as R[];
+        },
+        another: async () => {
+          const other = await openPgStore(server.url);
+          t.teardown(() => (other.pool.ending ? undefined : other.close()));
+          return createPostgresAccounts(other);
+        },
+      };
+    };
+  },
+};
+
+function made(r: CreateEndpointResult): { id: string; apiKey: string } {
+  if ('error' in r) throw new Error(`createEndpoint refused: ${r.error}`);
+  return { id: r.endpoint.id, apiKey: r.apiKey };
+}
+
+type Case = (t: Test, h: Harness) => Promise<void>;
+
+const CASES: Record<string, Case> = {
+  async 'owners: created with their first credit and management key, listed, topped up'(t, { accounts: a, query, at }) {
+    const acme = await a.createOwner('acme', 'growth', 100);
+    t.same(acme.id, 1);
+    t.match(acme.managementKey, /^[0-9A-Za-z]{48}$/);
+    at(T0 + 60);
+    const idle = await a.createOwner('idle', 'free', 0);
+    t.same(await query('SELECT owner_id, ru, at FROM credits ORDER BY id'), [{ owner_id: 1, ru: 100, at: T0 }], 'no credit of 0 RU');
+    t.same(await a.listOwners(), [
+      { id: 1, name: 'acme', plan: 'growth', ruBalance: 100, suspended: false, createdAt: T0, endpoints: 0 },
+      { id: idle.id, name: 'idle', plan: 'free', ruBalance: 0, suspended: false, createdAt: T0 + 60, endpoints: 0 },
+    ]);
+    t.same(await a.topUp(1, 50), { balance: 150 });
+    t.same(await a.topUp(99, 1), { error: 'no_owner' });
+    t.same(await a.topUp(2 ** 40, 1), { error: 'no_owner' }, 'an id past any column type is unknown too');
+    await t.rejects(a.topUp(1, 0), RangeError);
+    await t.rejects(a.createOwner('whale', 'free', MAX_RU + 1), RangeError);
+    const whale = await a.createOwner('whale', 'free', MAX_RU - 5);
+    t.same(await a.topUp(whale.id, 6), { error: 'over_max', balance: MAX_RU - 5 });
+    t.same(await a.topUp(whale.id, 5), { balance: MAX_RU }, 'exactly the maximum, exact');
+    t.same(
+      await query('SELECT owner_id, ru FROM credits ORDER BY id'),
+      [
+        { owner_id: 1, ru: 100 },
+        { owner_id: 1, ru: 50 },
+        { owner_id: whale.id, ru: MAX_RU - 5 },
+        { owner_id: whale.id, ru: 5 },
+      ],
+      'refused top-ups left no credit',
+    );
+    t.same(await a.owner(whale.id), { id: whale.id, name: 'whale', plan: 'free', ruBalance: MAX_RU, suspended: false });
+  },
+
+  async 'owners: plan, suspension, deletion with their endpoints and keys'(t, { accounts: a, query, at }) {
+    const { id, managementKey } = await a.createOwner('acme', 'free', 10);
+    const other = await a.createOwner('other', 'free', 10);
+    const e1 = made(await a.createEndpoint(id, 'mainnet', undefined, 10));
+    const e2 = made(await a.createEndpoint(id, 'sepolia', undefined, 10));
+    const kept = made(await a.createEndpoint(other.id, 'mainnet', undefined, 10));
+    t.equal(await a.setPlan(id, 'growth'), true);
+    t.equal((await a.endpointByKey(e1.apiKey))?.plan, 'growth', 'the key grants the new plan');
+    t.equal(await a.setPlan(99, 'growth'), false);
+
+    t.equal(await a.setSuspended(id, true), true);
+    t.equal((await a.owner(id))?.suspended, true, 'a suspended owner is still readable');
+    t.equal(await a.endpointByKey(e1.apiKey), null);
+    t.equal(await a.ownerByManagementKey(managementKey), null);
+    t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { error: 'no_owner' });
+    t.equal(await a.setSuspended(id, false), true);
+    t.ok(await a.endpointByKey(e1.apiKey));
+    t.equal(await a.setSuspended(99, true), false);
+
+    at(T0 + 5);
+    t.same(await a.deleteOwner(id), { endpoints: 2 });
+    t.same(await a.deleteOwner(id), null, 'twice: unknown');
+    t.equal(await a.owner(id), null);
+    t.same(
+      (await a.listOwners()).map((o) => o.id),
+      [other.id],
+    );
+    t.equal(await a.endpointByKey(e1.apiKey), null);
+    t.equal(await a.endpointByKey(e2.apiKey), null);
+    t.equal(await a.ownerByManagementKey(managementKey), null);
+    t.ok(await a.endpointByKey(kept.apiKey), "another owner's endpoint still works");
+    t.same(await a.listManagementKeys(id), null);
+    t.same(await a.createManagementKey(id), null);
+    t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { error: 'no_owner' });
+    t.equal(await a.setPlan(id, 'free'), false);
+    t.same(await a.topUp(id, 1), { error: 'no_owner' });
+    t.same(await query('SELECT revoked_at FROM management_keys WHERE owner_id = ?', [id]), [{ revoked_at: T0 + 5 }], 'its key revoked');
+    const gone = await query<{ id: string; deleted_at: number; deleted_seq: number }>(
+      'SELECT id, deleted_at, deleted_seq FROM endpoints WHERE owner_id = ? ORDER BY deleted_seq',
+      [id],
+    );
+    t.same(gone.map((e) => e.id).sort(), [e1.id, e2.id].sort());
+    t.same(
+      gone.map((e) => [e.deleted_at, e.deleted_seq]),
+      [
+        [T0 + 5, 1],
+        [T0 + 5, 2],
+      ],
+      'each deletion numbered',
+    );
+  },
+
+  async 'management keys: created, listed by prefix, revoked one at a time'(t, { accounts: a, query, at }) {
+    const { id, managementKey: first } = await a.createOwner('acme', 'free', 10);
+    const other = await a.createOwner('other', 'free', 10);
+    at(T0 + 1);
+    const second = (await a.createManagementKey(id))!;
+    t.match(second, /^[0-9A-Za-z]{48}$/);
+    t.same(await a.ownerByManagementKey(second), { id, name: 'acme', plan: 'free', ruBalance: 10, suspended: false });
+    t.same(await a.listManagementKeys(id), [
+      { keyPrefix: first.slice(0, 8), createdAt: T0, revokedAt: null },
+      { keyPrefix: second.slice(0, 8), createdAt: T0 + 1, revokedAt: null },
+    ]);
+    t.same(await a.listManagementKeys(99), null);
+    t.same(
+      await query('SELECT key_hash FROM management_keys WHERE owner_id = ? ORDER BY created_at', [id]),
+      [{ key_hash: hashKey(first) }, { key_hash: hashKey(second) }],
+      'only the hashes are stored',
+    );
+
+    t.equal(await a.revokeManagementKey(id, 'zzzzzzzz'), 'no_key');
+    t.equal(await a.revokeManagementKey(99, first.slice(0, 8)), 'no_owner');
+    t.equal(await a.revokeManagementKey(other.id, first.slice(0, 8)), 'no_key', "another owner's key is not found");
+    // A second live key with the same first characters (1 in 62^8 by chance; made here).
+    await query('INSERT INTO management_keys (key_hash, owner_id, key_prefix, created_at) VALUES (?, ?, ?, ?)', [
+      hashKey('twin'),
+      id,
+      first.slice(0, 8),
+      T0 + 2,
+    ]);
+    t.equal(await a.revokeManagementKey(id, first.slice(0, 8)), 'ambiguous');
+    t.ok(await a.ownerByManagementKey(first), 'nothing revoked');
+    await query('UPDATE management_keys SET revoked_at = 1 WHERE key_hash = ?', [hashKey('twin')]);
+    at(T0 + 3);
+    t.equal(await a.revokeManagementKey(id, first.slice(0, 8)), 'revoked');
+    t.equal(await a.revokeManagementKey(id, first.slice(0, 8)), 'no_key', 'revoked keys are not matched again');
+    t.equal(await a.ownerByManagementKey(first), null);
+    t.equal((await a.ownerByManagementKey(second))?.id, id, 'the other key still works');
+    t.same(
+      (await a.listManagementKeys(id))!.map((k) => k.revokedAt),
+      [T0 + 3, null, 1],
+    );
+    t.equal(await a.ownerByManagementKey('x'.repeat(48)), null);
+    t.equal(await a.ownerByManagementKey(second.slice(0, 32)), null, 'an API-key-shaped string is not a management key');
+  },
+
+  async 'endpoints: created up to the limit, found by key, listed and paged'(t, { accounts: a, query, at }) {
+    const { id } = await a.createOwner('acme', 'growth', 10);
+    const bob = await a.createOwner('bob', 'free', 10);
+    const r = await a.createEndpoint(id, 'mainnet', 'prod', 3);
+    if ('error' in r) throw new Error('refused');
+    t.match(r.endpoint, { name: 'prod', network: 'mainnet', keyPrefix: r.apiKey.slice(0, 8), createdAt: T0 });
+    t.match(r.endpoint.id, /^ep_[a-z2-7]{16}$/);
+    t.match(r.apiKey, /^[0-9A-Za-z]{32}$/);
+    t.same(await a.endpointByKey(r.apiKey), { endpointId: r.endpoint.id, ownerId: id, network: 'mainnet', plan: 'growth' });
+    t.same(await query('SELECT key_hash FROM endpoints WHERE id = ?', [r.endpoint.id]), [{ key_hash: hashKey(r.apiKey) }]);
+    for (const key of ['x'.repeat(32), 'public', r.apiKey.slice(0, 31) + '-', `${r.apiKey}x`]) {
+      t.equal(await a.endpointByKey(key), null, JSON.stringify(key));
+    }
+    t.same(await a.createEndpoint(99, 'mainnet', undefined, 3), { error: 'no_owner' });
+    t.same(await a.createEndpoint(2 ** 40, 'mainnet', undefined, 3), { error: 'no_owner' });
+
+    // Writers racing for the last places: the count and the insert are one transaction.
+    const racing = await Promise.all(Array.from({ length: 6 }, () => a.createEndpoint(id, 'sepolia', undefined, 3)));
+    t.equal(racing.filter((x) => 'apiKey' in x).length, 2, 'two places were left');
+    t.equal(racing.filter((x) => 'error' in x && x.error === 'limit').length, 4);
+    t.same(await a.createEndpoint(id, 'mainnet', undefined, 0), { error: 'limit' });
+
+    // More of bob's, some in the same second, so the order falls back on the id.
+    const bobs: string[] = [];
+    for (const s of [T0 + 10, T0 + 10, T0 + 10, T0 + 11, T0 + 12]) {
+      at(s);
+      bobs.push(made(await a.createEndpoint(bob.id, 'mainnet', `b${bobs.length}`, 10)).id);
+    }
+    const all = await a.listEndpoints(bob.id);
+    t.same(
+      all.map((e) => e.id),
+      [...bobs.slice(0, 3).sort(), ...bobs.slice(3)],
+      'oldest first, then by id',
+    );
+    const paged: string[] = [];
+    for (let page = await a.listEndpointsPage(bob.id, 2); page.length > 0; ) {
+      paged.push(...page.map((e) => e.id));
+      const last = page[page.length - 1]!;
+      page = await a.listEndpointsPage(bob.id, 2, { createdAt: last.createdAt, id: last.id });
+    }
+    t.same(
+      paged,
+      all.map((e) => e.id),
+      'the pages walk the same list',
+    );
+    t.same(await a.listEndpointsPage(bob.id, 2, { createdAt: T0 + 11, id: 'ep_' }), all.slice(3), 'after a cursor');
+    t.same(await a.listEndpoints(99), []);
+
+    const everyone = await a.listAllEndpoints();
+    t.same(
+      everyone.map((e) => e.ownerId),
+      [id, id, id, bob.id, bob.id, bob.id, bob.id, bob.id],
+    );
+    t.same(
+      everyone.slice(3),
+      all.map((e) => ({ ...e, ownerId: bob.id })),
+    );
+    t.same(await a.listAllEndpoints(bob.id), everyone.slice(3));
+    t.same(await a.listAllEndpoints(99), []);
+    t.same(
+      (await a.listOwners()).map((o) => o.endpoints),
+      [3, 5],
+    );
+  },
+
+  async 'endpoints: deleted by their owner only, the key refused at once'(t, { accounts: a, query }) {
+    const alice = (await a.createOwner('alice', 'free', 10)).id;
+    const bob = (await a.createOwner('bob', 'free', 10)).id;
+    const x = made(await a.createEndpoint(alice, 'mainnet', undefined, 2));
+    const y = made(await a.createEndpoint(alice, 'mainnet', undefined, 2));
+    t.same(await a.createEndpoint(alice, 'mainnet', undefined, 2), { error: 'limit' });
+    t.equal(await a.deleteEndpoint(bob, x.id), false, "bob cannot delete alice's endpoint");
+    t.equal(await a.deleteEndpoint(alice, 'ep_doesnotexist0000'), false, 'the same answer as for an unknown id');
+    t.equal(await a.deleteEndpoint(2 ** 40, x.id), false);
+    t.ok(await a.endpointByKey(x.apiKey), 'still works');
+    t.equal(await a.deleteEndpoint(alice, x.id), true);
+    t.equal(await a.deleteEndpoint(alice, x.id), false, 'twice: false');
+    t.equal(await a.endpointByKey(x.apiKey), null);
+    t.ok(await a.endpointByKey(y.apiKey), 'the other endpoint still works');
+    t.same(
+      (await a.listEndpoints(alice)).map((e) => e.id),
+      [y.id],
+    );
+    made(await a.createEndpoint(alice, 'mainnet', undefined, 2));
+    t.equal(await a.deleteEndpoint(alice, y.id), true);
+    t.same(
+      await query('SELECT id, deleted_seq FROM endpoints WHERE deleted_seq IS NOT NULL ORDER BY deleted_seq'),
+      [
+        { id: x.id, deleted_seq: 1 },
+        { id: y.id, deleted_seq: 2 },
+      ],
+      'deletions numbered in order',
+    );
+  },
+
+  async 'stats: the three usage tables read together'(t, { accounts: a, query }) {
+    const owner = (await a.createOwner('acme', 'free', 10)).id;
+    const bob = (await a.createOwner('bob', 'free', 10)).id;
+    const day = 86_400;
+    const rows: Array<[string, string, number, string, number, number, number, number]> = [
+      ['usage_minute', 'ep_a', owner, 'eth_call', T0 + 60, 0, 3, 30],
+      ['usage_minute', 'ep_a', owner, 'eth_call', T0 + 120, 429, 2, 0],
+      ['usage_minute', 'ep_b', owner, 'eth_getLogs', T0 + 60, 0, 1, 75],
+      ['usage_hour', 'ep_a', owner, 'eth_call', T0 - 3600, 0, 10, 100],
+      ['usage_day', 'ep_b', owner, 'eth_blockNumber', T0 - 2 * day, -32000, 4, 4],
+      ['usage_minute', 'ep_c', bob, 'eth_call', T0 + 60, 0, 100, 1000],
+    ];
+    for (const [table, ...row] of rows) {
+      await query(`INSERT INTO ${table} (endpoint_id, owner_id, method, t, status, requests, ru) VALUES (?, ?, ?, ?, ?, ?, ?)`, row);
+    }
+    t.same(await a.stats(owner, { from: T0 - 3 * day, to: T0 + day, interval: 'hour' }), {
+      totals: { requests: 20, ru: 209, errors: 6 },
+      methods: [
+        { method: 'eth_call', requests: 15, ru: 130, errors: 2 },
+        { method: 'eth_getLogs', requests: 1, ru: 75, errors: 0 },
+        { method: 'eth_blockNumber', requests: 4, ru: 4, errors: 4 },
+      ],
+      series: [
+        { t: T0 - 2 * day, requests: 4, ru: 4, errors: 4 },
+        { t: T0 - 3600, requests: 10, ru: 100, errors: 0 },
+        { t: T0, requests: 6, ru: 105, errors: 2 },
+      ],
+    });
+    t.same(await a.stats(owner, { endpointId: 'ep_b', from: T0 - 3 * day, to: T0 + day, interval: 'day' }), {
+      totals: { requests: 5, ru: 79, errors: 4 },
+      methods: [
+        { method: 'eth_getLogs', requests: 1, ru: 75, errors: 0 },
+        { method: 'eth_blockNumber', requests: 4, ru: 4, errors: 4 },
+      ],
+      series: [
+        { t: T0 - 2 * day, requests: 4, ru: 4, errors: 4 },
+        { t: T0, requests: 1, ru: 75, errors: 0 },
+      ],
+    });
+    t.same(await a.stats(owner, { from: T0, to: T0 + 61, interval: 'minute' }), {
+      totals: { requests: 4, ru: 105, errors: 0 },
+      methods: [
+        { method: 'eth_getLogs', requests: 1, ru: 75, errors: 0 },
+        { method: 'eth_call', requests: 3, ru: 30, errors: 0 },
+      ],
+      series: [{ t: T0 + 60, requests: 4, ru: 105, errors: 0 }],
+    });
+    const none = { totals: { requests: 0, ru: 0, errors: 0 }, methods: [], series: [] };
+    t.same(await a.stats(bob, { endpointId: 'ep_a', from: 0, to: 2e9, interval: 'day' }), none, "another owner's endpoint: zeros");
+    t.same(await a.stats(2 ** 40, { from: 0, to: 2e9, interval: 'day' }), none);
+  },
+
+  async 'names: refused alike before anything is written, stored as given'(t, { accounts: a, query }) {
+    const bad = ['row\nforged', '\u001b[31mred', 'nul\u0000', 'lone\udc00', '\u202eevil', '', 'x'.repeat(101)];
+    for (const name of bad) {
+      await t.rejects(a.createOwner(name, 'free', 1), RangeError, JSON.stringify(name));
+    }
+    await t.rejects(
+      a.createOwner('row\nforged', 'free', 1),
+      new RangeError('owner name must not contain control, format or line-separator characters (found U+000A)'),
+    );
+    t.same(await query('SELECT count(*) AS n FROM owners'), [{ n: 0 }], 'no owner was written');
+    const name = '東京 🦊 👩‍💻';
+    const { id } = await a.createOwner(name, 'free', 1);
+    t.equal((await a.owner(id))?.name, name);
+    for (const bad1 of bad) {
+      await t.rejects(a.createEndpoint(id, 'mainnet', bad1, 10), RangeError, JSON.stringify(bad1));
+    }
+    await t.rejects(
+      a.createEndpoint(id, 'mainnet', 'x'.repeat(101), 10),
+      new RangeError('endpoint name must be 1 to 100 characters, got 101'),
+    );
+    t.same(await a.listEndpoints(id), []);
+    made(await a.createEndpoint(id, 'mainnet', name, 10));
+    made(await a.createEndpoint(id, 'mainnet', 'x'.repeat(100), 10));
+    t.same((await a.listEndpoints(id)).map((e) => e.name).sort(), [name, 'x'.repeat(100)].sort());
+  },
+
+  async 'another store on the same database sees the writes; a closed store rejects'(t, { accounts: a, another }) {
+    const b = await another();
+    const { id, managementKey } = await a.createOwner('acme', 'free', 10);
+    const ep = made(await b.createEndpoint(id, 'mainnet', undefined, 10));
+    t.equal((await a.endpointByKey(ep.apiKey))?.endpointId, ep.id);
+    t.equal((await b.ownerByManagementKey(managementKey))?.id, id);
+    t.equal(await a.deleteEndpoint(id, ep.id), true);
+    t.equal(await b.endpointByKey(ep.apiKey), null);
+    await b.close();
+    await b.close();
+    const late = b.listOwners();
+    t.ok(late instanceof Promise, 'a call on a closed store returns');
+    await t.rejects(late);
+    t.same((await a.listOwners()).length, 1, 'the first store is untouched');
+  },
+};
+
+for (const engine of [sqlite, postgres]) {
+  t.test(engine.kind, async (t) => {
+    const fresh = await engine.start(t);
+    for (const [name, run] of Object.entries(CASES)) {
+      t.test(name, async (t) => {
+        const h = await fresh(t);
+        t.equal(h.accounts.kind, engine.kind);
+        await run(t, h);
+      });
+    }
+  });
+}
