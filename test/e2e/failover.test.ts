@@ -462,7 +462,10 @@ t.test("a beacon chain's head slot is polled and reported", async (t) => {
     server: { default_chain: 'devnet' },
     chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: beacon.url }] } },
   });
-  await until(t, 'the beacon head is polled', 3000, async () => (await healthOf(g)).chains['devnet-beacon']!.best_head !== null);
+  await until(t, 'both heads are polled', 3000, async () => {
+    const chains = (await healthOf(g)).chains;
+    return chains['devnet-beacon']!.best_head !== null && chains.devnet!.best_head !== null;
+  });
   const health = await healthOf(g);
   t.ok(slot > 0, `the node is at slot ${slot}`);
   t.match(health.chains['devnet-beacon'], {

@@ -57,6 +57,20 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
+/** Servers still running: killed when the test process exits, even after a failure that skipped the teardowns. */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
+/** Starts a server process, known to the exit hook until it ends. */
+function spawnServer(cmd: string, args: string[], options: Parameters<typeof spawn>[2]): ChildProcess {
+  const child = spawn(cmd, args, options);
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
+
 function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
 }
@@ -109,7 +123,7 @@ export async function startPostgres(t: Teardown): Promise<TestServer> {
       '-c',
       'full_page_writes=off',
     ];
-    const c = spawn(join(bin, 'postgres'), args, { stdio: ['ignore', 'ignore', 'pipe'], ...postgresUser() });
+    const c = spawnServer(join(bin, 'postgres'), args, { stdio: ['ignore', 'ignore', 'pipe'], ...postgresUser() });
     child = c;
     c.stderr!.on('data', (b: Buffer) => {
       log += b.toString();
@@ -148,9 +162,13 @@ export async function startRedis(t: Teardown): Promise<TestServer> {
   let out = '';
   const start = async (): Promise<void> => {
     out = '';
-    const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const c = spawnServer(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child = c;
     c.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
