@@ -323,14 +323,20 @@ t.test('limits hold for the process: a plan rps, the unknown-key throttle, the c
   await rpc(url, 'eth_chainId');
   await new Promise((r) => setTimeout(r, 1_100));
 
-  // Every call sent within 0.6 s, over 32 connections at a time: all admissions fall in one second.
-  const until = performance.now() + 600;
-  const statuses: number[] = [];
-  await Promise.all(
-    Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < until) statuses.push((await rpc(url, 'eth_chainId')).status);
-    }),
-  );
+  // Every call sent within 0.6 s, over 32 connections at a time: all admissions fall in one second. A machine
+  // too loaded to offer twice the rate in that time tries again in a fresh second (at most three times).
+  let statuses: number[] = [];
+  for (let trial = 0; trial < 3 && statuses.length <= 2 * RPS; trial++) {
+    if (trial > 0) await new Promise((r) => setTimeout(r, 1_100));
+    const until = performance.now() + 600;
+    const offered: number[] = [];
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (performance.now() < until) offered.push((await rpc(url, 'eth_chainId')).status);
+      }),
+    );
+    statuses = offered;
+  }
   const served = statuses.filter((s) => s === 200).length;
   t.ok(statuses.length > 2 * RPS, `${statuses.length} calls offered`);
   t.ok(served <= RPS, `${served} served: never over the plan's ${RPS}/s across both workers`);
