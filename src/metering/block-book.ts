@@ -50,8 +50,14 @@ export interface BlockBook extends BalanceBook {
   prepare(ownerId: number, ru: number): Promise<void> | null;
   /** RU held per owner (granted and not yet written), for the flush and for a clean stop's release. */
   held(): Map<number, number>;
-  /** The store says the owner's reservation expired: nothing of it is spent any more (a refill asks again). */
-  expired(ownerId: number): void;
+  /** How many grants have come back so far: a mark to pass to `expired`. */
+  grants(): number;
+  /**
+   * The store, asked after the first `grantsBefore` grants had come back, no longer has the owner's
+   * reservation: nothing of it is spent any more (a refill asks again). A grant that came back later may
+   * have been committed after the store answered: then the reservation is the instance's, and is kept.
+   */
+  expired(ownerId: number, grantsBefore: number): void;
   /** Forgets an owner's held RU (given back to the store by the caller) where nothing is unflushed or open. */
   drop(ownerId: number): number;
 }
@@ -64,6 +70,8 @@ interface Block {
   refill: Promise<void> | null;
   /** When the store last granted nothing (ms), or -Infinity: asked again only after dryRetryMs. */
   dryAt: number;
+  /** The number of the last grant with RU in it (see `grants`). */
+  grant: number;
 }
 
 export function createBlockBook(source: BlockSource, options: BlockBookOptions): BlockBook {
@@ -72,11 +80,12 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   if (!Number.isSafeInteger(options.blockRu) || options.blockRu < 1)
     throw new RangeError(`blockRu must be a positive integer, got ${options.blockRu}`);
   const blocks = new Map<number, Block>();
+  let grants = 0;
 
   function blockOf(ownerId: number): Block {
     let b = blocks.get(ownerId);
     if (b === undefined) {
-      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity };
+      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity, grant: 0 };
       blocks.set(ownerId, b);
     }
     return b;
@@ -95,6 +104,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
         b.refill = null;
         b.held += granted;
         if (granted === 0) b.dryAt = now();
+        else b.grant = ++grants;
       },
       (err: unknown) => {
         b.refill = null;
@@ -159,9 +169,10 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
         if (b !== undefined) b.dryAt = -Infinity;
       }
     },
-    expired(ownerId) {
+    grants: () => grants,
+    expired(ownerId, grantsBefore) {
       const b = blocks.get(ownerId);
-      if (b !== undefined) b.held = 0;
+      if (b !== undefined && b.grant <= grantsBefore) b.held = 0;
     },
     held() {
       const out = new Map<number, number>();

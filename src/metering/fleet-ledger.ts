@@ -81,10 +81,11 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
         for (const r of batch.rows) if (r.ru !== 0) debits.set(r.ownerId, (debits.get(r.ownerId) ?? 0) + r.ru);
         for (const [ownerId, ru] of debits) book.written(ownerId, ru, undefined);
       }
+      const grantsBefore = book.grants();
       const live = await store.renew(instance, ttlS, options.info);
       // An owner's reservation the store let expire (the instance was cut off for longer than the TTL) is
-      // no longer this instance's to spend: the next call reserves again.
-      for (const ownerId of book.held().keys()) if (!live.has(ownerId)) book.expired(ownerId);
+      // no longer this instance's to spend: the next call reserves again. Not one a grant made meanwhile.
+      for (const ownerId of book.held().keys()) if (!live.has(ownerId)) book.expired(ownerId, grantsBefore);
       aliveUntil = Math.max(aliveUntil, sent + ttlS * 1000 - options.flushIntervalMs);
       healthy = true;
       lastFlushAt = now();

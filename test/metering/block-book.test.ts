@@ -131,3 +131,16 @@ t.test('drop gives back an idle owner only', async (t) => {
   t.equal(book.drop(1), 95);
   t.equal(book.available(1), 0);
 });
+
+t.test('an expiry the store reported keeps a block granted after the store was asked', async (t) => {
+  const s = source(1000);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity });
+  const before = book.grants();
+  await book.prepare(1, 1);
+  // The renewal was sent before this grant came back and did not list the owner: the grant is still ours.
+  book.expired(1, before);
+  t.equal(book.available(1), 100);
+  // A renewal sent after it that does not list the owner means the store let it expire.
+  book.expired(1, book.grants());
+  t.equal(book.available(1), 0);
+});
