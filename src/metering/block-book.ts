@@ -72,6 +72,8 @@ interface Block {
   dryAt: number;
   /** The number of the last grant with RU in it (see `grants`). */
   grant: number;
+  /** RU written as debits while the refill under way was in flight (see `refill`). */
+  writtenMeanwhile: number;
 }
 
 export function createBlockBook(source: BlockSource, options: BlockBookOptions): BlockBook {
@@ -85,7 +87,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   function blockOf(ownerId: number): Block {
     let b = blocks.get(ownerId);
     if (b === undefined) {
-      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity, grant: 0 };
+      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity, grant: 0, writtenMeanwhile: 0 };
       blocks.set(ownerId, b);
     }
     return b;
@@ -99,10 +101,17 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   function refill(ownerId: number, b: Block, atLeast: number): Promise<void> {
     if (b.refill !== null) return b.refill;
     const want = Math.max(options.blockRu, atLeast);
+    // Asked once the reservation may have expired in the store: what was held may be another instance's
+    // by now (the store starts an expired reservation afresh), so the grant replaces it rather than adds
+    // to it. A debit written meanwhile may have lowered the new reservation: it is taken off the grant.
+    // Both err towards spending less than the store holds for this instance (the old RU when the store
+    // had in fact kept them, a debit written first), never more; the surplus idles until a clean stop.
+    const stale = now() >= options.validUntil();
+    b.writtenMeanwhile = 0;
     b.refill = source.reserve(ownerId, want).then(
       (granted) => {
         b.refill = null;
-        b.held += granted;
+        b.held = stale ? Math.max(0, granted - b.writtenMeanwhile) : b.held + granted;
         if (granted === 0) b.dryAt = now();
         else b.grant = ++grants;
       },
@@ -158,6 +167,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       const b = blocks.get(ownerId);
       if (b === undefined) return;
       b.unflushed -= debited;
+      if (b.refill !== null) b.writtenMeanwhile += debited;
       // A surcharge may have spent past the block: the store's reservation stops at zero, so does `held`.
       b.held = Math.max(0, b.held - debited);
     },

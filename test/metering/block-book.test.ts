@@ -144,3 +144,40 @@ t.test('an expiry the store reported keeps a block granted after the store was a
   book.expired(1, book.grants());
   t.equal(book.available(1), 0);
 });
+
+t.test('a block asked for once the reservations may have expired replaces what was held: the store freed it', async (t) => {
+  let clock = 1000;
+  let validUntil = 5000;
+  const s = source(100);
+  // As the fleet ledger does: a reservation answered sets the expiry again, from when it was sent.
+  const reserve = async (ownerId: number, ru: number): Promise<number> => {
+    const sent = clock;
+    const granted = await s.reserve(ownerId, ru);
+    validUntil = sent + 4000;
+    return granted;
+  };
+  const book = createBlockBook({ reserve }, { blockRu: 100, validUntil: () => validUntil, now: () => clock });
+  await book.prepare(1, 10);
+  t.equal(book.available(1), 100);
+  clock = 6000;
+  t.equal(book.available(1), 0, 'nothing spent past the known expiry');
+  // The store let the reservation expire and another instance took 60 of the 100.
+  s.state.balance = 40;
+  await book.prepare(1, 10);
+  t.equal(book.available(1), 40, 'only what the store granted again');
+  t.same(book.held(), new Map([[1, 40]]));
+  // A debit written while such a refill is in flight may lower the new reservation: it is not spent twice.
+  t.ok(book.charge(1, 30));
+  await new Promise((r) => setImmediate(r)); // the background refill it started finds the store dry
+  clock = 20_000;
+  s.state.balance = 100;
+  let open!: () => void;
+  s.state.gate = new Promise((r) => {
+    open = r;
+  });
+  const refill = book.prepare(1, 10);
+  book.written(1, 30, undefined);
+  open();
+  await refill;
+  t.equal(book.available(1), 70, 'the grant less what was written meanwhile');
+});
