@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { existsSync } from 'node:fs';
 import { openStore } from '../store/open.js';
 import { openPgStore, safeUrl } from '../store/pg-open.js';
+import { inPgTransaction } from '../store/pg-transaction.js';
 
 /**
  * `chaingate store copy`: a single machine's SQLite data moved into an empty fleet store (PostgreSQL),
@@ -91,32 +92,26 @@ export async function copyStore(from: string, to: string, progress: (line: strin
 }
 
 async function copyTables(db: Database.Database, pool: pg.Pool, progress: (line: string) => void): Promise<CopyReport> {
-  const client = await pool.connect();
   const rows: CopyReport['rows'] = [];
   // One read transaction: every table from the same snapshot (WAL lets the gateway go on writing).
   db.exec('BEGIN');
   try {
-    await client.query('BEGIN');
-    for (const table of TABLES) {
-      const n = await copyTable(db, client, table, (done) => progress(`${table.name}: ${done} rows…`));
-      rows.push({ table: table.name, rows: n });
-      progress(`${table.name}: ${n} rows`);
-    }
-    // New owners, credits and deletions are numbered after the copied ones.
-    await client.query(`SELECT setval('owners_id_seq', greatest((SELECT max(id) FROM owners), 1), (SELECT count(*) > 0 FROM owners))`);
-    await client.query(`SELECT setval('credits_id_seq', greatest((SELECT max(id) FROM credits), 1), (SELECT count(*) > 0 FROM credits))`);
-    await client.query(
-      `SELECT setval('endpoint_deletions', greatest((SELECT max(deleted_seq) FROM endpoints), 1), (SELECT count(*) > 0 FROM endpoints WHERE deleted_seq IS NOT NULL))`,
-    );
-    const balances = await checkCopy(db, client, rows);
-    await client.query('COMMIT');
-    return { rows, balances };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
+    return await inPgTransaction(pool, async (client) => {
+      for (const table of TABLES) {
+        const n = await copyTable(db, client, table, (done) => progress(`${table.name}: ${done} rows…`));
+        rows.push({ table: table.name, rows: n });
+        progress(`${table.name}: ${n} rows`);
+      }
+      // New owners, credits and deletions are numbered after the copied ones.
+      await client.query(`SELECT setval('owners_id_seq', greatest((SELECT max(id) FROM owners), 1), (SELECT count(*) > 0 FROM owners))`);
+      await client.query(`SELECT setval('credits_id_seq', greatest((SELECT max(id) FROM credits), 1), (SELECT count(*) > 0 FROM credits))`);
+      await client.query(
+        `SELECT setval('endpoint_deletions', greatest((SELECT max(deleted_seq) FROM endpoints), 1), (SELECT count(*) > 0 FROM endpoints WHERE deleted_seq IS NOT NULL))`,
+      );
+      return { rows, balances: await checkCopy(db, client, rows) };
+    });
   } finally {
     db.exec('COMMIT');
-    client.release();
   }
 }
 

@@ -98,15 +98,34 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
     }
   }
 
-  function flushNow(): Promise<boolean> {
-    // One write at a time: a batch is never sent twice at once.
-    flushing ??= writeBatch().finally(() => {
+  /** Starts a write, one at a time: a batch is never sent twice at once. */
+  function startWrite(): Promise<boolean> {
+    flushing = writeBatch().finally(() => {
       flushing = null;
     });
     return flushing;
   }
 
-  const timer = setInterval(() => void flushNow(), options.flushIntervalMs);
+  /** A write that includes everything counted until now: after the one under way, if any (it took its rows earlier). */
+  async function flushNow(): Promise<boolean> {
+    while (flushing !== null) await flushing;
+    return startWrite();
+  }
+
+  async function stop(): Promise<boolean> {
+    clearInterval(timer);
+    // What is left: a batch that failed, then what was counted since (flushNow waits for a write under way).
+    let ok = await flushNow();
+    if (ok && (unsent !== null || usage.size > 0)) ok = await flushNow();
+    // Unspent RU go back now rather than at expiry, unless writes failed (then they expire).
+    if (ok) await store.release(instance).catch(() => {});
+    return ok;
+  }
+
+  // The timer's write joins one under way rather than queueing another behind it.
+  const timer = setInterval(() => {
+    if (flushing === null) void startWrite();
+  }, options.flushIntervalMs);
   timer.unref();
 
   return {
@@ -122,18 +141,9 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
     reload: book.reload,
     pending: () => ({ ru: usage.ru + (unsent?.rows.reduce((n, r) => n + r.ru, 0) ?? 0), rows: usage.size + (unsent?.rows.length ?? 0) }),
     close() {
-      void this.stop();
+      void stop();
       return healthy;
     },
-    async stop() {
-      clearInterval(timer);
-      await flushing;
-      // What is left: the batch that failed, then what was counted since.
-      let ok = await flushNow();
-      if (ok && usage.size > 0) ok = await flushNow();
-      // Unspent RU go back now rather than at expiry, unless writes failed (then they expire).
-      if (ok) await store.release(instance).catch(() => {});
-      return ok;
-    },
+    stop,
   };
 }
