@@ -23,6 +23,12 @@ export interface KeyCache {
   forget(key: string): void;
   /** Drops the cached key of an endpoint, so a deleted endpoint stops working at once. */
   forgetEndpoint(endpointId: string): void;
+  /** Forgets every remembered miss (a key made elsewhere may be among them). */
+  forgetMisses(): void;
+  /** Forgets the owner's keys; returns them with what they granted. */
+  forgetOwner(ownerId: number): Array<[key: string, auth: EndpointAuth]>;
+  /** Every key found, with what it grants (least recently used last). */
+  foundEntries(): Array<[key: string, auth: EndpointAuth]>;
   clear(): void;
   readonly found: number;
   readonly missing: number;
@@ -60,6 +66,18 @@ export function createKeyCache(maxFound: number, maxMissing: number): KeyCache {
     forgetEndpoint(endpointId) {
       const key = keyOfEndpoint.get(endpointId);
       if (key !== undefined) found.delete(key);
+    },
+    forgetMisses() {
+      missing.clear();
+    },
+    forgetOwner(ownerId) {
+      const dropped: Array<[string, EndpointAuth]> = [];
+      for (const [key, auth] of found.entries()) if (auth.ownerId === ownerId) dropped.push([key, auth]);
+      for (const [key] of dropped) found.delete(key);
+      return dropped;
+    },
+    foundEntries() {
+      return [...found.entries()];
     },
     clear() {
       found.clear();

@@ -1,0 +1,138 @@
+import { createKeyCache, type EndpointAuth } from '../tenancy/key-cache.js';
+import type { AccountStore } from './account-store.js';
+import type { ChangeNotice } from './pg-changes.js';
+
+export interface FleetKeysOptions {
+  /** API keys found, remembered at most; default 50_000. */
+  maxCached?: number;
+  /** API keys not found, remembered at most; default 50_000. */
+  negativeCached?: number;
+  /** Called with each endpoint that stopped working (deleted, its owner suspended or deleted), to close its sockets. */
+  onRevoked?: (endpointId: string) => void;
+  /** Called with a store failure met while re-reading keys after a change (they stay forgotten: asked again at their next call). */
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * The API keys an instance of a fleet knows, kept current by the change feed. The hot path asks `cached`
+ * (a Map lookup); only a key it has never met, or one a change made it forget, takes `lookUp`, one query
+ * to the shared store however many calls wait for the same key. Remembered misses are what keep a flood
+ * of random keys off PostgreSQL, as on one machine (the per-IP unknown-key throttle bounds the rest).
+ *
+ * The feed tells every instance within a moment of a commit (pg-changes.ts):
+ * - `endpoint_created`: every remembered miss is forgotten (the new key may be among them; the feed
+ *   carries no key);
+ * - `endpoint_deleted`: the key is forgotten and its endpoint revoked;
+ * - `owner_changed` (suspended, resumed, plan changed, deleted): the owner's keys are forgotten and read
+ *   again, and the endpoints of those no longer found are revoked; so are the remembered misses (a miss
+ *   does not say whose key it was, and a resumed owner's may be among them);
+ * - `resync` (the feed was down, notifications were lost): every key known is read again, likewise.
+ * A lookup under way when a change arrives answers its call but is not remembered.
+ */
+export interface FleetKeys {
+  /** What an API key grants as far as this instance knows: the grant, null for a known miss, undefined: ask `lookUp`. */
+  cached(apiKey: string): EndpointAuth | null | undefined;
+  /** Asks the store and remembers the answer; rejects when the store fails (answer 503). */
+  lookUp(apiKey: string): Promise<EndpointAuth | null>;
+  /** Applies a notice of the change feed. */
+  apply(notice: ChangeNotice): void;
+  /** Resolves once the re-reads the notices so far started are done (for tests and a clean stop). */
+  settled(): Promise<void>;
+  /** Cache sizes, for metrics and tests. */
+  cacheSizes(): { found: number; missing: number };
+}
+
+/** Whether `notice` may have changed what a lookup answered (`auth`: a grant, or null for a miss). */
+function mayHaveChanged(notice: ChangeNotice, auth: EndpointAuth | null): boolean {
+  switch (notice.kind) {
+    case 'endpoint_created':
+      return auth === null;
+    case 'endpoint_deleted':
+      return auth?.endpointId === notice.endpointId;
+    case 'owner_changed':
+      return auth === null || auth.ownerId === notice.ownerId;
+    case 'resync':
+      return true;
+  }
+}
+
+export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, options: FleetKeysOptions = {}): FleetKeys {
+  const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
+  const inFlight = new Map<string, Promise<EndpointAuth | null>>();
+  // The notices heard while lookups were under way, numbered: a lookup does not remember an answer that
+  // a notice heard since it began may have made stale.
+  let heard = 0;
+  let notices: Array<{ n: number; notice: ChangeNotice }> = [];
+  let rereads: Promise<void> = Promise.resolve();
+
+  function lookUp(apiKey: string): Promise<EndpointAuth | null> {
+    const pending = inFlight.get(apiKey);
+    if (pending !== undefined) return pending;
+    const began = heard;
+    const settle = (): void => {
+      if (inFlight.get(apiKey) === asked) inFlight.delete(apiKey);
+      if (inFlight.size === 0) notices = [];
+    };
+    const asked: Promise<EndpointAuth | null> = accounts.endpointByKey(apiKey).then(
+      (auth) => {
+        if (!notices.some((h) => h.n > began && mayHaveChanged(h.notice, auth))) cache.remember(apiKey, auth);
+        settle();
+        return auth;
+      },
+      (err: unknown) => {
+        settle();
+        throw err;
+      },
+    );
+    inFlight.set(apiKey, asked);
+    return asked;
+  }
+
+  /** Reads `entries` again; revokes the endpoints no longer found. */
+  function reread(entries: Array<[string, EndpointAuth]>): void {
+    const done = Promise.all(
+      entries.map(([key, auth]) =>
+        lookUp(key).then(
+          (now) => {
+            if (now === null || now.endpointId !== auth.endpointId) options.onRevoked?.(auth.endpointId);
+          },
+          (err: unknown) => options.onError?.(err),
+        ),
+      ),
+    ).then(() => {});
+    rereads = rereads.then(() => done);
+  }
+
+  return {
+    cached: (apiKey) => cache.get(apiKey),
+    lookUp,
+    apply(notice) {
+      heard++;
+      if (inFlight.size > 0) notices.push({ n: heard, notice });
+      // A lookup under way may have read the store before the change: later calls ask again.
+      if (notice.kind !== 'endpoint_created') inFlight.clear();
+      switch (notice.kind) {
+        case 'endpoint_created':
+          cache.forgetMisses();
+          return;
+        case 'endpoint_deleted':
+          cache.forgetEndpoint(notice.endpointId);
+          options.onRevoked?.(notice.endpointId);
+          return;
+        case 'owner_changed':
+          // A miss does not say whose key it was: a resumed owner's key may be among them.
+          cache.forgetMisses();
+          reread(cache.forgetOwner(notice.ownerId));
+          return;
+        case 'resync': {
+          const known = cache.foundEntries();
+          cache.clear();
+          reread(known);
+          return;
+        }
+      }
+    },
+    settled: () => rereads,
+    cacheSizes: () => ({ found: cache.found, missing: cache.missing }),
+  };
+}
