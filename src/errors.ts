@@ -17,6 +17,9 @@ export const ERRORS = {
   parse_error: { http: 200, rpc: -32700, message: 'Parse error' },
   invalid_request: { http: 200, rpc: -32600, message: 'Invalid request' },
   method_not_found: { http: 200, rpc: -32601, message: 'Method not found' },
+  // A method that exists but needs a node's keys or administration: -32601 still, which clients
+  // already read as "not supported here"; the message says why it is refused.
+  node_local_method: { http: 200, rpc: -32601, message: 'Method not served: it needs a node of your own' },
   invalid_params: { http: 200, rpc: -32602, message: 'Invalid params' },
   // Routing errors: not JSON-RPC errors, answered in the JSON shape of the path's family.
   not_found: { http: 404, rpc: -32601, message: 'Not found' },

@@ -16,6 +16,11 @@ export interface AnvilOptions {
   chainId?: number;
   /** Seconds between blocks; omitted means a block per transaction (anvil's automine). */
   blockTime?: number;
+  /**
+   * Records every EVM step, so debug_traceTransaction and its kin answer geth-style struct logs
+   * (without it anvil answers them empty). Costs anvil some time per transaction.
+   */
+  stepsTracing?: boolean;
   /** 0 (default) lets the OS pick a free loopback port. */
   port?: number;
   args?: string[];
@@ -40,6 +45,7 @@ export function startAnvil(opts: AnvilOptions = {}): Promise<AnvilNode> {
   const args = ['--host', '127.0.0.1', '--port', String(opts.port ?? 0)];
   if (opts.chainId !== undefined) args.push('--chain-id', String(opts.chainId));
   if (opts.blockTime !== undefined) args.push('--block-time', String(opts.blockTime));
+  if (opts.stepsTracing === true) args.push('--steps-tracing');
   args.push(...(opts.args ?? []));
   const child = spawn(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

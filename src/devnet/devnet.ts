@@ -90,7 +90,8 @@ function freePort(host: string): Promise<number> {
 export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port === 0 ? await freePort(host) : opts.port;
-  const anvil = await startAnvil({ chainId: DEVNET_CHAIN_ID, blockTime: opts.blockTime ?? 1 });
+  // Steps tracing: the devnet serves debug_trace*, whose struct logs are empty without it.
+  const anvil = await startAnvil({ chainId: DEVNET_CHAIN_ID, blockTime: opts.blockTime ?? 1, stepsTracing: true });
   let beacon: BeaconNode;
   try {
     beacon = await startBeaconNode({ executionUrl: anvil.url });

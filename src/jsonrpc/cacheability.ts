@@ -16,7 +16,7 @@ type BlockSource =
   | 'hash-param'
   /** params[0] is a block reference (number, tag, hash, EIP-1898 object). */
   | 'reference-param'
-  /** params[0] is a log filter. */
+  /** params[0] is a log filter (or trace_filter's filter: a range, never a blockHash). */
   | 'filter';
 
 const CACHEABLE: ReadonlyMap<string, BlockSource> = new Map<string, BlockSource>([
@@ -29,9 +29,20 @@ const CACHEABLE: ReadonlyMap<string, BlockSource> = new Map<string, BlockSource>
   ['eth_getTransactionReceipt', 'hash-param'],
   ['eth_getTransactionByBlockHashAndIndex', 'hash-param'],
   ['eth_getBlockReceipts', 'reference-param'],
+  ['eth_getBlockAccessList', 'reference-param'],
   ['eth_getLogs', 'filter'],
+  // A final block's traces are as fixed as its receipts (errors, a trace timeout among them, are never
+  // kept). By hash they are kept only when the answer tells the block as a hex number, which a trace
+  // list does not: trace_* entries carry it as a plain JSON number, a debug trace not at all.
+  ['debug_traceBlockByNumber', 'number-param'],
+  ['trace_block', 'reference-param'],
+  ['trace_replayBlockTransactions', 'reference-param'],
+  // Its fromBlock/toBlock read as eth_getLogs's range does.
+  ['trace_filter', 'filter'],
   // eth_getBlockTransactionCountByHash is left out: its answer is a bare count, so neither the params
-  // nor the answer tell the block's number, and without it finality cannot be judged.
+  // nor the answer tell the block's number, and without it finality cannot be judged. So are the
+  // traces of one transaction (debug_traceTransaction, trace_transaction, trace_replayTransaction) and
+  // debug_traceBlockByHash, for the same reason.
 ]);
 
 const HEX = /^0x[0-9a-fA-F]*$/;

@@ -4,6 +4,7 @@ import {
   checkBlockTag,
   checkData,
   checkHash,
+  checkHexId,
   checkQuantity,
   isAddress,
   isBlockTag,
@@ -15,8 +16,8 @@ import {
 } from './param-types.js';
 
 /*
- * The object parameters: the transaction call object, the log filter and eth_feeHistory's
- * arguments. Known fields are checked; unknown fields pass through untouched, since nodes keep
+ * The object parameters: the transaction call object, the log filter, eth_feeHistory's
+ * arguments and the storage slots of eth_getProof and eth_getStorageValues. Known fields are checked; unknown fields pass through untouched, since nodes keep
  * adding them (authorizationList, blobs, ...) and refusing them would break newer clients.
  * A null field means absent, as it does to the nodes.
  */
@@ -126,12 +127,6 @@ export function normalizeFilter(v: unknown): unknown {
   return isPlainObject(v) && typeof v.topics === 'string' ? { ...v, topics: [v.topics] } : v;
 }
 
-/** eth_feeHistory's block count: a QUANTITY, or a plain non-negative integer as geth also takes. */
-export const checkBlockCount: Check = (v, name) =>
-  isQuantity(v) || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)
-    ? undefined
-    : `'${name}' must be a hex quantity or a non-negative integer`;
-
 export const checkRewardPercentiles: Check = (v, name) => {
   if (Array.isArray(v)) {
     let previous = 0;
@@ -156,3 +151,20 @@ export function normalizeRewardPercentiles(v: unknown): unknown {
     return v;
   }
 }
+
+/** Storage slots as eth_getStorageAt takes them: up to 32 bytes, leading zeros allowed (the spec's bytesMax32). */
+export const checkStorageSlots = arrayOf(checkHexId, '0x-prefixed hex storage slots');
+
+/** eth_getStorageValues' requests: an object from addresses to arrays of storage slots. */
+export const checkStorageRequests: Check = (v, name) => {
+  if (!isPlainObject(v)) return `'${name}' must be an object from addresses to arrays of storage slots`;
+  for (const address in v) {
+    // Cast: the guard would narrow the key to never below, where its text is still wanted.
+    if (!isAddress(address as unknown)) {
+      const shown = address.length > 64 ? `${address.slice(0, 64)}...` : address;
+      return `'${name}' keys must be 20-byte 0x-prefixed hex addresses, not ${JSON.stringify(shown)}`;
+    }
+    if (checkStorageSlots(v[address], name) !== undefined) return checkStorageSlots(v[address], `${name}.${address}`);
+  }
+  return undefined;
+};

@@ -56,6 +56,14 @@ export const checkObject: Check = (v, name) => (isPlainObject(v) ? undefined : `
 export const checkHexId: Check = (v, name) =>
   typeof v === 'string' && HEX_ID.test(v) ? undefined : `'${name}' must be 0x-prefixed hex of 1 to 64 digits`;
 
+/** A count or index: a QUANTITY, or a plain non-negative integer as geth and Erigon also take. */
+export const checkCount: Check = (v, name) =>
+  isQuantity(v) || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)
+    ? undefined
+    : `'${name}' must be a hex quantity or a non-negative integer`;
+
+export const checkString: Check = (v, name) => (typeof v === 'string' ? undefined : `'${name}' must be a string`);
+
 export const checkBlockTag: Check = (v, name) =>
   isBlockTag(v) ? undefined : `'${name}' must be a hex block number or one of latest, earliest, pending, safe, finalized`;
 

@@ -239,14 +239,14 @@ chains:
 server: { default_chain: alpha, port: 9000 }
 management: { port: 9000 }
 ru:
-  methods: { eth_call: 30, eth_getlogs: 5, debug_traceTransaction: 100 }
+  methods: { eth_call: 30, eth_getlogs: 5, debug_setHead: 100 }
 `;
   const bad = loadConfigText(two);
   t.notOk(bad.ok);
   if (!bad.ok) {
     t.same(bad.errors, [
       'ru.methods.eth_getlogs: not a method the gateway serves (did you mean eth_getLogs?)',
-      'ru.methods.debug_traceTransaction: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)',
+      'ru.methods.debug_setHead: not a method the gateway serves (names are case-sensitive, e.g. eth_getLogs)',
       'chains.beta.chain_id: 1 is already the chain_id of chains.alpha; each chain needs its own',
       'chains.gamma.chain_id: 1 is already the chain_id of chains.alpha; each chain needs its own',
       'management.port: 9000 is also server.port on 127.0.0.1; the management listener needs a port of its own',

@@ -284,8 +284,8 @@ t.test('a batch is answered in request order with every id exactly as sent, big 
     ['"req-β"', '"method":"eth_chainId","params":[]', '"result":"0x7a69"'],
     [
       '-987654321098765432109876543210',
-      '"method":"admin_peers","params":[]',
-      '"error":{"code":-32601,"message":"Method not found: admin_peers is not served by this gateway"}',
+      '"method":"anvil_mine","params":[]',
+      '"error":{"code":-32601,"message":"Method not found: anvil_mine is not served by this gateway"}',
     ],
     [
       '"x\\"y\\\\z"',
@@ -336,14 +336,14 @@ t.test('batch HTTP status: 502 when every item met a dead upstream, 200 when any
   );
   assertAnswer(
     t,
-    await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request(2, 'admin_peers')}]`),
+    await post(deadUrl, `[${request(1, 'eth_blockNumber')},${request(2, 'anvil_mine')}]`),
     200,
-    `[${upstreamError('1')},${errorText('2', -32601, 'Method not found: admin_peers is not served by this gateway')}]`,
+    `[${upstreamError('1')},${errorText('2', -32601, 'Method not found: anvil_mine is not served by this gateway')}]`,
     'one 502 and one refused method',
   );
 });
 
-t.test('refused methods get -32601 and never reach the node', async (t) => {
+t.test('unknown and node-local methods get -32601 and never reach the node', async (t) => {
   const own = await anvilFor(t, { chainId: 31337 });
   const g = await gatewayFor(t, { chains: { devnet: evmChain([own.url]) } });
   const gw = `${g.base}/v1/rpc/public`;
@@ -361,35 +361,33 @@ t.test('refused methods get -32601 and never reach the node', async (t) => {
   const before = await state();
   t.same(before, { block: '0x0', balance: '0x21e19e0c9bab2400000', deadBalance: '0x0', nonce: '0x0' }, 'a fresh node');
 
-  const refused: Array<[string, unknown[]]> = [
-    ['admin_peers', []],
-    ['debug_traceTransaction', [ZERO_HASH]],
-    ['personal_sign', ['0xdeadbeef', DEV_ADDRESS]],
-    ['miner_start', []],
-    ['txpool_content', []],
-    ['anvil_setBalance', [DEAD, '0x1000']],
-    ['hardhat_mine', ['0x5']],
-    ['evm_mine', []],
-    ['eth_sign', [DEV_ADDRESS, '0xdeadbeef']],
-    ['eth_sendTransaction', [{ from: DEV_ADDRESS, to: DEAD, value: '0x1' }]],
-    ['ETH_BLOCKNUMBER', []],
-    ['Eth_blockNumber', []],
+  // Unknown methods, then node-local ones (what else is said of those is test/e2e/node-methods.test.ts's).
+  const notFound = (method: string): string => `Method not found: ${method} is not served by this gateway`;
+  const keys = (method: string): string =>
+    `${method} is not served: a shared gateway never holds keys: sign in the wallet or client, then send the signed transaction with eth_sendRawTransaction`;
+  const administration = 'is not served: a shared gateway never exposes node administration';
+  const refused: Array<[string, unknown[], string]> = [
+    ['debug_setHead', ['0x0'], notFound('debug_setHead')],
+    ['anvil_setBalance', [DEAD, '0x1000'], notFound('anvil_setBalance')],
+    ['hardhat_mine', ['0x5'], notFound('hardhat_mine')],
+    ['evm_mine', [], notFound('evm_mine')],
+    ['ETH_BLOCKNUMBER', [], notFound('ETH_BLOCKNUMBER')],
+    ['Eth_blockNumber', [], notFound('Eth_blockNumber')],
+    ['admin_peers', [], `admin_peers ${administration}`],
+    ['miner_start', [], `miner_start ${administration} (miner_* sets how a node builds blocks)`],
+    ['personal_sign', ['0xdeadbeef', DEV_ADDRESS], keys('personal_sign')],
+    ['eth_sign', [DEV_ADDRESS, '0xdeadbeef'], keys('eth_sign')],
+    ['eth_sendTransaction', [{ from: DEV_ADDRESS, to: DEAD, value: '0x1' }], keys('eth_sendTransaction')],
   ];
-  for (const [method, params] of refused) {
-    assertAnswer(
-      t,
-      await rpc(gw, method, params, 3),
-      200,
-      errorText('3', -32601, `Method not found: ${method} is not served by this gateway`),
-      method,
-    );
+  for (const [method, params, message] of refused) {
+    assertAnswer(t, await rpc(gw, method, params, 3), 200, errorText('3', -32601, message), method);
   }
   const batch = await post(gw, `[${refused.map(([m, p], i) => request(i, m, p)).join(',')}]`);
   assertAnswer(
     t,
     batch,
     200,
-    `[${refused.map(([m], i) => errorText(String(i), -32601, `Method not found: ${m} is not served by this gateway`)).join(',')}]`,
+    `[${refused.map(([, , message], i) => errorText(String(i), -32601, message)).join(',')}]`,
     'all of them in one batch',
   );
   t.same(await state(), before, 'anvil, asked directly: no block mined, no balance set, no transaction sent');

@@ -85,6 +85,21 @@ const CASES: Case[] = [
     params: () => [{ blockHash: BLOCK_HASH }],
     result: (n) => [{ blockNumber: hex(n), removed: false }],
   },
+  { name: 'block access list by number', method: 'eth_getBlockAccessList', params: (n) => [hex(n)], result: () => [] },
+  {
+    name: 'debug trace of a block by number',
+    method: 'debug_traceBlockByNumber',
+    params: (n) => [hex(n), { tracer: 'callTracer' }],
+    result: () => [{ txHash: TX_HASH, result: {} }],
+  },
+  { name: 'trace_block by number', method: 'trace_block', params: (n) => [hex(n)], result: () => [] },
+  {
+    name: 'trace_replayBlockTransactions by number',
+    method: 'trace_replayBlockTransactions',
+    params: (n) => [hex(n), ['trace']],
+    result: () => [{ output: '0x', transactionHash: TX_HASH }],
+  },
+  { name: 'trace_filter by range', method: 'trace_filter', params: (n) => [{ fromBlock: hex(n - 10), toBlock: hex(n) }], result: () => [] },
 ];
 
 t.test('the finality boundary: head - depth exactly and below are cached, one above is not', async (t) => {
@@ -129,6 +144,11 @@ t.test('block tags are never cached', async (t) => {
       ['eth_getBlockTransactionCountByNumber', [tag]],
       ['eth_getLogs', [{ fromBlock: '0x1', toBlock: tag }]],
       ['eth_getLogs', [{ fromBlock: tag, toBlock: '0x1' }]],
+      ['debug_traceBlockByNumber', [tag]],
+      ['trace_block', [tag]],
+      ['trace_replayBlockTransactions', [tag, ['trace']]],
+      ['trace_filter', [{ fromBlock: '0x1', toBlock: tag }]],
+      ['eth_getBlockAccessList', [tag]],
     ];
     for (const [method, params] of calls) {
       const p = normalized(method, params);
@@ -164,6 +184,21 @@ t.test('state reads, simulations, writes, filters and moving values are never ca
     ['web3_clientVersion', []],
     // Its answer is a bare count: neither params nor answer tell the block, so finality is unknowable.
     ['eth_getBlockTransactionCountByHash', [BLOCK_HASH]],
+    ['eth_getProof', [ADDRESS, [], '0x1']],
+    ['eth_getStorageValues', [{ [ADDRESS]: ['0x0'] }, '0x1']],
+    ['eth_createAccessList', [{ to: ADDRESS }, '0x1']],
+    ['eth_simulateV1', [{ blockStateCalls: [] }, '0x1']],
+    ['eth_fillTransaction', [{ to: ADDRESS }]],
+    ['eth_config', []],
+    ['eth_baseFee', []],
+    ['debug_traceCall', [{ to: ADDRESS }, '0x1']],
+    ['trace_call', [{ to: ADDRESS }, ['trace'], '0x1']],
+    // The traces of one transaction do not tell their block.
+    ['debug_traceTransaction', [TX_HASH]],
+    ['trace_transaction', [TX_HASH]],
+    ['trace_replayTransaction', [TX_HASH, ['trace']]],
+    ['txpool_content', []],
+    ['txpool_status', []],
   ];
   for (const [method, params] of calls) {
     const p = normalized(method, params);
@@ -197,6 +232,10 @@ t.test('answers that do not show a settled block are not cached', async (t) => {
   );
   t.equal(mayCache('eth_getTransactionByHash', [TX_HASH], '0x1', HEAD, DEPTH), false, 'an answer that is not an object');
   t.equal(mayCache('eth_getBlockByNumber', [hex(1), false], false, HEAD, DEPTH), true, 'a numbered block needs nothing from the answer');
+  const traceEntry = { blockHash: BLOCK_HASH, blockNumber: 1, transactionHash: TX_HASH, type: 'call' };
+  t.equal(mayCache('trace_block', [BLOCK_HASH], [traceEntry], HEAD, DEPTH), false, 'trace_block by hash: a plain-number blockNumber');
+  t.equal(mayCache('trace_block', [{ blockHash: BLOCK_HASH }], [traceEntry], HEAD, DEPTH), false, 'trace_block by EIP-1898 hash');
+  t.equal(mayCache('trace_filter', [{ fromBlock: '0x1', toBlock: '0x2', blockHash: BLOCK_HASH }], [traceEntry], HEAD, DEPTH), false);
 });
 
 t.test('keys are canonical: the same call gets the same key, different calls different keys', async (t) => {

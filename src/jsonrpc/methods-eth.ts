@@ -1,0 +1,140 @@
+/**
+ * The execution API's `eth_*`, `net_*` and `web3_*` methods (ethereum/execution-apis), with the
+ * subscription methods and the ones the spec has dropped but clients still call (uncle counts,
+ * net_listening, web3_*). The spec's signing and key-holding methods are refused in node-local.ts,
+ * except `eth_accounts`, answered `[]` here: the gateway holds no accounts, and an empty list is what
+ * wallets and libraries expect from a node without keys.
+ */
+import { keccak_256 } from '@noble/hashes/sha3.js';
+import {
+  ADDRESS,
+  BLOCK,
+  BLOCK_HASH,
+  BLOCK_OVERRIDES,
+  type CallContext,
+  checkPositional,
+  FULL_TXS,
+  type MethodRule,
+  NONE,
+  optional,
+  type ParamRule,
+  required,
+  STATE_BLOCK,
+  STATE_OVERRIDE,
+  TX_HASH,
+} from './method-rule.js';
+import {
+  callObjectCheck,
+  checkFilter,
+  checkRewardPercentiles,
+  checkStorageRequests,
+  checkStorageSlots,
+  normalizeFilter,
+  normalizeRewardPercentiles,
+} from './param-objects.js';
+import { checkSimulatePayload } from './param-simulate.js';
+import { checkBlockReference, checkBlockTag, checkBoolean, checkCount, checkData, checkHexId, checkQuantity } from './param-types.js';
+
+const FILTER = required('filter', checkFilter, normalizeFilter);
+const FILTER_ID = required('filterId', checkHexId);
+const INDEX = required('index', checkQuantity);
+const CALL = required('transaction', callObjectCheck(true));
+/** A transaction to estimate, fill or simulate: without `to` it deploys code, so nothing is required. */
+const ANY_CALL = required('transaction', callObjectCheck(false));
+
+// Reached only once the name matched a SUBSCRIPTIONS key, so there is nothing left to check.
+const SUBSCRIPTION_NAME = required('subscription', () => undefined);
+const SUBSCRIPTIONS: ReadonlyMap<string, readonly ParamRule[]> = new Map([
+  ['newHeads', [SUBSCRIPTION_NAME]],
+  ['logs', [SUBSCRIPTION_NAME, { ...FILTER, optional: true }]],
+  ['newPendingTransactions', [SUBSCRIPTION_NAME, optional('fullTransactions', checkBoolean)]],
+]);
+
+function shapeSubscription(params: unknown[]): unknown[] | string {
+  const kind = params[0];
+  if (kind === undefined || kind === null) return `missing 'subscription'`;
+  const rules = typeof kind === 'string' ? SUBSCRIPTIONS.get(kind) : undefined;
+  if (rules === undefined) return `'subscription' must be one of ${[...SUBSCRIPTIONS.keys()].join(', ')}`;
+  return checkPositional(`eth_subscribe('${kind as string}')`, rules, params);
+}
+
+function answerChainId(_params: unknown[], ctx: CallContext): string {
+  return `"0x${ctx.chainId.toString(16)}"`;
+}
+
+function answerSha3(params: unknown[]): string {
+  const data = Buffer.from((params[0] as string).slice(2), 'hex');
+  return `"0x${Buffer.from(keccak_256(data)).toString('hex')}"`;
+}
+
+/** A fixed answer: the gateway's own, true of it whatever the node (see docs/decisions.md). */
+const fixed =
+  (resultJson: string): MethodRule['answer'] =>
+  () =>
+    resultJson;
+
+export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
+  ['eth_blockNumber', { ru: 10, params: NONE }],
+  ['eth_chainId', { ru: 5, params: NONE, answer: answerChainId }],
+  ['eth_getLogs', { ru: 50, params: [FILTER] }],
+  ['eth_call', { ru: 20, params: [CALL, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES] }],
+  ['eth_estimateGas', { ru: 20, params: [ANY_CALL, STATE_BLOCK, STATE_OVERRIDE] }],
+  ['eth_getTransactionCount', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],
+  ['eth_getCode', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],
+  [
+    'eth_feeHistory',
+    {
+      ru: 15,
+      params: [
+        required('blockCount', checkCount),
+        required('newestBlock', checkBlockTag),
+        { ...optional('rewardPercentiles', checkRewardPercentiles), normalize: normalizeRewardPercentiles },
+      ],
+    },
+  ],
+  ['eth_getBlockByHash', { ru: 20, params: [BLOCK_HASH, FULL_TXS] }],
+  ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)] }],
+  ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH] }],
+  ['web3_sha3', { ru: 15, params: [required('data', checkData)], answer: answerSha3 }],
+  ['eth_newFilter', { ru: 15, params: [FILTER] }],
+  ['eth_newPendingTransactionFilter', { ru: 15, params: [optional('fullTransactions', checkBoolean)] }],
+  ['eth_getFilterChanges', { ru: 20, params: [FILTER_ID] }],
+  ['eth_getFilterLogs', { ru: 50, params: [FILTER_ID] }],
+  ['eth_maxPriorityFeePerGas', { ru: 10, params: NONE }],
+  ['net_listening', { ru: 5, params: NONE }],
+  ['eth_subscribe', { ru: 10, params: NONE, wsOnly: true, shape: shapeSubscription }],
+  ['eth_unsubscribe', { params: [required('subscriptionId', checkHexId)], wsOnly: true }],
+  ['eth_uninstallFilter', { params: [FILTER_ID] }],
+  ['eth_newBlockFilter', { params: NONE }],
+  ['eth_getBlockByNumber', { params: [BLOCK, FULL_TXS] }],
+  ['eth_getBalance', { params: [ADDRESS, STATE_BLOCK] }],
+  ['eth_gasPrice', { params: NONE }],
+  ['eth_getTransactionByHash', { params: [TX_HASH] }],
+  ['eth_getStorageAt', { params: [ADDRESS, required('slot', checkHexId), STATE_BLOCK] }],
+  ['eth_syncing', { params: NONE }],
+  ['net_version', { params: NONE }],
+  ['web3_clientVersion', { params: NONE }],
+  ['eth_getBlockReceipts', { params: [required('block', checkBlockReference)] }],
+  ['eth_getBlockTransactionCountByNumber', { params: [BLOCK] }],
+  ['eth_getBlockTransactionCountByHash', { params: [BLOCK_HASH] }],
+  ['eth_getTransactionByBlockHashAndIndex', { params: [BLOCK_HASH, INDEX] }],
+  ['eth_getTransactionByBlockNumberAndIndex', { params: [BLOCK, INDEX] }],
+  ['eth_getUncleCountByBlockHash', { params: [BLOCK_HASH] }],
+  ['eth_getUncleCountByBlockNumber', { params: [BLOCK] }],
+  ['eth_blobBaseFee', { params: NONE }],
+  // State reads and simulations priced like eth_call: each runs the EVM or walks the state trie.
+  ['eth_getProof', { ru: 20, params: [ADDRESS, required('storageKeys', checkStorageSlots), STATE_BLOCK] }],
+  ['eth_getStorageValues', { ru: 20, params: [required('requests', checkStorageRequests), STATE_BLOCK] }],
+  ['eth_createAccessList', { ru: 20, params: [ANY_CALL, STATE_BLOCK, STATE_OVERRIDE] }],
+  ['eth_fillTransaction', { ru: 20, params: [ANY_CALL] }],
+  // A payload may hold many blocks of calls: five times eth_call, still a fraction of a trace.
+  ['eth_simulateV1', { ru: 100, params: [required('payload', checkSimulatePayload), STATE_BLOCK] }],
+  ['eth_getBlockAccessList', { ru: 20, params: [required('block', checkBlockReference)] }],
+  ['eth_baseFee', { ru: 10, params: NONE }],
+  ['eth_config', { params: NONE }],
+  ['eth_capabilities', { params: NONE }],
+  // Answered by the gateway, never forwarded: a node's accounts and mining are its own.
+  ['eth_accounts', { ru: 5, params: NONE, answer: fixed('[]') }],
+  ['eth_mining', { ru: 5, params: NONE, answer: fixed('false') }],
+  ['eth_hashrate', { ru: 5, params: NONE, answer: fixed('"0x0"') }],
+];

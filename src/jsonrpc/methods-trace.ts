@@ -1,0 +1,48 @@
+/**
+ * The tracing methods: geth's `debug_trace*` (also served by Erigon, Nethermind, Reth and anvil) and
+ * the OpenEthereum-style `trace_*` served by Erigon, Nethermind and Reth.
+ *
+ * Prices. A trace re-executes transactions with a tracer attached, so hosted providers price it at
+ * many times a read, and a whole block at many times one transaction. NodeReal: 280 CU for
+ * debug_traceTransaction and debug_traceCall, 1,800 for a block's debug trace, against 20 for
+ * eth_call. Gelato: 170 for each debug trace against 26 for eth_call. RPC Fast: 26 for
+ * trace_transaction, 75 for trace_call and trace_filter, 2,800 for trace_replayTransaction, against
+ * 25 for eth_call. Here, against eth_call's 20: a transaction's or a call's debug trace (struct logs
+ * or a named tracer's) 200 (10x), a block's 1,000 (50x); the OpenEthereum-style call traces, lighter
+ * than struct logs, 100 for one transaction or call and 500 for a block or a filtered range; the
+ * replays, which add state diffs and VM traces on request, twice that. A large trace also pays per
+ * started MiB of answer, as every answer does.
+ */
+import {
+  BLOCK,
+  BLOCK_HASH,
+  BLOCK_OVERRIDES,
+  type MethodRule,
+  optional,
+  required,
+  STATE_BLOCK,
+  STATE_OVERRIDE,
+  TX_HASH,
+} from './method-rule.js';
+import { callObjectCheck } from './param-objects.js';
+import { checkTraceCallConfig, checkTraceConfig, checkTraceFilter, checkTraceTypes } from './param-trace.js';
+import { checkBlockReference } from './param-types.js';
+
+const CALL = required('transaction', callObjectCheck(true));
+const TRACE_CONFIG = optional('traceConfig', checkTraceConfig);
+const TRACE_TYPES = required('traceTypes', checkTraceTypes);
+/** trace_block's block: a number or tag (Erigon, Nethermind), or a hash or EIP-1898 object (Reth). */
+const TRACED_BLOCK = required('block', checkBlockReference);
+
+export const TRACE_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
+  ['debug_traceTransaction', { ru: 200, params: [TX_HASH, TRACE_CONFIG] }],
+  ['debug_traceCall', { ru: 200, params: [CALL, STATE_BLOCK, optional('traceConfig', checkTraceCallConfig)] }],
+  ['debug_traceBlockByNumber', { ru: 1000, params: [BLOCK, TRACE_CONFIG] }],
+  ['debug_traceBlockByHash', { ru: 1000, params: [BLOCK_HASH, TRACE_CONFIG] }],
+  ['trace_transaction', { ru: 100, params: [TX_HASH] }],
+  ['trace_call', { ru: 100, params: [CALL, TRACE_TYPES, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES] }],
+  ['trace_block', { ru: 500, params: [TRACED_BLOCK] }],
+  ['trace_filter', { ru: 500, params: [required('filter', checkTraceFilter)] }],
+  ['trace_replayTransaction', { ru: 200, params: [TX_HASH, TRACE_TYPES] }],
+  ['trace_replayBlockTransactions', { ru: 1000, params: [TRACED_BLOCK, TRACE_TYPES] }],
+];
