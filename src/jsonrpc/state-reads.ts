@@ -16,6 +16,9 @@ const STATE_READS: ReadonlyMap<string, number> = new Map([
   ['eth_createAccessList', 1],
   ['eth_getProof', 2],
   ['debug_traceCall', 1],
+  // The same kind of call, not in the list the issue gave: a simulation or a call trace at a block.
+  ['eth_simulateV1', 1],
+  ['trace_call', 2],
 ]);
 
 /** Whether `method` is a state read. */

@@ -36,6 +36,7 @@ t.test('the block of a state read', async (t) => {
   t.equal(stateBlockOf('eth_getProof', [ADDRESS, [], '0x8']), 8);
   t.equal(stateBlockOf('eth_call', [CALL, '0x9']), 9);
   t.equal(stateBlockOf('debug_traceCall', [CALL, '0xa', {}]), 10);
+  t.equal(stateBlockOf('trace_call', [CALL, ['trace'], '0xb']), 11);
   t.equal(stateBlockOf('eth_getBlockByNumber', ['0x1', false]), null, 'not a state read');
 });
 

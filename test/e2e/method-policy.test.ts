@@ -1,14 +1,14 @@
 /**
  * The operator's method policy end to end, through a real gateway in front of a real anvil with a counting
  * proxy between them, so "never forwarded" is about calls the node was really sent: a plan's deny list
- * (the plan refusal, before parameter validation, free of RU) against a plan without one, the public path's,
+ * (the plan refusal, before parameter validation, free of RU; debug_* to the free plan) against a plan without one, the public path's,
  * the chain's allow and deny lists (-32601), the chain's own RU price, and a reload that changes them.
  */
 import t from 'tap';
 import type { Config } from '../../src/config/schema.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { countingProxy } from '../support/counting-proxy.js';
-import { DEV_ADDRESS, result as direct } from '../support/dev-chain.js';
+import { DEV_ADDRESS, minedReceipt, result as direct } from '../support/dev-chain.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
 
@@ -23,7 +23,7 @@ const g = await gatewayFor(t, {
   server: { workers: 1 },
   chains: {
     devnet: evmChain([proxy.url], 31337, {
-      methods: { allow: ['eth_*', 'net_version'], deny: ['eth_getStorageAt'] },
+      methods: { allow: ['eth_*', 'net_version', 'debug_*'], deny: ['eth_getStorageAt'] },
       ru: { methods: { eth_getBalance: BALANCE_RU } },
     }),
   },
@@ -69,6 +69,16 @@ t.test("a plan's deny list: refused by name of the plan, before its params are r
   const answer = await rpc(premium.url, 'eth_getLogs', LOGS);
   t.equal(answer.text, resultText(await direct(node.url, 'eth_getLogs', LOGS)), 'a premium key gets the logs');
   t.equal(proxy.count('eth_getLogs'), 1);
+});
+
+t.test('debug_* denied to the free plan: the refusal for free, the trace for premium', async (t) => {
+  const hash = await direct<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x1' }]);
+  await minedReceipt(node.url, hash);
+  const refused = await rpc(free.url, 'debug_traceTransaction', [hash]);
+  t.equal(refused.text, errorText(-32004, "debug_traceTransaction is not available on plan 'free'"));
+  t.equal(proxy.count('debug_traceTransaction'), 0);
+  const traced = await rpc(premium.url, 'debug_traceTransaction', [hash]);
+  t.equal(traced.text, resultText(await direct(node.url, 'debug_traceTransaction', [hash])), 'the trace anvil gives');
 });
 
 t.test("the public path's deny list, keys unaffected", async (t) => {
