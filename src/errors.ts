@@ -21,6 +21,9 @@ export const ERRORS = {
   // already read as "not supported here"; the message says why it is refused.
   node_local_method: { http: 200, rpc: -32601, message: 'Method not served: it needs a node of your own' },
   invalid_params: { http: 200, rpc: -32602, message: 'Invalid params' },
+  // EIP-1474's "method not supported": the method exists and the gateway serves it, but not to this caller's
+  // plan (or the keyless path), so a client can tell it from -32601 (no such method) and from -32005 (retry later).
+  method_not_in_plan: { http: 200, rpc: -32004, message: 'Method not available on this plan' },
   // Routing errors: not JSON-RPC errors, answered in the JSON shape of the path's family.
   not_found: { http: 404, rpc: -32601, message: 'Not found' },
   method_not_allowed: { http: 405, rpc: -32600, message: 'Method not allowed' },

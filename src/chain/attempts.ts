@@ -4,8 +4,9 @@
  * pipeline/route-call.ts), Beacon requests (pipeline/beacon-call.ts), the gateway's own reads (ChainRuntime.call)
  * and transaction broadcasts all count their attempts here; they differ only in their RetryRule.
  *
- * A call makes at most two attempts, each on a node in rotation (selection.ts), the second never on the node of
- * the first. Each attempt is counted in its node's health: in flight while it runs, then 'ok' (the node
+ * A call makes at most two attempts, each on a node in rotation (selection.ts) that its NodeChoice allows (one
+ * that serves its method; an archive node first for a state read about an old block, see node-routes.ts), the
+ * second never on the node of the first. Each attempt is counted in its node's health: in flight while it runs, then 'ok' (the node
  * answered) or 'failed' (it could not be reached, timed out or answered with a failure). An attempt the
  * gateway drops (the client left, another attempt answered first) is not counted either way.
  *
@@ -13,7 +14,7 @@
  * attempt is also its forwarded call's sink, see route-call.ts), with no closure made per call.
  */
 import type { UpstreamOutcome } from '../metrics/registry.js';
-import type { ChainHealth } from '../upstreams/selection.js';
+import type { ChainHealth, NodeChoice } from '../upstreams/selection.js';
 
 /** When a call gets a second attempt on another node. What counts as a failure worth it is the caller's. */
 export interface RetryRule {
@@ -95,7 +96,7 @@ export class NodeAttempt {
   }
 }
 
-/** A call's attempts on one chain under one RetryRule: the node of each, and the deadline they share. */
+/** A call's attempts on one chain under one RetryRule and NodeChoice: the node of each, and the deadline they share. */
 export class Attempts<A extends NodeAttempt = NodeAttempt> {
   readonly deadline: number;
   readonly mayRetry: boolean;
@@ -106,21 +107,23 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
     readonly health: ChainHealth,
     readonly timeoutMs: number,
     readonly rule: RetryRule,
+    /** The nodes that may take the call; null (the default): any node in rotation. */
+    readonly choice: NodeChoice | null = null,
   ) {
     this.deadline = health.now() + timeoutMs;
     this.mayRetry = rule.retry;
   }
 
   /**
-   * The node of the next attempt: for the first, one in rotation; for a second, when the rule allows one and
-   * enough of the deadline is left, one in rotation other than the first's. null when there is none.
+   * The node of the next attempt: for the first, one in rotation the choice allows; for a second, when the rule
+   * allows one and enough of the deadline is left, another such node than the first's. null when there is none.
    */
   nextNode(): number | null {
     const first = this.first;
-    if (first === null) return this.health.pick();
+    if (first === null) return this.health.pick(undefined, this.choice);
     if (!this.mayRetry || this.second !== null) return null;
     if (this.rule.sharedDeadline && this.deadline - this.health.now() < this.rule.minLeftMs) return null;
-    return this.health.pick(new Set([first.index]));
+    return this.health.pick(new Set([first.index]), this.choice);
   }
 
   /** Holds a made attempt as the first or the second. */

@@ -43,13 +43,14 @@ export interface ChainFiltersOptions {
 }
 
 /** What the filters read of their chain: the parts made before them. */
-export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream'>;
+export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes'>;
 
 /** Pending transaction hashes remembered so that each is reported once. */
 const RECENT_PENDING = 10_000;
 
 /**
- * eth_getLogs for the filters, on the first upstream in turn that has the range: with several
+ * eth_getLogs for the filters, on the first upstream in turn that has the range (of those that serve
+ * eth_getLogs: an upstream whose methods.deny names it is never asked): with several
  * upstreams, one that is behind the range's end (asked with eth_blockNumber first, on the same node)
  * is skipped, since its answer would leave out blocks the filter then counts as covered. A failure,
  * the node's own refusal included (a node that fell behind meanwhile refuses the range), moves to
@@ -60,6 +61,7 @@ async function getLogsInTurn(chain: FilterSources, filter: Record<string, unknow
   let failure: unknown = new Error('no upstream answered');
   let refusal: NodeRpcError | null = null;
   for (const upstream of upstreamsInTurn(chain)) {
+    if (!chain.routes.serves(chain.upstreams.indexOf(upstream), 'eth_getLogs')) continue;
     try {
       if (end !== null) {
         const head = await callUpstream(upstream, chain.timeoutMs, 'eth_blockNumber', []);

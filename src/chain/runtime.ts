@@ -22,6 +22,8 @@ import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } fr
 import { type ChainFilters, createChainFilters } from './filters.js';
 import { type ChainHead, createChainHead } from './head.js';
 import { createWriteMark, type WriteMark } from './write-mark.js';
+import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
+import { createNodeRoutes, type NodeRoutes } from './node-routes.js';
 import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
 
 /**
@@ -99,6 +101,10 @@ export interface ChainRuntime {
   readonly subscriptions: SubscriptionHub | null;
   /** Where everything about the chain is measured (ChainRuntimeOptions.metrics). */
   readonly metrics: ChainMetrics;
+  /** The methods the chain serves and its own RU prices (config chains.<slug>.methods and .ru). */
+  readonly policy: ChainMethodPolicy;
+  /** The nodes that may take each call: those serving its method, archive nodes first for old state. */
+  readonly routes: NodeRoutes;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
    *  (the caller answers 502 at once). */
   pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null;
@@ -115,9 +121,10 @@ export interface ChainRuntime {
   noteWrite(): void;
   /**
    * One JSON-RPC read the gateway makes for itself (e.g. eth_getLogs for its filters) on an upstream in
-   * rotation, moved once to another (RETRY_ONCE, chain/attempts.ts) when the node cannot be reached or does not answer (so never a write:
-   * it may reach two nodes): resolves with `result`, rejects with a NodeRpcError for the node's error
-   * object, or an Error when no node answered or none is in rotation ('no healthy upstream').
+   * rotation that serves it (routes), moved once to another (RETRY_ONCE, chain/attempts.ts) when the node
+   * cannot be reached or does not answer (so never a write: it may reach two nodes): resolves with `result`,
+   * rejects with a NodeRpcError for the node's error object, or an Error when no node answered or none is in
+   * rotation ('no healthy upstream').
    */
   call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown>;
   /** Starts probing the chain's nodes (the gateway does it once it listens); close() stops it. */
@@ -336,11 +343,19 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
 
   const pickUpstream = (): HttpUpstream => upstreams[pickOrNext()]!;
   const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
+  const routes = createNodeRoutes(config.upstreams, {
+    stateHistoryBlocks: config.state_history_blocks,
+    head: () => head.now(),
+    blockNumberOf(hash) {
+      const heard = feeds?.head() ?? null;
+      return heard !== null && heard.hash.toLowerCase() === hash.toLowerCase() ? heard.number : null;
+    },
+  });
   const filterBounds = opts.filters ?? DEFAULTS.filters;
   const filters =
     opts.replica?.filters ??
     createChainFilters(
-      { head, feeds, timeoutMs, upstreams, pickUpstream },
+      { head, feeds, timeoutMs, upstreams, pickUpstream, routes },
       {
         maxPerKey: filterBounds.max_per_key,
         idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
@@ -359,7 +374,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   }
 
   async function call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
-    const tries = new Attempts(health, timeoutMs, RETRY_ONCE);
+    const tries = new Attempts(health, timeoutMs, RETRY_ONCE, routes.nodesFor(method, params));
     let lastError: unknown = new Error('no healthy upstream');
     for (let index = tries.nextNode(); index !== null; index = tries.nextNode()) {
       const attempt = tries.hold(new NodeAttempt(health, index));
@@ -398,6 +413,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     filters,
     subscriptions,
     metrics,
+    policy: createChainMethodPolicy(config),
+    routes,
     pickHealthy,
     pickUpstream,
     freshHead() {

@@ -24,10 +24,12 @@ export const DEFAULTS = {
     max_lag_blocks: 5, // an upstream this many blocks behind the best healthy head leaves the rotation
     finality_depth: 64, // blocks below the head whose answers are final (cacheable)
     max_logs_block_range: 10_000, // eth_getLogs / eth_newFilter: blocks in one query at most
+    state_history_blocks: 128, // blocks below the head whose state a full node keeps (geth's in-memory tries)
   },
   upstream: {
     max_connections: 64, // keep-alive sockets to one upstream node
     pipelining: 8, // requests in flight per socket; 1 for a node or balancer that mishandles pipelining
+    archive: false, // a full node: only the last state_history_blocks blocks' state
   },
   // Plans apply per endpoint key; a `plans` section in the config replaces these as a whole.
   plans: {

@@ -13,7 +13,15 @@ import {
   readUrl,
 } from './checks.js';
 import { unknownBeaconCostPaths } from '../beacon/costs.js';
-import { ALLOWED_METHODS, isAllowedMethod } from '../jsonrpc/methods.js';
+import {
+  type ChainRu,
+  type MethodDeny,
+  type MethodRules,
+  readChainRu,
+  readMethodCosts,
+  readMethodDeny,
+  readMethodRules,
+} from './method-policy.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 
 /** One upstream node of a chain. */
@@ -33,6 +41,10 @@ export interface UpstreamConfig {
   max_connections: number;
   /** Requests in flight per socket (HTTP/1.1 pipelining); 1 turns it off; default 8. */
   pipelining: number;
+  /** Methods this node does not serve: no call of them is sent to it (evm only); default none. */
+  methods: MethodDeny;
+  /** The node keeps the state of every block: state reads about old blocks go to it first (evm only); default false. */
+  archive: boolean;
 }
 
 export interface ChainConfig {
@@ -51,6 +63,12 @@ export interface ChainConfig {
   finality_depth: number;
   /** eth_getLogs / eth_newFilter: most blocks in one range. */
   max_logs_block_range: number;
+  /** The methods the chain serves, over the catalogue (evm only); default all of them. */
+  methods: MethodRules;
+  /** The chain's own RU prices over ru (evm only); default none. */
+  ru: ChainRu;
+  /** Blocks below the head whose state every node keeps; a state read about an older block goes to an archive node; default 128. */
+  state_history_blocks: number;
   upstreams: UpstreamConfig[];
 }
 
@@ -80,6 +98,8 @@ export interface PlanConfig {
   /** RU per second per key; undefined: no RU rate limit. */
   ru_per_second: number | undefined;
   max_endpoints: number;
+  /** Methods keys of this plan may not call; default none. */
+  methods: MethodDeny;
 }
 
 export interface Config {
@@ -87,7 +107,8 @@ export interface Config {
   storage: { path: string };
   chains: Record<string, ChainConfig>;
   plans: Record<string, PlanConfig>;
-  public: { rps_per_ip: number; max_batch: number };
+  /** The keyless path: its rates, its batch size, and the methods it may not call (default none). */
+  public: { rps_per_ip: number; max_batch: number; methods: MethodDeny };
   /** RU costs: `default` for allowed methods not in `methods`; built-in method costs apply unless overridden. */
   ru: {
     default: number;
@@ -131,7 +152,7 @@ function hostPort(url: string): string {
 }
 
 function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors: Errors): UpstreamConfig | undefined {
-  const o = readObject(raw, path, ['name', 'url', 'ws', 'headers', 'max_connections', 'pipelining'], errors);
+  const o = readObject(raw, path, ['name', 'url', 'ws', 'headers', 'max_connections', 'pipelining', 'methods', 'archive'], errors);
   if (!isObject(raw)) return undefined;
   const url = readUrl(o.url, `${path}.url`, ['http:', 'https:'], errors);
   const name = readString(o.name, `${path}.name`, undefined, errors);
@@ -145,7 +166,11 @@ function readUpstream(raw: unknown, path: string, kind: 'evm' | 'beacon', errors
   const headers = readStringMap(o.headers, `${path}.headers`, errors);
   const max_connections = readInt(o.max_connections, `${path}.max_connections`, DEFAULTS.upstream.max_connections, 1, 4096, errors);
   const pipelining = readInt(o.pipelining, `${path}.pipelining`, DEFAULTS.upstream.pipelining, 1, 64, errors);
-  return url === undefined ? undefined : { name: name ?? hostPort(url), url, ws, headers, max_connections, pipelining };
+  if (kind === 'beacon')
+    for (const k of ['methods', 'archive'] as const) if (o[k] !== undefined) errors.push(`${path}.${k}: belongs to evm chains`);
+  const methods = readMethodDeny(o.methods, `${path}.methods`, errors);
+  const archive = readBool(o.archive, `${path}.archive`, DEFAULTS.upstream.archive, errors);
+  return url === undefined ? undefined : { name: name ?? hostPort(url), url, ws, headers, max_connections, pipelining, methods, archive };
 }
 
 function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
@@ -155,7 +180,19 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
   const o = readObject(
     raw,
     path,
-    ['name', 'kind', 'chain_id', 'timeout_s', 'max_lag_blocks', 'finality_depth', 'max_logs_block_range', 'upstreams'],
+    [
+      'name',
+      'kind',
+      'chain_id',
+      'timeout_s',
+      'max_lag_blocks',
+      'finality_depth',
+      'max_logs_block_range',
+      'methods',
+      'ru',
+      'state_history_blocks',
+      'upstreams',
+    ],
     errors,
   );
   const kind = readEnum(o.kind, `${path}.kind`, DEFAULTS.chain.kind, ['evm', 'beacon'] as const, errors);
@@ -163,8 +200,9 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
   if (kind === 'evm') {
     if (o.chain_id === undefined) errors.push(`${path}.chain_id: required for an evm chain`);
     else chain_id = readInt(o.chain_id, `${path}.chain_id`, 0, 1, Number.MAX_SAFE_INTEGER, errors);
-  } else if (o.chain_id !== undefined) {
-    errors.push(`${path}.chain_id: belongs to evm chains; a beacon chain has none`);
+  } else {
+    for (const k of ['chain_id', 'methods', 'ru', 'state_history_blocks'] as const)
+      if (o[k] !== undefined) errors.push(`${path}.${k}: belongs to evm chains; a beacon chain has none`);
   }
   const upstreams: UpstreamConfig[] = [];
   if (!Array.isArray(o.upstreams) || o.upstreams.length === 0) {
@@ -193,6 +231,16 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       o.max_logs_block_range,
       `${path}.max_logs_block_range`,
       DEFAULTS.chain.max_logs_block_range,
+      1,
+      100_000_000,
+      errors,
+    ),
+    methods: readMethodRules(o.methods, `${path}.methods`, errors),
+    ru: readChainRu(o.ru, `${path}.ru`, errors),
+    state_history_blocks: readInt(
+      o.state_history_blocks,
+      `${path}.state_history_blocks`,
+      DEFAULTS.chain.state_history_blocks,
       1,
       100_000_000,
       errors,
@@ -279,7 +327,7 @@ function readWorkers(v: unknown, errors: Errors): number | 'auto' {
 
 function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
   if (raw === undefined || raw === null) {
-    return Object.fromEntries(Object.entries(DEFAULTS.plans).map(([name, p]) => [name, { name, ...p }]));
+    return Object.fromEntries(Object.entries(DEFAULTS.plans).map(([name, p]) => [name, { name, ...p, methods: { deny: [] } }]));
   }
   if (!isObject(raw) || Object.keys(raw).length === 0) {
     errors.push('plans: must be a mapping of at least one plan name to its limits');
@@ -289,7 +337,7 @@ function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
   for (const [name, p] of Object.entries(raw)) {
     const path = `plans.${name}`;
     if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(name)) errors.push(`${path}: a plan name is lowercase letters, digits, '_' and '-'`);
-    const o = readObject(p, path, ['rps', 'ru_per_second', 'max_endpoints'], errors);
+    const o = readObject(p, path, ['rps', 'ru_per_second', 'max_endpoints', 'methods'], errors);
     if (o.rps === undefined) errors.push(`${path}.rps: required`);
     plans[name] = {
       name,
@@ -297,6 +345,7 @@ function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
       ru_per_second:
         o.ru_per_second === undefined ? undefined : readInt(o.ru_per_second, `${path}.ru_per_second`, 1, 1, 1_000_000_000, errors),
       max_endpoints: readInt(o.max_endpoints, `${path}.max_endpoints`, 10, 0, 1_000_000, errors),
+      methods: readMethodDeny(o.methods, `${path}.methods`, errors),
     };
   }
   return plans;
@@ -319,15 +368,7 @@ function readRu(raw: unknown, errors: Errors): Config['ru'] {
     errors.push(
       `ru.beacon.paths.${p}: not a Beacon route the gateway serves (write it as its template, e.g. /eth/v2/beacon/blocks/{block_id})`,
     );
-  const methods = readCostMap(o.methods, 'ru.methods', 'method names', errors);
-  // A cost for a method outside the allowlist would never be charged: most likely a misspelt name.
-  for (const m of Object.keys(methods)) {
-    if (isAllowedMethod(m)) continue;
-    const meant = ALLOWED_METHODS.find((a) => a.toLowerCase() === m.toLowerCase());
-    errors.push(
-      `ru.methods.${m}: not a method the gateway serves (${meant ? `did you mean ${meant}?` : 'names are case-sensitive, e.g. eth_getLogs'})`,
-    );
-  }
+  const methods = readMethodCosts(o.methods, 'ru.methods', errors);
   return {
     default: readInt(o.default, 'ru.default', d.default, 0, 1_000_000, errors),
     methods,
@@ -430,7 +471,7 @@ function readTenancy(
   top: Record<string, unknown>,
   errors: Errors,
 ): Pick<Config, 'plans' | 'public' | 'ru' | 'ledger' | 'usage' | 'management' | 'management_limits'> {
-  const pub = readObject(top.public, 'public', ['rps_per_ip', 'max_batch'], errors);
+  const pub = readObject(top.public, 'public', ['rps_per_ip', 'max_batch', 'methods'], errors);
   const ledger = readObject(top.ledger, 'ledger', ['flush_interval_ms'], errors);
   const usage = readObject(top.usage, 'usage', ['keep_minutes_h', 'keep_hours_d'], errors);
   const m = readObject(top.management, 'management', ['host', 'port', 'rps_per_key', 'rps_per_ip'], errors);
@@ -453,6 +494,7 @@ function readTenancy(
     public: {
       rps_per_ip: readInt(pub.rps_per_ip, 'public.rps_per_ip', DEFAULTS.public.rps_per_ip, 1, 1_000_000_000, errors),
       max_batch: readInt(pub.max_batch, 'public.max_batch', DEFAULTS.public.max_batch, 1, 100_000, errors),
+      methods: readMethodDeny(pub.methods, 'public.methods', errors),
     },
     ru: readRu(top.ru, errors),
     ledger: {

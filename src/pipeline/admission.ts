@@ -1,4 +1,5 @@
 import type { PlanConfig } from '../config/schema.js';
+import type { ChainPrices } from '../chain/method-policy.js';
 import type { ErrorCode } from '../errors.js';
 import type { Reservation } from '../metering/ledger.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
@@ -30,11 +31,12 @@ export function takeRequest(t: Tenancy, c: Caller): { ok: true } | { ok: false; 
 }
 
 /**
- * After the method check: the RU-per-second limit and the balance. Public calls are not metered.
- * Fail-closed: while the ledger cannot write, calls that need metering get 503 rather than free service.
+ * After the method check: the RU-per-second limit and the balance, at the chain's price when it has its own
+ * (`prices`). Public calls are not metered. Fail-closed: while the ledger cannot write, calls that need
+ * metering get 503 rather than free service.
  */
-export function admitCost(t: Tenancy, c: Caller, method: string): Admission {
-  return admitRu(t, c, t.ruCost(method));
+export function admitCost(t: Tenancy, c: Caller, method: string, prices: ChainPrices | null = null): Admission {
+  return admitRu(t, c, t.ruCost(method, prices));
 }
 
 /** The same admission for a known price (a Beacon path's, an event stream's). */

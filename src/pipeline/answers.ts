@@ -34,6 +34,7 @@ const REFUSAL_REASONS: Readonly<Partial<Record<RefusalCode, RefusalReason>>> = {
   bad_request: 'invalid_request',
   method_not_found: 'method_not_allowed',
   node_local_method: 'method_not_allowed',
+  method_not_in_plan: 'method_not_allowed',
   method_not_allowed: 'method_not_allowed',
   invalid_params: 'invalid_params',
   not_found: 'not_found',

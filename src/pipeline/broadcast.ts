@@ -1,6 +1,6 @@
 /**
- * eth_sendRawTransaction on a chain with several nodes: sent exactly once to every upstream in rotation at
- * once, never retried (forward.ts sends it exclusive, so the upstream client never re-sends it either).
+ * eth_sendRawTransaction on a chain with several nodes: sent exactly once to every upstream in rotation that
+ * serves it (an upstream whose methods.deny names it takes none) at once, never retried (forward.ts sends it exclusive, so the upstream client never re-sends it either).
  *
  * - The first acceptance answers the client: a transaction hash, or a node saying it already has the
  *   transaction (ALREADY_KNOWN), which is answered as the hash itself since the transaction is in a pool.
@@ -15,6 +15,7 @@
 import { keccak_256 } from '@noble/hashes/sha3.js';
 import { failureOutcome, isRpcError, NodeAttempt } from '../chain/attempts.js';
 import type { UpstreamOutcome } from '../metrics/registry.js';
+import type { NodeChoice } from '../upstreams/selection.js';
 import { type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, type RoutedSink } from './forward.js';
 import type { RoutedChain } from './route-call.js';
 
@@ -45,9 +46,17 @@ function transactionHash(paramsJson: string): string | null {
   }
 }
 
-export function broadcastTransaction(chain: RoutedChain, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
+export function broadcastTransaction(
+  chain: RoutedChain,
+  paramsJson: string,
+  idText: string,
+  sink: RoutedSink,
+  nodes: NodeChoice | null = null,
+): ForwardCall {
   const health = chain.health;
-  const targets = health.healthyIndices();
+  const serves = nodes?.serves ?? null;
+  const inRotation = health.healthyIndices();
+  const targets = serves === null ? inRotation : inRotation.filter((i) => serves[i]);
   if (targets.length === 0) return noHealthyUpstream(sink);
   let answered = false;
   let silenced = false;

@@ -6,6 +6,7 @@ import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall, isFilterMethod } from './filter-calls.js';
+import { methodRefusal } from './method-gate.js';
 import { type AnswerSink, type ForwardCall, NO_UPSTREAM_LABEL } from './forward.js';
 import { sharedCall } from './shared-call.js';
 
@@ -88,8 +89,9 @@ export function batchRefusal(ctx: GatewayContext, caller: Caller, items: readonl
 
 /**
  * The fixed order of checks for one item, the same over HTTP and WebSocket: rate limit (every
- * parsed item counts, valid or not) → method and params (the log range included) → RU rate and
- * balance → answer (locally, from the gateway's filters) or forward.
+ * parsed item counts, valid or not) → method (the catalogue, the chain's and the plan's policy:
+ * method-gate.ts) → params (the log range included) → RU rate and balance (at the chain's price)
+ * → answer (locally, from the gateway's filters) or forward.
  */
 export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, item: ParsedItem, transport: Transport): ItemPlan {
   const t = ctx.tenancy;
@@ -103,7 +105,9 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
     countRefusal(t, caller, method, ERRORS[item.error].rpc, item.error);
     return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
   }
-  const check = checkCall(item.method, item.params, { chainId: chain.config.chain_id ?? 0, transport });
+  const check =
+    methodRefusal(ctx.config, chain, caller, item.method) ??
+    checkCall(item.method, item.params, { chainId: chain.config.chain_id ?? 0, transport });
   if (check.kind === 'error') {
     countRefusal(t, caller, method, ERRORS[check.error].rpc, check.error);
     return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
@@ -113,7 +117,7 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
     countRefusal(t, caller, method, ERRORS.invalid_params.rpc, 'invalid_params');
     return { answer: rpcErrorBody('invalid_params', item.idText, refusal), outcome: 'invalid_params' };
   }
-  const admission = admitCost(t, caller, item.method);
+  const admission = admitCost(t, caller, item.method, chain.policy.prices);
   if (!admission.ok) {
     countRefusal(t, caller, method, ERRORS[admission.error].http, admission.error);
     return {

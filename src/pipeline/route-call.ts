@@ -1,8 +1,9 @@
 /**
  * The chain's choice of upstream for one forwarded call, and failover.
  *
- * A call goes to an upstream in rotation (selection.ts); with none, it fails at once ('no healthy upstream',
- * which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
+ * A call goes to an upstream in rotation (selection.ts) that its NodeChoice allows (chain/node-routes.ts: one
+ * that serves its method, an archive node first for a state read about an old block); with none, it fails at
+ * once ('no healthy upstream', which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
  * then 'ok' for any JSON-RPC answer (an error object included) or 'failed' for a connection error, timeout,
  * non-2xx status or an answer that is not JSON-RPC. An attempt the gateway drops (the client left, or another
  * attempt answered first) is not counted either way.
@@ -22,12 +23,13 @@
  * So a client never waits longer than timeout_s for an answer to start, as with a single node, and a call
  * caught on a node that hangs waits about as long as the prober takes to suspect it.
  *
- * eth_sendRawTransaction goes to every upstream in rotation at once (broadcast.ts). eth_blockNumber is
+ * eth_sendRawTransaction goes to every upstream in rotation that serves it at once (broadcast.ts). eth_blockNumber is
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
  * answers report the node's head.
  */
 import { Attempts, failureOutcome, isRpcError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
+import type { NodeChoice } from '../upstreams/selection.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
   type AnswerSink,
@@ -52,15 +54,25 @@ const HEDGE_AFTER = 0.5;
 /** Until then a silent attempt's node is looked at about this often, in ms, for being suspected or failing. */
 const HEDGE_CHECK_MS = 250;
 
-/** Sends one forwarded call to the chain's upstreams (see above). Sink callbacks never run before this returns. */
-export function routeCall(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
-  if (method === 'eth_sendRawTransaction') return broadcastTransaction(chain, paramsJson, idText, sink);
+/**
+ * Sends one forwarded call to the chain's upstreams that `nodes` allows (see above; null, the default: any node
+ * in rotation). Sink callbacks never run before this returns.
+ */
+export function routeCall(
+  chain: RoutedChain,
+  method: string,
+  paramsJson: string,
+  idText: string,
+  sink: RoutedSink,
+  nodes: NodeChoice | null = null,
+): ForwardCall {
+  if (method === 'eth_sendRawTransaction') return broadcastTransaction(chain, paramsJson, idText, sink, nodes);
   if (method === 'eth_blockNumber') {
     const head = chain.freshHead();
     if (head !== null)
       return answerSoon(sink, (s) => s.whole(Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`)));
   }
-  return failover(chain, method, paramsJson, idText, sink);
+  return failover(chain, method, paramsJson, idText, sink, nodes);
 }
 
 /** Failures worth another node: the node did not answer, or said it cannot now. */
@@ -182,8 +194,9 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     private readonly paramsJson: string,
     private readonly idText: string,
     readonly sink: RoutedSink,
+    nodes: NodeChoice | null,
   ) {
-    super(chain.health, chain.timeoutMs, NOT_IDEMPOTENT.has(method) ? NO_RETRY : RETRY_WITHIN_DEADLINE);
+    super(chain.health, chain.timeoutMs, NOT_IDEMPOTENT.has(method) ? NO_RETRY : RETRY_WITHIN_DEADLINE, nodes);
   }
 
   othersOpen(a: Attempt): boolean {
@@ -264,8 +277,15 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   }
 }
 
-function failover(chain: RoutedChain, method: string, paramsJson: string, idText: string, sink: RoutedSink): ForwardCall {
-  const f = new Failover(chain, method, paramsJson, idText, sink);
+function failover(
+  chain: RoutedChain,
+  method: string,
+  paramsJson: string,
+  idText: string,
+  sink: RoutedSink,
+  nodes: NodeChoice | null,
+): ForwardCall {
+  const f = new Failover(chain, method, paramsJson, idText, sink, nodes);
   const first = f.nextNode();
   if (first === null) return noHealthyUpstream(sink);
   f.launch(first);

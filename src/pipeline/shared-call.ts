@@ -36,8 +36,13 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
   }
   const observe = observerFor(chain, f, cacheKey);
   const key = dedupKeyFor(chain.config.slug, f.method, f.params);
-  if (key === null) return routeCall(chain, f.method, f.paramsJson, f.idText, observe === null ? sink : tapWhole(ctx, sink, observe));
+  if (key === null) return routeForward(chain, f, observe === null ? sink : tapWhole(ctx, sink, observe));
   return joinFlight(ctx, chain, f, sink, key, observe);
+}
+
+/** Sends a call on its own to the chain's nodes that may take it (chain/node-routes.ts). */
+function routeForward(chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
+  return routeCall(chain, f.method, f.paramsJson, f.idText, sink, chain.routes.nodesFor(f.method, f.params));
 }
 
 /**
@@ -235,7 +240,7 @@ class SharingCaller implements ForwardCall {
     const flight = new Flight(this, done);
     this.led = flight;
     const f = this.f;
-    flight.call = routeCall(this.chain, f.method, f.paramsJson, f.idText, flight);
+    flight.call = routeForward(this.chain, f, flight);
     return flight;
   }
 
@@ -250,10 +255,10 @@ class SharingCaller implements ForwardCall {
       if (body !== null) {
         if (this.led === null) this.chain.metrics.sharedCalls.inc();
         sink.whole(body);
-      } else this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, sink);
+      } else this.own = routeForward(this.chain, f, sink);
     } else if (this.led === null) {
       const observe = this.observe;
-      this.own = routeCall(this.chain, f.method, f.paramsJson, f.idText, observe === null ? sink : tapWhole(this.ctx, sink, observe));
+      this.own = routeForward(this.chain, f, observe === null ? sink : tapWhole(this.ctx, sink, observe));
     }
   }
 

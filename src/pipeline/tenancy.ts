@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js';
+import type { ChainPrices } from '../chain/method-policy.js';
 import type { Metrics } from '../metrics/registry.js';
 import { DEFAULT_RU } from '../jsonrpc/methods.js';
 import { createSlidingWindowLimiter, type SlidingWindowLimiter } from '../limits/sliding-window.js';
@@ -31,8 +32,11 @@ export interface Tenancy {
   readonly unknownKeys: UnknownKeyGuard;
   /** Open WebSocket connections and event streams per key or IP (shared by every worker thread). */
   readonly connections: { readonly websocket: ConnectionCounts; readonly sse: ConnectionCounts };
-  /** RU of one call of `method` before any size surcharge. */
-  ruCost(method: string): number;
+  /**
+   * RU of one call of `method` before any size surcharge: the chain's own price when `chain` has one, else
+   * ru.methods or the built-in cost, else the chain's default, else ru.default.
+   */
+  ruCost(method: string, chain?: ChainPrices | null): number;
   /** Ledger flushes that failed since start (chaingate status shows them). */
   flushFailures(): number;
   /** A reload's RU costs (ru.default, ru.methods) for calls from now on. */
@@ -183,7 +187,8 @@ export function createTenancy(
     limiter,
     unknownKeys,
     connections,
-    ruCost: (method) => costs.get(method) ?? ru.default,
+    ruCost: (method, chain) =>
+      chain == null ? (costs.get(method) ?? ru.default) : (chain.costs.get(method) ?? costs.get(method) ?? chain.default ?? ru.default),
     flushFailures: () => flushFailures,
     reconfigure(next) {
       ru = next.ru;

@@ -12,6 +12,10 @@
  * some calls, so its latency stays measured. Power of two choices would send nothing at all to the slower
  * of two idle nodes.
  *
+ * A call may be restricted to some nodes (NodeChoice: those that serve its method), and may prefer some of
+ * those (archive nodes, for a state read about an old block) whenever one of them is in rotation; the draw is
+ * then made among those alone, the same way.
+ *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
  * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
@@ -37,6 +41,16 @@ const LATENCY_FLOOR_MS = 1;
 /** The error-rate factor is capped so a node with a bad streak of few calls is weighed down, not zeroed. */
 const MIN_SUCCESS_SHARE = 0.1;
 
+/**
+ * Which nodes of a chain may take a call, by index: those `serves` marks (every node when null), and among
+ * them the ones `prefer` marks whenever one of those is in rotation (a subset of `serves`). Made once per
+ * chain and method (chain/node-routes.ts), so a call carries a reference and nothing is made per call.
+ */
+export interface NodeChoice {
+  readonly serves: readonly boolean[] | null;
+  readonly prefer: readonly boolean[] | null;
+}
+
 export interface ChainHealth {
   readonly upstreams: readonly UpstreamHealth[];
   readonly maxLagBlocks: number;
@@ -44,9 +58,9 @@ export interface ChainHealth {
   readonly now: () => number;
   /** Best head among nodes that are not failing (the answer eth_blockNumber may give); null when none is known. */
   bestHead(): number | null;
-  /** Index of the upstream for the next call, never one in `exclude`, a suspected one only when every other
-   *  is; null when no other node is in rotation (the caller answers 502 at once). */
-  pick(exclude?: ReadonlySet<number>): number | null;
+  /** Index of the upstream for the next call, never one in `exclude` nor one `choice` leaves out, a suspected
+   *  one only when every other is; null when no such node is in rotation (the caller answers 502 at once). */
+  pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
   /**
@@ -166,19 +180,34 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
     if (kept > 0) candidates.length = kept;
   }
 
-  function pick(exclude?: ReadonlySet<number>): number | null {
-    const best = bestHead();
+  let fastestKnown = Infinity;
+  let suspects = 0;
+
+  /** Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null). */
+  function gather(
+    best: number | null,
+    exclude: ReadonlySet<number> | undefined,
+    serves: readonly boolean[] | null,
+    only: readonly boolean[] | null,
+  ): number {
     candidates.length = 0;
-    let fastestKnown = Infinity;
-    let suspects = 0;
+    fastestKnown = Infinity;
+    suspects = 0;
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
-      if (exclude?.has(i) || !inRotation(u, best)) continue;
+      if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !inRotation(u, best)) continue;
       candidates.push(i);
       if (u.suspected) suspects++;
       if (u.ewmaMs !== null && u.ewmaMs < fastestKnown) fastestKnown = u.ewmaMs;
     }
-    if (candidates.length === 0) return null;
+    return candidates.length;
+  }
+
+  function pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null {
+    const best = bestHead();
+    const serves = choice?.serves ?? null;
+    const prefer = choice?.prefer ?? null;
+    if ((prefer === null || gather(best, exclude, serves, prefer) === 0) && gather(best, exclude, serves, null) === 0) return null;
     if (suspects > 0) dropSuspected();
     if (candidates.length === 1) return candidates[0]!;
     // A node not measured yet is taken to be as fast as the fastest, so it gets its share and is measured.

@@ -27,9 +27,14 @@ t.test('a minimal config gets every default', async (t) => {
   t.equal(r.config.chains.devnet!.upstreams[0]!.max_connections, 64);
   t.equal(r.config.chains.devnet!.upstreams[0]!.pipelining, 8);
   t.ok(Object.isFrozen(r.config.chains.devnet!.upstreams[0]), 'deep-frozen');
-  t.same(r.config.plans.free, { name: 'free', rps: 100, ru_per_second: undefined, max_endpoints: 10 });
-  t.same(r.config.plans.premium, { name: 'premium', rps: 5000, ru_per_second: 500000, max_endpoints: 200 });
-  t.same(r.config.public, { rps_per_ip: 10, max_batch: 10 });
+  t.same(r.config.plans.free, { name: 'free', rps: 100, ru_per_second: undefined, max_endpoints: 10, methods: { deny: [] } });
+  t.same(r.config.plans.premium, { name: 'premium', rps: 5000, ru_per_second: 500000, max_endpoints: 200, methods: { deny: [] } });
+  t.same(r.config.public, { rps_per_ip: 10, max_batch: 10, methods: { deny: [] } });
+  t.same(r.config.chains.devnet!.methods, { allow: undefined, deny: [] });
+  t.same(r.config.chains.devnet!.ru, { methods: {}, default: undefined });
+  t.equal(r.config.chains.devnet!.state_history_blocks, 128);
+  t.same(r.config.chains.devnet!.upstreams[0]!.methods, { deny: [] });
+  t.equal(r.config.chains.devnet!.upstreams[0]!.archive, false);
   t.same(r.config.ru, { default: 15, methods: {}, notification_per_250_bytes: 5, beacon: { default: 20, per_event: 1, paths: {} } });
   t.same(r.config.websocket, {
     max_connections_per_key: 100,
@@ -181,7 +186,7 @@ t.test('a plans section replaces the default plans as a whole, and is validated'
   t.notOk(bad.ok);
   if (!bad.ok) {
     for (const e of [
-      'plans.gold.colour: unknown key (known: rps, ru_per_second, max_endpoints)',
+      'plans.gold.colour: unknown key (known: rps, ru_per_second, max_endpoints, methods)',
       'plans.gold.rps: required',
       'plans.gold.ru_per_second: must be an integer from 1 to 1000000000',
       'ru.methods.eth_call: must be an integer from 0 to 1000000',

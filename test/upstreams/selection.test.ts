@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createChainHealth, type ChainHealth } from '../../src/upstreams/selection.js';
+import { createChainHealth, type ChainHealth, type NodeChoice } from '../../src/upstreams/selection.js';
 import { seeded } from '../support/seeded.js';
 
 function chain(n: number, maxLagBlocks = 5, seed = 1): ChainHealth {
@@ -214,4 +214,27 @@ t.test('options are checked', async (t) => {
   const seen = new Set<number | null>();
   for (let k = 0; k < 200; k++) seen.add(h.pick());
   t.same([...seen].sort(), [0, 1], 'defaults (Math.random, performance.now) draw both nodes');
+});
+
+t.test('a NodeChoice: only the nodes that serve, the preferred ones first while one is in rotation', async (t) => {
+  const h = chain(4);
+  const pickAll = (choice: NodeChoice, exclude?: ReadonlySet<number>): Set<number | null> => {
+    const seen = new Set<number | null>();
+    for (let k = 0; k < 400; k++) seen.add(h.pick(exclude, choice));
+    return seen;
+  };
+  const serves = [true, false, true, true];
+  t.same([...pickAll({ serves, prefer: null })].sort(), [0, 2, 3], 'never a node that does not serve');
+  t.same([...pickAll({ serves: [false, true, false, false], prefer: null })], [1]);
+  t.same([...pickAll({ serves: [false, false, false, false], prefer: null })], [null], 'none serves: null, as with none in rotation');
+  const archive = { serves, prefer: [false, false, true, true] };
+  t.same([...pickAll(archive)].sort(), [2, 3], 'the preferred nodes alone while one is in rotation');
+  t.same([...pickAll(archive, new Set([2]))], [3], 'a second attempt: another preferred node');
+  t.same([...pickAll(archive, new Set([2, 3]))], [0], 'no preferred node left: any node that serves');
+  fail(h, 2);
+  fail(h, 3);
+  t.same([...pickAll(archive)], [0], 'the preferred nodes out of rotation: any node that serves');
+  fail(h, 0);
+  t.same([...pickAll(archive)], [null], 'none that serves in rotation: null');
+  t.same([...pickAll({ serves: null, prefer: null })], [1], 'a choice of every node is no choice');
 });

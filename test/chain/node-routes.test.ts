@@ -1,0 +1,90 @@
+import t from 'tap';
+import type { UpstreamConfig } from '../../src/config/schema.js';
+import { createNodeRoutes, type NodeRoutesOptions } from '../../src/chain/node-routes.js';
+import { stateBlockOf } from '../../src/jsonrpc/state-reads.js';
+
+const ADDRESS = '0x000000000000000000000000000000000000dEaD';
+const HASH = `0x${'ab'.repeat(32)}`;
+const CALL = { to: ADDRESS, data: '0x' };
+
+function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}): UpstreamConfig {
+  return {
+    name,
+    url: `http://${name}`,
+    ws: undefined,
+    headers: {},
+    max_connections: 1,
+    pipelining: 1,
+    methods: { deny: extra.deny ?? [] },
+    archive: extra.archive ?? false,
+  };
+}
+
+function options(head: number | null, known: Record<string, number> = {}): NodeRoutesOptions {
+  return { stateHistoryBlocks: 128, head: () => head, blockNumberOf: (hash) => known[hash] ?? null };
+}
+
+t.test('the block of a state read', async (t) => {
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, '0x10']), 16);
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, 'latest']), null);
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, 'earliest']), 0);
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, 'finalized']), null);
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, HASH]), HASH, 'a 32-byte reference is a hash');
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, { blockHash: HASH, requireCanonical: true }]), HASH);
+  t.equal(stateBlockOf('eth_getBalance', [ADDRESS, { blockNumber: '0x5' }]), 5);
+  t.equal(stateBlockOf('eth_getStorageAt', [ADDRESS, '0x0', '0x7']), 7, 'the block is the third param');
+  t.equal(stateBlockOf('eth_getProof', [ADDRESS, [], '0x8']), 8);
+  t.equal(stateBlockOf('eth_call', [CALL, '0x9']), 9);
+  t.equal(stateBlockOf('debug_traceCall', [CALL, '0xa', {}]), 10);
+  t.equal(stateBlockOf('trace_call', [CALL, ['trace'], '0xb']), 11);
+  t.equal(stateBlockOf('eth_getBlockByNumber', ['0x1', false]), null, 'not a state read');
+});
+
+t.test('upstreams that declare nothing: any node, for every call', async (t) => {
+  const routes = createNodeRoutes([node('a'), node('b')], options(1000));
+  t.equal(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1']), null);
+  t.equal(routes.nodesFor('eth_getLogs', [{}]), null);
+  t.equal(routes.serves(1, 'eth_getLogs'), true);
+});
+
+t.test('methods.deny: a call goes only to the nodes that serve its method', async (t) => {
+  const routes = createNodeRoutes([node('a', { deny: ['eth_getLogs'] }), node('b'), node('c', { deny: ['eth_get*'] })], options(1000));
+  const logs = routes.nodesFor('eth_getLogs', [{}]);
+  t.same(logs, { serves: [false, true, false], prefer: null });
+  t.equal(routes.nodesFor('eth_getLogs', [{ fromBlock: '0x1' }]), logs, 'made once per method: the same choice for every call');
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1']), { serves: [true, true, false], prefer: null });
+  t.equal(routes.nodesFor('eth_call', [CALL, 'latest']), null, 'a method every node serves: any node');
+  t.equal(routes.serves(0, 'eth_getLogs'), false);
+  t.equal(routes.serves(1, 'eth_getLogs'), true);
+  t.equal(routes.serves(0, 'eth_call'), true);
+});
+
+t.test('archive: a state read about an old block goes to an archive node first', async (t) => {
+  const upstreams = [node('full'), node('archive', { archive: true }), node('archive-no-call', { archive: true, deny: ['eth_call'] })];
+  const routes = createNodeRoutes(upstreams, options(1000, { [HASH]: 990 }));
+  const old = { serves: null, prefer: [false, true, true] };
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1']), old, 'block 1 with the head at 1000');
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, `0x${(1000 - 129).toString(16)}`]), old, 'head - 129: old');
+  t.equal(routes.nodesFor('eth_getBalance', [ADDRESS, `0x${(1000 - 128).toString(16)}`]), null, 'head - 128: recent');
+  t.equal(routes.nodesFor('eth_getBalance', [ADDRESS, 'latest']), null, 'a tag is recent');
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, 'earliest']), old, 'earliest is block 0');
+  t.equal(routes.nodesFor('eth_getBalance', [ADDRESS, HASH]), null, 'a hash whose number is known and recent');
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, { blockHash: `0x${'cd'.repeat(32)}` }]), old, 'an unknown hash is old');
+  t.same(
+    routes.nodesFor('eth_call', [CALL, '0x1']),
+    { serves: [true, true, false], prefer: [false, true, false] },
+    'only archive nodes that serve the method are preferred',
+  );
+  t.equal(routes.nodesFor('eth_getBlockByNumber', ['0x1', false]), null, 'not a state read: any node');
+  const noHead = createNodeRoutes(upstreams, options(null));
+  t.equal(noHead.nodesFor('eth_getBalance', [ADDRESS, '0x1']), null, 'no head known: a numbered block is taken as recent');
+  t.same(noHead.nodesFor('eth_getBalance', [ADDRESS, HASH]), old, 'but an unknown hash is still old');
+});
+
+t.test('archive nodes that do not serve the method: no preference', async (t) => {
+  const routes = createNodeRoutes(
+    [node('full'), node('archive', { archive: true, deny: ['eth_getProof', 'eth_getBalance'] })],
+    options(1000),
+  );
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1']), { serves: [true, false], prefer: null });
+});
