@@ -51,6 +51,10 @@ export interface ChainConfig {
   finality_depth: number;
   /** eth_getLogs / eth_newFilter: most blocks in one range. */
   max_logs_block_range: number;
+  /** A wider eth_getLogs is split into windows of max_logs_block_range, fetched and merged (pipeline/split-logs.ts); default false. */
+  split_logs: boolean;
+  /** Bytes a split eth_getLogs answer may hold; past it the call is abandoned with an error naming this; default 64 MiB. */
+  max_logs_answer_bytes: number;
   upstreams: UpstreamConfig[];
 }
 
@@ -155,7 +159,18 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
   const o = readObject(
     raw,
     path,
-    ['name', 'kind', 'chain_id', 'timeout_s', 'max_lag_blocks', 'finality_depth', 'max_logs_block_range', 'upstreams'],
+    [
+      'name',
+      'kind',
+      'chain_id',
+      'timeout_s',
+      'max_lag_blocks',
+      'finality_depth',
+      'max_logs_block_range',
+      'split_logs',
+      'max_logs_answer_bytes',
+      'upstreams',
+    ],
     errors,
   );
   const kind = readEnum(o.kind, `${path}.kind`, DEFAULTS.chain.kind, ['evm', 'beacon'] as const, errors);
@@ -195,6 +210,15 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       DEFAULTS.chain.max_logs_block_range,
       1,
       100_000_000,
+      errors,
+    ),
+    split_logs: readBool(o.split_logs, `${path}.split_logs`, DEFAULTS.chain.split_logs, errors),
+    max_logs_answer_bytes: readInt(
+      o.max_logs_answer_bytes,
+      `${path}.max_logs_answer_bytes`,
+      DEFAULTS.chain.max_logs_answer_bytes,
+      1,
+      1 << 30,
       errors,
     ),
     upstreams,
