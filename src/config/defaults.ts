@@ -25,6 +25,8 @@ export const DEFAULTS = {
     finality_depth: 64, // blocks below the head whose answers are final (cacheable)
     max_logs_block_range: 10_000, // eth_getLogs / eth_newFilter: blocks in one query at most
     state_history_blocks: 128, // blocks below the head whose state a full node keeps (geth's in-memory tries)
+    split_logs: false, // true: a wider eth_getLogs is split into windows of max_logs_block_range and merged
+    max_logs_answer_bytes: 67_108_864, // bytes of one split eth_getLogs answer at most (64 MiB)
   },
   upstream: {
     max_connections: 64, // keep-alive sockets to one upstream node

@@ -69,6 +69,10 @@ export interface ChainConfig {
   ru: ChainRu;
   /** Blocks below the head whose state every node keeps; a state read about an older block goes to an archive node; default 128. */
   state_history_blocks: number;
+  /** A wider eth_getLogs is split into windows of max_logs_block_range, fetched and merged (pipeline/split-logs.ts); default false. */
+  split_logs: boolean;
+  /** Bytes a split eth_getLogs answer may hold; past it the call is abandoned with an error naming this; default 64 MiB. */
+  max_logs_answer_bytes: number;
   upstreams: UpstreamConfig[];
 }
 
@@ -191,6 +195,8 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       'methods',
       'ru',
       'state_history_blocks',
+      'split_logs',
+      'max_logs_answer_bytes',
       'upstreams',
     ],
     errors,
@@ -243,6 +249,15 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       DEFAULTS.chain.state_history_blocks,
       1,
       100_000_000,
+      errors,
+    ),
+    split_logs: readBool(o.split_logs, `${path}.split_logs`, DEFAULTS.chain.split_logs, errors),
+    max_logs_answer_bytes: readInt(
+      o.max_logs_answer_bytes,
+      `${path}.max_logs_answer_bytes`,
+      DEFAULTS.chain.max_logs_answer_bytes,
+      1,
+      1 << 30,
       errors,
     ),
     upstreams,

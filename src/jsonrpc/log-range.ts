@@ -37,8 +37,21 @@ export function checkLogRange(
 }
 
 function rangeOf(filter: Record<string, unknown>, head: bigint | undefined): bigint | undefined {
+  const ends = endsOf(filter, head);
+  return ends === undefined ? undefined : ends.to - ends.from + 1n;
+}
+
+function endsOf(filter: Record<string, unknown>, head: bigint | undefined): { from: bigint; to: bigint } | undefined {
   const from = endOf(filter.fromBlock, head);
   const to = endOf(filter.toBlock, head);
-  if (from === undefined || to === undefined) return undefined;
-  return to - from + 1n;
+  return from === undefined || to === undefined ? undefined : { from, to };
+}
+
+/**
+ * The first and last block of an eth_getLogs `filter`'s range (not a blockHash query) as checkLogRange counts
+ * them: an omitted end and every head tag as `head`, `earliest` as 0; undefined when an end needs the head and
+ * it is unknown.
+ */
+export function logRangeOf(filter: Record<string, unknown>, head: number | null): { from: bigint; to: bigint } | undefined {
+  return endsOf(filter, head === null ? undefined : BigInt(head));
 }

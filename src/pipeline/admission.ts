@@ -33,10 +33,11 @@ export function takeRequest(t: Tenancy, c: Caller): { ok: true } | { ok: false; 
 /**
  * After the method check: the RU-per-second limit and the balance, at the chain's price when it has its own
  * (`prices`). Public calls are not metered. Fail-closed: while the ledger cannot write, calls that need
- * metering get 503 rather than free service.
+ * metering get 503 rather than free service. `calls` is how many calls of the method one item makes (the
+ * windows of a split eth_getLogs), all set aside at once.
  */
-export function admitCost(t: Tenancy, c: Caller, method: string, prices: ChainPrices | null = null): Admission {
-  return admitRu(t, c, t.ruCost(method, prices));
+export function admitCost(t: Tenancy, c: Caller, method: string, prices: ChainPrices | null = null, calls = 1): Admission {
+  return admitRu(t, c, t.ruCost(method, prices) * calls);
 }
 
 /** The same admission for a known price (a Beacon path's, an event stream's). */
@@ -77,7 +78,7 @@ export function settleCall(
   c: Caller,
   method: string,
   admission: { reservation: Reservation | null; ru: number },
-  outcome: { ok: true; bytes: number; status?: number } | { ok: false; status: number; http?: number; reason?: string },
+  outcome: { ok: true; bytes: number; status?: number; ru?: number } | { ok: false; status: number; http?: number; reason?: string },
   label?: string,
 ): void {
   if (outcome.ok) c.tally.answered(method, outcome.status ?? 200, undefined, label);
@@ -85,7 +86,8 @@ export function settleCall(
   else c.tally.answered(method, outcome.http ?? (outcome.status >= 100 ? outcome.status : 200), outcome.reason, label);
   if (c.auth === null || admission.reservation === null) return;
   if (outcome.ok) {
-    const ru = costWithSize(admission.ru, outcome.bytes);
+    // `ru` when the caller worked the charge out itself (a split eth_getLogs: per window, each with its surcharge).
+    const ru = outcome.ru ?? costWithSize(admission.ru, outcome.bytes);
     t.ledger.settle(admission.reservation, ru, { endpointId: c.auth.endpointId, method, status: 0 });
     c.tally.metrics.ruCharged.inc(ru);
   } else {

@@ -7,8 +7,12 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall, isFilterMethod } from './filter-calls.js';
 import { methodRefusal } from './method-gate.js';
-import { type AnswerSink, type ForwardCall, NO_UPSTREAM_LABEL } from './forward.js';
+import type { AnswerSink, ForwardCall } from './forward.js';
 import { sharedCall } from './shared-call.js';
+import { splitLogsPlan, wideLogRange } from './split-logs.js';
+import { logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
+
+export { logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
 
 export function resultBody(idText: string, resultJson: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
@@ -33,18 +37,20 @@ export interface Local {
 
 /** An answer the gateway gives itself, with how it ended (for the batch's status and the hammering count). */
 export interface PlannedAnswer {
-  answer: string;
+  answer: string | Buffer;
   outcome: ErrorCode | 'ok';
 }
 
 /**
  * One item's fate before any upstream call: an answer the gateway gives itself (now, or `pending`
- * when it needs the chain first, as the gateway's filters do; metering is settled before it
- * resolves, and it never rejects), a call to forward, or a WebSocket-local call.
+ * when it needs the chain first, as the gateway's filters and a split eth_getLogs do; metering is
+ * settled before it resolves, and it never rejects), a call to forward, or a WebSocket-local call.
+ * A pending answer with a `call` stops when that call is aborted (its client went away), and then
+ * never resolves: the transport aborts it as it aborts its forwarded calls, and stops waiting.
  */
 export type ItemPlan =
   | { answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number }
-  | { pending: Promise<PlannedAnswer> }
+  | { pending: Promise<PlannedAnswer>; call?: ForwardCall }
   | { forward: Forward }
   | { local: Local };
 
@@ -55,7 +61,8 @@ const WS_LOCAL: ReadonlySet<string> = new Set(['eth_subscribe', 'eth_unsubscribe
 
 /**
  * Why a call that passed its method's rules is still refused before it costs anything: an
- * eth_getLogs or eth_newFilter range over the chain's max_logs_block_range (never forwarded), and a
+ * eth_getLogs or eth_newFilter range over the chain's max_logs_block_range (never forwarded; an
+ * eth_getLogs that split-logs.ts splits does not come here), and a
  * pending-transaction filter of full transactions, which the gateway's filters do not keep.
  */
 function refusalOf(chain: ChainRuntime, method: string, params: unknown[]): string | undefined {
@@ -91,7 +98,7 @@ export function batchRefusal(ctx: GatewayContext, caller: Caller, items: readonl
  * The fixed order of checks for one item, the same over HTTP and WebSocket: rate limit (every
  * parsed item counts, valid or not) → method (the catalogue, the chain's and the plan's policy:
  * method-gate.ts) → params (the log range included) → RU rate and balance (at the chain's price)
- * → answer (locally, from the gateway's filters) or forward.
+ * → answer (locally, from the gateway's filters, or window by window for a wide eth_getLogs) or forward.
  */
 export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, item: ParsedItem, transport: Transport): ItemPlan {
   const t = ctx.tenancy;
@@ -112,12 +119,14 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
     countRefusal(t, caller, method, ERRORS[check.error].rpc, check.error);
     return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
   }
-  const refusal = check.kind === 'forward' ? refusalOf(chain, item.method, check.params) : undefined;
+  // A range over max_logs_block_range on a chain that splits them: one call per window, each paid (split-logs.ts).
+  const wide = check.kind === 'forward' && item.method === 'eth_getLogs' ? wideLogRange(chain, caller, check.params) : null;
+  const refusal = check.kind === 'forward' && wide === null ? refusalOf(chain, item.method, check.params) : undefined;
   if (refusal !== undefined) {
     countRefusal(t, caller, method, ERRORS.invalid_params.rpc, 'invalid_params');
     return { answer: rpcErrorBody('invalid_params', item.idText, refusal), outcome: 'invalid_params' };
   }
-  const admission = admitCost(t, caller, item.method, chain.policy.prices);
+  const admission = admitCost(t, caller, item.method, chain.policy.prices, wide?.windows);
   if (!admission.ok) {
     countRefusal(t, caller, method, ERRORS[admission.error].http, admission.error);
     return {
@@ -134,33 +143,13 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   if (transport === 'ws' && WS_LOCAL.has(item.method)) {
     return { local: { method: item.method, params: check.params, idText: item.idText, admission } };
   }
+  if (wide !== null) return splitLogsPlan(ctx, chain, caller, { idText: item.idText, admission }, wide, transport);
   if (isFilterMethod(item.method)) {
     return { pending: answerFilterCall(ctx, chain, caller, { method: item.method, params: check.params, idText: item.idText, admission }) };
   }
   return {
     forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission },
   };
-}
-
-/** One failed upstream call: every failure counts, but a node that fails every call is not a log line per call. */
-export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
-  const slug = chain.config.slug;
-  ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', { chain: slug, upstream: upstreamLabel }, { reason });
-}
-
-/**
- * A forwarded call that no node answered: refunded and counted as a 502, and as a refusal when no node was in
- * rotation to try.
- */
-export function settleUpstreamFailure(
-  ctx: GatewayContext,
-  caller: Caller,
-  f: Forward,
-  reason: string,
-  failedUpstream: string | undefined,
-): void {
-  if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
-  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
 }
 
 export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;

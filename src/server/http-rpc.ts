@@ -133,6 +133,7 @@ function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
     } else if ('forward' in plan) {
       x.calls.push(collectCall(x.ctx, x.chain, caller, plan.forward, (a, o) => settle(i, a, o)));
     } else if ('pending' in plan) {
+      if (plan.call !== undefined) x.calls.push(plan.call);
       void plan.pending.then((r) => settle(i, r.answer, r.outcome));
     }
   });
@@ -153,7 +154,10 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
   if ('forward' in plan) forwardSingle(x, caller, plan.forward);
   else if ('answer' in plan)
     reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
-  else if ('pending' in plan) void plan.pending.then((r) => reply(x, r.outcome === 'ok' ? 200 : ERRORS[r.outcome].http, r.answer));
+  else if ('pending' in plan) {
+    if (plan.call !== undefined) x.calls.push(plan.call);
+    void plan.pending.then((r) => reply(x, r.outcome === 'ok' ? 200 : ERRORS[r.outcome].http, r.answer));
+  }
 }
 
 /**

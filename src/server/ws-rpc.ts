@@ -190,9 +190,13 @@ function runItem(
     return;
   }
   if ('pending' in plan) {
-    // Counted like a forwarded call, so a graceful stop waits for it; it needs no abort (a closed socket drops the answer).
+    // Counted like a forwarded call, so a graceful stop waits for it. One without a call needs no abort (a closed
+    // socket drops the answer); one with a call is stopped with the socket's calls, which counts it done then.
     ctx.inFlight++;
+    const call = plan.call;
+    if (call !== undefined) (conn.calls ??= new Set()).add(call);
     void plan.pending.then((r) => {
+      if (call !== undefined && conn.calls?.delete(call) !== true) return;
       done(r.answer, r.outcome);
       requestDone(ctx);
     });

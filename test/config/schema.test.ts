@@ -353,3 +353,23 @@ t.test("server.workers: an integer from 1, or 'auto' (the default)", async (t) =
     );
   }
 });
+
+t.test('split_logs and max_logs_answer_bytes: per chain, off and 64 MiB by default, each error naming its key', async (t) => {
+  const plain = loadConfigText(minimal);
+  if (t.ok(plain.ok) && plain.ok) {
+    t.equal(plain.config.chains.devnet!.split_logs, false);
+    t.equal(plain.config.chains.devnet!.max_logs_answer_bytes, 67_108_864);
+  }
+  const set = loadConfigText(minimal.replace('chain_id: 31337', 'chain_id: 31337\n    split_logs: true\n    max_logs_answer_bytes: 1000'));
+  if (t.ok(set.ok) && set.ok) {
+    t.equal(set.config.chains.devnet!.split_logs, true);
+    t.equal(set.config.chains.devnet!.max_logs_answer_bytes, 1000);
+  }
+  const bad = loadConfigText(
+    minimal.replace('chain_id: 31337', 'chain_id: 31337\n    split_logs: yes-please\n    max_logs_answer_bytes: 0'),
+  );
+  t.same(bad.ok ? [] : bad.errors, [
+    'chains.devnet.split_logs: must be true or false',
+    'chains.devnet.max_logs_answer_bytes: must be an integer from 1 to 1073741824',
+  ]);
+});

@@ -149,6 +149,7 @@ t.test('the limits table gives the default of every connection, body, batch and 
     ['cache.max_bytes', DEFAULTS.cache.max_bytes],
     ['chains.<slug>.timeout_s', DEFAULTS.chain.timeout_s],
     ['chains.<slug>.max_logs_block_range', DEFAULTS.chain.max_logs_block_range],
+    ['chains.<slug>.max_logs_answer_bytes', DEFAULTS.chain.max_logs_answer_bytes],
   ];
   for (const section of ['public', 'websocket', 'sse', 'filters'] as const) {
     for (const [key, value] of Object.entries(DEFAULTS[section])) limits.push([`${section}.${key}`, value]);

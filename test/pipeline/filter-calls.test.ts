@@ -30,7 +30,7 @@ function filterCall(s: PipelineSetup, caller: Caller, method: string, params: un
   return answerFilterCall(s.ctx, s.chain('devnet'), caller, { method, params, idText: String(id), admission });
 }
 
-const resultOf = (a: PlannedAnswer): unknown => (JSON.parse(a.answer) as { result: unknown }).result;
+const resultOf = (a: PlannedAnswer): unknown => (JSON.parse(String(a.answer)) as { result: unknown }).result;
 
 /** A node that answers eth_blockNumber with `head`, eth_getLogs with `logs` (a JSON-RPC answer member), and null to the rest. */
 async function scriptedNode(t: Test, head: number, logs: Record<string, unknown>) {

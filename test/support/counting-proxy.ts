@@ -1,7 +1,8 @@
 /**
  * An HTTP proxy in front of a real node that records every JSON-RPC call passing through it (batch
  * items one by one), so a test can tell which calls reached the upstream. It may hold chosen calls
- * back for a while, to keep them in flight. Listens on 127.0.0.1 port 0; closed at teardown.
+ * back for a while, to keep them in flight, or answer them HTTP 500 itself, as a node that cannot
+ * serve them. Listens on 127.0.0.1 port 0; closed at teardown.
  */
 import { Agent, createServer, request as httpRequest } from 'node:http';
 import type { Test } from 'tap';
@@ -19,6 +20,8 @@ export interface CountingProxy {
   count(method: string, params?: unknown[]): number;
   /** Holds answers to calls for which `hold` returns a delay in ms (0 or undefined: none). */
   delay(hold: ((call: SeenCall) => number | undefined) | null): void;
+  /** Answers HTTP 500 (never reaching the node) to a request holding a call for which `refuse` is true. */
+  fail(refuse: ((call: SeenCall) => boolean) | null): void;
   /** Resolves once `n` calls of `method` have been received. */
   received(method: string, n?: number): Promise<void>;
 }
@@ -29,6 +32,7 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
   const calls: SeenCall[] = [];
   const waiters: Array<{ method: string; n: number; resolve: () => void }> = [];
   let hold: ((call: SeenCall) => number | undefined) | null = null;
+  let refuse: ((call: SeenCall) => boolean) | null = null;
   const count = (method: string, params?: unknown[]): number =>
     calls.filter((c) => c.method === method && (params === undefined || JSON.stringify(c.params) === JSON.stringify(params))).length;
 
@@ -48,10 +52,12 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
           x !== null && typeof x === 'object' && typeof (x as { method?: unknown }).method === 'string',
       );
       let wait = 0;
+      let failed = false;
       for (const item of items) {
         const call = { method: item.method, params: item.params ?? [] };
         calls.push(call);
         wait = Math.max(wait, hold?.(call) ?? 0);
+        failed ||= refuse?.(call) === true;
       }
       for (const w of waiters.splice(0)) {
         if (count(w.method) >= w.n) w.resolve();
@@ -75,7 +81,8 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
         up.on('error', () => res.destroy());
         up.end(body);
       };
-      if (wait > 0) setTimeout(forward, wait);
+      if (failed) res.writeHead(500, { 'content-type': 'text/plain' }).end('node trouble');
+      else if (wait > 0) setTimeout(forward, wait);
       else forward();
     });
   });
@@ -93,6 +100,9 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
     count,
     delay(h) {
       hold = h;
+    },
+    fail(r) {
+      refuse = r;
     },
     received(method, n = 1) {
       if (count(method) >= n) return Promise.resolve();

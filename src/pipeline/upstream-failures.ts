@@ -1,0 +1,28 @@
+/** What the pipeline does with a call no node answered: the log line of the node's failure, and the refund. */
+import { ERRORS } from '../errors.js';
+import type { ChainRuntime } from '../chain/runtime.js';
+import { type Caller, settleCall } from './admission.js';
+import type { GatewayContext } from './context.js';
+import { NO_UPSTREAM_LABEL } from './forward.js';
+import type { Forward } from './plan.js';
+
+/** One failed upstream call: every failure counts, but a node that fails every call is not a log line per call. */
+export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
+  const slug = chain.config.slug;
+  ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', { chain: slug, upstream: upstreamLabel }, { reason });
+}
+
+/**
+ * A forwarded call that no node answered: refunded and counted as a 502, and as a refusal when no node was in
+ * rotation to try.
+ */
+export function settleUpstreamFailure(
+  ctx: GatewayContext,
+  caller: Caller,
+  f: Pick<Forward, 'method' | 'admission'>,
+  reason: string,
+  failedUpstream: string | undefined,
+): void {
+  if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
+  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
+}
