@@ -9,6 +9,11 @@ interface OpenReservation extends Reservation {
   open: boolean;
 }
 
+/** Whether a reservation is still open: neither settled nor refunded. */
+export function isOpen(reservation: Reservation): boolean {
+  return (reservation as OpenReservation).open;
+}
+
 function checkRu(ru: number, what: string): void {
   if (!Number.isSafeInteger(ru) || ru < 0) throw new RangeError(`${what} must be a non-negative integer, got ${ru}`);
 }

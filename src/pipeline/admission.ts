@@ -2,6 +2,7 @@ import type { PlanConfig } from '../config/schema.js';
 import type { ChainPrices } from '../chain/method-policy.js';
 import type { ErrorCode } from '../errors.js';
 import type { Reservation } from '../metering/ledger.js';
+import { isOpen } from '../metering/meter.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
 import { type RefusalCode, type RequestTally, refusalError } from './answers.js';
 import type { Tenancy } from './tenancy.js';
@@ -57,6 +58,14 @@ export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
   }
   if (reservation === null) return { ok: false, error: 'insufficient_balance' };
   return { ok: true, reservation, ru };
+}
+
+/**
+ * A call whose client left before it was answered (its connection closed or aborted): the RU set aside for
+ * it go back, unless its answer had already settled them. Nothing is counted: nothing was answered.
+ */
+export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null }): void {
+  if (c.auth !== null && admission.reservation !== null && isOpen(admission.reservation)) t.ledger.refund(admission.reservation);
 }
 
 const MIB = 1_048_576;

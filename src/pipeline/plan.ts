@@ -4,7 +4,7 @@ import { checkCall } from '../jsonrpc/methods.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
-import { type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
+import { abandonCall, type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall, isFilterMethod } from './filter-calls.js';
 import { methodRefusal } from './method-gate.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
@@ -211,5 +211,11 @@ export function collectCall(
     },
   };
   const call = sharedCall(ctx, chain, f, sink);
-  return call;
+  return {
+    abort() {
+      call.abort();
+      abandonCall(t, caller, f.admission);
+    },
+    resume: () => call.resume(),
+  };
 }

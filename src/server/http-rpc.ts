@@ -1,7 +1,7 @@
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
-import { type Caller, settleCall } from '../pipeline/admission.js';
+import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
@@ -21,8 +21,15 @@ const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
   const answer = new SingleAnswer(x, caller, f);
-  answer.call = sharedCall(x.ctx, x.chain, f, answer);
-  x.calls.push(answer.call);
+  const call = sharedCall(x.ctx, x.chain, f, answer);
+  answer.call = call;
+  x.calls.push({
+    abort() {
+      call.abort();
+      abandonCall(x.ctx.tenancy, caller, f.admission);
+    },
+    resume: () => call.resume(),
+  });
 }
 
 /** Where a single forwarded call's answer goes: the client's HTTP response. One object per call. */

@@ -16,6 +16,7 @@ import { fakeUpstream } from '../support/fake-upstream.js';
 import { evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 import { startDaemon } from '../support/daemon.js';
+import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 
 /** A keep-alive JSON-RPC node stand-in that answers `result: params[0]` after a random short delay. */
 async function echoNode(t: Test, opts: { https?: { key: Buffer; cert: Buffer } } = {}) {
@@ -145,6 +146,29 @@ t.test('a client that disconnects aborts its upstream call', async (t) => {
   for (let i = 0; i < 200 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
   t.equal(closed.length, 1, 'the upstream saw its connection closed');
   t.ok(closed[0]! - cutAt < 1500, 'promptly, long before the 30 s timeout');
+});
+
+t.test('a keyed client that leaves before its answer gets the RU it had set aside back', async (t) => {
+  const upstream = await fakeUpstream(t, () => {});
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([upstream.url], 1, { timeout_s: 30 }) } });
+  const tenancy = g.gateway.context.tenancy;
+  const owner = createOwnerAdmin(tenancy.store).createOwner('o', 'growth', 1000);
+  const made = tenancy.directory.createEndpoint(owner.id, 'devnet', 'x', 10);
+  if (!('apiKey' in made)) throw new Error('no endpoint');
+  const before = tenancy.ledger.available(owner.id);
+  const calls = () => upstream.requests.filter((r) => r.includes('eth_gasPrice')).length;
+  const single = '{"jsonrpc":"2.0","id":1,"method":"eth_gasPrice","params":[]}';
+  // A single call (streamed to its client) and a batch item (collected whole), each left mid-call.
+  for (const [i, body] of [single, `[${single}]`].entries()) {
+    const req = httpRequest(`${g.base}/v1/rpc/${made.apiKey}`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    req.on('error', () => {});
+    req.end(body);
+    while (calls() <= i) await new Promise((r) => setTimeout(r, 10));
+    t.ok(tenancy.ledger.available(owner.id) < before, 'set aside while the call is under way');
+    req.destroy();
+    for (let n = 0; n < 100 && tenancy.ledger.available(owner.id) < before; n++) await new Promise((r) => setTimeout(r, 10));
+    t.equal(tenancy.ledger.available(owner.id), before, 'given back once the client left');
+  }
 });
 
 t.test('a client that stops reading is cut after about 10 s (uWS), and its upstream call with it', async (t) => {
