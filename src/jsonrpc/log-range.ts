@@ -28,12 +28,25 @@ export function checkLogRange(
   head: number | null,
   maxRange: number,
   chainSlug: string,
+  method = 'eth_getLogs',
 ): string | undefined {
   const span = filter.blockHash != null ? 1n : rangeOf(filter, head === null ? undefined : BigInt(head));
   if (span === undefined || span <= BigInt(maxRange)) return undefined;
-  return (
-    `eth_getLogs block range of ${span} blocks is larger than the limit of ${maxRange} ` + `(chains.${chainSlug}.max_logs_block_range)`
-  );
+  return `${method} block range of ${span} blocks is larger than the limit of ${maxRange} ` + `(chains.${chainSlug}.max_logs_block_range)`;
+}
+
+/**
+ * The same for trace_filter, whose omitted `fromBlock` is the genesis block (as Erigon, Nethermind and Reth
+ * read it), not the head: a filter without one asks for the traces of the whole chain.
+ */
+export function checkTraceRange(
+  filter: Record<string, unknown>,
+  head: number | null,
+  maxRange: number,
+  chainSlug: string,
+): string | undefined {
+  const ends = { fromBlock: filter.fromBlock ?? 'earliest', toBlock: filter.toBlock ?? 'latest' };
+  return checkLogRange(ends, head, maxRange, chainSlug, 'trace_filter');
 }
 
 function rangeOf(filter: Record<string, unknown>, head: bigint | undefined): bigint | undefined {

@@ -1,5 +1,5 @@
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
-import { checkLogRange } from '../jsonrpc/log-range.js';
+import { checkLogRange, checkTraceRange } from '../jsonrpc/log-range.js';
 import { checkCall } from '../jsonrpc/methods.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
 import type { GatewayContext } from './context.js';
@@ -69,6 +69,11 @@ function refusalOf(chain: ChainRuntime, method: string, params: unknown[]): stri
   if (method === 'eth_getLogs' || method === 'eth_newFilter') {
     const c = chain.config;
     return checkLogRange(params[0] as Record<string, unknown>, chain.head.now(), c.max_logs_block_range, c.slug);
+  }
+  if (method === 'trace_filter') {
+    // The node's traces of every block in the range: bounded as eth_getLogs is (never split).
+    const c = chain.config;
+    return checkTraceRange(params[0] as Record<string, unknown>, chain.head.now(), c.max_logs_block_range, c.slug);
   }
   if (method === 'eth_newPendingTransactionFilter' && params[0] === true) {
     return (

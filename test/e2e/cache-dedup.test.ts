@@ -222,6 +222,19 @@ t.test('eth_getLogs and eth_newFilter over max_logs_block_range: -32602 naming t
     t.equal(r.text, refused(3, span), `${method} ${JSON.stringify(filter)}`);
   }
   t.equal(proxy.count('eth_getLogs'), logsBefore, 'none reached the upstream');
+  // trace_filter is bounded the same way; its omitted fromBlock is the genesis block, not the head.
+  const traces = proxy.count('trace_filter');
+  for (const [filter, span] of [
+    [{ fromBlock: '0x0', toBlock: '0x64' }, 101],
+    [{ toBlock: '0x64' }, 101],
+  ] as const) {
+    t.equal(
+      (await rpc(url, 'trace_filter', [filter], 3)).text,
+      refused(3, span).replace('eth_getLogs', 'trace_filter'),
+      `trace_filter ${JSON.stringify(filter)}`,
+    );
+  }
+  t.equal(proxy.count('trace_filter'), traces, 'no trace_filter reached the upstream');
   t.equal(ledger.available(ownerId), balance, 'and none cost anything');
   const widest = await rpc(url, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: '0x63' }]);
   t.match(widest.json, { result: [] }, 'exactly the limit is served');
