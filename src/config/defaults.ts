@@ -17,6 +17,11 @@ export const DEFAULTS = {
   storage: {
     path: './data/chaingate.db',
   },
+  cluster: {
+    reservation_ttl_s: 10, // s: a killed instance's unspent RU return to their owners after this
+    reservation_block_ru: 1000, // RU an instance reserves at once from an owner's balance
+    redis_failure: 'open' as 'open' | 'closed', // Redis unreachable: limit locally (open) or refuse with 503 (closed)
+  },
   chain: {
     kind: 'evm' as 'evm' | 'beacon',
     timeout_s: 30, // seconds for one upstream call (until the answer starts, and between its chunks), and

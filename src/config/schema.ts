@@ -22,6 +22,7 @@ import {
   readMethodDeny,
   readMethodRules,
 } from './method-policy.js';
+import { type ClusterConfig, readStorage, type StorageConfig } from './storage.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 
 /** One upstream node of a chain. */
@@ -108,7 +109,9 @@ export interface PlanConfig {
 
 export interface Config {
   server: ServerConfig;
-  storage: { path: string };
+  storage: StorageConfig;
+  /** Set in a fleet (with storage.url): what the instances share besides the store. */
+  cluster: ClusterConfig | undefined;
   chains: Record<string, ChainConfig>;
   plans: Record<string, PlanConfig>;
   /** The keyless path: its rates, its batch size, and the methods it may not call (default none). */
@@ -605,6 +608,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     [
       'server',
       'storage',
+      'cluster',
       'chains',
       'plans',
       'public',
@@ -629,8 +633,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     for (const [slug, c] of Object.entries(top.chains)) chains[slug] = readChain(slug, c, errors);
   }
   const server = readServer(top.server, chains, errors);
-  const st = readObject(top.storage, 'storage', ['path'], errors);
-  const storage = { path: readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path };
+  const { storage, cluster } = readStorage(top, server.port, errors);
   const tenancy = readTenancy(top, errors);
   const streaming = readStreaming(top, errors);
   const operations = readOperations(top, errors);
@@ -639,5 +642,5 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   checkMetricsPort(server, tenancy.management, operations.metrics, errors);
   return errors.length > 0
     ? { ok: false, errors }
-    : { ok: true, config: { server, storage, chains, ...tenancy, ...streaming, ...operations } };
+    : { ok: true, config: { server, storage, cluster, chains, ...tenancy, ...streaming, ...operations } };
 }
