@@ -1,0 +1,127 @@
+import type { AccountStore } from '../accounts/account-store.js';
+import { createFleetKeys, type FleetKeys } from '../accounts/fleet-keys.js';
+import { type ChangeListener, listenForChanges } from '../accounts/pg-changes.js';
+import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
+import type { ClusterConfig } from '../config/storage.js';
+import { createFleetLimiter, type FleetLimiter } from '../limits/fleet-limiter.js';
+import type { Logger } from '../log.js';
+import { createFleetLedger, type FleetLedger } from '../metering/fleet-ledger.js';
+import type { LedgerOptions } from '../metering/ledger.js';
+import type { LedgerStore } from '../metering/ledger-store.js';
+import { createPgLedgerStore } from '../metering/pg-ledger-store.js';
+import { openPgStore, type PgStore } from '../store/pg-open.js';
+
+/** How often an instance rolls old usage up and prunes what the fleet no longer needs, in ms. */
+const HOUSEKEEPING_MS = 60_000;
+/** What `prune` keeps: batch ids (a batch is never retried later than this), dead instances, expired reservations. */
+const PRUNE_AFTER_S = 86_400;
+
+/**
+ * An instance's part of a fleet: the shared PostgreSQL (owners, keys, balances, usage), the change feed
+ * that keeps its keys current, its ledger over RU reserved in blocks, and the Redis rate limiter. Made
+ * by `openFleet`, which resolves once the instance can serve: the schema current, the feed listening,
+ * the limiter's first roll call answered (or failed: it starts on local limits).
+ */
+export interface Fleet {
+  readonly pg: PgStore;
+  readonly accounts: AccountStore;
+  readonly ledgerStore: LedgerStore;
+  readonly ledger: FleetLedger;
+  readonly keys: FleetKeys;
+  readonly limiter: FleetLimiter;
+  /** Stops in the order the parts depend on each other: the limiter, the feed, the ledger (its last batch written, its RU given back), then the pool. */
+  close(): Promise<boolean>;
+}
+
+export interface FleetOptions {
+  url: string;
+  cluster: ClusterConfig;
+  log: Logger;
+  /** Usage retention, as on one machine (config `usage`). */
+  retention: { keepMinutesH: number; keepHoursD: number };
+  /** The ledger's flush interval and metrics (config `ledger`). */
+  ledger: Pick<LedgerOptions, 'flushIntervalMs' | 'metrics'>;
+  /** Called with each endpoint that stopped working elsewhere in the fleet, to close its sockets. */
+  onRevoked: (endpointId: string) => void;
+  /** Told whether Redis decides the rate limits (the gauge chaingate_cluster_redis_up). */
+  onRedisState?: (up: boolean) => void;
+  /** What this instance's heartbeat says of it (`chaingate status`). */
+  info?: Record<string, unknown>;
+}
+
+export async function openFleet(options: FleetOptions): Promise<Fleet> {
+  const { cluster, log } = options;
+  const pg = await openPgStore(options.url, {
+    onIdleError: (err) => log.warn('a PostgreSQL connection failed; the pool makes another', { error: err.message }),
+  });
+  const accounts = createPostgresAccounts(pg);
+  const ledgerStore = createPgLedgerStore(pg, options.retention);
+  const keys = createFleetKeys(accounts, {
+    onRevoked: options.onRevoked,
+    onError: (err) => log.warn('re-reading keys after a change failed; they are read again at their next call', { error: String(err) }),
+  });
+  let feed: ChangeListener;
+  try {
+    feed = await listenForChanges(pg, (notice) => keys.apply(notice), {
+      onDown: (err) => log.warn('the fleet change feed is down; reconnecting', { error: err.message }),
+      onUp: () => log.info('the fleet change feed is back; re-reading known keys'),
+    });
+  } catch (err) {
+    await pg.close();
+    throw err;
+  }
+  const ledger = createFleetLedger(ledgerStore, {
+    instance: cluster.instance,
+    reservationTtlS: cluster.reservation_ttl_s,
+    blockRu: cluster.reservation_block_ru,
+    ...options.ledger,
+    ...(options.info !== undefined ? { info: options.info } : {}),
+    onFlushError: (err) => log.error('writing usage to PostgreSQL failed; kept and sent again', { error: String(err) }),
+  });
+  const limiter = createFleetLimiter({
+    url: cluster.redis_url,
+    failure: cluster.redis_failure,
+    instanceId: cluster.instance,
+    onStateChange: (up, cause) => {
+      if (up) log.info('rate limits are shared through Redis');
+      else
+        log.warn(
+          cluster.redis_failure === 'open'
+            ? 'Redis unreachable: rate limits are local (rps / live instances)'
+            : 'Redis unreachable: calls refused (cluster.redis_failure: closed)',
+          {
+            error: cause?.message,
+          },
+        );
+      options.onRedisState?.(up);
+    },
+  });
+  await limiter.ready();
+  const housekeeping = setInterval(() => {
+    ledgerStore
+      .rollUp()
+      .then(() => ledgerStore.prune(PRUNE_AFTER_S))
+      .catch((err: unknown) => log.warn('usage roll-up or prune failed; tried again next minute', { error: String(err) }));
+  }, HOUSEKEEPING_MS);
+  housekeeping.unref();
+
+  return {
+    pg,
+    accounts,
+    ledgerStore,
+    ledger,
+    keys,
+    limiter,
+    async close() {
+      clearInterval(housekeeping);
+      await limiter.close();
+      await feed.close();
+      await keys.settled();
+      const flushed = await ledger.stop();
+      await ledgerStore.close();
+      // The account store owns the pool: closing it closes the connections every part used.
+      await accounts.close();
+      return flushed;
+    },
+  };
+}
