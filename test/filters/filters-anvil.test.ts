@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { createFilterRegistry, type FilterRegistry } from '../../src/filters/filter-registry.js';
 import { ECHO_TOPIC } from '../support/contract.js';
-import { result as call, deployEcho, DEV_ADDRESS } from '../support/dev-chain.js';
+import { result as call, deployEcho, echo } from '../support/dev-chain.js';
 import { anvilFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 
@@ -93,7 +93,12 @@ t.test("the registry's filters answer as anvil's own filters do, window after wi
     await feed.reached(Number(block.number), block.hash);
     return Number(block.number);
   }
-  const send = (to: string, data: string): Promise<string> => call(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to, data }]);
+  /**
+   * A transaction, by default once it is in a block: anvil answers eth_sendTransaction before it mines, so a
+   * settle() right after an unmined send could read the block before it, and the registry would be polled
+   * before the block that anvil's own filter, polled a moment later, already reports.
+   */
+  const send = (to: string, data: string, mined = true): Promise<string> => echo(node.url, to, data, mined);
 
   const address = await deployEcho(node.url);
   await settle();
@@ -138,8 +143,8 @@ t.test("the registry's filters answer as anvil's own filters do, window after wi
 
   // Window 2: two logs in one block.
   await call(node.url, 'evm_setAutomine', [false]);
-  await send(address, '0x04');
-  await send(address, '0x05');
+  await send(address, '0x04', false);
+  await send(address, '0x05', false);
   await call(node.url, 'evm_mine');
   await call(node.url, 'evm_setAutomine', [true]);
   await settle();
