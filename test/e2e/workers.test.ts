@@ -13,6 +13,7 @@ import { until } from '../support/fake-beacon.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
+import { openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
 
 const CONNECTIONS = 32;
 
@@ -268,6 +269,67 @@ t.test('one upstream subscription for the process; every subscriber on every wor
   const stats = await g.gateway.streamStats();
   t.equal(stats.upstreamSubscriptions, 1, 'one upstream subscription');
   t.equal(stats.subscriptions, CONNECTIONS);
+});
+
+t.test("an owner's subscribers on both workers: each charged per notification, each closed at its first refused one", async (t) => {
+  const node = await anvilFor(t);
+  const g = await gatewayFor(t, {
+    server: { workers: 2 },
+    chains: { devnet: { chain_id: 31337, upstreams: [{ url: node.url, ws: node.wsUrl }] } },
+  });
+  const notificationRu = (bytes: number): number => 5 * Math.ceil(bytes / 250);
+  // The price of one head, as a public subscriber receives it (the id and envelope are the same length on every worker).
+  const pub = await openSubscriber(t, `${g.base.replace('http', 'ws')}/v1/rpc/public`);
+  const pubId = await pub.subscribe('newHeads');
+  await rpc(node.url, 'evm_mine');
+  await waitUntil(() => pub.resultsOf(pubId).length === 1, 10_000, 'a head for the public subscriber');
+  const price = notificationRu(pub.notifications[0]!.bytes);
+
+  // A balance for the two subscribes and K notifications, and half of one more.
+  const K = 3;
+  const subscribeRu = g.gateway.context.tenancy.ruCost('eth_subscribe');
+  const start = 2 * subscribeRu + K * price + Math.floor(price / 2);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'growth', start);
+  const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
+  const url = `${g.base.replace('http', 'ws')}/v1/rpc/${(made.json as { data: { api_key: string } }).data.api_key}`;
+  // One connection on each worker: the kernel picks, so connections are opened until both have one.
+  const onWorker: Array<Subscriber | undefined> = [];
+  for (let tries = 0; tries < 32 && !(onWorker[0] && onWorker[1]); tries++) {
+    const before = (await g.gateway.streamStats()).wsConnectionsByWorker;
+    const s = await openSubscriber(t, url);
+    const after = (await g.gateway.streamStats()).wsConnectionsByWorker;
+    const worker = after.findIndex((n, i) => n > before[i]!);
+    if (worker >= 0 && onWorker[worker] === undefined) onWorker[worker] = s;
+    else {
+      s.ws.close(1000);
+      await s.closed;
+    }
+  }
+  const [p, q] = onWorker;
+  if (p === undefined || q === undefined) throw new Error('32 connections did not reach both workers');
+  const ids = [await p.subscribe('newHeads'), await q.subscribe('newHeads')] as const;
+
+  // Each block is one notification per subscriber, each charged by its own worker: K are paid in all, so
+  // within K + 1 blocks each worker has had one refused, whichever worker wins the earlier charges.
+  const pubBefore = pub.resultsOf(pubId).length;
+  for (let i = 0; i <= K; i++) await rpc(node.url, 'evm_mine');
+  const deadline = new Promise<null>((r) => setTimeout(() => r(null), 10_000));
+  t.same(
+    await Promise.all([p, q].map((s) => Promise.race([s.closed, deadline]))),
+    [p, q].map(() => ({ code: 1008, reason: 'Insufficient RU balance' })),
+    'both closed with 1008, on either worker, once a notification was refused',
+  );
+  t.comment(
+    `notification sizes ${[...new Set([...p.notifications, ...q.notifications].map((n) => n.bytes))].join(', ')} bytes, ${price} RU each`,
+  );
+  const got = [p.resultsOf(ids[0]).length, q.resultsOf(ids[1]).length];
+  t.equal(got[0]! + got[1]!, K, `${K} notifications delivered over both (${got.join(' + ')})`);
+  const ledger = g.gateway.context.tenancy.ledger;
+  await until('every debit shipped', () => ledger.flush() && ledger.pending().rows === 0);
+  const paid = [...p.notifications, ...q.notifications].reduce((sum, n) => sum + notificationRu(n.bytes), 0);
+  t.equal(ledger.available(owner.id), start - 2 * subscribeRu - paid, 'charged exactly what they received');
+  await waitUntil(() => pub.resultsOf(pubId).length === pubBefore + K + 1, 5000, 'the public subscriber has every block');
+  t.notOk(pub.isClosed, 'and stays open');
 });
 
 t.test('the cache and calls in flight are per worker: a client hits its worker’s cache; a burst costs one call per worker', async (t) => {
