@@ -30,6 +30,8 @@ export const ERRORS = {
   bad_request: { http: 400, rpc: -32600, message: 'Bad request' },
   forbidden: { http: 403, rpc: -32600, message: 'Forbidden' },
   shutting_down: { http: 503, rpc: -32099, message: 'Service is shutting down' },
+  // A fleet whose Redis is unreachable, with cluster.redis_failure: closed (the operator chose refusing over local limits).
+  limits_unavailable: { http: 503, rpc: -32099, message: 'Rate limits temporarily unavailable' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -11,6 +11,12 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['server.tls', (c) => c.server.tls !== undefined],
   ['server.workers', (c) => c.server.workers],
   ['storage.path', (c) => c.storage.path],
+  ['storage.url', (c) => c.storage.url],
+  ['cluster.redis_url', (c) => c.cluster?.redis_url],
+  ['cluster.instance', (c) => c.cluster?.instance],
+  ['cluster.reservation_ttl_s', (c) => c.cluster?.reservation_ttl_s],
+  ['cluster.reservation_block_ru', (c) => c.cluster?.reservation_block_ru],
+  ['cluster.redis_failure', (c) => c.cluster?.redis_failure],
   ['management.host', (c) => c.management?.host],
   ['management.port', (c) => c.management?.port],
   ['metrics.enabled', (c) => c.metrics !== undefined],
@@ -18,6 +24,8 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['metrics.port', (c) => c.metrics?.port],
   ['metrics.token', (c) => c.metrics?.token],
 ];
+
+const SECRET: ReadonlySet<string> = new Set(['metrics.token', 'storage.url', 'cluster.redis_url']);
 
 const shown = (v: unknown): string => (v === undefined ? '(none)' : typeof v === 'boolean' ? (v ? 'on' : 'off') : String(v));
 
@@ -30,7 +38,8 @@ export function restartOnlyChanges(running: Config, next: Config): string[] {
   for (const [key, read] of FIXED) {
     const [was, now] = [read(running), read(next)];
     if (was === now) continue;
-    const change = key === 'metrics.token' ? 'changed' : `${shown(was)} → ${shown(now)}`;
+    // A secret is never shown: the token, and URLs that may hold a password.
+    const change = SECRET.has(key) ? 'changed' : `${shown(was)} → ${shown(now)}`;
     out.push(`${key}: applies only on a restart (${change}); restart chaingate, or put it back to reload the rest`);
   }
   return out;

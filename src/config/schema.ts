@@ -634,6 +634,10 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   }
   const server = readServer(top.server, chains, errors);
   const { storage, cluster } = readStorage(top, server.port, errors);
+  if (cluster !== undefined && typeof server.workers === 'number' && server.workers > 1)
+    errors.push(
+      'server.workers: an instance of a fleet (storage.url) runs one thread: run one instance per core behind the load balancer instead',
+    );
   const tenancy = readTenancy(top, errors);
   const streaming = readStreaming(top, errors);
   const operations = readOperations(top, errors);

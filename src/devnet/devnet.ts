@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateConfig, type Config } from '../config/schema.js';
 import { chainUrls } from '../server/management.js';
-import { createOwnerAdmin } from '../tenancy/owners.js';
 import type { Logger } from '../log.js';
 import { startGateway, type Gateway } from '../server/app.js';
 import { type AnvilNode, startAnvil } from './anvil.js';
@@ -112,13 +111,13 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
     throw new Error(`port ${port} on ${host} is taken: stop what uses it or choose another with --port`, { cause: err });
   }
   const { tenancy } = gateway.context;
-  const owner = createOwnerAdmin(tenancy.store).createOwner('demo', 'growth', 10_000_000);
-  const demoEndpoint = (network: DevnetChain): DemoEndpoint => {
-    const made = tenancy.directory.createEndpoint(owner.id, network, 'demo', config.plans.growth?.max_endpoints ?? 50);
+  const owner = await tenancy.accounts.createOwner('demo', 'growth', 10_000_000);
+  const demoEndpoint = async (network: DevnetChain): Promise<DemoEndpoint> => {
+    const made = await tenancy.accounts.createEndpoint(owner.id, network, 'demo', config.plans.growth?.max_endpoints ?? 50);
     if ('error' in made) throw new Error(`devnet: cannot create the demo endpoint on ${network} (${made.error})`);
     return { endpointId: made.endpoint.id, apiKey: made.apiKey };
   };
-  const endpoints = { devnet: demoEndpoint('devnet'), 'devnet-beacon': demoEndpoint('devnet-beacon') };
+  const endpoints = { devnet: await demoEndpoint('devnet'), 'devnet-beacon': await demoEndpoint('devnet-beacon') };
   return {
     anvil,
     beacon,

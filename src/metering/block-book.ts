@@ -74,6 +74,10 @@ interface Block {
   grant: number;
   /** RU written as debits while the refill under way was in flight (see `refill`). */
   writtenMeanwhile: number;
+  /** RU of the calls waiting in `prepare`: what the refills must cover, beyond what is spendable. */
+  waiting: number;
+  /** Whether the last grant came back short of what was asked (the store had no more to give). */
+  short: boolean;
 }
 
 export function createBlockBook(source: BlockSource, options: BlockBookOptions): BlockBook {
@@ -87,7 +91,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   function blockOf(ownerId: number): Block {
     let b = blocks.get(ownerId);
     if (b === undefined) {
-      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity, grant: 0, writtenMeanwhile: 0 };
+      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity, grant: 0, writtenMeanwhile: 0, waiting: 0, short: false };
       blocks.set(ownerId, b);
     }
     return b;
@@ -112,6 +116,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       (granted) => {
         b.refill = null;
         b.held = stale ? Math.max(0, granted - b.writtenMeanwhile) : b.held + granted;
+        b.short = granted < want;
         if (granted === 0) b.dryAt = now();
         else b.grant = ++grants;
       },
@@ -121,6 +126,20 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       },
     );
     return b.refill;
+  }
+
+  /**
+   * Refills until what may be spent covers every call waiting, or the store gave less than asked (it has no
+   * more): a burst of calls that all wait on one refill too small for them asks again, rather than being
+   * refused 402 while the shared balance still holds RU.
+   */
+  async function fill(ownerId: number, b: Block): Promise<void> {
+    for (;;) {
+      const missing = b.waiting - spendable(b);
+      if (missing <= 0) return;
+      await refill(ownerId, b, missing);
+      if (b.short) return;
+    }
   }
 
   /** A background refill once the owner holds less than half a block; its failure waits for the next call. */
@@ -137,12 +156,15 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     prepare(ownerId, ru) {
       const b = blockOf(ownerId);
-      const missing = ru - spendable(b);
-      if (missing <= 0) return null;
+      // What calls already waiting will spend is not this call's: it waits with them.
+      if (spendable(b) - b.waiting >= ru) return null;
       // The store had nothing for this owner a moment ago: answer 402 now rather than ask on every call.
       if (b.refill === null && now() - b.dryAt < dryRetryMs) return null;
-      // A wait for a refill already under way may still leave too little: then `reserve` refuses (402).
-      return refill(ownerId, b, missing);
+      // When the store has too little for every waiting call, `reserve` refuses the ones it cannot pay (402).
+      b.waiting += ru;
+      return fill(ownerId, b).finally(() => {
+        b.waiting -= ru;
+      });
     },
     reserve(ownerId, ru) {
       const b = blockOf(ownerId);

@@ -96,6 +96,8 @@ export interface Metrics {
   slowConsumer(transport: Transport): void;
   readonly ledgerFlush: HistogramChild;
   readonly ledgerFlushFailures: CounterChild;
+  /** In a fleet: whether Redis decides the rate limits now (1) or the instance limits locally or refuses (0). */
+  clusterRedisUp(up: boolean): void;
   /** A reload (SIGHUP) that applied (`ok`) or was refused; `at` in ms since the epoch. */
   configReload(ok: boolean, at: number): void;
   /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
@@ -301,6 +303,12 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     help: 'Flushes of the RU ledger the store refused (retried at the next tick)',
     registers,
   });
+  // Only a fleet sets it: one machine exports the family without a value.
+  const redisUp = new GaugeFamily({
+    name: 'chaingate_cluster_redis_up',
+    help: 'In a fleet: 1 while rate limits are shared through Redis, 0 while Redis is unreachable',
+    registers,
+  });
   const reloads = new CounterFamily({
     name: 'chaingate_config_reloads_total',
     help: 'Config reloads (SIGHUP), by result',
@@ -431,6 +439,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     slowConsumer: (transport) => slow(transport).inc(),
     ledgerFlush: ledgerFlush.labels(),
     ledgerFlushFailures: ledgerFlushFailures.labels(),
+    clusterRedisUp: (up) => redisUp.set(up ? 1 : 0),
     configReload(ok, at) {
       (ok ? reloadOk : reloadFailed).inc();
       if (ok) lastReload.set(at / 1000);
@@ -506,6 +515,7 @@ export function noMetrics(): Metrics {
     slowConsumer() {},
     ledgerFlush: NOTHING,
     ledgerFlushFailures: NOTHING,
+    clusterRedisUp() {},
     configReload() {},
     configLoaded() {},
     workerRestart() {},

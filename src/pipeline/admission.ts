@@ -22,13 +22,43 @@ export interface Caller {
   maxBatch: number;
   /** Where the request's answers are counted and logged (answers.ts). */
   tally: RequestTally;
+  /** In a fleet: what the shared limits granted the request being planned (fleet-gate.ts); undefined on one machine. */
+  grant?: Grant;
+}
+
+/**
+ * What a fleet's shared limits granted one request before its items are planned (fleet-gate.ts): planning
+ * is synchronous, so Redis and PostgreSQL are asked first, and the items then spend the grant in order.
+ */
+export interface Grant {
+  /** Items that may still pass the requests-per-second limit. */
+  requests: number;
+  /** The wait a refused item is told, in ms. */
+  retryAfterMs: number;
+  /** RU that may still pass the plan's ru_per_second (unused without one). */
+  ru: number;
+  ruRetryAfterMs: number;
+  /** Redis was down with cluster.redis_failure 'closed': every item is refused 503. */
+  limitsUnavailable: boolean;
+  /** PostgreSQL failed when RU were asked for: a call the RU already held here cannot pay is refused 503, not 402. */
+  storeDown: boolean;
 }
 
 export type Admission = { ok: true; reservation: Reservation | null; ru: number } | { ok: false; error: ErrorCode; retryAfterMs?: number };
 
-/** One request counted against the requests-per-second limit (every parsed item counts, valid or not). */
-export function takeRequest(t: Tenancy, c: Caller): { ok: true } | { ok: false; retryAfterMs: number } {
-  return t.limiter.take(c.limitKey, c.rps);
+const TAKEN = Object.freeze({ ok: true as const });
+
+/**
+ * One request counted against the requests-per-second limit (every parsed item counts, valid or not): from
+ * the request's grant in a fleet, else the local limiter. `error` is set when the refusal is not a 429.
+ */
+export function takeRequest(t: Tenancy, c: Caller): { ok: true } | { ok: false; retryAfterMs: number; error?: 'limits_unavailable' } {
+  const g = c.grant;
+  if (g === undefined) return t.limiter.take(c.limitKey, c.rps);
+  if (g.limitsUnavailable) return { ok: false, retryAfterMs: 1000, error: 'limits_unavailable' };
+  if (g.requests === 0) return { ok: false, retryAfterMs: g.retryAfterMs };
+  g.requests--;
+  return TAKEN;
 }
 
 /**
@@ -44,11 +74,16 @@ export function admitCost(t: Tenancy, c: Caller, method: string, prices: ChainPr
 /** The same admission for a known price (a Beacon path's, an event stream's). */
 export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
   if (c.auth === null) return { ok: true, reservation: null, ru };
+  const g = c.grant;
   if (c.plan?.ru_per_second !== undefined) {
-    const taken = t.limiter.take(`ru:${c.auth.endpointId}`, c.plan.ru_per_second, ru);
-    if (!taken.ok) return { ok: false, error: 'rate_limited', retryAfterMs: taken.retryAfterMs };
+    if (g === undefined) {
+      const taken = t.limiter.take(`ru:${c.auth.endpointId}`, c.plan.ru_per_second, ru);
+      if (!taken.ok) return { ok: false, error: 'rate_limited', retryAfterMs: taken.retryAfterMs };
+    } else if (g.ru < ru) return { ok: false, error: 'rate_limited', retryAfterMs: g.ruRetryAfterMs };
+    else g.ru -= ru;
   }
-  if (!t.ledger.healthy()) return { ok: false, error: 'store_unavailable' };
+  // One machine fails closed while its ledger cannot write; a fleet spends the RU it holds, then refuses (storeDown).
+  if (g === undefined && !t.ledger.healthy()) return { ok: false, error: 'store_unavailable' };
   let reservation: Reservation | null;
   try {
     // The first reservation of an owner reads its stored balance: SQLite may be busy or failing.
@@ -56,7 +91,7 @@ export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
   } catch {
     return { ok: false, error: 'store_unavailable' };
   }
-  if (reservation === null) return { ok: false, error: 'insufficient_balance' };
+  if (reservation === null) return { ok: false, error: g?.storeDown === true ? 'store_unavailable' : 'insufficient_balance' };
   return { ok: true, reservation, ru };
 }
 

@@ -68,8 +68,9 @@ export function admitBeacon(
   }
   const taken = takeRequest(t, caller);
   if (!taken.ok) {
-    countRefusal(t, caller, match.template, 429, 'rate_limited');
-    return { refused: 'rate_limited', retryAfterMs: taken.retryAfterMs };
+    const code = taken.error ?? 'rate_limited';
+    countRefusal(t, caller, match.template, ERRORS[code].http, code);
+    return { refused: code, retryAfterMs: taken.retryAfterMs };
   }
   if (match.events) {
     // An event stream is counted as one, once it opens or is refused (event-streams.ts).

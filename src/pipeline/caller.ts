@@ -60,7 +60,8 @@ export function resolveCaller(
       },
     };
   }
-  const auth = tenancy.directory.endpointByKey(key);
+  // Undefined only for a fleet's key never looked up: the road holds such a request until it has been.
+  const auth = tenancy.keys.cached(key) ?? null;
   if (auth === null) return tenancy.unknownKeys.refuse(ipOf()) ? UNKNOWN_KEY_THROTTLED : UNAUTHORIZED;
   const chain = ctx.chains.get(auth.network);
   if (chain === undefined) return UNAUTHORIZED;
@@ -90,6 +91,24 @@ export function resolveCaller(
  * (the handler then answers 401). The lookup goes through the key cache, so the handler's own is free.
  */
 export function chainOfKey(ctx: GatewayContext, key: string): ChainRuntime | undefined {
-  const auth = ctx.tenancy.directory.endpointByKey(key);
-  return auth === null ? undefined : ctx.chains.get(auth.network);
+  const auth = ctx.tenancy.keys.cached(key);
+  return auth == null ? undefined : ctx.chains.get(auth.network);
+}
+
+/**
+ * In a fleet, a key this instance has not met is read from the store before its request goes on:
+ * `resume` is called with a runner that runs the request's road with the key's answer at hand (even one the
+ * cache did not keep, a change having come meanwhile), or `failed` when the store could not answer (503).
+ */
+export function whenKeyKnown(
+  ctx: GatewayContext,
+  key: string,
+  resume: (run: (road: () => void) => void) => void,
+  failed: () => void,
+): void {
+  const keys = ctx.tenancy.keys;
+  keys.lookUp(key).then(
+    (auth) => resume((road) => keys.answering(key, auth, road)),
+    () => failed(),
+  );
 }

@@ -45,6 +45,8 @@ export interface FleetOptions {
   onRevoked: (endpointId: string) => void;
   /** Told whether Redis decides the rate limits (the gauge chaingate_cluster_redis_up). */
   onRedisState?: (up: boolean) => void;
+  /** Called with each failed write of usage to PostgreSQL (after it is logged), e.g. to count it. */
+  onFlushError?: (err: unknown) => void;
   /** What this instance's heartbeat says of it (`chaingate status`). */
   info?: Record<string, unknown>;
 }
@@ -76,7 +78,10 @@ export async function openFleet(options: FleetOptions): Promise<Fleet> {
     blockRu: cluster.reservation_block_ru,
     ...options.ledger,
     ...(options.info !== undefined ? { info: options.info } : {}),
-    onFlushError: (err) => log.error('writing usage to PostgreSQL failed; kept and sent again', { error: String(err) }),
+    onFlushError: (err) => {
+      options.onFlushError?.(err);
+      log.error('writing usage to PostgreSQL failed; kept and sent again', { error: String(err) });
+    },
   });
   const limiter = createFleetLimiter({
     url: cluster.redis_url,

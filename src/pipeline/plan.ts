@@ -110,8 +110,9 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   const method = item.ok ? item.method : '(invalid)';
   const taken = takeRequest(t, caller);
   if (!taken.ok) {
-    countRefusal(t, caller, method, 429, 'rate_limited');
-    return { answer: rpcErrorBody('rate_limited', item.idText), outcome: 'rate_limited', retryAfterMs: taken.retryAfterMs };
+    const code = taken.error ?? 'rate_limited';
+    countRefusal(t, caller, method, ERRORS[code].http, code);
+    return { answer: rpcErrorBody(code, item.idText), outcome: code, retryAfterMs: taken.retryAfterMs };
   }
   if (!item.ok) {
     countRefusal(t, caller, method, ERRORS[item.error].rpc, item.error);

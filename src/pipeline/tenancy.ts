@@ -18,6 +18,12 @@ import { createUsageRollUp } from '../metering/usage.js';
 import { openStore, type Store } from '../store/open.js';
 import { createDirectory, type Directory } from '../tenancy/directory.js';
 import { createStoreChanges } from '../store/changes.js';
+import type { AccountStore } from '../accounts/account-store.js';
+import { createSqliteAccounts } from '../accounts/sqlite-accounts.js';
+import type { EndpointAuth } from '../tenancy/key-cache.js';
+import type { FleetLimiter } from '../limits/fleet-limiter.js';
+import type { FleetLedger } from '../metering/fleet-ledger.js';
+import type { LedgerStore } from '../metering/ledger-store.js';
 
 /**
  * Everything tenancy needs at run time: the SQLite store, the directory of keys, the RU ledger, the
@@ -25,8 +31,15 @@ import { createStoreChanges } from '../store/changes.js';
  * second for changes made by the CLI, and a usage roll-up once a minute.
  */
 export interface Tenancy {
-  readonly store: Store;
-  readonly directory: Directory;
+  /** The SQLite store and its directory of keys; null in a fleet, whose store is PostgreSQL (`fleet`). */
+  readonly store: Store | null;
+  readonly directory: Directory | null;
+  /** Owners, keys and endpoints as the management API reads and writes them, in either store. */
+  readonly accounts: AccountStore;
+  /** What API keys grant, as the request path asks it. */
+  readonly keys: KeyBook;
+  /** The parts only a fleet has: shared limits in Redis, RU reserved in blocks (fleet-gate.ts asks them). */
+  readonly fleet: FleetParts | null;
   readonly ledger: Ledger;
   readonly limiter: SlidingWindowLimiter;
   readonly unknownKeys: UnknownKeyGuard;
@@ -53,7 +66,53 @@ export interface Tenancy {
   /** What a worker thread is given to share this tenancy (createTenancy's `threads`), and the ports it takes. */
   share(): { shared: TenancyShare; transfer: TransferListItem[] };
   /** Stops the timers, flushes the ledger and closes the store; false when the last flush failed. */
-  close(): boolean;
+  close(): Promise<boolean>;
+}
+
+/**
+ * What API keys grant, as the request path asks it. On one machine every answer is at hand (`cached`
+ * reads SQLite through the key cache). In a fleet a key this instance has not met is read from
+ * PostgreSQL first (`lookUp`), and the request goes on once the answer is in (server/held-request.ts).
+ */
+export interface KeyBook {
+  /** The grant, null for none; undefined (a fleet only): not known here yet, ask `lookUp`. */
+  cached(apiKey: string): EndpointAuth | null | undefined;
+  /** Reads the key from the store and remembers the answer; rejects when the store fails (answer 503). */
+  lookUp(apiKey: string): Promise<EndpointAuth | null>;
+  /** Runs `run` with `cached(apiKey)` answering `auth` (a lookup's answer the cache did not keep: a change came meanwhile). */
+  answering<T>(apiKey: string, auth: EndpointAuth | null, run: () => T): T;
+}
+
+/** A fleet's shared parts the request path asks before planning (fleet-gate.ts). */
+export interface FleetParts {
+  readonly limiter: FleetLimiter;
+  readonly ledger: FleetLedger;
+  /** Balances as written to the shared store, and the fleet's instances (`chaingate status`). */
+  readonly ledgerStore: LedgerStore;
+  readonly instance: string;
+}
+
+/** The key book of one machine: every key's answer is in SQLite, read through the directory's cache. */
+function localKeys(directory: Directory): KeyBook {
+  return {
+    cached: (apiKey) => directory.endpointByKey(apiKey),
+    lookUp: async (apiKey) => directory.endpointByKey(apiKey),
+    answering: (_apiKey, _auth, run) => run(),
+  };
+}
+
+/** The RU prices of `config` (Tenancy.ruCost), replaced by a reload's. */
+export function createRuPrices(config: Config): Pick<Tenancy, 'ruCost' | 'reconfigure'> {
+  let ru = config.ru;
+  let costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
+  return {
+    ruCost: (method, chain) =>
+      chain == null ? (costs.get(method) ?? ru.default) : (chain.costs.get(method) ?? costs.get(method) ?? chain.default ?? ru.default),
+    reconfigure(next) {
+      ru = next.ru;
+      costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
+    },
+  };
 }
 
 export const REFRESH_INTERVAL_MS = 1000;
@@ -136,8 +195,7 @@ export function createTenancy(
       ? { websocket: createConnectionCounts(), sse: createConnectionCounts() }
       : { websocket: createSharedCounts(limits.websocket), sse: createSharedCounts(limits.sse) };
   const rollUp = createUsageRollUp(store, { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d });
-  let ru = config.ru;
-  let costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
+  const prices = createRuPrices(config);
   let closeRevoked: (endpointId: string) => void = () => {};
 
   /** Runs `refresh` (reading what another connection wrote), then closes the sockets of revoked keys. */
@@ -183,17 +241,17 @@ export function createTenancy(
   return {
     store,
     directory,
+    // The tenancy owns the store: the accounts' close must not close it under the ledger.
+    accounts: { ...createSqliteAccounts(store), close: async () => {} },
+    keys: localKeys(directory),
+    fleet: null,
     ledger,
     limiter,
     unknownKeys,
     connections,
-    ruCost: (method, chain) =>
-      chain == null ? (costs.get(method) ?? ru.default) : (chain.costs.get(method) ?? costs.get(method) ?? chain.default ?? ru.default),
+    ruCost: prices.ruCost,
     flushFailures: () => flushFailures,
-    reconfigure(next) {
-      ru = next.ru;
-      costs = new Map<string, number>(Object.entries({ ...DEFAULT_RU, ...ru.methods }));
-    },
+    reconfigure: prices.reconfigure,
     storeFault(during, err) {
       store.noteFault(err);
       log.error('store fault; answered 503', { during, error: err.message });
@@ -210,7 +268,7 @@ export function createTenancy(
       // A thread ended inside a take would leave its key locked in every other thread.
       if (limits !== null) for (const memory of Object.values(limits)) releaseLocksHeldBy(memory, threadId);
     },
-    close() {
+    async close() {
       for (const timer of timers) clearInterval(timer);
       const flushed = ledger.close();
       store.close();

@@ -17,10 +17,13 @@ import { type ChainTraffic, type StatusReport, statusReport, sumTraffic } from '
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy } from '../pipeline/tenancy.js';
+import { openFleetTenancy } from '../pipeline/fleet-tenancy.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
+import { beaconErrorBody, ERRORS, rpcErrorBody } from '../errors.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
-import { chainOfKey } from '../pipeline/caller.js';
+import { chainOfKey, whenKeyKnown } from '../pipeline/caller.js';
+import { holdRequest } from './held-request.js';
 import { clientIp } from './peer-address.js';
 import { availableParallelism } from 'node:os';
 import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
@@ -151,6 +154,20 @@ function routeRequest(
     sendRouteError(res, meta, route.code, route.message, route.allow);
     return;
   }
+  if (route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
+    const held = holdRequest(res, req, ctx.config.server.max_body_bytes, method !== 'get' && method !== 'head');
+    whenKeyKnown(
+      ctx,
+      route.key,
+      (run) => held.resume((r, q) => run(() => routeRequest(ctx, management, events, table, r, q))),
+      () =>
+        held.resume((r) => {
+          const body = isBeaconRest(route.rest) ? beaconErrorBody('store_unavailable') : rpcErrorBody('store_unavailable', 'null');
+          sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, body, undefined, true);
+        }),
+    );
+    return;
+  }
   let chain = ctx.chains.get(route.chain.slug)!;
   if (route.key !== null && !route.named) {
     const own = chainOfKey(ctx, route.key);
@@ -224,7 +241,8 @@ const CLOSE_SOCKETS_AFTER_MS = 100;
 /** Builds the chains' upstream clients, starts listening, and returns the running gateway. */
 export async function startGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   // The main thread of a gateway with worker threads serves no client itself: its workers do (worker-pool.ts).
-  const workers = opts.worker === undefined ? workerCount(config.server.workers) : 1;
+  // An instance of a fleet runs one thread (config checks refuse more): its limits and RU are shared through Redis and PostgreSQL.
+  const workers = opts.worker === undefined && config.cluster === undefined ? workerCount(config.server.workers) : 1;
   const core = workers > 1;
   let pool: WorkerPool | null = null;
   const metrics =
@@ -234,12 +252,15 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       : opts.worker !== undefined
         ? createMetrics({ exposition: false })
         : createMetrics(core ? { workers: async () => (await pool!.ask({ type: 'metrics' })) as never } : {}));
-  const tenancy = createTenancy(
-    config,
-    opts.log,
-    metrics,
-    opts.worker !== undefined ? { role: 'worker', shared: opts.worker.tenancy } : { role: core ? 'main' : 'alone' },
-  );
+  const tenancy =
+    config.storage.url !== undefined
+      ? await openFleetTenancy(config, opts.log, metrics)
+      : createTenancy(
+          config,
+          opts.log,
+          metrics,
+          opts.worker !== undefined ? { role: 'worker', shared: opts.worker.tenancy } : { role: core ? 'main' : 'alone' },
+        );
   // One store for the gateway, as cache.max_bytes is one budget: each chain reads it through its own view. With
   // workers, each worker keeps its own store (a shared one would cost a copy and a lock per hit) with an equal
   // share of the budget; the main thread serves no call and keeps none.
@@ -330,7 +351,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
   const managementDeps: ManagementDeps = {
     config,
-    directory: tenancy.directory,
+    directory: tenancy.directory!,
     balance: (ownerId) => tenancy.ledger.available(ownerId),
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter,
@@ -386,7 +407,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const sockets: us_listen_socket[] = [];
   let metricsSocket: us_listen_socket | undefined;
   /** Closes the upstream sockets and the store; false when the ledger's last flush failed. */
-  const release = (): boolean => {
+  const release = (): Promise<boolean> => {
     wsRoute.closeAll(1001, 'Server shutting down');
     upstreamFailures.close();
     failedAnswers.close();
@@ -439,7 +460,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     }
   } catch (err) {
     for (const s of sockets) uws().us_listen_socket_close(s);
-    release();
+    await release();
     throw err;
   }
   if (opts.worker === undefined) void probeUpstreams(chains.values(), opts.log);
@@ -463,8 +484,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       };
       // The main thread of workers holds no client's socket: its workers waited for theirs.
       const closeAfterMs = core ? 0 : CLOSE_SOCKETS_AFTER_MS;
-      const closeRest = (cut: number): void => {
-        if (!release()) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
+      const closeRest = async (cut: number): Promise<void> => {
+        if (!(await release())) opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
         // Then every socket still open (idle keep-alive clients, WebSockets whose close frame went out above):
         // closed listen sockets alone leave them to uWS, whose loop then holds a process that embeds the
         // gateway. A moment first, so the close frames queued above are flushed before the daemon exits.

@@ -10,6 +10,7 @@ import {
   refuseBeaconBody,
 } from '../pipeline/beacon-call.js';
 import { resolveCaller } from '../pipeline/caller.js';
+import { askFleet, beaconRu } from '../pipeline/fleet-gate.js';
 import { tallyFor } from '../pipeline/answers.js';
 import { clientIp } from './peer-address.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -118,6 +119,40 @@ export function handleBeacon(
   }
   x.chain = resolved.chain;
   const { caller } = resolved;
+  const max = ctx.config.server.max_body_bytes;
+  const asked = askFleet(ctx.tenancy, caller, 1, beaconRu(ctx, method, path));
+  if (asked === null) {
+    admitAndSend(x, caller, method, path, query, headers, contentLength, events);
+    return;
+  }
+  // A fleet asks its shared limits first; a POST's body is read meanwhile (uWS hands it now or never).
+  const body =
+    method === 'POST' && !(contentLength !== '' && Number(contentLength) > max)
+      ? new Promise<Buffer | null>((resolve) => readBody(res, max, resolve, () => resolve(null)))
+      : null;
+  void Promise.all([asked, body]).then(([grant, read]) => {
+    if (x.aborted) return;
+    caller.grant = grant;
+    admitAndSend(x, caller, method, path, query, headers, contentLength, events, read);
+  });
+}
+
+/**
+ * Admits the request and sends it on. `held` is a POST's body when it was read before admission (a
+ * fleet's), null when it was over the limit; undefined reads it now.
+ */
+function admitAndSend(
+  x: Exchange,
+  caller: Caller,
+  method: string,
+  path: string,
+  query: string,
+  headers: Array<[string, string]>,
+  contentLength: string,
+  events: (x: Exchange, caller: Caller, query: string) => void,
+  held?: Buffer | null,
+): void {
+  const { ctx, res } = x;
   const admitted = admitBeacon(ctx, caller, method, path, query, headers);
   if ('refused' in admitted) {
     const extra: Array<[string, string]> | undefined =
@@ -143,11 +178,9 @@ export function handleBeacon(
     refuseBeaconBody(ctx, caller, call);
     replyBeaconError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, undefined, true);
   };
-  if (contentLength !== '' && Number(contentLength) > max) {
-    tooLarge();
-    return;
-  }
-  readBody(res, max, (body) => sendBeacon(x, caller, call, body), tooLarge);
+  if (held === null || (contentLength !== '' && Number(contentLength) > max)) tooLarge();
+  else if (held !== undefined) sendBeacon(x, caller, call, held);
+  else readBody(res, max, (body) => sendBeacon(x, caller, call, body), tooLarge);
 }
 
 /** A Beacon refusal before any exchange exists (the route itself). */

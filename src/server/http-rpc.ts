@@ -1,5 +1,5 @@
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
-import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
+import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
@@ -7,6 +7,7 @@ import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { resolveCaller } from '../pipeline/caller.js';
+import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
 import { clientIp } from './peer-address.js';
 import { readBody } from './body.js';
@@ -153,6 +154,20 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
     reply(x, 200, rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
+  const items = parsed.kind === 'batch' ? parsed.items : [parsed.item];
+  // A batch over the limit is refused whole before anything is asked of a fleet's shared limits.
+  const asked =
+    items.length > caller.maxBatch ? null : askFleet(x.ctx.tenancy, caller, items.length, itemsRu(x.ctx.tenancy, x.chain, items));
+  if (asked === null) planBody(x, caller, parsed);
+  else
+    void asked.then((grant) => {
+      if (x.aborted) return;
+      caller.grant = grant;
+      planBody(x, caller, parsed);
+    });
+}
+
+function planBody(x: Exchange, caller: Caller, parsed: Exclude<ParsedBody, { kind: 'error' }>): void {
   if (parsed.kind === 'batch') {
     answerBatch(x, caller, parsed.items);
     return;

@@ -1,8 +1,10 @@
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { GatewayContext } from '../pipeline/context.js';
-import { type ResponseMeta, sendRouteError } from './respond.js';
+import { JSON_TYPE, type ResponseMeta, sendRouteError, sendWhole } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
-import { chainOfKey } from '../pipeline/caller.js';
+import { chainOfKey, whenKeyKnown } from '../pipeline/caller.js';
+import { ERRORS, rpcErrorBody } from '../errors.js';
+import { holdRequest } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
 
@@ -51,6 +53,20 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       if (route.kind !== 'rpc') {
         if (route.kind === 'error') sendRouteError(res, meta, route.code, route.message, route.allow);
         else sendRouteError(res, meta, 'not_found', 'WebSocket is served on /v1/rpc/<key>');
+        return;
+      }
+      if (route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
+        // A fleet's key not met yet: the upgrade waits for the store's answer (uWS upgrades later, corked).
+        const held = holdRequest(res, req, 0, false);
+        whenKeyKnown(
+          ctx,
+          route.key,
+          (run) => held.resume((r, q) => run(() => behavior.upgrade!(r, q, context))),
+          () =>
+            held.resume((r) =>
+              sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, rpcErrorBody('store_unavailable', 'null'), undefined, true),
+            ),
+        );
         return;
       }
       let chain = ctx.chains.get(route.chain.slug)!;

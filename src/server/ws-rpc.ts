@@ -3,7 +3,8 @@ import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors
 import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
-import { type Caller, takeRequest } from '../pipeline/admission.js';
+import { type Caller, type Grant, takeRequest } from '../pipeline/admission.js';
+import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { tallyFor } from '../pipeline/answers.js';
 import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
@@ -41,6 +42,8 @@ export class WsConn implements SubscribingConn {
   private refusals: RefusalCounter | null = null;
   /** Bytes of answers sent since the socket last drained: a large answer being read is not a slow consumer. */
   answerAllowance = 0;
+  /** In a fleet: the last message still waiting for its grant (fleet-gate.ts); later ones are planned after it. */
+  granting: Promise<void> | null = null;
 
   constructor(
     readonly server: WsServer,
@@ -251,15 +254,42 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
     conn.answer(rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
-  if (parsed.kind === 'single') {
-    runItem(ctx, conn, parsed.item, (answer, outcome) => answerPlanned(conn, answer.toString(), outcome));
-    return;
+  const items = parsed.kind === 'single' ? [parsed.item] : parsed.items;
+  if (parsed.kind === 'batch') {
+    const tooMany = batchRefusal(ctx, conn.caller, items);
+    if (tooMany !== null) {
+      tally.refusedWhole('batch_too_large', items.length);
+      conn.answer(tooMany);
+      return;
+    }
   }
-  const items = parsed.items;
-  const tooMany = batchRefusal(ctx, conn.caller, items);
-  if (tooMany !== null) {
-    tally.refusedWhole('batch_too_large', items.length);
-    conn.answer(tooMany);
+  const asked = askFleet(ctx.tenancy, conn.caller, items.length, itemsRu(ctx.tenancy, conn.chain, items));
+  if (asked === null) planMessage(ctx, conn, parsed.kind === 'single', items);
+  else afterGrant(conn, asked, () => planMessage(ctx, conn, parsed.kind === 'single', items));
+}
+
+/**
+ * Plans a fleet's message once its grant is in, in the order the messages came: a subscribe sent before an
+ * unsubscribe is planned before it, whichever grant came back first.
+ */
+function afterGrant(conn: WsConn, asked: Promise<Grant>, plan: () => void): void {
+  const before = conn.granting;
+  const granted = before === null ? asked : before.then(() => asked);
+  const done = granted.then((grant) => {
+    if (conn.closed) return;
+    conn.caller.grant = grant;
+    plan();
+    conn.caller.grant = undefined;
+  });
+  conn.granting = done;
+  void done.then(() => {
+    if (conn.granting === done) conn.granting = null;
+  });
+}
+
+function planMessage(ctx: GatewayContext, conn: WsConn, single: boolean, items: ParsedItem[]): void {
+  if (single) {
+    runItem(ctx, conn, items[0]!, (answer, outcome) => answerPlanned(conn, answer.toString(), outcome));
     return;
   }
   const answers: Array<string | Buffer> = new Array(items.length);

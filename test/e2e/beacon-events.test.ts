@@ -23,8 +23,8 @@ function endpointFor(
   network: string,
   ru: number,
 ): { ownerId: number; key: string; endpointId: string; managementKey: string } {
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
-  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, network, 'events', 10);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(`o${Math.random()}`, 'growth', ru);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, network, 'events', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, key: made.apiKey, endpointId: made.endpoint.id, managementKey: owner.managementKey };
 }

@@ -94,8 +94,8 @@ function assertBeaconError(t: Test, a: Answer, status: number, message: RegExp |
 }
 
 function endpointFor(g: TestGateway, network: string, ru: number, plan = 'growth'): { ownerId: number; key: string } {
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, plan, ru);
-  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, network, 'beacon', 10);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(`o${Math.random()}`, plan, ru);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, network, 'beacon', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, key: made.apiKey };
 }

@@ -21,8 +21,8 @@ const HIT_FACTOR = 0.28;
 const hex = (n: number): string => `0x${n.toString(16)}`;
 
 function endpoint(g: TestGateway): { ownerId: number; url: string } {
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', 1_000_000);
-  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', 'cache', 10);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(`o${Math.random()}`, 'growth', 1_000_000);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', 'cache', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, url: `${g.base}/v1/rpc/${made.apiKey}` };
 }

@@ -19,8 +19,8 @@ const WAIT_MS = 15_000;
 type Log = { data: string; blockNumber: string; blockHash: string; transactionHash: string; logIndex: string };
 
 function endpoint(g: TestGateway, ru = 1_000_000): { ownerId: number; url: string } {
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
-  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', 'filters', 10);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(`o${Math.random()}`, 'growth', ru);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', 'filters', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, url: `${g.base}/v1/rpc/${made.apiKey}` };
 }

@@ -25,8 +25,8 @@ const fromIp = (ip: string): Record<string, string> => ({ 'x-forwarded-for': ip 
 
 function endpointFor(gw: TestGateway, network: string): { ownerId: number; managementKey: string; apiKey: string; endpointId: string } {
   const { tenancy } = gw.gateway.context;
-  const owner = createOwnerAdmin(tenancy.store).createOwner('first', 'free', 1_000_000);
-  const made = tenancy.directory.createEndpoint(owner.id, network, 'e', 10);
+  const owner = createOwnerAdmin(tenancy.store!).createOwner('first', 'free', 1_000_000);
+  const made = tenancy.directory!.createEndpoint(owner.id, network, 'e', 10);
   if ('error' in made) throw new Error(made.error);
   return { ownerId: owner.id, managementKey: owner.managementKey, apiKey: made.apiKey, endpointId: made.endpoint.id };
 }
@@ -66,7 +66,7 @@ t.test('401 bodies are byte-identical for a random, near-miss, malformed, delete
   t.equal(works.status, 200, 'the key works before it is deleted');
   const last = ep.apiKey.slice(-1);
   const nearMiss = `${ep.apiKey.slice(0, -1)}${last === 'a' ? 'b' : 'a'}`;
-  t.ok(g.gateway.context.tenancy.directory.deleteEndpoint(ep.ownerId, ep.endpointId));
+  t.ok(g.gateway.context.tenancy.directory!.deleteEndpoint(ep.ownerId, ep.endpointId));
   const keys: Record<string, string> = {
     random: 'Zr8fK2mQ9xLp4Tn7Vb1Wc6Yd3Hs5Jg0A',
     'near miss': nearMiss,

@@ -11,7 +11,7 @@ import { send } from '../support/rpc.js';
 const CHAINS = { devnet: evmChain(['http://127.0.0.1:1']) };
 
 function owner(g: TestGateway, name: string, plan = 'free'): { id: number; key: string } {
-  const made = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(name, plan, 1000);
+  const made = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(name, plan, 1000);
   return { id: made.id, key: made.managementKey };
 }
 
@@ -66,7 +66,7 @@ t.test('invalid management keys are throttled per IP as unknown API keys are; va
 t.test('GET /api/dashboard/endpoints in pages: limit and cursor, the first page as before', async (t) => {
   const g = await gatewayFor(t, { chains: CHAINS, plans: { big: { rps: 10, max_endpoints: 500 } } });
   const o = owner(g, 'many', 'big');
-  const { directory } = g.gateway.context.tenancy;
+  const directory = g.gateway.context.tenancy.directory!;
   const made: string[] = [];
   for (let i = 0; i < 230; i++) {
     const r = directory.createEndpoint(o.id, 'devnet', `e${i}`, 500);

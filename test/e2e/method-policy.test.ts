@@ -32,8 +32,8 @@ const g = await gatewayFor(t, {
 });
 
 function endpoint(gw: TestGateway, plan: string): { ownerId: number; url: string } {
-  const owner = createOwnerAdmin(gw.gateway.context.tenancy.store).createOwner(`${plan}-${Math.random()}`, plan, 1_000_000);
-  const made = gw.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', plan, 10);
+  const owner = createOwnerAdmin(gw.gateway.context.tenancy.store!).createOwner(`${plan}-${Math.random()}`, plan, 1_000_000);
+  const made = gw.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', plan, 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, url: `${gw.base}/v1/rpc/${made.apiKey}` };
 }

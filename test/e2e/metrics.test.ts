@@ -37,7 +37,7 @@ async function setup(t: Test): Promise<{ g: TestGateway; nodeUrl: string; apiKey
       deadnet: { chain_id: 31338, upstreams: [{ name: 'dead-node', url: DEAD_URL }] },
     },
   });
-  const admin = createOwnerAdmin(g.gateway.context.tenancy.store);
+  const admin = createOwnerAdmin(g.gateway.context.tenancy.store!);
   const rich = admin.createOwner('rich', 'growth', 1_000_000);
   const poor = admin.createOwner('poor', 'growth', 0);
   const made = await send('POST', `${g.base}/api/dashboard/endpoints`, JSON.stringify({ network: 'devnet' }), {
@@ -46,7 +46,7 @@ async function setup(t: Test): Promise<{ g: TestGateway; nodeUrl: string; apiKey
   });
   t.equal(made.status, 201, 'an endpoint made through the management API');
   const apiKey = (made.json as { data: { api_key: string } }).data.api_key;
-  const poorMade = g.gateway.context.tenancy.directory.createEndpoint(poor.id, 'devnet', 'poor', 10);
+  const poorMade = g.gateway.context.tenancy.directory!.createEndpoint(poor.id, 'devnet', 'poor', 10);
   if (!('apiKey' in poorMade)) throw new Error(poorMade.error);
   return { g, nodeUrl: node.url, apiKey, mgmtKey: rich.managementKey, poorKey: poorMade.apiKey };
 }

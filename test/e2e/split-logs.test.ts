@@ -89,8 +89,8 @@ async function setup(t: Test): Promise<Setup> {
     anvilUrl: anvil.url,
     address,
     endpoint(chain, ru = 1_000_000) {
-      const owner = createOwnerAdmin(ctx.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
-      const made = ctx.tenancy.directory.createEndpoint(owner.id, chain, 'logs', 10);
+      const owner = createOwnerAdmin(ctx.tenancy.store!).createOwner(`o${Math.random()}`, 'growth', ru);
+      const made = ctx.tenancy.directory!.createEndpoint(owner.id, chain, 'logs', 10);
       if (!('apiKey' in made)) throw new Error(made.error);
       return { ownerId: owner.id, url: `${g.base}/v1/rpc/${made.apiKey}`, key: made.apiKey };
     },

@@ -15,7 +15,7 @@ import { post, rpc, send } from '../support/rpc.js';
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
 function owner(g: TestGateway, name: string, plan: string, ru: number): { id: number; key: string } {
-  const made = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(name, plan, ru);
+  const made = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(name, plan, ru);
   return { id: made.id, key: made.managementKey };
 }
 
@@ -199,7 +199,7 @@ t.test("an endpoint name that is not 1 to 100 printable characters is 400 naming
   const made = await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet', name: long });
   t.equal(made.status, 201, '100 code points are allowed, however many UTF-16 units');
   t.equal((made.json as { data: { name: string } }).data.name, long);
-  const stored = g.gateway.context.tenancy.store.db.prepare('SELECT CAST(name AS BLOB) FROM endpoints').pluck().get() as Buffer;
+  const stored = g.gateway.context.tenancy.store!.db.prepare('SELECT CAST(name AS BLOB) FROM endpoints').pluck().get() as Buffer;
   t.same(stored, Buffer.from(long, 'utf8'), 'stored as valid UTF-8');
   t.equal((await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet', name: null })).status, 201, 'null is no name');
 });

@@ -152,8 +152,8 @@ t.test('a keyed client that leaves before its answer gets the RU it had set asid
   const upstream = await fakeUpstream(t, () => {});
   const g = await gatewayFor(t, { chains: { devnet: evmChain([upstream.url], 1, { timeout_s: 30 }) } });
   const tenancy = g.gateway.context.tenancy;
-  const owner = createOwnerAdmin(tenancy.store).createOwner('o', 'growth', 1000);
-  const made = tenancy.directory.createEndpoint(owner.id, 'devnet', 'x', 10);
+  const owner = createOwnerAdmin(tenancy.store!).createOwner('o', 'growth', 1000);
+  const made = tenancy.directory!.createEndpoint(owner.id, 'devnet', 'x', 10);
   if (!('apiKey' in made)) throw new Error('no endpoint');
   const before = tenancy.ledger.available(owner.id);
   const calls = () => upstream.requests.filter((r) => r.includes('eth_gasPrice')).length;

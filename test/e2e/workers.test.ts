@@ -87,7 +87,7 @@ t.test('a filter made through one worker is read through every connection', asyn
 t.test('a key made works at once on every worker; deleted, it is refused at once and its sockets close', async (t) => {
   const node = await anvilFor(t);
   const g = await gatewayFor(t, { server: { workers: 2 }, chains: { devnet: evmChain([node.url]) } });
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'growth', 1_000_000);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('o', 'growth', 1_000_000);
   const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
   const ep = (made.json as { data: { id: string; api_key: string } }).data;
   const url = `${g.base}/v1/rpc/${ep.api_key}`;
@@ -197,7 +197,7 @@ t.test('an owner with a balance for exactly K calls gets exactly K answers over 
   });
   const K = 400;
   const cost = g.gateway.context.tenancy.ruCost('eth_chainId');
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'open', K * cost);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('o', 'open', K * cost);
   const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
   const url = `${g.base}/v1/rpc/${(made.json as { data: { api_key: string } }).data.api_key}`;
   let served = 0;
@@ -225,15 +225,15 @@ t.test('an owner with a balance for exactly K calls gets exactly K answers over 
   const ledger = g.gateway.context.tenancy.ledger;
   t.equal(ledger.available(owner.id), 0, 'nothing left, never below zero');
   await until('every debit written', () => ledger.flush() && ledger.pending().rows === 0 && storedBalance(g, owner.id) === 0);
-  const used = g.gateway.context.tenancy.store.db
-    .prepare("SELECT SUM(ru) FROM usage_minute WHERE status = 0 AND method = 'eth_chainId' AND owner_id = ?")
+  const used = g.gateway.context.tenancy
+    .store!.db.prepare("SELECT SUM(ru) FROM usage_minute WHERE status = 0 AND method = 'eth_chainId' AND owner_id = ?")
     .pluck()
     .get(owner.id) as number;
   t.equal(used, K * cost, 'the usage rows hold every served call');
 });
 
 function storedBalance(g: TestGateway, ownerId: number): number {
-  return g.gateway.context.tenancy.store.db.prepare('SELECT ru_balance FROM owners WHERE id = ?').pluck().get(ownerId) as number;
+  return g.gateway.context.tenancy.store!.db.prepare('SELECT ru_balance FROM owners WHERE id = ?').pluck().get(ownerId) as number;
 }
 
 t.test('one upstream subscription for the process; every subscriber on every worker gets every head once', async (t) => {
@@ -289,7 +289,7 @@ t.test("an owner's subscribers on both workers: each charged per notification, e
   const K = 3;
   const subscribeRu = g.gateway.context.tenancy.ruCost('eth_subscribe');
   const start = 2 * subscribeRu + K * price + Math.floor(price / 2);
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'growth', start);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('o', 'growth', start);
   const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
   const url = `${g.base.replace('http', 'ws')}/v1/rpc/${(made.json as { data: { api_key: string } }).data.api_key}`;
   // One connection on each worker: the kernel picks, so connections are opened until both have one.
@@ -379,7 +379,7 @@ t.test('limits hold for the process: a plan rps, the unknown-key throttle, the c
     plans: { capped: { rps: RPS, max_endpoints: 5 } },
     websocket: { max_connections_per_key: 5 },
   });
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('o', 'capped', 100_000_000);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('o', 'capped', 100_000_000);
   const made = await api(g, owner.managementKey, 'POST', '/api/dashboard/endpoints', { network: 'devnet' });
   const url = `${g.base}/v1/rpc/${(made.json as { data: { api_key: string } }).data.api_key}`;
   await rpc(url, 'eth_chainId');

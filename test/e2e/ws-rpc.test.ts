@@ -14,9 +14,9 @@ export function endpoint(
   plan = 'growth',
   ru = 1_000_000,
 ): { ownerId: number; key: string; endpointId: string; managementKey: string } {
-  const admin = createOwnerAdmin(g.gateway.context.tenancy.store);
+  const admin = createOwnerAdmin(g.gateway.context.tenancy.store!);
   const owner = admin.createOwner(`o${Math.random()}`, plan, ru);
-  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', 'ws', 10);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', 'ws', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, key: made.apiKey, endpointId: made.endpoint.id, managementKey: owner.managementKey };
 }

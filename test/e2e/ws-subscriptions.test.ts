@@ -70,8 +70,8 @@ const emitEcho = (node: AnvilNode, data: string): Promise<string> =>
 const notificationRu = (bytes: number): number => 5 * Math.ceil(bytes / 250);
 
 function keyedEndpoint(g: TestGateway, ru: number): { ownerId: number; key: string; endpointId: string; managementKey: string } {
-  const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner(`o${Math.random()}`, 'growth', ru);
-  const made = g.gateway.context.tenancy.directory.createEndpoint(owner.id, 'devnet', 'subs', 10);
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner(`o${Math.random()}`, 'growth', ru);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', 'subs', 10);
   if (!('apiKey' in made)) throw new Error(made.error);
   return { ownerId: owner.id, key: made.apiKey, endpointId: made.endpoint.id, managementKey: owner.managementKey };
 }

@@ -107,10 +107,9 @@ t.test('a store failure rejects prepare (answer 503); concurrent calls share one
   });
   const a = book.prepare(1, 10);
   const b = book.prepare(1, 10);
-  t.equal(a, b, 'one refill for both');
   open();
-  await a;
-  t.same(s.state.asked, [100]);
+  await Promise.all([a, b]);
+  t.same(s.state.asked, [100], 'one refill for both');
   s.state.gate = null;
   s.state.fail = true;
   await t.rejects(book.prepare(2, 10)!, { message: 'store unreachable' });
@@ -180,4 +179,20 @@ t.test('a block asked for once the reservations may have expired replaces what w
   open();
   await refill;
   t.equal(book.available(1), 70, 'the grant less what was written meanwhile');
+});
+
+t.test('a burst too large for one refill asks again until every waiting call is covered', async (t) => {
+  const s = source(1000);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity });
+  const waits = Array.from({ length: 25 }, () => book.prepare(1, 10));
+  await Promise.all(waits);
+  t.same(s.state.asked, [100, 150], 'the first block, then what the 25 calls still missed');
+  t.equal(Array.from({ length: 25 }, () => book.reserve(1, 10)).filter(Boolean).length, 25, 'every waiting call is paid');
+  const poor = createBlockBook(source(55), { blockRu: 100, validUntil: () => Infinity });
+  await Promise.all(Array.from({ length: 10 }, () => poor.prepare(1, 10)));
+  t.equal(
+    Array.from({ length: 10 }, () => poor.reserve(1, 10)).filter(Boolean).length,
+    5,
+    'a store with less pays what it has: no more asking',
+  );
 });

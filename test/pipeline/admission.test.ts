@@ -89,7 +89,7 @@ t.test('fail-closed: while the ledger cannot write, metered calls get store_unav
   if (!first.ok) throw new Error('not admitted');
   settleCall(tenancy, caller, 'eth_getBalance', first, { ok: true, bytes: 10 });
   // Another connection (the CLI, a backup) holds the write lock: the flush fails within the busy timeout.
-  const other = new Database(tenancy.store.db.name);
+  const other = new Database(tenancy.store!.db.name);
   t.teardown(() => other.close());
   other.exec('BEGIN IMMEDIATE');
   t.equal(tenancy.ledger.flush(), false);
@@ -145,7 +145,7 @@ t.test('settleCall: charged with the surcharge, refunded on failure, each counte
   );
   t.equal(storedBalance(s, ownerId), 1000 - 115);
   t.same(
-    invariantGaps(tenancy.store.db).filter((g) => g.gap !== 0),
+    invariantGaps(tenancy.store!.db).filter((g) => g.gap !== 0),
     [],
     'credits = usage + balance for every owner',
   );

@@ -108,8 +108,8 @@ t.test('resolveCaller: a key whose network or plan the config does not have is 4
     'a network no longer configured',
   );
   t.equal(chainOfKey(s.ctx, gone.apiKey), undefined);
-  const owner = createOwnerAdmin(s.ctx.tenancy.store).createOwner('gold', 'gold', 100).id;
-  const made = s.ctx.tenancy.directory.createEndpoint(owner, 'devnet', undefined, 10);
+  const owner = createOwnerAdmin(s.ctx.tenancy.store!).createOwner('gold', 'gold', 100).id;
+  const made = s.ctx.tenancy.directory!.createEndpoint(owner, 'devnet', undefined, 10);
   if ('error' in made) throw new Error(made.error);
   t.same(
     resolveCaller(s.ctx, s.chain('devnet'), made.apiKey, true, () => '192.0.2.1'),

@@ -28,7 +28,7 @@ function tenancyFor(t: Test, raw: Record<string, unknown> = {}): Setup {
   const logLines: string[] = [];
   const tenancy = createTenancy(r.config, textLogger(logLines));
   t.teardown(() => {
-    if (tenancy.store.db.open) tenancy.close();
+    if (tenancy.store!.db.open) tenancy.close();
   });
   return { tenancy, path, logLines };
 }
@@ -63,7 +63,7 @@ t.test("the CLI's changes reach the daemon within the refresh interval", async (
   const alice = admin.createOwner('alice', 'free', 100).id;
   const bob = admin.createOwner('bob', 'free', 100).id;
   const endpoint = (owner: number): { id: string; key: string } => {
-    const r = tenancy.directory.createEndpoint(owner, 'devnet', undefined, 10);
+    const r = tenancy.directory!.createEndpoint(owner, 'devnet', undefined, 10);
     if ('error' in r) throw new Error(r.error);
     return { id: r.endpoint.id, key: r.apiKey };
   };
@@ -75,7 +75,7 @@ t.test("the CLI's changes reach the daemon within the refresh interval", async (
   await until(() => revoked.length > 0);
   t.same(revoked, [b1.id], "the suspended owner's endpoint is handed to the closer");
   t.equal(tenancy.ledger.available(alice), 150, 'the top-up is read again');
-  t.equal(tenancy.directory.endpointByKey(b1.key), null, "and the suspended owner's key stops working");
+  t.equal(tenancy.directory!.endpointByKey(b1.key), null, "and the suspended owner's key stops working");
 
   admin.deleteOwner(alice);
   await until(() => revoked.length > 1);
@@ -86,8 +86,8 @@ t.test("the CLI's changes reach the daemon within the refresh interval", async (
 
 t.test('storeFault: logged with where it happened; a fault other than a lock has the WAL checkpointed', async (t) => {
   const { tenancy, path, logLines } = tenancyFor(t);
-  const owner = createOwnerAdmin(tenancy.store).createOwner('acme', 'free', 100).id;
-  const ep = tenancy.directory.createEndpoint(owner, 'devnet', undefined, 10);
+  const owner = createOwnerAdmin(tenancy.store!).createOwner('acme', 'free', 100).id;
+  const ep = tenancy.directory!.createEndpoint(owner, 'devnet', undefined, 10);
   if ('error' in ep) throw new Error(ep.error);
   const charge = (): void => {
     const r = tenancy.ledger.reserve(owner, 1)!;
@@ -127,13 +127,13 @@ t.test('storeFault: logged with where it happened; a fault other than a lock has
 t.test('close(): flushes the debits, closes the store, and says when the last flush failed', async (t) => {
   for (const locked of [false, true]) {
     const { tenancy, path } = tenancyFor(t, { ledger: { flush_interval_ms: 60_000 } });
-    const owner = createOwnerAdmin(tenancy.store).createOwner('acme', 'free', 100).id;
+    const owner = createOwnerAdmin(tenancy.store!).createOwner('acme', 'free', 100).id;
     const r = tenancy.ledger.reserve(owner, 30)!;
     tenancy.ledger.settle(r, 30, { endpointId: 'ep_aaaaaaaaaaaaaaaa', method: 'eth_call', status: 0 });
     const cli = new Database(path);
     if (locked) cli.exec('BEGIN IMMEDIATE');
-    t.equal(tenancy.close(), !locked, locked ? 'false: the write lock was held' : 'true: flushed');
-    t.equal(tenancy.store.db.open, false, 'the store is closed');
+    t.equal(await tenancy.close(), !locked, locked ? 'false: the write lock was held' : 'true: flushed');
+    t.equal(tenancy.store!.db.open, false, 'the store is closed');
     if (locked) cli.exec('ROLLBACK');
     const balance = (cli.prepare('SELECT ru_balance FROM owners WHERE id = ?').get(owner) as { ru_balance: number }).ru_balance;
     t.equal(balance, locked ? 100 : 70, locked ? 'the debit is lost' : 'the debit is in the file');

@@ -97,14 +97,14 @@ export function keyedCaller(
 ): { caller: Caller; ownerId: number; apiKey: string } {
   const { tenancy, config } = s.ctx;
   const plan = opts.plan ?? 'free';
-  const owner = createOwnerAdmin(tenancy.store).createOwner(
+  const owner = createOwnerAdmin(tenancy.store!).createOwner(
     opts.name ?? `owner${Math.random().toString(36).slice(2, 8)}`,
     plan,
     opts.ru ?? 1_000_000,
   );
-  const made = tenancy.directory.createEndpoint(owner.id, network, undefined, 100);
+  const made = tenancy.directory!.createEndpoint(owner.id, network, undefined, 100);
   if ('error' in made) throw new Error(`createEndpoint refused: ${made.error}`);
-  const auth = tenancy.directory.endpointByKey(made.apiKey)!;
+  const auth = tenancy.directory!.endpointByKey(made.apiKey)!;
   const planConfig = config.plans[plan] ?? null;
   return {
     ownerId: owner.id,
@@ -140,8 +140,8 @@ export function usageRows(
 ): Array<{ owner_id: number; endpoint_id: string; method: string; status: number; requests: number; ru: number }> {
   const { tenancy } = s.ctx;
   if (!tenancy.ledger.flush()) throw new Error('the ledger flush failed');
-  return tenancy.store.db
-    .prepare(`
+  return tenancy
+    .store!.db.prepare(`
     SELECT owner_id, endpoint_id, method, status, sum(requests) AS requests, sum(ru) AS ru FROM usage_minute
     GROUP BY owner_id, endpoint_id, method, status ORDER BY owner_id, endpoint_id, method, status`)
     .all() as never;
@@ -151,5 +151,5 @@ export function usageRows(
 export function storedBalance(s: PipelineSetup, ownerId: number): number {
   const { tenancy } = s.ctx;
   if (!tenancy.ledger.flush()) throw new Error('the ledger flush failed');
-  return tenancy.store.sql.ledger.balance.get(ownerId)!;
+  return tenancy.store!.sql.ledger.balance.get(ownerId)!;
 }

@@ -1,0 +1,82 @@
+import type { HttpRequest, HttpResponse } from './uws.js';
+
+type DataHandler = (chunk: ArrayBuffer, isLast: boolean) => void;
+
+/**
+ * A request held while the gateway reads something it must know first (in a fleet: a key this instance
+ * has not met, from PostgreSQL). uWS gives a request's head only during its handler, and its body only to a
+ * handler registered then: so the head is copied and the body buffered as it arrives (up to `maxBody` + 1
+ * bytes: enough for the handlers' own limit check, which then refuses it), and `resume` hands both to a
+ * handler as if they had just arrived, in a corked callback (an upgrade included).
+ */
+export interface HeldRequest {
+  /** Runs `handler` on the held request, unless its client has gone. */
+  resume(handler: (res: HttpResponse, req: HttpRequest) => void): void;
+}
+
+export function holdRequest(res: HttpResponse, req: HttpRequest, maxBody: number, readsBody: boolean): HeldRequest {
+  const headers = new Map<string, string>();
+  req.forEach((name, value) => {
+    headers.set(name, value);
+  });
+  const head = { method: req.getMethod(), url: req.getUrl(), query: req.getQuery() ?? '' };
+  const copy = {
+    getHeader: (name: string) => headers.get(name) ?? '',
+    getMethod: () => head.method,
+    getCaseSensitiveMethod: () => head.method.toUpperCase(),
+    getUrl: () => head.url,
+    getQuery: () => head.query,
+    forEach: (cb: (name: string, value: string) => void) => {
+      for (const [k, v] of headers) cb(k, v);
+    },
+  } as unknown as HttpRequest;
+
+  let aborted = false;
+  let onAborted: (() => void) | null = null;
+  res.onAborted(() => {
+    aborted = true;
+    onAborted?.();
+  });
+  const chunks: ArrayBuffer[] = [];
+  let size = 0;
+  let ended = !readsBody;
+  let onData: DataHandler | null = null;
+  if (readsBody) {
+    res.onData((ab, isLast) => {
+      // Past the limit the handler refuses the body: what it needs to see is that there was more.
+      if (size <= maxBody) {
+        const kept = ab.slice(0, Math.min(ab.byteLength, maxBody + 1 - size));
+        size += kept.byteLength;
+        if (onData === null) chunks.push(kept);
+        else onData(kept, isLast);
+      } else if (isLast && onData !== null) onData(new ArrayBuffer(0), true);
+      if (isLast) ended = true;
+    });
+  }
+
+  const held = new Proxy(res, {
+    get(target, prop) {
+      if (prop === 'onAborted')
+        return (fn: () => void) => {
+          onAborted = fn;
+          return held;
+        };
+      if (prop === 'onData')
+        return (fn: DataHandler) => {
+          onData = fn;
+          const buffered = chunks.splice(0);
+          if (buffered.length === 0 && ended) fn(new ArrayBuffer(0), true);
+          for (let i = 0; i < buffered.length; i++) fn(buffered[i]!, ended && i === buffered.length - 1);
+          return held;
+        };
+      const value = Reflect.get(target, prop) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+
+  return {
+    resume(handler) {
+      if (!aborted) res.cork(() => handler(held, copy));
+    },
+  };
+}

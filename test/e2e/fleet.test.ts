@@ -1,0 +1,97 @@
+/**
+ * Two instances of a fleet (storage.url, cluster) on different ports, sharing one PostgreSQL and one Redis
+ * in front of one anvil: keys made on one work on the other at once and stop there within a second of a
+ * delete, an owner's balance for exactly K calls gives exactly K successes across both, a plan's rps holds
+ * across both, and the instances survive Redis going away and coming back.
+ */
+import t, { type Test } from 'tap';
+import WebSocket from 'ws';
+import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
+import { rpc } from '../support/rpc.js';
+import { startPostgres, startRedis, type TestServer } from '../support/servers.js';
+
+/** eth_chainId's price in these tests: a balance of K × PRICE pays for exactly K calls. */
+const PRICE = 10;
+
+async function fleetOf(t: Test, upstream: string, pg: TestServer, redis: TestServer, extra: Record<string, unknown> = {}) {
+  const one = (instance: string): Promise<TestGateway> =>
+    gatewayFor(t, {
+      storage: { url: pg.url },
+      cluster: { redis_url: redis.url, instance, reservation_ttl_s: 3, reservation_block_ru: 50 },
+      ledger: { flush_interval_ms: 100 },
+      plans: { fleet: { rps: 100_000, max_endpoints: 10 }, slow: { rps: 20, max_endpoints: 10 } },
+      ru: { methods: { eth_chainId: PRICE } },
+      chains: { devnet: evmChain([upstream]) },
+      ...extra,
+    });
+  return Promise.all([one('gw-a'), one('gw-b')]);
+}
+
+const call = (g: TestGateway, key: string, method = 'eth_chainId') => rpc(`${g.base}/v1/rpc/${key}`, method);
+
+async function until(what: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await what()) return true;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return what();
+}
+
+t.test('a fleet of two instances', async (t) => {
+  const [node, pg, redis] = await Promise.all([anvilFor(t), startPostgres(t), startRedis(t)]);
+  const [a, b] = await fleetOf(t, node.url, pg, redis);
+  const accounts = a.gateway.context.tenancy.accounts;
+
+  await t.test('a key made through one instance works on the other at once, and stops there within a second', async (t) => {
+    const owner = await accounts.createOwner('keys', 'fleet', 1_000_000);
+    const made = await accounts.createEndpoint(owner.id, 'devnet', 'k', 10);
+    if (!('apiKey' in made)) throw new Error(made.error);
+    t.equal((await call(b, made.apiKey)).status, 200, 'b serves a key a made');
+    const ws = new WebSocket(`${b.base.replace('http', 'ws')}/v1/rpc/${made.apiKey}`);
+    await new Promise((r, j) => ws.once('open', r).once('error', j));
+    const closed = new Promise<number>((r) => ws.once('close', (code) => r(code)));
+    t.ok(
+      await b.gateway.context.tenancy.accounts.deleteEndpoint(owner.id, made.endpoint.id),
+      'deleted (through b’s store: the same PostgreSQL)',
+    );
+    const deletedAt = Date.now();
+    t.ok(await until(async () => (await call(a, made.apiKey)).status === 401, 1000), 'a refuses it within a second');
+    t.equal(await closed, 1008, 'b closed the WebSocket the key opened');
+    t.ok(Date.now() - deletedAt < 1500, 'within a second or so');
+    const suspended = await accounts.createEndpoint(owner.id, 'devnet', 's', 10);
+    if (!('apiKey' in suspended)) throw new Error(suspended.error);
+    t.equal((await call(b, suspended.apiKey)).status, 200);
+    await accounts.setSuspended(owner.id, true);
+    t.ok(await until(async () => (await call(b, suspended.apiKey)).status === 401, 1000), 'an owner suspended on a is refused on b');
+  });
+
+  await t.test('a balance for exactly K calls gives exactly K successes across both instances', async (t) => {
+    const K = 37;
+    const owner = await accounts.createOwner('bank', 'fleet', K * PRICE);
+    const made = await accounts.createEndpoint(owner.id, 'devnet', 'bank', 10);
+    if (!('apiKey' in made)) throw new Error(made.error);
+    // Each instance gets more calls than the whole balance pays for: whatever one holds, it spends.
+    const statuses = await Promise.all(
+      Array.from({ length: 4 * K }, (_, i) => call(i % 2 === 0 ? a : b, made.apiKey).then((r) => r.status)),
+    );
+    t.equal(statuses.filter((s) => s === 200).length, K, `${K} successes`);
+    t.equal(statuses.filter((s) => s === 402).length, 3 * K, 'the rest refused 402');
+    await Promise.all([a.gateway.context.tenancy.ledger.flush(), b.gateway.context.tenancy.ledger.flush()]);
+    const fleetA = a.gateway.context.tenancy.fleet!;
+    t.ok(await until(async () => (await fleetA.ledgerStore.balance(owner.id)) === 0, 2000), 'the shared balance is spent to zero, once');
+    const stats = await b.gateway.context.tenancy.accounts.stats(owner.id, { from: 0, to: 2 ** 31, interval: 'day' });
+    t.equal(stats.totals.ru, K * PRICE, 'the usage both wrote, read through either');
+  });
+
+  await t.test("a plan's rps holds across both instances", async (t) => {
+    const owner = await accounts.createOwner('rps', 'slow', 1_000_000);
+    const made = await accounts.createEndpoint(owner.id, 'devnet', 'rps', 10);
+    if (!('apiKey' in made)) throw new Error(made.error);
+    // A fresh key's first second: 60 calls at once, half through each, against 20 per second.
+    const statuses = await Promise.all(Array.from({ length: 60 }, (_, i) => call(i % 2 === 0 ? a : b, made.apiKey).then((r) => r.status)));
+    const ok = statuses.filter((s) => s === 200).length;
+    t.ok(ok >= 19 && ok <= 20, `${ok} of 60 passed: 20 per second across the fleet, within 5 %`);
+    t.equal(statuses.filter((s) => s === 429).length, 60 - ok, 'the rest refused 429');
+  });
+});
