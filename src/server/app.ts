@@ -16,7 +16,8 @@ import { serveMetrics } from './metrics-listener.js';
 import { type ChainTraffic, type StatusReport, statusReport, sumTraffic } from './status-report.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
-import { createTenancy } from '../pipeline/tenancy.js';
+import { createTenancy, type Tenancy } from '../pipeline/tenancy.js';
+import { createDaemonSqliteAccounts } from '../accounts/sqlite-accounts.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
@@ -106,6 +107,19 @@ function createApp(config: Config): TemplatedApp {
     key_file_name: tls.key_file,
     ...(tls.passphrase ? { passphrase: tls.passphrase } : {}),
   });
+}
+
+/**
+ * Where the management API reads and writes owners, keys, endpoints and usage, and how it reads a live
+ * balance: on one machine the SQLite file through the tenancy's directory (so a deleted key is refused at
+ * once) and the ledger's balance. Fleet mode fills this one spot with the fleet's AccountStore and the
+ * shared balance less this instance's unflushed spend.
+ */
+function managementAccounts(tenancy: Tenancy): Pick<ManagementDeps, 'accounts' | 'balance'> {
+  return {
+    accounts: createDaemonSqliteAccounts(tenancy.store, tenancy.directory),
+    balance: (ownerId) => tenancy.ledger.available(ownerId),
+  };
 }
 
 /** A management request on whichever listener serves it: CORS preflight, or the REST operation. */
@@ -330,8 +344,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
   const managementDeps: ManagementDeps = {
     config,
-    directory: tenancy.directory,
-    balance: (ownerId) => tenancy.ledger.available(ownerId),
+    ...managementAccounts(tenancy),
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter,
     unknownKeys: tenancy.unknownKeys,
