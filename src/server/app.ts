@@ -13,7 +13,7 @@ import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
 import { serveMetrics } from './metrics-listener.js';
-import { type ChainTraffic, type StatusReport, statusReport, sumTraffic } from './status-report.js';
+import { type ChainTraffic, type FleetStatusSource, fleetStatus, type StatusReport, statusReport, sumTraffic } from './status-report.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy, type Tenancy } from '../pipeline/tenancy.js';
@@ -109,16 +109,26 @@ function createApp(config: Config): TemplatedApp {
   });
 }
 
+/** What the management API and GET /status read of the store: the one spot that differs in a fleet. */
+interface StoreViews {
+  management: Pick<ManagementDeps, 'accounts' | 'balance'>;
+  /** The fleet's instances for GET /status; undefined on one machine (the report has no fleet section). */
+  fleet: FleetStatusSource | undefined;
+}
+
 /**
- * Where the management API reads and writes owners, keys, endpoints and usage, and how it reads a live
- * balance: on one machine the SQLite file through the tenancy's directory (so a deleted key is refused at
- * once) and the ledger's balance. Fleet mode fills this one spot with the fleet's AccountStore and the
- * shared balance less this instance's unflushed spend.
+ * On one machine: the SQLite file through the tenancy's directory (so a deleted key is refused at once),
+ * the ledger's live balance, and no fleet. Fleet mode fills this one spot with the fleet's AccountStore,
+ * the shared balance less this instance's unflushed spend, and { instance: cluster.instance, instances:
+ * () => ledgerStore.instances() }.
  */
-function managementAccounts(tenancy: Tenancy): Pick<ManagementDeps, 'accounts' | 'balance'> {
+function storeViews(tenancy: Tenancy): StoreViews {
   return {
-    accounts: createDaemonSqliteAccounts(tenancy.store, tenancy.directory),
-    balance: (ownerId) => tenancy.ledger.available(ownerId),
+    management: {
+      accounts: createDaemonSqliteAccounts(tenancy.store, tenancy.directory),
+      balance: (ownerId) => tenancy.ledger.available(ownerId),
+    },
+    fleet: undefined,
   };
 }
 
@@ -342,9 +352,10 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onIdle: null,
   };
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
+  const views = storeViews(tenancy);
   const managementDeps: ManagementDeps = {
     config,
-    ...managementAccounts(tenancy),
+    ...views.management,
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter,
     unknownKeys: tenancy.unknownKeys,
@@ -388,11 +399,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const status = async (): Promise<StatusReport> => {
     // Connections and requests are the workers': each tells what it saw of each chain.
     const theirs = pool === null ? [] : ((await pool.ask({ type: 'traffic' })) as Array<Record<string, ChainTraffic> | undefined>);
+    const fleet = views.fleet === undefined ? undefined : await fleetStatus(views.fleet, Date.now());
     return statusReport(
       chains.values(),
       (slug) => sumTraffic([metrics.chain(slug).snapshot(), ...theirs.map((w) => w?.[slug])]),
       { lastAt: tenancy.ledger.lastFlushAt(), lastOk: tenancy.ledger.healthy(), failures: tenancy.flushFailures() },
       performance.now() - startedAt,
+      fleet,
     );
   };
   if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token, status);
