@@ -1,5 +1,6 @@
 import { readUsageStats } from '../metering/stats.js';
 import type { Store } from '../store/open.js';
+import type { Directory } from '../tenancy/directory.js';
 import { createEndpointTable } from '../tenancy/endpoints.js';
 import { createOwnerAdmin } from '../tenancy/owners.js';
 import type { AccountStore, AccountStoreOptions } from './account-store.js';
@@ -34,5 +35,22 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
     deleteEndpoint: async (ownerId, endpointId) => endpoints.deleteEndpoint(ownerId, endpointId) !== null,
     stats: async (ownerId, query) => readUsageStats(store.sql, ownerId, query),
     close: async () => store.close(),
+  };
+}
+
+/**
+ * The account store a single-machine daemon serves the management API from, on the connection its tenancy
+ * owns: endpoints are made, found and deleted through `directory`, so its key cache and the sockets of a
+ * deleted key follow at once (`refreshIfChanged` reads `data_version`, which a write on the same connection
+ * does not move). Owner writes (suspend, plan, delete) are the CLI's, on a connection of its own, which the
+ * directory sees. close() leaves the store open: the tenancy closes it.
+ */
+export function createDaemonSqliteAccounts(store: Store, directory: Directory, options: AccountStoreOptions = {}): AccountStore {
+  return {
+    ...createSqliteAccounts(store, options),
+    endpointByKey: async (apiKey) => directory.endpointByKey(apiKey),
+    createEndpoint: async (ownerId, network, name, maxEndpoints) => directory.createEndpoint(ownerId, network, name, maxEndpoints),
+    deleteEndpoint: async (ownerId, endpointId) => directory.deleteEndpoint(ownerId, endpointId),
+    close: async () => {},
   };
 }

@@ -4,8 +4,8 @@
  * chain has a node in rotation, 1 when one has none, 2 when the daemon cannot be asked.
  */
 import type { Config } from '../config/schema.js';
-import type { StatusReport } from '../server/status-report.js';
-import { formatTable } from './table.js';
+import type { FleetStatus, StatusReport } from '../server/status-report.js';
+import { escapeCell, formatTable, formatTime } from './table.js';
 
 /** How long the daemon gets to answer, in ms: a daemon that holds a scrape this long is as good as down. */
 const ASK_TIMEOUT_MS = 5_000;
@@ -28,20 +28,42 @@ export function formatStatus(r: StatusReport): string {
       u.head === null ? '–' : String(u.head),
       u.lag === null ? '–' : String(u.lag),
     ]);
-    out.push(
-      formatTable(['upstream', 'state', 'head', 'lag'], rows)
-        .trimEnd()
-        .split('\n')
-        .map((l) => `  ${l}`)
-        .join('\n'),
-    );
+    out.push(...indented(formatTable(['upstream', 'state', 'head', 'lag'], rows)));
   }
   const l = r.ledger;
   out.push(
     '',
     `ledger: last flush ${l.last_flush_at ?? 'not yet'}${l.last_flush_ok === false ? ' FAILED' : ''}, ${l.flush_failures} failed flushes since start`,
   );
+  if (r.fleet !== undefined) out.push('', ...formatFleet(r.fleet));
   return out.join('\n') + '\n';
+}
+
+/** The fleet's instances as a table, this daemon marked `*`; or why the shared store could not list them. */
+export function formatFleet(f: FleetStatus): string[] {
+  if (f.error !== null) return [`fleet: this instance ${f.this_instance}; the instances could not be read: ${escapeCell(f.error)}`];
+  const rows = f.instances.map((i) => [
+    i.id === f.this_instance ? `${i.id} *` : i.id,
+    formatTime(Math.floor(Date.parse(i.started_at) / 1000)),
+    formatTime(Math.floor(Date.parse(i.last_heartbeat_at) / 1000)),
+    `${i.heartbeat_age_s} s ago`,
+    Object.entries(i.info)
+      .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+      .join(' '),
+  ]);
+  const n = f.instances.length;
+  return [
+    `fleet: ${n} instance${n === 1 ? '' : 's'} (* this one, ${f.this_instance})`,
+    ...indented(formatTable(['instance', 'started', 'last heartbeat', 'age', 'info'], rows)),
+  ];
+}
+
+/** A table's lines, indented under the line that names it. */
+function indented(table: string): string[] {
+  return table
+    .trimEnd()
+    .split('\n')
+    .map((l) => `  ${l}`);
 }
 
 /** Runs the command; resolves with its exit code after writing to `out` / `err`. */

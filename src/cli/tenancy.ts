@@ -1,14 +1,19 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { AccountStore } from '../accounts/account-store.js';
+import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
+import { createSqliteAccounts } from '../accounts/sqlite-accounts.js';
 import type { Config } from '../config/schema.js';
 import { openStore, type Store } from '../store/open.js';
+import { openPgStore, safeUrl } from '../store/pg-open.js';
 import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
 import { MAX_NAME_LENGTH, nameProblem } from '../tenancy/names.js';
-import { createOwnerAdmin, MAX_RU, type OwnerAdmin } from '../tenancy/owners.js';
+import { MAX_RU } from '../tenancy/owners.js';
 import { intOption, parseArgs, type ParsedArgs, stringOption } from './args.js';
 import { formatTable, formatTime } from './table.js';
 
-export const TENANCY_USAGE = `Owners, keys and endpoints, in the database at storage.path (safe while the gateway runs):
+export const TENANCY_USAGE = `Owners, keys and endpoints, in the config's store: the SQLite file at storage.path, or a fleet's
+PostgreSQL at storage.url (safe while gateways run; Redis is not needed):
 
   chaingate owner create --name NAME --plan PLAN --ru N [--json]   new owner and its first management key
   chaingate owner list [--json]                                    owners, balances, endpoint counts
@@ -20,7 +25,7 @@ export const TENANCY_USAGE = `Owners, keys and endpoints, in the database at sto
   chaingate owner suspend ID | owner resume ID                     refuse / accept the owner's keys
   chaingate owner delete ID                                        the owner, its endpoints and keys
   chaingate endpoint list [--owner ID] [--json]
-  chaingate backup --out FILE [--force]                            online copy of the database
+  chaingate backup --out FILE [--force]                            online copy of the SQLite file (not storage.url)
 
 N is RU in decimal digits, at most ${MAX_RU} (a balance too); NAME is 1 to ${MAX_NAME_LENGTH} characters, no control
 characters. Every command also takes --config FILE. Exit status: 0 done, 1 refused (e.g. unknown owner), 2 bad arguments.
@@ -38,7 +43,9 @@ interface Io {
   args: ParsedArgs;
   config: Config;
   out: (s: string) => void;
-  admin: () => OwnerAdmin;
+  /** The config's account store, opened at the first call (a usage error or `backup` opens none). */
+  accounts: () => Promise<AccountStore>;
+  /** The SQLite file at storage.path, for `backup`. */
   store: () => Store;
 }
 
@@ -96,7 +103,9 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       if (!name) throw new UsageError('missing --name NAME');
       const problem = nameProblem(name);
       if (problem !== null) throw new UsageError(`--name ${problem}`);
-      const created = io.admin().createOwner(name, plan(config, stringOption(args, 'plan')), requireRu(args, 0));
+      const chosen = plan(config, stringOption(args, 'plan'));
+      const ru = requireRu(args, 0);
+      const created = await (await io.accounts()).createOwner(name, chosen, ru);
       out(
         json
           ? `${JSON.stringify({ id: created.id, management_key: created.managementKey })}\n`
@@ -105,7 +114,7 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       return;
     }
     case 'owner list': {
-      const owners = io.admin().listOwners();
+      const owners = await (await io.accounts()).listOwners();
       if (json) {
         out(
           `${JSON.stringify(
@@ -141,7 +150,7 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     case 'owner topup': {
       const id = ownerId(a);
       const ru = requireRu(args, 1);
-      const result = io.admin().topUp(id, ru);
+      const result = await (await io.accounts()).topUp(id, ru);
       if ('error' in result) {
         throw new RefusedError(
           result.error === 'no_owner'
@@ -155,13 +164,13 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     case 'owner set-plan': {
       const id = ownerId(a);
       const p = plan(config, b);
-      found(io.admin().setPlan(id, p), id);
+      found(await (await io.accounts()).setPlan(id, p), id);
       out(`owner ${id}: plan ${p}\n`);
       return;
     }
     case 'owner key create': {
       const id = ownerId(a);
-      const key = found(io.admin().createManagementKey(id), id);
+      const key = found(await (await io.accounts()).createManagementKey(id), id);
       out(
         json ? `${JSON.stringify({ id, management_key: key })}\n` : `management key for owner ${id} (shown once, keep it secret): ${key}\n`,
       );
@@ -169,7 +178,7 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     }
     case 'owner key list': {
       const id = ownerId(a);
-      const keys = found(io.admin().listManagementKeys(id), id);
+      const keys = found(await (await io.accounts()).listManagementKeys(id), id);
       out(
         formatTable(
           ['PREFIX', 'CREATED', 'REVOKED'],
@@ -182,7 +191,7 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       const id = ownerId(a);
       if (b === undefined)
         throw new UsageError(`missing PREFIX (the first ${KEY_PREFIX_LENGTH} characters of the key; see owner key list)`);
-      const result = io.admin().revokeManagementKey(id, b.slice(0, KEY_PREFIX_LENGTH));
+      const result = await (await io.accounts()).revokeManagementKey(id, b.slice(0, KEY_PREFIX_LENGTH));
       if (result === 'no_owner') throw new RefusedError(`no owner ${id}`);
       if (result === 'no_key')
         throw new RefusedError(`owner ${id} has no live management key with prefix '${b}' (see owner key list ${id})`);
@@ -194,19 +203,20 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     case 'owner resume': {
       const id = ownerId(a);
       const suspend = command === 'owner suspend';
-      found(io.admin().setSuspended(id, suspend), id);
+      found(await (await io.accounts()).setSuspended(id, suspend), id);
       out(`owner ${id}: ${suspend ? 'suspended (its keys are refused)' : 'resumed'}\n`);
       return;
     }
     case 'owner delete': {
       const id = ownerId(a);
-      const { endpoints } = found(io.admin().deleteOwner(id), id);
+      const { endpoints } = found(await (await io.accounts()).deleteOwner(id), id);
       out(`owner ${id} deleted with ${endpoints} endpoint${endpoints === 1 ? '' : 's'}\n`);
       return;
     }
     case 'endpoint list': {
       const owner = stringOption(args, 'owner');
-      const rows = io.admin().listEndpoints(owner === undefined ? undefined : ownerId(owner, '--owner'));
+      const of = owner === undefined ? undefined : ownerId(owner, '--owner');
+      const rows = await (await io.accounts()).listAllEndpoints(of);
       if (json) {
         out(
           `${JSON.stringify(
@@ -233,6 +243,11 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
     case 'backup': {
       const target = stringOption(args, 'out');
       if (target === undefined) throw new UsageError('missing --out FILE');
+      if (config.storage.url !== undefined) {
+        throw new RefusedError(
+          `backup copies the SQLite file at storage.path, and this config keeps its data in PostgreSQL (storage.url ${safeUrl(config.storage.url)}): back that up with pg_dump`,
+        );
+      }
       const file = resolve(target);
       if (file === io.store().path) throw new UsageError('--out is the database itself');
       if (existsSync(file) && !args.options.has('force')) throw new RefusedError(`${target} exists: pass --force to overwrite it`);
@@ -266,10 +281,29 @@ const POSITIONALS: Record<string, number> = {
   'owner delete': 1,
 };
 
+/** What the CLI keeps open for one command, closed when it ends. */
+interface Opened {
+  accounts?: Promise<AccountStore>;
+  store?: Store;
+}
+
+/** The config's account store: a fleet's PostgreSQL (schema brought current) or the SQLite file, its own connection. */
+async function openAccounts(config: Config, opened: Opened): Promise<AccountStore> {
+  if (config.storage.url === undefined) return createSqliteAccounts((opened.store ??= openStore(config.storage.path)));
+  return createPostgresAccounts(await openPgStore(config.storage.url, { maxConnections: 1 }));
+}
+
+/** What an error of the store says: a refused connection (one per address tried) may have no message of its own. */
+function storeErrorText(e: unknown): string {
+  const err = e as { message?: string; code?: string };
+  return err.message || err.code || String(e);
+}
+
 /**
  * Runs one operator command (`argv` as typed after `chaingate`, e.g. `['owner', 'list', '--config', F]`)
- * against the database at `config.storage.path`; returns the exit status. Writes only through `out`
- * and `err`, so it is testable and never exits the process.
+ * against the config's store (`storage.url` when set, else the file at `storage.path`; never Redis);
+ * returns the exit status. Writes only through `out` and `err`, so it is testable and never exits the
+ * process.
  */
 export async function runTenancyCommand(
   argv: string[],
@@ -277,8 +311,8 @@ export async function runTenancyCommand(
   out: (s: string) => void,
   err: (s: string) => void,
 ): Promise<number> {
-  let store: Store | undefined;
-  const openOnce = (): Store => (store ??= openStore(config.storage.path));
+  const opened: Opened = {};
+  const where = config.storage.url === undefined ? `database ${config.storage.path}` : `database ${safeUrl(config.storage.url)}`;
   try {
     const args = asUsage(() => parseArgs(argv, ['name', 'plan', 'ru', 'owner', 'out', 'config'], ['json', 'help', 'force']));
     if (args.options.has('help')) {
@@ -293,7 +327,13 @@ export async function runTenancyCommand(
     }
     const extra = rest.slice(POSITIONALS[command] ?? 0);
     if (extra.length > 0) throw new UsageError(`${command}: unexpected argument '${extra[0]}'`);
-    await run(command, rest, { args, config, out, store: openOnce, admin: () => createOwnerAdmin(openOnce()) });
+    await run(command, rest, {
+      args,
+      config,
+      out,
+      accounts: () => (opened.accounts ??= openAccounts(config, opened)),
+      store: () => (opened.store ??= openStore(config.storage.path)),
+    });
     return 0;
   } catch (e) {
     if (e instanceof RefusedError) {
@@ -304,10 +344,13 @@ export async function runTenancyCommand(
       err(`chaingate: ${e.message}\n\n${TENANCY_USAGE}`);
       return 2;
     }
-    // The store itself failed (busy past the timeout, disk full, unreadable file): say so plainly.
-    err(`chaingate: ${(e as Error).message} (database ${config.storage.path})\n`);
+    // The store itself failed (busy past the timeout, disk full, unreadable file, PostgreSQL unreachable): say so plainly.
+    err(`chaingate: ${storeErrorText(e)} (${where})\n`);
     return 1;
   } finally {
-    store?.close();
+    // A SQLite account store closes the file it was made over: close that once, whichever opened it.
+    const accounts = await opened.accounts?.catch(() => undefined);
+    if (accounts?.kind === 'postgres') await accounts.close();
+    opened.store?.close();
   }
 }

@@ -19,7 +19,7 @@ import { openStore, type Store } from '../store/open.js';
 import { createDirectory, type Directory } from '../tenancy/directory.js';
 import { createStoreChanges } from '../store/changes.js';
 import type { AccountStore } from '../accounts/account-store.js';
-import { createSqliteAccounts } from '../accounts/sqlite-accounts.js';
+import { createDaemonSqliteAccounts } from '../accounts/sqlite-accounts.js';
 import type { EndpointAuth } from '../tenancy/key-cache.js';
 import type { FleetLimiter } from '../limits/fleet-limiter.js';
 import type { FleetLedger } from '../metering/fleet-ledger.js';
@@ -241,8 +241,7 @@ export function createTenancy(
   return {
     store,
     directory,
-    // The tenancy owns the store: the accounts' close must not close it under the ledger.
-    accounts: { ...createSqliteAccounts(store), close: async () => {} },
+    accounts: createDaemonSqliteAccounts(store, directory),
     keys: localKeys(directory),
     fleet: null,
     ledger,

@@ -13,10 +13,10 @@ import { handleBeacon, sendBeaconError } from './beacon.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
 import { serveMetrics } from './metrics-listener.js';
-import { type ChainTraffic, type StatusReport, statusReport, sumTraffic } from './status-report.js';
+import { type ChainTraffic, type FleetStatusSource, fleetStatus, type StatusReport, statusReport, sumTraffic } from './status-report.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
-import { createTenancy } from '../pipeline/tenancy.js';
+import { createTenancy, type Tenancy } from '../pipeline/tenancy.js';
 import { openFleetTenancy } from '../pipeline/fleet-tenancy.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
@@ -109,6 +109,28 @@ function createApp(config: Config): TemplatedApp {
     key_file_name: tls.key_file,
     ...(tls.passphrase ? { passphrase: tls.passphrase } : {}),
   });
+}
+
+/** What the management API and GET /status read of the store: the one spot that differs in a fleet. */
+interface StoreViews {
+  management: Pick<ManagementDeps, 'accounts' | 'balance'>;
+  /** The fleet's instances for GET /status; undefined on one machine (the report has no fleet section). */
+  fleet: FleetStatusSource | undefined;
+}
+
+/**
+ * On one machine: the ledger's live balance, and no fleet. In a fleet: the balance as written to the shared
+ * store (what the fleet's instances spent, within one flush interval; never what they merely reserved), and
+ * the instances' heartbeats.
+ */
+function storeViews(tenancy: Tenancy): StoreViews {
+  const fleet = tenancy.fleet;
+  if (fleet === null)
+    return { management: { accounts: tenancy.accounts, balance: (ownerId) => tenancy.ledger.available(ownerId) }, fleet: undefined };
+  return {
+    management: { accounts: tenancy.accounts, balance: async (ownerId) => (await fleet.ledgerStore.balance(ownerId)) ?? 0 },
+    fleet: { instance: fleet.instance, instances: () => fleet.ledgerStore.instances() },
+  };
 }
 
 /** A management request on whichever listener serves it: CORS preflight, or the REST operation. */
@@ -349,10 +371,10 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onIdle: null,
   };
   const table: RouteTable = { chains: config.chains, defaultChain: config.server.default_chain };
+  const views = storeViews(tenancy);
   const managementDeps: ManagementDeps = {
     config,
-    directory: tenancy.directory!,
-    balance: (ownerId) => tenancy.ledger.available(ownerId),
+    ...views.management,
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter,
     unknownKeys: tenancy.unknownKeys,
@@ -396,11 +418,13 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const status = async (): Promise<StatusReport> => {
     // Connections and requests are the workers': each tells what it saw of each chain.
     const theirs = pool === null ? [] : ((await pool.ask({ type: 'traffic' })) as Array<Record<string, ChainTraffic> | undefined>);
+    const fleet = views.fleet === undefined ? undefined : await fleetStatus(views.fleet, Date.now());
     return statusReport(
       chains.values(),
       (slug) => sumTraffic([metrics.chain(slug).snapshot(), ...theirs.map((w) => w?.[slug])]),
       { lastAt: tenancy.ledger.lastFlushAt(), lastOk: tenancy.ledger.healthy(), failures: tenancy.flushFailures() },
       performance.now() - startedAt,
+      fleet,
     );
   };
   if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token, status);

@@ -2,8 +2,7 @@ import type { Config } from '../config/schema.js';
 import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
 import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
-import { isStoreError } from '../store/faults.js';
-import type { Directory, OwnerRecord } from '../tenancy/directory.js';
+import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
 import { readBody } from './body.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -16,9 +15,13 @@ import type { HttpRequest, HttpResponse } from './uws.js';
  */
 export interface ManagementDeps {
   config: Config;
-  directory: Directory;
-  /** The owner's live balance (stored minus unflushed debits and open reservations). */
-  balance: (ownerId: number) => number;
+  /** Owners, keys, endpoints and usage: the SQLite file's, or the fleet's PostgreSQL (app.ts picks). */
+  accounts: AccountStore;
+  /**
+   * The owner's live balance: on one machine the ledger's (stored minus unflushed debits and open
+   * reservations), in a fleet the shared store's less this instance's unflushed spend (a promise).
+   */
+  balance: (ownerId: number) => number | Promise<number>;
   /** Called after an endpoint is deleted, so its open sockets can be closed. */
   onEndpointDeleted: (endpointId: string) => void;
   /** The request-rate limiter and the unknown-key guard the JSON-RPC paths use too. */
@@ -26,7 +29,7 @@ export interface ManagementDeps {
   unknownKeys: UnknownKeyGuard;
   /** The client's IP, read as the JSON-RPC paths read it (`server.trust_proxy`). */
   clientIp: (res: HttpResponse, req: HttpRequest) => string;
-  /** Called with a store fault a route answered 503 for (`during` names the route), to log it. */
+  /** Called with a store fault a route answered 503 for (`during` names the route), to log it (and repair SQLite's WAL). */
   onStoreFault: (during: string, err: Error) => void;
 }
 
@@ -56,12 +59,26 @@ export function chainUrls(config: Config, slug: string, keySegment: string): { h
   return { https, wss };
 }
 
-function send(res: HttpResponse, meta: ResponseMeta, status: number, data: unknown): void {
-  sendWhole(res, status, meta, JSON_TYPE, JSON.stringify({ data }));
+/**
+ * One request's answer: written corked (it is mostly written after an await, outside uWS's handler), and
+ * not at all once the client has gone.
+ */
+interface Reply {
+  readonly res: HttpResponse;
+  readonly meta: ResponseMeta;
+  aborted: boolean;
 }
 
-function fail(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, extra?: Array<[string, string]>): void {
-  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), extra);
+function send(reply: Reply, status: number, data: unknown): void {
+  sendRaw(reply, status, JSON.stringify({ data }));
+}
+
+function sendRaw(reply: Reply, status: number, body: string): void {
+  if (!reply.aborted) sendWhole(reply.res, status, reply.meta, JSON_TYPE, body);
+}
+
+function fail(reply: Reply, code: ErrorCode, message?: string, extra?: Array<[string, string]>): void {
+  if (!reply.aborted) sendWhole(reply.res, ERRORS[code].http, reply.meta, JSON_TYPE, managementErrorBody(code, message), extra);
 }
 
 function endpointView(e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }) {
@@ -88,32 +105,59 @@ function parseJsonObject(buf: Buffer): Record<string, unknown> | string {
   return v as Record<string, unknown>;
 }
 
-/** Calls `onBody` once, outside any parse `try`: what the handler throws is its own error, never a parse error. */
-function readJsonBody(res: HttpResponse, onBody: (body: Record<string, unknown> | null, error?: string) => void): void {
-  readBody(
-    res,
-    MAX_MANAGEMENT_BODY,
-    (buf) => {
-      const parsed = parseJsonObject(buf);
-      if (typeof parsed === 'string') onBody(null, parsed);
-      else onBody(parsed);
-    },
-    () => onBody(null, `body is larger than ${MAX_MANAGEMENT_BODY} bytes`),
+/**
+ * The request body as a JSON object, or what is wrong with it. Started in uWS's handler: a body not
+ * asked for there is lost. Never settles when the client goes first, which is then unanswered anyway.
+ */
+function readJsonBody(res: HttpResponse): Promise<Record<string, unknown> | string> {
+  return new Promise((resolve) =>
+    readBody(
+      res,
+      MAX_MANAGEMENT_BODY,
+      (buf) => resolve(parseJsonObject(buf)),
+      () => resolve(`body is larger than ${MAX_MANAGEMENT_BODY} bytes`),
+    ),
   );
 }
 
+/** A store call that failed: the cause is the store's error (SQLite's, PostgreSQL's, a lost connection). */
+class StoreFault extends Error {
+  constructor(readonly fault: Error) {
+    super(fault.message);
+  }
+}
+
 /**
- * Runs one route; a store fault (SQLite busy past the busy timeout, disk full, an I/O error) is
- * answered 503 `store_unavailable`, reported, and goes no further: thrown out of a uWS callback it
- * would end the process. SQLite rolled the failed statement back, so nothing was changed.
+ * Awaits a store call. By AccountStore's contract every rejection but a RangeError (a value the caller
+ * should have refused first: a bug, thrown on) is the store failing, and nothing of the call was written.
  */
-function answerStoreFaults(deps: ManagementDeps, res: HttpResponse, meta: ResponseMeta, during: string, route: () => void): void {
+async function fromStore<T>(call: () => T | Promise<T>): Promise<T> {
   try {
-    route();
+    return await call();
   } catch (err) {
-    if (!isStoreError(err)) throw err;
-    deps.onStoreFault(during, err);
-    fail(res, meta, 'store_unavailable', 'The store is busy or full; nothing was changed, retry later');
+    if (err instanceof RangeError) throw err;
+    throw new StoreFault(err instanceof Error ? err : new Error(String(err)));
+  }
+}
+
+/**
+ * Runs one route; a store fault (SQLite busy past the busy timeout, disk full, an I/O error; PostgreSQL
+ * unreachable or failing) is answered 503 `store_unavailable`, reported, and goes no further. Any other
+ * error is a bug and is thrown on, as it was when the routes were synchronous.
+ */
+async function answerStoreFaults(deps: ManagementDeps, reply: Reply, during: string, route: () => Promise<void>): Promise<void> {
+  try {
+    await route();
+  } catch (err) {
+    if (!(err instanceof StoreFault)) throw err;
+    deps.onStoreFault(during, err.fault);
+    fail(
+      reply,
+      'store_unavailable',
+      deps.accounts.kind === 'sqlite'
+        ? 'The store is busy or full; nothing was changed, retry later'
+        : 'The store is unreachable or failing; retry later',
+    );
   }
 }
 
@@ -150,107 +194,97 @@ function decodeCursor(cursor: string): { createdAt: number; id: string } | null 
  * `GET /api/dashboard/endpoints`: pages of `limit` endpoints (default 100), oldest first. The answer is
  * `{"data": [...]}` as before, with `next_cursor` beside it when more follow; `cursor` asks for that page.
  */
-function handleList(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta): void {
+async function handleList(deps: ManagementDeps, owner: OwnerRecord, query: string, reply: Reply): Promise<void> {
   const limitText = queryParam(query, 'limit');
   const cursorText = queryParam(query, 'cursor');
-  if (limitText === null) return fail(res, meta, 'bad_request', "'limit' is given more than once");
-  if (cursorText === null) return fail(res, meta, 'bad_request', "'cursor' is given more than once");
+  if (limitText === null) return fail(reply, 'bad_request', "'limit' is given more than once");
+  if (cursorText === null) return fail(reply, 'bad_request', "'cursor' is given more than once");
   const limit = limitText === undefined ? ENDPOINT_PAGE.default : /^\d{1,4}$/.test(limitText) ? Number(limitText) : 0;
   if (limit < 1 || limit > ENDPOINT_PAGE.max) {
-    return fail(res, meta, 'bad_request', `'limit' must be an integer from 1 to ${ENDPOINT_PAGE.max}`);
+    return fail(reply, 'bad_request', `'limit' must be an integer from 1 to ${ENDPOINT_PAGE.max}`);
   }
   const after = cursorText === undefined ? undefined : decodeCursor(cursorText);
-  if (after === null) return fail(res, meta, 'bad_request', "'cursor' is not one this API gave (use next_cursor as it is)");
-  const rows = deps.directory.listEndpointsPage(owner.id, limit + 1, after);
+  if (after === null) return fail(reply, 'bad_request', "'cursor' is not one this API gave (use next_cursor as it is)");
+  const rows = await fromStore(() => deps.accounts.listEndpointsPage(owner.id, limit + 1, after));
   const page = rows.slice(0, limit).map((e) => endpointView(e));
   const body: { data: unknown[]; next_cursor?: string } = { data: page };
   if (rows.length > limit) body.next_cursor = encodeCursor(rows[limit - 1]!);
-  sendWhole(res, 200, meta, JSON_TYPE, JSON.stringify(body));
+  sendRaw(reply, 200, JSON.stringify(body));
 }
 
 /** 429 for the management API, with the limit it passed in the message and when to come back. */
-function tooManyRequests(res: HttpResponse, meta: ResponseMeta, retryAfterMs: number, what: string): void {
-  fail(res, meta, 'rate_limited', `Too many management requests (${what})`, [['retry-after', String(retryAfterSeconds(retryAfterMs))]]);
+function tooManyRequests(reply: Reply, retryAfterMs: number, what: string): void {
+  fail(reply, 'rate_limited', `Too many management requests (${what})`, [['retry-after', String(retryAfterSeconds(retryAfterMs))]]);
 }
 
-function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, res: HttpResponse, meta: ResponseMeta): void {
+async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, reply: Reply): Promise<void> {
   const id = queryParam(query, 'id');
   const interval = queryParam(query, 'interval') ?? 'hour';
   const now = Math.floor(Date.now() / 1000);
   const to = parseStatsTime(queryParam(query, 'to'), 'to') ?? now;
   const from = parseStatsTime(queryParam(query, 'from'), 'from') ?? (typeof to === 'number' ? to - 86_400 : 0);
-  if (id === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
-  if (typeof to === 'string') return fail(res, meta, 'bad_request', to);
-  if (typeof from === 'string') return fail(res, meta, 'bad_request', from);
+  if (id === null) return fail(reply, 'bad_request', "'id' is given more than once");
+  if (typeof to === 'string') return fail(reply, 'bad_request', to);
+  if (typeof from === 'string') return fail(reply, 'bad_request', from);
   if (interval !== 'minute' && interval !== 'hour' && interval !== 'day') {
-    return fail(res, meta, 'bad_request', "'interval' must be minute, hour or day");
+    return fail(reply, 'bad_request', "'interval' must be minute, hour or day");
   }
-  if (from > to) return fail(res, meta, 'bad_request', "'from' is after 'to'");
-  if (id !== undefined && !deps.directory.listEndpoints(owner.id).some((e) => e.id === id)) {
-    return fail(res, meta, 'not_found', `No endpoint ${id}`);
+  if (from > to) return fail(reply, 'bad_request', "'from' is after 'to'");
+  if (id !== undefined && !(await fromStore(() => deps.accounts.listEndpoints(owner.id))).some((e) => e.id === id)) {
+    return fail(reply, 'not_found', `No endpoint ${id}`);
   }
-  const stats = deps.directory.stats(owner.id, { ...(id !== undefined ? { endpointId: id } : {}), from, to, interval });
-  send(res, meta, 200, stats);
+  const range = { ...(id !== undefined ? { endpointId: id } : {}), from, to, interval } as const;
+  send(reply, 200, await fromStore(() => deps.accounts.stats(owner.id, range)));
 }
 
-function handleCreate(deps: ManagementDeps, owner: OwnerRecord, res: HttpResponse, meta: ResponseMeta, aborted: () => boolean): void {
-  readJsonBody(res, (body, error) => {
-    if (aborted()) return;
-    res.cork(() =>
-      answerStoreFaults(deps, res, meta, 'POST /api/dashboard/endpoints', () => {
-        if (body === null) return fail(res, meta, 'bad_request', error);
-        const network = body.network;
-        if (network === undefined) return fail(res, meta, 'bad_request', "'network' is required");
-        if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
-          return fail(
-            res,
-            meta,
-            'bad_request',
-            `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`,
-          );
-        }
-        const name = body.name;
-        const nameError = name === undefined || name === null ? null : typeof name === 'string' ? nameProblem(name) : 'must be a string';
-        if (nameError !== null) return fail(res, meta, 'bad_request', `'name' ${nameError}`);
-        const plan = deps.config.plans[owner.plan];
-        const max = plan?.max_endpoints ?? 0;
-        const made = deps.directory.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max);
-        if ('error' in made) {
-          return fail(res, meta, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
-        }
-        const urls = chainUrls(deps.config, network, made.apiKey);
-        send(res, meta, 201, { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
-      }),
+async function handleCreate(deps: ManagementDeps, owner: OwnerRecord, body: Record<string, unknown> | string, reply: Reply): Promise<void> {
+  if (typeof body === 'string') return fail(reply, 'bad_request', body);
+  const network = body.network;
+  if (network === undefined) return fail(reply, 'bad_request', "'network' is required");
+  if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
+    return fail(
+      reply,
+      'bad_request',
+      `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`,
     );
-  });
+  }
+  const name = body.name;
+  const nameError = name === undefined || name === null ? null : typeof name === 'string' ? nameProblem(name) : 'must be a string';
+  if (nameError !== null) return fail(reply, 'bad_request', `'name' ${nameError}`);
+  const plan = deps.config.plans[owner.plan];
+  const max = plan?.max_endpoints ?? 0;
+  const made = await fromStore(() => deps.accounts.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max));
+  if ('error' in made) {
+    return fail(reply, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
+  }
+  const urls = chainUrls(deps.config, network, made.apiKey);
+  send(reply, 201, { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
 }
 
-function handleDelete(
+async function handleDelete(
   deps: ManagementDeps,
   owner: OwnerRecord,
   query: string,
-  res: HttpResponse,
-  meta: ResponseMeta,
-  aborted: () => boolean,
-): void {
-  readJsonBody(res, (body, error) => {
-    if (aborted()) return;
-    res.cork(() =>
-      answerStoreFaults(deps, res, meta, 'DELETE /api/dashboard/endpoints', () => {
-        const fromQuery = queryParam(query, 'id');
-        if (fromQuery === null) return fail(res, meta, 'bad_request', "'id' is given more than once");
-        // The query wins over a body id, so a proxy that drops DELETE bodies changes nothing.
-        const id = fromQuery ?? (body && typeof body.id === 'string' ? body.id : undefined);
-        if (id === undefined) return fail(res, meta, 'bad_request', error ?? '\'id\' is required (query ?id= or body {"id": ...})');
-        if (!deps.directory.deleteEndpoint(owner.id, id)) return fail(res, meta, 'not_found', `No endpoint ${id}`);
-        deps.onEndpointDeleted(id);
-        send(res, meta, 200, { id, deleted: true });
-      }),
-    );
-  });
+  body: Record<string, unknown> | string,
+  reply: Reply,
+): Promise<void> {
+  const fromQuery = queryParam(query, 'id');
+  if (fromQuery === null) return fail(reply, 'bad_request', "'id' is given more than once");
+  // The query wins over a body id, so a proxy that drops DELETE bodies changes nothing.
+  const id = fromQuery ?? (typeof body !== 'string' && typeof body.id === 'string' ? body.id : undefined);
+  if (id === undefined) {
+    return fail(reply, 'bad_request', typeof body === 'string' ? body : '\'id\' is required (query ?id= or body {"id": ...})');
+  }
+  if (!(await fromStore(() => deps.accounts.deleteEndpoint(owner.id, id)))) return fail(reply, 'not_found', `No endpoint ${id}`);
+  deps.onEndpointDeleted(id);
+  send(reply, 200, { id, deleted: true });
 }
 
-/** Routes one /api/dashboard request. `path` is the URL path; the caller has matched its prefix. */
+/**
+ * Routes one /api/dashboard request. `path` is the URL path; the caller has matched its prefix. What is
+ * needed of `req` is read here, and a body is asked for here, before the first await (uWS's rules); the
+ * route, verb and IP limit are answered at once, the rest once the store has answered.
+ */
 export function handleManagement(
   deps: ManagementDeps,
   res: HttpResponse,
@@ -259,28 +293,18 @@ export function handleManagement(
   path: string,
   meta: ResponseMeta,
 ): void {
-  answerStoreFaults(deps, res, meta, `${method.toUpperCase()} ${path}`, () => routeManagement(deps, res, req, method, path, meta));
-}
-
-function routeManagement(
-  deps: ManagementDeps,
-  res: HttpResponse,
-  req: HttpRequest,
-  method: string,
-  path: string,
-  meta: ResponseMeta,
-): void {
+  const reply: Reply = { res, meta, aborted: false };
+  res.onAborted(() => {
+    reply.aborted = true;
+  });
   const query = req.getQuery() ?? '';
   const auth = req.getHeader('authorization');
-  let aborted = false;
-  res.onAborted(() => {
-    aborted = true;
-  });
   const route = path.replace(/\/+$/, '');
+  const verb = method.toUpperCase();
   const allowed = managementVerbs(route);
-  if (allowed === undefined) return fail(res, meta, 'not_found', `No route for ${path}`);
-  if (!allowed.split(', ').includes(method.toUpperCase())) {
-    return fail(res, meta, 'method_not_allowed', `${route} accepts ${allowed}`, [['allow', allowed]]);
+  if (allowed === undefined) return fail(reply, 'not_found', `No route for ${path}`);
+  if (!allowed.split(', ').includes(verb)) {
+    return fail(reply, 'method_not_allowed', `${route} accepts ${allowed}`, [['allow', allowed]]);
   }
   // Per IP first, valid key or not; then a wrong key counts toward the IP's unknown-key throttle, and a
   // right one toward its owner's rate (all its management keys together).
@@ -288,42 +312,48 @@ function routeManagement(
   const limits = deps.config.management_limits;
   const byIp = deps.limiter.take(`mgmt-ip:${ip}`, limits.rps_per_ip);
   if (!byIp.ok)
-    return tooManyRequests(res, meta, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
-  const m = /^Bearer\s+(\S+)$/i.exec(auth);
-  const owner = m ? deps.directory.ownerByManagementKey(m[1]!) : null;
-  if (owner === null) {
-    if (deps.unknownKeys.refuse(ip)) return tooManyRequests(res, meta, 60_000, 'too many invalid keys from this IP; try again in a minute');
-    return fail(res, meta, 'unauthorized', 'Missing or invalid management key');
-  }
-  const byKey = deps.limiter.take(`mgmt-owner:${owner.id}`, limits.rps_per_key);
-  if (!byKey.ok)
-    return tooManyRequests(res, meta, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
-  const verb = method.toUpperCase();
-  if (route === '/api/dashboard/chains') {
-    const chains = Object.values(deps.config.chains).map((c) => {
-      const urls = chainUrls(deps.config, c.slug, 'public');
-      return {
-        slug: c.slug,
-        name: c.name,
-        kind: c.kind,
-        chain_id: c.chain_id ?? null,
-        public_https_url: urls.https,
-        public_wss_url: urls.wss,
-      };
-    });
-    return send(res, meta, 200, chains);
-  }
-  if (route === '/api/dashboard/account') {
-    const plan = deps.config.plans[owner.plan];
-    return send(res, meta, 200, {
-      id: owner.id,
-      name: owner.name,
-      plan: { name: owner.plan, rps: plan?.rps ?? null, ru_per_second: plan?.ru_per_second ?? null },
-      ru_balance: deps.balance(owner.id),
-    });
-  }
-  if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, res, meta);
-  if (verb === 'GET') return handleList(deps, owner, query, res, meta);
-  if (verb === 'POST') return handleCreate(deps, owner, res, meta, () => aborted);
-  return handleDelete(deps, owner, query, res, meta, () => aborted);
+    return tooManyRequests(reply, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
+  const body = verb === 'POST' || verb === 'DELETE' ? readJsonBody(res) : null;
+  const key = /^Bearer\s+(\S+)$/i.exec(auth)?.[1];
+  void answerStoreFaults(deps, reply, `${verb} ${route}`, async () => {
+    const owner = key === undefined ? null : await fromStore(() => deps.accounts.ownerByManagementKey(key));
+    if (owner === null) {
+      if (deps.unknownKeys.refuse(ip)) return tooManyRequests(reply, 60_000, 'too many invalid keys from this IP; try again in a minute');
+      return fail(reply, 'unauthorized', 'Missing or invalid management key');
+    }
+    const byKey = deps.limiter.take(`mgmt-owner:${owner.id}`, limits.rps_per_key);
+    if (!byKey.ok) {
+      return tooManyRequests(reply, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
+    }
+    if (route === '/api/dashboard/chains') return send(reply, 200, chainList(deps.config));
+    if (route === '/api/dashboard/account') {
+      const plan = deps.config.plans[owner.plan];
+      const balance = await fromStore(() => deps.balance(owner.id));
+      return send(reply, 200, {
+        id: owner.id,
+        name: owner.name,
+        plan: { name: owner.plan, rps: plan?.rps ?? null, ru_per_second: plan?.ru_per_second ?? null },
+        ru_balance: balance,
+      });
+    }
+    if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
+    if (body === null) return handleList(deps, owner, query, reply);
+    if (verb === 'POST') return handleCreate(deps, owner, await body, reply);
+    return handleDelete(deps, owner, query, await body, reply);
+  });
+}
+
+/** `GET /api/dashboard/chains`: every configured chain and its keyless public URLs. */
+function chainList(config: Config): unknown[] {
+  return Object.values(config.chains).map((c) => {
+    const urls = chainUrls(config, c.slug, 'public');
+    return {
+      slug: c.slug,
+      name: c.name,
+      kind: c.kind,
+      chain_id: c.chain_id ?? null,
+      public_https_url: urls.https,
+      public_wss_url: urls.wss,
+    };
+  });
 }

@@ -1,15 +1,68 @@
 /**
  * GET /status on the metrics listener: what `chaingate status` prints. Per chain, each upstream by its
  * configured name (never its URL) with its rotation state, head and lag; the chain's request rate over the
- * last minute; its open WebSockets, subscriptions and event streams; and the ledger's last flush.
+ * last minute; its open WebSockets, subscriptions and event streams; the ledger's last flush; and, in a
+ * fleet, every instance and its last heartbeat.
  */
 import type { ChainRuntime } from '../chain/runtime.js';
+import type { InstanceRow } from '../metering/ledger-store.js';
 import type { ChainMetrics } from '../metrics/registry.js';
 
 export interface StatusReport {
   uptime_s: number;
   chains: Record<string, ChainStatus>;
   ledger: { last_flush_at: string | null; last_flush_ok: boolean | null; flush_failures: number };
+  /** The fleet this daemon is an instance of (storage.url); absent on one machine. */
+  fleet?: FleetStatus;
+}
+
+/** Every instance of the fleet that sent a heartbeat and was not pruned, as the shared store lists them. */
+export interface FleetStatus {
+  /** This daemon's name in the fleet (cluster.instance). */
+  this_instance: string;
+  /** By id; empty when `error` says the store could not be asked. */
+  instances: FleetInstanceStatus[];
+  /** Why the instances could not be read (PostgreSQL unreachable...), else null: the rest of the report stands. */
+  error: string | null;
+}
+
+export interface FleetInstanceStatus {
+  id: string;
+  started_at: string;
+  last_heartbeat_at: string;
+  /** Seconds since the last heartbeat, by this daemon's clock (the times are the store's). */
+  heartbeat_age_s: number;
+  /** What the instance says of itself in its heartbeat (version, host, pid...). */
+  info: Record<string, unknown>;
+}
+
+/** Where GET /status reads the fleet from: given by the app in fleet mode, absent on one machine. */
+export interface FleetStatusSource {
+  /** This daemon's name in the fleet (cluster.instance). */
+  instance: string;
+  /** The fleet's instances (LedgerStore.instances()). */
+  instances: () => Promise<InstanceRow[]>;
+}
+
+/** Asks the fleet's store for its instances; a failure is reported in the section, never thrown. */
+export async function fleetStatus(source: FleetStatusSource, nowMs: number): Promise<FleetStatus> {
+  let rows: InstanceRow[];
+  try {
+    rows = await source.instances();
+  } catch (err) {
+    return { this_instance: source.instance, instances: [], error: (err as Error).message || String(err) };
+  }
+  return {
+    this_instance: source.instance,
+    instances: rows.map((r) => ({
+      id: r.id,
+      started_at: new Date(r.startedAt).toISOString(),
+      last_heartbeat_at: new Date(r.heartbeatAt).toISOString(),
+      heartbeat_age_s: Math.max(0, Math.floor((nowMs - r.heartbeatAt) / 1000)),
+      info: { ...r.info },
+    })),
+    error: null,
+  };
 }
 
 export interface ChainStatus {
@@ -50,6 +103,7 @@ export function statusReport(
   trafficOf: (slug: string) => ChainTraffic,
   ledger: FlushState,
   uptimeMs: number,
+  fleet?: FleetStatus,
 ): StatusReport {
   const out: Record<string, ChainStatus> = {};
   for (const chain of chains) {
@@ -83,5 +137,6 @@ export function statusReport(
       last_flush_ok: ledger.lastOk,
       flush_failures: ledger.failures,
     },
+    ...(fleet !== undefined ? { fleet } : {}),
   };
 }

@@ -1,12 +1,12 @@
 import t from 'tap';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { runTenancyCommand } from '../../src/cli/tenancy.js';
 import type { Config } from '../../src/config/schema.js';
 import { validateConfig } from '../../src/config/schema.js';
 import { createLedger } from '../../src/metering/ledger.js';
 import { createDirectory } from '../../src/tenancy/directory.js';
 import { MAX_RU } from '../../src/tenancy/owners.js';
+import { type CliRun, runTenancy } from '../support/tenancy-cli.js';
 import { invariantGaps, type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
 
 function configFor(path: string): Config {
@@ -15,33 +15,16 @@ function configFor(path: string): Config {
   return r.config;
 }
 
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
-
-function cli(t: Teardown): { path: string; config: Config; run: (...argv: string[]) => Promise<Run> } {
+function cli(t: Teardown): { path: string; config: Config; run: (...argv: string[]) => Promise<CliRun> } {
   const path = tempDbPath(t);
   const config = configFor(path);
-  return {
-    path,
-    config,
-    run: async (...argv) => {
-      let out = '';
-      let err = '';
-      const code = await runTenancyCommand(
-        argv,
-        config,
-        (s) => (out += s),
-        (s) => (err += s),
-      );
-      return { code, out, err };
-    },
-  };
+  return { path, config, run: (...argv) => runTenancy(config, ...argv) };
 }
 
-async function createOwner(run: (...argv: string[]) => Promise<Run>, ...extra: string[]): Promise<{ id: number; management_key: string }> {
+async function createOwner(
+  run: (...argv: string[]) => Promise<CliRun>,
+  ...extra: string[]
+): Promise<{ id: number; management_key: string }> {
   const r = await run('owner', 'create', '--name', 'acme', '--plan', 'growth', '--ru', '1000', '--json', ...extra);
   if (r.code !== 0) throw new Error(r.err);
   return JSON.parse(r.out) as { id: number; management_key: string };

@@ -1,0 +1,56 @@
+import t from 'tap';
+import { formatFleet, formatStatus } from '../../src/cli/status.js';
+import type { StatusReport } from '../../src/server/status-report.js';
+
+const REPORT: StatusReport = {
+  uptime_s: 12,
+  chains: {},
+  ledger: { last_flush_at: '2026-01-31T12:00:00.000Z', last_flush_ok: true, flush_failures: 0 },
+};
+
+t.test('the fleet section: every instance, this one starred, its info escaped to one line', async (t) => {
+  const text = formatStatus({
+    ...REPORT,
+    fleet: {
+      this_instance: 'b:8545',
+      error: null,
+      instances: [
+        {
+          id: 'a:8545',
+          started_at: '2026-01-31T11:00:00.000Z',
+          last_heartbeat_at: '2026-01-31T12:00:01.000Z',
+          heartbeat_age_s: 2,
+          info: { version: '1.2.0', host: 'x\ny' },
+        },
+        {
+          id: 'b:8545',
+          started_at: '2026-01-31T11:30:00.000Z',
+          last_heartbeat_at: '2026-01-31T12:00:02.000Z',
+          heartbeat_age_s: 1,
+          info: {},
+        },
+      ],
+    },
+  });
+  t.equal(
+    text,
+    [
+      'chaingate up 12 s',
+      '',
+      'ledger: last flush 2026-01-31T12:00:00.000Z, 0 failed flushes since start',
+      '',
+      'fleet: 2 instances (* this one, b:8545)',
+      '  instance  started               last heartbeat        age      info',
+      '  a:8545    2026-01-31 11:00:00Z  2026-01-31 12:00:01Z  2 s ago  version=1.2.0 host=x\\ny',
+      '  b:8545 *  2026-01-31 11:30:00Z  2026-01-31 12:00:02Z  1 s ago',
+      '',
+    ].join('\n'),
+  );
+});
+
+t.test('no fleet section on one machine; a fleet whose store failed says why', async (t) => {
+  t.notMatch(formatStatus(REPORT), 'fleet');
+  t.same(formatFleet({ this_instance: 'a:1', instances: [], error: 'connect ECONNREFUSED 127.0.0.1:5432' }), [
+    'fleet: this instance a:1; the instances could not be read: connect ECONNREFUSED 127.0.0.1:5432',
+  ]);
+});
