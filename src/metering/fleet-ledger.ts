@@ -106,17 +106,19 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
     return flushing;
   }
 
-  /** A write that includes everything counted until now: after the one under way, if any (it took its rows earlier). */
+  /**
+   * A write that includes everything counted until now: after the one under way, if any (it took its rows
+   * earlier); a batch that failed is sent again first, then what was counted since, as a batch of its own.
+   */
   async function flushNow(): Promise<boolean> {
     while (flushing !== null) await flushing;
-    return startWrite();
+    const ok = await startWrite();
+    return ok && usage.size > 0 ? startWrite() : ok;
   }
 
   async function stop(): Promise<boolean> {
     clearInterval(timer);
-    // What is left: a batch that failed, then what was counted since (flushNow waits for a write under way).
-    let ok = await flushNow();
-    if (ok && (unsent !== null || usage.size > 0)) ok = await flushNow();
+    const ok = await flushNow();
     // Unspent RU go back now rather than at expiry, unless writes failed (then they expire).
     if (ok) await store.release(instance).catch(() => {});
     return ok;

@@ -8,6 +8,7 @@ import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
+import { until } from '../support/until.js';
 import { startPostgres, startRedis, type TestServer } from '../support/servers.js';
 
 /** eth_chainId's price in these tests: a balance of K × PRICE pays for exactly K calls. */
@@ -28,15 +29,6 @@ async function fleetOf(t: Test, upstream: string, pg: TestServer, redis: TestSer
 }
 
 const call = (g: TestGateway, key: string, method = 'eth_chainId') => rpc(`${g.base}/v1/rpc/${key}`, method);
-
-async function until(what: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await what()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return what();
-}
 
 t.test('a fleet of two instances', async (t) => {
   const [node, pg, redis] = await Promise.all([anvilFor(t), startPostgres(t), startRedis(t)]);
