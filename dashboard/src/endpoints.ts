@@ -113,7 +113,7 @@ export function setUpEndpoints(ctx: EndpointsContext): { show: () => void } {
         { 'data-id': e.id },
         h('th', { scope: 'row' }, e.name ?? h('span', { class: 'muted' }, '(no name)')),
         h('td', {}, networkName(chains, e.network)),
-        h('td', {}, h('code', {}, e.key_prefix)),
+        h('td', { 'data-label': 'Key prefix' }, h('code', {}, e.key_prefix)),
         h('td', {}, h('time', { datetime: e.created_at }, new Date(e.created_at).toLocaleString())),
         h('td', { class: 'actions' }, usage, remove),
       );

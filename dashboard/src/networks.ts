@@ -20,7 +20,7 @@ export function showNetworks(chains: Chain[]): void {
       {},
       h('th', { scope: 'row' }, c.name === c.slug ? c.slug : `${c.name} (${c.slug})`),
       h('td', {}, c.kind === 'evm' ? 'JSON-RPC' : 'Beacon'),
-      h('td', {}, c.chain_id === null ? '–' : String(c.chain_id)),
+      h('td', { 'data-label': 'Chain id' }, c.chain_id === null ? '–' : String(c.chain_id)),
       h('td', { class: 'urls' }, urlCell('HTTPS', c.public_https_url), urlCell('WSS', c.public_wss_url)),
     ),
   );
