@@ -23,7 +23,7 @@ const node = await anvilFor(t);
 // A port chosen first, so the URLs the page shows (built from it) are the ones to call.
 const port = await freePort();
 const g = await gatewayFor(t, { server: { port, default_chain: 'devnet' }, chains: { devnet: evmChain([node.url]) } });
-const owner = createOwnerAdmin(g.gateway.context.tenancy.store).createOwner('dash', 'free', 1_000_000);
+const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('dash', 'free', 1_000_000);
 const browser = await browserFor(t);
 
 /** Both widths of one view, as `<step>-<name>-desktop.png` and `...-360.png`. */
@@ -183,7 +183,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
 
 t.test('the management listener serves the dashboard; the main one then does not', async (t) => {
   const split = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) }, management: { host: '127.0.0.1', port: 0 } });
-  const { managementKey } = createOwnerAdmin(split.gateway.context.tenancy.store).createOwner('split', 'free', 1);
+  const { managementKey } = createOwnerAdmin(split.gateway.context.tenancy.store!).createOwner('split', 'free', 1);
   const page = await browser.newPage();
   t.teardown(() => page.close());
   const onManagement = await page.goto(`http://127.0.0.1:${split.gateway.managementPort}/dashboard`);
