@@ -28,15 +28,15 @@ const ENDPOINT_COLUMNS = `id, name, network, key_prefix AS "keyPrefix", created_
 // Ids are ordered byte by byte, as SQLite does, whatever the database's collation.
 const ENDPOINT_ORDER = `ORDER BY created_at, id COLLATE "C"`;
 
-const STATS_COLUMNS = `t - t % $1 AS bucket, method, requests, ru, CASE WHEN status = 0 THEN 0 ELSE requests END AS errors`;
+const STATS_COLUMNS = `t - t % $1 AS bucket, method, status, requests, ru`;
 const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)`;
 /** SQLite's stats query (store/statements.ts), over the same three tables for the same reason. */
 const STATS_SQL = `
-  SELECT bucket, method, sum(requests) AS requests, sum(ru) AS ru, sum(errors) AS errors FROM (
+  SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru FROM (
     SELECT ${STATS_COLUMNS} FROM usage_minute WHERE ${STATS_FILTER}
     UNION ALL SELECT ${STATS_COLUMNS} FROM usage_hour WHERE ${STATS_FILTER}
     UNION ALL SELECT ${STATS_COLUMNS} FROM usage_day WHERE ${STATS_FILTER}
-  ) u GROUP BY bucket, method ORDER BY bucket, method COLLATE "C"`;
+  ) u GROUP BY bucket, method, status ORDER BY bucket, method COLLATE "C", status`;
 
 export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgEndpointTable {
   const one = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R | null> =>

@@ -171,6 +171,7 @@ export function devnetBanner(d: Devnet): string {
     `  Beacon endpoint:    ${beacon.https}/eth/v1/...`,
     `  management key:     ${d.demo.managementKey}`,
     `  try: curl -s -H 'Authorization: Bearer ${d.demo.managementKey}' ${base}/api/dashboard/account`,
+    `  dashboard:          ${base}/dashboard (sign in with the management key)`,
     '',
     'Try:',
     `  curl -s -X POST -H 'content-type: application/json' \\`,

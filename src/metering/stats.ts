@@ -30,6 +30,11 @@ export interface UsageStats {
    * day), so a finer interval shows it at that coarser start.
    */
   series: Array<UsageFigures & { t: number }>;
+  /**
+   * The errors by status, most first: the HTTP status of a refusal or failure (401, 402, 429, 502...) or
+   * the JSON-RPC code (negative) of an error answered with HTTP 200. Successes are not listed.
+   */
+  statuses: Array<{ status: number; requests: number }>;
 }
 
 export const INTERVAL_SECONDS: Readonly<Record<StatsInterval, number>> = { minute: 60, hour: 3600, day: 86_400 };
@@ -50,32 +55,34 @@ export function readUsageStats(sql: Statements, ownerId: number, query: StatsQue
 }
 
 /**
- * Totals, methods and series from the rows of a stats query (per period start and method, ordered by
- * period start), whichever engine read them.
+ * Totals, methods, series and statuses from the rows of a stats query (per period start, method and
+ * status, ordered by period start), whichever engine read them.
  */
 export function summarizeUsage(rows: readonly StatsRow[]): UsageStats {
   const totals: UsageFigures = { requests: 0, ru: 0, errors: 0 };
   const methods = new Map<string, UsageFigures & { method: string }>();
   const series: Array<UsageFigures & { t: number }> = [];
+  const statuses = new Map<number, number>();
+  const add = (to: UsageFigures, row: StatsRow, errors: number): void => {
+    to.requests += row.requests;
+    to.ru += row.ru;
+    to.errors += errors;
+  };
   for (const row of rows) {
-    totals.requests += row.requests;
-    totals.ru += row.ru;
-    totals.errors += row.errors;
+    const errors = row.status === 0 ? 0 : row.requests;
+    if (errors > 0) statuses.set(row.status, (statuses.get(row.status) ?? 0) + errors);
+    add(totals, row, errors);
     let m = methods.get(row.method);
     if (m === undefined) methods.set(row.method, (m = { method: row.method, requests: 0, ru: 0, errors: 0 }));
-    m.requests += row.requests;
-    m.ru += row.ru;
-    m.errors += row.errors;
+    add(m, row, errors);
     // Rows arrive ordered by bucket, so a bucket's rows are adjacent.
-    const last = series[series.length - 1];
-    if (last !== undefined && last.t === row.bucket) {
-      last.requests += row.requests;
-      last.ru += row.ru;
-      last.errors += row.errors;
-    } else {
-      series.push({ t: row.bucket, requests: row.requests, ru: row.ru, errors: row.errors });
-    }
+    let last = series[series.length - 1];
+    if (last === undefined || last.t !== row.bucket) series.push((last = { t: row.bucket, requests: 0, ru: 0, errors: 0 }));
+    add(last, row, errors);
   }
   const byRu = [...methods.values()].sort((a, b) => b.ru - a.ru || b.requests - a.requests || (a.method < b.method ? -1 : 1));
-  return { totals, methods: byRu, series };
+  const byCount = [...statuses]
+    .map(([status, requests]) => ({ status, requests }))
+    .sort((a, b) => b.requests - a.requests || a.status - b.status);
+  return { totals, methods: byRu, series, statuses: byCount };
 }

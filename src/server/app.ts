@@ -14,6 +14,7 @@ import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
 import { serveMetrics } from './metrics-listener.js';
 import { type ChainTraffic, type FleetStatusSource, fleetStatus, type StatusReport, statusReport, sumTraffic } from './status-report.js';
+import { loadDashboardAssets, routeDashboard } from './dashboard.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { createTenancy, type Tenancy } from '../pipeline/tenancy.js';
@@ -391,6 +392,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   tenancy.onRevoked(closeEndpoint);
   const startedAt = performance.now();
   const healthEntries = (): ChainHealthEntry[] => [...chains.values()].map((c) => ({ slug: c.config.slug, health: c.health }));
+  // The owners' page, beside the management API it calls (same origin, so its CSP can say connect-src 'self').
+  const dashboard = loadDashboardAssets();
   /** The main listener's app, with every route; made again by a reload that renews the TLS certificate. */
   const mainApp = (c: Config): TemplatedApp => {
     const a = createApp(c);
@@ -401,6 +404,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       );
       route('/readyz', (res) => serveHealth(res, () => readyz(healthEntries()), ctx.stopping, true, headOnly));
     }
+    if (!config.management) routeDashboard(a, dashboard);
     a.ws('/*', wsRoute.behavior);
     a.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
     return a;
@@ -411,6 +415,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   let management: { app: TemplatedApp; host: string; port: number } | null = null;
   if (config.management && opts.worker === undefined) {
     const mapp = createApp(config);
+    routeDashboard(mapp, dashboard);
     mapp.any('/*', (res, req) => routeManagementOnly(ctx, managementDeps, res, req));
     management = { app: mapp, host: config.management.host, port: config.management.port };
   }

@@ -5,6 +5,7 @@ import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
 import { readBody } from './body.js';
+import { planView } from './plan-view.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
@@ -327,14 +328,8 @@ export function handleManagement(
     }
     if (route === '/api/dashboard/chains') return send(reply, 200, chainList(deps.config));
     if (route === '/api/dashboard/account') {
-      const plan = deps.config.plans[owner.plan];
       const balance = await fromStore(() => deps.balance(owner.id));
-      return send(reply, 200, {
-        id: owner.id,
-        name: owner.name,
-        plan: { name: owner.plan, rps: plan?.rps ?? null, ru_per_second: plan?.ru_per_second ?? null },
-        ru_balance: balance,
-      });
+      return send(reply, 200, { id: owner.id, name: owner.name, plan: planView(deps.config, owner.plan), ru_balance: balance });
     }
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);

@@ -28,12 +28,13 @@ export interface EndpointRow {
   keyPrefix: string;
   createdAt: number;
 }
+/** Usage of one period, method and status (0 for a success, else the error: see the usage tables). */
 export interface StatsRow {
   bucket: number;
   method: string;
+  status: number;
   requests: number;
   ru: number;
-  errors: number;
 }
 export interface OwnerListRow extends OwnerRow {
   createdAt: number;
@@ -65,7 +66,7 @@ export interface ReservationParams {
 /** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru. */
 export type UsageParams = [string, number, string, number, number, number, number];
 
-const STATS_COLUMNS = `t - t % @step AS bucket, method, requests, ru, CASE WHEN status = 0 THEN 0 ELSE requests END AS errors`;
+const STATS_COLUMNS = `t - t % @step AS bucket, method, status, requests, ru`;
 const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)`;
 
 function rollUpSql(from: string, into: string, period: number): string {
@@ -114,11 +115,11 @@ export function prepareStatements(db: Database.Database) {
       suspendedOwnerIds: p<[], number>(`SELECT id FROM owners WHERE suspended = 1 AND deleted_at IS NULL`).pluck(),
       liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
       stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null }, StatsRow>(`
-        SELECT bucket, method, sum(requests) AS requests, sum(ru) AS ru, sum(errors) AS errors FROM (
+        SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru FROM (
           SELECT ${STATS_COLUMNS} FROM usage_minute WHERE ${STATS_FILTER}
           UNION ALL SELECT ${STATS_COLUMNS} FROM usage_hour WHERE ${STATS_FILTER}
           UNION ALL SELECT ${STATS_COLUMNS} FROM usage_day WHERE ${STATS_FILTER}
-        ) GROUP BY bucket, method ORDER BY bucket, method`),
+        ) GROUP BY bucket, method, status ORDER BY bucket, method, status`),
     },
     ledger: {
       balance: p<[number], number>(`SELECT ru_balance FROM owners WHERE id = ?`).pluck(),

@@ -349,6 +349,10 @@ const CASES: Record<string, Case> = {
         { t: T0 - 3600, requests: 10, ru: 100, errors: 0 },
         { t: T0, requests: 6, ru: 105, errors: 2 },
       ],
+      statuses: [
+        { status: -32000, requests: 4 },
+        { status: 429, requests: 2 },
+      ],
     });
     t.same(await a.stats(owner, { endpointId: 'ep_b', from: T0 - 3 * day, to: T0 + day, interval: 'day' }), {
       totals: { requests: 5, ru: 79, errors: 4 },
@@ -360,6 +364,7 @@ const CASES: Record<string, Case> = {
         { t: T0 - 2 * day, requests: 4, ru: 4, errors: 4 },
         { t: T0, requests: 1, ru: 75, errors: 0 },
       ],
+      statuses: [{ status: -32000, requests: 4 }],
     });
     t.same(await a.stats(owner, { from: T0, to: T0 + 61, interval: 'minute' }), {
       totals: { requests: 4, ru: 105, errors: 0 },
@@ -368,8 +373,9 @@ const CASES: Record<string, Case> = {
         { method: 'eth_call', requests: 3, ru: 30, errors: 0 },
       ],
       series: [{ t: T0 + 60, requests: 4, ru: 105, errors: 0 }],
+      statuses: [],
     });
-    const none = { totals: { requests: 0, ru: 0, errors: 0 }, methods: [], series: [] };
+    const none = { totals: { requests: 0, ru: 0, errors: 0 }, methods: [], series: [], statuses: [] };
     t.same(await a.stats(bob, { endpointId: 'ep_a', from: 0, to: 2e9, interval: 'day' }), none, "another owner's endpoint: zeros");
     t.same(await a.stats(2 ** 40, { from: 0, to: 2e9, interval: 'day' }), none);
   },

@@ -102,7 +102,20 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   await new Promise((r) => setTimeout(r, 300));
   const account = await api(g, alice.key, 'GET', '/api/dashboard/account');
   t.same(account.json, {
-    data: { id: alice.id, name: 'alice', plan: { name: 'free', rps: 100, ru_per_second: null }, ru_balance: 1000 - 10 - 5 - 50 },
+    data: {
+      id: alice.id,
+      name: 'alice',
+      plan: {
+        name: 'free',
+        rps: 100,
+        ru_per_second: null,
+        max_endpoints: 10,
+        max_batch: 1000,
+        max_connections_per_key: 100,
+        denied_methods: [],
+      },
+      ru_balance: 1000 - 10 - 5 - 50,
+    },
   });
   g.gateway.context.tenancy.ledger.flush();
   const stats = await api(g, alice.key, 'GET', `/api/dashboard/endpoints/stats?id=${ep.id}&interval=minute`);

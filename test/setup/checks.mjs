@@ -1,16 +1,18 @@
 /**
- * What `npm test` runs before tap: the build, the type check of the tests, the layer rules, the linter, and
- * tap's own build (npm installs tap built with ts-node; the package.json's plugins need a rebuild). They
+ * What `npm test` runs before tap: the build (the daemon and its dashboard), the type checks of the tests
+ * and the dashboard, the layer rules, the linter, and tap's own build (npm installs tap built with
+ * ts-node; the package.json's plugins need a rebuild). They
  * are independent, so they run two at a time (the suite's machine has two cores); each one's output is
  * shown only when it fails, and every failure is reported before the exit.
  */
 import { spawn } from 'node:child_process';
 
 const CHECKS = [
-  ['build', 'npx', ['tsc', '-p', 'tsconfig.json']],
+  ['build', 'npm', ['run', 'build', '--silent']],
   ['typecheck tests', 'npx', ['tsc', '-p', 'tsconfig.test.json']],
+  ['typecheck dashboard', 'npx', ['tsc', '-p', 'dashboard/tsconfig.json']],
   ['layers', 'npx', ['depcruise', '--config', '.dependency-cruiser.cjs', 'src']],
-  ['lint', 'npx', ['biome', 'check', '--error-on-warnings', 'src', 'test', 'bench']],
+  ['lint', 'npx', ['biome', 'check', '--error-on-warnings', 'src', 'test', 'bench', 'dashboard']],
   ['tap build', 'npx', ['tap', 'build']],
 ];
 const PARALLEL = 2;

@@ -1,13 +1,14 @@
 /**
  * Run by tap once before the test files (package.json `tap.before`): gets the servers the fleet-mode tests
- * talk to. PostgreSQL and Redis come from Debian's packages, installed with apt-get when they are missing
- * and the suite runs as root (on a machine where it does not, install `postgresql` and `redis-server`
- * first). Then one PostgreSQL cluster is made, with user and database `chaingate`, for every test to copy.
+ * talk to, and the browser the dashboard's test drives. PostgreSQL, Redis and Chromium come from Debian's
+ * packages, installed with apt-get when they are missing and the suite runs as root (on a machine where it
+ * does not, install `postgresql`, `redis-server` and `chromium` first). Then one PostgreSQL cluster is made, with user and database `chaingate`, for every test to copy.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CHROMIUM } from '../support/browser.js';
 import { freePort, IS_ROOT, PG_TEMPLATE, postgresBin, postgresUser } from '../support/servers.js';
 
 function onPath(cmd: string): boolean {
@@ -28,7 +29,11 @@ function aptInstall(packages: string[]): void {
   if (install() !== 0) throw new Error(`apt-get install ${packages.join(' ')} failed`);
 }
 
-const missing = [...(postgresBin() === null ? ['postgresql'] : []), ...(onPath('redis-server') ? [] : ['redis-server'])];
+const missing = [
+  ...(postgresBin() === null ? ['postgresql'] : []),
+  ...(onPath('redis-server') ? [] : ['redis-server']),
+  ...(existsSync(CHROMIUM) ? [] : ['chromium']),
+];
 if (missing.length > 0) aptInstall(missing);
 // Debian's redis-server package starts a system-wide server on 6379; the tests start their own on free ports.
 

@@ -18,7 +18,8 @@ export interface TestGateway {
 /**
  * The public path's per-IP limit and the management API's rates are lifted unless a test sets them:
  * every test client shares 127.0.0.1, and only the tests of limits are about limits. The database is
- * a fresh temp file.
+ * a fresh temp file. The main listener takes any free port, or the `server.port` a test names (one
+ * whose public URLs, built from the port, must work).
  */
 export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { ca?: string | Buffer } = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-test-'));
@@ -34,7 +35,8 @@ export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { 
   if (!r.ok) throw new Error(r.errors.join('\n'));
   const logLines: string[] = [];
   const log: Logger = textLogger(logLines);
-  const gateway = await startGateway(r.config, { log, port: 0, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
+  const port = (raw.server as { port?: number } | undefined)?.port ?? 0;
+  const gateway = await startGateway(r.config, { log, port, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
   t.teardown(async () => {
     await gateway.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -157,6 +157,7 @@ t.test('every management operation is scoped to its owner', async (t) => {
     totals: { requests: 0, ru: 0, errors: 0 },
     methods: [],
     series: [],
+    statuses: [],
   });
   // The limit counts each owner's own live endpoints.
   created(dir.createEndpoint(alice, 'mainnet', undefined, 2));
