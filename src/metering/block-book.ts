@@ -48,6 +48,8 @@ export interface BlockBook extends BalanceBook {
    * store failed (answer 503).
    */
   prepare(ownerId: number, ru: number): Promise<void> | null;
+  /** RU the owner spent here that no flush has written yet (what the shared balance does not show yet). */
+  unwritten(ownerId: number): number;
   /** RU held per owner (granted and not yet written), for the flush and for a clean stop's release. */
   held(): Map<number, number>;
   /** How many grants have come back so far: a mark to pass to `expired`. */
@@ -201,6 +203,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
         if (b !== undefined) b.dryAt = -Infinity;
       }
     },
+    unwritten: (ownerId) => blocks.get(ownerId)?.unflushed ?? 0,
     grants: () => grants,
     expired(ownerId, grantsBefore) {
       const b = blocks.get(ownerId);

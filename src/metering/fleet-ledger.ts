@@ -35,6 +35,8 @@ export interface FleetLedgerOptions extends LedgerOptions {
 export interface FleetLedger extends Ledger {
   /** The asynchronous step before `reserve` (see BlockBook.prepare): null when the RU are here already. */
   prepare(ownerId: number, ru: number): Promise<void> | null;
+  /** RU the owner spent on this instance that are not written to the shared store yet. */
+  unwritten(ownerId: number): number;
   /** Writes pending usage now (and renews); resolves with whether the store took it. */
   flushNow(): Promise<boolean>;
   /** Stops the timer, writes what is left, gives back every unspent RU; false when the last write failed. */
@@ -133,6 +135,7 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
   return {
     ...createMeter(book, usage, now),
     prepare: book.prepare,
+    unwritten: book.unwritten,
     flush() {
       void flushNow();
       return healthy;

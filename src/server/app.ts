@@ -121,15 +121,18 @@ interface StoreViews {
 
 /**
  * On one machine: the ledger's live balance, and no fleet. In a fleet: the balance as written to the shared
- * store (what the fleet's instances spent, within one flush interval; never what they merely reserved), and
- * the instances' heartbeats.
+ * store less what this instance spent and has not written (the other instances' within one flush interval;
+ * never what any merely reserved), and the instances' heartbeats.
  */
 function storeViews(tenancy: Tenancy): StoreViews {
   const fleet = tenancy.fleet;
   if (fleet === null)
     return { management: { accounts: tenancy.accounts, balance: (ownerId) => tenancy.ledger.available(ownerId) }, fleet: undefined };
   return {
-    management: { accounts: tenancy.accounts, balance: async (ownerId) => (await fleet.ledgerStore.balance(ownerId)) ?? 0 },
+    management: {
+      accounts: tenancy.accounts,
+      balance: async (ownerId) => ((await fleet.ledgerStore.balance(ownerId)) ?? 0) - fleet.ledger.unwritten(ownerId),
+    },
     fleet: { instance: fleet.instance, instances: () => fleet.ledgerStore.instances() },
   };
 }

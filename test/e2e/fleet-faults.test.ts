@@ -64,6 +64,8 @@ t.test('PostgreSQL away: the RU held are spent, then 503 -32099; nothing lost or
   );
   const refused = await call(g, made.apiKey);
   t.match(refused.json, { error: { code: -32099 } }, 'as -32099');
+  const account = await send('GET', `${g.base}/api/dashboard/account`, undefined, { authorization: `Bearer ${owner.managementKey}` });
+  t.equal(account.status, 503, 'the management API answers 503');
   const unknown = await call(g, unmet.apiKey);
   t.equal(unknown.status, 503, 'a key this instance never met cannot be read: 503, not 401');
 
