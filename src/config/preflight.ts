@@ -14,7 +14,8 @@ import type { Config, ServerConfig } from './schema.js';
 export function preflightConfig(config: Config): string[] {
   const errors: string[] = [];
   if (config.server.tls) checkTls(config.server.tls, errors);
-  if (checkStoragePath(config.storage.path, errors)) checkPlansInUse(config, errors);
+  // A fleet's store is PostgreSQL: its instances warn of owners on plans not configured when they start.
+  if (config.storage.url === undefined && checkStoragePath(config.storage.path, errors)) checkPlansInUse(config, errors);
   return errors;
 }
 

@@ -37,6 +37,15 @@ export async function openFleetTenancy(
     },
     info: { pid: process.pid, port: config.server.port },
   });
+  // One machine refuses to start over such owners (preflight.ts); a fleet's store is shared, so it only says so.
+  const unplanned = new Map<string, number>();
+  for (const o of await fleet.accounts.listOwners())
+    if (!Object.hasOwn(config.plans, o.plan)) unplanned.set(o.plan, (unplanned.get(o.plan) ?? 0) + 1);
+  for (const [plan, owners] of unplanned)
+    log.warn(
+      'owners on a plan this config does not have: their keys get 401 until it is configured or they are moved (chaingate owner set-plan)',
+      { plan, owners },
+    );
   // A lookup's answer the cache did not keep (a change came while it ran) still answers its own request.
   const answered = new Map<string, EndpointAuth | null>();
   const keys: KeyBook = {

@@ -45,3 +45,20 @@ t.test('what a reload applies is not reported; listeners and the store are, each
   t.equal(off[0], 'metrics.enabled: applies only on a restart (on → off); restart chaingate, or put it back to reload the rest');
   t.notOk(off.join('\n').includes('a-metrics-token'), 'the token is never shown');
 });
+
+t.test("a fleet's store and cluster need a restart; their URLs, which may hold passwords, are never shown", async (t) => {
+  const fleet = (pw: string, ttl: number): Config =>
+    config(
+      base.replace(
+        'storage: { path: /var/lib/chaingate/chaingate.db }',
+        `storage: { url: "postgres://gw:${pw}@10.0.0.5/chaingate" }\ncluster: { redis_url: "redis://:${pw}@10.0.0.6/0", instance: gw-1, reservation_ttl_s: ${ttl} }`,
+      ),
+    );
+  const changes = restartOnlyChanges(fleet('old-secret', 10), fleet('new-secret', 20));
+  t.same(changes, [
+    'storage.url: applies only on a restart (changed); restart chaingate, or put it back to reload the rest',
+    'cluster.redis_url: applies only on a restart (changed); restart chaingate, or put it back to reload the rest',
+    'cluster.reservation_ttl_s: applies only on a restart (10 → 20); restart chaingate, or put it back to reload the rest',
+  ]);
+  t.notOk(changes.join('\n').includes('secret'), 'no password shown');
+});

@@ -373,3 +373,41 @@ t.test('split_logs and max_logs_answer_bytes: per chain, off and 64 MiB by defau
     'chains.devnet.max_logs_answer_bytes: must be an integer from 1 to 1073741824',
   ]);
 });
+
+t.test('storage.url and cluster: a fleet needs both, never with storage.path, and one thread', async (t) => {
+  const chains = { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } };
+  const errorsOf = (raw: Record<string, unknown>): string[] => {
+    const r = validateConfig({ chains, ...raw });
+    return r.ok ? [] : r.errors;
+  };
+  const pg = 'postgres://chaingate@127.0.0.1:5432/chaingate';
+  const fleet = validateConfig({ chains, storage: { url: pg }, cluster: { redis_url: 'redis://127.0.0.1:6379/0', instance: 'gw-1' } });
+  t.ok(fleet.ok, 'a fleet config');
+  if (fleet.ok) {
+    t.same(fleet.config.cluster, {
+      redis_url: 'redis://127.0.0.1:6379/0',
+      instance: 'gw-1',
+      reservation_ttl_s: 10,
+      reservation_block_ru: 1000,
+      redis_failure: 'open',
+    });
+    t.equal(fleet.config.storage.url, pg);
+  }
+  t.match(errorsOf({ storage: { path: './x.db', url: pg }, cluster: { redis_url: 'redis://h' } }), [
+    /^storage: set path .* or url .*, not both/,
+  ]);
+  t.match(errorsOf({ storage: { url: pg } }), [/^storage\.url: .*set cluster\.redis_url too/]);
+  t.match(errorsOf({ cluster: { redis_url: 'redis://h' } }), [/^cluster: .*set storage\.url too/]);
+  t.match(errorsOf({ storage: { url: 'mysql://h/db' }, cluster: { redis_url: 'redis://h' } }), [/^storage\.url/]);
+  t.match(errorsOf({ storage: { url: pg }, cluster: { redis_url: 'redis://h', redis_failure: 'maybe' } }), [/^cluster\.redis_failure/]);
+  t.match(errorsOf({ storage: { url: pg }, cluster: { redis_url: 'redis://h', reservation_ttl_s: 1 } }), [/^cluster\.reservation_ttl_s/]);
+  t.match(errorsOf({ storage: { url: pg }, cluster: { redis_url: 'redis://h', instance: 'a b' } }), [/^cluster\.instance/]);
+  t.match(errorsOf({ server: { workers: 2 }, storage: { url: pg }, cluster: { redis_url: 'redis://h' } }), [
+    /^server\.workers: an instance of a fleet/,
+  ]);
+  t.same(
+    errorsOf({ server: { workers: 'auto' }, storage: { url: pg }, cluster: { redis_url: 'redis://h' } }),
+    [],
+    "'auto' is one thread in a fleet",
+  );
+});
