@@ -642,6 +642,11 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   const streaming = readStreaming(top, errors);
   const operations = readOperations(top, errors);
   checkChainIds(chains, errors);
+  // Spending stops a flush interval before the last renewal may have expired: a TTL within two intervals leaves no time to spend.
+  if (cluster !== undefined && cluster.reservation_ttl_s * 1000 < 2 * tenancy.ledger.flush_interval_ms)
+    errors.push(
+      `cluster.reservation_ttl_s: at least twice ledger.flush_interval_ms (${tenancy.ledger.flush_interval_ms} ms), which renews the reservations`,
+    );
   checkManagementPort(server, tenancy.management, errors);
   checkMetricsPort(server, tenancy.management, operations.metrics, errors);
   return errors.length > 0

@@ -72,5 +72,13 @@ export function createSharedUnknownKeyGuard(memory: SharedUnknownKeysMemory, opt
       table.release(slot);
       return count > max;
     },
+    throttled(ip) {
+      const slot = table.acquire(ip, false);
+      if (slot < 0) return false;
+      const i = table.intsOf(slot);
+      const over = ints[i + MINUTE] === minuteNow() && ints[i + COUNT]! >= max;
+      table.release(slot);
+      return over;
+    },
   };
 }

@@ -9,6 +9,8 @@ import { LRUCache } from 'lru-cache';
 export interface UnknownKeyGuard {
   /** Counts one unknown key from `ip`; true when the IP is over the limit (answer 429, not 401). */
   refuse(ip: string): boolean;
+  /** Whether `ip` is over the limit this minute already, counting nothing (a fleet asks before it reads a key). */
+  throttled(ip: string): boolean;
 }
 
 export interface UnknownKeyOptions {
@@ -32,6 +34,10 @@ export function createUnknownKeyGuard(opts: UnknownKeyOptions = {}): UnknownKeyG
       }
       entry.count++;
       return entry.count > max;
+    },
+    throttled(ip) {
+      const entry = seen.get(ip);
+      return entry !== undefined && entry.minute === Math.floor(now() / 60_000) && entry.count >= max;
     },
   };
 }

@@ -137,10 +137,12 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
    */
   async function fill(ownerId: number, b: Block): Promise<void> {
     for (;;) {
-      const missing = b.waiting - spendable(b);
+      const before = spendable(b);
+      const missing = b.waiting - before;
       if (missing <= 0) return;
       await refill(ownerId, b, missing);
-      if (b.short) return;
+      // A short grant: the store has no more. No gain: the RU are not spendable yet (renewals failing), asking again would not help.
+      if (b.short || spendable(b) <= before) return;
     }
   }
 

@@ -55,7 +55,8 @@ export type RefusalReason =
   | 'no_upstream'
   | 'too_many_connections'
   | 'shutting_down'
-  | 'store_unavailable';
+  | 'store_unavailable'
+  | 'limits_unavailable';
 
 /** Seconds: from a cached answer (~50 µs) to a slow trace (tens of seconds). */
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -40,7 +40,7 @@ const REFUSAL_REASONS: Readonly<Partial<Record<RefusalCode, RefusalReason>>> = {
   not_found: 'not_found',
   shutting_down: 'shutting_down',
   store_unavailable: 'store_unavailable',
-  limits_unavailable: 'store_unavailable',
+  limits_unavailable: 'limits_unavailable',
 };
 
 /** The refusal reason of an error code; null for an error that is not a refusal (a node's failure). */

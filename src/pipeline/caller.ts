@@ -107,8 +107,12 @@ export function whenKeyKnown(
   failed: () => void,
 ): void {
   const keys = ctx.tenancy.keys;
-  keys.lookUp(key).then(
-    (auth) => resume((road) => keys.answering(key, auth, road)),
-    () => failed(),
-  );
+  keys
+    .lookUp(key)
+    .then(
+      (auth) => resume((road) => keys.answering(key, auth, road)),
+      () => failed(),
+    )
+    // A fault of the road itself, which on the synchronous path would have been thrown to uWS: logged, not fatal.
+    .catch((err: unknown) => ctx.log.error('a request held for its key failed', { error: String((err as Error).message ?? err) }));
 }

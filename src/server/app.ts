@@ -23,8 +23,9 @@ import { probeUpstreams } from '../chain/startup-probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
 import { beaconErrorBody, ERRORS, rpcErrorBody } from '../errors.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
-import { chainOfKey, whenKeyKnown } from '../pipeline/caller.js';
-import { holdRequest } from './held-request.js';
+import { chainOfKey } from '../pipeline/caller.js';
+import { holdForKey } from './held-request.js';
+import { tallyFor } from '../pipeline/answers.js';
 import { clientIp } from './peer-address.js';
 import { availableParallelism } from 'node:os';
 import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
@@ -181,16 +182,19 @@ function routeRequest(
     return;
   }
   if (route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
-    const held = holdRequest(res, req, ctx.config.server.max_body_bytes, method !== 'get' && method !== 'head');
-    whenKeyKnown(
+    const transport = isBeaconRest(route.rest) ? 'beacon' : 'http';
+    holdForKey(
       ctx,
+      res,
+      req,
       route.key,
-      (run) => held.resume((r, q) => run(() => routeRequest(ctx, management, events, table, r, q))),
-      () =>
-        held.resume((r) => {
-          const body = isBeaconRest(route.rest) ? beaconErrorBody('store_unavailable') : rpcErrorBody('store_unavailable', 'null');
-          sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, body, undefined, true);
-        }),
+      method !== 'get' && method !== 'head',
+      (r, q) => routeRequest(ctx, management, events, table, r, q),
+      (r) => {
+        tallyFor(ctx, ctx.chains.get(route.chain.slug)!, transport, null).refusedWhole('store_unavailable', 1);
+        const body = transport === 'beacon' ? beaconErrorBody('store_unavailable') : rpcErrorBody('store_unavailable', 'null');
+        sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, body, undefined, true);
+      },
     );
     return;
   }

@@ -120,21 +120,27 @@ export function handleBeacon(
   x.chain = resolved.chain;
   const { caller } = resolved;
   const max = ctx.config.server.max_body_bytes;
-  const asked = askFleet(ctx.tenancy, caller, 1, beaconRu(ctx, method, path));
-  if (asked === null) {
+  if (ctx.tenancy.fleet === null) {
     admitAndSend(x, caller, method, path, query, headers, contentLength, events);
     return;
   }
+  const asked = askFleet(ctx.tenancy, caller, [beaconRu(ctx, method, path)]);
   // A fleet asks its shared limits first; a POST's body is read meanwhile (uWS hands it now or never).
   const body =
     method === 'POST' && !(contentLength !== '' && Number(contentLength) > max)
       ? new Promise<Buffer | null>((resolve) => readBody(res, max, resolve, () => resolve(null)))
       : null;
-  void Promise.all([asked, body]).then(([grant, read]) => {
-    if (x.aborted) return;
-    caller.grant = grant;
-    admitAndSend(x, caller, method, path, query, headers, contentLength, events, read);
-  });
+  Promise.all([asked, body])
+    .then(([grant, read]) => {
+      if (x.aborted) return;
+      caller.grant = grant;
+      admitAndSend(x, caller, method, path, query, headers, contentLength, events, read);
+    })
+    .catch((err: unknown) => {
+      // A fault of admission, which on one machine would have been thrown to uWS: logged and answered.
+      ctx.log.error('a Beacon request failed after its fleet grant', { error: String((err as Error).message ?? err) });
+      if (!x.aborted && !x.finished) replyBeaconError(x, 'store_unavailable', undefined, undefined, true);
+    });
 }
 
 /**

@@ -1,3 +1,6 @@
+import { whenKeyKnown } from '../pipeline/caller.js';
+import { type GatewayContext, requestDone } from '../pipeline/context.js';
+import { clientIp } from './peer-address.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
 type DataHandler = (chunk: ArrayBuffer, isLast: boolean) => void;
@@ -14,7 +17,7 @@ export interface HeldRequest {
   resume(handler: (res: HttpResponse, req: HttpRequest) => void): void;
 }
 
-export function holdRequest(res: HttpResponse, req: HttpRequest, maxBody: number, readsBody: boolean): HeldRequest {
+export function holdRequest(res: HttpResponse, req: HttpRequest, maxBody: number, readsBody: boolean, onAbort?: () => void): HeldRequest {
   const headers = new Map<string, string>();
   req.forEach((name, value) => {
     headers.set(name, value);
@@ -35,6 +38,7 @@ export function holdRequest(res: HttpResponse, req: HttpRequest, maxBody: number
   let onAborted: (() => void) | null = null;
   res.onAborted(() => {
     aborted = true;
+    onAbort?.();
     onAborted?.();
   });
   const chunks: ArrayBuffer[] = [];
@@ -79,4 +83,67 @@ export function holdRequest(res: HttpResponse, req: HttpRequest, maxBody: number
       if (!aborted) res.cork(() => handler(held, copy));
     },
   };
+}
+
+/** Addresses over the unknown-key limit whose key lookups wait in line; past this many, the next is refused. */
+const THROTTLED_LINES_MAX = 4096;
+/** Per address over the unknown-key limit: the end of its line of key lookups. */
+const throttledLines = new Map<string, Promise<void>>();
+
+/**
+ * A request whose API key this instance of a fleet has not met: held while the key is read from PostgreSQL,
+ * then `road` runs it with the answer at hand, or `refuse` answers it when the store could not (503). It is
+ * in flight meanwhile, so a graceful stop waits for it. An address over the unknown-key limit this minute has
+ * its lookups made one at a time, so a flood of random keys from it costs the store one query at a time,
+ * while a valid key from behind the same address still works.
+ */
+export function holdForKey(
+  ctx: GatewayContext,
+  res: HttpResponse,
+  req: HttpRequest,
+  key: string,
+  readsBody: boolean,
+  road: (res: HttpResponse, req: HttpRequest) => void,
+  refuse: (res: HttpResponse) => void,
+): void {
+  const ip = clientIp(res, req, ctx.config.server.trust_proxy);
+  const throttled = ctx.tenancy.unknownKeys.throttled(ip);
+  if (throttled && !throttledLines.has(ip) && throttledLines.size >= THROTTLED_LINES_MAX) {
+    // Too many addresses guessing at once: this one is answered as an unknown key (429), costing nothing.
+    ctx.tenancy.keys.answering(key, null, () => road(res, req));
+    return;
+  }
+  ctx.inFlight++;
+  let counted = true;
+  const done = (): void => {
+    if (counted) {
+      counted = false;
+      requestDone(ctx);
+    }
+  };
+  const held = holdRequest(res, req, ctx.config.server.max_body_bytes, readsBody, done);
+  const lookUp = (turnOver: () => void): void =>
+    whenKeyKnown(
+      ctx,
+      key,
+      (run) => {
+        turnOver();
+        done();
+        held.resume((r, q) => run(() => road(r, q)));
+      },
+      () => {
+        turnOver();
+        done();
+        held.resume(refuse);
+      },
+    );
+  if (!throttled) {
+    lookUp(() => {});
+    return;
+  }
+  const line: Promise<void> = (throttledLines.get(ip) ?? Promise.resolve()).then(() => new Promise<void>((turnOver) => lookUp(turnOver)));
+  throttledLines.set(ip, line);
+  void line.then(() => {
+    if (throttledLines.get(ip) === line) throttledLines.delete(ip);
+  });
 }

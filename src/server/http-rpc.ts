@@ -95,7 +95,13 @@ class SingleAnswer implements AnswerSink {
  */
 function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
   const first = outcomes[0];
-  if (first === 'rate_limited' || first === 'insufficient_balance' || first === 'upstream_error' || first === 'store_unavailable') {
+  if (
+    first === 'rate_limited' ||
+    first === 'insufficient_balance' ||
+    first === 'upstream_error' ||
+    first === 'store_unavailable' ||
+    first === 'limits_unavailable'
+  ) {
     if (outcomes.every((o) => o === first)) return ERRORS[first].http;
   }
   return 200;
@@ -155,15 +161,22 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
     return;
   }
   const items = parsed.kind === 'batch' ? parsed.items : [parsed.item];
+  const t = x.ctx.tenancy;
   // A batch over the limit is refused whole before anything is asked of a fleet's shared limits.
-  const asked =
-    items.length > caller.maxBatch ? null : askFleet(x.ctx.tenancy, caller, items.length, itemsRu(x.ctx.tenancy, x.chain, items));
-  if (asked === null) planBody(x, caller, parsed);
-  else
-    void asked.then((grant) => {
+  if (t.fleet === null || items.length > caller.maxBatch) {
+    planBody(x, caller, parsed);
+    return;
+  }
+  askFleet(t, caller, itemsRu(t, x.chain, caller, items))
+    .then((grant) => {
       if (x.aborted) return;
       caller.grant = grant;
       planBody(x, caller, parsed);
+    })
+    .catch((err: unknown) => {
+      // A fault of planning, which on one machine would have been thrown to uWS: logged and answered.
+      x.ctx.log.error('a request failed after its fleet grant', { error: String((err as Error).message ?? err) });
+      if (!x.aborted && !x.finished) replyError(x, 'store_unavailable', undefined, true);
     });
 }
 

@@ -2,9 +2,10 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendRouteError, sendWhole } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
-import { chainOfKey, whenKeyKnown } from '../pipeline/caller.js';
+import { chainOfKey } from '../pipeline/caller.js';
+import { tallyFor } from '../pipeline/answers.js';
 import { ERRORS, rpcErrorBody } from '../errors.js';
-import { holdRequest } from './held-request.js';
+import { holdForKey } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
 
@@ -57,15 +58,17 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       }
       if (route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
         // A fleet's key not met yet: the upgrade waits for the store's answer (uWS upgrades later, corked).
-        const held = holdRequest(res, req, 0, false);
-        whenKeyKnown(
+        holdForKey(
           ctx,
+          res,
+          req,
           route.key,
-          (run) => held.resume((r, q) => run(() => behavior.upgrade!(r, q, context))),
-          () =>
-            held.resume((r) =>
-              sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, rpcErrorBody('store_unavailable', 'null'), undefined, true),
-            ),
+          false,
+          (r, q) => behavior.upgrade!(r, q, context),
+          (r) => {
+            tallyFor(ctx, ctx.chains.get(route.chain.slug)!, 'ws', null).refused('store_unavailable');
+            sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, rpcErrorBody('store_unavailable', 'null'), undefined, true);
+          },
         );
         return;
       }

@@ -263,28 +263,49 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
       return;
     }
   }
-  const asked = askFleet(ctx.tenancy, conn.caller, items.length, itemsRu(ctx.tenancy, conn.chain, items));
-  if (asked === null) planMessage(ctx, conn, parsed.kind === 'single', items);
-  else afterGrant(conn, asked, () => planMessage(ctx, conn, parsed.kind === 'single', items));
+  const t = ctx.tenancy;
+  if (t.fleet === null) planMessage(ctx, conn, parsed.kind === 'single', items);
+  else
+    afterGrant(ctx, conn, askFleet(t, conn.caller, itemsRu(t, conn.chain, conn.caller, items)), () =>
+      planMessage(ctx, conn, parsed.kind === 'single', items),
+    );
 }
 
 /**
  * Plans a fleet's message once its grant is in, in the order the messages came: a subscribe sent before an
  * unsubscribe is planned before it, whichever grant came back first.
  */
-function afterGrant(conn: WsConn, asked: Promise<Grant>, plan: () => void): void {
+function afterGrant(ctx: GatewayContext, conn: WsConn, asked: Promise<Grant>, plan: () => void): void {
   const before = conn.granting;
-  const granted = before === null ? asked : before.then(() => asked);
+  // A message that failed does not hold up the ones after it.
+  const granted =
+    before === null
+      ? asked
+      : before.then(
+          () => asked,
+          () => asked,
+        );
   const done = granted.then((grant) => {
     if (conn.closed) return;
     conn.caller.grant = grant;
-    plan();
-    conn.caller.grant = undefined;
+    try {
+      plan();
+    } finally {
+      conn.caller.grant = undefined;
+    }
   });
   conn.granting = done;
-  void done.then(() => {
-    if (conn.granting === done) conn.granting = null;
-  });
+  done.then(
+    () => {
+      if (conn.granting === done) conn.granting = null;
+    },
+    (err: unknown) => {
+      if (conn.granting === done) conn.granting = null;
+      // A fault of planning, which on one machine would have been thrown to uWS: logged, and the socket closed.
+      ctx.log.error('a WebSocket message failed after its fleet grant', { error: String((err as Error).message ?? err) });
+      conn.close(1011, 'Internal error');
+    },
+  );
 }
 
 function planMessage(ctx: GatewayContext, conn: WsConn, single: boolean, items: ParsedItem[]): void {

@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
-import { rpc, send } from '../support/rpc.js';
+import { post, rpc, send } from '../support/rpc.js';
 import { until } from '../support/until.js';
 import { startPostgres, startRedis, type TestServer } from '../support/servers.js';
 
@@ -109,5 +109,72 @@ t.test('a fleet of two instances', async (t) => {
     const ok = statuses.filter((s) => s === 200).length;
     t.ok(ok >= 19 && ok <= 20, `${ok} of 60 passed: 20 per second across the fleet, within 5 %`);
     t.equal(statuses.filter((s) => s === 429).length, 60 - ok, 'the rest refused 429');
+  });
+});
+
+t.test('a fleet limits as one machine does', async (t) => {
+  const [node, pg, redis] = await Promise.all([anvilFor(t), startPostgres(t), startRedis(t)]);
+  await rpc(node.url, 'anvil_mine', ['0x40']);
+  const one = (instance: string): Promise<TestGateway> =>
+    gatewayFor(t, {
+      storage: { url: pg.url },
+      cluster: { redis_url: redis.url, instance, reservation_ttl_s: 3, reservation_block_ru: 50 },
+      ledger: { flush_interval_ms: 100 },
+      plans: {
+        fleet: { rps: 100_000, max_endpoints: 10 },
+        rus: { rps: 100_000, ru_per_second: 100, max_endpoints: 10 },
+        logs: { rps: 100_000, ru_per_second: 100_000, max_endpoints: 10 },
+        slow: { rps: 20, max_endpoints: 10 },
+      },
+      ru: { methods: { eth_chainId: PRICE, eth_getLogs: 50 } },
+      chains: { devnet: evmChain([node.url], 31337, { split_logs: true, max_logs_block_range: 10 }) },
+    });
+  const [a, b] = await Promise.all([one('gw-a'), one('gw-b')]);
+  const accounts = a.gateway.context.tenancy.accounts;
+  const keyOf = async (plan: string, ru: number): Promise<string> => {
+    const owner = await accounts.createOwner(`o-${plan}-${Math.random()}`, plan, ru);
+    const made = await accounts.createEndpoint(owner.id, 'devnet', 'e', 10);
+    if (!('apiKey' in made)) throw new Error(made.error);
+    return made.apiKey;
+  };
+
+  await t.test('a split eth_getLogs pays its windows under ru_per_second', async (t) => {
+    const key = await keyOf('logs', 1_000_000);
+    const r = await rpc(`${a.base}/v1/rpc/${key}`, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: '0x27' }]);
+    t.comment(`status ${r.status} retry-after ${String(r.headers['retry-after'])} ${r.text.slice(0, 200)}`);
+    t.equal(r.status, 200, 'a split eth_getLogs (4 windows) is served');
+  });
+
+  await t.test('a batch over ru_per_second passes in part', async (t) => {
+    const key = await keyOf('rus', 1_000_000);
+    const batch = Array.from({ length: 20 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'eth_chainId', params: [] }));
+    const r = await post(`${a.base}/v1/rpc/${key}`, JSON.stringify(batch));
+    const answers = r.json as Array<{ result?: string }>;
+    const ok = answers.filter((x) => x.result !== undefined).length;
+    t.comment(`status ${r.status} retry-after ${String(r.headers['retry-after'])} ok ${ok}`);
+    t.equal(ok, 10, 'as on one machine: 10 of 20 fit 100 RU/s');
+  });
+
+  await t.test('past the per-IP unknown-key throttle, a valid key this instance never met still works', async (t) => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) statuses.push((await rpc(`${a.base}/v1/rpc/nokey${i}xxxxxxxxxxxxxxxx`, 'eth_chainId')).status);
+    t.same(statuses, [...Array(20).fill(401), ...Array(20).fill(429)], '20 unknown keys a minute, then 429');
+    const key = await keyOf('fleet', 1_000_000);
+    const [one, two] = await Promise.all([rpc(`${a.base}/v1/rpc/${key}`, 'eth_chainId'), rpc(`${a.base}/v1/rpc/${key}`, 'eth_chainId')]);
+    t.same([one.status, two.status], [200, 200], "looked up in the address's line, one query at a time");
+  });
+
+  await t.test('a burst over rps reserves only what the calls admitted spend', async (t) => {
+    const key = await keyOf('slow', 100 * PRICE);
+    const statuses = await Promise.all(
+      Array.from({ length: 100 }, () => rpc(`${a.base}/v1/rpc/${key}`, 'eth_chainId').then((r) => r.status)),
+    );
+    const okA = statuses.filter((s) => s === 200).length;
+    await new Promise((r) => setTimeout(r, 1100));
+    const onB = (await rpc(`${b.base}/v1/rpc/${key}`, 'eth_chainId')).status;
+    t.comment(
+      `a: ${okA} ok, ${statuses.filter((s) => s === 429).length} 429; then b answers ${onB} with ${100 * PRICE - okA * PRICE} RU left`,
+    );
+    t.equal(onB, 200, 'b serves from the balance left');
   });
 });

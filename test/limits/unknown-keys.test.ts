@@ -35,6 +35,18 @@ for (const impl of IMPLEMENTATIONS) {
       t.equal(passed(guard, '192.0.2.1', 25), 20, 'the next minute starts again');
     });
 
+    t.test('throttled tells whether an address is over the limit this minute, counting nothing', async (t) => {
+      let at = 60_000;
+      const guard = impl.make({ maxPerMinute: 3, now: () => at });
+      t.equal(guard.throttled('192.0.2.9'), false, 'an address never seen');
+      t.equal(passed(guard, '192.0.2.9', 3), 3);
+      t.equal(guard.throttled('192.0.2.9'), true, 'at the limit: the next unknown key would be refused');
+      for (let i = 0; i < 10; i++) guard.throttled('192.0.2.10');
+      t.equal(passed(guard, '192.0.2.10', 3), 3, 'asking counted nothing');
+      at = 120_000;
+      t.equal(guard.throttled('192.0.2.9'), false, 'the next minute');
+    });
+
     t.test('maxPerMinute is the option', async (t) => {
       const guard = impl.make({ maxPerMinute: 3, now: () => 0 });
       t.equal(passed(guard, '2001:db8::1', 10), 3);
