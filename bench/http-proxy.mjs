@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { startChaingate } from './lib/chaingate.mjs';
 import { measure, notRun } from './lib/measure.mjs';
 import { checkerFor } from './lib/checks.mjs';
+import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { startNginxProxy } from './lib/nginx.mjs';
 import { anvilPath, startAnvil, startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
@@ -304,17 +305,6 @@ function nginxChecks(by, ratio) {
       (v) => v <= TARGETS.rssMb,
     ),
   ];
-}
-
-/**
- * The requests: eth_getBalance of distinct addresses in turn, at least twice as many as connections. One
- * request repeated would not measure forwarding: chaingate answers eth_blockNumber from the heads it
- * polls, and shares identical reads in flight, so most of them would never reach the upstream.
- */
-function forwardedBodies(connections) {
-  return Array.from({ length: Math.max(128, 2 * connections) }, (_, i) =>
-    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [`0x${(i + 1).toString(16).padStart(40, '0')}`, 'latest'] }),
-  );
 }
 
 export async function run(sectionCtx) {

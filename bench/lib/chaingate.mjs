@@ -38,7 +38,8 @@ export const workersYaml = (workers) => (workers == null ? '' : `, workers: ${wo
  * The smallest config serving one chain on `port` from the node at `upstreamPort`, public path open.
  * `extraYaml` is appended as top-level sections (e.g. `cache: { max_bytes: 0 }`); other keys keep their
  * defaults. `trustProxy` sets `server.trust_proxy` (the client IP read from X-Forwarded-For); `workers`,
- * `server.workers` (null: not written).
+ * `server.workers` (null: not written); `storageYaml` replaces the SQLite file in `dir` (a fleet's
+ * `storage: { url }` and `cluster`).
  */
 export function chaingateConfig({
   dir,
@@ -49,10 +50,10 @@ export function chaingateConfig({
   trustProxy = false,
   workers = 1,
   extraYaml = '',
+  storageYaml = `storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }\n`,
 }) {
   return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench${trustProxy ? ', trust_proxy: true' : ''}${workersYaml(workers)} }
-storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
-# The whole pipeline runs (limiters and metering included); the limits are set above what the load reaches.
+${storageYaml}# The whole pipeline runs (limiters and metering included); the limits are set above what the load reaches.
 public: { rps_per_ip: 100000000, max_batch: 1000 }
 plans: { bench: { rps: 100000000, max_endpoints: 10 } }
 chains:
@@ -98,7 +99,9 @@ export function knowsWorkers(main, dir) {
  * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
  * once it accepts connections. `url` is the public JSON-RPC path; when `keyed`, that of an endpoint made
  * for an owner made with the CLI, whose `managementKey` is returned too. `main` is the build to run
- * (another commit's, for BENCH_BASELINE's rows); `workers` its `server.workers` (null: not written).
+ * (another commit's, for BENCH_BASELINE's rows); `workers` its `server.workers` (null: not written);
+ * `storageYaml` its store, when not a SQLite file in `dir` (see chaingateConfig); `nodeArgs` go before
+ * the script (e.g. --cpu-prof).
  */
 export async function startChaingate({
   name = 'chaingate',
@@ -110,13 +113,15 @@ export async function startChaingate({
   trustProxy = false,
   workers = 1,
   extraYaml,
+  storageYaml,
+  nodeArgs,
   main = chaingateMain(),
 }) {
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, workers, extraYaml }));
+  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, workers, extraYaml, storageYaml }));
   // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
   const owner = keyed
     ? JSON.parse(
@@ -127,7 +132,7 @@ export async function startChaingate({
         ),
       )
     : null;
-  const proc = await serveChaingate({ name, main, config, port, core, workers });
+  const proc = await serveChaingate({ name, main, config, port, core, workers, nodeArgs });
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;
   if (owner) ({ url } = await stopOnFailure(proc, createEndpoint(port, owner.management_key)));
   return { proc, pid: proc.pid, port, url, managementKey: owner?.management_key, stop: () => proc.stop() };

@@ -1,6 +1,6 @@
 import { checkJsonRpcResult } from './net.mjs';
 import { startBoxLoad } from './box-load.mjs';
-import { CLK_TCK, involuntarySwitches, processTree, startSampling } from './proc-stats.mjs';
+import { CLK_TCK, involuntarySwitches, processTree, startSampling, treeCpuTicks } from './proc-stats.mjs';
 import { runWrk } from './wrk.mjs';
 
 /** Percent of one core taken by others during a run above which its figures are marked as disturbed. */
@@ -32,6 +32,8 @@ export async function waitForQuiet(ours, maxSeconds, log) {
  * check the answer, warm up, measure while sampling the server's RSS and CPU, check the answer again.
  * Never throws: whatever went wrong is listed in `errors`, so the run is flagged and the bench goes on.
  * `upstreamPid` (the node behind a proxy) only keeps that node's CPU out of the box-load figure.
+ * `servicePids` are the other servers behind it (a fleet's PostgreSQL and Redis): their CPU is kept out of
+ * the box-load figure too, and their trees' CPU over the measured run, per request, is `serviceCpuUsPerRequest`.
  * `countUpstreamCalls`, when given, returns the calls the node has seen so far: read just before and
  * after the measured wrk run, it gives `upstreamCalls` and `upstreamCallsPerRequest`.
  * `checkAnswer` replaces the check of one answer before and after (default: HTTP 200 and a JSON-RPC
@@ -39,7 +41,18 @@ export async function waitForQuiet(ours, maxSeconds, log) {
  * script checks every answer itself (lib/wrk.mjs writeAnswerCheckScript), so answers that are not 2xx
  * are what is expected and any answer other than the script's is the error.
  */
-export async function measure({ id, label, url, pid, upstreamPid, countUpstreamCalls, checkAnswer, checkedScript = false, ctx }) {
+export async function measure({
+  id,
+  label,
+  url,
+  pid,
+  upstreamPid,
+  servicePids = [],
+  countUpstreamCalls,
+  checkAnswer,
+  checkedScript = false,
+  ctx,
+}) {
   const { settings, body, script } = ctx;
   const run = { id, label, url, errors: [], warnings: [] };
   const wrkOptions = { url, script, connections: settings.connections, threads: settings.threads, core: settings.loadCore };
@@ -50,7 +63,8 @@ export async function measure({ id, label, url, pid, upstreamPid, countUpstreamC
     run.errors.push(`wrong answer before the run: ${before}`);
     return run;
   }
-  const ours = [...processTree(pid), ...(upstreamPid ? processTree(upstreamPid) : [])];
+  const ours = [pid, ...(upstreamPid ? [upstreamPid] : []), ...servicePids].flatMap((p) => processTree(p));
+  const serviceTicks = () => servicePids.reduce((sum, p) => sum + treeCpuTicks(p), 0);
   run.quietWaitSeconds = await waitForQuiet(ours, settings.quietWaitSeconds, ctx.log);
   ctx.log(`${label}: warm-up ${settings.warmupSeconds}s, then ${settings.seconds}s measured`);
   try {
@@ -59,12 +73,14 @@ export async function measure({ id, label, url, pid, upstreamPid, countUpstreamC
     const sampling = startSampling(pid);
     const callsBefore = countUpstreamCalls?.();
     const switchesBefore = involuntarySwitches(pid);
+    const serviceBefore = serviceTicks();
     let report;
     try {
       report = await runWrk({ ...wrkOptions, name: `wrk ${id}`, seconds: settings.seconds });
     } finally {
       if (countUpstreamCalls) run.upstreamCalls = countUpstreamCalls() - callsBefore;
       run.involuntarySwitches = involuntarySwitches(pid) - switchesBefore;
+      if (servicePids.length) run.serviceCpuSeconds = (serviceTicks() - serviceBefore) / CLK_TCK;
       const usage = sampling.stop();
       run.maxRssMb = usage.maxRssMb;
       run.cpuSeconds = usage.cpuSeconds;
@@ -72,6 +88,7 @@ export async function measure({ id, label, url, pid, upstreamPid, countUpstreamC
     }
     Object.assign(run, report);
     run.cpuUsPerRequest = report.requests > 0 ? (run.cpuSeconds * 1e6) / report.requests : null;
+    if (servicePids.length) run.serviceCpuUsPerRequest = report.requests > 0 ? (run.serviceCpuSeconds * 1e6) / report.requests : null;
     if (countUpstreamCalls) run.upstreamCallsPerRequest = report.requests > 0 ? run.upstreamCalls / report.requests : null;
   } catch (err) {
     run.errors.push(err.message);

@@ -53,7 +53,8 @@ function treeRssKb(pid) {
   return processTree(pid).reduce((sum, p) => sum + rssKb(p), 0);
 }
 
-function treeCpuTicks(pid) {
+/** utime + stime of `pid`'s tree in clock ticks (a gone process counts 0). */
+export function treeCpuTicks(pid) {
   return processTree(pid).reduce((sum, p) => sum + cpuTicks(p), 0);
 }
 

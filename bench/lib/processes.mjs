@@ -33,14 +33,16 @@ export function disablePinning() {
 /**
  * Starts `cmd` pinned to `core` (when pinning is on). taskset execs the command, so the pid is the
  * command's own. Output goes straight to a log file, not through a pipe: anvil prints a line per
- * request, and relaying it would put this process's CPU into the measurement.
+ * request, and relaying it would put this process's CPU into the measurement. `uid` and `gid` run it
+ * as another user (PostgreSQL refuses to run as root); `stopSignal` is what `stop()` sends first
+ * (PostgreSQL's fast shutdown is SIGINT: on SIGTERM it would wait for its clients to leave).
  */
-export function startProcess(name, cmd, args, { core, env, cwd } = {}) {
+export function startProcess(name, cmd, args, { core, env, cwd, uid, gid, stopSignal = 'SIGTERM' } = {}) {
   if (!logDir) throw new Error('setLogDir() must be called before starting processes');
   const [file, argv] = core !== undefined && pinning ? ['taskset', ['-c', String(core), cmd, ...args]] : [cmd, args];
   const logPath = join(logDir, `${name.replace(/[^\w.-]+/g, '-')}.log`);
   const fd = openSync(logPath, 'w');
-  const child = spawn(file, argv, { stdio: ['ignore', fd, fd], env: env ?? process.env, cwd });
+  const child = spawn(file, argv, { stdio: ['ignore', fd, fd], env: env ?? process.env, cwd, uid, gid });
   closeSync(fd);
   const output = () => {
     try {
@@ -100,10 +102,10 @@ export function startProcess(name, cmd, args, { core, env, cwd } = {}) {
         check();
       });
     },
-    /** SIGTERM, then SIGKILL when the child has not exited after `graceMs`. */
+    /** `stopSignal` (SIGTERM), then SIGKILL when the child has not exited after `graceMs`. */
     async stop(graceMs = 3_000) {
       if (exitInfo) return exitInfo;
-      child.kill('SIGTERM');
+      child.kill(stopSignal);
       const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
       const info = await exited;
       clearTimeout(timer);
