@@ -98,7 +98,14 @@ export function createFleetLimiter(opts: FleetLimiterOptions): FleetLimiter {
     autoResendUnfulfilledCommands: false,
     retryStrategy: () => RECONNECT_MS,
   });
-  const shared = createRedisWindowLimiter(redis, { prefix });
+  // A failed take falls back at once, and tells the state (Redis down) the first time.
+  const shared = createRedisWindowLimiter<FleetTake>(redis, {
+    prefix,
+    onFailure: (err, key, limit, units) => {
+      setState(false, err as Error);
+      return fallback(key, limit, units);
+    },
+  });
   const rollCall = createInstanceRollCall(redis, { prefix, id, liveMs });
   const local = createSlidingWindowLimiter({ now: opts.now, maxKeys: opts.maxKeys });
 
@@ -159,10 +166,7 @@ export function createFleetLimiter(opts: FleetLimiterOptions): FleetLimiter {
     checkTake(limit, units);
     if (units > limit) return Promise.resolve({ ok: false, retryAfterMs: Infinity });
     if (!up) return Promise.resolve(fallback(key, limit, units));
-    return shared.take(key, limit, units).catch((err: unknown) => {
-      setState(false, err as Error);
-      return fallback(key, limit, units);
-    });
+    return shared.take(key, limit, units);
   }
 
   async function close(): Promise<void> {

@@ -34,22 +34,27 @@ import type { Take } from './sliding-window.js';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** RATE_SCRIPT: `numKeys`, the keys, then (key index, limit, units) per take; a wait (ms) per take, 0 when admitted. */
+    /** RATE_SCRIPT: `numKeys`, the keys, then (key index, limit, units, count) per run of takes alike; (admitted, wait ms) per run. */
     chaingateTakes(numKeys: number, ...args: Array<string | number>): Result<number[], Context>;
   }
 }
 
-export interface RedisWindowLimiter {
+export interface RedisWindowLimiter<F = never> {
   /**
    * Takes `units` (default 1) for `key` against `limit` units per second, all or nothing, exactly as
    * SlidingWindowLimiter.take (Infinity when `units` exceeds `limit`, answered without asking Redis). Throws
    * RangeError at once when `limit` or `units` is not a positive finite number; rejects when Redis does not
    * answer (its own machinery broke: the caller picks fail-open or fail-closed).
    */
-  take(key: string, limit: number, units?: number): Promise<Take>;
+  take(key: string, limit: number, units?: number): Promise<Take | F>;
 }
 
-export interface RedisWindowOptions {
+export interface RedisWindowOptions<F = never> {
+  /**
+   * When set, a take whose call fails resolves with what this answers for it instead of rejecting: the
+   * caller's fallback without a promise more per take on the hot path.
+   */
+  onFailure?: (err: unknown, key: string, limit: number, units: number) => F;
   /** Prefix of every Redis key (default 'chaingate:'); a key's window is `<prefix>rl:<key>`. */
   prefix?: string;
   /** Takes sent in one script call at most (default 256); more within one turn go in several calls. 1: a call per take. */
@@ -107,12 +112,20 @@ local function settle(log, limit, take)
   log.times[n + 1] = at; log.units[n + 1] = take
   return 0
 end
-local waits = {}
-for i = 1, #ARGV, 3 do
+local out = {}
+for i = 1, #ARGV, 4 do
   local k = tonumber(ARGV[i])
   local log = logs[k]
   if not log then log = load(k); logs[k] = log end
-  waits[#waits + 1] = settle(log, tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))
+  local limit, take, count = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  -- count takes alike, in order: once one is refused, the rest are (the clock does not move within a call)
+  local admitted, wait = 0, 0
+  while admitted < count do
+    wait = settle(log, limit, take)
+    if wait > 0 then break end
+    admitted = admitted + 1
+  end
+  out[#out + 1] = admitted; out[#out + 1] = wait
 end
 for k, log in pairs(logs) do
   if log.changed then
@@ -125,45 +138,67 @@ for k, log in pairs(logs) do
     end
   end
 end
-return waits
+return out
 `;
 
-interface Pending {
+interface Pending<F> {
   key: string;
   limit: number;
   units: number;
-  resolve: (take: Take) => void;
+  resolve: (take: Take | F) => void;
   reject: (err: unknown) => void;
 }
 
-export function createRedisWindowLimiter(redis: Redis, opts: RedisWindowOptions = {}): RedisWindowLimiter {
+export function createRedisWindowLimiter<F = never>(redis: Redis, opts: RedisWindowOptions<F> = {}): RedisWindowLimiter<F> {
+  const onFailure = opts.onFailure;
+  const fail = (p: Pending<F>, err: unknown): void => {
+    if (onFailure === undefined) p.reject(err);
+    else p.resolve(onFailure(err, p.key, p.limit, p.units));
+  };
   const prefix = (opts.prefix ?? 'chaingate:') + 'rl:';
   const maxBatch = opts.maxBatch ?? 256;
   if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) throw new RangeError('maxBatch must be a positive integer');
   redis.defineCommand('chaingateTakes', { lua: RATE_SCRIPT });
 
-  let queue: Pending[] = [];
+  let queue: Array<Pending<F>> = [];
 
-  function send(batch: Pending[]): void {
-    const slots = new Map<string, number>();
-    const args: Array<string | number> = [];
+  function send(batch: Array<Pending<F>>): void {
+    // Per key, in order, runs of takes alike (limit and units) go as one (slot, limit, units, count): the
+    // script settles them in order as it would one by one, with 4 arguments and 2 answers for the run.
+    // Keys are independent windows, so only the order within a key matters.
+    const groups = new Map<string, Array<{ limit: number; units: number; takes: Array<Pending<F>> }>>();
     for (const p of batch) {
-      let slot = slots.get(p.key);
-      if (slot === undefined) slots.set(p.key, (slot = slots.size + 1));
-      args.push(slot, p.limit, p.units);
+      let runs = groups.get(p.key);
+      if (runs === undefined) groups.set(p.key, (runs = []));
+      const last = runs[runs.length - 1];
+      if (last !== undefined && last.limit === p.limit && last.units === p.units) last.takes.push(p);
+      else runs.push({ limit: p.limit, units: p.units, takes: [p] });
     }
-    const keys = [...slots.keys()].map((key) => prefix + key);
+    const keys: string[] = [];
+    const args: Array<string | number> = [];
+    const order: Array<Array<Pending<F>>> = [];
+    for (const [key, runs] of groups) {
+      keys.push(prefix + key);
+      for (const run of runs) {
+        args.push(keys.length, run.limit, run.units, run.takes.length);
+        order.push(run.takes);
+      }
+    }
     redis.chaingateTakes(keys.length, ...keys, ...args).then(
-      (waits) => {
-        batch.forEach((p, i) => {
-          const wait = waits[i];
-          if (wait === 0) p.resolve(ADMITTED);
-          else if (typeof wait === 'number') p.resolve({ ok: false, retryAfterMs: wait });
-          else p.reject(new Error(`rate script answered ${waits.length} waits for ${batch.length} takes`));
+      (out) => {
+        order.forEach((takes, r) => {
+          const admitted = out[2 * r];
+          const wait = out[2 * r + 1];
+          if (typeof admitted !== 'number' || typeof wait !== 'number') {
+            const err = new Error(`rate script answered ${out.length / 2} runs for ${order.length}`);
+            for (const p of takes) fail(p, err);
+            return;
+          }
+          for (let i = 0; i < takes.length; i++) takes[i]!.resolve(i < admitted ? ADMITTED : { ok: false, retryAfterMs: wait });
         });
       },
       (err: unknown) => {
-        for (const p of batch) p.reject(err);
+        for (const p of batch) fail(p, err);
       },
     );
   }
@@ -174,7 +209,7 @@ export function createRedisWindowLimiter(redis: Redis, opts: RedisWindowOptions 
     for (let i = 0; i < all.length; i += maxBatch) send(all.slice(i, i + maxBatch));
   }
 
-  function take(key: string, limit: number, units = 1): Promise<Take> {
+  function take(key: string, limit: number, units = 1): Promise<Take | F> {
     checkTake(limit, units);
     if (units > limit) return Promise.resolve({ ok: false, retryAfterMs: Infinity });
     return new Promise((resolve, reject) => {

@@ -57,6 +57,8 @@ export function resolveCaller(
         rps: config.public.rps_per_ip,
         maxBatch: Math.min(config.public.max_batch, config.server.max_batch),
         tally: tallyFor(ctx, routeChain, transport, null),
+        // Set here, not added later, so callers keep one shape on the hot path (a fleet's grant comes later).
+        grant: undefined,
       },
     };
   }
@@ -82,6 +84,7 @@ export function resolveCaller(
       rps: plan.rps,
       maxBatch: config.server.max_batch,
       tally: tallyFor(ctx, chain, transport, key),
+      grant: undefined,
     },
   };
 }

@@ -6,7 +6,7 @@ import type { FleetTake } from '../limits/fleet-limiter.js';
 import type { Caller, Grant } from './admission.js';
 import type { GatewayContext } from './context.js';
 import { wideLogRange } from './split-logs.js';
-import type { Tenancy } from './tenancy.js';
+import type { FleetParts, Tenancy } from './tenancy.js';
 
 /** A grant's `ru` when the plan has no ru_per_second: never the limit. */
 const NO_RU_LIMIT = Number.POSITIVE_INFINITY;
@@ -26,11 +26,18 @@ const FREE: FleetTake = Object.freeze({ ok: true as const });
  *   little (no round trip when it holds enough, the usual case). When PostgreSQL fails, the request goes on
  *   against what is held here, and a call it cannot pay is refused 503 rather than 402.
  */
-export async function askFleet(t: Tenancy, c: Caller, costs: readonly number[]): Promise<Grant> {
+export function askFleet(t: Tenancy, c: Caller, costs: readonly number[]): Promise<Grant> {
+  const fleet = t.fleet!;
+  // One item, the usual request: one promise, no array of them.
+  if (costs.length === 1) return fleet.limiter.take(c.limitKey, c.rps).then((take) => afterTakes(t, c, costs, [take]));
+  return Promise.all(costs.map(() => fleet.limiter.take(c.limitKey, c.rps))).then((taken) => afterTakes(t, c, costs, taken));
+}
+
+/** The grant once the rps takes are in: synchronous unless the plan limits RU per second or RU must be reserved. */
+function afterTakes(t: Tenancy, c: Caller, costs: readonly number[], taken: readonly FleetTake[]): Grant | Promise<Grant> {
   const fleet = t.fleet!;
   const grant: Grant = { requests: 0, retryAfterMs: 0, ru: NO_RU_LIMIT, ruRetryAfterMs: 0, limitsUnavailable: false, storeDown: false };
-  const taken = await Promise.all(costs.map(() => fleet.limiter.take(c.limitKey, c.rps)));
-  let admitted: number[] = [];
+  const admitted: number[] = [];
   taken.forEach((take, i) => {
     if (take.ok) {
       grant.requests++;
@@ -41,27 +48,36 @@ export async function askFleet(t: Tenancy, c: Caller, costs: readonly number[]):
   const auth = c.auth;
   if (auth === null) return grant;
   const ruPerSecond = c.plan?.ru_per_second;
-  if (ruPerSecond !== undefined) {
-    const ruTaken = await Promise.all(admitted.map((ru) => (ru > 0 ? fleet.limiter.take(`ru:${auth.endpointId}`, ruPerSecond, ru) : FREE)));
-    grant.ru = 0;
-    const paid: number[] = [];
-    ruTaken.forEach((take, i) => {
-      if (take.ok) {
-        grant.ru += admitted[i]!;
-        paid.push(admitted[i]!);
-      } else if ('unavailable' in take) grant.limitsUnavailable = true;
-      else grant.ruRetryAfterMs = Math.max(grant.ruRetryAfterMs, take.retryAfterMs);
-    });
-    admitted = paid;
-  }
-  const ru = admitted.reduce((a, b) => a + b, 0);
-  const prepared = ru > 0 ? fleet.ledger.prepare(auth.ownerId, ru) : null;
-  if (prepared !== null)
-    grant.storeDown = await prepared.then(
-      () => false,
-      () => true,
-    );
-  return grant;
+  if (ruPerSecond === undefined) return prepared(fleet, auth.ownerId, admitted, grant);
+  return Promise.all(admitted.map((ru) => (ru > 0 ? fleet.limiter.take(`ru:${auth.endpointId}`, ruPerSecond, ru) : FREE))).then(
+    (ruTaken) => {
+      grant.ru = 0;
+      const paid: number[] = [];
+      ruTaken.forEach((take, i) => {
+        if (take.ok) {
+          grant.ru += admitted[i]!;
+          paid.push(admitted[i]!);
+        } else if ('unavailable' in take) grant.limitsUnavailable = true;
+        else grant.ruRetryAfterMs = Math.max(grant.ruRetryAfterMs, take.retryAfterMs);
+      });
+      return prepared(fleet, auth.ownerId, paid, grant);
+    },
+  );
+}
+
+/** The grant once the owner's RU for `admitted` are held here: at once when they are (the usual case). */
+function prepared(fleet: FleetParts, ownerId: number, admitted: readonly number[], grant: Grant): Grant | Promise<Grant> {
+  let ru = 0;
+  for (const r of admitted) ru += r;
+  const waiting = ru > 0 ? fleet.ledger.prepare(ownerId, ru) : null;
+  if (waiting === null) return grant;
+  return waiting.then(
+    () => grant,
+    () => {
+      grant.storeDown = true;
+      return grant;
+    },
+  );
 }
 
 /**

@@ -167,17 +167,20 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
     planBody(x, caller, parsed);
     return;
   }
-  askFleet(t, caller, itemsRu(t, x.chain, caller, items))
-    .then((grant) => {
-      if (x.aborted) return;
-      caller.grant = grant;
+  // A fault after the await, which on one machine would have been thrown to uWS: logged and answered.
+  const failed = (err: unknown): void => {
+    x.ctx.log.error('a request failed after its fleet grant', { error: String((err as Error).message ?? err) });
+    if (!x.aborted && !x.finished) replyError(x, 'store_unavailable', undefined, true);
+  };
+  askFleet(t, caller, itemsRu(t, x.chain, caller, items)).then((grant) => {
+    if (x.aborted) return;
+    caller.grant = grant;
+    try {
       planBody(x, caller, parsed);
-    })
-    .catch((err: unknown) => {
-      // A fault of planning, which on one machine would have been thrown to uWS: logged and answered.
-      x.ctx.log.error('a request failed after its fleet grant', { error: String((err as Error).message ?? err) });
-      if (!x.aborted && !x.finished) replyError(x, 'store_unavailable', undefined, true);
-    });
+    } catch (err) {
+      failed(err);
+    }
+  }, failed);
 }
 
 function planBody(x: Exchange, caller: Caller, parsed: Exclude<ParsedBody, { kind: 'error' }>): void {
