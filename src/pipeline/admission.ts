@@ -3,6 +3,7 @@ import type { ChainPrices } from '../chain/method-policy.js';
 import type { ErrorCode } from '../errors.js';
 import type { Reservation } from '../metering/ledger.js';
 import { isOpen } from '../metering/meter.js';
+import { ADMITTED } from '../limits/entry-log.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
 import { type RefusalCode, type RequestTally, refusalError } from './answers.js';
 import type { Tenancy } from './tenancy.js';
@@ -46,8 +47,6 @@ export interface Grant {
 
 export type Admission = { ok: true; reservation: Reservation | null; ru: number } | { ok: false; error: ErrorCode; retryAfterMs?: number };
 
-const TAKEN = Object.freeze({ ok: true as const });
-
 /**
  * One request counted against the requests-per-second limit (every parsed item counts, valid or not): from
  * the request's grant in a fleet, else the local limiter. `error` is set when the refusal is not a 429.
@@ -58,7 +57,7 @@ export function takeRequest(t: Tenancy, c: Caller): { ok: true } | { ok: false; 
   if (g.limitsUnavailable) return { ok: false, retryAfterMs: 1000, error: 'limits_unavailable' };
   if (g.requests === 0) return { ok: false, retryAfterMs: g.retryAfterMs };
   g.requests--;
-  return TAKEN;
+  return ADMITTED;
 }
 
 /**

@@ -2,6 +2,7 @@ import { beaconCost } from '../beacon/costs.js';
 import { matchBeaconPath } from '../beacon/paths.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
+import { ADMITTED } from '../limits/entry-log.js';
 import type { FleetTake } from '../limits/fleet-limiter.js';
 import type { Caller, Grant } from './admission.js';
 import type { GatewayContext } from './context.js';
@@ -10,7 +11,6 @@ import type { FleetParts, Tenancy } from './tenancy.js';
 
 /** A grant's `ru` when the plan has no ru_per_second: never the limit. */
 const NO_RU_LIMIT = Number.POSITIVE_INFINITY;
-const FREE: FleetTake = Object.freeze({ ok: true as const });
 
 /**
  * In a fleet, what a request may spend is decided outside the instance: the rate limits in Redis, the RU
@@ -49,7 +49,7 @@ function afterTakes(t: Tenancy, c: Caller, costs: readonly number[], taken: read
   if (auth === null) return grant;
   const ruPerSecond = c.plan?.ru_per_second;
   if (ruPerSecond === undefined) return prepared(fleet, auth.ownerId, admitted, grant);
-  return Promise.all(admitted.map((ru) => (ru > 0 ? fleet.limiter.take(`ru:${auth.endpointId}`, ruPerSecond, ru) : FREE))).then(
+  return Promise.all(admitted.map((ru) => (ru > 0 ? fleet.limiter.take(`ru:${auth.endpointId}`, ruPerSecond, ru) : ADMITTED))).then(
     (ruTaken) => {
       grant.ru = 0;
       const paid: number[] = [];

@@ -181,7 +181,8 @@ function routeRequest(
     sendRouteError(res, meta, route.code, route.message, route.allow);
     return;
   }
-  if (route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
+  // Only a fleet can meet a key it does not know yet: one machine's road reads SQLite itself.
+  if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
     const transport = isBeaconRest(route.rest) ? 'beacon' : 'http';
     holdForKey(
       ctx,

@@ -160,10 +160,14 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
     reply(x, 200, rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
-  const items = parsed.kind === 'batch' ? parsed.items : [parsed.item];
   const t = x.ctx.tenancy;
+  if (t.fleet === null) {
+    planBody(x, caller, parsed);
+    return;
+  }
+  const items = parsed.kind === 'batch' ? parsed.items : [parsed.item];
   // A batch over the limit is refused whole before anything is asked of a fleet's shared limits.
-  if (t.fleet === null || items.length > caller.maxBatch) {
+  if (items.length > caller.maxBatch) {
     planBody(x, caller, parsed);
     return;
   }

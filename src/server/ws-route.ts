@@ -56,7 +56,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
         else sendRouteError(res, meta, 'not_found', 'WebSocket is served on /v1/rpc/<key>');
         return;
       }
-      if (route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
+      if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
         // A fleet's key not met yet: the upgrade waits for the store's answer (uWS upgrades later, corked).
         holdForKey(
           ctx,

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
-import { parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
+import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, type Grant, takeRequest } from '../pipeline/admission.js';
@@ -254,21 +254,21 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
     conn.answer(rpcErrorBody(parsed.error, 'null', parsed.message));
     return;
   }
-  const items = parsed.kind === 'single' ? [parsed.item] : parsed.items;
   if (parsed.kind === 'batch') {
-    const tooMany = batchRefusal(ctx, conn.caller, items);
+    const tooMany = batchRefusal(ctx, conn.caller, parsed.items);
     if (tooMany !== null) {
-      tally.refusedWhole('batch_too_large', items.length);
+      tally.refusedWhole('batch_too_large', parsed.items.length);
       conn.answer(tooMany);
       return;
     }
   }
   const t = ctx.tenancy;
-  if (t.fleet === null) planMessage(ctx, conn, parsed.kind === 'single', items);
-  else
-    afterGrant(ctx, conn, askFleet(t, conn.caller, itemsRu(t, conn.chain, conn.caller, items)), () =>
-      planMessage(ctx, conn, parsed.kind === 'single', items),
-    );
+  if (t.fleet === null) {
+    planMessage(ctx, conn, parsed);
+    return;
+  }
+  const items = parsed.kind === 'single' ? [parsed.item] : parsed.items;
+  afterGrant(ctx, conn, askFleet(t, conn.caller, itemsRu(t, conn.chain, conn.caller, items)), () => planMessage(ctx, conn, parsed));
 }
 
 /**
@@ -308,11 +308,12 @@ function afterGrant(ctx: GatewayContext, conn: WsConn, asked: Promise<Grant>, pl
   );
 }
 
-function planMessage(ctx: GatewayContext, conn: WsConn, single: boolean, items: ParsedItem[]): void {
-  if (single) {
-    runItem(ctx, conn, items[0]!, (answer, outcome) => answerPlanned(conn, answer.toString(), outcome));
+function planMessage(ctx: GatewayContext, conn: WsConn, parsed: Exclude<ParsedBody, { kind: 'error' }>): void {
+  if (parsed.kind === 'single') {
+    runItem(ctx, conn, parsed.item, (answer, outcome) => answerPlanned(conn, answer.toString(), outcome));
     return;
   }
+  const items = parsed.items;
   const answers: Array<string | Buffer> = new Array(items.length);
   let refused = 0;
   let pending = items.length;
