@@ -582,14 +582,13 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
   const payloadHash = async (id: string | number): Promise<string> =>
     (await call(node, `/eth/v2/beacon/blocks/${id}`)).json.data.message.body.execution_payload.block_hash;
   await until('new head followed', async () => (await payloadHash('head')) === newHead.hash);
-  const newHeadRoot = await rootOf(node, 'head');
-  // The poll may land between evm_revert and the mining after it: then the reorg's new head is slot 18.
+  // The poll may land between evm_revert and the mining after it, or between the three blocks
+  // anvil_mine makes: the reorg's new head is then slot 18, 19 or 20 of the new chain, not 21.
   const reorg = finality.events.find((e) => e.event === 'chain_reorg')?.data;
   t.match(reorg, { depth: '2', old_head_block: oldHeadRoot, execution_optimistic: false });
-  t.ok(
-    (reorg?.slot === '21' && reorg.new_head_block === newHeadRoot) || (reorg?.slot === '18' && reorg.new_head_block === root18),
-    `reorg names the new head (${String(reorg?.slot)})`,
-  );
+  const reorgSlot = Number(reorg?.slot);
+  t.ok(reorgSlot >= 18 && reorgSlot <= 21, `the reorg's slot is on the new chain (${String(reorg?.slot)})`);
+  t.equal(reorg?.new_head_block, await rootOf(node, reorgSlot), `reorg names the new chain's block at its slot (${String(reorg?.slot)})`);
   t.equal(await rootOf(node, 18), root18, 'the common ancestor keeps its root');
   t.equal(await payloadHash(19), (await blockAt(anvil, 19)).hash, 'reorged slots answer the new chain');
   t.not(await rootOf(node, 19), oldRoot19, 'with roots of their own');
