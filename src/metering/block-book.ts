@@ -13,11 +13,12 @@ export interface BlockBookOptions {
   /** RU asked for at once when an owner's block runs low (config `cluster.reservation_block_ru`). */
   blockRu: number;
   /**
-   * Until when (ms, `now`'s clock) the instance's reservations are known to be alive in the store: the
-   * last renewal that passed, plus the TTL, less a margin. Past it the store may have let them expire
-   * and granted the RU to another instance, so nothing more is spent from them.
+   * Until when (ms, `now`'s clock) the instance's reservation of an owner's RU is known to be alive in
+   * the store: the last renewal or reservation of it that passed, plus the TTL, less a margin. Past it
+   * the store may have let it expire and granted the RU to another instance, so nothing more is spent
+   * from it.
    */
-  validUntil: () => number;
+  validUntil: (ownerId: number) => number;
   /** Clock in ms; default Date.now. */
   now?: () => number;
   /** After the store granted nothing to an owner, how long before it is asked again, in ms; default 1000. */
@@ -100,8 +101,8 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   }
 
   /** What may be spent now: nothing once the reservations may have expired in the store. */
-  function spendable(b: Block): number {
-    return now() < options.validUntil() ? b.held - b.unflushed - b.open : 0;
+  function spendable(ownerId: number, b: Block): number {
+    return now() < options.validUntil(ownerId) ? b.held - b.unflushed - b.open : 0;
   }
 
   function refill(ownerId: number, b: Block, atLeast: number): Promise<void> {
@@ -112,7 +113,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     // to it. A debit written meanwhile may have lowered the new reservation: it is taken off the grant.
     // Both err towards spending less than the store holds for this instance (the old RU when the store
     // had in fact kept them, a debit written first), never more; the surplus idles until a clean stop.
-    const stale = now() >= options.validUntil();
+    const stale = now() >= options.validUntil(ownerId);
     b.writtenMeanwhile = 0;
     b.refill = source.reserve(ownerId, want).then(
       (granted) => {
@@ -137,18 +138,18 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
    */
   async function fill(ownerId: number, b: Block): Promise<void> {
     for (;;) {
-      const before = spendable(b);
+      const before = spendable(ownerId, b);
       const missing = b.waiting - before;
       if (missing <= 0) return;
       await refill(ownerId, b, missing);
       // A short grant: the store has no more. No gain: the RU are not spendable yet (renewals failing), asking again would not help.
-      if (b.short || spendable(b) <= before) return;
+      if (b.short || spendable(ownerId, b) <= before) return;
     }
   }
 
   /** A background refill once the owner holds less than half a block; its failure waits for the next call. */
   function topUpSoon(ownerId: number, b: Block): void {
-    if (b.refill === null && spendable(b) < options.blockRu / 2 && now() - b.dryAt >= dryRetryMs) {
+    if (b.refill === null && spendable(ownerId, b) < options.blockRu / 2 && now() - b.dryAt >= dryRetryMs) {
       refill(ownerId, b, 0).catch(() => {});
     }
   }
@@ -156,12 +157,12 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   return {
     available(ownerId) {
       const b = blocks.get(ownerId);
-      return b === undefined ? 0 : spendable(b);
+      return b === undefined ? 0 : spendable(ownerId, b);
     },
     prepare(ownerId, ru) {
       const b = blockOf(ownerId);
       // What calls already waiting will spend is not this call's: it waits with them.
-      if (spendable(b) - b.waiting >= ru) return null;
+      if (spendable(ownerId, b) - b.waiting >= ru) return null;
       // The store had nothing for this owner a moment ago: answer 402 now rather than ask on every call.
       if (b.refill === null && now() - b.dryAt < dryRetryMs) return null;
       // When the store has too little for every waiting call, `reserve` refuses the ones it cannot pay (402).
@@ -172,7 +173,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     reserve(ownerId, ru) {
       const b = blockOf(ownerId);
-      if (spendable(b) < ru) return false;
+      if (spendable(ownerId, b) < ru) return false;
       b.open += ru;
       topUpSoon(ownerId, b);
       return true;
@@ -184,7 +185,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     charge(ownerId, ru) {
       const b = blockOf(ownerId);
-      const ok = spendable(b) >= ru;
+      const ok = spendable(ownerId, b) >= ru;
       if (ok) b.unflushed += ru;
       topUpSoon(ownerId, b);
       return ok;

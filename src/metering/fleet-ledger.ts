@@ -26,8 +26,9 @@ export interface FleetLedgerOptions extends LedgerOptions {
  *   written; a batch that failed (PostgreSQL unreachable, or its answer lost) is sent again as it was,
  *   same id and rows, before any new one: the store applies an id once, so nothing is charged twice
  *   and nothing is lost while the instance lives;
- * - the reservations are renewed (the heartbeat). Spending stops when the last renewal that passed is
- *   older than the TTL less one flush interval: the store may have let them expire by then.
+ * - the reservations are renewed (the heartbeat). Spending from an owner's stops when the last renewal
+ *   or reservation of it that passed is older than the TTL less one flush interval: the store may have
+ *   let it expire by then.
  * A clean `stop` writes what is left and gives every unspent RU back at once; a killed instance's come
  * back when its reservations expire, and the calls it served after its last written batch are not
  * charged (as a single machine loses its last flush interval).
@@ -46,20 +47,24 @@ export interface FleetLedger extends Ledger {
 export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerOptions): FleetLedger {
   const now = options.now ?? Date.now;
   const { instance, reservationTtlS: ttlS } = options;
-  // Known alive until the last renewal sent before it passed + TTL, less one flush interval of margin.
-  let aliveUntil = -Infinity;
+  // A reservation is known alive until the last renewal or reservation of it that passed (counted from
+  // when it was sent) + TTL, less one flush interval of margin. A renewal extends every reservation the
+  // store still has live; a reservation extends only its own owner's: the others may have expired while
+  // renewals failed, and must not be spent on the strength of another owner's.
+  let renewedUntil = -Infinity;
+  const reservedUntil = new Map<number, number>();
+  const aliveFrom = (sent: number): number => sent + ttlS * 1000 - options.flushIntervalMs;
   const book: BlockBook = createBlockBook(
     {
       reserve: (ownerId, ru) => {
         const sent = now();
         return store.reserve(instance, ownerId, ru, ttlS).then((granted) => {
-          // A reservation sets its expiry too: it counts as a renewal for the spending window.
-          aliveUntil = Math.max(aliveUntil, sent + ttlS * 1000 - options.flushIntervalMs);
+          reservedUntil.set(ownerId, Math.max(reservedUntil.get(ownerId) ?? -Infinity, aliveFrom(sent)));
           return granted;
         });
       },
     },
-    { blockRu: options.blockRu, validUntil: () => aliveUntil, now },
+    { blockRu: options.blockRu, validUntil: (ownerId) => Math.max(renewedUntil, reservedUntil.get(ownerId) ?? -Infinity), now },
   );
   const usage = createPendingUsage();
   // Batch ids must never repeat, across restarts of an instance of the same name too: the store would skip the batch.
@@ -88,7 +93,7 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
       // An owner's reservation the store let expire (the instance was cut off for longer than the TTL) is
       // no longer this instance's to spend: the next call reserves again. Not one a grant made meanwhile.
       for (const ownerId of book.held().keys()) if (!live.has(ownerId)) book.expired(ownerId, grantsBefore);
-      aliveUntil = Math.max(aliveUntil, sent + ttlS * 1000 - options.flushIntervalMs);
+      renewedUntil = Math.max(renewedUntil, aliveFrom(sent));
       healthy = true;
       lastFlushAt = now();
       return true;

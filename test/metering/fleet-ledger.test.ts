@@ -4,7 +4,7 @@
  * other gets them; a store that goes away and returns loses and doubles nothing.
  */
 import t, { type Test } from 'tap';
-import { createFleetLedger, type FleetLedger } from '../../src/metering/fleet-ledger.js';
+import { createFleetLedger, type FleetLedger, type FleetLedgerStore } from '../../src/metering/fleet-ledger.js';
 import { createPgLedgerStore } from '../../src/metering/pg-ledger-store.js';
 import { openPgStore } from '../../src/store/pg-open.js';
 import { addPgOwner, RETENTION } from '../support/ledger-stores.js';
@@ -139,4 +139,32 @@ t.test('the store away and back: calls go on against what is held; each batch is
     (await q<{ gap: number }>(INVARIANT_GAPS_SQL)).filter((g) => g.gap !== 0),
     [],
   );
+});
+
+t.test("one owner's reservation passing does not keep another's alive while renewals fail", async (t) => {
+  // A store whose renewals fail (the instance was cut off from it) while a reservation passes (it came
+  // back for a moment): something a real PostgreSQL cannot be made to do on cue.
+  let clock = 0;
+  let renewing = true;
+  const store: FleetLedgerStore = {
+    reserve: async (_instance, _ownerId, ru) => ru,
+    renew: async () => {
+      if (!renewing) throw new Error('store unreachable');
+      return new Map([[1, 90]]);
+    },
+    writeUsage: async () => new Map(),
+    release: async () => {},
+  };
+  const ledger = createFleetLedger(store, { instance: 'gw-a', reservationTtlS: 1, blockRu: 100, flushIntervalMs: 100, now: () => clock });
+  t.teardown(() => ledger.stop());
+  t.ok(await call(ledger, 1, 10), 'owner 1 reserved a block and spent 10');
+  t.ok(await ledger.flushNow(), 'renewed at 0: alive until 900');
+  renewing = false;
+  clock = 800;
+  t.ok(await call(ledger, 2, 10), 'owner 2 reserved at 800: alive until 1700');
+  clock = 1000;
+  t.equal(ledger.available(1), 0, "owner 1's reservation may have expired: nothing more is spent from it");
+  t.equal(ledger.available(2), 90, "owner 2's is alive: its own reservation passed at 800");
+  clock = 1700;
+  t.equal(ledger.available(2), 0, 'and spent until its own margin');
 });
