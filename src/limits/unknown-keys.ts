@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { sharedNow } from './shared-clock.js';
 
 /**
  * Slows key guessing: a client IP that presents more than `maxPerMinute` unknown keys within a
@@ -16,13 +17,13 @@ export interface UnknownKeyGuard {
 export interface UnknownKeyOptions {
   maxPerMinute?: number;
   maxAddresses?: number;
-  /** Monotonic clock in ms; default performance.now. */
+  /** Monotonic clock in ms; default sharedNow (its minutes are the shared guard's, see shared-clock.ts). */
   now?: () => number;
 }
 
 export function createUnknownKeyGuard(opts: UnknownKeyOptions = {}): UnknownKeyGuard {
   const max = opts.maxPerMinute ?? 20;
-  const now = opts.now ?? (() => performance.now());
+  const now = opts.now ?? sharedNow;
   const seen = new LRUCache<string, { minute: number; count: number }>({ max: opts.maxAddresses ?? 100_000 });
   return {
     refuse(ip) {

@@ -6,6 +6,7 @@ import t from 'tap';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
+import { clearOfMinuteEnd } from '../support/until.js';
 
 // No call here reaches a node: a closed port is upstream enough.
 const CHAINS = { devnet: evmChain(['http://127.0.0.1:1']) };
@@ -53,6 +54,7 @@ t.test('a request rate per IP and per key, with Retry-After; other IPs and owner
 t.test('invalid management keys are throttled per IP as unknown API keys are; valid keys keep working', async (t) => {
   const g = await gatewayFor(t, { server: { trust_proxy: true }, chains: CHAINS });
   const alice = owner(g, 'alice');
+  await clearOfMinuteEnd();
   const statuses: number[] = [];
   for (let i = 0; i < 22; i++) statuses.push((await get(g, '/api/dashboard/account', `${'x'.repeat(47)}${i % 10}`, '10.3.0.1')).status);
   t.same(statuses.slice(0, 20), Array(20).fill(401), '20 wrong keys a minute get 401');

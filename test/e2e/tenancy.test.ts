@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc, send } from '../support/rpc.js';
+import { clearOfMinuteEnd } from '../support/until.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
@@ -298,6 +299,7 @@ t.test('more than 20 unknown keys a minute from one IP get 429; valid keys keep 
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });
   const o = owner(g, 'o', 'free', 1000);
   const ep = ((await api(g, o.key, 'POST', '/api/dashboard/endpoints', { network: 'devnet' })).json as { data: { api_key: string } }).data;
+  await clearOfMinuteEnd();
   const statuses: number[] = [];
   for (let i = 0; i < 22; i++)
     statuses.push((await rpc(`${g.base}/v1/rpc/${'q'.repeat(31)}${String.fromCharCode(97 + i)}`, 'eth_chainId')).status);

@@ -14,6 +14,7 @@ import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
 import { openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
+import { clearOfMinuteEnd } from '../support/until.js';
 
 const CONNECTIONS = 32;
 
@@ -107,6 +108,7 @@ t.test('a key made works at once on every worker; deleted, it is refused at once
     `sockets on both workers (${byWorker.join(', ')})`,
   );
 
+  await clearOfMinuteEnd();
   const endings = sockets.map(closed);
   t.equal((await api(g, owner.managementKey, 'DELETE', `/api/dashboard/endpoints?id=${ep.id}`)).status, 200);
   const after = (await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => rpc(url, 'eth_chainId', [], i)))).sort(
@@ -408,6 +410,7 @@ t.test('limits hold for the process: a plan rps, the unknown-key throttle, the c
     'the rest are 429',
   );
 
+  await clearOfMinuteEnd();
   const guesses = await Promise.all(
     Array.from({ length: 40 }, (_, i) => rpc(`${g.base}/v1/rpc/${'q'.repeat(31)}${i % 10}`, 'eth_chainId')),
   );
