@@ -80,3 +80,12 @@ export function createForwardingLogger(level: LogLevel, send: (record: LogRecord
     },
   };
 }
+
+/**
+ * What an error says, for a log field or a reply: its message, or the value itself when something other
+ * than an Error was thrown (a rejection with a string, undefined or null must not throw again here).
+ */
+export function errorText(err: unknown): string {
+  const message = (err as { message?: unknown } | null | undefined)?.message;
+  return typeof message === 'string' && message !== '' ? message : String(err);
+}

@@ -7,7 +7,7 @@ import type { Config } from './config/schema.js';
 import { runStatus, STATUS_EXIT } from './cli/status.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { copyStore, STORE_USAGE } from './cli/store-copy.js';
-import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './log.js';
+import { createLogger, LOG_LEVELS, type Logger, type LogLevel, errorText } from './log.js';
 import { type Gateway, type ReloadOutcome, startGateway } from './server/app.js';
 import { restartOnlyChanges } from './config/restart-keys.js';
 import { uws } from './server/uws.js';
@@ -124,7 +124,7 @@ function reloadOnHangup(path: string, started: Config, gateway: Gateway, log: Lo
     try {
       outcome = await gateway.reload(next);
     } catch (err) {
-      log.error('config reload refused: the running config stays', { file: path, error: String((err as Error).message) });
+      log.error('config reload refused: the running config stays', { file: path, error: errorText(err) });
       metrics.configReload(false, Date.now());
       return;
     }
@@ -156,7 +156,7 @@ async function storeCommand(argv: readonly string[]): Promise<number> {
   try {
     args = parseArgs(argv, ['from', 'to'], ['help']);
   } catch (err) {
-    process.stderr.write(`chaingate store: ${(err as Error).message}\n`);
+    process.stderr.write(`chaingate store: ${errorText(err)}\n`);
     return 2;
   }
   if (args.options.has('help')) {
@@ -186,7 +186,7 @@ async function storeCommand(argv: readonly string[]): Promise<number> {
     process.stdout.write(`copied ${total} rows; balances add up to ${report.balances} RU on both sides\n`);
     return 0;
   } catch (err) {
-    process.stderr.write(`chaingate store copy: ${(err as Error).message}\n`);
+    process.stderr.write(`chaingate store copy: ${errorText(err)}\n`);
     return 1;
   }
 }
@@ -268,6 +268,6 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
-  process.stderr.write(`chaingate: ${(err as Error).message}\n`);
+  process.stderr.write(`chaingate: ${errorText(err)}\n`);
   process.exit(1);
 });

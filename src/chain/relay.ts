@@ -10,6 +10,7 @@ import type { ProbeObserver } from '../upstreams/prober.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import type { ChainFilters } from './filters.js';
+import { errorText } from '../log.js';
 
 type ToWorker =
   | { chain: string; started: number }
@@ -58,7 +59,7 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
             port.postMessage(
               (err instanceof NodeRpcError
                 ? { reply: id, rpcError: { code: err.code, message: err.message } }
-                : { reply: id, failure: String((err as Error).message ?? err) }) satisfies ToWorker,
+                : { reply: id, failure: errorText(err) }) satisfies ToWorker,
             ),
         );
       });

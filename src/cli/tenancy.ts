@@ -11,6 +11,7 @@ import { MAX_NAME_LENGTH, nameProblem } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
 import { intOption, parseArgs, type ParsedArgs, stringOption } from './args.js';
 import { formatTable, formatTime } from './table.js';
+import { errorText } from '../log.js';
 
 export const TENANCY_USAGE = `Owners, keys and endpoints, in the config's store: the SQLite file at storage.path, or a fleet's
 PostgreSQL at storage.url (safe while gateways run; Redis is not needed):
@@ -68,7 +69,7 @@ function asUsage<T>(read: () => T): T {
   try {
     return read();
   } catch (e) {
-    throw new UsageError((e as Error).message);
+    throw new UsageError(errorText(e));
   }
 }
 

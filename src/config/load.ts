@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { type Config, validateConfig } from './schema.js';
+import { errorText } from '../log.js';
 
 export type LoadResult = { ok: true; config: Config } | { ok: false; errors: string[] };
 
@@ -43,7 +44,7 @@ export function loadConfigText(text: string, env: NodeJS.ProcessEnv = process.en
   try {
     raw = parseYaml(text, { uniqueKeys: true });
   } catch (err) {
-    return { ok: false, errors: [`YAML: ${(err as Error).message.split('\n')[0]}`] };
+    return { ok: false, errors: [`YAML: ${errorText(err).split('\n')[0]}`] };
   }
   const errors: string[] = [];
   const interpolated = interpolate(raw, '', env, errors);
@@ -60,7 +61,7 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   } catch (err) {
     return {
       ok: false,
-      errors: [`${path}: cannot read the config file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`],
+      errors: [`${path}: cannot read the config file (${(err as NodeJS.ErrnoException).code ?? errorText(err)})`],
     };
   }
   return loadConfigText(text, env);

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import { surveyStore } from '../store/open.js';
 import type { Config, ServerConfig } from './schema.js';
+import { errorText } from '../log.js';
 
 /**
  * Checks of a valid config against the machine it runs on: the TLS files it reads, the directory its
@@ -21,12 +22,12 @@ export function preflightConfig(config: Config): string[] {
 
 /** `ENOENT`, or the message when an error carries no code. */
 function reason(err: unknown): string {
-  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+  return (err as NodeJS.ErrnoException).code ?? errorText(err);
 }
 
 /** OpenSSL's words without its `error:0480006C:PEM routines::` prefix: `no start line`. */
 function opensslReason(err: unknown): string {
-  return (err as Error).message.replace(/^error:[0-9A-Fa-f]+:[^:]*::?/, '');
+  return errorText(err).replace(/^error:[0-9A-Fa-f]+:[^:]*::?/, '');
 }
 
 function readFileFor(key: string, path: string, errors: string[]): Buffer | undefined {
@@ -139,7 +140,7 @@ function checkPlansInUse(config: Config, errors: string[]): void {
   try {
     survey = surveyStore(file);
   } catch (err) {
-    errors.push(`storage.path: cannot read ${file} (${(err as Error).message})`);
+    errors.push(`storage.path: cannot read ${file} (${errorText(err)})`);
     return;
   }
   if (survey.kind === 'absent') return;

@@ -11,6 +11,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { FeedHold, FeedKind, Feeds, FeedsLog } from './feeds.js';
 import type { HeadMark } from './head-feed.js';
+import { errorText } from '../log.js';
 
 /** Worker → main. `hold` and `wait` are numbers the worker gives, unique on its port. */
 export type FeedRelayRequest =
@@ -107,7 +108,7 @@ export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Fe
       });
     } catch (err) {
       held.delete(id);
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorText(err);
       opts.log?.('warn', 'feeds relay: subscribe failed', { chain, kind, error: reason.slice(0, 200) });
       return post({ op: 'lost', hold: id, reason: 'upstream subscription lost' });
     }

@@ -9,6 +9,7 @@ import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
 import { createLiveWaits } from './live-waits.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';
+import { errorText } from '../log.js';
 
 export type FeedKind = 'newHeads' | 'logs' | 'newPendingTransactions';
 
@@ -465,7 +466,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     // What the failed session still had queued is made up for by the next session's resume.
     feed.queue = feed.queue.filter((x) => x.session !== step.session);
     const s = session;
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorText(err);
     if (err instanceof WsLinkError && err.kind === 'closed') return; // linkLost already logged it.
     opts.log('warn', 'upstream subscription step failed', {
       upstream: s ? labelOf(s.node) : labelOf(preferred),

@@ -4,6 +4,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import type { Caller } from './admission.js';
 import { tallyFor } from './answers.js';
 import type { Transport } from '../metrics/registry.js';
+import { errorText } from '../log.js';
 
 /** IPs whose limiter key is kept at most; past it the table starts again. */
 const IP_KEYS_MAX = 4096;
@@ -117,5 +118,5 @@ export function whenKeyKnown(
       () => failed(),
     )
     // A fault of the road itself, which on the synchronous path would have been thrown to uWS: logged, not fatal.
-    .catch((err: unknown) => ctx.log.error('a request held for its key failed', { error: String((err as Error).message ?? err) }));
+    .catch((err: unknown) => ctx.log.error('a request held for its key failed', { error: errorText(err) }));
 }

@@ -10,6 +10,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
 import { type Caller, settleCall } from './admission.js';
 import type { Local, PlannedAnswer } from './plan.js';
+import { errorText } from '../log.js';
 
 const FILTER_METHODS: ReadonlySet<string> = new Set([
   'eth_newFilter',
@@ -52,9 +53,9 @@ export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime,
     ctx.log.warn('a filter call could not read the chain', {
       chain: chain.config.slug,
       method: call.method,
-      reason: String((err as Error).message ?? err),
+      reason: errorText(err),
     });
-    settleCall(t, caller, call.method, call.admission, { ok: false, status: 502, reason: String((err as Error).message ?? err) });
+    settleCall(t, caller, call.method, call.admission, { ok: false, status: 502, reason: errorText(err) });
     return { answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' };
   }
 }

@@ -31,6 +31,7 @@ import type { ForwardCall, RoutedSink } from './forward.js';
 import type { Forward, ItemPlan, PlannedAnswer, Transport } from './plan.js';
 import { sharedCall } from './shared-call.js';
 import { logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
+import { errorText } from '../log.js';
 
 /** Windows of one call in flight at a time: a wide query never holds more than this many node calls. */
 export const SPLIT_PARALLEL = 4;
@@ -251,7 +252,7 @@ export function splitLogs(
         if (err instanceof NodeRpcError) {
           settleCall(t, caller, METHOD, admission, { ok: false, status: err.code });
           stop({ answer: rpcCustomErrorBody(err.code, idText, err.message), outcome: 'ok' });
-        } else failUpstream(String((err as Error).message ?? err), undefined);
+        } else failUpstream(errorText(err), undefined);
       },
     );
 

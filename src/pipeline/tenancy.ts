@@ -10,6 +10,7 @@ import { allocateSharedCounts, createSharedCounts, type SharedCountsMemory } fro
 import { releaseLocksHeldBy } from '../limits/shared-table.js';
 import { type ConnectionCounts, createConnectionCounts } from './stream-limits.js';
 import type { Logger } from '../log.js';
+import { errorText } from '../log.js';
 import type { TransferListItem } from 'node:worker_threads';
 import { createLedger, type Ledger } from '../metering/ledger.js';
 import { createLedgerHost, type LedgerHostOptions } from '../metering/ledger-host.js';
@@ -168,9 +169,9 @@ export function createTenancy(
     metrics,
     onFlushError: (err) => {
       flushFailures++;
-      log.error('ledger flush failed; debits kept in memory and retried', { error: String((err as Error).message ?? err) });
+      log.error('ledger flush failed; debits kept in memory and retried', { error: errorText(err) });
     },
-    onReadError: (err) => log.warn('re-reading RU balances failed; retried', { error: String((err as Error).message ?? err) }),
+    onReadError: (err) => log.warn('re-reading RU balances failed; retried', { error: errorText(err) }),
   };
   // With workers, one writer (the main thread's host) and a view in each worker, over balances in shared memory.
   const host = threads.role === 'main' ? createLedgerHost(store, ledgerOptions) : null;
@@ -204,7 +205,7 @@ export function createTenancy(
       refresh();
       for (const id of directory.takeRevokedEndpointIds()) closeRevoked(id);
     } catch (err) {
-      log.warn('store check failed', { error: String((err as Error).message) });
+      log.warn('store check failed', { error: errorText(err) });
     }
   };
   const timers: ReturnType<typeof setInterval>[] = [];
@@ -233,7 +234,7 @@ export function createTenancy(
       try {
         rollUp.rollUp();
       } catch (err) {
-        log.warn('usage roll-up failed; retried next minute', { error: String((err as Error).message) });
+        log.warn('usage roll-up failed; retried next minute', { error: errorText(err) });
       }
     });
   }

@@ -20,6 +20,7 @@ import { type Exchange, finish, reply } from './exchange.js';
 import { type ResponseMeta, sendWhole, writeHead } from './respond.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
+import { errorText } from '../log.js';
 
 const JSON_TYPE = 'application/json';
 
@@ -138,7 +139,7 @@ export function handleBeacon(
     })
     .catch((err: unknown) => {
       // A fault of admission, which on one machine would have been thrown to uWS: logged and answered.
-      ctx.log.error('a Beacon request failed after its fleet grant', { error: String((err as Error).message ?? err) });
+      ctx.log.error('a Beacon request failed after its fleet grant', { error: errorText(err) });
       if (!x.aborted && !x.finished) replyBeaconError(x, 'store_unavailable', undefined, undefined, true);
     });
 }

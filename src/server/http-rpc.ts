@@ -16,6 +16,7 @@ import { type Exchange, finish, reply, replyError, replySoon } from './exchange.
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import { JSON_TYPE, type ResponseMeta, writeHead } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
+import { errorText } from '../log.js';
 
 const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 
@@ -173,7 +174,7 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
   }
   // A fault after the await, which on one machine would have been thrown to uWS: logged and answered.
   const failed = (err: unknown): void => {
-    x.ctx.log.error('a request failed after its fleet grant', { error: String((err as Error).message ?? err) });
+    x.ctx.log.error('a request failed after its fleet grant', { error: errorText(err) });
     if (!x.aborted && !x.finished) replyError(x, 'store_unavailable', undefined, true);
   };
   askFleet(t, caller, itemsRu(t, x.chain, caller, items)).then((grant) => {

@@ -7,6 +7,7 @@
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { InstanceRow } from '../metering/ledger-store.js';
 import type { ChainMetrics } from '../metrics/registry.js';
+import { errorText } from '../log.js';
 
 export interface StatusReport {
   uptime_s: number;
@@ -50,7 +51,7 @@ export async function fleetStatus(source: FleetStatusSource, nowMs: number): Pro
   try {
     rows = await source.instances();
   } catch (err) {
-    return { this_instance: source.instance, instances: [], error: (err as Error).message || String(err) };
+    return { this_instance: source.instance, instances: [], error: errorText(err) };
   }
   return {
     this_instance: source.instance,

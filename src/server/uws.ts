@@ -10,6 +10,7 @@ export type {
   WebSocketBehavior,
   us_listen_socket,
 } from '@trufflesuite/uws-js-unofficial';
+import { errorText } from '../log.js';
 
 /**
  * Builds of uWebSockets.js, newest first. `@btc-vision/uwebsockets.js` carries Node 20-25 binaries but
@@ -48,7 +49,7 @@ export function loadUws(builds: readonly string[] = UWS_BUILDS): Uws {
     } catch (err) {
       failures.push(
         `${name}: ${
-          String((err as Error).message)
+          errorText(err)
             .split('\n')
             .find((l) => l.trim()) ?? 'failed to load'
         }`,

@@ -10,6 +10,7 @@
 import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort, type Transferable, Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
+import { errorText } from '../log.js';
 
 /** Options that hook the module loader: each takes a value, given in the same argument (`--import=x`) or the next. */
 const LOADER_HOOKS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
@@ -134,7 +135,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
         opts.onRestart(index);
         launch(index).then(
           () => opts.log.info('worker restarted', { worker: index }),
-          (err: unknown) => opts.log.error('worker restart failed', { worker: index, error: String((err as Error).message ?? err) }),
+          (err: unknown) => opts.log.error('worker restart failed', { worker: index, error: errorText(err) }),
         );
       });
     });

@@ -5,7 +5,7 @@
  */
 import { type MessagePort, workerData } from 'node:worker_threads';
 import type { Config } from '../config/schema.js';
-import { createForwardingLogger, type LogRecord } from '../log.js';
+import { createForwardingLogger, type LogRecord, errorText } from '../log.js';
 import { startGateway } from './app.js';
 import type { WorkerLink } from './worker-link.js';
 
@@ -42,7 +42,7 @@ startGateway(data.config, {
         case 'reload':
           gateway.reload(m.config!).then(
             () => reply(m.id, null),
-            (err: unknown) => reply(m.id, String((err as Error).message ?? err)),
+            (err: unknown) => reply(m.id, errorText(err)),
           );
           return;
         case 'metrics':
@@ -80,6 +80,6 @@ startGateway(data.config, {
     data.control.postMessage({ type: 'ready' });
   },
   (err: unknown) => {
-    data.control.postMessage({ type: 'failed', error: String((err as Error).message ?? err) });
+    data.control.postMessage({ type: 'failed', error: errorText(err) });
   },
 );

@@ -17,6 +17,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpRequest, HttpResponse, WebSocket } from './uws.js';
+import { errorText } from '../log.js';
 
 /** A client that sends this many refused (rate-limited) messages within the window is closed with 1008. */
 const REFUSALS_BEFORE_CLOSE = 100;
@@ -302,7 +303,7 @@ function afterGrant(ctx: GatewayContext, conn: WsConn, asked: Promise<Grant>, pl
     (err: unknown) => {
       if (conn.granting === done) conn.granting = null;
       // A fault of planning, which on one machine would have been thrown to uWS: logged, and the socket closed.
-      ctx.log.error('a WebSocket message failed after its fleet grant', { error: String((err as Error).message ?? err) });
+      ctx.log.error('a WebSocket message failed after its fleet grant', { error: errorText(err) });
       conn.close(1011, 'Internal error');
     },
   );

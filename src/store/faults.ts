@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { errorText } from '../log.js';
 
 /** The error better-sqlite3 throws for everything SQLite refuses; `code` is SQLite's (e.g. SQLITE_FULL). */
 export type SqliteError = InstanceType<typeof Database.SqliteError>;
@@ -50,7 +51,7 @@ export function createWalRecovery(db: Database.Database, onCheckpoint: (result: 
         result = row?.busy === 0 ? { ok: true } : { ok: false, reason: 'another connection is reading or writing' };
       } catch (err) {
         // E.g. the database file cannot grow yet: still no room. Due again next time.
-        result = { ok: false, reason: (err as Error).message };
+        result = { ok: false, reason: errorText(err) };
       }
       if (result.ok) due = false;
       onCheckpoint(result);

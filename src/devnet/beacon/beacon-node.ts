@@ -22,6 +22,7 @@ import { nodeRoutes } from './routes-node.js';
 import { stateRoutes } from './routes-states.js';
 import { validatorRoutes } from './routes-validator.js';
 import { createValidatorSet } from './validator-set.js';
+import { errorText } from '../../log.js';
 
 export interface BeaconNode {
   /** `http://host:port` of the node's Beacon API. */
@@ -181,8 +182,7 @@ export async function startBeaconNode(opts: BeaconNodeOptions): Promise<BeaconNo
     answer(req).then(
       (reply) => write(req, res, reply),
       // Thrown only when anvil could not be read for data outside the cache.
-      (err: unknown) =>
-        write(req, res, { kind: 'error', status: 500, message: `execution node: ${err instanceof Error ? err.message : String(err)}` }),
+      (err: unknown) => write(req, res, { kind: 'error', status: 500, message: `execution node: ${errorText(err)}` }),
     );
   });
 
