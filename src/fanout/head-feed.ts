@@ -1,8 +1,10 @@
 /**
  * The newHeads feed: every block number once and in order, across upstream losses and node
  * switches. A head already sent is sent again only when the same node now reports another hash
- * for its number (a reorg); after a switch, numbers already sent stay sent, because independent
- * nodes need not agree on hashes. Missing numbers are fetched over HTTP and sent first.
+ * for its number (a reorg), or a head whose parent is not the one sent below it (a node that sends
+ * only its new tip after a reorg: the replaced heads are fetched and sent again first); after a switch,
+ * numbers already sent stay sent, because independent nodes need not agree on hashes. Missing numbers
+ * are fetched over HTTP and sent first.
  *
  * A head below every head remembered (more than DEEPEST_REORG below the last one sent) is no reorg: its node
  * is on a new chain (a devnet reset, a resync from scratch) or far behind. The feed asks the chain which
@@ -126,6 +128,46 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
     emit(header, via.node, deliver);
   }
 
+  /**
+   * The lowest number from which the heads sent and the node's chain differ, at or below `from`: walks back
+   * while the head sent at `from - 1` came from this node and its chain now holds another block there
+   * (`parentHash`, the hash at `from - 1` when the caller knows it; else asked of the node). Heads sent
+   * from another node are not compared: independent nodes need not agree on hashes.
+   */
+  async function forkFrom(from: number, via: NodeAccess, parentHash?: string): Promise<number> {
+    let known = parentHash;
+    for (let depth = 0; depth < REMEMBERED && from > 0; depth++) {
+      const before = seen.get(from - 1);
+      if (!before || before.node !== via.node) break;
+      const hash = known ?? asHeader(await via.call('eth_getBlockByNumber', [hex(from - 1), false]))?.hash;
+      known = undefined;
+      if (hash === before.hash) break;
+      from--;
+    }
+    return from;
+  }
+
+  /**
+   * A head whose branch may not be the one sent below it: after a gap (heads the link missed may have been
+   * a reorg), or with a parent other than the head sent at the number below (a node that sends only its
+   * new tip after a reorg). The heads from the fork up are fetched and sent first, then this one.
+   */
+  async function onBranch(header: Header, number: number, via: NodeAccess, deliver: Deliver): Promise<void> {
+    const lastNumber = last!.number;
+    const parent = typeof header.parentHash === 'string' ? header.parentHash : undefined;
+    const from = number > lastNumber + 1 ? await forkFrom(lastNumber + 1, via) : await forkFrom(number, via, parent);
+    if (from <= lastNumber)
+      opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: lastNumber - from + 1, head: from });
+    if (from < number) await fill(from, number - 1, via, deliver);
+    emit(header, via.node, deliver);
+  }
+
+  /** Whether the head sent at `number - 1` came from `via`'s node and is not `header`'s parent. */
+  function parentReplaced(header: Header, number: number, via: NodeAccess): boolean {
+    const below = seen.get(number - 1);
+    return below !== undefined && below.node === via.node && typeof header.parentHash === 'string' && below.hash !== header.parentHash;
+  }
+
   function accept(header: Header, via: NodeAccess, deliver: Deliver): void | Promise<void> {
     if (last === null) return emit(header, via.node, deliver);
     const number = parseInt(header.number, 16);
@@ -139,11 +181,12 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         return;
       }
       if (before.hash === header.hash) return; // The same head again.
+      if (parentReplaced(header, number, via)) return onBranch(header, number, via, deliver);
       opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: last.number - number + 1, head: number });
       return emit(header, via.node, deliver);
     }
     behind = null;
-    if (number > last.number + 1) return fill(last.number + 1, number - 1, via, deliver).then(() => emit(header, via.node, deliver));
+    if (number > last.number + 1 || parentReplaced(header, number, via)) return onBranch(header, number, via, deliver);
     return emit(header, via.node, deliver);
   }
 
@@ -166,16 +209,9 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         return accept(await fetchHeader(latest, via), via, deliver);
       }
       // Heads sent above the node's own head are gone from it (or not there yet): the walk starts below them.
-      let from = Math.min(last.number, latest) + 1;
       // Back on the same node: a reorg while away may have replaced heads already sent. Walk back
       // to where its chain and what was sent agree; everything above is sent again.
-      for (let depth = 0; depth < REMEMBERED && from > 0; depth++) {
-        const before = seen.get(from - 1);
-        if (!before || before.node !== via.node) break;
-        const now = asHeader(await via.call('eth_getBlockByNumber', [hex(from - 1), false]));
-        if (now && now.hash === before.hash) break;
-        from--;
-      }
+      const from = await forkFrom(Math.min(last.number, latest) + 1, via);
       if (from > latest) return;
       if (from <= last.number)
         opts.log('info', 'reorg while away: heads sent again from the fork', { node: via.node, depth: last.number - from + 1, head: from });

@@ -47,7 +47,11 @@ t.test('the same head again is dropped; a gap is filled from HTTP before the hea
   t.same(numbers(), [1], 'the repeat is dropped');
   await feed.live(await blockAt(node.url, 4), via, deliver);
   t.same(numbers(), [1, 2, 3, 4], 'the missing numbers come first, in order');
-  t.same(methods, ['eth_getBlockByNumber 0x2', 'eth_getBlockByNumber 0x3'], 'fetched by number, only the missing ones');
+  t.same(
+    methods,
+    ['eth_getBlockByNumber 0x1', 'eth_getBlockByNumber 0x2', 'eth_getBlockByNumber 0x3'],
+    'one look at the last head sent (still on the node), then the missing ones by number',
+  );
   for (const head of out) {
     t.same(head, headerOf(await blockAt(node.url, Number(head.number))), `head ${Number(head.number)} is the block's header`);
     t.notOk('transactions' in head || 'uncles' in head || 'size' in head || 'totalDifficulty' in head);
@@ -108,7 +112,8 @@ t.test("after a switch, numbers already sent stay sent; the new node's own reorg
   t.equal(out[6]!.hash, (await blockAt(b.url, 6)).hash);
 });
 
-t.test('back on the same node, heads a reorg replaced while away are sent again', async (t) => {
+/** A feed that has sent heads 1 to 3 of a node, and the node reverted to block 1, for a new branch to be mined. */
+async function sentThreeThenReverted(t: Test) {
   const node = await anvilFor(t);
   await mine(node.url);
   const snapshot = await call(node.url, 'evm_snapshot');
@@ -116,9 +121,14 @@ t.test('back on the same node, heads a reorg replaced while away are sent again'
   const methods: string[] = [];
   const via = access(0, node.url, methods);
   const feed = createHeadFeed({ maxBackfillBlocks: 1024, log });
-  const { out, deliver, numbers } = collector();
-  for (const n of [1, 2, 3]) await feed.live(await blockAt(node.url, n), via, deliver);
+  const heads = collector();
+  for (const n of [1, 2, 3]) await feed.live(await blockAt(node.url, n), via, heads.deliver);
   await call(node.url, 'evm_revert', [snapshot]);
+  return { node, methods, via, feed, ...heads };
+}
+
+t.test('back on the same node, heads a reorg replaced while away are sent again', async (t) => {
+  const { node, methods, via, feed, out, deliver, numbers } = await sentThreeThenReverted(t);
   await mine(node.url, 3);
   methods.length = 0;
   await feed.resume(via, deliver);
@@ -135,6 +145,38 @@ t.test('back on the same node, heads a reorg replaced while away are sent again'
   await feed.resume(via, deliver);
   t.equal(out.length, before);
   t.same(methods, ['eth_blockNumber', 'eth_getBlockByNumber 0x4']);
+});
+
+t.test('a node that sends only its new tip after a reorg: the heads it replaced are sent again first', async (t) => {
+  const { node, methods, via, feed, out, deliver, numbers } = await sentThreeThenReverted(t);
+  const old3 = out[2]!.hash;
+  // The new branch differs from the old: its block 2 holds a transaction.
+  const hash = await call(node.url, 'eth_sendTransaction', [
+    { from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' },
+  ]);
+  await minedReceipt(node.url, hash as string);
+  await mine(node.url, 2);
+  const before = logLines.length;
+  methods.length = 0;
+  // Only the new tip, 4, on a branch that replaced 2 and 3.
+  await feed.live(await blockAt(node.url, 4), via, deliver);
+  t.same(numbers(), [1, 2, 3, 2, 3, 4], 'from the fork point on');
+  t.same(
+    out.slice(3).map((h) => h.hash),
+    await Promise.all([2, 3, 4].map(async (n) => (await blockAt(node.url, n)).hash)),
+    "the new branch's heads",
+  );
+  t.not(out[4]!.hash, old3);
+  t.same(methods, ['eth_getBlockByNumber 0x2', 'eth_getBlockByNumber 0x1', 'eth_getBlockByNumber 0x2', 'eth_getBlockByNumber 0x3']);
+  t.same(logLines.slice(before), ['info reorg: heads sent again from the fork'], 'logged');
+  t.match(logFields.at(-1), { depth: 2, head: 2 }, 'with its depth');
+
+  // A head whose parent is the head sent below it costs no call.
+  await mine(node.url);
+  methods.length = 0;
+  await feed.live(await blockAt(node.url, 5), via, deliver);
+  t.same(numbers().slice(6), [5]);
+  t.same(methods, [], 'no call');
 });
 
 /** Resets the node to a fresh chain whose block 1 holds a transaction, so its blocks differ from the old ones. */
