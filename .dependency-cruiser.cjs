@@ -15,7 +15,7 @@ const LAYERS = [
   ['metering'],
   ['beacon', 'jsonrpc', 'limits', 'store'],
   ['errors.ts', 'repeated-log.ts', 'metrics'],
-  ['log.ts'],
+  ['log.ts', 'api-answers.ts'],
 ];
 
 /** A path pattern for one entry of LAYERS: a folder's files, or a top-level file. */

@@ -1,3 +1,4 @@
+import type { AccountAnswer, ChainAnswer, CreatedEndpointAnswer, EndpointAnswer, UsageStats } from '../../src/api-answers.js';
 import { readKey } from './session.js';
 
 /** A refusal of the management API: its HTTP status and the message its error body gave. */
@@ -10,56 +11,13 @@ export class ApiError extends Error {
   }
 }
 
-export interface Chain {
-  slug: string;
-  name: string;
-  kind: 'evm' | 'beacon';
-  chain_id: number | null;
-  public_https_url: string;
-  public_wss_url: string | null;
-}
-
-export interface Endpoint {
-  id: string;
-  name: string | null;
-  network: string;
-  key_prefix: string;
-  created_at: string;
-}
-
-export interface CreatedEndpoint extends Endpoint {
-  api_key: string;
-  https_url: string;
-  wss_url: string | null;
-}
-
-export interface Account {
-  id: number;
-  name: string;
-  plan: {
-    name: string;
-    rps: number | null;
-    ru_per_second: number | null;
-    max_endpoints: number | null;
-    max_batch: number;
-    max_connections_per_key: number;
-    denied_methods: string[];
-  };
-  ru_balance: number;
-}
-
-export interface Figures {
-  requests: number;
-  ru: number;
-  errors: number;
-}
-
-export interface Usage {
-  totals: Figures;
-  methods: Array<Figures & { method: string }>;
-  series: Array<Figures & { t: number }>;
-  statuses: Array<{ status: number; requests: number }>;
-}
+export type {
+  AccountAnswer as Account,
+  ChainAnswer as Chain,
+  CreatedEndpointAnswer as CreatedEndpoint,
+  EndpointAnswer as Endpoint,
+  UsageStats as Usage,
+} from '../../src/api-answers.js';
 
 /**
  * One call of the management API on this page's own origin, with the signed-in key (or `key`, to try
@@ -92,25 +50,25 @@ const data = async <T>(method: string, path: string, body?: unknown, key?: strin
   ((await call(method, path, body, key)) as { data: T }).data;
 
 export const api = {
-  account: (key?: string) => data<Account>('GET', '/api/dashboard/account', undefined, key),
-  chains: () => data<Chain[]>('GET', '/api/dashboard/chains'),
-  async endpoints(): Promise<Endpoint[]> {
-    const all: Endpoint[] = [];
+  account: (key?: string) => data<AccountAnswer>('GET', '/api/dashboard/account', undefined, key),
+  chains: () => data<ChainAnswer[]>('GET', '/api/dashboard/chains'),
+  async endpoints(): Promise<EndpointAnswer[]> {
+    const all: EndpointAnswer[] = [];
     let cursor: string | undefined;
     do {
       const query = `limit=1000${cursor === undefined ? '' : `&cursor=${encodeURIComponent(cursor)}`}`;
-      const page = (await call('GET', `/api/dashboard/endpoints?${query}`)) as { data: Endpoint[]; next_cursor?: string };
+      const page = (await call('GET', `/api/dashboard/endpoints?${query}`)) as { data: EndpointAnswer[]; next_cursor?: string };
       all.push(...page.data);
       cursor = page.next_cursor;
     } while (cursor !== undefined);
     return all;
   },
   createEndpoint: (network: string, name: string | undefined) =>
-    data<CreatedEndpoint>('POST', '/api/dashboard/endpoints', name === undefined ? { network } : { network, name }),
+    data<CreatedEndpointAnswer>('POST', '/api/dashboard/endpoints', name === undefined ? { network } : { network, name }),
   deleteEndpoint: (id: string) => data<{ id: string; deleted: true }>('DELETE', `/api/dashboard/endpoints?id=${encodeURIComponent(id)}`),
-  usage(query: { id?: string; from: number; to: number; interval: 'minute' | 'hour' | 'day' }): Promise<Usage> {
+  usage(query: { id?: string; from: number; to: number; interval: 'minute' | 'hour' | 'day' }): Promise<UsageStats> {
     const params = new URLSearchParams({ from: String(query.from), to: String(query.to), interval: query.interval });
     if (query.id !== undefined) params.set('id', query.id);
-    return data<Usage>('GET', `/api/dashboard/endpoints/stats?${params}`);
+    return data<UsageStats>('GET', `/api/dashboard/endpoints/stats?${params}`);
   },
 };

@@ -1,10 +1,11 @@
-import type { StatsQuery, UsageStats } from '../metering/stats.js';
+import type { UsageStats } from '../api-answers.js';
+import type { StatsQuery } from '../metering/stats.js';
 import type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
 import type { CreateEndpointResult, EndpointCursor, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
 import type { EndpointAuth } from '../tenancy/key-cache.js';
 import type { OwnerSummary, RevokeResult, TopUpResult } from '../tenancy/owners.js';
 
-export type { StatsQuery, UsageStats } from '../metering/stats.js';
+export type { StatsQuery } from '../metering/stats.js';
 export type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
 export type { CreateEndpointResult, EndpointCursor, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
 export type { EndpointAuth } from '../tenancy/key-cache.js';

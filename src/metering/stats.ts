@@ -1,3 +1,4 @@
+import type { UsageFigures, UsageStats } from '../api-answers.js';
 import type { Statements, StatsRow } from '../store/statements.js';
 
 export type StatsInterval = 'minute' | 'hour' | 'day';
@@ -11,30 +12,6 @@ export interface StatsQuery {
   to: number;
   /** Width of one point of `series`. */
   interval: StatsInterval;
-}
-
-/** Requests counted, RU debited, and requests that failed or were refused (status not 0). */
-export interface UsageFigures {
-  requests: number;
-  ru: number;
-  errors: number;
-}
-
-export interface UsageStats {
-  totals: UsageFigures;
-  /** Per JSON-RPC method (or Beacon route), most RU first. */
-  methods: Array<UsageFigures & { method: string }>;
-  /**
-   * Points in time order, only periods with usage (a gap means none). `t` is the period's start in
-   * unix seconds (UTC). Usage older than the minute (or hour) retention is kept only per hour (or
-   * day), so a finer interval shows it at that coarser start.
-   */
-  series: Array<UsageFigures & { t: number }>;
-  /**
-   * The errors by status, most first: the HTTP status of a refusal or failure (401, 402, 429, 502...) or
-   * the JSON-RPC code (negative) of an error answered with HTTP 200. Successes are not listed.
-   */
-  statuses: Array<{ status: number; requests: number }>;
 }
 
 export const INTERVAL_SECONDS: Readonly<Record<StatsInterval, number>> = { minute: 60, hour: 3600, day: 86_400 };

@@ -1,3 +1,4 @@
+import type { AccountAnswer, ChainAnswer, CreatedEndpointAnswer, EndpointAnswer } from '../api-answers.js';
 import type { Config } from '../config/schema.js';
 import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
 import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
@@ -82,7 +83,7 @@ function fail(reply: Reply, code: ErrorCode, message?: string, extra?: Array<[st
   if (!reply.aborted) sendWhole(reply.res, ERRORS[code].http, reply.meta, JSON_TYPE, managementErrorBody(code, message), extra);
 }
 
-function endpointView(e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }) {
+function endpointView(e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }): EndpointAnswer {
   return { id: e.id, name: e.name, network: e.network, key_prefix: e.keyPrefix, created_at: new Date(e.createdAt * 1000).toISOString() };
 }
 
@@ -259,7 +260,8 @@ async function handleCreate(deps: ManagementDeps, owner: OwnerRecord, body: Reco
     return fail(reply, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
   }
   const urls = chainUrls(deps.config, network, made.apiKey);
-  send(reply, 201, { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss });
+  const created: CreatedEndpointAnswer = { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss };
+  send(reply, 201, created);
 }
 
 async function handleDelete(
@@ -329,7 +331,8 @@ export function handleManagement(
     if (route === '/api/dashboard/chains') return send(reply, 200, chainList(deps.config));
     if (route === '/api/dashboard/account') {
       const balance = await fromStore(() => deps.balance(owner.id));
-      return send(reply, 200, { id: owner.id, name: owner.name, plan: planView(deps.config, owner.plan), ru_balance: balance });
+      const account: AccountAnswer = { id: owner.id, name: owner.name, plan: planView(deps.config, owner.plan), ru_balance: balance };
+      return send(reply, 200, account);
     }
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);
@@ -339,7 +342,7 @@ export function handleManagement(
 }
 
 /** `GET /api/dashboard/chains`: every configured chain and its keyless public URLs. */
-function chainList(config: Config): unknown[] {
+function chainList(config: Config): ChainAnswer[] {
   return Object.values(config.chains).map((c) => {
     const urls = chainUrls(config, c.slug, 'public');
     return {

@@ -1,4 +1,5 @@
-import { readUsageStats, type StatsQuery, type UsageStats } from '../metering/stats.js';
+import type { UsageStats } from '../api-answers.js';
+import { readUsageStats, type StatsQuery } from '../metering/stats.js';
 import type { StoreChanges } from '../store/changes.js';
 import type { Store } from '../store/open.js';
 import { type CreateEndpointResult, createEndpointTable, type EndpointCursor, type EndpointRecord, type OwnerRecord } from './endpoints.js';
