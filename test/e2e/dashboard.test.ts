@@ -35,9 +35,11 @@ async function photograph(page: Page, name: string): Promise<void> {
 }
 
 t.test('an owner signs in, makes an endpoint, calls it, sees the usage and deletes it', async (t) => {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  // The Copy buttons write to the clipboard, which a page may read back only with these permissions.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, permissions: ['clipboard-read', 'clipboard-write'] });
   t.teardown(() => context.close());
   const page = await context.newPage();
+  const clipboard = async (): Promise<unknown> => page.evaluate('navigator.clipboard.readText()');
   const consoleErrors: string[] = [];
   const foreign: string[] = [];
   page.on('console', (m) => {
@@ -102,7 +104,9 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   await page.getByRole('link', { name: 'Networks' }).click();
   const publicUrl = `${g.base}/devnet/v1/rpc/public`;
   await page.locator('#networks code', { hasText: publicUrl }).waitFor();
-  t.ok(await page.getByRole('button', { name: 'Copy the HTTPS URL' }).isVisible(), 'the public URL has its copy button');
+  await page.getByRole('button', { name: 'Copy the HTTPS URL' }).click();
+  t.equal(await clipboard(), publicUrl, "the public URL's copy button copies it");
+  await page.locator('#announce', { hasText: 'the HTTPS URL copied' }).waitFor();
   await photograph(page, '4-networks');
 
   await page.getByRole('link', { name: 'Endpoints' }).click();
@@ -116,6 +120,13 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   t.equal(httpsUrl, `${g.base}/devnet/v1/rpc/${apiKey}`);
   t.equal(await page.locator('#created-wss').textContent(), `${g.base.replace('http', 'ws')}/devnet/v1/rpc/${apiKey}`);
   t.match(await page.locator('#created-curl').textContent(), httpsUrl);
+  for (const [name, text] of [
+    ['Copy the API key', apiKey],
+    ['Copy the HTTPS URL', httpsUrl],
+  ] as const) {
+    await page.locator('#created').getByRole('button', { name }).click();
+    t.equal(await clipboard(), text, `${name}: copied`);
+  }
   await photograph(page, '5-endpoint-created');
 
   const call = await rpc(httpsUrl, 'eth_blockNumber');
