@@ -6,7 +6,7 @@
  * .tap/screenshots/dashboard/ for people to look at. Along the way: the CSP and frame headers, no console
  * error, no request to another origin, the key in sessionStorage only, and no layout shift.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
@@ -26,10 +26,14 @@ const g = await gatewayFor(t, { server: { port, default_chain: 'devnet' }, chain
 const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('dash', 'free', 1_000_000);
 const browser = await browserFor(t);
 
-/** Both widths of one view, as `<step>-<name>-desktop.png` and `...-360.png`. */
-async function photograph(page: Page, name: string): Promise<void> {
+/**
+ * Both widths of one view, as `<step>-<name>-desktop.png` and `...-360.png`; at 360 px the page must not
+ * scroll sideways (a wide table scrolls in its own box).
+ */
+async function photograph(t: Test, page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${SHOTS}${name}-desktop.png`, fullPage: true });
   await page.setViewportSize({ width: 360, height: 780 });
+  t.equal(await page.evaluate('document.documentElement.scrollWidth'), 360, `${name}: no sideways scroll at 360 px`);
   await page.screenshot({ path: `${SHOTS}${name}-360.png`, fullPage: true });
   await page.setViewportSize({ width: 1280, height: 900 });
 }
@@ -68,7 +72,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   t.equal((await answer!.allHeaders())['x-frame-options'], 'DENY');
   await page.getByLabel('Management key').waitFor();
   t.same(consoleErrors, [], 'the page loads with no console error');
-  await photograph(page, '1-sign-in');
+  await photograph(t, page, '1-sign-in');
 
   await page.getByLabel('Management key').fill('m'.repeat(48));
   await page.getByRole('button', { name: 'Sign in' }).click();
@@ -80,7 +84,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
     'the only console error is the 401 of the wrong key',
   );
   consoleErrors.length = 0;
-  await photograph(page, '2-wrong-key');
+  await photograph(t, page, '2-wrong-key');
 
   // By keyboard: the key typed, Enter to submit.
   await page.getByLabel('Management key').fill('');
@@ -99,7 +103,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   t.equal(stored.local, 0, 'and nowhere else');
   t.equal(stored.cookie, '');
   t.notMatch(stored.url, owner.managementKey, 'nor in the address');
-  await photograph(page, '3-usage-empty');
+  await photograph(t, page, '3-usage-empty');
 
   await page.getByRole('link', { name: 'Networks' }).click();
   const publicUrl = `${g.base}/devnet/v1/rpc/public`;
@@ -107,7 +111,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   await page.getByRole('button', { name: 'Copy the HTTPS URL' }).click();
   t.equal(await clipboard(), publicUrl, "the public URL's copy button copies it");
   await page.locator('#announce', { hasText: 'the HTTPS URL copied' }).waitFor();
-  await photograph(page, '4-networks');
+  await photograph(t, page, '4-networks');
 
   await page.getByRole('link', { name: 'Endpoints' }).click();
   await page.getByLabel('Network', { exact: true }).selectOption('devnet');
@@ -127,7 +131,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
     await page.locator('#created').getByRole('button', { name }).click();
     t.equal(await clipboard(), text, `${name}: copied`);
   }
-  await photograph(page, '5-endpoint-created');
+  await photograph(t, page, '5-endpoint-created');
 
   const call = await rpc(httpsUrl, 'eth_blockNumber');
   t.match(call.json, { result: /^0x/ }, 'the URL the page showed answers');
@@ -156,7 +160,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   await page.locator('#usage-totals', { hasText: 'in the last hour' }).waitFor();
   t.match(await totals.textContent(), /^2 requests/);
   await page.locator('#chart-requests canvas').waitFor();
-  await photograph(page, '6-usage');
+  await photograph(t, page, '6-usage');
   // A reload signs in again from sessionStorage with no input at all, so every shift counts.
   await page.reload();
   await page.locator('#usage-totals', { hasText: '2 requests' }).waitFor();
@@ -179,7 +183,7 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   await page.getByRole('button', { name: 'Delete web' }).click();
   await page.getByRole('dialog').waitFor();
   t.match(await page.locator('#delete-title').textContent(), /“web”/, 'the confirmation names the endpoint');
-  await photograph(page, '7-delete');
+  await photograph(t, page, '7-delete');
   await page.locator('#delete-confirm').click();
   await page.getByRole('dialog').waitFor({ state: 'hidden' });
   await page.locator('#endpoints tbody tr', { hasText: 'web' }).waitFor({ state: 'detached' });
