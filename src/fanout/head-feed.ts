@@ -141,7 +141,9 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
       if (!before || before.node !== via.node) break;
       const hash = known ?? asHeader(await via.call('eth_getBlockByNumber', [hex(from - 1), false]))?.hash;
       known = undefined;
-      if (hash === before.hash) break;
+      // A block the node's HTTP does not have (yet) is no sign of a reorg: the walk stops rather than send
+      // heads again that may not have changed. A later head off the branch sent walks again.
+      if (hash === undefined || hash === before.hash) break;
       from--;
     }
     return from;

@@ -59,7 +59,8 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
       reserve: (ownerId, ru) => {
         const sent = now();
         return store.reserve(instance, ownerId, ru, ttlS).then((granted) => {
-          reservedUntil.set(ownerId, Math.max(reservedUntil.get(ownerId) ?? -Infinity, aliveFrom(sent)));
+          // The store writes (and so extends) a reservation only when it grants something.
+          if (granted > 0) reservedUntil.set(ownerId, Math.max(reservedUntil.get(ownerId) ?? -Infinity, aliveFrom(sent)));
           return granted;
         });
       },
@@ -94,6 +95,8 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
       // no longer this instance's to spend: the next call reserves again. Not one a grant made meanwhile.
       for (const ownerId of book.held().keys()) if (!live.has(ownerId)) book.expired(ownerId, grantsBefore);
       renewedUntil = Math.max(renewedUntil, aliveFrom(sent));
+      // A reservation's own mark no later than the renewal's says nothing more.
+      for (const [ownerId, until] of reservedUntil) if (until <= renewedUntil) reservedUntil.delete(ownerId);
       healthy = true;
       lastFlushAt = now();
       return true;

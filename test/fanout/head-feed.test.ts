@@ -59,6 +59,23 @@ t.test('the same head again is dropped; a gap is filled from HTTP before the hea
   t.same(feed.head(), { number: 4, hash: out[3]!.hash });
 });
 
+t.test("a gap whose last head sent the node's HTTP does not have yet is no reorg: nothing is sent twice", async (t) => {
+  const node = await anvilFor(t);
+  await mine(node.url, 4);
+  const real = access(0, node.url);
+  let missing = 1;
+  // The node's HTTP lags its WebSocket once: block 2 is not there yet when the gap is checked.
+  const via: NodeAccess = {
+    ...real,
+    call: (method, params) =>
+      method === 'eth_getBlockByNumber' && params[0] === '0x2' && missing-- > 0 ? Promise.resolve(null) : real.call(method, params),
+  };
+  const feed = createHeadFeed({ maxBackfillBlocks: 1024, log });
+  const { deliver, numbers } = collector();
+  for (const n of [1, 2, 4]) await feed.live(await blockAt(node.url, n), via, deliver);
+  t.same(numbers(), [1, 2, 3, 4], 'every number once');
+});
+
 t.test('a gap wider than maxBackfillBlocks keeps only the newest, and says so', async (t) => {
   const node = await anvilFor(t);
   await mine(node.url, 6);
@@ -177,6 +194,21 @@ t.test('a node that sends only its new tip after a reorg: the heads it replaced 
   await feed.live(await blockAt(node.url, 5), via, deliver);
   t.same(numbers().slice(6), [5]);
   t.same(methods, [], 'no call');
+});
+
+t.test('a new tip at the height of the last head sent, off the branch below it: the fork is sent first', async (t) => {
+  const { node, via, feed, out, deliver, numbers } = await sentThreeThenReverted(t);
+  const hash = await call(node.url, 'eth_sendTransaction', [
+    { from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' },
+  ]);
+  await minedReceipt(node.url, hash as string);
+  await mine(node.url);
+  await feed.live(await blockAt(node.url, 3), via, deliver);
+  t.same(numbers(), [1, 2, 3, 2, 3], "the new branch's 2, then its 3");
+  t.same(
+    out.slice(3).map((h) => h.hash),
+    await Promise.all([2, 3].map(async (n) => (await blockAt(node.url, n)).hash)),
+  );
 });
 
 /** Resets the node to a fresh chain whose block 1 holds a transaction, so its blocks differ from the old ones. */

@@ -141,30 +141,58 @@ t.test('the store away and back: calls go on against what is held; each batch is
   );
 });
 
-t.test("one owner's reservation passing does not keep another's alive while renewals fail", async (t) => {
-  // A store whose renewals fail (the instance was cut off from it) while a reservation passes (it came
-  // back for a moment): something a real PostgreSQL cannot be made to do on cue.
-  let clock = 0;
-  let renewing = true;
+/**
+ * A fleet ledger (TTL 1 s, flush interval 100 ms, blocks of 100 RU) on a clock the test sets, over a store
+ * whose renewals fail or whose reservations grant nothing on cue (`cut.renewing`, `cut.granting`): an
+ * instance cut off from the store while a reservation passes, which a real PostgreSQL cannot be made to do.
+ */
+function cutOffLedger(t: Test) {
+  const clock = { now: 0 };
+  const cut = { renewing: true, granting: true };
   const store: FleetLedgerStore = {
-    reserve: async (_instance, _ownerId, ru) => ru,
+    reserve: async (_instance, _ownerId, ru) => (cut.granting ? ru : 0),
     renew: async () => {
-      if (!renewing) throw new Error('store unreachable');
-      return new Map([[1, 90]]);
+      if (!cut.renewing) throw new Error('store unreachable');
+      return new Map([[1, 100]]);
     },
     writeUsage: async () => new Map(),
     release: async () => {},
   };
-  const ledger = createFleetLedger(store, { instance: 'gw-a', reservationTtlS: 1, blockRu: 100, flushIntervalMs: 100, now: () => clock });
+  const ledger = createFleetLedger(store, {
+    instance: 'gw-a',
+    reservationTtlS: 1,
+    blockRu: 100,
+    flushIntervalMs: 100,
+    now: () => clock.now,
+  });
   t.teardown(() => ledger.stop());
+  return { ledger, cut, clock };
+}
+
+t.test("one owner's reservation passing does not keep another's alive while renewals fail", async (t) => {
+  const { ledger, cut, clock } = cutOffLedger(t);
   t.ok(await call(ledger, 1, 10), 'owner 1 reserved a block and spent 10');
   t.ok(await ledger.flushNow(), 'renewed at 0: alive until 900');
-  renewing = false;
-  clock = 800;
+  cut.renewing = false;
+  clock.now = 800;
   t.ok(await call(ledger, 2, 10), 'owner 2 reserved at 800: alive until 1700');
-  clock = 1000;
+  clock.now = 1000;
   t.equal(ledger.available(1), 0, "owner 1's reservation may have expired: nothing more is spent from it");
   t.equal(ledger.available(2), 90, "owner 2's is alive: its own reservation passed at 800");
-  clock = 1700;
+  clock.now = 1700;
   t.equal(ledger.available(2), 0, 'and spent until its own margin');
+});
+
+t.test('a reservation that grants nothing extends nothing', async (t) => {
+  // The store writes a reservation, and so moves its expiry, only when it grants RU.
+  const { ledger, cut, clock } = cutOffLedger(t);
+  t.ok(await call(ledger, 1, 40), 'a block of 100 reserved at 0 (alive until 900); 40 spent, 60 left');
+  cut.renewing = false;
+  cut.granting = false;
+  clock.now = 800;
+  // Under half a block left: the call asks for more in the background, and the store has none to give.
+  t.ok(await call(ledger, 1, 20));
+  await new Promise((r) => setImmediate(r));
+  clock.now = 1000;
+  t.equal(ledger.available(1), 0, 'the empty grant at 800 did not keep the block alive past 900');
 });
