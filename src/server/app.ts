@@ -21,11 +21,9 @@ import { createTenancy, type Tenancy } from '../pipeline/tenancy.js';
 import { openFleetTenancy } from '../pipeline/fleet-tenancy.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
 import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
-import { beaconErrorBody, ERRORS, rpcErrorBody } from '../errors.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
-import { tallyFor } from '../pipeline/answers.js';
 import { clientIp } from './peer-address.js';
 import { availableParallelism } from 'node:os';
 import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
@@ -183,7 +181,6 @@ function routeRequest(
   }
   // Only a fleet can meet a key it does not know yet: one machine's road reads SQLite itself.
   if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
-    const transport = isBeaconRest(route.rest) ? 'beacon' : 'http';
     holdForKey(
       ctx,
       res,
@@ -191,11 +188,7 @@ function routeRequest(
       route.key,
       method !== 'get' && method !== 'head',
       (r, q) => routeRequest(ctx, management, events, table, r, q),
-      (r) => {
-        tallyFor(ctx, ctx.chains.get(route.chain.slug)!, transport, null).refusedWhole('store_unavailable', 1);
-        const body = transport === 'beacon' ? beaconErrorBody('store_unavailable') : rpcErrorBody('store_unavailable', 'null');
-        sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, body, undefined, true);
-      },
+      { chain: route.chain.slug, transport: isBeaconRest(route.rest) ? 'beacon' : 'http', meta },
     );
     return;
   }

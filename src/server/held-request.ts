@@ -1,6 +1,9 @@
+import { beaconErrorBody, ERRORS, rpcErrorBody } from '../errors.js';
+import { tallyFor } from '../pipeline/answers.js';
 import { whenKeyKnown } from '../pipeline/caller.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { clientIp } from './peer-address.js';
+import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
 type DataHandler = (chunk: ArrayBuffer, isLast: boolean) => void;
@@ -90,9 +93,26 @@ const THROTTLED_LINES_MAX = 4096;
 /** Per address over the unknown-key limit: the end of its line of key lookups. */
 const throttledLines = new Map<string, Promise<void>>();
 
+/** Where a held request goes, for its 503 when the store cannot read its key: its chain, transport and CORS. */
+export interface HeldRoute {
+  chain: string;
+  /** `ws`: an upgrade, refused before it is one (counted as a refusal only, as the upgrade's other refusals). */
+  transport: 'http' | 'beacon' | 'ws';
+  meta: ResponseMeta;
+}
+
+/** The 503 (`store_unavailable`) of a held request, in its transport's error shape, counted on its chain. */
+function refuseHeld(ctx: GatewayContext, res: HttpResponse, route: HeldRoute): void {
+  const tally = tallyFor(ctx, ctx.chains.get(route.chain)!, route.transport, null);
+  if (route.transport === 'ws') tally.refused('store_unavailable');
+  else tally.refusedWhole('store_unavailable', 1);
+  const body = route.transport === 'beacon' ? beaconErrorBody('store_unavailable') : rpcErrorBody('store_unavailable', 'null');
+  sendWhole(res, ERRORS.store_unavailable.http, route.meta, JSON_TYPE, body, undefined, true);
+}
+
 /**
  * A request whose API key this instance of a fleet has not met: held while the key is read from PostgreSQL,
- * then `road` runs it with the answer at hand, or `refuse` answers it when the store could not (503). It is
+ * then `road` runs it with the answer at hand, or it is answered 503 when the store could not (`refuseHeld`). It is
  * in flight meanwhile, so a graceful stop waits for it. An address over the unknown-key limit this minute has
  * its lookups made one at a time, so a flood of random keys from it costs the store one query at a time,
  * while a valid key from behind the same address still works.
@@ -104,7 +124,7 @@ export function holdForKey(
   key: string,
   readsBody: boolean,
   road: (res: HttpResponse, req: HttpRequest) => void,
-  refuse: (res: HttpResponse) => void,
+  route: HeldRoute,
 ): void {
   const ip = clientIp(res, req, ctx.config.server.trust_proxy);
   const throttled = ctx.tenancy.unknownKeys.throttled(ip);
@@ -134,7 +154,7 @@ export function holdForKey(
       () => {
         turnOver();
         done();
-        held.resume(refuse);
+        held.resume((r) => refuseHeld(ctx, r, route));
       },
     );
   if (!throttled) {

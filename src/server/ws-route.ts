@@ -1,10 +1,8 @@
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { GatewayContext } from '../pipeline/context.js';
-import { JSON_TYPE, type ResponseMeta, sendRouteError, sendWhole } from './respond.js';
+import { type ResponseMeta, sendRouteError } from './respond.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
-import { tallyFor } from '../pipeline/answers.js';
-import { ERRORS, rpcErrorBody } from '../errors.js';
 import { holdForKey } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
@@ -58,18 +56,11 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
       }
       if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
         // A fleet's key not met yet: the upgrade waits for the store's answer (uWS upgrades later, corked).
-        holdForKey(
-          ctx,
-          res,
-          req,
-          route.key,
-          false,
-          (r, q) => behavior.upgrade!(r, q, context),
-          (r) => {
-            tallyFor(ctx, ctx.chains.get(route.chain.slug)!, 'ws', null).refused('store_unavailable');
-            sendWhole(r, ERRORS.store_unavailable.http, meta, JSON_TYPE, rpcErrorBody('store_unavailable', 'null'), undefined, true);
-          },
-        );
+        holdForKey(ctx, res, req, route.key, false, (r, q) => behavior.upgrade!(r, q, context), {
+          chain: route.chain.slug,
+          transport: 'ws',
+          meta,
+        });
         return;
       }
       let chain = ctx.chains.get(route.chain.slug)!;

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import WebSocket from 'ws';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { hammer, startDaemon } from '../support/daemon.js';
 import { rpc, send } from '../support/rpc.js';
@@ -68,6 +69,19 @@ t.test('PostgreSQL away: the RU held are spent, then 503 -32099; nothing lost or
   t.equal(account.status, 503, 'the management API answers 503');
   const unknown = await call(g, unmet.apiKey);
   t.equal(unknown.status, 503, 'a key this instance never met cannot be read: 503, not 401');
+  t.match(unknown.json, { id: null, error: { code: -32099 } });
+  const upgrade = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const ws = new WebSocket(`${g.base.replace('http', 'ws')}/v1/rpc/${unmet.apiKey}`);
+    ws.on('error', () => {});
+    ws.once('open', () => reject(new Error('upgraded with a key the instance could not read')));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+  });
+  t.equal(upgrade.status, 503, 'so is a WebSocket upgrade with it, before it upgrades');
+  t.match(JSON.parse(upgrade.body), { error: { code: -32099 } });
 
   await db.start();
   t.ok(await until(async () => (await call(g, made.apiKey)).status === 200, 10_000), 'served again once PostgreSQL is back');
