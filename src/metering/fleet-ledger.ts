@@ -80,6 +80,7 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
   async function writeBatch(): Promise<boolean> {
     if (unsent === null && usage.size > 0) unsent = { id: `${instance}:${run}:${++batchNumber}`, instance, rows: usage.take(), ttlS };
     const sent = now();
+    const startedAt = performance.now();
     try {
       if (unsent !== null) {
         const batch = unsent;
@@ -99,6 +100,7 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
       for (const [ownerId, until] of reservedUntil) if (until <= renewedUntil) reservedUntil.delete(ownerId);
       healthy = true;
       lastFlushAt = now();
+      options.metrics?.ledgerFlush.observe((performance.now() - startedAt) / 1000);
       return true;
     } catch (err) {
       healthy = false;

@@ -87,6 +87,8 @@ t.test('PostgreSQL away: the RU held are spent, then 503 -32099; nothing lost or
   t.ok(await until(async () => (await call(g, made.apiKey)).status === 200, 10_000), 'served again once PostgreSQL is back');
   served++;
   t.ok(await fleet!.ledger.flushNow(), 'the usage held meanwhile is written');
+  t.ok(((await metric(g, 'chaingate_ledger_flush_failures_total')) ?? 0) >= 1, 'the failed writes are counted');
+  t.ok(((await metric(g, 'chaingate_ledger_flush_duration_seconds_count')) ?? 0) >= 1, 'and the writes that passed are timed');
   const stats = await accounts.stats(owner.id, { from: 0, to: 2 ** 31, interval: 'day' });
   t.equal(stats.totals.ru, served * PRICE, `every served call charged once (${served})`);
   t.equal(await fleet!.ledgerStore.balance(owner.id), 10_000 - served * PRICE, 'the balance agrees');
