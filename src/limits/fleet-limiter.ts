@@ -69,6 +69,12 @@ export interface FleetLimiterOptions {
   instanceId?: string;
   /** Keys the local fallback tracks at most (default 100_000, see LimiterOptions.maxKeys). */
   maxKeys?: number;
+  /**
+   * While Redis is away, the instances live within `liveMs` as counted elsewhere (a fleet's PostgreSQL
+   * heartbeats), asked every `heartbeatMs`. Without it, or while it fails, the count last read from Redis
+   * stays: an instance that started with Redis away would count only itself.
+   */
+  countLive?: () => Promise<number>;
 }
 
 /** Delay between reconnect attempts (ms): short, so a returning Redis is seen within about a second. */
@@ -113,6 +119,7 @@ export function createFleetLimiter(opts: FleetLimiterOptions): FleetLimiter {
   let known = false;
   let live = 1;
   let beating = false;
+  let counting = false;
   let closed = false;
   let markReady: () => void = () => {};
   const firstState = new Promise<void>((resolve) => {
@@ -152,7 +159,23 @@ export function createFleetLimiter(opts: FleetLimiterOptions): FleetLimiter {
     lastError = null;
     void beat();
   });
-  const timer = setInterval(() => void beat(), heartbeatMs);
+  async function recount(): Promise<void> {
+    if (counting || closed || opts.countLive === undefined) return;
+    counting = true;
+    try {
+      const n = await opts.countLive();
+      if (!up && Number.isSafeInteger(n)) live = Math.max(1, n);
+    } catch {
+      // The count last known stays.
+    } finally {
+      counting = false;
+    }
+  }
+
+  const timer = setInterval(() => {
+    void beat();
+    if (known && !up) void recount();
+  }, heartbeatMs);
   timer.unref();
 
   function fallback(key: string, limit: number, units: number): FleetTake {

@@ -118,6 +118,17 @@ t.test('Redis away: local limits and the gauge at 0, or 503 when closed; shared 
     open.logLines.some((l) => /Redis unreachable/.test(l)),
     'the fallback is logged',
   );
+  // An instance started while Redis is away never read its roll call: it counts the live instances by
+  // their heartbeats in PostgreSQL instead, as the others now do.
+  const late = await instance(t, node.url, db, redis, { instance: 'gw-3' });
+  const lateLimiter = late.gateway.context.tenancy.fleet!.limiter;
+  t.ok(await until(() => lateLimiter.instances() === 3, 5000), `the late instance counts 3 (${lateLimiter.instances()})`);
+  t.ok(await until(() => limiter.instances() === 3, 5000), 'and so does the first');
+  const fresh = await accounts.createEndpoint(owner.id, 'devnet', 'r3', 10);
+  if (!('apiKey' in fresh)) throw new Error(fresh.error);
+  const onLate = await Promise.all(Array.from({ length: 30 }, () => call(late, fresh.apiKey).then((r) => r.status)));
+  const okLate = onLate.filter((s) => s === 200).length;
+  t.ok(okLate >= 6 && okLate <= 7, `${okLate} of 30 served on the late instance: the plan's 20 shared by 3`);
 
   await redis.start();
   const back = Date.now();
