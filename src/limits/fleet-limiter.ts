@@ -70,11 +70,12 @@ export interface FleetLimiterOptions {
   /** Keys the local fallback tracks at most (default 100_000, see LimiterOptions.maxKeys). */
   maxKeys?: number;
   /**
-   * While Redis is away, the instances live within `liveMs` as counted elsewhere (a fleet's PostgreSQL
-   * heartbeats), asked every `heartbeatMs`. Without it, or while it fails, the count last read from Redis
-   * stays: an instance that started with Redis away would count only itself.
+   * While Redis is away, the instances with a heartbeat within the last `withinMs` (this limiter's
+   * `liveMs`) as counted elsewhere (a fleet's PostgreSQL heartbeats), asked every `heartbeatMs`. Without
+   * it, or while it fails, the count last read from Redis stays: an instance that started with Redis away
+   * would count only itself.
    */
-  countLive?: () => Promise<number>;
+  countLive?: (withinMs: number) => Promise<number>;
 }
 
 /** Delay between reconnect attempts (ms): short, so a returning Redis is seen within about a second. */
@@ -163,7 +164,7 @@ export function createFleetLimiter(opts: FleetLimiterOptions): FleetLimiter {
     if (counting || closed || opts.countLive === undefined) return;
     counting = true;
     try {
-      const n = await opts.countLive();
+      const n = await opts.countLive(liveMs);
       if (!up && Number.isSafeInteger(n)) live = Math.max(1, n);
     } catch {
       // The count last known stays.

@@ -15,8 +15,6 @@ import { openPgStore, type PgStore } from '../store/pg-open.js';
 const HOUSEKEEPING_MS = 60_000;
 /** What `prune` keeps: batch ids (a batch is never retried later than this), dead instances, expired reservations. */
 const PRUNE_AFTER_S = 86_400;
-/** An instance counts as live this long after its last heartbeat, in ms: the limiter's roll call's own window. */
-const LIVE_INSTANCE_MS = 10_000;
 
 /**
  * An instance's part of a fleet: the shared PostgreSQL (owners, keys, balances, usage), the change feed
@@ -89,13 +87,12 @@ export async function openFleet(options: FleetOptions): Promise<Fleet> {
     url: cluster.redis_url,
     failure: cluster.redis_failure,
     instanceId: cluster.instance,
-    liveMs: LIVE_INSTANCE_MS,
     // Redis away: the instances whose heartbeat (each ledger flush) reached PostgreSQL within the roll
-    // call's 10 s, measured against the newest heartbeat, so on the store's clock alone.
-    countLive: async () => {
+    // call's window, measured against the newest heartbeat, so on the store's clock alone.
+    countLive: async (withinMs) => {
       const beats = (await ledgerStore.instances()).map((i) => i.heartbeatAt);
       const newest = Math.max(...beats);
-      return beats.filter((at) => at >= newest - LIVE_INSTANCE_MS).length;
+      return beats.filter((at) => at >= newest - withinMs).length;
     },
     onStateChange: (up, cause) => {
       if (up) log.info('rate limits are shared through Redis');
