@@ -16,16 +16,24 @@ import { errorText } from '../log.js';
 const LOADER_HOOKS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
 
 /**
- * The main thread's Node options, less its module-loader hooks, for the workers. A worker inherits them all
- * by default, but it runs the compiled daemon only: a hook the main thread was started with (a test runner's,
- * a TypeScript loader) would run again in every worker and make each start several times slower.
+ * V8 options the daemon may be started with (the systemd unit and `npm start` pass
+ * --max-semi-space-size=8). They are process-wide: a Worker given one in `execArgv` throws
+ * ERR_WORKER_INVALID_EXEC_ARGV, and its isolate gets V8's settings anyway.
+ */
+const V8_OPTIONS = ['--max-semi-space-size', '--max-old-space-size', '--stack-size'];
+
+/**
+ * The main thread's Node options, less its module-loader hooks and V8 options, for the workers. A worker
+ * inherits them all by default, but it runs the compiled daemon only: a hook the main thread was started
+ * with (a test runner's, a TypeScript loader) would run again in every worker and make each start several
+ * times slower; and a V8 option listed explicitly would make the Worker refuse to start.
  */
 export function workerExecArgv(execArgv: readonly string[]): string[] {
   const kept: string[] = [];
   for (let i = 0; i < execArgv.length; i++) {
     const arg = execArgv[i]!;
     if (LOADER_HOOKS.includes(arg)) i++;
-    else if (!LOADER_HOOKS.some((hook) => arg.startsWith(`${hook}=`))) kept.push(arg);
+    else if (![...LOADER_HOOKS, ...V8_OPTIONS].some((option) => arg === option || arg.startsWith(`${option}=`))) kept.push(arg);
   }
   return kept;
 }
