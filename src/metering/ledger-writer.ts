@@ -28,7 +28,7 @@ export function createLedgerWriter(
   let isHealthy = true;
   let flushedAt: number | null = null;
 
-  const writeTx = store.db.transaction((rows: Iterable<PendingRow>) => {
+  const writeTx = store.writeTransaction((rows: Iterable<PendingRow>) => {
     const debits = new Map<number, number>();
     for (const r of rows) {
       sql.addUsage.run(r.endpointId, r.ownerId, r.method, r.t, r.status, r.requests, r.ru);
@@ -53,7 +53,7 @@ export function createLedgerWriter(
     let after: ReturnType<typeof writeTx>;
     const startedAt = performance.now();
     try {
-      after = writeTx.immediate(usage.rows());
+      after = writeTx(usage.rows());
       options.metrics?.ledgerFlush.observe((performance.now() - startedAt) / 1000);
     } catch (err) {
       options.metrics?.ledgerFlushFailures.inc();

@@ -20,7 +20,7 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
   const usageRollUp = createUsageRollUp(store, options);
   const gate = createCallGate();
 
-  const writeUsageTx = store.db.transaction((batch: UsageBatch) => {
+  const writeUsageTx = store.writeTransaction((batch: UsageBatch) => {
     const at = now();
     const fresh = sql.recordBatch.run(batch.id, batch.instance, at).changes === 1;
     if (fresh) for (const r of batch.rows) ledger.addUsage.run(r.endpointId, r.ownerId, r.method, r.t, r.status, r.requests, r.ru);
@@ -33,7 +33,7 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
     return balances;
   });
 
-  const reserveTx = store.db.transaction((instance: string, owner: number, ru: number, ttlS: number): number => {
+  const reserveTx = store.writeTransaction((instance: string, owner: number, ru: number, ttlS: number): number => {
     const at = now();
     const balance = ledger.balance.get(owner);
     if (balance === undefined) return 0;
@@ -42,14 +42,14 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
     return granted;
   });
 
-  const renewTx = store.db.transaction((instance: string, ttlS: number, info: InstanceInfo | undefined) => {
+  const renewTx = store.writeTransaction((instance: string, ttlS: number, info: InstanceInfo | undefined) => {
     const at = now();
     const live = new Map(sql.renew.all(at + ttlS * 1000, instance, at));
     sql.heartbeat.run({ id: instance, now: at, info: info === undefined ? null : JSON.stringify(info) });
     return live;
   });
 
-  const pruneTx = store.db.transaction((olderThanS: number) => {
+  const pruneTx = store.writeTransaction((olderThanS: number) => {
     const before = now() - olderThanS * 1000;
     return {
       batches: sql.pruneBatches.run(before).changes,
@@ -63,7 +63,7 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
     return gate.run(async () => {
       store.checkpointIfDue();
       try {
-        return fn();
+        return store.write(fn);
       } catch (err) {
         store.noteFault(err);
         throw err;
@@ -74,11 +74,11 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
   return {
     kind: 'sqlite',
     balance: (ownerId) => gate.run(async () => ledger.balance.get(ownerId)),
-    writeUsage: (batch) => write(() => writeUsageTx.immediate(batch)),
+    writeUsage: (batch) => write(() => writeUsageTx(batch)),
     reserve(instance, ownerId, ru, ttlS) {
       return write(() => {
         checkRu(ru);
-        return reserveTx.immediate(instance, ownerId, ru, ttlS);
+        return reserveTx(instance, ownerId, ru, ttlS);
       });
     },
     release(instance, ownerId, ru) {
@@ -91,13 +91,13 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
         }
       });
     },
-    renew: (instance, ttlS, info) => write(() => renewTx.immediate(instance, ttlS, info)),
+    renew: (instance, ttlS, info) => write(() => renewTx(instance, ttlS, info)),
     instances: () =>
       gate.run(async () =>
         sql.instances.all().map((r) => ({ id: r.id, startedAt: r.startedAt, heartbeatAt: r.heartbeatAt, info: JSON.parse(r.info) })),
       ),
     rollUp: (nowMs) => write(() => usageRollUp.rollUp(nowMs)),
-    prune: (olderThanS) => write(() => pruneTx.immediate(olderThanS)),
+    prune: (olderThanS) => write(() => pruneTx(olderThanS)),
     close: gate.close,
   };
 }

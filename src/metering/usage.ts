@@ -26,11 +26,11 @@ export interface UsageRollUp {
 
 export function createUsageRollUp(store: Store, options: RollUpOptions): UsageRollUp {
   const sql = store.sql.usage;
-  const moveMinutes = store.db.transaction((cutoff: number) => {
+  const moveMinutes = store.writeTransaction((cutoff: number) => {
     sql.minutesIntoHours.run(cutoff);
     return sql.deleteMinutesBefore.run(cutoff).changes;
   });
-  const moveHours = store.db.transaction((cutoff: number) => {
+  const moveHours = store.writeTransaction((cutoff: number) => {
     sql.hoursIntoDays.run(cutoff);
     return sql.deleteHoursBefore.run(cutoff).changes;
   });
@@ -38,7 +38,7 @@ export function createUsageRollUp(store: Store, options: RollUpOptions): UsageRo
   return {
     rollUp(nowMs = Date.now()) {
       const cutoffs = rollUpCutoffs(nowMs, options);
-      return { minuteRows: moveMinutes.immediate(cutoffs.minutes), hourRows: moveHours.immediate(cutoffs.hours) };
+      return { minuteRows: moveMinutes(cutoffs.minutes), hourRows: moveHours(cutoffs.hours) };
     },
   };
 }

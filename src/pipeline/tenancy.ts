@@ -19,6 +19,7 @@ import { createUsageRollUp } from '../metering/usage.js';
 import { openStore, type Store } from '../store/open.js';
 import { createDirectory, type Directory } from '../tenancy/directory.js';
 import { createStoreChanges } from '../store/changes.js';
+import { createWriteLock, releaseWriteLockHeldBy } from '../store/write-lock.js';
 import type { AccountStore } from '../accounts/account-store.js';
 import { createDaemonSqliteAccounts } from '../accounts/sqlite-accounts.js';
 import type { EndpointAuth } from '../tenancy/key-cache.js';
@@ -62,7 +63,7 @@ export interface Tenancy {
   storeFault(during: string, err: Error): void;
   /** Registers who closes the connections of endpoints that stopped working (deleted, owner suspended). */
   onRevoked(close: (endpointId: string) => void): void;
-  /** A worker thread ended (its Worker.threadId): the locks it held in the shared limits are let go. */
+  /** A worker thread ended (its Worker.threadId): the locks it held (shared limits, store writes) are let go. */
   threadEnded(threadId: number): void;
   /** What a worker thread is given to share this tenancy (createTenancy's `threads`), and the ports it takes. */
   share(): { shared: TenancyShare; transfer: TransferListItem[] };
@@ -126,6 +127,8 @@ const SHARED_CHANGES_INTERVAL_MS = 50;
  */
 export interface TenancyShare {
   changes: SharedArrayBuffer;
+  /** The write lock of the threads' connections to the SQLite file (store/write-lock.ts). */
+  writeLock: SharedArrayBuffer;
   /** This worker's view of the RU balances (metering/ledger-host.ts). */
   ledger: LedgerHandoff;
   /** The rate limits, the unknown-key throttle and the open connections, in shared memory (limits/shared-*.ts). */
@@ -153,8 +156,11 @@ export function createTenancy(
   // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
   let checkpointFailure: string | undefined;
   let flushFailures = 0;
+  // One writer at a time among this gateway's threads: the busy timeout is then only ever spent on another process.
+  const writeLock = createWriteLock(threads.role === 'worker' ? threads.shared.writeLock : undefined);
   const store = openStore(config.storage.path, {
     busyTimeoutMs: 100,
+    writeLock,
     onCheckpoint: (r) => {
       if (r.ok) log.info('WAL checkpointed after a store fault: its space is free again');
       else if (r.reason !== checkpointFailure)
@@ -262,11 +268,13 @@ export function createTenancy(
     share() {
       if (host === null) throw new Error('only the main thread of a gateway with workers shares its tenancy');
       const { handoff, transferList } = host.attach();
-      return { shared: { changes: changes.memory, ledger: handoff, limits: limits! }, transfer: transferList };
+      return { shared: { changes: changes.memory, writeLock: writeLock.memory, ledger: handoff, limits: limits! }, transfer: transferList };
     },
     threadEnded(threadId) {
       // A thread ended inside a take would leave its key locked in every other thread.
       if (limits !== null) for (const memory of Object.values(limits)) releaseLocksHeldBy(memory, threadId);
+      // One ended inside a store write would stop every writer.
+      releaseWriteLockHeldBy(writeLock.memory, threadId);
     },
     async close() {
       for (const timer of timers) clearInterval(timer);

@@ -35,7 +35,12 @@ export interface WalRecovery {
   checkpointIfDue(): 'not_due' | 'done' | 'failed';
 }
 
-export function createWalRecovery(db: Database.Database, onCheckpoint: (result: CheckpointResult) => void = () => {}): WalRecovery {
+/** `write` runs the checkpoint under the connection's write lock (Store.write): it waits for writers too. */
+export function createWalRecovery(
+  db: Database.Database,
+  onCheckpoint: ((result: CheckpointResult) => void) | undefined,
+  write: <T>(run: () => T) => T,
+): WalRecovery {
   let due = false;
   return {
     noteFault(err) {
@@ -47,14 +52,14 @@ export function createWalRecovery(db: Database.Database, onCheckpoint: (result: 
       try {
         // TRUNCATE waits (up to the busy timeout) for other connections' readers and writer, copies
         // every frame into the database file and cuts the WAL file to zero bytes.
-        const row = (db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>)[0];
+        const row = write(() => db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>)[0];
         result = row?.busy === 0 ? { ok: true } : { ok: false, reason: 'another connection is reading or writing' };
       } catch (err) {
         // E.g. the database file cannot grow yet: still no room. Due again next time.
         result = { ok: false, reason: errorText(err) };
       }
       if (result.ok) due = false;
-      onCheckpoint(result);
+      onCheckpoint?.(result);
       return result.ok ? 'done' : 'failed';
     },
   };

@@ -4,6 +4,7 @@ import { dirname, resolve } from 'node:path';
 import { type CheckpointResult, createWalRecovery, isStoreError, type WalRecovery } from './faults.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 import { prepareStatements, type Statements } from './statements.js';
+import { createWriteLock, type WriteLock } from './write-lock.js';
 
 /**
  * One open connection to the chaingate database, with its statements prepared, and the repair after
@@ -14,6 +15,13 @@ export interface Store extends WalRecovery {
   readonly sql: Statements;
   /** Absolute path of the database file. */
   readonly path: string;
+  /**
+   * Runs `write` (statements that write, or a transaction) holding the write lock this connection shares
+   * with the other threads of its process (see write-lock.ts). Every write of the daemon goes through it.
+   */
+  write<T>(write: () => T): T;
+  /** `body` as an IMMEDIATE transaction (the SQLite write lock taken first) run under `write`. */
+  writeTransaction<A extends unknown[], R>(body: (...args: A) => R): (...args: A) => R;
   close(): void;
 }
 
@@ -26,6 +34,11 @@ export interface StoreOptions {
   busyTimeoutMs?: number;
   /** Called after each checkpoint made because of a fault, e.g. to log it; default: nothing. */
   onCheckpoint?: (result: CheckpointResult) => void;
+  /**
+   * The write lock shared by the threads of one gateway, each with its own connection; default: a lock of
+   * this connection's own (one thread alone, or another process such as the CLI).
+   */
+  writeLock?: WriteLock;
 }
 
 /**
@@ -55,8 +68,22 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
       }
       db.close();
     };
-    const recovery = createWalRecovery(db, options.onCheckpoint);
-    return { db, sql: prepareStatements(db), path: file, close, noteFault: recovery.noteFault, checkpointIfDue: recovery.checkpointIfDue };
+    const lock = options.writeLock ?? createWriteLock();
+    const write = <T>(run: () => T): T => lock.run(run);
+    const recovery = createWalRecovery(db, options.onCheckpoint, write);
+    return {
+      db,
+      sql: prepareStatements(db),
+      path: file,
+      write,
+      writeTransaction<A extends unknown[], R>(body: (...args: A) => R) {
+        const tx = db.transaction(body);
+        return (...args: A): R => lock.run(() => tx.immediate(...args));
+      },
+      close,
+      noteFault: recovery.noteFault,
+      checkpointIfDue: recovery.checkpointIfDue,
+    };
   } catch (err) {
     db.close();
     throw err;

@@ -75,7 +75,7 @@ export interface EndpointTable {
 
 export function createEndpointTable(store: Store, now: () => number = Date.now): EndpointTable {
   const sql = store.sql.directory;
-  const createTx = store.db.transaction(
+  const createTx = store.writeTransaction(
     (ownerId: number, network: string, name: string | null, maxEndpoints: number): CreateEndpointResult => {
       const owner = sql.ownerById.get(ownerId);
       if (owner === undefined || owner.suspended !== 0) return { error: 'no_owner' };
@@ -106,10 +106,11 @@ export function createEndpointTable(store: Store, now: () => number = Date.now):
     createEndpoint(ownerId, network, name, maxEndpoints) {
       if (name !== undefined) assertValidName(name, 'endpoint name');
       // IMMEDIATE: the count and the insert must see the same state, even with the CLI writing.
-      return createTx.immediate(ownerId, network, name ?? null, maxEndpoints);
+      return createTx(ownerId, network, name ?? null, maxEndpoints);
     },
     listEndpoints: (ownerId) => sql.listEndpoints.all(ownerId),
     listEndpointsPage: (ownerId, limit, after) => sql.listEndpointsAfter.all(ownerId, after?.createdAt ?? -1, after?.id ?? '', limit),
-    deleteEndpoint: (ownerId, endpointId) => sql.deleteEndpoint.get(Math.floor(now() / 1000), endpointId, ownerId) ?? null,
+    deleteEndpoint: (ownerId, endpointId) =>
+      store.write(() => sql.deleteEndpoint.get(Math.floor(now() / 1000), endpointId, ownerId)) ?? null,
   };
 }

@@ -69,7 +69,7 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
   const seconds = (): number => Math.floor(now() / 1000);
   const exists = (ownerId: number): boolean => dir.ownerById.get(ownerId) !== undefined;
 
-  const createOwnerTx = store.db.transaction((name: string, plan: string, ru: number) => {
+  const createOwnerTx = store.writeTransaction((name: string, plan: string, ru: number) => {
     const at = seconds();
     const id = Number(sql.insertOwner.run(name, plan, ru, at).lastInsertRowid);
     // The opening balance is a credit like any other, so the ledger invariant holds from the start.
@@ -79,7 +79,7 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     return { id, managementKey: key.key };
   });
 
-  const topUpTx = store.db.transaction((ownerId: number, ru: number): TopUpResult => {
+  const topUpTx = store.writeTransaction((ownerId: number, ru: number): TopUpResult => {
     const balance = dir.ownerById.get(ownerId)?.ruBalance;
     if (balance === undefined) return { error: 'no_owner' };
     // The stored balance is the most the owner can have (the daemon's unflushed debits only lower it).
@@ -90,14 +90,14 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     return { balance: balance + ru };
   });
 
-  const createKeyTx = store.db.transaction((ownerId: number): string | null => {
+  const createKeyTx = store.writeTransaction((ownerId: number): string | null => {
     if (!exists(ownerId)) return null;
     const key = newKey('management');
     sql.insertManagementKey.run(key.hash, ownerId, key.prefix, seconds());
     return key.key;
   });
 
-  const revokeTx = store.db.transaction((ownerId: number, prefix: string): RevokeResult => {
+  const revokeTx = store.writeTransaction((ownerId: number, prefix: string): RevokeResult => {
     if (!exists(ownerId)) return 'no_owner';
     const matches = sql.countLiveKeysWithPrefix.get(ownerId, prefix)!;
     if (matches === 0) return 'no_key';
@@ -106,7 +106,7 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     return 'revoked';
   });
 
-  const deleteOwnerTx = store.db.transaction((ownerId: number): { endpoints: number } | null => {
+  const deleteOwnerTx = store.writeTransaction((ownerId: number): { endpoints: number } | null => {
     const at = seconds();
     if (sql.deleteOwner.run(at, ownerId).changes === 0) return null;
     sql.revokeAllKeys.run(at, ownerId);
@@ -120,19 +120,19 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     createOwner: (name, plan, ru) => {
       assertValidName(name, 'owner name');
       assertValidRu(ru, 0);
-      return createOwnerTx.immediate(name, plan, ru);
+      return createOwnerTx(name, plan, ru);
     },
     listOwners: () => sql.listOwners.all().map((o) => ({ ...o, suspended: o.suspended !== 0 })),
     topUp: (ownerId, ru) => {
       assertValidRu(ru, 1);
-      return topUpTx.immediate(ownerId, ru);
+      return topUpTx(ownerId, ru);
     },
-    setPlan: (ownerId, plan) => sql.setPlan.run(plan, ownerId).changes === 1,
-    createManagementKey: (ownerId) => createKeyTx.immediate(ownerId),
+    setPlan: (ownerId, plan) => store.write(() => sql.setPlan.run(plan, ownerId)).changes === 1,
+    createManagementKey: (ownerId) => createKeyTx(ownerId),
     listManagementKeys: (ownerId) => (exists(ownerId) ? sql.listManagementKeys.all(ownerId) : null),
-    revokeManagementKey: (ownerId, prefix) => revokeTx.immediate(ownerId, prefix),
-    setSuspended: (ownerId, suspended) => sql.setSuspended.run(suspended ? 1 : 0, ownerId).changes === 1,
-    deleteOwner: (ownerId) => deleteOwnerTx.immediate(ownerId),
+    revokeManagementKey: (ownerId, prefix) => revokeTx(ownerId, prefix),
+    setSuspended: (ownerId, suspended) => store.write(() => sql.setSuspended.run(suspended ? 1 : 0, ownerId)).changes === 1,
+    deleteOwner: (ownerId) => deleteOwnerTx(ownerId),
     listEndpoints: (ownerId) => sql.listAllEndpoints.all(ownerId ?? null, ownerId ?? null),
   };
 }
