@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { intOption, parseArgs, stringOption } from './cli/args.js';
-import { loadConfigFile } from './config/load.js';
-import { preflightConfig } from './config/preflight.js';
+import { loadConfigFile, loadStoreConfigFile, type StoreConfig } from './config/load.js';
+import { readEnvFile, withEnvFile } from './config/env-file.js';
+import { preflightConfig, preflightNotes } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runStatus, STATUS_EXIT } from './cli/status.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
@@ -22,6 +23,13 @@ Usage:
                                         upstream is doing; exit 0 ready, 1 a chain without a node, 2 unreachable
   chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
   chaingate --version
+
+A relative storage.path is read from the config file's folder. Only serve creates the database (the
+devnet makes its own); every other command refuses a missing one. --env-file FILE (any command that
+takes --config) reads a systemd EnvironmentFile (KEY=VALUE lines, # comments, optional quotes) for the
+config's \${NAME} references; its variables win over the process environment, as the unit's
+EnvironmentFile makes the service's. Operator commands read only the config's storage and plans, so a
+\${NAME} elsewhere (an upstream's token) need not be set for them.
 
 ${TENANCY_USAGE}
 ${STORE_USAGE}`;
@@ -59,25 +67,41 @@ function exitInvalid(path: string, errors: readonly string[]): never {
 }
 
 /** Loads a config file, or lists every error with its key path and exits 1. */
-function loadConfigOrExit(path: string): Config {
-  const loaded = loadConfigFile(path);
+function loadConfigOrExit(path: string, env: NodeJS.ProcessEnv): Config {
+  const loaded = loadConfigFile(path, env);
   if (loaded.ok) return loaded.config;
   exitInvalid(path, loaded.errors);
+}
+
+/** The storage and plans of a config file (what the operator commands use), or every error and exit 1. */
+function loadStoreConfigOrExit(path: string, env: NodeJS.ProcessEnv): StoreConfig {
+  const loaded = loadStoreConfigFile(path, env);
+  if (loaded.ok) return loaded.config;
+  exitInvalid(path, loaded.errors);
+}
+
+/** The environment for `${NAME}` references: the process's, and the --env-file's variables over it; exit 1 when that file is wrong. */
+function envOrExit(envFile: string | undefined): NodeJS.ProcessEnv {
+  if (envFile === undefined) return process.env;
+  const read = readEnvFile(envFile);
+  if (read.ok) return withEnvFile(process.env, read.vars);
+  process.stderr.write(`${envFile}: invalid env file:\n  ${read.errors.join('\n  ')}\n`);
+  process.exit(1);
 }
 
 /**
  * Loads a config file and checks it against this machine (TLS files, storage, plans in use), or lists
  * every error and exits 1: what serve runs at start and check-config reports, so the two agree.
  */
-function loadReadyConfigOrExit(path: string): Config {
-  const config = loadConfigOrExit(path);
+function loadReadyConfigOrExit(path: string, env: NodeJS.ProcessEnv): Config {
+  const config = loadConfigOrExit(path, env);
   const errors = preflightConfig(config);
   if (errors.length > 0) exitInvalid(path, errors);
   return config;
 }
 
-async function serve(configPath: string, log: Logger): Promise<void> {
-  const config = loadReadyConfigOrExit(configPath);
+async function serve(configPath: string, env: NodeJS.ProcessEnv, log: Logger): Promise<void> {
+  const config = loadReadyConfigOrExit(configPath, env);
   if (process.env.CHAINGATE_LOG_LEVEL === undefined) log.setLevel(config.log.level);
   uws();
   const gateway = await startGateway(config, { log });
@@ -86,7 +110,7 @@ async function serve(configPath: string, log: Logger): Promise<void> {
   if (gateway.metricsPort !== undefined)
     log.info('metrics listening', { address: `http://${config.metrics!.host}:${gateway.metricsPort}/metrics` });
   gateway.context.metrics.configLoaded(Date.now());
-  reloadOnHangup(configPath, config, gateway, log);
+  reloadOnHangup(configPath, env, config, gateway, log);
   for (const chain of gateway.context.chains.values()) {
     log.info('chain', { slug: chain.config.slug, kind: chain.config.kind, upstreams: chain.upstreams.map((u) => u.label).join(',') });
   }
@@ -100,9 +124,10 @@ async function serve(configPath: string, log: Logger): Promise<void> {
  * SIGHUP (systemctl reload) reads the config file again and applies it when it is valid whole, checks
  * out on this machine (preflightConfig) and changes nothing that needs a restart; otherwise nothing
  * changes and every error is logged with its key path. Each outcome is counted in
- * chaingate_config_reloads_total.
+ * chaingate_config_reloads_total. The environment stays the one read at start (--env-file is not read
+ * again), as a service's EnvironmentFile is read when systemd starts it.
  */
-function reloadOnHangup(path: string, started: Config, gateway: Gateway, log: Logger): void {
+function reloadOnHangup(path: string, env: NodeJS.ProcessEnv, started: Config, gateway: Gateway, log: Logger): void {
   let running = started;
   const metrics = gateway.context.metrics;
   // One reload at a time: a second SIGHUP during one waits for it, then reads the file again.
@@ -111,7 +136,7 @@ function reloadOnHangup(path: string, started: Config, gateway: Gateway, log: Lo
     reloading = reloading.then(() => reloadOnce());
   });
   const reloadOnce = async (): Promise<void> => {
-    const loaded = loadConfigFile(path);
+    const loaded = loadConfigFile(path, env);
     const errors = loaded.ok ? preflightConfig(loaded.config) : loaded.errors;
     if (loaded.ok && errors.length === 0) errors.push(...restartOnlyChanges(running, loaded.config));
     if (!loaded.ok || errors.length > 0) {
@@ -140,12 +165,12 @@ function reloadOnHangup(path: string, started: Config, gateway: Gateway, log: Lo
   };
 }
 
-/** The --config value of a command line that main does not parse itself. */
-function configArg(argv: readonly string[]): string | undefined {
+/** The value of option `--name` in a command line that main does not parse itself. */
+function optionArg(argv: readonly string[], name: string): string | undefined {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--config') return argv[i + 1];
-    if (a.startsWith('--config=')) return a.slice('--config='.length);
+    if (a === `--${name}`) return argv[i + 1];
+    if (a.startsWith(`--${name}=`)) return a.slice(`--${name}=`.length);
   }
   return undefined;
 }
@@ -198,11 +223,11 @@ async function main(argv: string[]): Promise<void> {
       process.stdout.write(TENANCY_USAGE);
       return;
     }
-    const path = configArg(argv);
+    const path = optionArg(argv, 'config');
     if (path === undefined) throw new Error(`${argv[0]} needs --config FILE`);
     const code = await runTenancyCommand(
       argv,
-      loadConfigOrExit(path),
+      loadStoreConfigOrExit(path, envOrExit(optionArg(argv, 'env-file'))),
       (s) => process.stdout.write(s),
       (s) => process.stderr.write(s),
     );
@@ -213,7 +238,7 @@ async function main(argv: string[]): Promise<void> {
   if (envLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(envLevel))
     throw new Error(`CHAINGATE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got '${envLevel}')`);
   const log = createLogger((envLevel as LogLevel | undefined) ?? 'info');
-  const args = parseArgs(argv, ['config', 'port'], ['help', 'version']);
+  const args = parseArgs(argv, ['config', 'port', 'env-file'], ['help', 'version']);
   const [command] = args.positionals;
   if (args.options.has('version')) {
     process.stdout.write(`chaingate ${version()}\n`);
@@ -224,21 +249,23 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const configPath = stringOption(args, 'config');
+  const env = envOrExit(stringOption(args, 'env-file'));
   switch (command) {
     case 'serve':
       if (!configPath) throw new Error('serve needs --config FILE');
-      await serve(configPath, log);
+      await serve(configPath, env, log);
       return;
     case 'check-config': {
       if (!configPath) throw new Error('check-config needs --config FILE');
-      const config = loadReadyConfigOrExit(configPath);
+      const config = loadReadyConfigOrExit(configPath, env);
       process.stdout.write(`${configPath}: valid (${Object.keys(config.chains).length} chains)\n`);
+      for (const note of preflightNotes(config)) process.stdout.write(`  ${note}\n`);
       return;
     }
     case 'status': {
       if (!configPath) throw new Error('status needs --config FILE');
       // Exit 1 means a chain without a node here, so a config that cannot be read is the other failure, 2.
-      const loaded = loadConfigFile(configPath);
+      const loaded = loadConfigFile(configPath, env);
       if (!loaded.ok) {
         process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
         process.exit(STATUS_EXIT.unreachable);

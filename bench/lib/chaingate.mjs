@@ -122,17 +122,23 @@ export async function startChaingate({
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
   writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, workers, extraYaml, storageYaml }));
-  // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and metered.
+  const proc = await serveChaingate({ name, main, config, port, core, workers, nodeArgs });
+  // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and
+  // metered. Made once serve has made the database: the operator commands make none.
   const owner = keyed
-    ? JSON.parse(
-        execFileSync(
-          process.execPath,
-          [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config],
-          { encoding: 'utf8' },
+    ? await stopOnFailure(
+        proc,
+        Promise.resolve().then(() =>
+          JSON.parse(
+            execFileSync(
+              process.execPath,
+              [main, 'owner', 'create', '--name', 'bench', '--plan', 'bench', '--ru', '1000000000000', '--json', '--config', config],
+              { encoding: 'utf8' },
+            ),
+          ),
         ),
       )
     : null;
-  const proc = await serveChaingate({ name, main, config, port, core, workers, nodeArgs });
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;
   if (owner) ({ url } = await stopOnFailure(proc, createEndpoint(port, owner.management_key)));
   return { proc, pid: proc.pid, port, url, managementKey: owner?.management_key, stop: () => proc.stop() };

@@ -3,8 +3,8 @@ import { dirname, resolve } from 'node:path';
 import type { AccountStore } from '../accounts/account-store.js';
 import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
 import { createSqliteAccounts } from '../accounts/sqlite-accounts.js';
-import type { Config } from '../config/schema.js';
-import { openStore, type Store } from '../store/open.js';
+import type { StoreConfig } from '../config/load.js';
+import { NoDatabaseError, openStore, type Store } from '../store/open.js';
 import { openPgStore, safeUrl } from '../store/pg-open.js';
 import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
 import { MAX_NAME_LENGTH, nameProblem } from '../tenancy/names.js';
@@ -29,7 +29,8 @@ PostgreSQL at storage.url (safe while gateways run; Redis is not needed):
   chaingate backup --out FILE [--force]                            online copy of the SQLite file (not storage.url)
 
 N is RU in decimal digits, at most ${MAX_RU} (a balance too); NAME is 1 to ${MAX_NAME_LENGTH} characters, no control
-characters. Every command also takes --config FILE. Exit status: 0 done, 1 refused (e.g. unknown owner), 2 bad arguments.
+characters. Every command also takes --config FILE (of which it reads storage and plans only) and
+--env-file FILE (see chaingate --help). Exit status: 0 done, 1 refused (e.g. unknown owner), 2 bad arguments.
 `;
 
 /** The command words this module serves, for the lead's dispatcher. */
@@ -42,7 +43,7 @@ class RefusedError extends Error {}
 
 interface Io {
   args: ParsedArgs;
-  config: Config;
+  config: StoreConfig;
   out: (s: string) => void;
   /** The config's account store, opened at the first call (a usage error or `backup` opens none). */
   accounts: () => Promise<AccountStore>;
@@ -57,7 +58,7 @@ function ownerId(s: string | undefined, what = 'owner ID'): number {
   return n;
 }
 
-function plan(config: Config, name: string | undefined): string {
+function plan(config: StoreConfig, name: string | undefined): string {
   const plans = Object.keys(config.plans);
   if (name === undefined) throw new UsageError(`missing plan (plans: ${plans.join(', ')})`);
   if (!Object.hasOwn(config.plans, name)) throw new UsageError(`unknown plan '${name}' (plans: ${plans.join(', ')})`);
@@ -288,9 +289,15 @@ interface Opened {
   store?: Store;
 }
 
+/** The SQLite file at storage.path, which must exist: only serve creates one (see NoDatabaseError). */
+function openSqlite(config: StoreConfig, opened: Opened): Store {
+  opened.store ??= openStore(config.storage.path, { mustExist: true });
+  return opened.store;
+}
+
 /** The config's account store: a fleet's PostgreSQL (schema brought current) or the SQLite file, its own connection. */
-async function openAccounts(config: Config, opened: Opened): Promise<AccountStore> {
-  if (config.storage.url === undefined) return createSqliteAccounts((opened.store ??= openStore(config.storage.path)));
+async function openAccounts(config: StoreConfig, opened: Opened): Promise<AccountStore> {
+  if (config.storage.url === undefined) return createSqliteAccounts(openSqlite(config, opened));
   return createPostgresAccounts(await openPgStore(config.storage.url, { maxConnections: 1 }));
 }
 
@@ -308,14 +315,14 @@ function storeErrorText(e: unknown): string {
  */
 export async function runTenancyCommand(
   argv: string[],
-  config: Config,
+  config: StoreConfig,
   out: (s: string) => void,
   err: (s: string) => void,
 ): Promise<number> {
   const opened: Opened = {};
   const where = config.storage.url === undefined ? `database ${config.storage.path}` : `database ${safeUrl(config.storage.url)}`;
   try {
-    const args = asUsage(() => parseArgs(argv, ['name', 'plan', 'ru', 'owner', 'out', 'config'], ['json', 'help', 'force']));
+    const args = asUsage(() => parseArgs(argv, ['name', 'plan', 'ru', 'owner', 'out', 'config', 'env-file'], ['json', 'help', 'force']));
     if (args.options.has('help')) {
       out(TENANCY_USAGE);
       return 0;
@@ -324,7 +331,8 @@ export async function runTenancyCommand(
     const known = Object.hasOwn(OPTIONS, command) || Object.hasOwn(POSITIONALS, command);
     if (!known) throw new UsageError(command === '' ? 'missing command' : `unknown command '${command}'`);
     for (const name of args.options.keys()) {
-      if (name !== 'config' && !(OPTIONS[command] ?? []).includes(name)) throw new UsageError(`${command} takes no --${name}`);
+      if (name !== 'config' && name !== 'env-file' && !(OPTIONS[command] ?? []).includes(name))
+        throw new UsageError(`${command} takes no --${name}`);
     }
     const extra = rest.slice(POSITIONALS[command] ?? 0);
     if (extra.length > 0) throw new UsageError(`${command}: unexpected argument '${extra[0]}'`);
@@ -333,11 +341,11 @@ export async function runTenancyCommand(
       config,
       out,
       accounts: () => (opened.accounts ??= openAccounts(config, opened)),
-      store: () => (opened.store ??= openStore(config.storage.path)),
+      store: () => openSqlite(config, opened),
     });
     return 0;
   } catch (e) {
-    if (e instanceof RefusedError) {
+    if (e instanceof RefusedError || e instanceof NoDatabaseError) {
       err(`chaingate: ${e.message}\n`);
       return 1;
     }

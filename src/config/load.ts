@@ -1,9 +1,16 @@
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { type Config, validateConfig } from './schema.js';
+import { isObject } from './checks.js';
+import { type Config, readPlans, validateConfig } from './schema.js';
+import { readStorageSection } from './storage.js';
 import { errorText } from '../log.js';
 
 export type LoadResult = { ok: true; config: Config } | { ok: false; errors: string[] };
+
+/** What the operator commands on the store (owner, endpoint, backup) read of a config: the store, and the plans' names. */
+export type StoreConfig = Pick<Config, 'storage' | 'plans'>;
+export type StoreLoadResult = { ok: true; config: StoreConfig } | { ok: false; errors: string[] };
 
 /**
  * Replaces `${NAME}` in every string scalar with the environment variable NAME. It runs on parsed
@@ -38,31 +45,63 @@ function deepFreeze<T>(v: T): T {
   return v;
 }
 
-/** Parses, interpolates and validates YAML text; the config comes back deep-frozen. */
-export function loadConfigText(text: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
-  let raw: unknown;
+function parseYamlText(text: string): { ok: true; raw: unknown } | { ok: false; errors: string[] } {
   try {
-    raw = parseYaml(text, { uniqueKeys: true });
+    return { ok: true, raw: parseYaml(text, { uniqueKeys: true }) };
   } catch (err) {
     return { ok: false, errors: [`YAML: ${errorText(err).split('\n')[0]}`] };
   }
+}
+
+/**
+ * Parses, interpolates and validates YAML text; the config comes back deep-frozen. Given `baseDir` (the
+ * config file's folder), a relative `storage.path`, the default included, is resolved against it.
+ */
+export function loadConfigText(text: string, env: NodeJS.ProcessEnv = process.env, baseDir?: string): LoadResult {
+  const parsed = parseYamlText(text);
+  if (!parsed.ok) return parsed;
   const errors: string[] = [];
-  const interpolated = interpolate(raw, '', env, errors);
+  const interpolated = interpolate(parsed.raw, '', env, errors);
   const result = validateConfig(interpolated);
   if (!result.ok) return { ok: false, errors: [...errors, ...result.errors] };
   if (errors.length > 0) return { ok: false, errors };
+  if (baseDir !== undefined) result.config.storage.path = resolve(baseDir, result.config.storage.path);
   return { ok: true, config: deepFreeze(result.config) };
 }
 
-export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
-  let text: string;
+function readConfigFile(path: string): { ok: true; text: string } | { ok: false; errors: string[] } {
   try {
-    text = readFileSync(path, 'utf8');
+    return { ok: true, text: readFileSync(path, 'utf8') };
   } catch (err) {
     return {
       ok: false,
       errors: [`${path}: cannot read the config file (${(err as NodeJS.ErrnoException).code ?? errorText(err)})`],
     };
   }
-  return loadConfigText(text, env);
+}
+
+/** The config file at `path`, whole (serve, check-config, status); a relative storage.path is read from its folder. */
+export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
+  const file = readConfigFile(path);
+  return file.ok ? loadConfigText(file.text, env, dirname(resolve(path))) : file;
+}
+
+/**
+ * The `storage` and `plans` sections of the config file at `path`, all an operator command on the store
+ * needs: `${NAME}` references are replaced in those two sections only, so a secret only the daemon uses
+ * (an upstream's token) need not be set for `owner list`, and the other sections are not checked (that
+ * is check-config's and serve's work). A relative storage.path is read from the file's folder.
+ */
+export function loadStoreConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): StoreLoadResult {
+  const file = readConfigFile(path);
+  if (!file.ok) return file;
+  const parsed = parseYamlText(file.text);
+  if (!parsed.ok) return parsed;
+  if (!isObject(parsed.raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
+  const errors: string[] = [];
+  const storage = readStorageSection(interpolate(parsed.raw.storage, 'storage', env, errors), errors);
+  const plans = readPlans(interpolate(parsed.raw.plans, 'plans', env, errors), errors);
+  if (errors.length > 0) return { ok: false, errors };
+  storage.path = resolve(dirname(resolve(path)), storage.path);
+  return { ok: true, config: deepFreeze({ storage, plans }) };
 }

@@ -20,6 +20,15 @@ export function preflightConfig(config: Config): string[] {
   return errors;
 }
 
+/**
+ * What check-config says of a valid config besides "valid": not errors, facts an operator may not expect.
+ * Today one: the database does not exist yet, and serve will create it (no other command does).
+ */
+export function preflightNotes(config: Config): string[] {
+  if (config.storage.url !== undefined || statOrCode(resolve(config.storage.path)) !== 'ENOENT') return [];
+  return [`storage.path: ${resolve(config.storage.path)} does not exist yet: chaingate serve creates it`];
+}
+
 /** `ENOENT`, or the message when an error carries no code. */
 function reason(err: unknown): string {
   return (err as NodeJS.ErrnoException).code ?? errorText(err);

@@ -343,7 +343,8 @@ function readWorkers(v: unknown, errors: Errors): number | 'auto' {
   return v;
 }
 
-function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
+/** The `plans` section (the operator commands read it alone, with `storage`: config/load.ts). */
+export function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
   if (raw === undefined || raw === null) {
     return Object.fromEntries(Object.entries(DEFAULTS.plans).map(([name, p]) => [name, { name, ...p, methods: { deny: [] } }]));
   }

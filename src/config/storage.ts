@@ -1,13 +1,13 @@
 import { hostname } from 'node:os';
 import { DEFAULTS } from './defaults.js';
-import { type Errors, readEnum, readInt, readObject, readString, readUrl } from './checks.js';
+import { type Errors, isObject, readEnum, readInt, readObject, readString, readUrl } from './checks.js';
 
 /**
  * Where keys, balances and usage live: a SQLite file (`path`, one machine, the default) or, for a fleet
  * of instances behind a load balancer, a PostgreSQL database (`url`), never both.
  */
 export interface StorageConfig {
-  /** The SQLite database; unused when `url` is set. */
+  /** The SQLite database; unused when `url` is set. Absolute once loaded: a relative one is read from the config file's folder. */
   path: string;
   /** The fleet's shared PostgreSQL database (postgres://user[:password]@host[:port]/database), or undefined. */
   url: string | undefined;
@@ -27,22 +27,31 @@ export interface ClusterConfig {
   redis_failure: 'open' | 'closed';
 }
 
+/**
+ * The `storage` section alone: what the operator commands read of a config (config/load.ts,
+ * loadStoreConfigFile). `path` is as written: a relative one is resolved by the loader, against the
+ * config file's folder.
+ */
+export function readStorageSection(raw: unknown, errors: Errors): StorageConfig {
+  const st = readObject(raw, 'storage', ['path', 'url'], errors);
+  if (st.path !== undefined && st.url !== undefined) {
+    errors.push('storage: set path (SQLite, one machine) or url (PostgreSQL, a fleet of instances), not both');
+  }
+  const path = readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path;
+  const url = st.url === undefined ? undefined : readUrl(st.url, 'storage.url', ['postgres:', 'postgresql:'], errors);
+  return { path, url };
+}
+
 /** Reads `storage` and `cluster` together: a fleet needs both, and one machine neither of `url` and `cluster`. */
 export function readStorage(
   top: Record<string, unknown>,
   serverPort: number,
   errors: Errors,
 ): { storage: StorageConfig; cluster: ClusterConfig | undefined } {
-  const st = readObject(top.storage, 'storage', ['path', 'url'], errors);
-  if (st.path !== undefined && st.url !== undefined) {
-    errors.push('storage: set path (SQLite, one machine) or url (PostgreSQL, a fleet of instances), not both');
-  }
-  const path = readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path;
-  const url = st.url === undefined ? undefined : readUrl(st.url, 'storage.url', ['postgres:', 'postgresql:'], errors);
-  const storage = { path, url };
+  const storage = readStorageSection(top.storage, errors);
+  const urlGiven = isObject(top.storage) && top.storage.url !== undefined;
   if (top.cluster === undefined || top.cluster === null) {
-    if (st.url !== undefined)
-      errors.push('storage.url: the instances of a fleet share their rate limits through Redis: set cluster.redis_url too');
+    if (urlGiven) errors.push('storage.url: the instances of a fleet share their rate limits through Redis: set cluster.redis_url too');
     return { storage, cluster: undefined };
   }
   const c = readObject(
@@ -51,8 +60,7 @@ export function readStorage(
     ['redis_url', 'instance', 'reservation_ttl_s', 'reservation_block_ru', 'redis_failure'],
     errors,
   );
-  if (st.url === undefined)
-    errors.push('cluster: the instances of a fleet share keys and balances through PostgreSQL: set storage.url too');
+  if (!urlGiven) errors.push('cluster: the instances of a fleet share keys and balances through PostgreSQL: set storage.url too');
   if (c.redis_url === undefined) errors.push('cluster.redis_url: required (the Redis the fleet shares its rate limits through)');
   const d = DEFAULTS.cluster;
   const instance = readString(c.instance, 'cluster.instance', `${hostname()}:${serverPort}`, errors) ?? `${hostname()}:${serverPort}`;

@@ -39,6 +39,20 @@ export interface StoreOptions {
    * this connection's own (one thread alone, or another process such as the CLI).
    */
   writeLock?: WriteLock;
+  /**
+   * Refuse a missing file (NoDatabaseError) instead of creating it; default false. Only `serve` (and the
+   * devnet) make a database: an operator command given a wrong path must not make an empty one and show it.
+   */
+  mustExist?: boolean;
+}
+
+/** openStore with `mustExist` found no file: the message names the absolute path and who creates it. */
+export class NoDatabaseError extends Error {
+  constructor(readonly path: string) {
+    super(
+      `no database at ${path}: chaingate serve creates it; check storage.path in the config (a relative path is read from the config file's folder)`,
+    );
+  }
 }
 
 /**
@@ -48,8 +62,9 @@ export interface StoreOptions {
  */
 export function openStore(path: string, options: StoreOptions = {}): Store {
   const file = resolve(path);
-  mkdirSync(dirname(file), { recursive: true });
-  const db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000 });
+  if (options.mustExist === true && !existsSync(file)) throw new NoDatabaseError(file);
+  if (options.mustExist !== true) mkdirSync(dirname(file), { recursive: true });
+  const db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000, fileMustExist: options.mustExist === true });
   try {
     db.pragma('journal_mode = WAL');
     // NORMAL in WAL mode: a committed transaction survives a process crash; only an OS crash or power

@@ -5,6 +5,7 @@ import type { Config } from '../../src/config/schema.js';
 import { validateConfig } from '../../src/config/schema.js';
 import { createLedger } from '../../src/metering/ledger.js';
 import { createDirectory } from '../../src/tenancy/directory.js';
+import { openStore } from '../../src/store/open.js';
 import { MAX_RU } from '../../src/tenancy/owners.js';
 import { type CliRun, runTenancy } from '../support/tenancy-cli.js';
 import { invariantGaps, type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
@@ -15,8 +16,10 @@ function configFor(path: string): Config {
   return r.config;
 }
 
+/** A config over a new database (made as serve makes it: the CLI makes none), and a runner of commands on it. */
 function cli(t: Teardown): { path: string; config: Config; run: (...argv: string[]) => Promise<CliRun> } {
   const path = tempDbPath(t);
+  openStore(path).close();
   const config = configFor(path);
   return { path, config, run: (...argv) => runTenancy(config, ...argv) };
 }

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { openStore } from '../../src/store/open.js';
 import { rpc, send } from '../support/rpc.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
@@ -88,6 +89,8 @@ t.test('a plans section that drops a plan owners are on is refused by check-conf
   const base = `server: { port: 0 }\nstorage: { path: ${db} }\nchains:\n  devnet: { chain_id: 31337, upstreams: [{ url: "http://127.0.0.1:1" }] }\n`;
   const defaults = join(dir, 'plans-default.yaml');
   writeFileSync(defaults, base);
+  // Made as serve makes it: the operator commands refuse a missing database.
+  openStore(db).close();
   for (const name of ['one', 'two', 'three'])
     t.equal(cli(['owner', 'create', '--name', name, '--plan', 'growth', '--ru', '0', '--config', defaults]).status, 0);
   const dropped = join(dir, 'plans-dropped.yaml');
@@ -211,6 +214,7 @@ t.test('operator commands: a stored name reaches the terminal escaped, one line 
     `storage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:1" }]\n`,
   );
   const cli = (...args: string[]) => spawnSync(process.execPath, [main, ...args, '--config', cfg], { encoding: 'utf8' });
+  openStore(db).close();
   t.equal(cli('owner', 'create', '--name', 'acme', '--plan', 'free', '--ru', '100').status, 0);
   // An endpoint named before names were checked, the way an older version stored it.
   const raw = new Database(db);

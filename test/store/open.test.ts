@@ -2,7 +2,7 @@ import t from 'tap';
 import Database from 'better-sqlite3';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { openStore, surveyStore } from '../../src/store/open.js';
+import { NoDatabaseError, openStore, surveyStore } from '../../src/store/open.js';
 import { SCHEMA_VERSION } from '../../src/store/migrations.js';
 import { addOwner, STORE_TABLES, tempDbPath, tempStore } from './temp-store.js';
 
@@ -116,4 +116,16 @@ t.test('a survey reads without migrating, and names a newer schema where openSto
   const notDb = tempDbPath(t);
   writeFileSync(notDb, 'not a database, just text long enough to fill a header of a hundred bytes or so ........................');
   t.throws(() => surveyStore(notDb), /not a database/);
+});
+
+t.test('mustExist: a missing file is refused by its absolute path, and nothing is created', async (t) => {
+  const path = join(dirname(tempDbPath(t)), 'data', 'chaingate.db');
+  t.throws(() => openStore(path, { mustExist: true }), new NoDatabaseError(path));
+  t.throws(() => openStore(path, { mustExist: true }), {
+    message: `no database at ${path}: chaingate serve creates it; check storage.path in the config (a relative path is read from the config file's folder)`,
+  });
+  t.notOk(existsSync(dirname(path)), 'neither the file nor its directory');
+  openStore(path).close();
+  const again = tempStore(t, path, { mustExist: true });
+  t.equal(again.db.pragma('user_version', { simple: true }), SCHEMA_VERSION, 'an existing one opens');
 });
