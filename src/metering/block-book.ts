@@ -49,6 +49,16 @@ export interface BlockBookOptions {
  * available RU fall under half a block, so a steady stream of calls rarely waits. Two instances can
  * never spend the same RU: each spends only what the store granted it, and the store grants at most the
  * balance less every live reservation.
+ *
+ * Near the end of a balance blocks would strand RU: the remainder split between instances' blocks, none
+ * of them enough for a call. So once the store grants less than a block asked for (the owner is *low*),
+ * the instance reserves call by call (`reserveCalls`): the calls waiting go to the store together, each
+ * set aside whole or refused, with whatever the instance holds unspent given back in the same
+ * transaction; and whatever it holds with no call waiting goes back at once. The store sees then every
+ * RU not in a call in flight or spent, so a balance of K calls serves K calls on any number of
+ * instances. An answer showing a block free again ends it; so does a top-up (`reload`). Except for an
+ * owner whose deliveries are charged here (FEEDS_HOLD_MS): a delivery cannot wait for the store, so that
+ * owner's RU are held and refilled as when not low, and spent by its subscriptions here.
  */
 export interface BlockBook extends BalanceBook {
   /**
@@ -101,7 +111,18 @@ interface Block {
   ceilingAt: number;
   /** When a call last asked for the owner's RU here (ms): an idle block goes back (`idle`). */
   usedAt: number;
+  /** When deliveries (subscriptions, event streams) were last charged to the owner here (ms), or -Infinity. */
+  chargedAt: number;
+  /** When a background refill last got nothing (ms), or -Infinity: not asked again before dryRetryMs. */
+  dryAt: number;
 }
+
+/**
+ * How long after deliveries were charged to an owner here (ms) a low owner keeps what it holds and refills
+ * in the background, as when not low: a delivery is charged on the spot, with no time to ask the store,
+ * and a charge the held RU cannot pay closes the subscriptions. A minute covers a head every 12 s.
+ */
+const FEEDS_HOLD_MS = 60_000;
 
 interface WaitingCall {
   ru: number;
@@ -109,7 +130,7 @@ interface WaitingCall {
   reject: (err: unknown) => void;
 }
 
-const sum = (calls: readonly WaitingCall[]): number => calls.reduce((n, c) => n + c.ru, 0);
+const sumOf = (ru: readonly number[]): number => ru.reduce((n, r) => n + r, 0);
 
 export function createBlockBook(source: BlockSource, options: BlockBookOptions): BlockBook {
   const now = options.now ?? Date.now;
@@ -137,11 +158,16 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
         ceiling: Number.POSITIVE_INFINITY,
         ceilingAt: Number.NEGATIVE_INFINITY,
         usedAt: now(),
+        chargedAt: Number.NEGATIVE_INFINITY,
+        dryAt: Number.NEGATIVE_INFINITY,
       };
       blocks.set(ownerId, b);
     }
     return b;
   }
+
+  /** Whether deliveries are charged to the owner here: its RU are then held, low or not (FEEDS_HOLD_MS). */
+  const feedsHere = (b: Block): boolean => now() - b.chargedAt < FEEDS_HOLD_MS;
 
   /** What may be spent now: nothing once the reservations may have expired in the store. */
   function spendable(ownerId: number, b: Block): number {
@@ -169,6 +195,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       (ru) => {
         b.refill = null;
         granted(b, stale, ru);
+        if (ru === 0) b.dryAt = now();
         // Less than asked: the owner's balance is nearly spent (or held elsewhere); a block would strand it.
         b.low = ru < want;
       },
@@ -229,8 +256,9 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
 
   function askCalls(ownerId: number, b: Block): void {
     const calls = b.queue.splice(0);
+    const asked = calls.map((c) => c.ru);
     // What is held with no call waiting for it goes back first: the store then sees it, for this instance's calls or another's.
-    const giveBack = Math.max(0, spendable(ownerId, b) - (b.waiting - sum(calls)));
+    const giveBack = feedsHere(b) ? 0 : Math.max(0, spendable(ownerId, b) - (b.waiting - sumOf(asked)));
     const stale = now() >= options.validUntil(ownerId);
     b.held -= giveBack;
     b.writtenMeanwhile = 0;
@@ -243,31 +271,21 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       if (b.queue.length > 0) askSoon(ownerId, b);
       else giveBackSoon(ownerId, b);
     };
-    source
-      .reserveCalls(
-        ownerId,
-        giveBack,
-        calls.map((c) => c.ru),
-      )
-      .then(
-        (answer) => {
-          granted(
-            b,
-            stale,
-            answer.granted.reduce((n, ru) => n + ru, 0),
-          );
-          b.low = answer.free < options.blockRu;
-          b.ceiling = answer.othersHeld === 0 ? answer.free : Number.POSITIVE_INFINITY;
-          b.ceilingAt = now();
-          answered((c) => c.resolve());
-        },
-        (err: unknown) => answered((c) => c.reject(err)),
-      );
+    source.reserveCalls(ownerId, giveBack, asked).then(
+      (answer) => {
+        granted(b, stale, sumOf(answer.granted));
+        b.low = answer.free < options.blockRu;
+        b.ceiling = answer.othersHeld === 0 ? answer.free : Number.POSITIVE_INFINITY;
+        b.ceilingAt = now();
+        answered((c) => c.resolve());
+      },
+      (err: unknown) => answered((c) => c.reject(err)),
+    );
   }
 
   /** Low: on the next turn, what is held with no call waiting for it goes back to the store. */
   function giveBackSoon(ownerId: number, b: Block): void {
-    if (!b.low || b.givingBack) return;
+    if (!b.low || b.givingBack || feedsHere(b)) return;
     b.givingBack = true;
     setImmediate(() => {
       b.givingBack = false;
@@ -283,9 +301,14 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     });
   }
 
-  /** A background refill once the owner holds less than half a block (never when low); its failure waits for the next call. */
+  /**
+   * A background refill once the owner holds less than half a block (when low, only for deliveries charged
+   * here); its failure waits for the next call, a refill that got nothing for dryRetryMs.
+   */
   function topUpSoon(ownerId: number, b: Block): void {
-    if (!b.low && b.refill === null && spendable(ownerId, b) < options.blockRu / 2) refill(ownerId, b, 0).catch(() => {});
+    if (b.low && !feedsHere(b)) return;
+    if (b.refill === null && spendable(ownerId, b) < options.blockRu / 2 && now() - b.dryAt >= dryRetryMs)
+      refill(ownerId, b, 0).catch(() => {});
   }
 
   return {
@@ -318,6 +341,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     charge(ownerId, ru) {
       const b = blockOf(ownerId);
+      b.chargedAt = now();
       const ok = spendable(ownerId, b) >= ru;
       if (ok) b.unflushed += ru;
       topUpSoon(ownerId, b);
@@ -336,6 +360,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       const reset = (b: Block): void => {
         b.low = false;
         b.ceilingAt = Number.NEGATIVE_INFINITY;
+        b.dryAt = Number.NEGATIVE_INFINITY;
       };
       if (ownerId === undefined) for (const b of blocks.values()) reset(b);
       else {

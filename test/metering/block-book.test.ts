@@ -116,6 +116,29 @@ t.test(
   },
 );
 
+t.test('low: an owner whose deliveries are charged here keeps what it holds and refills it in the background', async (t) => {
+  let clock = 0;
+  const s = source(60);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity, now: () => clock });
+  t.notOk(book.charge(1, 5), 'nothing held yet: the delivery is refused');
+  await new Promise((r) => setImmediate(r));
+  t.same(s.state.asked, [100], 'and a block asked for in the background');
+  t.equal(book.available(1), 60, 'short: the owner is low, and what came is kept for the deliveries');
+  t.ok(book.charge(1, 5));
+  await book.prepare(1, 10);
+  t.same(s.state.calls, [], 'a call is paid from what is held');
+  t.ok(book.reserve(1, 10));
+  book.close(1, 10, 3);
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.available(1), 52, 'nothing given back while deliveries are charged here');
+  clock += 60_000;
+  t.ok(book.reserve(1, 10));
+  book.close(1, 10, 3);
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.available(1), 0, 'a minute without deliveries: what is left goes back');
+  t.equal(s.state.balance, 49);
+});
+
 t.test('nothing is spent once the reservations may have expired in the store', async (t) => {
   let clock = 0;
   let until = 5000;
