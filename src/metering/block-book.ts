@@ -109,7 +109,7 @@ interface Block {
   ceiling: number;
   /** When the store said it (ms), or -Infinity: trusted for dryRetryMs. */
   ceilingAt: number;
-  /** When a call last asked for the owner's RU here (ms): an idle block goes back (`idle`). */
+  /** When a call or a delivery last asked for the owner's RU here (ms): an idle block goes back (`idle`). */
   usedAt: number;
   /** When deliveries (subscriptions, event streams) were last charged to the owner here (ms), or -Infinity. */
   chargedAt: number;
@@ -341,7 +341,7 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     charge(ownerId, ru) {
       const b = blockOf(ownerId);
-      b.chargedAt = now();
+      b.chargedAt = b.usedAt = now();
       const ok = spendable(ownerId, b) >= ru;
       if (ok) b.unflushed += ru;
       topUpSoon(ownerId, b);

@@ -131,12 +131,14 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
 
   /**
    * Blocks of owners with no call here for IDLE_BLOCK_MS go back to the store, so another instance serving
-   * the owner gets them rather than being refused while they idle here. Only just after a write: an owner
-   * with nothing unwritten and nothing open is forgotten whole (its row deleted, as at a clean stop).
+   * the owner gets them rather than being refused while they idle here. Only an owner with nothing
+   * unwritten, open or asked for is forgotten, and only what it held is given back (an amount, not the
+   * row: a reservation asked for next may reach the store first).
    */
   function giveBackIdle(): void {
     for (const ownerId of book.idle(now() - IDLE_BLOCK_MS)) {
-      if (book.drop(ownerId) > 0) store.release(instance, ownerId).catch(() => {});
+      const ru = book.drop(ownerId);
+      if (ru > 0) store.release(instance, ownerId, ru).catch(() => {});
     }
   }
 

@@ -228,3 +228,35 @@ t.test('a reservation that grants nothing extends nothing', async (t) => {
   clock.now = 1000;
   t.equal(ledger.available(1), 0, 'the empty grant at 800 did not keep the block alive past 900');
 });
+
+t.test("an owner's block unused for 5 s goes back at the next flush, the amount held only", async (t) => {
+  const clock = { now: 0 };
+  const released: Array<[string, number | undefined, number | undefined]> = [];
+  const store: FleetLedgerStore = {
+    reserve: async (_instance, _ownerId, ru) => ru,
+    reserveCalls: async (_instance, _ownerId, _giveBack, calls) => ({ granted: [...calls], free: 1000, othersHeld: 0 }),
+    renew: async () => new Map([[1, 90]]),
+    writeUsage: async () => new Map(),
+    release: async (instance, ownerId, ru) => {
+      released.push([instance, ownerId, ru]);
+    },
+  };
+  const ledger = createFleetLedger(store, {
+    instance: 'gw-a',
+    reservationTtlS: 10,
+    blockRu: 100,
+    flushIntervalMs: 100,
+    now: () => clock.now,
+  });
+  t.teardown(() => ledger.stop());
+  t.ok(await call(ledger, 1, 10), 'a block of 100 reserved, 10 spent');
+  clock.now = 4000;
+  t.ok(await ledger.flushNow());
+  t.same(released, [], 'used 4 s ago: kept');
+  t.equal(ledger.available(1), 90);
+  clock.now = 5001;
+  t.ok(await ledger.flushNow());
+  t.same(released, [['gw-a', 1, 90]], 'unused for 5 s: its 90 RU given back');
+  t.equal(ledger.available(1), 0);
+  t.ok(await call(ledger, 1, 10), 'the next call reserves afresh');
+});
