@@ -29,6 +29,7 @@ export interface FleetLedgerOptions extends LedgerOptions {
  *   written; a batch that failed (PostgreSQL unreachable, or its answer lost) is sent again as it was,
  *   same id and rows, before any new one: the store applies an id once, so nothing is charged twice
  *   and nothing is lost while the instance lives;
+ * - an owner's block unused for IDLE_BLOCK_MS goes back to the store;
  * - the reservations are renewed (the heartbeat). Spending from an owner's stops when the last renewal
  *   or reservation of it that passed is older than the TTL less one flush interval: the store may have
  *   let it expire by then.
