@@ -11,7 +11,19 @@ export interface FleetKeysOptions {
   onRevoked?: (endpointId: string) => void;
   /** Called with a store failure met while re-reading keys after a change (they stay forgotten: asked again at their next call). */
   onError?: (err: unknown) => void;
+  /** Called each time every known key is read again (chaingate_change_resyncs_total). */
+  onResync?: () => void;
+  /** A resync comes at most once per this many ms, and so many notices re-read keys in it at most (RECHECKS_PER_WINDOW); default 5000. */
+  resyncMinMs?: number;
+  /** Clock in ms; default Date.now. */
+  now?: () => number;
 }
+
+/**
+ * Notices that re-read keys, per resync window: past them, the keys they name wait for the next resync
+ * (forgotten meanwhile, so their calls read the store), and a flood of notices costs one resync.
+ */
+const RECHECKS_PER_WINDOW = 100;
 
 /**
  * The API keys an instance of a fleet knows, kept current by the change feed. The hot path asks `cached`
@@ -22,11 +34,14 @@ export interface FleetKeysOptions {
  * The feed tells every instance within a moment of a commit (pg-changes.ts):
  * - `endpoint_created`: every remembered miss is forgotten (the new key may be among them; the feed
  *   carries no key);
- * - `endpoint_deleted`: the key is forgotten and its endpoint revoked;
+ * - `endpoint_deleted`: the key is forgotten and read again, and its endpoint revoked if no longer found
+ *   (any role that can connect may send a notice: it is a hint, never believed on its word);
  * - `owner_changed` (suspended, resumed, plan changed, deleted): the owner's keys are forgotten and read
  *   again, and the endpoints of those no longer found are revoked; so are the remembered misses (a miss
  *   does not say whose key it was, and a resumed owner's may be among them);
- * - `resync` (the feed was down, notifications were lost): every key known is read again, likewise.
+ * - `resync` (the feed was down, notifications were lost): every key known is read again, likewise, at
+ *   most once per `resyncMinMs` (one asked for sooner comes at the end of that time);
+ * and past RECHECKS_PER_WINDOW notices that re-read keys in that time, the rest wait for such a resync.
  * A lookup under way when a change arrives answers its call but is not remembered.
  */
 export interface FleetKeys {
@@ -40,6 +55,8 @@ export interface FleetKeys {
   settled(): Promise<void>;
   /** Cache sizes, for metrics and tests. */
   cacheSizes(): { found: number; missing: number };
+  /** Drops a resync waiting for its time (a clean stop). */
+  close(): void;
 }
 
 /** Whether `notice` may have changed what a lookup answered (`auth`: a grant, or null for a miss). */
@@ -103,6 +120,47 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, o
     rereads = rereads.then(() => done);
   }
 
+  const resyncMinMs = options.resyncMinMs ?? 5000;
+  const now = options.now ?? Date.now;
+  let lastResyncAt = Number.NEGATIVE_INFINITY;
+  let resyncTimer: NodeJS.Timeout | null = null;
+  let windowAt = Number.NEGATIVE_INFINITY;
+  let rechecks = 0;
+  /** Keys forgotten by notices past the window's budget: the next resync reads them again. */
+  const deferred = new Map<string, EndpointAuth>();
+
+  /** Every known key read again: now, or at the end of the time since the last one (one, however many ask). */
+  function resync(): void {
+    if (resyncTimer !== null) return;
+    const wait = lastResyncAt + resyncMinMs - now();
+    if (wait > 0) {
+      resyncTimer = setTimeout(() => {
+        resyncTimer = null;
+        resync();
+      }, wait);
+      resyncTimer.unref();
+      return;
+    }
+    lastResyncAt = now();
+    options.onResync?.();
+    const known = [...cache.foundEntries(), ...deferred];
+    deferred.clear();
+    cache.clear();
+    reread(known);
+  }
+
+  /** Reads keys a notice named again, within the window's budget; past it, at the next resync. */
+  function recheck(entries: Array<[string, EndpointAuth]>): void {
+    if (entries.length === 0) return;
+    if (now() - windowAt >= resyncMinMs) {
+      windowAt = now();
+      rechecks = 0;
+    }
+    if (++rechecks <= RECHECKS_PER_WINDOW) return reread(entries);
+    for (const [key, auth] of entries) deferred.set(key, auth);
+    resync();
+  }
+
   return {
     cached: (apiKey) => cache.get(apiKey),
     lookUp,
@@ -116,23 +174,24 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, o
           cache.forgetMisses();
           return;
         case 'endpoint_deleted':
-          cache.forgetEndpoint(notice.endpointId);
-          options.onRevoked?.(notice.endpointId);
+          // Revoked only once the store no longer finds its key.
+          recheck(cache.forgetEndpoint(notice.endpointId));
           return;
         case 'owner_changed':
           // A miss does not say whose key it was: a resumed owner's key may be among them.
           cache.forgetMisses();
-          reread(cache.forgetOwner(notice.ownerId));
+          recheck(cache.forgetOwner(notice.ownerId));
           return;
-        case 'resync': {
-          const known = cache.foundEntries();
-          cache.clear();
-          reread(known);
+        case 'resync':
+          resync();
           return;
-        }
       }
     },
     settled: () => rereads,
     cacheSizes: () => ({ found: cache.found, missing: cache.missing }),
+    close() {
+      if (resyncTimer !== null) clearTimeout(resyncTimer);
+      resyncTimer = null;
+    },
   };
 }

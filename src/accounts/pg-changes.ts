@@ -31,22 +31,32 @@ export async function notifyChange(client: pg.ClientBase, event: ChangeEvent): P
 }
 
 /**
- * A payload of the channel as a notice. One this build does not understand (a newer instance's, or a
- * stray pg_notify) is read as `resync`: fail-safe, since it may revoke something.
+ * Why a payload of the channel was ignored (the label of chaingate_change_notices_ignored_total):
+ * `not_json`, `bad_shape` (not an object with the fields of its kind), `unknown_kind`.
  */
-export function parseChangeNotice(payload: string | undefined): ChangeNotice {
+export type IgnoredReason = 'not_json' | 'bad_shape' | 'unknown_kind';
+
+/**
+ * A payload of the channel as a change, or why it was ignored. Any role that may connect to the database
+ * can `pg_notify` the channel: a notice is a hint to read the store again, never trusted for what it says
+ * (fleet-keys.ts re-reads before it revokes anything), and one that does not parse is dropped (counted and
+ * logged by the caller), not turned into a resync that would make every instance re-read every key.
+ */
+export function parseChangeNotice(payload: string | undefined): ChangeEvent | { kind: 'ignored'; reason: IgnoredReason } {
+  let e: unknown;
   try {
-    const e = JSON.parse(payload ?? '') as Record<string, unknown>;
-    const ownerId = e.ownerId;
-    if (typeof ownerId !== 'number') return { kind: 'resync' };
-    if (e.kind === 'owner_changed') return { kind: 'owner_changed', ownerId };
-    if ((e.kind === 'endpoint_created' || e.kind === 'endpoint_deleted') && typeof e.endpointId === 'string') {
-      return { kind: e.kind, endpointId: e.endpointId, ownerId };
-    }
+    e = JSON.parse(payload ?? '');
   } catch {
-    // Not JSON: the same as an unknown change.
+    return { kind: 'ignored', reason: 'not_json' };
   }
-  return { kind: 'resync' };
+  if (typeof e !== 'object' || e === null) return { kind: 'ignored', reason: 'bad_shape' };
+  const { kind, ownerId, endpointId } = e as Record<string, unknown>;
+  if (kind !== 'owner_changed' && kind !== 'endpoint_created' && kind !== 'endpoint_deleted')
+    return { kind: 'ignored', reason: 'unknown_kind' };
+  if (!Number.isSafeInteger(ownerId)) return { kind: 'ignored', reason: 'bad_shape' };
+  if (kind === 'owner_changed') return { kind, ownerId: ownerId as number };
+  if (typeof endpointId !== 'string' || endpointId.length === 0 || endpointId.length > 200) return { kind: 'ignored', reason: 'bad_shape' };
+  return { kind, endpointId, ownerId: ownerId as number };
 }
 
 export interface ChangeListenerOptions {
@@ -54,6 +64,8 @@ export interface ChangeListenerOptions {
   onDown?: (err: Error) => void;
   /** Listening again after `onDown`; a `resync` notice follows at once. Default: nothing. */
   onUp?: () => void;
+  /** A payload that does not parse was dropped (see parseChangeNotice); default: nothing. */
+  onIgnored?: (reason: IgnoredReason) => void;
   /** First wait before reconnecting, in ms, doubled after each failed attempt; default 100. */
   minBackoffMs?: number;
   /** Longest wait between reconnection attempts, in ms; default 5000. */
@@ -110,7 +122,10 @@ export async function listenForChanges(
     c.on('error', (err: Error) => lost(c, err));
     c.on('end', () => lost(c, new Error('the change feed connection ended')));
     c.on('notification', (msg: pg.Notification) => {
-      if (msg.channel === CHANGES_CHANNEL) onChange(parseChangeNotice(msg.payload));
+      if (msg.channel !== CHANGES_CHANNEL) return;
+      const notice = parseChangeNotice(msg.payload);
+      if (notice.kind === 'ignored') options.onIgnored?.(notice.reason);
+      else onChange(notice);
     });
     try {
       // A connection the pool kept idle may have gone silent too: it must answer as a check does.

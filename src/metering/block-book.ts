@@ -1,4 +1,5 @@
 import type { BalanceBook } from './balance-book.js';
+import type { CallsGrant } from './ledger-store.js';
 
 /**
  * What a block book needs of the fleet store: RU set aside from an owner's shared balance for this
@@ -7,6 +8,10 @@ import type { BalanceBook } from './balance-book.js';
 export interface BlockSource {
   /** Sets aside up to `ru` of the owner's balance for this instance; resolves with the RU granted (0..ru). */
   reserve(ownerId: number, ru: number): Promise<number>;
+  /** Gives back `giveBack` RU, then sets aside each call's RU that the owner still covers (CallReservations.reserveCalls). */
+  reserveCalls(ownerId: number, giveBack: number, calls: readonly number[]): Promise<CallsGrant>;
+  /** Gives back `ru` RU of the owner's reservation; a failure leaves them to the store (a clean stop or the expiry frees them). */
+  release(ownerId: number, ru: number): Promise<void>;
 }
 
 export interface BlockBookOptions {
@@ -21,7 +26,10 @@ export interface BlockBookOptions {
   validUntil: (ownerId: number) => number;
   /** Clock in ms; default Date.now. */
   now?: () => number;
-  /** After the store granted nothing to an owner, how long before it is asked again, in ms; default 1000. */
+  /**
+   * How long the store's word that an owner has less than a call costs, and nobody else holds any of it,
+   * answers such calls 402 without asking again, in ms; default 1000. A top-up (`reload`) ends it at once.
+   */
   dryRetryMs?: number;
 }
 
@@ -41,6 +49,16 @@ export interface BlockBookOptions {
  * available RU fall under half a block, so a steady stream of calls rarely waits. Two instances can
  * never spend the same RU: each spends only what the store granted it, and the store grants at most the
  * balance less every live reservation.
+ *
+ * Near the end of a balance blocks would strand RU: the remainder split between instances' blocks, none
+ * of them enough for a call. So once the store grants less than a block asked for (the owner is *low*),
+ * the instance reserves call by call (`reserveCalls`): the calls waiting go to the store together, each
+ * set aside whole or refused, with whatever the instance holds unspent given back in the same
+ * transaction; and whatever it holds with no call waiting goes back at once. The store sees then every
+ * RU not in a call in flight or spent, so a balance of K calls serves K calls on any number of
+ * instances. An answer showing a block free again ends it; so does a top-up (`reload`). Except for an
+ * owner whose deliveries are charged here (FEEDS_HOLD_MS): a delivery cannot wait for the store, so that
+ * owner's RU are held and refilled as when not low, and spent by its subscriptions here.
  */
 export interface BlockBook extends BalanceBook {
   /**
@@ -61,7 +79,9 @@ export interface BlockBook extends BalanceBook {
    * have been committed after the store answered: then the reservation is the instance's, and is kept.
    */
   expired(ownerId: number, grantsBefore: number): void;
-  /** Forgets an owner's held RU (given back to the store by the caller) where nothing is unflushed or open. */
+  /** Owners holding RU whose last call asked before `before` (ms): their blocks may go back (`drop`). */
+  idle(before: number): number[];
+  /** Forgets an owner's held RU (given back to the store by the caller) where nothing is unflushed, open or asked for. */
   drop(ownerId: number): number;
 }
 
@@ -69,19 +89,48 @@ interface Block {
   held: number;
   unflushed: number;
   open: number;
-  /** The refill under way, if any. */
+  /** The block refill under way, if any. */
   refill: Promise<void> | null;
-  /** When the store last granted nothing (ms), or -Infinity: asked again only after dryRetryMs. */
-  dryAt: number;
   /** The number of the last grant with RU in it (see `grants`). */
   grant: number;
-  /** RU written as debits while the refill under way was in flight (see `refill`). */
+  /** RU written as debits while a refill or a call reservation was in flight (see `refill`). */
   writtenMeanwhile: number;
   /** RU of the calls waiting in `prepare`: what the refills must cover, beyond what is spendable. */
   waiting: number;
-  /** Whether the last grant came back short of what was asked (the store had no more to give). */
-  short: boolean;
+  /** The store last granted less than asked, or showed less than a block free: RU are reserved call by call. */
+  low: boolean;
+  /** Low: the calls waiting for the next `reserveCalls`. */
+  queue: WaitingCall[];
+  /** Low: a `reserveCalls` is in flight, or due on the next turn. */
+  asking: boolean;
+  /** Low: a give-back of what is held unspent is due on the next turn. */
+  givingBack: boolean;
+  /** The RU the owner has left in all, as the store last said when no other instance held any (else Infinity). */
+  ceiling: number;
+  /** When the store said it (ms), or -Infinity: trusted for dryRetryMs. */
+  ceilingAt: number;
+  /** When a call or a delivery last asked for the owner's RU here (ms): an idle block goes back (`idle`). */
+  usedAt: number;
+  /** When deliveries (subscriptions, event streams) were last charged to the owner here (ms), or -Infinity. */
+  chargedAt: number;
+  /** When a background refill last got nothing (ms), or -Infinity: not asked again before dryRetryMs. */
+  dryAt: number;
 }
+
+/**
+ * How long after deliveries were charged to an owner here (ms) a low owner keeps what it holds and refills
+ * in the background, as when not low: a delivery is charged on the spot, with no time to ask the store,
+ * and a charge the held RU cannot pay closes the subscriptions. A minute covers a head every 12 s.
+ */
+const FEEDS_HOLD_MS = 60_000;
+
+interface WaitingCall {
+  ru: number;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+const sumOf = (ru: readonly number[]): number => ru.reduce((n, r) => n + r, 0);
 
 export function createBlockBook(source: BlockSource, options: BlockBookOptions): BlockBook {
   const now = options.now ?? Date.now;
@@ -94,34 +143,61 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
   function blockOf(ownerId: number): Block {
     let b = blocks.get(ownerId);
     if (b === undefined) {
-      b = { held: 0, unflushed: 0, open: 0, refill: null, dryAt: -Infinity, grant: 0, writtenMeanwhile: 0, waiting: 0, short: false };
+      b = {
+        held: 0,
+        unflushed: 0,
+        open: 0,
+        refill: null,
+        grant: 0,
+        writtenMeanwhile: 0,
+        waiting: 0,
+        low: false,
+        queue: [],
+        asking: false,
+        givingBack: false,
+        ceiling: Number.POSITIVE_INFINITY,
+        ceilingAt: Number.NEGATIVE_INFINITY,
+        usedAt: now(),
+        chargedAt: Number.NEGATIVE_INFINITY,
+        dryAt: Number.NEGATIVE_INFINITY,
+      };
       blocks.set(ownerId, b);
     }
     return b;
   }
+
+  /** Whether deliveries are charged to the owner here: its RU are then held, low or not (FEEDS_HOLD_MS). */
+  const feedsHere = (b: Block): boolean => now() - b.chargedAt < FEEDS_HOLD_MS;
 
   /** What may be spent now: nothing once the reservations may have expired in the store. */
   function spendable(ownerId: number, b: Block): number {
     return now() < options.validUntil(ownerId) ? b.held - b.unflushed - b.open : 0;
   }
 
+  /**
+   * The grant replaces what was held when asked once the reservation may have expired in the store: what
+   * was held may be another instance's by now (the store starts an expired reservation afresh). A debit
+   * written meanwhile may have lowered the new reservation: it is taken off the grant. Both err towards
+   * spending less than the store holds for this instance (the old RU when the store had in fact kept them,
+   * a debit written first), never more; the surplus idles until a clean stop.
+   */
+  function granted(b: Block, stale: boolean, ru: number): void {
+    b.held = stale ? Math.max(0, ru - b.writtenMeanwhile) : b.held + ru;
+    if (ru > 0) b.grant = ++grants;
+  }
+
   function refill(ownerId: number, b: Block, atLeast: number): Promise<void> {
     if (b.refill !== null) return b.refill;
     const want = Math.max(options.blockRu, atLeast);
-    // Asked once the reservation may have expired in the store: what was held may be another instance's
-    // by now (the store starts an expired reservation afresh), so the grant replaces it rather than adds
-    // to it. A debit written meanwhile may have lowered the new reservation: it is taken off the grant.
-    // Both err towards spending less than the store holds for this instance (the old RU when the store
-    // had in fact kept them, a debit written first), never more; the surplus idles until a clean stop.
     const stale = now() >= options.validUntil(ownerId);
     b.writtenMeanwhile = 0;
     b.refill = source.reserve(ownerId, want).then(
-      (granted) => {
+      (ru) => {
         b.refill = null;
-        b.held = stale ? Math.max(0, granted - b.writtenMeanwhile) : b.held + granted;
-        b.short = granted < want;
-        if (granted === 0) b.dryAt = now();
-        else b.grant = ++grants;
+        granted(b, stale, ru);
+        if (ru === 0) b.dryAt = now();
+        // Less than asked: the owner's balance is nearly spent (or held elsewhere); a block would strand it.
+        b.low = ru < want;
       },
       (err: unknown) => {
         b.refill = null;
@@ -142,16 +218,97 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       const missing = b.waiting - before;
       if (missing <= 0) return;
       await refill(ownerId, b, missing);
-      // A short grant: the store has no more. No gain: the RU are not spendable yet (renewals failing), asking again would not help.
-      if (b.short || spendable(ownerId, b) <= before) return;
+      // Low: call by call from now on. No gain: the RU are not spendable yet (renewals failing), asking again would not help.
+      if (b.low || spendable(ownerId, b) <= before) return;
     }
   }
 
-  /** A background refill once the owner holds less than half a block; its failure waits for the next call. */
-  function topUpSoon(ownerId: number, b: Block): void {
-    if (b.refill === null && spendable(ownerId, b) < options.blockRu / 2 && now() - b.dryAt >= dryRetryMs) {
-      refill(ownerId, b, 0).catch(() => {});
+  async function viaBlock(ownerId: number, b: Block, ru: number): Promise<void> {
+    b.waiting += ru;
+    try {
+      await fill(ownerId, b);
+    } finally {
+      b.waiting -= ru;
     }
+    // The store had less than asked: every call that waited is asked for on its own, what the short
+    // block brought given back in the same transaction (the calls would otherwise race for it here).
+    if (b.low) await viaCall(ownerId, b, ru);
+  }
+
+  /** Low: the call waits for the next `reserveCalls`, which sets its RU aside whole or refuses it (402). */
+  function viaCall(ownerId: number, b: Block, ru: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      b.queue.push({ ru, resolve, reject });
+      b.waiting += ru;
+      askSoon(ownerId, b);
+    });
+  }
+
+  /**
+   * On the next turn, so that calls arriving meanwhile go in the same transaction, and the calls an answer
+   * just granted have reserved their RU before the rest is given back.
+   */
+  function askSoon(ownerId: number, b: Block): void {
+    if (b.asking) return;
+    b.asking = true;
+    setImmediate(() => askCalls(ownerId, b));
+  }
+
+  function askCalls(ownerId: number, b: Block): void {
+    const calls = b.queue.splice(0);
+    const asked = calls.map((c) => c.ru);
+    // What is held with no call waiting for it goes back first: the store then sees it, for this instance's calls or another's.
+    const giveBack = feedsHere(b) ? 0 : Math.max(0, spendable(ownerId, b) - (b.waiting - sumOf(asked)));
+    const stale = now() >= options.validUntil(ownerId);
+    b.held -= giveBack;
+    b.writtenMeanwhile = 0;
+    const answered = (end: (c: WaitingCall) => void): void => {
+      b.asking = false;
+      for (const c of calls) {
+        b.waiting -= c.ru;
+        end(c);
+      }
+      if (b.queue.length > 0) askSoon(ownerId, b);
+      else giveBackSoon(ownerId, b);
+    };
+    source.reserveCalls(ownerId, giveBack, asked).then(
+      (answer) => {
+        granted(b, stale, sumOf(answer.granted));
+        b.low = answer.free < options.blockRu;
+        b.ceiling = answer.othersHeld === 0 ? answer.free : Number.POSITIVE_INFINITY;
+        b.ceilingAt = now();
+        answered((c) => c.resolve());
+      },
+      (err: unknown) => answered((c) => c.reject(err)),
+    );
+  }
+
+  /** Low: on the next turn, what is held with no call waiting for it goes back to the store. */
+  function giveBackSoon(ownerId: number, b: Block): void {
+    if (!b.low || b.givingBack || feedsHere(b)) return;
+    b.givingBack = true;
+    setImmediate(() => {
+      b.givingBack = false;
+      // Calls waiting: their `reserveCalls` gives it back. A refill in flight: its answer decides.
+      if (!b.low || b.asking || b.refill !== null || b.waiting > 0) return;
+      const ru = spendable(ownerId, b);
+      if (ru <= 0) return;
+      b.held -= ru;
+      // The store has more left than it last said.
+      b.ceilingAt = Number.NEGATIVE_INFINITY;
+      // Failed: the store keeps them for this instance until a clean stop or their expiry; never spent twice.
+      source.release(ownerId, ru).catch(() => {});
+    });
+  }
+
+  /**
+   * A background refill once the owner holds less than half a block (when low, only for deliveries charged
+   * here); its failure waits for the next call, a refill that got nothing for dryRetryMs.
+   */
+  function topUpSoon(ownerId: number, b: Block): void {
+    if (b.low && !feedsHere(b)) return;
+    if (b.refill === null && spendable(ownerId, b) < options.blockRu / 2 && now() - b.dryAt >= dryRetryMs)
+      refill(ownerId, b, 0).catch(() => {});
   }
 
   return {
@@ -161,15 +318,13 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     prepare(ownerId, ru) {
       const b = blockOf(ownerId);
+      b.usedAt = now();
       // What calls already waiting will spend is not this call's: it waits with them.
       if (spendable(ownerId, b) - b.waiting >= ru) return null;
-      // The store had nothing for this owner a moment ago: answer 402 now rather than ask on every call.
-      if (b.refill === null && now() - b.dryAt < dryRetryMs) return null;
-      // When the store has too little for every waiting call, `reserve` refuses the ones it cannot pay (402).
-      b.waiting += ru;
-      return fill(ownerId, b).finally(() => {
-        b.waiting -= ru;
-      });
+      if (!b.low) return viaBlock(ownerId, b, ru);
+      // The store said a moment ago that the owner has less than this call in all: answer 402 without asking.
+      if (ru > b.ceiling && now() - b.ceilingAt < dryRetryMs) return null;
+      return viaCall(ownerId, b, ru);
     },
     reserve(ownerId, ru) {
       const b = blockOf(ownerId);
@@ -182,9 +337,11 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       const b = blockOf(ownerId);
       b.open -= reserved;
       b.unflushed += debited;
+      if (debited < reserved) giveBackSoon(ownerId, b);
     },
     charge(ownerId, ru) {
       const b = blockOf(ownerId);
+      b.chargedAt = b.usedAt = now();
       const ok = spendable(ownerId, b) >= ru;
       if (ok) b.unflushed += ru;
       topUpSoon(ownerId, b);
@@ -194,16 +351,21 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       const b = blocks.get(ownerId);
       if (b === undefined) return;
       b.unflushed -= debited;
-      if (b.refill !== null) b.writtenMeanwhile += debited;
+      if (b.refill !== null || b.asking) b.writtenMeanwhile += debited;
       // A surcharge may have spent past the block: the store's reservation stops at zero, so does `held`.
       b.held = Math.max(0, b.held - debited);
     },
     reload(ownerId) {
-      // A top-up or a plan change in the store: an owner the store had nothing for is asked again at once.
-      if (ownerId === undefined) for (const b of blocks.values()) b.dryAt = -Infinity;
+      // A top-up or a plan change in the store: blocks again, and an owner the store had too little for is asked again at once.
+      const reset = (b: Block): void => {
+        b.low = false;
+        b.ceilingAt = Number.NEGATIVE_INFINITY;
+        b.dryAt = Number.NEGATIVE_INFINITY;
+      };
+      if (ownerId === undefined) for (const b of blocks.values()) reset(b);
       else {
         const b = blocks.get(ownerId);
-        if (b !== undefined) b.dryAt = -Infinity;
+        if (b !== undefined) reset(b);
       }
     },
     unwritten: (ownerId) => blocks.get(ownerId)?.unflushed ?? 0,
@@ -217,9 +379,14 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       for (const [ownerId, b] of blocks) if (b.held > 0) out.set(ownerId, b.held);
       return out;
     },
+    idle(before) {
+      const out: number[] = [];
+      for (const [ownerId, b] of blocks) if (b.usedAt < before && b.held > 0) out.push(ownerId);
+      return out;
+    },
     drop(ownerId) {
       const b = blocks.get(ownerId);
-      if (b === undefined || b.unflushed !== 0 || b.open !== 0 || b.refill !== null) return 0;
+      if (b === undefined || b.unflushed !== 0 || b.open !== 0 || b.refill !== null || b.asking || b.waiting !== 0) return 0;
       blocks.delete(ownerId);
       return b.held;
     },

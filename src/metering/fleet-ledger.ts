@@ -2,11 +2,14 @@ import { randomBytes } from 'node:crypto';
 import type { Ledger, LedgerOptions } from './ledger.js';
 import { type BlockBook, createBlockBook } from './block-book.js';
 import { createMeter } from './meter.js';
-import type { LedgerStore, UsageBatch } from './ledger-store.js';
+import type { CallReservations, LedgerStore, UsageBatch } from './ledger-store.js';
 import { createPendingUsage } from './usage-rows.js';
 
 /** What the fleet ledger needs of the shared store (ledger-store.ts). */
-export type FleetLedgerStore = Pick<LedgerStore, 'writeUsage' | 'reserve' | 'release' | 'renew'>;
+export type FleetLedgerStore = Pick<LedgerStore, 'writeUsage' | 'reserve' | 'release' | 'renew'> & CallReservations;
+
+/** An owner's block unused this long (ms) goes back to the store at the next flush. */
+const IDLE_BLOCK_MS = 5000;
 
 export interface FleetLedgerOptions extends LedgerOptions {
   /** This instance's name in the fleet (config `cluster.instance`). */
@@ -26,6 +29,7 @@ export interface FleetLedgerOptions extends LedgerOptions {
  *   written; a batch that failed (PostgreSQL unreachable, or its answer lost) is sent again as it was,
  *   same id and rows, before any new one: the store applies an id once, so nothing is charged twice
  *   and nothing is lost while the instance lives;
+ * - an owner's block unused for IDLE_BLOCK_MS goes back to the store;
  * - the reservations are renewed (the heartbeat). Spending from an owner's stops when the last renewal
  *   or reservation of it that passed is older than the TTL less one flush interval: the store may have
  *   let it expire by then.
@@ -54,16 +58,31 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
   let renewedUntil = -Infinity;
   const reservedUntil = new Map<number, number>();
   const aliveFrom = (sent: number): number => sent + ttlS * 1000 - options.flushIntervalMs;
+  /** The store writes (and so extends) a reservation only when it grants something. */
+  const extended = (ownerId: number, sent: number, granted: number): void => {
+    if (granted > 0) reservedUntil.set(ownerId, Math.max(reservedUntil.get(ownerId) ?? -Infinity, aliveFrom(sent)));
+  };
   const book: BlockBook = createBlockBook(
     {
       reserve: (ownerId, ru) => {
         const sent = now();
         return store.reserve(instance, ownerId, ru, ttlS).then((granted) => {
-          // The store writes (and so extends) a reservation only when it grants something.
-          if (granted > 0) reservedUntil.set(ownerId, Math.max(reservedUntil.get(ownerId) ?? -Infinity, aliveFrom(sent)));
+          extended(ownerId, sent, granted);
           return granted;
         });
       },
+      reserveCalls: (ownerId, giveBack, calls) => {
+        const sent = now();
+        return store.reserveCalls(instance, ownerId, giveBack, calls, ttlS).then((answer) => {
+          extended(
+            ownerId,
+            sent,
+            answer.granted.reduce((n, ru) => n + ru, 0),
+          );
+          return answer;
+        });
+      },
+      release: (ownerId, ru) => store.release(instance, ownerId, ru),
     },
     { blockRu: options.blockRu, validUntil: (ownerId) => Math.max(renewedUntil, reservedUntil.get(ownerId) ?? -Infinity), now },
   );
@@ -98,6 +117,7 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
       renewedUntil = Math.max(renewedUntil, aliveFrom(sent));
       // A reservation's own mark no later than the renewal's says nothing more.
       for (const [ownerId, until] of reservedUntil) if (until <= renewedUntil) reservedUntil.delete(ownerId);
+      giveBackIdle();
       healthy = true;
       lastFlushAt = now();
       options.metrics?.ledgerFlush.observe((performance.now() - startedAt) / 1000);
@@ -107,6 +127,19 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
       options.metrics?.ledgerFlushFailures.inc();
       options.onFlushError?.(err);
       return false;
+    }
+  }
+
+  /**
+   * Blocks of owners with no call here for IDLE_BLOCK_MS go back to the store, so another instance serving
+   * the owner gets them rather than being refused while they idle here. Only an owner with nothing
+   * unwritten, open or asked for is forgotten, and only what it held is given back (an amount, not the
+   * row: a reservation asked for next may reach the store first).
+   */
+  function giveBackIdle(): void {
+    for (const ownerId of book.idle(now() - IDLE_BLOCK_MS)) {
+      const ru = book.drop(ownerId);
+      if (ru > 0) store.release(instance, ownerId, ru).catch(() => {});
     }
   }
 

@@ -84,6 +84,31 @@ export interface LedgerStore {
   close(): Promise<void>;
 }
 
+/**
+ * Reservations made call by call, for an owner whose balance is nearly spent (fleet mode only): a block
+ * asked for then would strand its remainder on one instance while another cannot pay a call.
+ */
+export interface CallReservations {
+  /**
+   * In one transaction under the owner's lock: gives back `giveBack` RU of `instance`'s live reservation
+   * (not below 0), then sets aside, for each of `calls` in order, its RU when the owner's available RU
+   * (balance − live reservations) still cover it, else nothing for it, and adds what it set aside to the
+   * reservation (expiry now + `ttlS`). Given back first, so two instances each holding part of one call's
+   * RU do not both ask while holding on to their part. Every amount a non-negative integer (else a RangeError).
+   */
+  reserveCalls(instance: string, ownerId: number, giveBack: number, calls: readonly number[], ttlS: number): Promise<CallsGrant>;
+}
+
+/** What `reserveCalls` answers: how an instance learns that an owner's balance is low, and how low. */
+export interface CallsGrant {
+  /** The RU set aside for each call asked, in order: the call's RU or 0. */
+  granted: number[];
+  /** The owner's available RU after it (balance − every live reservation); 0 for an unknown owner. */
+  free: number;
+  /** RU of the other instances' live reservations of the owner: 0 means `free` is all the owner has left. */
+  othersHeld: number;
+}
+
 /** Usage counted by one instance since its last batch, written at once by `writeUsage`. */
 export interface UsageBatch {
   /** Unique among batches of every instance (e.g. the instance's id and a sequence number); a retry reuses it. */

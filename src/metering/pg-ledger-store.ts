@@ -1,7 +1,16 @@
 import type pg from 'pg';
 import type { PgStore } from '../store/pg-open.js';
 import { inPgTransaction } from '../store/pg-transaction.js';
-import { checkRu, createCallGate, debitsByOwner, type InstanceRow, type LedgerStore, type UsageBatch } from './ledger-store.js';
+import {
+  type CallReservations,
+  type CallsGrant,
+  checkRu,
+  createCallGate,
+  debitsByOwner,
+  type InstanceRow,
+  type LedgerStore,
+  type UsageBatch,
+} from './ledger-store.js';
 import { type RollUpOptions, rollUpCutoffs } from './usage.js';
 
 /**
@@ -37,6 +46,9 @@ const SQL = {
     WHERE r.instance = $1 AND r.owner_id = d.owner_id AND r.expires_at > clock_timestamp()`,
   lockOwner: `SELECT ru_balance AS "ruBalance" FROM owners WHERE id = $1 FOR UPDATE`,
   liveReserved: `SELECT coalesce(sum(ru), 0) AS ru FROM reservations WHERE owner_id = $1 AND expires_at > clock_timestamp()`,
+  // Every live reservation of the owner, and the instance's own part of it.
+  liveReservedBy: `SELECT coalesce(sum(ru), 0) AS ru, coalesce(sum(ru) FILTER (WHERE instance = $2), 0) AS mine
+    FROM reservations WHERE owner_id = $1 AND expires_at > clock_timestamp()`,
   // The instance's own expired row is started afresh: its RU were freed at its expiry.
   addReservation: `INSERT INTO reservations (instance, owner_id, ru, expires_at)
     VALUES ($1, $2, $3, clock_timestamp() + ${seconds('$4')})
@@ -81,7 +93,7 @@ const MOVE_HOURS = moveSql('usage_hour', 'usage_day', 86_400);
  * The ledger store in PostgreSQL, shared by every instance of a fleet: each method is one transaction
  * (or one statement) on a connection of `store`'s pool, with parameters bound, never spliced.
  */
-export function createPgLedgerStore(store: PgStore, options: RollUpOptions): LedgerStore {
+export function createPgLedgerStore(store: PgStore, options: RollUpOptions): LedgerStore & CallReservations {
   const pool = store.pool;
   const gate = createCallGate();
 
@@ -134,6 +146,29 @@ export function createPgLedgerStore(store: PgStore, options: RollUpOptions): Led
     return granted;
   }
 
+  async function reserveCalls(
+    client: pg.PoolClient,
+    instance: string,
+    ownerId: number,
+    giveBack: number,
+    calls: readonly number[],
+    ttlS: number,
+  ): Promise<CallsGrant> {
+    const owner = (await client.query<{ ruBalance: number }>(SQL.lockOwner, [ownerId])).rows[0];
+    if (owner === undefined) return { granted: calls.map(() => 0), free: 0, othersHeld: 0 };
+    if (giveBack > 0) await client.query(SQL.releaseSome, [instance, ownerId, giveBack]);
+    const live = (await client.query<{ ru: number; mine: number }>(SQL.liveReservedBy, [ownerId, instance])).rows[0]!;
+    let free = Math.max(0, owner.ruBalance - live.ru);
+    const granted = calls.map((ru) => {
+      if (ru > free) return 0;
+      free -= ru;
+      return ru;
+    });
+    const total = granted.reduce((sum, ru) => sum + ru, 0);
+    if (total > 0) await client.query(SQL.addReservation, [instance, ownerId, total, ttlS]);
+    return { granted, free, othersHeld: live.ru - live.mine };
+  }
+
   async function renew(client: pg.PoolClient, instance: string, ttlS: number, info: string | null): Promise<Map<number, number>> {
     const owners = (await client.query<{ id: number }>(SQL.lockOwnersReservedBy, [instance])).rows.map((r) => r.id);
     const live = new Map<number, number>();
@@ -160,6 +195,13 @@ export function createPgLedgerStore(store: PgStore, options: RollUpOptions): Led
       return gate.run(async () => {
         checkRu(ru);
         return inPgTransaction(pool, (client) => reserve(client, instance, ownerId, ru, ttlS));
+      });
+    },
+    reserveCalls(instance, ownerId, giveBack, calls, ttlS) {
+      return gate.run(async () => {
+        checkRu(giveBack);
+        for (const ru of calls) checkRu(ru);
+        return inPgTransaction(pool, (client) => reserveCalls(client, instance, ownerId, giveBack, calls, ttlS));
       });
     },
     release(instance, ownerId, ru) {

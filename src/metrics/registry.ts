@@ -99,6 +99,10 @@ export interface Metrics {
   readonly ledgerFlushFailures: CounterChild;
   /** In a fleet: whether Redis decides the rate limits now (1) or the instance limits locally or refuses (0). */
   clusterRedisUp(up: boolean): void;
+  /** In a fleet: a change notice dropped because it does not parse, by reason (pg-changes.ts IgnoredReason). */
+  changeNoticeIgnored(reason: string): void;
+  /** In a fleet: every known key read again (the change feed came back, or a flood of notices). */
+  changeResync(): void;
   /** A reload (SIGHUP) that applied (`ok`) or was refused; `at` in ms since the epoch. */
   configReload(ok: boolean, at: number): void;
   /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
@@ -310,6 +314,17 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     help: 'In a fleet: 1 while rate limits are shared through Redis, 0 while Redis is unreachable',
     registers,
   });
+  const noticesIgnored = new CounterFamily({
+    name: 'chaingate_change_notices_ignored_total',
+    help: 'In a fleet: notices on the change channel dropped because they do not parse, by reason',
+    labelNames: ['reason'],
+    registers,
+  });
+  const resyncs = new CounterFamily({
+    name: 'chaingate_change_resyncs_total',
+    help: 'In a fleet: times every known API key was read again (the change feed came back, or a flood of notices)',
+    registers,
+  });
   const reloads = new CounterFamily({
     name: 'chaingate_config_reloads_total',
     help: 'Config reloads (SIGHUP), by result',
@@ -441,6 +456,8 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     ledgerFlush: ledgerFlush.labels(),
     ledgerFlushFailures: ledgerFlushFailures.labels(),
     clusterRedisUp: (up) => redisUp.set(up ? 1 : 0),
+    changeNoticeIgnored: (reason) => noticesIgnored.labels(reason).inc(),
+    changeResync: () => resyncs.labels().inc(),
     configReload(ok, at) {
       (ok ? reloadOk : reloadFailed).inc();
       if (ok) lastReload.set(at / 1000);
@@ -517,6 +534,8 @@ export function noMetrics(): Metrics {
     ledgerFlush: NOTHING,
     ledgerFlushFailures: NOTHING,
     clusterRedisUp() {},
+    changeNoticeIgnored() {},
+    changeResync() {},
     configReload() {},
     configLoaded() {},
     workerRestart() {},

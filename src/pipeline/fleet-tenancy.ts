@@ -18,7 +18,7 @@ import { createRuPrices, type KeyBook, type Tenancy } from './tenancy.js';
 export async function openFleetTenancy(
   config: Config,
   log: Logger,
-  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures' | 'clusterRedisUp'>,
+  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures' | 'clusterRedisUp' | 'changeNoticeIgnored' | 'changeResync'>,
 ): Promise<Tenancy> {
   const cluster = config.cluster;
   if (config.storage.url === undefined || cluster === undefined) throw new Error('a fleet needs storage.url and cluster');
@@ -32,6 +32,8 @@ export async function openFleetTenancy(
     ledger: { flushIntervalMs: config.ledger.flush_interval_ms, ...(metrics !== undefined ? { metrics } : {}) },
     onRevoked: (endpointId) => closeRevoked(endpointId),
     onRedisState: (up) => metrics?.clusterRedisUp(up),
+    onNoticeIgnored: (reason) => metrics?.changeNoticeIgnored(reason),
+    onResync: () => metrics?.changeResync(),
     onFlushError: () => {
       flushFailures++;
     },

@@ -1,6 +1,6 @@
 import type { AccountStore } from '../accounts/account-store.js';
 import { createFleetKeys, type FleetKeys } from '../accounts/fleet-keys.js';
-import { type ChangeListener, listenForChanges } from '../accounts/pg-changes.js';
+import { CHANGES_CHANNEL, type ChangeListener, type IgnoredReason, listenForChanges } from '../accounts/pg-changes.js';
 import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
 import type { ClusterConfig } from '../config/storage.js';
 import { createFleetLimiter, type FleetLimiter } from '../limits/fleet-limiter.js';
@@ -45,6 +45,10 @@ export interface FleetOptions {
   onRevoked: (endpointId: string) => void;
   /** Told whether Redis decides the rate limits (the gauge chaingate_cluster_redis_up). */
   onRedisState?: (up: boolean) => void;
+  /** Called with each change notice dropped because it does not parse (chaingate_change_notices_ignored_total). */
+  onNoticeIgnored?: (reason: IgnoredReason) => void;
+  /** Called each time the instance reads every known key again (chaingate_change_resyncs_total). */
+  onResync?: () => void;
   /** Called with each failed write of usage to PostgreSQL (after it is logged), e.g. to count it. */
   onFlushError?: (err: unknown) => void;
   /** What this instance's heartbeat says of it (`chaingate status`). */
@@ -61,14 +65,28 @@ export async function openFleet(options: FleetOptions): Promise<Fleet> {
   const keys = createFleetKeys(accounts, {
     onRevoked: options.onRevoked,
     onError: (err) => log.warn('re-reading keys after a change failed; they are read again at their next call', { error: String(err) }),
+    ...(options.onResync !== undefined ? { onResync: options.onResync } : {}),
   });
+  // Logged once per reason: whoever floods the channel must not flood the log too; the metric counts them all.
+  const loggedReasons = new Set<IgnoredReason>();
+  const ignored = (reason: IgnoredReason): void => {
+    options.onNoticeIgnored?.(reason);
+    if (loggedReasons.has(reason)) return;
+    loggedReasons.add(reason);
+    log.warn(
+      `a notice on the ${CHANGES_CHANNEL} channel that does not parse was ignored; further ones are only counted (chaingate_change_notices_ignored_total). Only the gateway's role should be able to connect (docs/fleet.md)`,
+      { reason },
+    );
+  };
   let feed: ChangeListener;
   try {
     feed = await listenForChanges(pg, (notice) => keys.apply(notice), {
       onDown: (err) => log.warn('the fleet change feed is down; reconnecting', { error: err.message }),
       onUp: () => log.info('the fleet change feed is back; re-reading known keys'),
+      onIgnored: ignored,
     });
   } catch (err) {
+    keys.close();
     await pg.close();
     throw err;
   }
@@ -128,6 +146,7 @@ export async function openFleet(options: FleetOptions): Promise<Fleet> {
       clearInterval(housekeeping);
       await limiter.close();
       await feed.close();
+      keys.close();
       await keys.settled();
       const flushed = await ledger.stop();
       await ledgerStore.close();

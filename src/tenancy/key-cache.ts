@@ -21,8 +21,8 @@ export interface KeyCache {
   remember(key: string, auth: EndpointAuth | null): void;
   /** Drops whatever is cached for `key` (e.g. a new endpoint's key that was once a miss). */
   forget(key: string): void;
-  /** Drops the cached key of an endpoint, so a deleted endpoint stops working at once. */
-  forgetEndpoint(endpointId: string): void;
+  /** Drops the cached key of an endpoint, so a deleted endpoint stops working at once; returns it with what it granted. */
+  forgetEndpoint(endpointId: string): Array<[key: string, auth: EndpointAuth]>;
   /** Forgets every remembered miss (a key made elsewhere may be among them). */
   forgetMisses(): void;
   /** Forgets the owner's keys; returns them with what they granted. */
@@ -65,7 +65,10 @@ export function createKeyCache(maxFound: number, maxMissing: number): KeyCache {
     },
     forgetEndpoint(endpointId) {
       const key = keyOfEndpoint.get(endpointId);
-      if (key !== undefined) found.delete(key);
+      const auth = key === undefined ? undefined : found.get(key);
+      if (key === undefined || auth === undefined) return [];
+      found.delete(key);
+      return [[key, auth]];
     },
     forgetMisses() {
       missing.clear();

@@ -4,8 +4,9 @@
  * it is revoked within a second; a plan change is read again; the feed lost and back re-reads every key.
  */
 import t, { type Test } from 'tap';
-import { createFleetKeys, type FleetKeys } from '../../src/accounts/fleet-keys.js';
-import { listenForChanges } from '../../src/accounts/pg-changes.js';
+import pg from 'pg';
+import { createFleetKeys, type FleetKeys, type FleetKeysOptions } from '../../src/accounts/fleet-keys.js';
+import { CHANGES_CHANNEL, type ChangeListenerOptions, listenForChanges } from '../../src/accounts/pg-changes.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
 import { openPgStore } from '../../src/store/pg-open.js';
 import { startPostgres, type TestServer } from '../support/servers.js';
@@ -18,15 +19,16 @@ async function until(t: Test, what: string, check: () => boolean, ms = 2000): Pr
 }
 
 /** Instance `a` writes through its account store; instance `b` keeps FleetKeys fed by its own listener. */
-async function twoInstances(t: Test, server: TestServer) {
+async function twoInstances(t: Test, server: TestServer, options: FleetKeysOptions = {}, feedOptions: ChangeListenerOptions = {}) {
   const [pgA, pgB] = await Promise.all([openPgStore(server.url), openPgStore(server.url)]);
   const a = createPostgresAccounts(pgA);
   const bAccounts = createPostgresAccounts(pgB);
   const revoked: string[] = [];
-  const keys: FleetKeys = createFleetKeys(bAccounts, { onRevoked: (id) => revoked.push(id) });
-  const feed = await listenForChanges(pgB, (notice) => keys.apply(notice), { minBackoffMs: 300, checkIntervalMs: 1000 });
+  const keys: FleetKeys = createFleetKeys(bAccounts, { onRevoked: (id) => revoked.push(id), ...options });
+  const feed = await listenForChanges(pgB, (notice) => keys.apply(notice), { minBackoffMs: 300, checkIntervalMs: 1000, ...feedOptions });
   t.teardown(async () => {
     await feed.close();
+    keys.close();
     await Promise.all([a.close(), bAccounts.close()]);
   });
   /** As a call on `b` resolves a key: the cache, else one lookup. */
@@ -92,4 +94,101 @@ t.test('the feed lost and back: every key known is read again', async (t) => {
   await until(t, 'revoked after the resync', () => revoked.includes(made.endpoint.id), 10_000);
   await keys.settled();
   t.equal(keys.cached(made.apiKey), null, 'remembered as unknown now');
+});
+
+/** A session of another role than the gateway's, that may connect and so `pg_notify` any channel. */
+async function intruder(t: Test, server: TestServer): Promise<pg.Client> {
+  const admin = new pg.Client({ connectionString: server.url.replace('chaingate@', 'postgres@') });
+  await admin.connect();
+  await admin.query('CREATE ROLE intruder LOGIN');
+  await admin.end();
+  const c = new pg.Client({ connectionString: server.url.replace('chaingate@', 'intruder@') });
+  c.on('error', () => {});
+  await c.connect();
+  t.teardown(() => c.end().catch(() => {}));
+  t.equal((await c.query<{ user: string }>('SELECT current_user AS user')).rows[0]!.user, 'intruder');
+  return c;
+}
+
+t.test('notices another role forges are hints: a live key stays, junk is dropped, a flood costs one resync', async (t) => {
+  const server = await startPostgres(t);
+  const resyncs: number[] = [];
+  const ignored: string[] = [];
+  const { a, keys, revoked, resolve } = await twoInstances(
+    t,
+    server,
+    { onResync: () => resyncs.push(Date.now()), resyncMinMs: 3000 },
+    { onIgnored: (reason) => ignored.push(reason) },
+  );
+  const owner = await a.createOwner('acme', 'free', 100);
+  const made = await a.createEndpoint(owner.id, 'devnet', 'main', 10);
+  if (!('apiKey' in made)) throw new Error('no endpoint');
+  const endpointId = made.endpoint.id;
+  t.match(await resolve(made.apiKey), { endpointId });
+  const evil = await intruder(t, server);
+  const notify = (payload: string) => evil.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, payload]);
+
+  await notify(JSON.stringify({ kind: 'endpoint_deleted', endpointId, ownerId: owner.id }));
+  await until(t, 'the forged deletion made b read the key again', () => keys.cached(made.apiKey) !== undefined, 2000);
+  await keys.settled();
+  t.same(revoked, [], 'the endpoint is not revoked: the store still has it');
+  t.match(await resolve(made.apiKey), { endpointId }, 'the key still works');
+
+  for (const payload of ['garbage', '{"kind":"owner_renamed","ownerId":1}', '{"kind":"endpoint_deleted","ownerId":1}'])
+    await notify(payload);
+  await until(t, 'junk dropped, each with its reason', () => ignored.length === 3);
+  t.same(ignored, ['not_json', 'unknown_kind', 'bad_shape']);
+
+  // A burst of 1,000 in one statement (distinct payloads: PostgreSQL folds identical ones), of every kind.
+  const startedAt = Date.now();
+  await evil.query(
+    `SELECT pg_notify($1, CASE i % 4
+        WHEN 0 THEN json_build_object('kind', 'owner_changed', 'ownerId', $2::int, 'n', i)::text
+        WHEN 1 THEN json_build_object('kind', 'endpoint_deleted', 'endpointId', $3::text, 'ownerId', $2::int, 'n', i)::text
+        WHEN 2 THEN json_build_object('kind', 'endpoint_created', 'endpointId', 'x' || i, 'ownerId', $2::int)::text
+        ELSE 'junk ' || i END)
+      FROM generate_series(1, 1000) AS i`,
+    [CHANGES_CHANNEL, owner.id, endpointId],
+  );
+  await until(t, 'the junk of the burst counted', () => ignored.length === 3 + 250);
+  await new Promise((r) => setTimeout(r, 2000 - (Date.now() - startedAt)));
+  t.ok(resyncs.filter((at) => at < startedAt + 3000).length <= 1, `${resyncs.length} resync in the window`);
+  await keys.settled();
+  t.same(revoked, [], 'still nothing revoked');
+  t.match(await resolve(made.apiKey), { endpointId }, 'and the key still works');
+  // A real deletion is still heard, and believed once the store confirms it.
+  t.equal(await a.deleteEndpoint(owner.id, endpointId), true);
+  await until(t, 'a real deletion revokes within a second', () => revoked.includes(endpointId), 1000);
+});
+
+t.test('a flood of notices re-reads keys within a budget, then costs one resync per window', async (t) => {
+  // 300 keys of owner 1 in a store that counts its reads; a window of 300 ms.
+  let reads = 0;
+  const store = {
+    endpointByKey: async (key: string) => {
+      reads++;
+      return { endpointId: `ep-${key}`, ownerId: 1, network: 'devnet', plan: 'free' };
+    },
+  };
+  const resyncs: number[] = [];
+  const revoked: string[] = [];
+  const keys = createFleetKeys(store, { onResync: () => resyncs.push(Date.now()), onRevoked: (id) => revoked.push(id), resyncMinMs: 300 });
+  t.teardown(() => keys.close());
+  const all = Array.from({ length: 300 }, (_, i) => `key-${i}`);
+  await Promise.all(all.map((k) => keys.lookUp(k)));
+  reads = 0;
+  const startedAt = Date.now();
+  // 1,000 notices naming one key each: 100 re-read their key, the rest wait for one resync.
+  for (let i = 0; i < 1000; i++) keys.apply({ kind: 'endpoint_deleted', endpointId: `ep-key-${i % 300}`, ownerId: 1 });
+  for (let i = 0; i < 1000; i++) keys.apply({ kind: 'resync' });
+  await keys.settled();
+  t.equal(resyncs.length, 1, 'one resync at once, however many notices asked');
+  t.ok(reads <= 100 + 300, `${reads} reads: the budget and one resync, not one per notice`);
+  await until(t, 'the resyncs asked for since come as one at the end of the window', () => resyncs.length === 2, 2000);
+  t.ok(resyncs[1]! - startedAt >= 290, 'not before the window ended');
+  await keys.settled();
+  await new Promise((r) => setTimeout(r, 400));
+  t.equal(resyncs.length, 2, 'and no more');
+  t.same(revoked, [], 'every key still found: nothing revoked');
+  t.equal(all.filter((k) => keys.cached(k) !== undefined).length, 300, 'every key known again');
 });

@@ -180,12 +180,25 @@ t.test('a write that rolls back is never heard', async (t) => {
   t.equal(heard.pending(), 0);
 });
 
-t.test('a payload this build does not know is read as resync', async (t) => {
-  const { writerStore, heard } = await fleet(t);
-  for (const payload of ['garbage', '{"kind":"owner_renamed","ownerId":1}', '{"kind":"endpoint_deleted","ownerId":1}']) {
-    await writerStore.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, payload]);
-    t.same(await heard.next(), { kind: 'resync' }, payload);
-  }
+t.test('a payload that does not parse is dropped with its reason, never read as a resync', async (t) => {
+  const ignored: string[] = [];
+  const { writerStore, heard } = await fleet(t, { onIgnored: (reason) => ignored.push(reason) });
+  const junk: Array<[string, string]> = [
+    ['garbage', 'not_json'],
+    ['42', 'bad_shape'],
+    ['{"kind":"owner_renamed","ownerId":1}', 'unknown_kind'],
+    ['{"kind":"endpoint_deleted","ownerId":1}', 'bad_shape'],
+    ['{"kind":"owner_changed","ownerId":"1"}', 'bad_shape'],
+  ];
+  for (const [payload] of junk) await writerStore.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, payload]);
+  await notifyChange(writerStore.pool as unknown as pg.ClientBase, { kind: 'owner_changed', ownerId: 7 });
+  t.same(await heard.next(), { kind: 'owner_changed', ownerId: 7 }, 'the one that parses, alone');
+  t.same(
+    ignored,
+    junk.map(([, reason]) => reason),
+    'each of the others dropped, with why',
+  );
+  t.equal(heard.pending(), 0);
 });
 
 t.test('after the server restarts the listener reconnects and asks for a resync', async (t) => {

@@ -6,9 +6,12 @@
 import t from 'tap';
 import { createBlockBook } from '../../src/metering/block-book.js';
 
-/** A store with `balance` RU for owner 1, granting what it has; `asked` records each reservation asked. */
+/**
+ * A store with `balance` RU free for owner 1, granting what it has; `asked` records each block asked,
+ * `calls` each reservation call by call ([given back, ...calls]).
+ */
 function source(balance: number) {
-  const state = { balance, asked: [] as number[], fail: false, gate: null as Promise<void> | null };
+  const state = { balance, asked: [] as number[], calls: [] as number[][], fail: false, gate: null as Promise<void> | null };
   return {
     state,
     async reserve(_ownerId: number, ru: number): Promise<number> {
@@ -18,6 +21,20 @@ function source(balance: number) {
       const granted = Math.min(ru, state.balance);
       state.balance -= granted;
       return granted;
+    },
+    async reserveCalls(_ownerId: number, giveBack: number, calls: readonly number[]) {
+      state.calls.push([giveBack, ...calls]);
+      if (state.fail) throw new Error('store unreachable');
+      state.balance += giveBack;
+      const granted = calls.map((ru) => {
+        if (ru > state.balance) return 0;
+        state.balance -= ru;
+        return ru;
+      });
+      return { granted, free: state.balance, othersHeld: 0 };
+    },
+    async release(_ownerId: number, ru: number): Promise<void> {
+      state.balance += ru;
     },
   };
 }
@@ -59,28 +76,67 @@ t.test('under half a block a refill starts in the background; a call needing mor
   t.equal(book.available(1), 500);
 });
 
-t.test('an owner the store had nothing for gets 402 at once until dryRetryMs has passed or a reload', async (t) => {
+t.test(
+  'low: calls are reserved one by one, what is left goes back, and a call over what the owner has is refused without asking',
+  async (t) => {
+    let clock = 0;
+    const s = source(30);
+    const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity, now: () => clock, dryRetryMs: 1000 });
+    await book.prepare(1, 10);
+    t.same(s.state.asked, [100], 'a block asked for');
+    t.same(s.state.calls, [[30, 10]], 'it came back short: what it brought given back, and the call asked for alone');
+    t.equal(book.available(1), 10, 'the call’s RU, no more');
+    t.ok(book.reserve(1, 10));
+    book.close(1, 10, 10);
+    await book.prepare(1, 15);
+    t.same(s.state.calls[1], [0, 15], 'the next call on its own');
+    t.ok(book.reserve(1, 15));
+    book.close(1, 15, 7);
+    await new Promise((r) => setImmediate(r));
+    t.equal(book.available(1), 0, 'what the call did not spend went back at once');
+    t.equal(s.state.balance, 13, 'to the store');
+    t.same(s.state.asked, [100], 'no block asked for while low');
+    t.equal(await book.prepare(1, 13), undefined);
+    t.ok(book.reserve(1, 13), 'the last RU pay the last call');
+    book.close(1, 13, 13);
+    t.equal(s.state.balance, 0);
+    await book.prepare(1, 5);
+    t.notOk(book.reserve(1, 5), 'nothing left: 402');
+    const asked = s.state.calls.length;
+    t.equal(book.prepare(1, 5), null, 'the store just said the owner has nothing, held nowhere else: no wait');
+    t.notOk(book.reserve(1, 5));
+    t.equal(s.state.calls.length, asked, 'and no question to the store');
+    clock += 1000;
+    t.ok(book.prepare(1, 5), 'asked again after dryRetryMs');
+    s.state.balance = 500;
+    book.reload(1);
+    await book.prepare(1, 5);
+    t.same(s.state.asked, [100, 100], 'a top-up noticed through reload: blocks again');
+    t.equal(book.available(1), 100);
+  },
+);
+
+t.test('low: an owner whose deliveries are charged here keeps what it holds and refills it in the background', async (t) => {
   let clock = 0;
-  const s = source(30);
-  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity, now: () => clock, dryRetryMs: 1000 });
-  await book.prepare(1, 10);
-  t.equal(book.available(1), 30, 'what there was');
-  t.ok(book.reserve(1, 30));
-  book.close(1, 30, 30);
-  // The reservation at 0 left started a background refill; the store had nothing.
+  const s = source(60);
+  const book = createBlockBook(s, { blockRu: 100, validUntil: () => Infinity, now: () => clock });
+  t.notOk(book.charge(1, 5), 'nothing held yet: the delivery is refused');
   await new Promise((r) => setImmediate(r));
-  t.equal(book.prepare(1, 10), null, 'the store just said it had nothing: no wait');
-  t.equal(book.reserve(1, 10), false, '402');
-  t.equal(s.state.asked.length, 2, 'the background refill found nothing, and no call asked again');
-  clock += 1000;
-  const again = book.prepare(1, 10);
-  t.ok(again, 'asked again after dryRetryMs');
-  await again;
-  t.equal(book.reserve(1, 10), false, 'still nothing');
-  s.state.balance = 50;
-  book.reload(1);
+  t.same(s.state.asked, [100], 'and a block asked for in the background');
+  t.equal(book.available(1), 60, 'short: the owner is low, and what came is kept for the deliveries');
+  t.ok(book.charge(1, 5));
   await book.prepare(1, 10);
-  t.equal(book.available(1), 50, 'a top-up noticed through reload is asked for at once');
+  t.same(s.state.calls, [], 'a call is paid from what is held');
+  t.ok(book.reserve(1, 10));
+  book.close(1, 10, 3);
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.available(1), 52, 'nothing given back while deliveries are charged here');
+  clock += 60_000;
+  t.ok(book.reserve(1, 10));
+  book.close(1, 10, 3);
+  await new Promise((r) => setImmediate(r));
+  t.equal(book.available(1), 0, 'a minute without deliveries: what is left goes back');
+  t.equal(s.state.balance, 49);
 });
 
 t.test('nothing is spent once the reservations may have expired in the store', async (t) => {
@@ -147,7 +203,7 @@ t.test('an expiry the store reported keeps a block granted after the store was a
 t.test('a block asked for once the reservations may have expired replaces what was held: the store freed it', async (t) => {
   let clock = 1000;
   let validUntil = 5000;
-  const s = source(100);
+  const s = source(1000);
   // As the fleet ledger does: a reservation answered sets the expiry again, from when it was sent.
   const reserve = async (ownerId: number, ru: number): Promise<number> => {
     const sent = clock;
@@ -155,21 +211,18 @@ t.test('a block asked for once the reservations may have expired replaces what w
     validUntil = sent + 4000;
     return granted;
   };
-  const book = createBlockBook({ reserve }, { blockRu: 100, validUntil: () => validUntil, now: () => clock });
+  const book = createBlockBook({ ...s, reserve }, { blockRu: 100, validUntil: () => validUntil, now: () => clock });
   await book.prepare(1, 10);
   t.equal(book.available(1), 100);
   clock = 6000;
   t.equal(book.available(1), 0, 'nothing spent past the known expiry');
-  // The store let the reservation expire and another instance took 60 of the 100.
-  s.state.balance = 40;
+  // The store let the reservation expire (the 100 are free again in it): the grant is not added to them.
   await book.prepare(1, 10);
-  t.equal(book.available(1), 40, 'only what the store granted again');
-  t.same(book.held(), new Map([[1, 40]]));
+  t.equal(book.available(1), 100, 'only what the store granted again');
+  t.same(book.held(), new Map([[1, 100]]));
   // A debit written while such a refill is in flight may lower the new reservation: it is not spent twice.
   t.ok(book.charge(1, 30));
-  await new Promise((r) => setImmediate(r)); // the background refill it started finds the store dry
   clock = 20_000;
-  s.state.balance = 100;
   let open!: () => void;
   s.state.gate = new Promise((r) => {
     open = r;

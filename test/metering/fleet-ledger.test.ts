@@ -86,6 +86,33 @@ t.test('a balance for exactly K calls, hammered through two instances at once, s
   );
 });
 
+for (const n of [2, 3]) {
+  t.test(`the last RU: ${n} instances with blocks of 1000 serve a balance of K calls of 15 RU exactly`, async (t) => {
+    const server = await startPostgres(t);
+    const fleet = await Promise.all(Array.from({ length: n }, (_, i) => instance(t, server.url, `gw-${i}`, { blockRu: 1000 })));
+    const check = await openPgStore(server.url);
+    t.teardown(() => check.close());
+    // The issue's case (100 calls' worth), one short of a block's worth of calls, and a balance of K calls and some RU.
+    for (const [calls, extra] of [
+      [100, 0],
+      [66, 0],
+      [33, 14],
+    ] as const) {
+      const owner = await addPgOwner(fleet[0]!.pg.pool, calls * 15 + extra);
+      const served = await Promise.all(fleet.map((i) => hammer(i.ledger, owner, 15, 16)));
+      t.equal(
+        served.reduce((a, b) => a + b, 0),
+        calls,
+        `${calls} calls' worth + ${extra} RU: ${served.join(' + ')} calls served`,
+      );
+      await Promise.all(fleet.map((i) => i.ledger.flushNow()));
+      const left = (await check.pool.query<{ ru_balance: number }>('SELECT ru_balance FROM owners WHERE id = $1', [owner])).rows[0]!
+        .ru_balance;
+      t.equal(left, extra, `the balance ends at ${left}, under one call`);
+    }
+  });
+}
+
 t.test('an instance cut off from the store stops spending at its reservations expiry; the other then gets them', async (t) => {
   const server = await startPostgres(t);
   const a = await instance(t, server.url, 'gw-a', { ttlS: 1, blockRu: 100 });
@@ -151,6 +178,11 @@ function cutOffLedger(t: Test) {
   const cut = { renewing: true, granting: true };
   const store: FleetLedgerStore = {
     reserve: async (_instance, _ownerId, ru) => (cut.granting ? ru : 0),
+    reserveCalls: async (_instance, _ownerId, _giveBack, calls) => ({
+      granted: calls.map((ru) => (cut.granting ? ru : 0)),
+      free: 0,
+      othersHeld: 0,
+    }),
     renew: async () => {
       if (!cut.renewing) throw new Error('store unreachable');
       return new Map([[1, 100]]);
@@ -195,4 +227,36 @@ t.test('a reservation that grants nothing extends nothing', async (t) => {
   await new Promise((r) => setImmediate(r));
   clock.now = 1000;
   t.equal(ledger.available(1), 0, 'the empty grant at 800 did not keep the block alive past 900');
+});
+
+t.test("an owner's block unused for 5 s goes back at the next flush, the amount held only", async (t) => {
+  const clock = { now: 0 };
+  const released: Array<[string, number | undefined, number | undefined]> = [];
+  const store: FleetLedgerStore = {
+    reserve: async (_instance, _ownerId, ru) => ru,
+    reserveCalls: async (_instance, _ownerId, _giveBack, calls) => ({ granted: [...calls], free: 1000, othersHeld: 0 }),
+    renew: async () => new Map([[1, 90]]),
+    writeUsage: async () => new Map(),
+    release: async (instance, ownerId, ru) => {
+      released.push([instance, ownerId, ru]);
+    },
+  };
+  const ledger = createFleetLedger(store, {
+    instance: 'gw-a',
+    reservationTtlS: 10,
+    blockRu: 100,
+    flushIntervalMs: 100,
+    now: () => clock.now,
+  });
+  t.teardown(() => ledger.stop());
+  t.ok(await call(ledger, 1, 10), 'a block of 100 reserved, 10 spent');
+  clock.now = 4000;
+  t.ok(await ledger.flushNow());
+  t.same(released, [], 'used 4 s ago: kept');
+  t.equal(ledger.available(1), 90);
+  clock.now = 5001;
+  t.ok(await ledger.flushNow());
+  t.same(released, [['gw-a', 1, 90]], 'unused for 5 s: its 90 RU given back');
+  t.equal(ledger.available(1), 0);
+  t.ok(await call(ledger, 1, 10), 'the next call reserves afresh');
 });

@@ -3,7 +3,7 @@
  * same owners at once never grant more than the balance, never deadlock, and keep the ledger exact.
  */
 import t, { type Test } from 'tap';
-import type { LedgerStore } from '../../src/metering/ledger-store.js';
+import type { CallReservations, LedgerStore } from '../../src/metering/ledger-store.js';
 import { createPgLedgerStore } from '../../src/metering/pg-ledger-store.js';
 import type { PendingRow } from '../../src/metering/usage-rows.js';
 import { openPgStore, type PgStore } from '../../src/store/pg-open.js';
@@ -16,7 +16,7 @@ const MINUTE = Date.UTC(2025, 2, 10, 12, 0, 0) / 1000;
 const server = await startPostgres(t);
 
 /** Two instances' stores, each on a pool of its own. */
-async function twoInstances(t: Test): Promise<{ pools: PgStore[]; stores: LedgerStore[] }> {
+async function twoInstances(t: Test): Promise<{ pools: PgStore[]; stores: Array<LedgerStore & CallReservations> }> {
   const pools = await Promise.all([openPgStore(server.url), openPgStore(server.url)]);
   t.teardown(() => Promise.all(pools.map((p) => p.close())));
   return { pools, stores: pools.map((p) => createPgLedgerStore(p, RETENTION)) };
@@ -52,6 +52,26 @@ t.test('200 concurrent reservations from two instances for a balance of K grant 
     );
   }
   t.equal(await stores[0]!.balance(owner), K, 'reserved is not spent');
+});
+
+t.test('reserveCalls gives back first, then sets each call aside whole or not at all, and says what is left', async (t) => {
+  const { pools, stores } = await twoInstances(t);
+  const [a, b] = stores as [LedgerStore & CallReservations, LedgerStore & CallReservations];
+  const owner = await addPgOwner(pools[0]!.pool, 40);
+  t.equal(await a.reserve('a', owner, 25, 60), 25);
+  t.equal(await b.reserve('b', owner, 25, 60), 15, 'the rest');
+  // Neither can pay a call of 30 from its part; b gives its 15 back and asks for the call whole: not there.
+  t.same(await b.reserveCalls('b', owner, 15, [30], 60), { granted: [0], free: 15, othersHeld: 25 }, 'refused whole, not in part');
+  // a gives its 25 back: with b's 15, the call is paid, and a call of 20 after it is not; one of 10 is.
+  t.same(await a.reserveCalls('a', owner, 25, [30, 20, 10], 60), { granted: [30, 0, 10], free: 0, othersHeld: 0 });
+  const rows = await pools[0]!.pool.query('SELECT instance, ru FROM reservations WHERE owner_id = $1 ORDER BY instance', [owner]);
+  t.same(rows.rows, [
+    { instance: 'a', ru: 40 },
+    { instance: 'b', ru: 0 },
+  ]);
+  t.same(await a.reserveCalls('a', 999, 0, [1], 60), { granted: [0], free: 0, othersHeld: 0 }, 'an unknown owner has nothing');
+  await t.rejects(a.reserveCalls('a', owner, -1, [1], 60), RangeError);
+  await t.rejects(a.reserveCalls('a', owner, 0, [1.5], 60), RangeError);
 });
 
 t.test('reserving, spending, writing and heartbeats at once on two instances: no overdraft, no deadlock, exact totals', async (t) => {
@@ -124,7 +144,7 @@ t.test('reserving, spending, writing and heartbeats at once on two instances: no
 
 t.test('while PostgreSQL is down calls fail and apply nothing; back up, the batch retried is applied once', async (t) => {
   const { pools, stores } = await twoInstances(t);
-  const [a, b] = stores as [LedgerStore, LedgerStore];
+  const [a, b] = stores as [LedgerStore & CallReservations, LedgerStore & CallReservations];
   const owner = await addPgOwner(pools[0]!.pool, 100);
   t.equal(await a.reserve('a', owner, 50, 60), 50);
   const batch = {
