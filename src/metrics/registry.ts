@@ -89,6 +89,8 @@ export interface UpstreamMetrics {
   call(outcome: UpstreamOutcome, seconds: number): void;
   readonly inRotation: GaugeChild;
   readonly head: GaugeChild;
+  /** 1 while the node serves another chain than its chain's (chain/chain-identity.ts). */
+  readonly wrongChain: GaugeChild;
 }
 
 export interface Metrics {
@@ -204,6 +206,13 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     name: 'chaingate_upstream_in_rotation',
     aggregator: 'max',
     help: '1 while the upstream takes calls, 0 while it is out of rotation',
+    labelNames: ['chain', 'upstream'],
+    registers,
+  });
+  const wrongChain = new GaugeFamily({
+    name: 'chaingate_upstream_wrong_chain',
+    aggregator: 'max',
+    help: '1 while the upstream serves another chain (chain id, or beacon genesis) than its chain, 0 otherwise',
     labelNames: ['chain', 'upstream'],
     registers,
   });
@@ -343,6 +352,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     upstreamRequests,
     upstreamDuration,
     inRotation,
+    wrongChain,
     upstreamHead,
     chainHead,
     ruCharged,
@@ -383,6 +393,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
           duration.observe(seconds);
         },
         inRotation: inRotation.labels(slug, name),
+        wrongChain: wrongChain.labels(slug, name),
         head: upstreamHead.labels(slug, name),
       };
     });
@@ -472,7 +483,7 @@ const NOTHING = {
   observe() {},
 } as unknown as CounterChild & GaugeChild & HistogramChild;
 
-const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING };
+const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING, wrongChain: NOTHING };
 
 /**
  * Metrics that measure nothing, for `metrics: { enabled: false }` (no listener would read them), so a bench

@@ -321,7 +321,14 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   /** What a chain shares with the other threads: the main thread's relays its probes, a worker's follows them. */
   const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes' | 'poolShare'> => {
     if (relayHost !== null) {
-      return { writes, relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
+      return {
+        writes,
+        relay: {
+          probes: relayHost.observer(slug),
+          feedHead: (i, h) => relayHost.feedHead(slug, i, h),
+          wrongChain: (i, w) => relayHost.wrongChain(slug, i, w),
+        },
+      };
     }
     if (relayClient !== null) {
       const c = inForce.chains[slug]!;
