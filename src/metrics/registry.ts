@@ -105,6 +105,10 @@ export interface Metrics {
   configReload(ok: boolean, at: number): void;
   /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
   configLoaded(at: number): void;
+  /** A client connection refused by the connection cap (limits/connection-cap.ts), by reason. */
+  connectionRefused(reason: 'max_connections' | 'file_descriptors'): void;
+  /** The connection cap in force (server.max_connections, resolved at start). */
+  connectionsMax(max: number): void;
   /** A worker thread died and was started again. */
   workerRestart(worker: number): void;
   /** The worker threads are started (1 to count). */
@@ -342,6 +346,26 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const reloadFailed = reloads.labels('failure');
   reloadOk.inc(0);
   reloadFailed.inc(0);
+  const connectionsRefused = new CounterFamily({
+    name: 'chaingate_connections_refused_total',
+    help: 'Client connections refused before any work: max_connections (the cap is full) or file_descriptors (open files near their limit)',
+    labelNames: ['reason'],
+    registers,
+  });
+  const connectionsMax = new GaugeFamily({
+    name: 'chaingate_connections_max',
+    aggregator: 'max',
+    help: 'The cap on client connections in force (server.max_connections, resolved at start)',
+    labelNames: [],
+    registers,
+  });
+  // Both reasons exist from the start, so a rate() over them reads 0, not absent.
+  const refusedFor = {
+    max_connections: connectionsRefused.labels('max_connections'),
+    file_descriptors: connectionsRefused.labels('file_descriptors'),
+  };
+  refusedFor.max_connections.inc(0);
+  refusedFor.file_descriptors.inc(0);
   const slow = memo((t) => slowConsumers.labels(t));
   const refused = memo((r) => refusals.labels(r));
 
@@ -459,6 +483,8 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     configLoaded(at) {
       lastReload.set(at / 1000);
     },
+    connectionRefused: (reason) => refusedFor[reason].inc(),
+    connectionsMax: (max) => connectionsMax.labels().set(max),
     workerRestart: (worker) => workerRestarts.labels(String(worker)).inc(),
     workersStarted(count) {
       // Every worker's series from the start, so a rate() over restarts reads 0, not absent.
@@ -530,6 +556,8 @@ export function noMetrics(): Metrics {
     clusterRedisUp() {},
     configReload() {},
     configLoaded() {},
+    connectionRefused() {},
+    connectionsMax() {},
     workerRestart() {},
     workersStarted() {},
     text: async () => '',
