@@ -7,14 +7,16 @@
  * did at the limit, where uWS's accept failed with EMFILE and was retried without pause.
  */
 import t, { type Test } from 'tap';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { type Daemon, startDaemon, stopDaemon } from '../support/daemon.js';
 import { scrape } from '../support/exposition.js';
+import type { AnvilNode } from '../../src/devnet/anvil.js';
 import { anvilFor } from '../support/gateway.js';
+import { until } from '../support/until.js';
 import { rpc, send } from '../support/rpc.js';
 
 /** The daemon's open-files limit: what the issue reproduced the spin with. */
@@ -78,7 +80,7 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-async function daemonAt(t: Test, openFiles: number): Promise<Daemon> {
+async function daemonAt(t: Test, openFiles: number, server = ''): Promise<{ d: Daemon; node: AnvilNode }> {
   const node = await anvilFor(t);
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-fds-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -86,7 +88,7 @@ async function daemonAt(t: Test, openFiles: number): Promise<Daemon> {
   writeFileSync(
     cfg,
     [
-      'server: { host: 127.0.0.1, port: 0, workers: 2 }',
+      `server: { host: 127.0.0.1, port: 0, workers: 2${server} }`,
       `storage: { path: ${JSON.stringify(join(dir, 'chaingate.db'))} }`,
       'public: { rps_per_ip: 100000 }',
       'websocket: { max_connections_per_ip: 100000 }',
@@ -99,11 +101,11 @@ async function daemonAt(t: Test, openFiles: number): Promise<Daemon> {
   );
   const d = await startDaemon(t, cfg, { openFiles });
   t.teardown(() => stopDaemon(d));
-  return d;
+  return { d, node };
 }
 
 t.test(`${SOCKETS} WebSockets at an open-files limit of ${OPEN_FILES}: the cap refuses the rest, nothing spins`, async (t) => {
-  const d = await daemonAt(t, OPEN_FILES);
+  const { d, node } = await daemonAt(t, OPEN_FILES);
   const capped = /info connections capped max_connections=(\d+) source=auto open_files_limit=300 reserve=(\d+)/.exec(d.log());
   t.ok(capped, `the cap is logged at start:\n${d.log()}`);
   const max = Number(capped?.[1]);
@@ -136,6 +138,18 @@ t.test(`${SOCKETS} WebSockets at an open-files limit of ${OPEN_FILES}: the cap r
   const answer = new Promise<string>((r) => first.once('message', (m) => r(String(m))));
   first.send('{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[]}');
   t.match(JSON.parse(await answer), { id: 7, result: '0x7a69' });
+  // A subscriber already connected gets each new head once (at the limit it got each ten times, late).
+  const subscriber = open[1]!;
+  const heard: string[] = [];
+  subscriber.on('message', (m) => heard.push(String(m)));
+  subscriber.send('{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}');
+  t.ok(await until(() => heard.length === 1, 5000), 'subscribed');
+  for (let i = 0; i < 3; i++) await rpc(node.url, 'evm_mine');
+  t.ok(await until(() => heard.length >= 4, 5000), 'three heads heard');
+  await new Promise((r) => setTimeout(r, 1000));
+  const heads = heard.slice(1).map((m) => (JSON.parse(m) as { params: { result: { number: string } } }).params.result.number);
+  t.equal(heads.length, 3, `each head once: ${heads.join(', ')}`);
+  t.equal(new Set(heads).size, 3);
 
   // While full: health, metrics and status answer; a plain HTTP call is refused the same way.
   const started = cpuSeconds(d.child.pid!);
@@ -179,4 +193,57 @@ t.test(`${SOCKETS} WebSockets at an open-files limit of ${OPEN_FILES}: the cap r
   const again = await tryOpen(url);
   t.equal(again.kind, 'open', 'a closed socket gives its place back');
   if (again.kind === 'open') open.push(again.ws);
+});
+
+/** Raw connections that send nothing: each holds one of the daemon's descriptors until it is closed. */
+async function idleConnections(t: Test, port: number, count: number): Promise<Socket[]> {
+  const sockets = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Socket>((resolve) => {
+          const s = connect(port, '127.0.0.1', () => resolve(s));
+          s.on('error', () => {});
+        }),
+    ),
+  );
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+  });
+  return sockets;
+}
+
+const descriptorsOf = (pid: number): number => readdirSync(`/proc/${pid}/fd`).length;
+
+t.test('descriptors held by what the cap does not count: new connections refused near the limit, never at it', async (t) => {
+  // A cap above the limit itself: only the fd watch stands between the daemon and EMFILE.
+  const { d } = await daemonAt(t, OPEN_FILES, ', max_connections: 1000');
+  t.match(
+    d.log(),
+    /warn server\.max_connections is above the open-files limit: accept fails before the cap refuses max_connections=1000 source=config open_files_limit=300/,
+  );
+  const url = `http://127.0.0.1:${d.port}/v1/rpc/public`;
+  t.equal((await rpc(url, 'eth_chainId')).status, 200);
+  // Idle clients up to 20 descriptors short of the limit (within the watch's margin of 32).
+  const idle = await idleConnections(t, d.port, OPEN_FILES - 20 - descriptorsOf(d.child.pid!));
+  t.ok(await until(async () => (await rpc(url, 'eth_chainId')).status === 503, 3000), 'a call is refused within a look of the watch');
+  const refused = await rpc(url, 'eth_chainId');
+  t.match(refused.json, { error: { code: -32099, message: /file descriptors \(its open-files limit\)/ } });
+  t.equal((await send('GET', `http://127.0.0.1:${d.port}/healthz`)).status, 200, '/healthz answers');
+  const metrics = await scrape(d.metricsPort!);
+  t.ok(metrics.value('chaingate_connections_refused_total', { reason: 'file_descriptors' }) >= 2, 'counted as file_descriptors');
+  const started = cpuSeconds(d.child.pid!);
+  await new Promise((r) => setTimeout(r, 2000));
+  t.ok(cpuSeconds(d.child.pid!) - started < 0.5, 'no spin');
+
+  for (const s of idle) s.destroy();
+  t.ok(await until(async () => (await rpc(url, 'eth_chainId')).status === 200, 3000), 'served again once they close');
+  const lines = d.log().split('\n');
+  t.equal(lines.filter((l) => l.startsWith('warn open files near the limit')).length, 1, 'the condition logged once');
+  t.equal(lines.filter((l) => l.startsWith('info open files back below the limit')).length, 1, 'and its end');
+  t.same(
+    lines.filter((l) => l.includes('EMFILE')),
+    [],
+    'never at the limit',
+  );
 });
