@@ -247,3 +247,22 @@ t.test('descriptors held by what the cap does not count: new connections refused
     'never at the limit',
   );
 });
+
+t.test('at the limit itself (descriptors held by idle clients), the log says EMFILE once, and when it is over', async (t) => {
+  const { d } = await daemonAt(t, OPEN_FILES, ', max_connections: 1000');
+  // More idle clients than descriptors left: the last ones wait in the listen backlog, as in the issue.
+  const idle = await idleConnections(t, d.port, OPEN_FILES + 10 - descriptorsOf(d.child.pid!));
+  const exhausted = 'error out of file descriptors (EMFILE): new connections cannot be accepted';
+  t.ok(await until(() => d.log().includes(exhausted), 5000), 'the condition is logged as what it is');
+  await new Promise((r) => setTimeout(r, 1500));
+  for (const s of idle) s.destroy();
+  const freed = 'info file descriptors free again: connections are accepted';
+  t.ok(await until(() => d.log().includes(freed), 5000), 'and its end');
+  const lines = d.log().split('\n');
+  t.equal(lines.filter((l) => l.startsWith(exhausted)).length, 1, 'once per condition');
+  t.match(
+    lines.find((l) => l.startsWith(exhausted)),
+    /open=(all|\d+) limit=300/,
+  );
+  t.equal((await rpc(`http://127.0.0.1:${d.port}/v1/rpc/public`, 'eth_chainId')).status, 200, 'served again');
+});
