@@ -32,7 +32,11 @@ export const ERRORS = {
   shutting_down: { http: 503, rpc: -32099, message: 'Service is shutting down' },
   // The gateway's cap on connections (server.max_connections), or its open files near their limit: refused
   // before any work, the connection closed with the answer.
-  too_many_connections: { http: 503, rpc: -32099, message: 'The gateway is at its connection limit; try again shortly' },
+  too_many_connections: {
+    http: 503,
+    rpc: -32099,
+    message: 'The gateway is at its connection limit (server.max_connections); try again shortly',
+  },
   // A fleet whose Redis is unreachable, with cluster.redis_failure: closed (the operator chose refusing over local limits).
   limits_unavailable: { http: 503, rpc: -32099, message: 'Rate limits temporarily unavailable' },
 } as const;

@@ -20,7 +20,7 @@ import type { HttpResponse } from './uws.js';
 
 /** What each refusal says, naming the setting or the limit behind it. */
 const REFUSALS: Readonly<Record<ConnectionRefusal, string>> = {
-  max_connections: 'The gateway is at its connection limit (server.max_connections); try again shortly',
+  max_connections: ERRORS.too_many_connections.message,
   file_descriptors: 'The gateway is short of file descriptors (its open-files limit); try again shortly',
 };
 const LOG_LINES: Readonly<Record<ConnectionRefusal, string>> = {
