@@ -30,6 +30,13 @@ export const ERRORS = {
   bad_request: { http: 400, rpc: -32600, message: 'Bad request' },
   forbidden: { http: 403, rpc: -32600, message: 'Forbidden' },
   shutting_down: { http: 503, rpc: -32099, message: 'Service is shutting down' },
+  // The gateway's cap on connections (server.max_connections), or its open files near their limit: refused
+  // before any work, the connection closed with the answer.
+  too_many_connections: {
+    http: 503,
+    rpc: -32099,
+    message: 'The gateway is at its connection limit (server.max_connections); try again shortly',
+  },
   // A fleet whose Redis is unreachable, with cluster.redis_failure: closed (the operator chose refusing over local limits).
   limits_unavailable: { http: 503, rpc: -32099, message: 'Rate limits temporarily unavailable' },
 } as const;

@@ -16,6 +16,7 @@ type ToWorker =
   | { chain: string; started: number }
   | { chain: string; reported: number; head: number | null; latencyMs: number; hung: boolean }
   | { chain: string; feedHead: number; head: number }
+  | { chain: string; wrongChain: number; wrong: boolean }
   | { reply: number; result: unknown }
   | { reply: number; refusal: FilterErrorMessage }
   | { reply: number; rpcError: { code: number; message: string } }
@@ -31,6 +32,8 @@ export interface ChainRelayHost {
   observer(slug: string): ProbeObserver;
   /** A feed heard node `index` of `slug` report `head` (ChainHealth.followsNewChain), told to every worker. */
   feedHead(slug: string, index: number, head: number): void;
+  /** Node `index` of `slug` serves another chain (or its own), told to every worker (UpstreamHealth.reportWrongChain). */
+  wrongChain(slug: string, index: number, wrong: boolean): void;
 }
 
 export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined): ChainRelayHost {
@@ -70,6 +73,7 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
       reported: (index, head, latencyMs, hung) => broadcast({ chain: slug, reported: index, head, latencyMs, hung }),
     }),
     feedHead: (slug, index, head) => broadcast({ chain: slug, feedHead: index, head }),
+    wrongChain: (slug, index, wrong) => broadcast({ chain: slug, wrongChain: index, wrong }),
   };
 }
 
@@ -107,7 +111,8 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
       if (u === undefined) return;
       u.probeSince = null;
       u.reportProbe(m.head, m.latencyMs, m.hung);
-    } else if (health.upstreams[m.feedHead] !== undefined) health.followsNewChain(m.feedHead, m.head);
+    } else if ('wrongChain' in m) health.upstreams[m.wrongChain]?.reportWrongChain(m.wrong);
+    else if (health.upstreams[m.feedHead] !== undefined) health.followsNewChain(m.feedHead, m.head);
   });
   // Only calls in flight keep a worker alive; the probe reports alone do not.
   port.unref();

@@ -13,6 +13,8 @@ import { createSseHub, type SseHub, type SseHubOptions } from '../fanout/sse-hub
 import { createSubscriptionHub, type HubOptions, type SubscriptionHub } from '../fanout/subscriptions.js';
 import type { Logger } from '../log.js';
 import { readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
+import { readBeaconIdentity, readEvmIdentity } from '../upstreams/identity-probe.js';
+import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
 import { type ProbeObserver, startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
 import { openSseLink } from '../upstreams/sse-link.js';
@@ -127,6 +129,8 @@ export interface ChainRuntime {
    * rotation ('no healthy upstream').
    */
   call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown>;
+  /** Which chain each node serves (nodes on another are out of rotation); judged on the main thread only. */
+  readonly identity: ChainIdentity;
   /** Starts probing the chain's nodes (the gateway does it once it listens); close() stops it. */
   startHealthChecks(): void;
   /** Drops the chain's filters, stops its probes and feeds and closes its upstream clients (once, at the stop). */
@@ -162,8 +166,11 @@ export interface ChainRuntimeOptions {
   subscriptionMetering?: SubscriptionMetering;
   /** The chain's metrics (Metrics.chain(slug)); without them nothing is measured. */
   metrics?: ChainMetrics;
-  /** Told of each probe and each head a feed hears (on the main thread of a gateway with worker threads). */
-  relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void };
+  /** Told of each probe, each head a feed hears and each identity verdict (on the main thread of a gateway
+   *  with worker threads). */
+  relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void; wrongChain(index: number, wrong: boolean): void };
+  /** Overrides how often a node in rotation has its chain checked again (chain-identity.ts RECHECK_MS). */
+  identityRecheckMs?: number;
   /** How many threads share each upstream's max_connections (each worker's pool gets its part); default 1. */
   poolShare?: number;
   /** When a transaction last went through, shared by every thread (chain/write-mark.ts); one of its own otherwise. */
@@ -285,6 +292,17 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
         });
 
   const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
+  const identity = createChainIdentity({
+    chainId: config.kind === 'beacon' ? undefined : config.chain_id,
+    health,
+    upstreams,
+    names: config.upstreams.map((u) => u.name),
+    read: config.kind === 'beacon' ? readBeaconIdentity : readEvmIdentity,
+    metrics,
+    log: (level, msg, fields) => opts.log?.[level](msg, { chain: config.slug, ...fields }),
+    ...(opts.relay !== undefined ? { onVerdict: opts.relay.wrongChain } : {}),
+    ...(opts.identityRecheckMs !== undefined ? { recheckMs: opts.identityRecheckMs } : {}),
+  });
   const proberOptions: ProberOptions = {
     ...PROBER_DEFAULTS,
     ...opts.prober,
@@ -407,6 +425,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       return cacheScope;
     },
     health,
+    identity,
     head,
     cache,
     inFlight,
@@ -424,7 +443,8 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       const writtenAt = writes.at();
       for (const u of health.upstreams) {
         const at = u.headAt;
-        if (u.head === best && !u.failing && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS) return best;
+        if (u.head === best && !u.failing && !u.wrongChain && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS)
+          return best;
       }
       return null;
     },
@@ -439,7 +459,16 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
         return;
       }
       const requestTimeoutMs = probeTimeoutMs + PROBE_REQUEST_SLACK_MS;
-      prober = startProber(health, (index, signal) => readHead(upstreams[index]!, requestTimeoutMs, signal), proberOptions);
+      // What a node serves is checked, when due, before its head is read: a node back from failing on another
+      // chain is judged before its head can restore it.
+      prober = startProber(
+        health,
+        async (index, signal) => {
+          if (identity.due(index)) await identity.check(index, requestTimeoutMs, signal);
+          return readHead(upstreams[index]!, requestTimeoutMs, signal);
+        },
+        proberOptions,
+      );
     },
     close() {
       if (closed) return;

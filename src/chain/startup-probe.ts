@@ -2,9 +2,9 @@ import type { Logger } from '../log.js';
 import type { ChainRuntime } from './runtime.js';
 
 /**
- * One look at every upstream at start, so the log says at once which nodes answer, and whether an evm
- * node serves the configured chain id. Nothing waits on it: the gateway serves (502 for a dead node)
- * whatever it finds.
+ * One look at every upstream at start, so the log says at once which nodes answer. Nothing waits on it: the
+ * gateway serves (502 for a dead node) whatever it finds. A node on another chain is not said to be ok here:
+ * the identity check (chain/chain-identity.ts) logs it as it takes it out of rotation.
  */
 export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Promise<void> {
   const probes: Array<Promise<void>> = [];
@@ -40,15 +40,8 @@ export function probeUpstreams(chains: Iterable<ChainRuntime>, log: Logger): Pro
                   log.warn('upstream answers with an error; calls get 502 until it recovers', fields);
                 } else if (kind === 'evm') {
                   const result = parseResult(Buffer.concat(chunks).toString());
-                  if (result !== undefined && Number(result) !== chainId) {
-                    log.warn('upstream serves another chain id than configured', {
-                      ...fields,
-                      configured: chainId,
-                      served: Number(result),
-                    });
-                  } else {
-                    log.info('upstream ok', fields);
-                  }
+                  // A node on another chain is logged by the identity check, as it takes it out of rotation.
+                  if (result === undefined || Number(result) === chainId) log.info('upstream ok', fields);
                 } else {
                   log.info('upstream ok', fields);
                 }

@@ -24,7 +24,9 @@ export function formatStatus(r: StatusReport): string {
     );
     const rows = c.upstreams.map((u) => [
       u.name,
-      u.in_rotation ? 'in rotation' : `out (${u.reason ?? 'unknown'})`,
+      u.in_rotation
+        ? 'in rotation'
+        : `out (${u.reason === 'wrong_chain' ? `serves ${u.serves ?? 'another chain'}` : (u.reason ?? 'unknown')})`,
       u.head === null ? '–' : String(u.head),
       u.lag === null ? '–' : String(u.lag),
     ]);

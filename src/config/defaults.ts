@@ -13,6 +13,7 @@ export const DEFAULTS = {
     cors_origins: ['*'] as string[],
     stop_timeout_s: 10, // seconds in-flight requests get to finish on SIGTERM
     trust_proxy: false, // true: the client IP is the last hop of X-Forwarded-For
+    max_connections: 'auto' as number | 'auto', // client connections at once; auto: open-files limit less a reserve
   },
   storage: {
     path: './data/chaingate.db',

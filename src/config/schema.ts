@@ -91,6 +91,9 @@ export interface ServerConfig {
   tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
   /** Worker threads serving connections on the one port: 'auto' is one per core (os.availableParallelism()). */
   workers: number | 'auto';
+  /** Client connections at once (WebSockets and event streams held, plain HTTP refused past it): 'auto' is the
+   *  process's open-files limit less a reserve, read at start (server/fd-watch.ts). */
+  max_connections: number | 'auto';
 }
 
 /** More worker threads than this is a typo, not a machine. */
@@ -284,6 +287,7 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'trust_proxy',
       'tls',
       'workers',
+      'max_connections',
     ],
     errors,
   );
@@ -330,7 +334,19 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     trust_proxy: readBool(o.trust_proxy, 'server.trust_proxy', d.trust_proxy, errors),
     tls,
     workers: readWorkers(o.workers, errors),
+    max_connections: readMaxConnections(o.max_connections, d.max_connections, errors),
   };
+}
+
+/** server.max_connections: an integer of at least 1, or 'auto' (the default: the open-files limit less a reserve). */
+function readMaxConnections(v: unknown, fallback: number | 'auto', errors: Errors): number | 'auto' {
+  if (v === undefined || v === null) return fallback;
+  if (v === 'auto') return 'auto';
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 10_000_000) {
+    errors.push(`server.max_connections: must be an integer from 1 to 10000000 or 'auto' (got ${JSON.stringify(v)})`);
+    return fallback;
+  }
+  return v;
 }
 
 /** server.workers: an integer of at least 1, or 'auto' (the default: one per core the process may use). */

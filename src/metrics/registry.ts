@@ -89,6 +89,8 @@ export interface UpstreamMetrics {
   call(outcome: UpstreamOutcome, seconds: number): void;
   readonly inRotation: GaugeChild;
   readonly head: GaugeChild;
+  /** 1 while the node serves another chain than its chain's (chain/chain-identity.ts). */
+  readonly wrongChain: GaugeChild;
 }
 
 export interface Metrics {
@@ -107,6 +109,10 @@ export interface Metrics {
   configReload(ok: boolean, at: number): void;
   /** The config loaded at start, `at` in ms since the epoch (the last-success gauge, no reload counted). */
   configLoaded(at: number): void;
+  /** A client connection refused by the connection cap (limits/connection-cap.ts), by reason. */
+  connectionRefused(reason: 'max_connections' | 'file_descriptors'): void;
+  /** The connection cap in force (server.max_connections, resolved at start). */
+  connectionsMax(max: number): void;
   /** A worker thread died and was started again. */
   workerRestart(worker: number): void;
   /** The worker threads are started (1 to count). */
@@ -208,6 +214,13 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     name: 'chaingate_upstream_in_rotation',
     aggregator: 'max',
     help: '1 while the upstream takes calls, 0 while it is out of rotation',
+    labelNames: ['chain', 'upstream'],
+    registers,
+  });
+  const wrongChain = new GaugeFamily({
+    name: 'chaingate_upstream_wrong_chain',
+    aggregator: 'max',
+    help: '1 while the upstream serves another chain (chain id, or beacon genesis) than its chain, 0 otherwise',
     labelNames: ['chain', 'upstream'],
     registers,
   });
@@ -348,6 +361,26 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   const reloadFailed = reloads.labels('failure');
   reloadOk.inc(0);
   reloadFailed.inc(0);
+  const connectionsRefused = new CounterFamily({
+    name: 'chaingate_connections_refused_total',
+    help: 'Client connections refused before any work: max_connections (the cap is full) or file_descriptors (open files near their limit)',
+    labelNames: ['reason'],
+    registers,
+  });
+  const connectionsMax = new GaugeFamily({
+    name: 'chaingate_connections_max',
+    aggregator: 'max',
+    help: 'The cap on client connections in force (server.max_connections, resolved at start)',
+    labelNames: [],
+    registers,
+  });
+  // Both reasons exist from the start, so a rate() over them reads 0, not absent.
+  const refusedFor = {
+    max_connections: connectionsRefused.labels('max_connections'),
+    file_descriptors: connectionsRefused.labels('file_descriptors'),
+  };
+  refusedFor.max_connections.inc(0);
+  refusedFor.file_descriptors.inc(0);
   const slow = memo((t) => slowConsumers.labels(t));
   const refused = memo((r) => refusals.labels(r));
 
@@ -358,6 +391,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     upstreamRequests,
     upstreamDuration,
     inRotation,
+    wrongChain,
     upstreamHead,
     chainHead,
     ruCharged,
@@ -398,6 +432,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
           duration.observe(seconds);
         },
         inRotation: inRotation.labels(slug, name),
+        wrongChain: wrongChain.labels(slug, name),
         head: upstreamHead.labels(slug, name),
       };
     });
@@ -465,6 +500,8 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     configLoaded(at) {
       lastReload.set(at / 1000);
     },
+    connectionRefused: (reason) => refusedFor[reason].inc(),
+    connectionsMax: (max) => connectionsMax.labels().set(max),
     workerRestart: (worker) => workerRestarts.labels(String(worker)).inc(),
     workersStarted(count) {
       // Every worker's series from the start, so a rate() over restarts reads 0, not absent.
@@ -489,7 +526,7 @@ const NOTHING = {
   observe() {},
 } as unknown as CounterChild & GaugeChild & HistogramChild;
 
-const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING };
+const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING, wrongChain: NOTHING };
 
 /**
  * Metrics that measure nothing, for `metrics: { enabled: false }` (no listener would read them), so a bench
@@ -538,6 +575,8 @@ export function noMetrics(): Metrics {
     changeResync() {},
     configReload() {},
     configLoaded() {},
+    connectionRefused() {},
+    connectionsMax() {},
     workerRestart() {},
     workersStarted() {},
     text: async () => '',

@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js';
+import type { ConnectionCap } from '../limits/connection-cap.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { RepeatedLog } from '../repeated-log.js';
@@ -19,6 +20,8 @@ export interface GatewayContext {
   readonly upstreamFailures: RepeatedLog;
   /** 5xx answers the gateway decided, logged as conditions too (one line when they start, then summaries). */
   readonly failedAnswers: RepeatedLog;
+  /** The process's cap on client connections: WebSockets and event streams hold a place while open. */
+  readonly connections: ConnectionCap;
   readonly tenancy: Tenancy;
   /** Where every measurement goes (GET /metrics on the metrics listener). */
   readonly metrics: Metrics;

@@ -122,6 +122,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
       listener?.remove();
       clients.delete(client);
       counts.close(countKey);
+      ctx.connections.release();
     };
     const client: StreamClient = {
       endpointId: auth?.endpointId ?? null,
@@ -168,6 +169,8 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
       },
     };
     counts.open(countKey);
+    // Its request was let in by the connection cap (server/connection-gate.ts); it holds a place while open.
+    ctx.connections.hold();
     chain.metrics.sseClient(1);
     clients.add(client);
     if (chain.events === null) client.close('unavailable');

@@ -34,6 +34,7 @@ import { connectFeedRelay } from '../fanout/remote-feeds.js';
 import { connectEventRelay } from '../fanout/event-relay.js';
 import type { FeedsLog } from '../fanout/feeds.js';
 import type { WorkerSide } from './worker-link.js';
+import { createConnectionGate } from './connection-gate.js';
 import { closeApp, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, uws } from './uws.js';
 
 /** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT (a const enum in its typings, not importable as a value). */
@@ -321,7 +322,14 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   /** What a chain shares with the other threads: the main thread's relays its probes, a worker's follows them. */
   const sharing = (slug: string): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes' | 'poolShare'> => {
     if (relayHost !== null) {
-      return { writes, relay: { probes: relayHost.observer(slug), feedHead: (i, h) => relayHost.feedHead(slug, i, h) } };
+      return {
+        writes,
+        relay: {
+          probes: relayHost.observer(slug),
+          feedHead: (i, h) => relayHost.feedHead(slug, i, h),
+          wrongChain: (i, w) => relayHost.wrongChain(slug, i, w),
+        },
+      };
     }
     if (relayClient !== null) {
       const c = inForce.chains[slug]!;
@@ -359,12 +367,22 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     opts.worker === undefined ? createRepeatedLog(opts.log) : createForwardingRepeatedLog(name, opts.worker.forward);
   const upstreamFailures = repeatedLog('upstreamFailures');
   const failedAnswers = repeatedLog('failedAnswers');
+  // After the store opened: the default cap reserves what the process holds by now.
+  const connectionsRefused = repeatedLog('connectionsRefused');
+  const gate = createConnectionGate(config, {
+    log: opts.log,
+    metrics,
+    refusals: connectionsRefused,
+    workers,
+    ...(opts.worker !== undefined ? { memory: opts.worker.connections } : {}),
+  });
   const ctx: GatewayContext = {
     config,
     chains,
     log: opts.log,
     upstreamFailures,
     failedAnswers,
+    connections: gate.cap,
     tenancy,
     corsOrigin: createCorsPolicy(config.server.cors_origins),
     metrics,
@@ -383,7 +401,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     clientIp: (res, req) => clientIp(res, req, ctx.config.server.trust_proxy),
     onStoreFault: (during, err) => tenancy.storeFault(during, err),
   };
-  const wsRoute = createWsRoute(ctx, table);
+  const wsRoute = createWsRoute(ctx, table, gate);
   const events = createBeaconEvents(ctx);
   // A key deleted or suspended (by the management API or the CLI) closes the sockets and streams it opened.
   const closeEndpoint = (endpointId: string): void => {
@@ -407,7 +425,9 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     }
     if (!config.management) routeDashboard(a, dashboard);
     a.ws('/*', wsRoute.behavior);
-    a.any('/*', (res, req) => routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req));
+    a.any('/*', (res, req) => {
+      if (!gate.refuseRequest(res)) routeRequest(ctx, config.management ? null : managementDeps, events, table, res, req);
+    });
     return a;
   };
   let app = core ? null : mainApp(config);
@@ -441,6 +461,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     wsRoute.closeAll(1001, 'Server shutting down');
     upstreamFailures.close();
     failedAnswers.close();
+    connectionsRefused.close();
+    gate.close();
     chainSet.closeAll();
     relayClient?.close();
     feedRelay?.close();
@@ -472,7 +494,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         tenancy,
         workers,
         writes,
-        repeated: { upstreamFailures, failedAnswers },
+        repeated: { upstreamFailures, failedAnswers, connectionsRefused },
+        connections: gate.cap.memory,
         ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
       });
       pool = createWorkerPool({
@@ -494,6 +517,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     throw err;
   }
   if (opts.worker === undefined) void probeUpstreams(chains.values(), opts.log);
+  if (opts.worker === undefined) gate.watch();
   // Stopped by release(), through each chain's close().
   for (const c of chains.values()) c.startHealthChecks();
   const managementPort = management ? uws().us_socket_local_port(sockets[app === null ? 0 : 1]!) : undefined;

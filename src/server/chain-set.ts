@@ -3,7 +3,8 @@
  * removes has its clients closed and is stopped; one whose section changed is made anew for every request
  * from now on, while the old runtime stays, retired, for the WebSockets and event streams that were open
  * on it (their subscriptions and streams keep receiving from it) and stops once the last of them leaves.
- * A chain whose section is unchanged keeps its runtime, its sockets and its state.
+ * A chain whose section is unchanged keeps its runtime, its sockets and its state; which chain its nodes
+ * serve is checked again at their next probe.
  */
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { ChainConfig } from '../config/schema.js';
@@ -81,7 +82,11 @@ export function createChainSet(configs: Readonly<Record<string, ChainConfig>>, p
       }
       for (const c of Object.values(next)) {
         const old = live.get(c.slug);
-        if (old !== undefined && same(old.config, c)) continue;
+        if (old !== undefined && same(old.config, c)) {
+          // Its nodes' addresses may now reach other nodes: what they serve is checked again.
+          old.identity.recheckAll();
+          continue;
+        }
         const chain = parts.make(c);
         live.set(c.slug, chain);
         parts.start(chain);

@@ -3,7 +3,7 @@
  *
  * /healthz is 200 whenever the process can answer at all: a load balancer or systemd watchdog restarts the
  * daemon on its failure, and restarting fixes no upstream. /readyz is 503 while some chain has no upstream
- * in rotation, so a load balancer in front of several gateways sends that chain's traffic elsewhere.
+ * in rotation (a chain whose nodes all serve another chain has none), so a load balancer in front of several gateways sends that chain's traffic elsewhere.
  *
  * Upstreams are labelled by their configured name (see HttpUpstream.label): neither body ever holds a URL or a credential.
  */
@@ -25,7 +25,7 @@ export interface HealthReply {
 interface UpstreamReport {
   label: string;
   in_rotation: boolean;
-  /** 'failing' or 'lagging' when out of rotation, else null. */
+  /** 'failing', 'lagging' or 'wrong_chain' (it serves another chain) when out of rotation, else null. */
   reason: string | null;
   head: number | null;
   lag: number | null;

@@ -73,7 +73,16 @@ export interface ChainStatus {
   ws_connections: number;
   subscriptions: number;
   event_streams: number;
-  upstreams: Array<{ name: string; in_rotation: boolean; reason: string | null; head: number | null; lag: number | null }>;
+  /** `reason` is failing, lagging or wrong_chain when out of rotation; `serves` is what the node last said it
+   *  serves (a decimal chain id, or a beacon genesis "root fork_version time"), null before it said. */
+  upstreams: Array<{
+    name: string;
+    in_rotation: boolean;
+    reason: string | null;
+    head: number | null;
+    lag: number | null;
+    serves: string | null;
+  }>;
 }
 
 /** The ledger's flushes as status shows them: when the last one ended (ms since the epoch) and how. */
@@ -117,6 +126,7 @@ export function statusReport(
         reason: s.reason ?? null,
         head: s.head,
         lag: s.lag,
+        serves: chain.identity.served(i),
       };
     });
     const seen = trafficOf(slug);

@@ -32,6 +32,8 @@ export interface WorkerLinksOptions {
   repeated: Record<string, RepeatedLog>;
   /** How many workers the process runs. */
   workers: number;
+  /** The connection cap's memory (limits/connection-cap.ts), one count for every worker. */
+  connections: SharedArrayBuffer;
   /** Where the relays log (a worker's subscriptions lost, and the like). */
   feedsLog: FeedsLog;
 }
@@ -65,6 +67,7 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
         subscriptionSecret,
         workers: opts.workers,
         writes: opts.writes.memory,
+        connections: opts.connections,
         chains: chains.port2,
         feeds: feeds.port2,
         events: events.port2,

@@ -5,6 +5,7 @@ import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
+import type { ConnectionGate } from './connection-gate.js';
 import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
 
 export interface WsRoute {
@@ -31,7 +32,7 @@ export function notificationRu(perStarted250: number, bytes: number): number {
  * Sends are never dropped by uWS (its backpressure cap is above anything the gateway lets queue):
  * the slow-consumer rule is the gateway's own, so it can be counted and explained.
  */
-export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
+export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: ConnectionGate): WsRoute {
   const limits = ctx.config.websocket;
   // Shared by every worker thread: the per-key and per-IP limits hold for the process.
   const counts = ctx.tenancy.connections.websocket;
@@ -47,6 +48,8 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
     sendPingsAutomatically: true,
     maxBackpressure: limits.max_answer_bytes + 4 * limits.max_buffered_bytes,
     upgrade(res, req, context) {
+      // Refused before any other work while the process takes no more connections.
+      if (gate.refuseRequest(res)) return;
       const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
       const route = resolveRoute('upgrade', req.getUrl(), req.getHeader('host'), table);
       if (route.kind !== 'rpc') {
@@ -74,7 +77,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable): WsRoute {
           return;
         }
       }
-      upgradeWs(ctx, server, counts, res, req, context, chain, route.key, route.named, meta);
+      upgradeWs(ctx, server, counts, gate, res, req, context, chain, route.key, route.named, meta);
     },
     open(ws) {
       const conn = ws.getUserData().conn;

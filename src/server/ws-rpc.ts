@@ -16,6 +16,7 @@ import type { Subscription } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
+import type { ConnectionGate } from './connection-gate.js';
 import type { HttpRequest, HttpResponse, WebSocket } from './uws.js';
 import { errorText } from '../log.js';
 
@@ -122,6 +123,7 @@ export function upgradeWs(
   ctx: GatewayContext,
   server: WsServer,
   counts: ConnectionCounts,
+  gate: ConnectionGate,
   res: HttpResponse,
   req: HttpRequest,
   context: unknown,
@@ -160,9 +162,17 @@ export function upgradeWs(
       return;
     }
   }
-  // Counted here, in one step with the check, as the last refusal: another worker thread may admit the same
-  // key at the same moment. The upgrade opens the socket at once (the open handler runs within it).
+  // Counted here, in one step with the check, as the last refusals: another worker thread may admit the same
+  // key, or take the process's last place, at the same moment. The upgrade opens the socket at once (the open
+  // handler runs within it), and its close gives both back (handleWsClose).
+  const full = gate.cap.tryHold();
+  if (full !== null) {
+    gate.refused(full);
+    refuseUpgrade(res, meta, 'too_many_connections', gate.answer(full).message, 1000);
+    return;
+  }
   if (!counts.tryOpen(countKey, limit)) {
+    gate.cap.release();
     caller.tally.refused('too_many_connections');
     refuseUpgrade(res, meta, 'rate_limited', connectionRefusal(caller, limit, 'websocket', 'WebSocket connections'), 1000);
     return;
@@ -353,4 +363,5 @@ export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: Connect
   conn.chain.subscriptions?.dropConnection(conn);
   conn.server.conns.delete(conn);
   counts.close(conn.countKey);
+  ctx.connections.release();
 }

@@ -25,7 +25,7 @@ const DECIMAL = /^(?:0|[1-9][0-9]{0,15})$/;
 export type ReadHead = (upstream: HttpUpstream, timeoutMs: number, signal: AbortSignal) => Promise<number>;
 
 /** One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status, an answer over the cap or not JSON. */
-function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: AbortSignal): Promise<unknown> {
+export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: AbortSignal): Promise<unknown> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) {
       reject(new Error('aborted'));

@@ -57,8 +57,9 @@ const BINS_PER_OCTAVE = 8;
 /** 128 bins reach 2^16 ms (65 s); slower answers land in the last bin. */
 const BINS = 128;
 
-/** Why an upstream is out of rotation. */
-export type OutOfRotationReason = 'failing' | 'lagging';
+/** Why an upstream is out of rotation: 'wrong_chain' when it serves another chain than its chain's
+ *  (chain/chain-identity.ts), which outranks the other two. */
+export type OutOfRotationReason = 'failing' | 'lagging' | 'wrong_chain';
 
 /** A snapshot of one upstream, for selection and for /healthz and /readyz. */
 export interface UpstreamStatus {
@@ -98,6 +99,11 @@ export interface UpstreamHealth {
   reportProbe(head: number | null, latencyMs: number, hung?: boolean): void;
   /** Out of rotation for failures (lag aside). */
   readonly failing: boolean;
+  /** Out of rotation for serving another chain: its chain id (or a beacon node's genesis) is not its chain's. */
+  readonly wrongChain: boolean;
+  /** The identity check's verdict (chain/chain-identity.ts): true when the node serves another chain, false when
+   *  it serves its own or cannot tell; the node leaves or rejoins rotation at once. */
+  reportWrongChain(wrong: boolean): void;
   /** A head probe has been unanswered for SUSPECT_AFTER_MS or more (see the top of this file); says nothing of
    *  rotation. */
   readonly suspected: boolean;
@@ -128,6 +134,8 @@ export interface UpstreamHealthOptions {
   onHead?(previous: number | null, head: number): void;
   /** Called when the node starts or stops failing, so the chain can tell rotation changes (selection.ts). */
   onFailing?(failing: boolean): void;
+  /** Called when the node is found on another chain or back on its own (reportWrongChain). */
+  onWrongChain?(wrong: boolean): void;
 }
 
 /** Whether a node at `head` is more than maxLagBlocks behind `best`; unknown heads are not lagging. */
@@ -161,6 +169,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   const histogram = new Uint32Array(WINDOW_BUCKETS * BINS);
 
   let failing = false;
+  let wrongChain = false;
   let streak = 0;
   let head: number | null = null;
   let headAt: number | null = null;
@@ -284,6 +293,14 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     get failing() {
       return failing;
     },
+    get wrongChain() {
+      return wrongChain;
+    },
+    reportWrongChain(wrong) {
+      if (wrong === wrongChain) return;
+      wrongChain = wrong;
+      opts.onWrongChain?.(wrong);
+    },
     get suspected() {
       const since = health.probeSince;
       return since !== null && now() - since >= SUSPECT_AFTER_MS;
@@ -306,7 +323,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
       const lagging = isLagging(head, best, maxLagBlocks);
       const { ok, failed } = counts();
       const status: UpstreamStatus = {
-        inRotation: !failing && !lagging,
+        inRotation: !failing && !wrongChain && !lagging,
         head,
         lag: head === null || best === null ? null : Math.max(0, best - head),
         errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),
@@ -315,7 +332,8 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
         ewmaMs,
         inflight: health.inflight,
       };
-      if (failing) status.reason = 'failing';
+      if (wrongChain) status.reason = 'wrong_chain';
+      else if (failing) status.reason = 'failing';
       else if (lagging) status.reason = 'lagging';
       return status;
     },

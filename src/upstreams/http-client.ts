@@ -11,7 +11,7 @@ import {
   shiftSlot,
   takeLive,
 } from './upstream-connection.js';
-import { UpstreamError } from './upstream-error.js';
+import { errorCause, UpstreamError } from './upstream-error.js';
 import { ACTIVE, type UpstreamExchange, QUEUED, REFUSED, SETTLED } from './upstream-exchange.js';
 import { upstreamSocketConfig } from './upstream-socket.js';
 import { parseUpstreamUrl } from './upstream-url.js';
@@ -461,7 +461,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     retryOnFresh(again);
     dispatchQueue();
     if (failed.length === 0) return;
-    const reason = err === undefined ? 'connection closed' : ((err as NodeJS.ErrnoException).code ?? err.message);
+    const reason = err === undefined ? 'connection closed' : errorCause(err);
     for (const ex of failed) {
       ex.sink.onError(
         wasConnected

@@ -1,8 +1,9 @@
 /**
  * The choice of upstream for each call among a chain's nodes.
  *
- * In rotation: not failing (see health.ts) and not more than maxLagBlocks behind the best head. The best head
- * is the highest head reported by a node that is not failing; the node holding it is never lagging, so lag is
+ * In rotation: not failing (see health.ts), not on another chain (chain/chain-identity.ts) and not more than
+ * maxLagBlocks behind the best head. The best head is the highest head reported by a node that is neither
+ * failing nor on another chain; the node holding it is never lagging, so lag is
  * judged against nodes in rotation only, and a chain has a node in rotation exactly when one is not failing.
  *
  * Among the nodes in rotation a call goes to one drawn at random with weight 1 / cost, where
@@ -106,7 +107,7 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
     let best: number | null = null;
     for (const u of upstreams) {
       const head = u.head;
-      if (!u.failing && head !== null && (best === null || head > best)) best = head;
+      if (!u.failing && !u.wrongChain && head !== null && (best === null || head > best)) best = head;
     }
     return best;
   }
@@ -129,7 +130,7 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
       if (now === rotation[i]) continue;
       rotation[i] = now;
       meters[i]!.inRotation.set(now ? 1 : 0);
-      opts.onRotation?.(names[i]!, now, now ? 'recovered' : u.failing ? 'failing' : 'lagging');
+      opts.onRotation?.(names[i]!, now, now ? 'recovered' : (u.status().reason ?? 'lagging'));
     }
   }
 
@@ -163,11 +164,12 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
       onHead: (previous, head) => noteHead(i, previous, head),
       // A node restored is looked at when the head its probe brought is reported, just after.
       onFailing: (failing) => failing && watchRotation(),
+      onWrongChain: () => watchRotation(),
     }),
   );
 
   function inRotation(u: UpstreamHealth, best: number | null): boolean {
-    return !u.failing && !isLagging(u.head, best, maxLagBlocks);
+    return !u.failing && !u.wrongChain && !isLagging(u.head, best, maxLagBlocks);
   }
 
   const candidates: number[] = [];

@@ -17,3 +17,24 @@ export class UpstreamError extends Error {
     this.kind = kind;
   }
 }
+
+/** What the system errors an operator must act on mean: "EMFILE" alone sends one looking at the node. */
+const SYSTEM_CAUSES: Readonly<Record<string, string>> = {
+  EMFILE: 'out of file descriptors: the process is at its open-files limit',
+  ENFILE: "out of file descriptors: the system's file table is full",
+  ENOBUFS: 'out of socket buffers',
+  EADDRNOTAVAIL: 'out of local ports',
+};
+
+/** A system error the process is short of something for ("EMFILE: out of file descriptors: ..."), else null. */
+export function shortageCause(err: unknown): string | null {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  const meaning = typeof code === 'string' ? SYSTEM_CAUSES[code] : undefined;
+  return meaning === undefined ? null : `${code}: ${meaning}`;
+}
+
+/** An error's cause as a log says it: a shortage with its meaning, else its code, else its message. */
+export function errorCause(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return shortageCause(err) ?? (typeof code === 'string' ? code : err instanceof Error ? err.message : String(err));
+}

@@ -5,6 +5,7 @@
  */
 import { createRequire } from 'node:module';
 import type WebSocket from 'ws';
+import { errorCause, shortageCause } from './upstream-error.js';
 
 /**
  * ws, loaded when the first link opens: the upstream subscriptions are the main thread's, so a worker thread
@@ -120,9 +121,11 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
       followRedirects: false,
       ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
     });
-  } catch {
-    // ws's message would quote the URL, credentials included.
-    return deadLink(opts.label, 'not a usable ws(s) URL');
+  } catch (err) {
+    // ws throws a SyntaxError for a URL it cannot use, whose message would quote it, credentials included; a
+    // system error (EMFILE: the process is out of file descriptors) is said as what it is, never as the URL.
+    const code = (err as NodeJS.ErrnoException).code;
+    return deadLink(opts.label, typeof code === 'string' ? `cannot open a WebSocket (${errorCause(err)})` : 'not a usable ws(s) URL');
   }
 
   let resolveOpened!: () => void;
@@ -177,7 +180,8 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
     awaitingPong = false;
   });
   ws.on('error', (err: Error) => {
-    lastError = err.message;
+    const shortage = shortageCause(err);
+    lastError = shortage === null ? err.message : `cannot connect (${shortage})`;
   });
   ws.on('close', (code: number, reason: Buffer) => {
     const text = reason.length > 0 ? ` ${reason.toString().slice(0, 120)}` : '';

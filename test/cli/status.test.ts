@@ -54,3 +54,28 @@ t.test('no fleet section on one machine; a fleet whose store failed says why', a
     'fleet: this instance a:1; the instances could not be read: connect ECONNREFUSED 127.0.0.1:5432',
   ]);
 });
+
+t.test('each upstream’s state: in rotation, out for a reason, or out serving another chain', async (t) => {
+  const upstream = { head: 10, lag: 0, serves: '1' };
+  const text = formatStatus({
+    ...REPORT,
+    chains: {
+      mainnet: {
+        ready: true,
+        best_head: 10,
+        requests_per_s_1m: 0,
+        ws_connections: 0,
+        subscriptions: 0,
+        event_streams: 0,
+        upstreams: [
+          { name: 'right', in_rotation: true, reason: null, ...upstream },
+          { name: 'down', in_rotation: false, reason: 'failing', ...upstream, head: null, lag: null },
+          { name: 'anvil', in_rotation: false, reason: 'wrong_chain', ...upstream, serves: '31337' },
+        ],
+      },
+    },
+  });
+  t.match(text, /right\s+in rotation\s+10\s+0/);
+  t.match(text, /down\s+out \(failing\)\s+–/);
+  t.match(text, /anvil\s+out \(serves 31337\)\s+10/);
+});

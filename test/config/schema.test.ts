@@ -122,7 +122,7 @@ chains:
     'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
     'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
     'chains.nochainid.chain_id: required for an evm chain',
-    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, tls, workers)',
+    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, tls, workers, max_connections)',
     'server.port: must be an integer from 0 to 65535',
     'server.max_batch: must be an integer from 1 to 100000',
     'server.trust_proxy: must be true or false',
@@ -349,6 +349,24 @@ t.test("server.workers: an integer from 1, or 'auto' (the default)", async (t) =
     t.same(
       r.ok ? [] : r.errors,
       [`server.workers: must be an integer from 1 to 1024 or 'auto' (got ${JSON.stringify(bad)})`],
+      JSON.stringify(bad),
+    );
+  }
+});
+
+t.test("server.max_connections: an integer from 1, or 'auto' (the default)", async (t) => {
+  const chains = { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } };
+  const auto = validateConfig({ chains });
+  t.ok(auto.ok && auto.config.server.max_connections === 'auto', 'auto when absent');
+  for (const good of [1, 3, 100_000, 'auto']) {
+    const r = validateConfig({ server: { max_connections: good }, chains });
+    t.ok(r.ok && r.config.server.max_connections === good, `${JSON.stringify(good)} is taken`);
+  }
+  for (const bad of [0, -1, 2.5, '300', 10_000_001, false]) {
+    const r = validateConfig({ server: { max_connections: bad }, chains });
+    t.same(
+      r.ok ? [] : r.errors,
+      [`server.max_connections: must be an integer from 1 to 10000000 or 'auto' (got ${JSON.stringify(bad)})`],
       JSON.stringify(bad),
     );
   }

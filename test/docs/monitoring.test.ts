@@ -42,11 +42,13 @@ t.test('every metric the dashboard and the alert rules name is one the daemon ex
 t.test('the alert rules cover what the operations guide promises', async (t) => {
   t.same(alerts.groups.flatMap((g) => g.rules.map((r) => r.alert)).sort(), [
     'ChaingateConfigReloadFailed',
+    'ChaingateConnectionsRefused',
     'ChaingateEventLoopLag',
     'ChaingateHigh5xxRatio',
     'ChaingateLedgerFlushFailing',
     'ChaingateNoUpstreamInRotation',
     'ChaingateUpstreamLagging',
+    'ChaingateUpstreamWrongChain',
     'ChaingateWorkerRestarting',
   ]);
   const panels = dashboard.panels.filter((p) => p.type === 'timeseries');

@@ -109,8 +109,12 @@ async function anvilCall(anvil: AnvilNode, method: string, params: unknown[] = [
   return (await rpc(anvil.url, method, params)).json;
 }
 
-/** Requests the gateway makes of a node on its own (start-up probe, head polls); every other one came from a client. */
-const BACKGROUND: ReadonlySet<string> = new Set(['GET /eth/v1/node/version', 'GET /eth/v1/beacon/headers/head']);
+/** Requests the gateway makes of a node on its own (start-up probe, head polls, genesis checks); every other one came from a client. */
+const BACKGROUND: ReadonlySet<string> = new Set([
+  'GET /eth/v1/node/version',
+  'GET /eth/v1/beacon/headers/head',
+  'GET /eth/v1/beacon/genesis',
+]);
 const forwarded = (node: FakeBeacon): SeenRequest[] => node.requests.filter((r) => !BACKGROUND.has(`${r.method} ${r.target}`));
 
 const RANDAO_REVEAL = '0x' + 'ab'.repeat(96);

@@ -65,14 +65,21 @@ async function setup(t: Test): Promise<Setup> {
   const node = await countingProxy(t, anvil.url);
   const flaky = await countingProxy(t, anvil.url);
   flaky.fail((call) => call.method === 'eth_getLogs');
+  // The same anvil behind the other two chains, each proxy saying the chain id its chain is configured with
+  // (a node naming another is out of rotation).
+  const tightNode = await countingProxy(t, anvil.url);
+  tightNode.answer((call) => (call.method === 'eth_chainId' ? '0x7a6a' : undefined));
+  const brokenNode = await countingProxy(t, anvil.url);
+  brokenNode.fail((call) => call.method === 'eth_getLogs');
+  brokenNode.answer((call) => (call.method === 'eth_chainId' ? '0x7a6b' : undefined));
   const split = { max_logs_block_range: WINDOW, finality_depth: FINALITY_DEPTH, split_logs: true };
   // One worker: the response cache is each worker's own, and the ledger is read here.
   const g = await gatewayFor(t, {
     server: { workers: 1, default_chain: 'devnet' },
     chains: {
       devnet: evmChain([node.url, flaky.url], 31337, split),
-      tight: evmChain([node.url], 31338, { ...split, max_logs_answer_bytes: 300 }),
-      broken: evmChain([flaky.url], 31339, split),
+      tight: evmChain([tightNode.url], 31338, { ...split, max_logs_answer_bytes: 300 }),
+      broken: evmChain([brokenNode.url], 31339, split),
     },
   });
   const ctx = g.gateway.context;

@@ -22,6 +22,9 @@ export interface CountingProxy {
   delay(hold: ((call: SeenCall) => number | undefined) | null): void;
   /** Answers HTTP 500 (never reaching the node) to a request holding a call for which `refuse` is true. */
   fail(refuse: ((call: SeenCall) => boolean) | null): void;
+  /** Answers a lone call itself with the result `give` returns for it (never reaching the node); undefined
+   *  forwards it. For a node made to serve another chain id (eth_chainId) than the node behind it. */
+  answer(give: ((call: SeenCall) => unknown) | null): void;
   /** Resolves once `n` calls of `method` have been received. */
   received(method: string, n?: number): Promise<void>;
 }
@@ -33,6 +36,7 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
   const waiters: Array<{ method: string; n: number; resolve: () => void }> = [];
   let hold: ((call: SeenCall) => number | undefined) | null = null;
   let refuse: ((call: SeenCall) => boolean) | null = null;
+  let give: ((call: SeenCall) => unknown) | null = null;
   const count = (method: string, params?: unknown[]): number =>
     calls.filter((c) => c.method === method && (params === undefined || JSON.stringify(c.params) === JSON.stringify(params))).length;
 
@@ -81,7 +85,12 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
         up.on('error', () => res.destroy());
         up.end(body);
       };
-      if (failed) res.writeHead(500, { 'content-type': 'text/plain' }).end('node trouble');
+      const lone = !Array.isArray(parsed) && items.length === 1 ? items[0]! : null;
+      const given = lone === null ? undefined : give?.({ method: lone.method, params: lone.params ?? [] });
+      if (given !== undefined) {
+        const id = (lone as { id?: unknown }).id ?? null;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, result: given }));
+      } else if (failed) res.writeHead(500, { 'content-type': 'text/plain' }).end('node trouble');
       else if (wait > 0) setTimeout(forward, wait);
       else forward();
     });
@@ -103,6 +112,9 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
     },
     fail(r) {
       refuse = r;
+    },
+    answer(g) {
+      give = g;
     },
     received(method, n = 1) {
       if (count(method) >= n) return Promise.resolve();

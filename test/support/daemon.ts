@@ -19,15 +19,22 @@ export interface Daemon {
 }
 
 /**
- * Starts `chaingate serve --config configPath`. A config without a `metrics` section gets
+ * Starts `chaingate serve --config configPath`, with `openFiles` as its open-files limit when given. A config without a `metrics` section gets
  * `metrics: { port: 0 }` appended: daemons of tests run side by side and would all take 9464.
  */
-export function startDaemon(t: Test, configPath: string): Promise<Daemon> {
+export function startDaemon(t: Test, configPath: string, opts: { openFiles?: number } = {}): Promise<Daemon> {
   if (!existsSync(main)) throw new Error('dist/main.js is missing: run npm run build (npm test does)');
   const text = readFileSync(configPath, 'utf8');
   if (!/^metrics:/m.test(text)) appendFileSync(configPath, '\nmetrics: { port: 0 }\n');
   const metricsOff = /^metrics:\s*\{\s*enabled:\s*false/m.test(text);
-  const child = spawn(process.execPath, [main, 'serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [main, 'serve', '--config', configPath];
+  // prlimit sets the open-files limit and execs node: the child's pid is the daemon's.
+  const child =
+    opts.openFiles === undefined
+      ? spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('prlimit', [`--nofile=${opts.openFiles}:${opts.openFiles}`, process.execPath, ...args], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });

@@ -4,6 +4,7 @@
  * configured chains' runtimes, whose health checks are not started, so every upstream stays in
  * rotation and no head is known until a test reports one. Everything is closed at teardown.
  */
+import { createConnectionCap } from '../../src/limits/connection-cap.js';
 import type { Test } from 'tap';
 import { textLogger } from './log-lines.js';
 import { validateConfig } from '../../src/config/schema.js';
@@ -63,6 +64,7 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
     log,
     upstreamFailures,
     failedAnswers,
+    connections: createConnectionCap(1_000_000),
     tenancy,
     metrics: createMetrics({ defaults: false }),
     corsOrigin: () => undefined,

@@ -4,6 +4,7 @@
  * notification before the answer that names it, ignore pings).
  */
 import t, { type Test } from 'tap';
+import { spawnSync } from 'node:child_process';
 import { WebSocketServer, type WebSocket as ServerSocket } from 'ws';
 import { openWsLink, type WsLink, WsLinkError, type WsLinkOptions } from '../../src/upstreams/ws-link.js';
 import { tcpRelay } from '../support/tcp-relay.js';
@@ -194,5 +195,41 @@ t.test('a node that stops answering pings is closed', async (t) => {
     await sleep(600);
     if (autoPong) t.same(reasons, [], 'a node that answers pings is kept');
     else t.same(reasons, ['no pong from the node'], 'closed for want of a pong');
+  }
+});
+
+/**
+ * Runs the built ws-link in a process whose open-files limit is spent (prlimit), opens a link to a port on
+ * loopback and prints the reason it closed with: before the ws library is loaded (loading it needs files) or
+ * after (the connect itself fails).
+ */
+function reasonAtEmfile(preload: boolean): string {
+  const linkModule = new URL('../../dist/upstreams/ws-link.js', import.meta.url).href;
+  const script = `
+    import { openSync } from 'node:fs';
+    import { createRequire } from 'node:module';
+    const { openWsLink } = await import(${JSON.stringify(linkModule)});
+    if (${preload}) createRequire(${JSON.stringify(linkModule)})('ws');
+    const held = [];
+    try { for (;;) held.push(openSync('/dev/null', 'r')); } catch {}
+    const link = openWsLink({ url: 'ws://127.0.0.1:9', label: 'node-a' });
+    link.onClose((reason) => { process.stdout.write(reason); process.exit(0); });
+  `;
+  const r = spawnSync('prlimit', ['--nofile=64:64', process.execPath, '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  return r.stdout + r.stderr;
+}
+
+t.test('out of file descriptors, the link says so, never that the URL is unusable', async (t) => {
+  for (const preload of [false, true]) {
+    const reason = reasonAtEmfile(preload);
+    t.match(
+      reason,
+      /EMFILE: out of file descriptors: the process is at its open-files limit/,
+      `ws ${preload ? 'loaded' : 'not loaded yet'}: ${reason}`,
+    );
+    t.notMatch(reason, /not a usable/);
   }
 });
