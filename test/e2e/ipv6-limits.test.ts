@@ -11,6 +11,7 @@ import t, { type Test } from 'tap';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { devnetBeacon } from '../support/devnet-beacon.js';
 import { openEventStream } from '../support/event-stream.js';
+import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
 import { clearOfMinuteEnd } from '../support/until.js';
@@ -134,3 +135,25 @@ t.test('an IPv6 peer (::1, no proxy) is limited by its /64', async (t) => {
   });
   assertLimited(t, await calls(`http://[::1]:${g.gateway.port}/v1/rpc/public`, 15, () => ({})), 10, 'fifteen calls from ::1');
 });
+
+for (const workers of [1, 2]) {
+  t.test(`workers: ${workers}: a flood through the full tables shows in chaingate_limit_table_evictions_total`, async (t) => {
+    const g = await gatewayFor(t, { server: { workers }, chains: { devnet: evmChain(['http://127.0.0.1:1']) } });
+    const { limiter, unknownKeys } = g.gateway.context.tenancy;
+    // The gateway's own tables (100,000 keys, the default), straight through its tenancy: HTTP would take minutes.
+    // The rate table first, alone and as fast as it goes: far more keys within one second than it holds.
+    const ips = Array.from({ length: 250_000 }, (_, i) => `2001:db8:${(i >>> 16).toString(16)}:${(i & 0xffff).toString(16)}::/64`);
+    const keys = ips.map((ip) => `ip:${ip}`);
+    let started = performance.now();
+    for (const key of keys) limiter.take(key, 10);
+    t.comment(`${keys.length} takes in ${Math.round(performance.now() - started)} ms`);
+    started = performance.now();
+    for (const ip of ips) unknownKeys.refuse(ip);
+    t.comment(`${ips.length} unknown keys in ${Math.round(performance.now() - started)} ms`);
+    const x = await scrape(g.gateway.metricsPort!);
+    t.ok(x.value('chaingate_limit_table_evictions_total', { table: 'rate' }) > 0, 'rate evictions counted');
+    t.ok(x.value('chaingate_limit_table_evictions_total', { table: 'unknown_keys' }) > 0, 'unknown-key evictions counted');
+    t.equal(x.value('chaingate_limit_table_evictions_total', { table: 'websocket' }), 0, 'the others at 0');
+    t.equal(x.value('chaingate_limit_table_evictions_total', { table: 'sse' }), 0);
+  });
+}
