@@ -14,6 +14,7 @@ export const DEFAULTS = {
     stop_timeout_s: 10, // seconds in-flight requests get to finish on SIGTERM
     trust_proxy: false, // true: the client IP is the last hop of X-Forwarded-For
     max_connections: 'auto' as number | 'auto', // client connections at once; auto: open-files limit less a reserve
+    ipv6_prefix: 64, // bits: per-IP limits count an IPv6 client by this prefix (one subscriber's /64)
   },
   storage: {
     path: './data/chaingate.db',

@@ -13,6 +13,7 @@ import {
   readUrl,
 } from './checks.js';
 import { unknownBeaconCostPaths } from '../beacon/costs.js';
+import { IPV6_PREFIX_MAX, IPV6_PREFIX_MIN } from '../limits/address-key.js';
 import {
   type ChainRu,
   type MethodDeny,
@@ -88,6 +89,8 @@ export interface ServerConfig {
   cors_origins: string[];
   stop_timeout_s: number;
   trust_proxy: boolean;
+  /** Bits of an IPv6 client's address its per-IP limits count by (default 64); IPv4 counts per address. */
+  ipv6_prefix: number;
   tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
   /** Worker threads serving connections on the one port: 'auto' is one per core (os.availableParallelism()). */
   workers: number | 'auto';
@@ -285,6 +288,7 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'cors_origins',
       'stop_timeout_s',
       'trust_proxy',
+      'ipv6_prefix',
       'tls',
       'workers',
       'max_connections',
@@ -332,6 +336,7 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     cors_origins: readStringList(o.cors_origins, 'server.cors_origins', d.cors_origins, errors),
     stop_timeout_s: readInt(o.stop_timeout_s, 'server.stop_timeout_s', d.stop_timeout_s, 0, 3600, errors),
     trust_proxy: readBool(o.trust_proxy, 'server.trust_proxy', d.trust_proxy, errors),
+    ipv6_prefix: readInt(o.ipv6_prefix, 'server.ipv6_prefix', d.ipv6_prefix, IPV6_PREFIX_MIN, IPV6_PREFIX_MAX, errors),
     tls,
     workers: readWorkers(o.workers, errors),
     max_connections: readMaxConnections(o.max_connections, d.max_connections, errors),

@@ -9,11 +9,13 @@
  * `count` then `open` is a check and an act apart: two workers can both see one below the limit and both
  * open. `tryOpen(key, max)` does both under the key's lock, so the limit holds across threads.
  *
- * A key holds a slot while its count is above 0. Memory: 20 bytes per key (16 bytes a slot), 2 MB at the
- * default 100_000. Fail-open: a key that finds no free slot (more than maxKeys keys with something open)
- * is opened uncounted; its later close may then lower the count of a connection counted since, so counts
- * never go below 0 and may read low after such a flood.
+ * A key holds a slot while its count is above 0. Memory: 25 bytes per key (20 bytes a slot), 2.5 MB at the
+ * default 100_000. A full table (more than maxKeys keys with something open, or a key's whole probe run)
+ * gives a new key the least recently seen slot of its run (shared-table.ts): the key evicted counts from 0
+ * again when it next opens, and its closes meanwhile find no slot and change nothing. No key is ever
+ * opened uncounted.
  */
+import { sharedNow } from './shared-clock.js';
 import { allocateTable, FIRST_SLOT_INT, openTable, type SharedTableMemory, slotsFor } from './shared-table.js';
 
 /** The memory of shared counts: made once by allocateSharedCounts, given to every thread. */
@@ -22,6 +24,13 @@ export type SharedCountsMemory = SharedTableMemory;
 export interface SharedCountsOptions {
   /** Keys with something open at once (default 100_000). */
   maxKeys?: number;
+}
+
+export interface SharedCountsViewOptions {
+  /** Monotonic ms on a time line every view shares (default sharedNow): when a key was last seen. */
+  now?: () => number;
+  /** Called when this view evicts a key with something open, to give its slot to another (a full table). */
+  onEvict?: () => void;
 }
 
 /** Open connections per key, the same for every thread with a view over one memory. */
@@ -41,15 +50,17 @@ export function allocateSharedCounts(opts: SharedCountsOptions = {}): SharedCoun
   return allocateTable({ kind: KIND, slots, intsPerSlot: FIRST_SLOT_INT + 1, floatsPerSlot: 0 });
 }
 
-export function createSharedCounts(memory: SharedCountsMemory): SharedCounts {
+export function createSharedCounts(memory: SharedCountsMemory, opts: SharedCountsViewOptions = {}): SharedCounts {
   const table = openTable(
     memory,
     KIND,
     {
       isIdle: (slot) => table.ints[table.intsOf(slot) + COUNT] === 0,
-      // Nothing to empty: a slot goes to a key only at count 0, and a damaged one keeps its count (the
-      // only write under the lock is one whole Int32).
-      reset: () => {},
+      // An evicted key's count is not the new key's. (A damaged slot is reset too: its count, one whole Int32,
+      // was consistent, but starting again is what an evicted key does, and its holder's thread is gone.)
+      reset: (slot) => void (table.ints[table.intsOf(slot) + COUNT] = 0),
+      now: opts.now ?? sharedNow,
+      ...(opts.onEvict ? { onEvict: opts.onEvict } : {}),
     },
     'createSharedCounts',
   );
@@ -58,7 +69,8 @@ export function createSharedCounts(memory: SharedCountsMemory): SharedCounts {
   /** Adds `delta` to `key`'s count unless that passes `max` or goes below 0; whether it did. */
   function add(key: string, delta: number, max: number): boolean {
     const slot = table.acquire(key, delta > 0);
-    if (slot < 0) return delta > 0;
+    // Only a close finds no slot: its key was evicted (its count started again) or never opened.
+    if (slot < 0) return false;
     const i = table.intsOf(slot) + COUNT;
     const n = ints[i]! + delta;
     const done = n >= 0 && n <= max;

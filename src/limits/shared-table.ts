@@ -9,9 +9,14 @@
  *   per allocation so addresses cannot be picked offline to collide). Two live keys sharing a hash would
  *   share one state; among n live keys the chance that any two do is about n² / 2⁶⁵ (3 × 10⁻¹⁰ for 100,000).
  * - Placing: linear probing from the hash's home slot over at most PROBES slots. A slot is never emptied,
- *   only given to another key once the kind says it holds nothing (`isIdle`: a rate window with no take in
- *   the last second, a count at 0); so a never-used slot ends every search. A key whose PROBES slots all
- *   hold live keys gets none: the kind then fails open, as the in-process limiters do when full.
+ *   only given to another key, so a never-used slot ends every search. A new key takes the first slot of
+ *   its run the kind says holds nothing (`isIdle`: a rate window with no take in the last second, a count
+ *   at 0); when every one still counts (more live keys than the table was sized for, a flood of
+ *   addresses), it takes the one least recently seen, whose count starts again (`evictions` counts these).
+ *   So a full table never switches a limit off: a key seen steadily is the last its run gives up, and a
+ *   flood of new keys can at worst reset the counts of keys quieter than itself. "Seen" is the time of the
+ *   slot's last acquire, in ms, kept as an Int32 and compared by wrapping difference (valid for 24 days;
+ *   a key not seen for longer is idle anyway, except a count held open that long).
  * - Two threads placing the same new key must not take two slots: placing holds a stripe lock chosen by
  *   the home slot (the same for every thread placing that key) and searches again under it.
  * - Locks: an Int32 per slot, taken with Atomics.compareExchange. The kinds' critical sections are a few
@@ -60,7 +65,9 @@ const HEADER_INTS = 32;
 const LOCK = 0;
 const HASH_LO = 1;
 const HASH_HI = 2;
-export const FIRST_SLOT_INT = 3;
+/** When the slot was last acquired, on the kind's clock, in ms truncated to an Int32. */
+const SEEN = 3;
+export const FIRST_SLOT_INT = 4;
 
 /** A free lock whose last holder died in its critical section: the next holder repairs what it guards. */
 const DAMAGED = -2;
@@ -107,12 +114,16 @@ export function allocateTable(shape: TableShape): SharedTableMemory {
   return { ints, floats };
 }
 
-/** What a kind says about its slots; both are called with the slot's lock held. */
+/** What a kind says about its slots; isIdle and reset are called with the slot's lock held. */
 export interface SlotKind {
-  /** Whether the slot holds nothing, so it may be given to another key. */
-  isIdle(slot: number): boolean;
-  /** Empties a slot given to a key: never used, reused, or found damaged. */
+  /** Whether the slot holds nothing at `now` (the kind's clock), so it may be given to another key. */
+  isIdle(slot: number, now: number): boolean;
+  /** Empties a slot given to a key: never used, idle, evicted, or found damaged. */
   reset(slot: number): void;
+  /** Monotonic ms on a time line every view of the memory shares (the kind's clock: see shared-clock.ts); called without `this`. */
+  now: () => number;
+  /** Called when this view gives a slot that still counted to another key (for the evictions metric). */
+  onEvict?(): void;
 }
 
 export interface SharedTable {
@@ -125,10 +136,15 @@ export interface SharedTable {
   readonly extraIntsAt: number;
   readonly extraFloatsAt: number;
   /**
-   * The slot holding `key`, locked; when there is none and `place`, a slot given to it (reset), locked.
-   * -1 when the key has no slot (and, placing, none is free within PROBES of its home).
+   * The slot holding `key`, locked; when there is none and `place`, a slot given to it (reset), locked:
+   * an idle one, or else the least recently seen of its run (evicted). -1 when the key has no slot and
+   * `place` is false. Sets `at`.
    */
   acquire(key: string, place: boolean): number;
+  /** The kind's clock as read under the lock of the slot the last acquire returned: the time of that use. */
+  at: number;
+  /** Slots this view gave to another key while they still counted (a full run: see the top of this file). */
+  readonly evictions: number;
   /** Tries to lock a slot without waiting: for a thread that already holds another. */
   tryAcquire(slot: number): boolean;
   release(slot: number): void;
@@ -196,8 +212,11 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
   const stripes = ints[STRIPES]!;
   const slotsAt = HEADER_INTS + stripes;
   const probes = Math.min(PROBES, slots);
+  // Called as a plain function: through slotKind, the call cost a take some 20 ns more (bench/shared-limits.mjs).
+  const clock = slotKind.now;
   let hashLo = 0;
   let hashHi = 0;
+  let evictions = 0;
 
   /** cyrb53's mixing (public domain, bryc), kept at 64 bits in two Int32 halves. */
   function hashKey(key: string): void {
@@ -244,28 +263,49 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
     return -1;
   }
 
+  /** Gives `slot` (locked) to the key (lo, hi), emptied. */
+  function give(slot: number, lo: number, hi: number): number {
+    const at = slotsAt + slot * stride;
+    Atomics.store(ints, at + HASH_LO, lo);
+    Atomics.store(ints, at + HASH_HI, hi);
+    slotKind.reset(slot);
+    return slot;
+  }
+
+  /** A slot for the new key (lo, hi), locked: the first idle one of its run, or its least recently seen. */
   function place(lo: number, hi: number, home: number): number {
+    const now = clock();
     let slot = home;
+    let oldest = home;
+    let oldestAge = -1;
     for (let p = 0; p < probes; p++) {
       const at = slotsAt + slot * stride;
       lockSlot(slot);
       const unused = ints[at + HASH_LO] === 0 && ints[at + HASH_HI] === 0;
-      if (unused || slotKind.isIdle(slot)) {
+      if (unused || slotKind.isIdle(slot, now)) {
         if (unused) Atomics.add(ints, USED, 1);
-        Atomics.store(ints, at + HASH_LO, lo);
-        Atomics.store(ints, at + HASH_HI, hi);
-        slotKind.reset(slot);
-        return slot;
+        return give(slot, lo, hi);
+      }
+      const age = ((now | 0) - ints[at + SEEN]!) | 0;
+      if (age > oldestAge) {
+        oldestAge = age;
+        oldest = slot;
       }
       release(slot);
       if (++slot === slots) slot = 0;
     }
-    return -1;
+    // Every slot of the run still counts: the least recently seen starts again for the new key. (Seen since
+    // it was looked at, by another thread, it is given all the same: one more count started again.)
+    lockSlot(oldest);
+    evictions++;
+    slotKind.onEvict?.();
+    return give(oldest, lo, hi);
   }
 
-  return {
+  const view: SharedTable = {
     ints,
     floats,
+    at: 0,
     intsOf: (slot) => slotsAt + slot * stride,
     floatsOf: (slot) => slot * floatStride,
     extraIntsAt: ints[EXTRA_INTS_AT]!,
@@ -276,16 +316,22 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
       const hi = hashHi;
       // The high bits of lo × slots: a uniform slot without a division.
       const home = Math.floor(((lo >>> 0) / 4294967296) * slots);
-      const found = find(lo, hi, home);
-      if (found >= 0 || !placing) return found;
-      const stripe = HEADER_INTS + (home % stripes);
-      lock(ints, stripe);
-      try {
-        const again = find(lo, hi, home);
-        return again >= 0 ? again : place(lo, hi, home);
-      } finally {
-        unlock(ints, stripe);
+      let slot = find(lo, hi, home);
+      if (slot < 0) {
+        if (!placing) return -1;
+        const stripe = HEADER_INTS + (home % stripes);
+        lock(ints, stripe);
+        try {
+          slot = find(lo, hi, home);
+          if (slot < 0) slot = place(lo, hi, home);
+        } finally {
+          unlock(ints, stripe);
+        }
       }
+      const at = clock();
+      view.at = at;
+      ints[slotsAt + slot * stride + SEEN] = at | 0;
+      return slot;
     },
     tryAcquire: (slot) => Atomics.compareExchange(ints, slotsAt + slot * stride + LOCK, 0, MINE) === 0,
     release,
@@ -294,7 +340,11 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
     get used() {
       return Atomics.load(ints, USED);
     },
+    get evictions() {
+      return evictions;
+    },
   };
+  return view;
 }
 
 /**

@@ -7,9 +7,10 @@
  *   each worker:  const guard = createSharedUnknownKeyGuard(workerData.unknownKeys, { maxPerMinute });
  *
  * An address holds a slot for the minute it was counted in; a later minute may give the slot to another.
- * Memory: 25 bytes per address (20 bytes a slot), 2.5 MB at the default 100_000. Fail-open: an address that
- * finds no free slot (more than maxAddresses addresses counted within one minute) is not counted, as an
- * address evicted from the in-process guard starts counting again.
+ * Memory: 30 bytes per address (24 bytes a slot), 3 MB at the default 100_000. A full table (more than
+ * maxAddresses addresses counted within one minute) gives a new address the least recently seen slot of
+ * its run (shared-table.ts), whose count starts again, as an address evicted from the in-process guard's
+ * LRU does: no address goes uncounted.
  */
 import { sharedNow } from './shared-clock.js';
 import { allocateTable, FIRST_SLOT_INT, openTable, type SharedTableMemory, slotsFor } from './shared-table.js';
@@ -28,6 +29,8 @@ export interface SharedUnknownKeyGuardOptions {
   maxPerMinute?: number;
   /** Monotonic clock in ms on a time line every view shares (default sharedNow, see shared-clock.ts). */
   now?: () => number;
+  /** Called when this view evicts an address still counted this minute, to give its slot to another. */
+  onEvict?: () => void;
 }
 
 const KIND = 0x554b_0001;
@@ -47,11 +50,13 @@ export function createSharedUnknownKeyGuard(memory: SharedUnknownKeysMemory, opt
     memory,
     KIND,
     {
-      isIdle: (slot) => table.ints[table.intsOf(slot) + MINUTE]! < minuteNow(),
+      isIdle: (slot, at) => table.ints[table.intsOf(slot) + MINUTE]! < Math.floor(at / 60_000),
       reset(slot) {
         table.ints[table.intsOf(slot) + MINUTE] = minuteNow();
         table.ints[table.intsOf(slot) + COUNT] = 0;
       },
+      now,
+      ...(opts.onEvict ? { onEvict: opts.onEvict } : {}),
     },
     'createSharedUnknownKeyGuard',
   );
@@ -59,10 +64,9 @@ export function createSharedUnknownKeyGuard(memory: SharedUnknownKeysMemory, opt
   return {
     refuse(ip) {
       const slot = table.acquire(ip, true);
-      if (slot < 0) return false;
       const i = table.intsOf(slot);
-      // Read under the lock, so the address's minutes follow one another whichever threads count it.
-      const minute = minuteNow();
+      // Read under the lock (by acquire), so the address's minutes follow one another whichever threads count it.
+      const minute = Math.floor(table.at / 60_000);
       if (ints[i + MINUTE]! < minute) {
         ints[i + MINUTE] = minute;
         ints[i + COUNT] = 0;
@@ -76,7 +80,7 @@ export function createSharedUnknownKeyGuard(memory: SharedUnknownKeysMemory, opt
       const slot = table.acquire(ip, false);
       if (slot < 0) return false;
       const i = table.intsOf(slot);
-      const over = ints[i + MINUTE] === minuteNow() && ints[i + COUNT]! >= max;
+      const over = ints[i + MINUTE] === Math.floor(table.at / 60_000) && ints[i + COUNT]! >= max;
       table.release(slot);
       return over;
     },

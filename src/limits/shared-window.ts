@@ -16,8 +16,9 @@
  * for), the log folds its two oldest entries instead of growing: the limit still holds, and only that key
  * may be refused somewhat below 98 % of its limit until blocks free up.
  *
- * Fail-open: a key that finds no free slot (more than maxKeys keys took within one second, or every slot
- * of its probe run is busy) is admitted without being counted, as the in-process limiter's evicted key is.
+ * A full table (more than maxKeys keys took within one second, or every slot of a key's probe run is busy)
+ * gives the new key the least recently seen slot of its run, whose count starts again (shared-table.ts),
+ * as the in-process limiter evicts its least recently used key: no key is ever admitted uncounted.
  */
 import { ADMITTED, checkTake, type EntryLog, expire, foldOldest, MAX_ENTRIES, moveEntries, settle, WINDOW_MS } from './entry-log.js';
 import { arenaFloats, arenaInts, arenaUnits, initArena, openArena, orderOf, UNIT_ENTRIES } from './shared-arena.js';
@@ -31,7 +32,7 @@ export type SharedWindowMemory = SharedTableMemory;
 export interface SharedWindowsOptions {
   /**
    * Keys held at once (default 100_000): a key holds a slot while it took within the last second.
-   * Memory: 130 bytes per key, for the slots (a quarter more slots than keys).
+   * Memory: 135 bytes per key, for the slots (a quarter more slots than keys).
    */
   maxKeys?: number;
   /**
@@ -49,6 +50,8 @@ export interface SharedWindowOptions {
    * test injects its own; every view over one memory must use the same clock.
    */
   now?: () => number;
+  /** Called when this view evicts a key that still counted, to give its slot to another (a full table). */
+  onEvict?: () => void;
 }
 
 const KIND = 0x5357_0002;
@@ -93,20 +96,25 @@ export function createSharedWindowLimiter(memory: SharedWindowMemory, opts: Shar
   if (typeof now !== 'function') throw new TypeError('now must be a function returning milliseconds');
   /** The slot of the take in progress (its lock held), for makeRoom. */
   let current = -1;
-  const table = openTable(memory, KIND, { isIdle, reset }, 'createSharedWindowLimiter');
+  const table = openTable(
+    memory,
+    KIND,
+    { isIdle, reset, now, ...(opts.onEvict ? { onEvict: opts.onEvict } : {}) },
+    'createSharedWindowLimiter',
+  );
   const { ints, floats } = table;
   const arena = openArena(table, takeBack);
   /** The log of the take in progress, loaded from its slot and stored back before the lock is released. */
   const log: EntryLog = { ring: floats, base: 0, capacity: 0, head: 0, length: 0, sum: 0 };
 
-  function isIdle(slot: number): boolean {
+  function isIdle(slot: number, at: number): boolean {
     const i = table.intsOf(slot);
     const length = ints[i + LENGTH]!;
     if (length === 0) return true;
     const capacity = ints[i + CAPACITY]!;
     let newest = ints[i + HEAD]! + length - 1;
     if (newest >= capacity) newest -= capacity;
-    return floats[ints[i + BASE]! + 2 * newest]! <= now() - WINDOW_MS;
+    return floats[ints[i + BASE]! + 2 * newest]! <= at - WINDOW_MS;
   }
 
   /** Empties a slot's log into its own entries; its block, if any, is the caller's to free or keep. */
@@ -129,7 +137,7 @@ export function createSharedWindowLimiter(memory: SharedWindowMemory, opts: Shar
   /** The arena taking back `block` from an idle `holder`: only tried, as this thread holds a slot lock. */
   function takeBack(holder: number, block: number): boolean {
     if (holder === current || !table.tryAcquire(holder)) return false;
-    const idle = ints[table.intsOf(holder) + BLOCK] === block + 1 && isIdle(holder);
+    const idle = ints[table.intsOf(holder) + BLOCK] === block + 1 && isIdle(holder, now());
     if (idle) empty(holder);
     table.release(holder);
     return idle;
@@ -156,10 +164,9 @@ export function createSharedWindowLimiter(memory: SharedWindowMemory, opts: Shar
     checkTake(limit, units);
     if (units > limit) return { ok: false, retryAfterMs: Infinity };
     const slot = table.acquire(key, true);
-    if (slot < 0) return ADMITTED;
-    // Read under the key's lock, so the key's takes are decided in the order of their times, whichever
-    // threads they come from (the clock is the same for all, see shared-clock.ts).
-    const at = now();
+    // Read under the key's lock (by acquire), so the key's takes are decided in the order of their times,
+    // whichever threads they come from (the clock is the same for all, see shared-clock.ts).
+    const at = table.at;
     current = slot;
     const i = table.intsOf(slot);
     const sumAt = table.floatsOf(slot) + SUM;

@@ -22,7 +22,7 @@
  * which keeps the same promises for several worker threads limiting a key together.
  */
 import { performance } from 'node:perf_hooks';
-import { ADMITTED, checkTake, type EntryLog, foldOldest, MAX_ENTRIES, moveEntries, settle } from './entry-log.js';
+import { ADMITTED, checkTake, type EntryLog, foldOldest, MAX_ENTRIES, moveEntries, settle, WINDOW_MS } from './entry-log.js';
 
 /** A take's outcome: admitted, or refused with the time until enough units leave the window. */
 export type Take = { ok: true } | { ok: false; retryAfterMs: number };
@@ -57,6 +57,11 @@ export interface LimiterOptions {
    * to about 2.5 KB for a key whose log has grown to MAX_ENTRIES.
    */
   maxKeys?: number;
+  /**
+   * Called when a key evicted still held units of the last second (more than maxKeys keys took within one
+   * second: a flood of keys), its count starting again; evicting an idle key changes nothing and is not told.
+   */
+  onEvict?: () => void;
 }
 
 const INITIAL_ENTRIES = 4;
@@ -107,10 +112,18 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
     mostRecent = w;
   }
 
-  function track(key: string): KeyWindow {
+  /** Whether `w`'s newest entry is still in the window at `at`. */
+  function holdsUnits(w: KeyWindow, at: number): boolean {
+    if (w.length === 0) return false;
+    const newest = (w.head + w.length - 1) % w.capacity;
+    return w.ring[w.base + 2 * newest]! > at - WINDOW_MS;
+  }
+
+  function track(key: string, at: number): KeyWindow {
     let w: KeyWindow;
     if (windows.size >= maxKeys && leastRecent !== null) {
       w = leastRecent;
+      if (opts.onEvict !== undefined && holdsUnits(w, at)) opts.onEvict();
       windows.delete(w.key);
       unlink(w);
       w.key = key;
@@ -141,7 +154,7 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
     const at = now();
     let w = windows.get(key);
     if (w === undefined) {
-      w = track(key);
+      w = track(key, at);
     } else if (w !== mostRecent) {
       // Refused takes count as use too: a key being refused still holds units, so it must not be
       // the one evicted.

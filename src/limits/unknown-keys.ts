@@ -19,12 +19,24 @@ export interface UnknownKeyOptions {
   maxAddresses?: number;
   /** Monotonic clock in ms; default sharedNow (its minutes are the shared guard's, see shared-clock.ts). */
   now?: () => number;
+  /** Called when the table, full, evicts its least recently seen address while still counted this minute. */
+  onEvict?: () => void;
 }
 
 export function createUnknownKeyGuard(opts: UnknownKeyOptions = {}): UnknownKeyGuard {
   const max = opts.maxPerMinute ?? 20;
   const now = opts.now ?? sharedNow;
-  const seen = new LRUCache<string, { minute: number; count: number }>({ max: opts.maxAddresses ?? 100_000 });
+  const onEvict = opts.onEvict;
+  const seen = new LRUCache<string, { minute: number; count: number }>({
+    max: opts.maxAddresses ?? 100_000,
+    ...(onEvict === undefined
+      ? {}
+      : {
+          dispose: (entry, _ip, reason) => {
+            if (reason === 'evict' && entry.minute === Math.floor(now() / 60_000)) onEvict();
+          },
+        }),
+  });
   return {
     refuse(ip) {
       const minute = Math.floor(now() / 60_000);

@@ -40,6 +40,9 @@ function familyList(): Registrar & { getMetricsAsJSON(): Promise<MetricJson[]> }
 }
 
 export type Transport = 'http' | 'ws' | 'beacon' | 'sse';
+/** The tables of the per-key and per-IP limits: rate windows (plans, public, management), the unknown-key guard, open connections. */
+export type LimitTable = 'rate' | 'unknown_keys' | 'websocket' | 'sse';
+const LIMIT_TABLES: readonly LimitTable[] = ['rate', 'unknown_keys', 'websocket', 'sse'];
 export type UpstreamOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout' | 'transport_error';
 /** Why a request was refused before reaching a node, as `chaingate_refusals_total{reason}` says it. */
 export type RefusalReason =
@@ -115,6 +118,8 @@ export interface Metrics {
   connectionsMax(max: number): void;
   /** A worker thread died and was started again. */
   workerRestart(worker: number): void;
+  /** A full limit table gave an entry that still counted to another key (its count started again). */
+  limitTableEviction(table: LimitTable): void;
   /** The worker threads are started (1 to count). */
   workersStarted(count: number): void;
   /** The exposition text (what GET /metrics answers), the workers' values merged in (MetricsOptions.workers). */
@@ -356,6 +361,15 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     labelNames: ['worker'],
     registers,
   });
+  const evictions = new CounterFamily({
+    name: 'chaingate_limit_table_evictions_total',
+    help: 'Entries a full limit table gave to another key while they still counted (the least recently seen; its count starts again), by table',
+    labelNames: ['table'],
+    registers,
+  });
+  // Every table from the start, so a rate() reads 0, not absent.
+  for (const table of LIMIT_TABLES) evictions.labels(table).inc(0);
+  const evicted = memo((table) => evictions.labels(table));
   // Both results exist from the start, so a rate() over failures reads 0, not absent.
   const reloadOk = reloads.labels('success');
   const reloadFailed = reloads.labels('failure');
@@ -503,6 +517,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     connectionRefused: (reason) => refusedFor[reason].inc(),
     connectionsMax: (max) => connectionsMax.labels().set(max),
     workerRestart: (worker) => workerRestarts.labels(String(worker)).inc(),
+    limitTableEviction: (table) => evicted(table).inc(),
     workersStarted(count) {
       // Every worker's series from the start, so a rate() over restarts reads 0, not absent.
       for (let i = 1; i <= count; i++) workerRestarts.labels(String(i)).inc(0);
@@ -578,6 +593,7 @@ export function noMetrics(): Metrics {
     connectionRefused() {},
     connectionsMax() {},
     workerRestart() {},
+    limitTableEviction() {},
     workersStarted() {},
     text: async () => '',
     values: async () => [],

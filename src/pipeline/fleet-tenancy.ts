@@ -18,7 +18,10 @@ import { createRuPrices, type KeyBook, type Tenancy } from './tenancy.js';
 export async function openFleetTenancy(
   config: Config,
   log: Logger,
-  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures' | 'clusterRedisUp' | 'changeNoticeIgnored' | 'changeResync'>,
+  metrics?: Pick<
+    Metrics,
+    'ledgerFlush' | 'ledgerFlushFailures' | 'clusterRedisUp' | 'changeNoticeIgnored' | 'changeResync' | 'limitTableEviction'
+  >,
 ): Promise<Tenancy> {
   const cluster = config.cluster;
   if (config.storage.url === undefined || cluster === undefined) throw new Error('a fleet needs storage.url and cluster');
@@ -69,8 +72,8 @@ export async function openFleetTenancy(
     keys,
     fleet: { limiter: fleet.limiter, ledger: fleet.ledger, ledgerStore: fleet.ledgerStore, instance: cluster.instance },
     ledger: fleet.ledger,
-    limiter: createSlidingWindowLimiter(),
-    unknownKeys: createUnknownKeyGuard(),
+    limiter: createSlidingWindowLimiter({ onEvict: () => metrics?.limitTableEviction('rate') }),
+    unknownKeys: createUnknownKeyGuard({ onEvict: () => metrics?.limitTableEviction('unknown_keys') }),
     connections: { websocket: createConnectionCounts(), sse: createConnectionCounts() },
     ...createRuPrices(config),
     flushFailures: () => flushFailures,

@@ -1,6 +1,6 @@
 import type { Config } from '../config/schema.js';
 import type { ChainPrices } from '../chain/method-policy.js';
-import type { Metrics } from '../metrics/registry.js';
+import type { LimitTable, Metrics } from '../metrics/registry.js';
 import { DEFAULT_RU } from '../jsonrpc/methods.js';
 import { createSlidingWindowLimiter, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import { createUnknownKeyGuard, type UnknownKeyGuard } from '../limits/unknown-keys.js';
@@ -149,7 +149,7 @@ const ROLL_UP_INTERVAL_MS = 60_000;
 export function createTenancy(
   config: Config,
   log: Logger,
-  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures'>,
+  metrics?: Pick<Metrics, 'ledgerFlush' | 'ledgerFlushFailures' | 'limitTableEviction'>,
   threads: TenancyThreads = { role: 'alone' },
 ): Tenancy {
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
@@ -195,12 +195,19 @@ export function createTenancy(
             sse: allocateSharedCounts(),
           }
         : null;
-  const limiter = limits === null ? createSlidingWindowLimiter() : createSharedWindowLimiter(limits.windows);
-  const unknownKeys = limits === null ? createUnknownKeyGuard() : createSharedUnknownKeyGuard(limits.unknownKeys);
+  // A full table reuses its least recently seen entry (counted in the metric), never letting a key through.
+  const onEvict = (table: LimitTable) => ({ onEvict: () => metrics?.limitTableEviction(table) });
+  const limiter =
+    limits === null ? createSlidingWindowLimiter(onEvict('rate')) : createSharedWindowLimiter(limits.windows, onEvict('rate'));
+  const unknownKeys =
+    limits === null
+      ? createUnknownKeyGuard(onEvict('unknown_keys'))
+      : createSharedUnknownKeyGuard(limits.unknownKeys, onEvict('unknown_keys'));
+  // In one thread a count is held only while something is open (createConnectionCounts): nothing to evict.
   const connections =
     limits === null
       ? { websocket: createConnectionCounts(), sse: createConnectionCounts() }
-      : { websocket: createSharedCounts(limits.websocket), sse: createSharedCounts(limits.sse) };
+      : { websocket: createSharedCounts(limits.websocket, onEvict('websocket')), sse: createSharedCounts(limits.sse, onEvict('sse')) };
   const rollUp = createUsageRollUp(store, { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d });
   const prices = createRuPrices(config);
   let closeRevoked: (endpointId: string) => void = () => {};

@@ -24,7 +24,7 @@ import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRout
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
-import { clientIp } from './peer-address.js';
+import { clientLimitAddress } from './peer-address.js';
 import { availableParallelism } from 'node:os';
 import { createWorkerPool, type WorkerPool, workerCount } from './worker-pool.js';
 import { createWorkerLinks } from './worker-links.js';
@@ -398,7 +398,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     onEndpointDeleted: (endpointId) => closeEndpoint(endpointId),
     limiter: tenancy.limiter,
     unknownKeys: tenancy.unknownKeys,
-    clientIp: (res, req) => clientIp(res, req, ctx.config.server.trust_proxy),
+    clientIp: (res, req) => clientLimitAddress(res, req, ctx.config.server),
     onStoreFault: (during, err) => tenancy.storeFault(during, err),
   };
   const wsRoute = createWsRoute(ctx, table, gate);

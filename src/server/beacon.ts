@@ -12,7 +12,7 @@ import {
 import { resolveCaller } from '../pipeline/caller.js';
 import { askFleet, beaconRu } from '../pipeline/fleet-gate.js';
 import { tallyFor } from '../pipeline/answers.js';
-import { clientIp } from './peer-address.js';
+import { clientLimitAddress } from './peer-address.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from '../pipeline/context.js';
@@ -104,7 +104,7 @@ export function handleBeacon(
     if (v !== '') headers.push([h, v]);
   }
   const contentLength = req.getHeader('content-length');
-  const ipOf = (): string => clientIp(res, req, ctx.config.server.trust_proxy);
+  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
   const x: Exchange = { ctx, res, meta, chain, aborted: false, finished: false, calls: [] };
   ctx.inFlight++;
   res.onAborted(() => {

@@ -2,7 +2,7 @@ import { beaconErrorBody, ERRORS, rpcErrorBody } from '../errors.js';
 import { tallyFor } from '../pipeline/answers.js';
 import { whenKeyKnown } from '../pipeline/caller.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
-import { clientIp } from './peer-address.js';
+import { clientLimitAddress } from './peer-address.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
@@ -126,7 +126,7 @@ export function holdForKey(
   road: (res: HttpResponse, req: HttpRequest) => void,
   route: HeldRoute,
 ): void {
-  const ip = clientIp(res, req, ctx.config.server.trust_proxy);
+  const ip = clientLimitAddress(res, req, ctx.config.server);
   const throttled = ctx.tenancy.unknownKeys.throttled(ip);
   if (throttled && !throttledLines.has(ip) && throttledLines.size >= THROTTLED_LINES_MAX) {
     // Too many addresses guessing at once: this one is answered as an unknown key (429), costing nothing.

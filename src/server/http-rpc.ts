@@ -9,7 +9,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
-import { clientIp } from './peer-address.js';
+import { clientLimitAddress } from './peer-address.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { type Exchange, finish, reply, replyError, replySoon } from './exchange.js';
@@ -220,7 +220,7 @@ export function handleHttpRpc(
   const contentType = req.getHeader('content-type');
   const contentLength = req.getHeader('content-length');
   // The peer address costs a system call: a keyed request that resolves needs none.
-  const ipOf = (): string => clientIp(res, req, ctx.config.server.trust_proxy);
+  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
   const x: Exchange = { ctx, res, meta, chain, aborted: false, finished: false, calls: [] };
   ctx.inFlight++;
   res.onAborted(() => {

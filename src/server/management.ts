@@ -29,7 +29,7 @@ export interface ManagementDeps {
   /** The request-rate limiter and the unknown-key guard the JSON-RPC paths use too. */
   limiter: SlidingWindowLimiter;
   unknownKeys: UnknownKeyGuard;
-  /** The client's IP, read as the JSON-RPC paths read it (`server.trust_proxy`). */
+  /** The address the client's per-IP limits count under, read as the JSON-RPC paths read it (peer-address.ts). */
   clientIp: (res: HttpResponse, req: HttpRequest) => string;
   /** Called with a store fault a route answered 503 for (`during` names the route), to log it (and repair SQLite's WAL). */
   onStoreFault: (during: string, err: Error) => void;

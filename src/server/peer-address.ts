@@ -1,44 +1,46 @@
+import type { ServerConfig } from '../config/schema.js';
+import { addressKeyOfBytes, addressKeyOfText, ipv4Text } from '../limits/address-key.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
-/** The client's IP: the socket's peer, or with `server.trust_proxy` the last hop of X-Forwarded-For. */
-export function clientIp(res: HttpResponse, req: HttpRequest, trustProxy: boolean): string {
-  if (trustProxy) {
+/**
+ * The address the client's per-IP limits count under (limits/address-key.ts): the socket's peer, or with
+ * `server.trust_proxy` the last hop of X-Forwarded-For; an IPv6 client by its `server.ipv6_prefix`, an
+ * IPv4-mapped one as its IPv4 address.
+ */
+export function clientLimitAddress(res: HttpResponse, req: HttpRequest, server: Pick<ServerConfig, 'trust_proxy' | 'ipv6_prefix'>): string {
+  if (server.trust_proxy) {
     const xff = req.getHeader('x-forwarded-for');
     if (xff !== '') {
       const last = xff.slice(xff.lastIndexOf(',') + 1).trim();
-      if (last !== '') return last;
+      if (last !== '') return addressKeyOfText(last, server.ipv6_prefix);
     }
   }
-  return peerAddress(res);
+  return peerKey(res, server.ipv6_prefix);
 }
 
-/** IPv4 peers seen lately, as uWS writes them, by their address as a number (+ 2^32 when written as IPv6). */
-const ipv4Text = new Map<number, string>();
-const IPV4_TEXT_MAX = 4096;
-const V4_MAPPED = 2 ** 32;
+/** IPv4 peers' keys seen lately, by their address as a number (mapped into IPv6 or not: the same key). */
+const ipv4Keys = new Map<number, string>();
+const IPV4_KEYS_MAX = 4096;
 
 /**
- * The peer's address as uWS writes it. The text of an IPv4 peer (every request of the public path asks)
- * is kept, so a request reads four bytes instead of formatting and decoding the address again, and the
- * limiter is handed the same string, whose hash V8 has already worked out.
+ * The peer's key, from the bytes uWS gives. An IPv4 peer's (every request of the public path asks) is kept,
+ * so a request reads four bytes instead of formatting the address again, and the limiter is handed the
+ * same string, whose hash V8 has already worked out.
  */
-function peerAddress(res: HttpResponse): string {
+function peerKey(res: HttpResponse, prefix: number): string {
   const bytes = new Uint8Array(res.getRemoteAddress());
-  let key: number;
-  if (bytes.length === 4) {
-    key = ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
-  } else if (bytes.length === 16 && isV4Mapped(bytes)) {
-    key = V4_MAPPED + (((bytes[12]! << 24) | (bytes[13]! << 16) | (bytes[14]! << 8) | bytes[15]!) >>> 0);
-  } else {
-    return Buffer.from(res.getRemoteAddressAsText()).toString();
+  let at: number;
+  if (bytes.length === 4) at = 0;
+  else if (bytes.length === 16 && isV4Mapped(bytes)) at = 12;
+  else return addressKeyOfBytes(bytes, prefix) ?? Buffer.from(res.getRemoteAddressAsText()).toString();
+  const number = ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0;
+  let key = ipv4Keys.get(number);
+  if (key === undefined) {
+    if (ipv4Keys.size >= IPV4_KEYS_MAX) ipv4Keys.clear();
+    key = ipv4Text(bytes[at]!, bytes[at + 1]!, bytes[at + 2]!, bytes[at + 3]!);
+    ipv4Keys.set(number, key);
   }
-  let text = ipv4Text.get(key);
-  if (text === undefined) {
-    if (ipv4Text.size >= IPV4_TEXT_MAX) ipv4Text.clear();
-    text = Buffer.from(res.getRemoteAddressAsText()).toString();
-    ipv4Text.set(key, text);
-  }
-  return text;
+  return key;
 }
 
 function isV4Mapped(b: Uint8Array): boolean {

@@ -8,7 +8,7 @@ import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { tallyFor } from '../pipeline/answers.js';
 import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
-import { clientIp } from './peer-address.js';
+import { clientLimitAddress } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { batchRefusal, collectCall, planItem } from '../pipeline/plan.js';
 import { type SubscribingConn, subscriptionCall } from '../pipeline/subscription-calls.js';
@@ -135,7 +135,7 @@ export function upgradeWs(
   const secKey = req.getHeader('sec-websocket-key');
   const secProtocol = req.getHeader('sec-websocket-protocol');
   const secExtensions = req.getHeader('sec-websocket-extensions');
-  const ipOf = (): string => clientIp(res, req, ctx.config.server.trust_proxy);
+  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
   if (ctx.stopping) {
     tallyFor(ctx, chain, 'ws', null).refused('shutting_down');
     refuseUpgrade(res, meta, 'shutting_down');

@@ -77,6 +77,19 @@ t.test('management: rates with or without a listener of its own', async (t) => {
   }
 });
 
+t.test('server.ipv6_prefix: 64 by default, any prefix length from 1 to 128, else an error naming it', async (t) => {
+  const r = loadConfigText(minimal);
+  t.equal(r.ok && r.config.server.ipv6_prefix, 64);
+  for (const ok of [1, 48, 56, 128]) {
+    const c = loadConfigText(`${minimal}server: { ipv6_prefix: ${ok} }\n`);
+    t.equal(c.ok && c.config.server.ipv6_prefix, ok, `${ok}`);
+  }
+  for (const bad of ['0', '129', '64.5', '"64"', '-64']) {
+    const c = loadConfigText(`${minimal}server: { ipv6_prefix: ${bad} }\n`);
+    t.same(c.ok ? [] : c.errors, ['server.ipv6_prefix: must be an integer from 1 to 128'], bad);
+  }
+});
+
 t.test('config.example.yaml is valid as shipped', async (t) => {
   const r = loadConfigText(readFileSync(new URL('../../config.example.yaml', import.meta.url), 'utf8'));
   t.same(r.ok ? [] : r.errors, []);
@@ -122,7 +135,7 @@ chains:
     'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
     'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
     'chains.nochainid.chain_id: required for an evm chain',
-    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, tls, workers, max_connections)',
+    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, ipv6_prefix, tls, workers, max_connections)',
     'server.port: must be an integer from 0 to 65535',
     'server.max_batch: must be an integer from 1 to 100000',
     'server.trust_proxy: must be true or false',

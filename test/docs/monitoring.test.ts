@@ -46,6 +46,7 @@ t.test('the alert rules cover what the operations guide promises', async (t) => 
     'ChaingateEventLoopLag',
     'ChaingateHigh5xxRatio',
     'ChaingateLedgerFlushFailing',
+    'ChaingateLimitTableFull',
     'ChaingateNoUpstreamInRotation',
     'ChaingateUpstreamLagging',
     'ChaingateUpstreamWrongChain',

@@ -17,7 +17,7 @@ function makeArena(entries: number, takeBack: (holder: number, block: number) =>
     extraInts: arenaInts(units),
     extraFloats: arenaFloats(units),
   });
-  const table = openTable(memory, KIND, { isIdle: () => false, reset: () => {} }, 'test');
+  const table = openTable(memory, KIND, { isIdle: () => false, reset: () => {}, now: () => 0 }, 'test');
   initArena(table.ints, table.extraIntsAt, units);
   return { units, memory, ints: table.ints, arena: openArena(table, takeBack) };
 }

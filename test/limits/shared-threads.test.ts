@@ -115,6 +115,63 @@ t.test(`${THREADS} threads placing the same new keys at once give each one slot`
   t.equal(createSharedWindowLimiter(memory, { now: () => 0 }).size, keys.length, 'one slot per key');
 });
 
+t.test('two threads flooding a full table with new keys: clients on the other threads stay limited', async (t) => {
+  // 10,000 keys (12,500 slots): the flood fills it within its first tenth of a second even on a loaded machine.
+  const memory = allocateSharedWindows({ maxKeys: 10_000 });
+  const startAt = soon();
+  const LIMIT = 10;
+  const [a, b, steady, newcomer] = await Promise.all([
+    runners[0]!.run<{ keys: number; admitted: number; evictions: number }>({
+      task: 'flood',
+      memory,
+      prefix: 'a:',
+      startAt,
+      durationMs: 2500,
+    }),
+    runners[1]!.run<{ keys: number; admitted: number; evictions: number }>({
+      task: 'flood',
+      memory,
+      prefix: 'b:',
+      startAt,
+      durationMs: 2500,
+    }),
+    runners[2]!.run<{ admitted: number[]; offered: number }>({
+      task: 'steady',
+      memory,
+      key: 'steady',
+      limit: LIMIT,
+      startAt,
+      endAt: startAt + 2500,
+    }),
+    runners[3]!.run<{ admitted: number[]; offered: number }>({
+      task: 'steady',
+      memory,
+      key: 'newcomer',
+      limit: LIMIT,
+      startAt: startAt + 1000,
+      endAt: startAt + 2500,
+    }),
+  ]);
+  t.comment(`flood: ${a.keys} + ${b.keys} keys, ${a.evictions} + ${b.evictions} evictions`);
+  t.equal(a.admitted + b.admitted, a.keys + b.keys, 'each flood key takes within its own limit');
+  t.ok(a.evictions + b.evictions > 0, 'the table was full: the flood took over entries that still counted');
+  for (const [name, run, seconds] of [
+    ['the steady client', steady, 2.5],
+    ['the client first seen in the full table', newcomer, 1.5],
+  ] as const) {
+    let worst = 0;
+    for (let i = 0, first = 0; i < run.admitted.length; i++) {
+      while (run.admitted[first]! <= run.admitted[i]! - 1000) first++;
+      worst = Math.max(worst, i - first + 1);
+    }
+    t.ok(worst <= LIMIT, `${name}: at most ${LIMIT} in any second (worst ${worst}, ${run.offered} offered)`);
+    t.ok(
+      run.admitted.length >= LIMIT && run.admitted.length <= LIMIT * Math.ceil(seconds),
+      `${name}: ${run.admitted.length} admitted in ${seconds} s`,
+    );
+  }
+});
+
 t.test(`${THREADS} threads guessing keys from one address get 20 a minute together`, async (t) => {
   const memory = allocateSharedUnknownKeys({ maxAddresses: 100 });
   const startAt = soon();

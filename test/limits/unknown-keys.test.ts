@@ -63,14 +63,28 @@ t.test('shared memory: views over one memory count an address together', async (
   t.equal(passed(apart, '198.51.100.7', 8), 8, 'a guard over other memory has its own count');
 });
 
-t.test('shared memory: a full table lets an address through uncounted, and counted ones stay counted', async (t) => {
+t.test('shared memory: a full table counts a new address in the least recently seen slot', async (t) => {
   let at = 0;
-  // 2 addresses: 3 slots.
-  const guard = createSharedUnknownKeyGuard(allocateSharedUnknownKeys({ maxAddresses: 2 }), { maxPerMinute: 1, now: () => at });
-  for (const ip of ['a', 'b', 'c']) t.equal(guard.refuse(ip), false, ip);
-  t.equal(passed(guard, 'd', 5), 5, 'd finds no slot: never refused (fail-open)');
-  for (const ip of ['a', 'b', 'c']) t.equal(guard.refuse(ip), true, `${ip} still counted`);
+  let evicted = 0;
+  // 2 addresses: 3 slots, one probe run.
+  const guard = createSharedUnknownKeyGuard(allocateSharedUnknownKeys({ maxAddresses: 2 }), {
+    maxPerMinute: 1,
+    now: () => at,
+    onEvict: () => void evicted++,
+  });
+  for (const ip of ['a', 'b', 'c']) {
+    at++;
+    t.equal(guard.refuse(ip), false, ip);
+  }
+  at++;
+  t.equal(guard.refuse('a'), true, 'a refused (and seen again)');
+  t.equal(passed(guard, 'd', 5), 1, "d takes b's slot and is counted");
+  t.equal(evicted, 1);
+  for (const ip of ['a', 'c']) t.equal(guard.refuse(ip), true, `${ip} still counted`);
+  t.equal(guard.refuse('b'), false, 'b starts again');
+  t.equal(evicted, 2, 'b took the least recently seen slot in turn');
   at = 60_000;
-  t.equal(passed(guard, 'd', 5), 1, 'the next minute d gets a slot and is counted');
+  t.equal(passed(guard, 'e', 5), 1, 'the next minute e gets an idle slot and is counted');
+  t.equal(evicted, 2, 'an idle slot given is no eviction');
   t.throws(() => allocateSharedUnknownKeys({ maxAddresses: 0 }), { name: 'RangeError', message: /maxAddresses/ });
 });

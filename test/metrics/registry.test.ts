@@ -41,6 +41,20 @@ t.test('a chain: requests by their labels, the last minute rate, the open counts
   t.equal(x.value('chaingate_requests_total', { chain: 'eth', transport: 'http', method: 'eth_call', status: '200' }), 1, 'counted anew');
 });
 
+t.test('limit table evictions: every table at 0 from the start, then counted by table', async (t) => {
+  const m = createMetrics({ defaults: false });
+  let x = parseExposition(await m.text());
+  for (const table of ['rate', 'unknown_keys', 'websocket', 'sse'])
+    t.equal(x.value('chaingate_limit_table_evictions_total', { table }), 0, table);
+  m.limitTableEviction('rate');
+  m.limitTableEviction('rate');
+  m.limitTableEviction('sse');
+  x = parseExposition(await m.text());
+  t.equal(x.value('chaingate_limit_table_evictions_total', { table: 'rate' }), 2);
+  t.equal(x.value('chaingate_limit_table_evictions_total', { table: 'sse' }), 1);
+  t.equal(x.value('chaingate_limit_table_evictions_total', { table: 'unknown_keys' }), 0);
+});
+
 t.test('reloads, refusals and slow consumers', async (t) => {
   const m = createMetrics({ defaults: false });
   let x = parseExposition(await m.text());

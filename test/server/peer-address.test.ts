@@ -1,20 +1,24 @@
 /**
- * clientIp over real uWS sockets: IPv4, IPv6 and IPv4-mapped peers, each with its own text although the
- * texts of IPv4 peers are kept, and X-Forwarded-For with and without trust_proxy.
+ * clientLimitAddress over real uWS sockets: IPv4 peers each their own key although their keys are kept,
+ * IPv4-mapped peers as their IPv4 address, IPv6 peers by their prefix, and X-Forwarded-For with and
+ * without trust_proxy.
  */
 import t, { type Test } from 'tap';
 import { request } from 'node:http';
-import { clientIp } from '../../src/server/peer-address.js';
+import { clientLimitAddress } from '../../src/server/peer-address.js';
 import { closeApp, uws } from '../../src/server/uws.js';
 
 /**
- * A uWS listener on `host` port 0 whose every answer is clientIp of its request; the header
- * x-trust: 1 turns trust_proxy on for that request.
+ * A uWS listener on `host` port 0 whose every answer is clientLimitAddress of its request; the header
+ * x-trust: 1 turns trust_proxy on for that request, x-prefix sets ipv6_prefix (default 64).
  */
 async function ipEcho(t: Test, host: string): Promise<number> {
   const app = uws().App();
   app.any('/*', (res, req) => {
-    const ip = clientIp(res, req, req.getHeader('x-trust') === '1');
+    const ip = clientLimitAddress(res, req, {
+      trust_proxy: req.getHeader('x-trust') === '1',
+      ipv6_prefix: Number(req.getHeader('x-prefix') || '64'),
+    });
     res.end(ip);
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -37,33 +41,43 @@ function seen(to: string, port: number, from: string, headers: Record<string, st
   });
 }
 
-t.test("clientIp: the socket's peer, as uWS writes it, each address its own text", async (t) => {
+t.test("clientLimitAddress: the socket's peer, IPv4 per address, IPv4-mapped as IPv4, IPv6 by its prefix", async (t) => {
   const v4 = await ipEcho(t, '127.0.0.1');
   const dual = await ipEcho(t, '::');
-  const mapped = (last: string): string => `0000:0000:0000:0000:0000:ffff:7f00:000${last}`;
-  // In this order, so a text kept for one peer would be handed to the next.
-  const cases: Array<[string, number, string, string]> = [
+  // In this order, so a key kept for one peer would be handed to the next.
+  const cases: Array<[string, number, string, string, Record<string, string>?]> = [
     ['127.0.0.1', v4, '127.0.0.1', '127.0.0.1'],
     ['127.0.0.1', v4, '127.0.0.2', '127.0.0.2'],
-    ['127.0.0.1', dual, '127.0.0.1', mapped('1')],
-    ['127.0.0.1', dual, '127.0.0.2', mapped('2')],
+    // A dual-stack listener sees an IPv4 peer as ::ffff:127.0.0.1: the same key as on an IPv4 listener.
+    ['127.0.0.1', dual, '127.0.0.1', '127.0.0.1'],
+    ['127.0.0.1', dual, '127.0.0.2', '127.0.0.2'],
     ['127.0.0.1', v4, '127.0.0.1', '127.0.0.1'],
-    ['::1', dual, '::1', '0000:0000:0000:0000:0000:0000:0000:0001'],
-    ['127.0.0.1', dual, '127.0.0.1', mapped('1')],
+    ['::1', dual, '::1', '0:0:0:0::/64'],
+    ['::1', dual, '::1', '0:0:0:0:0:0:0:1/128', { 'x-prefix': '128' }],
+    ['::1', dual, '::1', '0:0:0::/48', { 'x-prefix': '48' }],
+    ['127.0.0.1', dual, '127.0.0.1', '127.0.0.1', { 'x-prefix': '128' }],
   ];
-  for (const [to, port, from, ip] of cases) {
-    t.equal(await seen(to, port, from), ip, `from ${from} to ${port === v4 ? 'an IPv4' : 'a dual-stack'} listener`);
+  for (const [to, port, from, ip, headers] of cases) {
+    const prefix = headers?.['x-prefix'] ?? '64';
+    t.equal(await seen(to, port, from, headers), ip, `from ${from} to ${port === v4 ? 'an IPv4' : 'a dual-stack'} listener, /${prefix}`);
   }
 });
 
-t.test('clientIp: X-Forwarded-For only with trust_proxy, its last hop', async (t) => {
+t.test('clientLimitAddress: X-Forwarded-For only with trust_proxy, its last hop, keyed as a peer is', async (t) => {
   const port = await ipEcho(t, '127.0.0.1');
   const cases: Array<[string, Record<string, string>, string]> = [
     ['no trust: the header is ignored', { 'x-forwarded-for': '203.0.113.9' }, '127.0.0.1'],
     ['trust, no header: the peer', { 'x-trust': '1' }, '127.0.0.1'],
     ['trust: the one hop', { 'x-trust': '1', 'x-forwarded-for': '203.0.113.9' }, '203.0.113.9'],
     ['trust: the last of several, trimmed', { 'x-trust': '1', 'x-forwarded-for': '198.51.100.1, 10.0.0.1 ,  203.0.113.9 ' }, '203.0.113.9'],
-    ['trust: no spaces', { 'x-trust': '1', 'x-forwarded-for': '198.51.100.1,2001:db8::1' }, '2001:db8::1'],
+    ['trust: no spaces, an IPv6 hop by its /64', { 'x-trust': '1', 'x-forwarded-for': '198.51.100.1,2001:db8::1' }, '2001:db8:0:0::/64'],
+    [
+      'trust: an IPv6 hop by the prefix set',
+      { 'x-trust': '1', 'x-prefix': '48', 'x-forwarded-for': '2001:db8:1:2::28' },
+      '2001:db8:1::/48',
+    ],
+    ['trust: an IPv4-mapped hop as its IPv4 address', { 'x-trust': '1', 'x-forwarded-for': '::ffff:203.0.113.9' }, '203.0.113.9'],
+    ['trust: a hop that is no address is its own key', { 'x-trust': '1', 'x-forwarded-for': 'unknown' }, 'unknown'],
     ['trust: an empty last hop is the peer', { 'x-trust': '1', 'x-forwarded-for': '203.0.113.9, ' }, '127.0.0.1'],
     ['trust: an empty header is the peer', { 'x-trust': '1', 'x-forwarded-for': '' }, '127.0.0.1'],
   ];

@@ -17,6 +17,10 @@ export type LimitsTask =
   | { task: 'open-close' | 'open' | 'close'; memory: SharedCountsMemory; key: string; n: number; startAt: number }
   /** From `startAt`, `n` times: tryOpen, count itself in `inside` while open, close. */
   | { task: 'try-open'; memory: SharedCountsMemory; key: string; max: number; n: number; inside: Int32Array; startAt: number }
+  /** From `startAt` for `durationMs`, takes a new key (`prefix` + a number) at limit 1 after another. */
+  | { task: 'flood'; memory: SharedWindowMemory; prefix: string; startAt: number; durationMs: number }
+  /** From `startAt` until `endAt`, takes `key` at `limit` every millisecond: the times of its admissions. */
+  | { task: 'steady'; memory: SharedWindowMemory; key: string; limit: number; startAt: number; endAt: number }
   | { task: 'clock' }
   /** Takes `key`, and stops for good inside the take, holding the key's lock. */
   | { task: 'die-in-take'; memory: SharedWindowMemory; key: string };
@@ -80,6 +84,29 @@ function run(t: LimitsTask): unknown {
         counts.close(t.key);
       }
       return { opened, most };
+    }
+    case 'flood': {
+      let evictions = 0;
+      const limiter = createSharedWindowLimiter(t.memory, { onEvict: () => void evictions++ });
+      let keys = 0;
+      let admitted = 0;
+      waitUntil(t.startAt);
+      while (sharedNow() < t.startAt + t.durationMs) {
+        for (let i = 0; i < 100; i++) if (limiter.take(`${t.prefix}${keys++}`, 1).ok) admitted++;
+      }
+      return { keys, admitted, evictions };
+    }
+    case 'steady': {
+      let at = 0;
+      const limiter = createSharedWindowLimiter(t.memory, { now: () => (at = sharedNow()) });
+      const admitted: number[] = [];
+      let offered = 0;
+      for (let next = t.startAt; next < t.endAt; next += 1) {
+        waitUntil(next);
+        offered++;
+        if (limiter.take(t.key, t.limit).ok) admitted.push(at);
+      }
+      return { admitted, offered };
     }
     case 'clock':
       return sharedNow();

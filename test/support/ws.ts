@@ -64,9 +64,9 @@ export async function openSocket(t: Test, url: string, opts: WebSocket.ClientOpt
 }
 
 /** An upgrade the gateway refuses: its HTTP status and body. */
-export function refusedUpgrade(url: string): Promise<{ status: number; body: string }> {
+export function refusedUpgrade(url: string, opts: WebSocket.ClientOptions = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(url, opts);
     ws.once('open', () => {
       ws.terminate();
       reject(new Error('the upgrade was accepted'));
