@@ -13,6 +13,8 @@ export const DEFAULTS = {
     cors_origins: ['*'] as string[],
     stop_timeout_s: 10, // seconds in-flight requests get to finish on SIGTERM
     trust_proxy: false, // true: the client IP is the last hop of X-Forwarded-For
+    worker_max_heap_mb: 1024, // MiB of JS heap one worker thread may use before it is replaced
+    worker_stall_s: 5, // seconds a worker thread may go without a heartbeat before it is ended and replaced
   },
   storage: {
     path: './data/chaingate.db',

@@ -10,6 +10,8 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['server.port', (c) => c.server.port],
   ['server.tls', (c) => c.server.tls !== undefined],
   ['server.workers', (c) => c.server.workers],
+  ['server.worker_max_heap_mb', (c) => c.server.worker_max_heap_mb],
+  ['server.worker_stall_s', (c) => c.server.worker_stall_s],
   ['storage.path', (c) => c.storage.path],
   ['storage.url', (c) => c.storage.url],
   ['cluster.redis_url', (c) => c.cluster?.redis_url],

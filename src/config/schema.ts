@@ -91,6 +91,10 @@ export interface ServerConfig {
   tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
   /** Worker threads serving connections on the one port: 'auto' is one per core (os.availableParallelism()). */
   workers: number | 'auto';
+  /** MiB of JS heap a worker thread may use: past it, the worker is replaced (docs/workers.md). */
+  worker_max_heap_mb: number;
+  /** Seconds a worker thread may go without a heartbeat (or an answer) before it is ended and replaced. */
+  worker_stall_s: number;
 }
 
 /** More worker threads than this is a typo, not a machine. */
@@ -284,6 +288,8 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'trust_proxy',
       'tls',
       'workers',
+      'worker_max_heap_mb',
+      'worker_stall_s',
     ],
     errors,
   );
@@ -330,6 +336,8 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     trust_proxy: readBool(o.trust_proxy, 'server.trust_proxy', d.trust_proxy, errors),
     tls,
     workers: readWorkers(o.workers, errors),
+    worker_max_heap_mb: readInt(o.worker_max_heap_mb, 'server.worker_max_heap_mb', d.worker_max_heap_mb, 64, 1 << 20, errors),
+    worker_stall_s: readInt(o.worker_stall_s, 'server.worker_stall_s', d.worker_stall_s, 1, 3600, errors),
   };
 }
 
