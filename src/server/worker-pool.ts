@@ -109,6 +109,9 @@ export function workerCount(setting: number | 'auto'): number {
   return setting === 'auto' ? availableParallelism() : setting;
 }
 
+/** How long a stuck worker gets at least to run its abandon hook (worker-rescue.ts), in ms. */
+const RESCUE_MIN_MS = 5_000;
+
 interface Running {
   index: number;
   worker: Worker;
@@ -145,7 +148,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
    * worker left running, when that cannot be done safely.
    */
   function end(entry: Running): Promise<boolean> {
-    entry.ending ??= rescueWorker(entry.worker, opts.stallMs).then((ended) => {
+    entry.ending ??= rescueWorker(entry.worker, Math.max(opts.stallMs, RESCUE_MIN_MS)).then((ended) => {
       if (!ended) {
         opts.log.error('worker could not be ended: it runs no JavaScript (a native call?), and ending it so would abort the process', {
           worker: entry.index,

@@ -48,7 +48,8 @@ export function rescueWorker(worker: Worker, timeoutMs: number): Promise<boolean
     const timer = setTimeout(() => finish(false), timeoutMs);
     session.on('NodeWorker.attachedToWorker', ({ params }) => {
       const sessionId = params.sessionId;
-      if (params.workerInfo.workerId !== String(worker.threadId)) {
+      // The inspector's workerId is its own count, not the threadId; its title names the thread.
+      if (params.workerInfo.title !== `[worker ${worker.threadId}]`) {
         session.post('NodeWorker.detach', { sessionId });
         return;
       }
@@ -64,16 +65,20 @@ export function rescueWorker(worker: Worker, timeoutMs: number): Promise<boolean
         if (m.sessionId !== sessionId) return;
         const reply = JSON.parse(m.message) as InspectorReply;
         if (reply.id !== undefined) waiting.get(reply.id)?.(reply);
-        // A debugger's pause (or one pending) would hold the hook and the end: let the thread run on.
+        // A debugger's pause would hold the hook and the end: let the thread run on.
         else if (reply.method === 'Debugger.paused') void send('Debugger.resume');
       });
       void (async () => {
-        // Enabled so that a pause can be seen and resumed; a running thread is not stopped by it.
-        await send('Debugger.enable');
-        await send('Debugger.resume');
-        const ran = await send('Runtime.evaluate', { expression: `globalThis[Symbol.for('${ABANDON_HOOK}')]?.() === true` });
+        const ran = send('Runtime.evaluate', { expression: `globalThis[Symbol.for('${ABANDON_HOOK}')]?.() === true` });
+        // A thread stopped at a debugger's pause (or with one pending, which the hook would hit) holds the
+        // answer: the debugger is enabled, which is slow (every script reported), only then, and resumed.
+        const unpause = setTimeout(() => {
+          void send('Debugger.enable').then(() => send('Debugger.resume'));
+        }, timeoutMs / 4);
+        const answer = await ran;
+        clearTimeout(unpause);
         // Its sockets still open (no hook, or it threw): terminating it would abort the process.
-        if (finished || ran.result?.result?.value !== true) return;
+        if (finished || answer.result?.result?.value !== true) return;
         clearTimeout(timer);
         worker.once('exit', () => finish(true));
         void worker.terminate();

@@ -161,6 +161,9 @@ t.test(
     const g = await twoWorkers(t, { worker_stall_s: 4 });
     g.gateway.workers!.crash(1, 'hang');
     await new Promise((r) => setTimeout(r, 200));
+    const config = g.gateway.context.config;
+    // Asked while worker 1 is silent: the reload waits server.worker_stall_s for it, as the watchdog does.
+    const reloading = g.gateway.reload(config);
     const started = Date.now();
     const exposition = await scrape(g.gateway.metricsPort!);
     t.ok(Date.now() - started < 3_000, `/metrics answered in ${Date.now() - started} ms`);
@@ -170,12 +173,7 @@ t.test(
     t.equal(status.status, 200);
     t.same(((await status.json()) as { workers?: unknown }).workers, { count: 2, unanswered: [1] }, '/status names the silent worker');
 
-    const config = g.gateway.context.config;
-    await t.rejects(
-      g.gateway.reload(config),
-      /worker 1 did not answer within server\.worker_stall_s \(4 s\)/,
-      'the reload fails, saying why',
-    );
+    await t.rejects(reloading, /worker 1 did not answer within server\.worker_stall_s \(4 s\)/, 'the reload fails, saying why');
     t.ok(await holds('worker 1 replaced', () => logged(g, /^info worker restarted worker=1/), 20_000));
     t.ok(logged(g, /^error worker stalled; ending it worker=1/), 'the stall is logged');
     t.equal((await scrape(g.gateway.metricsPort!)).value('chaingate_worker_stalls_total', { worker: '1' }), 1, 'and counted');
