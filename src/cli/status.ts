@@ -41,7 +41,7 @@ export function formatStatus(r: StatusReport): string {
       '',
       unanswered.length === 0
         ? `workers: ${count}, every one answered`
-        : `workers: ${count}; worker ${unanswered.join(', ')} did not answer in time (stalled?): its connections and requests are missing above`,
+        : `workers: ${count}; worker ${unanswered.join(', ')} did not answer in time (stalled?): their connections and requests are missing above`,
     );
   }
   if (r.fleet !== undefined) out.push('', ...formatFleet(r.fleet));

@@ -54,3 +54,12 @@ t.test('no fleet section on one machine; a fleet whose store failed says why', a
     'fleet: this instance a:1; the instances could not be read: connect ECONNREFUSED 127.0.0.1:5432',
   ]);
 });
+
+t.test('with worker threads: a line says every one answered, or which did not', async (t) => {
+  t.notMatch(formatStatus(REPORT), 'workers', 'none on one thread');
+  t.match(formatStatus({ ...REPORT, workers: { count: 3, unanswered: [] } }), '\nworkers: 3, every one answered\n');
+  t.match(
+    formatStatus({ ...REPORT, workers: { count: 3, unanswered: [1, 3] } }),
+    '\nworkers: 3; worker 1, 3 did not answer in time (stalled?): their connections and requests are missing above\n',
+  );
+});
