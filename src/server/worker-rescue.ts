@@ -22,6 +22,9 @@ import type { Worker } from 'node:worker_threads';
 /** The global a worker thread sets (worker-thread.ts): ships its usage rows and closes every uWS socket now. */
 export const ABANDON_HOOK = 'chaingate.worker.abandon';
 
+/** A thread asked to end that has not after this long is taken as paused by a debugger, in ms. */
+const PAUSED_AFTER_MS = 500;
+
 interface InspectorReply {
   id?: number;
   method?: string;
@@ -82,6 +85,10 @@ export function rescueWorker(worker: Worker, timeoutMs: number): Promise<boolean
         clearTimeout(timer);
         worker.once('exit', () => finish(true));
         void worker.terminate();
+        // A thread held at a debugger's pause does not end until it runs again.
+        setTimeout(() => {
+          if (!finished) void send('Debugger.enable').then(() => send('Debugger.resume'));
+        }, PAUSED_AFTER_MS);
       })();
     });
     session.post('NodeWorker.enable', { waitForDebuggerOnStart: false });
