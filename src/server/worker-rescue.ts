@@ -37,8 +37,14 @@ interface InspectorReply {
  * once the thread ended; false (the worker left running) when the hook did not run within `timeoutMs`.
  */
 export function rescueWorker(worker: Worker, timeoutMs: number): Promise<boolean> {
-  const session = new Session();
-  session.connect();
+  let session: Session;
+  try {
+    session = new Session();
+    session.connect();
+  } catch {
+    // A Node built without the inspector: the worker cannot be asked, so it is not ended.
+    return Promise.resolve(false);
+  }
   return new Promise<boolean>((resolve) => {
     let finished = false;
     const finish = (ended: boolean): void => {
