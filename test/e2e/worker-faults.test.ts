@@ -130,6 +130,12 @@ for (const { fault, server, first, code } of endings) {
     t.ok(logged(g, new RegExp(`^error worker died; starting it again worker=1 exit_code=${code}`)), 'its end logged');
     await until('the dead worker’s sockets closed', () => clients.filter((c) => c.gone).length >= before[0]!, 10_000);
     load.stop();
+    const codes = await Promise.all(clients.filter((c) => c.gone).map((c) => c.closed));
+    t.same(
+      codes,
+      codes.map(() => 1001),
+      "its clients' WebSockets are closed with 1001, the close frame sent before the sockets closed",
+    );
     const survivors = clients.filter((c) => !c.gone);
     t.equal(survivors.length, before[1], "worker 2's sockets are all still open");
     const counts = survivors.map((c) => c.answers);
