@@ -37,6 +37,15 @@ export function formatStatus(r: StatusReport): string {
     '',
     `ledger: last flush ${l.last_flush_at ?? 'not yet'}${l.last_flush_ok === false ? ' FAILED' : ''}, ${l.flush_failures} failed flushes since start`,
   );
+  if (r.workers !== undefined) {
+    const { count, unanswered } = r.workers;
+    out.push(
+      '',
+      unanswered.length === 0
+        ? `workers: ${count}, every one answered`
+        : `workers: ${count}; worker ${unanswered.join(', ')} did not answer in time (stalled?): their connections and requests are missing above`,
+    );
+  }
   if (r.fleet !== undefined) out.push('', ...formatFleet(r.fleet));
   return out.join('\n') + '\n';
 }

@@ -15,6 +15,8 @@ export const DEFAULTS = {
     trust_proxy: false, // true: the client IP is the last hop of X-Forwarded-For
     max_connections: 'auto' as number | 'auto', // client connections at once; auto: open-files limit less a reserve
     ipv6_prefix: 64, // bits: per-IP limits count an IPv6 client by this prefix (one subscriber's /64)
+    worker_max_heap_mb: 1024, // MiB of JS heap one worker thread may use before it is replaced
+    worker_stall_s: 5, // seconds a worker thread may go without a heartbeat before it is ended and replaced
   },
   storage: {
     path: './data/chaingate.db',

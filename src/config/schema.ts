@@ -97,6 +97,10 @@ export interface ServerConfig {
   /** Client connections at once (WebSockets and event streams held, plain HTTP refused past it): 'auto' is the
    *  process's open-files limit less a reserve, read at start (server/fd-watch.ts). */
   max_connections: number | 'auto';
+  /** MiB of JS heap a worker thread may use: past it, the worker is replaced (docs/workers.md). */
+  worker_max_heap_mb: number;
+  /** Seconds a worker thread may go without a heartbeat (or an answer) before it is ended and replaced. */
+  worker_stall_s: number;
 }
 
 /** More worker threads than this is a typo, not a machine. */
@@ -292,6 +296,8 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'tls',
       'workers',
       'max_connections',
+      'worker_max_heap_mb',
+      'worker_stall_s',
     ],
     errors,
   );
@@ -340,6 +346,8 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     tls,
     workers: readWorkers(o.workers, errors),
     max_connections: readMaxConnections(o.max_connections, d.max_connections, errors),
+    worker_max_heap_mb: readInt(o.worker_max_heap_mb, 'server.worker_max_heap_mb', d.worker_max_heap_mb, 64, 1 << 20, errors),
+    worker_stall_s: readInt(o.worker_stall_s, 'server.worker_stall_s', d.worker_stall_s, 1, 3600, errors),
   };
 }
 

@@ -120,6 +120,8 @@ export interface Metrics {
   workerRestart(worker: number): void;
   /** A full limit table gave an entry that still counted to another key (its count started again). */
   limitTableEviction(table: LimitTable): void;
+  /** A worker thread went silent for server.worker_stall_s and is ended. */
+  workerStall(worker: number): void;
   /** The worker threads are started (1 to count). */
   workersStarted(count: number): void;
   /** The exposition text (what GET /metrics answers), the workers' values merged in (MetricsOptions.workers). */
@@ -172,8 +174,11 @@ export interface MetricsOptions {
   defaults?: boolean;
   /** Clock in ms for the status request rate; default performance.now. */
   now?: () => number;
-  /** The worker threads' values (Metrics.values() in each), merged into the exposition at each scrape. */
-  workers?: () => Promise<MetricJson[][]>;
+  /**
+   * The worker threads' values (Metrics.values() in each), merged into the exposition at each scrape; in
+   * worker order, undefined for a worker that did not answer in time (chaingate_worker_up reads 0).
+   */
+  workers?: () => Promise<Array<MetricJson[] | undefined>>;
   /**
    * False in a worker thread: its values are read by the main thread (values()), which writes the
    * exposition, so prom-client and its default metrics stay out of the thread. Default true.
@@ -370,6 +375,18 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   // Every table from the start, so a rate() reads 0, not absent.
   for (const table of LIMIT_TABLES) evictions.labels(table).inc(0);
   const evicted = memo((table) => evictions.labels(table));
+  const workerStalls = new CounterFamily({
+    name: 'chaingate_worker_stalls_total',
+    help: 'Worker threads that went without a heartbeat for server.worker_stall_s and were ended, by worker number',
+    labelNames: ['worker'],
+    registers,
+  });
+  const workerUp = new GaugeFamily({
+    name: 'chaingate_worker_up',
+    help: 'Whether worker N answered this scrape within server.worker_stall_s (1) or not (0: its values are missing)',
+    labelNames: ['worker'],
+    registers,
+  });
   // Both results exist from the start, so a rate() over failures reads 0, not absent.
   const reloadOk = reloads.labels('success');
   const reloadFailed = reloads.labels('failure');
@@ -518,15 +535,21 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
     connectionsMax: (max) => connectionsMax.labels().set(max),
     workerRestart: (worker) => workerRestarts.labels(String(worker)).inc(),
     limitTableEviction: (table) => evicted(table).inc(),
+    workerStall: (worker) => workerStalls.labels(String(worker)).inc(),
     workersStarted(count) {
       // Every worker's series from the start, so a rate() over restarts reads 0, not absent.
-      for (let i = 1; i <= count; i++) workerRestarts.labels(String(i)).inc(0);
+      for (let i = 1; i <= count; i++) {
+        workerRestarts.labels(String(i)).inc(0);
+        workerStalls.labels(String(i)).inc(0);
+      }
     },
     text: async () => {
       if (lib === null || exposed === null) throw new Error('a worker thread writes no exposition: the main thread reads its values()');
       if (opts.workers === undefined) return exposed.metrics();
       // Each worker's families beside the main thread's, summed (or the highest, see Aggregator) by prom-client.
-      const all = [await registry.getMetricsAsJSON(), ...(await opts.workers())];
+      const theirs = await opts.workers();
+      for (const [i, values] of theirs.entries()) workerUp.labels(String(i + 1)).set(values === undefined ? 0 : 1);
+      const all = [await registry.getMetricsAsJSON(), ...theirs.filter((values) => values !== undefined)];
       return lib.AggregatorRegistry.aggregate(all).metrics();
     },
     values: () => registry.getMetricsAsJSON(),
@@ -594,6 +617,7 @@ export function noMetrics(): Metrics {
     connectionsMax() {},
     workerRestart() {},
     limitTableEviction() {},
+    workerStall() {},
     workersStarted() {},
     text: async () => '',
     values: async () => [],

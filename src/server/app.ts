@@ -57,6 +57,11 @@ export interface Gateway {
   streamStats(): Promise<StreamStats>;
   /** What this thread saw of each chain's traffic (a worker's part of GET /status). */
   traffic(): Record<string, ChainTraffic>;
+  /**
+   * Closes every socket at once, without a drain, and ships what this thread's ledger holds: what a worker
+   * thread does as it ends abruptly (worker-thread.ts), since a thread ended with sockets open aborts the process.
+   */
+  abandon(): void;
   /** The worker threads (server.workers above 1), else null. */
   readonly workers: Pick<WorkerPool, 'count' | 'crash'> | null;
   /**
@@ -260,6 +265,12 @@ const WORKER_SCRIPT = new URL(
 /** How long a worker may take to stop beyond server.stop_timeout_s before it is terminated, in ms. */
 const WORKER_STOP_GRACE_MS = 5_000;
 
+/**
+ * How long a scrape (/metrics, /status, stream stats) waits for a worker's values at most, in ms: below
+ * `chaingate status`'s own patience (5 s), so a stalled worker leaves a report without its part, not none.
+ */
+const WORKER_ANSWER_MS = 2_000;
+
 /** After a stop has released everything, open sockets are closed this much later, in ms. */
 const CLOSE_SOCKETS_AFTER_MS = 100;
 
@@ -270,13 +281,14 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const workers = opts.worker === undefined && config.cluster === undefined ? workerCount(config.server.workers) : 1;
   const core = workers > 1;
   let pool: WorkerPool | null = null;
+  const answerMs = Math.min(WORKER_ANSWER_MS, config.server.worker_stall_s * 1000);
   const metrics =
     opts.metrics ??
     (!config.metrics
       ? noMetrics()
       : opts.worker !== undefined
         ? createMetrics({ exposition: false })
-        : createMetrics(core ? { workers: async () => (await pool!.ask({ type: 'metrics' })) as never } : {}));
+        : createMetrics(core ? { workers: async () => (await pool!.ask({ type: 'metrics' }, answerMs)).values as never } : {}));
   const tenancy =
     config.storage.url !== undefined
       ? await openFleetTenancy(config, opts.log, metrics)
@@ -443,7 +455,8 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   const metricsApp = config.metrics && opts.worker === undefined ? uws().App() : null;
   const status = async (): Promise<StatusReport> => {
     // Connections and requests are the workers': each tells what it saw of each chain.
-    const theirs = pool === null ? [] : ((await pool.ask({ type: 'traffic' })) as Array<Record<string, ChainTraffic> | undefined>);
+    const asked = pool === null ? null : await pool.ask({ type: 'traffic' }, answerMs);
+    const theirs = (asked?.values ?? []) as Array<Record<string, ChainTraffic> | undefined>;
     const fleet = views.fleet === undefined ? undefined : await fleetStatus(views.fleet, Date.now());
     return statusReport(
       chains.values(),
@@ -451,6 +464,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
       { lastAt: tenancy.ledger.lastFlushAt(), lastOk: tenancy.ledger.healthy(), failures: tenancy.flushFailures() },
       performance.now() - startedAt,
       fleet,
+      asked === null ? undefined : { count: workers, unanswered: asked.unanswered },
     );
   };
   if (metricsApp !== null) serveMetrics(metricsApp, ctx.metrics, config.metrics!.token, status);
@@ -503,6 +517,9 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
         count: workers,
         log: opts.log,
         stopGraceMs: config.server.stop_timeout_s * 1000 + WORKER_STOP_GRACE_MS,
+        stallMs: config.server.worker_stall_s * 1000,
+        maxHeapMb: config.server.worker_max_heap_mb,
+        onStall: (index) => metrics.workerStall(index),
         connect: () => links.start(ctx.config, port),
         onRestart: (index) => metrics.workerRestart(index),
         onExit: (threadId) => tenancy.threadEnded(threadId),
@@ -561,7 +578,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     const own = threadStreamStats();
     if (pool === null) return own;
     // Upstream subscriptions and event streams are the main thread's; connections and subscribers the workers'.
-    const theirs = (await pool.ask({ type: 'stats' })) as Array<StreamStats | undefined>;
+    const theirs = (await pool.ask({ type: 'stats' }, answerMs)).values as Array<StreamStats | undefined>;
     for (const w of theirs) {
       if (w === undefined) continue;
       own.wsConnections += w.wsConnections;
@@ -617,9 +634,18 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   };
   const reload = async (next: Config): Promise<ReloadOutcome> => {
     if (pool !== null) {
-      // Each worker renews its certificate and applies the rest to its own part; the first refusal fails the reload.
-      const refusals = (await pool.ask({ type: 'reload', config: next })).filter((r) => typeof r === 'string');
-      if (refusals.length > 0) throw new Error(String(refusals[0]));
+      // Each worker renews its certificate and applies the rest to its own part; the first refusal fails the
+      // reload, and so does a worker that does not answer (stalled: it is being replaced, with the config in
+      // force). The workers that applied it go back to the config in force.
+      const asked = await pool.ask({ type: 'reload', config: next });
+      const refusal =
+        asked.unanswered.length > 0
+          ? `worker ${asked.unanswered.join(', ')} did not answer within server.worker_stall_s (${inForce.server.worker_stall_s} s)`
+          : asked.values.find((r) => typeof r === 'string');
+      if (refusal !== undefined) {
+        await pool.ask({ type: 'reload', config: inForce });
+        throw new Error(String(refusal));
+      }
     } else if (next.server.tls !== undefined) await renewCertificate(next);
     inForce = next;
     ctx.config = next;
@@ -631,9 +657,15 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     responseCache.resize(cacheBytes(next));
     return chainSet.apply(next.chains);
   };
+  const abandon = (): void => {
+    tenancy.ledger.flush();
+    // Close frames first: queued on sockets the closes below then end.
+    wsRoute.closeAll(1001, 'Server restarting');
+    for (const a of [app, ...replacedApps, management?.app, metricsApp]) if (a) closeApp(a);
+  };
   const traffic = (): Record<string, ChainTraffic> =>
     Object.fromEntries([...chains.keys()].map((slug) => [slug, metrics.chain(slug).snapshot()]));
-  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload, traffic, workers: pool };
+  return { port, managementPort, metricsPort, context: ctx, stop, streamStats, reload, traffic, abandon, workers: pool };
 }
 
 /**

@@ -15,6 +15,14 @@ export interface StatusReport {
   ledger: { last_flush_at: string | null; last_flush_ok: boolean | null; flush_failures: number };
   /** The fleet this daemon is an instance of (storage.url); absent on one machine. */
   fleet?: FleetStatus;
+  /** With worker threads: how many, and those that did not answer in time (their traffic is missing above). */
+  workers?: WorkersStatus;
+}
+
+export interface WorkersStatus {
+  count: number;
+  /** Worker numbers (from 1) that gave no answer within server.worker_stall_s. */
+  unanswered: number[];
 }
 
 /** Every instance of the fleet that sent a heartbeat and was not pruned, as the shared store lists them. */
@@ -114,6 +122,7 @@ export function statusReport(
   ledger: FlushState,
   uptimeMs: number,
   fleet?: FleetStatus,
+  workers?: WorkersStatus,
 ): StatusReport {
   const out: Record<string, ChainStatus> = {};
   for (const chain of chains) {
@@ -149,5 +158,6 @@ export function statusReport(
       flush_failures: ledger.failures,
     },
     ...(fleet !== undefined ? { fleet } : {}),
+    ...(workers !== undefined ? { workers } : {}),
   };
 }

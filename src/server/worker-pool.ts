@@ -11,6 +11,8 @@ import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort, type Transferable, Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
 import { errorText } from '../log.js';
+import { rescueWorker } from './worker-rescue.js';
+import { createStallWatch, heapLimits, WATCH_MS } from './worker-watch.js';
 
 /** Options that hook the module loader: each takes a value, given in the same argument (`--import=x`) or the next. */
 const LOADER_HOOKS = ['--import', '--require', '-r', '--loader', '--experimental-loader'];
@@ -45,6 +47,20 @@ export interface WorkerStart {
   transfer: Transferable[];
 }
 
+/**
+ * A fault drill (and the tests'): what worker `index` is made to do. `throw`: an uncaught error, as a bug
+ * would; `exit`: process.exit() in it; `hang`: its thread stops running its event loop, as in an endless
+ * loop; `leak`: its heap grows until it passes server.worker_max_heap_mb.
+ */
+export type WorkerFault = 'throw' | 'exit' | 'hang' | 'leak';
+
+/** The answers of every worker to one question, in worker order (undefined: no answer in time). */
+export interface WorkerAnswers {
+  values: unknown[];
+  /** The numbers of the workers that did not answer in time. */
+  unanswered: number[];
+}
+
 /** A message from a worker's control port. */
 export type WorkerReport =
   | { type: 'ready' }
@@ -57,27 +73,33 @@ export interface WorkerPoolOptions {
   script: URL;
   count: number;
   log: Logger;
-  /** How long a worker asked to stop may take before it is terminated, in ms. */
+  /** How long a worker asked to stop may take before it is ended, in ms. */
   stopGraceMs: number;
+  /** How long a worker may go without a heartbeat, and how long an answer is waited for, in ms. */
+  stallMs: number;
+  /** server.worker_max_heap_mb. */
+  maxHeapMb: number;
   /** The ports and data of worker `index` (1-based): called at each start and restart. */
   connect(index: number): WorkerStart;
   /** A worker thread ended, for whatever reason (its Worker.threadId). */
   onExit(threadId: number): void;
   /** A worker died and is started again (chaingate_worker_restarts_total). */
   onRestart(index: number): void;
+  /** A worker stalled and is ended (chaingate_worker_stalls_total). */
+  onStall(index: number): void;
 }
 
 export interface WorkerPool {
   readonly count: number;
   /** Starts every worker; resolves once each listens, rejects (all stopped) with the first failure. */
   start(): Promise<void>;
-  /** Asks each worker `message` (its control port) and resolves with every reply, in worker order. */
-  ask(message: Record<string, unknown>): Promise<unknown[]>;
   /**
-   * A fault drill (and the tests'): worker `index` throws an uncaught error, as a bug in it would, and so
-   * dies and is started again.
+   * Asks each worker `message` (its control port); resolves with every reply given within `timeoutMs`
+   * (default: the stall time).
    */
-  crash(index: number): void;
+  ask(message: Record<string, unknown>, timeoutMs?: number): Promise<WorkerAnswers>;
+  /** A fault drill (WorkerFault, `throw` by default): worker `index` fails so, and is replaced. */
+  crash(index: number, fault?: WorkerFault): void;
   /** Graceful stop of every worker (each drains as a single gateway does); resolves with requests cut short. */
   stop(): Promise<number>;
 }
@@ -87,17 +109,56 @@ export function workerCount(setting: number | 'auto'): number {
   return setting === 'auto' ? availableParallelism() : setting;
 }
 
+/** How long a stuck worker gets at least to run its abandon hook (worker-rescue.ts), in ms. */
+const RESCUE_MIN_MS = 5_000;
+
 interface Running {
+  index: number;
   worker: Worker;
   control: MessagePort;
   /** Replies awaited, by request id. */
   waiting: Map<number, (value: unknown) => void>;
+  /** Set while it is being ended from outside (worker-rescue.ts): resolves true once it ended. */
+  ending: Promise<boolean> | null;
 }
 
 export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   const running: Array<Running | null> = Array.from({ length: opts.count }, () => null);
   let stopping = false;
   let nextId = 1;
+  const watch = createStallWatch(opts.count, opts.stallMs);
+  const { softBytes, hardOldGenMb } = heapLimits(opts.maxHeapMb);
+  const watching = setInterval(() => {
+    for (const { index, silentMs } of watch.stalled()) {
+      const entry = running[index - 1];
+      if (entry === null || entry === undefined) continue;
+      opts.log.error('worker stalled; ending it', { worker: index, silent_ms: silentMs });
+      opts.onStall(index);
+      void end(entry).then((ended) => {
+        // Not ended: it would not run the inspector's hook (a native call that never returns?). Watched
+        // again, so it is tried again after another stall time.
+        if (!ended && running[index - 1] === entry) watch.arm(index);
+      });
+    }
+  }, WATCH_MS);
+  watching.unref();
+
+  /**
+   * Ends a worker from outside without taking the process down (worker-rescue.ts); resolves false, the
+   * worker left running, when that cannot be done safely.
+   */
+  function end(entry: Running): Promise<boolean> {
+    entry.ending ??= rescueWorker(entry.worker, Math.max(opts.stallMs, RESCUE_MIN_MS)).then((ended) => {
+      if (!ended) {
+        opts.log.error('worker could not be ended: it runs no JavaScript (a native call?), and ending it so would abort the process', {
+          worker: entry.index,
+        });
+        entry.ending = null;
+      }
+      return ended;
+    });
+    return entry.ending;
+  }
 
   /** Starts worker `index` and resolves once it listens; rejects when it failed to. */
   function launch(index: number): Promise<void> {
@@ -105,16 +166,18 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     const { port1: control, port2: workerControl } = new MessageChannel();
     const worker = new Worker(opts.script, {
       execArgv: WORKER_EXEC_ARGV,
-      workerData: { ...data, index, control: workerControl },
+      workerData: { ...data, index, control: workerControl, beats: watch.memory, heapBytes: softBytes },
       transferList: [...transfer, workerControl],
+      resourceLimits: { maxOldGenerationSizeMb: hardOldGenMb },
     });
-    const entry: Running = { worker, control, waiting: new Map() };
+    const entry: Running = { index, worker, control, waiting: new Map(), ending: null };
     running[index - 1] = entry;
     return new Promise<void>((resolve, reject) => {
       let ready = false;
       control.on('message', (m: WorkerReport) => {
         if (m.type === 'ready') {
           ready = true;
+          watch.arm(index);
           resolve();
         } else if (m.type === 'failed') reject(new Error(`worker ${index}: ${m.error}`));
         else if (m.type === 'reply') {
@@ -133,6 +196,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
       });
       const threadId = worker.threadId;
       worker.on('exit', (code) => {
+        watch.disarm(index);
         opts.onExit(threadId);
         control.close();
         for (const done of entry.waiting.values()) done(undefined);
@@ -149,10 +213,19 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     });
   }
 
-  function ask(entry: Running, message: Record<string, unknown>): Promise<unknown> {
+  /** One worker's answer, or undefined when it gave none in time (it is stalled, or ended). */
+  function ask(entry: Running | null, message: Record<string, unknown>, timeoutMs: number): Promise<unknown> {
+    if (entry === null) return Promise.resolve(undefined);
     const id = nextId++;
     return new Promise((resolve) => {
-      entry.waiting.set(id, resolve);
+      const timer = setTimeout(() => {
+        entry.waiting.delete(id);
+        resolve(undefined);
+      }, timeoutMs);
+      entry.waiting.set(id, (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      });
       entry.control.postMessage({ ...message, id });
     });
   }
@@ -164,16 +237,22 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
         await Promise.all(running.map((_, i) => launch(i + 1)));
       } catch (err) {
         stopping = true;
-        await Promise.all(running.map((r) => r?.worker.terminate()));
+        clearInterval(watching);
+        await Promise.all(running.map((r) => r && end(r)));
         throw err;
       }
     },
-    crash(index) {
-      running[index - 1]?.control.postMessage({ type: 'crash' });
+    crash(index, fault = 'throw') {
+      running[index - 1]?.control.postMessage({ type: 'crash', fault });
     },
-    ask: (message) => Promise.all(running.map((r) => (r === null ? Promise.resolve(undefined) : ask(r, message)))),
+    async ask(message, timeoutMs = opts.stallMs) {
+      const values = await Promise.all(running.map((r) => ask(r, message, timeoutMs)));
+      const unanswered = values.flatMap((v, i) => (v === undefined ? [i + 1] : []));
+      return { values, unanswered };
+    },
     async stop() {
       stopping = true;
+      clearInterval(watching);
       const cuts = await Promise.all(
         running.map(async (r, i) => {
           if (r === null) return 0;
@@ -186,15 +265,14 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
           const late = new Promise<'late'>((resolve) => {
             timer = setTimeout(() => resolve('late'), opts.stopGraceMs);
           });
-          // A stopped worker has closed its sockets and ends by itself. Terminating one whose uWS sockets are
-          // still open aborts the whole process (Node checks that a worker's loop is empty as it ends it), so
-          // that is only the last resort.
+          // A stopped worker has closed its sockets and ends by itself; a late one is ended from outside, its
+          // sockets closed first (worker-rescue.ts), else the process would abort.
           const cut = await Promise.race([stopped, late]);
           const ended = await Promise.race([exited, late]);
           clearTimeout(timer);
           if (ended === 'late') {
             opts.log.error('worker did not stop in time; ending it', { worker: i + 1 });
-            await r.worker.terminate();
+            await end(r);
           }
           return typeof cut === 'number' ? cut : 0;
         }),

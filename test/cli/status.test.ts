@@ -79,3 +79,12 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
   t.match(text, /down\s+out \(failing\)\s+–/);
   t.match(text, /anvil\s+out \(serves 31337\)\s+10/);
 });
+
+t.test('with worker threads: a line says every one answered, or which did not', async (t) => {
+  t.notMatch(formatStatus(REPORT), 'workers', 'none on one thread');
+  t.match(formatStatus({ ...REPORT, workers: { count: 3, unanswered: [] } }), '\nworkers: 3, every one answered\n');
+  t.match(
+    formatStatus({ ...REPORT, workers: { count: 3, unanswered: [1, 3] } }),
+    '\nworkers: 3; worker 1, 3 did not answer in time (stalled?): their connections and requests are missing above\n',
+  );
+});

@@ -135,7 +135,7 @@ chains:
     'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
     'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
     'chains.nochainid.chain_id: required for an evm chain',
-    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, ipv6_prefix, tls, workers, max_connections)',
+    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, ipv6_prefix, tls, workers, max_connections, worker_max_heap_mb, worker_stall_s)',
     'server.port: must be an integer from 0 to 65535',
     'server.max_batch: must be an integer from 1 to 100000',
     'server.trust_proxy: must be true or false',
@@ -382,6 +382,25 @@ t.test("server.max_connections: an integer from 1, or 'auto' (the default)", asy
       [`server.max_connections: must be an integer from 1 to 10000000 or 'auto' (got ${JSON.stringify(bad)})`],
       JSON.stringify(bad),
     );
+  }
+});
+
+t.test('server.worker_max_heap_mb and worker_stall_s: 1024 MiB and 5 s by default, each error naming its key', async (t) => {
+  const with_ = (server: Record<string, unknown>) =>
+    validateConfig({ server, chains: { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } } });
+  const plain = with_({});
+  t.ok(plain.ok && plain.config.server.worker_max_heap_mb === 1024 && plain.config.server.worker_stall_s === 5, 'defaults');
+  const set = with_({ worker_max_heap_mb: 64, worker_stall_s: 1 });
+  t.ok(set.ok && set.config.server.worker_max_heap_mb === 64 && set.config.server.worker_stall_s === 1, 'the lowest values are taken');
+  for (const [key, bad] of [
+    ['worker_max_heap_mb', 63],
+    ['worker_max_heap_mb', 1.5],
+    ['worker_stall_s', 0],
+    ['worker_stall_s', 3601],
+    ['worker_stall_s', '5'],
+  ] as const) {
+    const r = with_({ [key]: bad });
+    t.match(r.ok ? [] : r.errors, [new RegExp(`^server\\.${key}: `)], `${key}: ${JSON.stringify(bad)}`);
   }
 });
 

@@ -20,14 +20,15 @@ export interface Daemon {
 
 /**
  * Starts `chaingate serve --config configPath`, with `openFiles` as its open-files limit when given. A config without a `metrics` section gets
- * `metrics: { port: 0 }` appended: daemons of tests run side by side and would all take 9464.
+ * `metrics: { port: 0 }` appended: daemons of tests run side by side and would all take 9464. `nodeArgs`
+ * go to node before the script (--inspect, for a test that pauses a worker as a debugger would).
  */
-export function startDaemon(t: Test, configPath: string, opts: { openFiles?: number } = {}): Promise<Daemon> {
+export function startDaemon(t: Test, configPath: string, opts: { openFiles?: number; nodeArgs?: readonly string[] } = {}): Promise<Daemon> {
   if (!existsSync(main)) throw new Error('dist/main.js is missing: run npm run build (npm test does)');
   const text = readFileSync(configPath, 'utf8');
   if (!/^metrics:/m.test(text)) appendFileSync(configPath, '\nmetrics: { port: 0 }\n');
   const metricsOff = /^metrics:\s*\{\s*enabled:\s*false/m.test(text);
-  const args = [main, 'serve', '--config', configPath];
+  const args = [...(opts.nodeArgs ?? []), main, 'serve', '--config', configPath];
   // prlimit sets the open-files limit and execs node: the child's pid is the daemon's.
   const child =
     opts.openFiles === undefined
