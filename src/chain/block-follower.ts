@@ -26,6 +26,16 @@ export interface BlockFollowerOptions {
   intervalMs?: number;
 }
 
+/** A running follower. */
+export interface BlockFollower {
+  stop(): void;
+  /**
+   * Polls at once, or joins the poll under way: resolves when the blocks the node has now are delivered (or
+   * the poll failed; the next interval asks again). For a reader that must not run ahead of the blocks delivered.
+   */
+  pollNow(): Promise<void>;
+}
+
 /** Blocks fetched in one poll at most: after a longer silence the oldest missed blocks are skipped. */
 const MAX_BLOCKS_PER_POLL = 128;
 /** Deeper replaced blocks than this are not looked for. */
@@ -50,15 +60,14 @@ function asBlock(v: unknown): PolledBlock | null {
  * fetched by number, and a block whose parent is not the one delivered at that height is a reorg,
  * so the replaced blocks are delivered again from the fork. One upstream is asked until it fails;
  * after a switch, numbers already delivered stay delivered (independent nodes' hashes differ).
- * Returns the function that stops it.
  */
-export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstream'>, opts: BlockFollowerOptions): () => void {
+export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstream'>, opts: BlockFollowerOptions): BlockFollower {
   const timeoutMs = Math.min(chain.timeoutMs, HEAD_CALL_TIMEOUT_MS);
   /** Hashes delivered by number, from the current upstream only. */
   const delivered = new Map<number, string>();
   let top = opts.from;
   let upstream: HttpUpstream | null = null;
-  let busy = false;
+  let running: Promise<void> | null = null;
   let stopped = false;
 
   async function blockAt(tag: string): Promise<PolledBlock | null> {
@@ -80,13 +89,20 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
     delivered.delete(block.number - REORG_DEPTH - 1);
   }
 
-  async function poll(): Promise<void> {
-    if (busy || stopped) return;
+  function poll(): Promise<void> {
+    if (running !== null) return running;
+    if (stopped) return Promise.resolve();
     if (opts.stopped?.() === true) {
       stop();
-      return;
+      return Promise.resolve();
     }
-    busy = true;
+    running = pollOnce().finally(() => {
+      running = null;
+    });
+    return running;
+  }
+
+  async function pollOnce(): Promise<void> {
     try {
       const latest = await blockAt('latest');
       if (latest === null || stopped || delivered.get(latest.number) === latest.hash) return;
@@ -124,8 +140,6 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
       top = latest.number;
     } catch {
       // Asked again at the next interval, of another upstream.
-    } finally {
-      busy = false;
     }
   }
 
@@ -136,5 +150,5 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
     stopped = true;
     clearInterval(timer);
   }
-  return stop;
+  return { stop, pollNow: poll };
 }

@@ -23,7 +23,7 @@ async function until(done: () => boolean, what: string, ms = 5000): Promise<void
 /** Follows `chain`'s blocks every 30 ms, collecting what is delivered; stopped at teardown. */
 function follow(t: Test, chain: ChainRuntime, from: number | null, stopped?: () => boolean): { blocks: PolledBlock[]; stop(): void } {
   const blocks: PolledBlock[] = [];
-  const stop = followBlocks(chain, { from, onBlock: (b) => blocks.push(b), intervalMs: 30, ...(stopped ? { stopped } : {}) });
+  const { stop } = followBlocks(chain, { from, onBlock: (b) => blocks.push(b), intervalMs: 30, ...(stopped ? { stopped } : {}) });
   t.teardown(stop);
   return { blocks, stop };
 }
