@@ -2,6 +2,7 @@
  * Following a chain's blocks by polling, for its filters when no upstream subscription feeds them.
  */
 import type { HttpUpstream } from '../upstreams/http-client.js';
+import { DEEPEST_REORG } from '../upstreams/health.js';
 import { callUpstream } from '../upstreams/rpc-call.js';
 import { HEAD_CALL_TIMEOUT_MS, HEAD_POLL_MS } from './head.js';
 import type { ChainRuntime } from './runtime.js';
@@ -24,6 +25,12 @@ export interface BlockFollowerOptions {
   stopped?(): boolean;
   /** Between polls, in ms (default HEAD_POLL_MS). */
   intervalMs?: number;
+  /**
+   * `upstream` reports `head`, below every block remembered: true when the chain follows it onto a new chain (a
+   * reset, a resync; ChainHealth.followsNewChain), false when it is only behind. Default: followed (a lone node is
+   * the chain).
+   */
+  followsNewChain?(upstream: HttpUpstream, head: number): boolean;
 }
 
 /** A running follower. */
@@ -38,8 +45,11 @@ export interface BlockFollower {
 
 /** Blocks fetched in one poll at most: after a longer silence the oldest missed blocks are skipped. */
 const MAX_BLOCKS_PER_POLL = 128;
-/** Deeper replaced blocks than this are not looked for. */
-const REORG_DEPTH = 64;
+/**
+ * Deeper replaced blocks than this are not looked for; a head further back is a new chain or a node behind.
+ * The same depth as the chain's health uses to tell them, so the two agree on what a new chain is.
+ */
+const REORG_DEPTH = DEEPEST_REORG;
 
 function hex(n: number): string {
   return `0x${n.toString(16)}`;
@@ -59,7 +69,10 @@ function asBlock(v: unknown): PolledBlock | null {
  * Every block after `from` is delivered once and in order: blocks mined between two polls are
  * fetched by number, and a block whose parent is not the one delivered at that height is a reorg,
  * so the replaced blocks are delivered again from the fork. One upstream is asked until it fails;
- * after a switch, numbers already delivered stay delivered (independent nodes' hashes differ).
+ * after a switch, numbers already delivered stay delivered (independent nodes' hashes differ). A latest block
+ * below every one remembered is a new chain (a devnet reset, a resync) when the chain follows its node there
+ * (`followsNewChain`): the follower starts over from it, delivered as a reorg would be, rather than wait for
+ * the new chain to pass the old head; else the node is behind and another is asked at the next poll.
  */
 export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstream'>, opts: BlockFollowerOptions): BlockFollower {
   const timeoutMs = Math.min(chain.timeoutMs, HEAD_CALL_TIMEOUT_MS);
@@ -111,6 +124,7 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
         remember(latest);
         return;
       }
+      if (top - latest.number > REORG_DEPTH) return wentBack(latest);
       // Down from the latest block to where it joins what was delivered (or to the last known number).
       const found = [latest];
       for (let cur = latest; found.length < MAX_BLOCKS_PER_POLL && cur.number > 0; ) {
@@ -141,6 +155,18 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
     } catch {
       // Asked again at the next interval, of another upstream.
     }
+  }
+
+  /** A latest block below every one remembered: a new chain is followed from it; a node behind is left. */
+  function wentBack(latest: PolledBlock): void {
+    if (opts.followsNewChain?.(upstream!, latest.number) === false) {
+      upstream = null;
+      return;
+    }
+    delivered.clear();
+    top = latest.number;
+    remember(latest);
+    opts.onBlock(latest);
   }
 
   const timer = setInterval(() => void poll(), opts.intervalMs ?? HEAD_POLL_MS);

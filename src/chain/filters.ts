@@ -43,7 +43,7 @@ export interface ChainFiltersOptions {
 }
 
 /** What the filters read of their chain: the parts made before them. */
-export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes'>;
+export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes' | 'health'>;
 
 /** Pending transaction hashes remembered so that each is reported once. */
 const RECENT_PENDING = 10_000;
@@ -201,6 +201,10 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
       follower = followBlocks(chain, {
         from: callHead,
         onBlock: onPolledBlock,
+        followsNewChain: (upstream, number) => {
+          const index = chain.upstreams.indexOf(upstream);
+          return index < 0 || chain.health.followsNewChain(index, number);
+        },
         ...(opts.stopping !== undefined ? { stopped: opts.stopping } : {}),
       });
     } else if (!poll && follower !== null) {
