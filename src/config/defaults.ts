@@ -13,6 +13,7 @@ export const DEFAULTS = {
     cors_origins: ['*'] as string[],
     stop_timeout_s: 10, // seconds in-flight requests get to finish on SIGTERM
     trust_proxy: false, // true: the client IP is the last hop of X-Forwarded-For
+    worker_relay_max_bytes: 67_108_864, // bytes of notifications/event frames queued for one worker thread; past it its subscribers are dropped
   },
   storage: {
     path: './data/chaingate.db',

@@ -10,6 +10,7 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['server.port', (c) => c.server.port],
   ['server.tls', (c) => c.server.tls !== undefined],
   ['server.workers', (c) => c.server.workers],
+  ['server.worker_relay_max_bytes', (c) => c.server.worker_relay_max_bytes],
   ['storage.path', (c) => c.storage.path],
   ['storage.url', (c) => c.storage.url],
   ['cluster.redis_url', (c) => c.cluster?.redis_url],

@@ -91,6 +91,8 @@ export interface ServerConfig {
   tls: { cert_file: string; key_file: string; passphrase: string | undefined } | undefined;
   /** Worker threads serving connections on the one port: 'auto' is one per core (os.availableParallelism()). */
   workers: number | 'auto';
+  /** Bytes the main thread queues for one worker (notifications, event frames) before it drops that worker's subscribers (default 64 MiB). */
+  worker_relay_max_bytes: number;
 }
 
 /** More worker threads than this is a typo, not a machine. */
@@ -284,6 +286,7 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'trust_proxy',
       'tls',
       'workers',
+      'worker_relay_max_bytes',
     ],
     errors,
   );
@@ -330,6 +333,14 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     trust_proxy: readBool(o.trust_proxy, 'server.trust_proxy', d.trust_proxy, errors),
     tls,
     workers: readWorkers(o.workers, errors),
+    worker_relay_max_bytes: readInt(
+      o.worker_relay_max_bytes,
+      'server.worker_relay_max_bytes',
+      d.worker_relay_max_bytes,
+      65_536,
+      1 << 30,
+      errors,
+    ),
   };
 }
 
