@@ -364,3 +364,43 @@ t.test(
     t.same(last[3]!.results, [{ n: 2 }], 'and is served');
   },
 );
+
+t.test(
+  "an owner's subscribers on two workers: every notification reaches both, each charged or closed; none left open once unpaid",
+  async (t) => {
+    // The case once seen end to end: one worker's subscriber had one notification, the other's had more and used
+    // up the balance. Here worker A is held busy after its first notification while B charges the next; A is
+    // closed at the notification it then cannot pay, not left open with its one notification.
+    const PRICE = 10;
+    const balance = new Int32Array(new SharedArrayBuffer(4));
+    Atomics.store(balance, 0, 3 * PRICE + PRICE / 2);
+    const driven = drivenFeeds();
+    const servers: FeedRelayServer[] = [];
+    const data = { balance: balance.buffer as SharedArrayBuffer, price: PRICE };
+    const [a, b] = [0, 1].map(() => relayWorker(t, 'feeds', serveDev(driven.feeds, servers), data)) as [RelayWorker, RelayWorker];
+    for (const w of [a, b])
+      t.equal((await w.ask<{ ids: string[] }>({ cmd: 'subscribe', conns: 1, kind: 'newHeads', owner: 1 })).ids.length, 1);
+    const got = async (w: RelayWorker): Promise<Received> => (await w.ask<Received[]>({ cmd: 'received' }))[0]!;
+
+    driven.notify('{"n":1}');
+    await untilReceived([a, b], 'the first notification on both', (n) => n.length === 1);
+    const blocked = a.ask({ cmd: 'block', ms: 1000 });
+    await until('A busy', () => a.busy());
+    driven.notify('{"n":2}');
+    await untilReceived([b], 'the second on B', (n) => n.length === 2);
+    t.equal(Atomics.load(balance, 0), PRICE / 2, 'three notifications paid: half a price left');
+    t.same((await got(b)).closes, [], 'B, paid for both, is open');
+
+    await blocked;
+    for (const deadline = Date.now() + 10_000; (await got(a)).closes.length === 0 && Date.now() < deadline; ) await sleep(20);
+    t.same(
+      [(await got(a)).closes, (await got(a)).results.length],
+      [['1008 Insufficient RU balance'], 1],
+      'A, busy while B spent the balance, is closed at the notification it then cannot pay, after its one',
+    );
+    driven.notify('{"n":3}');
+    for (const deadline = Date.now() + 10_000; (await got(b)).closes.length === 0 && Date.now() < deadline; ) await sleep(20);
+    t.same([(await got(b)).closes, (await got(b)).results.length], [['1008 Insufficient RU balance'], 2], 'B at its next one');
+    t.equal(Atomics.load(balance, 0), PRICE / 2, 'nothing more was taken: exactly what was delivered was charged');
+  },
+);

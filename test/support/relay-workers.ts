@@ -38,7 +38,8 @@ function busyFor(_parts, { ms }) {
 `;
 
 /** Commands of a 'feeds' worker:
- *  - {cmd:'subscribe', conns, kind, params}: that many new connections each subscribe; answers
+ *  - {cmd:'subscribe', conns, kind, params, owner?}: that many new connections (of owner `owner`, charged per
+ *    workerData.balance and price; else unmetered) each subscribe; answers
  *    {ids, failures} (the ids given, and the reasons of the subscribes that failed)
  *  - {cmd:'received'}: per connection (in creation order) {sub, results, closes}: the subscription id of each
  *    message it was sent, their results, and the closes it got
@@ -54,16 +55,27 @@ const ready = (async () => {
   const { createSubscriptionHub } = await import(workerData.dist + 'subscriptions.js');
   const client = connectFeedRelay(workerData.port);
   const feeds = client.feeds('dev');
-  const hub = createSubscriptionHub({ feeds, ruPerMessage: () => 0, charge: () => true, liveWaitMs: workerData.liveWaitMs });
+  // With workerData.balance (an Int32 of RU shared by every worker, as the shared book is), each notification costs
+  // workerData.price per subscription of owner 1, taken atomically or refused.
+  const balance = workerData.balance ? new Int32Array(workerData.balance) : null;
+  const charge = (_owner, _endpoint, ru) => {
+    if (balance === null) return true;
+    for (;;) {
+      const now = Atomics.load(balance, 0);
+      if (now < ru) return false;
+      if (Atomics.compareExchange(balance, 0, now, now - ru) === now) return true;
+    }
+  };
+  const hub = createSubscriptionHub({ feeds, ruPerMessage: () => workerData.price ?? 0, charge, liveWaitMs: workerData.liveWaitMs });
   const conns = [];
   return { client, feeds, hub, conns };
 })();
 const commands = {
-  async subscribe({ hub, conns }, { conns: n, kind, params }) {
+  async subscribe({ hub, conns }, { conns: n, kind, params, owner }) {
     const made = [];
     for (let i = 0; i < n; i++) {
       const conn = {
-        ownerId: null, endpointId: null, closed: false, firstSubId: null, firstSub: null, moreSubs: null,
+        ownerId: owner ?? null, endpointId: owner ? 'ep' + owner : null, closed: false, firstSubId: null, firstSub: null, moreSubs: null,
         ids: [], messages: [], closes: [],
         deliver(bytes) { conn.messages.push(JSON.parse(bytes.toString())); },
         close(code, reason) { conn.closed = true; conn.closes.push(code + ' ' + reason); },
