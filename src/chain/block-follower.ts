@@ -2,6 +2,7 @@
  * Following a chain's blocks by polling, for its filters when no upstream subscription feeds them.
  */
 import type { HttpUpstream } from '../upstreams/http-client.js';
+import { DEEPEST_REORG } from '../upstreams/health.js';
 import { callUpstream } from '../upstreams/rpc-call.js';
 import { HEAD_CALL_TIMEOUT_MS, HEAD_POLL_MS } from './head.js';
 import type { ChainRuntime } from './runtime.js';
@@ -24,12 +25,31 @@ export interface BlockFollowerOptions {
   stopped?(): boolean;
   /** Between polls, in ms (default HEAD_POLL_MS). */
   intervalMs?: number;
+  /**
+   * `upstream` reports `head`, below every block remembered: true when the chain follows it onto a new chain (a
+   * reset, a resync; ChainHealth.followsNewChain), false when it is only behind. Default: followed (a lone node is
+   * the chain).
+   */
+  followsNewChain?(upstream: HttpUpstream, head: number): boolean;
+}
+
+/** A running follower. */
+export interface BlockFollower {
+  stop(): void;
+  /**
+   * Polls at once, or joins the poll under way: resolves when the blocks the node has now are delivered (or
+   * the poll failed; the next interval asks again). For a reader that must not run ahead of the blocks delivered.
+   */
+  pollNow(): Promise<void>;
 }
 
 /** Blocks fetched in one poll at most: after a longer silence the oldest missed blocks are skipped. */
 const MAX_BLOCKS_PER_POLL = 128;
-/** Deeper replaced blocks than this are not looked for. */
-const REORG_DEPTH = 64;
+/**
+ * Deeper replaced blocks than this are not looked for; a head further back is a new chain or a node behind.
+ * The same depth as the chain's health uses to tell them, so the two agree on what a new chain is.
+ */
+const REORG_DEPTH = DEEPEST_REORG;
 
 function hex(n: number): string {
   return `0x${n.toString(16)}`;
@@ -49,16 +69,18 @@ function asBlock(v: unknown): PolledBlock | null {
  * Every block after `from` is delivered once and in order: blocks mined between two polls are
  * fetched by number, and a block whose parent is not the one delivered at that height is a reorg,
  * so the replaced blocks are delivered again from the fork. One upstream is asked until it fails;
- * after a switch, numbers already delivered stay delivered (independent nodes' hashes differ).
- * Returns the function that stops it.
+ * after a switch, numbers already delivered stay delivered (independent nodes' hashes differ). A latest block
+ * below every one remembered is a new chain (a devnet reset, a resync) when the chain follows its node there
+ * (`followsNewChain`): the follower starts over from it, delivered as a reorg would be, rather than wait for
+ * the new chain to pass the old head; else the node is behind and another is asked at the next poll.
  */
-export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstream'>, opts: BlockFollowerOptions): () => void {
+export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstream'>, opts: BlockFollowerOptions): BlockFollower {
   const timeoutMs = Math.min(chain.timeoutMs, HEAD_CALL_TIMEOUT_MS);
   /** Hashes delivered by number, from the current upstream only. */
   const delivered = new Map<number, string>();
   let top = opts.from;
   let upstream: HttpUpstream | null = null;
-  let busy = false;
+  let running: Promise<void> | null = null;
   let stopped = false;
 
   async function blockAt(tag: string): Promise<PolledBlock | null> {
@@ -80,13 +102,20 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
     delivered.delete(block.number - REORG_DEPTH - 1);
   }
 
-  async function poll(): Promise<void> {
-    if (busy || stopped) return;
+  function poll(): Promise<void> {
+    if (running !== null) return running;
+    if (stopped) return Promise.resolve();
     if (opts.stopped?.() === true) {
       stop();
-      return;
+      return Promise.resolve();
     }
-    busy = true;
+    running = pollOnce().finally(() => {
+      running = null;
+    });
+    return running;
+  }
+
+  async function pollOnce(): Promise<void> {
     try {
       const latest = await blockAt('latest');
       if (latest === null || stopped || delivered.get(latest.number) === latest.hash) return;
@@ -95,6 +124,7 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
         remember(latest);
         return;
       }
+      if (top - latest.number > REORG_DEPTH) return wentBack(latest);
       // Down from the latest block to where it joins what was delivered (or to the last known number).
       const found = [latest];
       for (let cur = latest; found.length < MAX_BLOCKS_PER_POLL && cur.number > 0; ) {
@@ -124,9 +154,19 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
       top = latest.number;
     } catch {
       // Asked again at the next interval, of another upstream.
-    } finally {
-      busy = false;
     }
+  }
+
+  /** A latest block below every one remembered: a new chain is followed from it; a node behind is left. */
+  function wentBack(latest: PolledBlock): void {
+    if (opts.followsNewChain?.(upstream!, latest.number) === false) {
+      upstream = null;
+      return;
+    }
+    delivered.clear();
+    top = latest.number;
+    remember(latest);
+    opts.onBlock(latest);
   }
 
   const timer = setInterval(() => void poll(), opts.intervalMs ?? HEAD_POLL_MS);
@@ -136,5 +176,5 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
     stopped = true;
     clearInterval(timer);
   }
-  return stop;
+  return { stop, pollNow: poll };
 }

@@ -13,7 +13,7 @@ import type { FeedsLog } from '../fanout/feeds.js';
 import { createFilterRegistry } from '../filters/filter-registry.js';
 import { isQuantity } from '../jsonrpc/param-types.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
-import { followBlocks, type PolledBlock } from './block-follower.js';
+import { type BlockFollower, followBlocks, type PolledBlock } from './block-follower.js';
 import { upstreamsInTurn } from './head.js';
 import type { ChainRuntime } from './runtime.js';
 
@@ -43,10 +43,17 @@ export interface ChainFiltersOptions {
 }
 
 /** What the filters read of their chain: the parts made before them. */
-export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes'>;
+export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes' | 'health'>;
 
 /** Pending transaction hashes remembered so that each is reported once. */
 const RECENT_PENDING = 10_000;
+/**
+ * How long a filter poll waits for the upstream head subscription to deliver the head the node just
+ * reported, in ms: a log filter reads no further than the heads delivered (see FilterRegistry.headSeen), and
+ * a subscription is a few ms behind its node's HTTP. A stalled one costs each poll this once, then the
+ * poll reads up to the heads delivered and the rest comes at the next poll.
+ */
+const HEAD_CATCH_UP_MS = 500;
 
 /**
  * eth_getLogs for the filters, on the first upstream in turn that has the range (of those that serve
@@ -107,7 +114,9 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
   /** A feed that was lost is not asked again until its filters are gone: the poll stands in. */
   let headsFeedLost = false;
   let pendingFeedLost = false;
-  let stopFollowing: (() => void) | null = null;
+  let follower: BlockFollower | null = null;
+  /** Polls waiting for the head stream to reach a number (HEAD_CATCH_UP_MS at most). */
+  const headWaits = new Set<{ number: number; done(): void }>();
   const pendingSeen = createRecentSet(RECENT_PENDING);
   const log = (msg: string, reason: string): void => opts.log('warn', msg, { reason });
 
@@ -133,9 +142,14 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
     if (pendingSeen.add(hash)) registry.onPendingTransaction(hash);
   }
 
+  function feedHead(number: number, hash: string): void {
+    registry.onHead(number, hash);
+    for (const w of headWaits) if (number >= w.number) w.done();
+  }
+
   function onPolledBlock(block: PolledBlock): void {
     head.note(block.number);
-    if (wants.heads && headsFeed === null) registry.onHead(block.number, block.hash);
+    if (wants.heads && headsFeed === null) feedHead(block.number, block.hash);
     if (wants.pending && pendingFeed === null) for (const tx of block.transactions) pushPending(tx);
   }
 
@@ -147,7 +161,7 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
       const stop = feeds.subscribe('newHeads', undefined, {
         notify(json) {
           const h = JSON.parse(json) as { number?: unknown; hash?: unknown };
-          if (typeof h.number === 'string' && typeof h.hash === 'string') registry.onHead(Number(h.number), h.hash);
+          if (typeof h.number === 'string' && typeof h.hash === 'string') feedHead(Number(h.number), h.hash);
         },
         lost(reason) {
           lost = true;
@@ -183,16 +197,44 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
       pendingFeed = null;
     }
     const poll = (wants.heads && headsFeed === null) || (wants.pending && pendingFeed === null);
-    if (poll && stopFollowing === null) {
-      stopFollowing = followBlocks(chain, {
+    if (poll && follower === null) {
+      follower = followBlocks(chain, {
         from: callHead,
         onBlock: onPolledBlock,
+        followsNewChain: (upstream, number) => {
+          const index = chain.upstreams.indexOf(upstream);
+          return index < 0 || chain.health.followsNewChain(index, number);
+        },
         ...(opts.stopping !== undefined ? { stopped: opts.stopping } : {}),
       });
-    } else if (!poll && stopFollowing !== null) {
-      stopFollowing();
-      stopFollowing = null;
+    } else if (!poll && follower !== null) {
+      follower.stop();
+      follower = null;
     }
+  }
+
+  /**
+   * Resolves once the filters' head stream has delivered the head of this call (callHead), so a poll right
+   * after a client saw a new block covers it: the block poll is asked at once; a subscription is waited
+   * for, HEAD_CATCH_UP_MS at most.
+   */
+  function headsCaughtUp(): Promise<void> {
+    const seen = registry.headSeen();
+    if (callHead === null || seen === null || seen >= callHead) return Promise.resolve();
+    if (headsFeed === null && follower !== null) return follower.pollNow();
+    const number = callHead;
+    return new Promise((resolve) => {
+      const wait = {
+        number,
+        done() {
+          clearTimeout(timer);
+          headWaits.delete(wait);
+          resolve();
+        },
+      };
+      const timer = setTimeout(wait.done, HEAD_CATCH_UP_MS);
+      headWaits.add(wait);
+    });
   }
 
   /** The head as a node tells it now, so a poll right after a client saw a new block covers that block. */
@@ -216,6 +258,7 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
           return registry.newPendingTransactionFilter(scope);
         case 'eth_getFilterChanges':
           await refreshHead();
+          await headsCaughtUp();
           return registry.getFilterChanges(scope, id);
         case 'eth_getFilterLogs':
           return registry.getFilterLogs(scope, id);
@@ -231,6 +274,7 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
     },
     close() {
       registry.close();
+      for (const w of headWaits) w.done();
     },
   };
 }

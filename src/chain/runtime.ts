@@ -373,7 +373,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
   const filters =
     opts.replica?.filters ??
     createChainFilters(
-      { head, feeds, timeoutMs, upstreams, pickUpstream, routes },
+      { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health },
       {
         maxPerKey: filterBounds.max_per_key,
         idleTimeoutMs: filterBounds.idle_timeout_s * 1000,

@@ -17,6 +17,7 @@ export const DEFAULTS = {
     ipv6_prefix: 64, // bits: per-IP limits count an IPv6 client by this prefix (one subscriber's /64)
     worker_max_heap_mb: 1024, // MiB of JS heap one worker thread may use before it is replaced
     worker_stall_s: 5, // seconds a worker thread may go without a heartbeat before it is ended and replaced
+    worker_relay_max_bytes: 67_108_864, // bytes of notifications/event frames queued for one worker thread; past it its subscribers are dropped
   },
   storage: {
     path: './data/chaingate.db',

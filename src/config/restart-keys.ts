@@ -13,6 +13,7 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['server.max_connections', (c) => c.server.max_connections],
   ['server.worker_max_heap_mb', (c) => c.server.worker_max_heap_mb],
   ['server.worker_stall_s', (c) => c.server.worker_stall_s],
+  ['server.worker_relay_max_bytes', (c) => c.server.worker_relay_max_bytes],
   ['storage.path', (c) => c.storage.path],
   ['storage.url', (c) => c.storage.url],
   ['cluster.redis_url', (c) => c.cluster?.redis_url],

@@ -101,6 +101,8 @@ export interface ServerConfig {
   worker_max_heap_mb: number;
   /** Seconds a worker thread may go without a heartbeat (or an answer) before it is ended and replaced. */
   worker_stall_s: number;
+  /** Bytes the main thread queues for one worker (notifications, event frames) before it drops that worker's subscribers (default 64 MiB). */
+  worker_relay_max_bytes: number;
 }
 
 /** More worker threads than this is a typo, not a machine. */
@@ -298,6 +300,7 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
       'max_connections',
       'worker_max_heap_mb',
       'worker_stall_s',
+      'worker_relay_max_bytes',
     ],
     errors,
   );
@@ -348,6 +351,14 @@ function readServer(raw: unknown, chains: Record<string, ChainConfig>, errors: E
     max_connections: readMaxConnections(o.max_connections, d.max_connections, errors),
     worker_max_heap_mb: readInt(o.worker_max_heap_mb, 'server.worker_max_heap_mb', d.worker_max_heap_mb, 64, 1 << 20, errors),
     worker_stall_s: readInt(o.worker_stall_s, 'server.worker_stall_s', d.worker_stall_s, 1, 3600, errors),
+    worker_relay_max_bytes: readInt(
+      o.worker_relay_max_bytes,
+      'server.worker_relay_max_bytes',
+      d.worker_relay_max_bytes,
+      65_536,
+      1 << 30,
+      errors,
+    ),
   };
 }
 

@@ -11,6 +11,7 @@
  * ends its own waiting clients as 'unavailable' after its own openTimeoutMs, so a client gets its 502 as today.
  */
 import type { MessagePort } from 'node:worker_threads';
+import { createBacklogAcks, createRelayBacklog, DEFAULT_RELAY_BACKLOG_BYTES } from './relay-backlog.js';
 import type { SseClient, SseEnd, SseHub, SseHubOptions, SseListener } from './sse-hub.js';
 
 /** Worker → main. `link` is a number the worker gives, unique on its port. */
@@ -18,7 +19,9 @@ export type EventRelayRequest =
   /** Listen to `topic` of `chain`'s hub for this worker. */
   | { op: 'open'; link: number; chain: string; topic: string }
   /** The worker's hub closed the link (its last client of the topic left). */
-  | { op: 'close'; link: number };
+  | { op: 'close'; link: number }
+  /** The worker handled frames of `bytes` since its last ack (relay-backlog.ts). */
+  | { op: 'ack'; bytes: number };
 
 /** Main → worker. */
 export type EventRelayEvent =
@@ -33,24 +36,51 @@ export type EventRelayEvent =
 export interface EventRelayServer {
   /** Relay clients kept for the worker now (one per chain and topic it listens to). */
   links(): number;
+  /** Frame bytes posted to the worker that it has not acknowledged. */
+  backlogBytes(): number;
   /** Removes every relay client and closes the port. */
   close(): void;
+}
+
+export interface EventRelayServerOptions {
+  /**
+   * Frame bytes posted to the worker and not yet handled there, at most (config server.worker_relay_max_bytes,
+   * default 64 MiB): past it every link of the worker is ended as its clients' slow streams are ('slow': each
+   * client is ended with ": closed: slow consumer") and new ones are refused until half of it has drained.
+   */
+  maxBacklogBytes?: number;
 }
 
 /**
  * Serves one worker's event relay on `port` over the main thread's hubs: `eventsOf(chain)` gives the chain's
  * hub now, or null when it has none (the link is then ended as 'unavailable' and the worker asks again).
  */
-export function serveEventRelay(port: MessagePort, eventsOf: (chain: string) => SseHub | null): EventRelayServer {
+export function serveEventRelay(
+  port: MessagePort,
+  eventsOf: (chain: string) => SseHub | null,
+  opts: EventRelayServerOptions = {},
+): EventRelayServer {
   const links = new Map<number, SseListener>();
   let closed = false;
   const post = (event: EventRelayEvent, transfer?: ArrayBuffer[]): void => {
     if (!closed) port.postMessage(event, transfer);
   };
+  const backlog = createRelayBacklog(opts.maxBacklogBytes ?? DEFAULT_RELAY_BACKLOG_BYTES);
+
+  /** The worker is too slow for its frames: every link ends as a slow one. */
+  function dropSlowWorker(): void {
+    const all = [...links];
+    links.clear();
+    for (const [link, listener] of all) {
+      listener.remove();
+      post({ op: 'end', link, reason: 'slow' });
+    }
+  }
 
   function open(link: number, chain: string, topic: string): void {
     const hub = eventsOf(chain);
     if (hub === null) return post({ op: 'end', link, reason: 'unavailable' });
+    if (backlog.overloaded()) return post({ op: 'end', link, reason: 'slow' });
     let ended = false;
     const client: SseClient = {
       relay: true,
@@ -60,6 +90,8 @@ export function serveEventRelay(port: MessagePort, eventsOf: (chain: string) => 
         // An exact copy, transferred: cloning a pooled Buffer would copy the whole pool slab it sits in.
         const frame = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
         post({ op: 'frame', link, frame }, [frame]);
+        // Counted from `bytes`: the transferred frame is detached here now, its byteLength 0.
+        if (!closed && !backlog.posted(bytes.byteLength)) dropSlowWorker();
         return true;
       },
       close(reason) {
@@ -80,6 +112,7 @@ export function serveEventRelay(port: MessagePort, eventsOf: (chain: string) => 
 
   port.on('message', (msg: EventRelayRequest) => {
     if (msg.op === 'open') return open(msg.link, msg.chain, msg.topic);
+    if (msg.op === 'ack') return backlog.acked(msg.bytes);
     const listener = links.get(msg.link);
     links.delete(msg.link);
     listener?.remove();
@@ -92,6 +125,7 @@ export function serveEventRelay(port: MessagePort, eventsOf: (chain: string) => 
 
   return {
     links: () => links.size,
+    backlogBytes: () => backlog.bytes(),
     close() {
       if (closed) return;
       dropAll();
@@ -120,6 +154,7 @@ interface Link {
   readonly topic: string;
   readonly onFrame: (frame: Buffer) => void;
   readonly onStatus: (open: boolean) => void;
+  readonly onSlow: () => void;
   /** The id of its current relay client on the main side. */
   id: number;
   open: boolean;
@@ -156,7 +191,11 @@ export function connectEventRelay(port: MessagePort, opts: EventRelayClientOptio
     }
   }
 
+  /** What this thread has handled, told to the main side so it can bound what it queues here (relay-backlog.ts). */
+  const acks = createBacklogAcks((bytes) => send({ op: 'ack', bytes }));
+
   port.on('message', (msg: EventRelayEvent) => {
+    if (msg.op === 'frame') acks.took(msg.frame.byteLength);
     const link = byId.get(msg.link);
     if (link === undefined) return;
     switch (msg.op) {
@@ -167,13 +206,19 @@ export function connectEventRelay(port: MessagePort, opts: EventRelayClientOptio
         link.open = msg.open;
         return link.onStatus(msg.open);
       case 'end':
+        if (msg.reason === 'slow') {
+          // The main side dropped this worker as too slow: the hub cuts the topic's clients, which closes the link.
+          byId.delete(link.id);
+          link.onSlow();
+          if (!links.has(link)) return;
+        }
         return ended(link);
     }
   });
 
   return {
-    openLink: (chain) => (topic, onFrame, onStatus) => {
-      const link: Link = { chain, topic, onFrame, onStatus, id: 0, open: false, retry: undefined };
+    openLink: (chain) => (topic, onFrame, onStatus, onSlow) => {
+      const link: Link = { chain, topic, onFrame, onStatus, onSlow, id: 0, open: false, retry: undefined };
       links.add(link);
       ask(link);
       return {

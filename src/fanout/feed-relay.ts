@@ -11,6 +11,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { FeedHold, FeedKind, Feeds, FeedsLog } from './feeds.js';
 import type { HeadMark } from './head-feed.js';
+import { backlogReason, createRelayBacklog, DEFAULT_RELAY_BACKLOG_BYTES } from './relay-backlog.js';
 import { errorText } from '../log.js';
 
 /** Worker → main. `hold` and `wait` are numbers the worker gives, unique on its port. */
@@ -24,7 +25,9 @@ export type FeedRelayRequest =
   /** Answer FeedHold.whenLive(ms) of hold `hold` with FeedRelayEvent 'waited'. */
   | { op: 'wait'; hold: number; wait: number; ms: number }
   /** The worker's last subscriber of the hold left. */
-  | { op: 'release'; hold: number };
+  | { op: 'release'; hold: number }
+  /** The worker handled notifications of `bytes` (their JSON's length) since its last ack (relay-backlog.ts). */
+  | { op: 'ack'; bytes: number };
 
 /** Main → worker. */
 export type FeedRelayEvent =
@@ -43,14 +46,22 @@ export interface FeedRelayOptions {
   /** How often the mirrored head and upstream count are checked for a change besides the moments a hold
    *  of this worker shows one (a newHeads notification, a live change), in ms. Default 1_000. */
   stateIntervalMs?: number;
-  /** Where a feeds call that threw is reported (a subscribe after the chain's feeds closed). */
+  /** Where a feeds call that threw is reported (a subscribe after the chain's feeds closed), and a worker dropped as too slow. */
   log?: FeedsLog;
+  /**
+   * Notification bytes posted to the worker and not yet handled there, at most (config
+   * server.worker_relay_max_bytes, default 64 MiB): past it every hold of the worker is lost (its subscribers are
+   * closed, 1011, saying the worker is too slow) and new ones are refused until half of it has drained.
+   */
+  maxBacklogBytes?: number;
 }
 
 /** The main side of one worker's feeds relay. */
 export interface FeedRelayServer {
   /** The real holds kept for the worker now (one per chain, kind and params it needs). */
   holds(): number;
+  /** Notification bytes posted to the worker that it has not acknowledged. */
+  backlogBytes(): number;
   /** Releases every hold and closes the port. */
   close(): void;
 }
@@ -74,6 +85,29 @@ export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Fe
   const post = (event: FeedRelayEvent): void => {
     if (!closed) port.postMessage(event);
   };
+  const maxBacklog = opts.maxBacklogBytes ?? DEFAULT_RELAY_BACKLOG_BYTES;
+  const backlog = createRelayBacklog(maxBacklog);
+
+  /** One notification to the worker, counted; the one that takes its backlog over the bound drops the worker's holds. */
+  function postNotify(id: number, json: string): void {
+    if (closed) return;
+    port.postMessage({ op: 'notify', hold: id, json } satisfies FeedRelayEvent);
+    if (!backlog.posted(json.length)) dropSlowWorker();
+  }
+
+  function dropSlowWorker(): void {
+    const reason = backlogReason(maxBacklog);
+    opts.log?.('warn', 'feeds relay: a worker thread too slow for its notifications; its subscriptions dropped', {
+      holds: held.size,
+      backlog_bytes: backlog.bytes(),
+    });
+    const all = [...held];
+    held.clear();
+    for (const [id, entry] of all) {
+      entry.real?.remove();
+      post({ op: 'lost', hold: id, reason });
+    }
+  }
 
   function pushState(chain: string): void {
     if (!watched.has(chain)) return;
@@ -89,12 +123,13 @@ export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Fe
   function hold(id: number, chain: string, kind: FeedKind, params: unknown): void {
     const feeds = feedsOf(chain);
     if (feeds === null) return post({ op: 'lost', hold: id, reason: `no upstream subscriptions on chain ${chain}` });
+    if (backlog.overloaded()) return post({ op: 'lost', hold: id, reason: backlogReason(maxBacklog) });
     const entry: Held = { chain, real: null };
     held.set(id, entry);
     try {
       entry.real = feeds.subscribe(kind, params, {
         notify(json) {
-          post({ op: 'notify', hold: id, json });
+          postNotify(id, json);
           if (kind === 'newHeads') pushState(chain);
         },
         lost(reason) {
@@ -151,6 +186,9 @@ export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Fe
       case 'unwatch':
         watched.delete(msg.chain);
         return;
+      case 'ack':
+        backlog.acked(msg.bytes);
+        return;
     }
   });
   // The worker died or was stopped: nothing it held is needed any more.
@@ -165,6 +203,7 @@ export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Fe
 
   return {
     holds: () => held.size,
+    backlogBytes: () => backlog.bytes(),
     close() {
       if (closed) return;
       dropAll();

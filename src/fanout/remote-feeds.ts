@@ -9,6 +9,7 @@ import type { MessagePort } from 'node:worker_threads';
 import type { FeedRelayEvent, FeedRelayRequest } from './feed-relay.js';
 import { type FeedHold, type FeedKind, type FeedListener, type Feeds, type FeedsLog, feedKey } from './feeds.js';
 import type { HeadMark } from './head-feed.js';
+import { createBacklogAcks } from './relay-backlog.js';
 
 /** A worker's client of its feeds relay port. */
 export interface FeedRelayClient {
@@ -67,6 +68,8 @@ export function connectFeedRelay(port: MessagePort, opts: FeedRelayClientOptions
   const send = (msg: FeedRelayRequest): void => {
     if (!portClosed) port.postMessage(msg);
   };
+  /** What this thread has handled, told to the main side so it can bound what it queues here (relay-backlog.ts). */
+  const acks = createBacklogAcks((bytes) => send({ op: 'ack', bytes }));
 
   /** Calls every listener of the hold; with `upTo`, only those registered before notification `upTo`. */
   function each(hold: RelayHold, call: (listener: FeedListener) => void, upTo = Number.POSITIVE_INFINITY): void {
@@ -101,6 +104,7 @@ export function connectFeedRelay(port: MessagePort, opts: FeedRelayClientOptions
   function received(msg: FeedRelayEvent): void {
     switch (msg.op) {
       case 'notify': {
+        acks.took(msg.json.length);
         const hold = byId.get(msg.hold);
         if (hold === undefined) return;
         each(hold, (l) => l.notify(msg.json), ++hold.seq);

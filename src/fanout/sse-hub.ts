@@ -50,8 +50,9 @@ export interface HubTimers {
 export interface SseHubOptions {
   /** Opens the upstream stream of a topic; in production an sse-link on the chain's node. onFrame receives
    *  client-ready frames; onStatus(true) tells that the stream opened, onStatus(false) that an open one was
-   *  lost (see SseLinkOptions.onStatus). close() must stop its calls. */
-  openLink(topic: string, onFrame: (frame: Buffer) => void, onStatus: (open: boolean) => void): { close(): void };
+   *  lost (see SseLinkOptions.onStatus); onSlow() that the link's source let go of this hub as too slow for it
+   *  (a worker's relay, event-relay.ts): the topic's clients are cut as slow. close() must stop its calls. */
+  openLink(topic: string, onFrame: (frame: Buffer) => void, onStatus: (open: boolean) => void, onSlow: () => void): { close(): void };
   /** How long a client waits for the upstream streams of its topics to open before it is ended as
    *  'unavailable', in ms (the chain's timeout_s). */
   openTimeoutMs: number;
@@ -171,6 +172,12 @@ export function createSseHub(opts: SseHubOptions): SseHub {
     if (!m.relay) onDelivered?.(m.client, topic, frame.length);
   }
 
+  function cutSlow(m: Member): void {
+    leave(m);
+    onSlowClient?.(m.client);
+    m.client.close('slow');
+  }
+
   function send(m: Member, frame: Buffer, topic: string): void {
     if (!m.backpressured) {
       write(m, frame, topic);
@@ -178,11 +185,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
     }
     m.held.push({ frame, topic });
     m.heldBytes += frame.length;
-    if (m.heldBytes > maxBufferedBytes) {
-      leave(m);
-      onSlowClient?.(m.client);
-      m.client.close('slow');
-    }
+    if (m.heldBytes > maxBufferedBytes) cutSlow(m);
   }
 
   function fanOut(topic: Topic, frame: Buffer): void {
@@ -269,6 +272,9 @@ export function createSseHub(opts: SseHubOptions): SseHub {
       name,
       (frame) => fanOut(topic, frame),
       (open) => linkStatus(topic, open),
+      () => {
+        for (const m of [...topic.members, ...topic.waiting]) cutSlow(m);
+      },
     );
   }
 

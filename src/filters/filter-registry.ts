@@ -33,6 +33,13 @@ export interface FilterRegistry {
    * head is a reorg: block filters get the new hash and log filters read that block again.
    */
   onHead(number: number, hash: string): void;
+  /**
+   * The newest head onHead was given since heads were last wanted, or null before the first. A log filter
+   * reads no block above it, even when the source's head is newer: a reorg is known only once its heads
+   * come in, so a block read ahead of them could be replaced unseen (its logs missed, and the new blocks'
+   * read twice).
+   */
+  headSeen(): number | null;
   onPendingTransaction(hash: string): void;
   /**
    * What the registry needs fed: heads while a block or log filter is open, pending transaction
@@ -149,6 +156,11 @@ export function createFilterRegistry(opts: FilterRegistryOptions): FilterRegistr
     const now = { heads: counts.blocks + counts.logs > 0, pending: counts.pending > 0 };
     if (now.heads === wanted.heads && now.pending === wanted.pending) return;
     wanted = now;
+    if (!now.heads) {
+      // Heads stop coming: what was seen would be stale when they come again.
+      lastHead = null;
+      recentHeads.clear();
+    }
     opts.onWantsChange?.(now);
   }
 
@@ -227,9 +239,18 @@ export function createFilterRegistry(opts: FilterRegistryOptions): FilterRegistr
     return f.id;
   }
 
+  /** The source as log polls read it: up to the newest head seen, so every block read has its reorgs known. */
+  const seenSource: FilterSource = {
+    head() {
+      const head = source.head();
+      return head === null || lastHead === null ? head : Math.min(head, lastHead);
+    },
+    getLogs: (filter) => source.getLogs(filter),
+  };
+
   function pollLogs(f: Filter): Promise<unknown[]> {
     const logs = f.logs!;
-    const run = f.queue.then(() => pollLogChanges(logs, source));
+    const run = f.queue.then(() => pollLogChanges(logs, seenSource));
     f.queue = run.catch(() => undefined);
     return run;
   }
@@ -248,6 +269,7 @@ export function createFilterRegistry(opts: FilterRegistryOptions): FilterRegistr
       if (counts.blocks > 0) blockHashes.push(hash);
       if (reorg) for (const f of logFilters) rewindLogFilter(f.logs!, number);
     },
+    headSeen: () => lastHead,
     onPendingTransaction(hash) {
       if (counts.pending > 0) pendingHashes.push(hash);
     },

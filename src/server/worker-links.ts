@@ -57,10 +57,12 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
       const chains = new MessageChannel();
       opts.chains.attach(chains.port1);
       const feeds = new MessageChannel();
-      serveFeedRelay(feeds.port1, (slug) => opts.chainOf(slug)?.feeds ?? null, { log: opts.feedsLog });
+      // A port has no backpressure: each relay bounds what it queues for this worker (fanout/relay-backlog.ts).
+      const maxBacklogBytes = config.server.worker_relay_max_bytes;
+      serveFeedRelay(feeds.port1, (slug) => opts.chainOf(slug)?.feeds ?? null, { log: opts.feedsLog, maxBacklogBytes });
       feeds.port1.unref();
       const events = new MessageChannel();
-      serveEventRelay(events.port1, (slug) => opts.chainOf(slug)?.events ?? null);
+      serveEventRelay(events.port1, (slug) => opts.chainOf(slug)?.events ?? null, { maxBacklogBytes });
       events.port1.unref();
       const tenancy = opts.tenancy.share();
       const link: Omit<WorkerLink, 'index'> = {

@@ -21,9 +21,21 @@ async function until(done: () => boolean, what: string, ms = 5000): Promise<void
 }
 
 /** Follows `chain`'s blocks every 30 ms, collecting what is delivered; stopped at teardown. */
-function follow(t: Test, chain: ChainRuntime, from: number | null, stopped?: () => boolean): { blocks: PolledBlock[]; stop(): void } {
+function follow(
+  t: Test,
+  chain: ChainRuntime,
+  from: number | null,
+  stopped?: () => boolean,
+  followsNewChain?: () => boolean,
+): { blocks: PolledBlock[]; stop(): void } {
   const blocks: PolledBlock[] = [];
-  const stop = followBlocks(chain, { from, onBlock: (b) => blocks.push(b), intervalMs: 30, ...(stopped ? { stopped } : {}) });
+  const { stop } = followBlocks(chain, {
+    from,
+    onBlock: (b) => blocks.push(b),
+    intervalMs: 30,
+    ...(stopped ? { stopped } : {}),
+    ...(followsNewChain ? { followsNewChain } : {}),
+  });
   t.teardown(stop);
   return { blocks, stop };
 }
@@ -119,4 +131,37 @@ t.test('followBlocks: after a long silence only the newest 128 blocks are fetche
     'blocks 73 to 200, in order',
   );
   t.ok(proxy.count('eth_getBlockByNumber') < 140, `no older block was asked for (${proxy.count('eth_getBlockByNumber')} calls)`);
+});
+
+t.test('followBlocks: a head further back than any reorg is a new chain when the chain follows its node, else a node behind', async (t) => {
+  const node = await anvilFor(t);
+  const chain = chainOver(t, [node.url]);
+  const snapshot = await result<string>(node.url, 'evm_snapshot');
+  let follows = false;
+  let asked = 0;
+  const f = follow(t, chain, 0, undefined, () => {
+    asked++;
+    return follows;
+  });
+  await result(node.url, 'anvil_mine', ['0xc8']);
+  await until(() => f.blocks.at(-1)?.number === 200, 'block 200');
+  const delivered = f.blocks.length;
+  await result(node.url, 'evm_revert', [snapshot]);
+  await result(node.url, 'anvil_mine', ['0x1']);
+  await until(() => asked >= 2, 'the chain asked twice');
+  t.equal(f.blocks.length, delivered, 'a node behind: nothing delivered');
+  follows = true;
+  await until(() => f.blocks.length > delivered, 'the new chain');
+  t.same(
+    f.blocks.slice(delivered).map((b) => [b.number, b.hash]),
+    [[1, (await hashesOf(node.url, 1, 1))[0]]],
+    "followed from the new chain's head, at once",
+  );
+  await result(node.url, 'anvil_mine', ['0x1']);
+  await until(() => f.blocks.length > delivered + 1, 'the next block');
+  t.same(
+    f.blocks.slice(delivered + 1).map((b) => b.number),
+    [2],
+    'then block after block',
+  );
 });

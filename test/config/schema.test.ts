@@ -135,7 +135,7 @@ chains:
     'chains.beacon-one.chain_id: belongs to evm chains; a beacon chain has none',
     'chains.beacon-one.upstreams[0].ws: beacon chains have no WebSocket upstream',
     'chains.nochainid.chain_id: required for an evm chain',
-    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, ipv6_prefix, tls, workers, max_connections, worker_max_heap_mb, worker_stall_s)',
+    'server.colour: unknown key (known: host, port, default_chain, public_base_url, max_body_bytes, max_batch, cors_origins, stop_timeout_s, trust_proxy, ipv6_prefix, tls, workers, max_connections, worker_max_heap_mb, worker_stall_s, worker_relay_max_bytes)',
     'server.port: must be an integer from 0 to 65535',
     'server.max_batch: must be an integer from 1 to 100000',
     'server.trust_proxy: must be true or false',
@@ -401,6 +401,22 @@ t.test('server.worker_max_heap_mb and worker_stall_s: 1024 MiB and 5 s by defaul
   ] as const) {
     const r = with_({ [key]: bad });
     t.match(r.ok ? [] : r.errors, [new RegExp(`^server\\.${key}: `)], `${key}: ${JSON.stringify(bad)}`);
+  }
+});
+
+t.test('server.worker_relay_max_bytes: 64 MiB by default, from 64 KiB to 1 GiB', async (t) => {
+  const with_ = (v: unknown) =>
+    validateConfig({
+      server: { worker_relay_max_bytes: v },
+      chains: { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } },
+    });
+  const plain = with_(undefined);
+  t.ok(plain.ok && plain.config.server.worker_relay_max_bytes === 67_108_864, '64 MiB when absent');
+  const set = with_(1_048_576);
+  t.ok(set.ok && set.config.server.worker_relay_max_bytes === 1_048_576, 'a value in range is taken');
+  for (const bad of [65_535, 2 ** 30 + 1, 1.5, '1MB']) {
+    const r = with_(bad);
+    t.same(r.ok ? [] : r.errors, ['server.worker_relay_max_bytes: must be an integer from 65536 to 1073741824'], JSON.stringify(bad));
   }
 });
 

@@ -617,3 +617,27 @@ t.test('an idle stream gets a comment line every 10 s', async (t) => {
   t.ok(waited > 9_000 && waited < 11_500, `the comment came 10 s after opening (${waited} ms)`);
   t.same(idle.events, [], 'a silent topic sends no events');
 });
+
+t.test('historySlots: the newest slots and genesis are served; an older slot, block root or state root is 404', async (t) => {
+  const anvil = await startAnvil();
+  t.teardown(() => anvil.stop());
+  const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 40, slotsPerEpoch: 8, historySlots: 32 });
+  t.teardown(() => node.stop());
+  await rpc(anvil, 'anvil_mine', ['0xa']);
+  await until('slot 10', () => node.headSlot() === 10);
+  const early = { root: await rootOf(node, 5), stateRoot: await stateRootOf(node, 5) };
+  t.match(early, { root: /^0x[0-9a-f]{64}$/, stateRoot: /^0x[0-9a-f]{64}$/ }, 'slot 5 is served while it is recent');
+  await rpc(anvil, 'anvil_mine', ['0x64']);
+  await until('slot 110', () => node.headSlot() === 110);
+  t.equal((await call(node, '/eth/v1/beacon/headers/79')).status, 200, 'the oldest of the 32 newest slots is served');
+  t.equal((await call(node, '/eth/v1/beacon/states/79/root')).status, 200, 'and its state');
+  t.equal((await call(node, '/eth/v1/beacon/headers/78')).status, 404, 'the slot before it is not');
+  t.equal((await call(node, '/eth/v1/beacon/states/78/root')).status, 404, 'nor its state');
+  t.equal((await call(node, `/eth/v1/beacon/headers/${early.root}`)).status, 404, 'an old block root is not found');
+  t.equal((await call(node, `/eth/v1/beacon/states/${early.stateRoot}/root`)).status, 404, 'nor an old state root');
+  t.equal((await call(node, '/eth/v1/beacon/headers/genesis')).status, 200, 'genesis stays');
+  await t.rejects(
+    startBeaconNode({ executionUrl: anvil.url, slotsPerEpoch: 8, historySlots: 31 }),
+    /historySlots must be an integer of at least 4 epochs \(32 slots\)/,
+  );
+});

@@ -137,6 +137,63 @@ t.test('a node behind the range a poll reads is skipped: its eth_getLogs would l
   t.ok(slow.count('eth_getLogs') >= 1, 'read from the node that has the blocks');
 });
 
+t.test('without a WebSocket node, a reset deeper than any reorg is followed at once: block and log filters go on', async (t) => {
+  const node = await anvilFor(t, { chainId: 31337 });
+  const address = await deployEcho(node.url);
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });
+  const url = `${g.base}/v1/rpc/public`;
+  const blocks = await call<string>(url, 'eth_newBlockFilter');
+  const logs = await call<string>(url, 'eth_newFilter', [{ address, topics: [ECHO_TOPIC] }]);
+  const hashAt = async (tag: string): Promise<string> =>
+    (await call<{ hash: string }>(node.url, 'eth_getBlockByNumber', [tag, false])).hash;
+
+  const snapshot = await call<string>(node.url, 'evm_snapshot');
+  // 200 blocks: deeper than any reorg the filters look for (128), so the revert below is a new chain.
+  await call(node.url, 'anvil_mine', ['0xc8']);
+  const oldHead = await hashAt('latest');
+  await gather<string>(
+    t,
+    'the old chain up to its head',
+    () => call(url, 'eth_getFilterChanges', [blocks]),
+    (all) => all.includes(oldHead),
+  );
+  t.same(await call(url, 'eth_getFilterChanges', [logs]), [], 'no log on the old chain');
+
+  await call(node.url, 'evm_revert', [snapshot]);
+  await echo(node.url, address, '0x0b');
+  const first = await hashAt('latest');
+  const seen = await gather<string>(
+    t,
+    "the new chain's first block",
+    () => call(url, 'eth_getFilterChanges', [blocks]),
+    (all) => all.includes(first),
+  );
+  t.same(seen, [first], "the block filter reports the new chain's block, long before the new chain passes the old head");
+  const got = await gather<Log>(
+    t,
+    "the new chain's log",
+    () => call(url, 'eth_getFilterChanges', [logs]),
+    (all) => all.length >= 1,
+  );
+  t.same(
+    got.map((l) => l.data),
+    ['0x0b'],
+    'and the log filter its log',
+  );
+  await echo(node.url, address, '0x0c');
+  const second = await hashAt('latest');
+  t.same(
+    await gather<string>(
+      t,
+      'the next block',
+      () => call(url, 'eth_getFilterChanges', [blocks]),
+      (all) => all.includes(second),
+    ),
+    [second],
+    'then each new block once, as before the reset',
+  );
+});
+
 t.test('a filter belongs to the key that made it: another key, the public path and an unknown id get the same answer', async (t) => {
   const node = await anvilFor(t, { chainId: 31337 });
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });

@@ -205,11 +205,16 @@ t.test("the upstream stream's status reaches the worker's hub; a main hub that c
   const relayed = client.openLink('beacon');
   const workerHub = createSseHub({
     ...hubOptions,
-    openLink: (topic, onFrame, onStatus) =>
-      relayed(topic, onFrame, (open) => {
-        statuses.push(open);
-        onStatus(open);
-      }),
+    openLink: (topic, onFrame, onStatus, onSlow) =>
+      relayed(
+        topic,
+        onFrame,
+        (open) => {
+          statuses.push(open);
+          onStatus(open);
+        },
+        onSlow,
+      ),
   });
   t.teardown(() => {
     workerHub.close();
@@ -250,4 +255,60 @@ t.test("the upstream stream's status reaches the worker's hub; a main hub that c
   await until('the frame through the new hub', () => first.text.includes('"n":2') && late.text.includes('"n":2'));
   t.same(statuses, [true, false, true, false, true]);
   t.same([first.closedWith, late.closedWith], [null, null], 'no worker client noticed but for the gap');
+});
+
+t.test('a worker that does not keep up: past maxBacklogBytes its clients are ended as slow; it is served again once drained', async (t) => {
+  const MAX = 1 << 20;
+  const played = playedLinks();
+  const hub = createSseHub({ openLink: played.openLink, heartbeatMs: 60_000, maxBufferedBytes: 64 << 20, openTimeoutMs: 30_000 });
+  t.teardown(() => hub.close());
+  const servers: EventRelayServer[] = [];
+  const worker = relayWorker(t, 'events', (port) => {
+    const server = serveEventRelay(port, () => hub, { maxBacklogBytes: MAX });
+    servers.push(server);
+    return server;
+  });
+  const server = servers[0]!;
+  await worker.ask({ cmd: 'add', clients: 2, topics: ['head'] });
+  await until('the topic linked', () => played.live('head').length === 1);
+  played.live('head')[0]!.status(true);
+  const frame = (n: number, pad = ''): Buffer => Buffer.from(`event: head\ndata: ${JSON.stringify({ n, pad })}\n\n`);
+  played.live('head')[0]!.emit(frame(0));
+  await until('the first frame acknowledged', () => server.links() === 1 && server.backlogBytes() === 0);
+
+  const blocked = worker.ask({ cmd: 'block', ms: 1500 });
+  await until('the worker busy', () => worker.busy());
+  const big = frame(1, 'ab'.repeat(32 * 1024));
+  for (let i = 0; i < 64; i++) played.live('head')[0]?.emit(big);
+  t.equal(server.links(), 0, '4 MiB offered to a busy worker: its link is dropped once 1 MiB is queued');
+  t.equal(hub.clients(), 0, 'and taken off the main hub, so nothing more is queued for it');
+  t.ok(server.backlogBytes() <= MAX + big.length, `the queue stopped at the bound (${server.backlogBytes()} bytes)`);
+
+  await blocked;
+  let received: Received[] = [];
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+    received = await worker.ask<Received[]>({ cmd: 'received' });
+    if (received.every((r) => r.closedWith !== null)) break;
+  }
+  const queued = Math.floor(MAX / big.length) + 1;
+  t.same(
+    received.map((r) => [r.closedWith, numbersOf(r.text, 'head').length]),
+    [
+      ['slow', 1 + queued],
+      ['slow', 1 + queued],
+    ],
+    `each client got what was queued up to the bound (1 + ${queued} events), then was ended as a slow consumer`,
+  );
+
+  await until('drained', () => server.backlogBytes() === 0);
+  await worker.ask({ cmd: 'add', clients: 1, topics: ['head'] });
+  await until('linked again', () => server.links() === 1 && played.live('head').length === 1);
+  played.live('head')[0]!.status(true);
+  played.live('head')[0]!.emit(frame(2));
+  await until('the new client served', () => server.backlogBytes() === 0);
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+    received = await worker.ask<Received[]>({ cmd: 'received' });
+    if (numbersOf(received[2]!.text, 'head').length > 0) break;
+  }
+  t.same(numbersOf(received[2]!.text, 'head'), [2], 'a client added after the worker drained is served');
 });

@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { type FeedRelayServer, serveFeedRelay } from '../../src/fanout/feed-relay.js';
-import type { Feeds } from '../../src/fanout/feeds.js';
+import type { FeedListener, Feeds } from '../../src/fanout/feeds.js';
 import { connectFeedRelay } from '../../src/fanout/remote-feeds.js';
 import { ECHO_TOPIC } from '../support/contract.js';
 import { closedPort } from '../support/fake-upstream.js';
@@ -285,3 +285,122 @@ t.test('a loss on the main side reaches every local listener; close() releases e
   t.same(later.losses, [], 'close() tells no listener');
   t.not(client.feeds('dev'), remote, 'a closed chain is made anew on the next ask');
 });
+
+/** Feeds in this thread that the test drives: every subscribe is live at once; notify() reaches every listener. */
+function drivenFeeds() {
+  const listeners = new Set<FeedListener>();
+  const feeds: Feeds = {
+    subscribe(_kind, _params, listener) {
+      listeners.add(listener);
+      return { remove: () => listeners.delete(listener), live: () => true, whenLive: async () => null };
+    },
+    upstreamSubscriptions: () => listeners.size,
+    head: () => null,
+    close: () => listeners.clear(),
+  };
+  const notify = (json: string): void => {
+    for (const l of [...listeners]) l.notify(json);
+  };
+  return { feeds, listeners, notify };
+}
+
+t.test(
+  'a worker that does not keep up: past maxBacklogBytes its subscribers are closed saying so, nothing more is queued for it',
+  async (t) => {
+    const MAX = 1 << 20;
+    const driven = drivenFeeds();
+    const servers: FeedRelayServer[] = [];
+    const logged: string[] = [];
+    const worker = relayWorker(t, 'feeds', (port) => {
+      const server = serveFeedRelay(port, (chain) => (chain === 'dev' ? driven.feeds : null), {
+        maxBacklogBytes: MAX,
+        log: (_level, msg) => logged.push(msg),
+      });
+      servers.push(server);
+      return server;
+    });
+    const server = servers[0]!;
+    const subscribed = await worker.ask<{ ids: string[] }>({ cmd: 'subscribe', conns: 3, kind: 'newHeads' });
+    t.equal(subscribed.ids.length, 3, 'three subscribers on the worker');
+    t.equal(server.holds(), 1, 'sharing one hold');
+
+    // A notification the worker keeps up with is acknowledged: the backlog goes back to nothing.
+    driven.notify('{"n":0}');
+    await until('the first notification acknowledged', () => server.backlogBytes() === 0);
+
+    const blocked = worker.ask({ cmd: 'block', ms: 1500 });
+    await until('the worker busy', () => worker.busy());
+    const json = JSON.stringify({ n: 1, pad: 'ab'.repeat(32 * 1024) });
+    for (let i = 0; i < 64; i++) driven.notify(json);
+    t.equal(server.holds(), 0, '4 MiB offered to a busy worker: its hold is dropped once 1 MiB is queued');
+    t.equal(driven.listeners.size, 0, 'its listener is off the feed, so nothing more is queued for it');
+    t.ok(server.backlogBytes() <= MAX + json.length, `the queue stopped at the bound (${server.backlogBytes()} bytes)`);
+    t.same(logged, ['feeds relay: a worker thread too slow for its notifications; its subscriptions dropped']);
+
+    await blocked;
+    let received: Received[] = [];
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(20)) {
+      received = await worker.ask<Received[]>({ cmd: 'received' });
+      if (received.every((r) => r.closes.length > 0)) break;
+    }
+    const reason = '1011 worker thread too slow: over 1024 KB of notifications unread';
+    t.same(
+      received.map((r) => r.closes),
+      [[reason], [reason], [reason]],
+      'each subscriber closed once, 1011, with the reason',
+    );
+    const queued = Math.floor(MAX / json.length) + 1;
+    t.same(
+      received.map((r) => r.results.length),
+      [1 + queued, 1 + queued, 1 + queued],
+      `each got the notifications queued up to the bound (1 + ${queued}), and none after`,
+    );
+
+    const again = await worker.ask<{ ids: string[] }>({ cmd: 'subscribe', conns: 1, kind: 'newHeads' });
+    t.equal(again.ids.length, 1, 'drained, the worker may subscribe again');
+    driven.notify('{"n":2}');
+    await until('acknowledged', () => server.backlogBytes() === 0);
+    const last = await worker.ask<Received[]>({ cmd: 'received' });
+    t.same(last[3]!.results, [{ n: 2 }], 'and is served');
+  },
+);
+
+t.test(
+  "an owner's subscribers on two workers: every notification reaches both, each charged or closed; none left open once unpaid",
+  async (t) => {
+    // The case once seen end to end: one worker's subscriber had one notification, the other's had more and used
+    // up the balance. Here worker A is held busy after its first notification while B charges the next; A is
+    // closed at the notification it then cannot pay, not left open with its one notification.
+    const PRICE = 10;
+    const balance = new Int32Array(new SharedArrayBuffer(4));
+    Atomics.store(balance, 0, 3 * PRICE + PRICE / 2);
+    const driven = drivenFeeds();
+    const servers: FeedRelayServer[] = [];
+    const data = { balance: balance.buffer as SharedArrayBuffer, price: PRICE };
+    const [a, b] = [0, 1].map(() => relayWorker(t, 'feeds', serveDev(driven.feeds, servers), data)) as [RelayWorker, RelayWorker];
+    for (const w of [a, b])
+      t.equal((await w.ask<{ ids: string[] }>({ cmd: 'subscribe', conns: 1, kind: 'newHeads', owner: 1 })).ids.length, 1);
+    const got = async (w: RelayWorker): Promise<Received> => (await w.ask<Received[]>({ cmd: 'received' }))[0]!;
+
+    driven.notify('{"n":1}');
+    await untilReceived([a, b], 'the first notification on both', (n) => n.length === 1);
+    const blocked = a.ask({ cmd: 'block', ms: 1000 });
+    await until('A busy', () => a.busy());
+    driven.notify('{"n":2}');
+    await untilReceived([b], 'the second on B', (n) => n.length === 2);
+    t.equal(Atomics.load(balance, 0), PRICE / 2, 'three notifications paid: half a price left');
+    t.same((await got(b)).closes, [], 'B, paid for both, is open');
+
+    await blocked;
+    for (const deadline = Date.now() + 10_000; (await got(a)).closes.length === 0 && Date.now() < deadline; ) await sleep(20);
+    t.same(
+      [(await got(a)).closes, (await got(a)).results.length],
+      [['1008 Insufficient RU balance'], 1],
+      'A, busy while B spent the balance, is closed at the notification it then cannot pay, after its one',
+    );
+    driven.notify('{"n":3}');
+    for (const deadline = Date.now() + 10_000; (await got(b)).closes.length === 0 && Date.now() < deadline; ) await sleep(20);
+    t.same([(await got(b)).closes, (await got(b)).results.length], [['1008 Insufficient RU balance'], 2], 'B at its next one');
+    t.equal(Atomics.load(balance, 0), PRICE / 2, 'nothing more was taken: exactly what was delivered was charged');
+  },
+);

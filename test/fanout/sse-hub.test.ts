@@ -367,9 +367,9 @@ t.test('a link that cannot open leaves no trace of the client', async (t) => {
   const links = fakeLinks();
   const clock = fakeTimers();
   const hub = createSseHub({
-    openLink: (topic, onFrame, onStatus) => {
+    openLink: (topic, onFrame, onStatus, onSlow) => {
       if (topic === 'bad') throw new TypeError('cannot open bad');
-      return links.openLink(topic, onFrame, onStatus);
+      return links.openLink(topic, onFrame, onStatus, onSlow);
     },
     heartbeatMs: 1000,
     maxBufferedBytes: 1000,

@@ -21,6 +21,9 @@ interface HeadFeed {
   /** Resolves once the registry has been given the head with this number and hash. */
   reached(number: number, hash: string): Promise<void>;
   head(): number | null;
+  /** Holds the heads that come in, as a lagging stream would, until resume() hands them over in order. */
+  pause(): void;
+  resume(): void;
 }
 
 /** anvil's newHeads subscription feeding the registry, as the gateway's head stream does. */
@@ -34,11 +37,16 @@ async function feedHeads(t: Test, wsUrl: string, registry: () => FilterRegistry)
   let head: number | null = null;
   const seen = new Set<string>();
   const waiters: { key: string; resolve: () => void }[] = [];
+  let held: { number: string; hash: string }[] | null = null;
   socket.on('message', (data: Buffer) => {
     const msg = JSON.parse(data.toString()) as { method?: string; params?: { result: { number: string; hash: string } } };
     if (msg.method !== 'eth_subscription' || msg.params === undefined) return;
-    const number = Number(msg.params.result.number);
-    const hash = msg.params.result.hash;
+    if (held !== null) held.push(msg.params.result);
+    else deliver(msg.params.result);
+  });
+  function deliver(result: { number: string; hash: string }): void {
+    const number = Number(result.number);
+    const hash = result.hash;
     head = number;
     registry().onHead(number, hash);
     seen.add(`${number}:${hash}`);
@@ -46,12 +54,20 @@ async function feedHeads(t: Test, wsUrl: string, registry: () => FilterRegistry)
       if (seen.has(w.key)) w.resolve();
       else waiters.push(w);
     }
-  });
+  }
   const subscribed = new Promise<void>((resolve) => socket.once('message', () => resolve()));
   socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }));
   await subscribed;
   return {
     head: () => head,
+    pause: () => {
+      held ??= [];
+    },
+    resume: () => {
+      const heads = held ?? [];
+      held = null;
+      for (const h of heads) deliver(h);
+    },
     reached(number, hash) {
       const key = `${number}:${hash}`;
       if (seen.has(key)) return Promise.resolve();
@@ -198,4 +214,54 @@ t.test("the registry's filters answer as anvil's own filters do, window after wi
     { error: { message: 'filter not found' } },
     'the same message anvil gives for a removed filter',
   );
+});
+
+t.test("a log filter polled with the node's head while the head stream lags a reorg: no log missed or read twice", async (t) => {
+  // As the gateway polls: the head is the node's eth_blockNumber asked just before the call, while reorgs
+  // are known only from the head stream. Here the stream is held back across a reorg, as a loaded one lags.
+  const node = await anvilFor(t, { chainId: 31337 });
+  let registry: FilterRegistry | undefined;
+  const feed = await feedHeads(t, node.wsUrl, () => registry!);
+  let nodeHead: number | null = null;
+  registry = createFilterRegistry({
+    maxPerScope: 10,
+    idleTimeoutMs: 300_000,
+    source: { head: () => nodeHead, getLogs: (filter) => call<unknown[]>(node.url, 'eth_getLogs', [filter]) },
+  });
+  t.teardown(() => registry!.close());
+  async function settle(): Promise<void> {
+    const block = await call<{ number: string; hash: string }>(node.url, 'eth_getBlockByNumber', ['latest', false]);
+    await feed.reached(Number(block.number), block.hash);
+  }
+  /** One eth_getFilterChanges of the registry's filter, the node's head asked first (chain/filters.ts's refreshHead). */
+  async function poll(id: string): Promise<string[]> {
+    nodeHead = Number(await call<string>(node.url, 'eth_blockNumber'));
+    return ((await registry!.getFilterChanges(SCOPE, id)) as { data: string }[]).map((l) => l.data);
+  }
+  const address = await deployEcho(node.url);
+  await settle();
+  nodeHead = Number(await call<string>(node.url, 'eth_blockNumber'));
+  const criteria = { address, topics: [ECHO_TOPIC] };
+  const ours = registry.newFilter(SCOPE, criteria) as string;
+  const anvils = await call<string>(node.url, 'eth_newFilter', [criteria]);
+  const anvilChanges = async (): Promise<string[]> =>
+    (await call<{ data: string }[]>(node.url, 'eth_getFilterChanges', [anvils])).map((l) => l.data);
+
+  const snapshot = await call<string>(node.url, 'evm_snapshot');
+  for (const data of ['0x06', '0x07']) await echo(node.url, address, data);
+  await settle();
+  t.same(await poll(ours), ['0x06', '0x07'], 'the two logs before the reorg');
+  t.same(await anvilChanges(), ['0x06', '0x07'], 'as anvil reports them');
+
+  feed.pause();
+  await call(node.url, 'evm_revert', [snapshot]);
+  for (const data of ['0x08', '0x09', '0x0a']) await echo(node.url, address, data);
+  const during = await poll(ours);
+  feed.resume();
+  await settle();
+  const after = await poll(ours);
+  t.comment(`polled while the stream lagged: [${during.join(', ')}], then [${after.join(', ')}]`);
+  const theirs = await anvilChanges();
+  t.same(theirs, ['0x08', '0x09', '0x0a'], "anvil's filter reports the three new logs");
+  t.same([...during, ...after], theirs, 'and the two polls together report exactly those, once each, in order');
 });

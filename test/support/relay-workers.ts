@@ -17,20 +17,37 @@ export type RelayWorkerKind = 'feeds' | 'events';
 
 export interface RelayWorker {
   readonly worker: Worker;
+  /** True while the worker runs its 'block' command. */
+  busy(): boolean;
   /** Sends a command and resolves with the worker's answer. */
   ask<T = unknown>(command: Record<string, unknown>): Promise<T>;
   /** Stops the thread as a crash would (its port closes). */
   terminate(): Promise<void>;
 }
 
+/** Both kinds' 'block' command: the thread runs nothing else for `ms`. */
+const BUSY_FOR = `
+function busyFor(_parts, { ms }) {
+  const flag = new Int32Array(workerData.busy);
+  Atomics.store(flag, 0, 1);
+  const end = Date.now() + ms;
+  while (Date.now() < end);
+  Atomics.store(flag, 0, 0);
+  return true;
+}
+`;
+
 /** Commands of a 'feeds' worker:
- *  - {cmd:'subscribe', conns, kind, params}: that many new connections each subscribe; answers
+ *  - {cmd:'subscribe', conns, kind, params, owner?}: that many new connections (of owner `owner`, charged per
+ *    workerData.balance and price; else unmetered) each subscribe; answers
  *    {ids, failures} (the ids given, and the reasons of the subscribes that failed)
  *  - {cmd:'received'}: per connection (in creation order) {sub, results, closes}: the subscription id of each
  *    message it was sent, their results, and the closes it got
  *  - {cmd:'unsubscribeAll'}: every connection unsubscribes every id it holds
  *  - {cmd:'state'}: {upstreams, head, stats} of the relayed feeds and the hub
- *  - {cmd:'close'}: closes the relay client */
+ *  - {cmd:'close'}: closes the relay client
+ *  - {cmd:'block', ms}: keeps the thread busy for ms, as a worker that does not keep up (both kinds); it sets
+ *    workerData.busy[0] to 1 while it blocks, so the test knows the relay's messages now wait */
 const FEEDS_WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const ready = (async () => {
@@ -38,16 +55,27 @@ const ready = (async () => {
   const { createSubscriptionHub } = await import(workerData.dist + 'subscriptions.js');
   const client = connectFeedRelay(workerData.port);
   const feeds = client.feeds('dev');
-  const hub = createSubscriptionHub({ feeds, ruPerMessage: () => 0, charge: () => true, liveWaitMs: workerData.liveWaitMs });
+  // With workerData.balance (an Int32 of RU shared by every worker, as the shared book is), each notification costs
+  // workerData.price per subscription of owner 1, taken atomically or refused.
+  const balance = workerData.balance ? new Int32Array(workerData.balance) : null;
+  const charge = (_owner, _endpoint, ru) => {
+    if (balance === null) return true;
+    for (;;) {
+      const now = Atomics.load(balance, 0);
+      if (now < ru) return false;
+      if (Atomics.compareExchange(balance, 0, now, now - ru) === now) return true;
+    }
+  };
+  const hub = createSubscriptionHub({ feeds, ruPerMessage: () => workerData.price ?? 0, charge, liveWaitMs: workerData.liveWaitMs });
   const conns = [];
   return { client, feeds, hub, conns };
 })();
 const commands = {
-  async subscribe({ hub, conns }, { conns: n, kind, params }) {
+  async subscribe({ hub, conns }, { conns: n, kind, params, owner }) {
     const made = [];
     for (let i = 0; i < n; i++) {
       const conn = {
-        ownerId: null, endpointId: null, closed: false, firstSubId: null, firstSub: null, moreSubs: null,
+        ownerId: owner ?? null, endpointId: owner ? 'ep' + owner : null, closed: false, firstSubId: null, firstSub: null, moreSubs: null,
         ids: [], messages: [], closes: [],
         deliver(bytes) { conn.messages.push(JSON.parse(bytes.toString())); },
         close(code, reason) { conn.closed = true; conn.closes.push(code + ' ' + reason); },
@@ -77,7 +105,9 @@ const commands = {
     client.close();
     return true;
   },
+  block: busyFor,
 };
+${BUSY_FOR}
 parentPort.on('message', async ({ seq, command }) => {
   const parts = await ready;
   parentPort.postMessage({ seq, answer: await commands[command.cmd](parts, command) });
@@ -128,7 +158,9 @@ const commands = {
   state({ hub }) {
     return { clients: hub.clients(), topicsOpen: hub.topicsOpen() };
   },
+  block: busyFor,
 };
+${BUSY_FOR}
 parentPort.on('message', async ({ seq, command }) => {
   const parts = await ready;
   parentPort.postMessage({ seq, answer: await commands[command.cmd](parts, command) });
@@ -143,16 +175,17 @@ export function relayWorker(
   t: Test,
   kind: RelayWorkerKind,
   serve: (port: MessagePort) => { close(): void },
-  data: Record<string, number> = {},
+  data: Record<string, number | SharedArrayBuffer> = {},
 ): RelayWorker {
   if (!existsSync(`${DIST}remote-feeds.js`) || !existsSync(`${DIST}event-relay.js`)) {
     throw new Error('dist/ lacks the relay modules: run `npx tsc -p tsconfig.json` first');
   }
   const { port1, port2 } = new MessageChannel();
   const server = serve(port1);
+  const busy = new SharedArrayBuffer(4);
   const worker = new Worker(kind === 'feeds' ? FEEDS_WORKER : EVENTS_WORKER, {
     eval: true,
-    workerData: { port: port2, dist: DIST, liveWaitMs: 10_000, heartbeatMs: 60_000, openTimeoutMs: 10_000, ...data },
+    workerData: { port: port2, dist: DIST, busy, liveWaitMs: 10_000, heartbeatMs: 60_000, openTimeoutMs: 10_000, ...data },
     transferList: [port2],
   });
   const answers = new Map<number, { resolve(answer: unknown): void; reject(err: Error): void }>();
@@ -173,6 +206,7 @@ export function relayWorker(
   });
   return {
     worker,
+    busy: () => Atomics.load(new Int32Array(busy), 0) === 1,
     ask<T>(command: Record<string, unknown>): Promise<T> {
       if (failure !== null) return Promise.reject(failure);
       const id = ++seq;

@@ -4,10 +4,13 @@
  * are Lodestar `hashTreeRoot`s of exactly what the node serves. So a block's parent_root is its
  * parent's real root, a state's block_roots are real, and a client can check any root it is given.
  *
- * The canonical roots of every sealed slot are kept (a few hundred bytes a slot), so ids of any age
- * resolve; state trees are kept for recent slots, and an older state is rebuilt from the nearest
- * kept one (the genesis state at worst).
+ * The chain serves the newest `historySlots` slots and genesis, as a pruning node does: an older slot or
+ * root is not found (404). What that needs is kept and no more, so memory stays bounded however long the
+ * devnet runs: the canonical roots (a few hundred bytes a slot) from a few epochs below the oldest slot
+ * served (its checkpoints read them), the state trees of recent slots, one state every CHECKPOINT_SLOTS
+ * slots of the history and the genesis state; an older state is rebuilt from the nearest kept one below it.
  */
+import { SLOTS_PER_HISTORICAL_ROOT } from '@lodestar/params';
 import { ssz, type electra } from '@lodestar/types';
 import { blockBody, executionPayload, executionPayloadHeader, type ChainFacts } from './beacon-data.js';
 import { advanceState, type BlockHead, type StateFacts, type StateTree } from './beacon-state.js';
@@ -39,8 +42,12 @@ export interface BeaconChain {
   known(exec: ExecutionBlock): SlotBlock | undefined;
   /** Facts for builders that read the canonical chain up to its newest sealed slot. */
   readonly facts: ChainFacts;
+  /** The served slot whose block root is `root`. */
   slotOfRoot(root: string): number | undefined;
+  /** The served slot whose state root is `root`. */
   slotOfStateRoot(root: string): number | undefined;
+  /** What the chain holds now: slots with roots, roots indexed, state trees (to show memory stays bounded). */
+  held(): { roots: number; indexed: number; states: number };
   /** The signed block of `b` as it was sealed. */
   signedBlock(b: SlotBlock): Promise<electra.SignedBeaconBlock>;
   /** The state after `b`. */
@@ -54,7 +61,15 @@ export interface BeaconChainOptions {
   rawTransactions(hashes: readonly string[]): Promise<string[]>;
   /** How many recent state trees are kept; older states are rebuilt. Default 64. */
   keepStates?: number;
+  /**
+   * The newest slots served (with genesis); older ones are not found. Default SLOTS_PER_HISTORICAL_ROOT (8192
+   * with the mainnet preset): as far back as a state's own block_roots reach.
+   */
+  historySlots?: number;
 }
+
+/** A state tree is kept every this many slots of the history served, so a rebuild starts at most this far back. */
+export const CHECKPOINT_SLOTS = 256;
 
 interface Entry {
   execHash: string;
@@ -66,8 +81,12 @@ interface Entry {
 export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
   const { epochs, validators } = opts;
   const keepStates = opts.keepStates ?? 64;
-  /** Canonical entries by slot, from 0 to the tip. */
-  const entries: Entry[] = [];
+  const historySlots = opts.historySlots ?? SLOTS_PER_HISTORICAL_ROOT;
+  if (!Number.isSafeInteger(historySlots) || historySlots < 1) throw new RangeError('historySlots must be a positive integer');
+  /** Canonical entries by slot, from rootsFrom() to the tip, and slot 0. */
+  const entries = new Map<number, Entry>();
+  /** The newest sealed slot (-1 before genesis). */
+  let tip = -1;
   const slotByRoot = new Map<string, number>();
   const slotByStateRoot = new Map<string, number>();
   /** Recent state trees by slot; a tree counts only while its slot's canonical state root is its own. */
@@ -82,7 +101,7 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
   function factsAt(tipSlot: number): StateFacts {
     const root = (slot: number, field: 'root' | 'stateRoot'): Uint8Array => {
       if (tipSlot < 0) return new Uint8Array(32);
-      const e = entries[Math.max(0, Math.min(slot, tipSlot))];
+      const e = entries.get(Math.max(0, Math.min(slot, tipSlot)));
       if (!e) throw new Error(`beacon chain: slot ${slot} is not sealed`);
       return fromHex(e[field]);
     };
@@ -109,7 +128,7 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
   }
 
   function isCanonical(b: SlotBlock): boolean {
-    return entries[b.slot]?.root === b.root;
+    return entries.get(b.slot)?.root === b.root;
   }
 
   /** The state after canonical slot `b`: a kept tree, or the nearest kept one before it brought forward. */
@@ -119,7 +138,7 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
     let from = -1;
     let base: StateTree | undefined;
     for (const [slot, s] of states) {
-      if (slot < b.slot && slot > from && entries[slot]?.stateRoot === s.stateRoot) {
+      if (slot < b.slot && slot > from && entries.get(slot)?.stateRoot === s.stateRoot) {
         from = slot;
         base = s.tree;
       }
@@ -133,19 +152,48 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
     return tree;
   }
 
+  /** The oldest slot served besides genesis. */
+  const servedFrom = (): number => Math.max(1, tip - historySlots + 1);
+  /** The first kept state a rebuild of the oldest slot served may start from. */
+  const checkpointFrom = (): number => Math.floor(servedFrom() / CHECKPOINT_SLOTS) * CHECKPOINT_SLOTS;
+  /** The oldest slot whose roots are kept: what a rebuild from checkpointFrom and the checkpoints of the oldest slot served read. */
+  const rootsFrom = (): number => Math.max(1, Math.min(checkpointFrom(), servedFrom() - 3 * epochs.slotsPerEpoch));
+  const served = (slot: number): boolean => slot === 0 || slot >= servedFrom();
+  const servedOrNot = (slot: number | undefined): number | undefined => (slot !== undefined && served(slot) ? slot : undefined);
+
+  function forget(slot: number): void {
+    const e = entries.get(slot);
+    if (e === undefined) return;
+    entries.delete(slot);
+    slotByRoot.delete(e.root);
+    slotByStateRoot.delete(e.stateRoot);
+  }
+
+  /** Drops the slots from `length` on (a new branch is sealed from there). */
   function truncate(length: number): void {
-    for (const e of entries.slice(length)) {
-      slotByRoot.delete(e.root);
-      slotByStateRoot.delete(e.stateRoot);
+    for (const slot of [...entries.keys()]) if (slot >= length) forget(slot);
+    tip = Math.min(tip, length - 1);
+  }
+
+  /**
+   * After sealing the tip: forgets the roots and state trees that no served slot needs any more. The slots
+   * kept are genesis and one unbroken run up to the tip, so the oldest are dropped from rootsFrom down.
+   */
+  function prune(): void {
+    for (let slot = rootsFrom() - 1; slot > 0 && entries.has(slot); slot--) forget(slot);
+    const recent = tip - keepStates;
+    for (const slot of states.keys()) {
+      // The genesis state stays: every rebuild can start from it.
+      const checkpoint = slot % CHECKPOINT_SLOTS === 0 && slot >= checkpointFrom();
+      if (slot !== 0 && slot <= recent && !checkpoint) states.delete(slot);
     }
-    if (entries.length > length) entries.length = length;
   }
 
   function slotBlock(e: Entry, slot: number, exec: ExecutionBlock): SlotBlock {
     return {
       slot,
       root: e.root,
-      parentRoot: slot === 0 ? toHex(new Uint8Array(32)) : (entries[slot - 1]?.root ?? ''),
+      parentRoot: slot === 0 ? toHex(new Uint8Array(32)) : (entries.get(slot - 1)?.root ?? ''),
       stateRoot: e.stateRoot,
       bodyRoot: e.bodyRoot,
       timestamp: Number(exec.timestamp),
@@ -188,24 +236,25 @@ export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
         stateRoot: toHex(stateRoot),
         bodyRoot: toHex(head.bodyRoot),
       };
-      entries.push(entry);
+      entries.set(slot, entry);
+      tip = slot;
       slotByRoot.set(entry.root, slot);
       slotByStateRoot.set(entry.stateRoot, slot);
       states.set(slot, { stateRoot: entry.stateRoot, tree });
-      // The genesis state stays: every rebuild can start from it.
-      if (slot - keepStates > 0) states.delete(slot - keepStates);
+      prune();
       return slotBlock(entry, slot, exec);
     },
     known(exec) {
       const slot = Number(exec.number);
-      const e = entries[slot];
+      const e = served(slot) ? entries.get(slot) : undefined;
       return e?.execHash === exec.hash.toLowerCase() ? slotBlock(e, slot, exec) : undefined;
     },
     get facts() {
-      return factsAt(entries.length - 1);
+      return factsAt(tip);
     },
-    slotOfRoot: (root) => slotByRoot.get(root.toLowerCase()),
-    slotOfStateRoot: (root) => slotByStateRoot.get(root.toLowerCase()),
+    slotOfRoot: (root) => servedOrNot(slotByRoot.get(root.toLowerCase())),
+    slotOfStateRoot: (root) => servedOrNot(slotByStateRoot.get(root.toLowerCase())),
+    held: () => ({ roots: entries.size, indexed: slotByRoot.size + slotByStateRoot.size, states: states.size }),
     async signedBlock(b) {
       const f = factsAt(b.slot - 1);
       const body = blockBody(f, b.slot, executionPayload(b.execution, await transactionsOf(b.execution)));

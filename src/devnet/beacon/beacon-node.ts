@@ -48,6 +48,12 @@ export interface BeaconNodeOptions {
    * Another value suits tests that want finality sooner; the SSZ types keep the preset's sizes.
    */
   slotsPerEpoch?: number;
+  /**
+   * The newest slots whose blocks, states and roots are served (genesis always is); an older one is 404, as
+   * on a pruning node, and what it needed is not kept, so memory stays bounded. At least 4 epochs; default
+   * SLOTS_PER_HISTORICAL_ROOT (8192 with the mainnet preset): as far back as a state's block_roots reach.
+   */
+  historySlots?: number;
 }
 
 const MAX_BODY_BYTES = 1 << 20;
@@ -94,6 +100,9 @@ function validate(opts: BeaconNodeOptions): void {
   if (opts.pollMs !== undefined && (!Number.isFinite(opts.pollMs) || opts.pollMs <= 0)) errors.push('pollMs must be a positive number');
   if (opts.slotsPerEpoch !== undefined && (!Number.isInteger(opts.slotsPerEpoch) || opts.slotsPerEpoch < 1))
     errors.push('slotsPerEpoch must be a positive integer');
+  const epochSlots = opts.slotsPerEpoch ?? SLOTS_PER_EPOCH;
+  if (opts.historySlots !== undefined && (!Number.isSafeInteger(opts.historySlots) || opts.historySlots < 4 * epochSlots))
+    errors.push(`historySlots must be an integer of at least 4 epochs (${4 * epochSlots} slots)`);
   if (errors.length) throw new Error(`beacon node: ${errors.join('; ')}`);
 }
 
@@ -106,9 +115,14 @@ export async function startBeaconNode(opts: BeaconNodeOptions): Promise<BeaconNo
   const chainId = await client.chainId();
   const epochs = createEpochs(slotsPerEpoch);
   const validators = createValidatorSet(epochs);
-  const chain = createBeaconChain({ epochs, validators, rawTransactions: (h) => client.rawTransactions([...h]) });
-  // Enough slots for finality and dependent roots to come from memory.
-  const window = Math.max(1024, 4 * slotsPerEpoch);
+  const chain = createBeaconChain({
+    epochs,
+    validators,
+    rawTransactions: (h) => client.rawTransactions([...h]),
+    ...(opts.historySlots !== undefined ? { historySlots: opts.historySlots } : {}),
+  });
+  // Enough slots for finality and dependent roots to come from memory; none older than the history served.
+  const window = Math.min(Math.max(1024, 4 * slotsPerEpoch), opts.historySlots ?? Number.POSITIVE_INFINITY);
   const view = await followChain({ client, chain, pollMs: opts.pollMs ?? 250, window });
   const ctx: BeaconContext = { view, chain, epochs, validators, chainId };
   const hub = createEventHub(ctx);
