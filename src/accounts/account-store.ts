@@ -59,6 +59,12 @@ export interface AccountStore {
    */
   endpointByKey(apiKey: string): Promise<EndpointAuth | null>;
   /**
+   * What the endpoint grants, found by its id, or null: unknown, deleted, or its owner suspended or deleted
+   * (what `endpointByKey` answers for its key). A fleet instance asks it to tell a real deletion from a
+   * forged notice when it does not hold the endpoint's key (fleet-keys.ts).
+   */
+  endpointById(endpointId: string): Promise<EndpointAuth | null>;
+  /**
    * A new endpoint and its API key (shown once). The owner's count and the insert are one transaction, so
    * writers racing (CLI, API, other instances) never take an owner past `maxEndpoints`. Rejects with a
    * RangeError for a `name` that `nameProblem` refuses.

@@ -9,7 +9,10 @@ export interface FleetKeysOptions {
   negativeCached?: number;
   /** Called with each endpoint that stopped working (deleted, its owner suspended or deleted), to close its sockets. */
   onRevoked?: (endpointId: string) => void;
-  /** Called with a store failure met while re-reading keys after a change (they stay forgotten: asked again at their next call). */
+  /**
+   * Called with a store failure met while re-reading keys after a change (they stay forgotten: asked again
+   * at their next call), or an endpoint by its id (asked again at the next resync).
+   */
   onError?: (err: unknown) => void;
   /** Called each time every known key is read again (chaingate_change_resyncs_total). */
   onResync?: () => void;
@@ -26,6 +29,14 @@ export interface FleetKeysOptions {
 const RECHECKS_PER_WINDOW = 100;
 
 /**
+ * Endpoints that wait for the next resync to be read by id, at most (their ids, up to 200 characters, from
+ * notices past the budget): a flood of forged ids must not grow memory. Past it, further ids are dropped,
+ * and a real deletion among them leaves the sockets of its key open here (the key itself, not held, is
+ * refused at its next call, which reads the store).
+ */
+const DEFERRED_ENDPOINTS_MAX = 10_000;
+
+/**
  * The API keys an instance of a fleet knows, kept current by the change feed. The hot path asks `cached`
  * (a Map lookup); only a key it has never met, or one a change made it forget, takes `lookUp`, one query
  * to the shared store however many calls wait for the same key. Remembered misses are what keep a flood
@@ -35,13 +46,16 @@ const RECHECKS_PER_WINDOW = 100;
  * - `endpoint_created`: every remembered miss is forgotten (the new key may be among them; the feed
  *   carries no key);
  * - `endpoint_deleted`: the key is forgotten and read again, and its endpoint revoked if no longer found
- *   (any role that can connect may send a notice: it is a hint, never believed on its word);
+ *   (any role that can connect may send a notice: it is a hint, never believed on its word); a key this
+ *   instance does not hold (never met, or pushed out of the LRU while a socket of it stays open) is read
+ *   by the endpoint's id instead, the notice's owner id ignored, and revoked likewise;
  * - `owner_changed` (suspended, resumed, plan changed, deleted): the owner's keys are forgotten and read
  *   again, and the endpoints of those no longer found are revoked; so are the remembered misses (a miss
  *   does not say whose key it was, and a resumed owner's may be among them);
  * - `resync` (the feed was down, notifications were lost): every key known is read again, likewise, at
  *   most once per `resyncMinMs` (one asked for sooner comes at the end of that time);
- * and past RECHECKS_PER_WINDOW notices that re-read keys in that time, the rest wait for such a resync.
+ * and past RECHECKS_PER_WINDOW notices that re-read keys or an endpoint in that time, the rest wait for
+ * such a resync.
  * A lookup under way when a change arrives answers its call but is not remembered.
  */
 export interface FleetKeys {
@@ -73,7 +87,52 @@ function mayHaveChanged(notice: ChangeNotice, auth: EndpointAuth | null): boolea
   }
 }
 
-export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, options: FleetKeysOptions = {}): FleetKeys {
+/** When re-reads may run: notices within a budget per window, resyncs at most one per window. */
+interface Pace {
+  /** Whether a notice may re-read now: RECHECKS_PER_WINDOW per window. */
+  take(): boolean;
+  /** Runs the resync now, or at the end of the window since the last one (one, however many ask). */
+  resync(): void;
+  /** Drops a resync waiting for its time. */
+  close(): void;
+}
+
+function createPace(windowMs: number, now: () => number, run: () => void): Pace {
+  let lastResyncAt = Number.NEGATIVE_INFINITY;
+  let resyncTimer: NodeJS.Timeout | null = null;
+  let windowAt = Number.NEGATIVE_INFINITY;
+  let rechecks = 0;
+  const pace: Pace = {
+    take() {
+      if (now() - windowAt >= windowMs) {
+        windowAt = now();
+        rechecks = 0;
+      }
+      return ++rechecks <= RECHECKS_PER_WINDOW;
+    },
+    resync() {
+      if (resyncTimer !== null) return;
+      const wait = lastResyncAt + windowMs - now();
+      if (wait > 0) {
+        resyncTimer = setTimeout(() => {
+          resyncTimer = null;
+          pace.resync();
+        }, wait);
+        resyncTimer.unref();
+        return;
+      }
+      lastResyncAt = now();
+      run();
+    },
+    close() {
+      if (resyncTimer !== null) clearTimeout(resyncTimer);
+      resyncTimer = null;
+    },
+  };
+  return pace;
+}
+
+export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | 'endpointById'>, options: FleetKeysOptions = {}): FleetKeys {
   const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
   const inFlight = new Map<string, Promise<EndpointAuth | null>>();
   // The notices heard while lookups were under way, numbered: a lookup does not remember an answer that
@@ -107,7 +166,7 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, o
 
   /** Reads `entries` again; revokes the endpoints no longer found. */
   function reread(entries: Array<[string, EndpointAuth]>): void {
-    const done = Promise.all(
+    track(
       entries.map(([key, auth]) =>
         lookUp(key).then(
           (now) => {
@@ -116,49 +175,66 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, o
           (err: unknown) => options.onError?.(err),
         ),
       ),
-    ).then(() => {});
+    );
+  }
+
+  /** Reads endpoints whose key this instance does not hold by their ids; revokes those no longer found. */
+  function rereadEndpoints(endpointIds: string[]): void {
+    track(
+      endpointIds.map((endpointId) =>
+        accounts.endpointById(endpointId).then(
+          (now) => {
+            if (now === null) options.onRevoked?.(endpointId);
+          },
+          (err: unknown) => {
+            // Unchecked, its sockets stay open: the next resync (the store back, the feed with it) asks again.
+            deferEndpoint(endpointId);
+            options.onError?.(err);
+          },
+        ),
+      ),
+    );
+  }
+
+  /** Makes `settled` wait for `reads` too. */
+  function track(reads: Array<Promise<void>>): void {
+    const done = Promise.all(reads).then(() => {});
     rereads = rereads.then(() => done);
   }
 
-  const resyncMinMs = options.resyncMinMs ?? 5000;
-  const now = options.now ?? Date.now;
-  let lastResyncAt = Number.NEGATIVE_INFINITY;
-  let resyncTimer: NodeJS.Timeout | null = null;
-  let windowAt = Number.NEGATIVE_INFINITY;
-  let rechecks = 0;
   /** Keys forgotten by notices past the window's budget: the next resync reads them again. */
   const deferred = new Map<string, EndpointAuth>();
+  /** Endpoints of keys not held, named by notices past the budget (or whose read failed): the next resync reads them by id. */
+  const deferredEndpoints = new Set<string>();
+  const deferEndpoint = (endpointId: string): void => {
+    if (deferredEndpoints.size < DEFERRED_ENDPOINTS_MAX) deferredEndpoints.add(endpointId);
+  };
 
-  /** Every known key read again: now, or at the end of the time since the last one (one, however many ask). */
-  function resync(): void {
-    if (resyncTimer !== null) return;
-    const wait = lastResyncAt + resyncMinMs - now();
-    if (wait > 0) {
-      resyncTimer = setTimeout(() => {
-        resyncTimer = null;
-        resync();
-      }, wait);
-      resyncTimer.unref();
-      return;
-    }
-    lastResyncAt = now();
+  /** Every known key read again, and the endpoints deferred by id. */
+  const pace = createPace(options.resyncMinMs ?? 5000, options.now ?? Date.now, () => {
     options.onResync?.();
     const known = [...cache.foundEntries(), ...deferred];
+    const endpointIds = [...deferredEndpoints];
     deferred.clear();
+    deferredEndpoints.clear();
     cache.clear();
     reread(known);
-  }
+    rereadEndpoints(endpointIds);
+  });
 
   /** Reads keys a notice named again, within the window's budget; past it, at the next resync. */
   function recheck(entries: Array<[string, EndpointAuth]>): void {
     if (entries.length === 0) return;
-    if (now() - windowAt >= resyncMinMs) {
-      windowAt = now();
-      rechecks = 0;
-    }
-    if (++rechecks <= RECHECKS_PER_WINDOW) return reread(entries);
+    if (pace.take()) return reread(entries);
     for (const [key, auth] of entries) deferred.set(key, auth);
-    resync();
+    pace.resync();
+  }
+
+  /** Reads a deleted endpoint whose key is not held by its id, within the same budget; past it, at the next resync. */
+  function recheckEndpoint(endpointId: string): void {
+    if (pace.take()) return rereadEndpoints([endpointId]);
+    deferEndpoint(endpointId);
+    pace.resync();
   }
 
   return {
@@ -173,25 +249,26 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey'>, o
         case 'endpoint_created':
           cache.forgetMisses();
           return;
-        case 'endpoint_deleted':
-          // Revoked only once the store no longer finds its key.
-          recheck(cache.forgetEndpoint(notice.endpointId));
+        case 'endpoint_deleted': {
+          // Revoked only once the store no longer finds its key; a key not held (pushed out of the LRU, its
+          // socket still open) by the endpoint's id, whatever owner the notice names (that may be forged too).
+          const held = cache.forgetEndpoint(notice.endpointId);
+          if (held.length > 0) recheck(held);
+          else recheckEndpoint(notice.endpointId);
           return;
+        }
         case 'owner_changed':
           // A miss does not say whose key it was: a resumed owner's key may be among them.
           cache.forgetMisses();
           recheck(cache.forgetOwner(notice.ownerId));
           return;
         case 'resync':
-          resync();
+          pace.resync();
           return;
       }
     },
     settled: () => rereads,
     cacheSizes: () => ({ found: cache.found, missing: cache.missing }),
-    close() {
-      if (resyncTimer !== null) clearTimeout(resyncTimer);
-      resyncTimer = null;
-    },
+    close: () => pace.close(),
   };
 }

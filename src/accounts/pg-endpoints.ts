@@ -14,6 +14,7 @@ import { lockOwner, ownerColumns } from './pg-owners.js';
 export type PgEndpointTable = Pick<
   AccountStore,
   | 'endpointByKey'
+  | 'endpointById'
   | 'ownerByManagementKey'
   | 'owner'
   | 'createEndpoint'
@@ -27,6 +28,11 @@ export type PgEndpointTable = Pick<
 const ENDPOINT_COLUMNS = `id, name, network, key_prefix AS "keyPrefix", created_at AS "createdAt"`;
 // Ids are ordered byte by byte, as SQLite does, whatever the database's collation.
 const ENDPOINT_ORDER = `ORDER BY created_at, id COLLATE "C"`;
+
+/** What a live endpoint grants, its owner live and not suspended; the caller's condition follows the last AND. */
+const ENDPOINT_AUTH_SQL = `SELECT e.id AS "endpointId", e.owner_id AS "ownerId", e.network, o.plan
+  FROM endpoints e JOIN owners o ON o.id = e.owner_id
+  WHERE e.deleted_at IS NULL AND NOT o.suspended AND o.deleted_at IS NULL AND`;
 
 const STATS_COLUMNS = `t - t % $1 AS bucket, method, status, requests, ru`;
 const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)`;
@@ -45,13 +51,10 @@ export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgE
   return {
     async endpointByKey(apiKey) {
       if (!looksLikeKey(apiKey, 'api')) return null;
-      return one<EndpointAuth>(
-        `SELECT e.id AS "endpointId", e.owner_id AS "ownerId", e.network, o.plan
-        FROM endpoints e JOIN owners o ON o.id = e.owner_id
-        WHERE e.key_hash = $1 AND e.deleted_at IS NULL AND NOT o.suspended AND o.deleted_at IS NULL`,
-        [hashKey(apiKey)],
-      );
+      return one<EndpointAuth>(`${ENDPOINT_AUTH_SQL} e.key_hash = $1`, [hashKey(apiKey)]);
     },
+
+    endpointById: (endpointId) => one<EndpointAuth>(`${ENDPOINT_AUTH_SQL} e.id = $1`, [endpointId]),
 
     async ownerByManagementKey(key) {
       if (!looksLikeKey(key, 'management')) return null;

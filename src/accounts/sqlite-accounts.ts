@@ -28,6 +28,7 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
     ownerByManagementKey: async (key) => endpoints.ownerByManagementKey(key),
     owner: async (id) => endpoints.owner(id),
     endpointByKey: async (apiKey) => endpoints.endpointByKey(apiKey),
+    endpointById: async (endpointId) => endpoints.endpointById(endpointId),
     createEndpoint: async (ownerId, network, name, maxEndpoints) => endpoints.createEndpoint(ownerId, network, name, maxEndpoints),
     listEndpoints: async (ownerId) => endpoints.listEndpoints(ownerId),
     listEndpointsPage: async (ownerId, limit, after) => endpoints.listEndpointsPage(ownerId, limit, after),

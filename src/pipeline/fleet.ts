@@ -64,7 +64,11 @@ export async function openFleet(options: FleetOptions): Promise<Fleet> {
   const ledgerStore = createPgLedgerStore(pg, options.retention);
   const keys = createFleetKeys(accounts, {
     onRevoked: options.onRevoked,
-    onError: (err) => log.warn('re-reading keys after a change failed; they are read again at their next call', { error: String(err) }),
+    onError: (err) =>
+      log.warn(
+        're-reading keys after a change failed; they are read again at their next call (an endpoint whose key is not held, at the next resync)',
+        { error: String(err) },
+      ),
     ...(options.onResync !== undefined ? { onResync: options.onResync } : {}),
   });
   // Logged once per reason: whoever floods the channel must not flood the log too; the metric counts them all.

@@ -88,6 +88,10 @@ export function prepareStatements(db: Database.Database) {
         SELECT e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan
         FROM endpoints e JOIN owners o ON o.id = e.owner_id
         WHERE e.key_hash = ? AND e.deleted_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
+      endpointById: p<[string], EndpointAuthRow>(`
+        SELECT e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan
+        FROM endpoints e JOIN owners o ON o.id = e.owner_id
+        WHERE e.id = ? AND e.deleted_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
       ownerByManagementKeyHash: p<[Buffer], OwnerRow>(`
         SELECT o.id, o.name, o.plan, o.ru_balance AS ruBalance, o.suspended
         FROM management_keys k JOIN owners o ON o.id = k.owner_id

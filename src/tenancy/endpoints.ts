@@ -1,5 +1,5 @@
 import type { Store } from '../store/open.js';
-import type { OwnerRow } from '../store/statements.js';
+import type { EndpointAuthRow, OwnerRow } from '../store/statements.js';
 import type { EndpointAuth } from './key-cache.js';
 import { hashKey, looksLikeKey, newKey, randomString } from './keys.js';
 import { assertValidName } from './names.js';
@@ -46,6 +46,10 @@ export function toOwnerRecord(row: OwnerRow): OwnerRecord {
   return { id: row.id, name: row.name, plan: row.plan, ruBalance: row.ruBalance, suspended: row.suspended !== 0 };
 }
 
+function toEndpointAuth(row: EndpointAuthRow | undefined): EndpointAuth | null {
+  return row === undefined ? null : { endpointId: row.endpointId, ownerId: row.ownerId, network: row.network, plan: row.plan };
+}
+
 /**
  * Owners and their endpoints as the key lookup and the management API read and write them, on one SQLite
  * connection and without a cache: the daemon's directory caches on top of it, the account store wraps it.
@@ -53,6 +57,8 @@ export function toOwnerRecord(row: OwnerRow): OwnerRecord {
 export interface EndpointTable {
   /** What an API key grants, or null: malformed (never looked up), unknown, deleted, or its owner suspended or deleted. */
   endpointByKey(apiKey: string): EndpointAuth | null;
+  /** What the endpoint grants, found by its id, or null: unknown, deleted, or its owner suspended or deleted. */
+  endpointById(endpointId: string): EndpointAuth | null;
   /** The owner a management key acts as, or null: malformed, unknown, revoked, or the owner suspended or deleted. */
   ownerByManagementKey(key: string): OwnerRecord | null;
   /** The owner, suspended or not; null when unknown or deleted. */
@@ -91,8 +97,10 @@ export function createEndpointTable(store: Store, now: () => number = Date.now):
   return {
     endpointByKey(apiKey) {
       if (!looksLikeKey(apiKey, 'api')) return null;
-      const row = sql.endpointByKeyHash.get(hashKey(apiKey));
-      return row === undefined ? null : { endpointId: row.endpointId, ownerId: row.ownerId, network: row.network, plan: row.plan };
+      return toEndpointAuth(sql.endpointByKeyHash.get(hashKey(apiKey)));
+    },
+    endpointById(endpointId) {
+      return toEndpointAuth(sql.endpointById.get(endpointId));
     },
     ownerByManagementKey(key) {
       if (!looksLikeKey(key, 'management')) return null;

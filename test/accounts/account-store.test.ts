@@ -144,10 +144,12 @@ const CASES: Record<string, Case> = {
     t.equal(await a.setSuspended(id, true), true);
     t.equal((await a.owner(id))?.suspended, true, 'a suspended owner is still readable');
     t.equal(await a.endpointByKey(e1.apiKey), null);
+    t.equal(await a.endpointById(e1.id), null, 'nor found by id');
     t.equal(await a.ownerByManagementKey(managementKey), null);
     t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { error: 'no_owner' });
     t.equal(await a.setSuspended(id, false), true);
     t.ok(await a.endpointByKey(e1.apiKey));
+    t.same(await a.endpointById(e1.id), await a.endpointByKey(e1.apiKey), 'resumed: found by id as by key');
     t.equal(await a.setSuspended(99, true), false);
 
     at(T0 + 5);
@@ -160,6 +162,7 @@ const CASES: Record<string, Case> = {
     );
     t.equal(await a.endpointByKey(e1.apiKey), null);
     t.equal(await a.endpointByKey(e2.apiKey), null);
+    t.equal(await a.endpointById(e2.id), null, "a deleted owner's endpoint is not found by id");
     t.equal(await a.ownerByManagementKey(managementKey), null);
     t.ok(await a.endpointByKey(kept.apiKey), "another owner's endpoint still works");
     t.same(await a.listManagementKeys(id), null);
@@ -236,6 +239,13 @@ const CASES: Record<string, Case> = {
     t.match(r.endpoint.id, /^ep_[a-z2-7]{16}$/);
     t.match(r.apiKey, /^[0-9A-Za-z]{32}$/);
     t.same(await a.endpointByKey(r.apiKey), { endpointId: r.endpoint.id, ownerId: id, network: 'mainnet', plan: 'growth' });
+    t.same(
+      await a.endpointById(r.endpoint.id),
+      { endpointId: r.endpoint.id, ownerId: id, network: 'mainnet', plan: 'growth' },
+      'found by id',
+    );
+    for (const endpointId of ['ep_doesnotexist0000', '', r.endpoint.id.toUpperCase(), `${r.endpoint.id} `, "' OR 1=1 --"])
+      t.equal(await a.endpointById(endpointId), null, JSON.stringify(endpointId));
     t.same(await query('SELECT key_hash FROM endpoints WHERE id = ?', [r.endpoint.id]), [{ key_hash: hashKey(r.apiKey) }]);
     for (const key of ['x'.repeat(32), 'public', r.apiKey.slice(0, 31) + '-', `${r.apiKey}x`]) {
       t.equal(await a.endpointByKey(key), null, JSON.stringify(key));
@@ -305,7 +315,9 @@ const CASES: Record<string, Case> = {
     t.equal(await a.deleteEndpoint(alice, x.id), true);
     t.equal(await a.deleteEndpoint(alice, x.id), false, 'twice: false');
     t.equal(await a.endpointByKey(x.apiKey), null);
+    t.equal(await a.endpointById(x.id), null, 'deleted: not found by id either');
     t.ok(await a.endpointByKey(y.apiKey), 'the other endpoint still works');
+    t.equal((await a.endpointById(y.id))?.endpointId, y.id);
     t.same(
       (await a.listEndpoints(alice)).map((e) => e.id),
       [y.id],

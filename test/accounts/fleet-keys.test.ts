@@ -156,18 +156,60 @@ t.test('notices another role forges are hints: a live key stays, junk is dropped
   await keys.settled();
   t.same(revoked, [], 'still nothing revoked');
   t.match(await resolve(made.apiKey), { endpointId }, 'and the key still works');
-  // A real deletion is still heard, and believed once the store confirms it.
+  // A real deletion is still heard, and believed once the store confirms it: the burst spent the window's
+  // budget (each deletion of an endpoint not held is read by id), so it waits for the resync at the end of
+  // the window, 3 s after the burst's.
   t.equal(await a.deleteEndpoint(owner.id, endpointId), true);
-  await until(t, 'a real deletion revokes within a second', () => revoked.includes(endpointId), 1000);
+  await until(t, 'a real deletion revokes by the end of the window', () => revoked.includes(endpointId), 3000);
+});
+
+t.test('an endpoint whose key was pushed out of the cache: a real deletion revokes it, a forged one does not', async (t) => {
+  const server = await startPostgres(t);
+  // One key remembered at most: looking up another pushes the first out, as 50,000 others would, while a
+  // socket opened with it stays open on this instance.
+  const { a, keys, revoked, resolve } = await twoInstances(t, server, { maxCached: 1 });
+  const owner = await a.createOwner('acme', 'free', 100);
+  const other = await a.createOwner('other', 'free', 100);
+  const [evicted, live, spare] = await Promise.all(['one', 'two', 'three'].map((name) => a.createEndpoint(owner.id, 'devnet', name, 10)));
+  if (!evicted || !('apiKey' in evicted) || !live || !('apiKey' in live) || !spare || !('apiKey' in spare)) throw new Error('no endpoint');
+  t.match(await resolve(evicted.apiKey), { endpointId: evicted.endpoint.id });
+  t.match(await resolve(spare.apiKey), { endpointId: spare.endpoint.id });
+  t.equal(keys.cached(evicted.apiKey), undefined, 'the first key is no longer held');
+
+  t.ok(await a.deleteEndpoint(owner.id, evicted.endpoint.id));
+  await until(t, 'its real deletion revokes it within a second', () => revoked.includes(evicted.endpoint.id), 1000);
+  t.equal(await resolve(evicted.apiKey), null, 'and its key is refused');
+
+  // Forged deletions of a live endpoint not held, naming its owner and another one: read by id, kept.
+  t.match(await resolve(live.apiKey), { endpointId: live.endpoint.id });
+  t.match(await resolve(spare.apiKey), { endpointId: spare.endpoint.id });
+  t.equal(keys.cached(live.apiKey), undefined);
+  const evil = await intruder(t, server);
+  for (const ownerId of [owner.id, other.id, 999])
+    await evil.query('SELECT pg_notify($1, $2)', [
+      CHANGES_CHANNEL,
+      JSON.stringify({ kind: 'endpoint_deleted', endpointId: live.endpoint.id, ownerId }),
+    ]);
+  // The feed keeps commit order: once a real deletion sent after them is revoked, the forged ones were read.
+  t.ok(await a.deleteEndpoint(owner.id, spare.endpoint.id));
+  await until(t, 'a real deletion sent after them is revoked', () => revoked.includes(spare.endpoint.id), 1000);
+  await keys.settled();
+  t.same(revoked, [evicted.endpoint.id, spare.endpoint.id], 'the live endpoint is not revoked, whatever owner the notice named');
+  t.match(await resolve(live.apiKey), { endpointId: live.endpoint.id }, 'and its key still works');
 });
 
 t.test('a flood of notices re-reads keys within a budget, then costs one resync per window', async (t) => {
-  // 300 keys of owner 1 in a store that counts its reads; a window of 300 ms.
+  // 300 keys of owner 1 in a store that counts its reads (by key, and by endpoint id); a window of 300 ms.
   let reads = 0;
+  let idReads = 0;
   const store = {
     endpointByKey: async (key: string) => {
       reads++;
       return { endpointId: `ep-${key}`, ownerId: 1, network: 'devnet', plan: 'free' };
+    },
+    endpointById: async (endpointId: string) => {
+      idReads++;
+      return { endpointId, ownerId: 1, network: 'devnet', plan: 'free' };
     },
   };
   const resyncs: number[] = [];
@@ -178,17 +220,55 @@ t.test('a flood of notices re-reads keys within a budget, then costs one resync 
   await Promise.all(all.map((k) => keys.lookUp(k)));
   reads = 0;
   const startedAt = Date.now();
-  // 1,000 notices naming one key each: 100 re-read their key, the rest wait for one resync.
+  // 1,000 notices naming one key each: 100 re-read their key, the rest wait for one resync; those whose
+  // key was forgotten by then name an endpoint not held, read by id at the next resync, each once.
   for (let i = 0; i < 1000; i++) keys.apply({ kind: 'endpoint_deleted', endpointId: `ep-key-${i % 300}`, ownerId: 1 });
   for (let i = 0; i < 1000; i++) keys.apply({ kind: 'resync' });
   await keys.settled();
   t.equal(resyncs.length, 1, 'one resync at once, however many notices asked');
   t.ok(reads <= 100 + 300, `${reads} reads: the budget and one resync, not one per notice`);
+  t.equal(idReads, 0, 'no endpoint read by id: the budget was spent');
   await until(t, 'the resyncs asked for since come as one at the end of the window', () => resyncs.length === 2, 2000);
   t.ok(resyncs[1]! - startedAt >= 290, 'not before the window ended');
   await keys.settled();
   await new Promise((r) => setTimeout(r, 400));
   t.equal(resyncs.length, 2, 'and no more');
+  t.equal(idReads, 300, 'the endpoints not held read by id at that resync, each once');
   t.same(revoked, [], 'every key still found: nothing revoked');
   t.equal(all.filter((k) => keys.cached(k) !== undefined).length, 300, 'every key known again');
+});
+
+t.test('endpoints not held, named past the budget, wait for the resync: at most 10,000 of them', async (t) => {
+  const idReads: string[] = [];
+  const store = {
+    endpointByKey: async () => null,
+    endpointById: async (endpointId: string) => {
+      idReads.push(endpointId);
+      return null;
+    },
+  };
+  let clock = 0;
+  const resyncs: number[] = [];
+  const revoked: string[] = [];
+  const keys = createFleetKeys(store, {
+    onResync: () => resyncs.push(clock),
+    onRevoked: (id) => revoked.push(id),
+    resyncMinMs: 300,
+    now: () => clock,
+  });
+  t.teardown(() => keys.close());
+  // An empty resync first, so the next one waits for the end of its window.
+  keys.apply({ kind: 'resync' });
+  // 10,200 distinct ids: 100 read at once, 10,000 kept, 100 dropped (a flood of forged ids grows no memory).
+  for (let i = 0; i < 10_200; i++) keys.apply({ kind: 'endpoint_deleted', endpointId: `ep_${i}`, ownerId: 1 });
+  await keys.settled();
+  t.equal(idReads.length, 100, 'the budget, at once');
+  t.same(revoked, idReads, 'each one gone from the store is revoked');
+  clock = 300;
+  await until(t, 'the resync at the end of the window', () => resyncs.length === 2, 2000);
+  await keys.settled();
+  t.equal(idReads.length, 100 + 10_000, 'then the ones kept, each once');
+  t.equal(new Set(idReads).size, idReads.length);
+  t.same(idReads.slice(100, 102), ['ep_100', 'ep_101'], 'oldest kept');
+  t.equal(revoked.length, 10_100);
 });
