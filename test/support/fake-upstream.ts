@@ -80,3 +80,15 @@ export async function closedPort(): Promise<number> {
   await new Promise<void>((r) => s.close(() => r()));
   return port;
 }
+
+/** The id text of the JSON-RPC call in a raw HTTP request the fake received (the gateway's own id for it). */
+export function rpcIdOf(request: string): string {
+  const m = /"id":(\d+|"[^"]*"|null)/.exec(request.slice(request.indexOf('\r\n\r\n')));
+  if (m === null) throw new Error(`no JSON-RPC id in ${JSON.stringify(request.slice(0, 200))}`);
+  return m[1]!;
+}
+
+/** `answer` (an answer written with `"id":1`) carrying the id of the call in `request`, as a node echoes it. */
+export function echoId(request: string, answer: string): string {
+  return answer.replace('"id":1', `"id":${rpcIdOf(request)}`);
+}
