@@ -27,7 +27,7 @@ export interface IdRewriter {
   readonly delta: number;
   /**
    * Set with `invalid` when the id the gateway sent was given and the answer's top-level id is another, or a
-   * second top-level id member follows it: the answer belongs to another call.
+   * second top-level id member follows it, or the object closes without one: the answer is not the call's.
    */
   readonly wrongId: boolean;
   /**
@@ -347,6 +347,10 @@ export function createIdRewriter(clientIdText: string, sentIdText?: string): IdR
           else if (c === 0x7d && replaced) {
             state = CLOSED;
             self.closed = true;
+          } else if (c === 0x7d && scanAll) {
+            // An object without an id answers no call the gateway made.
+            wrongIdFound();
+            return [];
           } else if (!isWhitespace(c)) return fail(); // `}` before the id: the object closed without one
           i++;
           break;

@@ -216,7 +216,7 @@ export const WRONG_ID: unique symbol = Symbol('wrong id');
  *
  * With `sentIdText`, the id the gateway sent the node, a valid answer is also checked to be that call's, in
  * the same pass: WRONG_ID when its top-level id is not exactly those bytes, or a second top-level `id`
- * member follows (the client's parser would read the last one).
+ * member follows (the client's parser would read the last one), or it has none.
  */
 export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer | null;
 export function rewriteWholeAnswer(body: Buffer, clientIdText: string, sentIdText: string): Buffer | null | typeof WRONG_ID;
@@ -293,8 +293,9 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string, sentIdTex
     for (;;) {
       while (i < n && WS[body[i]!] === 1) i++;
       if (depth === 0) {
-        if (i !== n || idStart < 0) return null;
-        if (sentIdText !== undefined && (secondId || !sameBytes(body, idStart, idEnd, sentIdText))) return WRONG_ID;
+        if (i !== n) return null;
+        if (sentIdText === undefined) return idStart < 0 ? null : spliced(body, idStart, idEnd, clientIdText);
+        if (idStart < 0 || secondId || !sameBytes(body, idStart, idEnd, sentIdText)) return WRONG_ID;
         return spliced(body, idStart, idEnd, clientIdText);
       }
       const d = body[i];
@@ -423,12 +424,17 @@ export function rewriteIdChecked(body: Buffer, clientIdText: string, sentIdText:
 export function rewriteIdChecked(body: Buffer, clientIdText: string, sentIdText?: string): Buffer | null | typeof WRONG_ID {
   const rewriter = createIdRewriter(clientIdText, sentIdText);
   const parts = rewriter.push(body);
-  if (!rewriter.replaced || (rewriter.invalid && !rewriter.wrongId)) return null;
+  if (rewriter.wrongId) return isJson(body) ? WRONG_ID : null;
+  if (!rewriter.replaced || rewriter.invalid) return null;
   const out = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  return isJson(out) ? out : null;
+}
+
+function isJson(body: Buffer): boolean {
   try {
-    JSON.parse(rewriter.wrongId ? body.toString() : out.toString());
+    JSON.parse(body.toString());
+    return true;
   } catch {
-    return null;
+    return false;
   }
-  return rewriter.wrongId ? WRONG_ID : out;
 }

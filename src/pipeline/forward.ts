@@ -43,7 +43,8 @@ const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([
 const INVALID: ForwardFailure = { kind: 'invalid' };
 const WRONG_ID_FAILURE: ForwardFailure = { kind: 'wrong_id' };
 const NOT_JSON_RPC = 'upstream answer is not a JSON-RPC object';
-const NOT_ITS_ID = "upstream answer carries another call's id";
+/** Why a call failed whose answer was another call's (wrong_id): the log tells it apart by this text. */
+export const WRONG_ID_REASON = "upstream answer carries another call's id";
 
 /**
  * Calls whose repetition has an effect, so neither the upstream client (moving or re-sending) nor the
@@ -148,7 +149,7 @@ class UpstreamCall implements ResponseSink, ForwardCall {
   private refuse(wrongId: boolean): void {
     if (wrongId) this.handle.distrust();
     else this.handle.abort();
-    if (this.finish()) this.sink.fail(this.started, wrongId ? NOT_ITS_ID : NOT_JSON_RPC, wrongId ? WRONG_ID_FAILURE : INVALID);
+    if (this.finish()) this.sink.fail(this.started, wrongId ? WRONG_ID_REASON : NOT_JSON_RPC, wrongId ? WRONG_ID_FAILURE : INVALID);
   }
 
   private startStreaming(): boolean {
@@ -213,7 +214,7 @@ class UpstreamCall implements ResponseSink, ForwardCall {
         this.sink.fail(false, NOT_JSON_RPC, INVALID);
       } else if (out === WRONG_ID) {
         this.handle.distrust();
-        this.sink.fail(false, NOT_ITS_ID, WRONG_ID_FAILURE);
+        this.sink.fail(false, WRONG_ID_REASON, WRONG_ID_FAILURE);
       } else {
         this.sink.whole(out);
       }

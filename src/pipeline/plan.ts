@@ -210,8 +210,8 @@ export function collectCall(
       done(Buffer.concat(parts, bytes), 'ok');
       parts = [];
     },
-    fail(_started, reason, failure) {
-      logUpstreamFailure(ctx, chain, sink.failedUpstream ?? '', reason, failure);
+    fail(_started, reason) {
+      logUpstreamFailure(ctx, chain, sink.failedUpstream ?? '', reason);
       settleUpstreamFailure(ctx, caller, f, reason, sink.failedUpstream);
       done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
     },

@@ -2,7 +2,7 @@ import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors
 import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
-import type { AnswerSink, ForwardCall, ForwardFailure } from '../pipeline/forward.js';
+import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -75,9 +75,9 @@ class SingleAnswer implements AnswerSink {
     finish(this.x);
   }
 
-  fail(started: boolean, reason: string, failure?: ForwardFailure): void {
+  fail(started: boolean, reason: string): void {
     const { x, f } = this;
-    logUpstreamFailure(x.ctx, x.chain, this.failedUpstream ?? '', reason, failure);
+    logUpstreamFailure(x.ctx, x.chain, this.failedUpstream ?? '', reason);
     // A cut stream was partly delivered: it is charged for what was sent, like any started answer.
     if (started) settleCall(x.ctx.tenancy, this.caller, f.method, f.admission, { ok: true, bytes: this.bytes });
     else settleUpstreamFailure(x.ctx, this.caller, f, reason, this.failedUpstream);

@@ -26,38 +26,18 @@ export async function fakeUpstream(t: Test, fault: Fault | ((socket: Socket, req
     let buf = '';
     socket.on('data', (d: Buffer) => {
       buf += d.toString('latin1');
-      const headEnd = buf.indexOf('\r\n\r\n');
-      if (headEnd < 0) return;
-      const m = /content-length:\s*(\d+)/i.exec(buf.slice(0, headEnd));
-      const need = headEnd + 4 + (m ? Number(m[1]) : 0);
-      if (buf.length < need) return;
-      const request = buf.slice(0, need);
-      buf = buf.slice(need);
-      state.requests.push(request);
-      if (typeof fault === 'function') return fault(socket, request);
-      switch (fault) {
-        case 'hang':
-          return;
-        case 'reset':
-          socket.resetAndDestroy();
-          return;
-        case 'garbage':
-          socket.end('SSH-2.0-OpenSSH_9.2\r\nthis is not http at all\r\n');
-          return;
-        case 'not-json':
-          socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 21\r\n\r\n<html>gateway</html>\n');
-          return;
-        case 'http-500':
-          socket.write('HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n\r\noops\n');
-          return;
-        case 'truncated':
-          // Larger than what the gateway holds whole, so its answer to the client has already begun.
-          socket.write(
-            'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"0x' +
-              'ab'.repeat(100_000),
-          );
-          setTimeout(() => socket.resetAndDestroy(), 50);
-          return;
+      // Pipelined requests may arrive in one read: each is taken in turn.
+      for (;;) {
+        const headEnd = buf.indexOf('\r\n\r\n');
+        if (headEnd < 0) return;
+        const m = /content-length:\s*(\d+)/i.exec(buf.slice(0, headEnd));
+        const need = headEnd + 4 + (m ? Number(m[1]) : 0);
+        if (buf.length < need) return;
+        const request = buf.slice(0, need);
+        buf = buf.slice(need);
+        state.requests.push(request);
+        if (typeof fault === 'function') fault(socket, request);
+        else answerFault(socket, fault);
       }
     });
   });
@@ -70,6 +50,33 @@ export async function fakeUpstream(t: Test, fault: Fault | ((socket: Socket, req
     return new Promise<void>((resolve) => server.close(() => resolve()));
   });
   return state;
+}
+
+function answerFault(socket: Socket, fault: Fault): void {
+  switch (fault) {
+    case 'hang':
+      return;
+    case 'reset':
+      socket.resetAndDestroy();
+      return;
+    case 'garbage':
+      socket.end('SSH-2.0-OpenSSH_9.2\r\nthis is not http at all\r\n');
+      return;
+    case 'not-json':
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 21\r\n\r\n<html>gateway</html>\n');
+      return;
+    case 'http-500':
+      socket.write('HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 5\r\n\r\noops\n');
+      return;
+    case 'truncated':
+      // Larger than what the gateway holds whole, so its answer to the client has already begun.
+      socket.write(
+        'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"0x' +
+          'ab'.repeat(100_000),
+      );
+      setTimeout(() => socket.resetAndDestroy(), 50);
+      return;
+  }
 }
 
 /** A port nothing listens on (taken, then released): a node that cannot be reached. */
