@@ -4,7 +4,7 @@
  */
 /**
  * chains.<slug>.answer_timeout_s when absent, in multiples of timeout_s (4 × 30 s = 120 s): a 64 MiB eth_getLogs
- * answer that starts within timeout_s still has three times as long to arrive, over 0.5 MiB/s.
+ * answer that starts within timeout_s still has three times as long to arrive, at 0.7 MiB/s or more.
  */
 export const ANSWER_TIMEOUT_FACTOR = 4;
 
