@@ -43,8 +43,9 @@ export interface UpstreamOptions {
   /** Clock in ms for deadlines, stalls and idle sockets; default Date.now. */
   now?: () => number;
   /** Deadline in ms for a whole response, counted from request() like timeoutMs: a node that keeps sending a byte
-   *  now and then never meets timeoutMs's silence limit, but meets this. Enforced by the same sweep. Default none
-   *  (event streams never end). */
+   *  now and then never meets timeoutMs's silence limit, but meets this (a timeout error). Enforced by the same
+   *  sweep, and like timeoutMs not while the consumer holds the body paused: a slow client is not the node's
+   *  fault. Default none (event streams never end). */
   answerTimeoutMs?: number;
 }
 
