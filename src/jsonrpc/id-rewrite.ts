@@ -80,14 +80,7 @@ export function createIdRewriter(clientIdText: string, sentIdText?: string): IdR
   const clientId = Buffer.from(clientIdText, 'utf8');
   const sentId = sentIdText === undefined ? null : Buffer.from(sentIdText, 'utf8');
   // Plain data fields, not getters: an object literal with accessors costs more to build than the whole scan.
-  const self: {
-    push: (chunk: Buffer) => Buffer[];
-    replaced: boolean;
-    invalid: boolean;
-    delta: number;
-    wrongId: boolean;
-    closed: boolean;
-  } = {
+  const self: { -readonly [K in keyof IdRewriter]: IdRewriter[K] } = {
     push,
     replaced: false,
     invalid: false,
