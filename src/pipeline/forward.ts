@@ -1,5 +1,6 @@
 import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
 import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
+import { gatewayIdText } from '../upstreams/call-ids.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
 
 /**
@@ -60,30 +61,7 @@ export const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
   'eth_uninstallFilter',
 ]);
 
-/** How many ids the gateway gives its upstream calls in turn (a power of two). */
-export const GATEWAY_IDS = 1024;
-
-/**
- * The ids' text, made once. Text made from a new number on every call would be kept by V8's
- * number-to-string cache, an old-generation table where each text stays until a later number takes its
- * slot: under load every call's id text outlived two young-generation collections and was promoted, about
- * 1.5 MB/s of old-generation garbage at 60,000 calls/s, and the daemon's RSS grew ~15 MB in a 10 s run
- * (bench/RESULTS.md, 2026-11-26).
- */
-const gatewayIdTexts: readonly string[] = Array.from({ length: GATEWAY_IDS }, (_, i) => String(i + 1));
-let nextGatewayId = 0;
-
-/**
- * The gateway's own id for an upstream call, 1 to GATEWAY_IDS in turn. Clients' ids never reach a node:
- * a 30-digit id or an odd string cannot confuse it, and the client gets back exactly the text it sent. A
- * node answers an HTTP call on its own socket, in order, so the id matches nothing and need not be unique
- * forever; calls made close together still carry different ids, for whoever reads a node's log.
- */
-function gatewayIdText(): string {
-  const text = gatewayIdTexts[nextGatewayId]!;
-  nextGatewayId = (nextGatewayId + 1) & (GATEWAY_IDS - 1);
-  return text;
-}
+export { GATEWAY_IDS } from '../upstreams/call-ids.js';
 
 export interface ForwardCall {
   abort(): void;
