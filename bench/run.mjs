@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import * as authRefusals from './auth-refusals.mjs';
 import * as cacheDedup from './cache-dedup.mjs';
 import * as fleet from './fleet.mjs';
+import * as forwardCost from './forward-cost.mjs';
 import * as httpProxy from './http-proxy.mjs';
 import * as wsFanout from './ws-fanout.mjs';
 import { knowsWorkers } from './lib/chaingate.mjs';
@@ -25,7 +26,7 @@ import { hasWrk, writePostScript, wrkVersion } from './lib/wrk.mjs';
  * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged, and `needs`, the
  * tools it cannot run without (`['wrk']`), when it has any.
  */
-const SECTIONS = [httpProxy, wsFanout, cacheDedup, authRefusals, fleet];
+const SECTIONS = [httpProxy, forwardCost, wsFanout, cacheDedup, authRefusals, fleet];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');

@@ -1,9 +1,20 @@
 // A stand-in Ethereum node that answers every POST with the same eth_blockNumber result, over keep-alive
-// HTTP/1.1. It costs ~11 µs per request, so a proxy in front of it is measured, not the node.
+// HTTP/1.1, under the request's own id as a node echoes it (chaingate refuses an answer with another id).
+// It costs ~11 µs per request, so a proxy in front of it is measured, not the node.
 // Prints `Listening on 127.0.0.1:PORT` once bound (port 0 unless given as argv[2]); stops on SIGTERM/SIGINT.
 import { listenAndAnnounce, loadUws } from './uws-server.mjs';
 
-const ANSWER = '{"jsonrpc":"2.0","id":1,"result":"0x1b4"}';
+const ID_KEY = Buffer.from('"id":');
+
+/** The answer to a request body: its id's text (up to the next comma or brace), or null when it has none. */
+function answerTo(body) {
+  const at = body.indexOf(ID_KEY);
+  if (at < 0) return '{"jsonrpc":"2.0","id":null,"result":"0x1b4"}';
+  const from = at + ID_KEY.length;
+  let to = from;
+  while (to < body.length && body[to] !== 0x2c && body[to] !== 0x7d) to++;
+  return `{"jsonrpc":"2.0","id":${body.latin1Slice(from, to)},"result":"0x1b4"}`;
+}
 
 const uWS = await loadUws();
 
@@ -14,10 +25,14 @@ const app = uWS
     res.onAborted(() => {
       aborted = true;
     });
-    // The body is read to its end before answering, as a node would, so pipelined bodies stay framed.
-    res.onData((_chunk, isLast) => {
+    // The body is read to its end before answering, as a node would, so pipelined bodies stay framed. Its
+    // chunks live only during the callback: the first (which holds the id) is copied.
+    let first = null;
+    res.onData((chunk, isLast) => {
+      if (first === null) first = Buffer.from(chunk.slice(0, 64));
       if (!isLast || aborted) return;
-      res.cork(() => res.writeHeader('content-type', 'application/json').end(ANSWER));
+      const answer = answerTo(first);
+      res.cork(() => res.writeHeader('content-type', 'application/json').end(answer));
     });
   })
   .any('/*', (res) => {

@@ -210,6 +210,9 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       // With worker threads each worker has its own pool: max_connections is the process's, shared out.
       maxConnections: Math.max(1, Math.floor(u.max_connections / (opts.poolShare ?? 1))),
       pipelining: u.pipelining,
+      // A node that drips its answer a byte at a time holds a call no longer than this (the event-stream
+      // pools below have none: a stream never ends).
+      answerTimeoutMs: config.answer_timeout_s * 1000,
       ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
     }),
   );

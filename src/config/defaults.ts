@@ -2,6 +2,12 @@
  * Every default of the configuration, in one place, with its unit. config.example.yaml repeats these
  * with the reason for each; the schema fills them in where a key is absent.
  */
+/**
+ * chains.<slug>.answer_timeout_s when absent, in multiples of timeout_s (4 × 30 s = 120 s): a 64 MiB eth_getLogs
+ * answer that starts within timeout_s still has three times as long to arrive, at 0.7 MiB/s or more.
+ */
+export const ANSWER_TIMEOUT_FACTOR = 4;
+
 export const DEFAULTS = {
   server: {
     host: '127.0.0.1', // listen address: loopback until the operator says otherwise
@@ -37,6 +43,7 @@ export const DEFAULTS = {
     state_history_blocks: 128, // blocks below the head whose state a full node keeps (geth's in-memory tries)
     split_logs: false, // true: a wider eth_getLogs is split into windows of max_logs_block_range and merged
     max_logs_answer_bytes: 67_108_864, // bytes of one split eth_getLogs answer at most (64 MiB)
+    answer_timeout_s: undefined as number | undefined, // seconds for a whole upstream answer; absent: ANSWER_TIMEOUT_FACTOR × timeout_s
   },
   upstream: {
     max_connections: 64, // keep-alive sockets to one upstream node

@@ -1,4 +1,4 @@
-import { DEFAULTS, RESERVED_SLUGS } from './defaults.js';
+import { ANSWER_TIMEOUT_FACTOR, DEFAULTS, RESERVED_SLUGS } from './defaults.js';
 import {
   type Errors,
   isObject,
@@ -75,6 +75,8 @@ export interface ChainConfig {
   split_logs: boolean;
   /** Bytes a split eth_getLogs answer may hold; past it the call is abandoned with an error naming this; default 64 MiB. */
   max_logs_answer_bytes: number;
+  /** Seconds for one upstream answer from start to end (a node dripping bytes holds a call no longer); default 4 × timeout_s. */
+  answer_timeout_s: number;
   upstreams: UpstreamConfig[];
 }
 
@@ -212,6 +214,7 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       'state_history_blocks',
       'split_logs',
       'max_logs_answer_bytes',
+      'answer_timeout_s',
       'upstreams',
     ],
     errors,
@@ -240,12 +243,16 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       upstreams.push(up);
     });
   }
+  const timeout_s = readInt(o.timeout_s, `${path}.timeout_s`, DEFAULTS.chain.timeout_s, 1, 3600, errors);
+  const answer_timeout_s = readInt(o.answer_timeout_s, `${path}.answer_timeout_s`, ANSWER_TIMEOUT_FACTOR * timeout_s, 1, 86_400, errors);
+  if (answer_timeout_s < timeout_s)
+    errors.push(`${path}.answer_timeout_s: must be at least timeout_s (${timeout_s}), which an answer may take to start`);
   return {
     slug,
     name: readString(o.name, `${path}.name`, slug, errors) ?? slug,
     kind,
     chain_id,
-    timeout_s: readInt(o.timeout_s, `${path}.timeout_s`, DEFAULTS.chain.timeout_s, 1, 3600, errors),
+    timeout_s,
     max_lag_blocks: readInt(o.max_lag_blocks, `${path}.max_lag_blocks`, DEFAULTS.chain.max_lag_blocks, 0, 1_000_000, errors),
     finality_depth: readInt(o.finality_depth, `${path}.finality_depth`, DEFAULTS.chain.finality_depth, 1, 1_000_000, errors),
     max_logs_block_range: readInt(
@@ -275,6 +282,7 @@ function readChain(slug: string, raw: unknown, errors: Errors): ChainConfig {
       1 << 30,
       errors,
     ),
+    answer_timeout_s,
     upstreams,
   };
 }

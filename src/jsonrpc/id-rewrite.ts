@@ -2,6 +2,11 @@
  * Gives a client back its own id in an upstream answer. The gateway sends nodes ids of its own; the
  * answer's top-level `id` value is swapped for the client's id text while the answer streams, so a
  * node writing `id` after a 50 MB `result` costs neither a buffer nor a second parse.
+ *
+ * Given the id the gateway sent, the same pass checks the answer is that call's: its top-level `id` has
+ * exactly the bytes sent, and no second top-level `id` follows (a client's parser would read the last
+ * one). A node or balancer that mixed up answers would otherwise hand one tenant another's answer. The
+ * check reads the whole answer, nested values skipped by a tight loop (bench/RESULTS.md, 2026-11-29).
  */
 export interface IdRewriter {
   /**
@@ -20,6 +25,16 @@ export interface IdRewriter {
   readonly invalid: boolean;
   /** Byte length of the client's id minus that of the original one; 0 until `replaced`. Adjusts a Content-Length. */
   readonly delta: number;
+  /**
+   * Set with `invalid` when the id the gateway sent was given and the answer's top-level id is another, or a
+   * second top-level id member follows it, or the object closes without one: the answer is not the call's.
+   */
+  readonly wrongId: boolean;
+  /**
+   * Whether the answer's top-level object has closed (only whitespace may follow). Known only when the id the
+   * gateway sent was given (the scan then reads to the end); an answer that ends before is cut off.
+   */
+  readonly closed: boolean;
 }
 
 const START = 0;
@@ -36,6 +51,8 @@ const AFTER_VALUE = 10;
 const ID_STRING = 11;
 const ID_NUMBER = 12;
 const ID_NULL = 13;
+/** The top-level object closed: only whitespace may follow. */
+const CLOSED = 14;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -47,18 +64,29 @@ function isWhitespace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
+/** 1 for a byte the skip of a nested value must look at: quotes, backslashes and brackets. */
+const NESTED_STOP = new Uint8Array(256);
+for (const c of [QUOTE, BACKSLASH, 0x7b, 0x7d, 0x5b, 0x5d]) NESTED_STOP[c] = 1;
+
 function isNumberByte(c: number): boolean {
   return (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || c === 0x65 || c === 0x45;
 }
 
-export function createIdRewriter(clientIdText: string): IdRewriter {
+/**
+ * A rewriter giving the client `clientIdText`. With `sentIdText` (the id the gateway sent the node) the answer
+ * is also checked to be that call's (see above); without it, the scan stops at the id.
+ */
+export function createIdRewriter(clientIdText: string, sentIdText?: string): IdRewriter {
   const clientId = Buffer.from(clientIdText, 'utf8');
+  const sentId = sentIdText === undefined ? null : Buffer.from(sentIdText, 'utf8');
   // Plain data fields, not getters: an object literal with accessors costs more to build than the whole scan.
-  const self: { push: (chunk: Buffer) => Buffer[]; replaced: boolean; invalid: boolean; delta: number } = {
+  const self: { -readonly [K in keyof IdRewriter]: IdRewriter[K] } = {
     push,
     replaced: false,
     invalid: false,
     delta: 0,
+    wrongId: false,
+    closed: false,
   };
   let state = START;
   let replaced = false;
@@ -75,12 +103,76 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
   let nullMatched = 0;
   // Where the client's bytes resume in the chunk that finished the original id.
   let resumeAt = 0;
+  // The original id's bytes matched against the sent id's so far: -1 once they differ.
+  let sentMatched = 0;
+  // Scanning goes on after the id while checking: nested values are then skipped in skipNested.
+  const scanAll = sentId !== null;
+  // Inside a string of a nested value being skipped.
+  let nestedString = false;
 
   function finishId(at: number): void {
     replaced = true;
     self.replaced = true;
     self.delta = clientId.length - originalIdBytes;
     resumeAt = at;
+    if (sentId !== null && sentMatched !== sentId.length) wrongIdFound();
+    state = AFTER_VALUE;
+  }
+
+  /** Matches the original id's bytes chunk[from, to) against the sent id's. */
+  function matchSent(chunk: Buffer, from: number, to: number): void {
+    if (sentId === null || sentMatched < 0) return;
+    if (sentMatched + to - from > sentId.length) {
+      sentMatched = -1;
+      return;
+    }
+    for (let k = from; k < to; k++) {
+      if (chunk[k] !== sentId[sentMatched]) {
+        sentMatched = -1;
+        return;
+      }
+      sentMatched++;
+    }
+  }
+
+  function wrongIdFound(): void {
+    self.wrongId = true;
+    self.invalid = true;
+  }
+
+  /**
+   * Skips nested-value bytes from i; returns where it stopped: the chunk's end, or just past the bracket
+   * closing the top-level member's value (state is then AFTER_VALUE). One table read per byte outside
+   * strings; a string's end is found by indexOf, since the hex strings of a large answer are most of its bytes.
+   */
+  function skipNested(chunk: Buffer, i: number): number {
+    const n = chunk.length;
+    let d = depth;
+    let inString = nestedString;
+    while (i < n) {
+      if (inString) {
+        const q = closingQuote(chunk, i);
+        if (q < 0) {
+          i = n;
+          break;
+        }
+        inString = false;
+        i = q + 1;
+        continue;
+      }
+      const c = chunk[i]!;
+      i++;
+      if (NESTED_STOP[c] === 0) continue;
+      if (c === QUOTE) inString = true;
+      else if (c === 0x7b || c === 0x5b) d++;
+      else if ((c === 0x7d || c === 0x5d) && --d === 0) {
+        state = AFTER_VALUE;
+        break;
+      }
+    }
+    depth = d;
+    nestedString = inString;
+    return i;
   }
 
   /** Index of the closing quote of the string being scanned, or -1 when it goes on past the chunk. */
@@ -135,12 +227,12 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
   }
 
   function push(chunk: Buffer): Buffer[] {
-    if (replaced) return [chunk];
     if (self.invalid) return [];
+    if (replaced && !scanAll) return [chunk];
     const out: Buffer[] = [];
     const n = chunk.length;
     let i = 0;
-    while (i < n && !replaced) {
+    while (i < n && (scanAll || !replaced)) {
       const c = chunk[i]!;
       switch (state) {
         case START:
@@ -171,6 +263,11 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
           if (c === 0x3a) {
             state = VALUE;
             isIdMember = isIdKey();
+            // A second top-level id: the client's parser would read this one, the node's.
+            if (isIdMember && replaced) {
+              wrongIdFound();
+              return [];
+            }
           } else if (!isWhitespace(c)) {
             return fail();
           }
@@ -189,6 +286,7 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
             originalIdBytes = 1;
             nullMatched = 0;
             escaped = false;
+            matchSent(chunk, i, i + 1);
             i++;
           } else if (c === QUOTE) {
             state = SKIP_STRING;
@@ -197,6 +295,7 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
           } else if (c === 0x7b || c === 0x5b) {
             state = SKIP_NESTED;
             depth = 1;
+            nestedString = false;
             i++;
           } else {
             state = SKIP_SCALAR;
@@ -209,6 +308,7 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
           const next = q < 0 ? n : q + 1;
           if (state === ID_STRING) {
             originalIdBytes += next - i;
+            matchSent(chunk, i, next);
             if (q >= 0) finishId(next);
           } else if (q >= 0) {
             state = state === SKIP_STRING ? AFTER_VALUE : SKIP_NESTED;
@@ -217,6 +317,10 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
           break;
         }
         case SKIP_NESTED:
+          if (scanAll) {
+            i = skipNested(chunk, i);
+            break;
+          }
           if (c === QUOTE) {
             state = SKIP_NESTED_STRING;
             escaped = false;
@@ -233,12 +337,24 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
           break;
         case AFTER_VALUE:
           if (c === 0x2c) state = KEY_OR_END;
-          else if (!isWhitespace(c)) return fail(); // `}` here: the object closed without an id
+          else if (c === 0x7d && replaced) {
+            state = CLOSED;
+            self.closed = true;
+          } else if (c === 0x7d && scanAll) {
+            // An object without an id answers no call the gateway made.
+            wrongIdFound();
+            return [];
+          } else if (!isWhitespace(c)) return fail(); // `}` before the id: the object closed without one
+          i++;
+          break;
+        case CLOSED:
+          if (!isWhitespace(c)) return fail();
           i++;
           break;
         case ID_NUMBER:
           if (isNumberByte(c)) {
             originalIdBytes++;
+            matchSent(chunk, i, i + 1);
             i++;
           } else {
             finishId(i);
@@ -247,13 +363,16 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
         case ID_NULL:
           if (c !== NULL_TAIL[nullMatched]) return fail();
           originalIdBytes++;
+          matchSent(chunk, i, i + 1);
           i++;
           if (++nullMatched === NULL_TAIL.length) finishId(i);
           break;
       }
     }
+    if (self.invalid) return [];
     if (replaced) {
       if (resumeAt < n) out.push(resumeAt === 0 ? chunk : chunk.subarray(resumeAt));
+      resumeAt = 0;
     } else if (state !== ID_STRING && state !== ID_NUMBER && state !== ID_NULL) {
       out.push(chunk);
     }
@@ -263,10 +382,13 @@ export function createIdRewriter(clientIdText: string): IdRewriter {
   return self;
 }
 
-/** Whole-body form for small answers: the rewritten copy, or null when the body is invalid or has no id. */
-export function rewriteId(body: Buffer, clientIdText: string): Buffer | null {
-  const rewriter = createIdRewriter(clientIdText);
+/**
+ * Whole-body form for small answers: the rewritten copy, or null when the body is invalid or has no id, or
+ * (given `sentIdText`) is another call's or does not close.
+ */
+export function rewriteId(body: Buffer, clientIdText: string, sentIdText?: string): Buffer | null {
+  const rewriter = createIdRewriter(clientIdText, sentIdText);
   const parts = rewriter.push(body);
-  if (!rewriter.replaced) return null;
+  if (!rewriter.replaced || rewriter.invalid || (sentIdText !== undefined && !rewriter.closed)) return null;
   return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
 }

@@ -9,7 +9,7 @@
  * `null`. What is checked is the answer the client gets, so the client's id text is read as part of
  * it and may run on into the bytes after the old id: client `1` in `{"id":"x"5}` gives `{"id":15}`.
  */
-import { rewriteId } from './id-rewrite.js';
+import { createIdRewriter } from './id-rewrite.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -206,15 +206,24 @@ function oldIdEnd(b: Buffer, i: number): number {
   return -1;
 }
 
+/** What rewriteWholeAnswer gives for an answer that is another call's (see there). */
+export const WRONG_ID: unique symbol = Symbol('wrong id');
+
 /**
  * The answer with the client's id in place of its own: the same bytes as `rewriteId(body, clientIdText)`,
  * or null exactly when `rewriteId` gives null or JSON.parse would refuse what it gives. `body` itself
  * when the ids are the same ASCII bytes, else one new buffer.
+ *
+ * With `sentIdText`, the id the gateway sent the node, a valid answer is also checked to be that call's, in
+ * the same pass: WRONG_ID when its top-level id is not exactly those bytes, or a second top-level `id`
+ * member follows (the client's parser would read the last one), or it has none.
  */
-export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer | null {
+export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer | null;
+export function rewriteWholeAnswer(body: Buffer, clientIdText: string, sentIdText: string): Buffer | null | typeof WRONG_ID;
+export function rewriteWholeAnswer(body: Buffer, clientIdText: string, sentIdText?: string): Buffer | null | typeof WRONG_ID {
   const client = classifyClientId(clientIdText);
   // Client ids come from parse.ts as valid JSON: anything else is checked the slow, certain way.
-  if (client === CLIENT_ODD) return rewriteIdChecked(body, clientIdText);
+  if (client === CLIENT_ODD) return rewriteIdChecked(body, clientIdText, sentIdText);
   const n = body.length;
   let i = 0;
   while (i < n && WS[body[i]!] === 1) i++;
@@ -225,6 +234,7 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer |
   let idEnd = -1;
   let expectName = false;
   let idNext = false;
+  let secondId = false;
   value: for (;;) {
     while (i < n && WS[body[i]!] === 1) i++;
     if (expectName) {
@@ -232,7 +242,11 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer |
       if (body[i] !== QUOTE) return null;
       const end = stringEnd(body, i + 1);
       if (end < 0) return null;
-      idNext = depth === 1 && idStart < 0 && namesId(body, i + 1, end - 1);
+      if (depth === 1 && namesId(body, i + 1, end - 1)) {
+        // A second top-level id is judged once the answer is known to be JSON.
+        if (idStart < 0) idNext = true;
+        else secondId = true;
+      }
       i = end;
       while (i < n && WS[body[i]!] === 1) i++;
       if (body[i] !== COLON) return null;
@@ -278,7 +292,12 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string): Buffer |
     // After a value: close what ends here, then go on to the next element or member.
     for (;;) {
       while (i < n && WS[body[i]!] === 1) i++;
-      if (depth === 0) return i === n && idStart >= 0 ? spliced(body, idStart, idEnd, clientIdText) : null;
+      if (depth === 0) {
+        if (i !== n) return null;
+        if (sentIdText === undefined) return idStart < 0 ? null : spliced(body, idStart, idEnd, clientIdText);
+        if (idStart < 0 || secondId || !sameBytes(body, idStart, idEnd, sentIdText)) return WRONG_ID;
+        return spliced(body, idStart, idEnd, clientIdText);
+      }
       const d = body[i];
       const open = stack[depth - 1];
       if (d === COMMA) {
@@ -367,6 +386,13 @@ export function acceptedValueEnd(body: Buffer, i: number): number {
   return i;
 }
 
+/** Whether body[from, to) holds exactly `text`, an ASCII id the gateway made. */
+function sameBytes(body: Buffer, from: number, to: number, text: string): boolean {
+  if (to - from !== text.length) return false;
+  for (let k = 0; k < text.length; k++) if (body[from + k] !== text.charCodeAt(k)) return false;
+  return true;
+}
+
 /**
  * The answer's bytes with `[idStart, idEnd)` replaced by the client's id. An ASCII id already there
  * (client and gateway both at id 1, a follower with its leader's id) costs no copy: `body` is returned.
@@ -393,13 +419,22 @@ function spliced(body: Buffer, idStart: number, idEnd: number, clientIdText: str
  * The former two-step path, kept as the reference: the streaming rewriter's bytes, kept only when
  * JSON.parse takes them. Used for a client id that is not itself a JSON scalar (parse.ts never makes one).
  */
-export function rewriteIdChecked(body: Buffer, clientIdText: string): Buffer | null {
-  const out = rewriteId(body, clientIdText);
-  if (out === null) return null;
+export function rewriteIdChecked(body: Buffer, clientIdText: string): Buffer | null;
+export function rewriteIdChecked(body: Buffer, clientIdText: string, sentIdText: string | undefined): Buffer | null | typeof WRONG_ID;
+export function rewriteIdChecked(body: Buffer, clientIdText: string, sentIdText?: string): Buffer | null | typeof WRONG_ID {
+  const rewriter = createIdRewriter(clientIdText, sentIdText);
+  const parts = rewriter.push(body);
+  if (rewriter.wrongId) return isJson(body) ? WRONG_ID : null;
+  if (!rewriter.replaced || rewriter.invalid) return null;
+  const out = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  return isJson(out) ? out : null;
+}
+
+function isJson(body: Buffer): boolean {
   try {
-    JSON.parse(out.toString());
-    return out;
+    JSON.parse(body.toString());
+    return true;
   } catch {
-    return null;
+    return false;
   }
 }

@@ -1,13 +1,15 @@
 import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
-import { rewriteWholeAnswer } from '../jsonrpc/whole-answer.js';
+import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
+import { gatewayIdText } from '../upstreams/call-ids.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
 
 /**
  * Why a forwarded call failed, for the choice of retrying it elsewhere: the upstream client's error kinds,
  * `status` for an HTTP answer outside 2xx (with its status), `invalid` for an answer that is not a JSON-RPC
- * object. None of them is a JSON-RPC answer: the node itself did not answer the call.
+ * object, `wrong_id` for one that is another call's (its id is not the one sent, or it has two). None of them
+ * is a JSON-RPC answer to the call: the node itself did not answer it.
  */
-export type ForwardFailure = { kind: UpstreamErrorKind | 'invalid' } | { kind: 'status'; status: number };
+export type ForwardFailure = { kind: UpstreamErrorKind | 'invalid' | 'wrong_id' } | { kind: 'status'; status: number };
 
 /**
  * Where one forwarded call's answer goes: an HTTP response streamed to the client, or a collector for
@@ -40,6 +42,10 @@ const JSON_HEADERS: ReadonlyArray<readonly [string, string]> = Object.freeze([
   Object.freeze(['content-type', 'application/json'] as const),
 ]);
 const INVALID: ForwardFailure = { kind: 'invalid' };
+const WRONG_ID_FAILURE: ForwardFailure = { kind: 'wrong_id' };
+const NOT_JSON_RPC = 'upstream answer is not a JSON-RPC object';
+/** Why a call failed whose answer was another call's (wrong_id): the log tells it apart by this text. */
+export const WRONG_ID_REASON = "upstream answer carries another call's id";
 
 /**
  * Calls whose repetition has an effect, so neither the upstream client (moving or re-sending) nor the
@@ -55,30 +61,7 @@ export const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
   'eth_uninstallFilter',
 ]);
 
-/** How many ids the gateway gives its upstream calls in turn (a power of two). */
-export const GATEWAY_IDS = 1024;
-
-/**
- * The ids' text, made once. Text made from a new number on every call would be kept by V8's
- * number-to-string cache, an old-generation table where each text stays until a later number takes its
- * slot: under load every call's id text outlived two young-generation collections and was promoted, about
- * 1.5 MB/s of old-generation garbage at 60,000 calls/s, and the daemon's RSS grew ~15 MB in a 10 s run
- * (bench/RESULTS.md, 2026-11-26).
- */
-const gatewayIdTexts: readonly string[] = Array.from({ length: GATEWAY_IDS }, (_, i) => String(i + 1));
-let nextGatewayId = 0;
-
-/**
- * The gateway's own id for an upstream call, 1 to GATEWAY_IDS in turn. Clients' ids never reach a node:
- * a 30-digit id or an odd string cannot confuse it, and the client gets back exactly the text it sent. A
- * node answers an HTTP call on its own socket, in order, so the id matches nothing and need not be unique
- * forever; calls made close together still carry different ids, for whoever reads a node's log.
- */
-function gatewayIdText(): string {
-  const text = gatewayIdTexts[nextGatewayId]!;
-  nextGatewayId = (nextGatewayId + 1) & (GATEWAY_IDS - 1);
-  return text;
-}
+export { GATEWAY_IDS } from '../upstreams/call-ids.js';
 
 export interface ForwardCall {
   abort(): void;
@@ -108,6 +91,8 @@ class UpstreamCall implements ResponseSink, ForwardCall {
   private heldBytes = 0;
   /** Set once the answer outgrew WHOLE_ANSWER_BYTES and streams through the id rewriter. */
   private rewriter: IdRewriter | null = null;
+  /** The id this call was sent upstream with: the answer must carry it, once. */
+  private readonly sentIdText: string;
   private declared: number | undefined = undefined;
   private started = false;
   private done = false;
@@ -123,7 +108,8 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     private readonly clientIdText: string,
     private readonly sink: AnswerSink,
   ) {
-    const body = `{"jsonrpc":"2.0","id":${gatewayIdText()},"method":${JSON.stringify(method)},"params":${paramsJson}}`;
+    this.sentIdText = gatewayIdText();
+    const body = `{"jsonrpc":"2.0","id":${this.sentIdText},"method":${JSON.stringify(method)},"params":${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
     this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: NOT_IDEMPOTENT.has(method) }, this);
   }
@@ -134,16 +120,25 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     return true;
   }
 
+  /**
+   * The answer is not this call's or not JSON-RPC: the upstream request is dropped (with its socket, for an
+   * answer that is another call's: the socket's answers are out of step) and the call fails.
+   */
+  private refuse(wrongId: boolean): void {
+    if (wrongId) this.handle.distrust();
+    else this.handle.abort();
+    if (this.finish()) this.sink.fail(this.started, wrongId ? WRONG_ID_REASON : NOT_JSON_RPC, wrongId ? WRONG_ID_FAILURE : INVALID);
+  }
+
   private startStreaming(): boolean {
-    const rewriter = createIdRewriter(this.clientIdText);
+    const rewriter = createIdRewriter(this.clientIdText, this.sentIdText);
     this.rewriter = rewriter;
     const parts = rewriter.push(this.first!);
     if (this.more !== null) for (const b of this.more) parts.push(...rewriter.push(b));
     this.first = null;
     this.more = null;
     if (rewriter.invalid) {
-      this.handle.abort();
-      if (this.finish()) this.sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
+      this.refuse(rewriter.wrongId);
       return true;
     }
     this.started = true;
@@ -174,8 +169,14 @@ class UpstreamCall implements ResponseSink, ForwardCall {
       if (this.heldBytes <= WHOLE_ANSWER_BYTES) return true;
       return this.startStreaming();
     }
+    const parts = rewriter.push(chunk);
+    if (rewriter.invalid) {
+      // Bytes were sent already: the client's answer is cut, never completed.
+      this.refuse(rewriter.wrongId);
+      return true;
+    }
     let ok = true;
-    for (const p of rewriter.push(chunk)) ok = this.sink.chunk(p) && ok;
+    for (const p of parts) ok = this.sink.chunk(p) && ok;
     return ok;
   }
 
@@ -186,12 +187,19 @@ class UpstreamCall implements ResponseSink, ForwardCall {
       const whole = this.more === null ? first : Buffer.concat([first, ...this.more], this.heldBytes);
       this.first = null;
       this.more = null;
-      const out = rewriteWholeAnswer(whole, this.clientIdText);
-      if (out === null) this.sink.fail(false, 'upstream answer is not a JSON-RPC object', INVALID);
-      else this.sink.whole(out);
+      const out = rewriteWholeAnswer(whole, this.clientIdText, this.sentIdText);
+      if (out === null) {
+        this.sink.fail(false, NOT_JSON_RPC, INVALID);
+      } else if (out === WRONG_ID) {
+        this.handle.distrust();
+        this.sink.fail(false, WRONG_ID_REASON, WRONG_ID_FAILURE);
+      } else {
+        this.sink.whole(out);
+      }
       return;
     }
     if (!this.rewriter.replaced) this.sink.fail(true, 'upstream answer has no id', INVALID);
+    else if (!this.rewriter.closed) this.sink.fail(true, 'upstream answer is cut off', INVALID);
     else this.sink.end();
   }
 

@@ -3,13 +3,21 @@ import { ERRORS } from '../errors.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
-import { NO_UPSTREAM_LABEL } from './forward.js';
+import { NO_UPSTREAM_LABEL, WRONG_ID_REASON } from './forward.js';
 import type { Forward } from './plan.js';
 
-/** One failed upstream call: every failure counts, but a node that fails every call is not a log line per call. */
+/**
+ * One failed upstream call: every failure counts, but a node that fails every call is not a log line per call.
+ * Answers that are other calls' (WRONG_ID_REASON, which reaches here through shared calls as the failure kind
+ * does not) are a condition of their own: a node or a balancer in front of it mixes up answers, which an
+ * operator must hear of even while the node also fails otherwise.
+ */
 export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
   const slug = chain.config.slug;
-  ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', { chain: slug, upstream: upstreamLabel }, { reason });
+  const fields = { chain: slug, upstream: upstreamLabel };
+  if (reason === WRONG_ID_REASON)
+    ctx.upstreamFailures.report(`${slug} ${upstreamLabel} wrong_id`, "upstream answers carry other calls' ids", fields, { reason });
+  else ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', fields, { reason });
 }
 
 /**

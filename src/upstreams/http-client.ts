@@ -42,6 +42,11 @@ export interface UpstreamOptions {
   stallMs?: number;
   /** Clock in ms for deadlines, stalls and idle sockets; default Date.now. */
   now?: () => number;
+  /** Deadline in ms for a whole response, counted from request() like timeoutMs: a node that keeps sending a byte
+   *  now and then never meets timeoutMs's silence limit, but meets this (a timeout error). Enforced by the same
+   *  sweep, and like timeoutMs not while the consumer holds the body paused: a slow client is not the node's
+   *  fault. Default none (event streams never end). */
+  answerTimeoutMs?: number;
 }
 
 /** One request to forward. */
@@ -82,6 +87,13 @@ export interface RequestHandle {
   abort(): void;
   /** Continues a body paused by onData returning false (a call before that does nothing); may deliver held data synchronously. */
   resume(): void;
+  /**
+   * The response is not this request's (a JSON-RPC answer with another call's id): drops the request as abort()
+   * does, and closes the socket it came on whatever else is in flight there, since that socket's responses are out
+   * of step; requests behind it there got no byte and are sent again elsewhere. Works while the response is in
+   * flight and inside onEnd; later it does nothing.
+   */
+  distrust(): void;
 }
 
 /**
@@ -132,6 +144,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
   const idleTimeoutMs = positiveOption(opts.idleSocketTimeoutMs, DEFAULT_IDLE_SOCKET_TIMEOUT_MS, 'idleSocketTimeoutMs', false);
   const pipelining = positiveOption(opts.pipelining, DEFAULT_PIPELINING, 'pipelining', true);
   const stallMs = positiveOption(opts.stallMs, DEFAULT_STALL_MS, 'stallMs', false);
+  const answerTimeoutMs = positiveOption(opts.answerTimeoutMs, Infinity, 'answerTimeoutMs', false);
   const socketConfig = upstreamSocketConfig(target, opts.ca);
   const label = opts.name ?? target.label;
   const guard = createPipeliningGuard(pipelining);
@@ -412,7 +425,12 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       conn.pipelinedHead = true;
     }
     dispatchQueue();
-    if (ex !== null) ex.sink.onEnd();
+    if (ex !== null) {
+      // The consumer may find the response is not its own (distrust) only once it has it whole.
+      ex.endingOn = conn;
+      ex.sink.onEnd();
+      ex.endingOn = null;
+    }
     return !conn.dead;
   }
 
@@ -492,6 +510,26 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         dispatchQueue();
       }
     }
+  }
+
+  function distrustExchange(ex: UpstreamExchange): void {
+    const conn = ex.state === ACTIVE ? ex.connection : ex.endingOn;
+    if (conn === null) {
+      abortExchange(ex);
+      return;
+    }
+    ex.endingOn = null;
+    if (ex.state === ACTIVE) {
+      settle(ex);
+      ex.paused = false;
+      discardSlot(conn, ex);
+    }
+    if (conn.dead) return;
+    // Nothing behind it got a byte: whatever the socket owed them, they are sent again on another.
+    const behind = takeLive(conn, 0);
+    dropConnection(conn);
+    resend(behind);
+    dispatchQueue();
   }
 
   function resumeExchange(ex: UpstreamExchange): void {
@@ -585,6 +623,10 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
       }
       const head = headOf(conn);
       if (head !== null && !head.paused) {
+        if (at >= head.answerDeadline) {
+          failHead(conn, new UpstreamError('timeout', `${label}: response not complete within ${answerTimeoutMs} ms`));
+          continue;
+        }
         if (head.progressed) {
           // Progress happened at most one sweep ago, so the extended deadline is never early.
           head.progressed = false;
@@ -625,6 +667,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         payload: encoder.encode(req),
         timeoutMs,
         deadline: at + timeoutMs,
+        answerDeadline: at + answerTimeoutMs,
         progressed: false,
         state: QUEUED,
         paused: false,
@@ -634,7 +677,9 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         firstOnSocket: false,
         sentAt: 0,
         connection: null,
+        endingOn: null,
         abort: () => abortExchange(ex),
+        distrust: () => distrustExchange(ex),
         resume: () => resumeExchange(ex),
       };
       if (closed) {

@@ -1,3 +1,4 @@
+import { gatewayIdText } from './call-ids.js';
 import type { HttpUpstream, RequestHandle } from './http-client.js';
 
 /** A JSON-RPC error answered by the node itself (as opposed to a failure to reach it). */
@@ -14,8 +15,9 @@ const JSON_HEADERS: Array<[string, string]> = [['content-type', 'application/jso
 
 /**
  * One JSON-RPC call the gateway makes for itself (backfills, filters, probes): resolves with `result`,
- * rejects with a NodeRpcError for the node's error object, or an Error for a transport failure.
- * `signal` aborts the call.
+ * rejects with a NodeRpcError for the node's error object, or an Error for a transport failure or an
+ * answer that is another call's (its id not the one sent; its socket is then closed, as for forwarded
+ * calls: filter polls answer clients from these). `signal` aborts the call.
  */
 export function callUpstream(
   upstream: HttpUpstream,
@@ -37,7 +39,8 @@ export function callUpstream(
       return;
     }
     signal?.addEventListener('abort', onAbort, { once: true });
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
+    const sentId = gatewayIdText();
+    const body = `{"jsonrpc":"2.0","id":${sentId},"method":${JSON.stringify(method)},"params":${JSON.stringify(params)}}`;
     handle = upstream.request(
       { method: 'POST', headers: JSON_HEADERS, body, timeoutMs },
       {
@@ -54,14 +57,18 @@ export function callUpstream(
             reject(new Error(`upstream answered HTTP ${status}`));
             return;
           }
-          let answer: { result?: unknown; error?: { code?: unknown; message?: unknown } };
+          let answer: { id?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown } };
           try {
             answer = JSON.parse(Buffer.concat(chunks).toString()) as typeof answer;
           } catch {
             reject(new Error('upstream answer is not JSON'));
             return;
           }
-          if (answer.error !== undefined) reject(new NodeRpcError(Number(answer.error.code), String(answer.error.message)));
+          // JSON.parse keeps the last of two ids, so a second one that differs is seen too.
+          if (answer === null || typeof answer !== 'object' || typeof answer.id !== 'number' || String(answer.id) !== sentId) {
+            handle?.distrust();
+            reject(new Error("upstream answer carries another call's id"));
+          } else if (answer.error !== undefined) reject(new NodeRpcError(Number(answer.error.code), String(answer.error.message)));
           else resolve(answer.result);
         },
         onError(err) {

@@ -18,6 +18,8 @@ export interface UpstreamExchange extends RequestHandle {
   readonly timeoutMs: number;
   /** Head deadline, then extended by the sweep whenever `progressed`. */
   deadline: number;
+  /** The whole response's deadline (UpstreamOptions.answerTimeoutMs from request()); never extended. */
+  readonly answerDeadline: number;
   /** Response bytes were delivered since the last sweep; saves a clock read per chunk. */
   progressed: boolean;
   state: number;
@@ -33,4 +35,6 @@ export interface UpstreamExchange extends RequestHandle {
   /** When it was last written to a socket, in ms since the epoch. */
   sentAt: number;
   connection: Connection | null;
+  /** The socket whose complete response is being handed to onEnd, for distrust(); null otherwise. */
+  endingOn: Connection | null;
 }

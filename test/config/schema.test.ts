@@ -440,6 +440,22 @@ t.test('split_logs and max_logs_answer_bytes: per chain, off and 64 MiB by defau
   ]);
 });
 
+t.test('answer_timeout_s: 4 x timeout_s by default, at least timeout_s, each error naming its key', async (t) => {
+  const chainWith = (keys: string): string => minimal.replace('chain_id: 31337', `chain_id: 31337\n    ${keys}`);
+  const plain = loadConfigText(minimal);
+  if (t.ok(plain.ok) && plain.ok) t.equal(plain.config.chains.devnet!.answer_timeout_s, 120);
+  const shorter = loadConfigText(chainWith('timeout_s: 5'));
+  if (t.ok(shorter.ok) && shorter.ok) t.equal(shorter.config.chains.devnet!.answer_timeout_s, 20, 'follows timeout_s');
+  const set = loadConfigText(chainWith('timeout_s: 5\n    answer_timeout_s: 5'));
+  if (t.ok(set.ok) && set.ok) t.equal(set.config.chains.devnet!.answer_timeout_s, 5, 'as long as timeout_s is allowed');
+  const below = loadConfigText(chainWith('timeout_s: 10\n    answer_timeout_s: 9'));
+  t.same(below.ok ? [] : below.errors, [
+    'chains.devnet.answer_timeout_s: must be at least timeout_s (10), which an answer may take to start',
+  ]);
+  const bad = loadConfigText(chainWith('answer_timeout_s: 0'));
+  t.match(bad.ok ? [] : bad.errors, ['chains.devnet.answer_timeout_s: must be an integer from 1 to 86400']);
+});
+
 t.test('storage.url and cluster: a fleet needs both, never with storage.path, and one thread', async (t) => {
   const chains = { devnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } };
   const errorsOf = (raw: Record<string, unknown>): string[] => {

@@ -175,3 +175,61 @@ t.test('invalid answers', async (t) => {
   t.equal(rewriteId(Buffer.from('{"jsonrpc":"2.0","result":"0x1"'), '1'), null, 'truncated before any id');
   t.equal(rewriteId(Buffer.from('{"id":"abc'), '1'), null, 'truncated inside the id');
 });
+
+/** Feeds `body` cut into every pair of pieces, checking against sent id `sent`; one outcome per split must agree. */
+function checkedSplits(body: string, sent: string): Array<{ wrongId: boolean; invalid: boolean; closed: boolean; text: string }> {
+  const bytes = Buffer.from(body);
+  const outcomes = [];
+  for (let a = 0; a <= bytes.length; a++) {
+    for (let b = a; b <= bytes.length; b += 3) {
+      const rewriter = createIdRewriter('"c"', sent);
+      const out: Buffer[] = [];
+      for (const piece of splitAt(bytes, a, b)) out.push(...rewriter.push(piece));
+      outcomes.push({ wrongId: rewriter.wrongId, invalid: rewriter.invalid, closed: rewriter.closed, text: Buffer.concat(out).toString() });
+    }
+  }
+  return outcomes;
+}
+
+t.test('given the id sent, an answer that is not that call’s is refused, however it is cut', async (t) => {
+  const refused: Array<[string, string]> = [
+    ['{"jsonrpc":"2.0","id":8,"result":"0x1"}', 'another id'],
+    ['{"jsonrpc":"2.0","id":77,"result":"0x1"}', 'the sent id as a prefix of another'],
+    ['{"jsonrpc":"2.0","id":"7","result":"0x1"}', 'the sent number as a string'],
+    ['{"jsonrpc":"2.0","id":null,"result":"0x1"}', 'null'],
+    ['{"jsonrpc":"2.0","id":7,"id":7,"result":"0x1"}', 'the id twice, before the result'],
+    ['{"jsonrpc":"2.0","id":7,"result":{"x":["}"]},"id":9}', 'a second id after a nested result'],
+    ['{"jsonrpc":"2.0","id":7,"result":"0x1","\\u0069d":9}', 'a second id spelt with escapes'],
+    ['{"jsonrpc":"2.0","result":"0x1"}', 'no id at all'],
+  ];
+  for (const [body, why] of refused) {
+    const bad = checkedSplits(body, '7').filter((o) => !o.wrongId || !o.invalid);
+    t.equal(bad.length, 0, `${why}: ${body}`);
+    t.equal(rewriteId(Buffer.from(body), '"c"', '7'), null, `rewriteId refuses it: ${why}`);
+  }
+});
+
+t.test('given the id sent, the call’s own answer passes whole, nested ids and all', async (t) => {
+  const accepted = [
+    '{"jsonrpc":"2.0","id":7,"result":"0x1"}',
+    ' {"jsonrpc":"2.0","result":{"id":9,"peers":[{"id":"x"}],"s":"\\"id\\":9}"},"id":7}\n',
+    '{"jsonrpc":"2.0","id":7,"result":["\\\\",{"a":"]\\"}"}],"error":null}',
+  ];
+  for (const body of accepted) {
+    const expected = body.replace(/"id":7/, '"id":"c"');
+    const bad = checkedSplits(body, '7').filter((o) => o.wrongId || o.invalid || !o.closed || o.text !== expected);
+    t.equal(bad.length, 0, body);
+  }
+});
+
+t.test('given the id sent, an answer cut before its object closes is not closed', async (t) => {
+  const rewriter = createIdRewriter('"c"', '7');
+  rewriter.push(Buffer.from('{"jsonrpc":"2.0","id":7,"result":[1,2'));
+  t.equal(rewriter.replaced, true);
+  t.equal(rewriter.closed, false, 'the caller sees it is cut');
+  t.equal(rewriter.invalid, false);
+  rewriter.push(Buffer.from(']}'));
+  t.equal(rewriter.closed, true);
+  t.same(rewriter.push(Buffer.from(' x')), [], 'bytes after the object are refused');
+  t.equal(rewriter.invalid, true);
+});

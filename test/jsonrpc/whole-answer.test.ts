@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { rewriteId } from '../../src/jsonrpc/id-rewrite.js';
-import { reidAcceptedAnswer, rewriteIdChecked, rewriteWholeAnswer } from '../../src/jsonrpc/whole-answer.js';
+import { reidAcceptedAnswer, rewriteIdChecked, rewriteWholeAnswer, WRONG_ID } from '../../src/jsonrpc/whole-answer.js';
 import { seeded } from '../support/seeded.js';
 
 /** What forward.ts did before: the streaming rewriter's bytes, kept only when JSON.parse takes them. */
@@ -317,4 +317,27 @@ t.test('a follower re-ids an accepted answer as rewriteId does', async (t) => {
   if (first.length > 0) t.comment(first.join('\n'));
   t.ok(cases > 500, `${cases} cases`);
   t.equal(mismatches, 0);
+});
+
+t.test('given the id sent: WRONG_ID for another call’s answer, the same bytes for its own', async (t) => {
+  const cases: Array<[string, string, 'ok' | 'wrong' | 'invalid']> = [
+    ['{"jsonrpc":"2.0","id":7,"result":"0x1"}', '7', 'ok'],
+    ['{"jsonrpc":"2.0","result":{"id":9,"l":[{"id":1}]},"id":7}', '7', 'ok'],
+    ['{"jsonrpc":"2.0","id":8,"result":"0x1"}', '7', 'wrong'],
+    ['{"jsonrpc":"2.0","id":77,"result":"0x1"}', '7', 'wrong'],
+    ['{"jsonrpc":"2.0","id":"7","result":"0x1"}', '7', 'wrong'],
+    ['{"jsonrpc":"2.0","id":7,"result":"0x1","id":7}', '7', 'wrong'],
+    ['{"jsonrpc":"2.0","id":7,"\\u0069\\u0064":1,"result":"0x1"}', '7', 'wrong'],
+    ['{"jsonrpc":"2.0","result":"0x1"}', '7', 'wrong'],
+    ['{"jsonrpc":"2.0","id":7,"result":"0x1","id":7', '7', 'invalid'],
+    ['{"jsonrpc":"2.0","result":"0x1",}', '7', 'invalid'],
+  ];
+  for (const [body, sent, want] of cases) {
+    for (const client of ['"c"', '12', '[1]']) {
+      const got = rewriteWholeAnswer(Buffer.from(body), client, sent);
+      const kind = got === WRONG_ID ? 'wrong' : got === null ? 'invalid' : 'ok';
+      t.equal(kind, want, `${body} for client ${JSON.stringify(client)}`);
+      if (kind === 'ok') t.equal(String(got), String(rewriteWholeAnswer(Buffer.from(body), client)), 'the same bytes as without the check');
+    }
+  }
 });

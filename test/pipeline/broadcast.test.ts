@@ -14,7 +14,7 @@ import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { DEV_ADDRESS, result } from '../support/dev-chain.js';
-import { fakeUpstream } from '../support/fake-upstream.js';
+import { echoId, fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
 
 type Heard = { kind: 'whole'; body: string } | { kind: 'failed'; reason: string; failure?: ForwardFailure; failedUpstream?: string };
@@ -82,10 +82,12 @@ function signed(url: string, fields: Record<string, string> = {}): Promise<strin
 }
 
 /** A node that holds every request until the test answers it. */
-async function heldNode(t: Test): Promise<{ url: string; requests: string[]; answer(reply: (socket: Socket) => void): Promise<void> }> {
-  const held: Socket[] = [];
-  const node = await fakeUpstream(t, (socket) => {
-    held.push(socket);
+type Reply = (socket: Socket, request: string) => void;
+
+async function heldNode(t: Test): Promise<{ url: string; requests: string[]; answer(reply: Reply): Promise<void> }> {
+  const held: Array<[Socket, string]> = [];
+  const node = await fakeUpstream(t, (socket, request) => {
+    held.push([socket, request]);
   });
   return {
     url: node.url,
@@ -95,15 +97,17 @@ async function heldNode(t: Test): Promise<{ url: string; requests: string[]; ans
         if (i === 1000) throw new Error('no request reached the node within 5 s');
         await tick(5);
       }
-      reply(held.shift()!);
+      const [socket, request] = held.shift()!;
+      reply(socket, request);
     },
   };
 }
 
 const httpAnswer =
   (status: number, body: string) =>
-  (socket: Socket): void => {
-    socket.write(`HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  (socket: Socket, request: string): void => {
+    const answer = echoId(request, body);
+    socket.write(`HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(answer)}\r\n\r\n${answer}`);
   };
 const rpcError = (message: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32000, message } });
 const sentTo = (requests: string[]): number => requests.filter((r) => r.includes('eth_sendRawTransaction')).length;
@@ -163,7 +167,7 @@ t.test('real nodes: one that rejects while another accepts changes nothing; all 
 
 t.test('answers in the order the test gives them: the first rejection; a rejection over failures; the first failure', async (t) => {
   const raw = await signed((await anvilFor(t)).url);
-  const cases: Array<{ why: string; replies: Array<[number, (s: Socket) => void]>; heard: (urls: string[]) => Heard }> = [
+  const cases: Array<{ why: string; replies: Array<[number, Reply]>; heard: (urls: string[]) => Heard }> = [
     {
       why: 'every node rejects: the first rejection to arrive',
       replies: [
@@ -217,10 +221,7 @@ t.test('answers in the order the test gives them: the first rejection; a rejecti
       nodes.map((n) => n.url),
     );
     const b = broadcast(chain, raw);
-    const [[firstNode, firstReply], [secondNode, secondReply]] = c.replies as [
-      [number, (s: Socket) => void],
-      [number, (s: Socket) => void],
-    ];
+    const [[firstNode, firstReply], [secondNode, secondReply]] = c.replies as [[number, Reply], [number, Reply]];
     await nodes[firstNode]!.answer(firstReply);
     await tick(50);
     t.equal(b.told(), false, `${c.why}: nothing is told while a node may still accept`);

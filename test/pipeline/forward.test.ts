@@ -14,7 +14,7 @@ function recorder(): HttpUpstream & { bodies: string[] } {
     bodies,
     request(req: UpstreamRequest): RequestHandle {
       bodies.push(String(req.body));
-      return { abort() {}, resume() {} };
+      return { abort() {}, resume() {}, distrust() {} };
     },
     stats: () => ({ open: 0, busy: 0, queued: 0 }),
     close() {},

@@ -84,14 +84,12 @@ function standIn(label: string, behave: (method: string) => Behaviour): StandIn 
           }
         });
       }
-      return {
-        abort() {
-          if (live) self.aborted++;
-          live = false;
-          for (const timer of timers) clearTimeout(timer);
-        },
-        resume() {},
+      const abort = (): void => {
+        if (live) self.aborted++;
+        live = false;
+        for (const timer of timers) clearTimeout(timer);
       };
+      return { abort, resume() {}, distrust: abort };
     },
     stats: () => ({ open: 0, busy: 0, queued: 0 }),
     close() {},

@@ -264,3 +264,26 @@ t.test('close() fails in-flight and queued requests with reset, and later ones t
   t.same(abortedLater.outcome.calls, []);
   t.same(upstream.stats(), { open: 0, busy: 0, queued: 0 });
 });
+
+t.test('a body dripping a byte at a time meets answerTimeoutMs: a timeout, never onEnd, the socket closed', async (t) => {
+  const server = await rawServer(t, (socket) => {
+    socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n');
+    // Never silent for timeoutMs, so only the whole answer's deadline ends it.
+    const drip = setInterval(() => (socket.destroyed ? clearInterval(drip) : socket.write('x')), 40);
+    socket.on('close', () => clearInterval(drip));
+  });
+  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, answerTimeoutMs: 500 });
+  const started = Date.now();
+  const out = await fetchOutcome(upstream, { method: 'GET', timeoutMs: 200 });
+  const took = Date.now() - started;
+  t.equal(out.error?.kind, 'timeout');
+  t.match(out.error?.message, /not complete within 500 ms/);
+  t.notOk(out.ended);
+  t.ok(took >= 500 && took < 1500, `failed at the deadline, counted from request() (took ${took} ms)`);
+  t.ok(out.body.length > 3 && out.body.length < 100, `some bytes came first (${out.body.length})`);
+  await closed(server.sockets[0]!);
+});
+
+t.test('answerTimeoutMs is a positive number', async (t) => {
+  t.throws(() => createHttpUpstream({ url: 'http://127.0.0.1:1', answerTimeoutMs: 0 }), /answerTimeoutMs must be a positive number/);
+});

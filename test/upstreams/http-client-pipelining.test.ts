@@ -417,3 +417,72 @@ t.test('an upstream whose pipelined answers come late as Nagle holds them gets o
   );
   t.ok(rounds[4]!.every((a) => a.outstanding === 0));
 });
+
+t.test('distrust in onEnd closes the socket; the requests behind it are sent again on another', async (t) => {
+  // Connection 0 answers the first at once and the others late; any later connection answers at once.
+  const server = await pipeliningServer(t, async (arrival) => {
+    if (arrival.connection === 0 && arrival.token !== '1') await sleep(300);
+    return ok(`answer-${arrival.token}-on-${arrival.connection}`);
+  });
+  const upstream = upstreamFor(t, { url: server.url, maxConnections: 1 });
+  let firstBody = '';
+  let ended = false;
+  const first = upstream.request(post('1'), {
+    onHead() {},
+    onData(chunk) {
+      firstBody += chunk.toString();
+      return true;
+    },
+    onEnd() {
+      ended = true;
+      first.distrust();
+    },
+    onError() {},
+  });
+  const behind = ['2', '3'].map((token) => exchange(upstream, post(token)).settled);
+  const outcomes = await Promise.all(behind);
+  t.ok(ended);
+  t.equal(firstBody, 'answer-1-on-0');
+  t.same(
+    outcomes.map((o) => o.body.toString()),
+    ['answer-2-on-1', 'answer-3-on-1'],
+    'those behind were answered on a new socket, never with what the distrusted one still sent',
+  );
+  await closed(server.sockets[0]!);
+  t.same(
+    server.arrivals.map((a) => [a.connection, a.token]),
+    [
+      [0, '1'],
+      [0, '2'],
+      [0, '3'],
+      [1, '2'],
+      [1, '3'],
+    ],
+  );
+  first.distrust();
+  t.pass('a later distrust does nothing');
+});
+
+t.test('distrust mid-body closes the socket that abort would keep for those behind', async (t) => {
+  const server = await pipeliningServer(t, (arrival) => {
+    if (arrival.connection === 0 && arrival.token === '1') return 'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npart';
+    return ok(`answer-${arrival.token}-on-${arrival.connection}`);
+  });
+  const upstream = upstreamFor(t, { url: server.url, maxConnections: 1 });
+  const calls: string[] = [];
+  const head = upstream.request(post('1'), {
+    onHead: () => calls.push('head'),
+    onData() {
+      calls.push('data');
+      head.distrust();
+      return true;
+    },
+    onEnd: () => calls.push('end'),
+    onError: () => calls.push('error'),
+  });
+  const second = await exchange(upstream, post('2')).settled;
+  t.equal(second.body.toString(), 'answer-2-on-1');
+  await closed(server.sockets[0]!);
+  await sleep(50);
+  t.same(calls, ['head', 'data'], 'no sink call after distrust');
+});
