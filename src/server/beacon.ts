@@ -112,6 +112,12 @@ export function handleBeacon(
     for (const c of x.calls) c.abort();
     finish(x);
   });
+  if (method === 'GET' && closesConnection(meta)) {
+    // No Beacon GET takes a body, and its answer streams on a kept connection: uWS would read on, however long.
+    tallyFor(ctx, chain, 'beacon', null).refusedWhole('bad_request', 1);
+    replyBeaconError(x, 'bad_request', 'A GET request carries no body (Content-Length above 0 or Transfer-Encoding)');
+    return;
+  }
   const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'beacon');
   if ('error' in resolved) {
     tallyFor(ctx, chain, 'beacon', null).refusedWhole(resolved.error, 1, resolved.message);

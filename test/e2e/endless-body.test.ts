@@ -34,6 +34,7 @@ const ROUTES: ReadonlyArray<readonly [string, number, string, number]> = [
   ['JSON-RPC, wrong key', port, `POST /v1/rpc/not-a-key HTTP/1.1\r\n${JSON_HEAD}`, 401],
   ['JSON-RPC, wrong content type', port, 'POST /v1/rpc/public HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain', 415],
   ['Beacon POST, over the limit', port, `POST /devnet-beacon/v1/rpc/public/eth/v1/beacon/pool/attestations HTTP/1.1\r\n${JSON_HEAD}`, 413],
+  ['Beacon GET with a body', port, 'GET /devnet-beacon/v1/rpc/public/eth/v1/node/version HTTP/1.1\r\nHost: x', 400],
   ['management create, no key', port, `POST /api/dashboard/endpoints HTTP/1.1\r\n${JSON_HEAD}`, 401],
   ['management create, over the limit', port, `POST /api/dashboard/endpoints HTTP/1.1\r\n${KEYED}`, 400],
   ['management, wrong verb', port, `PUT /api/dashboard/endpoints HTTP/1.1\r\n${KEYED}`, 405],
