@@ -1,3 +1,5 @@
+import { HEAVY_METHODS } from '../jsonrpc/methods.js';
+
 /**
  * Every default of the configuration, in one place, with its unit. config.example.yaml repeats these
  * with the reason for each; the schema fills them in where a key is absent.
@@ -63,6 +65,9 @@ export const DEFAULTS = {
   public: {
     rps_per_ip: 10, // requests per second per client IP on the keyless path
     max_batch: 10, // items in one batch on the keyless path
+    // methods the keyless path may not call: the catalogue's heavy ones (traces, the whole mempool), which one
+    // IP within its rate could make a node re-execute whole blocks for; `deny: []` serves them
+    methods: { deny: HEAVY_METHODS },
   },
   ru: {
     default: 15, // RU of an allowed method without an entry in ru.methods

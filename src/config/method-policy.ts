@@ -43,10 +43,13 @@ function readPatterns(v: unknown, path: string, errors: Errors): string[] {
   return patterns;
 }
 
-/** `<path>: { deny: [...] }` (a plan's, the public path's, an upstream's). */
-export function readMethodDeny(v: unknown, path: string, errors: Errors): MethodDeny {
+/**
+ * `<path>: { deny: [...] }` (a plan's, the public path's, an upstream's); `deny` left out denies `absent`
+ * (default none), while an empty list denies nothing.
+ */
+export function readMethodDeny(v: unknown, path: string, errors: Errors, absent: readonly string[] = []): MethodDeny {
   const o = readObject(v, path, ['deny'], errors);
-  return { deny: readPatterns(o.deny, `${path}.deny`, errors) };
+  return { deny: o.deny === undefined ? [...absent] : readPatterns(o.deny, `${path}.deny`, errors) };
 }
 
 /** A chain's `methods: { allow?: [...], deny?: [...] }`; an empty allow list would serve nothing, so it is refused. */

@@ -561,7 +561,7 @@ function readTenancy(
     public: {
       rps_per_ip: readInt(pub.rps_per_ip, 'public.rps_per_ip', DEFAULTS.public.rps_per_ip, 1, 1_000_000_000, errors),
       max_batch: readInt(pub.max_batch, 'public.max_batch', DEFAULTS.public.max_batch, 1, 100_000, errors),
-      methods: readMethodDeny(pub.methods, 'public.methods', errors),
+      methods: readMethodDeny(pub.methods, 'public.methods', errors, DEFAULTS.public.methods.deny),
     },
     ru: readRu(top.ru, errors),
     ledger: {

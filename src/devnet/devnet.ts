@@ -53,7 +53,9 @@ export function devnetConfig(anvil: AnvilNode, beaconUrl: string, port: number, 
   const result = validateConfig({
     server: { host, port, default_chain: 'devnet' },
     storage: { path: dbPath },
-    public: { ...DEVNET_PUBLIC_LIMITS },
+    // Every method keyless, the heavy ones too (traces, txpool_content): the devnet is a local chain for tests
+    // and scripts, where a trace costs nothing to anyone else.
+    public: { ...DEVNET_PUBLIC_LIMITS, methods: { deny: [] } },
     // Any free port: a devnet beside a running daemon (which holds 9464) must still start.
     metrics: { host, port: 0 },
     chains: {

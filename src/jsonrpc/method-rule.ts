@@ -31,6 +31,11 @@ export interface MethodRule {
   readonly shape?: (params: unknown[]) => unknown[] | string;
   /** Answered by the gateway: returns the JSON text of `result`. */
   readonly answer?: (params: unknown[], ctx: CallContext) => string;
+  /**
+   * Heavy for the node whatever it costs in RU: a re-execution with a tracer (up to a whole block's), or a
+   * mempool's whole contents. The keyless path denies these by default (public.methods.deny); default false.
+   */
+  readonly heavy?: boolean;
 }
 
 export const required = (name: string, check: Check, normalize?: (v: unknown) => unknown): ParamRule =>

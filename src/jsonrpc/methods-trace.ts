@@ -12,6 +12,9 @@
  * than struct logs, 100 for one transaction or call and 500 for a block or a filtered range; the
  * replays, which add state diffs and VM traces on request, twice that. A large trace also pays per
  * started MiB of answer, as every answer does.
+ *
+ * Every one is heavy: a node re-executes for it, up to a whole block's transactions, whatever the caller pays,
+ * so the keyless path does not serve them unless the operator says so (public.methods.deny).
  */
 import {
   BLOCK,
@@ -35,14 +38,14 @@ const TRACE_TYPES = required('traceTypes', checkTraceTypes);
 const TRACED_BLOCK = required('block', checkBlockReference);
 
 export const TRACE_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
-  ['debug_traceTransaction', { ru: 200, params: [TX_HASH, TRACE_CONFIG] }],
-  ['debug_traceCall', { ru: 200, params: [CALL, STATE_BLOCK, optional('traceConfig', checkTraceCallConfig)] }],
-  ['debug_traceBlockByNumber', { ru: 1000, params: [BLOCK, TRACE_CONFIG] }],
-  ['debug_traceBlockByHash', { ru: 1000, params: [BLOCK_HASH, TRACE_CONFIG] }],
-  ['trace_transaction', { ru: 100, params: [TX_HASH] }],
-  ['trace_call', { ru: 100, params: [CALL, TRACE_TYPES, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES] }],
-  ['trace_block', { ru: 500, params: [TRACED_BLOCK] }],
-  ['trace_filter', { ru: 500, params: [required('filter', checkTraceFilter)] }],
-  ['trace_replayTransaction', { ru: 200, params: [TX_HASH, TRACE_TYPES] }],
-  ['trace_replayBlockTransactions', { ru: 1000, params: [TRACED_BLOCK, TRACE_TYPES] }],
+  ['debug_traceTransaction', { ru: 200, heavy: true, params: [TX_HASH, TRACE_CONFIG] }],
+  ['debug_traceCall', { ru: 200, heavy: true, params: [CALL, STATE_BLOCK, optional('traceConfig', checkTraceCallConfig)] }],
+  ['debug_traceBlockByNumber', { ru: 1000, heavy: true, params: [BLOCK, TRACE_CONFIG] }],
+  ['debug_traceBlockByHash', { ru: 1000, heavy: true, params: [BLOCK_HASH, TRACE_CONFIG] }],
+  ['trace_transaction', { ru: 100, heavy: true, params: [TX_HASH] }],
+  ['trace_call', { ru: 100, heavy: true, params: [CALL, TRACE_TYPES, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES] }],
+  ['trace_block', { ru: 500, heavy: true, params: [TRACED_BLOCK] }],
+  ['trace_filter', { ru: 500, heavy: true, params: [required('filter', checkTraceFilter)] }],
+  ['trace_replayTransaction', { ru: 200, heavy: true, params: [TX_HASH, TRACE_TYPES] }],
+  ['trace_replayBlockTransactions', { ru: 1000, heavy: true, params: [TRACED_BLOCK, TRACE_TYPES] }],
 ];

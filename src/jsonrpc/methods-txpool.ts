@@ -9,6 +9,7 @@ import { ADDRESS, type MethodRule, NONE } from './method-rule.js';
 export const TXPOOL_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
   ['txpool_status', { params: NONE }],
   ['txpool_inspect', { ru: 50, params: NONE }],
-  ['txpool_content', { ru: 100, params: NONE }],
+  // The whole mempool, pending and queued, with every transaction in full: heavy (see MethodRule.heavy).
+  ['txpool_content', { ru: 100, heavy: true, params: NONE }],
   ['txpool_contentFrom', { ru: 20, params: [ADDRESS] }],
 ];

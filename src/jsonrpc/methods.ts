@@ -34,6 +34,12 @@ for (const [method, rule] of METHODS) if (rule.ru !== undefined) ruTable[method]
 /** Method → default RU cost, for the methods whose cost differs from DEFAULT_RU_OTHER (null prototype). */
 export const DEFAULT_RU: Readonly<Record<string, number>> = Object.freeze(ruTable);
 
+/**
+ * The heavy methods of the catalogue (MethodRule.heavy), in catalogue order: what the keyless path denies
+ * unless the operator says otherwise (public.methods.deny).
+ */
+export const HEAVY_METHODS: readonly string[] = Object.freeze([...METHODS].filter(([, rule]) => rule.heavy === true).map(([m]) => m));
+
 export function isAllowedMethod(method: string): boolean {
   return METHODS.has(method);
 }

@@ -9,6 +9,7 @@ import { Attempts, failureOutcome, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE 
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type ErrorCode, ERRORS } from '../errors.js';
 import type { Reservation } from '../metering/ledger.js';
+import type { UpstreamOutcome } from '../metrics/registry.js';
 import type { RequestHandle, ResponseSink, UpstreamError } from '../upstreams/http-client.js';
 import { admitRu, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import type { GatewayContext } from './context.js';
@@ -27,6 +28,28 @@ const FORWARDED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
   'eth-consensus-block-value',
   'eth-execution-payload-included',
 ]);
+
+/**
+ * The only body formats a Beacon answer is passed in: JSON, SSZ and the event stream. Whatever else a node (or a
+ * proxy in front of it) sends, an HTML page above all, would be served from the gateway's origin with its CORS
+ * header, where a browser could run it: such an answer is 502 instead.
+ */
+const PASSED_CONTENT_TYPES: ReadonlySet<string> = new Set(['application/json', 'application/octet-stream', 'text/event-stream']);
+
+/**
+ * Why a node's answer may not be passed on (a message for the client), or undefined when it may: its body is
+ * in one of PASSED_CONTENT_TYPES (parameters such as charset aside), or it has no body at all.
+ */
+export function contentTypeRefusal(
+  headers: ReadonlyArray<readonly [string, string]>,
+  contentLength: number | undefined,
+): string | undefined {
+  if (contentLength === 0) return undefined;
+  const header = headers.find(([k]) => k === 'content-type')?.[1];
+  if (header !== undefined && PASSED_CONTENT_TYPES.has(header.split(';', 1)[0]!.trim().toLowerCase())) return undefined;
+  const shown = header === undefined ? 'no Content-Type' : `Content-Type ${JSON.stringify(header.slice(0, 64))}`;
+  return `The node answered with ${shown}; the gateway passes only application/json, application/octet-stream and text/event-stream`;
+}
 
 /** A Beacon request admitted and charged for: where it goes and what it set aside. */
 export interface BeaconCall {
@@ -121,10 +144,11 @@ const NOTHING: ForwardCall = { abort() {}, resume() {} };
 
 /**
  * Forwards one admitted Beacon call and passes the upstream's answer back untouched: its status, body and
- * format headers. Only a node that cannot be reached, times out or does not speak HTTP makes a 502. The node
- * is chosen, counted and retried on the chain's one road (chain/attempts.ts): a GET whose node fails before
- * its status line is tried once more on another node in rotation within the same deadline (timeout_s from the
- * first attempt, RETRY_WITHIN_DEADLINE); a POST (a submission) never is. An answer from the node is charged
+ * format headers. Only a node that cannot be reached, times out, does not speak HTTP or answers a body in a
+ * format outside PASSED_CONTENT_TYPES makes a 502. The node is chosen, counted and retried on the chain's one
+ * road (chain/attempts.ts): a GET whose node fails before its status line, or answers such a format, is tried
+ * once more on another node in rotation within the same deadline (timeout_s from the first attempt,
+ * RETRY_WITHIN_DEADLINE); a POST (a submission) never is. An answer from the node is charged
  * whatever its status; a 5xx or a failure to reach it is not.
  */
 export function forwardBeacon(
@@ -154,11 +178,36 @@ export function forwardBeacon(
   let attempt: NodeAttempt;
   let handle: RequestHandle;
 
+  /**
+   * An attempt that failed: counted, logged (`logged`), then tried on another node when nothing went out yet and
+   * the rule allows, else settled uncharged (`reason`) and answered 502 (with `message`, when there is more to say
+   * than the default), or cut when the head went out.
+   */
+  const failed = (a: NodeAttempt, outcome: UpstreamOutcome, logged: string, reason: string, message?: string): void => {
+    a.settle('failed', outcome);
+    logUpstreamFailure(ctx, chain, chain.upstreams[a.index]!.label, logged);
+    const next = headSent || out.gone ? null : tries.nextNode();
+    if (next !== null) {
+      send(next);
+      return;
+    }
+    settle(false, reason);
+    if (headSent) out.cut();
+    else out.error('upstream_error', message);
+  };
+
   const send = (index: number): void => {
     const upstream = chain.upstreams[index]!;
     const a = (attempt = tries.hold(new NodeAttempt(health, index)));
     const sink: ResponseSink = {
       onHead(s, headers, contentLength) {
+        const refusal = contentTypeRefusal(headers, contentLength);
+        if (refusal !== undefined) {
+          // Not passed on, and not the node's answer either: a failed attempt, tried once more as a failure to reach it is.
+          handle.abort();
+          failed(a, 'http_error', `status ${s}: ${refusal}`, refusal, refusal);
+          return;
+        }
         status = s;
         // Counted in the node's health as JSON-RPC calls are: answered below 500, else failed.
         a.settle(s < 500 ? 'ok' : 'failed', s < 500 ? 'ok' : 'http_error');
@@ -179,16 +228,7 @@ export function forwardBeacon(
         out.end();
       },
       onError(err: UpstreamError) {
-        a.settle('failed', failureOutcome(err.kind));
-        logUpstreamFailure(ctx, chain, upstream.label, `${err.kind}: ${err.message}`);
-        const next = headSent || out.gone ? null : tries.nextNode();
-        if (next !== null) {
-          send(next);
-          return;
-        }
-        settle(false, `${err.kind}: the node failed`);
-        if (headSent) out.cut();
-        else out.error('upstream_error');
+        failed(a, failureOutcome(err.kind), `${err.kind}: ${err.message}`, `${err.kind}: the node failed`);
       },
     };
     handle = upstream.request(

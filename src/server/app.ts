@@ -20,7 +20,17 @@ import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './heal
 import { createTenancy, type Tenancy } from '../pipeline/tenancy.js';
 import { openFleetTenancy } from '../pipeline/fleet-tenancy.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
-import { createCorsPolicy, JSON_TYPE, type ResponseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
+import {
+  createCorsPolicy,
+  endHead,
+  JSON_TYPE,
+  type ResponseMeta,
+  responseMeta,
+  sendPreflight,
+  sendRouteError,
+  sendWhole,
+  writeHead,
+} from './respond.js';
 import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
@@ -170,7 +180,7 @@ function routeRequest(
 ): void {
   const method = req.getMethod();
   const url = req.getUrl();
-  const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
+  const meta = responseMeta(req, ctx.corsOrigin(req.getHeader('origin')));
   const route = resolveRoute(method, url, req.getHeader('host'), table);
   if (route.kind === 'preflight') {
     sendPreflight(res, meta, req.getHeader('access-control-request-headers'), route.methods);
@@ -231,7 +241,6 @@ function routeRequest(
   handleHttpRpc(ctx, res, req, chain, route.key, route.named, meta);
 }
 
-const NO_CORS: ResponseMeta = { allowOrigin: undefined };
 const NO_STORE: ReadonlyArray<readonly [string, string]> = [['cache-control', 'no-store']];
 
 /**
@@ -239,17 +248,24 @@ const NO_STORE: ReadonlyArray<readonly [string, string]> = [['cache-control', 'n
  * outside every key and limit, never cached. A stopping gateway is not ready: it finishes what it has and
  * takes nothing new.
  */
-function serveHealth(res: HttpResponse, reply: () => HealthReply, stopping: boolean, isReadiness: boolean, headOnly: boolean): void {
+function serveHealth(
+  res: HttpResponse,
+  req: HttpRequest,
+  reply: () => HealthReply,
+  stopping: boolean,
+  isReadiness: boolean,
+  headOnly: boolean,
+): void {
   const r = isReadiness && stopping ? { status: 503, body: '{"status":"stopping"}' } : reply();
+  const meta = responseMeta(req, undefined);
   if (!headOnly) {
-    sendWhole(res, r.status, NO_CORS, JSON_TYPE, r.body, NO_STORE, stopping);
+    sendWhole(res, r.status, meta, JSON_TYPE, r.body, NO_STORE, stopping);
     return;
   }
   res.cork(() => {
-    writeHead(res, r.status, NO_CORS, JSON_TYPE);
+    writeHead(res, r.status, meta, JSON_TYPE);
     res.writeHeader(NO_STORE[0]![0], NO_STORE[0]![1]);
-    // No length reported: this uWS build never completes an answer whose reported length is not 0.
-    res.endWithoutBody();
+    endHead(res, meta, stopping);
   });
 }
 
@@ -430,10 +446,10 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     const a = createApp(c);
     for (const headOnly of [false, true]) {
       const route = headOnly ? a.head.bind(a) : a.get.bind(a);
-      route('/healthz', (res) =>
-        serveHealth(res, () => healthz(healthEntries(), performance.now() - startedAt), ctx.stopping, false, headOnly),
+      route('/healthz', (res, req) =>
+        serveHealth(res, req, () => healthz(healthEntries(), performance.now() - startedAt), ctx.stopping, false, headOnly),
       );
-      route('/readyz', (res) => serveHealth(res, () => readyz(healthEntries()), ctx.stopping, true, headOnly));
+      route('/readyz', (res, req) => serveHealth(res, req, () => readyz(healthEntries()), ctx.stopping, true, headOnly));
     }
     if (!config.management) routeDashboard(a, dashboard);
     a.ws('/*', wsRoute.behavior);
@@ -707,7 +723,7 @@ async function listenRenewable(app: TemplatedApp, host: string, port: number): P
 /** The separate management listener: /api/dashboard and nothing else. */
 function routeManagementOnly(ctx: GatewayContext, deps: ManagementDeps, res: HttpResponse, req: HttpRequest): void {
   const url = req.getUrl();
-  const meta: ResponseMeta = { allowOrigin: ctx.corsOrigin(req.getHeader('origin')) };
+  const meta = responseMeta(req, ctx.corsOrigin(req.getHeader('origin')));
   if (isManagementPath(url)) serveManagement(deps, res, req, req.getMethod(), url, meta);
   else sendRouteError(res, meta, 'not_found', `No route for ${url}`);
 }

@@ -17,7 +17,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { readBody } from './body.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { type Exchange, finish, reply } from './exchange.js';
-import { type ResponseMeta, sendWhole, writeHead } from './respond.js';
+import { closesConnection, type ResponseMeta, sendWhole, writeHead } from './respond.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 import { errorText } from '../log.js';
@@ -56,7 +56,7 @@ function sendBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buffer 
         for (const [k, v] of headers) res.writeHeader(k, v);
         // An empty body (node/health's 200, 206 or 503) is complete with its head: a stream of zero declared
         // bytes never sees the write that would end it, and its end() would cut the connection instead.
-        if (contentLength === 0) res.end();
+        if (contentLength === 0) res.end(undefined, closesConnection(x.meta));
       });
       if (contentLength !== 0)
         stream = createStreamOut(
@@ -112,6 +112,12 @@ export function handleBeacon(
     for (const c of x.calls) c.abort();
     finish(x);
   });
+  if (method === 'GET' && closesConnection(meta)) {
+    // No Beacon GET takes a body, and its answer streams on a kept connection: uWS would read on, however long.
+    tallyFor(ctx, chain, 'beacon', null).refusedWhole('bad_request', 1);
+    replyBeaconError(x, 'bad_request', 'A GET request carries no body (Content-Length above 0 or Transfer-Encoding)');
+    return;
+  }
   const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'beacon');
   if ('error' in resolved) {
     tallyFor(ctx, chain, 'beacon', null).refusedWhole(resolved.error, 1, resolved.message);
@@ -129,7 +135,7 @@ export function handleBeacon(
   // A fleet asks its shared limits first; a POST's body is read meanwhile (uWS hands it now or never).
   const body =
     method === 'POST' && !(contentLength !== '' && Number(contentLength) > max)
-      ? new Promise<Buffer | null>((resolve) => readBody(res, max, resolve, () => resolve(null)))
+      ? new Promise<Buffer | null>((resolve) => readBody(res, meta, max, resolve, () => resolve(null)))
       : null;
   Promise.all([asked, body])
     .then(([grant, read]) => {
@@ -187,7 +193,7 @@ function admitAndSend(
   };
   if (held === null || (contentLength !== '' && Number(contentLength) > max)) tooLarge();
   else if (held !== undefined) sendBeacon(x, caller, call, held);
-  else readBody(res, max, (body) => sendBeacon(x, caller, call, body), tooLarge);
+  else readBody(res, x.meta, max, (body) => sendBeacon(x, caller, call, body), tooLarge);
 }
 
 /** A Beacon refusal before any exchange exists (the route itself). */

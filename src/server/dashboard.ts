@@ -3,7 +3,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { ERRORS, managementErrorBody } from '../errors.js';
-import { JSON_TYPE, type ResponseMeta, sendWhole, writeHead } from './respond.js';
+import { closesConnection, endHead, JSON_TYPE, responseMeta, sendWhole, writeHead } from './respond.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
 
 /**
@@ -40,18 +40,18 @@ export const DASHBOARD_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-/** Sent with every dashboard file. No CORS header: other origins have no business reading the app. */
+/**
+ * Sent with every dashboard file, beside the `nosniff` of every answer (respond.ts). No CORS header: other
+ * origins have no business reading the app.
+ */
 const SECURITY_HEADERS: ReadonlyArray<readonly [string, string]> = [
   ['content-security-policy', DASHBOARD_CSP],
   ['x-frame-options', 'DENY'],
-  ['x-content-type-options', 'nosniff'],
   ['referrer-policy', 'no-referrer'],
   ['cross-origin-opener-policy', 'same-origin'],
   // Small files that change with each build under the same names: revalidated, never served stale.
   ['cache-control', 'no-cache'],
 ];
-
-const NO_CORS: ResponseMeta = { allowOrigin: undefined };
 
 interface Asset {
   type: string;
@@ -89,20 +89,20 @@ function acceptsGzip(header: string): boolean {
 function serveAsset(assets: DashboardAssets, res: HttpResponse, req: HttpRequest, headOnly: boolean): void {
   const path = req.getUrl();
   const asset = assets.get(path);
+  const meta = responseMeta(req, undefined);
   if (asset === undefined) {
     const message = assets.size === 0 ? 'The dashboard is not built: run npm run build' : `No route for ${path}`;
-    sendWhole(res, ERRORS.not_found.http, NO_CORS, JSON_TYPE, managementErrorBody('not_found', message), SECURITY_HEADERS);
+    sendWhole(res, ERRORS.not_found.http, meta, JSON_TYPE, managementErrorBody('not_found', message), SECURITY_HEADERS);
     return;
   }
   const gzip = acceptsGzip(req.getHeader('accept-encoding'));
   res.cork(() => {
-    writeHead(res, 200, NO_CORS, asset.type);
+    writeHead(res, 200, meta, asset.type);
     for (const [name, value] of SECURITY_HEADERS) res.writeHeader(name, value);
     res.writeHeader('vary', 'Accept-Encoding');
     if (gzip) res.writeHeader('content-encoding', 'gzip');
-    // No length reported for HEAD: this uWS build never completes an answer whose reported length is not 0.
-    if (headOnly) res.endWithoutBody();
-    else res.end(gzip ? asset.gzipped : asset.body);
+    if (headOnly) endHead(res, meta);
+    else res.end(gzip ? asset.gzipped : asset.body, closesConnection(meta));
   });
 }
 

@@ -12,7 +12,7 @@ type DataHandler = (chunk: ArrayBuffer, isLast: boolean) => void;
  * A request held while the gateway reads something it must know first (in a fleet: a key this instance
  * has not met, from PostgreSQL). uWS gives a request's head only during its handler, and its body only to a
  * handler registered then: so the head is copied and the body buffered as it arrives (up to `maxBody` + 1
- * bytes: enough for the handlers' own limit check, which then refuses it), and `resume` hands both to a
+ * bytes: enough for the handlers' own limit check, which then refuses it; reading stops there), and `resume` hands both to a
  * handler as if they had just arrived, in a corked callback (an upgrade included).
  */
 export interface HeldRequest {
@@ -50,10 +50,12 @@ export function holdRequest(res: HttpResponse, req: HttpRequest, maxBody: number
   let onData: DataHandler | null = null;
   if (readsBody) {
     res.onData((ab, isLast) => {
-      // Past the limit the handler refuses the body: what it needs to see is that there was more.
+      // Past the limit the handler refuses the body: what it needs to see is that there was more. Reading stops
+      // there (as readBody's does), and the refusal closes the connection.
       if (size <= maxBody) {
         const kept = ab.slice(0, Math.min(ab.byteLength, maxBody + 1 - size));
         size += kept.byteLength;
+        if (size > maxBody) res.pause();
         if (onData === null) chunks.push(kept);
         else onData(kept, isLast);
       } else if (isLast && onData !== null) onData(new ArrayBuffer(0), true);

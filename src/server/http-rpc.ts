@@ -253,6 +253,7 @@ export function handleHttpRpc(
   }
   readBody(
     res,
+    meta,
     max,
     (body) => answerBody(x, resolved.caller, body),
     () => {
@@ -287,6 +288,7 @@ function refuseWholeBody(
   }
   readBody(
     x.res,
+    x.meta,
     max,
     (body) => {
       const ids = requestIds(body);

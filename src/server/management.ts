@@ -71,16 +71,25 @@ interface Reply {
   aborted: boolean;
 }
 
+/**
+ * Said of every management answer: none may be kept by a browser or a proxy, the 201 that shows a new
+ * `api_key` least of all.
+ */
+const NO_STORE: readonly [string, string] = ['cache-control', 'no-store'];
+const NO_STORE_ONLY: ReadonlyArray<readonly [string, string]> = [NO_STORE];
+
 function send(reply: Reply, status: number, data: unknown): void {
   sendRaw(reply, status, JSON.stringify({ data }));
 }
 
 function sendRaw(reply: Reply, status: number, body: string): void {
-  if (!reply.aborted) sendWhole(reply.res, status, reply.meta, JSON_TYPE, body);
+  if (!reply.aborted) sendWhole(reply.res, status, reply.meta, JSON_TYPE, body, NO_STORE_ONLY);
 }
 
 function fail(reply: Reply, code: ErrorCode, message?: string, extra?: Array<[string, string]>): void {
-  if (!reply.aborted) sendWhole(reply.res, ERRORS[code].http, reply.meta, JSON_TYPE, managementErrorBody(code, message), extra);
+  if (reply.aborted) return;
+  const headers = extra === undefined ? NO_STORE_ONLY : [NO_STORE, ...extra];
+  sendWhole(reply.res, ERRORS[code].http, reply.meta, JSON_TYPE, managementErrorBody(code, message), headers);
 }
 
 function endpointView(e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }): EndpointAnswer {
@@ -111,10 +120,11 @@ function parseJsonObject(buf: Buffer): Record<string, unknown> | string {
  * The request body as a JSON object, or what is wrong with it. Started in uWS's handler: a body not
  * asked for there is lost. Never settles when the client goes first, which is then unanswered anyway.
  */
-function readJsonBody(res: HttpResponse): Promise<Record<string, unknown> | string> {
+function readJsonBody(res: HttpResponse, meta: ResponseMeta): Promise<Record<string, unknown> | string> {
   return new Promise((resolve) =>
     readBody(
       res,
+      meta,
       MAX_MANAGEMENT_BODY,
       (buf) => resolve(parseJsonObject(buf)),
       () => resolve(`body is larger than ${MAX_MANAGEMENT_BODY} bytes`),
@@ -316,7 +326,7 @@ export function handleManagement(
   const byIp = deps.limiter.take(`mgmt-ip:${ip}`, limits.rps_per_ip);
   if (!byIp.ok)
     return tooManyRequests(reply, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
-  const body = verb === 'POST' || verb === 'DELETE' ? readJsonBody(res) : null;
+  const body = verb === 'POST' || verb === 'DELETE' ? readJsonBody(res, meta) : null;
   const key = /^Bearer\s+(\S+)$/i.exec(auth)?.[1];
   void answerStoreFaults(deps, reply, `${verb} ${route}`, async () => {
     const owner = key === undefined ? null : await fromStore(() => deps.accounts.ownerByManagementKey(key));

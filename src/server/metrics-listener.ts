@@ -1,12 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Metrics } from '../metrics/registry.js';
-import { sendWhole } from './respond.js';
+import { type ResponseMeta, responseMeta, sendWhole } from './respond.js';
 import type { StatusReport } from './status-report.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
 
 /** The exposition format's content type, as Prometheus asks for it. */
 const EXPOSITION_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
-const NO_CORS = { allowOrigin: undefined };
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
@@ -18,28 +17,29 @@ const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined, status: () => Promise<StatusReport>): void {
   const expected = token === undefined ? null : digest(token);
   /** False (and the 401 sent) when a token is configured and the request does not carry it. */
-  const allowed = (res: HttpResponse, req: HttpRequest): boolean => {
+  const allowed = (res: HttpResponse, req: HttpRequest, meta: ResponseMeta): boolean => {
     if (expected === null) return true;
     const m = /^Bearer\s+(\S+)$/i.exec(req.getHeader('authorization'));
     if (m !== null && timingSafeEqual(digest(m[1]!), expected)) return true;
-    sendWhole(res, 401, NO_CORS, 'text/plain', 'metrics need Authorization: Bearer <metrics.token>\n', [
+    sendWhole(res, 401, meta, 'text/plain', 'metrics need Authorization: Bearer <metrics.token>\n', [
       ['www-authenticate', 'Bearer realm="chaingate metrics"'],
     ]);
     return false;
   };
   /** Answers with what `produce` resolves to; a client gone before then gets nothing. */
   const serveLater = (what: string, type: string, produce: () => Promise<string>) => (res: HttpResponse, req: HttpRequest) => {
-    if (!allowed(res, req)) return;
+    const meta = responseMeta(req, undefined);
+    if (!allowed(res, req, meta)) return;
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
     });
     produce().then(
       (body) => {
-        if (!aborted) sendWhole(res, 200, NO_CORS, type, body);
+        if (!aborted) sendWhole(res, 200, meta, type, body);
       },
       (err: unknown) => {
-        if (!aborted) sendWhole(res, 500, NO_CORS, 'text/plain', `collecting the ${what} failed: ${String(err)}\n`);
+        if (!aborted) sendWhole(res, 500, meta, 'text/plain', `collecting the ${what} failed: ${String(err)}\n`);
       },
     );
   };
@@ -52,5 +52,7 @@ export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string 
     '/metrics',
     serveLater('metrics', EXPOSITION_TYPE, () => metrics.text()),
   );
-  app.any('/*', (res) => sendWhole(res, 404, NO_CORS, 'text/plain', 'the metrics listener serves GET /metrics and GET /status only\n'));
+  app.any('/*', (res, req) =>
+    sendWhole(res, 404, responseMeta(req, undefined), 'text/plain', 'the metrics listener serves GET /metrics and GET /status only\n'),
+  );
 }

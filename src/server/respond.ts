@@ -1,5 +1,5 @@
 import { ERRORS, managementErrorBody, statusLine } from '../errors.js';
-import type { HttpResponse } from './uws.js';
+import type { HttpRequest, HttpResponse } from './uws.js';
 
 /**
  * Everything the gateway writes about a response besides its body: CORS, so browser dApps can call
@@ -8,6 +8,29 @@ import type { HttpResponse } from './uws.js';
  */
 export interface ResponseMeta {
   allowOrigin: string | undefined;
+  /**
+   * The request's body is still arriving: declared, and not read to its end (readBody clears it). An answer
+   * written meanwhile (a refusal above all) closes the connection, on every route: uWS would otherwise read
+   * and drop the rest of the body, however long, to reach a next request. Absent: no body was declared.
+   */
+  bodyPending?: boolean;
+}
+
+/** Whether a request says a body follows: a Content-Length above 0, or a Transfer-Encoding (chunked). */
+export function declaresBody(req: HttpRequest): boolean {
+  if (req.getHeader('transfer-encoding') !== '') return true;
+  const length = req.getHeader('content-length');
+  return length !== '' && length !== '0';
+}
+
+/** The meta of one request: its CORS answer, and whether a body is on its way. */
+export function responseMeta(req: HttpRequest, allowOrigin: string | undefined): ResponseMeta {
+  return { allowOrigin, bodyPending: declaresBody(req) };
+}
+
+/** Whether an answer written now must close its connection: its body is not read (ResponseMeta.bodyPending). */
+export function closesConnection(meta: ResponseMeta): boolean {
+  return meta.bodyPending === true;
 }
 
 /** Decides the CORS answer for one request from the configured origins (`*` allows every origin). */
@@ -22,10 +45,18 @@ const CONTENT_TYPE = Buffer.from('content-type');
 const JSON_TYPE_BYTES = Buffer.from('application/json');
 const ALLOW_ORIGIN = Buffer.from('access-control-allow-origin');
 const ANY_ORIGIN = Buffer.from('*');
+const NO_SNIFF_NAME = Buffer.from('x-content-type-options');
+const NO_SNIFF = Buffer.from('nosniff');
 
+/**
+ * The head of every answer the gateway writes (whole, streamed or an event stream), on every listener. Every
+ * answer says `nosniff`: a browser reads each body as its Content-Type says and never guesses a script or a
+ * page out of it.
+ */
 export function writeHead(res: HttpResponse, status: number, meta: ResponseMeta, contentType: string | null): void {
   // uWS writes "200 OK" itself when no status is written.
   if (status !== 200) res.writeStatus(statusLine(status));
+  res.writeHeader(NO_SNIFF_NAME, NO_SNIFF);
   if (contentType !== null) res.writeHeader(CONTENT_TYPE, contentType === JSON_TYPE ? JSON_TYPE_BYTES : contentType);
   const origin = meta.allowOrigin;
   if (origin !== undefined) {
@@ -35,8 +66,9 @@ export function writeHead(res: HttpResponse, status: number, meta: ResponseMeta,
 }
 
 /**
- * Writes a whole response in one corked write. `closeConnection` is for answers given before the body
- * was read (413 on Content-Length): the unread body must not be parsed as a next request.
+ * Writes a whole response in one corked write. It closes the connection when `closeConnection` says so (a
+ * stop) or the request's body is not read to its end (ResponseMeta.bodyPending: the unread body must be
+ * neither parsed as a next request nor read on).
  */
 export function sendWhole(
   res: HttpResponse,
@@ -50,11 +82,21 @@ export function sendWhole(
   res.cork(() => {
     writeHead(res, status, meta, contentType);
     if (extraHeaders) for (const [k, v] of extraHeaders) res.writeHeader(k, v);
-    res.end(body, closeConnection);
+    res.end(body, closeConnection || closesConnection(meta));
   });
 }
 
 export const JSON_TYPE = 'application/json';
+
+/**
+ * Ends a HEAD answer whose head is written. No length is reported (this uWS build never completes an answer
+ * whose reported length is neither absent nor 0), except when the connection closes behind it (`closeConnection`,
+ * or a body pending): uWS takes that order only with a length, and 0 is the one it completes.
+ */
+export function endHead(res: HttpResponse, meta: ResponseMeta, closeConnection = false): void {
+  if (closeConnection || closesConnection(meta)) res.endWithoutBody(0, true);
+  else res.endWithoutBody();
+}
 
 /**
  * The CORS preflight answer: 204 with the verbs the path serves (`methods`, OPTIONS included) and the
@@ -68,7 +110,7 @@ export function sendPreflight(res: HttpResponse, meta: ResponseMeta, requestHead
       res.writeHeader('access-control-allow-headers', allowedHeaders(requestHeaders));
       res.writeHeader('access-control-max-age', '86400');
     }
-    res.endWithoutBody(0);
+    res.endWithoutBody(0, closesConnection(meta));
   });
 }
 

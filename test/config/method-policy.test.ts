@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { loadConfigText } from '../../src/config/load.js';
+import { HEAVY_METHODS } from '../../src/jsonrpc/methods.js';
 
 const chain = (extra: string, upstream = ''): string => `
 chains:
@@ -98,4 +99,42 @@ chains:
     'chains.beacon.upstreams[0].archive: belongs to evm chains',
     'chains.beacon.upstreams[0].methods: belongs to evm chains',
   ]);
+});
+
+t.test('the keyless path denies the heavy methods until the operator opens them', async (t) => {
+  const base = chain('');
+  const heavy = [
+    'debug_traceTransaction',
+    'debug_traceCall',
+    'debug_traceBlockByNumber',
+    'debug_traceBlockByHash',
+    'trace_transaction',
+    'trace_call',
+    'trace_block',
+    'trace_filter',
+    'trace_replayTransaction',
+    'trace_replayBlockTransactions',
+    'txpool_content',
+  ];
+  t.same(HEAVY_METHODS, heavy, 'the catalogue marks these heavy');
+  const cases: Array<[string, string, string[]]> = [
+    ['no public section', '', heavy],
+    ['public without methods', 'public: { rps_per_ip: 5 }\n', heavy],
+    ['methods without deny', 'public: { methods: {} }\n', heavy],
+    ['an empty deny list: every method keyless', 'public: { methods: { deny: [] } }\n', []],
+    ['a list of its own replaces the default', 'public: { methods: { deny: [eth_call] } }\n', ['eth_call']],
+    [
+      'the default and more, written out',
+      'public: { methods: { deny: ["debug_*", "trace_*", txpool_content, eth_getLogs] } }\n',
+      ['debug_*', 'trace_*', 'txpool_content', 'eth_getLogs'],
+    ],
+  ];
+  for (const [what, text, deny] of cases) {
+    const r = loadConfigText(base + text);
+    t.ok(r.ok, what);
+    if (r.ok) t.same(r.config.public.methods.deny, deny, what);
+  }
+  const plan = loadConfigText(`${base}plans:\n  free: { rps: 1, max_endpoints: 1 }\n`);
+  t.ok(plan.ok);
+  if (plan.ok) t.same(plan.config.plans.free!.methods.deny, [], 'a plan denies nothing by default: keys pay for what they call');
 });

@@ -2,6 +2,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { loadConfigText } from '../../src/config/load.js';
 import { validateConfig } from '../../src/config/schema.js';
+import { HEAVY_METHODS } from '../../src/jsonrpc/methods.js';
 
 const minimal = `
 chains:
@@ -29,7 +30,11 @@ t.test('a minimal config gets every default', async (t) => {
   t.ok(Object.isFrozen(r.config.chains.devnet!.upstreams[0]), 'deep-frozen');
   t.same(r.config.plans.free, { name: 'free', rps: 100, ru_per_second: undefined, max_endpoints: 10, methods: { deny: [] } });
   t.same(r.config.plans.premium, { name: 'premium', rps: 5000, ru_per_second: 500000, max_endpoints: 200, methods: { deny: [] } });
-  t.same(r.config.public, { rps_per_ip: 10, max_batch: 10, methods: { deny: [] } });
+  t.same(
+    r.config.public,
+    { rps_per_ip: 10, max_batch: 10, methods: { deny: HEAVY_METHODS } },
+    'the keyless path denies the heavy methods (listed in method-policy.test.ts)',
+  );
   t.same(r.config.chains.devnet!.methods, { allow: undefined, deny: [] });
   t.same(r.config.chains.devnet!.ru, { methods: {}, default: undefined });
   t.equal(r.config.chains.devnet!.state_history_blocks, 128);

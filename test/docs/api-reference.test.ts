@@ -5,7 +5,7 @@ import { BEACON_ROUTES } from '../../src/beacon/paths.js';
 import { BEACON_TOPICS } from '../../src/beacon/topics.js';
 import { DEFAULTS } from '../../src/config/defaults.js';
 import { ERRORS } from '../../src/errors.js';
-import { ALLOWED_METHODS, DEFAULT_RU } from '../../src/jsonrpc/methods.js';
+import { ALLOWED_METHODS, DEFAULT_RU, HEAVY_METHODS } from '../../src/jsonrpc/methods.js';
 import { ROUTE_VERBS } from '../../src/server/management.js';
 
 /*
@@ -78,6 +78,7 @@ t.test('every allowlisted JSON-RPC method has its row, with its built-in RU', as
     if (!t.ok(row, `${method} is in the method table`)) continue;
     t.equal(row!.RU, String(DEFAULT_RU[method] ?? DEFAULTS.ru.default), `${method} costs what the code charges`);
     t.match(row!.cached, /^(?:final|always|no)$/, `${method} says whether it is cached`);
+    t.equal(/^heavy\b/.test(row!.notes ?? ''), HEAVY_METHODS.includes(method), `${method}: its notes say heavy exactly when it is`);
   }
   for (const row of rows) t.ok(ALLOWED_METHODS.includes(row.method!.replaceAll('`', '')), `${row.method} is served`);
 });
@@ -152,7 +153,8 @@ t.test('the limits table gives the default of every connection, body, batch and 
     ['chains.<slug>.max_logs_answer_bytes', DEFAULTS.chain.max_logs_answer_bytes],
   ];
   for (const section of ['public', 'websocket', 'sse', 'filters'] as const) {
-    for (const [key, value] of Object.entries(DEFAULTS[section])) limits.push([`${section}.${key}`, value]);
+    // Numbers only: public.methods (the keyless path's method policy) is a list, documented with the policy.
+    for (const [key, value] of Object.entries(DEFAULTS[section])) if (typeof value === 'number') limits.push([`${section}.${key}`, value]);
   }
   for (const [key, value] of limits) {
     const row = rows.find((r) => r['config key'] === code(key));

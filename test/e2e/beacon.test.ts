@@ -436,6 +436,72 @@ t.test('a node that cannot be reached, or hangs past timeout_s, gives 502 in the
   );
 });
 
+t.test('only JSON, SSZ and event-stream answers pass: an HTML or untyped body is 502, and a GET tries another node', async (t) => {
+  const SCRIPT = '<html><script>fetch("/api/dashboard/account")</script></html>';
+  /** What each path of the node answers: its Content-Type (none when undefined) and body. */
+  const answers: Record<string, [string | undefined, string]> = {
+    '/eth/v1/node/peers': ['text/html; charset=utf-8', SCRIPT],
+    '/eth/v1/node/identity': [undefined, SCRIPT],
+    '/eth/v1/node/peer_count': ['text/plain', 'just text'],
+    '/eth/v1/node/syncing': ['application/json; charset=utf-8', '{"data":{"is_syncing":false}}'],
+    '/eth/v1/beacon/genesis': ['Application/JSON', '{"data":{}}'],
+    '/eth/v2/beacon/blocks/head': ['application/octet-stream', 'ssz-bytes'],
+    // The gateway's head probe gets a head, so the node's health counts the clients' calls alone.
+    '/eth/v1/beacon/headers/head': ['application/json', '{"data":{"header":{"message":{"slot":"7"}}}}'],
+  };
+  const serve = (path: string, res: import('node:http').ServerResponse): void => {
+    const [type, body] = answers[path] ?? ['application/json', '{}'];
+    res.writeHead(200, { ...(type !== undefined ? { 'content-type': type } : {}), 'content-length': Buffer.byteLength(body) }).end(body);
+  };
+  const node = await fakeBeacon(t, { answer: (req, res) => serve((req.url ?? '').split('?')[0]!, res) });
+  const g = await gatewayFor(t, { chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: node.url }] } } });
+  const base = `${g.base}/v1/rpc/public`;
+  // What passes first: the node's refused answers count as failures in its health, and three in a row take it
+  // out of rotation.
+  const typed = await call(`${base}/eth/v1/node/syncing`);
+  t.equal(typed.status, 200, 'JSON with a charset passes');
+  t.equal(typed.headers['content-type'], 'application/json; charset=utf-8');
+  const cased = await call(`${base}/eth/v1/beacon/genesis`);
+  t.equal(cased.status, 200, `the type is read without regard to case (${cased.body.toString()})`);
+  const ssz = await call(`${base}/eth/v2/beacon/blocks/head`, { headers: { accept: 'application/octet-stream' } });
+  t.equal(ssz.status, 200, `SSZ passes (${ssz.body.toString()})`);
+  t.equal(ssz.headers['content-type'], 'application/octet-stream');
+  t.equal(ssz.body.toString(), 'ssz-bytes');
+  const html = await call(`${base}/eth/v1/node/peers`);
+  assertBeaconError(
+    t,
+    html,
+    502,
+    'The node answered with Content-Type "text/html; charset=utf-8"; the gateway passes only application/json, application/octet-stream and text/event-stream',
+    'an HTML page',
+  );
+  t.notOk(html.body.toString().includes('<script>'), 'not a byte of the page reaches the client');
+  assertBeaconError(t, await call(`${base}/eth/v1/node/identity`), 502, /answered with no Content-Type/, 'a body without a type');
+  assertBeaconError(t, await call(`${base}/eth/v1/node/peer_count`), 502, /Content-Type "text\/plain"/, 'plain text');
+
+  // Two nodes, the first behind a proxy that answers an HTML error page: a GET gets the second's answer.
+  const good = await fakeBeacon(t);
+  const bad = await fakeBeacon(t, {
+    answer: (req, res) => {
+      // The gateway's own probes get JSON, so the node stays in rotation for the clients' calls.
+      if (BACKGROUND.has(`${req.method} ${req.url}`)) serve(req.url ?? '', res);
+      else res.writeHead(502, { 'content-type': 'text/html' }).end('<html>Bad Gateway</html>');
+    },
+  });
+  const two = await gatewayFor(t, {
+    chains: { 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: bad.url }, { url: good.url }] } },
+  });
+  for (let i = 0; i < 6; i++) {
+    const a = await call(`${two.base}/v1/rpc/public/eth/v1/node/syncing`);
+    t.equal(a.status, 200, `request ${i + 1}: the JSON node's answer`);
+    t.match(a.headers['content-type'], /^application\/json/);
+  }
+  t.ok(
+    forwarded(bad).some((r) => r.target === '/eth/v1/node/syncing'),
+    'the HTML node was asked, and its answer dropped',
+  );
+});
+
 t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon shape', async (t) => {
   const { g, anvil, node } = await devnetBeacon(t, { public: { rps_per_ip: 5 } });
   await anvilCall(anvil, 'anvil_mine', ['0x40']);

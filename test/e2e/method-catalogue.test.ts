@@ -17,7 +17,11 @@ const OTHER = '0x70997970c51812dc3a179c1d4a0ec8e0a7e6e5fc';
 
 const node = await anvilFor(t, { chainId: 31337, stepsTracing: true });
 const relay = await countingProxy(t, node.url);
-const g = await gatewayFor(t, { chains: { devnet: evmChain([relay.url]) } });
+// The whole catalogue on the keyless path, the heavy methods included (public.methods.deny: [] opens them).
+const g = await gatewayFor(t, {
+  chains: { devnet: evmChain([relay.url]) },
+  public: { rps_per_ip: 10_000_000, max_batch: 1000, methods: { deny: [] } },
+});
 const url = `${g.base}/v1/rpc/public`;
 
 async function direct<T>(method: string, params: unknown[]): Promise<T> {

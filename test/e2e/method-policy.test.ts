@@ -1,7 +1,8 @@
 /**
  * The operator's method policy end to end, through a real gateway in front of a real anvil with a counting
  * proxy between them, so "never forwarded" is about calls the node was really sent: a plan's deny list
- * (the plan refusal, before parameter validation, free of RU; debug_* to the free plan) against a plan without one, the public path's,
+ * (the plan refusal, before parameter validation, free of RU; debug_* to the free plan) against a plan without one, the public path's
+ * (its default denies the heavy methods, which `deny: []` opens),
  * the chain's allow and deny lists (-32601), the chain's own RU price, and a reload that changes them.
  */
 import t from 'tap';
@@ -92,6 +93,50 @@ t.test("the public path's deny list, keys unaffected", async (t) => {
   t.equal((await rpc(premium.url, 'eth_call', CALL)).text, resultText(await direct(node.url, 'eth_call', CALL)));
   t.equal(proxy.count('eth_call'), 1);
   t.equal((await rpc(publicUrl, 'eth_chainId')).text, resultText('0x7a69'), 'the rest of the public path is served');
+});
+
+t.test('the keyless path by default: the heavy methods refused, free, never forwarded; a key or deny: [] serves them', async (t) => {
+  const hash = await direct<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: DEV_ADDRESS, value: '0x2' }]);
+  const mined = await minedReceipt(node.url, hash);
+  // No public.methods in the config: the default applies (the public rate is lifted for the test, as gatewayFor does).
+  const byDefault = await gatewayFor(t, {
+    server: { workers: 1 },
+    chains: { devnet: evmChain([proxy.url]) },
+    public: { rps_per_ip: 10_000_000, max_batch: 1000 },
+  });
+  const keyless = `${byDefault.base}/v1/rpc/public`;
+  const heavy: Array<[string, unknown[]]> = [
+    ['debug_traceTransaction', [hash]],
+    ['debug_traceBlockByNumber', [mined.blockNumber]],
+    ['debug_traceCall', [{ to: DEV_ADDRESS, data: '0x' }, 'latest']],
+    ['trace_block', [mined.blockNumber]],
+    ['trace_filter', [{ fromBlock: mined.blockNumber, toBlock: mined.blockNumber }]],
+    ['txpool_content', []],
+  ];
+  for (const [method, params] of heavy) {
+    const before = proxy.count(method);
+    t.equal(
+      (await rpc(keyless, method, params)).text,
+      errorText(-32004, `${method} is not available on the public path (public.methods); call it with an API key whose plan includes it`),
+      `${method}: refused on the keyless path`,
+    );
+    t.equal(proxy.count(method), before, `${method}: never forwarded`);
+  }
+  t.equal((await rpc(keyless, 'txpool_status')).text, resultText(await direct(node.url, 'txpool_status')), 'a light txpool view is served');
+  t.equal((await rpc(keyless, 'eth_chainId')).text, resultText('0x7a69'), 'and the rest of the path');
+  const owner = createOwnerAdmin(byDefault.gateway.context.tenancy.store!).createOwner('heavy', 'growth', 1_000_000);
+  const made = byDefault.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', 'k', 10);
+  if (!('apiKey' in made)) throw new Error(made.error);
+  const keyed = await rpc(`${byDefault.base}/v1/rpc/${made.apiKey}`, 'debug_traceTransaction', [hash]);
+  t.equal(keyed.text, resultText(await direct(node.url, 'debug_traceTransaction', [hash])), 'a key whose plan allows it gets the trace');
+
+  const opened = await gatewayFor(t, {
+    server: { workers: 1 },
+    chains: { devnet: evmChain([proxy.url]) },
+    public: { rps_per_ip: 10_000_000, max_batch: 1000, methods: { deny: [] } },
+  });
+  const trace = await rpc(`${opened.base}/v1/rpc/public`, 'debug_traceTransaction', [hash]);
+  t.equal(trace.text, resultText(await direct(node.url, 'debug_traceTransaction', [hash])), 'public.methods.deny: [] serves it keyless');
 });
 
 t.test("the chain's allow and deny lists: -32601 naming the method, never forwarded, free of RU", async (t) => {
