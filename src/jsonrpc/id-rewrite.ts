@@ -6,7 +6,7 @@
  * Given the id the gateway sent, the same pass checks the answer is that call's: its top-level `id` has
  * exactly the bytes sent, and no second top-level `id` follows (a client's parser would read the last
  * one). A node or balancer that mixed up answers would otherwise hand one tenant another's answer. The
- * check reads the whole answer, nested values skipped by a tight loop (bench/RESULTS.md, 2026-11-29).
+ * check reads the whole answer, nested values skipped by a tight loop (bench/history/2026-11-29.md).
  */
 export interface IdRewriter {
   /**

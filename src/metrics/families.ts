@@ -3,7 +3,7 @@
  *
  * prom-client's own children hash their label set on every inc() and observe() (a string built per
  * call), and an observe() costs about 1 µs: measured on the forwarded call, counting each request that
- * way took 10 % more CPU per request (bench/RESULTS.md). Here a child is an object holding its numbers,
+ * way took 10 % more CPU per request (docs/decisions.md). Here a child is an object holding its numbers,
  * found once and kept by whoever counts; the label set is only looked at when Prometheus scrapes, when
  * each family hands the registry its values and the library writes the exposition format.
  */

@@ -6,7 +6,7 @@ export const GATEWAY_IDS = 1024;
  * number-to-string cache, an old-generation table where each text stays until a later number takes its
  * slot: under load every call's id text outlived two young-generation collections and was promoted, about
  * 1.5 MB/s of old-generation garbage at 60,000 calls/s, and the daemon's RSS grew ~15 MB in a 10 s run
- * (bench/RESULTS.md, 2026-11-26).
+ * (bench/history/2026-11-26.md).
  */
 const gatewayIdTexts: readonly string[] = Array.from({ length: GATEWAY_IDS }, (_, i) => String(i + 1));
 let nextGatewayId = 0;

@@ -204,7 +204,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     ex.connection = conn;
     ex.sentAt = now;
     // Without pipelining too, the write waits for the end of the turn: the turn's writes then go out back
-    // to back, and the node wakes once for them instead of once per call (bench/RESULTS.md, 2026-11-25 evening).
+    // to back, and the node wakes once for them instead of once per call (bench/history/2026-11-25.md, evening).
     queueWrite(conn, ex.payload!);
     batchConn = conn;
   }

@@ -4,7 +4,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 /*
  * The README is what a newcomer reads first: what chaingate is, how to start it, a first call, the
  * commands and the service, and a map of docs/ for the rest. These checks keep it that short, keep the
- * map whole as documents are added, and keep bench/RESULTS.md opening on the figures that hold today.
+ * map whole as documents are added, and keep bench/RESULTS.md opening on the figures that hold today, its
+ * history in a file per day under bench/history/.
  */
 
 const ROOT = new URL('../../', import.meta.url);
@@ -79,11 +80,38 @@ t.test('bench/RESULTS.md opens with the current figures and the command that mak
   }
 });
 
-t.test('bench/RESULTS.md keeps its history below, newest first', async (t) => {
-  const dated = h2Of(RESULTS).filter((h) => /^\d{4}-\d\d-\d\d/.test(h));
-  t.ok(dated.length > 1, 'dated runs are kept');
-  const days = dated.map((h) => h.slice(0, 10));
-  t.same(days, [...days].sort().reverse(), 'each run dated no later than the one above it');
-  const headings = h2Of(RESULTS);
-  t.ok(headings.indexOf('History') > 0 && headings.indexOf('History') < headings.indexOf(dated[0]!), 'under a History heading');
+t.test('bench/RESULTS.md stays short: the current figures, and its history in a file per day', async (t) => {
+  const lines = RESULTS.trimEnd().split('\n').length;
+  t.ok(lines <= 400, `bench/RESULTS.md has ${lines} lines; a run that is no longer current moves to bench/history/`);
+  t.same(
+    h2Of(RESULTS).filter((h) => /^\d{4}-\d\d-\d\d/.test(h)),
+    [],
+    'no dated run left in it',
+  );
+  const history = sectionOf(RESULTS, 'History') ?? '';
+  const linked = [...history.matchAll(/\]\(history\/(\d{4}-\d\d-\d\d)\.md\)/g)].map((m) => m[1]!);
+  const files = readdirSync(new URL('bench/history/', ROOT))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => f.slice(0, -3));
+  t.ok(files.length > 1, 'dated files are kept');
+  t.same([...linked].sort(), [...files].sort(), 'its History lists every file of bench/history/, and nothing else');
+  t.same(linked, [...linked].sort().reverse(), 'newest day first');
+});
+
+t.test('each file of bench/history/ holds the runs of its day', async (t) => {
+  for (const file of readdirSync(new URL('bench/history/', ROOT)).filter((f) => f.endsWith('.md'))) {
+    const day = file.slice(0, -3);
+    t.match(day, /^\d{4}-\d\d-\d\d$/, `${file} is named after its day`);
+    const text = read(`bench/history/${file}`);
+    t.match(text, /\]\(\.\.\/RESULTS\.md\)/, `${file} says what it is and links the current figures`);
+    const runs = h2Of(text);
+    t.ok(runs.length > 0, `${file} holds runs`);
+    t.same(
+      runs.filter((h) => !h.startsWith(day)),
+      [],
+      `${file}: every run is dated ${day}`,
+    );
+    const times = runs.map((h) => h.slice(10));
+    t.equal(times.length, new Set(times).size, `${file}: each run once`);
+  }
 });
