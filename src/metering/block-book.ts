@@ -81,7 +81,7 @@ export interface BlockBook extends BalanceBook {
   expired(ownerId: number, grantsBefore: number): void;
   /** Owners holding RU whose last call asked before `before` (ms): their blocks may go back (`drop`). */
   idle(before: number): number[];
-  /** Forgets an owner's held RU (given back to the store by the caller) where nothing is unflushed, open or asked for. */
+  /** Forgets an owner's held RU where nothing is unflushed, open or asked for: the caller gives them back, nothing else. */
   drop(ownerId: number): number;
 }
 
@@ -289,6 +289,8 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     b.givingBack = true;
     setImmediate(() => {
       b.givingBack = false;
+      // Dropped meanwhile: the caller of `drop` gives its RU back; releasing them here too would free them twice.
+      if (blocks.get(ownerId) !== b) return;
       // Calls waiting: their `reserveCalls` gives it back. A refill in flight: its answer decides.
       if (!b.low || b.asking || b.refill !== null || b.waiting > 0) return;
       const ru = spendable(ownerId, b);
@@ -388,7 +390,9 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
       const b = blocks.get(ownerId);
       if (b === undefined || b.unflushed !== 0 || b.open !== 0 || b.refill !== null || b.asking || b.waiting !== 0) return 0;
       blocks.delete(ownerId);
-      return b.held;
+      const held = b.held;
+      b.held = 0;
+      return held;
     },
   };
 }

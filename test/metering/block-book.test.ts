@@ -139,6 +139,31 @@ t.test('low: an owner whose deliveries are charged here keeps what it holds and 
   t.equal(s.state.balance, 49);
 });
 
+t.test('a give-back scheduled before a block is dropped does not give its RU back again', async (t) => {
+  const s = source(60);
+  const released: number[] = [];
+  const book = createBlockBook(
+    {
+      ...s,
+      release: (ownerId, ru) => {
+        released.push(ru);
+        return s.release(ownerId, ru);
+      },
+    },
+    { blockRu: 100, validUntil: () => Infinity },
+  );
+  await book.prepare(1, 10);
+  t.same(s.state.calls, [[60, 10]], 'low: the call reserved on its own, the short block given back');
+  t.ok(book.reserve(1, 10));
+  // Refunded: what is held goes back on the next turn...
+  book.close(1, 10, 0);
+  // ...but the idle flush comes first, and gives it back itself.
+  t.equal(book.drop(1), 10);
+  await new Promise((r) => setImmediate(r));
+  t.same(released, [], 'the scheduled give-back found the block dropped');
+  t.same(book.held(), new Map(), 'nothing held');
+});
+
 t.test('nothing is spent once the reservations may have expired in the store', async (t) => {
   let clock = 0;
   let until = 5000;
