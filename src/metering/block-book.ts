@@ -79,9 +79,9 @@ export interface BlockBook extends BalanceBook {
    * have been committed after the store answered: then the reservation is the instance's, and is kept.
    */
   expired(ownerId: number, grantsBefore: number): void;
-  /** Owners holding RU whose last call asked before `before` (ms): their blocks may go back (`drop`). */
+  /** Owners holding RU unused here since `before` (ms), deliveries too (FEEDS_HOLD_MS): their blocks may go back (`drop`). */
   idle(before: number): number[];
-  /** Forgets an owner's held RU (given back to the store by the caller) where nothing is unflushed, open or asked for. */
+  /** Forgets an owner's held RU where nothing is unflushed, open or asked for: the caller gives them back, nothing else. */
   drop(ownerId: number): number;
 }
 
@@ -118,9 +118,8 @@ interface Block {
 }
 
 /**
- * How long after deliveries were charged to an owner here (ms) a low owner keeps what it holds and refills
- * in the background, as when not low: a delivery is charged on the spot, with no time to ask the store,
- * and a charge the held RU cannot pay closes the subscriptions. A minute covers a head every 12 s.
+ * How long after deliveries were charged to an owner here (ms) its block stays (not given back idle; held and
+ * refilled when low): a delivery cannot wait for the store, one the held RU cannot pay closes the subscriptions.
  */
 const FEEDS_HOLD_MS = 60_000;
 
@@ -289,6 +288,8 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     b.givingBack = true;
     setImmediate(() => {
       b.givingBack = false;
+      // Dropped meanwhile: the caller of `drop` gives its RU back; releasing them here too would free them twice.
+      if (blocks.get(ownerId) !== b) return;
       // Calls waiting: their `reserveCalls` gives it back. A refill in flight: its answer decides.
       if (!b.low || b.asking || b.refill !== null || b.waiting > 0) return;
       const ru = spendable(ownerId, b);
@@ -342,7 +343,10 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     charge(ownerId, ru) {
       const b = blockOf(ownerId);
       b.chargedAt = b.usedAt = now();
-      const ok = spendable(ownerId, b) >= ru;
+      // An empty block (never filled, or given back idle), the store not known short: one delivery on credit, the
+      // block asked for now (a charge cannot wait for the store), rather than closing subscriptions it pays for.
+      const credit = b.held === 0 && b.unflushed === 0 && b.open === 0 && !b.low && now() - b.dryAt >= dryRetryMs;
+      const ok = credit || spendable(ownerId, b) >= ru;
       if (ok) b.unflushed += ru;
       topUpSoon(ownerId, b);
       return ok;
@@ -381,14 +385,16 @@ export function createBlockBook(source: BlockSource, options: BlockBookOptions):
     },
     idle(before) {
       const out: number[] = [];
-      for (const [ownerId, b] of blocks) if (b.usedAt < before && b.held > 0) out.push(ownerId);
+      for (const [ownerId, b] of blocks) if (b.usedAt < before && b.held > 0 && !feedsHere(b)) out.push(ownerId);
       return out;
     },
     drop(ownerId) {
       const b = blocks.get(ownerId);
       if (b === undefined || b.unflushed !== 0 || b.open !== 0 || b.refill !== null || b.asking || b.waiting !== 0) return 0;
       blocks.delete(ownerId);
-      return b.held;
+      const held = b.held;
+      b.held = 0;
+      return held;
     },
   };
 }

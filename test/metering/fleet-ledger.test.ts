@@ -229,7 +229,8 @@ t.test('a reservation that grants nothing extends nothing', async (t) => {
   t.equal(ledger.available(1), 0, 'the empty grant at 800 did not keep the block alive past 900');
 });
 
-t.test("an owner's block unused for 5 s goes back at the next flush, the amount held only", async (t) => {
+/** A ledger on its own clock over a store that grants what is asked; `released` records each give-back. */
+function idleLedger(t: Test) {
   const clock = { now: 0 };
   const released: Array<[string, number | undefined, number | undefined]> = [];
   const store: FleetLedgerStore = {
@@ -249,6 +250,11 @@ t.test("an owner's block unused for 5 s goes back at the next flush, the amount 
     now: () => clock.now,
   });
   t.teardown(() => ledger.stop());
+  return { ledger, clock, released };
+}
+
+t.test("an owner's block unused for 5 s goes back at the next flush, the amount held only", async (t) => {
+  const { ledger, clock, released } = idleLedger(t);
   t.ok(await call(ledger, 1, 10), 'a block of 100 reserved, 10 spent');
   clock.now = 4000;
   t.ok(await ledger.flushNow());
@@ -259,4 +265,21 @@ t.test("an owner's block unused for 5 s goes back at the next flush, the amount 
   t.same(released, [['gw-a', 1, 90]], 'unused for 5 s: its 90 RU given back');
   t.equal(ledger.available(1), 0);
   t.ok(await call(ledger, 1, 10), 'the next call reserves afresh');
+});
+
+t.test('a subscriber charged here keeps its block past 5 s without calls; a delivery after a quiet minute goes on credit', async (t) => {
+  const { ledger, clock, released } = idleLedger(t);
+  t.ok(await call(ledger, 1, 10), 'eth_subscribe: a block of 100 reserved, 10 spent');
+  t.ok(ledger.chargeDeliveries(1, 5, USAGE, 1), 'the first head');
+  clock.now = 6000;
+  t.ok(await ledger.flushNow());
+  t.same(released, [], 'deliveries charged here 6 s ago: the block stays');
+  clock.now = 12_000;
+  t.ok(ledger.chargeDeliveries(1, 5, USAGE, 1), 'the second head is paid: the subscription stays open');
+  clock.now = 80_000;
+  t.ok(await ledger.flushNow());
+  t.same(released, [['gw-a', 1, 80]], 'a minute without deliveries or calls: the block goes back');
+  t.ok(ledger.chargeDeliveries(1, 5, USAGE, 1), 'a head after that goes on credit, not closing the subscription');
+  await new Promise((r) => setImmediate(r));
+  t.equal(ledger.available(1), 95, 'a block asked for at once, the credit paid from it');
 });
