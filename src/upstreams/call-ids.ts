@@ -23,3 +23,12 @@ export function gatewayIdText(): string {
   nextGatewayId = (nextGatewayId + 1) & (GATEWAY_IDS - 1);
   return text;
 }
+
+/**
+ * Whether a parsed JSON-RPC answer carries `sentId` (a gatewayIdText()): an answer with another id, or none, is
+ * another call's. JSON.parse keeps the last of two ids, so a second one that differs is seen too.
+ */
+export function carriesId(answer: unknown, sentId: string): boolean {
+  const id = (answer as { id?: unknown } | null)?.id;
+  return typeof id === 'number' && String(id) === sentId;
+}

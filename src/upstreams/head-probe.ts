@@ -8,12 +8,12 @@
  * large, or given up by the prober) closes that socket instead of reading its answer to the end, and no
  * client call ever waits behind a probe.
  */
+import { carriesId, gatewayIdText } from './call-ids.js';
 import type { HttpUpstream, RequestHandle, UpstreamRequest } from './http-client.js';
 
 /** A probe answer larger than this is refused (a beacon header answer is under 1 KB). */
 export const MAX_PROBE_ANSWER_BYTES = 16_384;
 
-const ETH_BLOCK_NUMBER = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const JSON_HEADERS: Array<[string, string]> = [
   ['content-type', 'application/json'],
   ['accept', 'application/json'],
@@ -24,8 +24,12 @@ const DECIMAL = /^(?:0|[1-9][0-9]{0,15})$/;
 /** Reads a node's head; rejects when it does not answer with one within timeoutMs or `signal` aborts. */
 export type ReadHead = (upstream: HttpUpstream, timeoutMs: number, signal: AbortSignal) => Promise<number>;
 
-/** One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status, an answer over the cap or not JSON. */
-export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: AbortSignal): Promise<unknown> {
+/**
+ * One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status, an answer over
+ * the cap or not JSON, and, given `sentId`, an answer that does not carry that JSON-RPC id (its socket is then
+ * closed: its answers are out of step).
+ */
+export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: AbortSignal, sentId?: string): Promise<unknown> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) {
       reject(new Error('aborted'));
@@ -62,11 +66,15 @@ export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, sig
       },
       onEnd() {
         if (status < 200 || status > 299) return settle(new Error(`HTTP ${status}`));
+        let answer: unknown;
         try {
-          settle(null, JSON.parse(Buffer.concat(chunks, bytes).toString()));
+          answer = JSON.parse(Buffer.concat(chunks, bytes).toString());
         } catch {
-          settle(new Error('answer is not JSON'));
+          return settle(new Error('answer is not JSON'));
         }
+        if (sentId === undefined || carriesId(answer, sentId)) return settle(null, answer);
+        handle?.distrust();
+        settle(new Error("answer carries another call's id"));
       },
       onError(err) {
         settle(new Error(`${err.kind}: ${err.message}`));
@@ -77,14 +85,27 @@ export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, sig
   });
 }
 
-/** eth_blockNumber over the node's HTTP. */
-export const readEvmHead: ReadHead = async (upstream, timeoutMs, signal) => {
+/**
+ * A parameterless JSON-RPC probe (eth_blockNumber, eth_chainId): resolves with its answer's `result` (undefined for
+ * an error object). It carries the gateway's call id in turn, like every call of the gateway's, and an answer with
+ * another id rejects: a balancer mixing answers could otherwise hand eth_chainId an eth_blockNumber result, which
+ * reads as a chain id.
+ */
+export async function probeRpc(upstream: HttpUpstream, method: string, timeoutMs: number, signal: AbortSignal): Promise<unknown> {
+  const sentId = gatewayIdText();
+  const body = `{"jsonrpc":"2.0","id":${sentId},"method":"${method}","params":[]}`;
   const answer = await fetchSmallJson(
     upstream,
-    { method: 'POST', headers: JSON_HEADERS, body: ETH_BLOCK_NUMBER, timeoutMs, exclusive: true },
+    { method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: true },
     signal,
+    sentId,
   );
-  const result = (answer as { result?: unknown } | null)?.result;
+  return (answer as { result?: unknown }).result;
+}
+
+/** eth_blockNumber over the node's HTTP. */
+export const readEvmHead: ReadHead = async (upstream, timeoutMs, signal) => {
+  const result = await probeRpc(upstream, 'eth_blockNumber', timeoutMs, signal);
   if (typeof result !== 'string' || !QUANTITY.test(result)) throw new Error('eth_blockNumber answer holds no block number');
   return parseInt(result, 16);
 };

@@ -44,8 +44,8 @@ export interface UpstreamOptions {
   now?: () => number;
   /** Deadline in ms for a whole response, counted from request() like timeoutMs: a node that keeps sending a byte
    *  now and then never meets timeoutMs's silence limit, but meets this (a timeout error). Enforced by the same
-   *  sweep, and like timeoutMs not while the consumer holds the body paused: a slow client is not the node's
-   *  fault. Default none (event streams never end). */
+   *  sweep; the time the consumer holds the body paused is not counted (resume() moves the deadline on by it): a
+   *  slow client is not the node's fault. Default none (event streams never end). */
   answerTimeoutMs?: number;
 }
 
@@ -353,6 +353,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     // Aborted inside onData while others share the socket: the rest of its body is read and dropped.
     if (ex.state !== ACTIVE) return true;
     ex.paused = true;
+    ex.pausedAt = now();
     return false;
   }
 
@@ -536,6 +537,8 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
     if (ex.state !== ACTIVE || !ex.paused) return;
     ex.paused = false;
     ex.progressed = true;
+    // The sweep skips a paused body; without this its first look after the pause would count the pause too.
+    ex.answerDeadline += Math.max(0, now() - ex.pausedAt);
     continueReading(ex.connection!);
   }
 
@@ -668,6 +671,7 @@ export function createHttpUpstream(opts: UpstreamOptions): HttpUpstream {
         timeoutMs,
         deadline: at + timeoutMs,
         answerDeadline: at + answerTimeoutMs,
+        pausedAt: 0,
         progressed: false,
         state: QUEUED,
         paused: false,

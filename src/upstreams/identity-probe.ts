@@ -5,36 +5,21 @@
  *
  * A node that answers without telling (an error object, a field missing: a node or proxy that does not serve
  * the call) resolves null, which is no verdict: only a node that names another chain leaves rotation. A node
- * that cannot be reached rejects, as a head probe does.
+ * that cannot be reached, or whose answer carries another call's id, rejects, as a head probe does.
  */
-import { fetchSmallJson } from './head-probe.js';
+import { fetchSmallJson, probeRpc } from './head-probe.js';
 import type { HttpUpstream } from './http-client.js';
 
 /** What a node says it serves, or null when it does not say; rejects when it cannot be asked. */
 export type ReadIdentity = (upstream: HttpUpstream, timeoutMs: number, signal: AbortSignal) => Promise<string | null>;
 
-const ETH_CHAIN_ID = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
 const QUANTITY = /^0x[0-9a-f]{1,16}$/i;
 const HEX = /^0x[0-9a-f]{1,64}$/i;
 const DECIMAL = /^[0-9]{1,20}$/;
 
 /** eth_chainId, as a decimal string ("31337"). */
 export const readEvmIdentity: ReadIdentity = async (upstream, timeoutMs, signal) => {
-  const answer = await fetchSmallJson(
-    upstream,
-    {
-      method: 'POST',
-      headers: [
-        ['content-type', 'application/json'],
-        ['accept', 'application/json'],
-      ],
-      body: ETH_CHAIN_ID,
-      timeoutMs,
-      exclusive: true,
-    },
-    signal,
-  );
-  const result = (answer as { result?: unknown } | null)?.result;
+  const result = await probeRpc(upstream, 'eth_chainId', timeoutMs, signal);
   return typeof result === 'string' && QUANTITY.test(result) ? BigInt(result).toString() : null;
 };
 

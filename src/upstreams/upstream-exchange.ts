@@ -18,8 +18,11 @@ export interface UpstreamExchange extends RequestHandle {
   readonly timeoutMs: number;
   /** Head deadline, then extended by the sweep whenever `progressed`. */
   deadline: number;
-  /** The whole response's deadline (UpstreamOptions.answerTimeoutMs from request()); never extended. */
-  readonly answerDeadline: number;
+  /** The whole response's deadline (UpstreamOptions.answerTimeoutMs from request()); moved on only by the time the
+   *  consumer held the body paused, which is not the node's. */
+  answerDeadline: number;
+  /** When the consumer last paused the body, in ms from the client's clock; read at resume(). */
+  pausedAt: number;
   /** Response bytes were delivered since the last sweep; saves a clock read per chunk. */
   progressed: boolean;
   state: number;

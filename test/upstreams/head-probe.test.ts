@@ -9,12 +9,13 @@ import { MAX_PROBE_ANSWER_BYTES, readBeaconHead, readEvmHead } from '../../src/u
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { anvilFor } from '../support/gateway.js';
 
-async function standIn(t: Test, answer: (res: ServerResponse) => void): Promise<{ url: string; closed: () => number }> {
+async function standIn(t: Test, answer: (res: ServerResponse, body: string) => void): Promise<{ url: string; closed: () => number }> {
   let closed = 0;
-  const server = createServer((_req, res) => {
+  const server = createServer((req, res) => {
     res.on('close', () => closed++);
-    _req.resume();
-    _req.on('end', () => answer(res));
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => answer(res, body));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => {
@@ -29,6 +30,12 @@ const json =
   (res: ServerResponse): void => {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   };
+
+/** A JSON-RPC answer carrying the id of the call it answers, as a node echoes it. */
+const rpc =
+  (answer: Record<string, unknown>) =>
+  (res: ServerResponse, body: string): void =>
+    json({ jsonrpc: '2.0', id: (JSON.parse(body) as { id: unknown }).id, ...answer })(res);
 
 function upstream(t: Test, url: string) {
   const u = createHttpUpstream({ url });
@@ -54,10 +61,10 @@ t.test("a beacon node's head slot", async (t) => {
 });
 
 t.test('answers that hold no head reject', async (t) => {
-  const cases: Array<[string, (res: ServerResponse) => void, RegExp]> = [
-    ['a null result', json({ jsonrpc: '2.0', id: 1, result: null }), /no block number/],
-    ['an error object', json({ jsonrpc: '2.0', id: 1, error: { code: -32601, message: 'no' } }), /no block number/],
-    ['a decimal string', json({ jsonrpc: '2.0', id: 1, result: '42' }), /no block number/],
+  const cases: Array<[string, (res: ServerResponse, body: string) => void, RegExp]> = [
+    ['a null result', rpc({ result: null }), /no block number/],
+    ['an error object', rpc({ error: { code: -32601, message: 'no' } }), /no block number/],
+    ['a decimal string', rpc({ result: '42' }), /no block number/],
     ['HTTP 503', (res) => res.writeHead(503).end('busy'), /HTTP 503/],
     ['not JSON', (res) => res.writeHead(200).end('<html>'), /not JSON/],
   ];
@@ -71,6 +78,26 @@ t.test('answers that hold no head reject', async (t) => {
     /no slot/,
     'a slot that is not a decimal string',
   );
+});
+
+t.test("an answer carrying another call's id is no head, and its socket is closed", async (t) => {
+  const ids: unknown[] = [];
+  const cases: Array<[string, (sent: number) => unknown]> = [
+    ['the next id', (sent) => sent + 1],
+    ['the id as a string', (sent) => String(sent)],
+    ['no id', () => undefined],
+  ];
+  for (const [what, idFor] of cases) {
+    const s = await standIn(t, (res, body) => {
+      const sent = (JSON.parse(body) as { id: number }).id;
+      ids.push(sent);
+      json({ jsonrpc: '2.0', id: idFor(sent), result: '0x2a' })(res);
+    });
+    await t.rejects(readEvmHead(upstream(t, s.url), 2500, new AbortController().signal), /another call's id/, what);
+    for (let i = 0; i < 100 && s.closed() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    t.equal(s.closed(), 1, `${what}: the socket is closed, its answers out of step`);
+  }
+  t.equal(new Set(ids).size, 3, 'each probe carries its own id, from the gateway sequence');
 });
 
 t.test('a huge answer is dropped after its first bytes, its socket closed', async (t) => {

@@ -287,3 +287,64 @@ t.test('a body dripping a byte at a time meets answerTimeoutMs: a timeout, never
 t.test('answerTimeoutMs is a positive number', async (t) => {
   t.throws(() => createHttpUpstream({ url: 'http://127.0.0.1:1', answerTimeoutMs: 0 }), /answerTimeoutMs must be a positive number/);
 });
+
+t.test('answerTimeoutMs does not count the time the consumer held the body paused', async (t) => {
+  // A fast node: the head and 2 MiB at once; the last bytes 300 ms after the consumer resumed, so sweeps run
+  // while the body is flowing again after a pause longer than the whole answer's deadline.
+  const first = Buffer.alloc(2 * 1024 * 1024, 'a');
+  const tail = Buffer.alloc(64 * 1024, 'z');
+  let sendTail: (() => void) | undefined;
+  const server = await rawServer(t, (socket) => {
+    socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${first.length + tail.length}\r\n\r\n`);
+    socket.write(first);
+    sendTail = () => socket.write(tail);
+  });
+  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, answerTimeoutMs: 1000 });
+  let resumedAt = 0;
+  const ex = exchange(upstream, { method: 'GET', timeoutMs: 2000 }, (_chunk, handle) => {
+    if (resumedAt !== 0) return true;
+    resumedAt = -1;
+    setTimeout(() => {
+      resumedAt = Date.now();
+      handle.resume();
+      setTimeout(() => sendTail?.(), 300);
+    }, 1500);
+    return false;
+  });
+  const out = await ex.settled;
+  t.equal(out.error, undefined, "not a timeout: 1.5 s of it were the client's");
+  t.ok(out.ended);
+  t.equal(out.body.length, first.length + tail.length);
+  t.ok(resumedAt > 0, 'the body was paused and resumed');
+});
+
+t.test('a dripping node with a paused consumer is cut at answerTimeoutMs plus the paused time', async (t) => {
+  const server = await rawServer(t, (socket) => {
+    socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n');
+    const drip = setInterval(() => (socket.destroyed ? clearInterval(drip) : socket.write('x')), 40);
+    socket.on('close', () => clearInterval(drip));
+    // The client's close can find a drip byte unread: a reset, which this node takes as the end.
+    socket.on('error', () => {});
+  });
+  const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}`, answerTimeoutMs: 500 });
+  const started = Date.now();
+  let pausedFor = 0;
+  const ex = exchange(upstream, { method: 'GET', timeoutMs: 200 }, (_chunk, handle) => {
+    if (pausedFor !== 0) return true;
+    pausedFor = -1;
+    const pausedAt = Date.now();
+    setTimeout(() => {
+      pausedFor = Date.now() - pausedAt;
+      handle.resume();
+    }, 300);
+    return false;
+  });
+  const out = await ex.settled;
+  const took = Date.now() - started;
+  t.equal(out.error?.kind, 'timeout');
+  t.match(out.error?.message, /not complete within 500 ms/);
+  t.notOk(out.ended);
+  t.ok(pausedFor >= 300, `paused ${pausedFor} ms`);
+  t.ok(took >= 500 + pausedFor && took < 1500 + pausedFor, `cut at the deadline moved by the pause (took ${took} ms)`);
+  await closed(server.sockets[0]!);
+});
