@@ -11,9 +11,9 @@
  *
  * A key holds a slot while its count is above 0. Memory: 25 bytes per key (20 bytes a slot), 2.5 MB at the
  * default 100_000. A full table (more than maxKeys keys with something open, or a key's whole probe run)
- * gives a new key the least recently seen slot of its run (shared-table.ts): the key evicted counts from 0
- * again when it next opens, and its closes meanwhile find no slot and change nothing. No key is ever
- * opened uncounted.
+ * gives a new key the slot of its run with the fewest open (of those, the least recently seen:
+ * shared-table.ts): the key evicted counts from 0 again when it next opens, and its closes meanwhile find
+ * no slot and change nothing. No key is ever opened uncounted.
  */
 import { sharedNow } from './shared-clock.js';
 import { allocateTable, FIRST_SLOT_INT, openTable, type SharedTableMemory, slotsFor } from './shared-table.js';
@@ -56,6 +56,7 @@ export function createSharedCounts(memory: SharedCountsMemory, opts: SharedCount
     KIND,
     {
       isIdle: (slot) => table.ints[table.intsOf(slot) + COUNT] === 0,
+      weight: (slot) => table.ints[table.intsOf(slot) + COUNT]!,
       // An evicted key's count is not the new key's. (A damaged slot is reset too: its count, one whole Int32,
       // was consistent, but starting again is what an evicted key does, and its holder's thread is gone.)
       reset: (slot) => void (table.ints[table.intsOf(slot) + COUNT] = 0),

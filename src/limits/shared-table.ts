@@ -12,11 +12,16 @@
  *   only given to another key, so a never-used slot ends every search. A new key takes the first slot of
  *   its run the kind says holds nothing (`isIdle`: a rate window with no take in the last second, a count
  *   at 0); when every one still counts (more live keys than the table was sized for, a flood of
- *   addresses), it takes the one least recently seen, whose count starts again (`evictions` counts these).
- *   So a full table never switches a limit off: a key seen steadily is the last its run gives up, and a
- *   flood of new keys can at worst reset the counts of keys quieter than itself. "Seen" is the time of the
- *   slot's last acquire, in ms, kept as an Int32 and compared by wrapping difference (valid for 24 days;
- *   a key not seen for longer is idle anyway, except a count held open that long).
+ *   addresses), it takes the one whose count is lowest (`weight`: the units a rate window holds, an
+ *   address's unknown keys this minute, a key's open connections), and of those the least recently seen;
+ *   that count starts again (`evictions` counts these). So a full table never switches a limit off, and a
+ *   flood of new keys, each counting 1, only ever takes over keys counting as little as its own: a client
+ *   near its limit keeps its count however long ago it was last seen. (By recency alone, two threads
+ *   placing 80,000 keys a second turned a 10,000-key table over every 150 ms: a client seen less often
+ *   than that lost its count each time, and got twice its limit.) A flood of keys counting n each can at
+ *   worst reset keys counting n or less. "Seen" is the time of the slot's last acquire, in ms, kept as an
+ *   Int32 and compared by wrapping difference (valid for 24 days; a key not seen for longer is idle
+ *   anyway, except a count held open that long).
  * - Two threads placing the same new key must not take two slots: placing holds a stripe lock chosen by
  *   the home slot (the same for every thread placing that key) and searches again under it.
  * - Locks: an Int32 per slot, taken with Atomics.compareExchange. The kinds' critical sections are a few
@@ -114,10 +119,15 @@ export function allocateTable(shape: TableShape): SharedTableMemory {
   return { ints, floats };
 }
 
-/** What a kind says about its slots; isIdle and reset are called with the slot's lock held. */
+/** What a kind says about its slots; isIdle, weight and reset are called with the slot's lock held. */
 export interface SlotKind {
   /** Whether the slot holds nothing at `now` (the kind's clock), so it may be given to another key. */
   isIdle(slot: number, now: number): boolean;
+  /**
+   * What evicting a slot that still counts at `now` would cost its key: the count that would start again.
+   * A full run gives up its lowest (then its least recently seen); without it, every slot weighs the same.
+   */
+  weight?(slot: number, now: number): number;
   /** Empties a slot given to a key: never used, idle, evicted, or found damaged. */
   reset(slot: number): void;
   /** Monotonic ms on a time line every view of the memory shares (the kind's clock: see shared-clock.ts); called without `this`. */
@@ -137,8 +147,8 @@ export interface SharedTable {
   readonly extraFloatsAt: number;
   /**
    * The slot holding `key`, locked; when there is none and `place`, a slot given to it (reset), locked:
-   * an idle one, or else the least recently seen of its run (evicted). -1 when the key has no slot and
-   * `place` is false. Sets `at`.
+   * an idle one, or else the lowest weight of its run, least recently seen first (evicted). -1 when the
+   * key has no slot and `place` is false. Sets `at`.
    */
   acquire(key: string, place: boolean): number;
   /** The kind's clock as read under the lock of the slot the last acquire returned: the time of that use. */
@@ -272,12 +282,16 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
     return slot;
   }
 
-  /** A slot for the new key (lo, hi), locked: the first idle one of its run, or its least recently seen. */
+  /**
+   * A slot for the new key (lo, hi), locked: the first idle one of its run, or else the one whose count is
+   * lowest, of those the least recently seen (see the top of this file). Runs only for a key not found.
+   */
   function place(lo: number, hi: number, home: number): number {
     const now = clock();
     let slot = home;
-    let oldest = home;
-    let oldestAge = -1;
+    let victim = home;
+    let victimWeight = Infinity;
+    let victimAge = -1;
     for (let p = 0; p < probes; p++) {
       const at = slotsAt + slot * stride;
       lockSlot(slot);
@@ -286,20 +300,22 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
         if (unused) Atomics.add(ints, USED, 1);
         return give(slot, lo, hi);
       }
+      const weight = slotKind.weight?.(slot, now) ?? 0;
       const age = ((now | 0) - ints[at + SEEN]!) | 0;
-      if (age > oldestAge) {
-        oldestAge = age;
-        oldest = slot;
+      if (weight < victimWeight || (weight === victimWeight && age > victimAge)) {
+        victimWeight = weight;
+        victimAge = age;
+        victim = slot;
       }
       release(slot);
       if (++slot === slots) slot = 0;
     }
-    // Every slot of the run still counts: the least recently seen starts again for the new key. (Seen since
-    // it was looked at, by another thread, it is given all the same: one more count started again.)
-    lockSlot(oldest);
+    // Every slot of the run still counts: the lightest starts again for the new key. (Used since it was
+    // weighed, by another thread, it is given all the same: one more count started again.)
+    lockSlot(victim);
     evictions++;
     slotKind.onEvict?.();
-    return give(oldest, lo, hi);
+    return give(victim, lo, hi);
   }
 
   const view: SharedTable = {

@@ -8,9 +8,10 @@
  *
  * An address holds a slot for the minute it was counted in; a later minute may give the slot to another.
  * Memory: 30 bytes per address (24 bytes a slot), 3 MB at the default 100_000. A full table (more than
- * maxAddresses addresses counted within one minute) gives a new address the least recently seen slot of
- * its run (shared-table.ts), whose count starts again, as an address evicted from the in-process guard's
- * LRU does: no address goes uncounted.
+ * maxAddresses addresses counted within one minute) gives a new address the slot of its run with the
+ * fewest unknown keys this minute (of those, the least recently seen: shared-table.ts), whose count starts
+ * again, as an address evicted from the in-process guard's LRU does: no address goes uncounted, and a
+ * flood of addresses guessing once each does not free a guesser near its limit.
  */
 import { sharedNow } from './shared-clock.js';
 import { allocateTable, FIRST_SLOT_INT, openTable, type SharedTableMemory, slotsFor } from './shared-table.js';
@@ -51,6 +52,8 @@ export function createSharedUnknownKeyGuard(memory: SharedUnknownKeysMemory, opt
     KIND,
     {
       isIdle: (slot, at) => table.ints[table.intsOf(slot) + MINUTE]! < Math.floor(at / 60_000),
+      // Asked only of a slot not idle: its count is this minute's.
+      weight: (slot) => table.ints[table.intsOf(slot) + COUNT]!,
       reset(slot) {
         table.ints[table.intsOf(slot) + MINUTE] = minuteNow();
         table.ints[table.intsOf(slot) + COUNT] = 0;

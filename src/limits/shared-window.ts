@@ -17,8 +17,9 @@
  * may be refused somewhat below 98 % of its limit until blocks free up.
  *
  * A full table (more than maxKeys keys took within one second, or every slot of a key's probe run is busy)
- * gives the new key the least recently seen slot of its run, whose count starts again (shared-table.ts),
- * as the in-process limiter evicts its least recently used key: no key is ever admitted uncounted.
+ * gives the new key the slot of its run holding the fewest units in the window (of those, the least
+ * recently seen), whose count starts again (shared-table.ts): no key is ever admitted uncounted, and a flood
+ * of one-shot keys only takes over keys that took as little as each of its own.
  */
 import { ADMITTED, checkTake, type EntryLog, expire, foldOldest, MAX_ENTRIES, moveEntries, settle, WINDOW_MS } from './entry-log.js';
 import { arenaFloats, arenaInts, arenaUnits, initArena, openArena, orderOf, UNIT_ENTRIES } from './shared-arena.js';
@@ -99,13 +100,32 @@ export function createSharedWindowLimiter(memory: SharedWindowMemory, opts: Shar
   const table = openTable(
     memory,
     KIND,
-    { isIdle, reset, now, ...(opts.onEvict ? { onEvict: opts.onEvict } : {}) },
+    { isIdle, weight, reset, now, ...(opts.onEvict ? { onEvict: opts.onEvict } : {}) },
     'createSharedWindowLimiter',
   );
   const { ints, floats } = table;
   const arena = openArena(table, takeBack);
   /** The log of the take in progress, loaded from its slot and stored back before the lock is released. */
   const log: EntryLog = { ring: floats, base: 0, capacity: 0, head: 0, length: 0, sum: 0 };
+  /** Another slot's log, read only, while place() weighs it. */
+  const weighed: EntryLog = { ring: floats, base: 0, capacity: 0, head: 0, length: 0, sum: 0 };
+
+  /** Reads a slot's log into `l`. */
+  function load(l: EntryLog, slot: number): void {
+    const i = table.intsOf(slot);
+    l.base = ints[i + BASE]!;
+    l.capacity = ints[i + CAPACITY]!;
+    l.head = ints[i + HEAD]!;
+    l.length = ints[i + LENGTH]!;
+    l.sum = floats[table.floatsOf(slot) + SUM]!;
+  }
+
+  /** The units the slot's key took in the window at `at`: the count an eviction would start again. */
+  function weight(slot: number, at: number): number {
+    load(weighed, slot);
+    expire(weighed, at - WINDOW_MS);
+    return weighed.sum;
+  }
 
   function isIdle(slot: number, at: number): boolean {
     const i = table.intsOf(slot);
@@ -170,11 +190,7 @@ export function createSharedWindowLimiter(memory: SharedWindowMemory, opts: Shar
     current = slot;
     const i = table.intsOf(slot);
     const sumAt = table.floatsOf(slot) + SUM;
-    log.base = ints[i + BASE]!;
-    log.capacity = ints[i + CAPACITY]!;
-    log.head = ints[i + HEAD]!;
-    log.length = ints[i + LENGTH]!;
-    log.sum = floats[sumAt]!;
+    load(log, slot);
     expire(log, at - WINDOW_MS);
     // Back into the slot once small again, with room to spare so a key near the edge does not move each take.
     if (log.length <= INLINE_ENTRIES / 2 && ints[i + BLOCK] !== 0) moveLog(log, i, table.floatsOf(slot) + INLINE, INLINE_ENTRIES, -1);

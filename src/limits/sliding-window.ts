@@ -22,7 +22,7 @@
  * which keeps the same promises for several worker threads limiting a key together.
  */
 import { performance } from 'node:perf_hooks';
-import { ADMITTED, checkTake, type EntryLog, foldOldest, MAX_ENTRIES, moveEntries, settle, WINDOW_MS } from './entry-log.js';
+import { ADMITTED, checkTake, type EntryLog, expire, foldOldest, MAX_ENTRIES, moveEntries, settle, WINDOW_MS } from './entry-log.js';
 
 /** A take's outcome: admitted, or refused with the time until enough units leave the window. */
 export type Take = { ok: true } | { ok: false; retryAfterMs: number };
@@ -49,11 +49,12 @@ export interface LimiterOptions {
    */
   now?: () => number;
   /**
-   * Keys tracked at most (default 100_000); the least recently used key is evicted beyond it. That
-   * key is idle (no take in the last second, so it holds no units and evicting it changes nothing)
-   * unless more than maxKeys keys took within one second: then it is evicted all the same and may
-   * take up to one more limit in that second. Fail-open: memory stays bounded and no key is refused
-   * for want of a slot. Memory: about 400 bytes per key (key string and map slot included), up
+   * Keys tracked at most (default 100_000); beyond it a key is evicted: of the EVICTION_SAMPLE least
+   * recently used, the one holding the fewest units in the last second (of those, the least recent).
+   * That key is idle (it holds no units and evicting it changes nothing) unless more than maxKeys keys
+   * took within one second: then it is evicted all the same and may take up to one more limit in that
+   * second; a flood of keys taking once each thus only evicts its own, not a client near its limit.
+   * Fail-open: memory stays bounded and no key is refused for want of a slot. Memory: about 400 bytes per key (key string and map slot included), up
    * to about 2.5 KB for a key whose log has grown to MAX_ENTRIES.
    */
   maxKeys?: number;
@@ -65,6 +66,11 @@ export interface LimiterOptions {
 }
 
 const INITIAL_ENTRIES = 4;
+/**
+ * Least recently used keys weighed for eviction. Those passed over become the most recent, so a key holding
+ * units is weighed again only after the others have gone round, and a flood of new keys sees its own next.
+ */
+const EVICTION_SAMPLE = 8;
 const DEFAULT_MAX_KEYS = 100_000;
 
 /** One key's window. Reused for another key when evicted, so a full limiter allocates nothing. */
@@ -119,10 +125,31 @@ export function createSlidingWindowLimiter(opts: LimiterOptions = {}): SlidingWi
     return w.ring[w.base + 2 * newest]! > at - WINDOW_MS;
   }
 
+  /** The key to evict: the lightest of the EVICTION_SAMPLE least recent, those before it made the most recent. */
+  function evictee(from: KeyWindow, at: number): KeyWindow {
+    let lightest = from;
+    let units = Infinity;
+    let w: KeyWindow | null = from;
+    for (let n = 0; n < EVICTION_SAMPLE && w !== null; n++, w = w.newer) {
+      // Dropping a key's expired entries is what its next take would do first: it changes nothing else.
+      expire(w, at - WINDOW_MS);
+      if (w.sum < units) {
+        units = w.sum;
+        lightest = w;
+      }
+    }
+    while (leastRecent !== lightest && leastRecent !== null) {
+      const kept: KeyWindow = leastRecent;
+      unlink(kept);
+      linkAsMostRecent(kept);
+    }
+    return lightest;
+  }
+
   function track(key: string, at: number): KeyWindow {
     let w: KeyWindow;
     if (windows.size >= maxKeys && leastRecent !== null) {
-      w = leastRecent;
+      w = evictee(leastRecent, at);
       if (opts.onEvict !== undefined && holdsUnits(w, at)) opts.onEvict();
       windows.delete(w.key);
       unlink(w);

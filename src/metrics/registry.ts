@@ -368,7 +368,7 @@ export function createMetrics(opts: MetricsOptions = {}): Metrics {
   });
   const evictions = new CounterFamily({
     name: 'chaingate_limit_table_evictions_total',
-    help: 'Entries a full limit table gave to another key while they still counted (the least recently seen; its count starts again), by table',
+    help: 'Entries a full limit table gave to another key while they still counted (the one counting least; its count starts again), by table',
     labelNames: ['table'],
     registers,
   });

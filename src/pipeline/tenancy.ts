@@ -195,7 +195,7 @@ export function createTenancy(
             sse: allocateSharedCounts(),
           }
         : null;
-  // A full table reuses its least recently seen entry (counted in the metric), never letting a key through.
+  // A full table reuses an entry counting least (counted in the metric), never letting a key through.
   const onEvict = (table: LimitTable) => ({ onEvict: () => metrics?.limitTableEviction(table) });
   const limiter =
     limits === null ? createSlidingWindowLimiter(onEvict('rate')) : createSharedWindowLimiter(limits.windows, onEvict('rate'));

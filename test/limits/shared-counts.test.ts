@@ -45,27 +45,30 @@ t.test('shared memory: views over one memory count together; tryOpen checks and 
   t.equal(a.count('ep:8'), 0);
 });
 
-t.test('shared memory: a key with nothing open gives its slot up; a full table evicts the least recently seen', async (t) => {
-  let at = 0;
-  let evicted = 0;
-  // 2 keys: 3 slots, one probe run.
-  const counts = createSharedCounts(allocateSharedCounts({ maxKeys: 2 }), { now: () => at, onEvict: () => void evicted++ });
-  for (const key of ['a', 'b', 'c']) {
+t.test(
+  'shared memory: a key with nothing open gives its slot up; a full table evicts the least recently seen of those with fewest open',
+  async (t) => {
+    let at = 0;
+    let evicted = 0;
+    // 2 keys: 3 slots, one probe run.
+    const counts = createSharedCounts(allocateSharedCounts({ maxKeys: 2 }), { now: () => at, onEvict: () => void evicted++ });
+    for (const key of ['a', 'b', 'c']) {
+      at++;
+      counts.open(key);
+    }
     at++;
-    counts.open(key);
-  }
-  at++;
-  t.equal(counts.count('a'), 1, 'a seen again');
-  t.equal(counts.tryOpen('d', 1), true, 'd takes the least recently seen slot (b)');
-  t.equal(counts.tryOpen('d', 1), false, 'and is counted');
-  t.equal(evicted, 1);
-  t.equal(counts.count('b'), 0, 'b starts again');
-  counts.close('b');
-  t.equal(counts.count('d') + counts.count('a') + counts.count('c'), 3, "b's close finds no slot and lowers no one's count");
-  counts.close('a');
-  t.equal(counts.tryOpen('e', 1), true, 'a closed its last: e takes its slot');
-  t.equal(evicted, 1, 'an idle slot given is no eviction');
-  t.equal(counts.tryOpen('e', 1), false, 'and is counted');
-  t.equal(counts.count('c') + counts.count('d'), 2, 'the others kept their counts');
-  t.throws(() => allocateSharedCounts({ maxKeys: -3 }), { name: 'RangeError', message: /maxKeys/ });
-});
+    t.equal(counts.count('a'), 1, 'a seen again');
+    t.equal(counts.tryOpen('d', 1), true, 'd takes the least recently seen slot (b)');
+    t.equal(counts.tryOpen('d', 1), false, 'and is counted');
+    t.equal(evicted, 1);
+    t.equal(counts.count('b'), 0, 'b starts again');
+    counts.close('b');
+    t.equal(counts.count('d') + counts.count('a') + counts.count('c'), 3, "b's close finds no slot and lowers no one's count");
+    counts.close('a');
+    t.equal(counts.tryOpen('e', 1), true, 'a closed its last: e takes its slot');
+    t.equal(evicted, 1, 'an idle slot given is no eviction');
+    t.equal(counts.tryOpen('e', 1), false, 'and is counted');
+    t.equal(counts.count('c') + counts.count('d'), 2, 'the others kept their counts');
+    t.throws(() => allocateSharedCounts({ maxKeys: -3 }), { name: 'RangeError', message: /maxKeys/ });
+  },
+);

@@ -1,6 +1,7 @@
 // What the shared-memory limiter adds to the promises every limiter keeps (sliding-window.test.ts runs those
 // against it too): views over one memory act as one limiter, its storage is bounded and taken back, and a
-// full table gives its least recently seen slot to a new key (full-tables.test.ts floods it). Real threads are in shared-threads.test.ts.
+// full table gives a new key the slot counting least, then least recently seen (full-tables.test.ts and
+// flood-eviction.test.ts flood it). Real threads are in shared-threads.test.ts.
 import t from 'tap';
 import { allocateSharedCounts } from '../../src/limits/shared-counts.js';
 import { allocateSharedWindows, createSharedWindowLimiter } from '../../src/limits/shared-window.js';
@@ -90,7 +91,7 @@ t.test('a log grows into the arena, and its block comes back when the log shrink
   t.equal(paced(l2, slow, ['e'], 6000)[0]!.refused, 0, 'e gets the block d gave back, 400 ms after its last take');
 });
 
-t.test('a full table gives a new key its least recently seen slot: no key goes uncounted', async (t) => {
+t.test('a full table gives a new key the least recently seen of its slots counting least: no key goes uncounted', async (t) => {
   const clock = fakeClock();
   let evicted = 0;
   // 4 keys: 5 slots, one probe run.

@@ -63,7 +63,7 @@ t.test('shared memory: views over one memory count an address together', async (
   t.equal(passed(apart, '198.51.100.7', 8), 8, 'a guard over other memory has its own count');
 });
 
-t.test('shared memory: a full table counts a new address in the least recently seen slot', async (t) => {
+t.test('shared memory: a full table counts a new address in the least recently seen slot of those counting least', async (t) => {
   let at = 0;
   let evicted = 0;
   // 2 addresses: 3 slots, one probe run.
