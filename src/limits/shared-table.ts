@@ -36,7 +36,8 @@
  *   slot resets it (`reset`), as a key evicted from the in-process limiters starts empty.
  */
 import { getRandomValues } from 'node:crypto';
-import { threadId } from 'node:worker_threads';
+import { performance } from 'node:perf_hooks';
+import { isMainThread, threadId } from 'node:worker_threads';
 
 /** The memory of one shared table: plain SharedArrayBuffers, passed to workers in workerData. */
 export interface SharedTableMemory {
@@ -79,6 +80,13 @@ const DAMAGED = -2;
 /** This thread's lock word: its owner tag (thread id + 1) shifted left; bit 0 says someone may be waiting. */
 const MINE = (threadId + 1) * 2;
 const SPINS = 64;
+/**
+ * How long the main thread waits for a lock before it takes it over as damaged, in ms. Critical sections last
+ * under a microsecond: a holder silent this long died in one (terminated before its 'exit' event could free
+ * it, which needs the main thread's event loop) or is paused in it by a debugger, and would otherwise freeze
+ * the main thread for good. Workers wait on: the main thread frees a dead holder's locks.
+ */
+const MAIN_TAKEOVER_MS = 1000;
 
 export interface TableShape {
   /** A number naming the kind, checked when a view is opened over the memory. */
@@ -178,6 +186,7 @@ function lockSlow(ints: Int32Array, index: number, seen: number): boolean {
   }
   // Sleep until woken. Taken from here on as contended (bit 0), because other sleepers may remain and the
   // release must wake one of them.
+  const takeOverAt = isMainThread ? performance.now() + MAIN_TAKEOVER_MS : Number.POSITIVE_INFINITY;
   for (;;) {
     if (v === 0 || v === DAMAGED) {
       const was = Atomics.compareExchange(ints, index, v, MINE | 1);
@@ -191,6 +200,13 @@ function lockSlow(ints: Int32Array, index: number, seen: number): boolean {
         v = was;
         continue;
       }
+    }
+    if (performance.now() >= takeOverAt) {
+      // Its holder is taken for dead: the caller repairs what the lock guards, as after releaseLocksHeldBy.
+      const was = Atomics.compareExchange(ints, index, v | 1, MINE | 1);
+      if (was === (v | 1)) return true;
+      v = was;
+      continue;
     }
     // The timeout only bounds a sleep whose wake-up was missed; the loop checks again either way.
     Atomics.wait(ints, index, v | 1, 100);

@@ -4,6 +4,7 @@
 // that dies holding a lock does not stop the others.
 import t from 'tap';
 import type { Worker } from 'node:worker_threads';
+import { performance } from 'node:perf_hooks';
 import { sharedNow } from '../../src/limits/shared-clock.js';
 import { allocateSharedCounts, createSharedCounts } from '../../src/limits/shared-counts.js';
 import { allocateSharedUnknownKeys } from '../../src/limits/shared-unknown-keys.js';
@@ -240,4 +241,30 @@ t.test('a thread that dies holding a key lock: its locks are freed and the key s
   if (freed !== 1) return;
   t.ok(limiter.take('ep:9', 1).ok, 'the key is usable again, emptied as an evicted key would be');
   t.notOk(limiter.take('ep:9', 1).ok, 'and limited again');
+});
+
+t.test("a worker ended inside a take, before its 'exit' frees its lock: the main thread takes it over, its loop runs on", async (t) => {
+  const memory = allocateSharedWindows({ maxKeys: 100 });
+  const limiter = createSharedWindowLimiter(memory, { now: () => 0 });
+  t.ok(limiter.take('ep:9', 1).ok, 'ep:9 at its limit');
+  const dying = tsWorker(WORKER);
+  t.teardown(() => dying.terminate());
+  const holding = new Promise((resolve) => dying.on('message', resolve));
+  dying.postMessage({ id: 0, task: { task: 'die-in-take', memory, key: 'ep:9' } satisfies LimitsTask });
+  t.same(await holding, { holding: true }, 'the worker stopped inside its take');
+  let fired = false;
+  const timer = setTimeout(() => {
+    fired = true;
+  }, 1);
+  t.teardown(() => clearTimeout(timer));
+  void dying.terminate();
+  // A management request's take on the main thread, before the worker's 'exit' event can run.
+  const started = performance.now();
+  const taken = limiter.take('ep:9', 1);
+  const waited = performance.now() - started;
+  t.ok(waited >= 900 && waited < 3000, `the main thread took the lock over after ${Math.round(waited)} ms`);
+  t.ok(taken.ok, 'the key, emptied as an evicted key would be, is usable');
+  t.notOk(limiter.take('ep:9', 1).ok, 'and limited again');
+  await new Promise((r) => setTimeout(r, 5));
+  t.ok(fired, 'its event loop runs on');
 });
