@@ -175,3 +175,25 @@ t.test('a check has its own timeout, one in flight per node, and the wait for it
   await next;
   identity.close();
 });
+
+t.test('a reload while a check is in flight asks again after it', async (t) => {
+  const health = createChainHealth(['a'], { maxLagBlocks: 5, now: () => 1_000 });
+  const pending: Array<(v: string | null) => void> = [];
+  const identity = createChainIdentity({
+    chainId: 1,
+    health,
+    upstreams: [{} as HttpUpstream],
+    names: ['a'],
+    read: () => new Promise((resolve) => pending.push(resolve)),
+    metrics: noMetrics().chain('c'),
+  });
+  const first = identity.check(0);
+  identity.recheckAll();
+  pending[0]!('1');
+  await first;
+  t.equal(identity.due(0), true, 'the check that started before the reload does not count');
+  const second = identity.check(0);
+  pending[1]!('1');
+  await second;
+  t.equal(identity.due(0), false);
+});
