@@ -137,10 +137,11 @@ t.test('admit: a failing node comes back only once a check started since it fail
   t.same(out(health), [], 'and back once it serves the configured chain and reads a head');
 });
 
-t.test('a check has its own timeout, one in flight per node, and the wait for it ends with the probe', async (t) => {
+/** One node of chain 1 whose checks answer only when the test resolves them (pending, in order), each read's
+ *  timeout kept in `timeouts`. */
+function heldChecks() {
   const clock = { now: 1_000 };
   const health = createChainHealth(['a'], { maxLagBlocks: 5, now: () => clock.now });
-  let reads = 0;
   const timeouts: number[] = [];
   const pending: Array<(v: string | null) => void> = [];
   const identity = createChainIdentity({
@@ -149,18 +150,21 @@ t.test('a check has its own timeout, one in flight per node, and the wait for it
     upstreams: [{} as HttpUpstream],
     names: ['a'],
     read: (_u, timeoutMs) => {
-      reads++;
       timeouts.push(timeoutMs);
       return new Promise((resolve) => pending.push(resolve));
     },
     metrics: noMetrics().chain('c'),
     checkTimeoutMs: 7_000,
   });
+  return { clock, health, timeouts, pending, identity };
+}
+
+t.test('a check has its own timeout, one in flight per node, and the wait for it ends with the probe', async (t) => {
+  const { clock, health, timeouts, pending, identity } = heldChecks();
   void identity.check(0);
   t.equal(identity.due(0), false, 'not due while one is in flight');
   void identity.check(0);
-  t.equal(reads, 1, 'a second check joins the one in flight');
-  t.same(timeouts, [7_000]);
+  t.same(timeouts, [7_000], 'a second check joins the one in flight; the check has its own timeout');
   clock.now += 10;
   for (let k = 0; k < 3; k++) health.upstreams[0]!.record('failed', 1);
   const probe = new AbortController();
@@ -170,23 +174,14 @@ t.test('a check has its own timeout, one in flight per node, and the wait for it
   const next = identity.admit(0, new AbortController().signal);
   pending[0]!('1');
   await new Promise((r) => setImmediate(r));
-  t.equal(reads, 2, 'the check in flight started before the node failed: another is made after it');
+  t.equal(timeouts.length, 2, 'the check in flight started before the node failed: another is made after it');
   pending[1]!('1');
   await next;
   identity.close();
 });
 
 t.test('a reload while a check is in flight asks again after it', async (t) => {
-  const health = createChainHealth(['a'], { maxLagBlocks: 5, now: () => 1_000 });
-  const pending: Array<(v: string | null) => void> = [];
-  const identity = createChainIdentity({
-    chainId: 1,
-    health,
-    upstreams: [{} as HttpUpstream],
-    names: ['a'],
-    read: () => new Promise((resolve) => pending.push(resolve)),
-    metrics: noMetrics().chain('c'),
-  });
+  const { pending, identity } = heldChecks();
   const first = identity.check(0);
   identity.recheckAll();
   pending[0]!('1');
