@@ -462,13 +462,16 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
         return;
       }
       const requestTimeoutMs = probeTimeoutMs + PROBE_REQUEST_SLACK_MS;
-      // What a node serves is checked, when due, before its head is read: a node back from failing on another
-      // chain is judged before its head can restore it.
+      // What a node serves is checked, when due, beside its head read and under a timeout of its own, so a slow
+      // node's check never makes its probe late (chain-identity.ts). A failing node's head restores it only once
+      // a check since it failed has answered: one back from failing on another chain is judged first.
       prober = startProber(
         health,
         async (index, signal) => {
-          if (identity.due(index)) await identity.check(index, requestTimeoutMs, signal);
-          return readHead(upstreams[index]!, requestTimeoutMs, signal);
+          if (identity.due(index)) void identity.check(index);
+          const head = await readHead(upstreams[index]!, requestTimeoutMs, signal);
+          await identity.admit(index, signal);
+          return head;
         },
         proberOptions,
       );
@@ -479,6 +482,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
       filters.close();
       prober?.stop();
       prober = null;
+      identity.close();
       unfollow?.();
       feeds?.close();
       events?.close();

@@ -99,6 +99,9 @@ export interface UpstreamHealth {
   reportProbe(head: number | null, latencyMs: number, hung?: boolean): void;
   /** Out of rotation for failures (lag aside). */
   readonly failing: boolean;
+  /** Clock time the node last started failing; null while it is not failing. A node coming back needs a chain
+   *  identity answered since then (chain/chain-identity.ts). */
+  readonly failingSince: number | null;
   /** Out of rotation for serving another chain: its chain id (or a beacon node's genesis) is not its chain's. */
   readonly wrongChain: boolean;
   /** The identity check's verdict (chain/chain-identity.ts): true when the node serves another chain, false when
@@ -169,6 +172,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
   const histogram = new Uint32Array(WINDOW_BUCKETS * BINS);
 
   let failing = false;
+  let failingSince: number | null = null;
   let wrongChain = false;
   let streak = 0;
   let head: number | null = null;
@@ -263,6 +267,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
 
   function setFailing(value: boolean): void {
     failing = value;
+    failingSince = value ? now() : null;
     opts.onFailing?.(value);
   }
 
@@ -292,6 +297,9 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     },
     get failing() {
       return failing;
+    },
+    get failingSince() {
+      return failingSince;
     },
     get wrongChain() {
       return wrongChain;

@@ -30,7 +30,7 @@ function setup(n: number, chainId: number | undefined, recheckMs = 60_000) {
     onVerdict: (i, w) => verdicts.push([i, w]),
     recheckMs,
   });
-  const check = (i: number): Promise<void> => identity.check(i, 1000, new AbortController().signal);
+  const check = (i: number): Promise<void> => identity.check(i);
   return { clock, health, said, logged, verdicts, identity, check };
 }
 
@@ -56,7 +56,8 @@ t.test('evm: a node naming another chain id is out until it names the configured
   t.match(logged[1], /^info upstream serves this chain again n0 1/);
   t.same(verdicts.at(-1), [0, false], 'every verdict is told, for the worker threads');
   said[1] = new Error('ECONNREFUSED');
-  await t.rejects(check(1), /ECONNREFUSED/, 'a node that cannot be asked fails the probe');
+  await check(1);
+  t.same(out(health), [], 'a node that cannot be asked is given no verdict: it keeps its standing');
 });
 
 t.test('a wrong node restored from failing stays out: failing and wrong are separate', async (t) => {
@@ -112,4 +113,82 @@ t.test('a chain of one beacon node never judges it wrong', async (t) => {
   said[0] = 'anything';
   await check(0);
   t.same(health.healthyIndices(), [0]);
+});
+
+t.test('admit: a failing node comes back only once a check started since it failed has answered', async (t) => {
+  const { clock, health, said, identity, check } = setup(2, 1);
+  const signal = new AbortController().signal;
+  said[0] = '1';
+  await check(0);
+  await identity.admit(0, signal);
+  clock.now += 10;
+  for (let k = 0; k < 3; k++) health.upstreams[0]!.record('failed', 1);
+  t.equal(health.upstreams[0]!.failing, true);
+  said[0] = new Error('ECONNREFUSED');
+  await t.rejects(identity.admit(0, signal), /not known since it failed/, 'a check that fails is no answer: not yet');
+  said[0] = '5';
+  await identity.admit(0, signal);
+  t.same(out(health), [0], 'admitted once judged: the verdict keeps it out');
+  t.equal(identity.due(0), true, 'still failing: checked again at its next probe');
+  said[0] = '1';
+  await check(0);
+  await identity.admit(0, signal);
+  health.upstreams[0]!.reportProbe(7, 1);
+  t.same(out(health), [], 'and back once it serves the configured chain and reads a head');
+});
+
+/** One node of chain 1 whose checks answer only when the test resolves them (pending, in order), each read's
+ *  timeout kept in `timeouts`. */
+function heldChecks() {
+  const clock = { now: 1_000 };
+  const health = createChainHealth(['a'], { maxLagBlocks: 5, now: () => clock.now });
+  const timeouts: number[] = [];
+  const pending: Array<(v: string | null) => void> = [];
+  const identity = createChainIdentity({
+    chainId: 1,
+    health,
+    upstreams: [{} as HttpUpstream],
+    names: ['a'],
+    read: (_u, timeoutMs) => {
+      timeouts.push(timeoutMs);
+      return new Promise((resolve) => pending.push(resolve));
+    },
+    metrics: noMetrics().chain('c'),
+    checkTimeoutMs: 7_000,
+  });
+  return { clock, health, timeouts, pending, identity };
+}
+
+t.test('a check has its own timeout, one in flight per node, and the wait for it ends with the probe', async (t) => {
+  const { clock, health, timeouts, pending, identity } = heldChecks();
+  void identity.check(0);
+  t.equal(identity.due(0), false, 'not due while one is in flight');
+  void identity.check(0);
+  t.same(timeouts, [7_000], 'a second check joins the one in flight; the check has its own timeout');
+  clock.now += 10;
+  for (let k = 0; k < 3; k++) health.upstreams[0]!.record('failed', 1);
+  const probe = new AbortController();
+  const waiting = identity.admit(0, probe.signal);
+  probe.abort();
+  await t.rejects(waiting, /aborted/, 'a probe given up stops waiting');
+  const next = identity.admit(0, new AbortController().signal);
+  pending[0]!('1');
+  await new Promise((r) => setImmediate(r));
+  t.equal(timeouts.length, 2, 'the check in flight started before the node failed: another is made after it');
+  pending[1]!('1');
+  await next;
+  identity.close();
+});
+
+t.test('a reload while a check is in flight asks again after it', async (t) => {
+  const { pending, identity } = heldChecks();
+  const first = identity.check(0);
+  identity.recheckAll();
+  pending[0]!('1');
+  await first;
+  t.equal(identity.due(0), true, 'the check that started before the reload does not count');
+  const second = identity.check(0);
+  pending[1]!('1');
+  await second;
+  t.equal(identity.due(0), false);
 });

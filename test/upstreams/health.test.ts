@@ -229,3 +229,18 @@ t.test('lag against the best head: exactly maxLagBlocks behind is in, one more i
   t.throws(() => createUpstreamHealth('a', { maxLagBlocks: -1 }), RangeError);
   t.throws(() => createUpstreamHealth('a', { maxLagBlocks: 1.5 }), RangeError);
 });
+
+t.test('failingSince: when the node began failing, null while it is not', async (t) => {
+  const clock = fakeClock(5_000);
+  const u = createUpstreamHealth('a', { now: clock.now });
+  t.equal(u.failingSince, null);
+  outcomes(u, 'FF');
+  clock.advance(300);
+  outcomes(u, 'F');
+  t.equal(u.failingSince, 5_300, 'the third failure in a row');
+  clock.advance(1_000);
+  outcomes(u, 'F');
+  t.equal(u.failingSince, 5_300, 'more failures do not move it');
+  u.reportProbe(12, 5);
+  t.equal(u.failingSince, null, 'restored');
+});
