@@ -10,7 +10,7 @@ import { chaingateMain, createEndpoint, deleteEndpoint, startChaingate } from '.
 import { checkerFor, median } from './lib/checks.mjs';
 import { measure, NOISY_PERCENT, notRun } from './lib/measure.mjs';
 import { checkJsonRpcResult, postJson } from './lib/net.mjs';
-import { startFixedUpstream } from './lib/upstreams.mjs';
+import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
 import { writeAnswerCheckScript } from './lib/wrk.mjs';
 
 export const id = 'auth-refusals';
@@ -241,7 +241,7 @@ export async function run(ctx) {
       name: 'chaingate-auth-refusals',
       dir: join(ctx.tmpdir, 'chaingate'),
       upstreamPort: upstream.port,
-      chainId: 1,
+      chainId: FIXED_UPSTREAM_CHAIN_ID,
       core: settings.serverCore,
       keyed: true,
       trustProxy: true,

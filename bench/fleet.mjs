@@ -9,7 +9,7 @@ import { checkerFor } from './lib/checks.mjs';
 import { startPostgres, startRedis, hasRedis, postgresBin } from './lib/fleet-servers.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measure, notRun } from './lib/measure.mjs';
-import { startFixedUpstream } from './lib/upstreams.mjs';
+import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'fleet';
@@ -60,7 +60,7 @@ async function measureRow({ row, upstream, pg, redis, ctx }) {
       name: row.id,
       dir: join(ctx.tmpdir, row.id),
       upstreamPort: upstream.port,
-      chainId: 1,
+      chainId: FIXED_UPSTREAM_CHAIN_ID,
       core: settings.serverCore,
       keyed: true,
       // A fleet instance runs one thread; the SQLite row gets the same.

@@ -10,7 +10,7 @@ import { startChaingate } from './lib/chaingate.mjs';
 import { checkerFor, median } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measure, notRun } from './lib/measure.mjs';
-import { startFixedUpstream } from './lib/upstreams.mjs';
+import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'forward-cost';
@@ -36,7 +36,7 @@ async function measureGateway({ id, label, main, workers, upstream, ctx }) {
       name: id,
       dir: join(ctx.tmpdir, id),
       upstreamPort: upstream.port,
-      chainId: 1,
+      chainId: FIXED_UPSTREAM_CHAIN_ID,
       core: ctx.settings.serverCore,
       workers,
       main,

@@ -7,7 +7,7 @@ import { measure, notRun } from './lib/measure.mjs';
 import { checkerFor } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { startNginxProxy } from './lib/nginx.mjs';
-import { anvilPath, startAnvil, startFixedUpstream } from './lib/upstreams.mjs';
+import { anvilPath, FIXED_UPSTREAM_CHAIN_ID, startAnvil, startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'http-proxy';
@@ -311,7 +311,13 @@ export async function run(sectionCtx) {
   mkdirSync(sectionCtx.tmpdir, { recursive: true });
   const bodies = forwardedBodies(sectionCtx.settings.connections);
   const ctx = { ...sectionCtx, body: bodies[0], script: writePostScript(sectionCtx.tmpdir, bodies, 'http-proxy.lua') };
-  const runs = await measureTrio({ key: 'fixed', name: 'fixed upstream', startUpstream: startFixedUpstream, chainId: 1, ctx });
+  const runs = await measureTrio({
+    key: 'fixed',
+    name: 'fixed upstream',
+    startUpstream: startFixedUpstream,
+    chainId: FIXED_UPSTREAM_CHAIN_ID,
+    ctx,
+  });
   if (anvilPath()) {
     const quiet = ctx.settings.anvilQuiet;
     runs.push(

@@ -12,6 +12,12 @@ export function anvilPath() {
   return existsSync(p) ? p : null;
 }
 
+/**
+ * The chain id a config must give the fixed upstream's chain: it answers every call with 0x1b4, its
+ * `eth_chainId` too, and chaingate keeps a node whose chain id is not the configured one out of rotation.
+ */
+export const FIXED_UPSTREAM_CHAIN_ID = 0x1b4;
+
 /** The fixed-answer uWS server on `core`; resolves `{ proc, pid, port, stop }` once it listens. */
 export function startFixedUpstream({ name = 'fixed upstream', core }) {
   const proc = startProcess(name, process.execPath, [FIXED_UPSTREAM], { core });
