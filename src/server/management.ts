@@ -232,7 +232,9 @@ function tooManyRequests(reply: Reply, retryAfterMs: number, what: string): void
 async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, reply: Reply): Promise<void> {
   const id = queryParam(query, 'id');
   const interval = queryParam(query, 'interval') ?? 'hour';
-  const now = Math.floor(Date.now() / 1000);
+  // `to` is exclusive and rows count by the start of their period: the default ends after the current
+  // second, so a call made in a minute's first second is counted by a query in that same second.
+  const now = Math.floor(Date.now() / 1000) + 1;
   const to = parseStatsTime(queryParam(query, 'to'), 'to') ?? now;
   const from = parseStatsTime(queryParam(query, 'from'), 'from') ?? (typeof to === 'number' ? to - 86_400 : 0);
   if (id === null) return fail(reply, 'bad_request', "'id' is given more than once");
