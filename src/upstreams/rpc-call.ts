@@ -1,4 +1,4 @@
-import { gatewayIdText } from './call-ids.js';
+import { carriesId, gatewayIdText } from './call-ids.js';
 import type { HttpUpstream, RequestHandle } from './http-client.js';
 
 /** A JSON-RPC error answered by the node itself (as opposed to a failure to reach it). */
@@ -64,8 +64,7 @@ export function callUpstream(
             reject(new Error('upstream answer is not JSON'));
             return;
           }
-          // JSON.parse keeps the last of two ids, so a second one that differs is seen too.
-          if (answer === null || typeof answer !== 'object' || typeof answer.id !== 'number' || String(answer.id) !== sentId) {
+          if (!carriesId(answer, sentId)) {
             handle?.distrust();
             reject(new Error("upstream answer carries another call's id"));
           } else if (answer.error !== undefined) reject(new NodeRpcError(Number(answer.error.code), String(answer.error.message)));
