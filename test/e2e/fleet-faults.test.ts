@@ -175,12 +175,15 @@ t.test('kill -9 of one instance under load: its reservation returns after the TT
   const servedBy = { a: 0, b: 0 };
   const loopsA = Array.from({ length: 4 }, () => hammer(`http://127.0.0.1:${a.port}/v1/rpc/${made.apiKey}`, () => stopA));
   const loopsB = Array.from({ length: 4 }, () => hammer(`http://127.0.0.1:${b.port}/v1/rpc/${made.apiKey}`, () => stopB));
-  await new Promise((r) => setTimeout(r, 1000));
+  const q = async (sql: string): Promise<number> => Number((await client.query(sql, [owner])).rows[0].n);
+  // A is killed with most of the balance still unspent, however fast this machine serves: a fixed time
+  // under load could spend it all before the kill, leaving nothing for A's reservation to hold back.
+  const quarter = await until(async () => (await q('SELECT ru_balance AS n FROM owners WHERE id = $1')) <= (credits * 3) / 4, 10_000);
+  t.ok(quarter, 'a quarter of the balance is spent before the kill');
   a.child.kill('SIGKILL');
   stopA = true;
   servedBy.a = (await Promise.all(loopsA)).reduce((x, y) => x + y, 0);
   const killedAt = Date.now();
-  const q = async (sql: string): Promise<number> => Number((await client.query(sql, [owner])).rows[0].n);
   // B spends the rest of the balance, including what A held unspent once its reservation expires.
   const spent = await until(async () => (await q('SELECT ru_balance AS n FROM owners WHERE id = $1')) < PRICE, 20_000);
   stopB = true;
