@@ -9,16 +9,9 @@ import { chainOver, tick } from '../support/chain.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { result } from '../support/dev-chain.js';
 import { anvilFor } from '../support/gateway.js';
+import { waitFor } from '../support/wait-for.js';
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
-
-async function until(done: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await tick(10);
-  }
-}
 
 /** Follows `chain`'s blocks every 30 ms, collecting what is delivered; stopped at teardown. */
 function follow(
@@ -53,7 +46,7 @@ t.test('followBlocks: every block after the start once, in order, with its paren
   const chain = chainOver(t, [proxy.url]);
   const fromNull = follow(t, chain, null);
   const fromZero = follow(t, chain, 0);
-  await until(() => fromZero.blocks.length >= 2 && proxy.count('eth_getBlockByNumber') >= 4, 'the first polls');
+  await waitFor(() => fromZero.blocks.length >= 2 && proxy.count('eth_getBlockByNumber') >= 4, { what: 'the first polls' });
   t.same(fromNull.blocks, [], 'from null: the first block seen is the start, not news');
   t.same(
     fromZero.blocks.map((b) => b.number),
@@ -61,7 +54,7 @@ t.test('followBlocks: every block after the start once, in order, with its paren
     'from 0: the blocks mined since',
   );
   await result(node.url, 'anvil_mine', ['0x3']);
-  await until(() => fromNull.blocks.length >= 3 && fromZero.blocks.length >= 5, 'the new blocks');
+  await waitFor(() => fromNull.blocks.length >= 3 && fromZero.blocks.length >= 5, { what: 'the new blocks' });
   await tick(100);
   const hashes = await hashesOf(node.url, 1, 5);
   t.same(
@@ -82,7 +75,7 @@ t.test('followBlocks: every block after the start once, in order, with its paren
     return true;
   });
   await result(node.url, 'anvil_mine', ['0x1']);
-  await until(() => fromNull.blocks.length >= 4, 'block 6');
+  await waitFor(() => fromNull.blocks.length >= 4, { what: 'block 6' });
   await tick(100);
   t.equal(fromZero.blocks.length, 5, 'a stopped follower delivers nothing more');
   t.ok(asked, 'stopped() is asked before a poll');
@@ -96,12 +89,12 @@ t.test('followBlocks: a reorg delivers the replaced blocks again, from the fork'
   const snapshot = await result<string>(node.url, 'evm_snapshot');
   const f = follow(t, chain, 2);
   await result(node.url, 'anvil_mine', ['0x2']);
-  await until(() => f.blocks.length >= 2, 'blocks 3 and 4');
+  await waitFor(() => f.blocks.length >= 2, { what: 'blocks 3 and 4' });
   const before = await hashesOf(node.url, 3, 4);
   await result(node.url, 'evm_revert', [snapshot]);
   await result(node.url, 'evm_increaseTime', [100]);
   await result(node.url, 'anvil_mine', ['0x3']);
-  await until(() => f.blocks.length >= 5, 'the new branch');
+  await waitFor(() => f.blocks.length >= 5, { what: 'the new branch' });
   await tick(100);
   const after = await hashesOf(node.url, 3, 5);
   t.not(after[0], before[0], 'block 3 was replaced');
@@ -123,7 +116,7 @@ t.test('followBlocks: after a long silence only the newest 128 blocks are fetche
   // 200 blocks since the last one known (0), all mined before the first poll.
   await result(node.url, 'anvil_mine', ['0xc8']);
   const f = follow(t, chainOver(t, [proxy.url]), 0);
-  await until(() => f.blocks.length >= 128, '128 blocks');
+  await waitFor(() => f.blocks.length >= 128, { what: '128 blocks' });
   await tick(100);
   t.same(
     f.blocks.map((b) => b.number),
@@ -144,21 +137,21 @@ t.test('followBlocks: a head further back than any reorg is a new chain when the
     return follows;
   });
   await result(node.url, 'anvil_mine', ['0xc8']);
-  await until(() => f.blocks.at(-1)?.number === 200, 'block 200');
+  await waitFor(() => f.blocks.at(-1)?.number === 200, { what: 'block 200' });
   const delivered = f.blocks.length;
   await result(node.url, 'evm_revert', [snapshot]);
   await result(node.url, 'anvil_mine', ['0x1']);
-  await until(() => asked >= 2, 'the chain asked twice');
+  await waitFor(() => asked >= 2, { what: 'the chain asked twice' });
   t.equal(f.blocks.length, delivered, 'a node behind: nothing delivered');
   follows = true;
-  await until(() => f.blocks.length > delivered, 'the new chain');
+  await waitFor(() => f.blocks.length > delivered, { what: 'the new chain' });
   t.same(
     f.blocks.slice(delivered).map((b) => [b.number, b.hash]),
     [[1, (await hashesOf(node.url, 1, 1))[0]]],
     "followed from the new chain's head, at once",
   );
   await result(node.url, 'anvil_mine', ['0x1']);
-  await until(() => f.blocks.length > delivered + 1, 'the next block');
+  await waitFor(() => f.blocks.length > delivered + 1, { what: 'the next block' });
   t.same(
     f.blocks.slice(delivered + 1).map((b) => b.number),
     [2],

@@ -8,7 +8,7 @@ import t from 'tap';
 import { chainOver, tick } from '../support/chain.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { anvilFor } from '../support/gateway.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 const SLOW_MS = 1_400;
 
@@ -36,7 +36,7 @@ t.test('a node answering every call in 1.4 s stays in rotation while its chain i
   for (let k = 0; k < 3; k++) node.record('failed', 1);
   t.equal(node.failing, true);
   const failedAt = Date.now();
-  t.ok(await until(() => !node.failing, 10_000), 'back in rotation');
+  await waitFor(() => !node.failing, { what: 'back in rotation', ms: 10_000 });
   t.ok(Date.now() - failedAt < 7_000, `back within two probe rounds (${Date.now() - failedAt} ms)`);
 });
 
@@ -48,7 +48,7 @@ t.test('a failing node back on another chain is judged before its head restores 
   const chain = chainOver(t, [proxy.url]);
   const node = chain.health.upstreams[0]!;
   chain.startHealthChecks();
-  t.ok(await until(() => chain.identity.served(0) === '31337' && node.head !== null, 5_000), 'checked, head read');
+  await waitFor(() => chain.identity.served(0) === '31337' && node.head !== null, { what: 'checked, head read', ms: 5_000 });
 
   // It fails, and comes back as the chain-1 node behind the proxy: its chain id slow, its head at once.
   proxy.answer(null);

@@ -14,7 +14,8 @@ import { chainOver as ownedChain, tick } from '../support/chain.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { result } from '../support/dev-chain.js';
 import { anvilFor } from '../support/gateway.js';
-import { fakeBeacon, until } from '../support/fake-beacon.js';
+import { fakeBeacon } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import type { SseEnd } from '../../src/fanout/sse-hub.js';
 
 function chainOver(urls: string[]) {
@@ -108,14 +109,14 @@ t.test('events: a beacon chain owns its event hub, streamed from its nodes on cl
     },
     ['head'],
   );
-  await until('the head stream opens', () => started);
+  await waitFor(() => started, { what: 'the head stream opens' });
   node.emit('head', 1);
-  await until('the head stream delivers', () => written.some((w) => w.startsWith('event: head')));
+  await waitFor(() => written.some((w) => w.startsWith('event: head')), { what: 'the head stream delivers' });
   t.equal(node.streamsOpen('head'), 1, 'one upstream stream for the topic');
   t.same(chain.upstreams[0]!.stats().busy, 0, "the stream holds no socket of the calls' pool");
   chain.close();
   t.same(ends, ['shutdown'], 'closing the chain ends its streams');
-  await until('the upstream stream is closed', () => node.streamsOpen('head') === 0);
+  await waitFor(() => node.streamsOpen('head') === 0, { what: 'the upstream stream is closed' });
 });
 
 t.test("the chain's head is its own, read from its health tracker", async (t) => {
@@ -182,7 +183,7 @@ t.test("close() drops the chain's filters and stops the block poll that fed them
   const chain = ownedChain(t, [proxy.url]);
   const id = (await chain.filters.call('ep:x', 'eth_newBlockFilter', [])) as string;
   t.equal(chain.filters.size(), 1);
-  await until('the block poll', () => proxy.count('eth_getBlockByNumber') > 0);
+  await waitFor(() => proxy.count('eth_getBlockByNumber') > 0, { what: 'the block poll' });
   chain.close();
   t.equal(chain.filters.size(), 0, 'no filter is left');
   t.same(await chain.filters.call('ep:x', 'eth_getFilterLogs', [id]), { code: -32000, message: 'filter not found' });
@@ -239,7 +240,7 @@ t.test("subscriptions: the chain's hub over its feeds, priced and paid as the ga
   const opened = await hub.subscribe(conn, 'newHeads', undefined);
   t.ok(opened.ok, 'subscribed');
   await result(node.url, 'anvil_mine', ['0x1']);
-  await until('the new head, charged', () => conn.got.length === 1 && charged.length === 1);
+  await waitFor(() => conn.got.length === 1 && charged.length === 1, { what: 'the new head, charged' });
   t.same(charged, [[42, 'ep1', conn.got[0]!.length, 1]], "one delivery, charged at the metering's price");
   t.equal(hub.stats().subscriptions, 1);
 });

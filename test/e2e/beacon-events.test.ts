@@ -10,7 +10,8 @@ import t, { type Test } from 'tap';
 import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { type EventStream, openEventStream } from '../support/event-stream.js';
-import { type FakeBeacon, fakeBeacon, until } from '../support/fake-beacon.js';
+import { type FakeBeacon, fakeBeacon } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { devnetBeacon } from '../support/devnet-beacon.js';
 import { closedPort } from '../support/fake-upstream.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
@@ -85,7 +86,7 @@ t.test(
     );
 
     const topics = ['head', 'block', 'finalized_checkpoint'];
-    await until('one upstream stream per topic', () => topics.every((tp) => node.streamsOpen(tp) === 1));
+    await waitFor(() => topics.every((tp) => node.streamsOpen(tp) === 1), { what: 'one upstream stream per topic' });
     t.same(
       upstreamStreams(node).sort(),
       topics.map((tp) => `${EVENTS_PATH}?topics=${tp}`).sort(),
@@ -101,7 +102,7 @@ t.test(
     node.emit('finalized_checkpoint', 2);
     const expected = { head: 5, block: 5, finalized_checkpoint: 3 } as Record<string, number>;
     const total = (ts: string[]): number => ts.reduce((s, tp) => s + expected[tp]!, 0);
-    await until('every client has its events', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
+    await waitFor(() => clients.every((c) => c.stream.events.length >= total(c.topics)), { what: 'every client has its events' });
     let exact = 0;
     for (const c of clients) {
       const names = new Set(c.stream.events.map((e) => e.event));
@@ -116,7 +117,7 @@ t.test(
     // The node drops the head stream: the gateway opens it again; no client is dropped, none reconnects.
     const headClients = clients.filter((c) => c.topics.includes('head'));
     node.drop('head');
-    await until('the head stream reopened', () => node.streamsOpened('head') === 2 && node.streamsOpen('head') === 1, 5000);
+    await waitFor(() => node.streamsOpened('head') === 2 && node.streamsOpen('head') === 1, { what: 'the head stream reopened', ms: 5000 });
     t.equal(node.streamsOpened('block'), 1, 'the block stream was not touched');
     t.equal(node.streamsOpened('finalized_checkpoint'), 1);
     t.ok(
@@ -127,7 +128,7 @@ t.test(
     node.emit('block', 1);
     expected.head = 9;
     expected.block = 6;
-    await until('events after the reconnection', () => clients.every((c) => c.stream.events.length >= total(c.topics)));
+    await waitFor(() => clients.every((c) => c.stream.events.length >= total(c.topics)), { what: 'events after the reconnection' });
     const continued = headClients.filter((c) => JSON.stringify(numbersOf(c.stream, 'head')) === JSON.stringify(range(1, 9))).length;
     t.equal(continued, headClients.length, `all ${headClients.length} head clients got 1..5 then 6..9 on the stream they opened`);
     t.ok(
@@ -138,7 +139,7 @@ t.test(
 
     // The last listeners of finalized_checkpoint leave: its upstream stream closes, head's stays.
     for (const c of clients.filter((c) => c.group === 4)) c.stream.close();
-    await until('the finalized_checkpoint stream closed', () => node.streamsOpen('finalized_checkpoint') === 0, 5000);
+    await waitFor(() => node.streamsOpen('finalized_checkpoint') === 0, { what: 'the finalized_checkpoint stream closed', ms: 5000 });
     t.equal(node.streamsOpen('head'), 1, 'head still has listeners and its stream');
     t.equal(node.streamsOpen('block'), 1);
     // block's listeners are groups 1, 2 and 3: all but the last one leaving keeps the stream.
@@ -147,11 +148,11 @@ t.test(
     await new Promise((r) => setTimeout(r, 200));
     t.equal(node.streamsOpen('block'), 1, 'one block listener left: its stream stays');
     node.emit('block', 1);
-    await until('the last block listener gets block 7', () => numbersOf(blockClients[0]!.stream, 'block').includes(7));
+    await waitFor(() => numbersOf(blockClients[0]!.stream, 'block').includes(7), { what: 'the last block listener gets block 7' });
     blockClients[0]!.stream.close();
-    await until('the block stream closed', () => node.streamsOpen('block') === 0, 5000);
+    await waitFor(() => node.streamsOpen('block') === 0, { what: 'the block stream closed', ms: 5000 });
     for (const c of clients) c.stream.close();
-    await until('every upstream stream closed', () => topics.every((tp) => node.streamsOpen(tp) === 0), 5000);
+    await waitFor(() => topics.every((tp) => node.streamsOpen(tp) === 0), { what: 'every upstream stream closed', ms: 5000 });
     t.equal(upstreamStreams(node).length, 4, 'no stream was opened for leaving clients');
   },
 );
@@ -168,7 +169,7 @@ t.test('topics: unknown or missing → 400 in the Beacon shape, no upstream stre
     ['topic=head', /topics is required/],
   ] as const) {
     const s = await openEventStream(`${base}${query === '' ? '' : `?${query}`}`);
-    await until(`the answer to ?${query} ends`, () => s.ended());
+    await waitFor(() => s.ended(), { what: `the answer to ?${query} ends` });
     assertBeaconError(t, s, 400, message, `?${query}`);
   }
   await new Promise((r) => setTimeout(r, 100));
@@ -182,13 +183,13 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
   const s = await openEventStream(`${g.base}/v1/rpc/${owner.key}${EVENTS_PATH}?topics=head,block`);
   t.equal(s.status, 200);
   t.equal(ledger.available(owner.ownerId), 990, '10 RU at open');
-  await until('both upstream streams', () => node.streamsOpen('head') === 1 && node.streamsOpen('block') === 1);
+  await waitFor(() => node.streamsOpen('head') === 1 && node.streamsOpen('block') === 1, { what: 'both upstream streams' });
   node.emit('head', 3);
   node.emit('block', 4);
-  await until('7 events', () => s.events.length === 7);
+  await waitFor(() => s.events.length === 7, { what: '7 events' });
   t.equal(ledger.available(owner.ownerId), 983, '1 RU per delivered event');
   const comments = s.comments;
-  await until('a heartbeat comment (sse.heartbeat_s 1)', () => s.comments > comments, 3000);
+  await waitFor(() => s.comments > comments, { what: 'a heartbeat comment (sse.heartbeat_s 1)', ms: 3000 });
   t.equal(ledger.available(owner.ownerId), 983, 'heartbeat comments cost nothing');
   node.emit('finalized_checkpoint', 5);
   await new Promise((r) => setTimeout(r, 100));
@@ -198,7 +199,7 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
 
   const poor = endpointFor(g, 'devnet-beacon', 9);
   const refused = await openEventStream(`${g.base}/v1/rpc/${poor.key}${EVENTS_PATH}?topics=head`);
-  await until('the 402 ends', () => refused.ended());
+  await waitFor(() => refused.ended(), { what: 'the 402 ends' });
   assertBeaconError(t, refused, 402, /Insufficient RU balance/, '9 RU for a 10 RU stream');
   t.equal(ledger.available(poor.ownerId), 9, 'the refusal cost nothing');
 
@@ -206,7 +207,7 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
   const s2 = await openEventStream(`${g.base}/v1/rpc/${short.key}${EVENTS_PATH}?topics=head`);
   t.equal(s2.status, 200);
   node.emit('head', 5);
-  await until('the stream out of RU ends', () => s2.ended());
+  await waitFor(() => s2.ended(), { what: 'the stream out of RU ends' });
   t.equal(numbersOf(s2, 'head').length, 2, 'two events paid for with the 2 RU left, then the stream ended');
   t.equal(s2.lastComment, ': closed: Insufficient RU balance', 'its last line names why');
   const last = numbersOf(s2, 'head').at(-1);
@@ -215,7 +216,7 @@ t.test('RU: a keyed stream costs 10 at open and 1 per delivered event; an owner 
   t.ok(!s.ended(), "the other owner's stream goes on");
 
   const unknown = await openEventStream(`${g.base}/v1/rpc/${'z'.repeat(32)}${EVENTS_PATH}?topics=head`);
-  await until('the 401 ends', () => unknown.ended());
+  await waitFor(() => unknown.ended(), { what: 'the 401 ends' });
   assertBeaconError(t, unknown, 401, /Missing or invalid API key/, 'unknown key');
 });
 
@@ -237,18 +238,18 @@ t.test('the devnet beacon node: evm_mine produces head and block events through 
     await rpc(anvil.url, 'evm_mine');
     await new Promise((r) => setTimeout(r, 300));
   }
-  await until('the warm-up blocks in both streams', () => viaGateway.events.length > 0 && direct.events.length > 0, 2000);
+  await waitFor(() => viaGateway.events.length > 0 && direct.events.length > 0, { what: 'the warm-up blocks in both streams', ms: 2000 });
   await new Promise((r) => setTimeout(r, 200));
   const start = node.headSlot();
   const after = (e: { data: string }): boolean => Number((JSON.parse(e.data) as { slot: string }).slot) > start;
   const hashes: string[] = [];
   for (let i = 1; i <= 3; i++) {
     await rpc(anvil.url, 'evm_mine');
-    await until(`slot ${start + i}`, () => node.headSlot() === start + i, 5000);
+    await waitFor(() => node.headSlot() === start + i, { what: `slot ${start + i}`, ms: 5000 });
     const root = (await (await fetch(`${node.url}/eth/v1/beacon/blocks/${start + i}/root`)).json()) as { data: { root: string } };
     hashes.push(root.data.root);
   }
-  await until('3 head and 3 block events through the gateway', () => viaGateway.events.filter(after).length >= 6, 5000);
+  await waitFor(() => viaGateway.events.filter(after).length >= 6, { what: '3 head and 3 block events through the gateway', ms: 5000 });
   await new Promise((r) => setTimeout(r, 200));
   for (const topic of ['head', 'block']) {
     const got = viaGateway.events.filter((e) => e.event === topic && after(e));
@@ -350,7 +351,7 @@ t.test('an upstream stream that cannot be opened: 502 in the Beacon shape after 
     ['keyed', `${g.base}/v1/rpc/${owner.key}`],
   ] as const) {
     const s = await openEventStream(`${base}${EVENTS_PATH}?topics=head,block`);
-    await until(`the ${who} answer ends`, () => s.ended());
+    await waitFor(() => s.ended(), { what: `the ${who} answer ends` });
     assertBeaconError(
       t,
       s,
@@ -378,7 +379,7 @@ t.test('the 200 waits for the upstream stream: a node that refuses twice, then s
   t.teardown(() => second.close());
   t.equal(second.status, 200, 'a client of the open topic gets its 200 at once');
   node.emit('head', 2);
-  await until('both have both events', () => first.events.length === 2 && second.events.length === 2);
+  await waitFor(() => first.events.length === 2 && second.events.length === 2, { what: 'both have both events' });
   t.same(
     [numbersOf(first, 'head'), numbersOf(second, 'head')],
     [
@@ -404,7 +405,7 @@ t.test('a stream the gateway ends says why in its last line: key revoked, slow c
     authorization: `Bearer ${owner.managementKey}`,
   });
   t.equal(deleted.status, 200);
-  await until("the revoked key's stream ends", () => keyed.ended());
+  await waitFor(() => keyed.ended(), { what: "the revoked key's stream ends" });
   t.equal(keyed.lastComment, ': closed: API key revoked');
 
   // A client that stops reading: 64 KB events until the gateway holds more than 1 KiB for it and cuts it.
@@ -416,12 +417,12 @@ t.test('a stream the gateway ends says why in its last line: key revoked, slow c
   }
   t.equal((await stats()).sseSlowClients, 1, 'the gateway counted one slow client');
   slow.resume();
-  await until('the slow stream ends', () => slow.ended(), 20_000);
+  await waitFor(() => slow.ended(), { what: 'the slow stream ends', ms: 20_000 });
   t.equal(slow.lastComment, ': closed: slow consumer', 'reading again, it finds what was queued, then why it ended');
   t.ok(slow.events.length > 0 && slow.events.every((e) => e.event === 'block'), `after ${slow.events.length} events`);
 
   t.notOk(steady.ended(), 'the other stream goes on');
   await g.gateway.stop();
-  await until('the last stream ends at the stop', () => steady.ended());
+  await waitFor(() => steady.ended(), { what: 'the last stream ends at the stop' });
   t.equal(steady.lastComment, ': closed: Server shutting down');
 });

@@ -12,7 +12,7 @@ import { chainConfigFromJson, createChainForkConfig, defaultChainConfig } from '
 import { ssz } from '@lodestar/types';
 import { BEACON_ROUTES, EVENTS_TEMPLATE } from '../../src/beacon/paths.js';
 import { devnetBeacon } from '../support/devnet-beacon.js';
-import { until } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { rpc } from '../support/rpc.js';
 
 /** The GET paths whose answers the Beacon API offers as SSZ (application/octet-stream), as it lists or listed them. */
@@ -72,7 +72,7 @@ t.test("Lodestar's API client reads every GET path of the allowlist through the 
     { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
   ]);
   await rpc(anvil.url, 'anvil_mine', ['0x63']);
-  await until('the beacon node at slot 100', () => node.headSlot() === 100, 15_000);
+  await waitFor(() => node.headSlot() === 100, { what: 'the beacon node at slot 100', ms: 15_000 });
   const baseUrl = `${g.base}/devnet-beacon/v1/rpc/public`;
 
   // The devnet's chain config, as the node publishes it, read with the client itself.

@@ -16,7 +16,8 @@ import type { BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { startDaemon } from '../support/daemon.js';
-import { type FakeBeacon, fakeBeacon, type SeenRequest, streamBody, until } from '../support/fake-beacon.js';
+import { type FakeBeacon, fakeBeacon, type SeenRequest, streamBody } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { closedPort, fakeUpstream } from '../support/fake-upstream.js';
 import { devnetBeacon } from '../support/devnet-beacon.js';
 import { gatewayFor, type TestGateway } from '../support/gateway.js';
@@ -123,7 +124,7 @@ const DATA_ROOT = '0x' + '11'.repeat(32);
 t.test('every listed path answers through the gateway, public and keyed, exactly as the node answers it', async (t) => {
   const { anvil, node, g } = await devnetBeacon(t);
   await anvilCall(anvil, 'anvil_mine', ['0x64']);
-  await until('the beacon node at slot 100', () => node.headSlot() === 100, 10_000);
+  await waitFor(() => node.headSlot() === 100, { what: 'the beacon node at slot 100', ms: 10_000 });
   const head = 100;
   const blockRoot = (await nodeJson<{ root: string }>(node, '/eth/v1/beacon/blocks/head/root')).root;
   const stateRoot = (await nodeJson<{ root: string }>(node, '/eth/v1/beacon/states/head/root')).root;
@@ -505,7 +506,7 @@ t.test('only JSON, SSZ and event-stream answers pass: an HTML or untyped body is
 t.test('RU: a keyed caller pays the path price; 402, 429 and 401 in the Beacon shape', async (t) => {
   const { g, anvil, node } = await devnetBeacon(t, { public: { rps_per_ip: 5 } });
   await anvilCall(anvil, 'anvil_mine', ['0x40']);
-  await until('the beacon node at slot 64', () => node.headSlot() === 64, 10_000);
+  await waitFor(() => node.headSlot() === 64, { what: 'the beacon node at slot 64', ms: 10_000 });
   const ledger = g.gateway.context.tenancy.ledger;
   const rich = endpointFor(g, 'devnet-beacon', 1_000_000);
   const base = `${g.base}/devnet-beacon/v1/rpc/${rich.key}`;

@@ -16,7 +16,7 @@ import { type Daemon, startDaemon, stopDaemon } from '../support/daemon.js';
 import { scrape } from '../support/exposition.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
 import { anvilFor } from '../support/gateway.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 import { rpc, send } from '../support/rpc.js';
 
 /** The daemon's open-files limit: what the issue reproduced the spin with. */
@@ -143,9 +143,9 @@ t.test(`${SOCKETS} WebSockets at an open-files limit of ${OPEN_FILES}: the cap r
   const heard: string[] = [];
   subscriber.on('message', (m) => heard.push(String(m)));
   subscriber.send('{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}');
-  t.ok(await until(() => heard.length === 1, 5000), 'subscribed');
+  await waitFor(() => heard.length === 1, { what: 'subscribed', ms: 5000 });
   for (let i = 0; i < 3; i++) await rpc(node.url, 'evm_mine');
-  t.ok(await until(() => heard.length >= 4, 5000), 'three heads heard');
+  await waitFor(() => heard.length >= 4, { what: 'three heads heard', ms: 5000 });
   await new Promise((r) => setTimeout(r, 1000));
   const heads = heard.slice(1).map((m) => (JSON.parse(m) as { params: { result: { number: string } } }).params.result.number);
   t.equal(heads.length, 3, `each head once: ${heads.join(', ')}`);
@@ -226,7 +226,10 @@ t.test('descriptors held by what the cap does not count: new connections refused
   t.equal((await rpc(url, 'eth_chainId')).status, 200);
   // Idle clients up to 20 descriptors short of the limit (within the watch's margin of 32).
   const idle = await idleConnections(t, d.port, OPEN_FILES - 20 - descriptorsOf(d.child.pid!));
-  t.ok(await until(async () => (await rpc(url, 'eth_chainId')).status === 503, 3000), 'a call is refused within a look of the watch');
+  await waitFor(async () => (await rpc(url, 'eth_chainId')).status === 503, {
+    what: 'a call is refused within a look of the watch',
+    ms: 3000,
+  });
   const refused = await rpc(url, 'eth_chainId');
   t.match(refused.json, { error: { code: -32099, message: /file descriptors \(its open-files limit\)/ } });
   t.equal((await send('GET', `http://127.0.0.1:${d.port}/healthz`)).status, 200, '/healthz answers');
@@ -237,7 +240,7 @@ t.test('descriptors held by what the cap does not count: new connections refused
   t.ok(cpuSeconds(d.child.pid!) - started < 0.5, 'no spin');
 
   for (const s of idle) s.destroy();
-  t.ok(await until(async () => (await rpc(url, 'eth_chainId')).status === 200, 3000), 'served again once they close');
+  await waitFor(async () => (await rpc(url, 'eth_chainId')).status === 200, { what: 'served again once they close', ms: 3000 });
   const lines = d.log().split('\n');
   t.equal(lines.filter((l) => l.startsWith('warn open files near the limit')).length, 1, 'the condition logged once');
   t.equal(lines.filter((l) => l.startsWith('info open files back below the limit')).length, 1, 'and its end');
@@ -253,11 +256,11 @@ t.test('at the limit itself (descriptors held by idle clients), the log says EMF
   // More idle clients than descriptors left: the last ones wait in the listen backlog, as in the issue.
   const idle = await idleConnections(t, d.port, OPEN_FILES + 10 - descriptorsOf(d.child.pid!));
   const exhausted = 'error out of file descriptors (EMFILE): new connections cannot be accepted';
-  t.ok(await until(() => d.log().includes(exhausted), 5000), 'the condition is logged as what it is');
+  await waitFor(() => d.log().includes(exhausted), { what: 'the condition is logged as what it is', ms: 5000 });
   await new Promise((r) => setTimeout(r, 1500));
   for (const s of idle) s.destroy();
   const freed = 'info file descriptors free again: connections are accepted';
-  t.ok(await until(() => d.log().includes(freed), 5000), 'and its end');
+  await waitFor(() => d.log().includes(freed), { what: 'and its end', ms: 5000 });
   const lines = d.log().split('\n');
   t.equal(lines.filter((l) => l.startsWith(exhausted)).length, 1, 'once per condition');
   t.match(

@@ -17,6 +17,7 @@ import { rpc, send } from '../support/rpc.js';
 import { openSubscriber } from '../support/subscriber.js';
 import { tcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** How /healthz labels an upstream without a configured name: its host:port (config `name`'s default). */
 const hostPort = (url: string): string => new URL(url).host;
@@ -44,19 +45,6 @@ type Health = {
 
 async function healthOf(g: TestGateway): Promise<Health> {
   return (await send('GET', `${g.base}/healthz`)).json as Health;
-}
-
-/** Polls `check` every 50 ms until it holds; returns the ms it took, or fails the test after `limitMs`. */
-async function until(t: Test, what: string, limitMs: number, check: () => Promise<boolean>): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > limitMs) {
-      t.fail(`${what}: not within ${limitMs} ms`);
-      return Date.now() - started;
-    }
-    await sleep(50);
-  }
-  return Date.now() - started;
 }
 
 interface ScriptedCall {
@@ -145,10 +133,13 @@ t.test('a node more than max_lag_blocks behind is skipped for latest reads', asy
   const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url], 31337, { max_lag_blocks: 5 }) } });
   await direct(b.url, 'anvil_mine', ['0xa']);
   // A head poll answered while the ten blocks were being mined can report a head between 6 and 9 first.
-  await until(t, 'the node behind is seen lagging behind head 10', 5000, async () => {
-    const devnet = (await healthOf(g)).chains.devnet!;
-    return devnet.upstreams[0]!.reason === 'lagging' && devnet.best_head === 10;
-  });
+  await waitFor(
+    async () => {
+      const devnet = (await healthOf(g)).chains.devnet!;
+      return devnet.upstreams[0]!.reason === 'lagging' && devnet.best_head === 10;
+    },
+    { what: 'the node behind is seen lagging behind head 10', ms: 5000 },
+  );
   const health = await healthOf(g);
   t.match(health.chains.devnet, {
     ready: true,
@@ -242,7 +233,10 @@ t.test('a node that stops answering (SIGSTOP) is out within about 3.5 s, and cal
   });
   const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url], 31337, { timeout_s: 10 }) } });
   const upstreamA = async () => (await healthOf(g)).chains.devnet!.upstreams[0]!;
-  await until(t, 'both nodes are probed', 5000, async () => (await healthOf(g)).chains.devnet!.upstreams.every((u) => u.head === 0));
+  await waitFor(async () => (await healthOf(g)).chains.devnet!.upstreams.every((u) => u.head === 0), {
+    what: 'both nodes are probed',
+    ms: 5000,
+  });
 
   // Stopped, anvil's socket still accepts connections and takes requests; nothing is ever answered.
   a.process.kill('SIGSTOP');
@@ -260,10 +254,13 @@ t.test('a node that stops answering (SIGSTOP) is out within about 3.5 s, and cal
       await sleep(100);
     }
   })();
-  const out = await until(t, 'the stopped node leaves the rotation', 15_000, async () => {
-    const u = await upstreamA();
-    return !u.in_rotation && u.reason === 'failing';
-  });
+  const out = await waitFor(
+    async () => {
+      const u = await upstreamA();
+      return !u.in_rotation && u.reason === 'failing';
+    },
+    { what: 'the stopped node leaves the rotation', ms: 15_000 },
+  );
   // Half a second more of calls: those started just before it left, and after.
   await sleep(500);
   calling = false;
@@ -276,7 +273,7 @@ t.test('a node that stops answering (SIGSTOP) is out within about 3.5 s, and cal
   t.ok(slowest < 4000, `the slowest call took ${slowest} ms, well under half of timeout_s (5 s, when the plain hedge fires)`);
 
   a.process.kill('SIGCONT');
-  await until(t, 'the node is back once it answers again', 10_000, async () => (await upstreamA()).in_rotation);
+  await waitFor(async () => (await upstreamA()).in_rotation, { what: 'the node is back once it answers again', ms: 10_000 });
 });
 
 t.test('eth_sendRawTransaction goes once to every upstream and is answered once', async (t) => {
@@ -348,7 +345,7 @@ t.test('eth_sendRawTransaction goes once to every upstream and is answered once'
   const fine = await rpc(`${g4.base}/v1/rpc/public`, 'eth_sendRawTransaction', [raw1], 9);
   t.same(fine.json, { jsonrpc: '2.0', id: 9, result: Transaction.from(raw1).hash });
   // The first success answers: the failing node's 502 may come after it.
-  await until(t, 'the failing node hears the transaction', 2000, async () => broken.callsOf('eth_sendRawTransaction') > 0);
+  await waitFor(async () => broken.callsOf('eth_sendRawTransaction') > 0, { what: 'the failing node hears the transaction', ms: 2000 });
   await sleep(300);
   t.equal(broken.callsOf('eth_sendRawTransaction'), 1, 'the failing node heard it once');
   await minedReceipt(a.url, Transaction.from(raw1).hash!);
@@ -359,7 +356,10 @@ t.test('no upstream in rotation: 502 at once, not after the timeout', async (t) 
   // Its probes fail at once, so it leaves the rotation; a call reaching it would hang for the whole timeout.
   const sick = await scriptedNode(t, (call) => (call.method === 'eth_blockNumber' ? { status: 503 } : 'hang'));
   const g = await gatewayFor(t, { chains: { devnet: evmChain([sick.url], 31337, { timeout_s: 20 }) } });
-  await until(t, 'the sick node leaves the rotation', 6000, async () => (await send('GET', `${g.base}/readyz`)).status === 503);
+  await waitFor(async () => (await send('GET', `${g.base}/readyz`)).status === 503, {
+    what: 'the sick node leaves the rotation',
+    ms: 6000,
+  });
   const started = Date.now();
   const r = await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [DEV_ADDRESS, 'latest'], 5);
   const took = Date.now() - started;
@@ -368,9 +368,10 @@ t.test('no upstream in rotation: 502 at once, not after the timeout', async (t) 
   t.ok(took < 1000, `answered in ${took} ms of a 20 s timeout`);
   t.equal(sick.callsOf('eth_getBalance'), 0, 'the node never saw the call');
   // A worker thread hands its log records to the main thread's log: the line may come just after the answer.
-  await until(t, 'the log says why', 2000, async () =>
-    g.logLines.some((l) => l.includes('upstream calls fail') && l.includes('no healthy upstream')),
-  );
+  await waitFor(async () => g.logLines.some((l) => l.includes('upstream calls fail') && l.includes('no healthy upstream')), {
+    what: 'the log says why',
+    ms: 2000,
+  });
 });
 
 t.test("/healthz and /readyz: per-chain detail; readyz follows the only node's death and return", async (t) => {
@@ -378,7 +379,7 @@ t.test("/healthz and /readyz: per-chain detail; readyz follows the only node's d
   let node = first;
   t.teardown(() => node.stop());
   const g = await gatewayFor(t, { chains: { devnet: evmChain([first.url]) } });
-  await until(t, 'the node is probed', 3000, async () => (await healthOf(g)).chains.devnet!.upstreams[0]!.head === 0);
+  await waitFor(async () => (await healthOf(g)).chains.devnet!.upstreams[0]!.head === 0, { what: 'the node is probed', ms: 3000 });
   const live = await send('GET', `${g.base}/healthz`);
   t.equal(live.status, 200);
   t.equal(live.headers['content-type'], 'application/json');
@@ -408,7 +409,7 @@ t.test("/healthz and /readyz: per-chain detail; readyz follows the only node's d
 
   first.process.kill('SIGKILL');
   await new Promise((r) => first.process.once('exit', r));
-  const down = await until(t, 'readyz says 503', 5000, async () => (await send('GET', `${g.base}/readyz`)).status === 503);
+  const down = await waitFor(async () => (await send('GET', `${g.base}/readyz`)).status === 503, { what: 'readyz says 503', ms: 5000 });
   t.pass(`readyz went 503 ${down} ms after the node died`);
   t.match((await send('GET', `${g.base}/readyz`)).json, { status: 'not ready', not_ready: ['devnet'] });
   t.equal((await send('HEAD', `${g.base}/readyz`)).status, 503, 'HEAD /readyz: 503 too');
@@ -417,7 +418,10 @@ t.test("/healthz and /readyz: per-chain detail; readyz follows the only node's d
   t.match(stillLive.json, { chains: { devnet: { ready: false, upstreams: [{ in_rotation: false, reason: 'failing' }] } } });
 
   node = await startAnvil({ port: first.port });
-  const back = await until(t, 'readyz says 200 again', 10_000, async () => (await send('GET', `${g.base}/readyz`)).status === 200);
+  const back = await waitFor(async () => (await send('GET', `${g.base}/readyz`)).status === 200, {
+    what: 'readyz says 200 again',
+    ms: 10_000,
+  });
   t.pass(`readyz went 200 ${back} ms after the node returned`);
   const r = await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [DEV_ADDRESS, 'latest'], 1);
   t.same(r.json, { jsonrpc: '2.0', id: 1, result: DEV_BALANCE }, 'and calls reach it again');
@@ -432,7 +436,7 @@ t.test('eth_blockNumber comes from the polled heads while they are fresh, and fr
   });
   const g = await gatewayFor(t, { chains: { devnet: evmChain([node.url]) } });
   const url = `${g.base}/v1/rpc/public`;
-  await until(t, 'the head is polled', 3000, async () => (await healthOf(g)).chains.devnet!.best_head === 5);
+  await waitFor(async () => (await healthOf(g)).chains.devnet!.best_head === 5, { what: 'the head is polled', ms: 3000 });
   const asked = node.callsOf('eth_blockNumber');
   for (let i = 0; i < 20; i++)
     t.same((await rpc(url, 'eth_blockNumber', [], i)).json, { jsonrpc: '2.0', id: i, result: '0x5' }, `call ${i}`);
@@ -462,10 +466,13 @@ t.test("a beacon chain's head slot is polled and reported", async (t) => {
     server: { default_chain: 'devnet' },
     chains: { devnet: evmChain([anvil.url]), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: beacon.url }] } },
   });
-  await until(t, 'both heads are polled', 3000, async () => {
-    const chains = (await healthOf(g)).chains;
-    return chains['devnet-beacon']!.best_head !== null && chains.devnet!.best_head !== null;
-  });
+  await waitFor(
+    async () => {
+      const chains = (await healthOf(g)).chains;
+      return chains['devnet-beacon']!.best_head !== null && chains.devnet!.best_head !== null;
+    },
+    { what: 'both heads are polled', ms: 3000 },
+  );
   const health = await healthOf(g);
   t.ok(slot > 0, `the node is at slot ${slot}`);
   t.match(health.chains['devnet-beacon'], {
@@ -494,7 +501,7 @@ t.test('subscriptions that lose their node move past a node out of rotation', as
       },
     },
   });
-  await until(t, 'b is seen lagging', 5000, async () => (await healthOf(g)).chains.devnet!.upstreams[1]!.reason === 'lagging');
+  await waitFor(async () => (await healthOf(g)).chains.devnet!.upstreams[1]!.reason === 'lagging', { what: 'b is seen lagging', ms: 5000 });
   const s = await openSubscriber(t, wsUrl(g.base, '/v1/rpc/public'));
   const id = await s.subscribe('newHeads');
   const numbers = (): number[] => s.resultsOf(id).map((h) => Number(h.number));
@@ -507,7 +514,7 @@ t.test('subscriptions that lose their node move past a node out of rotation', as
   ra.cut();
   // The next node in turn is b, out of rotation for lagging: the subscriptions go to c instead.
   await direct(c.url, 'anvil_mine', [`0x${(last + 1 - 10).toString(16)}`]);
-  await until(t, `block ${last + 1} from c`, 10_000, async () => numbers().includes(last + 1));
+  await waitFor(async () => numbers().includes(last + 1), { what: `block ${last + 1} from c`, ms: 10_000 });
   const seen = numbers();
   t.same(
     seen,

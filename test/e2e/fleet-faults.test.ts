@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { hammer, startDaemon } from '../support/daemon.js';
 import { rpc, send } from '../support/rpc.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 import { startPostgres, startRedis, type TestServer } from '../support/servers.js';
 
 const PRICE = 10;
@@ -84,7 +84,7 @@ t.test('PostgreSQL away: the RU held are spent, then 503 -32099; nothing lost or
   t.match(JSON.parse(upgrade.body), { error: { code: -32099 } });
 
   await db.start();
-  t.ok(await until(async () => (await call(g, made.apiKey)).status === 200, 10_000), 'served again once PostgreSQL is back');
+  await waitFor(async () => (await call(g, made.apiKey)).status === 200, { what: 'served again once PostgreSQL is back', ms: 10_000 });
   served++;
   t.ok(await fleet!.ledger.flushNow(), 'the usage held meanwhile is written');
   t.ok(((await metric(g, 'chaingate_ledger_flush_failures_total')) ?? 0) >= 1, 'the failed writes are counted');
@@ -104,9 +104,9 @@ t.test('Redis away: local limits and the gauge at 0, or 503 when closed; shared 
   if (!('apiKey' in made)) throw new Error(made.error);
   t.equal(await metric(open, 'chaingate_cluster_redis_up'), 1, 'the gauge says Redis decides');
   const limiter = open.gateway.context.tenancy.fleet!.limiter;
-  t.ok(await until(() => limiter.instances() === 2, 3000), 'both instances answered the roll call');
+  await waitFor(() => limiter.instances() === 2, { what: 'both instances answered the roll call', ms: 3000 });
   await redis.stop(true);
-  t.ok(await until(async () => (await metric(open, 'chaingate_cluster_redis_up')) === 0, 3000), 'the gauge falls to 0');
+  await waitFor(async () => (await metric(open, 'chaingate_cluster_redis_up')) === 0, { what: 'the gauge falls to 0', ms: 3000 });
   // Two instances heartbeat: each limits to its share, 20 / 2 a second.
   const burst = await Promise.all(Array.from({ length: 30 }, () => call(open, made.apiKey).then((r) => r.status)));
   const ok = burst.filter((s) => s === 200).length;
@@ -122,8 +122,8 @@ t.test('Redis away: local limits and the gauge at 0, or 503 when closed; shared 
   // their heartbeats in PostgreSQL instead, as the others now do.
   const late = await instance(t, node.url, db, redis, { instance: 'gw-3' });
   const lateLimiter = late.gateway.context.tenancy.fleet!.limiter;
-  t.ok(await until(() => lateLimiter.instances() === 3, 5000), `the late instance counts 3 (${lateLimiter.instances()})`);
-  t.ok(await until(() => limiter.instances() === 3, 5000), 'and so does the first');
+  await waitFor(() => lateLimiter.instances() === 3, { what: `the late instance counts 3 (${lateLimiter.instances()})`, ms: 5000 });
+  await waitFor(() => limiter.instances() === 3, { what: 'and so does the first', ms: 5000 });
   const fresh = await accounts.createEndpoint(owner.id, 'devnet', 'r3', 10);
   if (!('apiKey' in fresh)) throw new Error(fresh.error);
   const onLate = await Promise.all(Array.from({ length: 30 }, () => call(late, fresh.apiKey).then((r) => r.status)));
@@ -132,9 +132,9 @@ t.test('Redis away: local limits and the gauge at 0, or 503 when closed; shared 
 
   await redis.start();
   const back = Date.now();
-  t.ok(await until(async () => (await metric(open, 'chaingate_cluster_redis_up')) === 1, 5000), 'shared limits again');
+  await waitFor(async () => (await metric(open, 'chaingate_cluster_redis_up')) === 1, { what: 'shared limits again', ms: 5000 });
   t.ok(Date.now() - back <= 5000, `within 5 s (${Date.now() - back} ms)`);
-  t.ok(await until(async () => (await call(closed, made.apiKey)).status === 200, 5000), 'the closed instance serves again');
+  await waitFor(async () => (await call(closed, made.apiKey)).status === 200, { what: 'the closed instance serves again', ms: 5000 });
 });
 
 t.test('kill -9 of one instance under load: its reservation returns after the TTL; credits = balance + usage', async (t) => {
@@ -178,23 +178,22 @@ t.test('kill -9 of one instance under load: its reservation returns after the TT
   const q = async (sql: string): Promise<number> => Number((await client.query(sql, [owner])).rows[0].n);
   // A is killed with most of the balance still unspent, however fast this machine serves: a fixed time
   // under load could spend it all before the kill, leaving nothing for A's reservation to hold back.
-  const quarter = await until(async () => (await q('SELECT ru_balance AS n FROM owners WHERE id = $1')) <= (credits * 3) / 4, 10_000);
-  t.ok(quarter, 'a quarter of the balance is spent before the kill');
+  const balance = (): Promise<number> => q('SELECT ru_balance AS n FROM owners WHERE id = $1');
+  await waitFor(async () => (await balance()) <= (credits * 3) / 4, { what: 'a quarter of the balance spent', ms: 10_000 });
   a.child.kill('SIGKILL');
   stopA = true;
   servedBy.a = (await Promise.all(loopsA)).reduce((x, y) => x + y, 0);
   const killedAt = Date.now();
   // B spends the rest of the balance, including what A held unspent once its reservation expires.
-  const spent = await until(async () => (await q('SELECT ru_balance AS n FROM owners WHERE id = $1')) < PRICE, 20_000);
+  await waitFor(async () => (await balance()) < PRICE, { what: 'the balance spent to the last call', ms: 20_000 });
   stopB = true;
   servedBy.b = (await Promise.all(loopsB)).reduce((x, y) => x + y, 0);
-  t.ok(spent, 'the balance is spent to the last call');
   t.ok(Date.now() - killedAt >= 2000, "B needed A's reservation, which returned after the TTL");
   // B's last batch, written within a flush interval of its last call.
   await new Promise((r) => setTimeout(r, 500));
   const usage = await q('SELECT COALESCE(SUM(ru), 0) AS n FROM usage_minute WHERE owner_id = $1');
-  const balance = await q('SELECT ru_balance AS n FROM owners WHERE id = $1');
-  t.equal(balance + usage, credits, `credits ${credits} = balance ${balance} + usage ${usage}`);
+  const left = await balance();
+  t.equal(left + usage, credits, `credits ${credits} = balance ${left} + usage ${usage}`);
   const served = servedBy.a + servedBy.b;
   t.ok(served * PRICE >= usage, `every charged call was served (${served} served, ${usage / PRICE} charged)`);
   // A's calls after its last written batch were served and are not charged: at most one flush interval's.

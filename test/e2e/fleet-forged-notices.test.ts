@@ -12,7 +12,7 @@ import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 import { startPostgres, startRedis } from '../support/servers.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 t.test('notices forged by another role', async (t) => {
   const [node, server, redis] = await Promise.all([anvilFor(t), startPostgres(t), startRedis(t)]);
@@ -52,7 +52,7 @@ t.test('notices forged by another role', async (t) => {
   const port = g.gateway.metricsPort!;
   const ignored = async (reason: string): Promise<number> =>
     (await scrape(port)).series('chaingate_change_notices_ignored_total').find((s) => s.labels.reason === reason)?.value ?? 0;
-  t.ok(await until(async () => (await ignored('not_json')) === 50, 3000), 'the junk counted, by reason');
+  await waitFor(async () => (await ignored('not_json')) === 50, { what: 'the junk counted, by reason', ms: 3000 });
   t.equal(await ignored('unknown_kind'), 1);
   // Time for a revocation to have closed the socket, had the forged notice been believed.
   await new Promise((r) => setTimeout(r, 500));
@@ -65,7 +65,7 @@ t.test('notices forged by another role', async (t) => {
 
   // A real deletion is believed once the store confirms it: the subscription closes.
   t.equal(await accounts.deleteEndpoint(owner.id, made.endpoint.id), true);
-  t.ok(await until(() => closes.length > 0, 2000), 'a real deletion closes it');
+  await waitFor(() => closes.length > 0, { what: 'a real deletion closes it', ms: 2000 });
   t.same(closes, [1008]);
   ws.terminate();
 });

@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { oneConnection } from '../support/rpc.js';
 import { startPostgres, startRedis } from '../support/servers.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 /** eth_chainId's price here, as eth_getBalance's in the issue that found it. */
 const PRICE = 15;
@@ -50,7 +50,7 @@ t.test('the last RU of a balance across a fleet', async (t) => {
     t.equal(ok, calls, `${calls} calls' worth + ${extra} RU on ${instances.length} instances: ${ok} answered 200`);
     t.same([...new Set(runs.map((r) => r.last))], [402], 'every connection ended on a 402');
     await Promise.all(instances.map((g) => g.gateway.context.tenancy.ledger.flush()));
-    await until(async () => (await store.balance(owner.id)) === extra, 3000);
+    await waitFor(async () => (await store.balance(owner.id)) === extra, { what: `the balance to settle at ${extra}`, ms: 3000 });
     const left = await store.balance(owner.id);
     t.equal(left, extra, `the balance ends at ${left}, in [0, ${PRICE})`);
   };

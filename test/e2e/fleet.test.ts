@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import WebSocket from 'ws';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc, send } from '../support/rpc.js';
-import { until, clearOfMinuteEnd } from '../support/until.js';
+import { clearOfMinuteEnd, waitFor } from '../support/wait-for.js';
 import { startPostgres, startRedis, type TestServer } from '../support/servers.js';
 
 /** eth_chainId's price in these tests: a balance of K × PRICE pays for exactly K calls. */
@@ -53,7 +53,7 @@ t.test('a fleet of two instances', async (t) => {
       const closed = new Promise<number>((r) => ws.once('close', (code) => r(code)));
       t.equal((await send('DELETE', `${a.base}/api/dashboard/endpoints?id=${id}`, undefined, bearer)).status, 200, 'deleted through a');
       const deletedAt = Date.now();
-      t.ok(await until(async () => (await call(b, key)).status === 401, 1000), 'b refuses it within a second');
+      await waitFor(async () => (await call(b, key)).status === 401, { what: 'b refuses it within a second', ms: 1000 });
       t.equal(await closed, 1008, 'b closed the WebSocket the key opened');
       t.equal(await closedA, 1008, 'and a its own');
       t.ok(Date.now() - deletedAt < 1000, `within a second (${Date.now() - deletedAt} ms)`);
@@ -64,7 +64,10 @@ t.test('a fleet of two instances', async (t) => {
       if (!('apiKey' in suspended)) throw new Error(suspended.error);
       t.equal((await call(b, suspended.apiKey)).status, 200);
       await accounts.setSuspended(owner.id, true);
-      t.ok(await until(async () => (await call(b, suspended.apiKey)).status === 401, 1000), 'an owner suspended elsewhere is refused on b');
+      await waitFor(async () => (await call(b, suspended.apiKey)).status === 401, {
+        what: 'an owner suspended elsewhere is refused on b',
+        ms: 1000,
+      });
     },
   );
 
@@ -77,7 +80,7 @@ t.test('a fleet of two instances', async (t) => {
     const balanceOn = async (g: TestGateway): Promise<number> =>
       ((await send('GET', `${g.base}/api/dashboard/account`, undefined, bearer)).json as { data: { ru_balance: number } }).data.ru_balance;
     t.equal(await balanceOn(a), 1000 - 3 * PRICE, 'at once on the instance that served them, though it reserved a block of 50');
-    t.ok(await until(async () => (await balanceOn(b)) === 1000 - 3 * PRICE, 1000), 'within a flush interval on the other');
+    await waitFor(async () => (await balanceOn(b)) === 1000 - 3 * PRICE, { what: 'within a flush interval on the other', ms: 1000 });
   });
 
   await t.test('a balance for exactly K calls gives exactly K successes across both instances', async (t) => {
@@ -93,7 +96,10 @@ t.test('a fleet of two instances', async (t) => {
     t.equal(statuses.filter((s) => s === 402).length, 3 * K, 'the rest refused 402');
     await Promise.all([a.gateway.context.tenancy.ledger.flush(), b.gateway.context.tenancy.ledger.flush()]);
     const fleetA = a.gateway.context.tenancy.fleet!;
-    t.ok(await until(async () => (await fleetA.ledgerStore.balance(owner.id)) === 0, 2000), 'the shared balance is spent to zero, once');
+    await waitFor(async () => (await fleetA.ledgerStore.balance(owner.id)) === 0, {
+      what: 'the shared balance is spent to zero, once',
+      ms: 2000,
+    });
     const stats = await send('GET', `${b.base}/api/dashboard/endpoints/stats?interval=day`, undefined, {
       authorization: `Bearer ${owner.managementKey}`,
     });

@@ -14,7 +14,7 @@ import { openEventStream } from '../support/event-stream.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
-import { clearOfMinuteEnd } from '../support/until.js';
+import { clearOfMinuteEnd } from '../support/wait-for.js';
 import { openSocket, refusedUpgrade, wsUrl } from '../support/ws.js';
 
 /** The `n`th address of the /64 `net` (`2001:db8:1:2`), n from 1. */

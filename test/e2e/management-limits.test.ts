@@ -6,7 +6,7 @@ import t from 'tap';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
-import { clearOfMinuteEnd } from '../support/until.js';
+import { clearOfMinuteEnd } from '../support/wait-for.js';
 
 // No call here reaches a node: a closed port is upstream enough.
 const CHAINS = { devnet: evmChain(['http://127.0.0.1:1']) };

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 if (!existsSync(main)) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
@@ -88,7 +88,7 @@ t.test('a relative storage.path is the config folder’s; only serve makes the d
   t.teardown(() => {
     serve.kill('SIGKILL');
   });
-  t.ok(await until(() => existsSync(db), 15_000), `serve makes the database next to the config (${db})`);
+  await waitFor(() => existsSync(db), { what: `serve makes the database next to the config (${db})`, ms: 15_000 });
   serve.kill('SIGTERM');
   await new Promise((r) => serve.once('exit', r));
 

@@ -17,6 +17,7 @@ import { type Daemon, hammer, startDaemon, stopDaemon } from '../support/daemon.
 import { rpc, send } from '../support/rpc.js';
 import { smallVolume } from '../support/small-volume.js';
 import { invariantGaps } from '../store/temp-store.js';
+import { waitFor } from '../support/wait-for.js';
 
 const CREDIT = 1_000_000_000;
 /** eth_chainId's price. */
@@ -79,15 +80,6 @@ function storedExactly(t: Test, db: string, ownerId: number, served: number): vo
   t.equal(after.ru, served * RU);
   t.equal(after.balance, CREDIT - served * RU);
   t.same(after.gaps, [{ id: ownerId, gap: 0 }], 'credits − usage RU = balance');
-}
-
-/** Resolves once `check()` holds, polling; fails with `what` after `ms`. */
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 function alive(d: Daemon): boolean {
@@ -167,7 +159,7 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
       .log()
       .split('\n')
       .filter((l) => l.includes('store fault; answered 503'));
-  await waitFor('the faults in the log', () => faults().length >= 3);
+  await waitFor(() => faults().length >= 3, { what: 'the faults in the log', ms: 15_000 });
   t.equal(faults().length, 3, 'each faulted request logged once: its handler ran once');
   t.ok(
     faults().every((l) => l.includes('database is locked')),
@@ -178,11 +170,14 @@ t.test('SQLite locked by another process: management answers 503, the daemon liv
   lock.exec('ROLLBACK');
   lockHeld = false;
   let back = await rpc(url, 'eth_chainId');
-  await waitFor('a call to be served again', async () => {
-    if (back.status === 200) return true;
-    back = await rpc(url, 'eth_chainId');
-    return false;
-  });
+  await waitFor(
+    async () => {
+      if (back.status === 200) return true;
+      back = await rpc(url, 'eth_chainId');
+      return false;
+    },
+    { what: 'a call to be served again', ms: 15_000 },
+  );
   served++;
   const created = await send('POST', `${base}/api/dashboard/endpoints`, JSON.stringify({ network: 'devnet' }), { ...auth, ...json });
   t.equal(created.status, 201);
@@ -229,9 +224,9 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
     ),
   );
   try {
-    await waitFor('the disk to fill', () => (full = /ledger flush failed.*database or disk is full/.test(d.log())), 60_000);
+    await waitFor(() => (full = /ledger flush failed.*database or disk is full/.test(d.log())), { what: 'the disk to fill', ms: 60_000 });
     // Before the fix every flush failed from here on, and every call needing metering got 503.
-    await waitFor('calls served after the disk filled', () => servedSinceFull >= 500, 20_000).catch(() => {});
+    await waitFor(() => servedSinceFull >= 500, { what: 'calls served after the disk filled', ms: 20_000 }).catch(() => {});
   } finally {
     stop = true;
   }
@@ -243,7 +238,7 @@ t.test('the WAL fills a 2 MB volume: the daemon checkpoints it, serves again wit
   );
   t.match(d.log(), /WAL checkpointed after a store fault/);
   // Idle now: the last debits reach the file at the next flushes.
-  await waitFor('every debit to be stored', () => stored(db, ownerId).served === served);
+  await waitFor(() => stored(db, ownerId).served === served, { what: 'every debit to be stored', ms: 15_000 });
   t.equal(await stopGracefully(d), 0);
   storedExactly(t, db, ownerId, served);
 });
@@ -271,13 +266,14 @@ t.test('a full disk under management writes alone: 503 in the management shape, 
   }
   t.equal(answer.status, 503, 'a store fault is answered 503');
   t.match(answer.json, { error: { code: 'store_unavailable', message: /busy or full/ } });
-  await waitFor('the fault in the log', () =>
-    /store fault; answered 503 during="(POST|DELETE) \/api\/dashboard\/endpoints" error="database or disk is full"/.test(d.log()),
+  await waitFor(
+    () => /store fault; answered 503 during="(POST|DELETE) \/api\/dashboard\/endpoints" error="database or disk is full"/.test(d.log()),
+    { what: 'the fault in the log', ms: 15_000 },
   );
   t.ok(alive(d), 'the daemon lives on');
 
   rmSync(filler);
-  await waitFor('the WAL checkpoint', () => /WAL checkpointed after a store fault/.test(d.log()));
+  await waitFor(() => /WAL checkpointed after a store fault/.test(d.log()), { what: 'the WAL checkpoint', ms: 15_000 });
   t.equal(statSync(`${db}-wal`).size, 0, 'the WAL gave its room back');
   const again = await create();
   t.equal(again.status, 201, 'written again, with no restart');

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc, send } from '../support/rpc.js';
-import { clearOfMinuteEnd } from '../support/until.js';
+import { clearOfMinuteEnd } from '../support/wait-for.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 

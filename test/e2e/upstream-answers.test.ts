@@ -11,7 +11,7 @@ import type { Socket } from 'node:net';
 import { fakeUpstream, rpcIdOf } from '../support/fake-upstream.js';
 import { gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, send } from '../support/rpc.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Call {
   id: string;
@@ -108,7 +108,7 @@ t.test('a node dripping its answer: 502 at answer_timeout_s, a failure in its he
   t.ok(took >= 2000 && took < 5000, `answered after answer_timeout_s (took ${took} ms)`);
   t.ok((await errorRate(g)) > 0, 'the node has a failure in its health');
   const dripped = node.balanceCalls()[0]!.socket;
-  t.ok(await until(() => node.closed.has(dripped), 2000), 'the socket that dripped is closed');
+  await waitFor(() => node.closed.has(dripped), { what: 'the socket that dripped is closed', ms: 2000 });
 });
 
 t.test('answer_timeout_s defaults to 4 x timeout_s', async (t) => {
@@ -126,7 +126,8 @@ t.test("an answer with another call's id is a 502, a failure, one log line, and 
     t.same(r.json, upstreamError(id), `call ${id}: the usual 502 answer, never the node's`);
   }
   t.ok((await errorRate(g)) > 0, 'the node has failures in its health');
-  for (const { socket } of node.balanceCalls()) t.ok(await until(() => node.closed.has(socket), 2000), 'the socket it came on is closed');
+  for (const { socket } of node.balanceCalls())
+    await waitFor(() => node.closed.has(socket), { what: 'the socket it came on is closed', ms: 2000 });
   const lines = g.logLines.filter((l) => l.includes("upstream answers carry other calls' ids"));
   t.equal(lines.length, 1, 'one log line for the condition, not one per call');
   t.match(lines[0], /devnet/);
@@ -208,7 +209,7 @@ t.test('pipelined answers swapped on one socket never reach each other’s clien
     else t.same(item, upstreamError(item.id), `item ${item.id}: the usual 502 answer`);
   }
   t.same(items[0], upstreamError('"x"'), "the first call got the second's answer: refused");
-  t.ok(await until(() => node.closed.has(pipelined[0]!.socket), 2000), 'the socket that mixed them up is closed');
+  await waitFor(() => node.closed.has(pipelined[0]!.socket), { what: 'the socket that mixed them up is closed', ms: 2000 });
 });
 
 t.test('a streamed answer (over 64 KiB) with a wrong or second id is cut, never completed', async (t) => {

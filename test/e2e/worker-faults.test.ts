@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import WebSocket from 'ws';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import type { WorkerFault } from '../../src/server/worker-pool.js';
-import { until } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
@@ -61,7 +61,7 @@ async function openClients(t: Test, url: string, n: number): Promise<Client[]> {
     for (const c of clients) c.ws.terminate();
   });
   for (const c of clients) c.ws.send(JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'eth_chainId' }));
-  await until('every client answered once', () => clients.every((c) => c.answers === 1), 10_000);
+  await waitFor(() => clients.every((c) => c.answers === 1), { what: 'every client answered once', ms: 10_000 });
   return clients;
 }
 
@@ -84,7 +84,7 @@ function keepCalling(clients: Client[]): { stop(): void } {
 
 /** Waits for `ready` (throwing, named, after `ms`): true for a t.ok that says what held. */
 async function holds(what: string, ready: () => boolean, ms: number): Promise<boolean> {
-  await until(what, ready, ms);
+  await waitFor(ready, { what: what, ms: ms });
   return true;
 }
 
@@ -122,13 +122,13 @@ for (const { fault, server, first, code } of endings) {
       `sockets on both workers (${before.join(', ')})`,
     );
     const load = keepCalling(clients);
-    await until('calls flowing', () => clients.every((c) => c.answers > 3), 10_000);
+    await waitFor(() => clients.every((c) => c.answers > 3), { what: 'calls flowing', ms: 10_000 });
 
     g.gateway.workers!.crash(1, fault);
     t.ok(await holds(`${fault} logged`, () => logged(g, first), 20_000), 'the fault is logged with the worker number');
     t.ok(await holds('worker 1 restarted', () => logged(g, /^info worker restarted worker=1/), 20_000), 'and the worker is started again');
     t.ok(logged(g, new RegExp(`^error worker died; starting it again worker=1 exit_code=${code}`)), 'its end logged');
-    await until('the dead worker’s sockets closed', () => clients.filter((c) => c.gone).length >= before[0]!, 10_000);
+    await waitFor(() => clients.filter((c) => c.gone).length >= before[0]!, { what: 'the dead worker’s sockets closed', ms: 10_000 });
     load.stop();
     const codes = await Promise.all(clients.filter((c) => c.gone).map((c) => c.closed));
     t.same(
@@ -139,7 +139,7 @@ for (const { fault, server, first, code } of endings) {
     const survivors = clients.filter((c) => !c.gone);
     t.equal(survivors.length, before[1], "worker 2's sockets are all still open");
     const counts = survivors.map((c) => c.answers);
-    await until('the survivors answered again', () => survivors.every((c, i) => c.answers > counts[i]!), 10_000);
+    await waitFor(() => survivors.every((c, i) => c.answers > counts[i]!), { what: 'the survivors answered again', ms: 10_000 });
     t.ok(
       survivors.every((c, i) => c.answers > counts[i]!),
       'and still answered',
@@ -152,7 +152,7 @@ for (const { fault, server, first, code } of endings) {
     await new Promise((r) => setTimeout(r, 300));
     const seen = clients.reduce((sum, c) => sum + c.answers, 0);
     const ledger = g.gateway.context.tenancy.ledger;
-    await until('every debit written', () => ledger.flush() && ledger.pending().rows === 0, 10_000);
+    await waitFor(() => ledger.flush() && ledger.pending().rows === 0, { what: 'every debit written', ms: 10_000 });
     const requests = g.gateway.context.tenancy
       .store!.db.prepare("SELECT SUM(requests) FROM usage_minute WHERE status = 0 AND method = 'eth_chainId' AND owner_id = ?")
       .pluck()
@@ -199,7 +199,7 @@ t.test('a stop that must end a hung worker still flushes the ledger and ends', a
   const { url, owner } = await keyed(g);
   const clients = await openClients(t, url, CONNECTIONS);
   const load = keepCalling(clients);
-  await until('calls flowing', () => clients.every((c) => c.answers > 3), 10_000);
+  await waitFor(() => clients.every((c) => c.answers > 3), { what: 'calls flowing', ms: 10_000 });
   load.stop();
   await new Promise((r) => setTimeout(r, 300));
   const seen = clients.reduce((sum, c) => sum + c.answers, 0);

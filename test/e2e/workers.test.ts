@@ -9,12 +9,12 @@ import { availableParallelism } from 'node:os';
 import WebSocket from 'ws';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { countingProxy } from '../support/counting-proxy.js';
-import { until } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
 import { openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
-import { clearOfMinuteEnd } from '../support/until.js';
+import { clearOfMinuteEnd } from '../support/wait-for.js';
 
 const CONNECTIONS = 32;
 
@@ -164,7 +164,7 @@ t.test('a worker that dies is started again; the other keeps its clients', async
   for (const l of lost) void l.end.then(() => (l.gone = true));
 
   g.gateway.workers!.crash(1);
-  await until('worker 1 restarted', () => g.logLines.some((l) => l.startsWith('info worker restarted worker=1')), 10_000);
+  await waitFor(() => g.logLines.some((l) => l.startsWith('info worker restarted worker=1')), { what: 'worker 1 restarted', ms: 10_000 });
   t.ok(
     g.logLines.some((l) => /^error worker failed; closing its connections worker=1 error=.*crash drill/.test(l)),
     'the failure is logged with the worker number',
@@ -176,7 +176,7 @@ t.test('a worker that dies is started again; the other keeps its clients', async
   const exposition = await scrape(g.gateway.metricsPort!);
   t.equal(exposition.value('chaingate_worker_restarts_total', { worker: '1' }), 1, 'and counted');
 
-  await until('the dead worker’s sockets closed', () => lost.filter((l) => l.gone).length === before[0], 10_000);
+  await waitFor(() => lost.filter((l) => l.gone).length === before[0], { what: 'the dead worker’s sockets closed', ms: 10_000 });
   const survivors = lost.filter((l) => !l.gone);
   t.equal(survivors.length, before[1], "worker 2's sockets are all still open");
   for (const [i, s] of survivors.entries()) t.match(await wsCall(s.ws, 'eth_chainId', 1000 + i), { result: '0x7a69' }, 'and answered');
@@ -226,7 +226,7 @@ t.test('an owner with a balance for exactly K calls gets exactly K answers over 
   t.equal(other, 0);
   const ledger = g.gateway.context.tenancy.ledger;
   t.equal(ledger.available(owner.id), 0, 'nothing left, never below zero');
-  await until('every debit written', () => ledger.flush() && ledger.pending().rows === 0 && storedBalance(g, owner.id) === 0);
+  await waitFor(() => ledger.flush() && ledger.pending().rows === 0 && storedBalance(g, owner.id) === 0, { what: 'every debit written' });
   const used = g.gateway.context.tenancy
     .store!.db.prepare("SELECT SUM(ru) FROM usage_minute WHERE status = 0 AND method = 'eth_chainId' AND owner_id = ?")
     .pluck()
@@ -260,7 +260,7 @@ t.test('one upstream subscription for the process; every subscriber on every wor
   );
   const start = Number(((await rpc(node.url, 'eth_blockNumber')).json as { result: string }).result);
   for (let i = 0; i < 5; i++) await rpc(node.url, 'evm_mine');
-  await until('every subscriber has the 5 heads', () => heads.every((h) => h.length >= 5), 10_000);
+  await waitFor(() => heads.every((h) => h.length >= 5), { what: 'every subscriber has the 5 heads', ms: 10_000 });
   await new Promise((r) => setTimeout(r, 300));
   const expected = [1, 2, 3, 4, 5].map((k) => start + k);
   t.same(
@@ -327,7 +327,7 @@ t.test("an owner's subscribers on both workers: each charged per notification, e
   const got = [p.resultsOf(ids[0]).length, q.resultsOf(ids[1]).length];
   t.equal(got[0]! + got[1]!, K, `${K} notifications delivered over both (${got.join(' + ')})`);
   const ledger = g.gateway.context.tenancy.ledger;
-  await until('every debit shipped', () => ledger.flush() && ledger.pending().rows === 0);
+  await waitFor(() => ledger.flush() && ledger.pending().rows === 0, { what: 'every debit shipped' });
   const paid = [...p.notifications, ...q.notifications].reduce((sum, n) => sum + notificationRu(n.bytes), 0);
   t.equal(ledger.available(owner.id), start - 2 * subscribeRu - paid, 'charged exactly what they received');
   await waitUntil(() => pub.resultsOf(pubId).length === pubBefore + K + 1, 5000, 'the public subscriber has every block');
@@ -339,7 +339,7 @@ t.test('the cache and calls in flight are per worker: a client hits its worker�
   await rpc(node.url, 'anvil_mine', ['0x80']);
   const proxy = await countingProxy(t, node.url);
   const g = await gatewayFor(t, { server: { workers: 2 }, chains: { devnet: evmChain([proxy.url]) } });
-  await until('a head', () => proxy.count('eth_blockNumber') > 0);
+  await waitFor(() => proxy.count('eth_blockNumber') > 0, { what: 'a head' });
   // One keep-alive connection: one worker, whose cache answers the second call.
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   t.teardown(() => agent.destroy());

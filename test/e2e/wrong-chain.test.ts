@@ -12,7 +12,7 @@ import { scrape } from '../support/exposition.js';
 import { fakeBeacon } from '../support/fake-beacon.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 type UpstreamStatus = { name: string; in_rotation: boolean; reason: string | null; serves: string | null };
 type Status = { chains: Record<string, { ready: boolean; upstreams: UpstreamStatus[] }> };
@@ -44,10 +44,10 @@ t.test('a node on another chain id is out of rotation; calls go to the one on th
       },
     },
   });
-  t.ok(
-    await until(async () => (await upstreamOf(g, 'mainnet', 'wrong'))?.reason === 'wrong_chain', 5000),
-    'status shows the node on 31337 out for wrong_chain',
-  );
+  await waitFor(async () => (await upstreamOf(g, 'mainnet', 'wrong'))?.reason === 'wrong_chain', {
+    what: 'status shows the node on 31337 out for wrong_chain',
+    ms: 5000,
+  });
   t.match(await upstreamOf(g, 'mainnet', 'wrong'), { in_rotation: false, reason: 'wrong_chain', serves: '31337' });
   t.match(await upstreamOf(g, 'mainnet', 'right'), { in_rotation: true, reason: null, serves: '1' });
 
@@ -85,7 +85,7 @@ t.test('a chain whose only nodes serve another chain is not ready, with one work
         server: { workers },
         chains: { mainnet: { chain_id: 1, upstreams: [{ url: a.url }, { url: b.url }] } },
       });
-      t.ok(await until(async () => (await send('GET', `${g.base}/readyz`)).status === 503, 5000), '/readyz is 503');
+      await waitFor(async () => (await send('GET', `${g.base}/readyz`)).status === 503, { what: '/readyz is 503', ms: 5000 });
       const ready = (await send('GET', `${g.base}/readyz`)).json as { not_ready: string[] };
       t.same(ready.not_ready, ['mainnet']);
       const r = await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [ADDRESS, 'latest']);
@@ -132,10 +132,10 @@ t.test('a node that comes back on the configured chain rejoins rotation; a reloa
   const relay = await switchableRelay(t, portOf(wrong.url));
   const g = await gatewayFor(t, { chains: { mainnet: { chain_id: 1, upstreams: [{ name: 'node', url: relay.url }] } } });
   const readyz = async (): Promise<number> => (await send('GET', `${g.base}/readyz`)).status;
-  t.ok(await until(async () => (await readyz()) === 503, 5000), 'out while it serves 31337');
+  await waitFor(async () => (await readyz()) === 503, { what: 'out while it serves 31337', ms: 5000 });
 
   relay.switchTo(portOf(right.url));
-  t.ok(await until(async () => (await readyz()) === 200, 5000), 'back once its address reaches a node on chain 1');
+  await waitFor(async () => (await readyz()) === 200, { what: 'back once its address reaches a node on chain 1', ms: 5000 });
   t.equal((await rpc(`${g.base}/v1/rpc/public`, 'eth_getBalance', [ADDRESS, 'latest'])).status, 200);
   t.equal(g.logLines.filter((l) => l.includes('upstream serves this chain again')).length, 1, 'its return logged once');
 
@@ -145,7 +145,7 @@ t.test('a node that comes back on the configured chain rejoins rotation; a reloa
   await new Promise((r) => setTimeout(r, 2000));
   t.equal(await readyz(), 200, 'not checked again within seconds without a reload');
   await g.gateway.reload(g.gateway.context.config);
-  t.ok(await until(async () => (await readyz()) === 503, 5000), 'a reload checks it again: out');
+  await waitFor(async () => (await readyz()) === 503, { what: 'a reload checks it again: out', ms: 5000 });
   t.equal(g.logLines.filter((l) => l.includes('upstream serves another chain')).length, 2, 'each change logged once');
 });
 
@@ -178,10 +178,10 @@ t.test('a beacon node whose genesis differs from the chain’s others is out of 
       },
     },
   });
-  t.ok(
-    await until(async () => (await upstreamOf(g, 'beacon', 'other'))?.reason === 'wrong_chain', 5000),
-    'the node with another fork version is out, though configured first',
-  );
+  await waitFor(async () => (await upstreamOf(g, 'beacon', 'other'))?.reason === 'wrong_chain', {
+    what: 'the node with another fork version is out, though configured first',
+    ms: 5000,
+  });
   t.match(await upstreamOf(g, 'beacon', 'one'), { in_rotation: true });
   t.match(await upstreamOf(g, 'beacon', 'two'), { in_rotation: true });
   t.equal((await send('GET', `${g.base}/readyz`)).status, 200);

@@ -10,7 +10,8 @@ import { connectEventRelay, type EventRelayServer, serveEventRelay } from '../..
 import { createSseHub, type SseHub, type SseHubOptions } from '../../src/fanout/sse-hub.js';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { openSseLink } from '../../src/upstreams/sse-link.js';
-import { fakeBeacon, type FakeBeacon, until } from '../support/fake-beacon.js';
+import { fakeBeacon, type FakeBeacon } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { relayWorker } from '../support/relay-workers.js';
 
 interface Received {
@@ -111,11 +112,11 @@ t.test('2 worker threads with clients on two topics: one upstream stream per top
   t.same(final.filter((r) => r.closedWith !== null).length, 0);
 
   await workers[0]!.ask({ cmd: 'removeAll' });
-  await until('the first worker let go', () => servers[0]!.links() === 0);
+  await waitFor(() => servers[0]!.links() === 0, { what: 'the first worker let go' });
   t.equal(node.streamsOpen('head'), 1, 'the other worker keeps the upstream streams');
   await workers[1]!.terminate();
-  await until('the dead worker let go', () => servers[1]!.links() === 0);
-  await until('the upstream streams closed', () => node.streamsOpen('head') === 0 && node.streamsOpen('block') === 0);
+  await waitFor(() => servers[1]!.links() === 0, { what: 'the dead worker let go' });
+  await waitFor(() => node.streamsOpen('head') === 0 && node.streamsOpen('block') === 0, { what: 'the upstream streams closed' });
   t.equal(hub.clients(), 0);
 });
 
@@ -132,7 +133,7 @@ t.test("a worker's clients: started once the upstream stream is open, ended 'una
   };
   const worker = relayWorker(t, 'events', serve);
   await worker.ask({ cmd: 'add', clients: 3, topics: ['head'] });
-  await until('the stream open upstream', () => node.streamsOpen('head') === 1);
+  await waitFor(() => node.streamsOpen('head') === 1, { what: 'the stream open upstream' });
   const deadline = Date.now() + 10_000;
   let got: Received[] = [];
   while (!(got = await worker.ask<Received[]>({ cmd: 'received' })).every((r) => r.started)) {
@@ -164,7 +165,7 @@ t.test("a worker's clients: started once the upstream stream is open, ended 'una
     ],
     'never started, ended unavailable (the 502 of today)',
   );
-  await until('the main hub let go of the topic', () => deadHub.clients() === 0);
+  await waitFor(() => deadHub.clients() === 0, { what: 'the main hub let go of the topic' });
 });
 
 /** Links the test plays on the main hub: status() opens or loses the upstream stream, emit() sends a frame. */
@@ -225,21 +226,21 @@ t.test("the upstream stream's status reaches the worker's hub; a main hub that c
 
   const first = testClient();
   workerHub.add(first, ['head']);
-  await until('the main link', () => played.live('head').length === 1);
+  await waitFor(() => played.live('head').length === 1, { what: 'the main link' });
   t.equal(first.started, false, 'not started while the upstream stream is not open');
   played.live('head')[0]!.status(true);
-  await until('started', () => first.started);
+  await waitFor(() => first.started, { what: 'started' });
   played.live('head')[0]!.emit(Buffer.from('event: head\ndata: {"n":1}\n\n'));
-  await until('the frame', () => first.text !== '');
+  await waitFor(() => first.text !== '', { what: 'the frame' });
   t.equal(first.text, 'event: head\ndata: {"n":1}\n\n');
 
   played.live('head')[0]!.status(false);
-  await until('the loss passed on', () => statuses.length === 2);
+  await waitFor(() => statuses.length === 2, { what: 'the loss passed on' });
   const late = testClient();
   workerHub.add(late, ['head']);
   t.equal(late.started, false, 'a client joining while the stream is lost waits, as today');
   played.live('head')[0]!.status(true);
-  await until('the late client started', () => late.started);
+  await waitFor(() => late.started, { what: 'the late client started' });
   t.same(statuses, [true, false, true]);
   t.equal(first.closedWith, null, 'the started client stayed');
 
@@ -247,12 +248,12 @@ t.test("the upstream stream's status reaches the worker's hub; a main hub that c
   const old = mainHub;
   mainHub = createSseHub(hubOptions);
   old.close();
-  await until('the end passed on as a loss', () => statuses.length === 4);
-  await until('a link on the new hub', () => played.live('head').length === 1 && mainHub.clients() === 1);
+  await waitFor(() => statuses.length === 4, { what: 'the end passed on as a loss' });
+  await waitFor(() => played.live('head').length === 1 && mainHub.clients() === 1, { what: 'a link on the new hub' });
   played.live('head')[0]!.status(true);
-  await until('open again', () => statuses.length === 5);
+  await waitFor(() => statuses.length === 5, { what: 'open again' });
   played.live('head')[0]!.emit(Buffer.from('event: head\ndata: {"n":2}\n\n'));
-  await until('the frame through the new hub', () => first.text.includes('"n":2') && late.text.includes('"n":2'));
+  await waitFor(() => first.text.includes('"n":2') && late.text.includes('"n":2'), { what: 'the frame through the new hub' });
   t.same(statuses, [true, false, true, false, true]);
   t.same([first.closedWith, late.closedWith], [null, null], 'no worker client noticed but for the gap');
 });
@@ -270,14 +271,14 @@ t.test('a worker that does not keep up: past maxBacklogBytes its clients are end
   });
   const server = servers[0]!;
   await worker.ask({ cmd: 'add', clients: 2, topics: ['head'] });
-  await until('the topic linked', () => played.live('head').length === 1);
+  await waitFor(() => played.live('head').length === 1, { what: 'the topic linked' });
   played.live('head')[0]!.status(true);
   const frame = (n: number, pad = ''): Buffer => Buffer.from(`event: head\ndata: ${JSON.stringify({ n, pad })}\n\n`);
   played.live('head')[0]!.emit(frame(0));
-  await until('the first frame acknowledged', () => server.links() === 1 && server.backlogBytes() === 0);
+  await waitFor(() => server.links() === 1 && server.backlogBytes() === 0, { what: 'the first frame acknowledged' });
 
   const blocked = worker.ask({ cmd: 'block', ms: 1500 });
-  await until('the worker busy', () => worker.busy());
+  await waitFor(() => worker.busy(), { what: 'the worker busy' });
   const big = frame(1, 'ab'.repeat(32 * 1024));
   for (let i = 0; i < 64; i++) played.live('head')[0]?.emit(big);
   t.equal(server.links(), 0, '4 MiB offered to a busy worker: its link is dropped once 1 MiB is queued');
@@ -300,12 +301,12 @@ t.test('a worker that does not keep up: past maxBacklogBytes its clients are end
     `each client got what was queued up to the bound (1 + ${queued} events), then was ended as a slow consumer`,
   );
 
-  await until('drained', () => server.backlogBytes() === 0);
+  await waitFor(() => server.backlogBytes() === 0, { what: 'drained' });
   await worker.ask({ cmd: 'add', clients: 1, topics: ['head'] });
-  await until('linked again', () => server.links() === 1 && played.live('head').length === 1);
+  await waitFor(() => server.links() === 1 && played.live('head').length === 1, { what: 'linked again' });
   played.live('head')[0]!.status(true);
   played.live('head')[0]!.emit(frame(2));
-  await until('the new client served', () => server.backlogBytes() === 0);
+  await waitFor(() => server.backlogBytes() === 0, { what: 'the new client served' });
   for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
     received = await worker.ask<Received[]>({ cmd: 'received' });
     if (numbersOf(received[2]!.text, 'head').length > 0) break;

@@ -56,15 +56,6 @@ export const numbersOf = (r: Recorder): number[] => r.parsed().map((h) => Number
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Resolves once `condition` holds (checked every 10 ms); rejects after `ms`, naming what was awaited. */
-export async function until(what: string, condition: () => boolean, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await sleep(10);
-  }
-}
-
 export interface TestFeeds {
   feeds: Feeds;
   logs: string[];

@@ -13,7 +13,8 @@ import { ECHO_TOPIC } from '../support/contract.js';
 import { closedPort } from '../support/fake-upstream.js';
 import { type RelayWorker, relayWorker } from '../support/relay-workers.js';
 import { tcpRelay } from '../support/tcp-relay.js';
-import { anvilFor, blockNumber, DEV_ADDRESS, feedsFor, mine, nodeAt, numbersOf, recorder, sleep, until } from './feed-harness.js';
+import { anvilFor, blockNumber, DEV_ADDRESS, feedsFor, mine, nodeAt, numbersOf, recorder, sleep } from './feed-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 async function relayedAnvil(t: Test) {
   const node = await anvilFor(t);
@@ -89,7 +90,7 @@ t.test('2 worker threads, 40 subscribers each: one upstream subscription, every 
   await untilReceived(workers, 'three heads', (n) => n.length === 3);
 
   relay.cut();
-  await until('the loss noticed', () => feeds.upstreamSubscriptions() === 0);
+  await waitFor(() => feeds.upstreamSubscriptions() === 0, { what: 'the loss noticed', ms: 10_000 });
   for (let i = 0; i < 4; i++) {
     await mine(node.url);
     await sleep(200);
@@ -99,7 +100,7 @@ t.test('2 worker threads, 40 subscribers each: one upstream subscription, every 
   await mine(node.url, 3);
   const last = start + 10;
   await untilReceived(workers, 'the last head', (n) => n.includes(last));
-  await until('the last head, directly', () => numbersOf(direct).includes(last));
+  await waitFor(() => numbersOf(direct).includes(last), { what: 'the last head, directly', ms: 10_000 });
   await sleep(100); // anything late or doubled would show up here
 
   const all = await untilReceived(workers, 'the answers', () => true);
@@ -125,7 +126,7 @@ t.test('2 worker threads, 40 subscribers each: one upstream subscription, every 
 
   directHold.remove();
   await workers[0]!.ask({ cmd: 'unsubscribeAll' });
-  await until('the first worker let go', () => servers[0]!.holds() === 0);
+  await waitFor(() => servers[0]!.holds() === 0, { what: 'the first worker let go', ms: 10_000 });
   await mine(node.url);
   await untilReceived([workers[1]!], 'the other worker still gets heads', (n) => n.includes(last + 1));
   await sleep(100);
@@ -136,7 +137,7 @@ t.test('2 worker threads, 40 subscribers each: one upstream subscription, every 
   );
   t.equal(relay.requests('eth_unsubscribe'), 0, 'its subscribers keep the upstream subscription');
   await workers[1]!.ask({ cmd: 'unsubscribeAll' });
-  await until('eth_unsubscribe at the node', () => relay.requests('eth_unsubscribe') === 1);
+  await waitFor(() => relay.requests('eth_unsubscribe') === 1, { what: 'eth_unsubscribe at the node', ms: 10_000 });
   t.equal(feeds.upstreamSubscriptions(), 0, 'the last unsubscribe on every worker ended the upstream subscription');
   t.same(
     servers.map((s) => s.holds()),
@@ -154,8 +155,8 @@ t.test('a worker thread that dies lets go of its holds: the upstream subscriptio
   t.equal(relay.requests('eth_subscribe'), 2, 'one upstream subscription per kind and params');
 
   await workers[0]!.terminate();
-  await until('the dead worker let go', () => servers[0]!.holds() === 0);
-  await until('the logs subscription ended', () => relay.requests('eth_unsubscribe') === 1);
+  await waitFor(() => servers[0]!.holds() === 0, { what: 'the dead worker let go', ms: 10_000 });
+  await waitFor(() => relay.requests('eth_unsubscribe') === 1, { what: 'the logs subscription ended', ms: 10_000 });
   t.equal(feeds.upstreamSubscriptions(), 1, 'the newHeads subscription stays for the live worker');
   const start = await blockNumber(node.url);
   await mine(node.url);
@@ -163,7 +164,7 @@ t.test('a worker thread that dies lets go of its holds: the upstream subscriptio
   t.equal(got.length, 5);
 
   await workers[1]!.terminate();
-  await until('the newHeads subscription ended', () => relay.requests('eth_unsubscribe') === 2);
+  await waitFor(() => relay.requests('eth_unsubscribe') === 2, { what: 'the newHeads subscription ended', ms: 10_000 });
   t.equal(feeds.upstreamSubscriptions(), 0);
 });
 
@@ -190,7 +191,7 @@ t.test('a worker holds one relay hold per kind and params, however many of its l
 
   const start = await blockNumber(node.url);
   await mine(node.url, 2);
-  await until('two heads each', () => heads.every((l) => l.texts.length === 2));
+  await waitFor(() => heads.every((l) => l.texts.length === 2), { what: 'two heads each', ms: 10_000 });
   await sleep(50);
   t.same(
     heads.map(numbersOf),
@@ -202,10 +203,10 @@ t.test('a worker holds one relay hold per kind and params, however many of its l
   holds[1]!.remove();
   t.equal(server.holds(), 3, 'the hold stays while a listener is left');
   holds[2]!.remove();
-  await until('the newHeads hold released', () => server.holds() === 2);
+  await waitFor(() => server.holds() === 2, { what: 'the newHeads hold released', ms: 10_000 });
   for (const h of holds) h.remove();
-  await until('every hold released', () => server.holds() === 0);
-  await until('every upstream subscription ended', () => relay.requests('eth_unsubscribe') === 3);
+  await waitFor(() => server.holds() === 0, { what: 'every hold released', ms: 10_000 });
+  await waitFor(() => relay.requests('eth_unsubscribe') === 3, { what: 'every upstream subscription ended', ms: 10_000 });
 });
 
 t.test('whenLive, live(), head() and upstreamSubscriptions() mirror the main feeds', async (t) => {
@@ -219,24 +220,24 @@ t.test('whenLive, live(), head() and upstreamSubscriptions() mirror the main fee
   const hold = remote.subscribe('newHeads', undefined, { ...listener, liveChanged: (live) => void changes.push(live) });
   t.notOk(hold.live(), 'not live before the main side says so');
   t.equal(await hold.whenLive(10_000), null, 'whenLive: null once the upstream subscription opened');
-  await until('live() mirrored', () => hold.live());
+  await waitFor(() => hold.live(), { what: 'live() mirrored', ms: 10_000 });
   t.equal(await hold.whenLive(1), null, 'at once while live');
   await mine(node.url, 2);
-  await until('two heads', () => listener.texts.length === 2);
-  await until('head mirrored', () => remote.head()?.number === feeds.head()?.number);
+  await waitFor(() => listener.texts.length === 2, { what: 'two heads', ms: 10_000 });
+  await waitFor(() => remote.head()?.number === feeds.head()?.number, { what: 'head mirrored', ms: 10_000 });
   t.same(remote.head(), feeds.head(), "head() is the main feeds' head");
   t.equal(remote.upstreamSubscriptions(), 1, "upstreamSubscriptions() is the main feeds' count");
 
   // One more upstream subscription made on the main thread only reaches the mirror through the state interval.
   const direct = feeds.subscribe('newPendingTransactions', undefined, recorder());
   t.equal(await direct.whenLive(10_000), null);
-  await until('count mirrored', () => remote.upstreamSubscriptions() === 2);
+  await waitFor(() => remote.upstreamSubscriptions() === 2, { what: 'count mirrored', ms: 10_000 });
 
   relay.cut();
-  await until('the loss mirrored', () => !hold.live());
+  await waitFor(() => !hold.live(), { what: 'the loss mirrored', ms: 10_000 });
   t.same(changes, [true, false], 'liveChanged passed on');
   relay.restore();
-  await until('live again', () => hold.live());
+  await waitFor(() => hold.live(), { what: 'live again', ms: 10_000 });
   t.same(changes, [true, false, true]);
 
   const down = await closedPort();
@@ -256,7 +257,7 @@ t.test('a loss on the main side reaches every local listener; close() releases e
   t.equal(await holds[0]!.whenLive(10_000), null);
   await sleep(600); // past maxOutageMs with the link up: nothing lost
   relay.cut();
-  await until('every listener lost', () => listeners.every((l) => l.losses.length === 1));
+  await waitFor(() => listeners.every((l) => l.losses.length === 1), { what: 'every listener lost', ms: 10_000 });
   t.match(listeners[0]!.losses[0], /upstream unavailable for more than 0.5 s/, "the main feeds' reason");
   t.equal(server.holds(), 0, 'the hold is gone on the main side');
   t.notOk(holds[0]!.live());
@@ -276,11 +277,11 @@ t.test('a loss on the main side reaches every local listener; close() releases e
   const unserved = channel(t, feeds).client.feeds('nowhere');
   const stray = recorder();
   unserved.subscribe('newHeads', undefined, stray);
-  await until('a chain the main thread lacks: lost', () => stray.losses.length === 1);
+  await waitFor(() => stray.losses.length === 1, { what: 'a chain the main thread lacks: lost', ms: 10_000 });
   t.match(stray.losses[0], /no upstream subscriptions on chain nowhere/);
 
   remote.close();
-  await until('close() released the hold', () => server.holds() === 0);
+  await waitFor(() => server.holds() === 0, { what: 'close() released the hold', ms: 10_000 });
   t.throws(() => remote.subscribe('newHeads', undefined, recorder()), /subscribe after close/);
   t.same(later.losses, [], 'close() tells no listener');
   t.not(client.feeds('dev'), remote, 'a closed chain is made anew on the next ask');
@@ -326,10 +327,10 @@ t.test(
 
     // A notification the worker keeps up with is acknowledged: the backlog goes back to nothing.
     driven.notify('{"n":0}');
-    await until('the first notification acknowledged', () => server.backlogBytes() === 0);
+    await waitFor(() => server.backlogBytes() === 0, { what: 'the first notification acknowledged', ms: 10_000 });
 
     const blocked = worker.ask({ cmd: 'block', ms: 1500 });
-    await until('the worker busy', () => worker.busy());
+    await waitFor(() => worker.busy(), { what: 'the worker busy', ms: 10_000 });
     const json = JSON.stringify({ n: 1, pad: 'ab'.repeat(32 * 1024) });
     for (let i = 0; i < 64; i++) driven.notify(json);
     t.equal(server.holds(), 0, '4 MiB offered to a busy worker: its hold is dropped once 1 MiB is queued');
@@ -359,7 +360,7 @@ t.test(
     const again = await worker.ask<{ ids: string[] }>({ cmd: 'subscribe', conns: 1, kind: 'newHeads' });
     t.equal(again.ids.length, 1, 'drained, the worker may subscribe again');
     driven.notify('{"n":2}');
-    await until('acknowledged', () => server.backlogBytes() === 0);
+    await waitFor(() => server.backlogBytes() === 0, { what: 'acknowledged', ms: 10_000 });
     const last = await worker.ask<Received[]>({ cmd: 'received' });
     t.same(last[3]!.results, [{ n: 2 }], 'and is served');
   },
@@ -385,7 +386,7 @@ t.test(
     driven.notify('{"n":1}');
     await untilReceived([a, b], 'the first notification on both', (n) => n.length === 1);
     const blocked = a.ask({ cmd: 'block', ms: 1000 });
-    await until('A busy', () => a.busy());
+    await waitFor(() => a.busy(), { what: 'A busy', ms: 10_000 });
     driven.notify('{"n":2}');
     await untilReceived([b], 'the second on B', (n) => n.length === 2);
     t.equal(Atomics.load(balance, 0), PRICE / 2, 'three notifications paid: half a price left');

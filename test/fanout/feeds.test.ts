@@ -23,8 +23,8 @@ import {
   recorder,
   type Recorder,
   sleep,
-  until,
 } from './feed-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 async function relayedAnvil(t: Test) {
   const node = await anvilFor(t);
@@ -54,10 +54,10 @@ t.test('1,000 listeners share one upstream subscription and get identical ordere
   const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
   const listeners = Array.from({ length: 1000 }, recorder);
   for (const l of listeners) feeds.subscribe('newHeads', undefined, l);
-  await until('the upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'the upstream subscription', ms: 10_000 });
   const start = await blockNumber(node.url);
   await mine(node.url, 5);
-  await until('five heads', () => listeners.every((l) => l.texts.length === 5));
+  await waitFor(() => listeners.every((l) => l.texts.length === 5), { what: 'five heads', ms: 10_000 });
   t.equal(relay.requests('eth_subscribe'), 1, 'the node saw exactly one eth_subscribe');
   t.equal(relay.unreadableFrames, 0, 'every frame to the node was read');
   t.same(numbersOf(listeners[0]!), range(start + 1, start + 5), 'heads in order, each once');
@@ -71,24 +71,24 @@ t.test('an upstream cut while blocks are mined: every listener gets every number
   const { feeds, logs } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
   const listeners = Array.from({ length: 100 }, recorder);
   for (const l of listeners) feeds.subscribe('newHeads', undefined, l);
-  await until('the upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'the upstream subscription', ms: 10_000 });
   const start = await blockNumber(node.url);
   await mine(node.url, 3);
-  await until('three heads', () => listeners[0]!.texts.length === 3);
+  await waitFor(() => listeners[0]!.texts.length === 3, { what: 'three heads', ms: 10_000 });
 
   relay.cut();
-  await until('the loss noticed', () => feeds.upstreamSubscriptions() === 0);
+  await waitFor(() => feeds.upstreamSubscriptions() === 0, { what: 'the loss noticed', ms: 10_000 });
   for (let i = 0; i < 4; i++) {
     await mine(node.url);
     await sleep(250);
   }
   relay.restore();
   // Made up for as soon as the link is back, before any new block announces the gap.
-  await until('the heads mined during the cut', () => listeners.every((l) => numbersOf(l).includes(start + 7)));
+  await waitFor(() => listeners.every((l) => numbersOf(l).includes(start + 7)), { what: 'the heads mined during the cut', ms: 10_000 });
   t.same(numbersOf(listeners[0]!), range(start + 1, start + 7), 'the heads mined during the cut, backfilled');
   await mine(node.url, 3);
   const last = start + 10;
-  await until('the last head', () => listeners.every((l) => numbersOf(l).includes(last)));
+  await waitFor(() => listeners.every((l) => numbersOf(l).includes(last)), { what: 'the last head', ms: 10_000 });
   await sleep(100); // anything late or doubled would show up here
 
   t.same(numbersOf(listeners[0]!), range(start + 1, last), 'numbers continue across the cut, none missing, none twice');
@@ -133,21 +133,21 @@ t.test('heads announced while a backfill is in flight wait behind it; those it a
     },
     lost: listener.lost,
   });
-  await until('the upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'the upstream subscription', ms: 10_000 });
   const start = await blockNumber(node.url);
   await mine(node.url, 2);
-  await until('two heads', () => listener.texts.length === 2);
+  await waitFor(() => listener.texts.length === 2, { what: 'two heads', ms: 10_000 });
 
   relay.cut();
-  await until('the loss noticed', () => feeds.upstreamSubscriptions() === 0);
+  await waitFor(() => feeds.upstreamSubscriptions() === 0, { what: 'the loss noticed', ms: 10_000 });
   await mine(node.url, 3);
   slowMs = 400;
   relay.restore();
-  await until('subscribed again', () => relay.requests('eth_subscribe') === 2);
+  await waitFor(() => relay.requests('eth_subscribe') === 2, { what: 'subscribed again', ms: 10_000 });
   // Announced live on the new subscription while its backfill still waits on HTTP.
   await mine(node.url, 3);
   const minedAt = Date.now();
-  await until('the last head', () => numbersOf(listener).includes(start + 8));
+  await waitFor(() => numbersOf(listener).includes(start + 8), { what: 'the last head', ms: 10_000 });
   await sleep(100);
   t.ok(slowCalls.length > 0, 'the backfill went through the slow HTTP');
   t.ok(deliveredAt.get(start + 3)! > minedAt, 'the first missed head was delivered after the later heads were announced');
@@ -166,15 +166,15 @@ t.test('logs across a cut: every matching log once, in order; feeds are per dist
   feeds.subscribe('logs', { topics: [ECHO_TOPIC], address }, reordered);
   const elsewhere = recorder();
   feeds.subscribe('logs', { address, topics: ['0x' + 'ab'.repeat(32)] }, elsewhere);
-  await until('two upstream subscriptions', () => feeds.upstreamSubscriptions() === 2);
+  await waitFor(() => feeds.upstreamSubscriptions() === 2, { what: 'two upstream subscriptions', ms: 10_000 });
   t.equal(relay.requests('eth_subscribe'), 2, 'one upstream subscription per distinct filter');
 
   const payloads = range(1, 12).map((i) => `0x${i.toString(16).padStart(2, '0')}`);
   for (const data of payloads.slice(0, 3)) await echo(node.url, address, data);
-  await until('three logs', () => listeners[0]!.texts.length === 3);
+  await waitFor(() => listeners[0]!.texts.length === 3, { what: 'three logs', ms: 10_000 });
 
   relay.cut();
-  await until('the loss noticed', () => feeds.upstreamSubscriptions() === 0);
+  await waitFor(() => feeds.upstreamSubscriptions() === 0, { what: 'the loss noticed', ms: 10_000 });
   await echo(node.url, address, payloads[3]!);
   // Two logs in one block, so the block's logs are told apart by logIndex.
   await call(node.url, 'evm_setAutomine', [false]);
@@ -185,9 +185,9 @@ t.test('logs across a cut: every matching log once, in order; feeds are per dist
   await echo(node.url, address, payloads[6]!);
   await sleep(500);
   relay.restore();
-  await until('resubscribed', () => feeds.upstreamSubscriptions() === 2);
+  await waitFor(() => feeds.upstreamSubscriptions() === 2, { what: 'resubscribed', ms: 10_000 });
   for (const data of payloads.slice(7)) await echo(node.url, address, data);
-  await until('every log', () => listeners.every((l) => l.texts.length >= payloads.length));
+  await waitFor(() => listeners.every((l) => l.texts.length >= payloads.length), { what: 'every log', ms: 10_000 });
   await sleep(100);
 
   const got = listeners[0]!.parsed();
@@ -215,20 +215,20 @@ t.test('the last listener leaving drops the upstream subscription within 5 s; a 
   const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
   const first = recorder();
   const hold = feeds.subscribe('newHeads', undefined, first);
-  await until('the upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'the upstream subscription', ms: 10_000 });
   hold.remove();
   const second = recorder();
   const holdAgain = feeds.subscribe('newHeads', undefined, second);
   await sleep(2500);
   t.equal(relay.requests('eth_unsubscribe'), 0, 'a return within the linger keeps the subscription');
   await mine(node.url);
-  await until('a head for the returning listener', () => second.texts.length === 1);
+  await waitFor(() => second.texts.length === 1, { what: 'a head for the returning listener', ms: 10_000 });
   t.equal(relay.requests('eth_subscribe'), 1, 'and no new one was opened');
   t.equal(first.texts.length, 0, 'the listener that left gets nothing');
 
   const left = Date.now();
   holdAgain.remove();
-  await until('eth_unsubscribe at the node', () => relay.requests('eth_unsubscribe') === 1, 5000);
+  await waitFor(() => relay.requests('eth_unsubscribe') === 1, { what: 'eth_unsubscribe at the node', ms: 5000 });
   const took = Date.now() - left;
   t.ok(took >= 1500, `it lingered first (${took} ms)`);
   t.equal(feeds.upstreamSubscriptions(), 0);
@@ -236,10 +236,10 @@ t.test('the last listener leaving drops the upstream subscription within 5 s; a 
 
   const third = recorder();
   feeds.subscribe('newHeads', undefined, third);
-  await until('a new upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'a new upstream subscription', ms: 10_000 });
   t.equal(relay.requests('eth_subscribe'), 2, 'a later subscribe opens a new one');
   await mine(node.url);
-  await until('a head for the new listener', () => third.texts.length === 1);
+  await waitFor(() => third.texts.length === 1, { what: 'a head for the new listener', ms: 10_000 });
   t.equal(second.texts.length, 1, 'the one that left got no more');
 });
 
@@ -252,7 +252,7 @@ t.test('an upstream away longer than maxOutageMs: every listener of every feed i
   for (const l of heads) feeds.subscribe('newHeads', undefined, l);
   for (const l of logsListeners) feeds.subscribe('logs', { topics: [ECHO_TOPIC] }, l);
   feeds.subscribe('newPendingTransactions', undefined, pending);
-  await until('three upstream subscriptions', () => feeds.upstreamSubscriptions() === 3);
+  await waitFor(() => feeds.upstreamSubscriptions() === 3, { what: 'three upstream subscriptions', ms: 10_000 });
   // The outage clock runs from the first subscribe until every feed has caught up; on a loaded machine
   // that can take a moment after the subscriptions exist. Past maxOutageMs with the link up, nothing
   // may have been lost: the clock is then stopped, and the cut below starts it afresh.
@@ -262,7 +262,7 @@ t.test('an upstream away longer than maxOutageMs: every listener of every feed i
 
   const cutAt = Date.now();
   relay.cut();
-  await until('every listener lost', () => all.every((l) => l.losses.length > 0), 5000);
+  await waitFor(() => all.every((l) => l.losses.length > 0), { what: 'every listener lost', ms: 5000 });
   const took = Date.now() - cutAt;
   // libuv starts a timer from the loop's cached time, which may be a few ms behind the clock read here.
   t.ok(took >= 590, `not before maxOutageMs (${took} ms)`);
@@ -278,9 +278,9 @@ t.test('an upstream away longer than maxOutageMs: every listener of every feed i
   t.equal(relay.upgrades.length, upgradesAfterLoss, 'no reconnecting once the feeds are gone');
   const later = recorder();
   feeds.subscribe('newHeads', undefined, later);
-  await until('a new upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'a new upstream subscription', ms: 10_000 });
   await mine(node.url);
-  await until('a head', () => later.texts.length === 1);
+  await waitFor(() => later.texts.length === 1, { what: 'a head', ms: 10_000 });
   t.equal(heads[0]!.texts.length, 0, 'lost listeners get nothing more');
 });
 
@@ -293,10 +293,10 @@ t.test('a subscribe while the upstream is down registers and is served once it i
   await sleep(500);
   t.equal(feeds.upstreamSubscriptions(), 0, 'nothing upstream while cut');
   relay.restore();
-  await until('subscribed once back', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'subscribed once back', ms: 10_000 });
   const start = await blockNumber(node.url);
   await mine(node.url, 2);
-  await until('two heads', () => listener.texts.length === 2);
+  await waitFor(() => listener.texts.length === 2, { what: 'two heads', ms: 10_000 });
   t.same(numbersOf(listener), [start + 1, start + 2]);
   t.same(listener.losses, []);
 });
@@ -331,15 +331,15 @@ t.test('liveChanged: a listener is told when its upstream subscription opens, is
   const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
   const changes: boolean[] = [];
   const hold = feeds.subscribe('newHeads', undefined, { ...recorder(), liveChanged: (live) => void changes.push(live) });
-  await until('the upstream subscription', () => changes.length === 1);
+  await waitFor(() => changes.length === 1, { what: 'the upstream subscription', ms: 10_000 });
   t.same(changes, [true], 'told it opened');
   t.ok(hold.live(), 'as live() says');
   relay.cut();
-  await until('the loss told', () => changes.length === 2);
+  await waitFor(() => changes.length === 2, { what: 'the loss told', ms: 10_000 });
   t.same(changes, [true, false], 'told it was lost with its link');
   t.notOk(hold.live(), 'as live() says');
   relay.restore();
-  await until('the new upstream subscription told', () => changes.length === 3);
+  await waitFor(() => changes.length === 3, { what: 'the new upstream subscription told', ms: 10_000 });
   t.same(changes, [true, false, true], 'told it opened again');
   t.ok(hold.live());
 });
@@ -358,14 +358,17 @@ t.test('when its node dies the feed moves to the next healthy one and numbers go
   });
   const listeners = Array.from({ length: 10 }, recorder);
   for (const l of listeners) feeds.subscribe('newHeads', undefined, l);
-  await until('subscribed on a', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'subscribed on a', ms: 10_000 });
   await mine(a.node.url, 3);
-  await until('three heads from a', () => listeners[0]!.texts.length === 3);
+  await waitFor(() => listeners[0]!.texts.length === 3, { what: 'three heads from a', ms: 10_000 });
 
   await a.node.stop();
-  await until('subscribed on b', () => b.relay.requests('eth_subscribe') === 1 && feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => b.relay.requests('eth_subscribe') === 1 && feeds.upstreamSubscriptions() === 1, {
+    what: 'subscribed on b',
+    ms: 10_000,
+  });
   await mine(b.node.url, 2);
-  await until("b's twelfth block", () => numbersOf(listeners[0]!).includes(12));
+  await waitFor(() => numbersOf(listeners[0]!).includes(12), { what: "b's twelfth block", ms: 10_000 });
   await sleep(100);
 
   t.same(numbersOf(listeners[0]!), range(1, 12), "a's 1-3, then b's 4-10 backfilled, then b's live 11-12");
@@ -398,16 +401,19 @@ t.test('a node that leaves rotation with its socket open: the feed moves to one 
   });
   const listener = recorder();
   feeds.subscribe('newHeads', undefined, listener);
-  await until('subscribed on a', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'subscribed on a', ms: 10_000 });
   await mine(a.node.url, 3);
-  await until('three heads from a', () => listener.texts.length === 3);
+  await waitFor(() => listener.texts.length === 3, { what: 'three heads from a', ms: 10_000 });
   await sleep(300);
   t.equal(b.relay.requests('eth_subscribe'), 0, 'a in rotation: the link stays on it');
 
   inRotation[0] = false; // as when a lags past max_lag_blocks: its socket stays open
-  await until('subscribed on b', () => b.relay.requests('eth_subscribe') === 1 && feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => b.relay.requests('eth_subscribe') === 1 && feeds.upstreamSubscriptions() === 1, {
+    what: 'subscribed on b',
+    ms: 10_000,
+  });
   await mine(b.node.url, 1);
-  await until("b's eleventh block", () => numbersOf(listener).includes(11));
+  await waitFor(() => numbersOf(listener).includes(11), { what: "b's eleventh block", ms: 10_000 });
   await sleep(100);
   t.same(numbersOf(listener), range(1, 11), "a's 1-3, b's 4-10 backfilled, b's live 11");
   t.ok(
@@ -426,15 +432,15 @@ t.test('a reorg passes through: the replaced number again, with its new hash', a
   const { feeds } = feedsFor(t, { nodes: [upstream], maxOutageMs: 60_000 });
   const listener = recorder();
   feeds.subscribe('newHeads', undefined, listener);
-  await until('the upstream subscription', () => feeds.upstreamSubscriptions() === 1);
+  await waitFor(() => feeds.upstreamSubscriptions() === 1, { what: 'the upstream subscription', ms: 10_000 });
   await mine(node.url);
   const snapshot = await call(node.url, 'evm_snapshot');
   await mine(node.url, 2);
-  await until('three heads', () => listener.texts.length === 3);
+  await waitFor(() => listener.texts.length === 3, { what: 'three heads', ms: 10_000 });
   const replaced = listener.parsed()[1]!;
   await call(node.url, 'evm_revert', [snapshot]);
   await mine(node.url);
-  await until('the replacement', () => listener.texts.length === 4);
+  await waitFor(() => listener.texts.length === 4, { what: 'the replacement', ms: 10_000 });
   const replacement = listener.parsed()[3]!;
   t.equal(replacement.number, replaced.number, 'the same number is sent again');
   t.not(replacement.hash, replaced.hash, 'with another hash');
@@ -443,10 +449,10 @@ t.test('a reorg passes through: the replaced number again, with its new hash', a
 
   // anvil_reorg replaces the top blocks and announces each replacement.
   await mine(node.url, 3); // 3, 4, 5
-  await until('head 5', () => numbersOf(listener).includes(5));
+  await waitFor(() => numbersOf(listener).includes(5), { what: 'head 5', ms: 10_000 });
   const before = listener.texts.length;
   await call(node.url, 'anvil_reorg', [2, []]);
-  await until('two replacements', () => listener.texts.length === before + 2);
+  await waitFor(() => listener.texts.length === before + 2, { what: 'two replacements', ms: 10_000 });
   const [r4, r5] = listener.parsed().slice(before);
   t.same([Number(r4!.number), Number(r5!.number)], [4, 5]);
   t.equal(r5!.hash, (await blockAt(node.url, 5)).hash, "the node's new block 5");
@@ -460,18 +466,21 @@ t.test('newPendingTransactions: one upstream subscription, subscribed again afte
   for (const l of listeners) feeds.subscribe('newPendingTransactions', undefined, l);
   const full = recorder();
   feeds.subscribe('newPendingTransactions', true, full);
-  await until('two upstream subscriptions', () => feeds.upstreamSubscriptions() === 2);
+  await waitFor(() => feeds.upstreamSubscriptions() === 2, { what: 'two upstream subscriptions', ms: 10_000 });
   const first = await echo(node.url, address, '0x01');
-  await until('the first transaction', () => listeners.every((l) => l.texts.length === 1) && full.texts.length === 1);
+  await waitFor(() => listeners.every((l) => l.texts.length === 1) && full.texts.length === 1, {
+    what: 'the first transaction',
+    ms: 10_000,
+  });
   t.same(listeners[0]!.texts, [JSON.stringify(first)], 'its hash');
   t.equal((full.parsed()[0] as { hash?: string }).hash, first, 'with fullTransactions, the transaction itself');
 
   relay.cut();
-  await until('the loss noticed', () => feeds.upstreamSubscriptions() === 0);
+  await waitFor(() => feeds.upstreamSubscriptions() === 0, { what: 'the loss noticed', ms: 10_000 });
   relay.restore();
-  await until('subscribed again', () => feeds.upstreamSubscriptions() === 2);
+  await waitFor(() => feeds.upstreamSubscriptions() === 2, { what: 'subscribed again', ms: 10_000 });
   const second = await echo(node.url, address, '0x02');
-  await until('the second transaction', () => listeners.every((l) => l.texts.length === 2));
+  await waitFor(() => listeners.every((l) => l.texts.length === 2), { what: 'the second transaction', ms: 10_000 });
   t.same(listeners[1]!.texts, [JSON.stringify(first), JSON.stringify(second)]);
   t.equal(relay.requests('eth_subscribe'), 4, 'two feeds, subscribed twice each');
 });
@@ -522,7 +531,7 @@ t.test('reconnect delays double from 100 ms to 5 s within their jitter; the outa
       const seen: number[] = [];
       for (const full of [100, 200, 400, 800, 1600, 3200, 5000, 5000]) {
         const expected = Math.round(full * scale);
-        await until(`a retry after ${full} ms`, () => manual.delays().some((d) => Math.round(d) === expected), 5000);
+        await waitFor(() => manual.delays().some((d) => Math.round(d) === expected), { what: `a retry after ${full} ms`, ms: 5000 });
         const delay = manual.delays().find((d) => Math.round(d) === expected)!;
         seen.push(Math.round(delay));
         manual.fire(delay);

@@ -3,7 +3,8 @@ import { createServer, type ServerResponse } from 'node:http';
 import { createSseHub, parseEventTopics, type HubTimers, type SseClient, type SseHubOptions } from '../../src/fanout/sse-hub.js';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { openSseLink } from '../../src/upstreams/sse-link.js';
-import { listenOn, until } from '../upstreams/exchange-harness.js';
+import { listenOn } from '../upstreams/exchange-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 const KEEP_ALIVE = ': keep-alive\n\n';
 
@@ -592,23 +593,23 @@ t.test('end to end: the node drops and recovers while clients stay connected', a
   const b = fakeClient('b');
   const c = fakeClient('c');
   const listeners = [hub.add(a, ['head']), hub.add(b, ['head', 'block']), hub.add(c, ['block'])];
-  await until(() => node.open('head') === 1 && node.open('block') === 1);
+  await waitFor(() => node.open('head') === 1 && node.open('block') === 1);
   // A client starts once the gateway has read the heads of all its topics' streams; events before that are not its.
-  await until(() => a.started && b.started && c.started);
+  await waitFor(() => a.started && b.started && c.started);
 
   for (let slot = 1; slot <= 3; slot++) {
     node.send('head', slot);
     node.send('block', slot);
   }
-  await until(() => a.received.length === 3 && b.received.length === 6 && c.received.length === 3);
+  await waitFor(() => a.received.length === 3 && b.received.length === 6 && c.received.length === 3);
   node.drop('head');
   node.drop('block');
-  await until(() => ['head', 'block'].every((topic) => node.requests(topic) === 3 && node.open(topic) === 1));
+  await waitFor(() => ['head', 'block'].every((topic) => node.requests(topic) === 3 && node.open(topic) === 1));
   for (let slot = 4; slot <= 6; slot++) {
     node.send('head', slot);
     node.send('block', slot);
   }
-  await until(() => a.received.length === 6 && b.received.length === 12 && c.received.length === 6);
+  await waitFor(() => a.received.length === 6 && b.received.length === 12 && c.received.length === 6);
 
   const frames = (topic: string) => [1, 2, 3, 4, 5, 6].map((s) => `event: ${topic}\ndata: {"slot":"${s}"}\n\n`);
   t.same(a.text(), frames('head'));
@@ -631,6 +632,6 @@ t.test('end to end: the node drops and recovers while clients stay connected', a
   t.same(warnings.sort(), lost, 'each topic: the drop, then the 503');
 
   for (const l of listeners) l.remove();
-  await until(() => node.open('head') === 0 && node.open('block') === 0);
+  await waitFor(() => node.open('head') === 0 && node.open('block') === 0);
   t.same(hub.topicsOpen(), []);
 });

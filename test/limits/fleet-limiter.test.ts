@@ -10,7 +10,7 @@ import {
   type FleetTake,
   UNAVAILABLE,
 } from '../../src/limits/fleet-limiter.js';
-import { until } from '../support/fake-beacon.js';
+import { waitFor } from '../support/wait-for.js';
 import { freePort, startRedis } from '../support/servers.js';
 
 const server = await startRedis(t);
@@ -59,7 +59,7 @@ t.test('shared while Redis answers, the local share while it is stopped, shared 
   const b = instance(t, { now: clock.now });
   await Promise.all([a.limiter.ready(), b.limiter.ready()]);
   t.same(a.states, [true], 'the first state is told');
-  await until('both instances in the roll call', () => a.limiter.instances() === 2 && b.limiter.instances() === 2);
+  await waitFor(() => a.limiter.instances() === 2 && b.limiter.instances() === 2, { what: 'both instances in the roll call' });
   const shared = await Promise.all([admitted(a.limiter, 'ep:1', 10, 10), admitted(b.limiter, 'ep:1', 10, 10)]);
   t.equal(shared[0] + shared[1], 10, 'one window for both instances');
 
@@ -83,7 +83,7 @@ t.test('shared while Redis answers, the local share while it is stopped, shared 
 
   await server.start();
   const restarted = performance.now();
-  await until('shared limits again', () => a.limiter.redisUp() && b.limiter.redisUp(), 5000);
+  await waitFor(() => a.limiter.redisUp() && b.limiter.redisUp(), { what: 'shared limits again', ms: 5000 });
   t.comment(`shared again ${Math.round(performance.now() - restarted)} ms after Redis started`);
   t.same(a.states, [true, false, true]);
   const again = await Promise.all([admitted(a.limiter, 'ep:4', 10, 10), admitted(b.limiter, 'ep:4', 10, 10)]);
@@ -92,7 +92,7 @@ t.test('shared while Redis answers, the local share while it is stopped, shared 
 
   await b.limiter.close();
   t.equal(await admin.zcard('chaingate:instances'), 1, 'a closed instance leaves the roll call');
-  await until('one instance live', () => a.limiter.instances() === 1);
+  await waitFor(() => a.limiter.instances() === 1, { what: 'one instance live' });
 });
 
 t.test('a Redis that hangs: takes answer from the local share after the command timeout', async (t) => {
@@ -105,7 +105,7 @@ t.test('a Redis that hangs: takes answer from the local share after the command 
   t.same(take, { ok: true }, 'admitted locally');
   t.ok(took < 600, `answered in ${took.toFixed(0)} ms (command timeout 200 ms)`);
   t.equal(a.limiter.redisUp(), false);
-  await until('shared limits again', () => a.limiter.redisUp(), 3000);
+  await waitFor(() => a.limiter.redisUp(), { what: 'shared limits again', ms: 3000 });
   t.same(a.states, [true, false, true]);
 });
 
@@ -118,7 +118,7 @@ t.test("failure 'closed': UNAVAILABLE while Redis is down", async (t) => {
   t.same(await c.limiter.take('ep:c', 10, 11), { ok: false, retryAfterMs: Infinity }, 'too large for the plan either way');
   t.throws(() => c.limiter.take('ep:c', 10, -1), RangeError);
   await server.start();
-  await until('shared limits again', () => c.limiter.redisUp(), 5000);
+  await waitFor(() => c.limiter.redisUp(), { what: 'shared limits again', ms: 5000 });
   t.same(await c.limiter.take('ep:c', 10), { ok: true });
   t.same(c.states, [true, false, true]);
 });

@@ -10,6 +10,7 @@ import { createLedgerHost, type LedgerHost, type LedgerHostOptions } from '../..
 import { createLedgerView } from '../../src/metering/ledger-view.js';
 import type { Store } from '../../src/store/open.js';
 import { addOwner, invariantGaps, type Teardown, tempDbPath, tempStore, topUp } from '../store/temp-store.js';
+import { waitFor } from '../support/wait-for.js';
 
 const EP = 'ep_aaaaaaaaaaaaaaaa';
 const ok = { endpointId: EP, method: 'eth_call', status: 0 };
@@ -29,14 +30,6 @@ function viewOn(t: Teardown, host: LedgerHost, path: string): Ledger {
 
 function usageTotals(store: Store): { requests: number; ru: number } {
   return store.db.prepare('SELECT coalesce(sum(requests), 0) AS requests, coalesce(sum(ru), 0) AS ru FROM usage_minute').get() as never;
-}
-
-async function until(what: string, done: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 // One table of cases for every shape of the ledger: the arithmetic is the same.
@@ -119,7 +112,7 @@ t.test('views ship on their own within an event-loop turn, and the timer flushes
   t.equal(views[0]!.lastFlushAt(), null, 'no flush yet');
   for (const [i, view] of views.entries()) view.settle(view.reserve(owner, 10 + i)!, 10 + i, ok);
   t.equal(host.available(owner), 1000 - 21, 'the host sees every debit at once');
-  await until('the flush', () => store.sql.ledger.balance.get(owner) === 979);
+  await waitFor(() => store.sql.ledger.balance.get(owner) === 979, { what: 'the flush', ms: 10_000 });
   t.same(views[1]!.pending(), { ru: 0, rows: 0 });
   t.ok(views[1]!.lastFlushAt() !== null);
   t.same(usageTotals(store), { requests: 2, ru: 21 });
@@ -135,7 +128,7 @@ t.test('a top-up made on another connection reaches every view once the host not
   for (const view of views) t.equal(view.reserve(owner, 1), null);
   topUp(cli.db, owner, 100);
   // The host's timer sees data_version move and reads the balance again; no view reads it itself.
-  await until('the top-up', () => views.every((v) => v.available(owner) === 100));
+  await waitFor(() => views.every((v) => v.available(owner) === 100), { what: 'the top-up', ms: 10_000 });
   const a = views[0]!.reserve(owner, 60)!;
   t.equal(views[1]!.reserve(owner, 41), null, 'the other view sees the reservation');
   views[1]!.settle(views[1]!.reserve(owner, 40)!, 40, ok);
@@ -148,7 +141,7 @@ t.test('a top-up made on another connection reaches every view once the host not
   t.equal(views[0]!.available(owner), 7, 'the flush brought the newest balance back');
   topUp(cli.db, owner, 5);
   views[1]!.reload(owner); // a view may ask the host to read one owner now
-  await until('the reload', () => views[0]!.available(owner) === 12);
+  await waitFor(() => views[0]!.available(owner) === 12, { what: 'the reload', ms: 10_000 });
   t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
 });
 
@@ -165,11 +158,11 @@ t.test('the timer reads again an owner a view added, even with no commit after t
   topUp(cli.db, owner, 50);
   // Let the host see the commit (and find no entry to read) before the view adds the owner.
   const flushed = host.lastFlushAt();
-  await until('a tick', () => host.lastFlushAt() !== flushed);
+  await waitFor(() => host.lastFlushAt() !== flushed, { what: 'a tick', ms: 10_000 });
   await new Promise((r) => setTimeout(r, 5));
   t.equal(view.available(owner), 100, 'added with the old balance');
   viewStore.db.exec('COMMIT');
-  await until('the re-read', () => view.available(owner) === 150);
+  await waitFor(() => view.available(owner) === 150, { what: 'the re-read', ms: 10_000 });
   t.pass('read again by the host');
 });
 
@@ -202,7 +195,7 @@ t.test("a worker whose port closes with reservations open gets them back; anothe
   living.reserve(owner, 20);
   t.equal(host.available(owner), 40);
   dying.close(); // as when its thread ends: its port closes
-  await until('the release', () => host.available(owner) === 70);
+  await waitFor(() => host.available(owner) === 70, { what: 'the release', ms: 10_000 });
   t.equal(living.available(owner), 70, 'the open 20 of the other view are still held');
   t.ok(host.flush());
   t.equal(store.sql.ledger.balance.get(owner), 90, 'what it settled before is written');

@@ -10,6 +10,7 @@ import type { Store } from '../../src/store/open.js';
 import { tsWorker } from '../support/ts-worker.js';
 import { addOwner, invariantGaps, type Teardown, tempDbPath, tempStore, topUp } from '../store/temp-store.js';
 import type { HammerResult, LedgerWorkerCall, LedgerWorkerData } from './fixtures/ledger-worker.js';
+import { waitFor } from '../support/wait-for.js';
 
 const script = new URL('./fixtures/ledger-worker.ts', import.meta.url);
 
@@ -46,14 +47,6 @@ function startWorker(t: Teardown, host: LedgerHost, path: string, start: SharedA
     },
     ready: () => (readyCount > 0 ? Promise.resolve() : Promise.race([new Promise<void>((r) => (readyWaiter = r)), failed])),
   };
-}
-
-async function until(what: string, done: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await done())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 function totals(store: Store, owner: number): { requests: number; ru: number } {
@@ -126,17 +119,17 @@ t.test('a top-up on another connection reaches every worker; a worker that dies 
   t.equal(await a!.call({ op: 'reserve', owner, ru: 1 }), false);
   t.equal(await b!.call({ op: 'available', owner }), 0);
   topUp(cli.db, owner, 100);
-  await until(
-    'the top-up on both workers',
-    async () => (await a!.call({ op: 'available', owner })) === 100 && (await b!.call({ op: 'available', owner })) === 100,
-  );
+  await waitFor(async () => (await a!.call({ op: 'available', owner })) === 100 && (await b!.call({ op: 'available', owner })) === 100, {
+    what: 'the top-up on both workers',
+    ms: 20_000,
+  });
   t.equal(await a!.call({ op: 'reserve', owner, ru: 60 }), true);
   t.equal(await a!.call({ op: 'settle', owner, ru: 5 }), true);
   t.equal(await b!.call({ op: 'reserve', owner, ru: 36 }), false, 'the other worker sees the reservation');
   t.equal(await b!.call({ op: 'reserve', owner, ru: 35 }), true);
   await a!.worker.terminate();
   // Its 60 come back when its port closes; the 5 it settled and shipped stay debited.
-  await until('the release', async () => (await b!.call({ op: 'available', owner })) === 60);
+  await waitFor(async () => (await b!.call({ op: 'available', owner })) === 60, { what: 'the release', ms: 20_000 });
   t.ok(host.flush());
   t.equal(store.sql.ledger.balance.get(owner), 95);
   t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);

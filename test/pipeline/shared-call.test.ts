@@ -13,6 +13,7 @@ import { DEV_ADDRESS, result } from '../support/dev-chain.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
 import { pipelineContext, type PipelineSetup } from '../support/pipeline-context.js';
+import { waitFor } from '../support/wait-for.js';
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 
@@ -67,13 +68,6 @@ function make(s: PipelineSetup, method: string, params: unknown[], idText: strin
 }
 
 const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function until(done: () => boolean, what: string): Promise<void> {
-  for (let i = 0; !done(); i++) {
-    if (i === 500) throw new Error(`${what}: not within 5 s`);
-    await tick(10);
-  }
-}
 
 /** The answer with its id replaced, to compare answers given to different callers. */
 const withId = (h: Heard, id: string): string =>
@@ -159,11 +153,11 @@ t.test('a caller that leaves only leaves the flight; when all have left the call
   const h = pipelineContext(t, { chains: { devnet: { chain_id: 31337, upstreams: [{ url: hung.url }] } } });
   const a = make(h, 'eth_getTransactionCount', params, '1');
   const b = make(h, 'eth_getTransactionCount', params, '2');
-  await until(() => hung.requests.length === 1, 'the shared call reaches the node');
+  await waitFor(() => hung.requests.length === 1, { what: 'the shared call reaches the node' });
   a.call.abort();
   b.call.abort();
   const c = make(h, 'eth_getTransactionCount', params, '3');
-  await until(() => hung.requests.length === 2, 'a new call reaches the node');
+  await waitFor(() => hung.requests.length === 2, { what: 'a new call reaches the node' });
   t.equal(hung.requests.length, 2, 'a call after everyone left starts a new flight');
   t.same([a.settled(), b.settled(), c.settled()], [false, false, false], 'nobody who left hears anything');
   c.call.abort();
@@ -190,7 +184,7 @@ t.test("an answer too large to hold whole stays the leader's; each follower make
   // Runtime code returning 100 000 zero bytes: PUSH3 100000, PUSH1 0, RETURN.
   const params = [{ to: big, data: '0x' }, 'latest', { [big]: { code: '0x620186a06000f3' } }];
   const calls = ['1', '2', '3'].map((id) => make(s, 'eth_call', params, id));
-  await until(() => calls.every((c) => c.settled()), 'every caller answered');
+  await waitFor(() => calls.every((c) => c.settled()), { what: 'every caller answered' });
   const heard = await Promise.all(calls.map((c) => c.heard));
   for (const [i, h] of heard.entries()) {
     t.same(

@@ -10,6 +10,7 @@ import { validateConfig } from '../../src/config/schema.js';
 import { createTenancy, REFRESH_INTERVAL_MS, type Tenancy } from '../../src/pipeline/tenancy.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { tempDbPath, tempStore } from '../store/temp-store.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Setup {
   tenancy: Tenancy;
@@ -31,15 +32,6 @@ function tenancyFor(t: Test, raw: Record<string, unknown> = {}): Setup {
     if (tenancy.store!.db.open) tenancy.close();
   });
   return { tenancy, path, logLines };
-}
-
-/** Resolves once `done()` holds, checking every 20 ms; fails after `ms`. */
-async function until(done: () => boolean, ms = 3 * REFRESH_INTERVAL_MS): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 t.test("ruCost: the config's prices over the catalogue's, ru.default for the rest", async (t) => {
@@ -72,13 +64,13 @@ t.test("the CLI's changes reach the daemon within the refresh interval", async (
 
   admin.topUp(alice, 50);
   admin.setSuspended(bob, true);
-  await until(() => revoked.length > 0);
+  await waitFor(() => revoked.length > 0, { ms: 3 * REFRESH_INTERVAL_MS });
   t.same(revoked, [b1.id], "the suspended owner's endpoint is handed to the closer");
   t.equal(tenancy.ledger.available(alice), 150, 'the top-up is read again');
   t.equal(tenancy.directory!.endpointByKey(b1.key), null, "and the suspended owner's key stops working");
 
   admin.deleteOwner(alice);
-  await until(() => revoked.length > 1);
+  await waitFor(() => revoked.length > 1, { ms: 3 * REFRESH_INTERVAL_MS });
   t.same(revoked.slice(1).sort(), [a1.id, a2.id].sort(), "a deleted owner's endpoints, each once");
   await new Promise((r) => setTimeout(r, REFRESH_INTERVAL_MS + 200));
   t.equal(revoked.length, 3, 'nothing is handed over twice');

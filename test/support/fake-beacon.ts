@@ -156,12 +156,3 @@ export function streamBody(
   };
   pump();
 }
-
-/** Polls `ready` every 10 ms; rejects naming `what` after `ms`. */
-export async function until(what: string, ready: () => boolean, ms = 5000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!ready()) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

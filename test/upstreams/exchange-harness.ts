@@ -111,15 +111,6 @@ export function fetchOutcome(upstream: HttpUpstream, req: UpstreamRequest): Prom
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Resolves once `condition` holds, checking every 5 ms; rejects after `ms`. */
-export async function until(condition: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(5);
-  }
-}
-
 /** Splits a raw connection's bytes into requests (head text, body), as a minimal HTTP/1.1 server would. */
 export function readRequests(socket: Socket, onRequest: (head: string, body: Buffer) => void): void {
   let pending = Buffer.alloc(0);

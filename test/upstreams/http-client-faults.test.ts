@@ -2,7 +2,8 @@ import t, { type Test } from 'tap';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type Socket } from 'node:net';
 import { createHttpUpstream, type HttpUpstream, type UpstreamOptions } from '../../src/upstreams/http-client.js';
-import { closed, exchange, fetchOutcome, listenOn, readRequests, sleep, until } from './exchange-harness.js';
+import { closed, exchange, fetchOutcome, listenOn, readRequests, sleep } from './exchange-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 function upstreamFor(t: Test, opts: UpstreamOptions): HttpUpstream {
   const upstream = createHttpUpstream(opts);
@@ -80,7 +81,7 @@ t.test('an idle socket closed by the server is noticed and replaced', async (t) 
   const listening = await listenOn(t, server);
   const upstream = upstreamFor(t, { url: `http://127.0.0.1:${listening.port}` });
   await fetchOutcome(upstream, { method: 'POST', timeoutMs: 2000 });
-  await until(() => upstream.stats().open === 0);
+  await waitFor(() => upstream.stats().open === 0);
   const out = await fetchOutcome(upstream, { method: 'POST', timeoutMs: 2000 });
   t.equal(out.body.toString(), 'ok');
   t.equal(listening.accepted(), 2);
@@ -99,7 +100,7 @@ t.test('abort of an in-flight request closes its connection, and the sink hears 
   const server = await rawServer(t, () => {});
   const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}` });
   const ex = exchange(upstream, { method: 'POST', body: 'x', timeoutMs: 2000 });
-  await until(() => server.requests() === 1);
+  await waitFor(() => server.requests() === 1);
   ex.handle.abort();
   await closed(server.sockets[0]!);
   t.pass('the server saw the connection close');
@@ -118,7 +119,7 @@ t.test('abort during the body closes the connection; no onEnd or onError follows
     handle.abort();
     return true;
   });
-  await until(() => server.sockets.length === 1);
+  await waitFor(() => server.sockets.length === 1);
   await closed(server.sockets[0]!);
   await sleep(50);
   t.same(ex.outcome.calls, ['head', 'data']);
@@ -133,7 +134,7 @@ t.test('abort of a queued request removes it before it reaches the server', asyn
   t.same(upstream.stats(), { open: 1, busy: 1, queued: 1 });
   queued.handle.abort();
   t.same(upstream.stats(), { open: 1, busy: 1, queued: 0 });
-  await until(() => server.requests() === 1);
+  await waitFor(() => server.requests() === 1);
   first.handle.abort();
   await closed(server.sockets[0]!);
   await sleep(50);
@@ -248,7 +249,7 @@ t.test('close() fails in-flight and queued requests with reset, and later ones t
   const upstream = createHttpUpstream({ url: `http://127.0.0.1:${server.port}`, maxConnections: 1, pipelining: 1 });
   const inFlight = exchange(upstream, { method: 'POST', timeoutMs: 5000 });
   const queued = exchange(upstream, { method: 'POST', timeoutMs: 5000 });
-  await until(() => server.requests() === 1);
+  await waitFor(() => server.requests() === 1);
   upstream.close();
   t.same(inFlight.outcome.calls, ['error']);
   t.equal(inFlight.outcome.error?.kind, 'reset');

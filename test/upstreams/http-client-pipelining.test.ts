@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap';
 import { createServer as createTcpServer, type Socket } from 'node:net';
 import { createHttpUpstream, type HttpUpstream, type UpstreamOptions } from '../../src/upstreams/http-client.js';
-import { closed, exchange, listenOn, sleep, until } from './exchange-harness.js';
+import { closed, exchange, listenOn, sleep } from './exchange-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 function upstreamFor(t: Test, opts: UpstreamOptions): HttpUpstream {
   const upstream = createHttpUpstream(opts);
@@ -140,7 +141,7 @@ t.test('aborting a pipelined request in the middle leaves the others and the soc
   });
   const upstream = upstreamFor(t, { url: server.url, maxConnections: 1 });
   const [first, middle, last] = ['1', '2', '3'].map((token) => exchange(upstream, post(token)));
-  await until(() => server.arrivals.length === 3);
+  await waitFor(() => server.arrivals.length === 3);
   middle!.handle.abort();
   release();
   const [a, c] = await Promise.all([first!.settled, last!.settled]);
@@ -223,7 +224,7 @@ t.test('an aborted head that never answers does not hold the requests behind it'
   const upstream = upstreamFor(t, { url: server.url, maxConnections: 2, stallMs: 50 });
   const head = exchange(upstream, post('hang', 60_000));
   const behind = ['2', '3'].map((token) => exchange(upstream, post(token, 60_000)));
-  await until(() => server.arrivals.length === 3);
+  await waitFor(() => server.arrivals.length === 3);
   head.handle.abort();
   const outcomes = await Promise.all(behind.map((e) => e.settled));
   t.same(
@@ -292,7 +293,7 @@ t.test('a paused consumer at the head holds the requests behind it for about sta
   t.equal(out.body.length, big.length, 'the head streamed whole once resumed');
   t.equal(out.calls.at(-1), 'end');
   // The moved requests' first answers arrive behind the big body and are dropped, not delivered twice.
-  await until(() => upstream.stats().busy === 0);
+  await waitFor(() => upstream.stats().busy === 0);
   t.same(
     outcomes.map((o) => o.calls.join()),
     ['head,data,end', 'head,data,end'],
@@ -304,7 +305,7 @@ t.test('a server closing a pipelined socket after the first answer: the rest are
     const server = await pipeliningServer(t, async (arrival, socket) => {
       if (arrival.connection > 0) return ok(`answer-${arrival.token}`);
       if (arrival.token !== '1') return null;
-      await until(() => server.arrivals.length === 3);
+      await waitFor(() => server.arrivals.length === 3);
       if (close === 'destroy') {
         setTimeout(() => socket.destroy(), 10);
         return ok('answer-1');
@@ -354,7 +355,7 @@ t.test('a reset in the middle of the head body fails the head; those behind are 
   const server = await pipeliningServer(t, async (arrival, socket) => {
     if (arrival.connection > 0) return ok(`answer-${arrival.token}`);
     if (arrival.token !== '1') return null;
-    await until(() => server.arrivals.length === 3);
+    await waitFor(() => server.arrivals.length === 3);
     setTimeout(() => socket.resetAndDestroy(), 20);
     return 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart';
   });

@@ -4,7 +4,8 @@ import { createServer as createTcpServer } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { createHttpUpstream, type RequestHandle, type UpstreamError } from '../../src/upstreams/http-client.js';
-import { listenOn, readRequests, until } from './exchange-harness.js';
+import { listenOn, readRequests } from './exchange-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 const TOTAL = 50 * 1024 * 1024;
 // Byte i of every body is i & 0xff; the block length is a multiple of 256 so blocks join seamlessly.
@@ -84,7 +85,7 @@ async function streamSlowly(url: string) {
       },
     );
   });
-  await until(() => held.length === 0);
+  await waitFor(() => held.length === 0);
   upstream.close();
   return { calls, error, received, mismatches, growth: peak - baseline, chunks, mostHeld };
 }

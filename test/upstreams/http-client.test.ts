@@ -5,7 +5,8 @@ import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createTcpServer, type Socket } from 'node:net';
 import { createHttpUpstream, type HttpUpstream, type UpstreamOptions } from '../../src/upstreams/http-client.js';
 import { testCertificate } from '../support/cert.js';
-import { closed, dribble, exchange, fetchOutcome, listenOn, readRequests, until } from './exchange-harness.js';
+import { closed, dribble, exchange, fetchOutcome, listenOn, readRequests } from './exchange-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface Seen {
   method: string;
@@ -127,7 +128,7 @@ t.test('maxConnections bounds the sockets; extra requests queue and each answer 
     t.ok(listening.peak() <= 4, `server saw at most 4 sockets at once (${listening.peak()})`);
     t.same(upstream.stats(), { open: 4, busy: 0, queued: 0 });
     upstream.close();
-    await until(() => listening.open() === 0);
+    await waitFor(() => listening.open() === 0);
   }
   t.equal(listening.accepted(), 8, 'four connections per run');
 });
@@ -288,5 +289,5 @@ t.test('a refused connection is a connect error', async (t) => {
   t.equal(out.error?.kind, 'connect');
   t.match(out.error?.message, new RegExp(`http://127\\.0\\.0\\.1:${port}`));
   t.same(out.calls, ['error']);
-  await until(() => upstream.stats().open === 0);
+  await waitFor(() => upstream.stats().open === 0);
 });

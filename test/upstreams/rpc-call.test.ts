@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { callUpstream } from '../../src/upstreams/rpc-call.js';
 import { fakeUpstream, rpcIdOf } from '../support/fake-upstream.js';
-import { until } from '../support/until.js';
+import { waitFor } from '../support/wait-for.js';
 
 function httpOk(socket: Socket, body: string): void {
   socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
@@ -30,7 +30,7 @@ t.test("callUpstream refuses an answer with another call's id, or a second id, a
   t.teardown(() => upstream.close());
   t.equal(await callUpstream(upstream, 2000, 'eth_chainId', []), '0x1', "the call's own answer");
   await t.rejects(callUpstream(upstream, 2000, 'eth_gasPrice', []), /another call's id/);
-  t.ok(await until(() => closed.has(sockets[0]!), 2000), 'the socket it came on is closed');
+  await waitFor(() => closed.has(sockets[0]!), { what: 'the socket it came on is closed', ms: 2000 });
   await t.rejects(callUpstream(upstream, 2000, 'eth_blockNumber', []), /another call's id/, 'a second id read last');
   t.equal(await callUpstream(upstream, 2000, 'eth_chainId', []), '0x1', 'calls go on, on a new socket');
 });

@@ -2,7 +2,8 @@ import t, { type Test } from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { openSseLink, type LinkTimers, type SseLinkOptions } from '../../src/upstreams/sse-link.js';
-import { listenOn, sleep, until } from './exchange-harness.js';
+import { listenOn, sleep } from './exchange-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 interface LogLine {
   level: string;
@@ -59,7 +60,7 @@ t.test('events arrive in order as canonical frames, from one request for the top
     for (let at = 0; at < bytes.length; at += 37) res.write(bytes.subarray(at, at + 37));
   });
   const { frames, logs } = linkTo(t, source.url);
-  await until(() => frames.length === 50);
+  await waitFor(() => frames.length === 50);
   t.same(
     frames,
     Array.from({ length: 50 }, (_, i) => headFrame(i + 1)),
@@ -85,7 +86,7 @@ t.test('a stream the node ends is opened again and continues', async (t) => {
     if (n === 1) res.end();
   });
   const { frames, lost } = linkTo(t, source.url);
-  await until(() => frames.length === 6);
+  await waitFor(() => frames.length === 6);
   t.same(frames, [1, 2, 3, 4, 5, 6].map(headFrame));
   t.equal(source.requests.length, 2);
   t.equal(lost().length, 1);
@@ -107,7 +108,7 @@ t.test('onStatus: true when a stream opens, false when an open one is lost, noth
   });
   const statuses: boolean[] = [];
   const { link, frames } = linkTo(t, source.url, { onStatus: (open) => statuses.push(open) });
-  await until(() => frames.length === 2);
+  await waitFor(() => frames.length === 2);
   t.same(statuses, [true, false, true], 'open, lost, (the 503 says nothing), open again');
   t.equal(source.requests.length, 3);
   const gone = new Promise<void>((resolve) => stream!.once('close', resolve));
@@ -147,7 +148,7 @@ t.test('a 500 is retried with a doubling backoff that starts over after a stream
     stableAfterMs: 30_000,
     headTimeoutMs: 5_000,
   });
-  await until(() => frames.length === 1);
+  await waitFor(() => frames.length === 1);
   t.same(
     lost().map((l) => [l.level, l.fields!.reason, l.fields!.retry_ms]),
     [
@@ -160,7 +161,7 @@ t.test('a 500 is retried with a doubling backoff that starts over after a stream
   );
   clock += 30_000;
   held!.end();
-  await until(() => frames.length === 3);
+  await waitFor(() => frames.length === 3);
   t.same(frames, [5, 6, 7].map(headFrame));
   t.same(
     lost()
@@ -186,7 +187,7 @@ t.test('close() aborts the stream and no reconnection follows', async (t) => {
     stream = res;
   });
   const { link, frames } = linkTo(t, source.url);
-  await until(() => frames.length === 1);
+  await waitFor(() => frames.length === 1);
   const gone = new Promise<void>((resolve) => stream!.once('close', resolve));
   link.close();
   await gone;
@@ -214,7 +215,7 @@ t.test('a link closed from its own onFrame delivers nothing more, even from the 
     },
     log() {},
   });
-  await until(() => frames.length > 0);
+  await waitFor(() => frames.length > 0);
   await sleep(50);
   t.same(frames, [headFrame(1)]);
   t.equal(source.requests.length, 1);
@@ -227,7 +228,7 @@ t.test('an oversized event drops the stream, which is opened again', async (t) =
     else res.write(headFrame(3));
   });
   const { frames, lost } = linkTo(t, source.url, { maxEventBytes: 1000 });
-  await until(() => frames.length === 2);
+  await waitFor(() => frames.length === 2);
   t.same(frames, [headFrame(1), headFrame(3)], 'nothing read after the oversized event');
   t.match(lost()[0], { level: 'warn', fields: { reason: 'event over 1000 bytes' } });
 });
@@ -243,7 +244,7 @@ t.test('a 200 that is not text/event-stream is retried', async (t) => {
     res.write(headFrame(1));
   });
   const { frames, lost } = linkTo(t, source.url);
-  await until(() => frames.length === 1);
+  await waitFor(() => frames.length === 1);
   t.same(frames, [headFrame(1)]);
   t.match(lost()[0], { level: 'warn', fields: { reason: 'content-type "application/json" is not text/event-stream' } });
 });
@@ -255,7 +256,7 @@ t.test('a node that never answers the head is left after headTimeoutMs', async (
     res.write(headFrame(1));
   });
   const { frames, lost } = linkTo(t, source.url, { headTimeoutMs: 100 });
-  await until(() => frames.length === 1);
+  await waitFor(() => frames.length === 1);
   t.equal(source.requests.length, 2);
   t.match(lost()[0], { level: 'warn', fields: { reason: 'no response head within 100 ms' } });
 });
@@ -266,7 +267,7 @@ t.test('a stream silent for silenceTimeoutMs is opened again', async (t) => {
     res.write(headFrame(n));
   });
   const { frames, lost } = linkTo(t, source.url, { silenceTimeoutMs: 300 });
-  await until(() => frames.length === 2);
+  await waitFor(() => frames.length === 2);
   t.same(frames, [headFrame(1), headFrame(2)]);
   t.match(lost()[0], { level: 'warn', fields: { reason: /stalled for 300 ms/ } });
 });

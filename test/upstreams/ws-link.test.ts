@@ -8,7 +8,8 @@ import { spawnSync } from 'node:child_process';
 import { WebSocketServer, type WebSocket as ServerSocket } from 'ws';
 import { openWsLink, type WsLink, WsLinkError, type WsLinkOptions } from '../../src/upstreams/ws-link.js';
 import { tcpRelay } from '../support/tcp-relay.js';
-import { anvilFor, mine, sleep, until } from '../fanout/feed-harness.js';
+import { anvilFor, mine, sleep } from '../fanout/feed-harness.js';
+import { waitFor } from '../support/wait-for.js';
 
 function linkFor(t: Test, opts: WsLinkOptions): WsLink {
   const link = openWsLink(opts);
@@ -95,10 +96,10 @@ t.test('notifications go to their own subscription; unsubscribe stops them', asy
   const idB = await link.subscribe(['newHeads'], (r) => b.push(Number((r as { number: string }).number)));
   t.not(idA, idB);
   await mine(node.url, 2);
-  await until('two heads each', () => a.length === 2 && b.length === 2);
+  await waitFor(() => a.length === 2 && b.length === 2, { what: 'two heads each', ms: 10_000 });
   t.equal(await link.unsubscribe(idA), true, 'the node confirms');
   await mine(node.url);
-  await until('the third head on b', () => b.length === 3);
+  await waitFor(() => b.length === 3, { what: 'the third head on b', ms: 10_000 });
   await sleep(50);
   t.same(a, [1, 2], 'nothing after unsubscribing');
   t.same(b, [1, 2, 3]);
@@ -116,7 +117,7 @@ t.test('a cut closes the link once: the pending call and later ones are rejected
   relay.cut();
   const err = (await pending.catch((e: unknown) => e)) as WsLinkError;
   t.equal(err.kind, 'closed', 'the call in flight fails as closed');
-  await until('close reported', () => reasons.length > 0);
+  await waitFor(() => reasons.length > 0, { what: 'close reported', ms: 10_000 });
   t.ok(link.closed);
   t.equal(((await link.call('eth_blockNumber', []).catch((e: unknown) => e)) as WsLinkError).kind, 'closed');
   await sleep(50);
@@ -150,7 +151,7 @@ t.test('a URL ws cannot use gives a closed link whose errors do not quote it', a
   t.match(err.message, /^bad-node: /);
   t.notMatch(err.message, /s3cret|KEYKEYKEY|alice/);
   t.equal(((await link.call('eth_chainId', []).catch((e: unknown) => e)) as WsLinkError).kind, 'closed');
-  await until('the close reported', () => reasons.length === 1);
+  await waitFor(() => reasons.length === 1, { what: 'the close reported', ms: 10_000 });
   t.ok(link.closed);
 });
 
@@ -164,7 +165,7 @@ t.test('a notification written before the answer naming its id still reaches the
   const link = linkFor(t, { url: server.url, label: 'scripted' });
   const got: unknown[] = [];
   t.equal(await link.subscribe(['newHeads'], (r) => got.push(r)), '0xabc');
-  await until('two notifications', () => got.length === 2);
+  await waitFor(() => got.length === 2, { what: 'two notifications', ms: 10_000 });
   t.same(got, [1, 2]);
 });
 
@@ -180,7 +181,7 @@ t.test('no answer in time rejects as timeout; a subscription answered too late i
   t.ok(Date.now() - started >= 90, 'not before the timeout');
   const subErr = (await link.subscribe(['newHeads'], () => {}).catch((e: unknown) => e)) as WsLinkError;
   t.equal(subErr.kind, 'timeout');
-  await until('the late subscription dropped', () => server.requests.some((r) => r.method === 'eth_unsubscribe'), 2000);
+  await waitFor(() => server.requests.some((r) => r.method === 'eth_unsubscribe'), { what: 'the late subscription dropped', ms: 2000 });
   t.same(server.requests.find((r) => r.method === 'eth_unsubscribe')!.params, ['0xlate']);
   t.notOk(link.closed, 'a timeout alone does not close the link');
 });
