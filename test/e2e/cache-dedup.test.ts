@@ -11,6 +11,7 @@ import { countingProxy, type CountingProxy } from '../support/counting-proxy.js'
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { DEV_ADDRESS, minedReceipt, result as direct } from '../support/dev-chain.js';
 import { post, rpc } from '../support/rpc.js';
+import { waitFor } from '../support/wait-for.js';
 
 const OTHER_ADDRESS = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
 const FINALITY_DEPTH = 10;
@@ -29,8 +30,7 @@ function endpoint(g: TestGateway): { ownerId: number; url: string } {
 
 async function waitForHead(t: Test, g: TestGateway, head: number): Promise<void> {
   const chain = g.gateway.context.chains.get('devnet')!;
-  const until = Date.now() + 10_000;
-  while (chain.head.now() !== head && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => chain.head.now() === head, { what: `the gateway to know the head ${head}`, ms: 10_000 });
   t.equal(chain.head.now(), head, `the gateway knows the head ${head}`);
 }
 

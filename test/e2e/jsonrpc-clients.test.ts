@@ -13,34 +13,13 @@ import { anvil } from 'viem/chains';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { CALL_RESULT, DEPLOY_BYTECODE, ECHO_TOPIC, RUNTIME_BYTECODE } from '../support/contract.js';
 import { post, rpc } from '../support/rpc.js';
+import { SPEC_METHODS } from '../support/spec-methods.js';
 
 // anvil's first well-known development account.
 const DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
 const DEV_ADDRESS = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 const HELLO_WORLD = '0x68656c6c6f20776f726c64';
 const HELLO_WORLD_KECCAK = '0x47173285a8d7341e5e972fc677286384f802f8ef42a5ec5f03bbfa254cb01fad';
-// The interface's method table, in its order.
-const SPEC_METHODS = [
-  'eth_blockNumber',
-  'eth_chainId',
-  'eth_getLogs',
-  'eth_call',
-  'eth_estimateGas',
-  'eth_getTransactionCount',
-  'eth_getCode',
-  'eth_feeHistory',
-  'eth_getBlockByHash',
-  'eth_sendRawTransaction',
-  'eth_getTransactionReceipt',
-  'web3_sha3',
-  'eth_newFilter',
-  'eth_newPendingTransactionFilter',
-  'eth_getFilterChanges',
-  'eth_getFilterLogs',
-  'eth_maxPriorityFeePerGas',
-  'net_listening',
-  'eth_subscribe',
-];
 const SUBSCRIBE_OVER_HTTP = 'eth_subscribe needs a WebSocket connection: open the same URL with wss:// (or ws://)';
 
 type Json = Record<string, unknown>;

@@ -8,6 +8,7 @@ import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { minedReceipt } from '../support/dev-chain.js';
 import { post, rpc, send } from '../support/rpc.js';
+import { waitFor } from '../support/wait-for.js';
 
 // anvil's first well-known development account.
 const DEV_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
@@ -189,7 +190,7 @@ t.test('graceful stop lets a request in flight finish', async (t) => {
   const g = await gatewayFor(t, { chains: { devnet: evmChain([slow.url], 1) } });
   const inFlight = rpc(`${g.base}/v1/rpc/public`, 'eth_gasPrice', [], 9);
   // The client's call, not a probe of the node (the prober asks eth_blockNumber).
-  while (!slow.requests.some((r) => r.includes('eth_gasPrice'))) await new Promise((r) => setTimeout(r, 10));
+  await waitFor(() => slow.requests.some((r) => r.includes('eth_gasPrice')), { what: "the client's call at the node" });
   const cut = await g.gateway.stop();
   const answer = await inFlight;
   t.equal(cut, 0, 'nothing was cut');

@@ -9,6 +9,7 @@ import { countingProxy } from '../support/counting-proxy.js';
 import { DEV_ADDRESS, result as direct } from '../support/dev-chain.js';
 import { anvilFor, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
+import { waitFor } from '../support/wait-for.js';
 
 const HEAD = 20;
 const STATE_HISTORY = 8;
@@ -56,8 +57,7 @@ t.test('a call goes only to a node that serves its method', async (t) => {
 });
 
 t.test('a state read about an old block reaches the archive node only; a recent one either', async (t) => {
-  const until = Date.now() + 10_000;
-  while (chain.head.now() !== HEAD && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => chain.head.now() === HEAD, { what: 'the gateway to know the head', ms: 10_000 });
   t.equal(chain.head.now(), HEAD, 'the gateway knows the head');
   const oldest = HEAD - STATE_HISTORY - 1;
   await callEach(t, 4, 'eth_getBalance', (i) => [DEV_ADDRESS, hex(oldest - i)]);

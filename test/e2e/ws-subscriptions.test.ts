@@ -20,6 +20,7 @@ import { tcpRelay, type TcpRelay } from '../support/tcp-relay.js';
 import { wsUrl } from '../support/ws.js';
 import { minedReceipt } from '../support/dev-chain.js';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
+import { waitFor } from '../support/wait-for.js';
 
 // anvil's first development account (unlocked: eth_sendTransaction from it needs no signature).
 const DEV_ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
@@ -483,7 +484,7 @@ t.test(
     await nodeCall(node.url, 'anvil_mine', ['0xc8']);
     await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 200), 10_000, 'head 200 for every subscriber');
     const gatewayHead = async (): Promise<unknown> => ((await rpc(httpUrl, 'eth_blockNumber')).json as { result?: unknown }).result;
-    for (let k = 0; k < 100 && (await gatewayHead()) !== '0xc8'; k++) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(async () => (await gatewayHead()) === '0xc8', { what: 'the gateway at head 200' });
     // Block 5 is final (64 below head 200): the gateway keeps its answer.
     const blockFive = async (): Promise<string> =>
       ((await rpc(httpUrl, 'eth_getBlockByNumber', ['0x5', false])).json as { result: { hash: string } }).result.hash;
@@ -524,7 +525,7 @@ t.test(
       );
     }
 
-    for (let k = 0; k < 100 && (await gatewayHead()) !== '0xa'; k++) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(async () => (await gatewayHead()) === '0xa', { what: 'the gateway at head 10' });
     t.equal(await gatewayHead(), '0xa', 'eth_blockNumber follows the new chain');
     const newFive = await blockFive();
     t.not(newFive, oldFive, "the old chain's cached block 5 is not served for the new chain");

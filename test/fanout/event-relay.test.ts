@@ -72,13 +72,11 @@ t.test('2 worker threads with clients on two topics: one upstream stream per top
     return { head: answers.flatMap((a) => a.slice(0, 10)), both: answers.flatMap((a) => a.slice(10)) };
   };
   const untilAll = async (what: string, done: (r: Received, topics: string[]) => boolean): Promise<void> => {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
+    const all = async (): Promise<boolean> => {
       const { head, both } = await received();
-      if (head.every((r) => done(r, ['head'])) && both.every((r) => done(r, ['head', 'block']))) return;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return head.every((r) => done(r, ['head'])) && both.every((r) => done(r, ['head', 'block']));
+    };
+    await waitFor(all, { what, ms: 10_000 });
   };
   await untilAll('every client started', (r) => r.started);
   t.same(
@@ -287,10 +285,11 @@ t.test('a worker that does not keep up: past maxBacklogBytes its clients are end
 
   await blocked;
   let received: Received[] = [];
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+  const allClosed = async (): Promise<boolean> => {
     received = await worker.ask<Received[]>({ cmd: 'received' });
-    if (received.every((r) => r.closedWith !== null)) break;
-  }
+    return received.every((r) => r.closedWith !== null);
+  };
+  await waitFor(allClosed, { what: 'every client closed', ms: 10_000 });
   const queued = Math.floor(MAX / big.length) + 1;
   t.same(
     received.map((r) => [r.closedWith, numbersOf(r.text, 'head').length]),
@@ -307,9 +306,10 @@ t.test('a worker that does not keep up: past maxBacklogBytes its clients are end
   played.live('head')[0]!.status(true);
   played.live('head')[0]!.emit(frame(2));
   await waitFor(() => server.backlogBytes() === 0, { what: 'the new client served' });
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+  const thirdServed = async (): Promise<boolean> => {
     received = await worker.ask<Received[]>({ cmd: 'received' });
-    if (numbersOf(received[2]!.text, 'head').length > 0) break;
-  }
+    return numbersOf(received[2]!.text, 'head').length > 0;
+  };
+  await waitFor(thirdServed, { what: 'the third client served', ms: 10_000 });
   t.same(numbersOf(received[2]!.text, 'head'), [2], 'a client added after the worker drained is served');
 });

@@ -34,13 +34,13 @@ const numbersIn = (r: Received): number[] => r.results.map((h) => Number(h.numbe
 
 /** What the workers' subscribers received, once `done` holds for every one of them (asked every 20 ms). */
 async function untilReceived(workers: RelayWorker[], what: string, done: (numbers: number[]) => boolean): Promise<Received[]> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const all = (await Promise.all(workers.map((w) => w.ask<Received[]>({ cmd: 'received' })))).flat();
-    if (all.every((r) => done(numbersIn(r)))) return all;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await sleep(20);
-  }
+  let all: Received[] = [];
+  const check = async (): Promise<boolean> => {
+    all = (await Promise.all(workers.map((w) => w.ask<Received[]>({ cmd: 'received' })))).flat();
+    return all.every((r) => done(numbersIn(r)));
+  };
+  await waitFor(check, { what, ms: 15_000 });
+  return all;
 }
 
 /** A relay server over `feeds` as chain 'dev', kept in `servers`. */
@@ -340,10 +340,11 @@ t.test(
 
     await blocked;
     let received: Received[] = [];
-    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(20)) {
+    const allClosed = async (): Promise<boolean> => {
       received = await worker.ask<Received[]>({ cmd: 'received' });
-      if (received.every((r) => r.closes.length > 0)) break;
-    }
+      return received.every((r) => r.closes.length > 0);
+    };
+    await waitFor(allClosed, { what: 'every client closed', ms: 10_000 });
     const reason = '1011 worker thread too slow: over 1024 KB of notifications unread';
     t.same(
       received.map((r) => r.closes),
@@ -393,14 +394,14 @@ t.test(
     t.same((await got(b)).closes, [], 'B, paid for both, is open');
 
     await blocked;
-    for (const deadline = Date.now() + 10_000; (await got(a)).closes.length === 0 && Date.now() < deadline; ) await sleep(20);
+    await waitFor(async () => (await got(a)).closes.length > 0, { what: 'A closed', ms: 10_000 });
     t.same(
       [(await got(a)).closes, (await got(a)).results.length],
       [['1008 Insufficient RU balance'], 1],
       'A, busy while B spent the balance, is closed at the notification it then cannot pay, after its one',
     );
     driven.notify('{"n":3}');
-    for (const deadline = Date.now() + 10_000; (await got(b)).closes.length === 0 && Date.now() < deadline; ) await sleep(20);
+    await waitFor(async () => (await got(b)).closes.length > 0, { what: 'B closed', ms: 10_000 });
     t.same([(await got(b)).closes, (await got(b)).results.length], [['1008 Insufficient RU balance'], 2], 'B at its next one');
     t.equal(Atomics.load(balance, 0), PRICE / 2, 'nothing more was taken: exactly what was delivered was charged');
   },

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import { JsonRpcProvider } from 'ethers';
 import { formatTransactionRequest } from 'viem';
 import { checkCall, DEFAULT_RU, DEFAULT_RU_OTHER, isAllowedMethod, type CallCheck, type CallContext } from '../../src/jsonrpc/methods.js';
+import { SPEC_METHODS } from '../support/spec-methods.js';
 
 const HTTP: CallContext = { chainId: 31337, transport: 'http' };
 const WS: CallContext = { chainId: 31337, transport: 'ws' };
@@ -31,27 +32,7 @@ function refused(t: Tap, method: string, params: unknown[], message: string | Re
 type Tap = Test;
 
 t.test('allowlist and RU table', async (t) => {
-  const spec = [
-    'eth_blockNumber',
-    'eth_chainId',
-    'eth_getLogs',
-    'eth_call',
-    'eth_estimateGas',
-    'eth_getTransactionCount',
-    'eth_getCode',
-    'eth_feeHistory',
-    'eth_getBlockByHash',
-    'eth_sendRawTransaction',
-    'eth_getTransactionReceipt',
-    'web3_sha3',
-    'eth_newFilter',
-    'eth_newPendingTransactionFilter',
-    'eth_getFilterChanges',
-    'eth_getFilterLogs',
-    'eth_maxPriorityFeePerGas',
-    'net_listening',
-    'eth_subscribe',
-  ];
+  const spec = SPEC_METHODS;
   const more = [
     'eth_uninstallFilter',
     'eth_unsubscribe',

@@ -10,6 +10,7 @@ import { openPgStore } from '../../src/store/pg-open.js';
 import { addPgOwner, RETENTION } from '../support/ledger-stores.js';
 import { startPostgres } from '../support/servers.js';
 import { INVARIANT_GAPS_SQL } from '../store/temp-store.js';
+import { waitFor } from '../support/wait-for.js';
 
 const USAGE = { endpointId: 'ep_test', method: 'eth_call', status: 0 };
 
@@ -124,7 +125,7 @@ t.test('an instance cut off from the store stops spending at its reservations ex
   // a loses the store (as a killed instance would): its renewals fail from now on.
   await a.cutOff();
   const cutAt = Date.now();
-  while (a.ledger.available(owner) > 0) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => a.ledger.available(owner) === 0, { what: 'a to stop spending', ms: 5000 });
   t.ok(Date.now() - cutAt < 1500, 'a stopped spending within the TTL');
   await t.rejects(call(a.ledger, owner, 10), 'a call that needs the store is refused (503)');
   // b is refused until the store lets a's reservation expire, then gets its 90 RU.

@@ -16,6 +16,7 @@ import { countingProxy } from '../support/counting-proxy.js';
 import { DEV_ADDRESS, result } from '../support/dev-chain.js';
 import { echoId, fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
+import { waitFor } from '../support/wait-for.js';
 
 type Heard = { kind: 'whole'; body: string } | { kind: 'failed'; reason: string; failure?: ForwardFailure; failedUpstream?: string };
 
@@ -132,7 +133,7 @@ t.test('real nodes: every node in rotation gets it once, acceptance answers, the
   t.same(again, { kind: 'whole', body: `{"jsonrpc":"2.0","id":8,"result":"${hash}"}` }, 'both pools hold it: answered as its hash');
   t.same([pa.count('eth_sendRawTransaction'), pb.count('eth_sendRawTransaction')], [2, 2]);
   // The answer went out with the first acceptance; the other node's send ends on its own.
-  for (let i = 0; i < 100 && chain.health.upstreams.some((u) => u.inflight !== 0); i++) await tick(10);
+  await waitFor(() => chain.health.upstreams.every((u) => u.inflight === 0), { what: 'both sends ended', ms: 1000 });
   t.same(
     chain.health.upstreams.map((u) => [u.inflight, u.status().calls, u.status().errorRate]),
     [
@@ -274,7 +275,10 @@ t.test('a client that leaves stops hearing, not the sends', async (t) => {
   const b = broadcast(chain, raw);
   b.abort();
   await held.answer(httpAnswer(200, rpcError('nonce too low')));
-  for (let i = 0; i < 100 && (await result(node.url, 'eth_getTransactionByHash', [keccak256(raw)])) === null; i++) await tick(10);
+  await waitFor(async () => (await result(node.url, 'eth_getTransactionByHash', [keccak256(raw)])) !== null, {
+    what: "the transaction in the node's pool",
+    ms: 1000,
+  });
   t.not(await result(node.url, 'eth_getTransactionByHash', [keccak256(raw)]), null, "the transaction reached the node's pool");
   await tick(50);
   t.equal(b.told(), false, 'the client heard nothing');

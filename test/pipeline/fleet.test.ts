@@ -6,6 +6,7 @@ import t from 'tap';
 import { openFleet } from '../../src/pipeline/fleet.js';
 import { createLogger } from '../../src/log.js';
 import { startPostgres, startRedis } from '../support/servers.js';
+import { waitFor } from '../support/wait-for.js';
 
 t.test('two instances share keys, balances, limits and heartbeats', async (t) => {
   const [pg, redis] = await Promise.all([startPostgres(t), startRedis(t)]);
@@ -41,13 +42,12 @@ t.test('two instances share keys, balances, limits and heartbeats', async (t) =>
   const [ta, tb] = await Promise.all([a.limiter.take('ep:x', 1), b.limiter.take('ep:x', 1)]);
   t.same([ta.ok, tb.ok].sort(), [false, true], 'one call per second across both');
   // Each counts the live instances at its roll call, once a second.
-  for (let i = 0; i < 150 && a.limiter.instances() < 2; i++) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => a.limiter.instances() === 2, { what: 'a roll call counting both', ms: 3000 });
   t.equal(a.limiter.instances(), 2, 'a counts both at its roll call');
   t.same((await a.ledgerStore.instances()).map((i) => i.id).sort(), ['gw-a', 'gw-b'], 'both heartbeat');
 
   t.ok(await a.accounts.deleteEndpoint(owner.id, made.endpoint.id));
-  const deadline = Date.now() + 2000;
-  while (!revoked.includes(`gw-b ${made.endpoint.id}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => revoked.includes(`gw-b ${made.endpoint.id}`), { what: 'the revocation on b', ms: 2000 });
   t.ok(revoked.includes(`gw-b ${made.endpoint.id}`), 'deleted on a, revoked on b');
 
   closed = true;

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { MAX_PROBE_ANSWER_BYTES, readBeaconHead, readEvmHead } from '../../src/upstreams/head-probe.js';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { anvilFor } from '../support/gateway.js';
+import { waitFor } from '../support/wait-for.js';
 
 async function standIn(t: Test, answer: (res: ServerResponse, body: string) => void): Promise<{ url: string; closed: () => number }> {
   let closed = 0;
@@ -94,7 +95,7 @@ t.test("an answer carrying another call's id is no head, and its socket is close
       json({ jsonrpc: '2.0', id: idFor(sent), result: '0x2a' })(res);
     });
     await t.rejects(readEvmHead(upstream(t, s.url), 2500, new AbortController().signal), /another call's id/, what);
-    for (let i = 0; i < 100 && s.closed() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => s.closed() > 0, { what: `${what}: the socket closed`, ms: 1000 });
     t.equal(s.closed(), 1, `${what}: the socket is closed, its answers out of step`);
   }
   t.equal(new Set(ids).size, 3, 'each probe carries its own id, from the gateway sequence');
@@ -115,7 +116,7 @@ t.test('a huge answer is dropped after its first bytes, its socket closed', asyn
     pump();
   });
   await t.rejects(readEvmHead(upstream(t, s.url), 2500, new AbortController().signal), new RegExp(`larger than ${MAX_PROBE_ANSWER_BYTES}`));
-  for (let i = 0; i < 100 && s.closed() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await waitFor(() => s.closed() > 0, { what: 'the connection closed', ms: 1000 });
   t.equal(s.closed(), 1, 'the connection is closed, not read to the end');
 });
 

@@ -1,0 +1,22 @@
+/** The interface's method table (its JSON-RPC methods), in its order: the one copy the tests share. */
+export const SPEC_METHODS: readonly string[] = Object.freeze([
+  'eth_blockNumber',
+  'eth_chainId',
+  'eth_getLogs',
+  'eth_call',
+  'eth_estimateGas',
+  'eth_getTransactionCount',
+  'eth_getCode',
+  'eth_feeHistory',
+  'eth_getBlockByHash',
+  'eth_sendRawTransaction',
+  'eth_getTransactionReceipt',
+  'web3_sha3',
+  'eth_newFilter',
+  'eth_newPendingTransactionFilter',
+  'eth_getFilterChanges',
+  'eth_getFilterLogs',
+  'eth_maxPriorityFeePerGas',
+  'net_listening',
+  'eth_subscribe',
+]);
