@@ -39,7 +39,7 @@ export const ERROR_RATE_LIMIT = 0.5;
 /** Outcomes in the window needed before the error rate is judged: two failures out of three calls say little. */
 export const MIN_CALLS_JUDGED = 10;
 /** A head probe unanswered this long makes its node suspected, in ms: a local node answers one in about a
- *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/runtime.ts). */
+ *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/node-probes.ts). */
 export const SUSPECT_AFTER_MS = 1_000;
 /** The sliding window for error rate and p50, in ms, kept as WINDOW_BUCKETS buckets of BUCKET_MS. */
 export const WINDOW_MS = 10_000;
