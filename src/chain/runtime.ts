@@ -177,7 +177,7 @@ export interface ChainReplica {
 const NO_CACHE = createResponseCache(0);
 
 export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOptions = {}): ChainRuntime {
-  return new Chain(config, opts);
+  return new RunningChain(config, opts);
 }
 
 /**
@@ -185,7 +185,7 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
  * health before the feeds that read it, the head before the routes and filters); only the cache scope, the
  * prober, the round-robin turn and the close change after.
  */
-class Chain implements ChainRuntime {
+class RunningChain implements ChainRuntime {
   readonly config: ChainConfig;
   readonly upstreams: readonly HttpUpstream[];
   readonly timeoutMs: number;

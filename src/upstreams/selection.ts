@@ -97,14 +97,14 @@ export interface ChainHealthOptions {
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
 export function createChainHealth(labels: readonly string[], opts: ChainHealthOptions): ChainHealth {
-  return new ChainNodes(labels, opts);
+  return new ChainSelection(labels, opts);
 }
 
 /**
  * A chain's trackers and the state of its node choice in fields: pick() runs for every forwarded call, so its
  * scratch lists are kept here and refilled in place, and nothing is made per call.
  */
-class ChainNodes implements ChainHealth {
+class ChainSelection implements ChainHealth {
   readonly upstreams: readonly UpstreamHealth[];
   readonly maxLagBlocks: number;
   readonly now: () => number;
