@@ -5,7 +5,7 @@
  * (reason 'wrong_chain', see health.ts) until it names the right one again; a node that answers without
  * naming one (it does not serve the call) is given no verdict and stays as it was judged.
  *
- * The check is a task of its own beside the prober's head reads (chain/runtime.ts), started at a probe whenever it
+ * The check is a task of its own beside the prober's head reads (chain/node-probes.ts), started at a probe whenever it
  * is due: the node was never checked, is out of rotation (failing or on another chain), was last checked
  * RECHECK_MS ago, or a reload asked (recheckAll). It has its own timeout (CHECK_TIMEOUT_MS) and never counts as a
  * probe, so a slow node's head read keeps the whole probe timeout: a check that fails or runs out gives no verdict

@@ -5,50 +5,30 @@
  * elsewhere is keyed by a chain.
  */
 import type { ChainConfig } from '../config/schema.js';
-import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
-import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
 import { DEFAULTS } from '../config/defaults.js';
-import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
-import { createSseHub, type SseHub, type SseHubOptions } from '../fanout/sse-hub.js';
-import { createSubscriptionHub, type HubOptions, type SubscriptionHub } from '../fanout/subscriptions.js';
+import type { Feeds, FeedsLog } from '../fanout/feeds.js';
+import type { SseHub, SseHubOptions } from '../fanout/sse-hub.js';
+import type { SubscriptionHub } from '../fanout/subscriptions.js';
 import type { Logger } from '../log.js';
-import { readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
+import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
+import { type ReadHead, readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
+import type { HttpUpstream } from '../upstreams/http-client.js';
 import { readBeaconIdentity, readEvmIdentity } from '../upstreams/identity-probe.js';
-import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
-import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
-import { type ProbeObserver, startProber, type Prober, type ProberOptions } from '../upstreams/prober.js';
-import { openSseLink } from '../upstreams/sse-link.js';
+import type { ProbeObserver, Prober, ProberOptions } from '../upstreams/prober.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
-import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
+import type { ChainHealth } from '../upstreams/selection.js';
+import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
+import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
+import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
+import { openChainFeeds, openEventHub, openSubscriptionHub, type SubscriptionMetering } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
 import { type ChainHead, createChainHead } from './head.js';
-import { createWriteMark, type WriteMark } from './write-mark.js';
 import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
 import { createNodeRoutes, type NodeRoutes } from './node-routes.js';
+import { proberOptionsOf, startNodeProbes } from './node-probes.js';
 import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
-
-/**
- * How the chain's prober runs (see prober.ts): heads of nodes in rotation are polled every second, so lag is
- * judged on heads about a second old, and a node that stops answering while no call reaches it is out after
- * three refused polls (about 3 s) or one poll given up on (within 3.5 s when it hangs: a poll starts within
- * 1 s, is suspected 1 s later and given up 2.5 s after it started); nodes out of rotation are probed every
- * 1.5 s, so one that recovers is back within 1.5 s plus its answer (2.5 + 1.5 s when a probe of it was
- * hanging). The prober keeps two probes of a node intervalMs / 2 apart, which must stay under headIntervalMs
- * or timer jitter skips polls.
- */
-const PROBER_DEFAULTS: Required<Omit<ProberOptions, 'timers' | 'observer'>> = {
-  intervalMs: 1_500,
-  headIntervalMs: 1_000,
-  probeTimeoutMs: 2_500,
-};
-
-/**
- * A probe's own request timeout sits this far past the prober's deadline, in ms, so the prober gives a hanging
- * probe up first and counts it as a hang. With the two equal the request's timeout won, the hang counted as an
- * ordinary failure, and three were needed: a hanging node stayed in rotation about 9 s.
- */
-const PROBE_REQUEST_SLACK_MS = 1_000;
+import { createWriteMark, type WriteMark } from './write-mark.js';
 
 /**
  * eth_blockNumber is answered from the heads the gateway knows when the best one was reported this recently,
@@ -137,9 +117,6 @@ export interface ChainRuntime {
   close(): void;
 }
 
-/** How notifications delivered to the chain's subscribers are priced and paid. */
-export type SubscriptionMetering = Pick<HubOptions, 'ruPerMessage' | 'charge'>;
-
 export interface ChainRuntimeOptions {
   /** Extra CA certificates trusted for https upstreams (tests with self-signed nodes). */
   ca?: string | Buffer;
@@ -196,211 +173,158 @@ export interface ChainReplica {
   openEventLink?: SseHubOptions['openLink'];
 }
 
-const FREE_DELIVERIES: SubscriptionMetering = { ruPerMessage: () => 0, charge: () => true };
-
 /** What a chain reads and writes when the gateway gave it no response cache: nothing is kept. */
 const NO_CACHE = createResponseCache(0);
 
 export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOptions = {}): ChainRuntime {
-  const upstreams = config.upstreams.map((u) =>
-    createHttpUpstream({
-      name: u.name,
-      url: u.url,
-      headers: u.headers,
-      // With worker threads each worker has its own pool: max_connections is the process's, shared out.
-      maxConnections: Math.max(1, Math.floor(u.max_connections / (opts.poolShare ?? 1))),
-      pipelining: u.pipelining,
-      // A node that drips its answer a byte at a time holds a call no longer than this (the event-stream
-      // pools below have none: a stream never ends).
-      answerTimeoutMs: config.answer_timeout_s * 1000,
-      ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
-    }),
-  );
-  const timeoutMs = config.timeout_s * 1000;
-  const log: FeedsLog = (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields });
-  const metrics = opts.metrics ?? noMetrics().chain(config.slug);
-  let cacheScope = config.slug;
-  let finalUndone = 0;
-  const health = createChainHealth(
-    upstreams.map((u) => u.label),
-    {
-      maxLagBlocks: config.max_lag_blocks,
-      log,
+  return new RunningChain(config, opts);
+}
+
+/**
+ * The runtime's state in fields, set once in the constructor in the order the parts depend on each other (the
+ * health before the feeds that read it, the head before the routes and filters); only the cache scope, the
+ * prober, the round-robin turn and the close change after.
+ */
+class RunningChain implements ChainRuntime {
+  readonly config: ChainConfig;
+  readonly upstreams: readonly HttpUpstream[];
+  readonly timeoutMs: number;
+  readonly metrics: ChainMetrics;
+  readonly health: ChainHealth;
+  readonly feeds: Feeds | null;
+  readonly subscriptions: SubscriptionHub | null;
+  readonly identity: ChainIdentity;
+  readonly events: SseHub | null;
+  readonly head: ChainHead;
+  readonly routes: NodeRoutes;
+  readonly filters: ChainFilters;
+  readonly cache: ChainCache;
+  readonly inFlight: Shared<SharedOutcome, SharedFlight>;
+  readonly policy: ChainMethodPolicy;
+  cacheScope: string;
+  private readonly opts: ChainRuntimeOptions;
+  private readonly readHead: ReadHead;
+  private readonly proberOptions: ProberOptions;
+  private readonly writes: WriteMark;
+  /** The event streams' own clients, by node index (chain-streams.ts makes them). */
+  private readonly streamClients: HttpUpstream[] = [];
+  /** Times the chain's final blocks were undone: the count in cacheScope. */
+  private finalUndone = 0;
+  /** The next node in turn when none is in rotation (pickOrNext). */
+  private next = 0;
+  private prober: Prober | null = null;
+  private unfollow: (() => void) | null = null;
+  private closed = false;
+
+  constructor(config: ChainConfig, opts: ChainRuntimeOptions) {
+    this.config = config;
+    this.opts = opts;
+    const upstreams = upstreamClients(config, opts);
+    this.upstreams = upstreams;
+    const timeoutMs = config.timeout_s * 1000;
+    this.timeoutMs = timeoutMs;
+    const log: FeedsLog = (level, msg, fields) => opts.feedsLog?.(level, msg, { chain: config.slug, ...fields });
+    const metrics = opts.metrics ?? noMetrics().chain(config.slug);
+    this.metrics = metrics;
+    this.cacheScope = config.slug;
+    const health = watchNodeHealth(config, upstreams, metrics, log, opts, () => {
+      this.cacheScope = `${config.slug}#${++this.finalUndone}`;
+    });
+    this.health = health;
+    const feeds = openChainFeeds(config, upstreams, health, timeoutMs, log, opts);
+    this.feeds = feeds;
+    this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
+    this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
+    this.identity = createChainIdentity({
+      chainId: config.kind === 'beacon' ? undefined : config.chain_id,
+      health,
+      upstreams,
       names: config.upstreams.map((u) => u.name),
+      read: config.kind === 'beacon' ? readBeaconIdentity : readEvmIdentity,
       metrics,
-      onRotation(name, inRotation, reason) {
-        // A worker's copy hears the same probes as the main thread's, which logs each change once.
-        if (opts.replica !== undefined) return;
-        const fields = { chain: config.slug, upstream: name, reason };
-        if (inRotation) opts.log?.info('upstream back in rotation', fields);
-        else opts.log?.warn('upstream out of rotation', fields);
+      log: (level, msg, fields) => opts.log?.[level](msg, { chain: config.slug, ...fields }),
+      ...(opts.relay !== undefined ? { onVerdict: opts.relay.wrongChain } : {}),
+      ...(opts.identityRecheckMs !== undefined ? { recheckMs: opts.identityRecheckMs } : {}),
+    });
+    this.proberOptions = proberOptionsOf(opts.prober, opts.relay?.probes);
+    this.writes = opts.writes ?? createWriteMark();
+    this.events = openEventHub(config, timeoutMs, metrics, log, opts, () => this.pickOrNext(), this.streamClients);
+    const pickUpstream = (): HttpUpstream => this.pickUpstream();
+    const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
+    this.head = head;
+    const routes = createNodeRoutes(config.upstreams, {
+      stateHistoryBlocks: config.state_history_blocks,
+      head: () => head.now(),
+      blockNumberOf(hash) {
+        const heard = feeds?.head() ?? null;
+        return heard !== null && heard.hash.toLowerCase() === hash.toLowerCase() ? heard.number : null;
       },
-      finalityDepth: config.finality_depth,
-      onFinalUndone(from, to) {
-        cacheScope = `${config.slug}#${++finalUndone}`;
-        if (opts.replica === undefined)
-          log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, {
-            from,
-            to,
-          });
-      },
-    },
-  );
-  const isInRotation = (index: number): boolean => health.healthyIndices().includes(index);
-
-  const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
-  // The feeds hold one link at a time, so the prober's polls keep every node's head; a feed reports a head only
-  // when it went back below what the feed remembers (followsNewChain).
-  const feeds =
-    opts.replica?.feeds !== undefined
-      ? opts.replica.feeds
-      : withWs.length === 0
-        ? null
-        : createFeeds({
-            nodes: withWs.map(({ u, http }) => ({
-              wsUrl: u.ws!,
-              headers: u.headers,
-              label: u.name,
-              call: (method, params) => callUpstream(http, timeoutMs, method, params),
-            })),
-            isHealthy: (node) => isInRotation(withWs[node]!.index),
-            // The feed may hear a node's new chain before the node's next poll does.
-            chain: {
-              followsNewChain(node, head) {
-                const index = withWs[node]!.index;
-                opts.relay?.feedHead(index, head);
-                return health.followsNewChain(index, head);
-              },
-            },
-            maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
-            ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
-            log,
-          });
-
-  const metering = opts.subscriptionMetering ?? FREE_DELIVERIES;
-  const subscriptions =
-    feeds === null
-      ? null
-      : createSubscriptionHub({
-          feeds,
-          ruPerMessage: metering.ruPerMessage,
-          charge(ownerId, endpointId, ru, deliveries) {
-            if (!metering.charge(ownerId, endpointId, ru, deliveries)) return false;
-            metrics.ruCharged.inc(ru);
-            return true;
-          },
-          liveWaitMs: timeoutMs,
-          metrics,
-          ...(opts.replica?.subscriptionIdPrefix !== undefined ? { idPrefix: opts.replica.subscriptionIdPrefix } : {}),
-        });
-
-  const readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
-  const identity = createChainIdentity({
-    chainId: config.kind === 'beacon' ? undefined : config.chain_id,
-    health,
-    upstreams,
-    names: config.upstreams.map((u) => u.name),
-    read: config.kind === 'beacon' ? readBeaconIdentity : readEvmIdentity,
-    metrics,
-    log: (level, msg, fields) => opts.log?.[level](msg, { chain: config.slug, ...fields }),
-    ...(opts.relay !== undefined ? { onVerdict: opts.relay.wrongChain } : {}),
-    ...(opts.identityRecheckMs !== undefined ? { recheckMs: opts.identityRecheckMs } : {}),
-  });
-  const proberOptions: ProberOptions = {
-    ...PROBER_DEFAULTS,
-    ...opts.prober,
-    ...(opts.relay !== undefined ? { observer: opts.relay.probes } : {}),
-  };
-  let unfollow: (() => void) | null = null;
-  const probeTimeoutMs = proberOptions.probeTimeoutMs ?? PROBER_DEFAULTS.probeTimeoutMs;
-  let prober: Prober | null = null;
-  let closed = false;
-  const writes = opts.writes ?? createWriteMark();
-  let next = 0;
+    });
+    this.routes = routes;
+    const filterBounds = opts.filters ?? DEFAULTS.filters;
+    this.filters =
+      opts.replica?.filters ??
+      createChainFilters(
+        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health },
+        {
+          maxPerKey: filterBounds.max_per_key,
+          idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
+          log,
+          ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
+        },
+      );
+    this.cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => this.cacheScope, metrics);
+    this.inFlight = createInFlight<SharedOutcome, SharedFlight>(
+      opts.log === undefined ? undefined : (err, key) => opts.log!.error("a shared answer's delivery failed", { key, error: String(err) }),
+    );
+    this.policy = createChainMethodPolicy(config);
+  }
 
   /** A node in rotation, else the next one in turn (which then fails fast or recovers). */
-  function pickOrNext(): number {
-    const picked = health.pick();
+  private pickOrNext(): number {
+    const picked = this.health.pick();
     if (picked !== null) return picked;
-    const index = next % upstreams.length;
-    next = (next + 1) % upstreams.length;
+    const count = this.upstreams.length;
+    const index = this.next % count;
+    this.next = (this.next + 1) % count;
     return index;
   }
 
-  const streamClients: HttpUpstream[] = [];
-  const sse = opts.sse ?? DEFAULTS.sse;
-  const events =
-    config.kind !== 'beacon'
-      ? null
-      : createSseHub({
-          // Each event written to a client, by its topic (a topic of the allowlist: low cardinality).
-          onDelivered: (_client, topic) => metrics.sseEvents(topic).inc(),
-          heartbeatMs: sse.heartbeat_s * 1000,
-          maxBufferedBytes: sse.max_buffered_bytes,
-          openTimeoutMs: timeoutMs,
-          openLink:
-            opts.replica?.openEventLink ??
-            ((topic, onFrame, onStatus) =>
-              openSseLink({
-                // The node a (re)connecting stream goes to.
-                upstream: () => {
-                  const index = pickOrNext();
-                  const u = config.upstreams[index]!;
-                  return (streamClients[index] ??= createHttpUpstream({
-                    name: u.name,
-                    url: u.url,
-                    headers: u.headers,
-                    maxConnections: 64,
-                    pipelining: 1,
-                    ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
-                  }));
-                },
-                topic,
-                onFrame,
-                onStatus,
-                log: (level, msg, fields) => log(level, msg, { topic, ...fields }),
-              })),
-        });
-
-  const pickUpstream = (): HttpUpstream => upstreams[pickOrNext()]!;
-  const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
-  const routes = createNodeRoutes(config.upstreams, {
-    stateHistoryBlocks: config.state_history_blocks,
-    head: () => head.now(),
-    blockNumberOf(hash) {
-      const heard = feeds?.head() ?? null;
-      return heard !== null && heard.hash.toLowerCase() === hash.toLowerCase() ? heard.number : null;
-    },
-  });
-  const filterBounds = opts.filters ?? DEFAULTS.filters;
-  const filters =
-    opts.replica?.filters ??
-    createChainFilters(
-      { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health },
-      {
-        maxPerKey: filterBounds.max_per_key,
-        idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
-        log,
-        ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
-      },
-    );
-  const cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => cacheScope, metrics);
-  const inFlight = createInFlight<SharedOutcome, SharedFlight>(
-    opts.log === undefined ? undefined : (err, key) => opts.log!.error("a shared answer's delivery failed", { key, error: String(err) }),
-  );
-
-  function pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null {
-    const index = health.pick(exclude);
-    return index === null ? null : { index, upstream: upstreams[index]! };
+  pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null {
+    const index = this.health.pick(exclude);
+    return index === null ? null : { index, upstream: this.upstreams[index]! };
   }
 
-  async function call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
-    const tries = new Attempts(health, timeoutMs, RETRY_ONCE, routes.nodesFor(method, params));
+  pickUpstream(): HttpUpstream {
+    return this.upstreams[this.pickOrNext()]!;
+  }
+
+  freshHead(): number | null {
+    const health = this.health;
+    const best = health.bestHead();
+    if (best === null) return null;
+    const now = health.now();
+    const writtenAt = this.writes.at();
+    for (const u of health.upstreams) {
+      const at = u.headAt;
+      if (u.head === best && !u.failing && !u.wrongChain && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS)
+        return best;
+    }
+    return null;
+  }
+
+  noteWrite(): void {
+    this.writes.note();
+  }
+
+  async call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
+    const health = this.health;
+    const tries = new Attempts(health, this.timeoutMs, RETRY_ONCE, this.routes.nodesFor(method, params));
     let lastError: unknown = new Error('no healthy upstream');
     for (let index = tries.nextNode(); index !== null; index = tries.nextNode()) {
       const attempt = tries.hold(new NodeAttempt(health, index));
       try {
-        const result = await callUpstream(upstreams[index]!, tries.attemptTimeoutMs(), method, params, signal);
+        const result = await callUpstream(this.upstreams[index]!, tries.attemptTimeoutMs(), method, params, signal);
         attempt.settle('ok');
         return result;
       } catch (err) {
@@ -418,76 +342,26 @@ export function createChainRuntime(config: ChainConfig, opts: ChainRuntimeOption
     throw lastError;
   }
 
-  return {
-    config,
-    upstreams,
-    timeoutMs,
-    feeds,
-    events,
-    get cacheScope() {
-      return cacheScope;
-    },
-    health,
-    identity,
-    head,
-    cache,
-    inFlight,
-    filters,
-    subscriptions,
-    metrics,
-    policy: createChainMethodPolicy(config),
-    routes,
-    pickHealthy,
-    pickUpstream,
-    freshHead() {
-      const best = health.bestHead();
-      if (best === null) return null;
-      const now = health.now();
-      const writtenAt = writes.at();
-      for (const u of health.upstreams) {
-        const at = u.headAt;
-        if (u.head === best && !u.failing && !u.wrongChain && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS)
-          return best;
-      }
-      return null;
-    },
-    noteWrite() {
-      writes.note();
-    },
-    call,
-    startHealthChecks() {
-      if (prober !== null || unfollow !== null || closed) return;
-      if (opts.replica !== undefined) {
-        unfollow = opts.replica.follow(health);
-        return;
-      }
-      const requestTimeoutMs = probeTimeoutMs + PROBE_REQUEST_SLACK_MS;
-      // What a node serves is checked, when due, beside its head read and under a timeout of its own, so a slow
-      // node's check never makes its probe late (chain-identity.ts). A failing node's head restores it only once
-      // a check since it failed has answered: one back from failing on another chain is judged first.
-      prober = startProber(
-        health,
-        async (index, signal) => {
-          if (identity.due(index)) void identity.check(index);
-          const head = await readHead(upstreams[index]!, requestTimeoutMs, signal);
-          await identity.admit(index, signal);
-          return head;
-        },
-        proberOptions,
-      );
-    },
-    close() {
-      if (closed) return;
-      closed = true;
-      filters.close();
-      prober?.stop();
-      prober = null;
-      identity.close();
-      unfollow?.();
-      feeds?.close();
-      events?.close();
-      for (const u of streamClients) u?.close();
-      for (const u of upstreams) u.close();
-    },
-  };
+  startHealthChecks(): void {
+    if (this.prober !== null || this.unfollow !== null || this.closed) return;
+    if (this.opts.replica !== undefined) {
+      this.unfollow = this.opts.replica.follow(this.health);
+      return;
+    }
+    this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.filters.close();
+    this.prober?.stop();
+    this.prober = null;
+    this.identity.close();
+    this.unfollow?.();
+    this.feeds?.close();
+    this.events?.close();
+    for (const u of this.streamClients) u?.close();
+    for (const u of this.upstreams) u.close();
+  }
 }

@@ -39,7 +39,7 @@ export const ERROR_RATE_LIMIT = 0.5;
 /** Outcomes in the window needed before the error rate is judged: two failures out of three calls say little. */
 export const MIN_CALLS_JUDGED = 10;
 /** A head probe unanswered this long makes its node suspected, in ms: a local node answers one in about a
- *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/runtime.ts). */
+ *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/node-probes.ts). */
 export const SUSPECT_AFTER_MS = 1_000;
 /** The sliding window for error rate and p50, in ms, kept as WINDOW_BUCKETS buckets of BUCKET_MS. */
 export const WINDOW_MS = 10_000;
@@ -160,68 +160,86 @@ function binMiddle(bin: number): number {
 }
 
 export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions = {}): UpstreamHealth {
-  const now = opts.now ?? (() => performance.now());
-  const bestHead = opts.bestHead ?? (() => null);
-  const maxLagBlocks = opts.maxLagBlocks ?? 5;
-  checkMaxLagBlocks(maxLagBlocks);
+  return new NodeHealth(label, opts);
+}
 
+/**
+ * One node's tracker, its state in fields: every forwarded call reads it (selection) and records into it, so
+ * the state lives in one object of a fixed shape rather than a closure's variables behind getters.
+ */
+class NodeHealth implements UpstreamHealth {
+  readonly label: string;
+  inflight = 0;
+  probeSince: number | null = null;
+  failing = false;
+  failingSince: number | null = null;
+  wrongChain = false;
+  head: number | null = null;
+  headAt: number | null = null;
+  newChainFrom: number | null = null;
+  ewmaMs: number | null = null;
+  private streak = 0;
   // One bucket per second of the window, in a ring indexed by the second it holds.
-  const second = new Float64Array(WINDOW_BUCKETS).fill(-Infinity);
-  const okCount = new Uint32Array(WINDOW_BUCKETS);
-  const failedCount = new Uint32Array(WINDOW_BUCKETS);
-  const histogram = new Uint32Array(WINDOW_BUCKETS * BINS);
+  private readonly second = new Float64Array(WINDOW_BUCKETS).fill(-Infinity);
+  private readonly okCount = new Uint32Array(WINDOW_BUCKETS);
+  private readonly failedCount = new Uint32Array(WINDOW_BUCKETS);
+  private readonly histogram = new Uint32Array(WINDOW_BUCKETS * BINS);
+  private readonly now: () => number;
+  private readonly bestHead: () => number | null;
+  private readonly maxLagBlocks: number;
+  private readonly opts: UpstreamHealthOptions;
 
-  let failing = false;
-  let failingSince: number | null = null;
-  let wrongChain = false;
-  let streak = 0;
-  let head: number | null = null;
-  let headAt: number | null = null;
-  let newChainFrom: number | null = null;
-  let ewmaMs: number | null = null;
+  constructor(label: string, opts: UpstreamHealthOptions) {
+    this.label = label;
+    this.now = opts.now ?? (() => performance.now());
+    this.bestHead = opts.bestHead ?? (() => null);
+    this.maxLagBlocks = opts.maxLagBlocks ?? 5;
+    this.opts = opts;
+    checkMaxLagBlocks(this.maxLagBlocks);
+  }
 
   /** The bucket for `now`, emptied first when it still holds an older second. */
-  function bucketAt(now: number): number {
+  private bucketAt(now: number): number {
     const sec = Math.floor(now / BUCKET_MS);
     const i = ((sec % WINDOW_BUCKETS) + WINDOW_BUCKETS) % WINDOW_BUCKETS;
-    if (second[i] !== sec) {
-      second[i] = sec;
-      okCount[i] = 0;
-      failedCount[i] = 0;
-      histogram.fill(0, i * BINS, (i + 1) * BINS);
+    if (this.second[i] !== sec) {
+      this.second[i] = sec;
+      this.okCount[i] = 0;
+      this.failedCount[i] = 0;
+      this.histogram.fill(0, i * BINS, (i + 1) * BINS);
     }
     return i;
   }
 
-  function isLive(i: number, nowSecond: number): boolean {
-    return second[i]! > nowSecond - WINDOW_BUCKETS && second[i]! <= nowSecond;
+  private isLive(i: number, nowSecond: number): boolean {
+    return this.second[i]! > nowSecond - WINDOW_BUCKETS && this.second[i]! <= nowSecond;
   }
 
-  function counts(): { ok: number; failed: number } {
-    const nowSecond = Math.floor(now() / BUCKET_MS);
+  private counts(): { ok: number; failed: number } {
+    const nowSecond = Math.floor(this.now() / BUCKET_MS);
     let ok = 0;
     let failed = 0;
     for (let i = 0; i < WINDOW_BUCKETS; i++) {
-      if (!isLive(i, nowSecond)) continue;
-      ok += okCount[i]!;
-      failed += failedCount[i]!;
+      if (!this.isLive(i, nowSecond)) continue;
+      ok += this.okCount[i]!;
+      failed += this.failedCount[i]!;
     }
     return { ok, failed };
   }
 
-  function errorRate(): number {
-    const { ok, failed } = counts();
+  errorRate(): number {
+    const { ok, failed } = this.counts();
     return ok + failed === 0 ? 0 : failed / (ok + failed);
   }
 
-  function p50Ms(): number | null {
-    const nowSecond = Math.floor(now() / BUCKET_MS);
+  private p50Ms(): number | null {
+    const nowSecond = Math.floor(this.now() / BUCKET_MS);
     const merged = new Uint32Array(BINS);
     let total = 0;
     for (let i = 0; i < WINDOW_BUCKETS; i++) {
-      if (!isLive(i, nowSecond)) continue;
-      for (let b = 0; b < BINS; b++) merged[b]! += histogram[i * BINS + b]!;
-      total += okCount[i]!;
+      if (!this.isLive(i, nowSecond)) continue;
+      for (let b = 0; b < BINS; b++) merged[b]! += this.histogram[i * BINS + b]!;
+      total += this.okCount[i]!;
     }
     if (total === 0) return null;
     const rank = Math.ceil(total / 2);
@@ -233,118 +251,93 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
     return binMiddle(BINS - 1);
   }
 
-  function record(outcome: 'ok' | 'failed', latencyMs: number): void {
-    const i = bucketAt(now());
+  record(outcome: 'ok' | 'failed', latencyMs: number): void {
+    const i = this.bucketAt(this.now());
     if (outcome === 'ok') {
-      okCount[i]!++;
-      streak = 0;
+      this.okCount[i]!++;
+      this.streak = 0;
       if (Number.isFinite(latencyMs) && latencyMs >= 0) {
-        histogram[i * BINS + latencyBin(latencyMs)]!++;
-        ewmaMs = ewmaMs === null ? latencyMs : ewmaMs + (latencyMs - ewmaMs) * EWMA_WEIGHT;
+        this.histogram[i * BINS + latencyBin(latencyMs)]!++;
+        const ewmaMs = this.ewmaMs;
+        this.ewmaMs = ewmaMs === null ? latencyMs : ewmaMs + (latencyMs - ewmaMs) * EWMA_WEIGHT;
       }
       return;
     }
-    failedCount[i]!++;
-    streak++;
-    if (failing) return;
-    if (streak >= FAILURE_STREAK) {
-      setFailing(true);
+    this.failedCount[i]!++;
+    this.streak++;
+    if (this.failing) return;
+    if (this.streak >= FAILURE_STREAK) {
+      this.setFailing(true);
       return;
     }
-    const { ok, failed } = counts();
-    if (ok + failed >= MIN_CALLS_JUDGED && failed >= ERROR_RATE_LIMIT * (ok + failed)) setFailing(true);
+    const { ok, failed } = this.counts();
+    if (ok + failed >= MIN_CALLS_JUDGED && failed >= ERROR_RATE_LIMIT * (ok + failed)) this.setFailing(true);
   }
 
-  function reportHead(number: number): void {
+  reportHead(number: number): void {
     if (!Number.isSafeInteger(number) || number < 0) throw new RangeError(`head must be a non-negative integer, got ${number}`);
-    const previous = head;
-    if (previous !== null && previous - number > DEEPEST_REORG) newChainFrom = Math.max(newChainFrom ?? 0, previous);
-    else if (newChainFrom !== null && number >= newChainFrom) newChainFrom = null;
-    head = number;
-    headAt = now();
-    opts.onHead?.(previous, number);
+    const previous = this.head;
+    if (previous !== null && previous - number > DEEPEST_REORG) this.newChainFrom = Math.max(this.newChainFrom ?? 0, previous);
+    else if (this.newChainFrom !== null && number >= this.newChainFrom) this.newChainFrom = null;
+    this.head = number;
+    this.headAt = this.now();
+    this.opts.onHead?.(previous, number);
   }
 
-  function setFailing(value: boolean): void {
-    failing = value;
-    failingSince = value ? now() : null;
-    opts.onFailing?.(value);
+  private setFailing(value: boolean): void {
+    this.failing = value;
+    this.failingSince = value ? this.now() : null;
+    this.opts.onFailing?.(value);
   }
 
-  function restore(): void {
-    setFailing(false);
-    streak = 0;
-    okCount.fill(0);
-    failedCount.fill(0);
+  private restore(): void {
+    this.setFailing(false);
+    this.streak = 0;
+    this.okCount.fill(0);
+    this.failedCount.fill(0);
   }
 
-  const health: UpstreamHealth = {
-    label,
-    inflight: 0,
-    probeSince: null,
-    record,
-    reportHead,
-    reportProbe(probedHead, latencyMs, hung = false) {
-      if (probedHead === null) {
-        record('failed', latencyMs);
-        if (hung && !failing) setFailing(true);
-        return;
-      }
-      // Restored before the head is reported, so whoever watches the report sees the node back.
-      if (failing) restore();
-      reportHead(probedHead);
-      record('ok', latencyMs);
-    },
-    get failing() {
-      return failing;
-    },
-    get failingSince() {
-      return failingSince;
-    },
-    get wrongChain() {
-      return wrongChain;
-    },
-    reportWrongChain(wrong) {
-      if (wrong === wrongChain) return;
-      wrongChain = wrong;
-      opts.onWrongChain?.(wrong);
-    },
-    get suspected() {
-      const since = health.probeSince;
-      return since !== null && now() - since >= SUSPECT_AFTER_MS;
-    },
-    get head() {
-      return head;
-    },
-    get headAt() {
-      return headAt;
-    },
-    get newChainFrom() {
-      return newChainFrom;
-    },
-    get ewmaMs() {
-      return ewmaMs;
-    },
-    errorRate,
-    status() {
-      const best = bestHead();
-      const lagging = isLagging(head, best, maxLagBlocks);
-      const { ok, failed } = counts();
-      const status: UpstreamStatus = {
-        inRotation: !failing && !wrongChain && !lagging,
-        head,
-        lag: head === null || best === null ? null : Math.max(0, best - head),
-        errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),
-        calls: ok + failed,
-        p50Ms: p50Ms(),
-        ewmaMs,
-        inflight: health.inflight,
-      };
-      if (wrongChain) status.reason = 'wrong_chain';
-      else if (failing) status.reason = 'failing';
-      else if (lagging) status.reason = 'lagging';
-      return status;
-    },
-  };
-  return health;
+  reportProbe(probedHead: number | null, latencyMs: number, hung = false): void {
+    if (probedHead === null) {
+      this.record('failed', latencyMs);
+      if (hung && !this.failing) this.setFailing(true);
+      return;
+    }
+    // Restored before the head is reported, so whoever watches the report sees the node back.
+    if (this.failing) this.restore();
+    this.reportHead(probedHead);
+    this.record('ok', latencyMs);
+  }
+
+  reportWrongChain(wrong: boolean): void {
+    if (wrong === this.wrongChain) return;
+    this.wrongChain = wrong;
+    this.opts.onWrongChain?.(wrong);
+  }
+
+  get suspected(): boolean {
+    const since = this.probeSince;
+    return since !== null && this.now() - since >= SUSPECT_AFTER_MS;
+  }
+
+  status(): UpstreamStatus {
+    const head = this.head;
+    const best = this.bestHead();
+    const lagging = isLagging(head, best, this.maxLagBlocks);
+    const { ok, failed } = this.counts();
+    const status: UpstreamStatus = {
+      inRotation: !this.failing && !this.wrongChain && !lagging,
+      head,
+      lag: head === null || best === null ? null : Math.max(0, best - head),
+      errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),
+      calls: ok + failed,
+      p50Ms: this.p50Ms(),
+      ewmaMs: this.ewmaMs,
+      inflight: this.inflight,
+    };
+    if (this.wrongChain) status.reason = 'wrong_chain';
+    else if (this.failing) status.reason = 'failing';
+    else if (lagging) status.reason = 'lagging';
+    return status;
+  }
 }

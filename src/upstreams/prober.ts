@@ -8,7 +8,7 @@
  *   something other than these polls (its newHeads feed) reported its head in the last headIntervalMs.
  * - A probe unanswered after probeTimeoutMs (default 3 s) is given up by its own timer, at that moment rather
  *   than at the next tick: aborted through its signal, it takes the node out of rotation at once (health.ts).
- *   The probe's own request timeout must lie beyond probeTimeoutMs (chain/runtime.ts): a probe that fails by itself is
+ *   The probe's own request timeout must lie beyond probeTimeoutMs (chain/node-probes.ts): a probe that fails by itself is
  *   an ordinary failure, and three of those in a row are needed.
  * - While a probe is in flight the node's probeSince is set, so a probe late by SUSPECT_AFTER_MS makes the node
  *   suspected (health.ts) well before it is given up.

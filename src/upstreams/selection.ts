@@ -97,134 +97,164 @@ export interface ChainHealthOptions {
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
 export function createChainHealth(labels: readonly string[], opts: ChainHealthOptions): ChainHealth {
-  checkMaxLagBlocks(opts.maxLagBlocks);
-  if (labels.length === 0) throw new RangeError('a chain needs at least one upstream');
-  const maxLagBlocks = opts.maxLagBlocks;
-  const now = opts.now ?? (() => performance.now());
-  const random = opts.random ?? Math.random;
+  return new ChainSelection(labels, opts);
+}
 
-  function bestHead(): number | null {
+/**
+ * A chain's trackers and the state of its node choice in fields: pick() runs for every forwarded call, so its
+ * scratch lists are kept here and refilled in place, and nothing is made per call.
+ */
+class ChainSelection implements ChainHealth {
+  readonly upstreams: readonly UpstreamHealth[];
+  readonly maxLagBlocks: number;
+  readonly now: () => number;
+  readonly meters: readonly UpstreamMetrics[];
+  private readonly random: () => number;
+  private readonly labels: readonly string[];
+  private readonly names: readonly string[];
+  private readonly chainMetrics: ChainMetrics;
+  private readonly opts: ChainHealthOptions;
+  /** Each upstream's rotation as last told (watchRotation). */
+  private readonly rotation: boolean[];
+  /** The highest best head since the chain's final blocks were last undone; null before the first. */
+  private top: number | null = null;
+  /** pick()'s scratch: the nodes it may choose from, their weights, the fastest EWMA among them, how many are suspected. */
+  private readonly candidates: number[] = [];
+  private readonly weights: number[] = [];
+  private fastestKnown = Infinity;
+  private suspects = 0;
+
+  constructor(labels: readonly string[], opts: ChainHealthOptions) {
+    checkMaxLagBlocks(opts.maxLagBlocks);
+    if (labels.length === 0) throw new RangeError('a chain needs at least one upstream');
+    this.maxLagBlocks = opts.maxLagBlocks;
+    const now = opts.now ?? (() => performance.now());
+    this.now = now;
+    this.random = opts.random ?? Math.random;
+    this.labels = labels;
+    this.opts = opts;
+    this.names = opts.names ?? labels;
+    this.chainMetrics = opts.metrics ?? noMetrics().chain('');
+    const chainMetrics = this.chainMetrics;
+    this.meters = this.names.map((name) => chainMetrics.upstream(name));
+    this.rotation = labels.map(() => true);
+    for (const m of this.meters) m.inRotation.set(1);
+    const bestHead = (): number | null => this.bestHead();
+    this.upstreams = labels.map((label, i) =>
+      createUpstreamHealth(label, {
+        now,
+        bestHead,
+        maxLagBlocks: this.maxLagBlocks,
+        onHead: (previous, head) => this.noteHead(i, previous, head),
+        // A node restored is looked at when the head its probe brought is reported, just after.
+        onFailing: (failing) => failing && this.watchRotation(),
+        onWrongChain: () => this.watchRotation(),
+      }),
+    );
+  }
+
+  bestHead(): number | null {
     let best: number | null = null;
-    for (const u of upstreams) {
+    for (const u of this.upstreams) {
       const head = u.head;
       if (!u.failing && !u.wrongChain && head !== null && (best === null || head > best)) best = head;
     }
     return best;
   }
 
-  /** The highest best head since the chain's final blocks were last undone; null before the first. */
-  let top: number | null = null;
-
-  const names = opts.names ?? labels;
-  const chainMetrics = opts.metrics ?? noMetrics().chain('');
-  const meters = names.map((name) => chainMetrics.upstream(name));
-  const rotation: boolean[] = labels.map(() => true);
-  for (const m of meters) m.inRotation.set(1);
-
   /** Tells each change of an upstream's rotation since the last look, once. */
-  function watchRotation(): void {
-    const best = bestHead();
+  private watchRotation(): void {
+    const best = this.bestHead();
+    const upstreams = this.upstreams;
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
-      const now = inRotation(u, best);
-      if (now === rotation[i]) continue;
-      rotation[i] = now;
-      meters[i]!.inRotation.set(now ? 1 : 0);
-      opts.onRotation?.(names[i]!, now, now ? 'recovered' : (u.status().reason ?? 'lagging'));
+      const now = this.inRotation(u, best);
+      if (now === this.rotation[i]) continue;
+      this.rotation[i] = now;
+      this.meters[i]!.inRotation.set(now ? 1 : 0);
+      this.opts.onRotation?.(this.names[i]!, now, now ? 'recovered' : (u.status().reason ?? 'lagging'));
     }
   }
 
-  function noteHead(index: number, previous: number | null, head: number): void {
-    meters[index]!.head.set(head);
+  private noteHead(index: number, previous: number | null, head: number): void {
+    this.meters[index]!.head.set(head);
     if (previous !== null && previous - head > DEEPEST_REORG) {
-      opts.log?.('warn', `node head went back from ${previous} to ${head}, deeper than a reorg: treated as a new chain`, {
-        upstream: labels[index]!,
+      this.opts.log?.('warn', `node head went back from ${previous} to ${head}, deeper than a reorg: treated as a new chain`, {
+        upstream: this.labels[index]!,
         from: previous,
         to: head,
       });
     }
-    watchRotation();
-    const best = bestHead();
+    this.watchRotation();
+    const best = this.bestHead();
     if (best === null) return;
-    chainMetrics.head.set(best);
+    this.chainMetrics.head.set(best);
+    const top = this.top;
     if (top === null || best > top) {
-      top = best;
-    } else if (opts.finalityDepth !== undefined && top - best > opts.finalityDepth) {
-      const from = top;
-      top = best;
-      opts.onFinalUndone?.(from, best);
+      this.top = best;
+    } else if (this.opts.finalityDepth !== undefined && top - best > this.opts.finalityDepth) {
+      this.top = best;
+      this.opts.onFinalUndone?.(top, best);
     }
   }
 
-  const upstreams: UpstreamHealth[] = labels.map((label, i) =>
-    createUpstreamHealth(label, {
-      now,
-      bestHead,
-      maxLagBlocks,
-      onHead: (previous, head) => noteHead(i, previous, head),
-      // A node restored is looked at when the head its probe brought is reported, just after.
-      onFailing: (failing) => failing && watchRotation(),
-      onWrongChain: () => watchRotation(),
-    }),
-  );
-
-  function inRotation(u: UpstreamHealth, best: number | null): boolean {
-    return !u.failing && !u.wrongChain && !isLagging(u.head, best, maxLagBlocks);
+  private inRotation(u: UpstreamHealth, best: number | null): boolean {
+    return !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
   }
 
-  const candidates: number[] = [];
-  const weights: number[] = [];
-
   /** Drops the suspected candidates when some are not. */
-  function dropSuspected(): void {
+  private dropSuspected(): void {
+    const candidates = this.candidates;
     let kept = 0;
-    for (const i of candidates) if (!upstreams[i]!.suspected) candidates[kept++] = i;
+    for (const i of candidates) if (!this.upstreams[i]!.suspected) candidates[kept++] = i;
     if (kept > 0) candidates.length = kept;
   }
 
-  let fastestKnown = Infinity;
-  let suspects = 0;
-
   /** Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null). */
-  function gather(
+  private gather(
     best: number | null,
     exclude: ReadonlySet<number> | undefined,
     serves: readonly boolean[] | null,
     only: readonly boolean[] | null,
   ): number {
+    const candidates = this.candidates;
+    const upstreams = this.upstreams;
     candidates.length = 0;
-    fastestKnown = Infinity;
-    suspects = 0;
+    this.fastestKnown = Infinity;
+    this.suspects = 0;
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
-      if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !inRotation(u, best)) continue;
+      if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !this.inRotation(u, best)) continue;
       candidates.push(i);
-      if (u.suspected) suspects++;
-      if (u.ewmaMs !== null && u.ewmaMs < fastestKnown) fastestKnown = u.ewmaMs;
+      if (u.suspected) this.suspects++;
+      if (u.ewmaMs !== null && u.ewmaMs < this.fastestKnown) this.fastestKnown = u.ewmaMs;
     }
     return candidates.length;
   }
 
-  function pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null {
-    const best = bestHead();
+  pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null {
+    const best = this.bestHead();
     const serves = choice?.serves ?? null;
     const prefer = choice?.prefer ?? null;
-    if ((prefer === null || gather(best, exclude, serves, prefer) === 0) && gather(best, exclude, serves, null) === 0) return null;
-    if (suspects > 0) dropSuspected();
+    if ((prefer === null || this.gather(best, exclude, serves, prefer) === 0) && this.gather(best, exclude, serves, null) === 0)
+      return null;
+    if (this.suspects > 0) this.dropSuspected();
+    const candidates = this.candidates;
     if (candidates.length === 1) return candidates[0]!;
     // A node not measured yet is taken to be as fast as the fastest, so it gets its share and is measured.
-    const unknownMs = fastestKnown === Infinity ? LATENCY_FLOOR_MS : fastestKnown;
+    const unknownMs = this.fastestKnown === Infinity ? LATENCY_FLOOR_MS : this.fastestKnown;
+    const weights = this.weights;
     weights.length = 0;
     let total = 0;
     for (const i of candidates) {
-      const u = upstreams[i]!;
+      const u = this.upstreams[i]!;
       const latency = Math.max(LATENCY_FLOOR_MS, u.ewmaMs ?? unknownMs);
       const cost = (latency * (Math.max(0, u.inflight) + 1)) / Math.max(MIN_SUCCESS_SHARE, 1 - u.errorRate());
       const weight = 1 / cost;
       weights.push(weight);
       total += weight;
     }
-    let r = random() * total;
+    let r = this.random() * total;
     for (let k = 0; k < candidates.length; k++) {
       r -= weights[k]!;
       if (r < 0) return candidates[k]!;
@@ -233,24 +263,18 @@ export function createChainHealth(labels: readonly string[], opts: ChainHealthOp
     return candidates[candidates.length - 1]!;
   }
 
-  return {
-    upstreams,
-    maxLagBlocks,
-    now,
-    bestHead,
-    pick,
-    meters,
-    healthyIndices() {
-      const best = bestHead();
-      const out: number[] = [];
-      for (let i = 0; i < upstreams.length; i++) if (inRotation(upstreams[i]!, best)) out.push(i);
-      return out;
-    },
-    followsNewChain(index, head) {
-      const u = upstreams[index]!;
-      u.reportHead(head);
-      // Failing nodes are not asked: a node down since before the reset must not hold the chain on the old one.
-      return u.newChainFrom !== null && !isLagging(head, bestHead(), maxLagBlocks);
-    },
-  };
+  healthyIndices(): number[] {
+    const best = this.bestHead();
+    const upstreams = this.upstreams;
+    const out: number[] = [];
+    for (let i = 0; i < upstreams.length; i++) if (this.inRotation(upstreams[i]!, best)) out.push(i);
+    return out;
+  }
+
+  followsNewChain(index: number, head: number): boolean {
+    const u = this.upstreams[index]!;
+    u.reportHead(head);
+    // Failing nodes are not asked: a node down since before the reset must not hold the chain on the old one.
+    return u.newChainFrom !== null && !isLagging(head, this.bestHead(), this.maxLagBlocks);
+  }
 }

@@ -65,143 +65,170 @@ const realTimers: LinkTimers = {
  * how long answers take, so in production give streams an HttpUpstream of their own for the node.
  */
 export function openSseLink(opts: SseLinkOptions): SseLink {
-  const { upstream, topic, onFrame, onStatus, log } = opts;
-  const silenceTimeoutMs = opts.silenceTimeoutMs ?? DEFAULT_SILENCE_TIMEOUT_MS;
-  const headTimeoutMs = opts.headTimeoutMs ?? DEFAULT_HEAD_TIMEOUT_MS;
-  const backoff = opts.backoff ?? DEFAULT_BACKOFF;
-  const stableAfterMs = opts.stableAfterMs ?? DEFAULT_STABLE_AFTER_MS;
-  const maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
-  const timers = opts.timers ?? realTimers;
-  const now = opts.now ?? (() => performance.now());
-  const random = opts.random ?? Math.random;
-  for (const [name, value] of [
-    ['silenceTimeoutMs', silenceTimeoutMs],
-    ['headTimeoutMs', headTimeoutMs],
-    ['backoff.initialMs', backoff.initialMs],
-    ['backoff.maxMs', backoff.maxMs],
-    ['stableAfterMs', stableAfterMs],
-  ] as const) {
-    if (!(value > 0) || !Number.isFinite(value)) throw new TypeError(`${name} must be a positive number`);
-  }
-  const nodeFor = typeof upstream === 'function' ? upstream : () => upstream;
-  let fields = { upstream: '', topic };
-  const path = `/eth/v1/events?topics=${encodeURIComponent(topic)}`;
+  const link = new EventStreamLink(opts);
+  link.connect();
+  return link;
+}
 
-  let closed = false;
+/** One topic's stream: its settings, and the attempt in flight with its timers and backoff, in fields. */
+class EventStreamLink implements SseLink {
+  private readonly topic: string;
+  private readonly onFrame: (frame: Buffer) => void;
+  private readonly onStatus: ((open: boolean) => void) | undefined;
+  private readonly log: SseLinkOptions['log'];
+  private readonly silenceTimeoutMs: number;
+  private readonly headTimeoutMs: number;
+  private readonly backoff: { initialMs: number; maxMs: number };
+  private readonly stableAfterMs: number;
+  private readonly maxEventBytes: number;
+  private readonly timers: LinkTimers;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly nodeFor: () => HttpUpstream;
+  private readonly path: string;
+  private fields: { upstream: string; topic: string };
+  private closed = false;
   // Each attempt's callbacks compare their number with this, so nothing from an abandoned attempt is acted on.
-  let attempt = 0;
-  let handle: RequestHandle | null = null;
-  let headTimer: unknown;
-  let retryTimer: unknown;
-  let openedAt: number | undefined;
-  let failures = 0;
+  private attempt = 0;
+  private handle: RequestHandle | null = null;
+  private headTimer: unknown = undefined;
+  private retryTimer: unknown = undefined;
+  private openedAt: number | undefined = undefined;
+  private failures = 0;
 
-  function connect(): void {
-    retryTimer = undefined;
-    if (closed) return;
-    const mine = ++attempt;
-    openedAt = undefined;
+  constructor(opts: SseLinkOptions) {
+    const { upstream, topic } = opts;
+    this.topic = topic;
+    this.onFrame = opts.onFrame;
+    this.onStatus = opts.onStatus;
+    this.log = opts.log;
+    this.silenceTimeoutMs = opts.silenceTimeoutMs ?? DEFAULT_SILENCE_TIMEOUT_MS;
+    this.headTimeoutMs = opts.headTimeoutMs ?? DEFAULT_HEAD_TIMEOUT_MS;
+    this.backoff = opts.backoff ?? DEFAULT_BACKOFF;
+    this.stableAfterMs = opts.stableAfterMs ?? DEFAULT_STABLE_AFTER_MS;
+    this.maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    this.timers = opts.timers ?? realTimers;
+    this.now = opts.now ?? (() => performance.now());
+    this.random = opts.random ?? Math.random;
+    for (const [name, value] of [
+      ['silenceTimeoutMs', this.silenceTimeoutMs],
+      ['headTimeoutMs', this.headTimeoutMs],
+      ['backoff.initialMs', this.backoff.initialMs],
+      ['backoff.maxMs', this.backoff.maxMs],
+      ['stableAfterMs', this.stableAfterMs],
+    ] as const) {
+      if (!(value > 0) || !Number.isFinite(value)) throw new TypeError(`${name} must be a positive number`);
+    }
+    this.nodeFor = typeof upstream === 'function' ? upstream : () => upstream;
+    this.path = `/eth/v1/events?topics=${encodeURIComponent(topic)}`;
+    this.fields = { upstream: '', topic };
+  }
+
+  connect(): void {
+    this.retryTimer = undefined;
+    if (this.closed) return;
+    const mine = ++this.attempt;
+    this.openedAt = undefined;
     const parser = createSseParser({
-      maxEventBytes,
-      onEvent(event) {
+      maxEventBytes: this.maxEventBytes,
+      onEvent: (event) => {
         // An event handler may close the link, or this attempt may have been dropped, with events of the chunk left.
-        if (mine === attempt) onFrame(encodeSseEvent(event));
+        if (mine === this.attempt) this.onFrame(encodeSseEvent(event));
       },
       // The node's retry hint is for its own clients; how soon this link returns is the backoff's to decide.
     });
-    headTimer = timers.setTimeout(() => {
-      headTimer = undefined;
-      if (mine === attempt) drop('warn', `no response head within ${headTimeoutMs} ms`);
-    }, headTimeoutMs);
-    const node = nodeFor();
-    fields = { upstream: node.label, topic };
-    handle = node.request(
+    this.headTimer = this.timers.setTimeout(() => {
+      this.headTimer = undefined;
+      if (mine === this.attempt) this.drop('warn', `no response head within ${this.headTimeoutMs} ms`);
+    }, this.headTimeoutMs);
+    const node = this.nodeFor();
+    this.fields = { upstream: node.label, topic: this.topic };
+    this.handle = node.request(
       {
         method: 'GET',
-        path,
+        path: this.path,
         headers: [
           ['accept', 'text/event-stream'],
           ['cache-control', 'no-cache'],
         ],
-        timeoutMs: silenceTimeoutMs,
+        timeoutMs: this.silenceTimeoutMs,
         exclusive: true,
       },
       {
-        onHead(status, headers) {
-          if (mine !== attempt) return;
-          timers.clearTimeout(headTimer);
-          headTimer = undefined;
+        onHead: (status, headers) => {
+          if (mine !== this.attempt) return;
+          this.timers.clearTimeout(this.headTimer);
+          this.headTimer = undefined;
           if (status < 200 || status > 299) {
-            drop('warn', `status ${status}`);
+            this.drop('warn', `status ${status}`);
             return;
           }
           const type = headers.find(([name]) => name === 'content-type')?.[1] ?? '';
           if (!/^text\/event-stream\s*(;|$)/i.test(type)) {
-            drop('warn', `content-type ${JSON.stringify(type)} is not text/event-stream`);
+            this.drop('warn', `content-type ${JSON.stringify(type)} is not text/event-stream`);
             return;
           }
-          openedAt = now();
-          log('info', 'sse stream open', fields);
-          onStatus?.(true);
+          this.openedAt = this.now();
+          this.log('info', 'sse stream open', this.fields);
+          this.onStatus?.(true);
         },
-        onData(chunk) {
-          if (mine !== attempt) return true;
-          if (!parser.push(chunk) && mine === attempt) drop('warn', `event over ${maxEventBytes} bytes`);
+        onData: (chunk) => {
+          if (mine !== this.attempt) return true;
+          if (!parser.push(chunk) && mine === this.attempt) this.drop('warn', `event over ${this.maxEventBytes} bytes`);
           return true;
         },
-        onEnd() {
-          if (mine === attempt) lost('info', 'stream ended');
+        onEnd: () => {
+          if (mine === this.attempt) this.lost('info', 'stream ended');
         },
-        onError(err) {
-          if (mine === attempt) lost('warn', err.message);
+        onError: (err) => {
+          if (mine === this.attempt) this.lost('warn', err.message);
         },
       },
     );
   }
 
   /** Gives up the current attempt on the gateway's side, then reconnects. */
-  function drop(level: 'info' | 'warn', reason: string): void {
-    const h = handle;
-    handle = null;
-    attempt++;
+  private drop(level: 'info' | 'warn', reason: string): void {
+    const h = this.handle;
+    this.handle = null;
+    this.attempt++;
     h?.abort();
-    scheduleReconnect(level, reason);
+    this.scheduleReconnect(level, reason);
   }
 
   /** The upstream ended the current attempt (no abort needed: the client has settled it). */
-  function lost(level: 'info' | 'warn', reason: string): void {
-    handle = null;
-    attempt++;
-    scheduleReconnect(level, reason);
+  private lost(level: 'info' | 'warn', reason: string): void {
+    this.handle = null;
+    this.attempt++;
+    this.scheduleReconnect(level, reason);
   }
 
-  function scheduleReconnect(level: 'info' | 'warn', reason: string): void {
-    timers.clearTimeout(headTimer);
-    headTimer = undefined;
+  private scheduleReconnect(level: 'info' | 'warn', reason: string): void {
+    this.timers.clearTimeout(this.headTimer);
+    this.headTimer = undefined;
+    const openedAt = this.openedAt;
     const wasOpen = openedAt !== undefined;
-    if (openedAt !== undefined && now() - openedAt >= stableAfterMs) failures = 0;
-    openedAt = undefined;
-    const ceiling = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 30));
-    failures++;
+    if (openedAt !== undefined && this.now() - openedAt >= this.stableAfterMs) this.failures = 0;
+    this.openedAt = undefined;
+    const backoff = this.backoff;
+    const ceiling = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(this.failures, 30));
+    this.failures++;
     // Equal jitter: links to one node that fell together do not all return in the same instant.
-    const delay = Math.round(ceiling / 2 + (random() * ceiling) / 2);
-    log(level, 'sse stream lost', { ...fields, reason, retry_ms: delay });
-    retryTimer = timers.setTimeout(connect, delay);
-    if (wasOpen) onStatus?.(false);
+    const delay = Math.round(ceiling / 2 + (this.random() * ceiling) / 2);
+    this.log(level, 'sse stream lost', { ...this.fields, reason, retry_ms: delay });
+    this.retryTimer = this.timers.setTimeout(() => this.connect(), delay);
+    if (wasOpen) this.onStatus?.(false);
   }
 
-  connect();
-  return {
-    close() {
-      if (closed) return;
-      closed = true;
-      attempt++;
-      timers.clearTimeout(headTimer);
-      timers.clearTimeout(retryTimer);
-      headTimer = retryTimer = undefined;
-      const h = handle;
-      handle = null;
-      h?.abort();
-    },
-  };
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.attempt++;
+    this.timers.clearTimeout(this.headTimer);
+    this.timers.clearTimeout(this.retryTimer);
+    this.headTimer = this.retryTimer = undefined;
+    const h = this.handle;
+    this.handle = null;
+    h?.abort();
+  }
 }

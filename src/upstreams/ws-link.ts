@@ -93,24 +93,6 @@ interface PendingCall {
 const MAX_ORPHANS = 256;
 
 export function openWsLink(opts: WsLinkOptions): WsLink {
-  const timers = opts.timers ?? realTimers;
-  const callTimeoutMs = opts.callTimeoutMs ?? 10_000;
-  const pingIntervalMs = opts.pingIntervalMs ?? 15_000;
-  const pending = new Map<number, PendingCall>();
-  const routes = new Map<string, (result: unknown) => void>();
-  // A node may write a notification before the answer that names its id; hold it until the answer.
-  const orphans = new Map<string, unknown[]>();
-  let orphanCount = 0;
-  // eth_subscribe calls that timed out: if their answer still comes, that subscription is dropped.
-  const abandoned = new Set<number>();
-  const closeListeners: Array<(reason: string) => void> = [];
-  let nextId = 0;
-  let closed = false;
-  let closeReason = '';
-  let lastError = '';
-  let awaitingPong = false;
-  let pingTimer: unknown = null;
-
   let ws: WebSocket;
   try {
     ws = new (loadWs())(opts.url, {
@@ -127,68 +109,101 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
     const code = (err as NodeJS.ErrnoException).code;
     return deadLink(opts.label, typeof code === 'string' ? `cannot open a WebSocket (${errorCause(err)})` : 'not a usable ws(s) URL');
   }
+  return new OpenLink(ws, opts);
+}
 
-  let resolveOpened!: () => void;
-  let rejectOpened!: (err: WsLinkError) => void;
-  const opened = new Promise<void>((resolve, reject) => {
-    resolveOpened = resolve;
-    rejectOpened = reject;
-  });
-  // A caller that only listens to onClose must not see an unhandled rejection.
-  opened.catch(() => {});
+/** A link over an open (or opening) socket: its calls in flight, its routes and its close in fields. */
+class OpenLink implements WsLink {
+  readonly label: string;
+  readonly opened: Promise<void>;
+  closed = false;
+  private readonly ws: WebSocket;
+  private readonly timers: Timers;
+  private readonly callTimeoutMs: number;
+  private readonly pingIntervalMs: number;
+  private readonly pending = new Map<number, PendingCall>();
+  private readonly routes = new Map<string, (result: unknown) => void>();
+  // A node may write a notification before the answer that names its id; hold it until the answer.
+  private readonly orphans = new Map<string, unknown[]>();
+  private orphanCount = 0;
+  // eth_subscribe calls that timed out: if their answer still comes, that subscription is dropped.
+  private readonly abandoned = new Set<number>();
+  private readonly closeListeners: Array<(reason: string) => void> = [];
+  private nextId = 0;
+  private closeReason = '';
+  private lastError = '';
+  private awaitingPong = false;
+  private pingTimer: unknown = null;
+  private resolveOpened: () => void = noop;
+  private rejectOpened: (err: WsLinkError) => void = noop;
 
-  const finish = (reason: string): void => {
-    if (closed) return;
-    closed = true;
-    closeReason = reason;
-    if (pingTimer !== null) timers.clearTimeout(pingTimer);
-    rejectOpened(new WsLinkError('closed', `${opts.label}: ${reason}`));
-    for (const call of pending.values()) {
-      timers.clearTimeout(call.timer);
-      call.reject(new WsLinkError('closed', `${opts.label}: ${reason}`));
+  constructor(ws: WebSocket, opts: WsLinkOptions) {
+    this.label = opts.label;
+    this.ws = ws;
+    this.timers = opts.timers ?? realTimers;
+    this.callTimeoutMs = opts.callTimeoutMs ?? 10_000;
+    this.pingIntervalMs = opts.pingIntervalMs ?? 15_000;
+    this.opened = new Promise<void>((resolve, reject) => {
+      this.resolveOpened = resolve;
+      this.rejectOpened = reject;
+    });
+    // A caller that only listens to onClose must not see an unhandled rejection.
+    this.opened.catch(() => {});
+    ws.on('open', () => {
+      if (this.closed) return;
+      this.resolveOpened();
+      this.schedulePing();
+    });
+    ws.on('pong', () => {
+      this.awaitingPong = false;
+    });
+    ws.on('error', (err: Error) => {
+      const shortage = shortageCause(err);
+      this.lastError = shortage === null ? err.message : `cannot connect (${shortage})`;
+    });
+    ws.on('close', (code: number, reason: Buffer) => {
+      const text = reason.length > 0 ? ` ${reason.toString().slice(0, 120)}` : '';
+      this.finish(this.lastError !== '' ? this.lastError : `closed by the node (${code}${text})`);
+    });
+    ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
+  }
+
+  private finish(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.closeReason = reason;
+    if (this.pingTimer !== null) this.timers.clearTimeout(this.pingTimer);
+    this.rejectOpened(new WsLinkError('closed', `${this.label}: ${reason}`));
+    for (const call of this.pending.values()) {
+      this.timers.clearTimeout(call.timer);
+      call.reject(new WsLinkError('closed', `${this.label}: ${reason}`));
     }
-    pending.clear();
-    routes.clear();
-    orphans.clear();
-    for (const fn of closeListeners.splice(0)) fn(reason);
-  };
+    this.pending.clear();
+    this.routes.clear();
+    this.orphans.clear();
+    for (const fn of this.closeListeners.splice(0)) fn(reason);
+  }
 
-  const schedulePing = (): void => {
-    pingTimer = timers.setTimeout(() => {
-      if (closed) return;
-      if (awaitingPong) {
-        finish('no pong from the node');
-        ws.terminate();
+  private schedulePing(): void {
+    this.pingTimer = this.timers.setTimeout(() => {
+      if (this.closed) return;
+      if (this.awaitingPong) {
+        this.finish('no pong from the node');
+        this.ws.terminate();
         return;
       }
-      awaitingPong = true;
+      this.awaitingPong = true;
       try {
-        ws.ping();
+        this.ws.ping();
       } catch {
         return; // The node is closing the socket; its close event finishes the link.
       }
-      schedulePing();
-    }, pingIntervalMs);
-  };
+      this.schedulePing();
+    }, this.pingIntervalMs);
+  }
 
-  ws.on('open', () => {
-    if (closed) return;
-    resolveOpened();
-    schedulePing();
-  });
-  ws.on('pong', () => {
-    awaitingPong = false;
-  });
-  ws.on('error', (err: Error) => {
-    const shortage = shortageCause(err);
-    lastError = shortage === null ? err.message : `cannot connect (${shortage})`;
-  });
-  ws.on('close', (code: number, reason: Buffer) => {
-    const text = reason.length > 0 ? ` ${reason.toString().slice(0, 120)}` : '';
-    finish(lastError !== '' ? lastError : `closed by the node (${code}${text})`);
-  });
-  ws.on('message', (data: Buffer, isBinary: boolean) => {
-    if (closed || isBinary) return;
+  private onMessage(data: Buffer, isBinary: boolean): void {
+    if (this.closed || isBinary) return;
     let message: unknown;
     try {
       message = JSON.parse(data.toString());
@@ -198,43 +213,44 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
     if (typeof message !== 'object' || message === null || Array.isArray(message)) return;
     const m = message as Record<string, unknown>;
     if (m.method === 'eth_subscription') {
-      routeNotification(m.params);
+      this.routeNotification(m.params);
       return;
     }
-    if (typeof m.id === 'number') settleCall(m.id, m);
-  });
+    if (typeof m.id === 'number') this.settleCall(m.id, m);
+  }
 
-  function routeNotification(params: unknown): void {
+  private routeNotification(params: unknown): void {
     if (typeof params !== 'object' || params === null) return;
     const { subscription, result } = params as { subscription?: unknown; result?: unknown };
     if (typeof subscription !== 'string') return;
-    const route = routes.get(subscription);
+    const route = this.routes.get(subscription);
     if (route) {
       route(result);
       return;
     }
-    if (orphanCount >= MAX_ORPHANS) {
+    const orphans = this.orphans;
+    if (this.orphanCount >= MAX_ORPHANS) {
       // Notifications for ids nobody routes (late ones after an unsubscribe): drop the oldest id's.
       const [oldest, held] = orphans.entries().next().value as [string, unknown[]];
       orphans.delete(oldest);
-      orphanCount -= held.length;
+      this.orphanCount -= held.length;
     }
     const held = orphans.get(subscription);
     if (held) held.push(result);
     else orphans.set(subscription, [result]);
-    orphanCount++;
+    this.orphanCount++;
   }
 
-  function settleCall(id: number, m: Record<string, unknown>): void {
-    const call = pending.get(id);
+  private settleCall(id: number, m: Record<string, unknown>): void {
+    const call = this.pending.get(id);
     if (!call) {
-      if (abandoned.delete(id) && typeof m.result === 'string') {
-        void unsubscribe(m.result).catch(() => {});
+      if (this.abandoned.delete(id) && typeof m.result === 'string') {
+        void this.unsubscribe(m.result).catch(() => {});
       }
       return;
     }
-    pending.delete(id);
-    timers.clearTimeout(call.timer);
+    this.pending.delete(id);
+    this.timers.clearTimeout(call.timer);
     if (m.error !== undefined) {
       const e = (typeof m.error === 'object' && m.error !== null ? m.error : {}) as { code?: unknown; message?: unknown };
       const msg = typeof e.message === 'string' ? e.message.slice(0, 200) : 'error';
@@ -251,78 +267,72 @@ export function openWsLink(opts: WsLinkOptions): WsLink {
     call.resolve(m.result);
   }
 
-  function send(method: string, params: unknown[], timeoutMs: number, onSubscribed?: (id: string) => void): Promise<unknown> {
-    if (closed) return Promise.reject(new WsLinkError('closed', `${opts.label}: ${closeReason}`));
-    const id = ++nextId;
+  private send(method: string, params: unknown[], timeoutMs: number, onSubscribed?: (id: string) => void): Promise<unknown> {
+    if (this.closed) return Promise.reject(new WsLinkError('closed', `${this.label}: ${this.closeReason}`));
+    const id = ++this.nextId;
     return new Promise((resolve, reject) => {
-      const timer = timers.setTimeout(() => {
-        if (!pending.delete(id)) return;
-        if (onSubscribed) abandoned.add(id);
-        reject(new WsLinkError('timeout', `${opts.label}: no answer to ${method} within ${timeoutMs} ms`));
+      const timer = this.timers.setTimeout(() => {
+        if (!this.pending.delete(id)) return;
+        if (onSubscribed) this.abandoned.add(id);
+        reject(new WsLinkError('timeout', `${this.label}: no answer to ${method} within ${timeoutMs} ms`));
       }, timeoutMs);
-      pending.set(id, { resolve, reject, timer, ...(onSubscribed ? { onSubscribed } : {}) });
-      ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+      this.pending.set(id, { resolve, reject, timer, ...(onSubscribed ? { onSubscribed } : {}) });
+      this.ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
     });
   }
 
-  async function call(method: string, params: unknown[], timeoutMs = callTimeoutMs): Promise<unknown> {
-    if (ws.readyState === ws.CONNECTING) await opened;
-    return send(method, params, timeoutMs);
+  async call(method: string, params: unknown[], timeoutMs = this.callTimeoutMs): Promise<unknown> {
+    if (this.ws.readyState === this.ws.CONNECTING) await this.opened;
+    return this.send(method, params, timeoutMs);
   }
 
-  async function subscribe(params: unknown[], onNotification: (result: unknown) => void): Promise<string> {
-    if (ws.readyState === ws.CONNECTING) await opened;
-    const id = await send('eth_subscribe', params, callTimeoutMs, (subId) => {
-      routes.set(subId, onNotification);
-      const held = orphans.get(subId);
+  async subscribe(params: unknown[], onNotification: (result: unknown) => void): Promise<string> {
+    if (this.ws.readyState === this.ws.CONNECTING) await this.opened;
+    const id = await this.send('eth_subscribe', params, this.callTimeoutMs, (subId) => {
+      this.routes.set(subId, onNotification);
+      const held = this.orphans.get(subId);
       if (held) {
-        orphans.delete(subId);
-        orphanCount -= held.length;
+        this.orphans.delete(subId);
+        this.orphanCount -= held.length;
         for (const result of held) onNotification(result);
       }
     });
     return id as string;
   }
 
-  function unsubscribe(id: string): Promise<unknown> {
-    routes.delete(id);
-    const held = orphans.get(id);
+  unsubscribe(id: string): Promise<unknown> {
+    this.routes.delete(id);
+    const held = this.orphans.get(id);
     if (held) {
-      orphans.delete(id);
-      orphanCount -= held.length;
+      this.orphans.delete(id);
+      this.orphanCount -= held.length;
     }
-    return call('eth_unsubscribe', [id]);
+    return this.call('eth_unsubscribe', [id]);
   }
 
-  return {
-    label: opts.label,
-    opened,
-    get closed() {
-      return closed;
-    },
-    call,
-    subscribe,
-    unsubscribe,
-    onClose(fn) {
-      if (closed) fn(closeReason);
-      else closeListeners.push(fn);
-    },
-    close() {
-      if (closed) return;
-      finish('closed by chaingate');
-      if (ws.readyState === ws.CONNECTING) {
-        ws.terminate();
-        return;
-      }
-      // Queued frames (an eth_unsubscribe) go out before the close frame; a node that never
-      // answers the close handshake is cut off rather than kept for ws's 30 s default.
-      ws.close(1000);
-      const force = setTimeout(() => ws.terminate(), 1000);
-      force.unref();
-      ws.once('close', () => clearTimeout(force));
-    },
-  };
+  onClose(fn: (reason: string) => void): void {
+    if (this.closed) fn(this.closeReason);
+    else this.closeListeners.push(fn);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.finish('closed by chaingate');
+    const ws = this.ws;
+    if (ws.readyState === ws.CONNECTING) {
+      ws.terminate();
+      return;
+    }
+    // Queued frames (an eth_unsubscribe) go out before the close frame; a node that never
+    // answers the close handshake is cut off rather than kept for ws's 30 s default.
+    ws.close(1000);
+    const force = setTimeout(() => ws.terminate(), 1000);
+    force.unref();
+    ws.once('close', () => clearTimeout(force));
+  }
 }
+
+function noop(): void {}
 
 /** A link that could not even be attempted: closed from the start, it reports why on the next tick. */
 function deadLink(label: string, reason: string): WsLink {

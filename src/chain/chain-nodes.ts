@@ -1,0 +1,77 @@
+/**
+ * A chain's nodes as its runtime (runtime.ts) makes them: a client for each configured upstream, and the health
+ * that decides their rotation, each change of which is logged once per process.
+ */
+import type { ChainConfig } from '../config/schema.js';
+import type { FeedsLog } from '../fanout/feeds.js';
+import type { Logger } from '../log.js';
+import type { ChainMetrics } from '../metrics/registry.js';
+import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
+import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
+
+/** What the chain's nodes read of its runtime options (ChainRuntimeOptions in runtime.ts says each one). */
+export interface NodeOptions {
+  ca?: string | Buffer;
+  poolShare?: number;
+  log?: Logger;
+  /** Set in a worker thread, whose copy of the chain logs nothing of rotation (the main thread does). */
+  replica?: unknown;
+}
+
+/** The chain's upstream clients, one per configured node, each with the thread's share of its connections. */
+export function upstreamClients(config: ChainConfig, opts: NodeOptions): HttpUpstream[] {
+  return config.upstreams.map((u) =>
+    createHttpUpstream({
+      name: u.name,
+      url: u.url,
+      headers: u.headers,
+      // With worker threads each worker has its own pool: max_connections is the process's, shared out.
+      maxConnections: Math.max(1, Math.floor(u.max_connections / (opts.poolShare ?? 1))),
+      pipelining: u.pipelining,
+      // A node that drips its answer a byte at a time holds a call no longer than this (the event-stream
+      // pools, chain-streams.ts, have none: a stream never ends).
+      answerTimeoutMs: config.answer_timeout_s * 1000,
+      ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+    }),
+  );
+}
+
+/**
+ * The chain's health over `upstreams`, its rotation changes logged; `finalUndone` runs when the chain's best
+ * head went back below its final blocks (the runtime then stops serving answers cached before), which is logged
+ * after it.
+ */
+export function watchNodeHealth(
+  config: ChainConfig,
+  upstreams: readonly HttpUpstream[],
+  metrics: ChainMetrics,
+  log: FeedsLog,
+  opts: NodeOptions,
+  finalUndone: () => void,
+): ChainHealth {
+  return createChainHealth(
+    upstreams.map((u) => u.label),
+    {
+      maxLagBlocks: config.max_lag_blocks,
+      log,
+      names: config.upstreams.map((u) => u.name),
+      metrics,
+      onRotation(name, inRotation, reason) {
+        // A worker's copy hears the same probes as the main thread's, which logs each change once.
+        if (opts.replica !== undefined) return;
+        const fields = { chain: config.slug, upstream: name, reason };
+        if (inRotation) opts.log?.info('upstream back in rotation', fields);
+        else opts.log?.warn('upstream out of rotation', fields);
+      },
+      finalityDepth: config.finality_depth,
+      onFinalUndone(from, to) {
+        finalUndone();
+        if (opts.replica === undefined)
+          log('warn', `chain head went back from ${from} to ${to}, below its final blocks: answers cached before are no longer served`, {
+            from,
+            to,
+          });
+      },
+    },
+  );
+}
