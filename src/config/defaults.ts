@@ -8,7 +8,7 @@ import { ClusterSchema } from './storage.js';
 import { LedgerSchema, LogSchema, ManagementSchema, MetricsSchema, UsageSchema } from './operations.js';
 import { PlansSchema, PublicSchema } from './plans.js';
 import { RuSchema } from './ru.js';
-import { checkSchema } from './schema-check.js';
+import { fillDefaults } from './fill-defaults.js';
 import { ServerSchema } from './server.js';
 import { StorageSchema } from './storage.js';
 import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
@@ -17,7 +17,7 @@ export { ANSWER_TIMEOUT_FACTOR, RESERVED_SLUGS } from './chains.js';
 
 /** A section with nothing written: every key at its default (undefined where a key has none). */
 function defaultsOf<T extends TSchema>(schema: T, given: unknown = {}): Static<T> {
-  return checkSchema(schema, given, '', []);
+  return fillDefaults(schema, given, true) as Static<T>;
 }
 
 const ru = defaultsOf(RuSchema);

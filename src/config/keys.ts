@@ -78,7 +78,9 @@ export function optionalText(description: string, more: Messages & { pattern?: s
 
 /** A URL of the given kind (required where its section needs it, optional otherwise). */
 export function url(format: UrlFormat, description: string, more: Messages = {}) {
-  return Type.String({ format, description, ...more });
+  // The pattern is for editors, which do not know the format; the format parses the URL, as the gateway will.
+  const pattern = `^(${URL_SCHEMES[format].map((s) => s.replace(':', '')).join('|')})://`;
+  return Type.String({ format, pattern, description, ...more });
 }
 
 /** One of a few words. */

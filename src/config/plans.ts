@@ -6,7 +6,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { Errors } from './checks.js';
 import { int, mapOf, Missing, optionalInt, Problem, section } from './keys.js';
 import { checkPatterns, methodDeny } from './method-policy.js';
-import { checkSchema, withoutNulls } from './schema-check.js';
+import { withoutNulls } from './fill-defaults.js';
+import { checkSchema } from './schema-check.js';
 import { HEAVY_METHODS } from '../jsonrpc/methods.js';
 
 export const PlanSchema = section(

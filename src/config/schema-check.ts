@@ -2,53 +2,15 @@
  * Checks a raw section against its declared schema: every error at once, each as `key.path: problem` in
  * the operator's words, derived from the failing key's own declaration (config/keys.ts). What comes back
  * is the section with every absent key at its default and every wrong one back at its default, so the
- * rules across keys (config/rules.ts) still run and report their errors alongside.
+ * rules across keys (the readers beside each section's schema) still run and report their errors too.
  */
 import type { Static, TSchema } from '@sinclair/typebox';
 import { Errors as SchemaErrors, type ValueError, ValueErrorType } from '@sinclair/typebox/errors';
 import { type Errors, isObject, type Raw } from './checks.js';
+import { fillDefaults } from './fill-defaults.js';
 import { AtList, type Messages, Missing, Problem, urlWords } from './keys.js';
 
-/** A copy of `v` without null-valued keys: YAML's `key:` with nothing after it leaves the key at its default. */
-export function withoutNulls(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(withoutNulls);
-  if (!isObject(v)) return v;
-  const out: Raw = {};
-  for (const [k, x] of Object.entries(v)) if (x !== null && x !== undefined) out[k] = withoutNulls(x);
-  return out;
-}
-
 type Node = TSchema & Messages;
-
-/**
- * Fills every absent key that has a default, down through sections, mappings and lists. `complete`: a new
- * object per section, in its declared key order, with every declared key (undefined when it has no default).
- */
-function fillDefaults(schema: Node, v: unknown, complete: boolean): unknown {
-  let value = v;
-  if (value === undefined) {
-    if (schema.default === undefined) return undefined;
-    value = structuredClone(schema.default);
-  }
-  if (Array.isArray(value) && schema.items !== undefined) {
-    const items = schema.items as Node;
-    return value.map((x) => (x === undefined ? x : fillDefaults(items, x, complete)));
-  }
-  if (!isObject(value)) return value;
-  const properties = schema.properties as Record<string, Node> | undefined;
-  const pattern = schema.patternProperties as Record<string, Node> | undefined;
-  const out: Raw = complete ? {} : value;
-  if (properties !== undefined) {
-    for (const [k, s] of Object.entries(properties)) {
-      const filled = fillDefaults(s, value[k], complete);
-      if (filled !== undefined || complete) out[k] = filled;
-    }
-  } else if (pattern !== undefined) {
-    const s = Object.values(pattern)[0] as Node;
-    for (const k of Object.keys(value)) out[k] = fillDefaults(s, value[k], complete);
-  }
-  return out;
-}
 
 /** The operator's words for a value its declaration refuses. */
 function derivedProblem(s: Node): string {

@@ -24,7 +24,8 @@ import {
 } from './operations.js';
 import { namePlans, type PlanConfig, PlansSchema, PublicSchema } from './plans.js';
 import { checkRu, type RuConfig, RuSchema } from './ru.js';
-import { checkSchema, withoutNulls } from './schema-check.js';
+import { withoutNulls } from './fill-defaults.js';
+import { checkSchema } from './schema-check.js';
 import { readServer, type ServerConfig, ServerSchema } from './server.js';
 import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
 

@@ -7,7 +7,8 @@ import { hostname } from 'node:os';
 import { type Static, Type } from '@sinclair/typebox';
 import { type Errors, isObject } from './checks.js';
 import { int, Missing, oneOf, optionalText, Problem, section, text, url } from './keys.js';
-import { checkSchema, withoutNulls } from './schema-check.js';
+import { withoutNulls } from './fill-defaults.js';
+import { checkSchema } from './schema-check.js';
 
 export const StorageSchema = section(
   {
