@@ -5,7 +5,7 @@
  */
 import { type Static, Type } from '@sinclair/typebox';
 import { type Errors, isObject, type Raw } from './checks.js';
-import { bool, int, mapOf, Missing, oneOf, optionalInt, optionalText, Problem, section, url } from './keys.js';
+import { bool, int, mapOf, Missing, oneOf, optionalInt, optionalText, Problem, section, unlessNoString, url } from './keys.js';
 import { ChainRuSchema, checkMethodCosts, checkMethodRules, checkPatterns, MethodRulesSchema, methodDeny } from './method-policy.js';
 
 /**
@@ -23,7 +23,10 @@ export const UpstreamSchema = section(
   {
     name: optionalText(
       "How logs and metrics name the node (never its URL, whose path often holds a provider's key); default host:port of url; unique within its chain.",
-      { pattern: '^[A-Za-z0-9._:-]{1,64}$', [Problem]: 'letters, digits and . _ : - only, 1 to 64 of them (it is a metric label)' },
+      {
+        pattern: '^[A-Za-z0-9._:-]{1,64}$',
+        [Problem]: unlessNoString('letters, digits and . _ : - only, 1 to 64 of them (it is a metric label)'),
+      },
     ),
     url: url('http-url', "http(s) URL of the node's JSON-RPC or Beacon API; may carry credentials, which are never logged."),
     ws: Type.Optional(url('ws-url', 'ws(s) URL for subscriptions (evm chains only).')),

@@ -5,16 +5,27 @@
 import type { TSchema } from '@sinclair/typebox';
 import { isObject, type Raw } from './checks.js';
 
-/** A copy of `v` without null-valued keys: YAML's `key:` with nothing after it leaves the key at its default. */
-export function withoutNulls(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(withoutNulls);
+type Node = TSchema;
+
+/**
+ * A copy of `v` without null-valued keys: YAML's `key:` with nothing after it leaves the key at its
+ * default. An entry of a mapping of names (`chains: { devnet: }`) is kept, as an empty entry, so it is
+ * reported rather than dropped; a null list item or value of a name is kept, to be refused.
+ */
+export function withoutNulls(schema: Node, v: unknown): unknown {
+  if (Array.isArray(v)) return v.map((x) => (schema.items === undefined ? x : withoutNulls(schema.items as Node, x)));
   if (!isObject(v)) return v;
+  const properties = schema.properties as Record<string, Node> | undefined;
+  const entry = schema.patternProperties === undefined ? undefined : (Object.values(schema.patternProperties)[0] as Node);
   const out: Raw = {};
-  for (const [k, x] of Object.entries(v)) if (x !== null && x !== undefined) out[k] = withoutNulls(x);
+  for (const [k, x] of Object.entries(v)) {
+    const s = properties?.[k] ?? entry;
+    if (s === undefined) out[k] = x;
+    else if (x !== null && x !== undefined) out[k] = withoutNulls(s, x);
+    else if (entry !== undefined) out[k] = entry.type === 'object' ? {} : x;
+  }
   return out;
 }
-
-type Node = TSchema;
 
 /**
  * Fills every absent key that has a default, down through sections, mappings and lists. `complete`: a new

@@ -90,9 +90,14 @@ export function oneOf<const T extends readonly string[]>(values: T, def: T[numbe
 }
 
 /** A list of non-empty strings; any wrong item is reported once, at the list. */
-export function stringList(def: string[] | undefined, description: string, problem?: string) {
-  const item = Type.String({ minLength: 1, [AtList]: true, ...(problem ? { [Problem]: problem } : {}) });
-  return Type.Array(item, { ...(def ? { default: def } : {}), description, ...(problem ? { [Problem]: problem } : {}) });
+export function stringList(def: string[] | undefined, description: string, problem = 'must be a list of non-empty strings') {
+  const item = Type.String({ minLength: 1, [AtList]: true, [Problem]: problem });
+  return Type.Array(item, { ...(def ? { default: def } : {}), description, [Problem]: problem });
+}
+
+/** `message` for a string that breaks its pattern; what any other wrong value gets, for one that is no string. */
+export function unlessNoString(message: string): (value: unknown) => string {
+  return (v) => (typeof v === 'string' && v !== '' ? message : 'must be a non-empty string');
 }
 
 /** A section (or sub-mapping) with fixed keys: unknown keys are refused, naming the known ones. Absent: all defaults. */

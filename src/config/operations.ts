@@ -4,7 +4,7 @@
  */
 import type { Static } from '@sinclair/typebox';
 import type { Errors } from './checks.js';
-import { bool, int, num, oneOf, optionalInt, optionalText, Problem, section, text } from './keys.js';
+import { bool, int, num, oneOf, optionalInt, optionalText, Problem, section, text, unlessNoString } from './keys.js';
 import type { ServerConfig } from './server.js';
 import { LOG_LEVELS } from '../log.js';
 
@@ -24,8 +24,7 @@ export const MetricsSchema = section(
     port: int(0, 65535, 9464, 'The port OpenTelemetry and many exporters use for Prometheus.'),
     token: optionalText('16 characters or more: scrapes then need Authorization: Bearer <token>; absent: none.', {
       minLength: 16,
-      [Problem]: (v: unknown) =>
-        typeof v === 'string' && v !== '' ? 'at least 16 characters (it guards the exposition)' : 'must be a non-empty string',
+      [Problem]: unlessNoString('at least 16 characters (it guards the exposition)'),
     }),
   },
   'Prometheus metrics: GET /metrics on a listener of its own (never the main one).',

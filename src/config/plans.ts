@@ -69,5 +69,5 @@ export function namePlans(plans: Static<typeof PlansSchema>, errors: Errors): Re
 
 /** The `plans` section alone (the operator commands read it, with `storage`: config/load.ts). */
 export function readPlans(raw: unknown, errors: Errors): Record<string, PlanConfig> {
-  return namePlans(checkSchema(PlansSchema, withoutNulls(raw), 'plans', errors), errors);
+  return namePlans(checkSchema(PlansSchema, withoutNulls(PlansSchema, raw), 'plans', errors), errors);
 }

@@ -52,36 +52,58 @@ function keyPath(root: string, segments: readonly string[], value: unknown): str
   return path === '' ? '(top level)' : path;
 }
 
+/** The mapping or list that holds the value at `segments`, and the value's key in it. */
+function parentOf(value: unknown, segments: readonly string[]): { parent: unknown; key: string | undefined } {
+  let parent = value;
+  for (const seg of segments.slice(0, -1)) parent = isObject(parent) || Array.isArray(parent) ? (parent as Raw)[seg] : undefined;
+  return { parent, key: segments[segments.length - 1] };
+}
+
 /** Takes a wrong value out, so its default (or nothing, for a list item) stands in its place. */
 function removeAt(value: unknown, segments: readonly string[]): void {
-  let node = value;
-  for (const seg of segments.slice(0, -1)) node = isObject(node) || Array.isArray(node) ? (node as Raw)[seg] : undefined;
-  const last = segments[segments.length - 1];
-  if (last === undefined) return;
-  if (Array.isArray(node)) node[Number(last)] = undefined;
-  else if (isObject(node)) delete node[last];
+  const { parent, key } = parentOf(value, segments);
+  if (key === undefined) return;
+  if (Array.isArray(parent)) parent[Number(key)] = undefined;
+  else if (isObject(parent)) delete parent[key];
+}
+
+/** The JSON pointer's segments, less the item's own when its list takes the blame. */
+function segmentsOf(e: ValueError): string[] {
+  const segments = e.path
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return (e.schema as Node)[AtList] ? segments.slice(0, -1) : segments;
 }
 
 /**
  * `given` (without nulls) checked against `schema`, whose key paths start at `root`: each problem is
  * appended to `errors`, one per key path, and the section comes back with its defaults filled in, its keys
  * in declared order. A required key left out stays undefined, so a section's reader looks before it uses one.
+ * A section or entry that is not a mapping reads as an empty one, whose own required keys are then reported
+ * too (a chain written `devnet: x` lacks its upstreams); a list item that is not one is left out.
  */
 export function checkSchema<T extends TSchema>(schema: T, given: unknown, root: string, errors: Errors): Static<T> {
   const value = fillDefaults(schema, structuredClone(given), false);
   const seen = new Set<string>();
   const wrong: string[][] = [];
-  for (const e of SchemaErrors(schema, value)) {
-    let segments = e.path
-      .split('/')
-      .slice(1)
-      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-    if ((e.schema as Node)[AtList]) segments = segments.slice(0, -1);
-    const path = keyPath(root, segments, value);
-    if (seen.has(path)) continue;
-    seen.add(path);
-    errors.push(`${path}: ${problemOf(e)}`);
-    wrong.push(segments);
+  // Each pass empties the wrong mappings it finds; a mapping is nested at most a few levels deep.
+  for (let pass = 0; pass < 8; pass++) {
+    let emptied = false;
+    for (const e of SchemaErrors(schema, value)) {
+      const segments = segmentsOf(e);
+      const path = keyPath(root, segments, value);
+      if (seen.has(path)) continue;
+      seen.add(path);
+      errors.push(`${path}: ${problemOf(e)}`);
+      const { parent, key } = parentOf(value, segments);
+      if (e.type === ValueErrorType.Object && isObject(parent) && key !== undefined) {
+        parent[key] = {};
+        emptied = true;
+      } else wrong.push(segments);
+    }
+    if (!emptied) break;
+    fillDefaults(schema, value, false);
   }
   for (const segments of wrong) removeAt(value, segments);
   return fillDefaults(schema, value, true) as Static<T>;

@@ -89,7 +89,7 @@ export interface Config {
 /** Only what each key's declaration refuses, each with its key path: what chaingate.schema.json checks in an editor. */
 export function schemaProblems(raw: unknown): string[] {
   const errors: Errors = [];
-  checkSchema(ConfigSchema, withoutNulls(raw ?? {}), '', errors);
+  checkSchema(ConfigSchema, withoutNulls(ConfigSchema, raw ?? {}), '', errors);
   return errors;
 }
 
@@ -97,7 +97,7 @@ export function schemaProblems(raw: unknown): string[] {
 export function validateConfig(raw: unknown): { ok: true; config: Config } | { ok: false; errors: string[] } {
   if (raw !== undefined && raw !== null && !isObject(raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
   const errors: Errors = [];
-  const given = withoutNulls(raw ?? {}) as Record<string, unknown>;
+  const given = withoutNulls(ConfigSchema, raw ?? {}) as Record<string, unknown>;
   const c = checkSchema(ConfigSchema, given, '', errors);
   const chains = readChains(c.chains, given.chains, errors);
   const server = readServer(c.server, chains, errors);

@@ -6,7 +6,7 @@
 import { hostname } from 'node:os';
 import { type Static, Type } from '@sinclair/typebox';
 import { type Errors, isObject } from './checks.js';
-import { int, Missing, oneOf, optionalText, Problem, section, text, url } from './keys.js';
+import { int, Missing, oneOf, optionalText, Problem, section, text, unlessNoString, url } from './keys.js';
 import { withoutNulls } from './fill-defaults.js';
 import { checkSchema } from './schema-check.js';
 
@@ -31,7 +31,7 @@ export const ClusterSchema = section(
     }),
     instance: optionalText("This instance's name in the fleet (heartbeats, reservations, chaingate status); default host name:port.", {
       pattern: '^[\\w.:-]{1,100}$',
-      [Problem]: '1 to 100 letters, digits, and . _ : -',
+      [Problem]: unlessNoString('1 to 100 letters, digits, and . _ : -'),
     }),
     reservation_ttl_s: int(
       2,
@@ -68,7 +68,7 @@ function checkOneStore(given: unknown, errors: Errors): void {
  * config file's folder.
  */
 export function readStorageSection(raw: unknown, errors: Errors): StorageConfig {
-  const given = withoutNulls(raw);
+  const given = withoutNulls(StorageSchema, raw);
   checkOneStore(given, errors);
   return checkSchema(StorageSchema, given, 'storage', errors);
 }

@@ -66,10 +66,3 @@ t.test('a known-bad config fails naming each key path, in the schema alone and i
   const whole = validateConfig(bad);
   t.same(whole.ok ? [] : whole.errors, expected);
 });
-
-t.test('a YAML key left empty is at its default; a list item left empty is an error, not skipped', async (t) => {
-  const r = validateConfig(parseYaml('server:\n  port:\nchains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://a" }]\n'));
-  t.equal(r.ok && r.config.server.port, 8080);
-  const empty = validateConfig({ chains: { devnet: { chain_id: 1, upstreams: [null] } } });
-  t.same(empty.ok ? [] : empty.errors, ['chains.devnet.upstreams[0]: must be a mapping']);
-});
