@@ -15,9 +15,9 @@ import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './stream
 
 export { ANSWER_TIMEOUT_FACTOR, RESERVED_SLUGS } from './chains.js';
 
-/** A section with nothing written: every key at its default (undefined where a key has none). */
-function defaultsOf<T extends TSchema>(schema: T, given: unknown = {}): Static<T> {
-  return fillDefaults(schema, given, true) as Static<T>;
+/** A section as read with nothing written (an empty one, for a section only a fleet has): every key at its default. */
+function defaultsOf<T extends TSchema>(schema: T): Static<T> {
+  return fillDefaults(schema, schema.default === undefined ? {} : undefined, true) as Static<T>;
 }
 
 const ru = defaultsOf(RuSchema);
@@ -28,7 +28,7 @@ export const DEFAULTS = {
   cluster: defaultsOf(ClusterSchema),
   chain: defaultsOf(ChainSchema),
   upstream: defaultsOf(UpstreamSchema),
-  plans: defaultsOf(PlansSchema, undefined),
+  plans: defaultsOf(PlansSchema),
   management: defaultsOf(ManagementSchema),
   public: defaultsOf(PublicSchema),
   ru: {

@@ -13,7 +13,8 @@ type Node = TSchema;
  * reported rather than dropped; a null list item or value of a name is kept, to be refused.
  */
 export function withoutNulls(schema: Node, v: unknown): unknown {
-  if (Array.isArray(v)) return v.map((x) => (schema.items === undefined ? x : withoutNulls(schema.items as Node, x)));
+  if (v === null) return undefined;
+  if (Array.isArray(v)) return v.map((x) => (schema.items === undefined || x === null ? x : withoutNulls(schema.items as Node, x)));
   if (!isObject(v)) return v;
   const properties = schema.properties as Record<string, Node> | undefined;
   const entry = schema.patternProperties === undefined ? undefined : (Object.values(schema.patternProperties)[0] as Node);

@@ -84,27 +84,28 @@ function segmentsOf(e: ValueError): string[] {
  * too (a chain written `devnet: x` lacks its upstreams); a list item that is not one is left out.
  */
 export function checkSchema<T extends TSchema>(schema: T, given: unknown, root: string, errors: Errors): Static<T> {
-  const value = fillDefaults(schema, structuredClone(given), false);
+  // The section hangs under a holder, so that the section itself can be emptied or taken out too.
+  const holder: Raw = { section: fillDefaults(schema, structuredClone(given), false) };
   const seen = new Set<string>();
   const wrong: string[][] = [];
   // Each pass empties the wrong mappings it finds; a mapping is nested at most a few levels deep.
   for (let pass = 0; pass < 8; pass++) {
     let emptied = false;
-    for (const e of SchemaErrors(schema, value)) {
+    for (const e of SchemaErrors(schema, holder.section)) {
       const segments = segmentsOf(e);
-      const path = keyPath(root, segments, value);
+      const path = keyPath(root, segments, holder.section);
       if (seen.has(path)) continue;
       seen.add(path);
       errors.push(`${path}: ${problemOf(e)}`);
-      const { parent, key } = parentOf(value, segments);
+      const { parent, key } = parentOf(holder, ['section', ...segments]);
       if (e.type === ValueErrorType.Object && isObject(parent) && key !== undefined) {
         parent[key] = {};
         emptied = true;
-      } else wrong.push(segments);
+      } else wrong.push(['section', ...segments]);
     }
     if (!emptied) break;
-    fillDefaults(schema, value, false);
+    holder.section = fillDefaults(schema, holder.section, false);
   }
-  for (const segments of wrong) removeAt(value, segments);
-  return fillDefaults(schema, value, true) as Static<T>;
+  for (const segments of wrong) removeAt(holder, segments);
+  return fillDefaults(schema, holder.section, true) as Static<T>;
 }

@@ -5,6 +5,8 @@
  */
 import t from 'tap';
 import { loadConfigText } from '../../src/config/load.js';
+import { readPlans } from '../../src/config/schema.js';
+import { readStorageSection } from '../../src/config/storage.js';
 
 const chain = `
 chains:
@@ -54,4 +56,14 @@ t.test('a list item written empty is refused, not skipped', async (t) => {
   ]);
   t.same(errorsOf(`${chain}server:\n  cors_origins: ["*", ]\n`), [], 'a trailing comma is no item');
   t.same(errorsOf(`${chain}server:\n  cors_origins:\n    -\n`), ['server.cors_origins: must be a list of non-empty strings']);
+});
+
+t.test('the sections the operator commands read alone: written empty, they are their defaults', async (t) => {
+  const errors: string[] = [];
+  t.same(Object.keys(readPlans(null, errors)), ['free', 'growth', 'premium'], '`plans:` is the default plans');
+  t.same(readStorageSection(null, errors), { path: './data/chaingate.db', url: undefined });
+  t.same(errors, []);
+  const bad: string[] = [];
+  t.same(readPlans(5, bad), {});
+  t.same(bad, ['plans: must be a mapping of at least one plan name to its limits']);
 });
