@@ -3,12 +3,10 @@
  * the Config type the rest of src/ reads, and validateConfig, which reports every error at once, each
  * with its key path: first what each key's declaration refuses, then the rules across keys.
  */
-import type { Static } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { type Errors, isObject } from './checks.js';
 import { type ChainConfig, ChainsSchema, checkChainIds, readChains } from './chains.js';
 import { type ClusterConfig, ClusterSchema, readStorage, type StorageConfig, StorageSchema } from './storage.js';
-import { Type } from '@sinclair/typebox';
-import type { MethodDeny } from './method-policy.js';
 import {
   checkManagementPort,
   checkMetricsPort,
@@ -69,7 +67,7 @@ export interface Config {
   chains: Record<string, ChainConfig>;
   plans: Record<string, PlanConfig>;
   /** The keyless path: its rates, its batch size, and the methods it may not call. */
-  public: Static<typeof PublicSchema> & { methods: MethodDeny };
+  public: Static<typeof PublicSchema>;
   ru: RuConfig;
   websocket: Static<typeof WebsocketSchema>;
   sse: Static<typeof SseSchema>;
