@@ -197,7 +197,7 @@ function readChain(slug: string, c: Static<typeof ChainSchema>, given: Raw, erro
   const answer_timeout_s = c.answer_timeout_s ?? ANSWER_TIMEOUT_FACTOR * c.timeout_s;
   if (answer_timeout_s < c.timeout_s)
     errors.push(`${path}.answer_timeout_s: must be at least timeout_s (${c.timeout_s}), which an answer may take to start`);
-  return { ...c, slug, name: c.name ?? slug, chain_id: c.kind === 'evm' ? c.chain_id : undefined, answer_timeout_s, upstreams };
+  return { slug, ...c, name: c.name ?? slug, chain_id: c.kind === 'evm' ? c.chain_id : undefined, answer_timeout_s, upstreams };
 }
 
 /** Each evm chain has its own chain_id: two slugs answering eth_chainId alike would be one network twice. */
