@@ -1,30 +1,65 @@
-import { hostname } from 'node:os';
-import { DEFAULTS } from './defaults.js';
-import { type Errors, isObject, readEnum, readInt, readObject, readString, readUrl } from './checks.js';
-
 /**
  * Where keys, balances and usage live: a SQLite file (`path`, one machine, the default) or, for a fleet
- * of instances behind a load balancer, a PostgreSQL database (`url`), never both.
+ * of instances behind a load balancer, a PostgreSQL database (`url`), never both; and, in a fleet, what
+ * the instances share besides the store (`cluster`).
  */
-export interface StorageConfig {
-  /** The SQLite database; unused when `url` is set. Absolute once loaded: a relative one is read from the config file's folder. */
-  path: string;
-  /** The fleet's shared PostgreSQL database (postgres://user[:password]@host[:port]/database), or undefined. */
-  url: string | undefined;
-}
+import { hostname } from 'node:os';
+import { type Static, Type } from '@sinclair/typebox';
+import { type Errors, isObject } from './checks.js';
+import { int, Missing, oneOf, optionalText, Problem, section, text, unlessNoString, url } from './keys.js';
+import { withoutNulls } from './fill-defaults.js';
+import { checkSchema } from './schema-check.js';
+
+export const StorageSchema = section(
+  {
+    path: text(
+      './data/chaingate.db',
+      "The SQLite database; unused when url is set. A relative path is read from the config file's folder.",
+    ),
+    url: Type.Optional(url('postgres-url', "The fleet's shared PostgreSQL database (postgres://user[:password]@host[:port]/database).")),
+  },
+  'Where keys, balances and usage live.',
+);
+
+/** The store: `path` is absolute once loaded (config/load.ts resolves a relative one). */
+export type StorageConfig = Static<typeof StorageSchema>;
+
+export const ClusterSchema = section(
+  {
+    redis_url: url('redis-url', "Redis for the fleet's rate limits (redis://[user:password@]host[:port][/db]).", {
+      [Missing]: 'required (the Redis the fleet shares its rate limits through)',
+    }),
+    instance: optionalText("This instance's name in the fleet (heartbeats, reservations, chaingate status); default host name:port.", {
+      pattern: '^[\\w.:-]{1,100}$',
+      [Problem]: unlessNoString('1 to 100 letters, digits, and . _ : -'),
+    }),
+    reservation_ttl_s: int(
+      2,
+      3600,
+      10,
+      "Seconds an instance's unspent reserved RU stay reserved without a renewal (what a killed instance's take to return).",
+    ),
+    reservation_block_ru: int(1, Number.MAX_SAFE_INTEGER, 1000, "RU an instance reserves at once from an owner's balance."),
+    redis_failure: oneOf(
+      ['open', 'closed'] as const,
+      'open',
+      'While Redis is unreachable: open limits locally (rps / live instances), closed refuses calls (503).',
+    ),
+  },
+  'A fleet only, with storage.url: what the instances share besides the store.',
+  { default: undefined },
+);
 
 /** What the instances of a fleet share besides the store: rate limits in Redis, and how RU are reserved. */
-export interface ClusterConfig {
-  /** Redis for the fleet's rate limits (redis://[user:password@]host[:port][/db]). */
-  redis_url: string;
-  /** This instance's name in the fleet (heartbeats, reservations, `chaingate status`): default host name:port. */
+export type ClusterConfig = Omit<Static<typeof ClusterSchema>, 'instance'> & {
+  /** As configured, or host name:server.port. */
   instance: string;
-  /** s an instance's unspent reserved RU stay reserved without a renewal (what a killed instance's take to return). */
-  reservation_ttl_s: number;
-  /** RU an instance reserves at once from an owner's balance. */
-  reservation_block_ru: number;
-  /** While Redis is unreachable: `open` limits locally (rps / live instances), `closed` refuses calls (503). */
-  redis_failure: 'open' | 'closed';
+};
+
+/** storage: path or url, not both. */
+function checkOneStore(given: unknown, errors: Errors): void {
+  if (isObject(given) && given.path !== undefined && given.url !== undefined)
+    errors.push('storage: set path (SQLite, one machine) or url (PostgreSQL, a fleet of instances), not both');
 }
 
 /**
@@ -33,51 +68,29 @@ export interface ClusterConfig {
  * config file's folder.
  */
 export function readStorageSection(raw: unknown, errors: Errors): StorageConfig {
-  const st = readObject(raw, 'storage', ['path', 'url'], errors);
-  if (st.path !== undefined && st.url !== undefined) {
-    errors.push('storage: set path (SQLite, one machine) or url (PostgreSQL, a fleet of instances), not both');
-  }
-  const path = readString(st.path, 'storage.path', DEFAULTS.storage.path, errors) ?? DEFAULTS.storage.path;
-  const url = st.url === undefined ? undefined : readUrl(st.url, 'storage.url', ['postgres:', 'postgresql:'], errors);
-  return { path, url };
+  const given = withoutNulls(StorageSchema, raw);
+  checkOneStore(given, errors);
+  return checkSchema(StorageSchema, given, 'storage', errors);
 }
 
-/** Reads `storage` and `cluster` together: a fleet needs both, and one machine neither of `url` and `cluster`. */
+/** `storage` and `cluster` together (checked already against their schemas): a fleet needs both, and one machine neither of `url` and `cluster`. */
 export function readStorage(
-  top: Record<string, unknown>,
+  storage: StorageConfig,
+  cluster: Static<typeof ClusterSchema> | undefined,
+  given: Record<string, unknown>,
   serverPort: number,
   errors: Errors,
 ): { storage: StorageConfig; cluster: ClusterConfig | undefined } {
-  const storage = readStorageSection(top.storage, errors);
-  const urlGiven = isObject(top.storage) && top.storage.url !== undefined;
-  if (top.cluster === undefined || top.cluster === null) {
+  checkOneStore(given.storage, errors);
+  const urlGiven = isObject(given.storage) && given.storage.url !== undefined;
+  if (given.cluster === undefined) {
     if (urlGiven) errors.push('storage.url: the instances of a fleet share their rate limits through Redis: set cluster.redis_url too');
     return { storage, cluster: undefined };
   }
-  const c = readObject(
-    top.cluster,
-    'cluster',
-    ['redis_url', 'instance', 'reservation_ttl_s', 'reservation_block_ru', 'redis_failure'],
-    errors,
-  );
   if (!urlGiven) errors.push('cluster: the instances of a fleet share keys and balances through PostgreSQL: set storage.url too');
-  if (c.redis_url === undefined) errors.push('cluster.redis_url: required (the Redis the fleet shares its rate limits through)');
-  const d = DEFAULTS.cluster;
-  const instance = readString(c.instance, 'cluster.instance', `${hostname()}:${serverPort}`, errors) ?? `${hostname()}:${serverPort}`;
-  if (!/^[\w.:-]{1,100}$/.test(instance)) errors.push('cluster.instance: 1 to 100 letters, digits, and . _ : -');
-  const cluster: ClusterConfig = {
-    redis_url: (c.redis_url === undefined ? undefined : readUrl(c.redis_url, 'cluster.redis_url', ['redis:', 'rediss:'], errors)) ?? '',
-    instance,
-    reservation_ttl_s: readInt(c.reservation_ttl_s, 'cluster.reservation_ttl_s', d.reservation_ttl_s, 2, 3600, errors),
-    reservation_block_ru: readInt(
-      c.reservation_block_ru,
-      'cluster.reservation_block_ru',
-      d.reservation_block_ru,
-      1,
-      Number.MAX_SAFE_INTEGER,
-      errors,
-    ),
-    redis_failure: readEnum(c.redis_failure, 'cluster.redis_failure', d.redis_failure, ['open', 'closed'], errors),
+  if (cluster === undefined) return { storage, cluster: undefined };
+  return {
+    storage,
+    cluster: { ...cluster, redis_url: cluster.redis_url ?? '', instance: cluster.instance ?? `${hostname()}:${serverPort}` },
   };
-  return { storage, cluster };
 }
