@@ -6,9 +6,9 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from '../config/schema.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { chainOfKey } from '../pipeline/caller.js';
-import { handleHttpRpc } from './http-rpc.js';
-import { handleBeacon, sendBeaconError } from './beacon.js';
-import type { BeaconEvents } from './beacon-events.js';
+import { HTTP_RPC_ROUTE, handleHttpRpc } from './http-rpc.js';
+import { type BeaconRoute, beaconRoute, handleBeacon, sendBeaconError } from './beacon.js';
+import { openExchange } from './exchange.js';
 import { routeDashboard } from './dashboard.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
@@ -48,14 +48,18 @@ function serveManagement(
   else sendPreflight(res, meta, req.getHeader('access-control-request-headers'), `${verbs}, OPTIONS`);
 }
 
-function routeRequest(
-  ctx: GatewayContext,
-  management: ManagementDeps | null,
-  events: BeaconEvents,
-  table: RouteTable,
-  res: HttpResponse,
-  req: HttpRequest,
-): void {
+/** What the main listener's road reads, made once per app (mainApp): never per request. */
+interface MainRoutes {
+  readonly ctx: GatewayContext;
+  /** Null when the management API has its own listener (management.port). */
+  readonly management: ManagementDeps | null;
+  readonly table: RouteTable;
+  readonly beacon: BeaconRoute;
+}
+
+/** An HTTP request of the main listener, to its road: the request's exchange opened on its chain. */
+function routeRequest(routes: MainRoutes, res: HttpResponse, req: HttpRequest): void {
+  const { ctx, management, table } = routes;
   const method = req.getMethod();
   const url = req.getUrl();
   const meta = responseMeta(req, ctx.corsOrigin(req.getHeader('origin')));
@@ -75,15 +79,11 @@ function routeRequest(
   }
   // Only a fleet can meet a key it does not know yet: one machine's road reads SQLite itself.
   if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
-    holdForKey(
-      ctx,
-      res,
-      req,
-      route.key,
-      method !== 'get' && method !== 'head',
-      (r, q) => routeRequest(ctx, management, events, table, r, q),
-      { chain: route.chain.slug, transport: isBeaconRest(route.rest) ? 'beacon' : 'http', meta },
-    );
+    holdForKey(ctx, res, req, route.key, method !== 'get' && method !== 'head', (r, q) => routeRequest(routes, r, q), {
+      chain: route.chain.slug,
+      transport: isBeaconRest(route.rest) ? 'beacon' : 'http',
+      meta,
+    });
     return;
   }
   let chain = ctx.chains.get(route.chain.slug)!;
@@ -92,8 +92,9 @@ function routeRequest(
     if (own === undefined) {
       // A key that does not exist has no network whose kind could refuse the path: it is 401 whatever the
       // path, in the Beacon shape for a Beacon path and JSON-RPC's otherwise, by the handlers' own road.
-      if (isBeaconRest(route.rest)) handleBeacon(ctx, res, req, chain, route.key, false, route.rest, meta, events.serve);
-      else handleHttpRpc(ctx, res, req, chain, route.key, false, meta);
+      const x = openExchange(ctx, res, req, meta, chain, route);
+      if (isBeaconRest(route.rest)) handleBeacon(x, routes.beacon);
+      else handleHttpRpc(x, HTTP_RPC_ROUTE);
       return;
     }
     chain = own;
@@ -112,11 +113,11 @@ function routeRequest(
         `Chain '${chain.config.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`,
       );
     } else {
-      handleBeacon(ctx, res, req, chain, route.key, route.named, route.rest, meta, events.serve);
+      handleBeacon(openExchange(ctx, res, req, meta, chain, route), routes.beacon);
     }
     return;
   }
-  handleHttpRpc(ctx, res, req, chain, route.key, route.named, meta);
+  handleHttpRpc(openExchange(ctx, res, req, meta, chain, route), HTTP_RPC_ROUTE);
 }
 
 const NO_STORE: ReadonlyArray<readonly [string, string]> = [['cache-control', 'no-store']];
@@ -162,8 +163,14 @@ export function mainApp(t: GatewayThread, c: Config): TemplatedApp {
   }
   if (!config.management) routeDashboard(a, t.dashboard);
   a.ws('/*', t.wsRoute.behavior);
+  const routes: MainRoutes = {
+    ctx,
+    management: config.management ? null : t.managementDeps,
+    table: t.table,
+    beacon: beaconRoute(t.events.serve),
+  };
   a.any('/*', (res, req) => {
-    if (!t.gate.refuseRequest(res)) routeRequest(ctx, config.management ? null : t.managementDeps, t.events, t.table, res, req);
+    if (!t.gate.refuseRequest(res)) routeRequest(routes, res, req);
   });
   return a;
 }
