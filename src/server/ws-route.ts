@@ -21,7 +21,7 @@ export interface WsRoute {
   usesChain(chain: ChainRuntime): boolean;
 }
 
-/** A notification's RU: the configured price per started 250 bytes (each chain's hub is priced by it, see app.ts). */
+/** A notification's RU: the configured price per started 250 bytes (each chain's hub is priced by it, see gateway-thread.ts). */
 export function notificationRu(perStarted250: number, bytes: number): number {
   return perStarted250 * Math.ceil(bytes / 250);
 }
