@@ -12,7 +12,7 @@ import type { GatewayContext } from '../pipeline/context.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { ChainTraffic } from './status-report.js';
 import { type GatewayThread, openThread, releaseThread } from './gateway-thread.js';
-import type { ThreadLinks } from './chain-sharing.js';
+import { type RoleParts, workerPool } from './role-parts.js';
 import { abandonThread, reloadThread, type RunningThread, stopThread } from './gateway-stop.js';
 import { listenAll, openListeners, portsOf } from './listeners.js';
 import { type StreamStats, streamStats, traffic } from './stream-stats.js';
@@ -90,13 +90,13 @@ const WORKER_SCRIPT = new URL(
 const WORKER_STOP_GRACE_MS = 5_000;
 
 /** The main thread's worker threads, started on the main port it chose; resolves once each listens. */
-async function startWorkers(t: GatewayThread, links: Extract<ThreadLinks, { kind: 'main' }>, port: number): Promise<void> {
+async function startWorkers(t: GatewayThread, role: Extract<RoleParts, { kind: 'main' }>, port: number): Promise<void> {
   const { opts, metrics, tenancy, ctx } = t;
-  const workers = links.workers;
+  const workers = role.workers;
   const config = t.started;
   const workerLinks = createWorkerLinks({
     log: opts.log,
-    chains: links.host,
+    chains: role.host,
     chainOf: (slug) => t.chains.get(slug),
     feedsLog: t.feedsLog,
     tenancy,
@@ -118,7 +118,7 @@ async function startWorkers(t: GatewayThread, links: Extract<ThreadLinks, { kind
     onRestart: (index) => metrics.workerRestart(index),
     onExit: (threadId) => tenancy.threadEnded(threadId),
   });
-  t.pool = pool;
+  role.pool = pool;
   if (workers > availableParallelism()) opts.log.warn('more worker threads than cores', { workers, cores: availableParallelism() });
   await pool.start();
   metrics.workersStarted(workers);
@@ -132,7 +132,7 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
   let listened: Awaited<ReturnType<typeof listenAll>>;
   try {
     listened = await listenAll(t, l);
-    if (t.links.kind === 'main') await startWorkers(t, t.links, listened.port);
+    if (t.role.kind === 'main') await startWorkers(t, t.role, listened.port);
   } catch (err) {
     for (const s of l.sockets) uws().us_listen_socket_close(s);
     await releaseThread(t);
@@ -154,6 +154,6 @@ export async function startGateway(config: Config, opts: GatewayOptions): Promis
     reload: (next) => reloadThread(running, next),
     traffic: () => traffic(t),
     abandon: () => abandonThread(running),
-    workers: t.pool,
+    workers: workerPool(t.role),
   };
 }

@@ -6,6 +6,7 @@ import type { Config } from '../config/schema.js';
 import { cacheBytes, type GatewayThread, releaseThread } from './gateway-thread.js';
 import { closeApps, closeListenSockets, type Listeners, renewCertificate } from './listeners.js';
 import { createCorsPolicy } from './respond.js';
+import { workerPool } from './role-parts.js';
 import type { ReloadOutcome } from './app.js';
 
 /** After a stop has released everything, open sockets are closed this much later, in ms. */
@@ -29,7 +30,8 @@ export function stopThread(r: RunningThread): Promise<number> {
     ctx.stopping = true;
     closeListenSockets(l);
     // The workers drain first, each as a single gateway does, and hand over what they hold (their debits).
-    const drained = t.pool === null ? Promise.resolve(0) : t.pool.stop();
+    const pool = workerPool(t.role);
+    const drained = pool === null ? Promise.resolve(0) : pool.stop();
     const close = (): void => {
       clearTimeout(timer);
       ctx.onIdle = null;
@@ -71,17 +73,18 @@ export function abandonThread(r: RunningThread): void {
  */
 export async function reloadThread(r: RunningThread, next: Config): Promise<ReloadOutcome> {
   const { t, l } = r;
-  if (t.pool !== null) {
+  const pool = workerPool(t.role);
+  if (pool !== null) {
     // Each worker renews its certificate and applies the rest to its own part; the first refusal fails the
     // reload, and so does a worker that does not answer (stalled: it is being replaced, with the config in
     // force). The workers that applied it go back to the config in force.
-    const asked = await t.pool.ask({ type: 'reload', config: next });
+    const asked = await pool.ask({ type: 'reload', config: next });
     const refusal =
       asked.unanswered.length > 0
         ? `worker ${asked.unanswered.join(', ')} did not answer within server.worker_stall_s (${t.inForce.server.worker_stall_s} s)`
         : asked.values.find((v) => typeof v === 'string');
     if (refusal !== undefined) {
-      await t.pool.ask({ type: 'reload', config: t.inForce });
+      await pool.ask({ type: 'reload', config: t.inForce });
       throw new Error(String(refusal));
     }
   } else if (next.server.tls !== undefined) await renewCertificate(t, l, next);

@@ -17,7 +17,7 @@ import type { GatewayContext } from '../pipeline/context.js';
 import { createTenancy, type Tenancy, type TenancyThreads } from '../pipeline/tenancy.js';
 import { openFleetTenancy } from '../pipeline/fleet-tenancy.js';
 import { type ChainSet, createChainSet } from './chain-set.js';
-import { chainSharing, closeLinks, type ThreadLinks, threadLinks } from './chain-sharing.js';
+import { chainSharing, closeRoleParts, type RoleParts, roleParts, workerPool } from './role-parts.js';
 import { type BeaconEvents, createBeaconEvents } from './beacon-events.js';
 import { type ConnectionGate, createConnectionGate } from './connection-gate.js';
 import { type DashboardAssets, loadDashboardAssets } from './dashboard.js';
@@ -52,7 +52,8 @@ export interface StoreViews {
 }
 
 export interface GatewayThread {
-  readonly role: ThreadRole;
+  /** The thread's role, built into what only a thread of that role has. */
+  readonly role: RoleParts;
   readonly opts: GatewayOptions;
   /** The config the thread started with: what only a restart changes (its listeners) is read from it. */
   readonly started: Config;
@@ -62,7 +63,6 @@ export interface GatewayThread {
   readonly tenancy: Tenancy;
   /** One store for the gateway (cache.max_bytes is one budget): each chain reads it through its own view. */
   readonly responseCache: SwappableCache;
-  readonly links: ThreadLinks;
   readonly writes: WriteMark;
   readonly feedsLog: FeedsLog;
   readonly chainSet: ChainSet;
@@ -79,8 +79,6 @@ export interface GatewayThread {
   readonly dashboard: DashboardAssets;
   /** How long a scrape waits for a worker's values, in ms. */
   readonly answerMs: number;
-  /** The worker threads, once the main thread started them; null in every other role. */
-  pool: WorkerPool | null;
 }
 
 /**
@@ -178,17 +176,17 @@ function chainOptions(
 export async function openThread(config: Config, opts: GatewayOptions, role: ThreadRole): Promise<GatewayThread> {
   const answerMs = Math.min(WORKER_ANSWER_MS, config.server.worker_stall_s * 1000);
   // Filled in as the parts are made: the closures below read it only once the thread runs.
-  const t = { role, opts, started: config, inForce: config, answerMs, pool: null } as {
+  const t = { opts, started: config, inForce: config, answerMs } as {
     -readonly [K in keyof GatewayThread]: GatewayThread[K];
   };
-  t.metrics = threadMetrics(config, opts, role, () => t.pool!, answerMs);
+  t.metrics = threadMetrics(config, opts, role, () => workerPool(t.role)!, answerMs);
   t.tenancy =
     config.storage.url !== undefined
       ? await openFleetTenancy(config, opts.log, t.metrics)
       : createTenancy(config, opts.log, t.metrics, tenancyThreads(role));
   t.responseCache = createSwappableCache(cacheBytes(role, config));
   t.feedsLog = (level, msg, fields) => opts.log[level](msg, fields);
-  t.links = threadLinks(role, t.feedsLog, (slug) => t.chains.get(slug)?.filters);
+  t.role = roleParts(role, t.feedsLog, (slug) => t.chains.get(slug)?.filters);
   t.writes = createWriteMark(role.kind === 'worker' ? role.side.writes : undefined);
   const ctxOf = (): GatewayContext => t.ctx;
   t.chainSet = createChainSet(config.chains, {
@@ -196,7 +194,7 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
       createChainRuntime(c, {
         ...chainOptions(t, t.inForce, ctxOf),
         metrics: t.metrics.chain(c.slug),
-        ...chainSharing(t.links, c.slug, t.inForce, t.writes),
+        ...chainSharing(t.role, c.slug, t.inForce, t.writes),
       }),
     start(chain) {
       chain.startHealthChecks();
@@ -276,6 +274,6 @@ export function releaseThread(t: GatewayThread): Promise<boolean> {
   t.repeated.connectionsRefused.close();
   t.gate.close();
   t.chainSet.closeAll();
-  closeLinks(t.links);
+  closeRoleParts(t.role);
   return t.tenancy.close();
 }

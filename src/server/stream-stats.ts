@@ -5,6 +5,7 @@
 import type { GatewayThread } from './gateway-thread.js';
 import { type ChainTraffic, fleetStatus, type StatusReport, statusReport, sumTraffic } from './status-report.js';
 import { performance } from 'node:perf_hooks';
+import { workerPool } from './role-parts.js';
 import { workersStarted } from './thread-role.js';
 
 export interface StreamStats {
@@ -23,9 +24,10 @@ export interface StreamStats {
 /** Open sockets and streams, upstream subscriptions and slow-consumer cuts, over every worker. */
 export async function streamStats(t: GatewayThread): Promise<StreamStats> {
   const own = threadStreamStats(t);
-  if (t.pool === null) return own;
+  const pool = workerPool(t.role);
+  if (pool === null) return own;
   // Upstream subscriptions and event streams are the main thread's; connections and subscribers the workers'.
-  const theirs = (await t.pool.ask({ type: 'stats' }, t.answerMs)).values as Array<StreamStats | undefined>;
+  const theirs = (await pool.ask({ type: 'stats' }, t.answerMs)).values as Array<StreamStats | undefined>;
   for (const w of theirs) {
     if (w === undefined) continue;
     own.wsConnections += w.wsConnections;
@@ -68,7 +70,8 @@ export function traffic(t: GatewayThread): Record<string, ChainTraffic> {
 /** GET /status on the metrics listener. */
 export async function statusOf(t: GatewayThread): Promise<StatusReport> {
   // Connections and requests are the workers': each tells what it saw of each chain.
-  const asked = t.pool === null ? null : await t.pool.ask({ type: 'traffic' }, t.answerMs);
+  const pool = workerPool(t.role);
+  const asked = pool === null ? null : await pool.ask({ type: 'traffic' }, t.answerMs);
   const theirs = (asked?.values ?? []) as Array<Record<string, ChainTraffic> | undefined>;
   const fleet = t.views.fleet === undefined ? undefined : await fleetStatus(t.views.fleet, Date.now());
   const { tenancy } = t;

@@ -1,8 +1,9 @@
 /**
- * What a thread's chains share with the other threads of the process: with worker threads, the main thread's
- * chains tell the workers' copies of them what they probe and serve them their filters; a worker's chains
- * follow the main thread's (chain/relay.ts), and its upstream subscriptions and event streams are the main
- * thread's, reached through relays.
+ * The one object a thread's role is built into (startGateway): what a thread of that role has and the others
+ * have not. With worker threads, the main thread's chains tell the workers' copies of them what they probe and
+ * serve them their filters, and the main thread runs the workers; a worker's chains follow the main thread's
+ * (chain/relay.ts), and its upstream subscriptions and event streams are the main thread's, reached through
+ * relays.
  */
 import { createHmac } from 'node:crypto';
 import type { Config } from '../config/schema.js';
@@ -15,19 +16,23 @@ import { connectEventRelay, type EventRelayClient } from '../fanout/event-relay.
 import type { FeedsLog } from '../fanout/feeds.js';
 import type { WorkerSide } from './worker-link.js';
 import { type ThreadRole, unreachableRole } from './thread-role.js';
+import type { WorkerPool } from './worker-pool.js';
 
-export type ThreadLinks =
+export type RoleParts =
+  /** One thread serves everything: the default, and every instance of a fleet. */
   | { kind: 'alone' }
-  | { kind: 'main'; host: ChainRelayHost; workers: number }
+  /** The main thread of workers: the host of its chains' relays, and its worker threads once started. */
+  | { kind: 'main'; workers: number; host: ChainRelayHost; pool: WorkerPool | null }
+  /** A worker thread: what it shares with the main thread, and the relays its chains follow. */
   | { kind: 'worker'; side: WorkerSide; client: ChainRelayClient; feeds: FeedRelayClient; events: EventRelayClient };
 
-/** The links of a thread of this role; `filtersOf` serves the main thread's filters to its workers. */
-export function threadLinks(role: ThreadRole, feedsLog: FeedsLog, filtersOf: (slug: string) => ChainFilters | undefined): ThreadLinks {
+/** The parts of a thread of this role; `filtersOf` serves the main thread's filters to its workers. */
+export function roleParts(role: ThreadRole, feedsLog: FeedsLog, filtersOf: (slug: string) => ChainFilters | undefined): RoleParts {
   switch (role.kind) {
     case 'alone':
       return { kind: 'alone' };
     case 'main':
-      return { kind: 'main', host: createChainRelayHost(filtersOf), workers: role.workers };
+      return { kind: 'main', workers: role.workers, host: createChainRelayHost(filtersOf), pool: null };
     case 'worker':
       return {
         kind: 'worker',
@@ -43,16 +48,16 @@ export function threadLinks(role: ThreadRole, feedsLog: FeedsLog, filtersOf: (sl
 
 /** What chain `slug` shares with the other threads: the main thread's relays its probes, a worker's follows them. */
 export function chainSharing(
-  links: ThreadLinks,
+  role: RoleParts,
   slug: string,
   inForce: Config,
   writes: WriteMark,
 ): Pick<ChainRuntimeOptions, 'relay' | 'replica' | 'writes' | 'poolShare'> {
-  switch (links.kind) {
+  switch (role.kind) {
     case 'alone':
       return { writes };
     case 'main': {
-      const host = links.host;
+      const host = role.host;
       return {
         writes,
         relay: {
@@ -64,29 +69,34 @@ export function chainSharing(
     }
     case 'worker': {
       const c = inForce.chains[slug]!;
-      const { side, client } = links;
+      const { side, client } = role;
       return {
         writes,
         poolShare: side.workers,
         replica: {
           follow: (health) => client.follow(slug, health),
           filters: client.filters(slug),
-          feeds: c.upstreams.some((u) => u.ws !== undefined) ? links.feeds.feeds(slug) : null,
-          openEventLink: links.events.openLink(slug),
+          feeds: c.upstreams.some((u) => u.ws !== undefined) ? role.feeds.feeds(slug) : null,
+          openEventLink: role.events.openLink(slug),
           subscriptionIdPrefix: (key) =>
             createHmac('sha256', side.subscriptionSecret).update(`${slug}\u0000${key}`).digest('hex').slice(0, 24),
         },
       };
     }
     default:
-      return unreachableRole(links);
+      return unreachableRole(role);
   }
 }
 
 /** Closes a worker's relays (the main thread's host closes with its chains). */
-export function closeLinks(links: ThreadLinks): void {
-  if (links.kind !== 'worker') return;
-  links.client.close();
-  links.feeds.close();
-  links.events.close();
+export function closeRoleParts(role: RoleParts): void {
+  if (role.kind !== 'worker') return;
+  role.client.close();
+  role.feeds.close();
+  role.events.close();
+}
+
+/** The worker threads: the main thread's once started, none in another role. */
+export function workerPool(role: RoleParts): WorkerPool | null {
+  return role.kind === 'main' ? role.pool : null;
 }
