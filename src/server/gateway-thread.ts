@@ -172,13 +172,14 @@ function chainOptions(
   };
 }
 
+/** A thread while openThread makes its parts, one field after the other. */
+type ThreadUnderway = { -readonly [K in keyof GatewayThread]: GatewayThread[K] };
+
 /** Makes the parts of a thread of `role`, in the order each needs the ones before it. */
 export async function openThread(config: Config, opts: GatewayOptions, role: ThreadRole): Promise<GatewayThread> {
   const answerMs = Math.min(WORKER_ANSWER_MS, config.server.worker_stall_s * 1000);
   // Filled in as the parts are made: the closures below read it only once the thread runs.
-  const t = { opts, started: config, inForce: config, answerMs } as {
-    -readonly [K in keyof GatewayThread]: GatewayThread[K];
-  };
+  const t = { opts, started: config, inForce: config, answerMs } as ThreadUnderway;
   t.metrics = threadMetrics(config, opts, role, () => workerPool(t.role)!, answerMs);
   t.tenancy =
     config.storage.url !== undefined
@@ -225,7 +226,7 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
 }
 
 /** The context every request reads, the management API's needs and the roads that hold clients. */
-function openRoads(t: { -readonly [K in keyof GatewayThread]: GatewayThread[K] }, config: Config): void {
+function openRoads(t: ThreadUnderway, config: Config): void {
   const { tenancy, opts } = t;
   const ctx: GatewayContext = {
     config,

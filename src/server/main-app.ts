@@ -19,7 +19,7 @@ import type { GatewayThread } from './gateway-thread.js';
 import { type HttpRequest, type HttpResponse, type TemplatedApp, uws } from './uws.js';
 
 /** An app with the config's TLS certificate, or a plain one. */
-export function createApp(config: Config): TemplatedApp {
+function createApp(config: Config): TemplatedApp {
   const u = uws();
   const tls = config.server.tls;
   if (!tls) return u.App();
