@@ -16,7 +16,7 @@ export interface ResponseCacheStats {
  * one budget for the whole gateway, so one LRU holds every chain's entries and a busy chain may take the
  * room an idle one does not use. Each chain reads and writes it through its own view (ChainCache,
  * ChainRuntime.cache), which keys entries by the chain's cacheScope; whoever builds the chains makes the
- * store once and hands it to each (server/app.ts). It holds the JSON bytes
+ * store once and hands it to each (server/gateway-thread.ts). It holds the JSON bytes
  * of an answer's `result` only: the id differs per client and is put around it by the caller. What may
  * enter is decided by cacheability.ts; answers about final blocks never change, so entries have no
  * lifetime and leave only when the least recently used must make room.

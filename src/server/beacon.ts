@@ -1,5 +1,4 @@
 import { type ErrorCode, ERRORS, beaconErrorBody } from '../errors.js';
-import { retryAfterSeconds } from '../limits/sliding-window.js';
 import type { Caller } from '../pipeline/admission.js';
 import {
   admitBeacon,
@@ -9,25 +8,16 @@ import {
   forwardBeacon,
   refuseBeaconBody,
 } from '../pipeline/beacon-call.js';
-import { resolveCaller } from '../pipeline/caller.js';
 import { askFleet, beaconRu } from '../pipeline/fleet-gate.js';
 import { tallyFor } from '../pipeline/answers.js';
-import { clientLimitAddress } from './peer-address.js';
-import type { ChainRuntime } from '../chain/runtime.js';
 import { readBody } from './body.js';
-import type { GatewayContext } from '../pipeline/context.js';
-import { type Exchange, finish, reply } from './exchange.js';
-import { closesConnection, type ResponseMeta, sendWhole, writeHead } from './respond.js';
+import { admitCaller, type Exchange, type ExchangeRoute, finish, reply } from './exchange.js';
+import { closesConnection, type ResponseMeta, retryAfterHeader, sendWhole, writeHead } from './respond.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
-import type { HttpRequest, HttpResponse } from './uws.js';
+import type { HttpResponse } from './uws.js';
 import { errorText } from '../log.js';
 
 const JSON_TYPE = 'application/json';
-
-function retryAfter(ms: number | undefined): Array<[string, string]> | undefined {
-  if (ms === undefined) return undefined;
-  return [['retry-after', String(Number.isFinite(ms) ? retryAfterSeconds(ms) : 60)]];
-}
 
 function replyBeaconError(
   x: Exchange,
@@ -81,21 +71,30 @@ function sendBeacon(x: Exchange, caller: Caller, call: BeaconCall, body: Buffer 
   x.calls.push(forwarded);
 }
 
+/** The Beacon road: its event streams' server, and a caller refused answered in the Beacon shape. */
+export interface BeaconRoute extends ExchangeRoute {
+  /** Serves an admitted event stream (beacon-events.ts). */
+  readonly events: (x: Exchange, caller: Caller, query: string) => void;
+}
+
+/** The Beacon road, made once with the routes. */
+export function beaconRoute(events: BeaconRoute['events']): BeaconRoute {
+  return {
+    transport: 'beacon',
+    events,
+    refuseCaller(x, refusal) {
+      tallyFor(x.ctx, x.chain, 'beacon', null).refusedWhole(refusal.error, 1, refusal.message);
+      replyBeaconError(x, refusal.error, refusal.message, refusal.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined, true);
+    },
+  };
+}
+
 /**
  * `/v1/rpc/<key>/<beacon path>` on a beacon chain: the key (401), then the pipeline's admission
- * (admitBeacon) and forward. The event stream is handed to `events` once admitted.
+ * (admitBeacon) and forward. The event stream is handed to `route.events` once admitted.
  */
-export function handleBeacon(
-  ctx: GatewayContext,
-  res: HttpResponse,
-  req: HttpRequest,
-  chain: ChainRuntime,
-  key: string | null,
-  named: boolean,
-  path: string,
-  meta: ResponseMeta,
-  events: (x: Exchange, caller: Caller, query: string) => void,
-): void {
+export function handleBeacon(x: Exchange, route: BeaconRoute): void {
+  const { ctx, req } = x;
   const method = req.getMethod().toUpperCase();
   const query = req.getQuery() ?? '';
   const headers: Array<[string, string]> = [];
@@ -104,44 +103,31 @@ export function handleBeacon(
     if (v !== '') headers.push([h, v]);
   }
   const contentLength = req.getHeader('content-length');
-  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
-  const x: Exchange = { ctx, res, meta, chain, aborted: false, finished: false, calls: [] };
-  ctx.inFlight++;
-  res.onAborted(() => {
-    x.aborted = true;
-    for (const c of x.calls) c.abort();
-    finish(x);
-  });
-  if (method === 'GET' && closesConnection(meta)) {
+  if (method === 'GET' && closesConnection(x.meta)) {
     // No Beacon GET takes a body, and its answer streams on a kept connection: uWS would read on, however long.
-    tallyFor(ctx, chain, 'beacon', null).refusedWhole('bad_request', 1);
+    tallyFor(ctx, x.chain, 'beacon', null).refusedWhole('bad_request', 1);
     replyBeaconError(x, 'bad_request', 'A GET request carries no body (Content-Length above 0 or Transfer-Encoding)');
     return;
   }
-  const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'beacon');
-  if ('error' in resolved) {
-    tallyFor(ctx, chain, 'beacon', null).refusedWhole(resolved.error, 1, resolved.message);
-    replyBeaconError(x, resolved.error, resolved.message, resolved.error === 'rate_limited' ? retryAfter(60_000) : undefined, true);
-    return;
-  }
-  x.chain = resolved.chain;
-  const { caller } = resolved;
+  const caller = admitCaller(x, route);
+  if (caller === null) return;
+  const request: BeaconRequest = { method, path: x.target.rest, query, headers, contentLength };
   const max = ctx.config.server.max_body_bytes;
   if (ctx.tenancy.fleet === null) {
-    admitAndSend(x, caller, method, path, query, headers, contentLength, events);
+    admitAndSend(x, route, caller, request);
     return;
   }
-  const asked = askFleet(ctx.tenancy, caller, [beaconRu(ctx, method, path)]);
+  const asked = askFleet(ctx.tenancy, caller, [beaconRu(ctx, method, request.path)]);
   // A fleet asks its shared limits first; a POST's body is read meanwhile (uWS hands it now or never).
   const body =
     method === 'POST' && !(contentLength !== '' && Number(contentLength) > max)
-      ? new Promise<Buffer | null>((resolve) => readBody(res, meta, max, resolve, () => resolve(null)))
+      ? new Promise<Buffer | null>((resolve) => readBody(x.res, x.meta, max, resolve, () => resolve(null)))
       : null;
   Promise.all([asked, body])
     .then(([grant, read]) => {
       if (x.aborted) return;
       caller.grant = grant;
-      admitAndSend(x, caller, method, path, query, headers, contentLength, events, read);
+      admitAndSend(x, route, caller, request, read);
     })
     .catch((err: unknown) => {
       // A fault of admission, which on one machine would have been thrown to uWS: logged and answered.
@@ -150,35 +136,35 @@ export function handleBeacon(
     });
 }
 
+/** What a Beacon request's head said, copied out of uWS's request. */
+interface BeaconRequest {
+  method: string;
+  path: string;
+  query: string;
+  headers: Array<[string, string]>;
+  contentLength: string;
+}
+
 /**
  * Admits the request and sends it on. `held` is a POST's body when it was read before admission (a
  * fleet's), null when it was over the limit; undefined reads it now.
  */
-function admitAndSend(
-  x: Exchange,
-  caller: Caller,
-  method: string,
-  path: string,
-  query: string,
-  headers: Array<[string, string]>,
-  contentLength: string,
-  events: (x: Exchange, caller: Caller, query: string) => void,
-  held?: Buffer | null,
-): void {
+function admitAndSend(x: Exchange, route: BeaconRoute, caller: Caller, request: BeaconRequest, held?: Buffer | null): void {
   const { ctx, res } = x;
+  const { method, path, query, headers, contentLength } = request;
   const admitted = admitBeacon(ctx, caller, method, path, query, headers);
   if ('refused' in admitted) {
     const extra: Array<[string, string]> | undefined =
       admitted.allow !== undefined
         ? [['allow', admitted.allow]]
         : admitted.refused === 'rate_limited'
-          ? retryAfter(admitted.retryAfterMs)
+          ? retryAfterHeader(admitted.retryAfterMs)
           : undefined;
     replyBeaconError(x, admitted.refused, admitted.message, extra, true);
     return;
   }
   if ('events' in admitted) {
-    events(x, caller, query);
+    route.events(x, caller, query);
     return;
   }
   const { call } = admitted;

@@ -2,18 +2,79 @@ import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
+import type { Caller } from '../pipeline/admission.js';
+import { type CallerRefusal, resolveCaller } from '../pipeline/caller.js';
+import type { Transport } from '../metrics/registry.js';
+import { clientLimitAddress } from './peer-address.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
-import type { HttpResponse } from './uws.js';
+import type { RpcTarget } from './routes.js';
+import type { HttpRequest, HttpResponse } from './uws.js';
 
 /** One HTTP request's state, shared by its callbacks; `aborted` means the client is gone and res is dead. */
 export interface Exchange {
   ctx: GatewayContext;
   res: HttpResponse;
+  /**
+   * The request's head. uWS discards it once the handler returns: read it at once, before any callback or
+   * await (the handlers copy what they need first).
+   */
+  readonly req: HttpRequest;
   meta: ResponseMeta;
+  /** The chain the route named, then the caller's (admitCaller). */
   chain: ChainRuntime;
+  /** Where the request goes: its key, whether the Host or path named the chain, the path after the key. */
+  readonly target: RpcTarget;
   aborted: boolean;
   finished: boolean;
   calls: ForwardCall[];
+}
+
+/**
+ * A road's fixed parts, made once when the routes are (main-app.ts), never per request: its transport and
+ * how it answers a caller refused, in its own error shape.
+ */
+export interface ExchangeRoute {
+  readonly transport: Extract<Transport, 'http' | 'beacon'>;
+  refuseCaller(x: Exchange, refusal: CallerRefusal): void;
+}
+
+/**
+ * The preamble of every HTTP road: the request counts as in flight until it is finished, and the calls it
+ * started stop when its client leaves (onAborted, attached before anything can wait).
+ */
+export function openExchange(
+  ctx: GatewayContext,
+  res: HttpResponse,
+  req: HttpRequest,
+  meta: ResponseMeta,
+  chain: ChainRuntime,
+  target: RpcTarget,
+): Exchange {
+  const x: Exchange = { ctx, res, req, meta, chain, target, aborted: false, finished: false, calls: [] };
+  ctx.inFlight++;
+  res.onAborted(() => {
+    x.aborted = true;
+    for (const c of x.calls) c.abort();
+    finish(x);
+  });
+  return x;
+}
+
+/**
+ * Who calls (pipeline/caller.ts): the caller, its chain set on the exchange; or null once the refusal is
+ * answered in the road's shape. Called while the request's head is still readable (the client's address).
+ */
+export function admitCaller(x: Exchange, route: ExchangeRoute): Caller | null {
+  const { ctx, res, req, target } = x;
+  // The peer address costs a system call: a keyed request that resolves needs none.
+  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
+  const resolved = resolveCaller(ctx, x.chain, target.key, target.named, ipOf, route.transport);
+  if ('error' in resolved) {
+    route.refuseCaller(x, resolved);
+    return null;
+  }
+  x.chain = resolved.chain;
+  return resolved.caller;
 }
 
 export function finish(x: Exchange): void {

@@ -1,21 +1,15 @@
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
-import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
-import type { ChainRuntime } from '../chain/runtime.js';
-import { resolveCaller } from '../pipeline/caller.js';
 import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
-import { clientLimitAddress } from './peer-address.js';
 import { readBody } from './body.js';
-import type { GatewayContext } from '../pipeline/context.js';
-import { type Exchange, finish, reply, replyError, replySoon } from './exchange.js';
+import { admitCaller, type Exchange, type ExchangeRoute, finish, reply, replyError, replySoon } from './exchange.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
-import { JSON_TYPE, type ResponseMeta, writeHead } from './respond.js';
-import type { HttpRequest, HttpResponse } from './uws.js';
+import { JSON_TYPE, retryAfterHeader, writeHead } from './respond.js';
 import { errorText } from '../log.js';
 
 const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
@@ -106,12 +100,6 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     if (outcomes.every((o) => o === first)) return ERRORS[first].http;
   }
   return 200;
-}
-
-function retryAfterHeader(ms: number | undefined): Array<[string, string]> | undefined {
-  if (ms === undefined) return undefined;
-  // A call costing more RU than the plan's whole RU/s never fits: tell the client to back off a minute.
-  return [['retry-after', String(Number.isFinite(ms) ? retryAfterSeconds(ms) : 60)]];
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -208,35 +196,13 @@ function planBody(x: Exchange, caller: Caller, parsed: Exclude<ParsedBody, { kin
  * before the first return to uWS. Checks run in the documented order: key (401) → body type and size
  * (415, 413) → parse and shape → per item: rate limit, method and params, RU → forward.
  */
-export function handleHttpRpc(
-  ctx: GatewayContext,
-  res: HttpResponse,
-  req: HttpRequest,
-  chain: ChainRuntime,
-  key: string | null,
-  named: boolean,
-  meta: ResponseMeta,
-): void {
-  const contentType = req.getHeader('content-type');
-  const contentLength = req.getHeader('content-length');
-  // The peer address costs a system call: a keyed request that resolves needs none.
-  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
-  const x: Exchange = { ctx, res, meta, chain, aborted: false, finished: false, calls: [] };
-  ctx.inFlight++;
-  res.onAborted(() => {
-    x.aborted = true;
-    for (const c of x.calls) c.abort();
-    finish(x);
-  });
-  const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'http');
-  if ('error' in resolved) {
-    const headers = resolved.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined;
-    refuseWholeBody(x, tallyFor(ctx, chain, 'http', null), resolved.error, contentLength, resolved.message, headers);
-    return;
-  }
-  const tally = resolved.caller.tally;
-  x.chain = resolved.chain;
-  const max = ctx.config.server.max_body_bytes;
+export function handleHttpRpc(x: Exchange, route: ExchangeRoute): void {
+  const contentType = x.req.getHeader('content-type');
+  const contentLength = x.req.getHeader('content-length');
+  const caller = admitCaller(x, route);
+  if (caller === null) return;
+  const tally = caller.tally;
+  const max = x.ctx.config.server.max_body_bytes;
   if (!JSON_CONTENT_TYPE.test(contentType)) {
     refuseWholeBody(x, tally, 'unsupported_media_type', contentLength);
     return;
@@ -252,16 +218,26 @@ export function handleHttpRpc(
     return;
   }
   readBody(
-    res,
-    meta,
+    x.res,
+    x.meta,
     max,
-    (body) => answerBody(x, resolved.caller, body),
+    (body) => answerBody(x, caller, body),
     () => {
       tally.refusedWhole('body_too_large', 1);
       replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
     },
   );
 }
+
+/** The JSON-RPC road over HTTP: a caller refused gets its answer with its request's ids (refuseWholeBody). */
+export const HTTP_RPC_ROUTE: ExchangeRoute = {
+  transport: 'http',
+  refuseCaller(x, refusal) {
+    const headers = refusal.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined;
+    const tally = tallyFor(x.ctx, x.chain, 'http', null);
+    refuseWholeBody(x, tally, refusal.error, x.req.getHeader('content-length'), refusal.message, headers);
+  },
+};
 
 /**
  * A refusal of the whole request made before its body is checked (401, 429 for key guessing, 415): the

@@ -17,7 +17,7 @@ import type { HttpRequest, HttpResponse } from './uws.js';
  */
 export interface ManagementDeps {
   config: Config;
-  /** Owners, keys, endpoints and usage: the SQLite file's, or the fleet's PostgreSQL (app.ts picks). */
+  /** Owners, keys, endpoints and usage: the SQLite file's, or the fleet's PostgreSQL (gateway-thread.ts picks). */
   accounts: AccountStore;
   /**
    * The owner's live balance: on one machine the ledger's (stored minus unflushed debits and open

@@ -1,4 +1,5 @@
 import { ERRORS, managementErrorBody, statusLine } from '../errors.js';
+import { retryAfterSeconds } from '../limits/sliding-window.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
 
 /**
@@ -134,4 +135,13 @@ export function sendRouteError(
   allow?: string,
 ): void {
   sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, managementErrorBody(code, message), allow ? [['allow', allow]] : undefined, true);
+}
+
+/**
+ * The Retry-After header of a refusal that says how long to wait, in whole seconds; a wait that never ends (a
+ * call costing more RU than the plan's whole RU/s never fits) tells the client to back off a minute.
+ */
+export function retryAfterHeader(ms: number | undefined): Array<[string, string]> | undefined {
+  if (ms === undefined) return undefined;
+  return [['retry-after', String(Number.isFinite(ms) ? retryAfterSeconds(ms) : 60)]];
 }

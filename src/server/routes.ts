@@ -16,6 +16,9 @@ export type Route =
   | { kind: 'preflight'; methods: string }
   | { kind: 'error'; code: 'not_found' | 'method_not_allowed'; message: string; allow?: string };
 
+/** A request's way to a chain: what the JSON-RPC, Beacon and WebSocket roads are opened with. */
+export type RpcTarget = Extract<Route, { kind: 'rpc' }>;
+
 export interface RouteTable {
   chains: Readonly<Record<string, ChainConfig>>;
   defaultChain: string;

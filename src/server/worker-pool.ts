@@ -122,6 +122,36 @@ interface Running {
   ending: Promise<boolean> | null;
 }
 
+/**
+ * Asks one worker to stop and waits for it within `opts.stopGraceMs`; resolves with the requests it cut short.
+ * A stopped worker has closed its sockets and ends by itself; a late one is ended from outside, its sockets
+ * closed first (worker-rescue.ts), else the process would abort.
+ */
+async function stopWorker(
+  r: Running,
+  index: number,
+  opts: Pick<WorkerPoolOptions, 'log' | 'stopGraceMs'>,
+  end: (entry: Running) => Promise<boolean>,
+): Promise<number> {
+  const exited = new Promise<void>((resolve) => r.worker.once('exit', () => resolve()));
+  const stopped = new Promise<unknown>((resolve) => {
+    r.waiting.set(0, resolve);
+    r.control.postMessage({ type: 'stop' });
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), opts.stopGraceMs);
+  });
+  const cut = await Promise.race([stopped, late]);
+  const ended = await Promise.race([exited, late]);
+  clearTimeout(timer);
+  if (ended === 'late') {
+    opts.log.error('worker did not stop in time; ending it', { worker: index });
+    await end(r);
+  }
+  return typeof cut === 'number' ? cut : 0;
+}
+
 export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
   const running: Array<Running | null> = Array.from({ length: opts.count }, () => null);
   let stopping = false;
@@ -253,30 +283,7 @@ export function createWorkerPool(opts: WorkerPoolOptions): WorkerPool {
     async stop() {
       stopping = true;
       clearInterval(watching);
-      const cuts = await Promise.all(
-        running.map(async (r, i) => {
-          if (r === null) return 0;
-          const exited = new Promise<void>((resolve) => r.worker.once('exit', () => resolve()));
-          const stopped = new Promise<unknown>((resolve) => {
-            r.waiting.set(0, resolve);
-            r.control.postMessage({ type: 'stop' });
-          });
-          let timer: NodeJS.Timeout | undefined;
-          const late = new Promise<'late'>((resolve) => {
-            timer = setTimeout(() => resolve('late'), opts.stopGraceMs);
-          });
-          // A stopped worker has closed its sockets and ends by itself; a late one is ended from outside, its
-          // sockets closed first (worker-rescue.ts), else the process would abort.
-          const cut = await Promise.race([stopped, late]);
-          const ended = await Promise.race([exited, late]);
-          clearTimeout(timer);
-          if (ended === 'late') {
-            opts.log.error('worker did not stop in time; ending it', { worker: i + 1 });
-            await end(r);
-          }
-          return typeof cut === 'number' ? cut : 0;
-        }),
-      );
+      const cuts = await Promise.all(running.map((r, i) => (r === null ? 0 : stopWorker(r, i + 1, opts, end))));
       return cuts.reduce((a, b) => a + b, 0);
     },
   };

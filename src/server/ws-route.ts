@@ -6,7 +6,7 @@ import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import type { ConnectionGate } from './connection-gate.js';
-import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUserData } from './ws-rpc.js';
+import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUpgradeRoute, type WsUserData } from './ws-rpc.js';
 
 export interface WsRoute {
   readonly behavior: WebSocketBehavior<WsUserData>;
@@ -21,7 +21,7 @@ export interface WsRoute {
   usesChain(chain: ChainRuntime): boolean;
 }
 
-/** A notification's RU: the configured price per started 250 bytes (each chain's hub is priced by it, see app.ts). */
+/** A notification's RU: the configured price per started 250 bytes (each chain's hub is priced by it, see gateway-thread.ts). */
 export function notificationRu(perStarted250: number, bytes: number): number {
   return perStarted250 * Math.ceil(bytes / 250);
 }
@@ -41,6 +41,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
     slowConsumers: 0,
     conns: new Set(),
   };
+  const upgradeRoute: WsUpgradeRoute = { ctx, server, counts, gate };
   const behavior: WebSocketBehavior<WsUserData> = {
     compression: uws().DISABLED,
     maxPayloadLength: Math.max(2 * limits.max_message_bytes, limits.max_message_bytes + 65_536),
@@ -77,7 +78,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
           return;
         }
       }
-      upgradeWs(ctx, server, counts, gate, res, req, context, chain, route.key, route.named, meta);
+      upgradeWs({ res, req, context, meta, chain, target: route }, upgradeRoute);
     },
     open(ws) {
       const conn = ws.getUserData().conn;

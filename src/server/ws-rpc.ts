@@ -2,7 +2,6 @@ import { performance } from 'node:perf_hooks';
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
-import { retryAfterSeconds } from '../limits/sliding-window.js';
 import { type Caller, type Grant, takeRequest } from '../pipeline/admission.js';
 import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { resolveCaller } from '../pipeline/caller.js';
@@ -15,7 +14,8 @@ import { type SubscribingConn, subscriptionCall } from '../pipeline/subscription
 import type { Subscription } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
-import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
+import { JSON_TYPE, type ResponseMeta, retryAfterHeader, sendWhole } from './respond.js';
+import type { RpcTarget } from './routes.js';
 import type { ConnectionGate } from './connection-gate.js';
 import type { HttpRequest, HttpResponse, WebSocket } from './uws.js';
 import { errorText } from '../log.js';
@@ -107,11 +107,27 @@ export interface WsServer {
 }
 
 function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, retryAfterMs?: number): void {
-  const headers: Array<[string, string]> | undefined =
-    retryAfterMs !== undefined
-      ? [['retry-after', String(Number.isFinite(retryAfterMs) ? retryAfterSeconds(retryAfterMs) : 60)]]
-      : undefined;
-  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, rpcErrorBody(code, 'null', message), headers, true);
+  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, rpcErrorBody(code, 'null', message), retryAfterHeader(retryAfterMs), true);
+}
+
+/** The WebSocket road's fixed parts, made once with its behavior (ws-route.ts), never per upgrade. */
+export interface WsUpgradeRoute {
+  readonly ctx: GatewayContext;
+  readonly server: WsServer;
+  /** Open connections per key and per IP, shared by every worker thread. */
+  readonly counts: ConnectionCounts;
+  readonly gate: ConnectionGate;
+}
+
+/** One upgrade request: uWS's handles, its CORS, the chain the route named (or the key's) and where it goes. */
+export interface UpgradeExchange {
+  readonly res: HttpResponse;
+  /** Readable only until the upgrade handler returns (uWS discards it then). */
+  readonly req: HttpRequest;
+  readonly context: unknown;
+  readonly meta: ResponseMeta;
+  readonly chain: ChainRuntime;
+  readonly target: RpcTarget;
 }
 
 /**
@@ -119,19 +135,9 @@ function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, m
  * socket. Then the connection limits (per key, or per IP on the public path) and, on the public path,
  * the per-IP request rate, which an upgrade counts against like a request.
  */
-export function upgradeWs(
-  ctx: GatewayContext,
-  server: WsServer,
-  counts: ConnectionCounts,
-  gate: ConnectionGate,
-  res: HttpResponse,
-  req: HttpRequest,
-  context: unknown,
-  chain: ChainRuntime,
-  key: string | null,
-  named: boolean,
-  meta: ResponseMeta,
-): void {
+export function upgradeWs(up: UpgradeExchange, route: WsUpgradeRoute): void {
+  const { res, req, meta, chain } = up;
+  const { ctx, counts, gate } = route;
   const secKey = req.getHeader('sec-websocket-key');
   const secProtocol = req.getHeader('sec-websocket-protocol');
   const secExtensions = req.getHeader('sec-websocket-extensions');
@@ -141,7 +147,7 @@ export function upgradeWs(
     refuseUpgrade(res, meta, 'shutting_down');
     return;
   }
-  const resolved = resolveCaller(ctx, chain, key, named, ipOf, 'ws');
+  const resolved = resolveCaller(ctx, chain, up.target.key, up.target.named, ipOf, 'ws');
   if ('error' in resolved) {
     tallyFor(ctx, chain, 'ws', null).refused(resolved.error);
     refuseUpgrade(res, meta, resolved.error, resolved.message, resolved.error === 'rate_limited' ? 60_000 : undefined);
@@ -177,8 +183,8 @@ export function upgradeWs(
     refuseUpgrade(res, meta, 'rate_limited', connectionRefusal(caller, limit, 'websocket', 'WebSocket connections'), 1000);
     return;
   }
-  const conn = new WsConn(server, resolved.chain, caller, countKey);
-  res.upgrade<WsUserData>({ conn }, secKey, secProtocol, secExtensions, context as never);
+  const conn = new WsConn(route.server, resolved.chain, caller, countKey);
+  res.upgrade<WsUserData>({ conn }, secKey, secProtocol, secExtensions, up.context as never);
 }
 
 /** Sends a refusal or local answer, counting rate-limit refusals toward the hammering close. */

@@ -30,8 +30,10 @@ function exchangeFor(ctx: GatewayContext, name: string, log: string[]): Exchange
   return {
     ctx,
     res: recordingResponse(name, log),
+    req: null as never,
     meta: { allowOrigin: undefined },
     chain: null as never,
+    target: null as never,
     aborted: false,
     finished: false,
     calls: [],

@@ -48,7 +48,7 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
     unknownKeys: createUnknownKeyGuard({ now: () => clock.now }),
   };
   const chains = new Map<string, ChainRuntime>();
-  // As the gateway builds them (server/app.ts), less the prober, the feeds' log and subscription metering.
+  // As the gateway builds them (server/gateway-thread.ts), less the prober, the feeds' log and subscription metering.
   const chainOpts = {
     log,
     responseCache: createResponseCache(config.cache.max_bytes),
