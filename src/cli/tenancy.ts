@@ -153,15 +153,19 @@ async function run(command: string, rest: string[], io: Io): Promise<void> {
       const id = ownerId(a);
       const ru = requireRu(args, 1);
       const result = await (await io.accounts()).topUp(id, ru);
-      if ('error' in result) {
-        throw new RefusedError(
-          result.error === 'no_owner'
-            ? `no owner ${id}`
-            : `owner ${id}: a top-up of ${ru} RU would take the balance (${result.balance} RU) past the maximum ${MAX_RU} RU`,
-        );
+      switch (result.kind) {
+        case 'credited':
+          out(`owner ${id}: balance ${result.balance} RU\n`);
+          return;
+        case 'refused':
+          throw new RefusedError(
+            result.error === 'no_owner'
+              ? `no owner ${id}`
+              : `owner ${id}: a top-up of ${ru} RU would take the balance (${result.balance} RU) past the maximum ${MAX_RU} RU`,
+          );
+        default:
+          return result satisfies never;
       }
-      out(`owner ${id}: balance ${result.balance} RU\n`);
-      return;
     }
     case 'owner set-plan': {
       const id = ownerId(a);

@@ -49,9 +49,17 @@ export function createLedgerHost(store: Store, options: LedgerHostOptions): Ledg
   let threads = 0;
 
   function receive(message: LedgerMessage): void {
-    if ('rows' in message) usage.absorb(message.rows);
-    else if (message.reload === null) noticeChanges();
-    else reload(message.reload);
+    switch (message.kind) {
+      case 'rows':
+        usage.absorb(message.rows);
+        return;
+      case 'reload':
+        if (message.reload === null) noticeChanges();
+        else reload(message.reload);
+        return;
+      default:
+        message satisfies never;
+    }
   }
 
   /** Takes what was shipped and not yet delivered as an event (a worker may have just ended). */

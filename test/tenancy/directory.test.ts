@@ -122,7 +122,7 @@ t.test('suspension, revocation and owner deletion by the CLI reach the daemon on
   t.equal(dir.ownerByManagementKey(second), null);
   t.equal(dir.owner(owner), null);
   t.same(dir.takeRevokedEndpointIds().sort(), [a.id, b.id].sort());
-  t.same(dir.createEndpoint(owner, 'mainnet', undefined, 10), { error: 'no_owner' });
+  t.same(dir.createEndpoint(owner, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
 });
 
 t.test('deletions here and by the CLI, interleaved, are each reported exactly once', async (t) => {
@@ -161,12 +161,12 @@ t.test('every management operation is scoped to its owner', async (t) => {
   });
   // The limit counts each owner's own live endpoints.
   created(dir.createEndpoint(alice, 'mainnet', undefined, 2));
-  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 2), { error: 'limit' });
+  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 2), { kind: 'refused', error: 'limit' });
   created(dir.createEndpoint(bob, 'mainnet', undefined, 2));
   created(dir.createEndpoint(bob, 'mainnet', undefined, 2));
   t.ok(dir.deleteEndpoint(alice, a.id));
   created(dir.createEndpoint(alice, 'mainnet', undefined, 2));
-  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 0), { error: 'limit' });
+  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 0), { kind: 'refused', error: 'limit' });
   t.equal(dir.listEndpoints(alice).length, 2);
   t.equal(dir.listEndpoints(bob).length, 2);
 });
