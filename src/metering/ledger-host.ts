@@ -4,7 +4,8 @@ import type { Ledger, LedgerOptions } from './ledger.js';
 import type { LedgerHandoff, LedgerMessage } from './ledger-view.js';
 import { createLedgerWriter } from './ledger-writer.js';
 import { createMeter } from './meter.js';
-import { createHeldMemory, createSharedBookMemory, openSharedBook } from './shared-book.js';
+import { openSharedBook } from './shared-book.js';
+import { createHeldMemory, createSharedBookMemory } from './shared-book-memory.js';
 import { createPendingUsage } from './usage-rows.js';
 
 export interface LedgerHostOptions extends LedgerOptions {

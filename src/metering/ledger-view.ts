@@ -2,7 +2,8 @@ import type { MessagePort } from 'node:worker_threads';
 import type { Store } from '../store/open.js';
 import type { Ledger } from './ledger.js';
 import { createMeter } from './meter.js';
-import { openSharedBook, type SharedBookMemory } from './shared-book.js';
+import { openSharedBook } from './shared-book.js';
+import type { SharedBookMemory } from './shared-book-memory.js';
 import { createPendingUsage, type PendingRow } from './usage-rows.js';
 
 /**
@@ -65,8 +66,8 @@ export function createLedgerView(handoff: LedgerHandoff, store: Store, options: 
       shipNow();
       return book.healthy();
     },
-    healthy: book.healthy,
-    lastFlushAt: book.lastFlushAt,
+    healthy: () => book.healthy(),
+    lastFlushAt: () => book.lastFlushAt(),
     reload(ownerId) {
       const message: LedgerMessage = { kind: 'reload', reload: ownerId ?? null };
       port.postMessage(message);
