@@ -72,7 +72,7 @@ class SharedBookView implements SharedBook {
     this.held = held;
   }
 
-  lock(e: number): void {
+  private lock(e: number): void {
     const locks = this.locks;
     const me = this.me;
     if (Atomics.compareExchange(locks, e, 0, me) === 0) return;
@@ -87,16 +87,16 @@ class SharedBookView implements SharedBook {
     }
   }
 
-  unlock(e: number): void {
+  private unlock(e: number): void {
     Atomics.store(this.locks, e, 0);
   }
 
-  full(): Error {
+  private full(): Error {
     return new Error(`the shared ledger is full: it holds the balances of at most ${this.maxOwners} owners per run`);
   }
 
   /** The entry of slot `h` (whose owner another thread may be adding this very moment), or FULL. */
-  entryAt(h: number): number {
+  private entryAt(h: number): number {
     const refs = this.refs;
     let ref = Atomics.load(refs, h);
     for (let spins = 1; ref === 0; spins++) {
@@ -110,7 +110,7 @@ class SharedBookView implements SharedBook {
    * The owner's entry. When it has none, with `load` its stored balance is read and it is added (throws
    * when the book is full); without, undefined.
    */
-  lookUp(ownerId: number, load: boolean): number | undefined {
+  private lookUp(ownerId: number, load: boolean): number | undefined {
     const known = this.entries.get(ownerId);
     if (known !== undefined) return known;
     if (!Number.isInteger(ownerId) || ownerId < 1 || ownerId > 0x7fffffff) throw new RangeError(`owner id out of range: ${ownerId}`);
@@ -139,7 +139,7 @@ class SharedBookView implements SharedBook {
     throw this.full();
   }
 
-  add(h: number, ownerId: number, balance: number): number {
+  private add(h: number, ownerId: number, balance: number): number {
     const e = Atomics.add(this.header, USED, 1);
     if (e >= this.maxOwners) {
       Atomics.store(this.refs, h, FULL);
@@ -154,12 +154,12 @@ class SharedBookView implements SharedBook {
     return e;
   }
 
-  entryOf(ownerId: number): number {
+  private entryOf(ownerId: number): number {
     return this.lookUp(ownerId, true)!;
   }
 
   /** Writer only: `available` follows what changed in the stored balance since `stored` was last set. */
-  resync(e: number, balance: number): void {
+  private resync(e: number, balance: number): void {
     const stored = this.storedRu;
     if (stored[e] === balance) return;
     this.lock(e);
@@ -168,7 +168,7 @@ class SharedBookView implements SharedBook {
     this.unlock(e);
   }
 
-  entriesUsed(): number {
+  private entriesUsed(): number {
     return Math.min(Atomics.load(this.header, USED), this.maxOwners);
   }
 
