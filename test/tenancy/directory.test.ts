@@ -20,7 +20,7 @@ function setup(t: Teardown): Setup {
 }
 
 function created(r: ReturnType<Directory['createEndpoint']>): { id: string; apiKey: string } {
-  if ('error' in r) throw new Error(`createEndpoint refused: ${r.error}`);
+  if (r.kind === 'refused') throw new Error(`createEndpoint refused: ${r.error}`);
   return { id: r.endpoint.id, apiKey: r.apiKey };
 }
 
@@ -28,7 +28,7 @@ t.test('an endpoint key is found, unknown and malformed keys are not', async (t)
   const { dir, admin } = setup(t);
   const { id: owner } = admin.createOwner('acme', 'growth', 100);
   const r = dir.createEndpoint(owner, 'mainnet', 'prod', 10);
-  if ('error' in r) return t.fail('refused');
+  if (r.kind === 'refused') return t.fail('refused');
   t.match(r.endpoint.id, /^ep_[a-z2-7]{16}$/);
   t.equal(r.endpoint.keyPrefix, r.apiKey.slice(0, 8));
   t.equal(r.endpoint.name, 'prod');
