@@ -73,12 +73,12 @@ export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgE
       // The owner's row locked first: two writers (instances, the CLI) count and insert in turn.
       return inPgTransaction(pool, async (client): Promise<CreateEndpointResult> => {
         const owner = await lockOwner(client, ownerId);
-        if (owner === null || owner.suspended) return { error: 'no_owner' };
+        if (owner === null || owner.suspended) return { kind: 'refused', error: 'no_owner' };
         const { rows } = await client.query<{ n: number }>(
           'SELECT count(*) AS n FROM endpoints WHERE owner_id = $1 AND deleted_at IS NULL',
           [ownerId],
         );
-        if (rows[0]!.n >= maxEndpoints) return { error: 'limit' };
+        if (rows[0]!.n >= maxEndpoints) return { kind: 'refused', error: 'limit' };
         const key = newKey('api');
         const endpoint: EndpointRecord = { id: newEndpointId(), name: name ?? null, network, keyPrefix: key.prefix, createdAt: seconds() };
         await client.query(
@@ -86,7 +86,7 @@ export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgE
           [endpoint.id, ownerId, network, endpoint.name, key.hash, key.prefix, endpoint.createdAt],
         );
         await notifyChange(client, { kind: 'endpoint_created', endpointId: endpoint.id, ownerId });
-        return { endpoint, apiKey: key.key };
+        return { kind: 'created', endpoint, apiKey: key.key };
       });
     },
 

@@ -99,13 +99,13 @@ export function createPgOwnerAdmin(pool: pg.Pool, seconds: () => number): PgOwne
       assertValidRu(ru, 1);
       return inPgTransaction(pool, async (client): Promise<TopUpResult> => {
         const owner = await lockOwner(client, ownerId);
-        if (owner === null) return { error: 'no_owner' };
+        if (owner === null) return { kind: 'refused', error: 'no_owner' };
         // As in SQLite: both are safe integers, so the sum is exact up to MAX_RU and at least MAX_RU + 1 beyond it.
         const balance = owner.ruBalance;
-        if (balance + ru > MAX_RU) return { error: 'over_max', balance };
+        if (balance + ru > MAX_RU) return { kind: 'refused', error: 'over_max', balance };
         await client.query('UPDATE owners SET ru_balance = ru_balance + $1 WHERE id = $2', [ru, ownerId]);
         await client.query('INSERT INTO credits (owner_id, ru, at) VALUES ($1, $2, $3)', [ownerId, ru, seconds()]);
-        return { balance: balance + ru };
+        return { kind: 'credited', balance: balance + ru };
       });
     },
 

@@ -1,17 +1,14 @@
-import { existsSync, mkdirSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import type { AccountStore } from '../accounts/account-store.js';
 import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
 import { createSqliteAccounts } from '../accounts/sqlite-accounts.js';
 import type { StoreConfig } from '../config/load.js';
 import { NoDatabaseError, openStore, type Store } from '../store/open.js';
 import { openPgStore, safeUrl } from '../store/pg-open.js';
-import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
-import { MAX_NAME_LENGTH, nameProblem } from '../tenancy/names.js';
+import { MAX_NAME_LENGTH } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
-import { intOption, parseArgs, type ParsedArgs, stringOption } from './args.js';
-import { formatTable, formatTime } from './table.js';
-import { errorText } from '../log.js';
+import { parseArgs } from './args.js';
+import { run } from './tenancy-commands.js';
+import { asUsage, RefusedError, UsageError } from './tenancy-io.js';
 
 export const TENANCY_USAGE = `Owners, keys and endpoints, in the config's store: the SQLite file at storage.path, or a fleet's
 PostgreSQL at storage.url (safe while gateways run; Redis is not needed):
@@ -36,55 +33,6 @@ characters. Every command also takes --config FILE (of which it reads storage an
 /** The command words this module serves, for the lead's dispatcher. */
 export const TENANCY_COMMANDS: ReadonlySet<string> = new Set(['owner', 'endpoint', 'backup']);
 
-/** A wrong command line: exit status 2 with the message. */
-class UsageError extends Error {}
-/** A refused operation (unknown owner, key...): exit status 1 with the message. */
-class RefusedError extends Error {}
-
-interface Io {
-  args: ParsedArgs;
-  config: StoreConfig;
-  out: (s: string) => void;
-  /** The config's account store, opened at the first call (a usage error or `backup` opens none). */
-  accounts: () => Promise<AccountStore>;
-  /** The SQLite file at storage.path, for `backup`. */
-  store: () => Store;
-}
-
-function ownerId(s: string | undefined, what = 'owner ID'): number {
-  if (s === undefined) throw new UsageError(`missing ${what}`);
-  const n = Number(s);
-  if (!/^\d+$/.test(s) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what} must be a positive integer, got '${s}'`);
-  return n;
-}
-
-function plan(config: StoreConfig, name: string | undefined): string {
-  const plans = Object.keys(config.plans);
-  if (name === undefined) throw new UsageError(`missing plan (plans: ${plans.join(', ')})`);
-  if (!Object.hasOwn(config.plans, name)) throw new UsageError(`unknown plan '${name}' (plans: ${plans.join(', ')})`);
-  return name;
-}
-
-/** Runs one of args.ts's readers, whose errors are all about the command line. */
-function asUsage<T>(read: () => T): T {
-  try {
-    return read();
-  } catch (e) {
-    throw new UsageError(errorText(e));
-  }
-}
-
-function requireRu(args: ParsedArgs, min: number): number {
-  const ru = asUsage(() => intOption(args, 'ru', min, MAX_RU));
-  if (ru === undefined) throw new UsageError('missing --ru N');
-  return ru;
-}
-
-function found<T>(value: T | null | false, id: number): T {
-  if (value === null || value === false) throw new RefusedError(`no owner ${id}`);
-  return value;
-}
-
 /** Which options each command accepts besides --config and --help; anything else is refused by name. */
 const OPTIONS: Record<string, readonly string[]> = {
   'owner create': ['name', 'plan', 'ru', 'json'],
@@ -94,175 +42,6 @@ const OPTIONS: Record<string, readonly string[]> = {
   'endpoint list': ['owner', 'json'],
   backup: ['out', 'force'],
 };
-
-async function run(command: string, rest: string[], io: Io): Promise<void> {
-  const { args, config, out } = io;
-  const json = args.options.has('json');
-  const [a, b] = rest;
-  switch (command) {
-    case 'owner create': {
-      const name = stringOption(args, 'name')?.trim();
-      if (!name) throw new UsageError('missing --name NAME');
-      const problem = nameProblem(name);
-      if (problem !== null) throw new UsageError(`--name ${problem}`);
-      const chosen = plan(config, stringOption(args, 'plan'));
-      const ru = requireRu(args, 0);
-      const created = await (await io.accounts()).createOwner(name, chosen, ru);
-      out(
-        json
-          ? `${JSON.stringify({ id: created.id, management_key: created.managementKey })}\n`
-          : `owner ${created.id} created\nmanagement key (shown once, keep it secret): ${created.managementKey}\n`,
-      );
-      return;
-    }
-    case 'owner list': {
-      const owners = await (await io.accounts()).listOwners();
-      if (json) {
-        out(
-          `${JSON.stringify(
-            owners.map((o) => ({
-              id: o.id,
-              name: o.name,
-              plan: o.plan,
-              ru_balance: o.ruBalance,
-              suspended: o.suspended,
-              endpoints: o.endpoints,
-              created_at: o.createdAt,
-            })),
-          )}\n`,
-        );
-      } else {
-        out(
-          formatTable(
-            ['ID', 'NAME', 'PLAN', 'BALANCE', 'SUSPENDED', 'ENDPOINTS', 'CREATED'],
-            owners.map((o) => [
-              String(o.id),
-              o.name,
-              o.plan,
-              String(o.ruBalance),
-              o.suspended ? 'yes' : 'no',
-              String(o.endpoints),
-              formatTime(o.createdAt),
-            ]),
-          ),
-        );
-      }
-      return;
-    }
-    case 'owner topup': {
-      const id = ownerId(a);
-      const ru = requireRu(args, 1);
-      const result = await (await io.accounts()).topUp(id, ru);
-      if ('error' in result) {
-        throw new RefusedError(
-          result.error === 'no_owner'
-            ? `no owner ${id}`
-            : `owner ${id}: a top-up of ${ru} RU would take the balance (${result.balance} RU) past the maximum ${MAX_RU} RU`,
-        );
-      }
-      out(`owner ${id}: balance ${result.balance} RU\n`);
-      return;
-    }
-    case 'owner set-plan': {
-      const id = ownerId(a);
-      const p = plan(config, b);
-      found(await (await io.accounts()).setPlan(id, p), id);
-      out(`owner ${id}: plan ${p}\n`);
-      return;
-    }
-    case 'owner key create': {
-      const id = ownerId(a);
-      const key = found(await (await io.accounts()).createManagementKey(id), id);
-      out(
-        json ? `${JSON.stringify({ id, management_key: key })}\n` : `management key for owner ${id} (shown once, keep it secret): ${key}\n`,
-      );
-      return;
-    }
-    case 'owner key list': {
-      const id = ownerId(a);
-      const keys = found(await (await io.accounts()).listManagementKeys(id), id);
-      out(
-        formatTable(
-          ['PREFIX', 'CREATED', 'REVOKED'],
-          keys.map((k) => [k.keyPrefix, formatTime(k.createdAt), k.revokedAt === null ? '-' : formatTime(k.revokedAt)]),
-        ),
-      );
-      return;
-    }
-    case 'owner key revoke': {
-      const id = ownerId(a);
-      if (b === undefined)
-        throw new UsageError(`missing PREFIX (the first ${KEY_PREFIX_LENGTH} characters of the key; see owner key list)`);
-      const result = await (await io.accounts()).revokeManagementKey(id, b.slice(0, KEY_PREFIX_LENGTH));
-      if (result === 'no_owner') throw new RefusedError(`no owner ${id}`);
-      if (result === 'no_key')
-        throw new RefusedError(`owner ${id} has no live management key with prefix '${b}' (see owner key list ${id})`);
-      if (result === 'ambiguous') throw new RefusedError(`several live management keys of owner ${id} have the prefix '${b}'`);
-      out(`owner ${id}: management key ${b.slice(0, KEY_PREFIX_LENGTH)} revoked\n`);
-      return;
-    }
-    case 'owner suspend':
-    case 'owner resume': {
-      const id = ownerId(a);
-      const suspend = command === 'owner suspend';
-      found(await (await io.accounts()).setSuspended(id, suspend), id);
-      out(`owner ${id}: ${suspend ? 'suspended (its keys are refused)' : 'resumed'}\n`);
-      return;
-    }
-    case 'owner delete': {
-      const id = ownerId(a);
-      const { endpoints } = found(await (await io.accounts()).deleteOwner(id), id);
-      out(`owner ${id} deleted with ${endpoints} endpoint${endpoints === 1 ? '' : 's'}\n`);
-      return;
-    }
-    case 'endpoint list': {
-      const owner = stringOption(args, 'owner');
-      const of = owner === undefined ? undefined : ownerId(owner, '--owner');
-      const rows = await (await io.accounts()).listAllEndpoints(of);
-      if (json) {
-        out(
-          `${JSON.stringify(
-            rows.map((e) => ({
-              id: e.id,
-              owner_id: e.ownerId,
-              name: e.name,
-              network: e.network,
-              key_prefix: e.keyPrefix,
-              created_at: e.createdAt,
-            })),
-          )}\n`,
-        );
-      } else {
-        out(
-          formatTable(
-            ['ID', 'OWNER', 'NETWORK', 'NAME', 'KEY', 'CREATED'],
-            rows.map((e) => [e.id, String(e.ownerId), e.network, e.name ?? '-', `${e.keyPrefix}…`, formatTime(e.createdAt)]),
-          ),
-        );
-      }
-      return;
-    }
-    case 'backup': {
-      const target = stringOption(args, 'out');
-      if (target === undefined) throw new UsageError('missing --out FILE');
-      if (config.storage.url !== undefined) {
-        throw new RefusedError(
-          `backup copies the SQLite file at storage.path, and this config keeps its data in PostgreSQL (storage.url ${safeUrl(config.storage.url)}): back that up with pg_dump`,
-        );
-      }
-      const file = resolve(target);
-      if (file === io.store().path) throw new UsageError('--out is the database itself');
-      if (existsSync(file) && !args.options.has('force')) throw new RefusedError(`${target} exists: pass --force to overwrite it`);
-      mkdirSync(dirname(file), { recursive: true });
-      // SQLite's online backup: a consistent copy while the daemon keeps writing.
-      const { totalPages } = await io.store().db.backup(file);
-      out(`backup written to ${target} (${totalPages} pages)\n`);
-      return;
-    }
-    default:
-      throw new UsageError(`unknown command '${command}'`);
-  }
-}
 
 /** The words naming the command (`owner key create`), and the positionals after them. */
 function splitCommand(positionals: string[]): { command: string; rest: string[] } {

@@ -116,8 +116,14 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   const owner = await tenancy.accounts.createOwner('demo', 'growth', 10_000_000);
   const demoEndpoint = async (network: DevnetChain): Promise<DemoEndpoint> => {
     const made = await tenancy.accounts.createEndpoint(owner.id, network, 'demo', config.plans.growth?.max_endpoints ?? 50);
-    if ('error' in made) throw new Error(`devnet: cannot create the demo endpoint on ${network} (${made.error})`);
-    return { endpointId: made.endpoint.id, apiKey: made.apiKey };
+    switch (made.kind) {
+      case 'created':
+        return { endpointId: made.endpoint.id, apiKey: made.apiKey };
+      case 'refused':
+        throw new Error(`devnet: cannot create the demo endpoint on ${network} (${made.error})`);
+      default:
+        return made satisfies never;
+    }
   };
   const endpoints = { devnet: await demoEndpoint('devnet'), 'devnet-beacon': await demoEndpoint('devnet-beacon') };
   return {

@@ -36,8 +36,7 @@
  *   slot resets it (`reset`), as a key evicted from the in-process limiters starts empty.
  */
 import { getRandomValues } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
-import { isMainThread, threadId } from 'node:worker_threads';
+import { DAMAGED, lock, MINE, unlock } from './shared-lock.js';
 
 /** The memory of one shared table: plain SharedArrayBuffers, passed to workers in workerData. */
 export interface SharedTableMemory {
@@ -74,19 +73,6 @@ const HASH_HI = 2;
 /** When the slot was last acquired, on the kind's clock, in ms truncated to an Int32. */
 const SEEN = 3;
 export const FIRST_SLOT_INT = 4;
-
-/** A free lock whose last holder died in its critical section: the next holder repairs what it guards. */
-const DAMAGED = -2;
-/** This thread's lock word: its owner tag (thread id + 1) shifted left; bit 0 says someone may be waiting. */
-const MINE = (threadId + 1) * 2;
-const SPINS = 64;
-/**
- * How long the main thread waits for a lock before it takes it over as damaged, in ms. Critical sections last
- * under a microsecond: a holder silent this long died in one (terminated before its 'exit' event could free
- * it, which needs the main thread's event loop) or is paused in it by a debugger, and would otherwise freeze
- * the main thread for good. Workers wait on: the main thread frees a dead holder's locks.
- */
-const MAIN_TAKEOVER_MS = 1000;
 
 export interface TableShape {
   /** A number naming the kind, checked when a view is opened over the memory. */
@@ -173,55 +159,191 @@ export interface SharedTable {
   readonly used: number;
 }
 
-function lockSlow(ints: Int32Array, index: number, seen: number): boolean {
-  let v = seen;
-  for (let spin = 0; spin < SPINS; spin++) {
-    if (v === 0 || v === DAMAGED) {
-      const was = Atomics.compareExchange(ints, index, v, MINE);
-      if (was === v) return v === DAMAGED;
-      v = was;
-    } else {
-      v = Atomics.load(ints, index);
-    }
+/** One thread's view of a table's memory: its header read once into fields, and the key being looked up. */
+class TableView implements SharedTable {
+  readonly ints: Int32Array;
+  readonly floats: Float64Array;
+  at = 0;
+  readonly extraIntsAt: number;
+  readonly extraFloatsAt: number;
+  readonly slots: number;
+  readonly stride: number;
+  readonly floatStride: number;
+  readonly seed: number;
+  readonly stripes: number;
+  readonly slotsAt: number;
+  readonly probes: number;
+  readonly slotKind: SlotKind;
+  // Called as a plain function: through slotKind, the call cost a take some 20 ns more (bench/shared-limits.mjs).
+  readonly clock: () => number;
+  /** The hash of the key being looked up (hashKey), in two Int32 halves. */
+  hashLo = 0;
+  hashHi = 0;
+  evictionCount = 0;
+
+  constructor(ints: Int32Array, floats: Float64Array, slotKind: SlotKind) {
+    this.ints = ints;
+    this.floats = floats;
+    this.extraIntsAt = ints[EXTRA_INTS_AT]!;
+    this.extraFloatsAt = ints[EXTRA_FLOATS_AT]!;
+    this.slots = ints[SLOTS]!;
+    this.stride = ints[INTS_PER_SLOT]!;
+    this.floatStride = ints[FLOATS_PER_SLOT]!;
+    this.seed = ints[SEED]!;
+    this.stripes = ints[STRIPES]!;
+    this.slotsAt = HEADER_INTS + this.stripes;
+    this.probes = Math.min(PROBES, this.slots);
+    this.slotKind = slotKind;
+    this.clock = slotKind.now;
   }
-  // Sleep until woken. Taken from here on as contended (bit 0), because other sleepers may remain and the
-  // release must wake one of them.
-  const takeOverAt = isMainThread ? performance.now() + MAIN_TAKEOVER_MS : Number.POSITIVE_INFINITY;
-  for (;;) {
-    if (v === 0 || v === DAMAGED) {
-      const was = Atomics.compareExchange(ints, index, v, MINE | 1);
-      if (was === v) return v === DAMAGED;
-      v = was;
-      continue;
-    }
-    if ((v & 1) === 0) {
-      const was = Atomics.compareExchange(ints, index, v, v | 1);
-      if (was !== v) {
-        v = was;
-        continue;
+
+  intsOf(slot: number): number {
+    return this.slotsAt + slot * this.stride;
+  }
+
+  floatsOf(slot: number): number {
+    return slot * this.floatStride;
+  }
+
+  acquire(key: string, placing: boolean): number {
+    hashKey(this, key);
+    const lo = this.hashLo;
+    const hi = this.hashHi;
+    const ints = this.ints;
+    // The high bits of lo × slots: a uniform slot without a division.
+    const home = Math.floor(((lo >>> 0) / 4294967296) * this.slots);
+    let slot = find(this, lo, hi, home);
+    if (slot < 0) {
+      if (!placing) return -1;
+      const stripe = HEADER_INTS + (home % this.stripes);
+      lock(ints, stripe);
+      try {
+        slot = find(this, lo, hi, home);
+        if (slot < 0) slot = place(this, lo, hi, home);
+      } finally {
+        unlock(ints, stripe);
       }
     }
-    if (performance.now() >= takeOverAt) {
-      // Its holder is taken for dead: the caller repairs what the lock guards, as after releaseLocksHeldBy.
-      const was = Atomics.compareExchange(ints, index, v | 1, MINE | 1);
-      if (was === (v | 1)) return true;
-      v = was;
-      continue;
-    }
-    // The timeout only bounds a sleep whose wake-up was missed; the loop checks again either way.
-    Atomics.wait(ints, index, v | 1, 100);
-    v = Atomics.load(ints, index);
+    const clock = this.clock;
+    const at = clock();
+    this.at = at;
+    ints[this.slotsAt + slot * this.stride + SEEN] = at | 0;
+    return slot;
+  }
+
+  tryAcquire(slot: number): boolean {
+    return Atomics.compareExchange(this.ints, this.slotsAt + slot * this.stride + LOCK, 0, MINE) === 0;
+  }
+
+  release(slot: number): void {
+    unlock(this.ints, this.slotsAt + slot * this.stride + LOCK);
+  }
+
+  lock(index: number): boolean {
+    return lock(this.ints, index);
+  }
+
+  unlock(index: number): void {
+    unlock(this.ints, index);
+  }
+
+  get used(): number {
+    return Atomics.load(this.ints, USED);
+  }
+
+  get evictions(): number {
+    return this.evictionCount;
   }
 }
 
-/** Takes the lock at `index`; true when its last holder died in it (the caller repairs what it guards). */
-function lock(ints: Int32Array, index: number): boolean {
-  const v = Atomics.compareExchange(ints, index, 0, MINE);
-  return v === 0 ? false : lockSlow(ints, index, v);
+/** cyrb53's mixing (public domain, bryc), kept at 64 bits in two Int32 halves. */
+function hashKey(t: TableView, key: string): void {
+  const seed = t.seed;
+  let h1 = 0xdeadbeef ^ seed;
+  let h2 = 0x41c6ce57 ^ seed;
+  for (let i = 0; i < key.length; i++) {
+    const ch = key.charCodeAt(i);
+    h1 = Math.imul(h1 ^ ch, 2654435761);
+    h2 = Math.imul(h2 ^ ch, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507);
+  h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
+  h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  t.hashLo = h1;
+  // (0, 0) marks a never-used slot.
+  t.hashHi = h1 === 0 && h2 === 0 ? 1 : h2;
 }
 
-function unlock(ints: Int32Array, index: number): void {
-  if ((Atomics.exchange(ints, index, 0) & 1) !== 0) Atomics.notify(ints, index, 1);
+function lockSlot(t: TableView, slot: number): void {
+  if (lock(t.ints, t.slotsAt + slot * t.stride + LOCK)) t.slotKind.reset(slot);
+}
+
+function find(t: TableView, lo: number, hi: number, home: number): number {
+  const ints = t.ints;
+  let slot = home;
+  for (let p = 0; p < t.probes; p++) {
+    const at = t.slotsAt + slot * t.stride;
+    const l = Atomics.load(ints, at + HASH_LO);
+    if (l === lo) {
+      lockSlot(t, slot);
+      // Read under the lock: the slot may have been given to another key meanwhile.
+      if (ints[at + HASH_LO] === lo && ints[at + HASH_HI] === hi) return slot;
+      t.release(slot);
+    } else if (l === 0 && Atomics.load(ints, at + HASH_HI) === 0) {
+      // Keys are placed in the first usable slot and slots are never emptied: the key is not further on.
+      return -1;
+    }
+    if (++slot === t.slots) slot = 0;
+  }
+  return -1;
+}
+
+/** Gives `slot` (locked) to the key (lo, hi), emptied. */
+function give(t: TableView, slot: number, lo: number, hi: number): number {
+  const at = t.slotsAt + slot * t.stride;
+  Atomics.store(t.ints, at + HASH_LO, lo);
+  Atomics.store(t.ints, at + HASH_HI, hi);
+  t.slotKind.reset(slot);
+  return slot;
+}
+
+/**
+ * A slot for the new key (lo, hi), locked: the first idle one of its run, or else the one whose count is
+ * lowest, of those the least recently seen (see the top of this file). Runs only for a key not found.
+ */
+function place(t: TableView, lo: number, hi: number, home: number): number {
+  const { ints, slotKind } = t;
+  const clock = t.clock;
+  const now = clock();
+  let slot = home;
+  let victim = home;
+  let victimWeight = Infinity;
+  let victimAge = -1;
+  for (let p = 0; p < t.probes; p++) {
+    const at = t.slotsAt + slot * t.stride;
+    lockSlot(t, slot);
+    const unused = ints[at + HASH_LO] === 0 && ints[at + HASH_HI] === 0;
+    if (unused || slotKind.isIdle(slot, now)) {
+      if (unused) Atomics.add(ints, USED, 1);
+      return give(t, slot, lo, hi);
+    }
+    const weight = slotKind.weight?.(slot, now) ?? 0;
+    const age = ((now | 0) - ints[at + SEEN]!) | 0;
+    if (weight < victimWeight || (weight === victimWeight && age > victimAge)) {
+      victimWeight = weight;
+      victimAge = age;
+      victim = slot;
+    }
+    t.release(slot);
+    if (++slot === t.slots) slot = 0;
+  }
+  // Every slot of the run still counts: the lightest starts again for the new key. (Used since it was
+  // weighed, by another thread, it is given all the same: one more count started again.)
+  lockSlot(t, victim);
+  t.evictionCount++;
+  slotKind.onEvict?.();
+  return give(t, victim, lo, hi);
 }
 
 export function openTable(memory: SharedTableMemory, kind: number, slotKind: SlotKind, what: string): SharedTable {
@@ -231,152 +353,7 @@ export function openTable(memory: SharedTableMemory, kind: number, slotKind: Slo
   const ints = new Int32Array(memory.ints);
   const floats = new Float64Array(memory.floats);
   if (ints.length < HEADER_INTS || ints[KIND] !== kind) throw new TypeError(`${what}: memory was allocated for another kind of table`);
-  const slots = ints[SLOTS]!;
-  const stride = ints[INTS_PER_SLOT]!;
-  const floatStride = ints[FLOATS_PER_SLOT]!;
-  const seed = ints[SEED]!;
-  const stripes = ints[STRIPES]!;
-  const slotsAt = HEADER_INTS + stripes;
-  const probes = Math.min(PROBES, slots);
-  // Called as a plain function: through slotKind, the call cost a take some 20 ns more (bench/shared-limits.mjs).
-  const clock = slotKind.now;
-  let hashLo = 0;
-  let hashHi = 0;
-  let evictions = 0;
-
-  /** cyrb53's mixing (public domain, bryc), kept at 64 bits in two Int32 halves. */
-  function hashKey(key: string): void {
-    let h1 = 0xdeadbeef ^ seed;
-    let h2 = 0x41c6ce57 ^ seed;
-    for (let i = 0; i < key.length; i++) {
-      const ch = key.charCodeAt(i);
-      h1 = Math.imul(h1 ^ ch, 2654435761);
-      h2 = Math.imul(h2 ^ ch, 1597334677);
-    }
-    h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507);
-    h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
-    h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
-    h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-    hashLo = h1;
-    // (0, 0) marks a never-used slot.
-    hashHi = h1 === 0 && h2 === 0 ? 1 : h2;
-  }
-
-  function lockSlot(slot: number): void {
-    if (lock(ints, slotsAt + slot * stride + LOCK)) slotKind.reset(slot);
-  }
-
-  function release(slot: number): void {
-    unlock(ints, slotsAt + slot * stride + LOCK);
-  }
-
-  function find(lo: number, hi: number, home: number): number {
-    let slot = home;
-    for (let p = 0; p < probes; p++) {
-      const at = slotsAt + slot * stride;
-      const l = Atomics.load(ints, at + HASH_LO);
-      if (l === lo) {
-        lockSlot(slot);
-        // Read under the lock: the slot may have been given to another key meanwhile.
-        if (ints[at + HASH_LO] === lo && ints[at + HASH_HI] === hi) return slot;
-        release(slot);
-      } else if (l === 0 && Atomics.load(ints, at + HASH_HI) === 0) {
-        // Keys are placed in the first usable slot and slots are never emptied: the key is not further on.
-        return -1;
-      }
-      if (++slot === slots) slot = 0;
-    }
-    return -1;
-  }
-
-  /** Gives `slot` (locked) to the key (lo, hi), emptied. */
-  function give(slot: number, lo: number, hi: number): number {
-    const at = slotsAt + slot * stride;
-    Atomics.store(ints, at + HASH_LO, lo);
-    Atomics.store(ints, at + HASH_HI, hi);
-    slotKind.reset(slot);
-    return slot;
-  }
-
-  /**
-   * A slot for the new key (lo, hi), locked: the first idle one of its run, or else the one whose count is
-   * lowest, of those the least recently seen (see the top of this file). Runs only for a key not found.
-   */
-  function place(lo: number, hi: number, home: number): number {
-    const now = clock();
-    let slot = home;
-    let victim = home;
-    let victimWeight = Infinity;
-    let victimAge = -1;
-    for (let p = 0; p < probes; p++) {
-      const at = slotsAt + slot * stride;
-      lockSlot(slot);
-      const unused = ints[at + HASH_LO] === 0 && ints[at + HASH_HI] === 0;
-      if (unused || slotKind.isIdle(slot, now)) {
-        if (unused) Atomics.add(ints, USED, 1);
-        return give(slot, lo, hi);
-      }
-      const weight = slotKind.weight?.(slot, now) ?? 0;
-      const age = ((now | 0) - ints[at + SEEN]!) | 0;
-      if (weight < victimWeight || (weight === victimWeight && age > victimAge)) {
-        victimWeight = weight;
-        victimAge = age;
-        victim = slot;
-      }
-      release(slot);
-      if (++slot === slots) slot = 0;
-    }
-    // Every slot of the run still counts: the lightest starts again for the new key. (Used since it was
-    // weighed, by another thread, it is given all the same: one more count started again.)
-    lockSlot(victim);
-    evictions++;
-    slotKind.onEvict?.();
-    return give(victim, lo, hi);
-  }
-
-  const view: SharedTable = {
-    ints,
-    floats,
-    at: 0,
-    intsOf: (slot) => slotsAt + slot * stride,
-    floatsOf: (slot) => slot * floatStride,
-    extraIntsAt: ints[EXTRA_INTS_AT]!,
-    extraFloatsAt: ints[EXTRA_FLOATS_AT]!,
-    acquire(key, placing) {
-      hashKey(key);
-      const lo = hashLo;
-      const hi = hashHi;
-      // The high bits of lo × slots: a uniform slot without a division.
-      const home = Math.floor(((lo >>> 0) / 4294967296) * slots);
-      let slot = find(lo, hi, home);
-      if (slot < 0) {
-        if (!placing) return -1;
-        const stripe = HEADER_INTS + (home % stripes);
-        lock(ints, stripe);
-        try {
-          slot = find(lo, hi, home);
-          if (slot < 0) slot = place(lo, hi, home);
-        } finally {
-          unlock(ints, stripe);
-        }
-      }
-      const at = clock();
-      view.at = at;
-      ints[slotsAt + slot * stride + SEEN] = at | 0;
-      return slot;
-    },
-    tryAcquire: (slot) => Atomics.compareExchange(ints, slotsAt + slot * stride + LOCK, 0, MINE) === 0,
-    release,
-    lock: (index) => lock(ints, index),
-    unlock: (index) => unlock(ints, index),
-    get used() {
-      return Atomics.load(ints, USED);
-    },
-    get evictions() {
-      return evictions;
-    },
-  };
-  return view;
+  return new TableView(ints, floats, slotKind);
 }
 
 /**

@@ -177,8 +177,8 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
 
   return {
     ...createMeter(book, usage, now),
-    prepare: book.prepare,
-    unwritten: book.unwritten,
+    prepare: (ownerId, ru) => book.prepare(ownerId, ru),
+    unwritten: (ownerId) => book.unwritten(ownerId),
     flush() {
       void flushNow();
       return healthy;
@@ -186,7 +186,7 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
     flushNow,
     healthy: () => healthy,
     lastFlushAt: () => lastFlushAt,
-    reload: book.reload,
+    reload: (ownerId) => book.reload(ownerId),
     pending: () => ({ ru: usage.ru + (unsent?.rows.reduce((n, r) => n + r.ru, 0) ?? 0), rows: usage.size + (unsent?.rows.length ?? 0) }),
     close() {
       void stop();

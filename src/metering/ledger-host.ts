@@ -4,7 +4,8 @@ import type { Ledger, LedgerOptions } from './ledger.js';
 import type { LedgerHandoff, LedgerMessage } from './ledger-view.js';
 import { createLedgerWriter } from './ledger-writer.js';
 import { createMeter } from './meter.js';
-import { createHeldMemory, createSharedBookMemory, openSharedBook } from './shared-book.js';
+import { openSharedBook } from './shared-book.js';
+import { createHeldMemory, createSharedBookMemory } from './shared-book-memory.js';
 import { createPendingUsage } from './usage-rows.js';
 
 export interface LedgerHostOptions extends LedgerOptions {
@@ -49,9 +50,17 @@ export function createLedgerHost(store: Store, options: LedgerHostOptions): Ledg
   let threads = 0;
 
   function receive(message: LedgerMessage): void {
-    if ('rows' in message) usage.absorb(message.rows);
-    else if (message.reload === null) noticeChanges();
-    else reload(message.reload);
+    switch (message.kind) {
+      case 'rows':
+        usage.absorb(message.rows);
+        return;
+      case 'reload':
+        if (message.reload === null) noticeChanges();
+        else reload(message.reload);
+        return;
+      default:
+        message satisfies never;
+    }
   }
 
   /** Takes what was shipped and not yet delivered as an event (a worker may have just ended). */

@@ -2,7 +2,8 @@ import type { MessagePort } from 'node:worker_threads';
 import type { Store } from '../store/open.js';
 import type { Ledger } from './ledger.js';
 import { createMeter } from './meter.js';
-import { openSharedBook, type SharedBookMemory } from './shared-book.js';
+import { openSharedBook } from './shared-book.js';
+import type { SharedBookMemory } from './shared-book-memory.js';
 import { createPendingUsage, type PendingRow } from './usage-rows.js';
 
 /**
@@ -21,7 +22,7 @@ export interface LedgerHandoff {
 }
 
 /** What a worker's ledger sends the host: rows counted (their RU are debits already made), or a re-read wanted. */
-export type LedgerMessage = { rows: PendingRow[] } | { reload: number | null };
+export type LedgerMessage = { kind: 'rows'; rows: PendingRow[] } | { kind: 'reload'; reload: number | null };
 
 export interface LedgerViewOptions {
   /** Clock in ms; default Date.now. Only places usage in its minute. */
@@ -48,7 +49,7 @@ export function createLedgerView(handoff: LedgerHandoff, store: Store, options: 
   function ship(): void {
     shipment = null;
     if (usage.size === 0) return;
-    const message: LedgerMessage = { rows: usage.take() };
+    const message: LedgerMessage = { kind: 'rows', rows: usage.take() };
     port.postMessage(message);
   }
 
@@ -65,10 +66,10 @@ export function createLedgerView(handoff: LedgerHandoff, store: Store, options: 
       shipNow();
       return book.healthy();
     },
-    healthy: book.healthy,
-    lastFlushAt: book.lastFlushAt,
+    healthy: () => book.healthy(),
+    lastFlushAt: () => book.lastFlushAt(),
     reload(ownerId) {
-      const message: LedgerMessage = { reload: ownerId ?? null };
+      const message: LedgerMessage = { kind: 'reload', reload: ownerId ?? null };
       port.postMessage(message);
     },
     pending: () => ({ ru: usage.ru, rows: usage.size }),

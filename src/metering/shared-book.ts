@@ -1,19 +1,6 @@
 import type { Store } from '../store/open.js';
 import type { BalanceBook } from './balance-book.js';
-
-/** Owners a shared book holds unless told otherwise: 2.5 MB of shared memory, and 512 KB per worker. */
-export const DEFAULT_MAX_OWNERS = 65_536;
-
-/**
- * The memory of a book that every thread reserves from: made once by the main thread and handed to each
- * worker in its workerData (a SharedArrayBuffer is shared, not copied). An owner gets an entry at its
- * first use in any thread and keeps it until the process ends, so `maxOwners` bounds the owners used
- * per run, deleted ones included.
- */
-export interface SharedBookMemory {
-  readonly buffer: SharedArrayBuffer;
-  readonly maxOwners: number;
-}
+import { bookViews, HEALTHY, type SharedBookMemory, USED } from './shared-book-memory.js';
 
 /**
  * A book over shared memory. Each owner has an entry with a spinlock (an Int32 holding the holder's
@@ -41,63 +28,53 @@ export interface SharedBook extends BalanceBook {
   reload(ownerId?: number): void;
 }
 
-// Layout: a header (Int32 fields; the last flush time as a BigInt64 at byte 32), then per entry
-// available and stored (Float64), then the hash index (owner id and entry number + 1 per slot; twice as
-// many slots as entries), then per entry its lock and its owner id (set last: "the entry is complete").
-const HEADER_BYTES = 64;
-const USED = 0; // entries handed out (may pass maxOwners: the claims that found the book full)
-const HEALTHY = 1;
 const FULL = -1; // a slot's entry number when the book was full
 const SPINS = 200; // tries before a waiter lets the OS run the holder
 const PER_OWNER_READS = 1024; // up to this many entries a re-read reads owner by owner, beyond it all owners at once
 
-function tableBits(maxOwners: number): number {
-  return Math.max(1, Math.ceil(Math.log2(maxOwners * 2)));
-}
+/** One thread's view of a shared book: the memory's views (shared-book-memory.ts) and where this thread found its owners. */
+class SharedBookView implements SharedBook {
+  readonly maxOwners: number;
+  readonly bits: number;
+  readonly mask: number;
+  readonly header: Int32Array;
+  readonly lastFlush: BigInt64Array;
+  readonly availableRu: Float64Array;
+  readonly storedRu: Float64Array;
+  readonly keys: Int32Array;
+  readonly refs: Int32Array;
+  readonly locks: Int32Array;
+  readonly owners: Int32Array;
+  readonly sql: Store['sql']['ledger'];
+  readonly me: number;
+  readonly held: Float64Array | undefined;
+  /** Entries never move, so each thread remembers where its owners are. */
+  readonly entries = new Map<number, number>();
+  /** Writer only: entries syncAdded has looked at, and those it found not complete yet. */
+  scanned = 0;
+  unsynced: number[] = [];
 
-/** Makes a book's memory for `maxOwners` owners (default DEFAULT_MAX_OWNERS); every entry free, the writer healthy. */
-export function createSharedBookMemory(maxOwners = DEFAULT_MAX_OWNERS): SharedBookMemory {
-  if (!Number.isSafeInteger(maxOwners) || maxOwners < 1 || maxOwners > 1 << 24) {
-    throw new RangeError(`maxOwners must be an integer from 1 to ${1 << 24}, got ${maxOwners}`);
+  constructor(memory: SharedBookMemory, store: Store, thread: number, held: Float64Array | undefined) {
+    const views = bookViews(memory);
+    this.maxOwners = memory.maxOwners;
+    this.bits = views.bits;
+    this.mask = views.mask;
+    this.header = views.header;
+    this.lastFlush = views.lastFlush;
+    this.availableRu = views.available;
+    this.storedRu = views.stored;
+    this.keys = views.keys;
+    this.refs = views.refs;
+    this.locks = views.locks;
+    this.owners = views.owners;
+    this.sql = store.sql.ledger;
+    this.me = thread + 1;
+    this.held = held;
   }
-  const table = 2 ** tableBits(maxOwners);
-  const memory = { buffer: new SharedArrayBuffer(HEADER_BYTES + maxOwners * 24 + table * 8), maxOwners };
-  const header = new Int32Array(memory.buffer, 0, 8);
-  Atomics.store(header, HEALTHY, 1);
-  Atomics.store(new BigInt64Array(memory.buffer, 32, 1), 0, -1n);
-  return memory;
-}
 
-/** Memory for one thread's open reservations, per entry (the writer gives them back if the thread dies). */
-export function createHeldMemory(memory: SharedBookMemory): SharedArrayBuffer {
-  return new SharedArrayBuffer(memory.maxOwners * 8);
-}
-
-/**
- * Opens `memory` in this thread. `thread` is 0 for the writer's thread and unique per worker; `held`
- * (from createHeldMemory) records this thread's open reservations. An owner not yet in the book is read
- * from `store` (this thread's own connection) and added; when two threads add one owner at once, the
- * first wins and the other uses its entry. Owner ids are SQLite row ids from 1 to 2^31 − 1 (a RangeError
- * otherwise).
- */
-export function openSharedBook(memory: SharedBookMemory, store: Store, thread: number, held?: Float64Array): SharedBook {
-  const { buffer, maxOwners } = memory;
-  const bits = tableBits(maxOwners);
-  const mask = 2 ** bits - 1;
-  const header = new Int32Array(buffer, 0, 8);
-  const lastFlush = new BigInt64Array(buffer, 32, 1);
-  const available = new Float64Array(buffer, HEADER_BYTES, maxOwners);
-  const stored = new Float64Array(buffer, available.byteOffset + available.byteLength, maxOwners);
-  const keys = new Int32Array(buffer, stored.byteOffset + stored.byteLength, mask + 1);
-  const refs = new Int32Array(buffer, keys.byteOffset + keys.byteLength, mask + 1);
-  const locks = new Int32Array(buffer, refs.byteOffset + refs.byteLength, maxOwners);
-  const owners = new Int32Array(buffer, locks.byteOffset + locks.byteLength, maxOwners);
-  const sql = store.sql.ledger;
-  const me = thread + 1;
-  // Entries never move, so each thread remembers where its owners are.
-  const entries = new Map<number, number>();
-
-  function lock(e: number): void {
+  private lock(e: number): void {
+    const locks = this.locks;
+    const me = this.me;
     if (Atomics.compareExchange(locks, e, 0, me) === 0) return;
     for (let spins = 1; ; spins++) {
       const holder = Atomics.load(locks, e);
@@ -110,16 +87,17 @@ export function openSharedBook(memory: SharedBookMemory, store: Store, thread: n
     }
   }
 
-  function unlock(e: number): void {
-    Atomics.store(locks, e, 0);
+  private unlock(e: number): void {
+    Atomics.store(this.locks, e, 0);
   }
 
-  function full(): Error {
-    return new Error(`the shared ledger is full: it holds the balances of at most ${maxOwners} owners per run`);
+  private full(): Error {
+    return new Error(`the shared ledger is full: it holds the balances of at most ${this.maxOwners} owners per run`);
   }
 
   /** The entry of slot `h` (whose owner another thread may be adding this very moment), or FULL. */
-  function entryAt(h: number): number {
+  private entryAt(h: number): number {
+    const refs = this.refs;
     let ref = Atomics.load(refs, h);
     for (let spins = 1; ref === 0; spins++) {
       if (spins > SPINS) Atomics.wait(refs, h, 0, 0.05);
@@ -132,166 +110,190 @@ export function openSharedBook(memory: SharedBookMemory, store: Store, thread: n
    * The owner's entry. When it has none, with `load` its stored balance is read and it is added (throws
    * when the book is full); without, undefined.
    */
-  function lookUp(ownerId: number, load: boolean): number | undefined {
-    const known = entries.get(ownerId);
+  private lookUp(ownerId: number, load: boolean): number | undefined {
+    const known = this.entries.get(ownerId);
     if (known !== undefined) return known;
     if (!Number.isInteger(ownerId) || ownerId < 1 || ownerId > 0x7fffffff) throw new RangeError(`owner id out of range: ${ownerId}`);
+    const { keys, mask } = this;
     let balance: number | undefined;
-    for (let h = Math.imul(ownerId, 0x9e3779b1) >>> (32 - bits), probes = 0; probes <= mask; h = (h + 1) & mask, probes++) {
+    for (let h = Math.imul(ownerId, 0x9e3779b1) >>> (32 - this.bits), probes = 0; probes <= mask; h = (h + 1) & mask, probes++) {
       let key = Atomics.load(keys, h);
       if (key === 0) {
         if (!load) return undefined;
         // Read before claiming the slot, so no thread waits behind this thread's SQLite read.
-        balance ??= sql.balance.get(ownerId) ?? 0;
+        balance ??= this.sql.balance.get(ownerId) ?? 0;
         key = Atomics.compareExchange(keys, h, 0, ownerId);
-        if (key === 0) return add(h, ownerId, balance);
+        if (key === 0) return this.add(h, ownerId, balance);
       }
       if (key === ownerId) {
-        const e = entryAt(h);
+        const e = this.entryAt(h);
         if (e === FULL) {
-          if (load) throw full();
+          if (load) throw this.full();
           return undefined;
         }
-        entries.set(ownerId, e);
+        this.entries.set(ownerId, e);
         return e;
       }
     }
     if (!load) return undefined;
-    throw full();
+    throw this.full();
   }
 
-  function add(h: number, ownerId: number, balance: number): number {
-    const e = Atomics.add(header, USED, 1);
-    if (e >= maxOwners) {
-      Atomics.store(refs, h, FULL);
-      throw full();
+  private add(h: number, ownerId: number, balance: number): number {
+    const e = Atomics.add(this.header, USED, 1);
+    if (e >= this.maxOwners) {
+      Atomics.store(this.refs, h, FULL);
+      throw this.full();
     }
-    available[e] = balance;
-    stored[e] = balance;
+    this.availableRu[e] = balance;
+    this.storedRu[e] = balance;
     // Published last: whoever sees the owner id or the entry number sees the balances.
-    Atomics.store(owners, e, ownerId);
-    Atomics.store(refs, h, e + 1);
-    entries.set(ownerId, e);
+    Atomics.store(this.owners, e, ownerId);
+    Atomics.store(this.refs, h, e + 1);
+    this.entries.set(ownerId, e);
     return e;
   }
 
-  function entryOf(ownerId: number): number {
-    return lookUp(ownerId, true)!;
+  private entryOf(ownerId: number): number {
+    return this.lookUp(ownerId, true)!;
   }
 
   /** Writer only: `available` follows what changed in the stored balance since `stored` was last set. */
-  function resync(e: number, balance: number): void {
+  private resync(e: number, balance: number): void {
+    const stored = this.storedRu;
     if (stored[e] === balance) return;
-    lock(e);
-    available[e]! += balance - stored[e]!;
+    this.lock(e);
+    this.availableRu[e]! += balance - stored[e]!;
     stored[e] = balance;
-    unlock(e);
+    this.unlock(e);
   }
 
-  function entriesUsed(): number {
-    return Math.min(Atomics.load(header, USED), maxOwners);
+  private entriesUsed(): number {
+    return Math.min(Atomics.load(this.header, USED), this.maxOwners);
   }
 
-  let scanned = 0;
-  let unsynced: number[] = [];
+  available(ownerId: number): number {
+    const e = this.entryOf(ownerId);
+    this.lock(e);
+    const a = this.availableRu[e]!;
+    this.unlock(e);
+    return a;
+  }
 
-  return {
-    available(ownerId) {
-      const e = entryOf(ownerId);
-      lock(e);
-      const a = available[e]!;
-      unlock(e);
-      return a;
-    },
-    reserve(ownerId, ru) {
-      const e = entryOf(ownerId);
-      lock(e);
-      const ok = available[e]! >= ru;
-      if (ok) {
-        available[e]! -= ru;
-        if (held !== undefined) held[e]! += ru;
-      }
-      unlock(e);
-      return ok;
-    },
-    close(ownerId, reserved, debited) {
-      const e = entryOf(ownerId);
-      lock(e);
-      available[e]! += reserved - debited;
-      if (held !== undefined) held[e]! -= reserved;
-      unlock(e);
-    },
-    charge(ownerId, ru) {
-      const e = entryOf(ownerId);
-      lock(e);
-      const ok = available[e]! >= ru;
-      if (ok) available[e]! -= ru;
-      unlock(e);
-      return ok;
-    },
-    written(ownerId, debited, balance) {
-      const e = lookUp(ownerId, false);
-      if (e === undefined) return;
-      lock(e);
-      // As in the local book: the debit leaves the unflushed part, and the stored part becomes `balance`.
-      const now = balance ?? stored[e]!;
-      available[e]! += now - (stored[e]! - debited);
-      stored[e] = now;
-      unlock(e);
-    },
-    reload(ownerId) {
-      if (ownerId !== undefined) {
-        const e = lookUp(ownerId, false);
-        if (e !== undefined) resync(e, sql.balance.get(ownerId) ?? 0);
-        return;
-      }
-      const n = entriesUsed();
-      if (n <= PER_OWNER_READS) {
-        for (let e = 0; e < n; e++) {
-          const owner = Atomics.load(owners, e);
-          if (owner !== 0) resync(e, sql.balance.get(owner) ?? 0);
-        }
-        return;
-      }
-      for (const [owner, balance] of sql.balances.iterate()) {
-        const e = lookUp(owner, false);
-        if (e !== undefined) resync(e, balance);
-      }
-    },
-    syncAdded() {
-      const n = entriesUsed();
-      if (scanned === n && unsynced.length === 0) return;
-      const todo = unsynced;
-      for (; scanned < n; scanned++) todo.push(scanned);
-      const next: number[] = [];
-      for (const e of todo) {
-        const owner = Atomics.load(owners, e);
-        // Not complete yet: its thread is between claiming and publishing it.
-        if (owner === 0) next.push(e);
-        else resync(e, sql.balance.get(owner) ?? 0);
-      }
-      unsynced = next;
-    },
-    release(deadThread, deadHeld) {
-      const n = entriesUsed();
-      for (let e = 0; e < n; e++) Atomics.compareExchange(locks, e, deadThread + 1, 0);
+  reserve(ownerId: number, ru: number): boolean {
+    const e = this.entryOf(ownerId);
+    this.lock(e);
+    const available = this.availableRu;
+    const ok = available[e]! >= ru;
+    if (ok) {
+      available[e]! -= ru;
+      if (this.held !== undefined) this.held[e]! += ru;
+    }
+    this.unlock(e);
+    return ok;
+  }
+
+  close(ownerId: number, reserved: number, debited: number): void {
+    const e = this.entryOf(ownerId);
+    this.lock(e);
+    this.availableRu[e]! += reserved - debited;
+    if (this.held !== undefined) this.held[e]! -= reserved;
+    this.unlock(e);
+  }
+
+  charge(ownerId: number, ru: number): boolean {
+    const e = this.entryOf(ownerId);
+    this.lock(e);
+    const available = this.availableRu;
+    const ok = available[e]! >= ru;
+    if (ok) available[e]! -= ru;
+    this.unlock(e);
+    return ok;
+  }
+
+  written(ownerId: number, debited: number, balance: number | undefined): void {
+    const e = this.lookUp(ownerId, false);
+    if (e === undefined) return;
+    const stored = this.storedRu;
+    this.lock(e);
+    // As in the local book: the debit leaves the unflushed part, and the stored part becomes `balance`.
+    const now = balance ?? stored[e]!;
+    this.availableRu[e]! += now - (stored[e]! - debited);
+    stored[e] = now;
+    this.unlock(e);
+  }
+
+  reload(ownerId?: number): void {
+    const sql = this.sql;
+    if (ownerId !== undefined) {
+      const e = this.lookUp(ownerId, false);
+      if (e !== undefined) this.resync(e, sql.balance.get(ownerId) ?? 0);
+      return;
+    }
+    const n = this.entriesUsed();
+    if (n <= PER_OWNER_READS) {
       for (let e = 0; e < n; e++) {
-        const ru = deadHeld[e]!;
-        if (ru === 0) continue;
-        lock(e);
-        available[e]! += ru;
-        unlock(e);
-        deadHeld[e] = 0;
+        const owner = Atomics.load(this.owners, e);
+        if (owner !== 0) this.resync(e, sql.balance.get(owner) ?? 0);
       }
-    },
-    healthy: () => Atomics.load(header, HEALTHY) === 1,
-    lastFlushAt() {
-      const ms = Atomics.load(lastFlush, 0);
-      return ms < 0n ? null : Number(ms);
-    },
-    publishFlush(healthy, flushedAt) {
-      Atomics.store(lastFlush, 0, BigInt(flushedAt ?? -1));
-      Atomics.store(header, HEALTHY, healthy ? 1 : 0);
-    },
-  };
+      return;
+    }
+    for (const [owner, balance] of sql.balances.iterate()) {
+      const e = this.lookUp(owner, false);
+      if (e !== undefined) this.resync(e, balance);
+    }
+  }
+
+  syncAdded(): void {
+    const n = this.entriesUsed();
+    if (this.scanned === n && this.unsynced.length === 0) return;
+    const todo = this.unsynced;
+    for (; this.scanned < n; this.scanned++) todo.push(this.scanned);
+    const next: number[] = [];
+    for (const e of todo) {
+      const owner = Atomics.load(this.owners, e);
+      // Not complete yet: its thread is between claiming and publishing it.
+      if (owner === 0) next.push(e);
+      else this.resync(e, this.sql.balance.get(owner) ?? 0);
+    }
+    this.unsynced = next;
+  }
+
+  release(deadThread: number, deadHeld: Float64Array): void {
+    const n = this.entriesUsed();
+    for (let e = 0; e < n; e++) Atomics.compareExchange(this.locks, e, deadThread + 1, 0);
+    for (let e = 0; e < n; e++) {
+      const ru = deadHeld[e]!;
+      if (ru === 0) continue;
+      this.lock(e);
+      this.availableRu[e]! += ru;
+      this.unlock(e);
+      deadHeld[e] = 0;
+    }
+  }
+
+  healthy(): boolean {
+    return Atomics.load(this.header, HEALTHY) === 1;
+  }
+
+  lastFlushAt(): number | null {
+    const ms = Atomics.load(this.lastFlush, 0);
+    return ms < 0n ? null : Number(ms);
+  }
+
+  publishFlush(healthy: boolean, flushedAt: number | null): void {
+    Atomics.store(this.lastFlush, 0, BigInt(flushedAt ?? -1));
+    Atomics.store(this.header, HEALTHY, healthy ? 1 : 0);
+  }
+}
+
+/**
+ * Opens `memory` in this thread. `thread` is 0 for the writer's thread and unique per worker; `held`
+ * (from createHeldMemory) records this thread's open reservations. An owner not yet in the book is read
+ * from `store` (this thread's own connection) and added; when two threads add one owner at once, the
+ * first wins and the other uses its entry. Owner ids are SQLite row ids from 1 to 2^31 − 1 (a RangeError
+ * otherwise).
+ */
+export function openSharedBook(memory: SharedBookMemory, store: Store, thread: number, held?: Float64Array): SharedBook {
+  return new SharedBookView(memory, store, thread, held);
 }

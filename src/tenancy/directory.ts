@@ -115,11 +115,16 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     createEndpoint(ownerId, network, name, maxEndpoints) {
       const result = table.createEndpoint(ownerId, network, name, maxEndpoints);
       // A brand-new key cannot have been seen, but a remembered miss for it would hide it: be exact.
-      if ('apiKey' in result) {
-        cache.forget(result.apiKey);
-        changes?.bump();
+      switch (result.kind) {
+        case 'created':
+          cache.forget(result.apiKey);
+          changes?.bump();
+          return result;
+        case 'refused':
+          return result;
+        default:
+          return result satisfies never;
       }
-      return result;
     },
 
     listEndpoints: table.listEndpoints,

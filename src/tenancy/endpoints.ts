@@ -25,9 +25,9 @@ export interface EndpointRecord {
 }
 
 export type CreateEndpointResult =
-  | { endpoint: EndpointRecord; apiKey: string }
+  | { kind: 'created'; endpoint: EndpointRecord; apiKey: string }
   /** `limit`: the owner has `maxEndpoints` live endpoints; `no_owner`: deleted or suspended meanwhile. */
-  | { error: 'limit' | 'no_owner' };
+  | { kind: 'refused'; error: 'limit' | 'no_owner' };
 
 /** Where a page of an owner's endpoints starts: after the endpoint with this creation time and id. */
 export interface EndpointCursor {
@@ -84,13 +84,13 @@ export function createEndpointTable(store: Store, now: () => number = Date.now):
   const createTx = store.writeTransaction(
     (ownerId: number, network: string, name: string | null, maxEndpoints: number): CreateEndpointResult => {
       const owner = sql.ownerById.get(ownerId);
-      if (owner === undefined || owner.suspended !== 0) return { error: 'no_owner' };
-      if (sql.countLiveEndpoints.get(ownerId)! >= maxEndpoints) return { error: 'limit' };
+      if (owner === undefined || owner.suspended !== 0) return { kind: 'refused', error: 'no_owner' };
+      if (sql.countLiveEndpoints.get(ownerId)! >= maxEndpoints) return { kind: 'refused', error: 'limit' };
       const id = newEndpointId();
       const key = newKey('api');
       const createdAt = Math.floor(now() / 1000);
       sql.insertEndpoint.run(id, ownerId, network, name, key.hash, key.prefix, createdAt);
-      return { endpoint: { id, name, network, keyPrefix: key.prefix, createdAt }, apiKey: key.key };
+      return { kind: 'created', endpoint: { id, name, network, keyPrefix: key.prefix, createdAt }, apiKey: key.key };
     },
   );
 

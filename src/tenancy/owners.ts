@@ -27,7 +27,10 @@ export interface OwnerSummary {
 export type RevokeResult = 'revoked' | 'no_owner' | 'no_key' | 'ambiguous';
 
 /** The new stored balance; `over_max`: the credit would take the balance (`balance`, unchanged) past MAX_RU. */
-export type TopUpResult = { balance: number } | { error: 'no_owner' } | { error: 'over_max'; balance: number };
+export type TopUpResult =
+  | { kind: 'credited'; balance: number }
+  | { kind: 'refused'; error: 'no_owner' }
+  | { kind: 'refused'; error: 'over_max'; balance: number };
 
 /**
  * The operator's actions on owners (the CLI), on their own connection next to the running daemon.
@@ -81,13 +84,13 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
 
   const topUpTx = store.writeTransaction((ownerId: number, ru: number): TopUpResult => {
     const balance = dir.ownerById.get(ownerId)?.ruBalance;
-    if (balance === undefined) return { error: 'no_owner' };
+    if (balance === undefined) return { kind: 'refused', error: 'no_owner' };
     // The stored balance is the most the owner can have (the daemon's unflushed debits only lower it).
     // Both are safe integers, so the sum is exact up to MAX_RU and at least MAX_RU + 1 beyond it.
-    if (balance + ru > MAX_RU) return { error: 'over_max', balance };
+    if (balance + ru > MAX_RU) return { kind: 'refused', error: 'over_max', balance };
     sql.credit.run(ru, ownerId);
     sql.insertCredit.run(ownerId, ru, seconds());
-    return { balance: balance + ru };
+    return { kind: 'credited', balance: balance + ru };
   });
 
   const createKeyTx = store.writeTransaction((ownerId: number): string | null => {

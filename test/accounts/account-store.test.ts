@@ -110,14 +110,14 @@ const CASES: Record<string, Case> = {
       { id: 1, name: 'acme', plan: 'growth', ruBalance: 100, suspended: false, createdAt: T0, endpoints: 0 },
       { id: idle.id, name: 'idle', plan: 'free', ruBalance: 0, suspended: false, createdAt: T0 + 60, endpoints: 0 },
     ]);
-    t.same(await a.topUp(1, 50), { balance: 150 });
-    t.same(await a.topUp(99, 1), { error: 'no_owner' });
-    t.same(await a.topUp(2 ** 40, 1), { error: 'no_owner' }, 'an id past any column type is unknown too');
+    t.same(await a.topUp(1, 50), { kind: 'credited', balance: 150 });
+    t.same(await a.topUp(99, 1), { kind: 'refused', error: 'no_owner' });
+    t.same(await a.topUp(2 ** 40, 1), { kind: 'refused', error: 'no_owner' }, 'an id past any column type is unknown too');
     await t.rejects(a.topUp(1, 0), RangeError);
     await t.rejects(a.createOwner('whale', 'free', MAX_RU + 1), RangeError);
     const whale = await a.createOwner('whale', 'free', MAX_RU - 5);
-    t.same(await a.topUp(whale.id, 6), { error: 'over_max', balance: MAX_RU - 5 });
-    t.same(await a.topUp(whale.id, 5), { balance: MAX_RU }, 'exactly the maximum, exact');
+    t.same(await a.topUp(whale.id, 6), { kind: 'refused', error: 'over_max', balance: MAX_RU - 5 });
+    t.same(await a.topUp(whale.id, 5), { kind: 'credited', balance: MAX_RU }, 'exactly the maximum, exact');
     t.same(
       await query('SELECT owner_id, ru FROM credits ORDER BY id'),
       [
@@ -146,7 +146,7 @@ const CASES: Record<string, Case> = {
     t.equal(await a.endpointByKey(e1.apiKey), null);
     t.equal(await a.endpointById(e1.id), null, 'nor found by id');
     t.equal(await a.ownerByManagementKey(managementKey), null);
-    t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { error: 'no_owner' });
+    t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
     t.equal(await a.setSuspended(id, false), true);
     t.ok(await a.endpointByKey(e1.apiKey));
     t.same(await a.endpointById(e1.id), await a.endpointByKey(e1.apiKey), 'resumed: found by id as by key');
@@ -167,9 +167,9 @@ const CASES: Record<string, Case> = {
     t.ok(await a.endpointByKey(kept.apiKey), "another owner's endpoint still works");
     t.same(await a.listManagementKeys(id), null);
     t.same(await a.createManagementKey(id), null);
-    t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { error: 'no_owner' });
+    t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
     t.equal(await a.setPlan(id, 'free'), false);
-    t.same(await a.topUp(id, 1), { error: 'no_owner' });
+    t.same(await a.topUp(id, 1), { kind: 'refused', error: 'no_owner' });
     t.same(await query('SELECT revoked_at FROM management_keys WHERE owner_id = ?', [id]), [{ revoked_at: T0 + 5 }], 'its key revoked');
     const gone = await query<{ id: string; deleted_at: number; deleted_seq: number }>(
       'SELECT id, deleted_at, deleted_seq FROM endpoints WHERE owner_id = ? ORDER BY deleted_seq',
@@ -250,14 +250,14 @@ const CASES: Record<string, Case> = {
     for (const key of ['x'.repeat(32), 'public', r.apiKey.slice(0, 31) + '-', `${r.apiKey}x`]) {
       t.equal(await a.endpointByKey(key), null, JSON.stringify(key));
     }
-    t.same(await a.createEndpoint(99, 'mainnet', undefined, 3), { error: 'no_owner' });
-    t.same(await a.createEndpoint(2 ** 40, 'mainnet', undefined, 3), { error: 'no_owner' });
+    t.same(await a.createEndpoint(99, 'mainnet', undefined, 3), { kind: 'refused', error: 'no_owner' });
+    t.same(await a.createEndpoint(2 ** 40, 'mainnet', undefined, 3), { kind: 'refused', error: 'no_owner' });
 
     // Writers racing for the last places: the count and the insert are one transaction.
     const racing = await Promise.all(Array.from({ length: 6 }, () => a.createEndpoint(id, 'sepolia', undefined, 3)));
     t.equal(racing.filter((x) => 'apiKey' in x).length, 2, 'two places were left');
     t.equal(racing.filter((x) => 'error' in x && x.error === 'limit').length, 4);
-    t.same(await a.createEndpoint(id, 'mainnet', undefined, 0), { error: 'limit' });
+    t.same(await a.createEndpoint(id, 'mainnet', undefined, 0), { kind: 'refused', error: 'limit' });
 
     // More of bob's, some in the same second, so the order falls back on the id.
     const bobs: string[] = [];
@@ -307,7 +307,7 @@ const CASES: Record<string, Case> = {
     const bob = (await a.createOwner('bob', 'free', 10)).id;
     const x = made(await a.createEndpoint(alice, 'mainnet', undefined, 2));
     const y = made(await a.createEndpoint(alice, 'mainnet', undefined, 2));
-    t.same(await a.createEndpoint(alice, 'mainnet', undefined, 2), { error: 'limit' });
+    t.same(await a.createEndpoint(alice, 'mainnet', undefined, 2), { kind: 'refused', error: 'limit' });
     t.equal(await a.deleteEndpoint(bob, x.id), false, "bob cannot delete alice's endpoint");
     t.equal(await a.deleteEndpoint(alice, 'ep_doesnotexist0000'), false, 'the same answer as for an unknown id');
     t.equal(await a.deleteEndpoint(2 ** 40, x.id), false);

@@ -44,7 +44,7 @@ t.test('owner create, topup, list and endpoint list on the shared PostgreSQL', a
 
   // An instance spends 120 RU and writes them: the list shows the shared store's balance, as the ledger store reads it.
   const ep = await accounts.createEndpoint(id, 'mainnet', 'api', 50);
-  if ('error' in ep) throw new Error(ep.error);
+  if (ep.kind === 'refused') throw new Error(ep.error);
   const ledgerStore = createPgLedgerStore(pg, { keepMinutesH: 24, keepHoursD: 30 });
   t.teardown(() => ledgerStore.close());
   await ledgerStore.writeUsage({

@@ -142,7 +142,7 @@ t.test('owner delete takes its endpoints; endpoint list; the daemon learns it on
   const dir = createDirectory(tempStore(t, path));
   const eps = [a.id, a.id, b.id].map((owner, i) => {
     const r = dir.createEndpoint(owner, 'mainnet', i === 0 ? 'prod' : undefined, 10);
-    if ('error' in r) throw new Error(r.error);
+    if (r.kind === 'refused') throw new Error(r.error);
     return r;
   });
   const listed = await run('endpoint', 'list');
@@ -177,7 +177,7 @@ t.test('CLI top-ups and suspensions while a daemon connection meters', async (t)
   const ledger = createLedger(daemon, { flushIntervalMs: 60_000 });
   t.teardown(() => ledger.close());
   const r = dir.createEndpoint(id, 'mainnet', undefined, 10);
-  if ('error' in r) throw new Error(r.error);
+  if (r.kind === 'refused') throw new Error(r.error);
   t.equal(dir.refreshIfChanged(), false, 'the owner existed before this connection opened');
   ledger.settle(ledger.reserve(id, 60)!, 60, { endpointId: r.endpoint.id, method: 'eth_call', status: 0 });
   t.equal(ledger.reserve(id, 41), null);

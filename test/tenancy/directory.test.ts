@@ -20,7 +20,7 @@ function setup(t: Teardown): Setup {
 }
 
 function created(r: ReturnType<Directory['createEndpoint']>): { id: string; apiKey: string } {
-  if ('error' in r) throw new Error(`createEndpoint refused: ${r.error}`);
+  if (r.kind === 'refused') throw new Error(`createEndpoint refused: ${r.error}`);
   return { id: r.endpoint.id, apiKey: r.apiKey };
 }
 
@@ -28,7 +28,7 @@ t.test('an endpoint key is found, unknown and malformed keys are not', async (t)
   const { dir, admin } = setup(t);
   const { id: owner } = admin.createOwner('acme', 'growth', 100);
   const r = dir.createEndpoint(owner, 'mainnet', 'prod', 10);
-  if ('error' in r) return t.fail('refused');
+  if (r.kind === 'refused') return t.fail('refused');
   t.match(r.endpoint.id, /^ep_[a-z2-7]{16}$/);
   t.equal(r.endpoint.keyPrefix, r.apiKey.slice(0, 8));
   t.equal(r.endpoint.name, 'prod');
@@ -122,7 +122,7 @@ t.test('suspension, revocation and owner deletion by the CLI reach the daemon on
   t.equal(dir.ownerByManagementKey(second), null);
   t.equal(dir.owner(owner), null);
   t.same(dir.takeRevokedEndpointIds().sort(), [a.id, b.id].sort());
-  t.same(dir.createEndpoint(owner, 'mainnet', undefined, 10), { error: 'no_owner' });
+  t.same(dir.createEndpoint(owner, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
 });
 
 t.test('deletions here and by the CLI, interleaved, are each reported exactly once', async (t) => {
@@ -161,12 +161,12 @@ t.test('every management operation is scoped to its owner', async (t) => {
   });
   // The limit counts each owner's own live endpoints.
   created(dir.createEndpoint(alice, 'mainnet', undefined, 2));
-  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 2), { error: 'limit' });
+  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 2), { kind: 'refused', error: 'limit' });
   created(dir.createEndpoint(bob, 'mainnet', undefined, 2));
   created(dir.createEndpoint(bob, 'mainnet', undefined, 2));
   t.ok(dir.deleteEndpoint(alice, a.id));
   created(dir.createEndpoint(alice, 'mainnet', undefined, 2));
-  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 0), { error: 'limit' });
+  t.same(dir.createEndpoint(alice, 'mainnet', undefined, 0), { kind: 'refused', error: 'limit' });
   t.equal(dir.listEndpoints(alice).length, 2);
   t.equal(dir.listEndpoints(bob).length, 2);
 });

@@ -26,7 +26,7 @@ t.test('100k random keys: one query per distinct key, bounded caches and heap', 
   const BOUND = 50_000;
   const dir = createDirectory(store, { maxCached: BOUND, negativeCached: BOUND });
   const created = dir.createEndpoint(owner, 'mainnet', undefined, 10);
-  if ('error' in created) return t.fail('refused');
+  if (created.kind === 'refused') return t.fail('refused');
 
   const stmt = store.sql.directory.endpointByKeyHash;
   const realGet = stmt.get.bind(stmt);

@@ -78,195 +78,223 @@ interface Entry {
   bodyRoot: string;
 }
 
-export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
-  const { epochs, validators } = opts;
-  const keepStates = opts.keepStates ?? 64;
-  const historySlots = opts.historySlots ?? SLOTS_PER_HISTORICAL_ROOT;
-  if (!Number.isSafeInteger(historySlots) || historySlots < 1) throw new RangeError('historySlots must be a positive integer');
+const ZERO_ROOT = (): string => toHex(new Uint8Array(32));
+
+/** The sealed chain's state: the canonical entries and their indexes, the kept state trees, genesis. */
+class SealedChain implements BeaconChain {
+  readonly opts: BeaconChainOptions;
+  readonly epochs: Epochs;
+  readonly validators: ValidatorSet;
+  readonly keepStates: number;
+  readonly historySlots: number;
   /** Canonical entries by slot, from rootsFrom() to the tip, and slot 0. */
-  const entries = new Map<number, Entry>();
+  readonly entries = new Map<number, Entry>();
   /** The newest sealed slot (-1 before genesis). */
-  let tip = -1;
-  const slotByRoot = new Map<string, number>();
-  const slotByStateRoot = new Map<string, number>();
+  tip = -1;
+  readonly slotByRoot = new Map<string, number>();
+  readonly slotByStateRoot = new Map<string, number>();
   /** Recent state trees by slot; a tree counts only while its slot's canonical state root is its own. */
-  const states = new Map<number, { stateRoot: string; tree: StateTree }>();
-  let genesisHash: Uint8Array = new Uint8Array(32);
-  let genesisTime = 0;
+  readonly states = new Map<number, { stateRoot: string; tree: StateTree }>();
+  genesisHash: Uint8Array = new Uint8Array(32);
+  genesisTime = 0;
 
-  /**
-   * Facts as seen from `tipSlot`: roots at or below it, later slots clamped to it. Below genesis every
-   * root is zero, as the genesis state's checkpoints are.
-   */
-  function factsAt(tipSlot: number): StateFacts {
-    const root = (slot: number, field: 'root' | 'stateRoot'): Uint8Array => {
-      if (tipSlot < 0) return new Uint8Array(32);
-      const e = entries.get(Math.max(0, Math.min(slot, tipSlot)));
-      if (!e) throw new Error(`beacon chain: slot ${slot} is not sealed`);
-      return fromHex(e[field]);
-    };
-    return {
-      epochs,
-      validators,
-      genesisHash,
-      genesisTime,
-      rootAt: (slot) => root(slot, 'root'),
-      stateRootAt: (slot) => root(slot, 'stateRoot'),
-    };
+  constructor(opts: BeaconChainOptions, historySlots: number) {
+    this.opts = opts;
+    this.epochs = opts.epochs;
+    this.validators = opts.validators;
+    this.keepStates = opts.keepStates ?? 64;
+    this.historySlots = historySlots;
   }
 
-  const transactionsOf = async (exec: ExecutionBlock): Promise<string[]> =>
-    exec.transactions.length === 0 ? [] : opts.rawTransactions(exec.transactions);
-
-  function headOf(f: ChainFacts, slot: number, parentRoot: string, body: electra.BeaconBlockBody): BlockHead {
-    return {
+  async seal(exec: ExecutionBlock, parent: SlotBlock | undefined): Promise<SlotBlock> {
+    const slot = Number(exec.number);
+    if (parent === undefined ? slot !== 0 : slot !== parent.slot + 1 || !isCanonical(this, parent)) {
+      throw new Error(`beacon chain: cannot seal block ${slot} on ${parent ? `canonical slot ${parent.slot}` : 'nothing'}`);
+    }
+    const transactions = await transactionsOf(this, exec);
+    const base = parent ? await this.state(parent) : undefined;
+    // Everything below is synchronous, so readers never see the index half moved to the new branch.
+    if (parent === undefined) {
+      this.genesisHash = fromHex(exec.hash);
+      this.genesisTime = Number(exec.timestamp);
+    }
+    const f = factsAt(this, slot - 1);
+    const parentRoot = parent?.root ?? ZERO_ROOT();
+    const payload = executionPayload(exec, transactions);
+    const body = blockBody(f, slot, payload);
+    const head = headOf(f, slot, parentRoot, body);
+    const tree = advanceState(base, parent?.slot ?? -1, head, executionPayloadHeader(payload), f);
+    const stateRoot = tree.hashTreeRoot();
+    const root = ssz.electra.BeaconBlock.hashTreeRoot({
       slot,
-      proposerIndex: f.validators.proposer(slot),
-      parentRoot: fromHex(parentRoot),
-      bodyRoot: ssz.electra.BeaconBlockBody.hashTreeRoot(body),
+      proposerIndex: head.proposerIndex,
+      parentRoot: head.parentRoot,
+      stateRoot,
+      body,
+    });
+    if (parent === undefined) this.states.clear();
+    truncate(this, slot);
+    const entry: Entry = {
+      execHash: exec.hash.toLowerCase(),
+      root: toHex(root),
+      stateRoot: toHex(stateRoot),
+      bodyRoot: toHex(head.bodyRoot),
     };
+    this.entries.set(slot, entry);
+    this.tip = slot;
+    this.slotByRoot.set(entry.root, slot);
+    this.slotByStateRoot.set(entry.stateRoot, slot);
+    this.states.set(slot, { stateRoot: entry.stateRoot, tree });
+    prune(this);
+    return slotBlock(this, entry, slot, exec);
   }
 
-  function isCanonical(b: SlotBlock): boolean {
-    return entries.get(b.slot)?.root === b.root;
+  known(exec: ExecutionBlock): SlotBlock | undefined {
+    const slot = Number(exec.number);
+    const e = served(this, slot) ? this.entries.get(slot) : undefined;
+    return e?.execHash === exec.hash.toLowerCase() ? slotBlock(this, e, slot, exec) : undefined;
+  }
+
+  get facts(): ChainFacts {
+    return factsAt(this, this.tip);
+  }
+
+  slotOfRoot(root: string): number | undefined {
+    return servedOrNot(this, this.slotByRoot.get(root.toLowerCase()));
+  }
+
+  slotOfStateRoot(root: string): number | undefined {
+    return servedOrNot(this, this.slotByStateRoot.get(root.toLowerCase()));
+  }
+
+  held(): { roots: number; indexed: number; states: number } {
+    return { roots: this.entries.size, indexed: this.slotByRoot.size + this.slotByStateRoot.size, states: this.states.size };
+  }
+
+  async signedBlock(b: SlotBlock): Promise<electra.SignedBeaconBlock> {
+    const f = factsAt(this, b.slot - 1);
+    const body = blockBody(f, b.slot, executionPayload(b.execution, await transactionsOf(this, b.execution)));
+    const message = {
+      slot: b.slot,
+      proposerIndex: this.validators.proposer(b.slot),
+      parentRoot: fromHex(b.parentRoot),
+      stateRoot: fromHex(b.stateRoot),
+      body,
+    };
+    return { message, signature: fromHex(derivedSignature('block', b.root)) };
   }
 
   /** The state after canonical slot `b`: a kept tree, or the nearest kept one before it brought forward. */
-  async function stateOf(b: SlotBlock): Promise<StateTree> {
-    const kept = states.get(b.slot);
+  async state(b: SlotBlock): Promise<StateTree> {
+    const kept = this.states.get(b.slot);
     if (kept?.stateRoot === b.stateRoot) return kept.tree;
     let from = -1;
     let base: StateTree | undefined;
-    for (const [slot, s] of states) {
-      if (slot < b.slot && slot > from && entries.get(slot)?.stateRoot === s.stateRoot) {
+    for (const [slot, s] of this.states) {
+      if (slot < b.slot && slot > from && this.entries.get(slot)?.stateRoot === s.stateRoot) {
         from = slot;
         base = s.tree;
       }
     }
-    const payload = executionPayload(b.execution, await transactionsOf(b.execution));
-    const f = factsAt(b.slot - 1);
+    const payload = executionPayload(b.execution, await transactionsOf(this, b.execution));
+    const f = factsAt(this, b.slot - 1);
     const head = headOf(f, b.slot, b.parentRoot, blockBody(f, b.slot, payload));
     const tree = advanceState(base, from, head, executionPayloadHeader(payload), f);
     const root = toHex(tree.hashTreeRoot());
     if (root !== b.stateRoot) throw new Error(`beacon chain: state of slot ${b.slot} rebuilt as ${root}, sealed as ${b.stateRoot}`);
     return tree;
   }
+}
 
-  /** The oldest slot served besides genesis. */
-  const servedFrom = (): number => Math.max(1, tip - historySlots + 1);
-  /** The first kept state a rebuild of the oldest slot served may start from. */
-  const checkpointFrom = (): number => Math.floor(servedFrom() / CHECKPOINT_SLOTS) * CHECKPOINT_SLOTS;
-  /** The oldest slot whose roots are kept: what a rebuild from checkpointFrom and the checkpoints of the oldest slot served read. */
-  const rootsFrom = (): number => Math.max(1, Math.min(checkpointFrom(), servedFrom() - 3 * epochs.slotsPerEpoch));
-  const served = (slot: number): boolean => slot === 0 || slot >= servedFrom();
-  const servedOrNot = (slot: number | undefined): number | undefined => (slot !== undefined && served(slot) ? slot : undefined);
-
-  function forget(slot: number): void {
-    const e = entries.get(slot);
-    if (e === undefined) return;
-    entries.delete(slot);
-    slotByRoot.delete(e.root);
-    slotByStateRoot.delete(e.stateRoot);
-  }
-
-  /** Drops the slots from `length` on (a new branch is sealed from there). */
-  function truncate(length: number): void {
-    for (const slot of [...entries.keys()]) if (slot >= length) forget(slot);
-    tip = Math.min(tip, length - 1);
-  }
-
-  /**
-   * After sealing the tip: forgets the roots and state trees that no served slot needs any more. The slots
-   * kept are genesis and one unbroken run up to the tip, so the oldest are dropped from rootsFrom down.
-   */
-  function prune(): void {
-    for (let slot = rootsFrom() - 1; slot > 0 && entries.has(slot); slot--) forget(slot);
-    const recent = tip - keepStates;
-    for (const slot of states.keys()) {
-      // The genesis state stays: every rebuild can start from it.
-      const checkpoint = slot % CHECKPOINT_SLOTS === 0 && slot >= checkpointFrom();
-      if (slot !== 0 && slot <= recent && !checkpoint) states.delete(slot);
-    }
-  }
-
-  function slotBlock(e: Entry, slot: number, exec: ExecutionBlock): SlotBlock {
-    return {
-      slot,
-      root: e.root,
-      parentRoot: slot === 0 ? toHex(new Uint8Array(32)) : (entries.get(slot - 1)?.root ?? ''),
-      stateRoot: e.stateRoot,
-      bodyRoot: e.bodyRoot,
-      timestamp: Number(exec.timestamp),
-      execution: exec,
-    };
-  }
-
-  return {
-    async seal(exec, parent) {
-      const slot = Number(exec.number);
-      if (parent === undefined ? slot !== 0 : slot !== parent.slot + 1 || !isCanonical(parent)) {
-        throw new Error(`beacon chain: cannot seal block ${slot} on ${parent ? `canonical slot ${parent.slot}` : 'nothing'}`);
-      }
-      const transactions = await transactionsOf(exec);
-      const base = parent ? await stateOf(parent) : undefined;
-      // Everything below is synchronous, so readers never see the index half moved to the new branch.
-      if (parent === undefined) {
-        genesisHash = fromHex(exec.hash);
-        genesisTime = Number(exec.timestamp);
-      }
-      const f = factsAt(slot - 1);
-      const parentRoot = parent?.root ?? toHex(new Uint8Array(32));
-      const payload = executionPayload(exec, transactions);
-      const body = blockBody(f, slot, payload);
-      const head = headOf(f, slot, parentRoot, body);
-      const tree = advanceState(base, parent?.slot ?? -1, head, executionPayloadHeader(payload), f);
-      const stateRoot = tree.hashTreeRoot();
-      const root = ssz.electra.BeaconBlock.hashTreeRoot({
-        slot,
-        proposerIndex: head.proposerIndex,
-        parentRoot: head.parentRoot,
-        stateRoot,
-        body,
-      });
-      if (parent === undefined) states.clear();
-      truncate(slot);
-      const entry: Entry = {
-        execHash: exec.hash.toLowerCase(),
-        root: toHex(root),
-        stateRoot: toHex(stateRoot),
-        bodyRoot: toHex(head.bodyRoot),
-      };
-      entries.set(slot, entry);
-      tip = slot;
-      slotByRoot.set(entry.root, slot);
-      slotByStateRoot.set(entry.stateRoot, slot);
-      states.set(slot, { stateRoot: entry.stateRoot, tree });
-      prune();
-      return slotBlock(entry, slot, exec);
-    },
-    known(exec) {
-      const slot = Number(exec.number);
-      const e = served(slot) ? entries.get(slot) : undefined;
-      return e?.execHash === exec.hash.toLowerCase() ? slotBlock(e, slot, exec) : undefined;
-    },
-    get facts() {
-      return factsAt(tip);
-    },
-    slotOfRoot: (root) => servedOrNot(slotByRoot.get(root.toLowerCase())),
-    slotOfStateRoot: (root) => servedOrNot(slotByStateRoot.get(root.toLowerCase())),
-    held: () => ({ roots: entries.size, indexed: slotByRoot.size + slotByStateRoot.size, states: states.size }),
-    async signedBlock(b) {
-      const f = factsAt(b.slot - 1);
-      const body = blockBody(f, b.slot, executionPayload(b.execution, await transactionsOf(b.execution)));
-      const message = {
-        slot: b.slot,
-        proposerIndex: validators.proposer(b.slot),
-        parentRoot: fromHex(b.parentRoot),
-        stateRoot: fromHex(b.stateRoot),
-        body,
-      };
-      return { message, signature: fromHex(derivedSignature('block', b.root)) };
-    },
-    state: stateOf,
+/**
+ * Facts as seen from `tipSlot`: roots at or below it, later slots clamped to it. Below genesis every
+ * root is zero, as the genesis state's checkpoints are.
+ */
+function factsAt(c: SealedChain, tipSlot: number): StateFacts {
+  const root = (slot: number, field: 'root' | 'stateRoot'): Uint8Array => {
+    if (tipSlot < 0) return new Uint8Array(32);
+    const e = c.entries.get(Math.max(0, Math.min(slot, tipSlot)));
+    if (!e) throw new Error(`beacon chain: slot ${slot} is not sealed`);
+    return fromHex(e[field]);
   };
+  return {
+    epochs: c.epochs,
+    validators: c.validators,
+    genesisHash: c.genesisHash,
+    genesisTime: c.genesisTime,
+    rootAt: (slot) => root(slot, 'root'),
+    stateRootAt: (slot) => root(slot, 'stateRoot'),
+  };
+}
+
+const transactionsOf = async (c: SealedChain, exec: ExecutionBlock): Promise<string[]> =>
+  exec.transactions.length === 0 ? [] : c.opts.rawTransactions(exec.transactions);
+
+function headOf(f: ChainFacts, slot: number, parentRoot: string, body: electra.BeaconBlockBody): BlockHead {
+  return {
+    slot,
+    proposerIndex: f.validators.proposer(slot),
+    parentRoot: fromHex(parentRoot),
+    bodyRoot: ssz.electra.BeaconBlockBody.hashTreeRoot(body),
+  };
+}
+
+function isCanonical(c: SealedChain, b: SlotBlock): boolean {
+  return c.entries.get(b.slot)?.root === b.root;
+}
+
+/** The oldest slot served besides genesis. */
+const servedFrom = (c: SealedChain): number => Math.max(1, c.tip - c.historySlots + 1);
+/** The first kept state a rebuild of the oldest slot served may start from. */
+const checkpointFrom = (c: SealedChain): number => Math.floor(servedFrom(c) / CHECKPOINT_SLOTS) * CHECKPOINT_SLOTS;
+/** The oldest slot whose roots are kept: what a rebuild from checkpointFrom and the checkpoints of the oldest slot served read. */
+const rootsFrom = (c: SealedChain): number => Math.max(1, Math.min(checkpointFrom(c), servedFrom(c) - 3 * c.epochs.slotsPerEpoch));
+const served = (c: SealedChain, slot: number): boolean => slot === 0 || slot >= servedFrom(c);
+const servedOrNot = (c: SealedChain, slot: number | undefined): number | undefined =>
+  slot !== undefined && served(c, slot) ? slot : undefined;
+
+function forget(c: SealedChain, slot: number): void {
+  const e = c.entries.get(slot);
+  if (e === undefined) return;
+  c.entries.delete(slot);
+  c.slotByRoot.delete(e.root);
+  c.slotByStateRoot.delete(e.stateRoot);
+}
+
+/** Drops the slots from `length` on (a new branch is sealed from there). */
+function truncate(c: SealedChain, length: number): void {
+  for (const slot of [...c.entries.keys()]) if (slot >= length) forget(c, slot);
+  c.tip = Math.min(c.tip, length - 1);
+}
+
+/**
+ * After sealing the tip: forgets the roots and state trees that no served slot needs any more. The slots
+ * kept are genesis and one unbroken run up to the tip, so the oldest are dropped from rootsFrom down.
+ */
+function prune(c: SealedChain): void {
+  for (let slot = rootsFrom(c) - 1; slot > 0 && c.entries.has(slot); slot--) forget(c, slot);
+  const recent = c.tip - c.keepStates;
+  for (const slot of c.states.keys()) {
+    // The genesis state stays: every rebuild can start from it.
+    const checkpoint = slot % CHECKPOINT_SLOTS === 0 && slot >= checkpointFrom(c);
+    if (slot !== 0 && slot <= recent && !checkpoint) c.states.delete(slot);
+  }
+}
+
+function slotBlock(c: SealedChain, e: Entry, slot: number, exec: ExecutionBlock): SlotBlock {
+  return {
+    slot,
+    root: e.root,
+    parentRoot: slot === 0 ? ZERO_ROOT() : (c.entries.get(slot - 1)?.root ?? ''),
+    stateRoot: e.stateRoot,
+    bodyRoot: e.bodyRoot,
+    timestamp: Number(exec.timestamp),
+    execution: exec,
+  };
+}
+
+export function createBeaconChain(opts: BeaconChainOptions): BeaconChain {
+  const historySlots = opts.historySlots ?? SLOTS_PER_HISTORICAL_ROOT;
+  if (!Number.isSafeInteger(historySlots) || historySlots < 1) throw new RangeError('historySlots must be a positive integer');
+  return new SealedChain(opts, historySlots);
 }
