@@ -268,7 +268,7 @@ async function handleCreate(deps: ManagementDeps, owner: OwnerRecord, body: Reco
   const plan = deps.config.plans[owner.plan];
   const max = plan?.max_endpoints ?? 0;
   const made = await fromStore(() => deps.accounts.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max));
-  if ('error' in made) {
+  if (made.kind === 'refused') {
     return fail(reply, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
   }
   const urls = chainUrls(deps.config, network, made.apiKey);
