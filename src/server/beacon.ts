@@ -177,7 +177,7 @@ function admitAndSend(
     replyBeaconError(x, admitted.refused, admitted.message, extra, true);
     return;
   }
-  if ('events' in admitted) {
+  if (admitted.kind === 'events') {
     events(x, caller, query);
     return;
   }
