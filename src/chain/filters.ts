@@ -102,6 +102,14 @@ function createRecentSet(capacity: number): { add(s: string): boolean; clear(): 
   };
 }
 
+/** One upstream subscription feeding the filters. */
+class UpstreamFeed {
+  /** Closes the subscription; null while none feeds (then the block poll does). */
+  stop: (() => void) | null = null;
+  /** A feed that was lost is not asked again until its filters are gone: the poll stands in. */
+  lost = false;
+}
+
 /** The chain's filters, empty until a filter call; close() drops them and stops what fed them. */
 export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptions): ChainFilters {
   return new FedFilters(chain, opts);
@@ -112,12 +120,9 @@ class FedFilters implements ChainFilters {
   /** A node's block number asked just before the current filter call: the filters' head. */
   private callHead: number | null = null;
   private wants = { heads: false, pending: false };
-  /** Upstream subscriptions feeding the registry; null while none does (then the block poll does). */
-  private headsFeed: (() => void) | null = null;
-  private pendingFeed: (() => void) | null = null;
-  /** A feed that was lost is not asked again until its filters are gone: the poll stands in. */
-  private headsFeedLost = false;
-  private pendingFeedLost = false;
+  /** The upstream subscriptions feeding the registry heads and pending transactions. */
+  private readonly heads = new UpstreamFeed();
+  private readonly pending = new UpstreamFeed();
   private follower: BlockFollower | null = null;
   /** Polls waiting for the head stream to reach a number (HEAD_CATCH_UP_MS at most). */
   private readonly headWaits = new Set<{ number: number; done(): void }>();
@@ -137,9 +142,9 @@ class FedFilters implements ChainFilters {
       idleTimeoutMs: opts.idleTimeoutMs,
       onWantsChange: (now) => {
         this.wants = now;
-        if (!now.heads) this.headsFeedLost = false;
+        if (!now.heads) this.heads.lost = false;
         if (!now.pending) {
-          this.pendingFeedLost = false;
+          this.pending.lost = false;
           this.pendingSeen.clear();
         }
         this.feed();
@@ -155,6 +160,18 @@ class FedFilters implements ChainFilters {
     if (this.pendingSeen.add(hash)) this.registry.onPendingTransaction(hash);
   }
 
+  /** A head as the newHeads subscription tells it. */
+  private readonly headJson = (json: string): void => {
+    const h = JSON.parse(json) as { number?: unknown; hash?: unknown };
+    if (typeof h.number === 'string' && typeof h.hash === 'string') this.feedHead(Number(h.number), h.hash);
+  };
+
+  /** A transaction hash as the newPendingTransactions subscription tells it. */
+  private readonly pendingJson = (json: string): void => {
+    const hash = JSON.parse(json) as unknown;
+    if (typeof hash === 'string') this.pushPending(hash);
+  };
+
   private feedHead(number: number, hash: string): void {
     this.registry.onHead(number, hash);
     for (const w of this.headWaits) if (number >= w.number) w.done();
@@ -162,69 +179,49 @@ class FedFilters implements ChainFilters {
 
   private onPolledBlock(block: PolledBlock): void {
     this.chain.head.note(block.number);
-    if (this.wants.heads && this.headsFeed === null) this.feedHead(block.number, block.hash);
-    if (this.wants.pending && this.pendingFeed === null) for (const tx of block.transactions) this.pushPending(tx);
+    if (this.wants.heads && this.heads.stop === null) this.feedHead(block.number, block.hash);
+    if (this.wants.pending && this.pending.stop === null) for (const tx of block.transactions) this.pushPending(tx);
   }
 
   /** Opens or closes the subscriptions and the poll so that exactly what the registry wants is fed. */
   private feed(): void {
-    this.feedHeads();
-    this.feedPending();
+    this.feedOne(this.heads, this.wants.heads, 'newHeads', 'newHeads', this.headJson);
+    this.feedOne(this.pending, this.wants.pending, 'newPendingTransactions', 'pending transaction', this.pendingJson);
     this.feedPoll();
   }
 
-  private feedHeads(): void {
+  /** Opens `feed`'s subscription to `topic` while `wanted` (unless it was lost), closes it once not. */
+  private feedOne(
+    feed: UpstreamFeed,
+    wanted: boolean,
+    topic: 'newHeads' | 'newPendingTransactions',
+    what: string,
+    notify: (json: string) => void,
+  ): void {
     const feeds = this.chain.feeds;
-    if (this.wants.heads && this.headsFeed === null && feeds !== null && !this.headsFeedLost) {
+    if (wanted && feed.stop === null && feeds !== null && !feed.lost) {
       let lost = false;
-      const stop = feeds.subscribe('newHeads', undefined, {
-        notify: (json) => {
-          const h = JSON.parse(json) as { number?: unknown; hash?: unknown };
-          if (typeof h.number === 'string' && typeof h.hash === 'string') this.feedHead(Number(h.number), h.hash);
-        },
+      const stop = feeds.subscribe(topic, undefined, {
+        notify,
         lost: (reason) => {
           lost = true;
-          this.log("the filters' newHeads subscription was lost; polling blocks instead", reason);
-          this.headsFeed = null;
-          this.headsFeedLost = true;
+          this.log(`the filters' ${what} subscription was lost; polling blocks instead`, reason);
+          feed.stop = null;
+          feed.lost = true;
           this.feed();
         },
       });
-      if (!lost) this.headsFeed = stop.remove;
-    } else if (!this.wants.heads && this.headsFeed !== null) {
-      this.headsFeed();
-      this.headsFeed = null;
-    }
-  }
-
-  private feedPending(): void {
-    const feeds = this.chain.feeds;
-    if (this.wants.pending && this.pendingFeed === null && feeds !== null && !this.pendingFeedLost) {
-      let lost = false;
-      const stop = feeds.subscribe('newPendingTransactions', undefined, {
-        notify: (json) => {
-          const hash = JSON.parse(json) as unknown;
-          if (typeof hash === 'string') this.pushPending(hash);
-        },
-        lost: (reason) => {
-          lost = true;
-          this.log("the filters' pending transaction subscription was lost; polling blocks instead", reason);
-          this.pendingFeed = null;
-          this.pendingFeedLost = true;
-          this.feed();
-        },
-      });
-      if (!lost) this.pendingFeed = stop.remove;
-    } else if (!this.wants.pending && this.pendingFeed !== null) {
-      this.pendingFeed();
-      this.pendingFeed = null;
+      if (!lost) feed.stop = stop.remove;
+    } else if (!wanted && feed.stop !== null) {
+      feed.stop();
+      feed.stop = null;
     }
   }
 
   /** The block poll runs while a wanted feed has no subscription. */
   private feedPoll(): void {
     const { chain, wants } = this;
-    const poll = (wants.heads && this.headsFeed === null) || (wants.pending && this.pendingFeed === null);
+    const poll = (wants.heads && this.heads.stop === null) || (wants.pending && this.pending.stop === null);
     if (poll && this.follower === null) {
       this.follower = followBlocks(chain, {
         from: this.callHead,
@@ -250,7 +247,7 @@ class FedFilters implements ChainFilters {
     const seen = this.registry.headSeen();
     const callHead = this.callHead;
     if (callHead === null || seen === null || seen >= callHead) return Promise.resolve();
-    if (this.headsFeed === null && this.follower !== null) return this.follower.pollNow();
+    if (this.heads.stop === null && this.follower !== null) return this.follower.pollNow();
     const headWaits = this.headWaits;
     return new Promise((resolve) => {
       const wait = {
@@ -303,11 +300,11 @@ class FedFilters implements ChainFilters {
   }
 
   takesSentTransactions(): boolean {
-    return this.wants.pending && this.pendingFeed === null;
+    return this.wants.pending && this.pending.stop === null;
   }
 
   notePendingTransaction(hash: string): void {
-    if (this.wants.pending && this.pendingFeed === null) this.pushPending(hash);
+    if (this.wants.pending && this.pending.stop === null) this.pushPending(hash);
   }
 
   close(): void {
