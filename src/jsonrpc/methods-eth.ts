@@ -101,7 +101,7 @@ export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
     },
   ],
   ['eth_getBlockByHash', { ru: 20, params: [BLOCK_HASH, FULL_TXS], cache: 'hash-param' }],
-  // A transaction: sent once (broadcast.ts sends it to every node at once instead), never shared.
+  // A transaction: never re-sent (broadcast.ts sends it once to each node, all at once), never shared.
   ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)], repeatable: false, shareable: false }],
   ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH], cache: 'hash-param' }],
   ['web3_sha3', { ru: 15, params: [required('data', checkData)], answer: answerSha3 }],
