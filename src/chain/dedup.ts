@@ -14,6 +14,7 @@
  * Each chain owns one table of calls in flight (ChainRuntime.inFlight); pipeline/shared-call.ts runs it.
  */
 import { canonicalCallJson } from '../jsonrpc/cacheability.js';
+import type { MethodRow } from '../jsonrpc/method-rule.js';
 
 /**
  * What the callers sharing one upstream call get: its whole answer (with the leader's id), its
@@ -139,27 +140,10 @@ export function createInFlight<T, S = void>(reportError?: (err: unknown, key: st
 }
 
 /**
- * Calls whose repetition has an effect or whose answer belongs to one caller: a transaction, filter
- * creation, polls (a poll consumes the changes it returns) and removal, filter logs (a filter lives on
- * one node for one client), and subscriptions (they live on a connection).
- */
-const NEVER_SHARED: ReadonlySet<string> = new Set([
-  'eth_sendRawTransaction',
-  'eth_newFilter',
-  'eth_newBlockFilter',
-  'eth_newPendingTransactionFilter',
-  'eth_getFilterChanges',
-  'eth_getFilterLogs',
-  'eth_uninstallFilter',
-  'eth_subscribe',
-  'eth_unsubscribe',
-]);
-
-/**
  * The sharing key of a call on a chain (canonical JSON of chain, method and normalized params), or
- * null when the call must never be shared.
+ * null when the call must never be shared (its row is not shareable: MethodRow.shareable).
  */
-export function dedupKeyFor(chainSlug: string, method: string, params: unknown[]): string | null {
-  if (NEVER_SHARED.has(method)) return null;
-  return `${JSON.stringify(chainSlug)}${canonicalCallJson(method, params)}`;
+export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[]): string | null {
+  if (!row.shareable) return null;
+  return `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params)}`;
 }

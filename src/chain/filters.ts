@@ -10,7 +10,7 @@
  * each new block (a node's pool cannot be seen over HTTP); each hash once.
  */
 import type { FeedsLog } from '../fanout/feeds.js';
-import { createFilterRegistry } from '../filters/filter-registry.js';
+import { createFilterRegistry, type FilterRegistry } from '../filters/filter-registry.js';
 import { isQuantity } from '../jsonrpc/param-types.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import { type BlockFollower, followBlocks, type PolledBlock } from './block-follower.js';
@@ -102,114 +102,139 @@ function createRecentSet(capacity: number): { add(s: string): boolean; clear(): 
   };
 }
 
+/** One upstream subscription feeding the filters. */
+class UpstreamFeed {
+  /** Closes the subscription; null while none feeds (then the block poll does). */
+  stop: (() => void) | null = null;
+  /** A feed that was lost is not asked again until its filters are gone: the poll stands in. */
+  lost = false;
+}
+
 /** The chain's filters, empty until a filter call; close() drops them and stops what fed them. */
 export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptions): ChainFilters {
-  const { head } = chain;
+  return new FedFilters(chain, opts);
+}
+
+/** The registry and its feeds, their state in fields: which feeds are open, lost, and who waits for a head. */
+class FedFilters implements ChainFilters {
   /** A node's block number asked just before the current filter call: the filters' head. */
-  let callHead: number | null = null;
-  let wants = { heads: false, pending: false };
-  /** Upstream subscriptions feeding the registry; null while none does (then the block poll does). */
-  let headsFeed: (() => void) | null = null;
-  let pendingFeed: (() => void) | null = null;
-  /** A feed that was lost is not asked again until its filters are gone: the poll stands in. */
-  let headsFeedLost = false;
-  let pendingFeedLost = false;
-  let follower: BlockFollower | null = null;
+  private callHead: number | null = null;
+  private wants = { heads: false, pending: false };
+  /** The upstream subscriptions feeding the registry heads and pending transactions. */
+  private readonly heads = new UpstreamFeed();
+  private readonly pending = new UpstreamFeed();
+  private follower: BlockFollower | null = null;
   /** Polls waiting for the head stream to reach a number (HEAD_CATCH_UP_MS at most). */
-  const headWaits = new Set<{ number: number; done(): void }>();
-  const pendingSeen = createRecentSet(RECENT_PENDING);
-  const log = (msg: string, reason: string): void => opts.log('warn', msg, { reason });
+  private readonly headWaits = new Set<{ number: number; done(): void }>();
+  private readonly pendingSeen = createRecentSet(RECENT_PENDING);
+  private readonly registry: FilterRegistry;
 
-  const registry = createFilterRegistry({
-    source: {
-      head: () => callHead ?? head.now(),
-      getLogs: (filter) => getLogsInTurn(chain, filter),
-    },
-    maxPerScope: opts.maxPerKey,
-    idleTimeoutMs: opts.idleTimeoutMs,
-    onWantsChange(now) {
-      wants = now;
-      if (!now.heads) headsFeedLost = false;
-      if (!now.pending) {
-        pendingFeedLost = false;
-        pendingSeen.clear();
-      }
-      feed();
-    },
-  });
-
-  function pushPending(hash: string): void {
-    if (pendingSeen.add(hash)) registry.onPendingTransaction(hash);
+  constructor(
+    private readonly chain: FilterSources,
+    private readonly opts: ChainFiltersOptions,
+  ) {
+    this.registry = createFilterRegistry({
+      source: {
+        head: () => this.callHead ?? chain.head.now(),
+        getLogs: (filter) => getLogsInTurn(chain, filter),
+      },
+      maxPerScope: opts.maxPerKey,
+      idleTimeoutMs: opts.idleTimeoutMs,
+      onWantsChange: (now) => {
+        this.wants = now;
+        if (!now.heads) this.heads.lost = false;
+        if (!now.pending) {
+          this.pending.lost = false;
+          this.pendingSeen.clear();
+        }
+        this.feed();
+      },
+    });
   }
 
-  function feedHead(number: number, hash: string): void {
-    registry.onHead(number, hash);
-    for (const w of headWaits) if (number >= w.number) w.done();
+  private log(msg: string, reason: string): void {
+    this.opts.log('warn', msg, { reason });
   }
 
-  function onPolledBlock(block: PolledBlock): void {
-    head.note(block.number);
-    if (wants.heads && headsFeed === null) feedHead(block.number, block.hash);
-    if (wants.pending && pendingFeed === null) for (const tx of block.transactions) pushPending(tx);
+  private pushPending(hash: string): void {
+    if (this.pendingSeen.add(hash)) this.registry.onPendingTransaction(hash);
+  }
+
+  /** A head as the newHeads subscription tells it. */
+  private readonly headJson = (json: string): void => {
+    const h = JSON.parse(json) as { number?: unknown; hash?: unknown };
+    if (typeof h.number === 'string' && typeof h.hash === 'string') this.feedHead(Number(h.number), h.hash);
+  };
+
+  /** A transaction hash as the newPendingTransactions subscription tells it. */
+  private readonly pendingJson = (json: string): void => {
+    const hash = JSON.parse(json) as unknown;
+    if (typeof hash === 'string') this.pushPending(hash);
+  };
+
+  private feedHead(number: number, hash: string): void {
+    this.registry.onHead(number, hash);
+    for (const w of this.headWaits) if (number >= w.number) w.done();
+  }
+
+  private onPolledBlock(block: PolledBlock): void {
+    this.chain.head.note(block.number);
+    if (this.wants.heads && this.heads.stop === null) this.feedHead(block.number, block.hash);
+    if (this.wants.pending && this.pending.stop === null) for (const tx of block.transactions) this.pushPending(tx);
   }
 
   /** Opens or closes the subscriptions and the poll so that exactly what the registry wants is fed. */
-  function feed(): void {
-    const feeds = chain.feeds;
-    if (wants.heads && headsFeed === null && feeds !== null && !headsFeedLost) {
+  private feed(): void {
+    this.feedOne(this.heads, this.wants.heads, 'newHeads', 'newHeads', this.headJson);
+    this.feedOne(this.pending, this.wants.pending, 'newPendingTransactions', 'pending transaction', this.pendingJson);
+    this.feedPoll();
+  }
+
+  /** Opens `feed`'s subscription to `topic` while `wanted` (unless it was lost), closes it once not. */
+  private feedOne(
+    feed: UpstreamFeed,
+    wanted: boolean,
+    topic: 'newHeads' | 'newPendingTransactions',
+    what: string,
+    notify: (json: string) => void,
+  ): void {
+    const feeds = this.chain.feeds;
+    if (wanted && feed.stop === null && feeds !== null && !feed.lost) {
       let lost = false;
-      const stop = feeds.subscribe('newHeads', undefined, {
-        notify(json) {
-          const h = JSON.parse(json) as { number?: unknown; hash?: unknown };
-          if (typeof h.number === 'string' && typeof h.hash === 'string') feedHead(Number(h.number), h.hash);
-        },
-        lost(reason) {
+      const stop = feeds.subscribe(topic, undefined, {
+        notify,
+        lost: (reason) => {
           lost = true;
-          log("the filters' newHeads subscription was lost; polling blocks instead", reason);
-          headsFeed = null;
-          headsFeedLost = true;
-          feed();
+          this.log(`the filters' ${what} subscription was lost; polling blocks instead`, reason);
+          feed.stop = null;
+          feed.lost = true;
+          this.feed();
         },
       });
-      if (!lost) headsFeed = stop.remove;
-    } else if (!wants.heads && headsFeed !== null) {
-      headsFeed();
-      headsFeed = null;
+      if (!lost) feed.stop = stop.remove;
+    } else if (!wanted && feed.stop !== null) {
+      feed.stop();
+      feed.stop = null;
     }
-    if (wants.pending && pendingFeed === null && feeds !== null && !pendingFeedLost) {
-      let lost = false;
-      const stop = feeds.subscribe('newPendingTransactions', undefined, {
-        notify(json) {
-          const hash = JSON.parse(json) as unknown;
-          if (typeof hash === 'string') pushPending(hash);
-        },
-        lost(reason) {
-          lost = true;
-          log("the filters' pending transaction subscription was lost; polling blocks instead", reason);
-          pendingFeed = null;
-          pendingFeedLost = true;
-          feed();
-        },
-      });
-      if (!lost) pendingFeed = stop.remove;
-    } else if (!wants.pending && pendingFeed !== null) {
-      pendingFeed();
-      pendingFeed = null;
-    }
-    const poll = (wants.heads && headsFeed === null) || (wants.pending && pendingFeed === null);
-    if (poll && follower === null) {
-      follower = followBlocks(chain, {
-        from: callHead,
-        onBlock: onPolledBlock,
+  }
+
+  /** The block poll runs while a wanted feed has no subscription. */
+  private feedPoll(): void {
+    const { chain, wants } = this;
+    const poll = (wants.heads && this.heads.stop === null) || (wants.pending && this.pending.stop === null);
+    if (poll && this.follower === null) {
+      this.follower = followBlocks(chain, {
+        from: this.callHead,
+        onBlock: (block) => this.onPolledBlock(block),
         followsNewChain: (upstream, number) => {
           const index = chain.upstreams.indexOf(upstream);
           return index < 0 || chain.health.followsNewChain(index, number);
         },
-        ...(opts.stopping !== undefined ? { stopped: opts.stopping } : {}),
+        ...(this.opts.stopping !== undefined ? { stopped: this.opts.stopping } : {}),
       });
-    } else if (!poll && follower !== null) {
-      follower.stop();
-      follower = null;
+    } else if (!poll && this.follower !== null) {
+      this.follower.stop();
+      this.follower = null;
     }
   }
 
@@ -218,14 +243,15 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
    * after a client saw a new block covers it: the block poll is asked at once; a subscription is waited
    * for, HEAD_CATCH_UP_MS at most.
    */
-  function headsCaughtUp(): Promise<void> {
-    const seen = registry.headSeen();
+  private headsCaughtUp(): Promise<void> {
+    const seen = this.registry.headSeen();
+    const callHead = this.callHead;
     if (callHead === null || seen === null || seen >= callHead) return Promise.resolve();
-    if (headsFeed === null && follower !== null) return follower.pollNow();
-    const number = callHead;
+    if (this.heads.stop === null && this.follower !== null) return this.follower.pollNow();
+    const headWaits = this.headWaits;
     return new Promise((resolve) => {
       const wait = {
-        number,
+        number: callHead,
         done() {
           clearTimeout(timer);
           headWaits.delete(wait);
@@ -238,43 +264,51 @@ export function createChainFilters(chain: FilterSources, opts: ChainFiltersOptio
   }
 
   /** The head as a node tells it now, so a poll right after a client saw a new block covers that block. */
-  async function refreshHead(): Promise<void> {
-    callHead = (await head.fresh()) ?? head.now();
+  private async refreshHead(): Promise<void> {
+    const head = this.chain.head;
+    this.callHead = (await head.fresh()) ?? head.now();
   }
 
-  return {
-    size: () => registry.size(),
-    async call(scope, method, params): Promise<unknown> {
-      const id = params[0] as string;
-      switch (method) {
-        case 'eth_newFilter':
-          await refreshHead();
-          return registry.newFilter(scope, params[0] as Record<string, unknown>);
-        case 'eth_newBlockFilter':
-          await refreshHead();
-          return registry.newBlockFilter(scope);
-        case 'eth_newPendingTransactionFilter':
-          await refreshHead();
-          return registry.newPendingTransactionFilter(scope);
-        case 'eth_getFilterChanges':
-          await refreshHead();
-          await headsCaughtUp();
-          return registry.getFilterChanges(scope, id);
-        case 'eth_getFilterLogs':
-          return registry.getFilterLogs(scope, id);
-        case 'eth_uninstallFilter':
-          return registry.uninstall(scope, id);
-        default:
-          throw new Error(`${method} is not a filter method`);
-      }
-    },
-    takesSentTransactions: () => wants.pending && pendingFeed === null,
-    notePendingTransaction(hash) {
-      if (wants.pending && pendingFeed === null) pushPending(hash);
-    },
-    close() {
-      registry.close();
-      for (const w of headWaits) w.done();
-    },
-  };
+  size(): number {
+    return this.registry.size();
+  }
+
+  async call(scope: string, method: string, params: unknown[]): Promise<unknown> {
+    const registry = this.registry;
+    const id = params[0] as string;
+    switch (method) {
+      case 'eth_newFilter':
+        await this.refreshHead();
+        return registry.newFilter(scope, params[0] as Record<string, unknown>);
+      case 'eth_newBlockFilter':
+        await this.refreshHead();
+        return registry.newBlockFilter(scope);
+      case 'eth_newPendingTransactionFilter':
+        await this.refreshHead();
+        return registry.newPendingTransactionFilter(scope);
+      case 'eth_getFilterChanges':
+        await this.refreshHead();
+        await this.headsCaughtUp();
+        return registry.getFilterChanges(scope, id);
+      case 'eth_getFilterLogs':
+        return registry.getFilterLogs(scope, id);
+      case 'eth_uninstallFilter':
+        return registry.uninstall(scope, id);
+      default:
+        throw new Error(`${method} is not a filter method`);
+    }
+  }
+
+  takesSentTransactions(): boolean {
+    return this.wants.pending && this.pending.stop === null;
+  }
+
+  notePendingTransaction(hash: string): void {
+    if (this.wants.pending && this.pending.stop === null) this.pushPending(hash);
+  }
+
+  close(): void {
+    this.registry.close();
+    for (const w of this.headWaits) w.done();
+  }
 }

@@ -12,17 +12,24 @@ import type { ChainHealth } from '../upstreams/selection.js';
 import type { ChainFilters } from './filters.js';
 import { errorText } from '../log.js';
 
+/** To a worker: a probe report about node `index` of `chain` (told to every worker), or a filter call's answer. */
 type ToWorker =
-  | { chain: string; started: number }
-  | { chain: string; reported: number; head: number | null; latencyMs: number; hung: boolean }
-  | { chain: string; feedHead: number; head: number }
-  | { chain: string; wrongChain: number; wrong: boolean }
-  | { reply: number; result: unknown }
-  | { reply: number; refusal: FilterErrorMessage }
-  | { reply: number; rpcError: { code: number; message: string } }
-  | { reply: number; failure: string };
+  | { kind: 'started'; chain: string; index: number }
+  | { kind: 'reported'; chain: string; index: number; head: number | null; latencyMs: number; hung: boolean }
+  | { kind: 'feedHead'; chain: string; index: number; head: number }
+  | { kind: 'wrongChain'; chain: string; index: number; wrong: boolean }
+  | FilterReply;
 
-type ToMain = { call: number; chain: string; scope: string; method: string; params: unknown[] } | { chain: string; pending: string };
+/** The main thread's answer to a worker's filter call `reply`. */
+type FilterReply =
+  | { kind: 'result'; reply: number; result: unknown }
+  | { kind: 'refusal'; reply: number; refusal: FilterErrorMessage }
+  | { kind: 'rpcError'; reply: number; rpcError: { code: number; message: string } }
+  | { kind: 'failure'; reply: number; failure: string };
+
+type ToMain =
+  | { kind: 'call'; call: number; chain: string; scope: string; method: string; params: unknown[] }
+  | { kind: 'pending'; chain: string; pending: string };
 
 /** The main thread's side: its chains' probe reports to every worker, and the workers' filter calls. */
 export interface ChainRelayHost {
@@ -47,33 +54,38 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
       port.on('close', () => ports.delete(port));
       port.on('message', (m: ToMain) => {
         const filters = filtersOf(m.chain);
-        if (!('call' in m)) {
+        if (m.kind === 'pending') {
           filters?.notePendingTransaction(m.pending);
           return;
         }
         const id = m.call;
         if (filters === undefined) {
-          port.postMessage({ reply: id, failure: `chain '${m.chain}' is not configured` } satisfies ToWorker);
+          port.postMessage({ kind: 'failure', reply: id, failure: `chain '${m.chain}' is not configured` } satisfies ToWorker);
           return;
         }
         filters.call(m.scope, m.method, m.params).then(
-          (r) => port.postMessage((isFilterError(r) ? { reply: id, refusal: r.message } : { reply: id, result: r }) satisfies ToWorker),
+          (r) =>
+            port.postMessage(
+              (isFilterError(r)
+                ? { kind: 'refusal', reply: id, refusal: r.message }
+                : { kind: 'result', reply: id, result: r }) satisfies ToWorker,
+            ),
           (err: unknown) =>
             port.postMessage(
               (err instanceof NodeRpcError
-                ? { reply: id, rpcError: { code: err.code, message: err.message } }
-                : { reply: id, failure: errorText(err) }) satisfies ToWorker,
+                ? { kind: 'rpcError', reply: id, rpcError: { code: err.code, message: err.message } }
+                : { kind: 'failure', reply: id, failure: errorText(err) }) satisfies ToWorker,
             ),
         );
       });
       port.unref();
     },
     observer: (slug) => ({
-      started: (index) => broadcast({ chain: slug, started: index }),
-      reported: (index, head, latencyMs, hung) => broadcast({ chain: slug, reported: index, head, latencyMs, hung }),
+      started: (index) => broadcast({ kind: 'started', chain: slug, index }),
+      reported: (index, head, latencyMs, hung) => broadcast({ kind: 'reported', chain: slug, index, head, latencyMs, hung }),
     }),
-    feedHead: (slug, index, head) => broadcast({ chain: slug, feedHead: index, head }),
-    wrongChain: (slug, index, wrong) => broadcast({ chain: slug, wrongChain: index, wrong }),
+    feedHead: (slug, index, head) => broadcast({ kind: 'feedHead', chain: slug, index, head }),
+    wrongChain: (slug, index, wrong) => broadcast({ kind: 'wrongChain', chain: slug, index, wrong }),
   };
 }
 
@@ -88,31 +100,29 @@ export interface ChainRelayClient {
 
 export function createChainRelayClient(port: MessagePort): ChainRelayClient {
   const followers = new Map<string, ChainHealth>();
-  const waiting = new Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
+  const waiting: Waiting = new Map();
   let nextId = 1;
   port.on('message', (m: ToWorker) => {
-    if ('reply' in m) {
-      const w = waiting.get(m.reply);
-      waiting.delete(m.reply);
-      if (w === undefined) return;
-      if ('result' in m) w.resolve(m.result);
-      else if ('refusal' in m) w.resolve(filterError(m.refusal));
-      else if ('rpcError' in m) w.reject(new NodeRpcError(m.rpcError.code, m.rpcError.message));
-      else w.reject(new Error(m.failure));
-      return;
+    switch (m.kind) {
+      case 'result':
+      case 'refusal':
+      case 'rpcError':
+      case 'failure':
+        settleReply(waiting, m);
+        return;
+      case 'started':
+      case 'reported':
+      case 'feedHead':
+      case 'wrongChain': {
+        const health = followers.get(m.chain);
+        if (health !== undefined) hearProbe(health, m);
+        return;
+      }
+      default: {
+        const never: never = m;
+        throw new Error(`unknown relay message ${JSON.stringify(never)}`);
+      }
     }
-    const health = followers.get(m.chain);
-    if (health === undefined) return;
-    if ('started' in m) {
-      const u = health.upstreams[m.started];
-      if (u !== undefined) u.probeSince = health.now();
-    } else if ('reported' in m) {
-      const u = health.upstreams[m.reported];
-      if (u === undefined) return;
-      u.probeSince = null;
-      u.reportProbe(m.head, m.latencyMs, m.hung);
-    } else if ('wrongChain' in m) health.upstreams[m.wrongChain]?.reportWrongChain(m.wrong);
-    else if (health.upstreams[m.feedHead] !== undefined) health.followsNewChain(m.feedHead, m.head);
   });
   // Only calls in flight keep a worker alive; the probe reports alone do not.
   port.unref();
@@ -130,11 +140,11 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
         new Promise((resolve, reject) => {
           const id = nextId++;
           waiting.set(id, { resolve, reject });
-          send({ call: id, chain: slug, scope, method, params });
+          send({ kind: 'call', call: id, chain: slug, scope, method, params });
         }),
       // Every sent transaction is told: only the main thread knows whether a pending filter waits for it.
       takesSentTransactions: () => true,
-      notePendingTransaction: (hash) => send({ chain: slug, pending: hash }),
+      notePendingTransaction: (hash) => send({ kind: 'pending', chain: slug, pending: hash }),
       close() {},
     }),
     close() {
@@ -143,4 +153,59 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
       port.close();
     },
   };
+}
+
+type Waiting = Map<number, { resolve(v: unknown): void; reject(e: unknown): void }>;
+
+/** Settles the worker's filter call that `m` answers (none when it was already given up). */
+function settleReply(waiting: Waiting, m: FilterReply): void {
+  const w = waiting.get(m.reply);
+  waiting.delete(m.reply);
+  if (w === undefined) return;
+  switch (m.kind) {
+    case 'result':
+      w.resolve(m.result);
+      return;
+    case 'refusal':
+      w.resolve(filterError(m.refusal));
+      return;
+    case 'rpcError':
+      w.reject(new NodeRpcError(m.rpcError.code, m.rpcError.message));
+      return;
+    case 'failure':
+      w.reject(new Error(m.failure));
+      return;
+    default: {
+      const never: never = m;
+      throw new Error(`unknown filter reply ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
+function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply>): void {
+  switch (m.kind) {
+    case 'started': {
+      const u = health.upstreams[m.index];
+      if (u !== undefined) u.probeSince = health.now();
+      return;
+    }
+    case 'reported': {
+      const u = health.upstreams[m.index];
+      if (u === undefined) return;
+      u.probeSince = null;
+      u.reportProbe(m.head, m.latencyMs, m.hung);
+      return;
+    }
+    case 'wrongChain':
+      health.upstreams[m.index]?.reportWrongChain(m.wrong);
+      return;
+    case 'feedHead':
+      if (health.upstreams[m.index] !== undefined) health.followsNewChain(m.index, m.head);
+      return;
+    default: {
+      const never: never = m;
+      throw new Error(`unknown probe report ${JSON.stringify(never)}`);
+    }
+  }
 }

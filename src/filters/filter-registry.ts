@@ -21,6 +21,7 @@ import {
   rewindLogFilter,
   type FilterError,
   type FilterSource,
+  type HashJournal,
   type LogFilterState,
 } from './filter-kinds.js';
 
@@ -128,185 +129,228 @@ function idKey(id: string): string {
 
 /** One chain's filters. Throws TypeError naming the option when a bound is not a positive integer. */
 export function createFilterRegistry(opts: FilterRegistryOptions): FilterRegistry {
-  const { source } = opts;
-  const maxPerScope = positiveInteger(opts.maxPerScope, undefined, 'maxPerScope');
-  const idleTimeoutMs = positiveInteger(opts.idleTimeoutMs, undefined, 'idleTimeoutMs');
-  const maxFilters = positiveInteger(opts.maxFilters, DEFAULT_MAX_FILTERS, 'maxFilters');
-  const maxQueued = positiveInteger(opts.maxQueuedPerFilter, DEFAULT_MAX_QUEUED, 'maxQueuedPerFilter');
-  const clock = opts.now ?? (() => performance.now());
+  return new Registry(opts);
+}
 
-  const byId = new Map<string, Filter>();
-  const byScope = new Map<string, Set<Filter>>();
-  const counts: Record<FilterKind, number> = { logs: 0, blocks: 0, pending: 0 };
-  const logFilters = new Set<Filter>();
-  const blockHashes = createHashJournal(maxQueued);
-  const pendingHashes = createHashJournal(maxQueued);
-  const recentHeads = new Map<number, string>();
-  let lastHead: number | null = null;
-  let wanted = { heads: false, pending: false };
-  let fullSweepAt = -Infinity;
+/** The filters by id and by scope, the journals of hashes they read and the heads seen, in fields. */
+class Registry implements FilterRegistry {
+  private readonly source: FilterSource;
+  private readonly maxPerScope: number;
+  private readonly idleTimeoutMs: number;
+  private readonly maxFilters: number;
+  private readonly clock: () => number;
+  private readonly onWantsChange: FilterRegistryOptions['onWantsChange'];
+  private readonly byId = new Map<string, Filter>();
+  private readonly byScope = new Map<string, Set<Filter>>();
+  private readonly counts: Record<FilterKind, number> = { logs: 0, blocks: 0, pending: 0 };
+  private readonly logFilters = new Set<Filter>();
+  private readonly blockHashes: HashJournal;
+  private readonly pendingHashes: HashJournal;
+  private readonly recentHeads = new Map<number, string>();
+  private lastHead: number | null = null;
+  private wanted = { heads: false, pending: false };
+  private fullSweepAt = -Infinity;
+  /** The source as log polls read it: up to the newest head seen, so every block read has its reorgs known. */
+  private readonly seenSource: FilterSource;
+  private readonly stopSweep: () => void;
 
-  const stopSweep = (opts.every ?? everyUnref)(Math.min(MAX_SWEEP_MS, Math.max(MIN_SWEEP_MS, idleTimeoutMs)), sweep);
-
-  function expired(f: Filter, now: number): boolean {
-    return now - f.lastPolledAt >= idleTimeoutMs;
+  constructor(opts: FilterRegistryOptions) {
+    const source = opts.source;
+    this.source = source;
+    this.maxPerScope = positiveInteger(opts.maxPerScope, undefined, 'maxPerScope');
+    this.idleTimeoutMs = positiveInteger(opts.idleTimeoutMs, undefined, 'idleTimeoutMs');
+    this.maxFilters = positiveInteger(opts.maxFilters, DEFAULT_MAX_FILTERS, 'maxFilters');
+    const maxQueued = positiveInteger(opts.maxQueuedPerFilter, DEFAULT_MAX_QUEUED, 'maxQueuedPerFilter');
+    this.clock = opts.now ?? (() => performance.now());
+    this.onWantsChange = opts.onWantsChange;
+    this.blockHashes = createHashJournal(maxQueued);
+    this.pendingHashes = createHashJournal(maxQueued);
+    this.seenSource = {
+      head: () => {
+        const head = source.head();
+        const lastHead = this.lastHead;
+        return head === null || lastHead === null ? head : Math.min(head, lastHead);
+      },
+      getLogs: (filter) => source.getLogs(filter),
+    };
+    const sweepEvery = Math.min(MAX_SWEEP_MS, Math.max(MIN_SWEEP_MS, this.idleTimeoutMs));
+    this.stopSweep = (opts.every ?? everyUnref)(sweepEvery, () => this.sweep());
   }
 
-  function noticeWants(): void {
+  private expired(f: Filter, now: number): boolean {
+    return now - f.lastPolledAt >= this.idleTimeoutMs;
+  }
+
+  private noticeWants(): void {
+    const counts = this.counts;
     const now = { heads: counts.blocks + counts.logs > 0, pending: counts.pending > 0 };
-    if (now.heads === wanted.heads && now.pending === wanted.pending) return;
-    wanted = now;
+    if (now.heads === this.wanted.heads && now.pending === this.wanted.pending) return;
+    this.wanted = now;
     if (!now.heads) {
       // Heads stop coming: what was seen would be stale when they come again.
-      lastHead = null;
-      recentHeads.clear();
+      this.lastHead = null;
+      this.recentHeads.clear();
     }
-    opts.onWantsChange?.(now);
+    this.onWantsChange?.(now);
   }
 
-  function remove(f: Filter): void {
-    byId.delete(f.id);
-    const own = byScope.get(f.scope);
+  private remove(f: Filter): void {
+    const counts = this.counts;
+    this.byId.delete(f.id);
+    const own = this.byScope.get(f.scope);
     own?.delete(f);
-    if (own?.size === 0) byScope.delete(f.scope);
+    if (own?.size === 0) this.byScope.delete(f.scope);
     counts[f.kind]--;
-    if (f.kind === 'logs') logFilters.delete(f);
-    if (counts.blocks === 0) blockHashes.clear();
-    if (counts.pending === 0) pendingHashes.clear();
+    if (f.kind === 'logs') this.logFilters.delete(f);
+    if (counts.blocks === 0) this.blockHashes.clear();
+    if (counts.pending === 0) this.pendingHashes.clear();
   }
 
-  function sweep(): void {
-    const now = clock();
+  private sweep(): void {
+    const now = this.clock();
     let removed = false;
-    for (const f of byId.values()) {
-      if (expired(f, now)) {
-        remove(f);
+    for (const f of this.byId.values()) {
+      if (this.expired(f, now)) {
+        this.remove(f);
         removed = true;
       }
     }
-    if (removed) noticeWants();
+    if (removed) this.noticeWants();
   }
 
   /** The scope's live filter with that id, or undefined; an expired one found here is removed. */
-  function find(scope: string, id: string): Filter | undefined {
-    const f = byId.get(idKey(id));
+  private find(scope: string, id: string): Filter | undefined {
+    const f = this.byId.get(idKey(id));
     if (f === undefined || f.scope !== scope) return undefined;
-    if (expired(f, clock())) {
-      remove(f);
-      noticeWants();
+    if (this.expired(f, this.clock())) {
+      this.remove(f);
+      this.noticeWants();
       return undefined;
     }
     return f;
   }
 
-  function newId(): string {
+  private newId(): string {
     for (;;) {
       const id = idKey(`0x${randomBytes(16).toString('hex')}`);
-      if (!byId.has(id)) return id;
+      if (!this.byId.has(id)) return id;
     }
   }
 
   /** Room for one more filter in `scope`, after dropping its expired ones; fail-closed at the limits. */
-  function hasRoom(scope: string): boolean {
-    const own = byScope.get(scope);
-    if (own !== undefined && own.size >= maxPerScope) {
+  private hasRoom(scope: string): boolean {
+    const { byId, clock } = this;
+    const own = this.byScope.get(scope);
+    if (own !== undefined && own.size >= this.maxPerScope) {
       const now = clock();
-      for (const f of own) if (expired(f, now)) remove(f);
-      if (own.size >= maxPerScope) return false;
+      for (const f of own) if (this.expired(f, now)) this.remove(f);
+      if (own.size >= this.maxPerScope) return false;
     }
     // At the global bound, one full sweep a second at most: a flood of refused creations must not scan every filter each time.
-    if (byId.size >= maxFilters && clock() - fullSweepAt >= MIN_SWEEP_MS) {
-      fullSweepAt = clock();
-      sweep();
+    if (byId.size >= this.maxFilters && clock() - this.fullSweepAt >= MIN_SWEEP_MS) {
+      this.fullSweepAt = clock();
+      this.sweep();
     }
-    return byId.size < maxFilters;
+    return byId.size < this.maxFilters;
   }
 
-  function install(scope: string, kind: FilterKind, logs: LogFilterState | null): string | FilterError {
-    if (!hasRoom(scope)) {
-      noticeWants();
+  private install(scope: string, kind: FilterKind, logs: LogFilterState | null): string | FilterError {
+    if (!this.hasRoom(scope)) {
+      this.noticeWants();
       return TOO_MANY;
     }
-    const cursor = kind === 'blocks' ? blockHashes.next : kind === 'pending' ? pendingHashes.next : 0;
-    const f: Filter = { id: newId(), scope, kind, lastPolledAt: clock(), cursor, logs, queue: settled };
-    byId.set(f.id, f);
-    let own = byScope.get(scope);
-    if (own === undefined) byScope.set(scope, (own = new Set()));
+    const cursor = kind === 'blocks' ? this.blockHashes.next : kind === 'pending' ? this.pendingHashes.next : 0;
+    const f: Filter = { id: this.newId(), scope, kind, lastPolledAt: this.clock(), cursor, logs, queue: settled };
+    this.byId.set(f.id, f);
+    let own = this.byScope.get(scope);
+    if (own === undefined) this.byScope.set(scope, (own = new Set()));
     own.add(f);
-    counts[kind]++;
-    if (kind === 'logs') logFilters.add(f);
-    noticeWants();
+    this.counts[kind]++;
+    if (kind === 'logs') this.logFilters.add(f);
+    this.noticeWants();
     return f.id;
   }
 
-  /** The source as log polls read it: up to the newest head seen, so every block read has its reorgs known. */
-  const seenSource: FilterSource = {
-    head() {
-      const head = source.head();
-      return head === null || lastHead === null ? head : Math.min(head, lastHead);
-    },
-    getLogs: (filter) => source.getLogs(filter),
-  };
-
-  function pollLogs(f: Filter): Promise<unknown[]> {
+  private pollLogs(f: Filter): Promise<unknown[]> {
     const logs = f.logs!;
-    const run = f.queue.then(() => pollLogChanges(logs, seenSource));
+    const run = f.queue.then(() => pollLogChanges(logs, this.seenSource));
     f.queue = run.catch(() => undefined);
     return run;
   }
 
-  return {
-    onHead(number, hash) {
-      if (recentHeads.get(number) === hash) return;
-      const reorg = lastHead !== null && number <= lastHead;
-      if (reorg) {
-        if (lastHead! - number > RECENT_HEADS) recentHeads.clear();
-        else for (let n = number + 1; n <= lastHead!; n++) recentHeads.delete(n);
-      }
-      recentHeads.set(number, hash);
-      if (recentHeads.size > RECENT_HEADS) recentHeads.delete(recentHeads.keys().next().value!);
-      lastHead = number;
-      if (counts.blocks > 0) blockHashes.push(hash);
-      if (reorg) for (const f of logFilters) rewindLogFilter(f.logs!, number);
-    },
-    headSeen: () => lastHead,
-    onPendingTransaction(hash) {
-      if (counts.pending > 0) pendingHashes.push(hash);
-    },
-    wants: () => ({ ...wanted }),
-    newFilter(scope, filter) {
-      const state = createLogFilterState(filter, source.head());
-      return isFilterError(state) ? state : install(scope, 'logs', state);
-    },
-    newBlockFilter: (scope) => install(scope, 'blocks', null),
-    newPendingTransactionFilter: (scope) => install(scope, 'pending', null),
-    async getFilterChanges(scope, id) {
-      const f = find(scope, id);
-      if (f === undefined) return NOT_FOUND;
-      f.lastPolledAt = clock();
-      if (f.kind === 'logs') return pollLogs(f);
-      const journal = f.kind === 'blocks' ? blockHashes : pendingHashes;
-      const hashes = journal.since(f.cursor);
-      f.cursor = journal.next;
-      return hashes;
-    },
-    async getFilterLogs(scope, id) {
-      const f = find(scope, id);
-      if (f === undefined || f.logs === null) return NOT_FOUND;
-      return allFilterLogs(f.logs, source);
-    },
-    uninstall(scope, id) {
-      const f = find(scope, id);
-      if (f === undefined) return false;
-      remove(f);
-      noticeWants();
-      return true;
-    },
-    size: () => byId.size,
-    close() {
-      stopSweep();
-      for (const f of [...byId.values()]) remove(f);
-      noticeWants();
-    },
-  };
+  onHead(number: number, hash: string): void {
+    const recentHeads = this.recentHeads;
+    if (recentHeads.get(number) === hash) return;
+    const lastHead = this.lastHead;
+    const reorg = lastHead !== null && number <= lastHead;
+    if (reorg) {
+      if (lastHead - number > RECENT_HEADS) recentHeads.clear();
+      else for (let n = number + 1; n <= lastHead; n++) recentHeads.delete(n);
+    }
+    recentHeads.set(number, hash);
+    if (recentHeads.size > RECENT_HEADS) recentHeads.delete(recentHeads.keys().next().value!);
+    this.lastHead = number;
+    if (this.counts.blocks > 0) this.blockHashes.push(hash);
+    if (reorg) for (const f of this.logFilters) rewindLogFilter(f.logs!, number);
+  }
+
+  headSeen(): number | null {
+    return this.lastHead;
+  }
+
+  onPendingTransaction(hash: string): void {
+    if (this.counts.pending > 0) this.pendingHashes.push(hash);
+  }
+
+  wants(): { heads: boolean; pending: boolean } {
+    return { ...this.wanted };
+  }
+
+  newFilter(scope: string, filter: Record<string, unknown>): string | FilterError {
+    const state = createLogFilterState(filter, this.source.head());
+    return isFilterError(state) ? state : this.install(scope, 'logs', state);
+  }
+
+  newBlockFilter(scope: string): string | FilterError {
+    return this.install(scope, 'blocks', null);
+  }
+
+  newPendingTransactionFilter(scope: string): string | FilterError {
+    return this.install(scope, 'pending', null);
+  }
+
+  async getFilterChanges(scope: string, id: string): Promise<unknown[] | FilterError> {
+    const f = this.find(scope, id);
+    if (f === undefined) return NOT_FOUND;
+    f.lastPolledAt = this.clock();
+    if (f.kind === 'logs') return this.pollLogs(f);
+    const journal = f.kind === 'blocks' ? this.blockHashes : this.pendingHashes;
+    const hashes = journal.since(f.cursor);
+    f.cursor = journal.next;
+    return hashes;
+  }
+
+  async getFilterLogs(scope: string, id: string): Promise<unknown[] | FilterError> {
+    const f = this.find(scope, id);
+    if (f === undefined || f.logs === null) return NOT_FOUND;
+    return allFilterLogs(f.logs, this.source);
+  }
+
+  uninstall(scope: string, id: string): boolean {
+    const f = this.find(scope, id);
+    if (f === undefined) return false;
+    this.remove(f);
+    this.noticeWants();
+    return true;
+  }
+
+  size(): number {
+    return this.byId.size;
+  }
+
+  close(): void {
+    this.stopSweep();
+    for (const f of [...this.byId.values()]) this.remove(f);
+    this.noticeWants();
+  }
 }

@@ -3,47 +3,11 @@
  * it: `net_version`, and reads pinned to one block (by number or by hash) once that block is at least
  * `finality_depth` blocks below the head. Everything that reads state at a tag, simulates, writes or
  * touches filters is never cached, whatever its block: a stale balance or nonce costs users money.
+ * Which methods may be kept, and how each names its block, is a trait of the method's catalogue row
+ * (MethodRow.cache, declared in methods-eth.ts and methods-trace.ts).
  */
+import type { BlockSource, MethodRow } from './method-rule.js';
 import { isHash, isPlainObject, isQuantity } from './param-types.js';
-
-/** How a method names its block, which decides whether a key can be made before forwarding. */
-type BlockSource =
-  /** No block: the answer is fixed per chain. */
-  | 'chain'
-  /** params[0] is a block number or tag; only a number is cacheable. */
-  | 'number-param'
-  /** params[0] is a hash (of a block or transaction); the answer says which block. */
-  | 'hash-param'
-  /** params[0] is a block reference (number, tag, hash, EIP-1898 object). */
-  | 'reference-param'
-  /** params[0] is a log filter (or trace_filter's filter: a range, never a blockHash). */
-  | 'filter';
-
-const CACHEABLE: ReadonlyMap<string, BlockSource> = new Map<string, BlockSource>([
-  ['net_version', 'chain'],
-  ['eth_getBlockByNumber', 'number-param'],
-  ['eth_getTransactionByBlockNumberAndIndex', 'number-param'],
-  ['eth_getBlockTransactionCountByNumber', 'number-param'],
-  ['eth_getBlockByHash', 'hash-param'],
-  ['eth_getTransactionByHash', 'hash-param'],
-  ['eth_getTransactionReceipt', 'hash-param'],
-  ['eth_getTransactionByBlockHashAndIndex', 'hash-param'],
-  ['eth_getBlockReceipts', 'reference-param'],
-  ['eth_getBlockAccessList', 'reference-param'],
-  ['eth_getLogs', 'filter'],
-  // A final block's traces are as fixed as its receipts (errors, a trace timeout among them, are never
-  // kept). By hash they are kept only when the answer tells the block as a hex number, which a trace
-  // list does not: trace_* entries carry it as a plain JSON number, a debug trace not at all.
-  ['debug_traceBlockByNumber', 'number-param'],
-  ['trace_block', 'reference-param'],
-  ['trace_replayBlockTransactions', 'reference-param'],
-  // Its fromBlock/toBlock read as eth_getLogs's range does.
-  ['trace_filter', 'filter'],
-  // eth_getBlockTransactionCountByHash is left out: its answer is a bare count, so neither the params
-  // nor the answer tell the block's number, and without it finality cannot be judged. So are the
-  // traces of one transaction (debug_traceTransaction, trace_transaction, trace_replayTransaction) and
-  // debug_traceBlockByHash, for the same reason.
-]);
 
 const HEX = /^0x[0-9a-fA-F]*$/;
 
@@ -111,10 +75,10 @@ function pinsOneBlock(source: BlockSource, params: unknown[]): boolean {
  * answer is never cacheable: the cheap check made before forwarding. A key does not promise the answer
  * will be kept; mayCache decides that once the answer and the head are known.
  */
-export function cacheKeyFor(method: string, params: unknown[]): string | null {
-  const source = CACHEABLE.get(method);
-  if (source === undefined || !pinsOneBlock(source, params)) return null;
-  return canonicalCallJson(method, params);
+export function cacheKeyFor(row: MethodRow, params: unknown[]): string | null {
+  const source = row.cache;
+  if (source === null || !pinsOneBlock(source, params)) return null;
+  return canonicalCallJson(row.name, params);
 }
 
 function blockNumberOf(value: unknown): number | null {
@@ -175,9 +139,9 @@ function decidingBlock(method: string, source: BlockSource, params: unknown[], r
  * non-null result. Null when the call pins no block this way; undefined when the answer must be read
  * (see mayCache), or the call is not cacheable.
  */
-export function blockOfCall(method: string, params: unknown[]): number | null | undefined {
-  const source = CACHEABLE.get(method);
-  if (source === undefined || !pinsOneBlock(source, params)) return undefined;
+export function blockOfCall(row: MethodRow, params: unknown[]): number | null | undefined {
+  const source = row.cache;
+  if (source === null || !pinsOneBlock(source, params)) return undefined;
   if (source === 'number-param') return blockNumberOf(params[0]);
   if (source === 'filter') {
     const filter = params[0] as Record<string, unknown>;
@@ -191,12 +155,12 @@ export function blockOfCall(method: string, params: unknown[]): number | null | 
  * its block is at or below `head - finalityDepth`. An unknown head (null) keeps only net_version.
  * Error answers have no `result`: the caller passes only successful results (undefined is refused).
  */
-export function mayCache(method: string, params: unknown[], result: unknown, head: number | null, finalityDepth: number): boolean {
+export function mayCache(row: MethodRow, params: unknown[], result: unknown, head: number | null, finalityDepth: number): boolean {
   if (result === null || result === undefined) return false;
-  const source = CACHEABLE.get(method);
-  if (source === undefined || !pinsOneBlock(source, params)) return false;
+  const source = row.cache;
+  if (source === null || !pinsOneBlock(source, params)) return false;
   if (source === 'chain') return true;
   if (head === null) return false;
-  const block = decidingBlock(method, source, params, result);
+  const block = decidingBlock(row.name, source, params, result);
   return block !== null && block <= head - finalityDepth;
 }

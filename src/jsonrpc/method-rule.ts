@@ -1,7 +1,7 @@
 /**
  * The shape of one catalogue entry and the positional check every family shares. The families
- * (methods-eth.ts, methods-trace.ts, methods-txpool.ts) hold the rules; methods.ts puts them in one
- * catalogue and decides a call's fate.
+ * (methods-eth.ts, methods-trace.ts, methods-txpool.ts) declare the rules; methods.ts puts them in one
+ * catalogue of MethodRows, one per method with every trait, and decides a call's fate.
  */
 import { checkAddress, checkBlockReference, checkBlockTag, checkBoolean, checkHash, checkObject, type Check } from './param-types.js';
 
@@ -21,6 +21,23 @@ export interface ParamRule {
   readonly normalize?: (value: unknown) => unknown;
 }
 
+/**
+ * How a cacheable method names its block, which decides whether a key can be made before forwarding
+ * (cacheability.ts). An answer is kept only when no later block can change it.
+ */
+export type BlockSource =
+  /** No block: the answer is fixed per chain. */
+  | 'chain'
+  /** params[0] is a block number or tag; only a number is cacheable. */
+  | 'number-param'
+  /** params[0] is a hash (of a block or transaction); the answer says which block. */
+  | 'hash-param'
+  /** params[0] is a block reference (number, tag, hash, EIP-1898 object). */
+  | 'reference-param'
+  /** params[0] is a log filter (or trace_filter's filter: a range, never a blockHash). */
+  | 'filter';
+
+/** One method as its family declares it; an omitted trait takes the default its comment gives. */
 export interface MethodRule {
   /** Default RU cost when it differs from DEFAULT_RU_OTHER. */
   readonly ru?: number;
@@ -36,6 +53,68 @@ export interface MethodRule {
    * mempool's whole contents. The keyless path denies these by default (public.methods.deny); default false.
    */
   readonly heavy?: boolean;
+  /**
+   * Safe to send twice; default true. False for calls whose repetition has an effect (a transaction, filter
+   * creation and removal, a poll, which consumes the changes it returns): neither the upstream client (moving
+   * or re-sending, or pipelining it beside others) nor the gateway's failover (route-call.ts) sends one twice.
+   */
+  readonly repeatable?: boolean;
+  /**
+   * May ride on an identical call in flight (chain/dedup.ts); default true. False for calls whose repetition
+   * has an effect or whose answer belongs to one caller: filter logs (a filter is one client's), subscriptions
+   * (they live on a connection).
+   */
+  readonly shareable?: boolean;
+  /** Answered by the gateway's own filters (pipeline/filter-calls.ts, chain/filters.ts), never forwarded; default false. */
+  readonly filter?: boolean;
+  /** How the response cache may keep its answer (cacheability.ts); absent: never kept. */
+  readonly cache?: BlockSource;
+  /** Over a WebSocket, answered by the connection from its own subscriptions (pipeline/subscription-calls.ts); default false. */
+  readonly wsLocal?: boolean;
+  /**
+   * A state read (its answer needs the state of one block): the position of its block reference in the
+   * params. A state read about an old block goes to an archive node (state-reads.ts, chain/node-routes.ts).
+   */
+  readonly stateBlockAt?: number;
+}
+
+/**
+ * A catalogue row: one method with every trait, the declaration's defaults filled in. Every row has the same
+ * fields set in the same order, so the per-call reads of a row (one Map get in checkCall, then the row travels
+ * with the call) stay monomorphic.
+ */
+export class MethodRow {
+  readonly ru: number | undefined;
+  readonly params: readonly ParamRule[];
+  readonly wsOnly: boolean;
+  readonly shape: MethodRule['shape'];
+  readonly answer: MethodRule['answer'];
+  readonly heavy: boolean;
+  readonly repeatable: boolean;
+  readonly shareable: boolean;
+  readonly filter: boolean;
+  readonly cache: BlockSource | null;
+  readonly wsLocal: boolean;
+  readonly stateBlockAt: number | null;
+
+  constructor(
+    /** The method's name, as a call names it. */
+    readonly name: string,
+    rule: MethodRule,
+  ) {
+    this.ru = rule.ru;
+    this.params = rule.params;
+    this.wsOnly = rule.wsOnly === true;
+    this.shape = rule.shape;
+    this.answer = rule.answer;
+    this.heavy = rule.heavy === true;
+    this.repeatable = rule.repeatable !== false;
+    this.shareable = rule.shareable !== false;
+    this.filter = rule.filter === true;
+    this.cache = rule.cache ?? null;
+    this.wsLocal = rule.wsLocal === true;
+    this.stateBlockAt = rule.stateBlockAt ?? null;
+  }
 }
 
 export const required = (name: string, check: Check, normalize?: (v: unknown) => unknown): ParamRule =>

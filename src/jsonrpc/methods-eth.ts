@@ -67,6 +67,14 @@ function answerSha3(params: unknown[]): string {
   return `"0x${Buffer.from(keccak_256(data)).toString('hex')}"`;
 }
 
+/**
+ * A filter call that makes, polls or removes a filter: answered by the gateway's filters, and never sent twice
+ * nor shared, since each changes the filter (a poll consumes the changes it returns).
+ */
+const FILTER_CHANGE = { filter: true, repeatable: false, shareable: false } as const;
+/** A subscription call: the connection's own (it lives on one connection), answered from its subscriptions. */
+const SUBSCRIPTION_CALL = { wsOnly: true, wsLocal: true, shareable: false } as const;
+
 /** A fixed answer: the gateway's own, true of it whatever the node (see docs/decisions.md). */
 const fixed =
   (resultJson: string): MethodRule['answer'] =>
@@ -76,11 +84,11 @@ const fixed =
 export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
   ['eth_blockNumber', { ru: 10, params: NONE }],
   ['eth_chainId', { ru: 5, params: NONE, answer: answerChainId }],
-  ['eth_getLogs', { ru: 50, params: [FILTER] }],
-  ['eth_call', { ru: 20, params: [CALL, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES] }],
-  ['eth_estimateGas', { ru: 20, params: [ANY_CALL, STATE_BLOCK, STATE_OVERRIDE] }],
-  ['eth_getTransactionCount', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],
-  ['eth_getCode', { ru: 15, params: [ADDRESS, STATE_BLOCK] }],
+  ['eth_getLogs', { ru: 50, params: [FILTER], cache: 'filter' }],
+  ['eth_call', { ru: 20, params: [CALL, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES], stateBlockAt: 1 }],
+  ['eth_estimateGas', { ru: 20, params: [ANY_CALL, STATE_BLOCK, STATE_OVERRIDE], stateBlockAt: 1 }],
+  ['eth_getTransactionCount', { ru: 15, params: [ADDRESS, STATE_BLOCK], stateBlockAt: 1 }],
+  ['eth_getCode', { ru: 15, params: [ADDRESS, STATE_BLOCK], stateBlockAt: 1 }],
   [
     'eth_feeHistory',
     {
@@ -92,44 +100,49 @@ export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
       ],
     },
   ],
-  ['eth_getBlockByHash', { ru: 20, params: [BLOCK_HASH, FULL_TXS] }],
-  ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)] }],
-  ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH] }],
+  ['eth_getBlockByHash', { ru: 20, params: [BLOCK_HASH, FULL_TXS], cache: 'hash-param' }],
+  // A transaction: never re-sent (broadcast.ts sends it once to each node, all at once), never shared.
+  ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)], repeatable: false, shareable: false }],
+  ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH], cache: 'hash-param' }],
   ['web3_sha3', { ru: 15, params: [required('data', checkData)], answer: answerSha3 }],
-  ['eth_newFilter', { ru: 15, params: [FILTER] }],
-  ['eth_newPendingTransactionFilter', { ru: 15, params: [optional('fullTransactions', checkBoolean)] }],
-  ['eth_getFilterChanges', { ru: 20, params: [FILTER_ID] }],
-  ['eth_getFilterLogs', { ru: 50, params: [FILTER_ID] }],
+  ['eth_newFilter', { ru: 15, params: [FILTER], ...FILTER_CHANGE }],
+  ['eth_newPendingTransactionFilter', { ru: 15, params: [optional('fullTransactions', checkBoolean)], ...FILTER_CHANGE }],
+  ['eth_getFilterChanges', { ru: 20, params: [FILTER_ID], ...FILTER_CHANGE }],
+  // Reading a filter's logs changes nothing, so it may be repeated; the filter is one client's, so never shared.
+  ['eth_getFilterLogs', { ru: 50, params: [FILTER_ID], filter: true, shareable: false }],
   ['eth_maxPriorityFeePerGas', { ru: 10, params: NONE }],
   ['net_listening', { ru: 5, params: NONE }],
-  ['eth_subscribe', { ru: 10, params: NONE, wsOnly: true, shape: shapeSubscription }],
-  ['eth_unsubscribe', { params: [required('subscriptionId', checkHexId)], wsOnly: true }],
-  ['eth_uninstallFilter', { params: [FILTER_ID] }],
-  ['eth_newBlockFilter', { params: NONE }],
-  ['eth_getBlockByNumber', { params: [BLOCK, FULL_TXS] }],
-  ['eth_getBalance', { params: [ADDRESS, STATE_BLOCK] }],
+  ['eth_subscribe', { ru: 10, params: NONE, shape: shapeSubscription, ...SUBSCRIPTION_CALL }],
+  ['eth_unsubscribe', { params: [required('subscriptionId', checkHexId)], ...SUBSCRIPTION_CALL }],
+  ['eth_uninstallFilter', { params: [FILTER_ID], ...FILTER_CHANGE }],
+  ['eth_newBlockFilter', { params: NONE, ...FILTER_CHANGE }],
+  ['eth_getBlockByNumber', { params: [BLOCK, FULL_TXS], cache: 'number-param' }],
+  ['eth_getBalance', { params: [ADDRESS, STATE_BLOCK], stateBlockAt: 1 }],
   ['eth_gasPrice', { params: NONE }],
-  ['eth_getTransactionByHash', { params: [TX_HASH] }],
-  ['eth_getStorageAt', { params: [ADDRESS, required('slot', checkHexId), STATE_BLOCK] }],
+  ['eth_getTransactionByHash', { params: [TX_HASH], cache: 'hash-param' }],
+  ['eth_getStorageAt', { params: [ADDRESS, required('slot', checkHexId), STATE_BLOCK], stateBlockAt: 2 }],
   ['eth_syncing', { params: NONE }],
-  ['net_version', { params: NONE }],
+  ['net_version', { params: NONE, cache: 'chain' }],
   ['web3_clientVersion', { params: NONE }],
-  ['eth_getBlockReceipts', { params: [required('block', checkBlockReference)] }],
-  ['eth_getBlockTransactionCountByNumber', { params: [BLOCK] }],
+  ['eth_getBlockReceipts', { params: [required('block', checkBlockReference)], cache: 'reference-param' }],
+  ['eth_getBlockTransactionCountByNumber', { params: [BLOCK], cache: 'number-param' }],
+  // Never cached: its answer is a bare count, so neither the params nor the answer tell the block's number,
+  // and without it finality cannot be judged.
   ['eth_getBlockTransactionCountByHash', { params: [BLOCK_HASH] }],
-  ['eth_getTransactionByBlockHashAndIndex', { params: [BLOCK_HASH, INDEX] }],
-  ['eth_getTransactionByBlockNumberAndIndex', { params: [BLOCK, INDEX] }],
+  ['eth_getTransactionByBlockHashAndIndex', { params: [BLOCK_HASH, INDEX], cache: 'hash-param' }],
+  ['eth_getTransactionByBlockNumberAndIndex', { params: [BLOCK, INDEX], cache: 'number-param' }],
   ['eth_getUncleCountByBlockHash', { params: [BLOCK_HASH] }],
   ['eth_getUncleCountByBlockNumber', { params: [BLOCK] }],
   ['eth_blobBaseFee', { params: NONE }],
   // State reads and simulations priced like eth_call: each runs the EVM or walks the state trie.
-  ['eth_getProof', { ru: 20, params: [ADDRESS, required('storageKeys', checkStorageSlots), STATE_BLOCK] }],
+  ['eth_getProof', { ru: 20, params: [ADDRESS, required('storageKeys', checkStorageSlots), STATE_BLOCK], stateBlockAt: 2 }],
   ['eth_getStorageValues', { ru: 20, params: [required('requests', checkStorageRequests), STATE_BLOCK] }],
-  ['eth_createAccessList', { ru: 20, params: [ANY_CALL, STATE_BLOCK, STATE_OVERRIDE] }],
+  ['eth_createAccessList', { ru: 20, params: [ANY_CALL, STATE_BLOCK, STATE_OVERRIDE], stateBlockAt: 1 }],
   ['eth_fillTransaction', { ru: 20, params: [ANY_CALL] }],
-  // A payload may hold many blocks of calls: five times eth_call, still a fraction of a trace.
-  ['eth_simulateV1', { ru: 100, params: [required('payload', checkSimulatePayload), STATE_BLOCK] }],
-  ['eth_getBlockAccessList', { ru: 20, params: [required('block', checkBlockReference)] }],
+  // A payload may hold many blocks of calls: five times eth_call, still a fraction of a trace. A state read
+  // too, as a simulation at a block.
+  ['eth_simulateV1', { ru: 100, params: [required('payload', checkSimulatePayload), STATE_BLOCK], stateBlockAt: 1 }],
+  ['eth_getBlockAccessList', { ru: 20, params: [required('block', checkBlockReference)], cache: 'reference-param' }],
   ['eth_baseFee', { ru: 10, params: NONE }],
   ['eth_config', { params: NONE }],
   ['eth_capabilities', { params: NONE }],

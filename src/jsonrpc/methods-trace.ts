@@ -38,14 +38,23 @@ const TRACE_TYPES = required('traceTypes', checkTraceTypes);
 const TRACED_BLOCK = required('block', checkBlockReference);
 
 export const TRACE_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
+  // A final block's traces are as fixed as its receipts (errors, a trace timeout among them, are never kept), so
+  // the block traces are cacheable. By hash they are kept only when the answer tells the block as a hex number,
+  // which a trace list does not: trace_* entries carry it as a plain JSON number, a debug trace not at all. So
+  // the traces of one transaction and debug_traceBlockByHash are never cached: nothing tells their block.
   ['debug_traceTransaction', { ru: 200, heavy: true, params: [TX_HASH, TRACE_CONFIG] }],
-  ['debug_traceCall', { ru: 200, heavy: true, params: [CALL, STATE_BLOCK, optional('traceConfig', checkTraceCallConfig)] }],
-  ['debug_traceBlockByNumber', { ru: 1000, heavy: true, params: [BLOCK, TRACE_CONFIG] }],
+  // A call trace at a block is a state read.
+  [
+    'debug_traceCall',
+    { ru: 200, heavy: true, params: [CALL, STATE_BLOCK, optional('traceConfig', checkTraceCallConfig)], stateBlockAt: 1 },
+  ],
+  ['debug_traceBlockByNumber', { ru: 1000, heavy: true, params: [BLOCK, TRACE_CONFIG], cache: 'number-param' }],
   ['debug_traceBlockByHash', { ru: 1000, heavy: true, params: [BLOCK_HASH, TRACE_CONFIG] }],
   ['trace_transaction', { ru: 100, heavy: true, params: [TX_HASH] }],
-  ['trace_call', { ru: 100, heavy: true, params: [CALL, TRACE_TYPES, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES] }],
-  ['trace_block', { ru: 500, heavy: true, params: [TRACED_BLOCK] }],
-  ['trace_filter', { ru: 500, heavy: true, params: [required('filter', checkTraceFilter)] }],
+  ['trace_call', { ru: 100, heavy: true, params: [CALL, TRACE_TYPES, STATE_BLOCK, STATE_OVERRIDE, BLOCK_OVERRIDES], stateBlockAt: 2 }],
+  ['trace_block', { ru: 500, heavy: true, params: [TRACED_BLOCK], cache: 'reference-param' }],
+  // Its fromBlock/toBlock read as eth_getLogs's range does.
+  ['trace_filter', { ru: 500, heavy: true, params: [required('filter', checkTraceFilter)], cache: 'filter' }],
   ['trace_replayTransaction', { ru: 200, heavy: true, params: [TX_HASH, TRACE_TYPES] }],
-  ['trace_replayBlockTransactions', { ru: 1000, heavy: true, params: [TRACED_BLOCK, TRACE_TYPES] }],
+  ['trace_replayBlockTransactions', { ru: 1000, heavy: true, params: [TRACED_BLOCK, TRACE_TYPES], cache: 'reference-param' }],
 ];

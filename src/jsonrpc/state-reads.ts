@@ -1,29 +1,15 @@
 /**
  * State reads: calls whose answer needs the state of one block (balances, code, storage, nonces, calls
  * and simulations at that block). A full node keeps the state of its last blocks only (128 on geth), so a
- * state read about an older block needs an archive node (chain/node-routes.ts).
+ * state read about an older block needs an archive node (chain/node-routes.ts). Which methods are state
+ * reads, and where their block reference sits, is a trait of the catalogue row (MethodRow.stateBlockAt).
  */
+import { methodRow } from './methods.js';
 import { isHash, isPlainObject, isQuantity } from './param-types.js';
 
-/** Each state read and the position of its block reference in its params. */
-const STATE_READS: ReadonlyMap<string, number> = new Map([
-  ['eth_getBalance', 1],
-  ['eth_getCode', 1],
-  ['eth_getTransactionCount', 1],
-  ['eth_getStorageAt', 2],
-  ['eth_call', 1],
-  ['eth_estimateGas', 1],
-  ['eth_createAccessList', 1],
-  ['eth_getProof', 2],
-  ['debug_traceCall', 1],
-  // The same kind of call, not in the list the issue gave: a simulation or a call trace at a block.
-  ['eth_simulateV1', 1],
-  ['trace_call', 2],
-]);
-
-/** Whether `method` is a state read. */
+/** Whether `method` is a state read (its catalogue row's stateBlockAt). */
 export function isStateRead(method: string): boolean {
-  return STATE_READS.has(method);
+  return (methodRow(method)?.stateBlockAt ?? null) !== null;
 }
 
 /**
@@ -34,8 +20,8 @@ export function isStateRead(method: string): boolean {
  * params were checked already, so anything else reads as recent.
  */
 export function stateBlockOf(method: string, params: readonly unknown[]): number | string | null {
-  const at = STATE_READS.get(method);
-  if (at === undefined) return null;
+  const at = methodRow(method)?.stateBlockAt ?? null;
+  if (at === null) return null;
   const ref = params[at];
   // A 32-byte hash also reads as a quantity; nodes take a 66-character reference for a hash.
   if (isHash(ref)) return ref;

@@ -63,11 +63,17 @@ export interface BeaconCall {
 
 /** A refusal in the Beacon shape: the error, its message, an Allow list or a wait (Retry-After). */
 export interface BeaconRefusal {
+  kind: 'refused';
   refused: ErrorCode;
   message?: string;
   allow?: string;
   retryAfterMs?: number;
 }
+
+/** Admission's verdict: a refusal, the event stream (handed over as it is), or a call to forward. */
+export type BeaconAdmission = BeaconRefusal | { kind: 'events' } | { kind: 'call'; call: BeaconCall };
+
+const EVENTS: BeaconAdmission = Object.freeze({ kind: 'events' });
 
 /**
  * After the key: path, verb and parameters (404, 405, 400: nothing malformed reaches the node) → request rate
@@ -81,33 +87,38 @@ export function admitBeacon(
   path: string,
   query: string,
   headers: Array<[string, string]>,
-): BeaconRefusal | { events: true } | { call: BeaconCall } {
+): BeaconAdmission {
   const t = ctx.tenancy;
   const match = matchBeaconPath(method, path);
   if (!match.ok) {
     const code: ErrorCode = match.status === 404 ? 'not_found' : match.status === 405 ? 'method_not_allowed' : 'bad_request';
     countRefusal(t, caller, path.slice(0, 64), match.status, code, 'other');
-    return { refused: code, message: match.message, ...(match.allow !== undefined ? { allow: match.allow } : {}) };
+    return { kind: 'refused', refused: code, message: match.message, ...(match.allow !== undefined ? { allow: match.allow } : {}) };
   }
   const taken = takeRequest(t, caller);
   if (!taken.ok) {
     const code = taken.error ?? 'rate_limited';
     countRefusal(t, caller, match.template, ERRORS[code].http, code);
-    return { refused: code, retryAfterMs: taken.retryAfterMs };
+    return { kind: 'refused', refused: code, retryAfterMs: taken.retryAfterMs };
   }
   if (match.events) {
     // An event stream is counted as one, once it opens or is refused (event-streams.ts).
     caller.tally.transport = 'sse';
-    return { events: true };
+    return EVENTS;
   }
   const admission = admitRu(t, caller, beaconCost(match.template, ctx.config.ru.beacon.paths, ctx.config.ru.beacon.default));
   if (!admission.ok) {
     countRefusal(t, caller, match.template, ERRORS[admission.error].http, admission.error);
     return admission.error === 'rate_limited'
-      ? { refused: admission.error, ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}) }
-      : { refused: admission.error };
+      ? {
+          kind: 'refused',
+          refused: admission.error,
+          ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}),
+        }
+      : { kind: 'refused', refused: admission.error };
   }
   return {
+    kind: 'call',
     call: {
       method: method as 'GET' | 'POST',
       target: query === '' ? path : `${path}?${query}`,

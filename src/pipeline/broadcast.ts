@@ -14,6 +14,7 @@
  */
 import { keccak_256 } from '@noble/hashes/sha3.js';
 import { failureOutcome, isRpcError, NodeAttempt } from '../chain/attempts.js';
+import { methodRow } from '../jsonrpc/methods.js';
 import type { UpstreamOutcome } from '../metrics/registry.js';
 import type { NodeChoice } from '../upstreams/selection.js';
 import { type ForwardCall, type ForwardFailure, forwardCall, noHealthyUpstream, type RoutedSink } from './forward.js';
@@ -21,6 +22,9 @@ import type { RoutedChain } from './route-call.js';
 
 /** Node errors saying the transaction is already in its pool (geth, erigon, reth, nethermind, besu, anvil). */
 const ALREADY_KNOWN = /already known|known transaction|alreadyknown|already imported/i;
+
+/** The catalogue's row of the one method this module sends (not repeatable: each send goes out exclusive). */
+const SEND_RAW_TRANSACTION = methodRow('eth_sendRawTransaction')!;
 
 type Verdict = 'accepted' | 'known' | 'rejected';
 
@@ -92,7 +96,7 @@ export function broadcastTransaction(
     // Counted in the node's health as every attempt is (chain/attempts.ts); a broadcast never retries.
     const attempt = new NodeAttempt(health, index);
     const record = (outcome: 'ok' | 'failed', detail?: UpstreamOutcome): void => attempt.settle(outcome, detail);
-    const call: ForwardCall = forwardCall(chain.upstreams[index]!, chain.timeoutMs, 'eth_sendRawTransaction', paramsJson, idText, {
+    const call: ForwardCall = forwardCall(chain.upstreams[index]!, chain.timeoutMs, SEND_RAW_TRANSACTION, paramsJson, idText, {
       whole(body) {
         record('ok', isRpcError(body) ? 'rpc_error' : 'ok');
         const verdict = verdictOf(body);

@@ -22,14 +22,22 @@ function ipLimitKey(ip: string): string {
   return key;
 }
 
+/** Who is calling, once known, and the chain the call goes to (a key's own network). */
+export interface ResolvedCaller {
+  kind: 'caller';
+  caller: Caller;
+  chain: ChainRuntime;
+}
+
 /** Why a caller was refused; `message` replaces the table's only where it tells the key's holder more. */
 export interface CallerRefusal {
+  kind: 'refused';
   error: ErrorCode;
   message?: string;
 }
 
-const UNAUTHORIZED: CallerRefusal = Object.freeze({ error: 'unauthorized' });
-const UNKNOWN_KEY_THROTTLED: CallerRefusal = Object.freeze({ error: 'rate_limited' });
+const UNAUTHORIZED: CallerRefusal = Object.freeze({ kind: 'refused', error: 'unauthorized' });
+const UNKNOWN_KEY_THROTTLED: CallerRefusal = Object.freeze({ kind: 'refused', error: 'rate_limited' });
 
 /**
  * Who is calling: the public path's client IP, or the endpoint an API key grants. An unknown key
@@ -45,11 +53,12 @@ export function resolveCaller(
   named: boolean,
   ipOf: () => string,
   transport: Transport = 'http',
-): { caller: Caller; chain: ChainRuntime } | CallerRefusal {
+): ResolvedCaller | CallerRefusal {
   const { config, tenancy } = ctx;
   if (key === null) {
     const ip = ipOf();
     return {
+      kind: 'caller',
       chain: routeChain,
       caller: {
         auth: null,
@@ -70,6 +79,7 @@ export function resolveCaller(
   if (chain === undefined) return UNAUTHORIZED;
   if (named && auth.network !== routeChain.config.slug) {
     return {
+      kind: 'refused',
       error: 'unauthorized',
       message: `This API key belongs to network '${auth.network}', not '${routeChain.config.slug}': call it on its endpoint's URL`,
     };
@@ -77,6 +87,7 @@ export function resolveCaller(
   const plan = config.plans[auth.plan] ?? null;
   if (plan === null) return UNAUTHORIZED;
   return {
+    kind: 'caller',
     chain,
     caller: {
       auth,

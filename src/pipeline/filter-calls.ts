@@ -1,7 +1,7 @@
 /**
- * The six filter methods, answered by the gateway from the chain's own filters (ChainRuntime.filters,
- * src/chain/filters.ts), so a filter outlives the node it was made on. Filters belong to the caller's
- * limit key (`ep:<endpoint id>`, or `ip:<address>` on the public path).
+ * The filter methods (the catalogue rows with MethodRow.filter), answered by the gateway from the chain's
+ * own filters (ChainRuntime.filters, src/chain/filters.ts), so a filter outlives the node it was made on.
+ * Filters belong to the caller's limit key (`ep:<endpoint id>`, or `ip:<address>` on the public path).
  */
 import { rpcCustomErrorBody, rpcErrorBody } from '../errors.js';
 import { filterError, isFilterError } from '../filters/filter-registry.js';
@@ -11,20 +11,6 @@ import { NodeRpcError } from '../upstreams/rpc-call.js';
 import { type Caller, settleCall } from './admission.js';
 import type { Local, PlannedAnswer } from './plan.js';
 import { errorText } from '../log.js';
-
-const FILTER_METHODS: ReadonlySet<string> = new Set([
-  'eth_newFilter',
-  'eth_newBlockFilter',
-  'eth_newPendingTransactionFilter',
-  'eth_getFilterChanges',
-  'eth_getFilterLogs',
-  'eth_uninstallFilter',
-]);
-
-/** True for the methods the gateway's filters answer (never forwarded). */
-export function isFilterMethod(method: string): boolean {
-  return FILTER_METHODS.has(method);
-}
 
 const TOO_MANY = filterError('too many filters');
 

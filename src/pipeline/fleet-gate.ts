@@ -3,7 +3,7 @@ import { matchBeaconPath } from '../beacon/paths.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
 import { ADMITTED } from '../limits/entry-log.js';
-import type { FleetTake } from '../limits/fleet-limiter.js';
+import { type FleetTake, UNAVAILABLE } from '../limits/fleet-limiter.js';
 import type { Caller, Grant } from './admission.js';
 import type { GatewayContext } from './context.js';
 import { wideLogRange } from './split-logs.js';
@@ -11,6 +11,11 @@ import type { FleetParts, Tenancy } from './tenancy.js';
 
 /** A grant's `ru` when the plan has no ru_per_second: never the limit. */
 const NO_RU_LIMIT = Number.POSITIVE_INFINITY;
+
+/** A take refused because no decision could be made (fleet-limiter.ts answers only its UNAVAILABLE so). */
+function isUnavailable(take: FleetTake): take is Extract<FleetTake, { unavailable: true }> {
+  return take === UNAVAILABLE;
+}
 
 /**
  * In a fleet, what a request may spend is decided outside the instance: the rate limits in Redis, the RU
@@ -42,7 +47,7 @@ function afterTakes(t: Tenancy, c: Caller, costs: readonly number[], taken: read
     if (take.ok) {
       grant.requests++;
       admitted.push(costs[i]!);
-    } else if ('unavailable' in take) grant.limitsUnavailable = true;
+    } else if (isUnavailable(take)) grant.limitsUnavailable = true;
     else grant.retryAfterMs = Math.max(grant.retryAfterMs, take.retryAfterMs);
   });
   const auth = c.auth;
@@ -57,7 +62,7 @@ function afterTakes(t: Tenancy, c: Caller, costs: readonly number[], taken: read
         if (take.ok) {
           grant.ru += admitted[i]!;
           paid.push(admitted[i]!);
-        } else if ('unavailable' in take) grant.limitsUnavailable = true;
+        } else if (isUnavailable(take)) grant.limitsUnavailable = true;
         else grant.ruRetryAfterMs = Math.max(grant.ruRetryAfterMs, take.retryAfterMs);
       });
       return prepared(fleet, auth.ownerId, paid, grant);

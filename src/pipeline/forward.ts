@@ -1,4 +1,5 @@
 import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
+import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
 import { gatewayIdText } from '../upstreams/call-ids.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
@@ -47,20 +48,6 @@ const NOT_JSON_RPC = 'upstream answer is not a JSON-RPC object';
 /** Why a call failed whose answer was another call's (wrong_id): the log tells it apart by this text. */
 export const WRONG_ID_REASON = "upstream answer carries another call's id";
 
-/**
- * Calls whose repetition has an effect, so neither the upstream client (moving or re-sending) nor the
- * gateway's failover (route-call.ts) ever sends one twice: a transaction, filter creation and removal,
- * and filter polls (a poll consumes the changes it returns).
- */
-export const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([
-  'eth_sendRawTransaction',
-  'eth_newFilter',
-  'eth_newBlockFilter',
-  'eth_newPendingTransactionFilter',
-  'eth_getFilterChanges',
-  'eth_uninstallFilter',
-]);
-
 export { GATEWAY_IDS } from '../upstreams/call-ids.js';
 
 export interface ForwardCall {
@@ -68,16 +55,16 @@ export interface ForwardCall {
   resume(): void;
 }
 
-/** Sends one JSON-RPC call upstream and delivers its answer, with the client's id, to `sink`. */
+/** Sends one JSON-RPC call of method `row` upstream and delivers its answer, with the client's id, to `sink`. */
 export function forwardCall(
   upstream: HttpUpstream,
   timeoutMs: number,
-  method: string,
+  row: MethodRow,
   paramsJson: string,
   clientIdText: string,
   sink: AnswerSink,
 ): ForwardCall {
-  return new UpstreamCall(upstream, timeoutMs, method, paramsJson, clientIdText, sink);
+  return new UpstreamCall(upstream, timeoutMs, row, paramsJson, clientIdText, sink);
 }
 
 /**
@@ -103,15 +90,15 @@ class UpstreamCall implements ResponseSink, ForwardCall {
   constructor(
     upstream: HttpUpstream,
     timeoutMs: number,
-    method: string,
+    row: MethodRow,
     paramsJson: string,
     private readonly clientIdText: string,
     private readonly sink: AnswerSink,
   ) {
     this.sentIdText = gatewayIdText();
-    const body = `{"jsonrpc":"2.0","id":${this.sentIdText},"method":${JSON.stringify(method)},"params":${paramsJson}}`;
+    const body = `{"jsonrpc":"2.0","id":${this.sentIdText},"method":${JSON.stringify(row.name)},"params":${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
-    this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: NOT_IDEMPOTENT.has(method) }, this);
+    this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable }, this);
   }
 
   private finish(): boolean {

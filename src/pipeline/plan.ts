@@ -1,11 +1,11 @@
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { checkLogRange, checkTraceRange } from '../jsonrpc/log-range.js';
-import { checkCall } from '../jsonrpc/methods.js';
+import { checkCall, type MethodRow } from '../jsonrpc/methods.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { abandonCall, type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
-import { answerFilterCall, isFilterMethod } from './filter-calls.js';
+import { answerFilterCall } from './filter-calls.js';
 import { methodRefusal } from './method-gate.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { sharedCall } from './shared-call.js';
@@ -18,9 +18,11 @@ export function resultBody(idText: string, resultJson: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
 }
 
-/** A call the gateway forwards: its normalized params and the RU set aside for it. */
+/** A call the gateway forwards: its catalogue row, its normalized params and the RU set aside for it. */
 export interface Forward {
   method: string;
+  /** The method's catalogue row: every later step reads the method's traits here, never by name. */
+  row: MethodRow;
   params: unknown[];
   paramsJson: string;
   idText: string;
@@ -47,17 +49,15 @@ export interface PlannedAnswer {
  * settled before it resolves, and it never rejects), a call to forward, or a WebSocket-local call.
  * A pending answer with a `call` stops when that call is aborted (its client went away), and then
  * never resolves: the transport aborts it as it aborts its forwarded calls, and stops waiting.
+ * Told apart by `kind`, which a transport reads with an exhaustive switch.
  */
 export type ItemPlan =
-  | { answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number }
-  | { pending: Promise<PlannedAnswer>; call?: ForwardCall }
-  | { forward: Forward }
-  | { local: Local };
+  | { kind: 'answer'; answer: string; outcome: ErrorCode | 'ok'; retryAfterMs?: number }
+  | { kind: 'pending'; pending: Promise<PlannedAnswer>; call?: ForwardCall }
+  | { kind: 'forward'; forward: Forward }
+  | { kind: 'local'; local: Local };
 
 export type Transport = 'http' | 'ws';
-
-/** Methods a WebSocket connection answers itself from its own subscriptions. */
-const WS_LOCAL: ReadonlySet<string> = new Set(['eth_subscribe', 'eth_unsubscribe']);
 
 /**
  * Why a call that passed its method's rules is still refused before it costs anything: an
@@ -112,30 +112,31 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   if (!taken.ok) {
     const code = taken.error ?? 'rate_limited';
     countRefusal(t, caller, method, ERRORS[code].http, code);
-    return { answer: rpcErrorBody(code, item.idText), outcome: code, retryAfterMs: taken.retryAfterMs };
+    return { kind: 'answer', answer: rpcErrorBody(code, item.idText), outcome: code, retryAfterMs: taken.retryAfterMs };
   }
   if (!item.ok) {
     countRefusal(t, caller, method, ERRORS[item.error].rpc, item.error);
-    return { answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
+    return { kind: 'answer', answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
   }
   const check =
     methodRefusal(ctx.config, chain, caller, item.method) ??
     checkCall(item.method, item.params, { chainId: chain.config.chain_id ?? 0, transport });
   if (check.kind === 'error') {
     countRefusal(t, caller, method, ERRORS[check.error].rpc, check.error);
-    return { answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
+    return { kind: 'answer', answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
   }
   // A range over max_logs_block_range on a chain that splits them: one call per window, each paid (split-logs.ts).
   const wide = check.kind === 'forward' && item.method === 'eth_getLogs' ? wideLogRange(chain, caller, check.params) : null;
   const refusal = check.kind === 'forward' && wide === null ? refusalOf(chain, item.method, check.params) : undefined;
   if (refusal !== undefined) {
     countRefusal(t, caller, method, ERRORS.invalid_params.rpc, 'invalid_params');
-    return { answer: rpcErrorBody('invalid_params', item.idText, refusal), outcome: 'invalid_params' };
+    return { kind: 'answer', answer: rpcErrorBody('invalid_params', item.idText, refusal), outcome: 'invalid_params' };
   }
   const admission = admitCost(t, caller, item.method, chain.policy.prices, wide?.windows);
   if (!admission.ok) {
     countRefusal(t, caller, method, ERRORS[admission.error].http, admission.error);
     return {
+      kind: 'answer',
       answer: rpcErrorBody(admission.error, item.idText),
       outcome: admission.error,
       ...(admission.retryAfterMs !== undefined ? { retryAfterMs: admission.retryAfterMs } : {}),
@@ -144,17 +145,22 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   if (check.kind === 'local') {
     const answer = resultBody(item.idText, check.resultJson);
     settleCall(t, caller, method, admission, { ok: true, bytes: answer.length });
-    return { answer, outcome: 'ok' };
+    return { kind: 'answer', answer, outcome: 'ok' };
   }
-  if (transport === 'ws' && WS_LOCAL.has(item.method)) {
-    return { local: { method: item.method, params: check.params, idText: item.idText, admission } };
+  const row = check.row;
+  if (transport === 'ws' && row.wsLocal) {
+    return { kind: 'local', local: { method: item.method, params: check.params, idText: item.idText, admission } };
   }
-  if (wide !== null) return splitLogsPlan(ctx, chain, caller, { idText: item.idText, admission }, wide, transport);
-  if (isFilterMethod(item.method)) {
-    return { pending: answerFilterCall(ctx, chain, caller, { method: item.method, params: check.params, idText: item.idText, admission }) };
+  if (wide !== null) return splitLogsPlan(ctx, chain, caller, { idText: item.idText, admission, row }, wide, transport);
+  if (row.filter) {
+    return {
+      kind: 'pending',
+      pending: answerFilterCall(ctx, chain, caller, { method: item.method, params: check.params, idText: item.idText, admission }),
+    };
   }
   return {
-    forward: { method: item.method, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission },
+    kind: 'forward',
+    forward: { method: item.method, row, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission },
   };
 }
 

@@ -8,7 +8,7 @@
  * non-2xx status or an answer that is not JSON-RPC. An attempt the gateway drops (the client left, or another
  * attempt answered first) is not counted either way.
  *
- * A call that is not in NOT_IDEMPOTENT gets at most one more attempt, on another upstream in rotation, while
+ * A call whose catalogue row is repeatable (MethodRow.repeatable) gets at most one more attempt, on another upstream in rotation, while
  * nothing of its answer has reached the client and its deadline (timeout_s after it started) has not passed:
  * - when the attempt fails with a connection error, timeout, reset, garbled HTTP, a 5xx or 429, or an answer
  *   that is not JSON-RPC;
@@ -29,6 +29,7 @@
  */
 import { Attempts, failureOutcome, isRpcError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
+import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice } from '../upstreams/selection.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
@@ -38,7 +39,6 @@ import {
   type ForwardFailure,
   forwardCall,
   noHealthyUpstream,
-  NOT_IDEMPOTENT,
   type RoutedSink,
 } from './forward.js';
 
@@ -55,24 +55,25 @@ const HEDGE_AFTER = 0.5;
 const HEDGE_CHECK_MS = 250;
 
 /**
- * Sends one forwarded call to the chain's upstreams that `nodes` allows (see above; null, the default: any node
- * in rotation). Sink callbacks never run before this returns.
+ * Sends one forwarded call of method `row` to the chain's upstreams that `nodes` allows (see above; null, the
+ * default: any node in rotation). Sink callbacks never run before this returns.
  */
 export function routeCall(
   chain: RoutedChain,
-  method: string,
+  row: MethodRow,
   paramsJson: string,
   idText: string,
   sink: RoutedSink,
   nodes: NodeChoice | null = null,
 ): ForwardCall {
+  const method = row.name;
   if (method === 'eth_sendRawTransaction') return broadcastTransaction(chain, paramsJson, idText, sink, nodes);
   if (method === 'eth_blockNumber') {
     const head = chain.freshHead();
     if (head !== null)
       return answerSoon(sink, (s) => s.whole(Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`)));
   }
-  return failover(chain, method, paramsJson, idText, sink, nodes);
+  return failover(chain, row, paramsJson, idText, sink, nodes);
 }
 
 /** Failures worth another node: the node did not answer, or said it cannot now. */
@@ -119,7 +120,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
   whole(body: Buffer): void {
     const f = this.f;
     this.settle('ok', isRpcError(body) ? 'rpc_error' : 'ok');
-    if (f.method === 'eth_blockNumber') {
+    if (f.row.name === 'eth_blockNumber') {
       const head = headOf(body);
       if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
     }
@@ -176,7 +177,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
 /**
  * A call's attempts (see the top of this file), on the chain's one road to its nodes (chain/attempts.ts) under
- * RETRY_WITHIN_DEADLINE, or NO_RETRY for a method in NOT_IDEMPOTENT. At most two attempts are ever made, so
+ * RETRY_WITHIN_DEADLINE, or NO_RETRY for a method that is not repeatable. At most two attempts are ever made, so
  * they are two fields, and the first one needs no list, set or timer beyond the hedge on a chain of several nodes.
  */
 class Failover extends Attempts<Attempt> implements ForwardCall {
@@ -190,13 +191,13 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
 
   constructor(
     private readonly chain: RoutedChain,
-    readonly method: string,
+    readonly row: MethodRow,
     private readonly paramsJson: string,
     private readonly idText: string,
     readonly sink: RoutedSink,
     nodes: NodeChoice | null,
   ) {
-    super(chain.health, chain.timeoutMs, NOT_IDEMPOTENT.has(method) ? NO_RETRY : RETRY_WITHIN_DEADLINE, nodes);
+    super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes);
   }
 
   othersOpen(a: Attempt): boolean {
@@ -231,7 +232,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   launch(index: number): Attempt {
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
     const a = this.hold(new Attempt(this, index));
-    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(), this.method, this.paramsJson, this.idText, a);
+    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(), this.row, this.paramsJson, this.idText, a);
     return a;
   }
 
@@ -279,13 +280,13 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
 
 function failover(
   chain: RoutedChain,
-  method: string,
+  row: MethodRow,
   paramsJson: string,
   idText: string,
   sink: RoutedSink,
   nodes: NodeChoice | null,
 ): ForwardCall {
-  const f = new Failover(chain, method, paramsJson, idText, sink, nodes);
+  const f = new Failover(chain, row, paramsJson, idText, sink, nodes);
   const first = f.nextNode();
   if (first === null) return noHealthyUpstream(sink);
   f.launch(first);

@@ -27,7 +27,7 @@ const NO_CALL: ForwardCall = { abort() {}, resume() {} };
  */
 export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
   const cache = chain.cache;
-  const cacheKey = cache.enabled ? cacheKeyFor(f.method, f.params) : null;
+  const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params) : null;
   if (cacheKey !== null) {
     const hit = cache.get(cacheKey);
     if (hit !== undefined) return answerFromCache(ctx, f, hit, sink);
@@ -35,14 +35,14 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
     chain.head.now();
   }
   const observe = observerFor(chain, f, cacheKey);
-  const key = dedupKeyFor(chain.config.slug, f.method, f.params);
+  const key = dedupKeyFor(chain.config.slug, f.row, f.params);
   if (key === null) return routeForward(chain, f, observe === null ? sink : tapWhole(ctx, sink, observe));
   return joinFlight(ctx, chain, f, sink, key, observe);
 }
 
 /** Sends a call on its own to the chain's nodes that may take it (chain/node-routes.ts). */
 function routeForward(chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
-  return routeCall(chain, f.method, f.paramsJson, f.idText, sink, chain.routes.nodesFor(f.method, f.params));
+  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, chain.routes.nodesFor(f.method, f.params));
 }
 
 /**
@@ -75,7 +75,7 @@ function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): 
   const depth = chain.config.finality_depth;
   // As the call starts: an answer from the old chain that arrives after a reset is kept where nothing reads it.
   const scope = chain.cacheScope;
-  const decided = cacheKey === null ? undefined : blockOfCall(f.method, f.params);
+  const decided = cacheKey === null ? undefined : blockOfCall(f.row, f.params);
   if (decided !== undefined) {
     // The call tells its block: the answer is kept as its bytes, never parsed (a wide eth_getLogs).
     if (decided === null) return null;
@@ -88,7 +88,8 @@ function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): 
   }
   return (body) => {
     const answer = JSON.parse(body.toString()) as { result?: unknown; error?: unknown };
-    if (answer.error !== undefined || !('result' in answer)) return;
+    // Parsed JSON holds no undefined: an answer without a `result` member reads undefined here.
+    if (answer.error !== undefined || answer.result === undefined) return;
     const result = answer.result;
     if (f.method === 'eth_blockNumber') {
       if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) chainHead.note(Number(result));
@@ -99,7 +100,7 @@ function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): 
       return;
     }
     const keep = (head: number | null): void => {
-      if (mayCache(f.method, f.params, result, head, depth)) cache.set(scope, cacheKey!, JSON.stringify(result));
+      if (mayCache(f.row, f.params, result, head, depth)) cache.set(scope, cacheKey!, JSON.stringify(result));
     };
     const head = chainHead.now();
     // No head known yet (the first calls after a start): the answer is kept once a node has told one.

@@ -22,6 +22,7 @@ import { logRangeOf } from '../jsonrpc/log-range.js';
 import { arrayItems, mergedLogsAnswer, windowCount, windowFilter } from '../jsonrpc/log-windows.js';
 import { isQuantity } from '../jsonrpc/param-types.js';
 import { rawResult } from '../jsonrpc/raw-result.js';
+import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { isRpcError } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
@@ -67,12 +68,19 @@ export function wideLogRange(chain: ChainRuntime, caller: Caller, params: unknow
   return { filter, from, to, windows: windowCount(from, to, c.max_logs_block_range) };
 }
 
+/** An admitted split eth_getLogs: its id, the RU set aside for every window, and the method's catalogue row. */
+export interface SplitCall {
+  idText: string;
+  admission: Extract<Admission, { ok: true }>;
+  row: MethodRow;
+}
+
 /** The plan of an admitted split eth_getLogs: its answer to come, and the call that stops it when the client goes. */
 export function splitLogsPlan(
   ctx: GatewayContext,
   chain: ChainRuntime,
   caller: Caller,
-  call: { idText: string; admission: Extract<Admission, { ok: true }> },
+  call: SplitCall,
   wide: WideLogs,
   transport: Transport,
 ): ItemPlan {
@@ -84,7 +92,7 @@ export function splitLogsPlan(
       ? { bytes: wsMax, name: 'websocket.max_answer_bytes' }
       : { bytes: c.max_logs_answer_bytes, name: `chains.${c.slug}.max_logs_answer_bytes` };
   const run = splitLogs(ctx, chain, caller, call, wide, limit);
-  return { pending: run.answer, call: run };
+  return { kind: 'pending', pending: run.answer, call: run };
 }
 
 /** A split eth_getLogs on its way (see the top of this file). */
@@ -97,61 +105,97 @@ export function splitLogs(
   ctx: GatewayContext,
   chain: ChainRuntime,
   caller: Caller,
-  call: { idText: string; admission: Extract<Admission, { ok: true }> },
+  call: SplitCall,
   wide: WideLogs,
   limit: { bytes: number; name: string },
 ): SplitLogs {
-  const t = ctx.tenancy;
-  const { idText, admission } = call;
-  const size = chain.config.max_logs_block_range;
-  // Admission set aside the same RU for every window.
-  const windowRu = admission.ru / wide.windows;
-  const asking = new AbortController();
-  const inFlight = new Map<number, ForwardCall>();
-  // A streamed window is dropped once its bytes alone, less the envelope around its logs, pass the limit.
-  const envelope = idText.length + 64;
-  let items: Buffer[] = [];
-  let from = wide.from;
-  let to = wide.to;
-  let count = 0;
-  let next = 0;
-  let fetched = 0;
+  const run = new SplitLogsCall(ctx, chain, caller, call, wide, limit);
+  const ask = [wide.filter.fromBlock, wide.filter.toBlock].some((tag) => ASKED_TAGS.has(tag));
+  if (!ask) run.cut(wide);
+  else
+    void askedEnds(chain, wide, run.asking.signal).then(
+      (ends) => run.endsAsked(ends),
+      (err: unknown) => run.endsFailed(err),
+    );
+  return run;
+}
+
+/** One split eth_getLogs: its windows in flight, the logs held so far and what they cost, in fields. */
+class SplitLogsCall implements SplitLogs {
+  readonly answer: Promise<PlannedAnswer>;
+  /** Stops the asking of `safe`/`finalized` ends when the call stops first. */
+  readonly asking = new AbortController();
+  /** Admission set aside the same RU for every window. */
+  private readonly windowRu: number;
+  private readonly size: number;
+  /** A streamed window is dropped once its bytes alone, less the envelope around its logs, pass the limit. */
+  readonly envelope: number;
+  private readonly inFlight = new Map<number, ForwardCall>();
+  private items: Buffer[] = [];
+  private from: number;
+  private to: number;
+  private count = 0;
+  private next = 0;
+  private fetched = 0;
   /** RU of the windows fetched so far, each at its own price. */
-  let charged = 0;
+  private charged = 0;
   /** Bytes of logs held so far. */
-  let held = 0;
-  let stopped = false;
-  let resolve!: (a: PlannedAnswer) => void;
-  const answer = new Promise<PlannedAnswer>((r) => (resolve = r));
+  held = 0;
+  stopped = false;
+  private resolve!: (a: PlannedAnswer) => void;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly chain: ChainRuntime,
+    private readonly caller: Caller,
+    private readonly call: SplitCall,
+    private readonly wide: WideLogs,
+    readonly limit: { bytes: number; name: string },
+  ) {
+    this.answer = new Promise<PlannedAnswer>((r) => (this.resolve = r));
+    this.windowRu = call.admission.ru / wide.windows;
+    this.size = chain.config.max_logs_block_range;
+    this.envelope = call.idText.length + 64;
+    this.from = wide.from;
+    this.to = wide.to;
+  }
 
   /** Ends the call once: the windows still in flight are dropped and `answer` resolves with `planned`. */
-  function stop(planned: PlannedAnswer | null): void {
-    if (stopped) return;
-    stopped = true;
-    asking.abort();
-    for (const c of inFlight.values()) c.abort();
-    inFlight.clear();
-    items = [];
-    if (planned !== null) resolve(planned);
+  private stop(planned: PlannedAnswer | null): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.asking.abort();
+    for (const c of this.inFlight.values()) c.abort();
+    this.inFlight.clear();
+    this.items = [];
+    if (planned !== null) this.resolve(planned);
   }
 
   /** Ends with `body`, charged for the windows fetched. */
-  function charge(body: string | Buffer, outcome: ErrorCode | 'ok'): void {
-    settleCall(t, caller, METHOD, admission, { ok: true, bytes: body.length, ru: charged });
-    stop({ answer: body, outcome });
+  private charge(body: string | Buffer, outcome: ErrorCode | 'ok'): void {
+    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: true, bytes: body.length, ru: this.charged });
+    this.stop({ answer: body, outcome });
   }
 
-  function failUpstream(reason: string, upstream: string | undefined): void {
-    logUpstreamFailure(ctx, chain, upstream ?? '', reason);
-    settleUpstreamFailure(ctx, caller, { method: METHOD, admission }, reason, upstream);
-    stop({ answer: rpcErrorBody('upstream_error', idText), outcome: 'upstream_error' });
+  /** Ends with a node's refusal (`code`, `message`), nothing charged: no window was fetched. */
+  private refuse(code: number, message: string): void {
+    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: false, status: code });
+    this.stop({ answer: rpcCustomErrorBody(code, this.call.idText, message), outcome: 'ok' });
   }
 
-  function overLimit(): void {
-    charge(
+  failUpstream(reason: string, upstream: string | undefined): void {
+    const { ctx, call } = this;
+    logUpstreamFailure(ctx, this.chain, upstream ?? '', reason);
+    settleUpstreamFailure(ctx, this.caller, { method: METHOD, admission: call.admission }, reason, upstream);
+    this.stop({ answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' });
+  }
+
+  overLimit(): void {
+    const limit = this.limit;
+    this.charge(
       rpcErrorBody(
         'invalid_params',
-        idText,
+        this.call.idText,
         `The eth_getLogs answer is larger than the limit of ${limit.bytes} bytes (${limit.name}); narrow the block range or the filter`,
       ),
       'invalid_params',
@@ -159,113 +203,118 @@ export function splitLogs(
   }
 
   /** A window's whole answer: its logs kept in their place, or the end of the call. */
-  function windowAnswered(i: number, f: Forward, body: Buffer): void {
-    if (stopped) return;
-    inFlight.delete(i);
-    fetched++;
-    charged += costWithSize(f.admission.ru, body.length);
+  windowAnswered(i: number, f: Forward, body: Buffer): void {
+    if (this.stopped) return;
+    this.inFlight.delete(i);
+    this.fetched++;
+    this.charged += costWithSize(f.admission.ru, body.length);
     const result = rawResult(body);
     if (result === null) {
       // An error object is the node's answer to this window, with the client's id: the call's answer.
-      if (isRpcError(body)) charge(body, 'ok');
-      else failUpstream('upstream answer has no result', undefined);
+      if (isRpcError(body)) this.charge(body, 'ok');
+      else this.failUpstream('upstream answer has no result', undefined);
       return;
     }
     const logs = arrayItems(result);
     if (logs === null) {
-      failUpstream('upstream eth_getLogs result is not an array', undefined);
+      this.failUpstream('upstream eth_getLogs result is not an array', undefined);
       return;
     }
-    held += logs.length;
-    if (held > limit.bytes) {
-      overLimit();
+    this.held += logs.length;
+    if (this.held > this.limit.bytes) {
+      this.overLimit();
       return;
     }
-    items[i] = logs;
-    launch();
+    this.items[i] = logs;
+    this.launch();
   }
 
-  /** The sink of window `i`: a whole answer, or one streamed in pieces (over WHOLE_ANSWER_BYTES), collected. */
-  function windowSink(i: number, f: Forward): RoutedSink {
-    let parts: Buffer[] = [];
-    let bytes = 0;
-    const sink: RoutedSink = {
-      whole: (body) => windowAnswered(i, f, body),
-      begin() {},
-      chunk(buf) {
-        if (stopped) return true;
-        bytes += buf.length;
-        if (held + bytes > limit.bytes + envelope) overLimit();
-        else parts.push(buf);
-        return true;
-      },
-      end() {
-        const body = Buffer.concat(parts, bytes);
-        parts = [];
-        windowAnswered(i, f, body);
-      },
-      fail(_started, reason) {
-        if (!stopped) failUpstream(reason, sink.failedUpstream);
-      },
-    };
-    return sink;
-  }
-
-  function launch(): void {
-    while (!stopped && inFlight.size < SPLIT_PARALLEL && next < count) {
-      const i = next++;
-      const params = [windowFilter(wide.filter, from, to, size, i)];
+  private launch(): void {
+    const { ctx, chain, call } = this;
+    while (!this.stopped && this.inFlight.size < SPLIT_PARALLEL && this.next < this.count) {
+      const i = this.next++;
+      const params = [windowFilter(this.wide.filter, this.from, this.to, this.size, i)];
       const f: Forward = {
         method: METHOD,
+        row: call.row,
         params,
         paramsJson: JSON.stringify(params),
-        idText,
-        admission: { ok: true, reservation: null, ru: windowRu },
+        idText: call.idText,
+        admission: { ok: true, reservation: null, ru: this.windowRu },
       };
       // Set before the window's sink can run: a sink never runs before sharedCall returns.
-      inFlight.set(i, sharedCall(ctx, chain, f, windowSink(i, f)));
+      this.inFlight.set(i, sharedCall(ctx, chain, f, new WindowSink(this, i, f)));
     }
-    if (!stopped && fetched === count) charge(mergedLogsAnswer(idText, items), 'ok');
+    if (!this.stopped && this.fetched === this.count) this.charge(mergedLogsAnswer(call.idText, this.items), 'ok');
   }
 
   /** Cuts from..to into windows and starts them. */
-  function cut(ends: { from: number; to: number }): void {
-    from = ends.from;
-    to = ends.to;
-    count = windowCount(from, to, size);
-    launch();
+  cut(ends: { from: number; to: number }): void {
+    this.from = ends.from;
+    this.to = ends.to;
+    this.count = windowCount(ends.from, ends.to, this.size);
+    this.launch();
   }
 
-  const ask = [wide.filter.fromBlock, wide.filter.toBlock].some((tag) => ASKED_TAGS.has(tag));
-  if (!ask) cut(wide);
-  else
-    void askedEnds(chain, wide, asking.signal).then(
-      (ends) => {
-        if (stopped) return;
-        if (typeof ends === 'string') {
-          settleCall(t, caller, METHOD, admission, { ok: false, status: -32000 });
-          stop({ answer: rpcCustomErrorBody(-32000, idText, ends), outcome: 'ok' });
-        } else cut(ends);
-      },
-      (err: unknown) => {
-        if (stopped) return;
-        if (err instanceof NodeRpcError) {
-          settleCall(t, caller, METHOD, admission, { ok: false, status: err.code });
-          stop({ answer: rpcCustomErrorBody(err.code, idText, err.message), outcome: 'ok' });
-        } else failUpstream(errorText(err), undefined);
-      },
-    );
+  /** The `safe`/`finalized` ends a node told (or its message that it knows no such block). */
+  endsAsked(ends: { from: number; to: number } | string): void {
+    if (this.stopped) return;
+    if (typeof ends === 'string') this.refuse(-32000, ends);
+    else this.cut(ends);
+  }
 
-  return {
-    answer,
-    abort() {
-      if (stopped) return;
-      // The client went away: the windows fetched were the nodes' work, and are paid for.
-      settleCall(t, caller, METHOD, admission, { ok: true, bytes: 0, ru: charged });
-      stop(null);
-    },
-    resume() {},
-  };
+  endsFailed(err: unknown): void {
+    if (this.stopped) return;
+    if (err instanceof NodeRpcError) this.refuse(err.code, err.message);
+    else this.failUpstream(errorText(err), undefined);
+  }
+
+  abort(): void {
+    if (this.stopped) return;
+    // The client went away: the windows fetched were the nodes' work, and are paid for.
+    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: true, bytes: 0, ru: this.charged });
+    this.stop(null);
+  }
+
+  resume(): void {}
+}
+
+/** The sink of one window: a whole answer, or one streamed in pieces (over WHOLE_ANSWER_BYTES), collected. */
+class WindowSink implements RoutedSink {
+  failedUpstream?: string;
+  private parts: Buffer[] = [];
+  private bytes = 0;
+
+  constructor(
+    private readonly run: SplitLogsCall,
+    private readonly i: number,
+    private readonly f: Forward,
+  ) {}
+
+  whole(body: Buffer): void {
+    this.run.windowAnswered(this.i, this.f, body);
+  }
+
+  begin(): void {}
+
+  chunk(buf: Buffer): boolean {
+    const run = this.run;
+    if (run.stopped) return true;
+    this.bytes += buf.length;
+    if (run.held + this.bytes > run.limit.bytes + run.envelope) run.overLimit();
+    else this.parts.push(buf);
+    return true;
+  }
+
+  end(): void {
+    const body = Buffer.concat(this.parts, this.bytes);
+    this.parts = [];
+    this.run.windowAnswered(this.i, this.f, body);
+  }
+
+  fail(_started: boolean, reason: string): void {
+    if (!this.run.stopped) this.run.failUpstream(reason, this.failedUpstream);
+  }
 }
 
 /**

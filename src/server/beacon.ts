@@ -150,28 +150,37 @@ interface BeaconRequest {
  * fleet's), null when it was over the limit; undefined reads it now.
  */
 function admitAndSend(x: Exchange, route: BeaconRoute, caller: Caller, request: BeaconRequest, held?: Buffer | null): void {
-  const { ctx, res } = x;
+  const { ctx } = x;
   const { method, path, query, headers, contentLength } = request;
   const admitted = admitBeacon(ctx, caller, method, path, query, headers);
-  if ('refused' in admitted) {
-    const extra: Array<[string, string]> | undefined =
-      admitted.allow !== undefined
-        ? [['allow', admitted.allow]]
-        : admitted.refused === 'rate_limited'
-          ? retryAfterHeader(admitted.retryAfterMs)
-          : undefined;
-    replyBeaconError(x, admitted.refused, admitted.message, extra, true);
-    return;
+  switch (admitted.kind) {
+    case 'refused': {
+      const extra: Array<[string, string]> | undefined =
+        admitted.allow !== undefined
+          ? [['allow', admitted.allow]]
+          : admitted.refused === 'rate_limited'
+            ? retryAfterHeader(admitted.retryAfterMs)
+            : undefined;
+      replyBeaconError(x, admitted.refused, admitted.message, extra, true);
+      return;
+    }
+    case 'events':
+      route.events(x, caller, query);
+      return;
+    case 'call':
+      if (method === 'GET') sendBeacon(x, caller, admitted.call, undefined);
+      else sendBeaconPost(x, caller, admitted.call, contentLength, held);
+      return;
+    default: {
+      const unknown: never = admitted;
+      throw new Error(`unknown admission ${JSON.stringify(unknown)}`);
+    }
   }
-  if ('events' in admitted) {
-    route.events(x, caller, query);
-    return;
-  }
-  const { call } = admitted;
-  if (method === 'GET') {
-    sendBeacon(x, caller, call, undefined);
-    return;
-  }
+}
+
+/** A POST's body, read (or taken as held) within server.max_body_bytes, then sent on. */
+function sendBeaconPost(x: Exchange, caller: Caller, call: BeaconCall, contentLength: string, held: Buffer | null | undefined): void {
+  const { ctx, res } = x;
   const max = ctx.config.server.max_body_bytes;
   const tooLarge = (): void => {
     refuseBeaconBody(ctx, caller, call);

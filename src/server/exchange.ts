@@ -69,7 +69,7 @@ export function admitCaller(x: Exchange, route: ExchangeRoute): Caller | null {
   // The peer address costs a system call: a keyed request that resolves needs none.
   const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
   const resolved = resolveCaller(ctx, x.chain, target.key, target.named, ipOf, route.transport);
-  if ('error' in resolved) {
+  if (resolved.kind === 'refused') {
     route.refuseCaller(x, resolved);
     return null;
   }

@@ -130,14 +130,23 @@ function answerBatch(x: Exchange, caller: Caller, items: ParsedItem[]): void {
   };
   items.forEach((item, i) => {
     const plan = planItem(x.ctx, x.chain, caller, item, 'http');
-    if ('answer' in plan) {
-      if (plan.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, plan.retryAfterMs);
-      settle(i, plan.answer, plan.outcome);
-    } else if ('forward' in plan) {
-      x.calls.push(collectCall(x.ctx, x.chain, caller, plan.forward, (a, o) => settle(i, a, o)));
-    } else if ('pending' in plan) {
-      if (plan.call !== undefined) x.calls.push(plan.call);
-      void plan.pending.then((r) => settle(i, r.answer, r.outcome));
+    switch (plan.kind) {
+      case 'answer':
+        if (plan.retryAfterMs !== undefined) retryAfterMs = Math.max(retryAfterMs ?? 0, plan.retryAfterMs);
+        settle(i, plan.answer, plan.outcome);
+        break;
+      case 'forward':
+        x.calls.push(collectCall(x.ctx, x.chain, caller, plan.forward, (a, o) => settle(i, a, o)));
+        break;
+      case 'pending':
+        if (plan.call !== undefined) x.calls.push(plan.call);
+        void plan.pending.then((r) => settle(i, r.answer, r.outcome));
+        break;
+      case 'local':
+        // Planned for WebSocket only (subscriptions): never over HTTP.
+        break;
+      default:
+        unplanned(plan);
     }
   });
 }
@@ -182,13 +191,28 @@ function planBody(x: Exchange, caller: Caller, parsed: Exclude<ParsedBody, { kin
     return;
   }
   const plan = planItem(x.ctx, x.chain, caller, parsed.item, 'http');
-  if ('forward' in plan) forwardSingle(x, caller, plan.forward);
-  else if ('answer' in plan)
-    reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
-  else if ('pending' in plan) {
-    if (plan.call !== undefined) x.calls.push(plan.call);
-    void plan.pending.then((r) => reply(x, r.outcome === 'ok' ? 200 : ERRORS[r.outcome].http, r.answer));
+  switch (plan.kind) {
+    case 'forward':
+      forwardSingle(x, caller, plan.forward);
+      break;
+    case 'answer':
+      reply(x, plan.outcome === 'ok' ? 200 : ERRORS[plan.outcome].http, plan.answer, retryAfterHeader(plan.retryAfterMs));
+      break;
+    case 'pending':
+      if (plan.call !== undefined) x.calls.push(plan.call);
+      void plan.pending.then((r) => reply(x, r.outcome === 'ok' ? 200 : ERRORS[r.outcome].http, r.answer));
+      break;
+    case 'local':
+      // Planned for WebSocket only (subscriptions): never over HTTP.
+      break;
+    default:
+      unplanned(plan);
   }
+}
+
+/** The default of a switch over every ItemPlan: a new kind fails to compile until it is handled. */
+function unplanned(plan: never): never {
+  throw new Error(`unknown item plan ${JSON.stringify(plan)}`);
 }
 
 /**

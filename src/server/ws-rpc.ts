@@ -9,7 +9,7 @@ import { tallyFor } from '../pipeline/answers.js';
 import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
 import { clientLimitAddress } from './peer-address.js';
 import type { ForwardCall } from '../pipeline/forward.js';
-import { batchRefusal, collectCall, planItem } from '../pipeline/plan.js';
+import { batchRefusal, collectCall, type Forward, planItem, type Settle } from '../pipeline/plan.js';
 import { type SubscribingConn, subscriptionCall } from '../pipeline/subscription-calls.js';
 import type { Subscription } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -148,7 +148,7 @@ export function upgradeWs(up: UpgradeExchange, route: WsUpgradeRoute): void {
     return;
   }
   const resolved = resolveCaller(ctx, chain, up.target.key, up.target.named, ipOf, 'ws');
-  if ('error' in resolved) {
+  if (resolved.kind === 'refused') {
     tallyFor(ctx, chain, 'ws', null).refused(resolved.error);
     refuseUpgrade(res, meta, resolved.error, resolved.message, resolved.error === 'rate_limited' ? 60_000 : undefined);
     return;
@@ -201,34 +201,43 @@ function runItem(
   done: (answer: string | Buffer, outcome: ErrorCode | 'ok') => void,
 ): void {
   const plan = planItem(ctx, conn.chain, conn.caller, item, 'ws');
-  if ('answer' in plan) {
-    done(plan.answer, plan.outcome);
-    return;
+  switch (plan.kind) {
+    case 'answer':
+      done(plan.answer, plan.outcome);
+      return;
+    case 'local':
+      subscriptionCall(ctx, conn, conn.chain.subscriptions, conn.chain.config.slug, plan.local, done);
+      return;
+    case 'pending': {
+      // Counted like a forwarded call, so a graceful stop waits for it. One without a call needs no abort (a closed
+      // socket drops the answer); one with a call is stopped with the socket's calls, which counts it done then.
+      ctx.inFlight++;
+      const call = plan.call;
+      if (call !== undefined) (conn.calls ??= new Set()).add(call);
+      void plan.pending.then((r) => {
+        if (call !== undefined && conn.calls?.delete(call) !== true) return;
+        done(r.answer, r.outcome);
+        requestDone(ctx);
+      });
+      return;
+    }
+    case 'forward':
+      forwardItem(ctx, conn, plan.forward, done);
+      return;
+    default:
+      throw new Error(`unknown item plan ${JSON.stringify(plan satisfies never)}`);
   }
-  if ('local' in plan) {
-    subscriptionCall(ctx, conn, conn.chain.subscriptions, conn.chain.config.slug, plan.local, done);
-    return;
-  }
-  if ('pending' in plan) {
-    // Counted like a forwarded call, so a graceful stop waits for it. One without a call needs no abort (a closed
-    // socket drops the answer); one with a call is stopped with the socket's calls, which counts it done then.
-    ctx.inFlight++;
-    const call = plan.call;
-    if (call !== undefined) (conn.calls ??= new Set()).add(call);
-    void plan.pending.then((r) => {
-      if (call !== undefined && conn.calls?.delete(call) !== true) return;
-      done(r.answer, r.outcome);
-      requestDone(ctx);
-    });
-    return;
-  }
+}
+
+/** A forwarded item over WebSocket: its answer is one message, so it is collected whole first (collectCall). */
+function forwardItem(ctx: GatewayContext, conn: WsConn, forward: Forward, done: Settle): void {
   ctx.inFlight++;
   const limits = ctx.config.websocket;
   const call = collectCall(
     ctx,
     conn.chain,
     conn.caller,
-    plan.forward,
+    forward,
     (answer, outcome) => {
       conn.calls?.delete(call);
       done(answer, outcome);

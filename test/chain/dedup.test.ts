@@ -1,5 +1,10 @@
 import t from 'tap';
-import { createInFlight, dedupKeyFor, RENEW_AFTER_SETS } from '../../src/chain/dedup.js';
+import { createInFlight, dedupKeyFor as dedupKeyOfRow, RENEW_AFTER_SETS } from '../../src/chain/dedup.js';
+import { methodRow } from '../../src/jsonrpc/methods.js';
+
+/** The sharing key of a call the test names by method (the key reads the method's catalogue row). */
+const dedupKeyFor = (chainSlug: string, method: string, params: unknown[]): string | null =>
+  dedupKeyOfRow(chainSlug, methodRow(method)!, params);
 import { rewriteId } from '../../src/jsonrpc/id-rewrite.js';
 
 /** A start function whose calls are recorded and finished by the test. */

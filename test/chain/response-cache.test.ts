@@ -3,11 +3,12 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { createResponseCache, ENTRY_OVERHEAD_BYTES, RAW_KEY_CHARS, type ResponseCache } from '../../src/chain/response-cache.js';
 import { cacheKeyFor } from '../../src/jsonrpc/cacheability.js';
+import { methodRow } from '../../src/jsonrpc/methods.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-const keyOf = (n: number): string => cacheKeyFor('eth_getBlockByNumber', [`0x${n.toString(16)}`, false])!;
+const keyOf = (n: number): string => cacheKeyFor(methodRow('eth_getBlockByNumber')!, [`0x${n.toString(16)}`, false])!;
 const resultOf = (n: number, bytes: number): string => JSON.stringify({ number: `0x${n.toString(16)}`, pad: 'x'.repeat(bytes) });
 /** The cached result as text, or undefined. */
 const text = (cache: ResponseCache, chain: string, key: string): string | undefined => cache.get(chain, key)?.toString();
@@ -102,7 +103,9 @@ t.test('max_bytes bounds the memory held, huge keys included', async (t) => {
   gc();
   const before = process.memoryUsage();
   for (let n = 0; n < 2000; n++) {
-    const key = cacheKeyFor('eth_getLogs', [{ fromBlock: `0x${n.toString(16)}`, toBlock: `0x${n.toString(16)}`, address: addresses }])!;
+    const key = cacheKeyFor(methodRow('eth_getLogs')!, [
+      { fromBlock: `0x${n.toString(16)}`, toBlock: `0x${n.toString(16)}`, address: addresses },
+    ])!;
     cache.set('mainnet', key, resultOf(n, 8000));
   }
   gc();

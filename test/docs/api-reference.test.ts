@@ -5,7 +5,7 @@ import { BEACON_ROUTES } from '../../src/beacon/paths.js';
 import { BEACON_TOPICS } from '../../src/beacon/topics.js';
 import { DEFAULTS } from '../../src/config/defaults.js';
 import { ERRORS } from '../../src/errors.js';
-import { ALLOWED_METHODS, DEFAULT_RU, HEAVY_METHODS } from '../../src/jsonrpc/methods.js';
+import { ALLOWED_METHODS, DEFAULT_RU, HEAVY_METHODS, methodRow } from '../../src/jsonrpc/methods.js';
 import { ROUTE_VERBS } from '../../src/server/management.js';
 
 /*
@@ -78,6 +78,8 @@ t.test('every allowlisted JSON-RPC method has its row, with its built-in RU', as
     if (!t.ok(row, `${method} is in the method table`)) continue;
     t.equal(row!.RU, String(DEFAULT_RU[method] ?? DEFAULTS.ru.default), `${method} costs what the code charges`);
     t.match(row!.cached, /^(?:final|always|no)$/, `${method} says whether it is cached`);
+    const cache = methodRow(method)!.cache;
+    t.equal(row!.cached, cache === null ? 'no' : cache === 'chain' ? 'always' : 'final', `${method} is cached as its row says`);
     t.equal(/^heavy\b/.test(row!.notes ?? ''), HEAVY_METHODS.includes(method), `${method}: its notes say heavy exactly when it is`);
   }
   for (const row of rows) t.ok(ALLOWED_METHODS.includes(row.method!.replaceAll('`', '')), `${row.method} is served`);

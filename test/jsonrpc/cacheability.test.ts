@@ -1,6 +1,6 @@
 import t from 'tap';
-import { cacheKeyFor, canonicalCallJson, mayCache } from '../../src/jsonrpc/cacheability.js';
-import { checkCall } from '../../src/jsonrpc/methods.js';
+import { cacheKeyFor as cacheKeyOfRow, canonicalCallJson, mayCache as mayCacheRow } from '../../src/jsonrpc/cacheability.js';
+import { checkCall, methodRow, type MethodRow } from '../../src/jsonrpc/methods.js';
 
 const HEAD = 1000;
 const DEPTH = 64;
@@ -9,6 +9,16 @@ const hex = (n: number): string => `0x${n.toString(16)}`;
 const BLOCK_HASH = `0x${'Ab'.repeat(32)}`;
 const TX_HASH = `0x${'cd'.repeat(32)}`;
 const ADDRESS = `0x${'2A'.repeat(20)}`;
+
+/** The catalogue's row of a method named here: cacheability reads the row's traits, as the pipeline hands it on. */
+function rowOf(method: string): MethodRow {
+  const row = methodRow(method);
+  if (row === undefined) throw new Error(`${method} is not in the catalogue`);
+  return row;
+}
+const cacheKeyFor = (method: string, params: unknown[]): string | null => cacheKeyOfRow(rowOf(method), params);
+const mayCache = (method: string, params: unknown[], result: unknown, head: number | null, depth: number): boolean =>
+  mayCacheRow(rowOf(method), params, result, head, depth);
 
 /** The params as the pipeline hands them on: checked and normalized by the allowlist. */
 function normalized(method: string, params: unknown[]): unknown[] {

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { formatTransactionRequest } from 'viem';
-import { checkCall, type CallContext } from '../../src/jsonrpc/methods.js';
+import { checkCall, methodRow, type CallContext } from '../../src/jsonrpc/methods.js';
 
 const HTTP: CallContext = { chainId: 31337, transport: 'http' };
 const A1 = `0x${'11'.repeat(20)}`;
@@ -317,12 +317,16 @@ t.test('the parameter rules of the added methods, good and bad', async (t) => {
   for (const row of ROWS) {
     for (const params of row.good) {
       const result = checkCall(row.method, params, HTTP);
-      t.same(result, { kind: 'forward', params }, `${row.method} ${JSON.stringify(params)} is forwarded as sent`);
+      t.same(
+        result,
+        { kind: 'forward', params, row: methodRow(row.method) },
+        `${row.method} ${JSON.stringify(params)} is forwarded as sent`,
+      );
     }
     for (const [sent, forwarded] of row.filled ?? []) {
       t.same(
         checkCall(row.method, sent, HTTP),
-        { kind: 'forward', params: forwarded },
+        { kind: 'forward', params: forwarded, row: methodRow(row.method) },
         `${row.method} ${JSON.stringify(sent)} is filled in`,
       );
     }

@@ -1,7 +1,16 @@
 import t, { type Test } from 'tap';
 import { JsonRpcProvider } from 'ethers';
 import { formatTransactionRequest } from 'viem';
-import { checkCall, DEFAULT_RU, DEFAULT_RU_OTHER, isAllowedMethod, type CallCheck, type CallContext } from '../../src/jsonrpc/methods.js';
+import {
+  ALLOWED_METHODS,
+  checkCall,
+  DEFAULT_RU,
+  DEFAULT_RU_OTHER,
+  isAllowedMethod,
+  methodRow,
+  type CallCheck,
+  type CallContext,
+} from '../../src/jsonrpc/methods.js';
 import { SPEC_METHODS } from '../support/spec-methods.js';
 
 const HTTP: CallContext = { chainId: 31337, transport: 'http' };
@@ -131,6 +140,61 @@ t.test('allowlist and RU table', async (t) => {
   }
   const long = checkCall('x'.repeat(5000), [], HTTP);
   t.ok(long.kind === 'error' && long.message.length < 200, 'a long method name is clipped in the message');
+});
+
+t.test("the rows' traits: which methods are not safe to repeat, not shared, filter calls, the connection's", async (t) => {
+  const rows = ALLOWED_METHODS.map((m) => methodRow(m)!);
+  const named = (has: (row: (typeof rows)[number]) => boolean): string[] =>
+    rows
+      .filter(has)
+      .map((r) => r.name)
+      .sort();
+  const filterChanges = [
+    'eth_newFilter',
+    'eth_newBlockFilter',
+    'eth_newPendingTransactionFilter',
+    'eth_getFilterChanges',
+    'eth_uninstallFilter',
+  ];
+  t.same(
+    named((r) => !r.repeatable),
+    ['eth_sendRawTransaction', ...filterChanges].sort(),
+  );
+  t.same(
+    named((r) => !r.shareable),
+    ['eth_sendRawTransaction', 'eth_getFilterLogs', 'eth_subscribe', 'eth_unsubscribe', ...filterChanges].sort(),
+  );
+  t.same(
+    named((r) => r.filter),
+    ['eth_getFilterLogs', ...filterChanges].sort(),
+  );
+  t.same(
+    named((r) => r.wsLocal),
+    ['eth_subscribe', 'eth_unsubscribe'],
+  );
+  t.same(
+    named((r) => r.wsLocal),
+    named((r) => r.wsOnly),
+    'the methods only a connection takes are the ones it answers',
+  );
+  t.same(
+    rows.filter((r) => r.stateBlockAt !== null).map((r) => [r.name, r.stateBlockAt]),
+    [
+      ['eth_call', 1],
+      ['eth_estimateGas', 1],
+      ['eth_getTransactionCount', 1],
+      ['eth_getCode', 1],
+      ['eth_getBalance', 1],
+      ['eth_getStorageAt', 2],
+      ['eth_getProof', 2],
+      ['eth_createAccessList', 1],
+      ['eth_simulateV1', 1],
+      ['debug_traceCall', 1],
+      ['trace_call', 2],
+    ],
+    'state reads and where their block is',
+  );
+  t.equal(methodRow('eth_getlogs'), undefined, 'no row outside the catalogue (names are case-sensitive)');
 });
 
 t.test('answered locally', async (t) => {

@@ -15,7 +15,7 @@ const PLANS = { free: { rps: 100, max_endpoints: 10 }, premium: { rps: 5000, ru_
 
 /** A resolveCaller result without the caller's tally (its counting, made anew each time), for t.same. */
 function untallied(r: ReturnType<typeof resolveCaller>): unknown {
-  if (!('caller' in r)) return r;
+  if (r.kind === 'refused') return r;
   const { tally: _tally, ...caller } = r.caller;
   return { ...r, caller };
 }
@@ -39,7 +39,7 @@ t.test("resolveCaller: no key is the public path of the route's chain, limited b
     });
     t.same(
       untallied(r),
-      { chain: s.chain('other'), caller: { auth: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch } },
+      { kind: 'caller', chain: s.chain('other'), caller: { auth: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch } },
       `max_batch ${batch.public} / ${batch.server}`,
     );
     t.equal(asked, 1, 'the IP is read once');
@@ -51,6 +51,7 @@ t.test('resolveCaller: a key is its endpoint on its own network, under its plan'
   const { apiKey, caller, ownerId } = keyedCaller(s, 'devnet', { plan: 'premium' });
   const endpointId = caller.auth!.endpointId;
   const expected = {
+    kind: 'caller',
     chain: s.chain('devnet'),
     caller: {
       auth: { endpointId, ownerId, network: 'devnet', plan: 'premium' },
@@ -72,6 +73,7 @@ t.test('resolveCaller: a key is its endpoint on its own network, under its plan'
   t.same(
     resolveCaller(s.ctx, s.chain('other'), apiKey, true, noIp),
     {
+      kind: 'refused',
       error: 'unauthorized',
       message: "This API key belongs to network 'devnet', not 'other': call it on its endpoint's URL",
     },
@@ -86,16 +88,16 @@ t.test('resolveCaller: unknown keys are 401, then 429 once an IP has tried too m
   const devnet = s.chain('devnet');
   const guess = (i: number, ip = '198.51.100.7'): unknown =>
     resolveCaller(s.ctx, devnet, `${'x'.repeat(28)}${String(i).padStart(4, '0')}`, true, () => ip);
-  for (let i = 0; i < 20; i++) t.same(guess(i), { error: 'unauthorized' }, `guess ${i + 1}`);
-  t.same(guess(20), { error: 'rate_limited' }, 'the 21st within the minute');
-  t.same(guess(21, '198.51.100.8'), { error: 'unauthorized' }, 'another IP is counted apart');
+  for (let i = 0; i < 20; i++) t.same(guess(i), { kind: 'refused', error: 'unauthorized' }, `guess ${i + 1}`);
+  t.same(guess(20), { kind: 'refused', error: 'rate_limited' }, 'the 21st within the minute');
+  t.same(guess(21, '198.51.100.8'), { kind: 'refused', error: 'unauthorized' }, 'another IP is counted apart');
   t.match(
     resolveCaller(s.ctx, devnet, apiKey, true, () => '198.51.100.7'),
     { caller: { limitKey: /^ep:ep_/ } },
     'a valid key from that IP still works',
   );
   s.clock.now += 60_000;
-  t.same(guess(22), { error: 'unauthorized' }, 'the next minute starts afresh');
+  t.same(guess(22), { kind: 'refused', error: 'unauthorized' }, 'the next minute starts afresh');
   t.equal(chainOfKey(s.ctx, `${'x'.repeat(32)}`), undefined);
 });
 
@@ -104,7 +106,7 @@ t.test('resolveCaller: a key whose network or plan the config does not have is 4
   const gone = keyedCaller(s, 'mainnet');
   t.same(
     resolveCaller(s.ctx, s.chain('devnet'), gone.apiKey, false, () => '192.0.2.1'),
-    { error: 'unauthorized' },
+    { kind: 'refused', error: 'unauthorized' },
     'a network no longer configured',
   );
   t.equal(chainOfKey(s.ctx, gone.apiKey), undefined);
@@ -113,7 +115,7 @@ t.test('resolveCaller: a key whose network or plan the config does not have is 4
   if ('error' in made) throw new Error(made.error);
   t.same(
     resolveCaller(s.ctx, s.chain('devnet'), made.apiKey, true, () => '192.0.2.1'),
-    { error: 'unauthorized' },
+    { kind: 'refused', error: 'unauthorized' },
     'a plan no longer configured',
   );
 });

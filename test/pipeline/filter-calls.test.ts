@@ -7,7 +7,8 @@
 import t, { type Test } from 'tap';
 import type { Socket } from 'node:net';
 import { admitCost, type Caller } from '../../src/pipeline/admission.js';
-import { answerFilterCall, isFilterMethod } from '../../src/pipeline/filter-calls.js';
+import { methodRow } from '../../src/jsonrpc/methods.js';
+import { answerFilterCall } from '../../src/pipeline/filter-calls.js';
 import type { PlannedAnswer } from '../../src/pipeline/plan.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { deployEcho, DEV_ADDRESS, echo, result } from '../support/dev-chain.js';
@@ -42,7 +43,8 @@ async function scriptedNode(t: Test, head: number, logs: Record<string, unknown>
   });
 }
 
-t.test('isFilterMethod: the six filter methods and nothing else', async (t) => {
+t.test("the catalogue's filter rows: the six filter methods and nothing else", async (t) => {
+  const isFilterMethod = (method: string): boolean => methodRow(method)?.filter === true;
   const filters = [
     'eth_newFilter',
     'eth_newBlockFilter',

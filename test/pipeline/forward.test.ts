@@ -3,6 +3,7 @@
  * through GATEWAY_IDS texts made once (fresh text per call was promoted by V8 under load: see forward.ts).
  */
 import t from 'tap';
+import { methodRow } from '../../src/jsonrpc/methods.js';
 import { forwardCall, GATEWAY_IDS, type AnswerSink } from '../../src/pipeline/forward.js';
 import type { HttpUpstream, RequestHandle, UpstreamRequest } from '../../src/upstreams/http-client.js';
 
@@ -25,7 +26,8 @@ const sink: AnswerSink = { whole() {}, begin() {}, chunk: () => true, end() {}, 
 
 t.test('the gateway ids run 1..GATEWAY_IDS in turn, the client id stays home', async (t) => {
   const node = recorder();
-  for (let i = 0; i < 2 * GATEWAY_IDS + 1; i++) forwardCall(node, 1000, 'eth_getBalance', '["0x01","latest"]', '"client-7"', sink);
+  for (let i = 0; i < 2 * GATEWAY_IDS + 1; i++)
+    forwardCall(node, 1000, methodRow('eth_getBalance')!, '["0x01","latest"]', '"client-7"', sink);
   const calls = node.bodies.map((b) => JSON.parse(b) as { jsonrpc: string; id: unknown; method: string; params: unknown });
   t.same(calls[0], { jsonrpc: '2.0', id: calls[0]!.id, method: 'eth_getBalance', params: ['0x01', 'latest'] });
   t.notOk(

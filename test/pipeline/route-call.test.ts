@@ -7,6 +7,7 @@
 import t from 'tap';
 import { keccak256 } from 'ethers';
 import type { AnswerSink, ForwardFailure } from '../../src/pipeline/forward.js';
+import { methodRow } from '../../src/jsonrpc/methods.js';
 import { routeCall, type RoutedChain } from '../../src/pipeline/route-call.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamErrorKind, UpstreamRequest } from '../../src/upstreams/http-client.js';
 import { UpstreamError } from '../../src/upstreams/upstream-error.js';
@@ -152,7 +153,7 @@ function route(
       });
     },
   };
-  const call = routeCall(chain, method, JSON.stringify(params), idText, sink);
+  const call = routeCall(chain, methodRow(method)!, JSON.stringify(params), idText, sink);
   return { done, abort: () => call.abort() };
 }
 

@@ -5,6 +5,7 @@
  * or a stream ends the sharing, and what answers teach (the head, a pending transaction) is kept.
  */
 import t, { type Test } from 'tap';
+import { methodRow } from '../../src/jsonrpc/methods.js';
 import type { ForwardCall, ForwardFailure } from '../../src/pipeline/forward.js';
 import type { Forward } from '../../src/pipeline/plan.js';
 import { sharedCall } from '../../src/pipeline/shared-call.js';
@@ -31,7 +32,14 @@ interface Made {
 }
 
 function make(s: PipelineSetup, method: string, params: unknown[], idText: string, ru = 20): Made {
-  const f: Forward = { method, params, paramsJson: JSON.stringify(params), idText, admission: { ok: true, reservation: null, ru } };
+  const f: Forward = {
+    method,
+    row: methodRow(method)!,
+    params,
+    paramsJson: JSON.stringify(params),
+    idText,
+    admission: { ok: true, reservation: null, ru },
+  };
   let done = false;
   let resolve!: (h: Heard) => void;
   const heard = new Promise<Heard>((r) => (resolve = r));
