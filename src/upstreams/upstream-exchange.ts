@@ -1,4 +1,5 @@
 import type { RequestHandle, ResponseSink } from './http-client.js';
+import type { UpstreamPool } from './http-pool.js';
 import type { Connection } from './upstream-connection.js';
 
 /** Waiting in the pool's FIFO queue for a connection with room. */
@@ -10,8 +11,13 @@ export const SETTLED = 2;
 /** Issued after close(): its onError(reset) is still to be delivered on the next tick. */
 export const REFUSED = 3;
 
-/** One request from request() until its sink is settled. It is also the caller's RequestHandle. */
-export interface UpstreamExchange extends RequestHandle {
+/**
+ * One request from request() until its sink is settled. It is also the caller's RequestHandle: its methods
+ * hand it to the pool that owns it, so a request makes one object and no closure. Fields are set in the
+ * constructor in one order, so every exchange has one shape.
+ */
+export class UpstreamExchange implements RequestHandle {
+  readonly pool: UpstreamPool;
   readonly sink: ResponseSink;
   /** Encoded head and body; kept until a response byte arrives, for a re-send on another socket. */
   payload: Buffer | null;
@@ -40,4 +46,52 @@ export interface UpstreamExchange extends RequestHandle {
   connection: Connection | null;
   /** The socket whose complete response is being handed to onEnd, for distrust(); null otherwise. */
   endingOn: Connection | null;
+
+  /** `at` is request()'s time, from which both deadlines count. */
+  constructor(
+    pool: UpstreamPool,
+    sink: ResponseSink,
+    payload: Buffer,
+    timeoutMs: number,
+    at: number,
+    answerTimeoutMs: number,
+    exclusive: boolean,
+  ) {
+    this.pool = pool;
+    this.sink = sink;
+    this.payload = payload;
+    this.timeoutMs = timeoutMs;
+    this.deadline = at + timeoutMs;
+    this.answerDeadline = at + answerTimeoutMs;
+    this.pausedAt = 0;
+    this.progressed = false;
+    this.state = QUEUED;
+    this.paused = false;
+    this.headReceived = false;
+    this.retried = false;
+    this.exclusive = exclusive;
+    this.firstOnSocket = false;
+    this.sentAt = 0;
+    this.connection = null;
+    this.endingOn = null;
+  }
+
+  abort(): void {
+    this.pool.abort(this);
+  }
+
+  distrust(): void {
+    this.pool.distrust(this);
+  }
+
+  resume(): void {
+    this.pool.resume(this);
+  }
+}
+
+/** Nothing more happens to ex: it lets go of its socket and its encoded request. */
+export function settle(ex: UpstreamExchange): void {
+  ex.state = SETTLED;
+  ex.connection = null;
+  ex.payload = null;
 }
