@@ -1,7 +1,6 @@
 /**
  * Reading an answer already accepted (rewriteWholeAnswer gave it, so it is JSON): its top-level members
- * walked without checking the JSON again, and a dedup follower's id put in. Nodes write the id before the
- * result, so the walk stops there without reading a large result.
+ * walked without checking the JSON again (raw-result.ts), and a dedup follower's id put in.
  */
 import { namesId, oldIdEnd, spliced, stringEnd } from './whole-answer.js';
 
