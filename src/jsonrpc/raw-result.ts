@@ -3,10 +3,10 @@
  * of JSON.parse: a large answer (a wide eth_getLogs) parsed only to be written back costs its size
  * several times over in short-lived objects, which is what grows a busy process's heap.
  *
- * The body must be valid JSON (the caller has checked it). The members are walked as whole-answer.ts
+ * The body must be valid JSON (the caller has checked it). The members are walked as accepted-answer.ts
  * walks them, so a `"result"` inside a value is never taken for the member.
  */
-import { acceptedValueEnd, forEachTopMember } from './whole-answer.js';
+import { acceptedValueEnd, forEachTopMember } from './accepted-answer.js';
 
 const RESULT_KEY = Buffer.from('"result"');
 const ERROR_KEY = Buffer.from('"error"');

@@ -104,7 +104,7 @@ function numberEnd(b: Buffer, i: number, state: number): number {
 }
 
 /** Index just past the closing quote of the string whose content starts at `i`, or -1 when it is malformed. */
-function stringEnd(b: Buffer, i: number): number {
+export function stringEnd(b: Buffer, i: number): number {
   const n = b.length;
   for (;;) {
     while (i < n && PLAIN[b[i]!] === 1) i++;
@@ -125,7 +125,7 @@ function stringEnd(b: Buffer, i: number): number {
 }
 
 /** Whether the valid member name between `from` and `to` (quotes excluded) reads "id"; its only spellings mix `id` and `\u0069\u0064`. */
-function namesId(b: Buffer, from: number, to: number): boolean {
+export function namesId(b: Buffer, from: number, to: number): boolean {
   const length = to - from;
   if (length === 2) return b[from] === 0x69 && b[from + 1] === 0x64;
   if (length !== 7 && length !== 12) return false;
@@ -185,7 +185,7 @@ function classifyClientId(text: string): number {
  * Index just past the value of the "id" member starting at `i`, as `rewriteId` takes it, or -1 when
  * `rewriteId` would refuse it (not a number, string or null, or cut off).
  */
-function oldIdEnd(b: Buffer, i: number): number {
+export function oldIdEnd(b: Buffer, i: number): number {
   const n = b.length;
   const c = b[i]!;
   if (c === QUOTE) {
@@ -315,77 +315,6 @@ export function rewriteWholeAnswer(body: Buffer, clientIdText: string, sentIdTex
   }
 }
 
-/**
- * For an answer `rewriteWholeAnswer` already gave (a dedup follower taking the leader's answer): the
- * same bytes as `rewriteId(body, clientIdText)`, found without checking the JSON again and without
- * reading past the id, which nodes write before the result. Other bodies get no promise but an end.
- */
-export function reidAcceptedAnswer(body: Buffer, clientIdText: string): Buffer | null {
-  let out: Buffer | null = null;
-  forEachTopMember(body, (nameStart, nameEnd, valueStart) => {
-    if (!namesId(body, nameStart + 1, nameEnd - 1)) return true;
-    const end = oldIdEnd(body, valueStart);
-    if (end >= 0) out = spliced(body, valueStart, end, clientIdText);
-    return false;
-  });
-  return out;
-}
-
-/**
- * Walks the top-level members of an answer known to be JSON: `visit` gets each name's span (quotes
- * included) and where its value starts, and returns false to stop there; the value's end is read only
- * when the walk goes on. False when `body` is not an object or is cut off before the walk stopped.
- */
-export function forEachTopMember(body: Buffer, visit: (nameStart: number, nameEnd: number, valueStart: number) => boolean): boolean {
-  const n = body.length;
-  let i = skipWs(body, 0);
-  if (body[i] !== LBRACE) return false;
-  i = skipWs(body, i + 1);
-  while (body[i] === QUOTE) {
-    const nameEnd = stringEnd(body, i + 1);
-    if (nameEnd < 0) return false;
-    let valueStart = nameEnd;
-    while (valueStart < n && body[valueStart] !== COLON) valueStart++;
-    valueStart = skipWs(body, valueStart + 1);
-    if (!visit(i, nameEnd, valueStart)) return true;
-    i = acceptedValueEnd(body, valueStart);
-    if (i < 0) return false;
-    i = skipWs(body, i);
-    if (body[i] !== COMMA) return body[i] === RBRACE;
-    i = skipWs(body, i + 1);
-  }
-  return body[i] === RBRACE;
-}
-
-function skipWs(body: Buffer, i: number): number {
-  while (i < body.length && WS[body[i]!] === 1) i++;
-  return i;
-}
-
-/** Index just past the value at `i` of text known to be JSON, or -1 when it is cut off. */
-export function acceptedValueEnd(body: Buffer, i: number): number {
-  const n = body.length;
-  const c = body[i];
-  if (c === QUOTE) return stringEnd(body, i + 1);
-  if (c === LBRACE || c === LBRACK) {
-    let depth = 0;
-    for (; i < n; i++) {
-      const d = body[i]!;
-      if (d === QUOTE) {
-        i = stringEnd(body, i + 1) - 1;
-        if (i < 0) return -1;
-      } else if (d === LBRACE || d === LBRACK) {
-        depth++;
-      } else if ((d === RBRACE || d === RBRACK) && --depth === 0) {
-        return i + 1;
-      }
-    }
-    return -1;
-  }
-  while (i < n && body[i] !== COMMA && body[i] !== RBRACE && body[i] !== RBRACK && WS[body[i]!] !== 1) i++;
-  return i;
-}
-
 /** Whether body[from, to) holds exactly `text`, an ASCII id the gateway made. */
 function sameBytes(body: Buffer, from: number, to: number, text: string): boolean {
   if (to - from !== text.length) return false;
@@ -397,7 +326,7 @@ function sameBytes(body: Buffer, from: number, to: number, text: string): boolea
  * The answer's bytes with `[idStart, idEnd)` replaced by the client's id. An ASCII id already there
  * (client and gateway both at id 1, a follower with its leader's id) costs no copy: `body` is returned.
  */
-function spliced(body: Buffer, idStart: number, idEnd: number, clientIdText: string): Buffer {
+export function spliced(body: Buffer, idStart: number, idEnd: number, clientIdText: string): Buffer {
   const length = clientIdText.length;
   let ascii = true;
   for (let k = 0; k < length; k++) if (clientIdText.charCodeAt(k) > 0x7f) ascii = false;

@@ -73,6 +73,16 @@ export class HistogramChild {
   }
 }
 
+/** Children of a labelled metric by one label value, made once and kept: a lookup without the family's joined key. */
+export function memo<T>(make: (key: string) => T): (key: string) => T {
+  const made = new Map<string, T>();
+  return (key) => {
+    let v = made.get(key);
+    if (v === undefined) made.set(key, (v = make(key)));
+    return v;
+  };
+}
+
 /** One metric family: its children by label values, registered with the registries as prom-client metrics are. */
 abstract class Family<C> {
   readonly name: string;

@@ -5,7 +5,7 @@
  */
 import { blockOfCall, cacheKeyFor, mayCache } from '../jsonrpc/cacheability.js';
 import { rawResult } from '../jsonrpc/raw-result.js';
-import { reidAcceptedAnswer } from '../jsonrpc/whole-answer.js';
+import { reidAcceptedAnswer } from '../jsonrpc/accepted-answer.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { dedupKeyFor, type SharedFlight, type SharedOutcome } from '../chain/dedup.js';

@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap';
 import { rewriteId } from '../../src/jsonrpc/id-rewrite.js';
-import { reidAcceptedAnswer, rewriteIdChecked, rewriteWholeAnswer, WRONG_ID } from '../../src/jsonrpc/whole-answer.js';
+import { reidAcceptedAnswer } from '../../src/jsonrpc/accepted-answer.js';
+import { rewriteIdChecked, rewriteWholeAnswer, WRONG_ID } from '../../src/jsonrpc/whole-answer.js';
 import { seeded } from '../support/seeded.js';
 
 /** What forward.ts did before: the streaming rewriter's bytes, kept only when JSON.parse takes them. */

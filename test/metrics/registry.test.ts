@@ -1,4 +1,5 @@
 import t from 'tap';
+import { isPerChain, METRIC_FAMILIES } from '../../src/metrics/catalogue.js';
 import { createMetrics } from '../../src/metrics/registry.js';
 import { parseExposition } from '../support/exposition.js';
 
@@ -39,6 +40,51 @@ t.test('a chain: requests by their labels, the last minute rate, the open counts
   m.chain('eth').request('http', 'eth_call', 200, 0.001);
   x = parseExposition(await m.text());
   t.equal(x.value('chaingate_requests_total', { chain: 'eth', transport: 'http', method: 'eth_call', status: '200' }), 1, 'counted anew');
+});
+
+t.test("every family labelled by chain loses its series with the chain, and keeps the other chains'", async (t) => {
+  const m = createMetrics({ defaults: false });
+  for (const slug of ['eth', 'base']) {
+    const c = m.chain(slug);
+    c.request('http', 'eth_call', 200, 0.002);
+    c.ruCharged.inc(3);
+    c.cacheHits.inc();
+    c.cacheMisses.inc();
+    c.cacheBytes.set(100);
+    c.sharedCalls.inc();
+    c.head.set(7);
+    c.wsConnection(1);
+    c.sseClient(1);
+    c.subscription('newHeads', 1);
+    c.notifications('newHeads').inc();
+    c.sseEvents('head').inc();
+    const u = c.upstream('node-a');
+    u.call('ok', 0.01);
+    u.inRotation.set(1);
+    u.head.set(7);
+    u.wrongChain.set(0);
+  }
+  // A histogram's series are read by its _count.
+  const rows = Object.values(METRIC_FAMILIES).filter(isPerChain);
+  const seriesOf = (x: ReturnType<typeof parseExposition>, row: (typeof rows)[number]) =>
+    x.series(row.type === 'histogram' ? `${row.name}_count` : row.name);
+  t.ok(rows.length >= 18, `${rows.length} families are per chain`);
+  let x = parseExposition(await m.text());
+  for (const row of rows)
+    t.ok(
+      seriesOf(x, row).some((s) => s.labels.chain === 'eth'),
+      `${row.name} has a series of the chain (a new per-chain family is counted above too)`,
+    );
+
+  m.chain('eth').remove();
+  x = parseExposition(await m.text());
+  const left = [...x.samples.keys()].filter((series) => series.includes('chain="eth"'));
+  t.same(left, [], 'no series of the removed chain is left, in any family');
+  for (const row of rows)
+    t.ok(
+      seriesOf(x, row).some((s) => s.labels.chain === 'base'),
+      `${row.name} keeps the other chain's series`,
+    );
 });
 
 t.test('limit table evictions: every table at 0 from the start, then counted by table', async (t) => {
