@@ -189,6 +189,8 @@ export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Fe
       case 'ack':
         backlog.acked(msg.bytes);
         return;
+      default:
+        msg satisfies never;
     }
   });
   // The worker died or was stopped: nothing it held is needed any more.
