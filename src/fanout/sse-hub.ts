@@ -155,7 +155,7 @@ const realTimers: HubTimers = {
 };
 
 /** One hub's state, in fields; its steps are the functions below, which take it. */
-class HubState {
+class SseHubState {
   readonly opts: SseHubOptions;
   readonly heartbeatMs: number;
   readonly maxBufferedBytes: number;
@@ -183,18 +183,18 @@ class HubState {
   }
 }
 
-function write(hub: HubState, m: Member, frame: Buffer, topic: string): void {
+function write(hub: SseHubState, m: Member, frame: Buffer, topic: string): void {
   if (!m.client.write(frame)) m.backpressured = true;
   if (!m.relay) hub.onDelivered?.(m.client, topic, frame.length);
 }
 
-function cutSlow(hub: HubState, m: Member): void {
+function cutSlow(hub: SseHubState, m: Member): void {
   leave(hub, m);
   hub.onSlowClient?.(m.client);
   m.client.close('slow');
 }
 
-function send(hub: HubState, m: Member, frame: Buffer, topic: string): void {
+function send(hub: SseHubState, m: Member, frame: Buffer, topic: string): void {
   if (!m.backpressured) {
     write(hub, m, frame, topic);
     return;
@@ -204,13 +204,13 @@ function send(hub: HubState, m: Member, frame: Buffer, topic: string): void {
   if (m.heldBytes > hub.maxBufferedBytes) cutSlow(hub, m);
 }
 
-function fanOut(hub: HubState, topic: Topic, frame: Buffer): void {
+function fanOut(hub: SseHubState, topic: Topic, frame: Buffer): void {
   // A topic whose link was closed has no members left, so a late frame from that link reaches nobody.
   // Members removed during the loop (cut, or leaving from a callback) are skipped by the Set's iterator.
   for (const m of topic.members) send(hub, m, frame, topic.name);
 }
 
-function flush(hub: HubState, m: Member): void {
+function flush(hub: SseHubState, m: Member): void {
   while (m.head < m.held.length && !m.backpressured && !m.gone) {
     const { frame, topic } = m.held[m.head]!;
     m.held[m.head++] = undefined;
@@ -223,14 +223,14 @@ function flush(hub: HubState, m: Member): void {
   }
 }
 
-function beat(hub: HubState): void {
+function beat(hub: SseHubState): void {
   for (const m of hub.members) {
     if (m.started && !m.relay && !m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
   }
 }
 
 /** Starts a waiting client once every topic of its is up: from then on it is a member that frames reach. */
-function startIfReady(hub: HubState, m: Member): void {
+function startIfReady(hub: SseHubState, m: Member): void {
   if (m.started || m.gone || m.joining) return;
   for (const topic of m.topics) if (!topic.up) return;
   m.started = true;
@@ -243,14 +243,14 @@ function startIfReady(hub: HubState, m: Member): void {
   m.client.start();
 }
 
-function linkStatus(hub: HubState, topic: Topic, open: boolean): void {
+function linkStatus(hub: SseHubState, topic: Topic, open: boolean): void {
   topic.up = open;
   for (const m of topic.members) m.client.linkStatus?.(topic.name, open);
   if (open) for (const m of topic.waiting) startIfReady(hub, m);
 }
 
 /** Forgets the member, closing the links it was the last listener of. */
-function leave(hub: HubState, m: Member): void {
+function leave(hub: SseHubState, m: Member): void {
   if (m.gone) return;
   m.gone = true;
   hub.members.delete(m);
@@ -273,7 +273,7 @@ function leave(hub: HubState, m: Member): void {
   }
 }
 
-function join(hub: HubState, m: Member, name: string): void {
+function join(hub: SseHubState, m: Member, name: string): void {
   const existing = hub.topics.get(name);
   if (existing !== undefined) {
     if (existing.waiting.has(m)) return;
@@ -296,7 +296,7 @@ function join(hub: HubState, m: Member, name: string): void {
 
 const inert: SseListener = { drained() {}, remove() {} };
 
-function add(hub: HubState, client: SseClient, names: readonly string[]): SseListener {
+function add(hub: SseHubState, client: SseClient, names: readonly string[]): SseListener {
   if (names.length === 0) throw new TypeError('a client must listen to at least one topic');
   if (hub.closed) {
     client.close('shutdown');
@@ -351,7 +351,7 @@ export function createSseHub(opts: SseHubOptions): SseHub {
   if (!(maxBufferedBytes > 0) || !Number.isInteger(maxBufferedBytes)) {
     throw new TypeError('maxBufferedBytes must be a positive integer');
   }
-  const hub = new HubState(opts);
+  const hub = new SseHubState(opts);
   return {
     add: (client, names) => add(hub, client, names),
     topicsOpen: () => [...hub.topics.keys()],

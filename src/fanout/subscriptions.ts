@@ -135,7 +135,7 @@ const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
 const LOST_CLOSE = 1011;
 
 /** One hub's state, in fields; its steps are the functions below, which take it. */
-class HubState {
+class SubscriptionHubState {
   readonly opts: HubOptions;
   readonly topics: Map<string, Topic>;
   readonly metrics: Pick<ChainMetrics, 'subscription' | 'notifications'>;
@@ -171,7 +171,7 @@ function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
  * One notification of the topic: its bytes made once per variant, RU charged once per owner and endpoint,
  * and the same Buffer sent to every connection of the variant (an owner out of balance is closed instead).
  */
-function notify(hub: HubState, topic: Topic, resultJson: string): void {
+function notify(hub: SubscriptionHubState, topic: Topic, resultJson: string): void {
   const opts = hub.opts;
   hub.notifications++;
   const prepared: Buffer[] = [];
@@ -206,7 +206,7 @@ function notify(hub: HubState, topic: Topic, resultJson: string): void {
   }
 }
 
-function lost(hub: HubState, topic: Topic, reason: string): void {
+function lost(hub: SubscriptionHubState, topic: Topic, reason: string): void {
   topic.lost = true;
   if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
   const conns = new Set<SubscriberConn>();
@@ -214,7 +214,7 @@ function lost(hub: HubState, topic: Topic, reason: string): void {
   for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
 }
 
-function topicFor(hub: HubState, kind: FeedKind, params: unknown): Topic {
+function topicFor(hub: SubscriptionHubState, kind: FeedKind, params: unknown): Topic {
   const key = `${kind}:${params === undefined ? '' : JSON.stringify(params)}`;
   const topic = hub.topics.get(key);
   if (topic !== undefined) return topic;
@@ -239,13 +239,13 @@ function topicFor(hub: HubState, kind: FeedKind, params: unknown): Topic {
 }
 
 /** Drops the topic and its feed listener once nobody holds or waits for it. */
-function release(hub: HubState, topic: Topic): void {
+function release(hub: SubscriptionHubState, topic: Topic): void {
   if (topic.count > 0 || topic.waiting > 0) return;
   if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
   topic.hold?.remove();
 }
 
-function add(hub: HubState, conn: SubscriberConn, topic: Topic): string {
+function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic): string {
   let variant = 0;
   while (topic.variants[variant]?.has(conn)) variant++;
   (topic.variants[variant] ??= new Set()).add(conn);
@@ -258,7 +258,7 @@ function add(hub: HubState, conn: SubscriberConn, topic: Topic): string {
   return id;
 }
 
-function remove(hub: HubState, conn: SubscriberConn, id: string, sub: Subscription): void {
+function remove(hub: SubscriptionHubState, conn: SubscriberConn, id: string, sub: Subscription): void {
   const { topic, variant } = sub;
   releaseSub(conn, id);
   topic.variants[variant]!.delete(conn);
@@ -269,7 +269,12 @@ function remove(hub: HubState, conn: SubscriberConn, id: string, sub: Subscripti
   release(hub, topic);
 }
 
-function subscribe(hub: HubState, conn: SubscriberConn, kind: FeedKind, params: unknown): SubscribeOutcome | Promise<SubscribeOutcome> {
+function subscribe(
+  hub: SubscriptionHubState,
+  conn: SubscriberConn,
+  kind: FeedKind,
+  params: unknown,
+): SubscribeOutcome | Promise<SubscribeOutcome> {
   const topic = topicFor(hub, kind, params);
   if (topic.hold!.live()) return { ok: true, id: add(hub, conn, topic) };
   topic.waiting++;
@@ -295,7 +300,7 @@ function subscribe(hub: HubState, conn: SubscriberConn, kind: FeedKind, params: 
  * per-socket work is one send.
  */
 export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
-  const hub = new HubState(opts);
+  const hub = new SubscriptionHubState(opts);
   return {
     subscribe: (conn, kind, params) => subscribe(hub, conn, kind, params),
     unsubscribe(conn, id) {
