@@ -111,11 +111,20 @@ export function serveEventRelay(
   }
 
   port.on('message', (msg: EventRelayRequest) => {
-    if (msg.op === 'open') return open(msg.link, msg.chain, msg.topic);
-    if (msg.op === 'ack') return backlog.acked(msg.bytes);
-    const listener = links.get(msg.link);
-    links.delete(msg.link);
-    listener?.remove();
+    switch (msg.op) {
+      case 'open':
+        return open(msg.link, msg.chain, msg.topic);
+      case 'ack':
+        return backlog.acked(msg.bytes);
+      case 'close': {
+        const listener = links.get(msg.link);
+        links.delete(msg.link);
+        listener?.remove();
+        return;
+      }
+      default:
+        msg satisfies never;
+    }
   });
   // The worker died or was stopped: its links go, and with the last listener of a topic its upstream stream.
   port.on('close', () => {
@@ -213,6 +222,8 @@ export function connectEventRelay(port: MessagePort, opts: EventRelayClientOptio
           if (!links.has(link)) return;
         }
         return ended(link);
+      default:
+        msg satisfies never;
     }
   });
 

@@ -11,7 +11,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { FeedHold, FeedKind, Feeds, FeedsLog } from './feeds.js';
 import type { HeadMark } from './head-feed.js';
-import { backlogReason, createRelayBacklog, DEFAULT_RELAY_BACKLOG_BYTES } from './relay-backlog.js';
+import { backlogReason, createRelayBacklog, DEFAULT_RELAY_BACKLOG_BYTES, type RelayBacklog } from './relay-backlog.js';
 import { errorText } from '../log.js';
 
 /** Worker → main. `hold` and `wait` are numbers the worker gives, unique on its port. */
@@ -72,142 +72,171 @@ interface Held {
   real: FeedHold | null;
 }
 
+/** One worker's relay, main side, in fields; its steps are the functions below, which take it. */
+class RelayServer {
+  readonly port: MessagePort;
+  readonly feedsOf: (chain: string) => Feeds | null;
+  readonly log: FeedsLog | undefined;
+  readonly held: Map<number, Held>;
+  /** Per chain mirrored: what the worker was last told. */
+  readonly watched: Map<string, { head: HeadMark | null; upstreams: number } | null>;
+  readonly maxBacklog: number;
+  readonly backlog: RelayBacklog;
+  closed: boolean;
+  /** The periodic state check, from serve on. */
+  timer: NodeJS.Timeout | undefined;
+
+  constructor(port: MessagePort, feedsOf: (chain: string) => Feeds | null, opts: FeedRelayOptions) {
+    this.port = port;
+    this.feedsOf = feedsOf;
+    this.log = opts.log;
+    this.held = new Map();
+    this.watched = new Map();
+    this.maxBacklog = opts.maxBacklogBytes ?? DEFAULT_RELAY_BACKLOG_BYTES;
+    this.backlog = createRelayBacklog(this.maxBacklog);
+    this.closed = false;
+    this.timer = undefined;
+  }
+}
+
+function post(relay: RelayServer, event: FeedRelayEvent): void {
+  if (!relay.closed) relay.port.postMessage(event);
+}
+
+/** One notification to the worker, counted; the one that takes its backlog over the bound drops the worker's holds. */
+function postNotify(relay: RelayServer, id: number, json: string): void {
+  if (relay.closed) return;
+  relay.port.postMessage({ op: 'notify', hold: id, json } satisfies FeedRelayEvent);
+  if (!relay.backlog.posted(json.length)) dropSlowWorker(relay);
+}
+
+function dropSlowWorker(relay: RelayServer): void {
+  const reason = backlogReason(relay.maxBacklog);
+  relay.log?.('warn', 'feeds relay: a worker thread too slow for its notifications; its subscriptions dropped', {
+    holds: relay.held.size,
+    backlog_bytes: relay.backlog.bytes(),
+  });
+  const all = [...relay.held];
+  relay.held.clear();
+  for (const [id, entry] of all) {
+    entry.real?.remove();
+    post(relay, { op: 'lost', hold: id, reason });
+  }
+}
+
+function pushState(relay: RelayServer, chain: string): void {
+  const watched = relay.watched;
+  if (!watched.has(chain)) return;
+  const feeds = relay.feedsOf(chain);
+  const head = feeds?.head() ?? null;
+  const upstreams = feeds?.upstreamSubscriptions() ?? 0;
+  const told = watched.get(chain);
+  if (told != null && told.upstreams === upstreams && told.head?.number === head?.number && told.head?.hash === head?.hash) return;
+  watched.set(chain, { head, upstreams });
+  post(relay, { op: 'state', chain, head, upstreams });
+}
+
+function hold(relay: RelayServer, id: number, chain: string, kind: FeedKind, params: unknown): void {
+  const feeds = relay.feedsOf(chain);
+  if (feeds === null) return post(relay, { op: 'lost', hold: id, reason: `no upstream subscriptions on chain ${chain}` });
+  if (relay.backlog.overloaded()) return post(relay, { op: 'lost', hold: id, reason: backlogReason(relay.maxBacklog) });
+  const held = relay.held;
+  const entry: Held = { chain, real: null };
+  held.set(id, entry);
+  try {
+    entry.real = feeds.subscribe(kind, params, {
+      notify(json) {
+        postNotify(relay, id, json);
+        if (kind === 'newHeads') pushState(relay, chain);
+      },
+      lost(reason) {
+        held.delete(id);
+        post(relay, { op: 'lost', hold: id, reason });
+      },
+      liveChanged(live) {
+        post(relay, { op: 'live', hold: id, live });
+        pushState(relay, chain);
+      },
+    });
+  } catch (err) {
+    held.delete(id);
+    const reason = errorText(err);
+    relay.log?.('warn', 'feeds relay: subscribe failed', { chain, kind, error: reason.slice(0, 200) });
+    return post(relay, { op: 'lost', hold: id, reason: 'upstream subscription lost' });
+  }
+  // A feed already live tells no change: the worker learns it here.
+  if (held.has(id) && entry.real.live()) post(relay, { op: 'live', hold: id, live: true });
+}
+
+function wait(relay: RelayServer, id: number, waitId: number, ms: number): void {
+  const real = relay.held.get(id)?.real;
+  // A hold lost already: its 'lost' went first, and this answers as a dropped feed's whenLive does.
+  if (real == null) return post(relay, { op: 'waited', wait: waitId, outcome: 'upstream subscription lost' });
+  void real.whenLive(ms).then((outcome) => post(relay, { op: 'waited', wait: waitId, outcome }));
+}
+
+function release(relay: RelayServer, id: number): void {
+  const entry = relay.held.get(id);
+  relay.held.delete(id);
+  entry?.real?.remove();
+}
+
+function dropAll(relay: RelayServer): void {
+  const all = [...relay.held.values()];
+  relay.held.clear();
+  relay.watched.clear();
+  clearInterval(relay.timer);
+  for (const entry of all) entry.real?.remove();
+}
+
+function received(relay: RelayServer, msg: FeedRelayRequest): void {
+  switch (msg.op) {
+    case 'hold':
+      return hold(relay, msg.hold, msg.chain, msg.kind, msg.params);
+    case 'wait':
+      return wait(relay, msg.hold, msg.wait, msg.ms);
+    case 'release':
+      return release(relay, msg.hold);
+    case 'watch':
+      relay.watched.set(msg.chain, null);
+      return pushState(relay, msg.chain);
+    case 'unwatch':
+      relay.watched.delete(msg.chain);
+      return;
+    case 'ack':
+      relay.backlog.acked(msg.bytes);
+      return;
+    default:
+      msg satisfies never;
+  }
+}
+
 /**
  * Serves one worker's feeds relay on `port` over the main thread's feeds: `feedsOf(chain)` gives the chain's
  * feeds now, or null when it has none (the worker's hold is then lost at once). A hold keeps the Feeds it was
  * made on; one replaced by a reload drops its listeners silently (Feeds.close), as it does the direct ones.
  */
 export function serveFeedRelay(port: MessagePort, feedsOf: (chain: string) => Feeds | null, opts: FeedRelayOptions = {}): FeedRelayServer {
-  const held = new Map<number, Held>();
-  /** Per chain mirrored: what the worker was last told. */
-  const watched = new Map<string, { head: HeadMark | null; upstreams: number } | null>();
-  let closed = false;
-  const post = (event: FeedRelayEvent): void => {
-    if (!closed) port.postMessage(event);
-  };
-  const maxBacklog = opts.maxBacklogBytes ?? DEFAULT_RELAY_BACKLOG_BYTES;
-  const backlog = createRelayBacklog(maxBacklog);
-
-  /** One notification to the worker, counted; the one that takes its backlog over the bound drops the worker's holds. */
-  function postNotify(id: number, json: string): void {
-    if (closed) return;
-    port.postMessage({ op: 'notify', hold: id, json } satisfies FeedRelayEvent);
-    if (!backlog.posted(json.length)) dropSlowWorker();
-  }
-
-  function dropSlowWorker(): void {
-    const reason = backlogReason(maxBacklog);
-    opts.log?.('warn', 'feeds relay: a worker thread too slow for its notifications; its subscriptions dropped', {
-      holds: held.size,
-      backlog_bytes: backlog.bytes(),
-    });
-    const all = [...held];
-    held.clear();
-    for (const [id, entry] of all) {
-      entry.real?.remove();
-      post({ op: 'lost', hold: id, reason });
-    }
-  }
-
-  function pushState(chain: string): void {
-    if (!watched.has(chain)) return;
-    const feeds = feedsOf(chain);
-    const head = feeds?.head() ?? null;
-    const upstreams = feeds?.upstreamSubscriptions() ?? 0;
-    const told = watched.get(chain);
-    if (told != null && told.upstreams === upstreams && told.head?.number === head?.number && told.head?.hash === head?.hash) return;
-    watched.set(chain, { head, upstreams });
-    post({ op: 'state', chain, head, upstreams });
-  }
-
-  function hold(id: number, chain: string, kind: FeedKind, params: unknown): void {
-    const feeds = feedsOf(chain);
-    if (feeds === null) return post({ op: 'lost', hold: id, reason: `no upstream subscriptions on chain ${chain}` });
-    if (backlog.overloaded()) return post({ op: 'lost', hold: id, reason: backlogReason(maxBacklog) });
-    const entry: Held = { chain, real: null };
-    held.set(id, entry);
-    try {
-      entry.real = feeds.subscribe(kind, params, {
-        notify(json) {
-          postNotify(id, json);
-          if (kind === 'newHeads') pushState(chain);
-        },
-        lost(reason) {
-          held.delete(id);
-          post({ op: 'lost', hold: id, reason });
-        },
-        liveChanged(live) {
-          post({ op: 'live', hold: id, live });
-          pushState(chain);
-        },
-      });
-    } catch (err) {
-      held.delete(id);
-      const reason = errorText(err);
-      opts.log?.('warn', 'feeds relay: subscribe failed', { chain, kind, error: reason.slice(0, 200) });
-      return post({ op: 'lost', hold: id, reason: 'upstream subscription lost' });
-    }
-    // A feed already live tells no change: the worker learns it here.
-    if (held.has(id) && entry.real.live()) post({ op: 'live', hold: id, live: true });
-  }
-
-  function wait(id: number, waitId: number, ms: number): void {
-    const real = held.get(id)?.real;
-    // A hold lost already: its 'lost' went first, and this answers as a dropped feed's whenLive does.
-    if (real == null) return post({ op: 'waited', wait: waitId, outcome: 'upstream subscription lost' });
-    void real.whenLive(ms).then((outcome) => post({ op: 'waited', wait: waitId, outcome }));
-  }
-
-  function release(id: number): void {
-    const entry = held.get(id);
-    held.delete(id);
-    entry?.real?.remove();
-  }
-
-  function dropAll(): void {
-    const all = [...held.values()];
-    held.clear();
-    watched.clear();
-    clearInterval(timer);
-    for (const entry of all) entry.real?.remove();
-  }
-
-  port.on('message', (msg: FeedRelayRequest) => {
-    switch (msg.op) {
-      case 'hold':
-        return hold(msg.hold, msg.chain, msg.kind, msg.params);
-      case 'wait':
-        return wait(msg.hold, msg.wait, msg.ms);
-      case 'release':
-        return release(msg.hold);
-      case 'watch':
-        watched.set(msg.chain, null);
-        return pushState(msg.chain);
-      case 'unwatch':
-        watched.delete(msg.chain);
-        return;
-      case 'ack':
-        backlog.acked(msg.bytes);
-        return;
-    }
-  });
+  const relay = new RelayServer(port, feedsOf, opts);
+  port.on('message', (msg: FeedRelayRequest) => received(relay, msg));
   // The worker died or was stopped: nothing it held is needed any more.
   port.on('close', () => {
-    dropAll();
-    closed = true;
+    dropAll(relay);
+    relay.closed = true;
   });
   const timer = setInterval(() => {
-    for (const chain of watched.keys()) pushState(chain);
+    for (const chain of relay.watched.keys()) pushState(relay, chain);
   }, opts.stateIntervalMs ?? 1_000);
   timer.unref();
+  relay.timer = timer;
 
   return {
-    holds: () => held.size,
-    backlogBytes: () => backlog.bytes(),
+    holds: () => relay.held.size,
+    backlogBytes: () => relay.backlog.bytes(),
     close() {
-      if (closed) return;
-      dropAll();
-      closed = true;
+      if (relay.closed) return;
+      dropAll(relay);
+      relay.closed = true;
       port.close();
     },
   };

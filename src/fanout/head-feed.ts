@@ -62,136 +62,176 @@ function asHeader(value: unknown): Header | null {
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 
-export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
-  let last: HeadMark | null = null;
+/** One newHeads feed's state, in fields; its steps are the functions below, which take it. */
+class HeadState {
+  readonly opts: HeadFeedOptions;
+  last: HeadMark | null;
   /** By number: the hash sent (or, after a switch, seen) and the node that reported it. */
-  const seen = new Map<number, { hash: string; node: number }>();
+  readonly seen: Map<number, { hash: string; node: number }>;
   /** The node whose heads below the remembered ones are being dropped, so that is logged once per spell. */
-  let behind: number | null = null;
+  behind: number | null;
 
-  function emit(header: Header, node: number, deliver: Deliver): void {
-    const number = parseInt(header.number, 16);
-    if (last !== null && number <= last.number) {
-      // A reorg: what was remembered above it belongs to the abandoned branch.
-      for (const k of seen.keys()) if (k > number) seen.delete(k);
-    }
-    last = { number, hash: header.hash };
-    seen.set(number, { hash: header.hash, node });
-    seen.delete(number - REMEMBERED);
-    deliver(toNewHead(header));
+  constructor(opts: HeadFeedOptions) {
+    this.opts = opts;
+    this.last = null;
+    this.seen = new Map();
+    this.behind = null;
   }
+}
 
-  async function fetchHeader(n: number, via: NodeAccess): Promise<Header> {
-    for (let attempt = 0; ; attempt++) {
-      const block = asHeader(await via.call('eth_getBlockByNumber', [hex(n), false]));
-      if (block && parseInt(block.number, 16) === n) return block;
-      if (attempt >= NOT_YET_RETRIES) throw new Error(`block ${n} is not available from the node`);
-      await via.sleep(NOT_YET_DELAY_MS);
-    }
+function emit(feed: HeadState, header: Header, node: number, deliver: Deliver): void {
+  const number = parseInt(header.number, 16);
+  const seen = feed.seen;
+  if (feed.last !== null && number <= feed.last.number) {
+    // A reorg: what was remembered above it belongs to the abandoned branch.
+    for (const k of seen.keys()) if (k > number) seen.delete(k);
   }
+  feed.last = { number, hash: header.hash };
+  seen.set(number, { hash: header.hash, node });
+  seen.delete(number - REMEMBERED);
+  deliver(toNewHead(header));
+}
 
-  /** Sends heads `from`..`to` fetched from the node, in order. */
-  async function fill(from: number, to: number, via: NodeAccess, deliver: Deliver): Promise<void> {
-    if (to - from + 1 > opts.maxBackfillBlocks) {
-      opts.log('warn', 'head gap wider than the backfill limit: oldest heads skipped', { from, to, limit: opts.maxBackfillBlocks });
-      from = to - opts.maxBackfillBlocks + 1;
-    }
-    for (let start = from; start <= to; start += FETCH_WINDOW) {
-      const numbers: number[] = [];
-      for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
-      const headers = await Promise.all(numbers.map((n) => fetchHeader(n, via)));
-      for (const header of headers) emit(header, via.node, deliver);
-    }
+async function fetchHeader(n: number, via: NodeAccess): Promise<Header> {
+  for (let attempt = 0; ; attempt++) {
+    const block = asHeader(await via.call('eth_getBlockByNumber', [hex(n), false]));
+    if (block && parseInt(block.number, 16) === n) return block;
+    if (attempt >= NOT_YET_RETRIES) throw new Error(`block ${n} is not available from the node`);
+    await via.sleep(NOT_YET_DELAY_MS);
   }
+}
 
-  /**
-   * A head below every one remembered: the chain says whether its node is on a new chain the chain follows
-   * (then the feed starts over from it) or behind the chain (then it is dropped).
-   */
-  function wentBack(header: Header, number: number, via: NodeAccess, deliver: Deliver): void {
-    const from = last!.number;
-    if (opts.chain !== undefined && !opts.chain.followsNewChain(via.node, number)) {
-      if (behind !== via.node) {
-        behind = via.node;
-        opts.log('warn', `newHeads feed drops the heads of a node that went back from ${from} to ${number}: the chain is ahead of it`, {
-          node: via.node,
-          from,
-          head: number,
-        });
-      }
+/** Sends heads `from`..`to` fetched from the node, in order. */
+async function fill(feed: HeadState, from: number, to: number, via: NodeAccess, deliver: Deliver): Promise<void> {
+  const { maxBackfillBlocks } = feed.opts;
+  if (to - from + 1 > maxBackfillBlocks) {
+    feed.opts.log('warn', 'head gap wider than the backfill limit: oldest heads skipped', { from, to, limit: maxBackfillBlocks });
+    from = to - maxBackfillBlocks + 1;
+  }
+  for (let start = from; start <= to; start += FETCH_WINDOW) {
+    const numbers: number[] = [];
+    for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
+    const headers = await Promise.all(numbers.map((n) => fetchHeader(n, via)));
+    for (const header of headers) emit(feed, header, via.node, deliver);
+  }
+}
+
+/**
+ * A head below every one remembered: the chain says whether its node is on a new chain the chain follows
+ * (then the feed starts over from it) or behind the chain (then it is dropped).
+ */
+function wentBack(feed: HeadState, header: Header, number: number, via: NodeAccess, deliver: Deliver): void {
+  const { opts } = feed;
+  const from = feed.last!.number;
+  if (opts.chain !== undefined && !opts.chain.followsNewChain(via.node, number)) {
+    if (feed.behind !== via.node) {
+      feed.behind = via.node;
+      opts.log('warn', `newHeads feed drops the heads of a node that went back from ${from} to ${number}: the chain is ahead of it`, {
+        node: via.node,
+        from,
+        head: number,
+      });
+    }
+    return;
+  }
+  feed.behind = null;
+  opts.log('info', `newHeads feed resumes on a new chain from head ${number}`, { node: via.node, from, head: number });
+  feed.seen.clear();
+  feed.last = null;
+  emit(feed, header, via.node, deliver);
+}
+
+/**
+ * The lowest number from which the heads sent and the node's chain differ, at or below `from`: walks back
+ * while the head sent at `from - 1` came from this node and its chain now holds another block there
+ * (`parentHash`, the hash at `from - 1` when the caller knows it; else asked of the node). Heads sent
+ * from another node are not compared: independent nodes need not agree on hashes.
+ */
+async function forkFrom(feed: HeadState, from: number, via: NodeAccess, parentHash?: string): Promise<number> {
+  let known = parentHash;
+  for (let depth = 0; depth < REMEMBERED && from > 0; depth++) {
+    const before = feed.seen.get(from - 1);
+    if (!before || before.node !== via.node) break;
+    const hash = known ?? asHeader(await via.call('eth_getBlockByNumber', [hex(from - 1), false]))?.hash;
+    known = undefined;
+    // A block the node's HTTP does not have (yet) is no sign of a reorg: the walk stops rather than send
+    // heads again that may not have changed. A later head off the branch sent walks again.
+    if (hash === undefined || hash === before.hash) break;
+    from--;
+  }
+  return from;
+}
+
+/**
+ * A head whose branch may not be the one sent below it: after a gap (heads the link missed may have been
+ * a reorg), or with a parent other than the head sent at the number below (a node that sends only its
+ * new tip after a reorg). The heads from the fork up are fetched and sent first, then this one.
+ */
+async function onBranch(feed: HeadState, header: Header, number: number, via: NodeAccess, deliver: Deliver): Promise<void> {
+  const lastNumber = feed.last!.number;
+  const parent = typeof header.parentHash === 'string' ? header.parentHash : undefined;
+  const from = number > lastNumber + 1 ? await forkFrom(feed, lastNumber + 1, via) : await forkFrom(feed, number, via, parent);
+  if (from <= lastNumber)
+    feed.opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: lastNumber - from + 1, head: from });
+  if (from < number) await fill(feed, from, number - 1, via, deliver);
+  emit(feed, header, via.node, deliver);
+}
+
+/** Whether the head sent at `number - 1` came from `via`'s node and is not `header`'s parent. */
+function parentReplaced(feed: HeadState, header: Header, number: number, via: NodeAccess): boolean {
+  const below = feed.seen.get(number - 1);
+  return below !== undefined && below.node === via.node && typeof header.parentHash === 'string' && below.hash !== header.parentHash;
+}
+
+function accept(feed: HeadState, header: Header, via: NodeAccess, deliver: Deliver): void | Promise<void> {
+  const last = feed.last;
+  if (last === null) return emit(feed, header, via.node, deliver);
+  const number = parseInt(header.number, 16);
+  if (number <= last.number) {
+    const before = last.number - number < REMEMBERED ? feed.seen.get(number) : undefined;
+    if (before === undefined) return wentBack(feed, header, number, via, deliver);
+    if (before.node !== via.node) {
+      // After a switch: already sent from another node. Remembering this node's hash lets a
+      // later reorg on this node through.
+      feed.seen.set(number, { hash: header.hash, node: via.node });
       return;
     }
-    behind = null;
-    opts.log('info', `newHeads feed resumes on a new chain from head ${number}`, { node: via.node, from, head: number });
-    seen.clear();
-    last = null;
-    emit(header, via.node, deliver);
+    if (before.hash === header.hash) return; // The same head again.
+    if (parentReplaced(feed, header, number, via)) return onBranch(feed, header, number, via, deliver);
+    feed.opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: last.number - number + 1, head: number });
+    return emit(feed, header, via.node, deliver);
   }
+  feed.behind = null;
+  if (number > last.number + 1 || parentReplaced(feed, header, number, via)) return onBranch(feed, header, number, via, deliver);
+  return emit(feed, header, via.node, deliver);
+}
 
-  /**
-   * The lowest number from which the heads sent and the node's chain differ, at or below `from`: walks back
-   * while the head sent at `from - 1` came from this node and its chain now holds another block there
-   * (`parentHash`, the hash at `from - 1` when the caller knows it; else asked of the node). Heads sent
-   * from another node are not compared: independent nodes need not agree on hashes.
-   */
-  async function forkFrom(from: number, via: NodeAccess, parentHash?: string): Promise<number> {
-    let known = parentHash;
-    for (let depth = 0; depth < REMEMBERED && from > 0; depth++) {
-      const before = seen.get(from - 1);
-      if (!before || before.node !== via.node) break;
-      const hash = known ?? asHeader(await via.call('eth_getBlockByNumber', [hex(from - 1), false]))?.hash;
-      known = undefined;
-      // A block the node's HTTP does not have (yet) is no sign of a reorg: the walk stops rather than send
-      // heads again that may not have changed. A later head off the branch sent walks again.
-      if (hash === undefined || hash === before.hash) break;
-      from--;
-    }
-    return from;
+/** The upstream subscription was (re)opened on `via`'s node: sends what was missed since the last head sent. */
+async function resume(feed: HeadState, via: NodeAccess, deliver: Deliver): Promise<void> {
+  const last = feed.last;
+  if (last === null) return;
+  const latest = Number(await via.call('eth_blockNumber', []));
+  if (!Number.isSafeInteger(latest)) throw new Error('eth_blockNumber did not answer a block number');
+  // Below every head remembered: nothing to walk back to, and no backfill (see wentBack).
+  if (latest < last.number && (last.number - latest >= REMEMBERED || !feed.seen.has(latest))) {
+    return accept(feed, await fetchHeader(latest, via), via, deliver);
   }
+  // Heads sent above the node's own head are gone from it (or not there yet): the walk starts below them.
+  // Back on the same node: a reorg while away may have replaced heads already sent. Walk back
+  // to where its chain and what was sent agree; everything above is sent again.
+  const from = await forkFrom(feed, Math.min(last.number, latest) + 1, via);
+  if (from > latest) return;
+  if (from <= last.number)
+    feed.opts.log('info', 'reorg while away: heads sent again from the fork', {
+      node: via.node,
+      depth: last.number - from + 1,
+      head: from,
+    });
+  await fill(feed, from, latest, via, deliver);
+}
 
-  /**
-   * A head whose branch may not be the one sent below it: after a gap (heads the link missed may have been
-   * a reorg), or with a parent other than the head sent at the number below (a node that sends only its
-   * new tip after a reorg). The heads from the fork up are fetched and sent first, then this one.
-   */
-  async function onBranch(header: Header, number: number, via: NodeAccess, deliver: Deliver): Promise<void> {
-    const lastNumber = last!.number;
-    const parent = typeof header.parentHash === 'string' ? header.parentHash : undefined;
-    const from = number > lastNumber + 1 ? await forkFrom(lastNumber + 1, via) : await forkFrom(number, via, parent);
-    if (from <= lastNumber)
-      opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: lastNumber - from + 1, head: from });
-    if (from < number) await fill(from, number - 1, via, deliver);
-    emit(header, via.node, deliver);
-  }
-
-  /** Whether the head sent at `number - 1` came from `via`'s node and is not `header`'s parent. */
-  function parentReplaced(header: Header, number: number, via: NodeAccess): boolean {
-    const below = seen.get(number - 1);
-    return below !== undefined && below.node === via.node && typeof header.parentHash === 'string' && below.hash !== header.parentHash;
-  }
-
-  function accept(header: Header, via: NodeAccess, deliver: Deliver): void | Promise<void> {
-    if (last === null) return emit(header, via.node, deliver);
-    const number = parseInt(header.number, 16);
-    if (number <= last.number) {
-      const before = last.number - number < REMEMBERED ? seen.get(number) : undefined;
-      if (before === undefined) return wentBack(header, number, via, deliver);
-      if (before.node !== via.node) {
-        // After a switch: already sent from another node. Remembering this node's hash lets a
-        // later reorg on this node through.
-        seen.set(number, { hash: header.hash, node: via.node });
-        return;
-      }
-      if (before.hash === header.hash) return; // The same head again.
-      if (parentReplaced(header, number, via)) return onBranch(header, number, via, deliver);
-      opts.log('info', 'reorg: heads sent again from the fork', { node: via.node, depth: last.number - number + 1, head: number });
-      return emit(header, via.node, deliver);
-    }
-    behind = null;
-    if (number > last.number + 1 || parentReplaced(header, number, via)) return onBranch(header, number, via, deliver);
-    return emit(header, via.node, deliver);
-  }
-
+export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
+  const feed = new HeadState(opts);
   return {
     subscribeParams: ['newHeads'],
     live(result, via, deliver) {
@@ -200,26 +240,11 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         opts.log('warn', 'upstream sent a head without number or hash: dropped', { node: via.node });
         return;
       }
-      return accept(header, via, deliver);
+      return accept(feed, header, via, deliver);
     },
-    async resume(via, deliver) {
-      if (last === null) return;
-      const latest = Number(await via.call('eth_blockNumber', []));
-      if (!Number.isSafeInteger(latest)) throw new Error('eth_blockNumber did not answer a block number');
-      // Below every head remembered: nothing to walk back to, and no backfill (see wentBack).
-      if (latest < last.number && (last.number - latest >= REMEMBERED || !seen.has(latest))) {
-        return accept(await fetchHeader(latest, via), via, deliver);
-      }
-      // Heads sent above the node's own head are gone from it (or not there yet): the walk starts below them.
-      // Back on the same node: a reorg while away may have replaced heads already sent. Walk back
-      // to where its chain and what was sent agree; everything above is sent again.
-      const from = await forkFrom(Math.min(last.number, latest) + 1, via);
-      if (from > latest) return;
-      if (from <= last.number)
-        opts.log('info', 'reorg while away: heads sent again from the fork', { node: via.node, depth: last.number - from + 1, head: from });
-      await fill(from, latest, via, deliver);
-    },
+    resume: (via, deliver) => resume(feed, via, deliver),
     head() {
+      const last = feed.last;
       return last === null ? null : { ...last };
     },
   };

@@ -59,176 +59,196 @@ interface ChainFeeds {
 
 const CLOSED = 'subscriptions closed';
 
-export function connectFeedRelay(port: MessagePort, opts: FeedRelayClientOptions = {}): FeedRelayClient {
-  const chains = new Map<string, ChainFeeds>();
-  const byId = new Map<number, RelayHold>();
-  const waits = new Map<number, { hold: RelayHold; settle(outcome: string | null): void }>();
-  let nextId = 0;
-  let portClosed = false;
-  const send = (msg: FeedRelayRequest): void => {
-    if (!portClosed) port.postMessage(msg);
-  };
+/** One worker's relay client, in fields; its steps are the functions below, which take it. */
+class RelayClient {
+  readonly port: MessagePort;
+  readonly log: FeedsLog | undefined;
+  readonly chains: Map<string, ChainFeeds>;
+  readonly byId: Map<number, RelayHold>;
+  readonly waits: Map<number, { hold: RelayHold; settle(outcome: string | null): void }>;
+  nextId: number;
+  portClosed: boolean;
   /** What this thread has handled, told to the main side so it can bound what it queues here (relay-backlog.ts). */
-  const acks = createBacklogAcks((bytes) => send({ op: 'ack', bytes }));
+  readonly acks: { took(bytes: number): void };
 
-  /** Calls every listener of the hold; with `upTo`, only those registered before notification `upTo`. */
-  function each(hold: RelayHold, call: (listener: FeedListener) => void, upTo = Number.POSITIVE_INFINITY): void {
-    for (const e of hold.entries) {
-      if (e.since > upTo) continue;
-      try {
-        call(e.listener);
-      } catch (err) {
-        opts.log?.('warn', 'feed listener threw', { chain: hold.chain.name, error: String(err).slice(0, 200) });
-      }
+  constructor(port: MessagePort, opts: FeedRelayClientOptions) {
+    this.port = port;
+    this.log = opts.log;
+    this.chains = new Map();
+    this.byId = new Map();
+    this.waits = new Map();
+    this.nextId = 0;
+    this.portClosed = false;
+    this.acks = createBacklogAcks((bytes) => send(this, { op: 'ack', bytes }));
+  }
+}
+
+function send(client: RelayClient, msg: FeedRelayRequest): void {
+  if (!client.portClosed) client.port.postMessage(msg);
+}
+
+/** Calls every listener of the hold; with `upTo`, only those registered before notification `upTo`. */
+function each(client: RelayClient, hold: RelayHold, call: (listener: FeedListener) => void, upTo = Number.POSITIVE_INFINITY): void {
+  for (const e of hold.entries) {
+    if (e.since > upTo) continue;
+    try {
+      call(e.listener);
+    } catch (err) {
+      client.log?.('warn', 'feed listener threw', { chain: hold.chain.name, error: String(err).slice(0, 200) });
     }
   }
+}
 
-  function settleWaits(hold: RelayHold | null, outcome: string): void {
-    for (const [id, w] of waits) {
-      if (hold !== null && w.hold !== hold) continue;
-      waits.delete(id);
-      w.settle(outcome);
+function settleWaits(client: RelayClient, hold: RelayHold | null, outcome: string): void {
+  for (const [id, w] of client.waits) {
+    if (hold !== null && w.hold !== hold) continue;
+    client.waits.delete(id);
+    w.settle(outcome);
+  }
+}
+
+/** Forgets the hold here; `tell` releases it on the main side too. */
+function drop(client: RelayClient, hold: RelayHold, tell: boolean): void {
+  if (hold.dropped) return;
+  hold.dropped = true;
+  hold.live = false;
+  client.byId.delete(hold.id);
+  if (hold.chain.holds.get(hold.key) === hold) hold.chain.holds.delete(hold.key);
+  if (tell) send(client, { op: 'release', hold: hold.id });
+}
+
+function received(client: RelayClient, msg: FeedRelayEvent): void {
+  switch (msg.op) {
+    case 'notify': {
+      client.acks.took(msg.json.length);
+      const hold = client.byId.get(msg.hold);
+      if (hold === undefined) return;
+      each(client, hold, (l) => l.notify(msg.json), ++hold.seq);
+      return;
     }
-  }
-
-  /** Forgets the hold here; `tell` releases it on the main side too. */
-  function drop(hold: RelayHold, tell: boolean): void {
-    if (hold.dropped) return;
-    hold.dropped = true;
-    hold.live = false;
-    byId.delete(hold.id);
-    if (hold.chain.holds.get(hold.key) === hold) hold.chain.holds.delete(hold.key);
-    if (tell) send({ op: 'release', hold: hold.id });
-  }
-
-  function received(msg: FeedRelayEvent): void {
-    switch (msg.op) {
-      case 'notify': {
-        acks.took(msg.json.length);
-        const hold = byId.get(msg.hold);
-        if (hold === undefined) return;
-        each(hold, (l) => l.notify(msg.json), ++hold.seq);
-        return;
-      }
-      case 'live': {
-        const hold = byId.get(msg.hold);
-        if (hold === undefined || hold.live === msg.live) return;
-        hold.live = msg.live;
-        each(hold, (l) => l.liveChanged?.(msg.live));
-        return;
-      }
-      case 'lost': {
-        const hold = byId.get(msg.hold);
-        if (hold === undefined) return;
-        drop(hold, false);
-        settleWaits(hold, msg.reason);
-        each(hold, (l) => l.lost(msg.reason));
-        hold.entries.clear();
-        return;
-      }
-      case 'waited': {
-        const w = waits.get(msg.wait);
-        if (w === undefined) return;
-        waits.delete(msg.wait);
-        w.settle(msg.outcome);
-        return;
-      }
-      case 'state': {
-        const chain = chains.get(msg.chain);
-        if (chain === undefined) return;
-        chain.head = msg.head;
-        chain.upstreams = msg.upstreams;
-        return;
-      }
+    case 'live': {
+      const hold = client.byId.get(msg.hold);
+      if (hold === undefined || hold.live === msg.live) return;
+      hold.live = msg.live;
+      each(client, hold, (l) => l.liveChanged?.(msg.live));
+      return;
     }
-  }
-
-  function subscribe(chain: ChainFeeds, kind: FeedKind, params: unknown, listener: FeedListener): FeedHold {
-    if (chain.closed) throw new Error('feeds: subscribe after close');
-    const key = feedKey(kind, params);
-    let hold = chain.holds.get(key);
-    if (hold === undefined) {
-      hold = { id: ++nextId, key, chain, entries: new Set(), seq: 0, live: false, dropped: false };
-      chain.holds.set(key, hold);
-      byId.set(hold.id, hold);
-      send({ op: 'hold', hold: hold.id, chain: chain.name, kind, params });
-    }
-    const h = hold;
-    const entry: Entry = { listener, since: h.seq + 1 };
-    h.entries.add(entry);
-    let removed = false;
-    const live = (): boolean => !h.dropped && h.live;
-    return {
-      remove() {
-        if (removed) return;
-        removed = true;
-        h.entries.delete(entry);
-        if (h.entries.size === 0) drop(h, true);
-      },
-      live,
-      whenLive(ms) {
-        if (live()) return Promise.resolve(null);
-        if (h.dropped) return Promise.resolve(chain.closed || portClosed ? CLOSED : 'upstream subscription lost');
-        return new Promise((settle) => {
-          const wait = ++nextId;
-          waits.set(wait, { hold: h, settle });
-          send({ op: 'wait', hold: h.id, wait, ms });
-        });
-      },
-    };
-  }
-
-  function closeChain(chain: ChainFeeds): void {
-    if (chain.closed) return;
-    chain.closed = true;
-    chains.delete(chain.name);
-    const holds = [...chain.holds.values()];
-    for (const hold of holds) {
-      drop(hold, true);
+    case 'lost': {
+      const hold = client.byId.get(msg.hold);
+      if (hold === undefined) return;
+      drop(client, hold, false);
+      settleWaits(client, hold, msg.reason);
+      each(client, hold, (l) => l.lost(msg.reason));
       hold.entries.clear();
-      settleWaits(hold, CLOSED);
+      return;
     }
-    send({ op: 'unwatch', chain: chain.name });
+    case 'waited': {
+      const w = client.waits.get(msg.wait);
+      if (w === undefined) return;
+      client.waits.delete(msg.wait);
+      w.settle(msg.outcome);
+      return;
+    }
+    case 'state': {
+      const chain = client.chains.get(msg.chain);
+      if (chain === undefined) return;
+      chain.head = msg.head;
+      chain.upstreams = msg.upstreams;
+      return;
+    }
+    default:
+      msg satisfies never;
   }
+}
 
-  function chainFeeds(name: string): ChainFeeds {
-    const chain: ChainFeeds = {
-      name,
-      holds: new Map(),
-      head: null,
-      upstreams: 0,
-      closed: false,
-      feeds: {
-        subscribe: (kind, params, listener) => subscribe(chain, kind, params, listener),
-        upstreamSubscriptions: () => chain.upstreams,
-        head: () => (chain.head === null ? null : { ...chain.head }),
-        close: () => closeChain(chain),
-      },
-    };
-    return chain;
+function subscribe(client: RelayClient, chain: ChainFeeds, kind: FeedKind, params: unknown, listener: FeedListener): FeedHold {
+  if (chain.closed) throw new Error('feeds: subscribe after close');
+  const key = feedKey(kind, params);
+  let hold = chain.holds.get(key);
+  if (hold === undefined) {
+    hold = { id: ++client.nextId, key, chain, entries: new Set(), seq: 0, live: false, dropped: false };
+    chain.holds.set(key, hold);
+    client.byId.set(hold.id, hold);
+    send(client, { op: 'hold', hold: hold.id, chain: chain.name, kind, params });
   }
+  const h = hold;
+  const entry: Entry = { listener, since: h.seq + 1 };
+  h.entries.add(entry);
+  let removed = false;
+  const live = (): boolean => !h.dropped && h.live;
+  return {
+    remove() {
+      if (removed) return;
+      removed = true;
+      h.entries.delete(entry);
+      if (h.entries.size === 0) drop(client, h, true);
+    },
+    live,
+    whenLive(ms) {
+      if (live()) return Promise.resolve(null);
+      if (h.dropped) return Promise.resolve(chain.closed || client.portClosed ? CLOSED : 'upstream subscription lost');
+      return new Promise((settle) => {
+        const wait = ++client.nextId;
+        client.waits.set(wait, { hold: h, settle });
+        send(client, { op: 'wait', hold: h.id, wait, ms });
+      });
+    },
+  };
+}
 
-  port.on('message', received);
+function closeChain(client: RelayClient, chain: ChainFeeds): void {
+  if (chain.closed) return;
+  chain.closed = true;
+  client.chains.delete(chain.name);
+  const holds = [...chain.holds.values()];
+  for (const hold of holds) {
+    drop(client, hold, true);
+    hold.entries.clear();
+    settleWaits(client, hold, CLOSED);
+  }
+  send(client, { op: 'unwatch', chain: chain.name });
+}
+
+function chainFeeds(client: RelayClient, name: string): ChainFeeds {
+  const chain: ChainFeeds = {
+    name,
+    holds: new Map(),
+    head: null,
+    upstreams: 0,
+    closed: false,
+    feeds: {
+      subscribe: (kind, params, listener) => subscribe(client, chain, kind, params, listener),
+      upstreamSubscriptions: () => chain.upstreams,
+      head: () => (chain.head === null ? null : { ...chain.head }),
+      close: () => closeChain(client, chain),
+    },
+  };
+  return chain;
+}
+
+export function connectFeedRelay(port: MessagePort, opts: FeedRelayClientOptions = {}): FeedRelayClient {
+  const client = new RelayClient(port, opts);
+  port.on('message', (msg: FeedRelayEvent) => received(client, msg));
   // The main thread went away (the process is stopping): nothing will answer a wait.
   port.on('close', () => {
-    portClosed = true;
-    settleWaits(null, CLOSED);
+    client.portClosed = true;
+    settleWaits(client, null, CLOSED);
   });
 
   return {
     feeds(name) {
-      let chain = chains.get(name);
+      let chain = client.chains.get(name);
       if (chain === undefined) {
-        chain = chainFeeds(name);
-        chains.set(name, chain);
-        send({ op: 'watch', chain: name });
+        chain = chainFeeds(client, name);
+        client.chains.set(name, chain);
+        send(client, { op: 'watch', chain: name });
       }
       return chain.feeds;
     },
     close() {
-      for (const chain of [...chains.values()]) closeChain(chain);
-      portClosed = true;
-      settleWaits(null, CLOSED);
+      for (const chain of [...client.chains.values()]) closeChain(client, chain);
+      client.portClosed = true;
+      settleWaits(client, null, CLOSED);
       port.close();
     },
   };

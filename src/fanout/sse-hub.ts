@@ -154,187 +154,213 @@ const realTimers: HubTimers = {
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
+/** One hub's state, in fields; its steps are the functions below, which take it. */
+class SseHubState {
+  readonly opts: SseHubOptions;
+  readonly heartbeatMs: number;
+  readonly maxBufferedBytes: number;
+  readonly openTimeoutMs: number;
+  readonly onDelivered: SseHubOptions['onDelivered'];
+  readonly onSlowClient: SseHubOptions['onSlowClient'];
+  readonly timers: HubTimers;
+  readonly topics: Map<string, Topic>;
+  readonly members: Set<Member>;
+  heartbeat: unknown;
+  closed: boolean;
+
+  constructor(opts: SseHubOptions) {
+    this.opts = opts;
+    this.heartbeatMs = opts.heartbeatMs;
+    this.maxBufferedBytes = opts.maxBufferedBytes;
+    this.openTimeoutMs = opts.openTimeoutMs;
+    this.onDelivered = opts.onDelivered;
+    this.onSlowClient = opts.onSlowClient;
+    this.timers = opts.timers ?? realTimers;
+    this.topics = new Map();
+    this.members = new Set();
+    this.heartbeat = undefined;
+    this.closed = false;
+  }
+}
+
+function write(hub: SseHubState, m: Member, frame: Buffer, topic: string): void {
+  if (!m.client.write(frame)) m.backpressured = true;
+  if (!m.relay) hub.onDelivered?.(m.client, topic, frame.length);
+}
+
+function cutSlow(hub: SseHubState, m: Member): void {
+  leave(hub, m);
+  hub.onSlowClient?.(m.client);
+  m.client.close('slow');
+}
+
+function send(hub: SseHubState, m: Member, frame: Buffer, topic: string): void {
+  if (!m.backpressured) {
+    write(hub, m, frame, topic);
+    return;
+  }
+  m.held.push({ frame, topic });
+  m.heldBytes += frame.length;
+  if (m.heldBytes > hub.maxBufferedBytes) cutSlow(hub, m);
+}
+
+function fanOut(hub: SseHubState, topic: Topic, frame: Buffer): void {
+  // A topic whose link was closed has no members left, so a late frame from that link reaches nobody.
+  // Members removed during the loop (cut, or leaving from a callback) are skipped by the Set's iterator.
+  for (const m of topic.members) send(hub, m, frame, topic.name);
+}
+
+function flush(hub: SseHubState, m: Member): void {
+  while (m.head < m.held.length && !m.backpressured && !m.gone) {
+    const { frame, topic } = m.held[m.head]!;
+    m.held[m.head++] = undefined;
+    m.heldBytes -= frame.length;
+    write(hub, m, frame, topic);
+  }
+  if (m.head === m.held.length) {
+    m.held = [];
+    m.head = 0;
+  }
+}
+
+function beat(hub: SseHubState): void {
+  for (const m of hub.members) {
+    if (m.started && !m.relay && !m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
+  }
+}
+
+/** Starts a waiting client once every topic of its is up: from then on it is a member that frames reach. */
+function startIfReady(hub: SseHubState, m: Member): void {
+  if (m.started || m.gone || m.joining) return;
+  for (const topic of m.topics) if (!topic.up) return;
+  m.started = true;
+  if (m.timer !== undefined) hub.timers.clearTimeout(m.timer);
+  m.timer = undefined;
+  for (const topic of m.topics) {
+    topic.waiting.delete(m);
+    topic.members.add(m);
+  }
+  m.client.start();
+}
+
+function linkStatus(hub: SseHubState, topic: Topic, open: boolean): void {
+  topic.up = open;
+  for (const m of topic.members) m.client.linkStatus?.(topic.name, open);
+  if (open) for (const m of topic.waiting) startIfReady(hub, m);
+}
+
+/** Forgets the member, closing the links it was the last listener of. */
+function leave(hub: SseHubState, m: Member): void {
+  if (m.gone) return;
+  m.gone = true;
+  hub.members.delete(m);
+  m.held = [];
+  m.heldBytes = 0;
+  if (m.timer !== undefined) hub.timers.clearTimeout(m.timer);
+  m.timer = undefined;
+  for (const topic of m.topics) {
+    topic.members.delete(m);
+    topic.waiting.delete(m);
+    if (topic.members.size > 0 || topic.waiting.size > 0) continue;
+    hub.topics.delete(topic.name);
+    const link = topic.link;
+    topic.link = null;
+    link?.close();
+  }
+  if (hub.members.size === 0 && hub.heartbeat !== undefined) {
+    hub.timers.clearInterval(hub.heartbeat);
+    hub.heartbeat = undefined;
+  }
+}
+
+function join(hub: SseHubState, m: Member, name: string): void {
+  const existing = hub.topics.get(name);
+  if (existing !== undefined) {
+    if (existing.waiting.has(m)) return;
+    existing.waiting.add(m);
+    m.topics.push(existing);
+    return;
+  }
+  const topic: Topic = { name, link: null, up: false, members: new Set(), waiting: new Set([m]) };
+  hub.topics.set(name, topic);
+  m.topics.push(topic);
+  topic.link = hub.opts.openLink(
+    name,
+    (frame) => fanOut(hub, topic, frame),
+    (open) => linkStatus(hub, topic, open),
+    () => {
+      for (const m of [...topic.members, ...topic.waiting]) cutSlow(hub, m);
+    },
+  );
+}
+
+const inert: SseListener = { drained() {}, remove() {} };
+
+function add(hub: SseHubState, client: SseClient, names: readonly string[]): SseListener {
+  if (names.length === 0) throw new TypeError('a client must listen to at least one topic');
+  if (hub.closed) {
+    client.close('shutdown');
+    return inert;
+  }
+  const m: Member = {
+    client,
+    relay: client.relay === true,
+    topics: [],
+    held: [],
+    head: 0,
+    heldBytes: 0,
+    backpressured: false,
+    gone: false,
+    started: false,
+    joining: true,
+    timer: undefined,
+  };
+  hub.members.add(m);
+  if (hub.heartbeat === undefined) hub.heartbeat = hub.timers.setInterval(() => beat(hub), hub.heartbeatMs);
+  try {
+    for (const name of names) join(hub, m, name);
+  } catch (err) {
+    leave(hub, m);
+    throw err;
+  }
+  m.joining = false;
+  startIfReady(hub, m);
+  if (!m.started && !m.relay) {
+    m.timer = hub.timers.setTimeout(() => {
+      m.timer = undefined;
+      leave(hub, m);
+      m.client.close('unavailable');
+    }, hub.openTimeoutMs);
+  }
+  return {
+    drained() {
+      if (m.gone) return;
+      m.backpressured = false;
+      flush(hub, m);
+    },
+    remove() {
+      leave(hub, m);
+    },
+  };
+}
+
 export function createSseHub(opts: SseHubOptions): SseHub {
-  const { heartbeatMs, maxBufferedBytes, openTimeoutMs, onDelivered, onSlowClient } = opts;
+  const { heartbeatMs, maxBufferedBytes, openTimeoutMs } = opts;
   if (!(heartbeatMs > 0) || !Number.isFinite(heartbeatMs)) throw new TypeError('heartbeatMs must be a positive number');
   if (!(openTimeoutMs > 0) || !Number.isFinite(openTimeoutMs)) throw new TypeError('openTimeoutMs must be a positive number');
   if (!(maxBufferedBytes > 0) || !Number.isInteger(maxBufferedBytes)) {
     throw new TypeError('maxBufferedBytes must be a positive integer');
   }
-  const timers = opts.timers ?? realTimers;
-  const topics = new Map<string, Topic>();
-  const members = new Set<Member>();
-  let heartbeat: unknown;
-  let closed = false;
-
-  function write(m: Member, frame: Buffer, topic: string): void {
-    if (!m.client.write(frame)) m.backpressured = true;
-    if (!m.relay) onDelivered?.(m.client, topic, frame.length);
-  }
-
-  function cutSlow(m: Member): void {
-    leave(m);
-    onSlowClient?.(m.client);
-    m.client.close('slow');
-  }
-
-  function send(m: Member, frame: Buffer, topic: string): void {
-    if (!m.backpressured) {
-      write(m, frame, topic);
-      return;
-    }
-    m.held.push({ frame, topic });
-    m.heldBytes += frame.length;
-    if (m.heldBytes > maxBufferedBytes) cutSlow(m);
-  }
-
-  function fanOut(topic: Topic, frame: Buffer): void {
-    // A topic whose link was closed has no members left, so a late frame from that link reaches nobody.
-    // Members removed during the loop (cut, or leaving from a callback) are skipped by the Set's iterator.
-    for (const m of topic.members) send(m, frame, topic.name);
-  }
-
-  function flush(m: Member): void {
-    while (m.head < m.held.length && !m.backpressured && !m.gone) {
-      const { frame, topic } = m.held[m.head]!;
-      m.held[m.head++] = undefined;
-      m.heldBytes -= frame.length;
-      write(m, frame, topic);
-    }
-    if (m.head === m.held.length) {
-      m.held = [];
-      m.head = 0;
-    }
-  }
-
-  function beat(): void {
-    for (const m of members) {
-      if (m.started && !m.relay && !m.backpressured && !m.client.write(KEEP_ALIVE)) m.backpressured = true;
-    }
-  }
-
-  /** Starts a waiting client once every topic of its is up: from then on it is a member that frames reach. */
-  function startIfReady(m: Member): void {
-    if (m.started || m.gone || m.joining) return;
-    for (const topic of m.topics) if (!topic.up) return;
-    m.started = true;
-    if (m.timer !== undefined) timers.clearTimeout(m.timer);
-    m.timer = undefined;
-    for (const topic of m.topics) {
-      topic.waiting.delete(m);
-      topic.members.add(m);
-    }
-    m.client.start();
-  }
-
-  function linkStatus(topic: Topic, open: boolean): void {
-    topic.up = open;
-    for (const m of topic.members) m.client.linkStatus?.(topic.name, open);
-    if (open) for (const m of topic.waiting) startIfReady(m);
-  }
-
-  /** Forgets the member, closing the links it was the last listener of. */
-  function leave(m: Member): void {
-    if (m.gone) return;
-    m.gone = true;
-    members.delete(m);
-    m.held = [];
-    m.heldBytes = 0;
-    if (m.timer !== undefined) timers.clearTimeout(m.timer);
-    m.timer = undefined;
-    for (const topic of m.topics) {
-      topic.members.delete(m);
-      topic.waiting.delete(m);
-      if (topic.members.size > 0 || topic.waiting.size > 0) continue;
-      topics.delete(topic.name);
-      const link = topic.link;
-      topic.link = null;
-      link?.close();
-    }
-    if (members.size === 0 && heartbeat !== undefined) {
-      timers.clearInterval(heartbeat);
-      heartbeat = undefined;
-    }
-  }
-
-  function join(m: Member, name: string): void {
-    const existing = topics.get(name);
-    if (existing !== undefined) {
-      if (existing.waiting.has(m)) return;
-      existing.waiting.add(m);
-      m.topics.push(existing);
-      return;
-    }
-    const topic: Topic = { name, link: null, up: false, members: new Set(), waiting: new Set([m]) };
-    topics.set(name, topic);
-    m.topics.push(topic);
-    topic.link = opts.openLink(
-      name,
-      (frame) => fanOut(topic, frame),
-      (open) => linkStatus(topic, open),
-      () => {
-        for (const m of [...topic.members, ...topic.waiting]) cutSlow(m);
-      },
-    );
-  }
-
-  const inert: SseListener = { drained() {}, remove() {} };
-
+  const hub = new SseHubState(opts);
   return {
-    add(client, names) {
-      if (names.length === 0) throw new TypeError('a client must listen to at least one topic');
-      if (closed) {
-        client.close('shutdown');
-        return inert;
-      }
-      const m: Member = {
-        client,
-        relay: client.relay === true,
-        topics: [],
-        held: [],
-        head: 0,
-        heldBytes: 0,
-        backpressured: false,
-        gone: false,
-        started: false,
-        joining: true,
-        timer: undefined,
-      };
-      members.add(m);
-      if (heartbeat === undefined) heartbeat = timers.setInterval(beat, heartbeatMs);
-      try {
-        for (const name of names) join(m, name);
-      } catch (err) {
-        leave(m);
-        throw err;
-      }
-      m.joining = false;
-      startIfReady(m);
-      if (!m.started && !m.relay) {
-        m.timer = timers.setTimeout(() => {
-          m.timer = undefined;
-          leave(m);
-          m.client.close('unavailable');
-        }, openTimeoutMs);
-      }
-      return {
-        drained() {
-          if (m.gone) return;
-          m.backpressured = false;
-          flush(m);
-        },
-        remove() {
-          leave(m);
-        },
-      };
-    },
-    topicsOpen: () => [...topics.keys()],
-    clients: () => members.size,
+    add: (client, names) => add(hub, client, names),
+    topicsOpen: () => [...hub.topics.keys()],
+    clients: () => hub.members.size,
     close() {
-      if (closed) return;
-      closed = true;
-      for (const m of members) {
-        leave(m);
+      if (hub.closed) return;
+      hub.closed = true;
+      for (const m of hub.members) {
+        leave(hub, m);
         m.client.close('shutdown');
       }
     },

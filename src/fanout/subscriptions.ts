@@ -134,6 +134,165 @@ function subsOf(conn: SubscriberConn): Array<[string, Subscription]> {
 const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
 const LOST_CLOSE = 1011;
 
+/** One hub's state, in fields; its steps are the functions below, which take it. */
+class SubscriptionHubState {
+  readonly opts: HubOptions;
+  readonly topics: Map<string, Topic>;
+  readonly metrics: Pick<ChainMetrics, 'subscription' | 'notifications'>;
+  notifications: number;
+  subscriptions: number;
+
+  constructor(opts: HubOptions) {
+    this.opts = opts;
+    this.topics = new Map();
+    this.metrics = opts.metrics ?? noMetrics().chain('');
+    this.notifications = 0;
+    this.subscriptions = 0;
+  }
+}
+
+function idOf(topic: Topic, variant: number): string {
+  return (topic.ids[variant] ??= `${topic.idPrefix}${variant.toString(16).padStart(8, '0')}`);
+}
+
+function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
+  if (conn.ownerId === null || conn.endpointId === null) return;
+  let byEndpoint = topic.metered.get(conn.ownerId);
+  if (byEndpoint === undefined) topic.metered.set(conn.ownerId, (byEndpoint = new Map()));
+  const n = (byEndpoint.get(conn.endpointId) ?? 0) + delta;
+  if (n > 0) byEndpoint.set(conn.endpointId, n);
+  else {
+    byEndpoint.delete(conn.endpointId);
+    if (byEndpoint.size === 0) topic.metered.delete(conn.ownerId);
+  }
+}
+
+/**
+ * One notification of the topic: its bytes made once per variant, RU charged once per owner and endpoint,
+ * and the same Buffer sent to every connection of the variant (an owner out of balance is closed instead).
+ */
+function notify(hub: SubscriptionHubState, topic: Topic, resultJson: string): void {
+  const opts = hub.opts;
+  hub.notifications++;
+  const prepared: Buffer[] = [];
+  const broke = new Set<number>();
+  for (let k = 0; k < topic.variants.length; k++) {
+    if (topic.variants[k]!.size === 0) continue;
+    prepared[k] = Buffer.from(
+      `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${idOf(topic, k)}","result":${resultJson}}}`,
+    );
+  }
+  const first = prepared.find((b) => b !== undefined);
+  if (first === undefined) return;
+  // Every variant's id has the same length, so one message size prices them all.
+  const ru = opts.ruPerMessage(first.length);
+  for (const [ownerId, byEndpoint] of topic.metered) {
+    for (const [endpointId, n] of byEndpoint) {
+      if (!opts.charge(ownerId, endpointId, ru * n, n)) broke.add(ownerId);
+    }
+  }
+  for (let k = 0; k < topic.variants.length; k++) {
+    const bytes = prepared[k];
+    if (bytes === undefined) continue;
+    let sent = 0;
+    for (const conn of topic.variants[k]!) {
+      if (conn.ownerId !== null && broke.has(conn.ownerId)) conn.close(BALANCE_CLOSE.code, BALANCE_CLOSE.reason);
+      else {
+        conn.deliver(bytes);
+        sent++;
+      }
+    }
+    if (sent > 0) topic.notified.inc(sent);
+  }
+}
+
+function lost(hub: SubscriptionHubState, topic: Topic, reason: string): void {
+  topic.lost = true;
+  if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
+  const conns = new Set<SubscriberConn>();
+  for (const v of topic.variants) for (const c of v) conns.add(c);
+  for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
+}
+
+function topicFor(hub: SubscriptionHubState, kind: FeedKind, params: unknown): Topic {
+  const key = `${kind}:${params === undefined ? '' : JSON.stringify(params)}`;
+  const topic = hub.topics.get(key);
+  if (topic !== undefined) return topic;
+  const t: Topic = {
+    key,
+    variants: [],
+    ids: [],
+    shared: [],
+    metered: new Map(),
+    count: 0,
+    waiting: 0,
+    lost: false,
+    hold: null,
+    kind,
+    notified: hub.metrics.notifications(kind),
+    // 24 hex digits per topic (random, or the workers' common one), then 8 for the variant: 0x + 32 hex, the form nodes give.
+    idPrefix: `0x${hub.opts.idPrefix?.(key) ?? randomBytes(12).toString('hex')}`,
+  };
+  hub.topics.set(key, t);
+  t.hold = hub.opts.feeds.subscribe(kind, params, { notify: (r) => notify(hub, t, r), lost: (reason) => lost(hub, t, reason) });
+  return t;
+}
+
+/** Drops the topic and its feed listener once nobody holds or waits for it. */
+function release(hub: SubscriptionHubState, topic: Topic): void {
+  if (topic.count > 0 || topic.waiting > 0) return;
+  if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
+  topic.hold?.remove();
+}
+
+function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic): string {
+  let variant = 0;
+  while (topic.variants[variant]?.has(conn)) variant++;
+  (topic.variants[variant] ??= new Set()).add(conn);
+  const id = idOf(topic, variant);
+  holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
+  meter(topic, conn, 1);
+  topic.count++;
+  hub.subscriptions++;
+  hub.metrics.subscription(topic.kind, 1);
+  return id;
+}
+
+function remove(hub: SubscriptionHubState, conn: SubscriberConn, id: string, sub: Subscription): void {
+  const { topic, variant } = sub;
+  releaseSub(conn, id);
+  topic.variants[variant]!.delete(conn);
+  meter(topic, conn, -1);
+  topic.count--;
+  hub.subscriptions--;
+  hub.metrics.subscription(topic.kind, -1);
+  release(hub, topic);
+}
+
+function subscribe(
+  hub: SubscriptionHubState,
+  conn: SubscriberConn,
+  kind: FeedKind,
+  params: unknown,
+): SubscribeOutcome | Promise<SubscribeOutcome> {
+  const topic = topicFor(hub, kind, params);
+  if (topic.hold!.live()) return { ok: true, id: add(hub, conn, topic) };
+  topic.waiting++;
+  return topic.hold!.whenLive(hub.opts.liveWaitMs).then((failure): SubscribeOutcome => {
+    topic.waiting--;
+    const outcome: SubscribeOutcome =
+      failure !== null
+        ? { ok: false, reason: failure }
+        : topic.lost
+          ? { ok: false, reason: 'upstream subscription lost' }
+          : conn.closed
+            ? { ok: false, reason: 'connection closed' }
+            : { ok: true, id: add(hub, conn, topic) };
+    release(hub, topic);
+    return outcome;
+  });
+}
+
 /**
  * Local fan-out of one chain's feeds. Every notification is turned into bytes once per variant
  * (usually one: every connection's first subscription of a kind shares its id), and the same Buffer
@@ -141,153 +300,19 @@ const LOST_CLOSE = 1011;
  * per-socket work is one send.
  */
 export function createSubscriptionHub(opts: HubOptions): SubscriptionHub {
-  const topics = new Map<string, Topic>();
-  const metrics = opts.metrics ?? noMetrics().chain('');
-  let notifications = 0;
-  let subscriptions = 0;
-
-  function idOf(topic: Topic, variant: number): string {
-    return (topic.ids[variant] ??= `${topic.idPrefix}${variant.toString(16).padStart(8, '0')}`);
-  }
-
-  function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
-    if (conn.ownerId === null || conn.endpointId === null) return;
-    let byEndpoint = topic.metered.get(conn.ownerId);
-    if (byEndpoint === undefined) topic.metered.set(conn.ownerId, (byEndpoint = new Map()));
-    const n = (byEndpoint.get(conn.endpointId) ?? 0) + delta;
-    if (n > 0) byEndpoint.set(conn.endpointId, n);
-    else {
-      byEndpoint.delete(conn.endpointId);
-      if (byEndpoint.size === 0) topic.metered.delete(conn.ownerId);
-    }
-  }
-
-  function notify(topic: Topic, resultJson: string): void {
-    notifications++;
-    const prepared: Buffer[] = [];
-    const broke = new Set<number>();
-    for (let k = 0; k < topic.variants.length; k++) {
-      if (topic.variants[k]!.size === 0) continue;
-      prepared[k] = Buffer.from(
-        `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${idOf(topic, k)}","result":${resultJson}}}`,
-      );
-    }
-    const first = prepared.find((b) => b !== undefined);
-    if (first === undefined) return;
-    // Every variant's id has the same length, so one message size prices them all.
-    const ru = opts.ruPerMessage(first.length);
-    for (const [ownerId, byEndpoint] of topic.metered) {
-      for (const [endpointId, n] of byEndpoint) {
-        if (!opts.charge(ownerId, endpointId, ru * n, n)) broke.add(ownerId);
-      }
-    }
-    for (let k = 0; k < topic.variants.length; k++) {
-      const bytes = prepared[k];
-      if (bytes === undefined) continue;
-      let sent = 0;
-      for (const conn of topic.variants[k]!) {
-        if (conn.ownerId !== null && broke.has(conn.ownerId)) conn.close(BALANCE_CLOSE.code, BALANCE_CLOSE.reason);
-        else {
-          conn.deliver(bytes);
-          sent++;
-        }
-      }
-      if (sent > 0) topic.notified.inc(sent);
-    }
-  }
-
-  function lost(topic: Topic, reason: string): void {
-    topic.lost = true;
-    if (topics.get(topic.key) === topic) topics.delete(topic.key);
-    const conns = new Set<SubscriberConn>();
-    for (const v of topic.variants) for (const c of v) conns.add(c);
-    for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
-  }
-
-  function topicFor(kind: FeedKind, params: unknown): Topic {
-    const key = `${kind}:${params === undefined ? '' : JSON.stringify(params)}`;
-    const topic = topics.get(key);
-    if (topic !== undefined) return topic;
-    const t: Topic = {
-      key,
-      variants: [],
-      ids: [],
-      shared: [],
-      metered: new Map(),
-      count: 0,
-      waiting: 0,
-      lost: false,
-      hold: null,
-      kind,
-      notified: metrics.notifications(kind),
-      // 24 hex digits per topic (random, or the workers' common one), then 8 for the variant: 0x + 32 hex, the form nodes give.
-      idPrefix: `0x${opts.idPrefix?.(key) ?? randomBytes(12).toString('hex')}`,
-    };
-    topics.set(key, t);
-    t.hold = opts.feeds.subscribe(kind, params, { notify: (r) => notify(t, r), lost: (reason) => lost(t, reason) });
-    return t;
-  }
-
-  /** Drops the topic and its feed listener once nobody holds or waits for it. */
-  function release(topic: Topic): void {
-    if (topic.count > 0 || topic.waiting > 0) return;
-    if (topics.get(topic.key) === topic) topics.delete(topic.key);
-    topic.hold?.remove();
-  }
-
-  function add(conn: SubscriberConn, topic: Topic): string {
-    let variant = 0;
-    while (topic.variants[variant]?.has(conn)) variant++;
-    (topic.variants[variant] ??= new Set()).add(conn);
-    const id = idOf(topic, variant);
-    holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
-    meter(topic, conn, 1);
-    topic.count++;
-    subscriptions++;
-    metrics.subscription(topic.kind, 1);
-    return id;
-  }
-
-  function remove(conn: SubscriberConn, id: string, sub: Subscription): void {
-    const { topic, variant } = sub;
-    releaseSub(conn, id);
-    topic.variants[variant]!.delete(conn);
-    meter(topic, conn, -1);
-    topic.count--;
-    subscriptions--;
-    metrics.subscription(topic.kind, -1);
-    release(topic);
-  }
-
+  const hub = new SubscriptionHubState(opts);
   return {
-    subscribe(conn, kind, params) {
-      const topic = topicFor(kind, params);
-      if (topic.hold!.live()) return { ok: true, id: add(conn, topic) };
-      topic.waiting++;
-      return topic.hold!.whenLive(opts.liveWaitMs).then((failure): SubscribeOutcome => {
-        topic.waiting--;
-        const outcome: SubscribeOutcome =
-          failure !== null
-            ? { ok: false, reason: failure }
-            : topic.lost
-              ? { ok: false, reason: 'upstream subscription lost' }
-              : conn.closed
-                ? { ok: false, reason: 'connection closed' }
-                : { ok: true, id: add(conn, topic) };
-        release(topic);
-        return outcome;
-      });
-    },
+    subscribe: (conn, kind, params) => subscribe(hub, conn, kind, params),
     unsubscribe(conn, id) {
       const key = id.toLowerCase();
       const sub = subOf(conn, key);
       if (sub === undefined) return false;
-      remove(conn, key, sub);
+      remove(hub, conn, key, sub);
       return true;
     },
     dropConnection(conn) {
-      for (const [id, sub] of subsOf(conn)) remove(conn, id, sub);
+      for (const [id, sub] of subsOf(conn)) remove(hub, conn, id, sub);
     },
-    stats: () => ({ topics: topics.size, subscriptions, notifications }),
+    stats: () => ({ topics: hub.topics.size, subscriptions: hub.subscriptions, notifications: hub.notifications }),
   };
 }
