@@ -3,7 +3,7 @@
  * schemas declare every key once; the readers below add what depends on other keys (the kind, the slug,
  * the URL) and the rules across entries.
  */
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, Type } from './typebox.js';
 import { type Errors, isObject, type Raw } from './checks.js';
 import { bool, int, mapOf, Missing, oneOf, optionalInt, optionalText, Problem, section, unlessNoString, url } from './keys.js';
 import { ChainRuSchema, checkMethodCosts, checkMethodRules, checkPatterns, MethodRulesSchema, methodDeny } from './method-policy.js';

@@ -2,7 +2,7 @@
  * Every default of the configuration, read from the schemas that declare them (one place per key, with
  * its unit in its description). config.example.yaml repeats these with the reason for each.
  */
-import type { Static, TSchema } from '@sinclair/typebox';
+import type { Static, TSchema } from './typebox.js';
 import { ChainSchema, UpstreamSchema } from './chains.js';
 import { ClusterSchema } from './storage.js';
 import { LedgerSchema, LogSchema, ManagementSchema, MetricsSchema, UsageSchema } from './operations.js';

@@ -2,7 +2,7 @@
  * A section's defaults filled in from its schema: what a key left out (or written empty) reads as. Kept
  * apart from the error wording (config/schema-check.ts) so that reading DEFAULTS loads no validator.
  */
-import type { TSchema } from '@sinclair/typebox';
+import type { TSchema } from './typebox.js';
 import { isObject, type Raw } from './checks.js';
 
 type Node = TSchema;

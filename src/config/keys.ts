@@ -5,7 +5,7 @@
  * no key spells its range twice. A message the schema cannot derive rides on a symbol, which JSON Schema
  * output never shows.
  */
-import { FormatRegistry, type TLiteral, type TObject, type TProperties, type TSchema, type TUnion, Type } from '@sinclair/typebox';
+import { FormatRegistry, type TLiteral, type TObject, type TProperties, type TSchema, type TUnion, Type } from './typebox.js';
 
 /** The message for a wrong value, in place of the one derived from the type: text, or text from the value. */
 export const Problem: unique symbol = Symbol('config.problem');

@@ -4,7 +4,7 @@
  * schemas declare their shape; the rules below check every pattern and every priced name against the
  * catalogue the same way wherever it is written, each error naming its key path.
  */
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, Type } from './typebox.js';
 import type { Errors } from './checks.js';
 import { int, mapOf, optionalInt, Problem, section, stringList } from './keys.js';
 import { didYouMean, patternProblem } from '../jsonrpc/method-patterns.js';

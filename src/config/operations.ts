@@ -2,7 +2,7 @@
  * The operations sections: the log, the metrics listener, the management listener and its rates, the
  * ledger's flush and the usage roll-up; and the rule that each extra listener has a port of its own.
  */
-import type { Static } from '@sinclair/typebox';
+import type { Static } from './typebox.js';
 import type { Errors } from './checks.js';
 import { bool, int, num, oneOf, optionalInt, optionalText, Problem, section, text, unlessNoString } from './keys.js';
 import type { ServerConfig } from './server.js';

@@ -2,7 +2,7 @@
  * The tenancy sections: `plans` (limits per endpoint key, and how many endpoints an owner may have) and
  * `public` (the keyless path).
  */
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, Type } from './typebox.js';
 import type { Errors } from './checks.js';
 import { int, mapOf, Missing, optionalInt, Problem, section } from './keys.js';
 import { checkPatterns, methodDeny } from './method-policy.js';

@@ -2,7 +2,7 @@
  * The `ru` section: what calls, notifications and Beacon paths cost in request units. Built-in method
  * costs (jsonrpc/methods.ts) and Beacon costs (beacon/costs.ts) apply unless overridden here.
  */
-import type { Static } from '@sinclair/typebox';
+import type { Static } from './typebox.js';
 import type { Errors } from './checks.js';
 import { int, mapOf, Problem, section } from './keys.js';
 import { checkMethodCosts, methodCosts } from './method-policy.js';

@@ -4,8 +4,8 @@
  * is the section with every absent key at its default and every wrong one back at its default, so the
  * rules across keys (the readers beside each section's schema) still run and report their errors too.
  */
-import type { Static, TSchema } from '@sinclair/typebox';
-import { Errors as SchemaErrors, type ValueError, ValueErrorType } from '@sinclair/typebox/errors';
+import type { Static, TSchema } from './typebox.js';
+import { Errors as SchemaErrors, type ValueError, ValueErrorType } from './typebox.js';
 import { type Errors, isObject, type Raw } from './checks.js';
 import { fillDefaults } from './fill-defaults.js';
 import { AtList, type Messages, Missing, Problem, urlWords } from './keys.js';

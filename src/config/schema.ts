@@ -3,7 +3,7 @@
  * the Config type the rest of src/ reads, and validateConfig, which reports every error at once, each
  * with its key path: first what each key's declaration refuses, then the rules across keys.
  */
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, Type } from './typebox.js';
 import { type Errors, isObject } from './checks.js';
 import { type ChainConfig, ChainsSchema, checkChainIds, readChains } from './chains.js';
 import { type ClusterConfig, ClusterSchema, readStorage, type StorageConfig, StorageSchema } from './storage.js';

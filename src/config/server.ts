@@ -2,7 +2,7 @@
  * The `server` section: the main listener, its limits and its worker threads. The schema declares every
  * key once; readServer adds what depends on other keys (the default chain, the public base URL).
  */
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, Type } from './typebox.js';
 import type { Errors } from './checks.js';
 import type { ChainConfig } from './chains.js';
 import { bool, int, Missing, optionalText, Problem, section, stringList, text, url } from './keys.js';

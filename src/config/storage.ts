@@ -4,7 +4,7 @@
  * the instances share besides the store (`cluster`).
  */
 import { hostname } from 'node:os';
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, Type } from './typebox.js';
 import { type Errors, isObject } from './checks.js';
 import { int, Missing, oneOf, optionalText, Problem, section, text, unlessNoString, url } from './keys.js';
 import { withoutNulls } from './fill-defaults.js';

@@ -46,6 +46,7 @@ export interface EventStreamOut {
 
 /** A stream admitted and its opening price set aside; start() it, or cancel() it when the client left. */
 export interface AdmittedStream {
+  readonly kind: 'admitted';
   readonly topics: readonly string[];
   readonly countKey: string;
   readonly admission: { reservation: Reservation | null; ru: number };
@@ -53,6 +54,7 @@ export interface AdmittedStream {
 
 /** A refusal of a stream, as status, Beacon body and headers. */
 export interface StreamRefusal {
+  kind: 'refused';
   status: number;
   body: string;
   headers?: Array<[string, string]>;
@@ -89,19 +91,19 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     const parsed = parseTopics(query);
     if (!parsed.ok) {
       countRefusal(t, caller, EVENTS_TEMPLATE, 400, 'bad_request');
-      return { status: 400, body: beaconErrorBody('bad_request', parsed.message) };
+      return { kind: 'refused', status: 400, body: beaconErrorBody('bad_request', parsed.message) };
     }
     const { countKey, refusal } = admitConnection(counts, caller, ctx.config.sse, 'sse', 'event streams');
     if (refusal !== null) {
       countRefusal(t, caller, EVENTS_TEMPLATE, 429, 'too_many_connections');
-      return { status: 429, body: beaconErrorBody('rate_limited', refusal), headers: [['retry-after', '1']] };
+      return { kind: 'refused', status: 429, body: beaconErrorBody('rate_limited', refusal), headers: [['retry-after', '1']] };
     }
     const admission = admitRu(t, caller, beaconCost(EVENTS_TEMPLATE, ctx.config.ru.beacon.paths, ctx.config.ru.beacon.default));
     if (!admission.ok) {
       countRefusal(t, caller, EVENTS_TEMPLATE, ERRORS[admission.error].http, admission.error);
-      return { status: ERRORS[admission.error].http, body: beaconErrorBody(admission.error) };
+      return { kind: 'refused', status: ERRORS[admission.error].http, body: beaconErrorBody(admission.error) };
     }
-    return { topics: parsed.topics, countKey, admission };
+    return { kind: 'admitted', topics: parsed.topics, countKey, admission };
   }
 
   function start(chain: ChainRuntime, caller: Caller, admitted: AdmittedStream, out: EventStreamOut): { leave(): void } {

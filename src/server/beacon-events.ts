@@ -25,7 +25,7 @@ export function createBeaconEvents(ctx: GatewayContext): BeaconEvents {
   return {
     serve(x, caller, query) {
       const admitted = streams.admit(caller, query);
-      if ('status' in admitted) {
+      if (admitted.kind === 'refused') {
         reply(x, admitted.status, admitted.body, admitted.headers, true);
         return;
       }
