@@ -44,6 +44,8 @@ t.test('two instances share keys, balances, limits and heartbeats', async (t) =>
   // Each counts the live instances at its roll call, once a second.
   await waitFor(() => a.limiter.instances() === 2, { what: 'a roll call counting both', ms: 3000 });
   t.equal(a.limiter.instances(), 2, 'a counts both at its roll call');
+  // The roll call is Redis's; the heartbeats are PostgreSQL's, each written with its instance's flush.
+  await waitFor(async () => (await a.ledgerStore.instances()).length === 2, { what: 'both heartbeats written', ms: 3000 });
   t.same((await a.ledgerStore.instances()).map((i) => i.id).sort(), ['gw-a', 'gw-b'], 'both heartbeat');
 
   t.ok(await a.accounts.deleteEndpoint(owner.id, made.endpoint.id));
