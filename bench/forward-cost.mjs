@@ -10,6 +10,8 @@ import { startChaingate } from './lib/chaingate.mjs';
 import { checkerFor, median } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measure, notRun } from './lib/measure.mjs';
+import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
+import { inTurn } from './lib/rounds.mjs';
 import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
@@ -42,6 +44,7 @@ async function measureGateway({ id, label, main, workers, upstream, ctx }) {
       main,
       // Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine.
       extraYaml: 'metrics: { port: 0 }\n',
+      nodeArgs: cpuProfArgs(ctx, id),
     });
   } catch (err) {
     return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
@@ -50,7 +53,7 @@ async function measureGateway({ id, label, main, workers, upstream, ctx }) {
     const url = server.url ?? `http://127.0.0.1:${server.port}/`;
     return { ...(await measure({ id, label, url, pid: server.pid, upstreamPid: upstream.pid, ctx })), roundFields: ROUND_FIELDS };
   } finally {
-    await server.stop();
+    await server.stop(stopGraceMs(ctx));
   }
 }
 
@@ -116,10 +119,8 @@ export async function run(sectionCtx) {
     return rows.map(({ id, label }) => notRun({ id, label, reason: `upstream did not start: ${err.message}`, error: true }));
   }
   try {
-    // The two take turns at going first (run.mjs names each round's folder `<section>-<round>`): on a machine
-    // whose load drifts, the one measured second would otherwise always meet the later minute.
-    const round = Number(/-(\d+)$/.exec(ctx.tmpdir)?.[1] ?? 1);
-    for (const row of round % 2 === 0 ? [...rows].reverse() : rows) runs.push(await measureGateway({ ...row, upstream, ctx }));
+    // The two take turns at going first, round by round (lib/rounds.mjs).
+    for (const row of inTurn(rows, ctx.round)) runs.push(await measureGateway({ ...row, upstream, ctx }));
   } finally {
     await upstream.stop();
   }

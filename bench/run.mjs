@@ -72,6 +72,18 @@ function buildBaseline(ref, work) {
   return { ref, commit, main, workers: knowsWorkers(main, join(work, 'baseline-probe')) ? 1 : null };
 }
 
+/**
+ * The command as a reader would type it again: the BENCH_* variables this run was given (but BENCH_OUT,
+ * where the JSON went), then `npm run bench`.
+ */
+function commandLine() {
+  const vars = Object.entries(process.env)
+    .filter(([k, v]) => k.startsWith('BENCH_') && k !== 'BENCH_OUT' && v !== '')
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}=${/^[\w.,:/@-]+$/.test(v) ? v : `'${v.replace(/'/g, "'\\''")}'`}`);
+  return [...vars, 'npm run bench'].join(' ');
+}
+
 /** Logs of the latest runs kept under bench/out/logs/, one folder per run. */
 const LOG_RUNS_KEPT = 5;
 
@@ -139,6 +151,7 @@ async function main() {
       nginx: nginx ? nginxVersion(nginx) : null,
     },
     settings,
+    command: commandLine(),
     request: REQUEST,
     sections: [],
   };
@@ -160,7 +173,7 @@ async function main() {
       const rounds = [];
       for (let round = 1; round <= settings.rounds; round++) {
         log(`section ${section.id}: ${section.title}${settings.rounds > 1 ? `, round ${round}/${settings.rounds}` : ''}`);
-        rounds.push(await section.run({ ...ctx, tmpdir: join(work, `${section.id}-${round}`) }));
+        rounds.push(await section.run({ ...ctx, section: section.id, round, tmpdir: join(work, `${section.id}-${round}`) }));
       }
       const runs = mergeRounds(rounds);
       result.sections.push({ id: section.id, title: section.title, runs, checks: section.checks(runs) });
@@ -177,6 +190,10 @@ async function main() {
   process.stdout.write('\n' + result.sections.map(sectionText).join('\n\n') + '\n');
   process.stdout.write(`\nFor bench/RESULTS.md:\n\n${markdownHeading(result)}\n\n${result.sections.map(sectionMarkdown).join('\n\n')}\n`);
   process.stdout.write(`\nJSON: ${shownPath(out)}\nLogs of every process: ${shownPath(logDir)}\n`);
+  if (settings.cpuProfDir)
+    process.stdout.write(
+      `CPU profiles, a folder per row and round: ${shownPath(settings.cpuProfDir)} (node bench/profile-summary.mjs <folder>)\n`,
+    );
 
   const runs = result.sections.flatMap((s) => s.runs);
   const checks = result.sections.flatMap((s) => s.checks ?? []);

@@ -39,7 +39,8 @@ export async function waitForQuiet(ours, maxSeconds, log) {
  * `checkAnswer` replaces the check of one answer before and after (default: HTTP 200 and a JSON-RPC
  * result); it resolves null when the answer is right, else a sentence. With `checkedScript`, ctx's wrk
  * script checks every answer itself (lib/wrk.mjs writeAnswerCheckScript), so answers that are not 2xx
- * are what is expected and any answer other than the script's is the error.
+ * are what is expected and any answer other than the script's is the error. `loadCore` is where wrk runs
+ * (a core or a list; the settings' load core by default).
  */
 export async function measure({
   id,
@@ -51,11 +52,12 @@ export async function measure({
   countUpstreamCalls,
   checkAnswer,
   checkedScript = false,
+  loadCore,
   ctx,
 }) {
   const { settings, body, script } = ctx;
   const run = { id, label, url, errors: [], warnings: [] };
-  const wrkOptions = { url, script, connections: settings.connections, threads: settings.threads, core: settings.loadCore };
+  const wrkOptions = { url, script, connections: settings.connections, threads: settings.threads, core: loadCore ?? settings.loadCore };
   const check = checkAnswer ?? (() => checkJsonRpcResult(url, body));
 
   const before = await check();

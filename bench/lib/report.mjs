@@ -94,9 +94,16 @@ export function markdownHeading(result) {
       `wrk -t${s.threads} -c${s.connections} -d${s.seconds}s after ${s.warmupSeconds}s of warm-up` +
       (s.rounds > 1 ? `, median of ${s.rounds} interleaved rounds; ` : '; ') +
       (s.pin
-        ? `server under test on core ${s.serverCore} (rows with 2 workers: cores ${s.spreadCores}), wrk and upstream on core ${s.loadCore}.`
+        ? `server under test on core ${s.serverCore}, wrk and upstream on core ${s.loadCore}; ` +
+          `http-proxy's rows with 2 workers: server, upstream and wrk unpinned (cores ${s.unpinnedCores}); ` +
+          `ws-fanout's: server on cores ${s.spreadCores}.`
         : 'no CPU pinning.') +
       (s.anvilQuiet ? ' anvil --quiet.' : '') +
+      (s.cpuProfDir
+        ? " http-proxy's and forward-cost's gateways under node --cpu-prof (BENCH_CPU_PROF): their figures carry the profiler's cost."
+        : '') +
       (result.baseline ? ` Baseline rows: commit ${result.baseline.commit.slice(0, 10)} (BENCH_BASELINE=${result.baseline.ref}).` : ''),
+    '',
+    `Command: \`${result.command}\``,
   ].join('\n');
 }

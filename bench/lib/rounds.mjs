@@ -53,3 +53,12 @@ export function perRound(runs, compute) {
   }
   return values;
 }
+
+/**
+ * `rows` in the order round `round` (1, 2, …) measures them: as given in odd rounds, reversed in even ones.
+ * Rows whose ratio is judged run back to back, and on a machine whose load drifts the one measured second
+ * would otherwise always meet the later minute; taking turns, each side goes first in half the rounds.
+ */
+export function inTurn(rows, round) {
+  return round % 2 === 0 ? [...rows].reverse() : rows;
+}

@@ -1,3 +1,7 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { resolve } from 'node:path';
+
 /**
  * The bench's knobs, from the environment, checked before anything starts. Durations are whole
  * seconds or minutes (`10s`, `1m`), capped so that a typo cannot start an hour-long load test.
@@ -29,6 +33,29 @@ function flag(name) {
   return raw !== undefined && raw !== '' && raw !== '0' && raw.toLowerCase() !== 'false';
 }
 
+/**
+ * The cores this process may run on before it pins itself (`Cpus_allowed_list`, taskset's `-c` format):
+ * where an unpinned row's processes go, so that they float as they would with no taskset at all.
+ */
+function allowedCores() {
+  try {
+    const m = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (m) return m[1];
+  } catch {
+    // not Linux: every core
+  }
+  return `0-${cpus().length - 1}`;
+}
+
+/** BENCH_CPU_PROF as an absolute path; a folder that already holds files is refused, so profiles of two runs never mix. */
+function cpuProfDir(errors) {
+  const raw = process.env.BENCH_CPU_PROF?.trim();
+  if (!raw) return null;
+  const dir = resolve(raw);
+  if (existsSync(dir) && readdirSync(dir).length) errors.push(`BENCH_CPU_PROF: ${dir} is not empty; name a new or empty folder`);
+  return dir;
+}
+
 /** `{ settings }` or `{ errors }` naming each bad variable. */
 export function readSettings() {
   const errors = [];
@@ -52,9 +79,12 @@ export function readSettings() {
       .filter(Boolean),
     out: process.env.BENCH_OUT || null,
     baseline: process.env.BENCH_BASELINE?.trim() || null,
+    cpuProfDir: cpuProfDir(errors),
   };
   // Servers with two workers (chaingate's threads, nginx's processes) get both cores, the load's too.
   settings.spreadCores = `${settings.serverCore},${settings.loadCore}`;
+  // http-proxy's two-worker rows against nginx's two processes: server, upstream and wrk all float.
+  settings.unpinnedCores = allowedCores();
   if (settings.seconds === 0) errors.push('BENCH_DURATION must be more than 0s');
   if (settings.connections < settings.threads)
     errors.push('BENCH_CONNECTIONS must be at least BENCH_THREADS (wrk needs a connection per thread)');
