@@ -3,10 +3,12 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startChaingate } from './lib/chaingate.mjs';
-import { measure, notRun } from './lib/measure.mjs';
 import { checkerFor } from './lib/checks.mjs';
+import { measure, notRun } from './lib/measure.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { startNginxProxy } from './lib/nginx.mjs';
+import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
+import { inTurn } from './lib/rounds.mjs';
 import { anvilPath, FIXED_UPSTREAM_CHAIN_ID, startAnvil, startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
@@ -15,30 +17,37 @@ export const title = 'HTTP JSON-RPC proxy (eth_getBalance, public path)';
 /** Tools this section cannot run without (run.mjs skips it when one is missing). */
 export const needs = ['wrk'];
 
-/** Targets of this section; a check whose inputs errored or were skipped reads ERROR/SKIP, never PASS. */
+/**
+ * Targets of this section; a check whose inputs errored or were skipped reads ERROR/SKIP, never PASS. Each
+ * ratio is the median of per-round ratios of two rows measured back to back (see measureTrio).
+ */
 const TARGETS = {
-  rpsFixed: 0.7, // chaingate/nginx req/s, fixed upstream
-  rpsAnvil: 0.9, // chaingate/nginx req/s, anvil
-  p99: 2, // chaingate p99 / nginx p99
-  rssMb: 110, // chaingate RSS at most
+  // Issue 30's targets.
+  rpsFixed: 1, // chaingate (workers: 1) / nginx req/s, one core each, fixed upstream, at least
+  p99: 1.2, // chaingate p99 / nginx p99, same load, at most (on both upstreams)
+  rpsKeyed: 0.95, // keyed metered / public chaingate req/s, fixed upstream, at least
+  rpsWorkers: 1, // chaingate workers: 2 / nginx worker_processes 2 req/s, everything unpinned, at least
+  rssMb: 100, // chaingate RSS under the proxy load, one worker, at most
+  // In front of anvil, where the node's time dominates: public and keyed against nginx.
+  rpsAnvil: 0.9,
   // Against BENCH_BASELINE's build, in the same run: a change keeps req/s within 5 % and RSS no higher
   // than the 5 % two runs of one build differ by.
   rpsBaseline: 0.95,
   // Metrics on (the default) against off, same build, same run: what counting every request costs.
   rpsMetrics: 0.97,
   rssBaseline: 1.05,
-  // CPU per forwarded call with two worker threads over one, same run: what sharing state costs.
+  // CPU per forwarded call with two worker threads over one, both on the server core: what sharing state costs.
   cpuWorkers: 1.1,
-  // req/s with two worker threads over nginx with two worker processes: the issue's goal, reported
-  // beside it and not judged (see bench/README.md).
-  rpsWorkersGoal: 1,
 };
 
 /** Figures kept for each round of a merged run, which the checks pair round by round (lib/rounds.mjs). */
 const ROUND_FIELDS = ['cpuUsPerRequest'];
 
+/** Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine. */
+const METRICS_YAML = 'metrics: { port: 0 }\n';
+
 /** Starts a server and measures it; a server that fails to start becomes a flagged run, not a crash. */
-async function measureServer({ id, label, start, upstreamPid, ctx }) {
+async function measureServer({ id, label, start, upstreamPid, loadCore, ctx }) {
   let server;
   try {
     server = await start();
@@ -47,58 +56,100 @@ async function measureServer({ id, label, start, upstreamPid, ctx }) {
   }
   try {
     const url = server.url ?? `http://127.0.0.1:${server.port}/`;
-    return { ...(await measure({ id, label, url, pid: server.pid, upstreamPid, ctx })), roundFields: ROUND_FIELDS };
+    return { ...(await measure({ id, label, url, pid: server.pid, upstreamPid, loadCore, ctx })), roundFields: ROUND_FIELDS };
   } finally {
-    await server.stop();
+    await server.stop(stopGraceMs(ctx));
   }
 }
 
+/** One row (nginx or chaingate, see rowsOf) measured in front of `upstream`, wrk on `loadCore`. */
+function measureRow(row, { upstream, loadCore, chainId, ctx }) {
+  const { id, label, nginx = false, workers = 1, core, keyed = false, main, extraYaml = METRICS_YAML } = row;
+  const { tools, tmpdir } = ctx;
+  const common = { id, label, upstreamPid: upstream.pid, loadCore, ctx };
+  if (nginx) {
+    if (!tools.nginx) return notRun({ id, label, reason: 'nginx not installed' });
+    const start = () => startNginxProxy({ bin: tools.nginx, name: id, dir: join(tmpdir, id), upstreamPort: upstream.port, core, workers });
+    return measureServer({ ...common, start });
+  }
+  const start = () =>
+    startChaingate({
+      name: id,
+      dir: join(tmpdir, id),
+      upstreamPort: upstream.port,
+      chainId,
+      core,
+      keyed,
+      workers,
+      main,
+      extraYaml,
+      nodeArgs: cpuProfArgs(ctx, id),
+    });
+  return measureServer({ ...common, start });
+}
+
 /**
- * Measures `<upstream> alone`, `nginx → <upstream>`, `chaingate → <upstream>` (public and keyed, and
- * with BENCH_BASELINE the baseline commit's build the same two ways). The upstream measured
- * alone is the server under test on the server core; behind a proxy, a fresh one runs on the load core
- * with wrk, as in the baselines. On the fixed upstream, nginx with 2 worker processes and chaingate with
- * 2 worker threads besides, each spread over both cores, and chaingate with 2 worker threads on the server
- * core alone; every other chaingate row has `workers: 1`.
+ * The rows in front of one upstream, in groups: each group has an upstream of its own, started on the
+ * group's `loadCore` (where wrk runs too), and its `turns` run back to back in the order of the round
+ * (lib/rounds.mjs inTurn), so that every judged pair of rows is measured one right after the other:
+ * nginx and chaingate (workers: 1), chaingate and its keyed row; with two workers, nginx ×2 and
+ * chaingate (workers: 2), everything unpinned. `after` rows (BENCH_BASELINE's) follow the turns.
+ */
+function rowsOf(key, name, ctx) {
+  const { settings, baseline: base } = ctx;
+  const fixed = key === 'fixed';
+  const one = settings.serverCore;
+  const nginx = { id: `nginx-${key}`, label: `nginx → ${name}`, nginx: true, core: one };
+  const gateway = { id: `chaingate-${key}`, label: fixed ? `chaingate (workers: 1) → ${name}` : `chaingate → ${name}`, core: one };
+  const keyed = { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}`, keyed: true, core: one };
+  const after = base
+    ? [
+        { id: `baseline-${key}`, label: `chaingate @${base.ref} → ${name}`, main: base.main, workers: base.workers, core: one },
+        {
+          id: `baseline-keyed-${key}`,
+          label: `chaingate @${base.ref} (API key) → ${name}`,
+          keyed: true,
+          main: base.main,
+          workers: base.workers,
+          core: one,
+        },
+      ]
+    : [];
+  if (!fixed) return [{ loadCore: settings.loadCore, turns: [nginx, gateway, keyed], after }];
+  // Two workers on the server core, as the one-worker row: the same placement, so the CPU ratio is what
+  // sharing costs. What the metrics cost: the public path with metrics: { enabled: false } (nothing counted).
+  const w2core = { id: `chaingate-w2core-${key}`, label: `chaingate (workers: 2, server core) → ${name}`, workers: 2, core: one };
+  const noMetrics = {
+    id: `chaingate-nometrics-${key}`,
+    label: `chaingate (metrics off) → ${name}`,
+    extraYaml: 'metrics: { enabled: false }\n',
+    core: one,
+  };
+  const all = settings.unpinnedCores;
+  return [
+    { loadCore: settings.loadCore, turns: [w2core, nginx, gateway, keyed, noMetrics], after },
+    {
+      loadCore: all,
+      unpinned: true,
+      turns: [
+        { id: `nginx2-${key}`, label: `nginx ×2, unpinned → ${name}`, nginx: true, workers: 2, core: all },
+        { id: `chaingate-w2-${key}`, label: `chaingate (workers: 2, unpinned) → ${name}`, workers: 2, core: all },
+      ],
+      after: [],
+    },
+  ];
+}
+
+/**
+ * Measures `<upstream> alone`, then the rows of rowsOf in front of it: on the fixed upstream nginx (one
+ * worker, and two), chaingate with one worker (public, keyed, metrics off) and two, and with
+ * BENCH_BASELINE the baseline commit's build; on anvil nginx and chaingate public and keyed. The upstream
+ * measured alone is the server under test on the server core; behind a proxy, a fresh one runs on the
+ * load core with wrk, or unpinned with everything else for the unpinned rows. Runs are returned in the
+ * order of rowsOf, whatever order the round measured them in.
  */
 async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
-  const { settings, tools, tmpdir } = ctx;
-  const fixed = key === 'fixed';
-  const nginxRuns = [
-    { id: `nginx-${key}`, label: `nginx → ${name}`, workers: 1, core: settings.serverCore },
-    ...(fixed ? [{ id: `nginx2-${key}`, label: `nginx ×2 → ${name}`, workers: 2, core: settings.spreadCores }] : []),
-  ];
-  // This tree's gateway, public and keyed; with BENCH_BASELINE, the baseline commit's build beside it.
-  const base = ctx.baseline;
-  const gateways = [
-    { id: `chaingate-${key}`, label: fixed ? `chaingate (workers: 1) → ${name}` : `chaingate → ${name}` },
-    // Right after the one-thread row, so that the two CPU figures the workers' check pairs are minutes closer.
-    ...(fixed
-      ? [
-          // Both workers on the server core, as the one-thread row: the same placement, so the CPU ratio is what
-          // sharing costs. Spread over both cores (the next row) they also share core 1 with wrk and the upstream.
-          { id: `chaingate-w2core-${key}`, label: `chaingate (workers: 2, server core) → ${name}`, workers: 2 },
-          { id: `chaingate-w2-${key}`, label: `chaingate (workers: 2) → ${name}`, workers: 2, core: settings.spreadCores },
-        ]
-      : []),
-    { id: `chaingate-keyed-${key}`, label: `chaingate (API key, metered) → ${name}`, keyed: true },
-    // What the metrics cost: the same public path with metrics: { enabled: false } (nothing counted).
-    ...(fixed
-      ? [{ id: `chaingate-nometrics-${key}`, label: `chaingate (metrics off) → ${name}`, extraYaml: 'metrics: { enabled: false }\n' }]
-      : []),
-    ...(base
-      ? [
-          { id: `baseline-${key}`, label: `chaingate @${base.ref} → ${name}`, main: base.main, workers: base.workers },
-          {
-            id: `baseline-keyed-${key}`,
-            label: `chaingate @${base.ref} (API key) → ${name}`,
-            keyed: true,
-            main: base.main,
-            workers: base.workers,
-          },
-        ]
-      : []),
-  ];
+  const { settings } = ctx;
   const runs = [
     await measureServer({
       id: key,
@@ -107,53 +158,24 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
       start: () => startUpstream({ name: `${key}-alone`, core: settings.serverCore }),
     }),
   ];
-
-  let upstream;
-  try {
-    upstream = await startUpstream({ name: `${key}-upstream`, core: settings.loadCore });
-  } catch (err) {
-    const reason = `upstream did not start: ${err.message}`;
-    return [...runs, ...[...nginxRuns, ...gateways].map(({ id, label }) => notRun({ id, label, reason, error: true }))];
-  }
-  try {
-    for (const { id, label, workers, core } of nginxRuns) {
-      runs.push(
-        tools.nginx
-          ? await measureServer({
-              id,
-              label,
-              upstreamPid: upstream.pid,
-              ctx,
-              start: () =>
-                startNginxProxy({ bin: tools.nginx, name: id, dir: join(tmpdir, id), upstreamPort: upstream.port, core, workers }),
-            })
-          : notRun({ id, label, reason: 'nginx not installed' }),
-      );
+  for (const group of rowsOf(key, name, ctx)) {
+    const rows = [...group.turns, ...group.after];
+    const measured = [];
+    let upstream;
+    try {
+      upstream = await startUpstream({ name: `${key}-upstream${group.unpinned ? '-unpinned' : ''}`, core: group.loadCore });
+    } catch (err) {
+      const reason = `upstream did not start: ${err.message}`;
+      runs.push(...rows.map(({ id, label }) => notRun({ id, label, reason, error: true })));
+      continue;
     }
-    for (const { id, label, keyed = false, main, extraYaml, workers = 1, core = settings.serverCore } of gateways) {
-      runs.push(
-        await measureServer({
-          id,
-          label,
-          upstreamPid: upstream.pid,
-          ctx,
-          start: () =>
-            startChaingate({
-              name: id,
-              dir: join(tmpdir, id),
-              upstreamPort: upstream.port,
-              chainId,
-              core,
-              keyed,
-              workers,
-              main,
-              extraYaml,
-            }),
-        }),
-      );
+    try {
+      for (const row of [...inTurn(group.turns, ctx.round), ...group.after])
+        measured.push(await measureRow(row, { upstream, loadCore: group.loadCore, chainId, ctx }));
+    } finally {
+      await upstream.stop();
     }
-  } finally {
-    await upstream.stop();
+    runs.push(...rows.map((row) => measured.find((r) => r.id === row.id)));
   }
   return runs;
 }
@@ -165,17 +187,55 @@ const check = checkerFor(usable);
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
   const ratio = (a, b) => a / b;
+  return [...nginxChecks(by, ratio), ...pathChecks(by, ratio), ...workerChecks(by, ratio), ...baselineChecks(by, ratio)];
+}
+
+/** The proxy against nginx in front of the same upstream, one worker each on one core, and its RSS. */
+function nginxChecks(by, ratio) {
+  const rps = (c, n) => ratio(c.rps, n.rps);
+  const p99 = (c, n) => ratio(c.p99Ms, n.p99Ms);
+  const rss = (c) => c.maxRssMb;
+  const [cg, nginx, cgAnvil, nginxAnvil] = [by['chaingate-fixed'], by['nginx-fixed'], by['chaingate-anvil'], by['nginx-anvil']];
   return [
-    ...nginxChecks(by, ratio),
+    check('req/s chaingate / nginx, fixed upstream', [cg, nginx], rps, `≥ ${TARGETS.rpsFixed}`, (v) => v >= TARGETS.rpsFixed),
+    check('p99 chaingate / nginx, fixed upstream', [cg, nginx], p99, `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
+    check('req/s chaingate / nginx, anvil', [cgAnvil, nginxAnvil], rps, `≥ ${TARGETS.rpsAnvil}`, (v) => v >= TARGETS.rpsAnvil),
+    check('p99 chaingate / nginx, anvil', [cgAnvil, nginxAnvil], p99, `≤ ${TARGETS.p99}`, (v) => v <= TARGETS.p99),
+    check('chaingate max RSS (MB), fixed upstream', [cg], rss, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+    check('chaingate max RSS (MB), anvil', [cgAnvil], rss, `≤ ${TARGETS.rssMb}`, (v) => v <= TARGETS.rssMb),
+  ];
+}
+
+/** The keyed path (key lookup, the plan's limiter, RU metering) and the metrics, against the public path. */
+function pathChecks(by, ratio) {
+  const rps = (a, b) => ratio(a.rps, b.rps);
+  const [cg, keyed] = [by['chaingate-fixed'], by['chaingate-keyed-fixed']];
+  return [
+    check('req/s chaingate keyed / public, fixed upstream', [keyed, cg], rps, `≥ ${TARGETS.rpsKeyed}`, (v) => v >= TARGETS.rpsKeyed),
+    // Follows from the two above (keyed / public × public / nginx); shown so that the keyed path's distance
+    // to nginx reads at a glance.
+    check('req/s chaingate keyed / nginx, fixed upstream', [keyed, by['nginx-fixed']], rps, 'reported'),
+    check(
+      'req/s chaingate keyed / nginx, anvil',
+      [by['chaingate-keyed-anvil'], by['nginx-anvil']],
+      rps,
+      `≥ ${TARGETS.rpsAnvil}`,
+      (v) => v >= TARGETS.rpsAnvil,
+    ),
+    check(
+      'chaingate keyed max RSS (MB), fixed upstream',
+      [keyed],
+      (c) => c.maxRssMb,
+      `≤ ${TARGETS.rssMb}`,
+      (v) => v <= TARGETS.rssMb,
+    ),
     check(
       'req/s chaingate metrics on / off, fixed upstream',
-      [by['chaingate-fixed'], by['chaingate-nometrics-fixed']],
-      (on, off) => ratio(on.rps, off.rps),
+      [cg, by['chaingate-nometrics-fixed']],
+      rps,
       `≥ ${TARGETS.rpsMetrics}`,
       (v) => v >= TARGETS.rpsMetrics,
     ),
-    ...workerChecks(by, ratio),
-    ...baselineChecks(by, ratio),
   ];
 }
 
@@ -185,9 +245,17 @@ export function checks(runs) {
  * completed, each one forwarded. The ratios without a target are figures, reported (INFO), not judged.
  */
 function workerChecks(by, ratio) {
-  const [one, twoCore, two] = [by['chaingate-fixed'], by['chaingate-w2core-fixed'], by['chaingate-w2-fixed']];
+  const [one, twoCore, two, nginx2] = [by['chaingate-fixed'], by['chaingate-w2core-fixed'], by['chaingate-w2-fixed'], by['nginx2-fixed']];
   const cpu = (a, b) => ratio(a.cpuUsPerRequest, b.cpuUsPerRequest);
+  const rps = (a, b) => ratio(a.rps, b.rps);
   return [
+    check(
+      'req/s chaingate workers: 2 / nginx ×2, everything unpinned, fixed upstream',
+      [two, nginx2],
+      rps,
+      `≥ ${TARGETS.rpsWorkers}`,
+      (v) => v >= TARGETS.rpsWorkers,
+    ),
     check(
       'CPU per call chaingate workers: 2 / workers: 1, both on the server core, fixed upstream',
       [twoCore, one],
@@ -195,19 +263,13 @@ function workerChecks(by, ratio) {
       `≤ ${TARGETS.cpuWorkers}`,
       (v) => v <= TARGETS.cpuWorkers,
     ),
-    // Spread over both cores, two workers share core 1 with wrk and the upstream: four busy threads on two
-    // cores, preempting each other. What that costs is reported, not judged: a machine with a core per
-    // worker and the load elsewhere does not pay it.
-    check('CPU per call chaingate workers: 2 on both cores / workers: 1, fixed upstream', [two, one], cpu, 'reported'),
-    check(
-      'req/s chaingate workers: 2 / nginx ×2, fixed upstream',
-      [two, by['nginx2-fixed']],
-      (c, n) => ratio(c.rps, n.rps),
-      `goal ≥ ${TARGETS.rpsWorkersGoal}`,
-    ),
-    // What a second worker (and core) buys each server, on a machine whose second core also runs the load.
-    check('req/s chaingate workers: 2 / workers: 1, fixed upstream', [two, one], (a, b) => ratio(a.rps, b.rps), 'reported'),
-    check('req/s nginx ×2 / nginx, fixed upstream', [by['nginx2-fixed'], by['nginx-fixed']], (a, b) => ratio(a.rps, b.rps), 'reported'),
+    // Unpinned, two workers share the machine with wrk and the upstream: four busy threads on two cores,
+    // preempting each other. What that costs is reported, not judged: a machine with a core per worker and
+    // the load elsewhere does not pay it.
+    check('CPU per call chaingate workers: 2 unpinned / workers: 1, fixed upstream', [two, one], cpu, 'reported'),
+    // What the whole machine buys each server over one core, when the load runs on the same machine.
+    check('req/s chaingate workers: 2 unpinned / workers: 1, fixed upstream', [two, one], rps, 'reported'),
+    check('req/s nginx ×2 unpinned / nginx, fixed upstream', [nginx2, by['nginx-fixed']], rps, 'reported'),
   ];
 }
 
@@ -235,76 +297,6 @@ function baselineChecks(by, ratio) {
       (v) => v <= TARGETS.rssBaseline,
     ),
   ]);
-}
-
-/** The proxy against nginx in front of the same upstream. */
-function nginxChecks(by, ratio) {
-  return [
-    check(
-      'req/s chaingate / nginx, fixed upstream',
-      [by['chaingate-fixed'], by['nginx-fixed']],
-      (c, n) => ratio(c.rps, n.rps),
-      `≥ ${TARGETS.rpsFixed}`,
-      (v) => v >= TARGETS.rpsFixed,
-    ),
-    check(
-      'req/s chaingate / nginx, anvil',
-      [by['chaingate-anvil'], by['nginx-anvil']],
-      (c, n) => ratio(c.rps, n.rps),
-      `≥ ${TARGETS.rpsAnvil}`,
-      (v) => v >= TARGETS.rpsAnvil,
-    ),
-    check(
-      'p99 chaingate / nginx, fixed upstream',
-      [by['chaingate-fixed'], by['nginx-fixed']],
-      (c, n) => ratio(c.p99Ms, n.p99Ms),
-      `≤ ${TARGETS.p99}`,
-      (v) => v <= TARGETS.p99,
-    ),
-    check(
-      'p99 chaingate / nginx, anvil',
-      [by['chaingate-anvil'], by['nginx-anvil']],
-      (c, n) => ratio(c.p99Ms, n.p99Ms),
-      `≤ ${TARGETS.p99}`,
-      (v) => v <= TARGETS.p99,
-    ),
-    check(
-      'chaingate max RSS (MB), fixed upstream',
-      [by['chaingate-fixed']],
-      (c) => c.maxRssMb,
-      `≤ ${TARGETS.rssMb}`,
-      (v) => v <= TARGETS.rssMb,
-    ),
-    check(
-      'chaingate max RSS (MB), anvil',
-      [by['chaingate-anvil']],
-      (c) => c.maxRssMb,
-      `≤ ${TARGETS.rssMb}`,
-      (v) => v <= TARGETS.rssMb,
-    ),
-    // The keyed path adds key lookup, the plan's limiter and RU metering: it must keep the same targets.
-    check(
-      'req/s chaingate keyed / nginx, fixed upstream',
-      [by['chaingate-keyed-fixed'], by['nginx-fixed']],
-      (c, n) => ratio(c.rps, n.rps),
-      `≥ ${TARGETS.rpsFixed}`,
-      (v) => v >= TARGETS.rpsFixed,
-    ),
-    check(
-      'req/s chaingate keyed / nginx, anvil',
-      [by['chaingate-keyed-anvil'], by['nginx-anvil']],
-      (c, n) => ratio(c.rps, n.rps),
-      `≥ ${TARGETS.rpsAnvil}`,
-      (v) => v >= TARGETS.rpsAnvil,
-    ),
-    check(
-      'chaingate keyed max RSS (MB), fixed upstream',
-      [by['chaingate-keyed-fixed']],
-      (c) => c.maxRssMb,
-      `≤ ${TARGETS.rssMb}`,
-      (v) => v <= TARGETS.rssMb,
-    ),
-  ];
 }
 
 export async function run(sectionCtx) {
