@@ -11,7 +11,10 @@ const fmt = {
 function runNote(run) {
   if (run.skipped) return `skipped: ${run.skipped}`;
   const notes = run.errors.map((e) => `ERROR: ${e.split('\n')[0]}`);
-  if (run.rounds) notes.unshift(`median of req/s ${run.rounds.map((r) => fmt.rps(r.rps)).join(', ')}`);
+  // A run ranked by another figure than req/s (lib/rounds.mjs, rankBy) lists that figure's rounds.
+  if (run.rounds && run.rankBy)
+    notes.unshift(`median of ${run.rankBy} ${run.rounds.map((r) => (r.rank == null ? '–' : r.rank.toPrecision(3))).join(', ')}`);
+  else if (run.rounds) notes.unshift(`median of req/s ${run.rounds.map((r) => fmt.rps(r.rps)).join(', ')}`);
   if (run.involuntarySwitches != null && run.requests > 0) {
     notes.push(`preempted ${((run.involuntarySwitches * 1000) / run.requests).toFixed(1)} times per 1,000 calls`);
   }
