@@ -149,7 +149,8 @@ export async function measureBurstPair({ rows, anvil, burst, cacheMaxBytes, ctx 
       upstreamPort: anvil.port,
       chainId: CHAIN_ID,
       core: ctx.settings.serverCore,
-      extraYaml: `cache: { max_bytes: ${cacheMaxBytes} }\n`,
+      // Metrics on a port of their own, as the wrk rows': 9464 may be another bench's on a shared machine.
+      extraYaml: `cache: { max_bytes: ${cacheMaxBytes} }\nmetrics: { port: 0 }\n`,
     });
   } catch (err) {
     return cannotRun(`did not start: ${err.message}`);
