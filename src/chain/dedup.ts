@@ -57,8 +57,15 @@ export interface Shared<T, S = void> {
  * Once one table has been promoted, every later table is born in old space, and each dead one pins the
  * calls it held until the next mark-compact: every call's closures get promoted (~80 MB/s at 15k
  * calls/s). A fresh Map starts young again, and under load its tables are replaced before they age.
+ *
+ * The bound is in calls, and what it must beat is time: the span between two mark-compacts. At 1024, a
+ * worker thread sharing its core (two workers on two cores beside the load) served those calls in
+ * 150-300 ms, as long as the mark-compacts the pinned calls bring on were apart, and the state held for
+ * the whole run: ~1.8 MB copied at every scavenge, promoted at the next, and one worker in two paying
+ * ~40 % more CPU per call. Renewed every 64 calls, it was seen in no run (bench/PROFILE-workers.md); the
+ * copy moves at most the calls in flight, so it costs less than one entry per call.
  */
-export const RENEW_AFTER_SETS = 1024;
+export const RENEW_AFTER_SETS = 64;
 
 /** One key in flight. Emptied when its call ends: a discarded hash table may still hold it (see above). */
 class Entry<T, S> {
