@@ -11,11 +11,23 @@ import { HAS_SCHEDSTAT, treeCpuNs } from './task-clock.mjs';
 /** Pause after the subscribers are in, before the first block. */
 const SETTLE_MS = 1_000;
 /**
- * Age of a server before its RSS without subscribers is read: V8's memory reducer gives back the
- * start-up garbage about 8 s after start (chaingate drops ~6 MB then, the bare relay ~2 MB), which
- * would otherwise be counted against the subscribers as a negative.
+ * Youngest a server may be when its RSS without subscribers is read: V8's memory reducer gives back the
+ * start-up garbage once the process has been idle at a check it makes every 8 s (chaingate drops ~6 MB
+ * at ~8 s with one thread; with worker threads each isolate drops on its own, ~40 MB in all, at 8, 16
+ * or 24 s), which would otherwise be counted against the subscribers as a negative.
  */
 const RSS_BEFORE_AGE_MS = 10_000;
+/** The RSS without subscribers is read once it moved by at most RSS_STEADY_KB over this long: one reducer period. */
+const RSS_STEADY_MS = 8_000;
+const RSS_STEADY_KB = 1_024;
+/** Oldest a server gets before its RSS is read anyway (the run then warns). */
+const RSS_BEFORE_MAX_AGE_MS = 45_000;
+const RSS_SAMPLE_MS = 500;
+/**
+ * How long after the last subscriber subscribed, with no notification sent yet, the RSS of the
+ * subscribed server is read: what a reconnect storm leaves resident until traffic makes V8 collect.
+ */
+const RSS_SUBSCRIBED_AFTER_MS = 15_000;
 /** Longest wait for the server's upstream subscription once the subscribers are in. */
 const UPSTREAM_WAIT_MS = 10_000;
 /** Longest wait, after the last emit, for every subscriber to have every block. */
@@ -30,6 +42,8 @@ export const ROUND_FIELDS = [
   'cpuMsPerNotification',
   'cpuMsPerNotificationTicks',
   'rssBytesPerSubscriber',
+  'rssBeforeMb',
+  'rssSubscribedMb',
   'rssIdleMb',
   'upstreamSubscriptions',
   'p50Ms',
@@ -39,6 +53,26 @@ export const ROUND_FIELDS = [
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const treeTicks = (pid) => processTree(pid).reduce((sum, p) => sum + cpuTicks(p), 0);
 const treeRssKb = (pid) => processTree(pid).reduce((sum, p) => sum + rssKb(p), 0);
+
+/**
+ * The server's RSS once it is RSS_BEFORE_AGE_MS old and has moved by at most RSS_STEADY_KB over the
+ * last RSS_STEADY_MS (its start-up garbage given back), or at RSS_BEFORE_MAX_AGE_MS with `settled`
+ * false. `startedAt` is its start on performance.now().
+ */
+async function steadyRssKb(pid, startedAt) {
+  const samples = [];
+  for (;;) {
+    const at = performance.now();
+    samples.push({ at, kb: treeRssKb(pid) });
+    while (samples[0].at < at - RSS_STEADY_MS) samples.shift();
+    const kbs = samples.map((s) => s.kb);
+    const covered = samples[0].at <= at - RSS_STEADY_MS + RSS_SAMPLE_MS;
+    const steady = covered && Math.max(...kbs) - Math.min(...kbs) <= RSS_STEADY_KB;
+    if (steady && at - startedAt >= RSS_BEFORE_AGE_MS) return { kb: kbs.at(-1), settled: true, ageMs: at - startedAt };
+    if (at - startedAt >= RSS_BEFORE_MAX_AGE_MS) return { kb: kbs.at(-1), settled: false, ageMs: at - startedAt };
+    await sleep(RSS_SAMPLE_MS);
+  }
+}
 
 /** Nearest-rank percentile of `values` (unsorted), p in (0, 100]. */
 export function percentile(values, p) {
@@ -119,13 +153,14 @@ async function startServer({ kind, id, workers, core, node, ctx, fanout }) {
   const nodeArgs = fanout.cpuProfDir
     ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`]
     : [];
-  const main = kind === 'baseline' ? ctx.baseline.main : undefined;
+  const main = kind.startsWith('baseline') ? ctx.baseline.main : undefined;
   return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, workers, nodeArgs, main });
 }
 
 /**
- * Measures one server (`kind` 'bare', 'chaingate', 'chaingate-w2' or 'baseline', BENCH_BASELINE's build),
- * on `core` (a core or a list) with `workers` worker threads (chaingate; null: not configured), fanning
+ * Measures one server (`kind` 'bare', 'chaingate', 'chaingate-auto', or 'baseline' and 'baseline-auto',
+ * BENCH_BASELINE's build), on `core` (a core or a list) with `workers` worker threads (chaingate; null:
+ * not configured, 'auto': the default, one per core the process may use), fanning
  * newHeads out to `n` subscribers. Never throws: what went wrong is listed in `errors`, which voids the
  * run's figures.
  */
@@ -157,8 +192,10 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
       started.push(c);
       clients.push(c);
     }
-    await sleep(serverStartedAt + RSS_BEFORE_AGE_MS - performance.now());
-    const rssBeforeKb = treeRssKb(server.pid);
+    const before = await steadyRssKb(server.pid, serverStartedAt);
+    const rssBeforeKb = before.kb;
+    run.rssBeforeAgeSeconds = before.ageMs / 1000;
+    if (!before.settled) run.warnings.push(`RSS still moving ${Math.round(before.ageMs / 1000)} s after start`);
     const base = (await node.stats()).head;
     ctx.log(`${label}: ${n} subscribers from ${processes} processes`);
     // Each process connects from its own loopback address, so no one address runs short of ports.
@@ -175,6 +212,7 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
         });
       }),
     );
+    const subscribedAt = performance.now();
     run.connectMs = Math.max(...connects.map((c) => c.ms));
     const failures = connects.flatMap((c) => c.failures);
     const failed = connects.reduce((s, c) => s + c.failed, 0);
@@ -184,6 +222,10 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
       if (performance.now() > deadline)
         throw new Error(`no upstream subscription at the node ${UPSTREAM_WAIT_MS} ms after ${n} clients subscribed`);
     }
+    // Idle subscribers' RSS: read before any notification, as long after the last subscribe as a client
+    // reconnecting after a deploy would wait for its first head.
+    await sleep(subscribedAt + RSS_SUBSCRIBED_AFTER_MS - performance.now());
+    const rssSubscribedKb = treeRssKb(server.pid);
     await sleep(SETTLE_MS);
 
     // Warm-up blocks: the server's fan-out path runs (and is compiled) before anything is counted.
@@ -233,7 +275,10 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
     run.clientCpuPercent = ((busy1.clientMs - busy0.clientMs) * 100) / busyMs;
     run.rssBeforeMb = rssBeforeKb / 1024;
     run.rssIdleMb = rssIdleKb / 1024;
-    run.rssBytesPerSubscriber = ((rssIdleKb - rssBeforeKb) * 1024) / n;
+    run.rssSubscribedMb = rssSubscribedKb / 1024;
+    run.rssBytesPerSubscriber = ((rssSubscribedKb - rssBeforeKb) * 1024) / n;
+    // The same after the blocks and the idle window: what the subscribers hold once traffic made V8 collect.
+    run.rssBytesPerSubscriberAfterBlocks = ((rssIdleKb - rssBeforeKb) * 1024) / n;
     run.latenciesMs = emits.map((e, k) => {
       const lastAt = merged.blocks[warmups.length + k]?.lastAt;
       return lastAt == null ? null : lastAt - e.emittedAt;
