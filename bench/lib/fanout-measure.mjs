@@ -13,15 +13,16 @@ const SETTLE_MS = 1_000;
 /**
  * Youngest a server may be when its RSS without subscribers is read: V8's memory reducer gives back the
  * start-up garbage once the process has been idle at a check it makes every 8 s (chaingate drops ~6 MB
- * at ~8 s with one thread; with worker threads each isolate drops on its own, ~40 MB in all, at 8, 16
- * or 24 s), which would otherwise be counted against the subscribers as a negative.
+ * at ~8 s with one thread; with worker threads each isolate drops on its own, up to ~40 MB in all, at 8,
+ * 16 or 24 s, or never when a collection at start disarmed it), which would otherwise be counted against
+ * the subscribers as a negative: a burst of upgrades makes V8 collect what the reducer had not.
  */
 const RSS_BEFORE_AGE_MS = 10_000;
-/** The RSS without subscribers is read once it moved by at most RSS_STEADY_KB over this long: one reducer period. */
-const RSS_STEADY_MS = 8_000;
+/** The RSS without subscribers is read once it moved by at most RSS_STEADY_KB over this long: two reducer periods. */
+const RSS_STEADY_MS = 16_000;
 const RSS_STEADY_KB = 1_024;
 /** Oldest a server gets before its RSS is read anyway (the run then warns). */
-const RSS_BEFORE_MAX_AGE_MS = 45_000;
+const RSS_BEFORE_MAX_AGE_MS = 60_000;
 const RSS_SAMPLE_MS = 500;
 /**
  * How long after the last subscriber subscribed, with no notification sent yet, the RSS of the
