@@ -3,6 +3,7 @@
 // subscriber's receipts are checked. See bench/README.md (ws-fanout) for the method.
 import { join } from 'node:path';
 import { startBoxLoad } from './box-load.mjs';
+import { collectEverywhere, INSPECT_ARG } from './fanout-gc.mjs';
 import { startBarePubsub, startChaingateWs, startFakeNode, startSubscriberProcess } from './fanout-servers.mjs';
 import { NOISY_PERCENT, waitForQuiet } from './measure.mjs';
 import { CLK_TCK, cpuTicks, processTree, rssKb } from './proc-stats.mjs';
@@ -11,19 +12,12 @@ import { HAS_SCHEDSTAT, treeCpuNs } from './task-clock.mjs';
 /** Pause after the subscribers are in, before the first block. */
 const SETTLE_MS = 1_000;
 /**
- * Youngest a server may be when its RSS without subscribers is read: V8's memory reducer gives back the
- * start-up garbage once the process has been idle at a check it makes every 8 s (chaingate drops ~6 MB
- * at ~8 s with one thread; with worker threads each isolate drops on its own, up to ~40 MB in all, at 8,
- * 16 or 24 s, or never when a collection at start disarmed it), which would otherwise be counted against
- * the subscribers as a negative: a burst of upgrades makes V8 collect what the reducer had not.
+ * Youngest a server may be when its garbage is collected and its RSS without subscribers read: past
+ * its start, before its memory reducer may run (its first check is at ~8 s).
  */
 const RSS_BEFORE_AGE_MS = 10_000;
-/** The RSS without subscribers is read once it moved by at most RSS_STEADY_KB over this long: two reducer periods. */
-const RSS_STEADY_MS = 16_000;
-const RSS_STEADY_KB = 1_024;
-/** Oldest a server gets before its RSS is read anyway (the run then warns). */
-const RSS_BEFORE_MAX_AGE_MS = 60_000;
-const RSS_SAMPLE_MS = 500;
+/** Wait after the collection before the RSS is read: V8 returns the freed pages from a background thread. */
+const AFTER_COLLECTION_MS = 2_000;
 /**
  * How long after the last subscriber subscribed, with no notification sent yet, the RSS of the
  * subscribed server is read: what a reconnect storm leaves resident until traffic makes V8 collect.
@@ -56,23 +50,19 @@ const treeTicks = (pid) => processTree(pid).reduce((sum, p) => sum + cpuTicks(p)
 const treeRssKb = (pid) => processTree(pid).reduce((sum, p) => sum + rssKb(p), 0);
 
 /**
- * The server's RSS once it is RSS_BEFORE_AGE_MS old and has moved by at most RSS_STEADY_KB over the
- * last RSS_STEADY_MS (its start-up garbage given back), or at RSS_BEFORE_MAX_AGE_MS with `settled`
- * false. `startedAt` is its start on performance.now().
+ * The server's RSS without subscribers, from a known floor: once it is RSS_BEFORE_AGE_MS old, every
+ * isolate (main thread and workers) makes a full, memory-reducing collection (fanout-gc.mjs), and the
+ * RSS is read AFTER_COLLECTION_MS later. Whether V8's memory reducer had returned the start-up garbage
+ * by then (with worker threads, up to ~40 MB, at one of its checks 8 s apart, or never when a collection
+ * at start disarmed it) would otherwise decide the figure: garbage still there is collected by the burst
+ * of upgrades and counts against the subscribers as a negative. `startedAt` is its start on
+ * performance.now(). Resolves `{ kb, isolates }`.
  */
-async function steadyRssKb(pid, startedAt) {
-  const samples = [];
-  for (;;) {
-    const at = performance.now();
-    samples.push({ at, kb: treeRssKb(pid) });
-    while (samples[0].at < at - RSS_STEADY_MS) samples.shift();
-    const kbs = samples.map((s) => s.kb);
-    const covered = samples[0].at <= at - RSS_STEADY_MS + RSS_SAMPLE_MS;
-    const steady = covered && Math.max(...kbs) - Math.min(...kbs) <= RSS_STEADY_KB;
-    if (steady && at - startedAt >= RSS_BEFORE_AGE_MS) return { kb: kbs.at(-1), settled: true, ageMs: at - startedAt };
-    if (at - startedAt >= RSS_BEFORE_MAX_AGE_MS) return { kb: kbs.at(-1), settled: false, ageMs: at - startedAt };
-    await sleep(RSS_SAMPLE_MS);
-  }
+async function collectedRssKb(server, startedAt) {
+  await sleep(startedAt + RSS_BEFORE_AGE_MS - performance.now());
+  const isolates = await collectEverywhere(() => server.proc.output());
+  await sleep(AFTER_COLLECTION_MS);
+  return { kb: treeRssKb(server.pid), isolates };
 }
 
 /** Nearest-rank percentile of `values` (unsorted), p in (0, 100]. */
@@ -147,13 +137,15 @@ function deliveryErrors(merged, emitted, n) {
 }
 
 async function startServer({ kind, id, workers, core, node, ctx, fanout }) {
+  // Every server runs with the inspector, for the collection before its RSS without subscribers is read.
   if (kind === 'bare') {
-    const s = await startBarePubsub({ name: `${id}`, nodePort: node.port, core });
+    const s = await startBarePubsub({ name: `${id}`, nodePort: node.port, core, nodeArgs: [INSPECT_ARG] });
     return { ...s, url: `ws://127.0.0.1:${s.port}/` };
   }
-  const nodeArgs = fanout.cpuProfDir
-    ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`]
-    : [];
+  const nodeArgs = [
+    INSPECT_ARG,
+    ...(fanout.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`] : []),
+  ];
   const main = kind.startsWith('baseline') ? ctx.baseline.main : undefined;
   return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, workers, nodeArgs, main });
 }
@@ -193,10 +185,9 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
       started.push(c);
       clients.push(c);
     }
-    const before = await steadyRssKb(server.pid, serverStartedAt);
+    const before = await collectedRssKb(server, serverStartedAt);
     const rssBeforeKb = before.kb;
-    run.rssBeforeAgeSeconds = before.ageMs / 1000;
-    if (!before.settled) run.warnings.push(`RSS still moving ${Math.round(before.ageMs / 1000)} s after start`);
+    run.isolatesCollected = before.isolates;
     const base = (await node.stats()).head;
     ctx.log(`${label}: ${n} subscribers from ${processes} processes`);
     // Each process connects from its own loopback address, so no one address runs short of ports.

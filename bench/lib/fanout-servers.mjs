@@ -33,9 +33,12 @@ export async function startFakeNode({ name = 'fake node', core }) {
   };
 }
 
-/** The bare uWS relay of the node's newHeads on `core`; it listens once its upstream subscription is open. */
-export function startBarePubsub({ name = 'bare pub/sub', nodePort, core }) {
-  const proc = startProcess(name, process.execPath, [BARE_PUBSUB, `ws://127.0.0.1:${nodePort}`], { core });
+/**
+ * The bare uWS relay of the node's newHeads on `core`; it listens once its upstream subscription is open.
+ * `nodeArgs` go before the script (the inspector, for fanout-gc.mjs).
+ */
+export function startBarePubsub({ name = 'bare pub/sub', nodePort, core, nodeArgs = [] }) {
+  const proc = startProcess(name, process.execPath, [...nodeArgs, BARE_PUBSUB, `ws://127.0.0.1:${nodePort}`], { core });
   return stopOnFailure(proc, announcedPort(proc));
 }
 
