@@ -30,4 +30,3 @@ t.test('the server and the CLI load neither ioredis nor pg until a fleet opens',
   t.notOk(loaded.includes('ioredis'), 'ioredis not loaded');
   t.notOk(loaded.includes('pg'), 'pg not loaded');
 });
-
