@@ -3,6 +3,7 @@
 // subscriber's receipts are checked. See bench/README.md (ws-fanout) for the method.
 import { join } from 'node:path';
 import { startBoxLoad } from './box-load.mjs';
+import { collectEverywhere, INSPECT_ARG } from './fanout-gc.mjs';
 import { startBarePubsub, startChaingateWs, startFakeNode, startSubscriberProcess } from './fanout-servers.mjs';
 import { NOISY_PERCENT, waitForQuiet } from './measure.mjs';
 import { CLK_TCK, cpuTicks, processTree, rssKb } from './proc-stats.mjs';
@@ -11,11 +12,17 @@ import { HAS_SCHEDSTAT, treeCpuNs } from './task-clock.mjs';
 /** Pause after the subscribers are in, before the first block. */
 const SETTLE_MS = 1_000;
 /**
- * Age of a server before its RSS without subscribers is read: V8's memory reducer gives back the
- * start-up garbage about 8 s after start (chaingate drops ~6 MB then, the bare relay ~2 MB), which
- * would otherwise be counted against the subscribers as a negative.
+ * Youngest a server may be when its garbage is collected and its RSS without subscribers read: past
+ * its start, before its memory reducer may run (its first check is at ~8 s).
  */
 const RSS_BEFORE_AGE_MS = 10_000;
+/** Wait after the collection before the RSS is read: V8 returns the freed pages from a background thread. */
+const AFTER_COLLECTION_MS = 2_000;
+/**
+ * How long after the last subscriber subscribed, with no notification sent yet, the RSS of the
+ * subscribed server is read: what a reconnect storm leaves resident until traffic makes V8 collect.
+ */
+const RSS_SUBSCRIBED_AFTER_MS = 15_000;
 /** Longest wait for the server's upstream subscription once the subscribers are in. */
 const UPSTREAM_WAIT_MS = 10_000;
 /** Longest wait, after the last emit, for every subscriber to have every block. */
@@ -30,6 +37,8 @@ export const ROUND_FIELDS = [
   'cpuMsPerNotification',
   'cpuMsPerNotificationTicks',
   'rssBytesPerSubscriber',
+  'rssBeforeMb',
+  'rssSubscribedMb',
   'rssIdleMb',
   'upstreamSubscriptions',
   'p50Ms',
@@ -39,6 +48,22 @@ export const ROUND_FIELDS = [
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const treeTicks = (pid) => processTree(pid).reduce((sum, p) => sum + cpuTicks(p), 0);
 const treeRssKb = (pid) => processTree(pid).reduce((sum, p) => sum + rssKb(p), 0);
+
+/**
+ * The server's RSS without subscribers, from a known floor: once it is RSS_BEFORE_AGE_MS old, every
+ * isolate (main thread and workers) makes a full, memory-reducing collection (fanout-gc.mjs), and the
+ * RSS is read AFTER_COLLECTION_MS later. Whether V8's memory reducer had returned the start-up garbage
+ * by then (with worker threads, up to ~40 MB, at one of its checks 8 s apart, or never when a collection
+ * at start disarmed it) would otherwise decide the figure: garbage still there is collected by the burst
+ * of upgrades and counts against the subscribers as a negative. `startedAt` is its start on
+ * performance.now(). Resolves `{ kb, isolates }`.
+ */
+async function collectedRssKb(server, startedAt) {
+  await sleep(startedAt + RSS_BEFORE_AGE_MS - performance.now());
+  const isolates = await collectEverywhere(() => server.proc.output());
+  await sleep(AFTER_COLLECTION_MS);
+  return { kb: treeRssKb(server.pid), isolates };
+}
 
 /** Nearest-rank percentile of `values` (unsorted), p in (0, 100]. */
 export function percentile(values, p) {
@@ -112,20 +137,23 @@ function deliveryErrors(merged, emitted, n) {
 }
 
 async function startServer({ kind, id, workers, core, node, ctx, fanout }) {
+  // Every server runs with the inspector, for the collection before its RSS without subscribers is read.
   if (kind === 'bare') {
-    const s = await startBarePubsub({ name: `${id}`, nodePort: node.port, core });
+    const s = await startBarePubsub({ name: `${id}`, nodePort: node.port, core, nodeArgs: [INSPECT_ARG] });
     return { ...s, url: `ws://127.0.0.1:${s.port}/` };
   }
-  const nodeArgs = fanout.cpuProfDir
-    ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`]
-    : [];
-  const main = kind === 'baseline' ? ctx.baseline.main : undefined;
+  const nodeArgs = [
+    INSPECT_ARG,
+    ...(fanout.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', fanout.cpuProfDir, '--cpu-prof-name', `${id}-${Date.now()}.cpuprofile`] : []),
+  ];
+  const main = kind.startsWith('baseline') ? ctx.baseline.main : undefined;
   return startChaingateWs({ name: `${id}`, dir: join(ctx.tmpdir, id), nodePort: node.port, core, workers, nodeArgs, main });
 }
 
 /**
- * Measures one server (`kind` 'bare', 'chaingate', 'chaingate-w2' or 'baseline', BENCH_BASELINE's build),
- * on `core` (a core or a list) with `workers` worker threads (chaingate; null: not configured), fanning
+ * Measures one server (`kind` 'bare', 'chaingate', 'chaingate-auto', or 'baseline' and 'baseline-auto',
+ * BENCH_BASELINE's build), on `core` (a core or a list) with `workers` worker threads (chaingate; null:
+ * not configured, 'auto': the default, one per core the process may use), fanning
  * newHeads out to `n` subscribers. Never throws: what went wrong is listed in `errors`, which voids the
  * run's figures.
  */
@@ -157,8 +185,9 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
       started.push(c);
       clients.push(c);
     }
-    await sleep(serverStartedAt + RSS_BEFORE_AGE_MS - performance.now());
-    const rssBeforeKb = treeRssKb(server.pid);
+    const before = await collectedRssKb(server, serverStartedAt);
+    const rssBeforeKb = before.kb;
+    run.isolatesCollected = before.isolates;
     const base = (await node.stats()).head;
     ctx.log(`${label}: ${n} subscribers from ${processes} processes`);
     // Each process connects from its own loopback address, so no one address runs short of ports.
@@ -175,6 +204,7 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
         });
       }),
     );
+    const subscribedAt = performance.now();
     run.connectMs = Math.max(...connects.map((c) => c.ms));
     const failures = connects.flatMap((c) => c.failures);
     const failed = connects.reduce((s, c) => s + c.failed, 0);
@@ -184,6 +214,10 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
       if (performance.now() > deadline)
         throw new Error(`no upstream subscription at the node ${UPSTREAM_WAIT_MS} ms after ${n} clients subscribed`);
     }
+    // Idle subscribers' RSS: read before any notification, as long after the last subscribe as a client
+    // reconnecting after a deploy would wait for its first head.
+    await sleep(subscribedAt + RSS_SUBSCRIBED_AFTER_MS - performance.now());
+    const rssSubscribedKb = treeRssKb(server.pid);
     await sleep(SETTLE_MS);
 
     // Warm-up blocks: the server's fan-out path runs (and is compiled) before anything is counted.
@@ -233,7 +267,10 @@ export async function measureFanout({ id, label, kind, workers, core, n, ctx, fa
     run.clientCpuPercent = ((busy1.clientMs - busy0.clientMs) * 100) / busyMs;
     run.rssBeforeMb = rssBeforeKb / 1024;
     run.rssIdleMb = rssIdleKb / 1024;
-    run.rssBytesPerSubscriber = ((rssIdleKb - rssBeforeKb) * 1024) / n;
+    run.rssSubscribedMb = rssSubscribedKb / 1024;
+    run.rssBytesPerSubscriber = ((rssSubscribedKb - rssBeforeKb) * 1024) / n;
+    // The same after the blocks and the idle window: what the subscribers hold once traffic made V8 collect.
+    run.rssBytesPerSubscriberAfterBlocks = ((rssIdleKb - rssBeforeKb) * 1024) / n;
     run.latenciesMs = emits.map((e, k) => {
       const lastAt = merged.blocks[warmups.length + k]?.lastAt;
       return lastAt == null ? null : lastAt - e.emittedAt;

@@ -33,19 +33,25 @@ export async function startFakeNode({ name = 'fake node', core }) {
   };
 }
 
-/** The bare uWS relay of the node's newHeads on `core`; it listens once its upstream subscription is open. */
-export function startBarePubsub({ name = 'bare pub/sub', nodePort, core }) {
-  const proc = startProcess(name, process.execPath, [BARE_PUBSUB, `ws://127.0.0.1:${nodePort}`], { core });
+/**
+ * The bare uWS relay of the node's newHeads on `core`; it listens once its upstream subscription is open.
+ * `nodeArgs` go before the script (the inspector, for fanout-gc.mjs).
+ */
+export function startBarePubsub({ name = 'bare pub/sub', nodePort, core, nodeArgs = [] }) {
+  const proc = startProcess(name, process.execPath, [...nodeArgs, BARE_PUBSUB, `ws://127.0.0.1:${nodePort}`], { core });
   return stopOnFailure(proc, announcedPort(proc));
 }
 
 /**
  * chaingate's config for the fan-out: the public path with limits above anything the bench sends
  * (20,000 sockets from one address, any message rate), the node's HTTP and WebSocket, a short stop,
- * `workers` worker threads (null: the key not written, for a build from before them).
+ * `workers` worker threads (null: the key not written, for a build from before them; 'auto': not written
+ * either, the default, one per core the process may use), the metrics listener on `metricsPort` (the
+ * default port may be another gateway's).
  */
-export function chaingateWsConfig({ dir, port, nodePort, workers = 1 }) {
-  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench, stop_timeout_s: 1${workersYaml(workers)} }
+export function chaingateWsConfig({ dir, port, nodePort, metricsPort, workers = 1 }) {
+  return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench, stop_timeout_s: 1${workersYaml(workers === 'auto' ? null : workers)} }
+metrics: { port: ${metricsPort} }
 storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }
 public: { rps_per_ip: 100000000, max_batch: 1000 }
 websocket: { max_connections_per_ip: 20000 }
@@ -59,15 +65,17 @@ chains:
 /**
  * `chaingate serve` on `core` in front of the fake node; `url` is the public path's WebSocket URL.
  * `nodeArgs` go before the script (e.g. --cpu-prof); `main` is the build to run (BENCH_BASELINE's);
- * `workers` its `server.workers`.
+ * `workers` its `server.workers` (or 'auto').
  */
 export async function startChaingateWs({ name = 'chaingate', dir, nodePort, core, workers = 1, nodeArgs = [], main = chaingateMain() }) {
   if (!main) throw new Error('dist/main.js is missing: run npm run build');
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
+  const metricsPort = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateWsConfig({ dir, port, nodePort, workers }));
-  const proc = await serveChaingate({ name, main, config, port, core, workers, nodeArgs });
+  writeFileSync(config, chaingateWsConfig({ dir, port, nodePort, metricsPort, workers }));
+  // With 'auto' there may be several workers: serveChaingate then waits for all of them to listen.
+  const proc = await serveChaingate({ name, main, config, port, core, workers: workers === 'auto' ? 2 : workers, nodeArgs });
   return { proc, pid: proc.pid, port, url: `ws://127.0.0.1:${port}/v1/rpc/public`, stop: () => proc.stop() };
 }
 

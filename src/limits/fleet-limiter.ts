@@ -18,9 +18,10 @@
  * down; a reconnect (tried every RECONNECT_MS) probes at once. So the instance is back on shared limits
  * within about a second of Redis answering again. The first roll call's outcome is the first state reported.
  */
+import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis as RedisClient } from 'ioredis';
 import { checkTake, WINDOW_MS } from './entry-log.js';
 import { createInstanceRollCall } from './fleet-instances.js';
 import { createRedisWindowLimiter } from './redis-window.js';
@@ -83,6 +84,12 @@ const RECONNECT_MS = 500;
 /** How long a connection attempt may take (ms) before it counts as failed and is tried again. */
 const CONNECT_TIMEOUT_MS = 1000;
 
+/**
+ * ioredis, loaded by the first fleet limiter: a gateway on one machine never talks to Redis, and the
+ * module (with its dependencies, ~7 MB of heap) would otherwise sit in every thread's heap.
+ */
+const loadRedis = (): typeof RedisClient => (createRequire(import.meta.url)('ioredis') as typeof import('ioredis')).Redis;
+
 function positive(value: number, name: string): number {
   if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer of milliseconds`);
   return value;
@@ -97,6 +104,7 @@ export function createFleetLimiter(opts: FleetLimiterOptions): FleetLimiter {
   const prefix = opts.prefix ?? 'chaingate:';
   const id = opts.instanceId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 
+  const Redis = loadRedis();
   const redis = new Redis(opts.url, {
     commandTimeout,
     connectTimeout: CONNECT_TIMEOUT_MS,

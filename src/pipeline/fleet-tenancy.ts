@@ -4,7 +4,6 @@ import { createUnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/registry.js';
 import type { EndpointAuth } from '../tenancy/key-cache.js';
-import { openFleet } from './fleet.js';
 import { createConnectionCounts } from './stream-limits.js';
 import { createRuPrices, type KeyBook, type Tenancy } from './tenancy.js';
 
@@ -27,6 +26,8 @@ export async function openFleetTenancy(
   if (config.storage.url === undefined || cluster === undefined) throw new Error('a fleet needs storage.url and cluster');
   let closeRevoked: (endpointId: string) => void = () => {};
   let flushFailures = 0;
+  // Loaded here: PostgreSQL's client and the fleet's parts are no weight on a gateway that runs on one machine.
+  const { openFleet } = await import('./fleet.js');
   const fleet = await openFleet({
     url: config.storage.url,
     cluster,

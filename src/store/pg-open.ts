@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION } from './pg-migrations.js';
 import { inPgTransaction } from './pg-transaction.js';
 
@@ -10,12 +10,14 @@ const NUMERIC = 1700;
  * node-postgres reads BIGINT (and sums, which are NUMERIC) as strings, since they may pass 2^53. chaingate's
  * RU amounts and times never do (MAX_RU = 2^53 - 1), so they are read as numbers, for this pool only.
  */
-const TYPES = {
-  getTypeParser(id: number, format?: string) {
-    if (id === INT8 || id === NUMERIC) return (value: string) => Number(value);
-    return format === undefined ? pg.types.getTypeParser(id) : pg.types.getTypeParser(id, format as 'text');
-  },
-} as unknown as pg.CustomTypesConfig;
+function typesOf(types: typeof pg.types): pg.CustomTypesConfig {
+  return {
+    getTypeParser(id: number, format?: string) {
+      if (id === INT8 || id === NUMERIC) return (value: string) => Number(value);
+      return format === undefined ? types.getTypeParser(id) : types.getTypeParser(id, format as 'text');
+    },
+  } as unknown as pg.CustomTypesConfig;
+}
 
 /** The open fleet store: a pool of connections to one PostgreSQL database, its schema current. */
 export interface PgStore {
@@ -53,12 +55,15 @@ export function safeUrl(url: string): string {
  * transaction under an advisory lock, and the version is read again under it.
  */
 export async function openPgStore(url: string, options: PgStoreOptions = {}): Promise<PgStore> {
+  // Loaded by the first store opened: the daemon on one machine (and every CLI command but a fleet's) never
+  // talks to PostgreSQL, and node-postgres would otherwise sit in its heap (~3 MB).
+  const { default: pg } = await import('pg');
   const pool = new pg.Pool({
     connectionString: url,
     max: options.maxConnections ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
     statement_timeout: options.statementTimeoutMs ?? 10_000,
-    types: TYPES,
+    types: typesOf(pg.types),
     application_name: 'chaingate',
   });
   // Without a listener an idle connection's error (the server restarting) would crash the process.
