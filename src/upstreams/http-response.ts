@@ -20,6 +20,7 @@ export function deliverHead(conn: Connection, status: number, headers: Array<[st
   if (ex === null) return;
   ex.headReceived = true;
   ex.progressed = true;
+  ex.bodyLength = length ?? -1;
   ex.sink.onHead(status, headers, length);
 }
 
@@ -29,6 +30,12 @@ export function deliverBody(pool: UpstreamPool, conn: Connection, chunk: Buffer,
   // A discarded head's body is read only to reach the next response.
   if (ex === null) return true;
   ex.progressed = true;
+  const sink = ex.sink;
+  if (end - start === ex.bodyLength && sink.onWholeBody !== undefined) {
+    // The whole body in this read: lent, not copied (the parser completes the response before the next read).
+    sink.onWholeBody(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end));
+    return true;
+  }
   let piece: Buffer;
   if (conn.borrowed) {
     piece = Buffer.allocUnsafe(end - start);
@@ -36,7 +43,7 @@ export function deliverBody(pool: UpstreamPool, conn: Connection, chunk: Buffer,
   } else {
     piece = start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end);
   }
-  if (ex.sink.onData(piece)) return true;
+  if (sink.onData(piece)) return true;
   if (conn.dead) return false;
   // Aborted inside onData while others share the socket: the rest of its body is read and dropped.
   if (ex.state !== ACTIVE) return true;
