@@ -5,6 +5,7 @@
  * respond.ts counts as the answer's write.
  */
 import { readFileSync } from 'node:fs';
+import WebSocket from 'ws';
 
 /** Areas, first match wins, by the path of a frame's script (chaingate's dist/ files, node's own). */
 const AREAS = [
@@ -76,4 +77,62 @@ export function summarizeProfiles(paths, requests) {
     for (const [fn, us] of sum('fn').slice(0, 45)) out.push(`  ${(us / requests).toFixed(3).padStart(7)} µs  ${fn}`);
   }
   return out.join('\n');
+}
+
+/**
+ * Starts V8's sampling heap profiler in the gateway whose log (`--inspect`'s "Debugger listening on ws://…"
+ * line) is at `logPath`, keeping the samples of objects collected since: what a call allocates, not what
+ * stays. `stop(requests)` resolves a text report of the bytes allocated per call, by function.
+ */
+export async function startAllocationSampling(logPath) {
+  const url = /Debugger listening on (ws:\S+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
+  if (!url) throw new Error(`no inspector URL in ${logPath}`);
+  const socket = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  let next = 1;
+  const waiting = new Map();
+  socket.onmessage = (e) => {
+    const m = JSON.parse(String(e.data));
+    const w = waiting.get(m.id);
+    if (!w) return;
+    waiting.delete(m.id);
+    if (m.error) w.reject(new Error(m.error.message));
+    else w.resolve(m.result);
+  };
+  const send = (method, params = {}) =>
+    new Promise((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve, reject });
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  await send('HeapProfiler.enable');
+  await send('HeapProfiler.startSampling', {
+    samplingInterval: 512,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  return {
+    async stop(requests) {
+      const { profile } = await send('HeapProfiler.stopSampling');
+      socket.close();
+      const byFn = new Map();
+      let total = 0;
+      const walk = (node) => {
+        const { functionName, url, lineNumber } = node.callFrame;
+        const key = `${functionName || '(anonymous)'} ${short(url)}:${lineNumber + 1}`;
+        byFn.set(key, (byFn.get(key) ?? 0) + node.selfSize);
+        total += node.selfSize;
+        for (const c of node.children ?? []) walk(c);
+      };
+      walk(profile.head);
+      const lines = [`allocated ~${(total / requests).toFixed(0)} bytes per call (sampled), by function:`];
+      for (const [fn, bytes] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+        lines.push(`  ${(bytes / requests).toFixed(1).padStart(7)} B  ${fn}`);
+      }
+      return lines.join('\n');
+    },
+  };
 }

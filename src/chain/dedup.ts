@@ -145,5 +145,74 @@ export function createInFlight<T, S = void>(reportError?: (err: unknown, key: st
  */
 export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[]): string | null {
   if (!row.shareable) return null;
-  return `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params)}`;
+  return plainKey(chainSlug, row.name, params) ?? `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params)}`;
+}
+
+// The key of the usual call (params of short ASCII strings, booleans and nulls) is written as bytes and read
+// back as one string: the same text as the canonical JSON's, without a string per param, their quoted
+// copies and the joins between them (~670 bytes of garbage per call, bench/PROFILE-upstream.md).
+const KEY_BYTES = 1024;
+const keyScratch = Buffer.allocUnsafe(KEY_BYTES);
+const QUOTE = 0x22;
+const NULL_TEXT = Buffer.from('null');
+const TRUE_TEXT = Buffer.from('true');
+const FALSE_TEXT = Buffer.from('false');
+
+/** The key as dedupKeyFor's canonical JSON writes it, or null for params it leaves to that (see above). */
+function plainKey(slug: string, method: string, params: unknown[]): string | null {
+  let end = params.length;
+  while (end > 0 && params[end - 1] == null) end--;
+  let at = putString(slug, 0, false);
+  if (at < 0 || at >= KEY_BYTES) return null;
+  keyScratch[at++] = 0x5b; // [
+  at = putString(method, at, false);
+  for (let i = 0; i < end && at >= 0; i++) {
+    if (at >= KEY_BYTES) return null;
+    keyScratch[at++] = 0x2c; // ,
+    const v = params[i];
+    if (typeof v === 'string') at = putString(v, at, true);
+    else if (v == null) at = putBytes(NULL_TEXT, at);
+    else if (v === true) at = putBytes(TRUE_TEXT, at);
+    else if (v === false) at = putBytes(FALSE_TEXT, at);
+    else return null;
+  }
+  if (at < 0 || at >= KEY_BYTES) return null;
+  keyScratch[at++] = 0x5d; // ]
+  return keyScratch.toString('latin1', 0, at);
+}
+
+function putBytes(text: Buffer, at: number): number {
+  if (at + text.length > KEY_BYTES) return -1;
+  for (let k = 0; k < text.length; k++) keyScratch[at + k] = text[k]!;
+  return at + text.length;
+}
+
+/**
+ * Writes `s` as JSON.stringify quotes it at `at`, hex (`0x` and hex digits) lower-cased when `hex` (as
+ * canonical JSON does); -1 for a string that needs escaping, is not ASCII, or does not fit.
+ */
+function putString(s: string, at: number, hex: boolean): number {
+  const n = s.length;
+  if (at + n + 2 > KEY_BYTES) return -1;
+  keyScratch[at] = QUOTE;
+  const from = at + 1;
+  let isHex = hex && n >= 2 && s.charCodeAt(0) === 0x30 && s.charCodeAt(1) === 0x78;
+  let upper = false;
+  for (let k = 0; k < n; k++) {
+    const c = s.charCodeAt(k);
+    if (c < 0x20 || c > 0x7e || c === QUOTE || c === 0x5c) return -1;
+    keyScratch[from + k] = c;
+    if (isHex && k >= 2) {
+      if (c >= 0x41 && c <= 0x46) upper = true;
+      else if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) isHex = false;
+    }
+  }
+  if (isHex && upper) {
+    for (let k = from + 2; k < from + n; k++) {
+      const c = keyScratch[k]!;
+      if (c >= 0x41 && c <= 0x46) keyScratch[k] = c | 0x20;
+    }
+  }
+  keyScratch[from + n] = QUOTE;
+  return from + n + 1;
 }

@@ -56,6 +56,8 @@ export function deliverBody(pool: UpstreamPool, conn: Connection, chunk: Buffer,
 export function parseFrom(pool: UpstreamPool, conn: Connection, chunk: Buffer, from: number, limit: number, borrowed: boolean): void {
   conn.borrowed = borrowed;
   const parser = conn.parser;
+  // One clock read for the answers of one read, taken when the first completes: they arrived together.
+  let at = -1;
   for (;;) {
     if (conn.depth === 0) {
       // Bytes when nothing is in flight answer no request: the stream is out of step.
@@ -84,19 +86,19 @@ export function parseFrom(pool: UpstreamPool, conn: Connection, chunk: Buffer, f
       }
       return;
     }
-    if (!completeHead(pool, conn, stop < limit) || stop === limit) return;
+    if (at < 0) at = pool.now();
+    if (!completeHead(pool, conn, stop < limit, at) || stop === limit) return;
     from = stop;
   }
 }
 
 /** The head's response is complete; returns whether conn reads on (the bytes after it are the next response). */
-function completeHead(pool: UpstreamPool, conn: Connection, trailing: boolean): boolean {
+function completeHead(pool: UpstreamPool, conn: Connection, trailing: boolean, at: number): boolean {
   const ex = shiftSlot(conn);
   const keepAlive = conn.parser.keepAlive;
   conn.parser.reset();
   conn.completed++;
   conn.received = false;
-  const at = pool.now();
   if (ex !== null) {
     const usualMs = pool.usualMs;
     if (conn.pipelinedHead) pool.guard.observe(at - conn.headSince, usualMs, at);
@@ -158,7 +160,7 @@ export function connectionLost(pool: UpstreamPool, conn: Connection, err: Error 
   }
   if (err === undefined && conn.parser.finish()) {
     // A close-delimited body ends here; it was not keep-alive, so those behind it are sent again.
-    completeHead(pool, conn, false);
+    completeHead(pool, conn, false, pool.now());
     return;
   }
   const head = headOf(conn);

@@ -1,4 +1,5 @@
 import type { UpstreamRequest } from './http-client.js';
+import { encodeRpcPost, encodeTextPost, rpcBodyText } from './rpc-body.js';
 import type { UpstreamTarget } from './upstream-url.js';
 
 /** Serializes requests for one upstream: head and body in one buffer, ready for a single socket write. */
@@ -87,42 +88,31 @@ export function createRequestEncoder(target: UpstreamTarget, headers: Record<str
     return prefix;
   };
 
-  return {
-    encode(req) {
-      const body = req.body;
-      const prefix = req.path === undefined && req.method === 'POST' && typeof body === 'string' ? postPrefix(req.headers) : undefined;
-      if (prefix !== undefined) return encodeWithPrefix(prefix, body as string);
-      let head =
-        req.path === undefined ? (req.method === 'POST' ? postHead : getHead) : req.method + ' ' + requestTarget(req.path) + sharedLines;
-      const extra = req.headers;
-      if (extra !== undefined) head += headerLines(extra);
-      const bodyLength = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-      // POST always states its length, so the upstream never waits for a body that is not coming.
-      head += bodyLength > 0 || req.method === 'POST' ? 'Content-Length: ' + bodyLength + '\r\n\r\n' : '\r\n';
-      const out = Buffer.allocUnsafe(head.length + bodyLength);
-      out.write(head, 0, 'latin1');
-      if (bodyLength > 0) {
-        if (typeof body === 'string') out.write(body, head.length, 'utf8');
-        else (body as Buffer).copy(out, head.length);
-      }
-      return out;
-    },
-  };
-}
+  function encode(req: UpstreamRequest): Buffer {
+    const body = req.body;
+    if (body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array)) {
+      // A JSON-RPC call by its parts: POST to the URL's own target, as rpc-body.ts writes it.
+      const prefix = req.path === undefined && req.method === 'POST' ? postPrefix(req.headers) : undefined;
+      if (prefix !== undefined) return encodeRpcPost(prefix, body);
+      return encode({ ...req, body: rpcBodyText(body) });
+    }
+    const prefix = req.path === undefined && req.method === 'POST' && typeof body === 'string' ? postPrefix(req.headers) : undefined;
+    if (prefix !== undefined) return encodeTextPost(prefix, body as string);
+    let head =
+      req.path === undefined ? (req.method === 'POST' ? postHead : getHead) : req.method + ' ' + requestTarget(req.path) + sharedLines;
+    const extra = req.headers;
+    if (extra !== undefined) head += headerLines(extra);
+    const bodyLength = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+    // POST always states its length, so the upstream never waits for a body that is not coming.
+    head += bodyLength > 0 || req.method === 'POST' ? 'Content-Length: ' + bodyLength + '\r\n\r\n' : '\r\n';
+    const out = Buffer.allocUnsafe(head.length + bodyLength);
+    out.write(head, 0, 'latin1');
+    if (bodyLength > 0) {
+      if (typeof body === 'string') out.write(body, head.length, 'utf8');
+      else (body as Buffer).copy(out, head.length);
+    }
+    return out;
+  }
 
-const CRLF2 = [13, 10, 13, 10];
-
-/** A POST of `body` behind a head rendered up to Content-Length's value: one buffer, no string built for the head. */
-function encodeWithPrefix(prefix: Buffer, body: string): Buffer {
-  const bodyLength = Buffer.byteLength(body);
-  let digits = 1;
-  for (let v = bodyLength; v >= 10; v = Math.floor(v / 10)) digits++;
-  const headLength = prefix.length + digits + 4;
-  const out = Buffer.allocUnsafe(headLength + bodyLength);
-  prefix.copy(out, 0);
-  for (let i = prefix.length + digits - 1, v = bodyLength; i >= prefix.length; i--, v = Math.floor(v / 10)) out[i] = 48 + (v % 10);
-  for (let k = 0; k < 4; k++) out[headLength - 4 + k] = CRLF2[k]!;
-  // As many bytes as characters: the body is ASCII, which latin1 writes as it is, faster than UTF-8.
-  out.write(body, headLength, bodyLength, bodyLength === body.length ? 'latin1' : 'utf8');
-  return out;
+  return { encode };
 }
