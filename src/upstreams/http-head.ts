@@ -104,24 +104,12 @@ function checkStatusPrefix(p: HttpResponseParser, chunk: Buffer, pos: number, li
   return true;
 }
 
-/**
- * Where the CRLFCRLF ending a head in buf[from, to) starts, or -1. A loop over a head's hundred-odd bytes
- * costs less than Buffer#indexOf's way into C++.
- */
-function headEnd(buf: Buffer, from: number, to: number): number {
-  for (let i = from + 3; i < to; i++) {
-    if (buf[i] !== LF) continue;
-    if (buf[i - 1] === CR && buf[i - 2] === LF && buf[i - 3] === CR) return i - 3;
-  }
-  return -1;
-}
-
 /** Reads head bytes from pos; returns the offset after the head, or limit while it is incomplete. */
 export function readHead(p: HttpResponseParser, chunk: Buffer, pos: number, limit: number): number {
   if (p.headLength < STATUS_PREFIX.length && !checkStatusPrefix(p, chunk, pos, limit)) return pos;
   if (p.headLength === 0) {
-    const end = headEnd(chunk, pos, Math.min(limit, pos + MAX_HEAD_BYTES + 4));
-    if (end !== -1) {
+    const end = chunk.indexOf(HEAD_END, pos);
+    if (end !== -1 && end + 4 <= limit && end - pos <= MAX_HEAD_BYTES) {
       parseHead(p, chunk, pos, end);
       return end + 4;
     }
