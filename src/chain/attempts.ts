@@ -61,6 +61,17 @@ export function isRpcError(body: Buffer): boolean {
   return false;
 }
 
+/**
+ * Whether `"error"` appears anywhere in a whole answer (a cheap look before parsing one that may hold a node
+ * error). A small answer is read by a loop: Buffer#includes of a string encodes it and goes into C++ per call.
+ */
+export function mentionsError(body: Buffer): boolean {
+  const n = body.length;
+  if (n > 512) return body.includes(ERROR_NAME);
+  for (let i = 0; i < n; i++) if (body[i] === QUOTE && names(body, i, n, ERROR_NAME)) return true;
+  return false;
+}
+
 const QUOTE = 0x22;
 const ERROR_NAME = Buffer.from('"error"');
 const RESULT_NAME = Buffer.from('"result"');
