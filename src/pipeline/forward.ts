@@ -2,6 +2,7 @@ import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
 import { gatewayIdText } from '../upstreams/call-ids.js';
+import { rpcBodyText } from '../upstreams/rpc-body.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, RpcBody, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
 
 /**
@@ -108,6 +109,11 @@ class UpstreamCall implements ResponseSink, ForwardCall, RpcBody {
     // The call is its own request body (RpcBody): the client writes it by its parts, with no string of it made.
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
     this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body: this, timeoutMs, exclusive: !row.repeatable }, this);
+  }
+
+  /** The body's text, as RpcBody promises (stand-in upstreams read it so). */
+  toString(): string {
+    return rpcBodyText(this);
   }
 
   private finish(): boolean {

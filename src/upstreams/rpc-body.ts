@@ -14,6 +14,8 @@ export interface RpcBody {
   readonly rpcMethod: string;
   /** The params' JSON text, as it will be sent. */
   readonly rpcParams: string;
+  /** The body's text (rpcBodyText), for whatever reads a request as a string. */
+  toString(): string;
 }
 
 const OPEN = Buffer.from('{"jsonrpc":"2.0","id":', 'latin1');
