@@ -337,22 +337,11 @@ export function spliced(body: Buffer, idStart: number, idEnd: number, clientIdTe
     if (k === idBytes) return body;
   }
   const out = Buffer.allocUnsafe(body.length - (idEnd - idStart) + idBytes);
-  copyBytes(body, 0, idStart, out, 0);
+  body.copy(out, 0, 0, idStart);
   if (ascii) for (let k = 0; k < idBytes; k++) out[idStart + k] = clientIdText.charCodeAt(k);
   else out.write(clientIdText, idStart, idBytes, 'utf8');
-  copyBytes(body, idEnd, body.length, out, idStart + idBytes);
+  body.copy(out, idStart + idBytes, idEnd);
   return out;
-}
-
-/** Below this many bytes a loop copies faster than Buffer#copy, whose way into C++ costs more than the bytes. */
-const LOOP_COPY_BYTES = 128;
-
-function copyBytes(from: Buffer, start: number, end: number, to: Buffer, at: number): void {
-  if (end - start >= LOOP_COPY_BYTES) {
-    from.copy(to, at, start, end);
-    return;
-  }
-  for (let k = start; k < end; k++) to[at++] = from[k]!;
 }
 
 /**

@@ -2,8 +2,7 @@ import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
 import { gatewayIdText } from '../upstreams/call-ids.js';
-import { rpcBodyText } from '../upstreams/rpc-body.js';
-import type { HttpUpstream, RequestHandle, ResponseSink, RpcBody, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
+import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
 
 /**
  * Why a forwarded call failed, for the choice of retrying it elsewhere: the upstream client's error kinds,
@@ -72,7 +71,7 @@ export function forwardCall(
  * One call on its way to a node. It is the upstream client's sink itself, and its state lives in fields:
  * every forwarded call makes one of these, so it costs one object instead of a dozen closures.
  */
-class UpstreamCall implements ResponseSink, ForwardCall, RpcBody {
+class UpstreamCall implements ResponseSink, ForwardCall {
   /** The answer's first chunk while it may still be held whole; `more` holds the rest (rarely any). */
   private first: Buffer | null = null;
   private more: Buffer[] | null = null;
@@ -89,10 +88,6 @@ class UpstreamCall implements ResponseSink, ForwardCall, RpcBody {
   private readonly handle: RequestHandle;
   /** Only the status and the length of an answer matter here. */
   readonly ignoresHeaders = true;
-  // RpcBody: what the node is sent.
-  readonly rpcId: string;
-  readonly rpcMethod: string;
-  readonly rpcParams: string;
 
   constructor(
     upstream: HttpUpstream,
@@ -103,17 +98,9 @@ class UpstreamCall implements ResponseSink, ForwardCall, RpcBody {
     private readonly sink: AnswerSink,
   ) {
     this.sentIdText = gatewayIdText();
-    this.rpcId = this.sentIdText;
-    this.rpcMethod = row.name;
-    this.rpcParams = paramsJson;
-    // The call is its own request body (RpcBody): the client writes it by its parts, with no string of it made.
+    const body = `{"jsonrpc":"2.0","id":${this.sentIdText},"method":${JSON.stringify(row.name)},"params":${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
-    this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body: this, timeoutMs, exclusive: !row.repeatable }, this);
-  }
-
-  /** The body's text, as RpcBody promises (stand-in upstreams read it so). */
-  toString(): string {
-    return rpcBodyText(this);
+    this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable }, this);
   }
 
   private finish(): boolean {

@@ -1,8 +1,6 @@
 import { UpstreamPool } from './http-pool.js';
-import type { RpcBody } from './rpc-body.js';
 import type { UpstreamError } from './upstream-error.js';
 
-export type { RpcBody } from './rpc-body.js';
 export { UpstreamError, type UpstreamErrorKind } from './upstream-error.js';
 
 /** How to reach one upstream node over HTTP/1.1. */
@@ -43,8 +41,8 @@ export interface UpstreamRequest {
   path?: string;
   /** Per-request headers on top of the configured ones (content-type, accept, …). */
   headers?: ReadonlyArray<readonly [string, string]>;
-  /** Sent with Content-Length. A JSON-RPC call may be given by its parts (rpc-body.ts), written without a string. */
-  body?: Buffer | string | RpcBody;
+  /** Sent with Content-Length. */
+  body?: Buffer | string;
   /** Deadline in ms for the response head, counted from the request() call (queueing included), and the longest
    *  silence between body chunks while not paused. Enforced by a 100 ms sweep: never early, up to 200 ms late. */
   timeoutMs: number;

@@ -1,5 +1,5 @@
 import type { UpstreamRequest } from './http-client.js';
-import { encodeRpcPost, encodeTextPost, rpcBodyText } from './rpc-body.js';
+import { encodeTextPost } from './text-post.js';
 import type { UpstreamTarget } from './upstream-url.js';
 
 /** Serializes requests for one upstream: head and body in one buffer, ready for a single socket write. */
@@ -79,40 +79,35 @@ export function createRequestEncoder(target: UpstreamTarget, headers: Record<str
   // header array: a forwarded call copies it instead of building and encoding a string (see headerLines).
   const postPrefixes = new WeakMap<ReadonlyArray<readonly [string, string]>, Buffer>();
   const postPrefix = (extra: ReadonlyArray<readonly [string, string]> | undefined): Buffer | undefined => {
-    if (extra === undefined || !renderedHeaders.has(extra)) return undefined;
+    if (extra === undefined) return undefined;
     let prefix = postPrefixes.get(extra);
-    if (prefix === undefined) {
+    // Made once its header lines are known good and kept (renderedHeaders): a first request takes the long way.
+    if (prefix === undefined && renderedHeaders.has(extra)) {
       prefix = Buffer.from(postHead + headerLines(extra) + 'Content-Length: ', 'latin1');
       postPrefixes.set(extra, prefix);
     }
     return prefix;
   };
 
-  function encode(req: UpstreamRequest): Buffer {
-    const body = req.body;
-    if (body !== undefined && typeof body !== 'string' && !(body instanceof Uint8Array)) {
-      // A JSON-RPC call by its parts: POST to the URL's own target, as rpc-body.ts writes it.
-      const prefix = req.path === undefined && req.method === 'POST' ? postPrefix(req.headers) : undefined;
-      if (prefix !== undefined) return encodeRpcPost(prefix, body);
-      return encode({ ...req, body: rpcBodyText(body) });
-    }
-    const prefix = req.path === undefined && req.method === 'POST' && typeof body === 'string' ? postPrefix(req.headers) : undefined;
-    if (prefix !== undefined) return encodeTextPost(prefix, body as string);
-    let head =
-      req.path === undefined ? (req.method === 'POST' ? postHead : getHead) : req.method + ' ' + requestTarget(req.path) + sharedLines;
-    const extra = req.headers;
-    if (extra !== undefined) head += headerLines(extra);
-    const bodyLength = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    // POST always states its length, so the upstream never waits for a body that is not coming.
-    head += bodyLength > 0 || req.method === 'POST' ? 'Content-Length: ' + bodyLength + '\r\n\r\n' : '\r\n';
-    const out = Buffer.allocUnsafe(head.length + bodyLength);
-    out.write(head, 0, 'latin1');
-    if (bodyLength > 0) {
-      if (typeof body === 'string') out.write(body, head.length, 'utf8');
-      else (body as Buffer).copy(out, head.length);
-    }
-    return out;
-  }
-
-  return { encode };
+  return {
+    encode(req) {
+      const body = req.body;
+      const prefix = req.path === undefined && req.method === 'POST' && typeof body === 'string' ? postPrefix(req.headers) : undefined;
+      if (prefix !== undefined) return encodeTextPost(prefix, body as string);
+      let head =
+        req.path === undefined ? (req.method === 'POST' ? postHead : getHead) : req.method + ' ' + requestTarget(req.path) + sharedLines;
+      const extra = req.headers;
+      if (extra !== undefined) head += headerLines(extra);
+      const bodyLength = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+      // POST always states its length, so the upstream never waits for a body that is not coming.
+      head += bodyLength > 0 || req.method === 'POST' ? 'Content-Length: ' + bodyLength + '\r\n\r\n' : '\r\n';
+      const out = Buffer.allocUnsafe(head.length + bodyLength);
+      out.write(head, 0, 'latin1');
+      if (bodyLength > 0) {
+        if (typeof body === 'string') out.write(body, head.length, 'utf8');
+        else (body as Buffer).copy(out, head.length);
+      }
+      return out;
+    },
+  };
 }

@@ -1,6 +1,5 @@
 import t from 'tap';
 import { createInFlight, dedupKeyFor as dedupKeyOfRow, RENEW_AFTER_SETS } from '../../src/chain/dedup.js';
-import { canonicalCallJson } from '../../src/jsonrpc/cacheability.js';
 import { methodRow } from '../../src/jsonrpc/methods.js';
 
 /** The sharing key of a call the test names by method (the key reads the method's catalogue row). */
@@ -245,29 +244,6 @@ t.test('dedupKeyFor', async (t) => {
   t.not(dedupKeyFor('mainnet', 'eth_call', [{ to: address, data: '0x01' }, 'pending']), call, 'the block is in the key');
   t.not(dedupKeyFor('mainnet', 'eth_estimateGas', [{ to: address, data: '0x01' }, 'latest']), call, 'the method is in the key');
   t.equal(dedupKeyFor('mainnet', 'eth_blockNumber', []), '"mainnet"["eth_blockNumber"]');
-});
-
-t.test('dedupKeyFor writes the usual params as bytes, to the same text as canonical JSON', async (t) => {
-  const reference = (slug: string, method: string, params: unknown[]): string =>
-    `${JSON.stringify(slug)}${canonicalCallJson(method, params)}`;
-  const cases: Array<[string, string, unknown[]]> = [
-    ['mainnet', 'eth_getBalance', [`0x${'Ab'.repeat(20)}`, 'latest']],
-    ['mainnet', 'eth_getBalance', [`0x${'ab'.repeat(20)}`, '0x1F']],
-    ['mainnet', 'eth_getBlockByNumber', ['0xA', true]],
-    ['mainnet', 'eth_getBlockByNumber', ['0xa', false, null, undefined]],
-    ['mainnet', 'eth_getStorageAt', ['0xZZ', '0X1F', 'Latest']],
-    ['mainnet', 'eth_getBalance', ['0x', 'a "quoted" tag']],
-    ['mainnet', 'eth_getBalance', ['back\\slash', 'tab\t']],
-    ['mainnet', 'eth_getBalance', ['caf\u00e9', 'latest']],
-    ['main"net', 'eth_getBalance', ['0x1', 'latest']],
-    ['mainnet', 'eth_getBalance', [1, 'latest']],
-    ['mainnet', 'eth_getBalance', [null, 'latest']],
-    ['mainnet', 'eth_getBalance', [`0x${'ab'.repeat(600)}`, 'latest']],
-    ['mainnet', 'eth_getLogs', [{ address: '0xAB', topics: [null, '0xCD'] }]],
-  ];
-  for (const [slug, method, params] of cases) {
-    t.equal(dedupKeyFor(slug, method, params), reference(slug, method, params), `${method} ${JSON.stringify(params).slice(0, 60)}`);
-  }
 });
 
 t.test('the registry is renewed under churn without losing a call in flight across the renewal', async (t) => {
