@@ -19,9 +19,10 @@ export interface ResponseMeta {
 
 /** Whether a request says a body follows: a Content-Length above 0, or a Transfer-Encoding (chunked). */
 export function declaresBody(req: HttpRequest): boolean {
-  if (req.getHeader('transfer-encoding') !== '') return true;
+  // Content-Length first: a call's POST states one, and then the second look into uWS is not needed.
   const length = req.getHeader('content-length');
-  return length !== '' && length !== '0';
+  if (length !== '' && length !== '0') return true;
+  return req.getHeader('transfer-encoding') !== '';
 }
 
 /** The meta of one request: its CORS answer, and whether a body is on its way. */
