@@ -9,11 +9,17 @@ import WebSocket from 'ws';
 
 /** Areas, first match wins, by the path of a frame's script (chaingate's dist/ files, node's own). */
 const AREAS = [
-  ['upstream write', /upstreams\/(request-head|rpc-body|upstream-connection|http-placement|http-pool|upstream-exchange|call-ids)\.js|internal\/stream_base_commons|internal\/streams\/writable|node:net$/],
+  [
+    'upstream write',
+    /upstreams\/(request-head|rpc-body|upstream-connection|http-placement|http-pool|upstream-exchange|call-ids)\.js|internal\/stream_base_commons|internal\/streams\/writable|node:net$/,
+  ],
   ['answer parse', /upstreams\/(http-parser|http-head|http-response|upstream-socket)\.js/],
   ['id check + rewrite', /jsonrpc\/(whole-answer|id-rewrite|id-rewrite-scan|accepted-answer)\.js/],
   ['answer write', /server\/(respond|stream-out)\.js/],
-  ['forward: call, attempts, node choice', /pipeline\/(forward|route-call|upstream-failures)\.js|chain\/attempts\.js|upstreams\/selection\.js/],
+  [
+    'forward: call, attempts, node choice',
+    /pipeline\/(forward|route-call|upstream-failures)\.js|chain\/attempts\.js|upstreams\/selection\.js/,
+  ],
   ['sharing key + cache (dedup, shared-call)', /chain\/(dedup|response-cache)\.js|pipeline\/shared-call\.js|jsonrpc\/cacheability\.js/],
   ['request side (server, pipeline, parse)', /server\/|pipeline\/|jsonrpc\/parse\.js/],
   ['metrics', /metrics\/|prom-client/],
