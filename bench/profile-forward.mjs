@@ -10,6 +10,7 @@
 //   alloc          V8's sampling heap profiler over the inspector, collected objects included: bytes
 //                  allocated per call by function
 // PROFILE_MAIN=<another build's dist/main.js> profiles that build instead (a baseline's, built with tsc).
+// PROFILE_NODE_ARGS adds node flags (e.g. `--trace-deopt`; the gateway's output is in dir/logs/chaingate.log).
 import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -58,7 +59,7 @@ try {
     core: 0,
     workers: 1,
     extraYaml: 'metrics: { port: 0 }\n',
-    nodeArgs: NODE_ARGS[mode],
+    nodeArgs: [...NODE_ARGS[mode], ...(process.env.PROFILE_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
     ...(process.env.PROFILE_MAIN ? { main: process.env.PROFILE_MAIN } : {}),
   });
   const logPath = join(dir, 'logs', 'chaingate.log');
