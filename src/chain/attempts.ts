@@ -51,11 +51,36 @@ export function failureOutcome(kind: string, status?: number): UpstreamOutcome {
 
 /** Whether a whole JSON-RPC answer is an error object: its `"error"` key comes before any `"result"`, near the start. */
 export function isRpcError(body: Buffer): boolean {
-  const head = body.subarray(0, 256);
-  const e = head.indexOf('"error"');
-  if (e < 0) return false;
-  const r = head.indexOf('"result"');
-  return r < 0 || r > e;
+  // A loop over the bytes: Buffer#indexOf of a string costs a string's encoding and a way into C++ per call.
+  const n = Math.min(body.length, 256);
+  for (let i = 0; i < n; i++) {
+    if (body[i] !== QUOTE) continue;
+    if (names(body, i, n, ERROR_NAME)) return true;
+    if (names(body, i, n, RESULT_NAME)) return false;
+  }
+  return false;
+}
+
+/**
+ * Whether `"error"` appears anywhere in a whole answer (a cheap look before parsing one that may hold a node
+ * error). A small answer is read by a loop: Buffer#includes of a string encodes it and goes into C++ per call.
+ */
+export function mentionsError(body: Buffer): boolean {
+  const n = body.length;
+  if (n > 512) return body.includes(ERROR_NAME);
+  for (let i = 0; i < n; i++) if (body[i] === QUOTE && names(body, i, n, ERROR_NAME)) return true;
+  return false;
+}
+
+const QUOTE = 0x22;
+const ERROR_NAME = Buffer.from('"error"');
+const RESULT_NAME = Buffer.from('"result"');
+
+/** Whether body[i, n) starts with `name`. */
+function names(body: Buffer, i: number, n: number, name: Buffer): boolean {
+  if (i + name.length > n) return false;
+  for (let k = 1; k < name.length; k++) if (body[i + k] !== name[k]) return false;
+  return true;
 }
 
 /** One attempt on one node, counted in flight from its making until settle() or drop(). */

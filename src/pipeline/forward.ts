@@ -83,6 +83,8 @@ class UpstreamCall implements ResponseSink, ForwardCall {
   private declared: number | undefined = undefined;
   private started = false;
   private done = false;
+  /** `first` is the upstream client's read buffer (onWholeBody): what is kept of it must be copied. */
+  private lent = false;
   private readonly handle: RequestHandle;
   /** Only the status and the length of an answer matter here. */
   readonly ignoresHeaders = true;
@@ -146,6 +148,19 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     this.declared = contentLength;
   }
 
+  onWholeBody(body: Buffer): void {
+    // Borrowed until onEnd returns: onEnd's rewrite copies it into the client's answer.
+    if (this.done) return;
+    // Too large to be held whole (a TLS read may hold more than WHOLE_ANSWER_BYTES): streamed, from a copy.
+    if (body.length > WHOLE_ANSWER_BYTES) {
+      this.onData(Buffer.from(body));
+      return;
+    }
+    this.first = body;
+    this.heldBytes = body.length;
+    this.lent = true;
+  }
+
   onData(chunk: Buffer): boolean {
     if (this.done) return true;
     const rewriter = this.rewriter;
@@ -181,7 +196,8 @@ class UpstreamCall implements ResponseSink, ForwardCall {
         this.handle.distrust();
         this.sink.fail(false, WRONG_ID_REASON, WRONG_ID_FAILURE);
       } else {
-        this.sink.whole(out);
+        // The same id both ways leaves the node's bytes as they are: lent ones are copied to be kept.
+        this.sink.whole(out === whole && this.lent ? Buffer.from(out) : out);
       }
       return;
     }

@@ -27,7 +27,7 @@
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
  * answers report the node's head.
  */
-import { Attempts, failureOutcome, isRpcError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice } from '../upstreams/selection.js';
@@ -85,7 +85,7 @@ function isRetriable(failure: ForwardFailure | undefined): boolean {
 
 /** Whether a whole answer is a node error meaning "not there yet"; only answers holding an error are parsed. */
 export function isNotThereYet(body: Buffer): boolean {
-  if (!body.includes('"error"')) return false;
+  if (!mentionsError(body)) return false;
   try {
     const answer = JSON.parse(body.toString()) as { error?: { message?: unknown } };
     const message = answer.error?.message;

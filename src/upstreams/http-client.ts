@@ -58,6 +58,12 @@ export interface ResponseSink {
   onHead(status: number, headers: Array<[string, string]>, contentLength: number | undefined): void;
   /** A body chunk; the consumer owns it. Return false when full: the socket is paused until handle.resume(). */
   onData(chunk: Buffer): boolean;
+  /**
+   * Optional: a body that arrived whole in one read, handed over without a copy: called instead of onData. The
+   * bytes are borrowed (the read buffer shared by every socket): valid only until onEnd, which follows before any
+   * other read, returns; whatever is kept past it must be copied.
+   */
+  onWholeBody?(body: Buffer): void;
   /** The whole body arrived, its framing verified. */
   onEnd(): void;
   /** Exactly one of onEnd/onError is called per request, and neither after abort(). */

@@ -178,7 +178,9 @@ function parseHead(p: HttpResponseParser, buf: Buffer, start: number, end: numbe
       c = buf[pos]!;
     }
     if (pos === nameStart) return p.fail('malformed header line');
-    let name = commonName(buf, nameStart, pos);
+    // A consumer that reads no header needs only the framing ones' names, which are 10, 14 or 17 bytes long.
+    const length = pos - nameStart;
+    let name = keep || length === 14 || length === 10 || length === 17 ? commonName(buf, nameStart, pos) : undefined;
     if (name === undefined && keep) {
       name = text.slice(nameStart - start, pos - start);
       if (upper) name = name.toLowerCase();

@@ -20,6 +20,7 @@ export function deliverHead(conn: Connection, status: number, headers: Array<[st
   if (ex === null) return;
   ex.headReceived = true;
   ex.progressed = true;
+  ex.bodyLength = length ?? -1;
   ex.sink.onHead(status, headers, length);
 }
 
@@ -29,6 +30,12 @@ export function deliverBody(pool: UpstreamPool, conn: Connection, chunk: Buffer,
   // A discarded head's body is read only to reach the next response.
   if (ex === null) return true;
   ex.progressed = true;
+  const sink = ex.sink;
+  if (end - start === ex.bodyLength && sink.onWholeBody !== undefined) {
+    // The whole body in this read: lent, not copied (the parser completes the response before the next read).
+    sink.onWholeBody(start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end));
+    return true;
+  }
   let piece: Buffer;
   if (conn.borrowed) {
     piece = Buffer.allocUnsafe(end - start);
@@ -36,7 +43,7 @@ export function deliverBody(pool: UpstreamPool, conn: Connection, chunk: Buffer,
   } else {
     piece = start === 0 && end === chunk.length ? chunk : chunk.subarray(start, end);
   }
-  if (ex.sink.onData(piece)) return true;
+  if (sink.onData(piece)) return true;
   if (conn.dead) return false;
   // Aborted inside onData while others share the socket: the rest of its body is read and dropped.
   if (ex.state !== ACTIVE) return true;
@@ -49,6 +56,8 @@ export function deliverBody(pool: UpstreamPool, conn: Connection, chunk: Buffer,
 export function parseFrom(pool: UpstreamPool, conn: Connection, chunk: Buffer, from: number, limit: number, borrowed: boolean): void {
   conn.borrowed = borrowed;
   const parser = conn.parser;
+  // One clock read for the answers of one read, taken when the first completes: they arrived together.
+  let at = -1;
   for (;;) {
     if (conn.depth === 0) {
       // Bytes when nothing is in flight answer no request: the stream is out of step.
@@ -77,19 +86,19 @@ export function parseFrom(pool: UpstreamPool, conn: Connection, chunk: Buffer, f
       }
       return;
     }
-    if (!completeHead(pool, conn, stop < limit) || stop === limit) return;
+    if (at < 0) at = pool.now();
+    if (!completeHead(pool, conn, stop < limit, at) || stop === limit) return;
     from = stop;
   }
 }
 
 /** The head's response is complete; returns whether conn reads on (the bytes after it are the next response). */
-function completeHead(pool: UpstreamPool, conn: Connection, trailing: boolean): boolean {
+function completeHead(pool: UpstreamPool, conn: Connection, trailing: boolean, at: number): boolean {
   const ex = shiftSlot(conn);
   const keepAlive = conn.parser.keepAlive;
   conn.parser.reset();
   conn.completed++;
   conn.received = false;
-  const at = pool.now();
   if (ex !== null) {
     const usualMs = pool.usualMs;
     if (conn.pipelinedHead) pool.guard.observe(at - conn.headSince, usualMs, at);
@@ -151,7 +160,7 @@ export function connectionLost(pool: UpstreamPool, conn: Connection, err: Error 
   }
   if (err === undefined && conn.parser.finish()) {
     // A close-delimited body ends here; it was not keep-alive, so those behind it are sent again.
-    completeHead(pool, conn, false);
+    completeHead(pool, conn, false, pool.now());
     return;
   }
   const head = headOf(conn);

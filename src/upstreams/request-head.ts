@@ -1,4 +1,5 @@
 import type { UpstreamRequest } from './http-client.js';
+import { encodeTextPost } from './text-post.js';
 import type { UpstreamTarget } from './upstream-url.js';
 
 /** Serializes requests for one upstream: head and body in one buffer, ready for a single socket write. */
@@ -74,13 +75,29 @@ export function createRequestEncoder(target: UpstreamTarget, headers: Record<str
     return joinBase + path.slice(0, q) + (query === '' ? '' : '?' + query);
   }
 
+  // The head of a POST to the URL's own target, up to Content-Length's value, as bytes, per per-request
+  // header array: a forwarded call copies it instead of building and encoding a string (see headerLines).
+  const postPrefixes = new WeakMap<ReadonlyArray<readonly [string, string]>, Buffer>();
+  const postPrefix = (extra: ReadonlyArray<readonly [string, string]> | undefined): Buffer | undefined => {
+    if (extra === undefined) return undefined;
+    let prefix = postPrefixes.get(extra);
+    // Made once its header lines are known good and kept (renderedHeaders): a first request takes the long way.
+    if (prefix === undefined && renderedHeaders.has(extra)) {
+      prefix = Buffer.from(postHead + headerLines(extra) + 'Content-Length: ', 'latin1');
+      postPrefixes.set(extra, prefix);
+    }
+    return prefix;
+  };
+
   return {
     encode(req) {
+      const body = req.body;
+      const prefix = req.path === undefined && req.method === 'POST' && typeof body === 'string' ? postPrefix(req.headers) : undefined;
+      if (prefix !== undefined) return encodeTextPost(prefix, body as string);
       let head =
         req.path === undefined ? (req.method === 'POST' ? postHead : getHead) : req.method + ' ' + requestTarget(req.path) + sharedLines;
       const extra = req.headers;
       if (extra !== undefined) head += headerLines(extra);
-      const body = req.body;
       const bodyLength = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
       // POST always states its length, so the upstream never waits for a body that is not coming.
       head += bodyLength > 0 || req.method === 'POST' ? 'Content-Length: ' + bodyLength + '\r\n\r\n' : '\r\n';

@@ -119,7 +119,10 @@ class ChainSelection implements ChainHealth {
   /** The highest best head since the chain's final blocks were last undone; null before the first. */
   private top: number | null = null;
   /** pick()'s scratch: the nodes it may choose from, their weights, the fastest EWMA among them, how many are suspected. */
+  // Filled up to `candidateCount`, never shortened: `length = 0` would let go of the array's store, and each
+  // pick() would allocate a new one.
   private readonly candidates: number[] = [];
+  private candidateCount = 0;
   private readonly weights: number[] = [];
   private fastestKnown = Infinity;
   private suspects = 0;
@@ -206,8 +209,11 @@ class ChainSelection implements ChainHealth {
   private dropSuspected(): void {
     const candidates = this.candidates;
     let kept = 0;
-    for (const i of candidates) if (!this.upstreams[i]!.suspected) candidates[kept++] = i;
-    if (kept > 0) candidates.length = kept;
+    for (let k = 0; k < this.candidateCount; k++) {
+      const i = candidates[k]!;
+      if (!this.upstreams[i]!.suspected) candidates[kept++] = i;
+    }
+    if (kept > 0) this.candidateCount = kept;
   }
 
   /** Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null). */
@@ -219,17 +225,18 @@ class ChainSelection implements ChainHealth {
   ): number {
     const candidates = this.candidates;
     const upstreams = this.upstreams;
-    candidates.length = 0;
+    let count = 0;
     this.fastestKnown = Infinity;
     this.suspects = 0;
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
       if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !this.inRotation(u, best)) continue;
-      candidates.push(i);
+      candidates[count++] = i;
       if (u.suspected) this.suspects++;
       if (u.ewmaMs !== null && u.ewmaMs < this.fastestKnown) this.fastestKnown = u.ewmaMs;
     }
-    return candidates.length;
+    this.candidateCount = count;
+    return count;
   }
 
   pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null {
@@ -240,27 +247,27 @@ class ChainSelection implements ChainHealth {
       return null;
     if (this.suspects > 0) this.dropSuspected();
     const candidates = this.candidates;
-    if (candidates.length === 1) return candidates[0]!;
+    const count = this.candidateCount;
+    if (count === 1) return candidates[0]!;
     // A node not measured yet is taken to be as fast as the fastest, so it gets its share and is measured.
     const unknownMs = this.fastestKnown === Infinity ? LATENCY_FLOOR_MS : this.fastestKnown;
     const weights = this.weights;
-    weights.length = 0;
     let total = 0;
-    for (const i of candidates) {
-      const u = this.upstreams[i]!;
+    for (let k = 0; k < count; k++) {
+      const u = this.upstreams[candidates[k]!]!;
       const latency = Math.max(LATENCY_FLOOR_MS, u.ewmaMs ?? unknownMs);
       const cost = (latency * (Math.max(0, u.inflight) + 1)) / Math.max(MIN_SUCCESS_SHARE, 1 - u.errorRate());
       const weight = 1 / cost;
-      weights.push(weight);
+      weights[k] = weight;
       total += weight;
     }
     let r = this.random() * total;
-    for (let k = 0; k < candidates.length; k++) {
+    for (let k = 0; k < count; k++) {
       r -= weights[k]!;
       if (r < 0) return candidates[k]!;
     }
     // Rounding can leave r at a hair above zero after the last weight.
-    return candidates[candidates.length - 1]!;
+    return candidates[count - 1]!;
   }
 
   healthyIndices(): number[] {

@@ -34,6 +34,8 @@ export class UpstreamExchange implements RequestHandle {
   state: number;
   paused: boolean;
   headReceived: boolean;
+  /** The response's declared body length (Content-Length), -1 when it has none or no head came yet. */
+  bodyLength: number;
   /** Sent once more after its socket was lost: the next loss fails it. */
   retried: boolean;
   /** Never pipelined: it goes only to a socket with nothing in flight, and nothing joins it there. */
@@ -68,6 +70,7 @@ export class UpstreamExchange implements RequestHandle {
     this.state = QUEUED;
     this.paused = false;
     this.headReceived = false;
+    this.bodyLength = -1;
     this.retried = false;
     this.exclusive = exclusive;
     this.firstOnSocket = false;

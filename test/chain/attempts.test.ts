@@ -4,7 +4,7 @@
  * ChainHealth driven by a test clock.
  */
 import t from 'tap';
-import { Attempts, NO_RETRY, NodeAttempt, RETRY_ONCE, RETRY_WITHIN_DEADLINE } from '../../src/chain/attempts.js';
+import { Attempts, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_ONCE, RETRY_WITHIN_DEADLINE } from '../../src/chain/attempts.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 
 function healthOf(n: number) {
@@ -70,4 +70,34 @@ t.test('health: in flight from the making, one outcome counted, a dropped attemp
   t.equal(u.inflight, 0);
   t.equal(u.status().calls, 1, 'one outcome counted');
   t.equal(u.status().errorRate, 1, 'the first one given');
+});
+
+t.test('isRpcError and mentionsError read bytes as the string searches they replace did', async (t) => {
+  // The searches they replace: `"error"` before any `"result"` in the first 256 bytes, and `"error"` anywhere.
+  const errorFirst = (body: Buffer): boolean => {
+    const head = body.subarray(0, 256);
+    const e = head.indexOf('"error"');
+    const r = head.indexOf('"result"');
+    return e >= 0 && (r < 0 || r > e);
+  };
+  const pad = (n: number): string => 'x'.repeat(n);
+  const bodies = [
+    '{"jsonrpc":"2.0","id":1,"result":"0x1b4"}',
+    '{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"header not found"}}',
+    '{"jsonrpc":"2.0","id":1,"result":{"error":"inside"}}',
+    '{"error":{"code":1},"result":null}',
+    '{"jsonrpc":"2.0","id":1,"result":"error"}',
+    '{"jsonrpc":"2.0","id":1,"result":"\\"error"}',
+    `{"jsonrpc":"2.0","id":"${pad(230)}","error":{"code":1}}`,
+    `{"jsonrpc":"2.0","id":"${pad(240)}","error":{"code":1}}`,
+    `{"jsonrpc":"2.0","id":"${pad(600)}","error":{"code":1}}`,
+    `{"jsonrpc":"2.0","id":"${pad(600)}","result":1}`,
+    '"error',
+    '',
+  ];
+  for (const text of bodies) {
+    const body = Buffer.from(text);
+    t.equal(isRpcError(body), errorFirst(body), `isRpcError ${text.slice(0, 50)}`);
+    t.equal(mentionsError(body), body.includes('"error"'), `mentionsError ${text.slice(0, 50)}`);
+  }
 });
