@@ -141,9 +141,10 @@ export function createInFlight<T, S = void>(reportError?: (err: unknown, key: st
 
 /**
  * The sharing key of a call on a chain (canonical JSON of chain, method and normalized params), or
- * null when the call must never be shared (its row is not shareable: MethodRow.shareable).
+ * null when the call must never be shared (its row is not shareable: MethodRow.shareable). `paramsJson`:
+ * the params' JSON text, when at hand (canonicalCallJson).
  */
-export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[]): string | null {
+export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[], paramsJson?: string): string | null {
   if (!row.shareable) return null;
-  return `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params)}`;
+  return `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params, paramsJson)}`;
 }

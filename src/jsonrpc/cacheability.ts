@@ -38,11 +38,46 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const LBRACK = 0x5b;
+const RBRACK = 0x5d;
+
+/**
+ * Whether `text`, the JSON text of a params array, is already its own canonical form: nothing but arrays
+ * and strings, no whitespace, no escape, and no 0x string with an upper-case letter. Such a string reads
+ * back as written (a body is valid UTF-8, so it holds no lone surrogate) and JSON.stringify writes it the
+ * same; anything else (numbers, literals, objects, spaces) takes the walk over the values.
+ */
+function isCanonicalText(text: string): boolean {
+  const n = text.length;
+  if (text.charCodeAt(0) !== LBRACK) return false;
+  for (let i = 1; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === LBRACK || c === RBRACK || c === COMMA) continue;
+    if (c !== QUOTE) return false;
+    const hex = text.charCodeAt(i + 1) === 0x30 && text.charCodeAt(i + 2) === 0x78;
+    for (i++; ; i++) {
+      const d = text.charCodeAt(i);
+      if (d === QUOTE) break;
+      if (d === BACKSLASH || Number.isNaN(d) || (hex && d >= 0x41 && d <= 0x46)) return false;
+    }
+  }
+  return true;
+}
+
 /**
  * The canonical JSON text of a call, `[method, ...params]`, with trailing null params dropped: a node
  * reads an omitted optional parameter and a null one alike. Shared by the cache and in-flight sharing.
+ * `paramsJson`, the params' JSON text when the caller has it, is the answer's tail as it stands when it
+ * is canonical already (the usual call: hex strings and tags), with no walk over the values.
  */
-export function canonicalCallJson(method: string, params: unknown[]): string {
+export function canonicalCallJson(method: string, params: unknown[], paramsJson?: string): string {
+  if (paramsJson !== undefined && isCanonicalText(paramsJson)) {
+    // Catalogue names need no escape; an empty list has no comma after the name.
+    return params.length === 0 ? `["${method}"]` : `["${method}",${paramsJson.slice(1)}`;
+  }
   let end = params.length;
   while (end > 0 && params[end - 1] == null) end--;
   let out = `[${JSON.stringify(method)}`;
@@ -75,10 +110,10 @@ function pinsOneBlock(source: BlockSource, params: unknown[]): boolean {
  * answer is never cacheable: the cheap check made before forwarding. A key does not promise the answer
  * will be kept; mayCache decides that once the answer and the head are known.
  */
-export function cacheKeyFor(row: MethodRow, params: unknown[]): string | null {
+export function cacheKeyFor(row: MethodRow, params: unknown[], paramsJson?: string): string | null {
   const source = row.cache;
   if (source === null || !pinsOneBlock(source, params)) return null;
-  return canonicalCallJson(row.name, params);
+  return canonicalCallJson(row.name, params, paramsJson);
 }
 
 function blockNumberOf(value: unknown): number | null {

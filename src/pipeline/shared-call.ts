@@ -27,7 +27,7 @@ const NO_CALL: ForwardCall = { abort() {}, resume() {} };
  */
 export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
   const cache = chain.cache;
-  const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params) : null;
+  const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params, f.paramsJson) : null;
   if (cacheKey !== null) {
     const hit = cache.get(cacheKey);
     if (hit !== undefined) return answerFromCache(ctx, f, hit, sink);
@@ -35,7 +35,7 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
     chain.head.now();
   }
   const observe = observerFor(chain, f, cacheKey);
-  const key = dedupKeyFor(chain.config.slug, f.row, f.params);
+  const key = dedupKeyFor(chain.config.slug, f.row, f.params, f.paramsJson);
   if (key === null) return routeForward(chain, f, observe === null ? sink : tapWhole(ctx, sink, observe));
   return joinFlight(ctx, chain, f, sink, key, observe);
 }

@@ -17,19 +17,15 @@ const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
   const answer = new SingleAnswer(x, caller, f);
-  const call = sharedCall(x.ctx, x.chain, f, answer);
-  answer.call = call;
-  x.calls.push({
-    abort() {
-      call.abort();
-      abandonCall(x.ctx.tenancy, caller, f.admission);
-    },
-    resume: () => call.resume(),
-  });
+  answer.call = sharedCall(x.ctx, x.chain, f, answer);
+  x.calls.push(answer);
 }
 
-/** Where a single forwarded call's answer goes: the client's HTTP response. One object per call. */
-class SingleAnswer implements AnswerSink {
+/**
+ * Where a single forwarded call's answer goes: the client's HTTP response. It is also what the exchange
+ * holds to stop the call when its client leaves, so a call costs one object here.
+ */
+class SingleAnswer implements AnswerSink, ForwardCall {
   call: ForwardCall | null = null;
   failedUpstream?: string;
   private out: StreamOut | null = null;
@@ -67,6 +63,16 @@ class SingleAnswer implements AnswerSink {
     settleCall(this.x.ctx.tenancy, this.caller, this.f.method, this.f.admission, { ok: true, bytes: this.bytes });
     this.out?.end();
     finish(this.x);
+  }
+
+  /** The client left: the call stops and the RU set aside for it go back (unless its answer settled them). */
+  abort(): void {
+    this.call?.abort();
+    abandonCall(this.x.ctx.tenancy, this.caller, this.f.admission);
+  }
+
+  resume(): void {
+    this.call?.resume();
   }
 
   fail(started: boolean, reason: string): void {

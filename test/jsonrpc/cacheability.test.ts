@@ -292,3 +292,30 @@ t.test('canonicalCallJson', async (t) => {
     'a member named __proto__ is plain data',
   );
 });
+
+t.test("canonicalCallJson from the params' text gives the key the values give", async (t) => {
+  const texts = [
+    '[]',
+    '[ ]',
+    '["0xab","latest"]',
+    '["0xAB","latest"]',
+    '["0Xab","Latest"]',
+    '["0xab", "latest"]',
+    '["0xab","latest",null]',
+    '[null,"0xab"]',
+    '[1,"0xab"]',
+    '[1.0]',
+    '[true]',
+    '[["0xab",["0xcd"]],[]]',
+    '[{"b":"0xAB","a":null}]',
+    '["a\\"b","\\u0041"]',
+    '["","0x",""]',
+    '["0xabcdefABCDEF"]',
+    '["not 0xAB"]',
+  ];
+  for (const text of texts) {
+    const params = JSON.parse(text) as unknown[];
+    t.equal(canonicalCallJson('m', params, text), canonicalCallJson('m', params), text);
+  }
+  t.equal(canonicalCallJson('m', ['0xab', 'latest'], '["0xab","latest"]'), '["m","0xab","latest"]');
+});
