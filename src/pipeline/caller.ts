@@ -22,6 +22,22 @@ function ipLimitKey(ip: string): string {
   return key;
 }
 
+/** Endpoints whose limiter key is kept at most; past it the table starts again. */
+const ENDPOINT_KEYS_MAX = 4096;
+
+/** An endpoint's limiter key, kept per endpoint id: no string made and hashed anew per request. */
+const endpointLimitKeys = new Map<string, string>();
+
+function endpointLimitKey(endpointId: string): string {
+  let key = endpointLimitKeys.get(endpointId);
+  if (key === undefined) {
+    if (endpointLimitKeys.size >= ENDPOINT_KEYS_MAX) endpointLimitKeys.clear();
+    key = `ep:${endpointId}`;
+    endpointLimitKeys.set(endpointId, key);
+  }
+  return key;
+}
+
 /** Who is calling, once known, and the chain the call goes to (a key's own network). */
 export interface ResolvedCaller {
   kind: 'caller';
@@ -92,7 +108,7 @@ export function resolveCaller(
     caller: {
       auth,
       plan,
-      limitKey: `ep:${auth.endpointId}`,
+      limitKey: endpointLimitKey(auth.endpointId),
       rps: plan.rps,
       maxBatch: config.server.max_batch,
       tally: tallyFor(ctx, chain, transport, key),
