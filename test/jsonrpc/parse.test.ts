@@ -170,7 +170,11 @@ t.test('batches', async (t) => {
   t.same(body.items[4], { ok: true, idText: '"q"', method: 'm', params: [[1], { a: { b: [] } }], paramsText: '[[1],{"a":{"b":[]}}]' });
   t.match(body.items[6], { ok: false, error: 'invalid_request' });
   const one = parse('[{"jsonrpc":"2.0","id":1,"method":"m"}]');
-  t.same(one, { kind: 'batch', items: [{ ok: true, idText: '1', method: 'm', params: [], paramsText: '[]' }] }, 'a batch of one stays a batch');
+  t.same(
+    one,
+    { kind: 'batch', items: [{ ok: true, idText: '1', method: 'm', params: [], paramsText: '[]' }] },
+    'a batch of one stays a batch',
+  );
 });
 
 t.test('params depth', async (t) => {

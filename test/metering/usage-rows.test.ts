@@ -33,7 +33,11 @@ t.test('rows handed over are never counted into again', async (t) => {
   usage.count(1, 'ep1', 'eth_call', 0, MINUTE, 1, 10);
   const shipped = usage.take();
   usage.count(1, 'ep1', 'eth_call', 0, MINUTE, 1, 10);
-  t.same(shipped, [{ endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 60, status: 0, requests: 1, ru: 10 }], 'the shipment stays as taken');
+  t.same(
+    shipped,
+    [{ endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 60, status: 0, requests: 1, ru: 10 }],
+    'the shipment stays as taken',
+  );
   t.same([...usage.rows()], [{ endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 60, status: 0, requests: 1, ru: 10 }]);
   const written = [...usage.rows()];
   usage.clear();
