@@ -6,7 +6,7 @@ import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
 import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
-import { readBody } from './body.js';
+import { BodyRead, readBody } from './body.js';
 import { admitCaller, type Exchange, type ExchangeRoute, finish, reply, replyError, replySoon } from './exchange.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import { JSON_TYPE, retryAfterHeader, writeHead } from './respond.js';
@@ -247,16 +247,27 @@ export function handleHttpRpc(x: Exchange, route: ExchangeRoute): void {
     );
     return;
   }
-  readBody(
-    x.res,
-    x.meta,
-    max,
-    (body) => answerBody(x, caller, body),
-    () => {
-      tally.refusedWhole('body_too_large', 1);
-      replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
-    },
-  );
+  new RpcBodyRead(x, caller, max).start();
+}
+
+/** A JSON-RPC request's body on its way in: the request's state and its body's, one object. */
+class RpcBodyRead extends BodyRead {
+  constructor(
+    private readonly x: Exchange,
+    private readonly caller: Caller,
+    private readonly max: number,
+  ) {
+    super(x.res, x.meta, max);
+  }
+
+  protected body(body: Buffer): void {
+    answerBody(this.x, this.caller, body);
+  }
+
+  protected tooLarge(): void {
+    this.caller.tally.refusedWhole('body_too_large', 1);
+    replyError(this.x, 'body_too_large', `Request body is larger than the limit of ${this.max} bytes (server.max_body_bytes)`, true);
+  }
 }
 
 /** The JSON-RPC road over HTTP: a caller refused gets its answer with its request's ids (refuseWholeBody). */
