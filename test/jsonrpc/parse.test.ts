@@ -116,9 +116,9 @@ t.test('request members', async (t) => {
     { ok: true, idText: '4', method: 'm', params: [], paramsText: '[]' },
     'an escaped member name is the member',
   );
-  t.equal(
-    single('{"jsonrpc":"2.0","id":4,"method":"m","p\\u0061rams":[ "0xAB" ,{"a":"\\u0041"}]}').paramsText,
-    '[ "0xAB" ,{"a":"\\u0041"}]',
+  t.match(
+    single('{"jsonrpc":"2.0","id":4,"method":"m","p\\u0061rams":[ "0xAB" ,{"a":"\\u0041"}]}'),
+    { ok: true, paramsText: '[ "0xAB" ,{"a":"\\u0041"}]' },
     "params under an escaped name: the client's text as written",
   );
 });
