@@ -38,34 +38,15 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const LBRACK = 0x5b;
-const RBRACK = 0x5d;
-
 /**
- * Whether `text`, the JSON text of a params array, is already its own canonical form: nothing but arrays
- * and strings, no whitespace, no escape, and no 0x string with an upper-case letter. Such a string reads
- * back as written (a body is valid UTF-8, so it holds no lone surrogate) and JSON.stringify writes it the
- * same; anything else (numbers, literals, objects, spaces) takes the walk over the values.
+ * The JSON text of a params array that is already its own canonical form: nothing but arrays and strings,
+ * no whitespace, no escape, and no 0x string with an upper-case A-F. Such a string reads back as written (a
+ * body is valid UTF-8, so it holds no lone surrogate) and JSON.stringify writes it the same; anything else
+ * (numbers, literals, objects, spaces) takes the walk over the values. The text is known to be valid JSON,
+ * so only its characters are checked here; a regular expression does that at a few times the speed of a
+ * loop over charCodeAt (measured).
  */
-function isCanonicalText(text: string): boolean {
-  const n = text.length;
-  if (text.charCodeAt(0) !== LBRACK) return false;
-  for (let i = 1; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === LBRACK || c === RBRACK || c === COMMA) continue;
-    if (c !== QUOTE) return false;
-    const hex = text.charCodeAt(i + 1) === 0x30 && text.charCodeAt(i + 2) === 0x78;
-    for (i++; ; i++) {
-      const d = text.charCodeAt(i);
-      if (d === QUOTE) break;
-      if (d === BACKSLASH || Number.isNaN(d) || (hex && d >= 0x41 && d <= 0x46)) return false;
-    }
-  }
-  return true;
-}
+const CANONICAL_TEXT = /^\[[[\],]*(?:"(?:0x[^"\\A-F]*|(?!0x)[^"\\]*)"[[\],]*)*$/;
 
 /**
  * The canonical JSON text of a call, `[method, ...params]`, with trailing null params dropped: a node
@@ -74,7 +55,7 @@ function isCanonicalText(text: string): boolean {
  * is canonical already (the usual call: hex strings and tags), with no walk over the values.
  */
 export function canonicalCallJson(method: string, params: unknown[], paramsJson?: string): string {
-  if (paramsJson !== undefined && isCanonicalText(paramsJson)) {
+  if (paramsJson !== undefined && CANONICAL_TEXT.test(paramsJson)) {
     // Catalogue names need no escape; an empty list has no comma after the name.
     return params.length === 0 ? `["${method}"]` : `["${method}",${paramsJson.slice(1)}`;
   }

@@ -312,6 +312,11 @@ t.test("canonicalCallJson from the params' text gives the key the values give", 
     '["","0x",""]',
     '["0xabcdefABCDEF"]',
     '["not 0xAB"]',
+    '["0xab\\u0041"]',
+    '["0xAbc","x"]',
+    '["line\\n"]',
+    '["é","\u2028"]',
+    '[[],[[]]]',
   ];
   for (const text of texts) {
     const params = JSON.parse(text) as unknown[];
