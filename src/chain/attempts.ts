@@ -49,12 +49,16 @@ export function failureOutcome(kind: string, status?: number): UpstreamOutcome {
   return 'transport_error';
 }
 
+// As bytes: Buffer.indexOf encodes a string needle again at every call.
+const ERROR_KEY = Buffer.from('"error"');
+const RESULT_KEY = Buffer.from('"result"');
+
 /** Whether a whole JSON-RPC answer is an error object: its `"error"` key comes before any `"result"`, near the start. */
 export function isRpcError(body: Buffer): boolean {
   const head = body.subarray(0, 256);
-  const e = head.indexOf('"error"');
+  const e = head.indexOf(ERROR_KEY);
   if (e < 0) return false;
-  const r = head.indexOf('"result"');
+  const r = head.indexOf(RESULT_KEY);
   return r < 0 || r > e;
 }
 

@@ -45,6 +45,9 @@ import {
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
 export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'>;
 
+/** As bytes: Buffer.includes encodes a string needle again at every call. */
+const ERROR_KEY = Buffer.from('"error"');
+
 /** Node errors that mean the node has not seen the block asked about yet (geth, reth, erigon, nethermind, besu, anvil). */
 const NOT_THERE_YET =
   /header not found|unknown block|block not found|could not be found|BlockOutOfRange|block height is \d+ but requested/i;
@@ -85,7 +88,7 @@ function isRetriable(failure: ForwardFailure | undefined): boolean {
 
 /** Whether a whole answer is a node error meaning "not there yet"; only answers holding an error are parsed. */
 export function isNotThereYet(body: Buffer): boolean {
-  if (!body.includes('"error"')) return false;
+  if (!body.includes(ERROR_KEY)) return false;
   try {
     const answer = JSON.parse(body.toString()) as { error?: { message?: unknown } };
     const message = answer.error?.message;
