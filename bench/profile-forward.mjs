@@ -3,15 +3,17 @@
 // metered endpoint, each profiled under wrk. Not a section of `npm run bench`: run it after `npm run build`,
 //   node bench/profile-forward.mjs                      # both paths, 10 s windows
 //   PROFILE_PATHS=keyed PROFILE_SECONDS=20 node bench/profile-forward.mjs
-// Settings as the bench's: BENCH_SERVER_CORE / BENCH_LOAD_CORE (0 / 1), BENCH_CONNECTIONS (64).
+// Settings as the bench's: BENCH_SERVER_CORE / BENCH_LOAD_CORE (0 / 1), BENCH_CONNECTIONS (64). PROFILE_MAIN runs
+// another build's dist/main.js (a baseline's, built as bench/run.mjs builds BENCH_BASELINE), its files under
+// PROFILE_LABEL (default `this`).
 // The gateway runs as the bench runs it, with bench/lib/profile-probe.mjs preloaded: after a 5 s warm-up, a
 // CPU profile window (CPU sampled every 100 µs, GC counted), then an allocation-sampling window, each under
 // wrk. Prints µs of self time per call by stage and by function, the allocations per call, and writes the
-// profiles (open cpu.cpuprofile in Chrome DevTools) and a summary.json to bench/out/profile/<path>/.
+// profiles (open cpu.cpuprofile in Chrome DevTools) and a summary.json to bench/out/profile/<label>/<path>/.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startChaingate } from './lib/chaingate.mjs';
+import { chaingateMain, startChaingate } from './lib/chaingate.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { CLK_TCK, treeCpuTicks } from './lib/proc-stats.mjs';
 import { setLogDir, stopAll } from './lib/processes.mjs';
@@ -27,6 +29,8 @@ const paths = (env.PROFILE_PATHS ?? 'public,keyed').split(',');
 const serverCore = env.BENCH_SERVER_CORE ?? '0';
 const loadCore = env.BENCH_LOAD_CORE ?? '1';
 const connections = Number(env.BENCH_CONNECTIONS ?? 64);
+const label = env.PROFILE_LABEL ?? 'this';
+const main = env.PROFILE_MAIN ?? chaingateMain();
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -72,7 +76,7 @@ function printStages(title, cpu, alloc, gc, cpuUsPerCall, calls) {
 }
 
 async function profilePath(path, upstream, script) {
-  const dir = join(OUT, path);
+  const dir = join(OUT, label, path);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   env.PROFILE_PROBE_DIR = dir;
@@ -85,6 +89,7 @@ async function profilePath(path, upstream, script) {
     keyed: path === 'keyed',
     extraYaml: 'metrics: { port: 0 }\n',
     nodeArgs: ['--import', PROBE],
+    main,
   });
   try {
     const wrk = (name, s) => runWrk({ name, url: server.url, script, seconds: s, connections, threads: 1, core: loadCore });
@@ -104,7 +109,7 @@ async function profilePath(path, upstream, script) {
     const gc = JSON.parse(readFileSync(join(dir, 'gc.json'), 'utf8'));
     const cpuUsPerCall = (cpuSeconds * 1e6) / calls.cpu;
     printStages(
-      `${path} path: eth_getBalance forwarded to the fixed upstream, ${cpuRun.rps.toFixed(0)} req/s while profiled`,
+      `${label}, ${path} path: eth_getBalance forwarded to the fixed upstream, ${cpuRun.rps.toFixed(0)} req/s while profiled`,
       cpu,
       alloc,
       gc,
