@@ -200,6 +200,9 @@ export function createInFlight<T, S = void>(reportError?: (err: unknown, key: st
   return new InFlight<T, S>(reportError);
 }
 
+/** Each chain's slug as JSON, the head of its keys: written once, not per call (a few configured chains). */
+const quotedSlugs = new Map<string, string>();
+
 /**
  * The sharing key of a call on a chain (canonical JSON of chain, method and normalized params), or
  * null when the call must never be shared (its row is not shareable: MethodRow.shareable). `paramsJson`:
@@ -207,5 +210,7 @@ export function createInFlight<T, S = void>(reportError?: (err: unknown, key: st
  */
 export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[], paramsJson?: string): string | null {
   if (!row.shareable) return null;
-  return `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params, paramsJson)}`;
+  let quoted = quotedSlugs.get(chainSlug);
+  if (quoted === undefined) quotedSlugs.set(chainSlug, (quoted = JSON.stringify(chainSlug)));
+  return `${quoted}${canonicalCallJson(row.name, params, paramsJson)}`;
 }
