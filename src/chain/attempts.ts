@@ -89,11 +89,13 @@ export class NodeAttempt {
   open = true;
   readonly startedAt: number;
 
+  /** `at`: the health clock's time now, when the caller has just read it (a call's first attempt). */
   constructor(
     readonly health: ChainHealth,
     readonly index: number,
+    at: number = health.now(),
   ) {
-    this.startedAt = health.now();
+    this.startedAt = at;
     health.upstreams[index]!.inflight++;
   }
 
@@ -123,6 +125,8 @@ export class NodeAttempt {
 
 /** A call's attempts on one chain under one RetryRule and NodeChoice: the node of each, and the deadline they share. */
 export class Attempts<A extends NodeAttempt = NodeAttempt> {
+  /** When the call started, on the health clock: its first attempt may start at the same reading. */
+  readonly startedAt: number;
   readonly deadline: number;
   readonly mayRetry: boolean;
   first: A | null = null;
@@ -135,7 +139,8 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
     /** The nodes that may take the call; null (the default): any node in rotation. */
     readonly choice: NodeChoice | null = null,
   ) {
-    this.deadline = health.now() + timeoutMs;
+    this.startedAt = health.now();
+    this.deadline = this.startedAt + timeoutMs;
     this.mayRetry = rule.retry;
   }
 
@@ -158,8 +163,11 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
     return a;
   }
 
-  /** The timeout of an attempt starting now, in ms: what is left of the shared deadline (at least 1), or the whole timeout. */
-  attemptTimeoutMs(): number {
-    return this.rule.sharedDeadline ? Math.max(1, this.deadline - this.health.now()) : this.timeoutMs;
+  /**
+   * The timeout of an attempt starting now (`at`, when the caller has read the clock), in ms: what is left of
+   * the shared deadline (at least 1), or the whole timeout.
+   */
+  attemptTimeoutMs(at?: number): number {
+    return this.rule.sharedDeadline ? Math.max(1, this.deadline - (at ?? this.health.now())) : this.timeoutMs;
   }
 }

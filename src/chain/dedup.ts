@@ -35,6 +35,23 @@ export interface SharedFlight {
   close(outcome: SharedOutcome): void;
 }
 
+/**
+ * A flight's end as its leader holds it: `finish` gives every joiner the outcome (once; later calls are
+ * ignored).
+ */
+export interface FlightEnd<T> {
+  finish(outcome: T): void;
+}
+
+/**
+ * One caller of a shared call, as an object (Shared.joinWith): `lead` runs for the leader, as `start` does in
+ * join, and `deliver` gets the outcome, as `onDone` does. A caller that is already an object costs no closure.
+ */
+export interface Joiner<T, S> {
+  lead(end: FlightEnd<T>): S;
+  deliver(outcome: T): void;
+}
+
 export interface Shared<T, S = void> {
   /**
    * Runs `start` once per key in flight; every joiner's `onDone` gets the same outcome. `start` runs
@@ -46,6 +63,8 @@ export interface Shared<T, S = void> {
    * of their own beside this one) while the call is in flight, and undefined once it has ended.
    */
   join(key: string, start: (done: (outcome: T) => void) => S, onDone: (outcome: T) => void): S | undefined;
+  /** join with the caller as one object: `joiner.lead(end)` is `start`, `end.finish` is `done`, `joiner.deliver` is `onDone`. */
+  joinWith(key: string, joiner: Joiner<T, S>): S | undefined;
   /** Keys with a call in flight now. */
   inFlight(): number;
 }
@@ -67,13 +86,110 @@ export interface Shared<T, S = void> {
  */
 export const RENEW_AFTER_SETS = 64;
 
-/** One key in flight. Emptied when its call ends: a discarded hash table may still hold it (see above). */
-class Entry<T, S> {
-  joiners: Array<(outcome: T) => void>;
+/**
+ * One key in flight, and the leader's FlightEnd. Emptied when its call ends: a discarded hash table may still
+ * hold it (see above). The first joiner is a field: most calls are never joined by a second.
+ */
+class Entry<T, S> implements FlightEnd<T> {
   state: S | undefined = undefined;
   finished = false;
-  constructor(first: (outcome: T) => void) {
-    this.joiners = [first];
+  first: Joiner<T, S> | null;
+  more: Array<Joiner<T, S>> | null = null;
+
+  constructor(
+    private readonly registry: InFlight<T, S>,
+    readonly key: string,
+    first: Joiner<T, S>,
+  ) {
+    this.first = first;
+  }
+
+  finish(outcome: T): void {
+    this.registry.finish(this, outcome);
+  }
+}
+
+/** join's closures as a Joiner (the tests' and any caller's that has no object of its own). */
+class ClosureJoiner<T, S> implements Joiner<T, S> {
+  constructor(
+    private readonly start: (done: (outcome: T) => void) => S,
+    readonly deliver: (outcome: T) => void,
+  ) {}
+
+  lead(end: FlightEnd<T>): S {
+    return this.start((outcome) => end.finish(outcome));
+  }
+}
+
+class InFlight<T, S> implements Shared<T, S> {
+  // Replaced by a copy every RENEW_AFTER_SETS insertions.
+  private waiting = new Map<string, Entry<T, S>>();
+  private sets = 0;
+
+  constructor(private readonly reportError: ((err: unknown, key: string) => void) | undefined) {}
+
+  private release(entry: Entry<T, S>): void {
+    entry.finished = true;
+    entry.state = undefined;
+    if (this.waiting.get(entry.key) === entry) this.waiting.delete(entry.key);
+  }
+
+  finish(entry: Entry<T, S>, outcome: T): void {
+    if (entry.finished) return;
+    // Released before anyone is answered, so a joiner that calls again from its deliver starts a new call.
+    this.release(entry);
+    const first = entry.first;
+    const more = entry.more;
+    entry.first = null;
+    entry.more = null;
+    let failed = false;
+    let firstError: unknown;
+    const count = more === null ? 1 : 1 + more.length;
+    for (let i = 0; i < count; i++) {
+      const joiner = i === 0 ? first! : more![i - 1]!;
+      try {
+        joiner.deliver(outcome);
+      } catch (err) {
+        if (this.reportError !== undefined) this.reportError(err, entry.key);
+        else if (!failed) {
+          failed = true;
+          firstError = err;
+        }
+      }
+    }
+    if (failed) throw firstError;
+  }
+
+  join(key: string, start: (done: (outcome: T) => void) => S, onDone: (outcome: T) => void): S | undefined {
+    return this.joinWith(key, new ClosureJoiner(start, onDone));
+  }
+
+  joinWith(key: string, joiner: Joiner<T, S>): S | undefined {
+    const joined = this.waiting.get(key);
+    if (joined !== undefined) {
+      (joined.more ??= []).push(joiner);
+      return joined.state;
+    }
+    const entry = new Entry<T, S>(this, key, joiner);
+    if (++this.sets >= RENEW_AFTER_SETS) {
+      this.sets = 0;
+      this.waiting = new Map(this.waiting);
+    }
+    this.waiting.set(key, entry);
+    let state: S;
+    try {
+      state = joiner.lead(entry);
+    } catch (err) {
+      if (!entry.finished) this.release(entry);
+      throw err;
+    }
+    if (entry.finished) return undefined;
+    entry.state = state;
+    return state;
+  }
+
+  inFlight(): number {
+    return this.waiting.size;
   }
 }
 
@@ -84,73 +200,24 @@ class Entry<T, S> {
  *
  * If `start` itself throws before calling `done`, the key is released and the error propagates to the
  * leader's `join`; followers can only have joined from inside that `start`, and are not answered.
+ *
+ * A class rather than closures: a registry is made per chain, and its entries per call, with no closure.
  */
 export function createInFlight<T, S = void>(reportError?: (err: unknown, key: string) => void): Shared<T, S> {
-  // Replaced by a copy every RENEW_AFTER_SETS insertions.
-  let waiting = new Map<string, Entry<T, S>>();
-  let sets = 0;
-
-  function release(key: string, entry: Entry<T, S>): void {
-    entry.finished = true;
-    entry.state = undefined;
-    if (waiting.get(key) === entry) waiting.delete(key);
-  }
-
-  function finish(key: string, entry: Entry<T, S>, outcome: T): void {
-    if (entry.finished) return;
-    // Released before anyone is answered, so a joiner that calls again from its onDone starts a new call.
-    release(key, entry);
-    const joiners = entry.joiners;
-    let failed = false;
-    let firstError: unknown;
-    for (const deliver of joiners) {
-      try {
-        deliver(outcome);
-      } catch (err) {
-        if (reportError !== undefined) reportError(err, key);
-        else if (!failed) {
-          failed = true;
-          firstError = err;
-        }
-      }
-    }
-    joiners.length = 0;
-    if (failed) throw firstError;
-  }
-
-  return {
-    join(key, start, onDone) {
-      const joined = waiting.get(key);
-      if (joined !== undefined) {
-        joined.joiners.push(onDone);
-        return joined.state;
-      }
-      const entry = new Entry<T, S>(onDone);
-      if (++sets >= RENEW_AFTER_SETS) {
-        sets = 0;
-        waiting = new Map(waiting);
-      }
-      waiting.set(key, entry);
-      let state: S;
-      try {
-        state = start((outcome) => finish(key, entry, outcome));
-      } catch (err) {
-        if (!entry.finished) release(key, entry);
-        throw err;
-      }
-      if (entry.finished) return undefined;
-      entry.state = state;
-      return state;
-    },
-    inFlight: () => waiting.size,
-  };
+  return new InFlight<T, S>(reportError);
 }
+
+/** Each chain's slug as JSON, the head of its keys: written once, not per call (a few configured chains). */
+const quotedSlugs = new Map<string, string>();
 
 /**
  * The sharing key of a call on a chain (canonical JSON of chain, method and normalized params), or
- * null when the call must never be shared (its row is not shareable: MethodRow.shareable).
+ * null when the call must never be shared (its row is not shareable: MethodRow.shareable). `paramsJson`:
+ * the params' JSON text, when at hand (canonicalCallJson).
  */
-export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[]): string | null {
+export function dedupKeyFor(chainSlug: string, row: MethodRow, params: unknown[], paramsJson?: string): string | null {
   if (!row.shareable) return null;
-  return `${JSON.stringify(chainSlug)}${canonicalCallJson(row.name, params)}`;
+  let quoted = quotedSlugs.get(chainSlug);
+  if (quoted === undefined) quotedSlugs.set(chainSlug, (quoted = JSON.stringify(chainSlug)));
+  return `${quoted}${canonicalCallJson(row.name, params, paramsJson)}`;
 }

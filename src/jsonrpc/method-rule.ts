@@ -96,6 +96,8 @@ export class MethodRow {
   readonly cache: BlockSource | null;
   readonly wsLocal: boolean;
   readonly stateBlockAt: number | null;
+  /** What a forwarded call's body holds between its id and its params' text, written once per method. */
+  readonly bodyMiddle: string;
 
   constructor(
     /** The method's name, as a call names it. */
@@ -114,6 +116,7 @@ export class MethodRow {
     this.cache = rule.cache ?? null;
     this.wsLocal = rule.wsLocal === true;
     this.stateBlockAt = rule.stateBlockAt ?? null;
+    this.bodyMiddle = `,"method":${JSON.stringify(name)},"params":`;
   }
 }
 

@@ -5,7 +5,11 @@ export const MAX_PARAMS_DEPTH = 32;
 
 /** One request of a body: either ready to check against the method table, or already refused. */
 export type ParsedItem =
-  | { ok: true; idText: string; method: string; params: unknown[] }
+  /**
+   * `paramsText` is the params' JSON text as the client wrote it (a slice of the body, '[]' when absent),
+   * walked by the same pass as JSON.parse's result: forwarded as it came when the checks leave params unchanged.
+   */
+  | { ok: true; idText: string; method: string; params: unknown[]; paramsText: string }
   | { ok: false; idText: string; error: 'invalid_request' | 'invalid_params'; message: string };
 
 /** A whole body. `error` is answered once, with id null; a batch always holds at least one item. */
@@ -91,6 +95,8 @@ function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
   let duplicate: string | undefined;
   let idStart = -1;
   let idEnd = -1;
+  let paramsStart = -1;
+  let paramsEnd = -1;
   let paramsProblem: string | undefined;
   if (text.charCodeAt(i) !== RBRACE) {
     for (;;) {
@@ -114,6 +120,8 @@ function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
           paramsProblem ??= scan.problem;
           i = valueEnd(text, valueStart);
         }
+        paramsStart = valueStart;
+        paramsEnd = i;
       } else {
         i = valueEnd(text, i);
       }
@@ -144,7 +152,10 @@ function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
   if (paramsProblem !== undefined) {
     return { ok: false, idText, error: 'invalid_params', message: `invalid params: ${paramsProblem}` };
   }
-  return { ok: true, idText, method: request.method as string, params: (request.params as unknown[] | undefined) ?? [] };
+  const params = request.params as unknown[] | undefined;
+  // A duplicate params was refused above: the one slice seen is the value JSON.parse kept.
+  if (params === undefined) return { ok: true, idText, method: request.method as string, params: [], paramsText: '[]' };
+  return { ok: true, idText, method: request.method as string, params, paramsText: text.slice(paramsStart, paramsEnd) };
 }
 
 /** Walks an array or object inside params; returns the index after it, or -1 with `scan.problem` set. */

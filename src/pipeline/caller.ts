@@ -22,6 +22,31 @@ function ipLimitKey(ip: string): string {
   return key;
 }
 
+/** Endpoints whose limiter key is kept at most; past it the table starts again. */
+const ENDPOINT_KEYS_MAX = 4096;
+
+/** An endpoint's limiter key, kept per endpoint id: no string made and hashed anew per request. */
+const endpointLimitKeys = new Map<string, string>();
+
+function endpointLimitKey(endpointId: string): string {
+  let key = endpointLimitKeys.get(endpointId);
+  if (key === undefined) {
+    if (endpointLimitKeys.size >= ENDPOINT_KEYS_MAX) endpointLimitKeys.clear();
+    key = `ep:${endpointId}`;
+    endpointLimitKeys.set(endpointId, key);
+  }
+  return key;
+}
+
+/** Where a caller's client address is asked for, only when needed: an object whose method reads it, or a function. */
+export interface PeerAddress {
+  clientIp(): string;
+}
+
+function ipFrom(peer: PeerAddress | (() => string)): string {
+  return typeof peer === 'function' ? peer() : peer.clientIp();
+}
+
 /** Who is calling, once known, and the chain the call goes to (a key's own network). */
 export interface ResolvedCaller {
   kind: 'caller';
@@ -44,19 +69,20 @@ const UNKNOWN_KEY_THROTTLED: CallerRefusal = Object.freeze({ kind: 'refused', er
  * (random, malformed, deleted, or none at all) is 401 with the table's message, or 429 once its IP has
  * presented too many unknown keys this minute. A valid key used on another chain's host or path is 401
  * too, so a key never reaches a network it was not made for; that refusal names the key's network,
- * which tells nothing to anyone but the key's holder.
+ * which tells nothing to anyone but the key's holder. `peer` gives the client's address, asked for only
+ * when it is needed (the public path, an unknown key).
  */
 export function resolveCaller(
   ctx: GatewayContext,
   routeChain: ChainRuntime,
   key: string | null,
   named: boolean,
-  ipOf: () => string,
+  peer: PeerAddress | (() => string),
   transport: Transport = 'http',
 ): ResolvedCaller | CallerRefusal {
   const { config, tenancy } = ctx;
   if (key === null) {
-    const ip = ipOf();
+    const ip = ipFrom(peer);
     return {
       kind: 'caller',
       chain: routeChain,
@@ -74,7 +100,7 @@ export function resolveCaller(
   }
   // Undefined only for a fleet's key never looked up: the road holds such a request until it has been.
   const auth = tenancy.keys.cached(key) ?? null;
-  if (auth === null) return tenancy.unknownKeys.refuse(ipOf()) ? UNKNOWN_KEY_THROTTLED : UNAUTHORIZED;
+  if (auth === null) return tenancy.unknownKeys.refuse(ipFrom(peer)) ? UNKNOWN_KEY_THROTTLED : UNAUTHORIZED;
   const chain = ctx.chains.get(auth.network);
   if (chain === undefined) return UNAUTHORIZED;
   if (named && auth.network !== routeChain.config.slug) {
@@ -92,7 +118,7 @@ export function resolveCaller(
     caller: {
       auth,
       plan,
-      limitKey: `ep:${auth.endpointId}`,
+      limitKey: endpointLimitKey(auth.endpointId),
       rps: plan.rps,
       maxBatch: config.server.max_batch,
       tally: tallyFor(ctx, chain, transport, key),

@@ -98,7 +98,7 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     private readonly sink: AnswerSink,
   ) {
     this.sentIdText = gatewayIdText();
-    const body = `{"jsonrpc":"2.0","id":${this.sentIdText},"method":${JSON.stringify(row.name)},"params":${paramsJson}}`;
+    const body = `{"jsonrpc":"2.0","id":${this.sentIdText}${row.bodyMiddle}${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
     this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable }, this);
   }

@@ -24,6 +24,7 @@ export interface Forward {
   /** The method's catalogue row: every later step reads the method's traits here, never by name. */
   row: MethodRow;
   params: unknown[];
+  /** `params` as JSON text: the client's own when unchanged by the checks, any whitespace it had kept. */
   paramsJson: string;
   idText: string;
   admission: Extract<Admission, { ok: true }>;
@@ -160,7 +161,16 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   }
   return {
     kind: 'forward',
-    forward: { method: item.method, row, params: check.params, paramsJson: JSON.stringify(check.params), idText: item.idText, admission },
+    forward: {
+      method: item.method,
+      row,
+      params: check.params,
+      // The client's own text when the checks left params as they came (no default filled in, nothing
+      // normalized): parse validated it in place, and writing it again would cost a walk and a copy.
+      paramsJson: check.params === item.params ? item.paramsText : JSON.stringify(check.params),
+      idText: item.idText,
+      admission,
+    },
   };
 }
 

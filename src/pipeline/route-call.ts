@@ -113,8 +113,9 @@ class Attempt extends NodeAttempt implements AnswerSink {
   constructor(
     private readonly f: Failover,
     index: number,
+    at: number,
   ) {
-    super(f.health, index);
+    super(f.health, index, at);
   }
 
   whole(body: Buffer): void {
@@ -230,9 +231,11 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   }
 
   launch(index: number): Attempt {
+    // The first attempt starts as the call does: one clock reading serves the deadline, the attempt and its timeout.
+    const at = this.first === null ? this.startedAt : this.health.now();
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
-    const a = this.hold(new Attempt(this, index));
-    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(), this.row, this.paramsJson, this.idText, a);
+    const a = this.hold(new Attempt(this, index, at));
+    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a);
     return a;
   }
 

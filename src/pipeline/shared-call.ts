@@ -8,7 +8,7 @@ import { rawResult } from '../jsonrpc/raw-result.js';
 import { reidAcceptedAnswer } from '../jsonrpc/accepted-answer.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
-import { dedupKeyFor, type SharedFlight, type SharedOutcome } from '../chain/dedup.js';
+import { dedupKeyFor, type FlightEnd, type Joiner, type SharedFlight, type SharedOutcome } from '../chain/dedup.js';
 import { chargeAsCacheHit } from './admission.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import type { Forward } from './plan.js';
@@ -27,7 +27,7 @@ const NO_CALL: ForwardCall = { abort() {}, resume() {} };
  */
 export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
   const cache = chain.cache;
-  const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params) : null;
+  const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params, f.paramsJson) : null;
   if (cacheKey !== null) {
     const hit = cache.get(cacheKey);
     if (hit !== undefined) return answerFromCache(ctx, f, hit, sink);
@@ -35,7 +35,7 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
     chain.head.now();
   }
   const observe = observerFor(chain, f, cacheKey);
-  const key = dedupKeyFor(chain.config.slug, f.row, f.params);
+  const key = dedupKeyFor(chain.config.slug, f.row, f.params, f.paramsJson);
   if (key === null) return routeForward(chain, f, observe === null ? sink : tapWhole(ctx, sink, observe));
   return joinFlight(ctx, chain, f, sink, key, observe);
 }
@@ -150,11 +150,7 @@ function joinFlight(
   observe: ((body: Buffer) => void) | null,
 ): ForwardCall {
   const caller = new SharingCaller(ctx, chain, f, sink, observe);
-  const flight = chain.inFlight.join(
-    key,
-    (done) => caller.lead(done),
-    (outcome) => caller.deliver(outcome),
-  );
+  const flight = chain.inFlight.joinWith(key, caller);
   if (flight !== undefined) {
     flight.attached++;
     caller.flight = flight;
@@ -176,14 +172,14 @@ export class Flight implements Sink, SharedFlight {
 
   constructor(
     private readonly leader: SharingCaller,
-    private readonly done: (outcome: SharedOutcome) => void,
+    private readonly flightEnd: FlightEnd<SharedOutcome>,
   ) {}
 
   /** Ends the flight with this outcome (once). */
   close(outcome: SharedOutcome): void {
     if (this.ended) return;
     this.ended = true;
-    this.done(outcome);
+    this.flightEnd.finish(outcome);
   }
 
   whole(body: Buffer): void {
@@ -219,8 +215,11 @@ export class Flight implements Sink, SharedFlight {
 
 const STREAMED: SharedOutcome = Object.freeze({ kind: 'streamed' });
 
-/** One caller of a shared call, the leader or a follower; what its client holds to abort or resume. */
-class SharingCaller implements ForwardCall {
+/**
+ * One caller of a shared call, the leader or a follower; what its client holds to abort or resume, and what
+ * the chain's in-flight table holds until the outcome.
+ */
+class SharingCaller implements ForwardCall, Joiner<SharedOutcome, SharedFlight> {
   gone = false;
   /** The flight this caller joined, while it was in flight at the time. */
   flight: SharedFlight | null = null;
@@ -237,8 +236,8 @@ class SharingCaller implements ForwardCall {
     readonly observe: ((body: Buffer) => void) | null,
   ) {}
 
-  lead(done: (outcome: SharedOutcome) => void): Flight {
-    const flight = new Flight(this, done);
+  lead(end: FlightEnd<SharedOutcome>): Flight {
+    const flight = new Flight(this, end);
     this.led = flight;
     const f = this.f;
     flight.call = routeForward(this.chain, f, flight);

@@ -3,7 +3,7 @@ import type { ForwardCall } from '../pipeline/forward.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import type { Caller } from '../pipeline/admission.js';
-import { type CallerRefusal, resolveCaller } from '../pipeline/caller.js';
+import { type CallerRefusal, type PeerAddress, resolveCaller } from '../pipeline/caller.js';
 import type { Transport } from '../metrics/registry.js';
 import { clientLimitAddress } from './peer-address.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -27,6 +27,8 @@ export interface Exchange {
   aborted: boolean;
   finished: boolean;
   calls: ForwardCall[];
+  /** The address the client's per-IP limits count under (peer-address.ts); the head must still be readable. */
+  clientIp(): string;
 }
 
 /**
@@ -36,6 +38,34 @@ export interface Exchange {
 export interface ExchangeRoute {
   readonly transport: Extract<Transport, 'http' | 'beacon'>;
   refuseCaller(x: Exchange, refusal: CallerRefusal): void;
+}
+
+/** An Exchange as a class: its methods serve as the callbacks a request needs, with no closure made per request. */
+class HttpExchange implements Exchange, PeerAddress {
+  aborted = false;
+  finished = false;
+  calls: ForwardCall[] = [];
+
+  constructor(
+    public ctx: GatewayContext,
+    public res: HttpResponse,
+    readonly req: HttpRequest,
+    public meta: ResponseMeta,
+    public chain: ChainRuntime,
+    readonly target: RpcTarget,
+  ) {}
+
+  /** The client left: every call the request started stops. */
+  clientLeft(): void {
+    this.aborted = true;
+    for (const c of this.calls) c.abort();
+    finish(this);
+  }
+
+  /** The address the client's per-IP limits count under; the head must still be readable. */
+  clientIp(): string {
+    return clientLimitAddress(this.res, this.req, this.ctx.config.server);
+  }
 }
 
 /**
@@ -50,13 +80,9 @@ export function openExchange(
   chain: ChainRuntime,
   target: RpcTarget,
 ): Exchange {
-  const x: Exchange = { ctx, res, req, meta, chain, target, aborted: false, finished: false, calls: [] };
+  const x = new HttpExchange(ctx, res, req, meta, chain, target);
   ctx.inFlight++;
-  res.onAborted(() => {
-    x.aborted = true;
-    for (const c of x.calls) c.abort();
-    finish(x);
-  });
+  res.onAborted(x.clientLeft.bind(x));
   return x;
 }
 
@@ -65,10 +91,9 @@ export function openExchange(
  * answered in the road's shape. Called while the request's head is still readable (the client's address).
  */
 export function admitCaller(x: Exchange, route: ExchangeRoute): Caller | null {
-  const { ctx, res, req, target } = x;
-  // The peer address costs a system call: a keyed request that resolves needs none.
-  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
-  const resolved = resolveCaller(ctx, x.chain, target.key, target.named, ipOf, route.transport);
+  const { ctx, target } = x;
+  // The peer address costs a system call: a keyed request that resolves needs none, so it is asked for only then.
+  const resolved = resolveCaller(ctx, x.chain, target.key, target.named, x, route.transport);
   if (resolved.kind === 'refused') {
     route.refuseCaller(x, resolved);
     return null;

@@ -6,7 +6,7 @@ import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
 import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
-import { readBody } from './body.js';
+import { BodyRead, readBody } from './body.js';
 import { admitCaller, type Exchange, type ExchangeRoute, finish, reply, replyError, replySoon } from './exchange.js';
 import { createStreamOut, type StreamOut } from './stream-out.js';
 import { JSON_TYPE, retryAfterHeader, writeHead } from './respond.js';
@@ -17,19 +17,15 @@ const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
   const answer = new SingleAnswer(x, caller, f);
-  const call = sharedCall(x.ctx, x.chain, f, answer);
-  answer.call = call;
-  x.calls.push({
-    abort() {
-      call.abort();
-      abandonCall(x.ctx.tenancy, caller, f.admission);
-    },
-    resume: () => call.resume(),
-  });
+  answer.call = sharedCall(x.ctx, x.chain, f, answer);
+  x.calls.push(answer);
 }
 
-/** Where a single forwarded call's answer goes: the client's HTTP response. One object per call. */
-class SingleAnswer implements AnswerSink {
+/**
+ * Where a single forwarded call's answer goes: the client's HTTP response. It is also what the exchange
+ * holds to stop the call when its client leaves, so a call costs one object here.
+ */
+class SingleAnswer implements AnswerSink, ForwardCall {
   call: ForwardCall | null = null;
   failedUpstream?: string;
   private out: StreamOut | null = null;
@@ -67,6 +63,16 @@ class SingleAnswer implements AnswerSink {
     settleCall(this.x.ctx.tenancy, this.caller, this.f.method, this.f.admission, { ok: true, bytes: this.bytes });
     this.out?.end();
     finish(this.x);
+  }
+
+  /** The client left: the call stops and the RU set aside for it go back (unless its answer settled them). */
+  abort(): void {
+    this.call?.abort();
+    abandonCall(this.x.ctx.tenancy, this.caller, this.f.admission);
+  }
+
+  resume(): void {
+    this.call?.resume();
   }
 
   fail(started: boolean, reason: string): void {
@@ -241,16 +247,27 @@ export function handleHttpRpc(x: Exchange, route: ExchangeRoute): void {
     );
     return;
   }
-  readBody(
-    x.res,
-    x.meta,
-    max,
-    (body) => answerBody(x, caller, body),
-    () => {
-      tally.refusedWhole('body_too_large', 1);
-      replyError(x, 'body_too_large', `Request body is larger than the limit of ${max} bytes (server.max_body_bytes)`, true);
-    },
-  );
+  new RpcBodyRead(x, caller, max).start();
+}
+
+/** A JSON-RPC request's body on its way in: the request's state and its body's, one object. */
+class RpcBodyRead extends BodyRead {
+  constructor(
+    private readonly x: Exchange,
+    private readonly caller: Caller,
+    private readonly max: number,
+  ) {
+    super(x.res, x.meta, max);
+  }
+
+  protected body(body: Buffer): void {
+    answerBody(this.x, this.caller, body);
+  }
+
+  protected tooLarge(): void {
+    this.caller.tally.refusedWhole('body_too_large', 1);
+    replyError(this.x, 'body_too_large', `Request body is larger than the limit of ${this.max} bytes (server.max_body_bytes)`, true);
+  }
 }
 
 /** The JSON-RPC road over HTTP: a caller refused gets its answer with its request's ids (refuseWholeBody). */

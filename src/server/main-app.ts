@@ -13,7 +13,7 @@ import { routeDashboard } from './dashboard.js';
 import { handleManagement, type ManagementDeps, managementVerbs } from './management.js';
 import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './health-report.js';
 import { endHead, JSON_TYPE, type ResponseMeta, responseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
-import { isBeaconRest, isManagementPath, kindRefusal, resolveRoute, type RouteTable } from './routes.js';
+import { isBeaconRest, isManagementPath, kindRefusal, RouteMemo, type RouteTable } from './routes.js';
 import { holdForKey } from './held-request.js';
 import type { GatewayThread } from './gateway-thread.js';
 import { type HttpRequest, type HttpResponse, type TemplatedApp, uws } from './uws.js';
@@ -54,16 +54,18 @@ interface MainRoutes {
   /** Null when the management API has its own listener (management.port). */
   readonly management: ManagementDeps | null;
   readonly table: RouteTable;
+  /** The table's routes of POSTs met lately. */
+  readonly memo: RouteMemo;
   readonly beacon: BeaconRoute;
 }
 
 /** An HTTP request of the main listener, to its road: the request's exchange opened on its chain. */
 function routeRequest(routes: MainRoutes, res: HttpResponse, req: HttpRequest): void {
-  const { ctx, management, table } = routes;
+  const { ctx, management, table, memo } = routes;
   const method = req.getMethod();
   const url = req.getUrl();
   const meta = responseMeta(req, ctx.corsOrigin(req.getHeader('origin')));
-  const route = resolveRoute(method, url, req.getHeader('host'), table);
+  const route = memo.resolve(method, url, req.getHeader('host'), table);
   if (route.kind === 'preflight') {
     sendPreflight(res, meta, req.getHeader('access-control-request-headers'), route.methods);
     return;
@@ -167,6 +169,7 @@ export function mainApp(t: GatewayThread, c: Config): TemplatedApp {
     ctx,
     management: config.management ? null : t.managementDeps,
     table: t.table,
+    memo: new RouteMemo(),
     beacon: beaconRoute(t.events.serve),
   };
   a.any('/*', (res, req) => {

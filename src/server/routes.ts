@@ -97,3 +97,36 @@ export function kindRefusal(chain: ChainConfig, method: string, rest: string, ur
   }
   return null;
 }
+
+/** Routes a RouteMemo keeps at most; past it, it starts again. */
+const MEMO_MAX = 1024;
+
+/**
+ * resolveRoute's answers to POSTs (every JSON-RPC call), kept by Host and URL: a client's calls repeat both,
+ * and the answer is a pure function of them and the table. Made anew when a reload gives the table other
+ * chains or another default chain. The routes kept are shared between requests, which only read them.
+ */
+export class RouteMemo {
+  private chains: RouteTable['chains'] | null = null;
+  private defaultChain = '';
+  private byHost = new Map<string, Map<string, Route>>();
+  private size = 0;
+
+  resolve(method: string, url: string, host: string, t: RouteTable): Route {
+    if (method !== 'post') return resolveRoute(method, url, host, t);
+    if (t.chains !== this.chains || t.defaultChain !== this.defaultChain || this.size >= MEMO_MAX) {
+      this.chains = t.chains;
+      this.defaultChain = t.defaultChain;
+      this.byHost = new Map();
+      this.size = 0;
+    }
+    let byUrl = this.byHost.get(host);
+    const kept = byUrl?.get(url);
+    if (kept !== undefined) return kept;
+    const route = resolveRoute(method, url, host, t);
+    if (byUrl === undefined) this.byHost.set(host, (byUrl = new Map()));
+    byUrl.set(url, route);
+    this.size++;
+    return route;
+  }
+}

@@ -292,3 +292,37 @@ t.test('canonicalCallJson', async (t) => {
     'a member named __proto__ is plain data',
   );
 });
+
+t.test("canonicalCallJson from the params' text gives the key the values give", async (t) => {
+  const texts = [
+    '[]',
+    '[ ]',
+    '["0xab","latest"]',
+    '["0xAB","latest"]',
+    '["0Xab","Latest"]',
+    '["0xab", "latest"]',
+    '["0xab","latest",null]',
+    '[null,"0xab"]',
+    '[1,"0xab"]',
+    '[1.0]',
+    '[true]',
+    '[["0xab",["0xcd"]],[]]',
+    '[{"b":"0xAB","a":null}]',
+    '["a\\"b","\\u0041"]',
+    '["","0x",""]',
+    '["0xabcdefABCDEF"]',
+    '["not 0xAB"]',
+    '["0xab\\u0041"]',
+    '["0xAbc","x"]',
+    '["line\\n"]',
+    '["é","\u2028"]',
+    '[[],[[]]]',
+  ];
+  for (const text of texts) {
+    const params = JSON.parse(text) as unknown[];
+    // The message escapes non-ASCII: a raw U+2028 would break the TAP line.
+    const shown = text.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    t.equal(canonicalCallJson('m', params, text), canonicalCallJson('m', params), shown);
+  }
+  t.equal(canonicalCallJson('m', ['0xab', 'latest'], '["0xab","latest"]'), '["m","0xab","latest"]');
+});

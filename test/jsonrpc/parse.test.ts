@@ -19,20 +19,21 @@ t.test('a plain request', async (t) => {
     idText: '1',
     method: 'eth_blockNumber',
     params: [],
+    paramsText: '[]',
   });
   t.same(
     single(' \n\t{ "id" : 7 , "method" : "eth_getBalance" , "jsonrpc" : "2.0" , "params" : [ "0xab" , "latest" ] } \r\n'),
-    { ok: true, idText: '7', method: 'eth_getBalance', params: ['0xab', 'latest'] },
+    { ok: true, idText: '7', method: 'eth_getBalance', params: ['0xab', 'latest'], paramsText: '[ "0xab" , "latest" ]' },
     'whitespace everywhere',
   );
   t.same(
     single('{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}'),
-    { ok: true, idText: '2', method: 'eth_chainId', params: [] },
+    { ok: true, idText: '2', method: 'eth_chainId', params: [], paramsText: '[]' },
     'omitted params become []',
   );
   t.same(
     single('{"jsonrpc":"2.0","id":3,"method":"m","params":[],"extra":{"a":[1,2,{"b":"}"}]}}'),
-    { ok: true, idText: '3', method: 'm', params: [] },
+    { ok: true, idText: '3', method: 'm', params: [], paramsText: '[]' },
     'unknown members are ignored',
   );
   t.same(single('{}'), { ok: false, idText: 'null', error: 'invalid_request', message: `invalid request: 'jsonrpc' must be "2.0"` });
@@ -64,10 +65,10 @@ t.test('ids keep their exact source text', async (t) => {
   t.same(body, {
     kind: 'batch',
     items: [
-      { ok: true, idText: '123456789012345678901234567890', method: 'a', params: [] },
+      { ok: true, idText: '123456789012345678901234567890', method: 'a', params: [], paramsText: '[]' },
       { ok: false, idText: 'null', error: 'invalid_request', message: 'invalid request: batch element must be a request object' },
-      { ok: true, idText: '"a\\"b"', method: 'b', params: [{ x: ']' }] },
-      { ok: true, idText: '1.0', method: 'c', params: [] },
+      { ok: true, idText: '"a\\"b"', method: 'b', params: [{ x: ']' }], paramsText: '[{"x":"]"}]' },
+      { ok: true, idText: '1.0', method: 'c', params: [], paramsText: '[]' },
     ],
   });
 });
@@ -112,8 +113,13 @@ t.test('request members', async (t) => {
   refused('{"jsonrpc":"2.0","id":9,"id":10,"method":"m"}', `duplicate member 'id'`, 'null');
   t.same(
     single('{"jsonrpc":"2.0","\\u0069d":4,"method":"m"}'),
-    { ok: true, idText: '4', method: 'm', params: [] },
+    { ok: true, idText: '4', method: 'm', params: [], paramsText: '[]' },
     'an escaped member name is the member',
+  );
+  t.match(
+    single('{"jsonrpc":"2.0","id":4,"method":"m","p\\u0061rams":[ "0xAB" ,{"a":"\\u0041"}]}'),
+    { ok: true, paramsText: '[ "0xAB" ,{"a":"\\u0041"}]' },
+    "params under an escaped name: the client's text as written",
   );
 });
 
@@ -161,10 +167,14 @@ t.test('batches', async (t) => {
       `element ${k}`,
     );
   }
-  t.same(body.items[4], { ok: true, idText: '"q"', method: 'm', params: [[1], { a: { b: [] } }] });
+  t.same(body.items[4], { ok: true, idText: '"q"', method: 'm', params: [[1], { a: { b: [] } }], paramsText: '[[1],{"a":{"b":[]}}]' });
   t.match(body.items[6], { ok: false, error: 'invalid_request' });
   const one = parse('[{"jsonrpc":"2.0","id":1,"method":"m"}]');
-  t.same(one, { kind: 'batch', items: [{ ok: true, idText: '1', method: 'm', params: [] }] }, 'a batch of one stays a batch');
+  t.same(
+    one,
+    { kind: 'batch', items: [{ ok: true, idText: '1', method: 'm', params: [], paramsText: '[]' }] },
+    'a batch of one stays a batch',
+  );
 });
 
 t.test('params depth', async (t) => {

@@ -148,6 +148,15 @@ t.test(
     );
     t.equal(ledger.available(ownerId), 980, 'its RU reserved, not yet charged');
 
+    const asSent = `[ "${DEV_ADDRESS.toUpperCase().replace('0X', '0x')}" ,\n "latest" ]`;
+    const spaced = parseBody(Buffer.from(`{"jsonrpc":"2.0","id":5,"method":"eth_getBalance","params":${asSent}}`));
+    if (spaced.kind !== 'single') throw new Error('not a single request');
+    t.match(
+      planItem(s.ctx, devnet, caller, spaced.item, 'http'),
+      { forward: { params: [DEV_ADDRESS.toUpperCase().replace('0X', '0x'), 'latest'], paramsJson: asSent } },
+      "params the checks leave as they came: forwarded as the client's text, spaces and case kept",
+    );
+
     const sub = planItem(s.ctx, devnet, caller, call(2, 'eth_subscribe', ['newHeads']), 'ws');
     t.match(
       sub,

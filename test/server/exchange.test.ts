@@ -37,6 +37,7 @@ function exchangeFor(ctx: GatewayContext, name: string, log: string[]): Exchange
     aborted: false,
     finished: false,
     calls: [],
+    clientIp: () => '127.0.0.1',
   };
 }
 

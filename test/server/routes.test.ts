@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { ChainConfig } from '../../src/config/schema.js';
-import { resolveRoute, type RouteTable } from '../../src/server/routes.js';
+import { resolveRoute, RouteMemo, type RouteTable } from '../../src/server/routes.js';
 
 // Only the fields routing reads; the rest of a chain's config plays no part here.
 const chain = (slug: string, kind: 'evm' | 'beacon' = 'evm'): ChainConfig =>
@@ -55,3 +55,24 @@ for (const [method, url, host, expected] of cases) {
     t.equal(summary, expected);
   });
 }
+
+t.test('RouteMemo answers as resolveRoute does, twice over, and follows a reload of the table', async (t) => {
+  const memo = new RouteMemo();
+  const live: RouteTable = { chains: { ...table.chains }, defaultChain: table.defaultChain };
+  for (let round = 0; round < 2; round++) {
+    for (const [method, url, host] of cases)
+      t.same(memo.resolve(method, url, host, live), resolveRoute(method, url, host, live), `${method} ${url} ${host}`);
+  }
+  t.equal(memo.resolve('post', '/v1/rpc/public', '', live), memo.resolve('post', '/v1/rpc/public', '', live), 'a POST route is kept');
+  // A reload replaces the table's chains and default chain in place (gateway-stop.ts).
+  live.chains = { sepolia: chain('sepolia') };
+  t.match(memo.resolve('post', '/v1/rpc/public', '', live), { kind: 'error', code: 'not_found' }, 'the old default chain is gone');
+  live.defaultChain = 'sepolia';
+  t.match(memo.resolve('post', '/v1/rpc/public', '', live), { kind: 'rpc', chain: { slug: 'sepolia' } }, 'a new default chain');
+  const wrong: string[] = [];
+  for (let i = 0; i < 3000; i++) {
+    const r = memo.resolve('post', `/v1/rpc/KEY${i}`, '', live);
+    if (r.kind !== 'rpc' || r.key !== `KEY${i}`) wrong.push(`KEY${i}`);
+  }
+  t.same(wrong, [], 'past the most it keeps, every key still gets its own route');
+});

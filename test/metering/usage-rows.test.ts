@@ -1,0 +1,47 @@
+/** The usage rows waiting to be written: one row per endpoint, method, minute and status, whatever the order of the counts. */
+import t from 'tap';
+import { createPendingUsage } from '../../src/metering/usage-rows.js';
+
+const MINUTE = 60_000;
+
+t.test('counts add up per endpoint, method, minute and status, in runs or interleaved', async (t) => {
+  const usage = createPendingUsage();
+  usage.count(1, 'ep1', 'eth_call', 0, 5 * MINUTE + 1, 1, 10);
+  usage.count(1, 'ep1', 'eth_call', 0, 5 * MINUTE + 2, 1, 10);
+  usage.count(1, 'ep1', 'eth_call', 429, 5 * MINUTE + 3, 1, 0);
+  usage.count(1, 'ep1', 'eth_call', 0, 5 * MINUTE + 4, 1, 10);
+  usage.count(1, 'ep1', 'eth_getBalance', 0, 5 * MINUTE + 5, 1, 15);
+  usage.count(2, 'ep2', 'eth_call', 0, 5 * MINUTE + 6, 1, 10);
+  usage.count(1, 'ep1', 'eth_call', 0, 6 * MINUTE, 2, 20);
+  usage.count(1, 'ep1', 'eth_call', 0, 5 * MINUTE + 7, 1, 10);
+  t.same(
+    [...usage.rows()].map((r) => ({ ...r })),
+    [
+      { endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 300, status: 0, requests: 4, ru: 40 },
+      { endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 300, status: 429, requests: 1, ru: 0 },
+      { endpointId: 'ep1', ownerId: 1, method: 'eth_getBalance', t: 300, status: 0, requests: 1, ru: 15 },
+      { endpointId: 'ep2', ownerId: 2, method: 'eth_call', t: 300, status: 0, requests: 1, ru: 10 },
+      { endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 360, status: 0, requests: 2, ru: 20 },
+    ],
+  );
+  t.equal(usage.size, 5);
+  t.equal(usage.ru, 85);
+});
+
+t.test('rows handed over are never counted into again', async (t) => {
+  const usage = createPendingUsage();
+  usage.count(1, 'ep1', 'eth_call', 0, MINUTE, 1, 10);
+  const shipped = usage.take();
+  usage.count(1, 'ep1', 'eth_call', 0, MINUTE, 1, 10);
+  t.same(
+    shipped,
+    [{ endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 60, status: 0, requests: 1, ru: 10 }],
+    'the shipment stays as taken',
+  );
+  t.same([...usage.rows()], [{ endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 60, status: 0, requests: 1, ru: 10 }]);
+  const written = [...usage.rows()];
+  usage.clear();
+  usage.count(1, 'ep1', 'eth_call', 0, MINUTE, 1, 10);
+  t.equal(written[0]!.requests, 1, 'nor are rows written and cleared');
+  t.equal(usage.ru, 10);
+});
