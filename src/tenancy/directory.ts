@@ -32,11 +32,16 @@ export interface Directory {
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): OwnerRecord | null;
   /**
-   * Whether another connection (the CLI) committed since the last call (`PRAGMA data_version`, about
-   * a microsecond). When it did, the key caches are emptied so suspensions, plan changes and deletions
-   * apply, and endpoints that stopped working are queued for `takeRevokedEndpointIds`.
+   * Whether another connection (the CLI, another thread) committed since the last call (`PRAGMA
+   * data_version`, about a microsecond). When it did, the key-change log is read from the last change seen
+   * and only the keys it names are forgotten (an endpoint's, an owner's, the remembered misses for a new
+   * key), so suspensions, plan changes and deletions apply; endpoints that stopped working are queued for
+   * `takeRevokedEndpointIds`. A commit that changed no key (the ledger's flush of balances and usage) leaves
+   * the cache as it was: true is still answered, for a caller that re-reads balances.
    */
   refreshIfChanged(): boolean;
+  /** Deletes key-change rows older than `keepS` seconds before `nowMs` (the last one stays); the rows deleted. */
+  pruneChanges(nowMs: number, keepS: number): number;
   /**
    * Ids of endpoints that stopped working since the last call: deleted here or by another process,
    * or whose owner another process suspended. Each id is returned once; the lead closes their sockets.
@@ -67,12 +72,73 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
   const table = createEndpointTable(store, now);
 
   let dataVersion = sql.dataVersion.get()!;
-  // Deletions are numbered (endpoints.deleted_seq). Everything up to lastSeq has been queued; our own
-  // deletions that came after an unseen one are parked in ownSeqs so the next refresh skips them.
-  let lastSeq = sql.maxDeletedSeq.get()!;
-  const ownSeqs = new Set<number>();
+  // Everything in the key-change log up to lastSeq has been applied. A write made here reads the log at
+  // once (its own row, and any other connection's before it), so each row is applied exactly once.
+  let lastSeq = sql.keyChangesSpan.get()![1];
+  // The endpoint this directory has just made: its row need not forget the remembered misses.
+  let madeHere: string | null = null;
   let suspended = new Set(sql.suspendedOwnerIds.all());
   let revoked: string[] = [];
+
+  /** An owner changed: forget its keys, and revoke its endpoints when it was suspended or deleted just now. */
+  function ownerChanged(ownerId: number): void {
+    cache.forgetOwner(ownerId);
+    // Unsuspended: its keys may be remembered as misses.
+    cache.forgetMisses();
+    if (sql.ownerSuspended.get(ownerId) === 1) {
+      if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
+      suspended.add(ownerId);
+    } else suspended.delete(ownerId);
+  }
+
+  /**
+   * The log lost rows this directory had not read (pruned after a day without a look): what changed is
+   * unknown, so every key is read again, as a fresh directory would. Suspensions are still compared.
+   */
+  function startOver(last: number): void {
+    cache.clear();
+    const nowSuspended = new Set(sql.suspendedOwnerIds.all());
+    for (const ownerId of nowSuspended) if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
+    suspended = nowSuspended;
+    lastSeq = last;
+  }
+
+  function applyChanges(): void {
+    const rows = sql.keyChangesAfter.all(lastSeq);
+    if (rows.length === 0) return;
+    if (rows[0]![0] !== lastSeq + 1) {
+      const [first, last] = sql.keyChangesSpan.get()!;
+      if (first > lastSeq + 1) return startOver(last);
+    }
+    // An owner's rows are applied once per read, from its state now, after its endpoints' rows.
+    const owners = new Set<number>();
+    for (const [seq, kind, ownerId, endpointId] of rows) {
+      lastSeq = seq;
+      if (kind === 'owner_changed') owners.add(ownerId);
+      else if (kind === 'endpoint_created') {
+        // A key made elsewhere may be remembered as a miss; the one made here was forgotten already.
+        if (endpointId !== madeHere) cache.forgetMisses();
+      } else if (endpointId !== null) {
+        cache.forgetEndpoint(endpointId);
+        if (kind === 'endpoint_changed') cache.forgetMisses();
+        revoked.push(endpointId);
+      }
+    }
+    for (const ownerId of owners) ownerChanged(ownerId);
+  }
+
+  /**
+   * Reads the log after a write of this connection, which committed: false when the read failed (the row is
+   * then read at the next refresh, and the caller applies its own change meanwhile).
+   */
+  function afterOwnWrite(): boolean {
+    try {
+      applyChanges();
+      return true;
+    } catch {
+      return false;
+    }
+  }
 
   const directory: Directory = {
     endpointByKey(apiKey) {
@@ -93,17 +159,12 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       const v = sql.dataVersion.get()!;
       if (v === dataVersion) return false;
       dataVersion = v;
-      cache.clear();
-      for (const { id, seq } of sql.deletedAfter.all(lastSeq)) {
-        if (!ownSeqs.delete(seq)) revoked.push(id);
-        lastSeq = seq;
-      }
-      const nowSuspended = new Set(sql.suspendedOwnerIds.all());
-      for (const ownerId of nowSuspended) {
-        if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
-      }
-      suspended = nowSuspended;
+      applyChanges();
       return true;
+    },
+
+    pruneChanges(nowMs, keepS) {
+      return store.write(() => sql.pruneKeyChanges.run(Math.floor(nowMs / 1000) - keepS)).changes;
     },
 
     takeRevokedEndpointIds() {
@@ -119,6 +180,9 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
         case 'created':
           cache.forget(result.apiKey);
           changes?.bump();
+          madeHere = result.endpoint.id;
+          afterOwnWrite();
+          madeHere = null;
           return result;
         case 'refused':
           return result;
@@ -131,13 +195,13 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     listEndpointsPage: table.listEndpointsPage,
 
     deleteEndpoint(ownerId, endpointId) {
-      const seq = table.deleteEndpoint(ownerId, endpointId);
-      if (seq === null) return false;
-      cache.forgetEndpoint(endpointId);
-      revoked.push(endpointId);
+      if (table.deleteEndpoint(ownerId, endpointId) === null) return false;
       changes?.bump();
-      if (seq === lastSeq + 1) lastSeq = seq;
-      else ownSeqs.add(seq);
+      // Refused from now on here, and its sockets closed, through its row of the log.
+      if (!afterOwnWrite()) {
+        cache.forgetEndpoint(endpointId);
+        revoked.push(endpointId);
+      }
       return true;
     },
 
