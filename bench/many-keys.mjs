@@ -35,9 +35,11 @@ const ROUND_FIELDS = ['cpuUsPerRequest'];
 /**
  * Makes the database of `main`'s build at `path` before it serves (its own openStore, so a baseline gets its
  * own schema): one owner with RU for far more calls than a run makes, and `count` endpoints inserted in one
- * transaction, as the management REST would store them but without 20,000 round trips. Returns the keys.
+ * transaction, as the management REST would store them but without 20,000 round trips, each with a usage
+ * row in each of the last `minutes` minutes: the history a gateway serving these keys for that long holds,
+ * into which its ledger writes. Returns the keys.
  */
-async function seedStore(main, path, count) {
+async function seedStore(main, path, count, minutes) {
   const dist = dirname(main);
   const load = (file) => import(pathToFileURL(join(dist, file)).href);
   const [{ openStore }, { createOwnerAdmin }, { newEndpointId }, { newKey }] = await Promise.all([
@@ -52,12 +54,18 @@ async function seedStore(main, path, count) {
     const insert = store.db.prepare(
       'INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
     );
+    const usage = store.db.prepare(
+      `INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru) VALUES (?, ?, 'eth_getBalance', ?, 0, 1, 20)`,
+    );
     const keys = [];
     const at = Math.floor(Date.now() / 1000);
+    const minute = at - (at % 60);
     store.db.transaction(() => {
       for (let i = 0; i < count; i++) {
         const key = newKey('api');
-        insert.run(newEndpointId(), owner, 'bench', key.hash, key.prefix, at);
+        const endpoint = newEndpointId();
+        insert.run(endpoint, owner, 'bench', key.hash, key.prefix, at);
+        for (let m = 1; m <= minutes; m++) usage.run(endpoint, owner, minute - 60 * m);
         keys.push(key.key);
       }
     })();
@@ -94,7 +102,7 @@ end
 }
 
 /** One build's gateway, seeded with the keys, loaded through one key and through random keys; its two runs. */
-async function measureBuild({ build, upstream, keys: count, ctx }) {
+async function measureBuild({ build, upstream, keys: count, minutes, ctx }) {
   const rows = [
     { id: `${build.id}-one`, label: `${build.label}, one key`, random: false },
     { id: `${build.id}-random`, label: `${build.label}, random key among ${count.toLocaleString('en-US')}`, random: true },
@@ -118,8 +126,8 @@ async function measureBuild({ build, upstream, keys: count, ctx }) {
         extraYaml: 'metrics: { port: 0 }\n',
       }),
     );
-    ctx.log(`${build.label}: making ${count.toLocaleString('en-US')} endpoints`);
-    keys = await seedStore(build.main, join(dir, 'bench.db'), count);
+    ctx.log(`${build.label}: making ${count.toLocaleString('en-US')} endpoints, ${minutes} minutes of usage each`);
+    keys = await seedStore(build.main, join(dir, 'bench.db'), count, minutes);
     server = await serveChaingate({
       name: build.id,
       main: build.main,
@@ -165,6 +173,7 @@ export async function run(ctx) {
   const errors = [];
   const count = int('BENCH_KEYS', 20_000, 1, 1_000_000, errors);
   const workers = int('BENCH_KEYS_WORKERS', 2, 1, 64, errors);
+  const minutes = int('BENCH_KEYS_MINUTES', 60, 0, 24 * 60, errors);
   if (errors.length) throw new Error(errors.join('; '));
   const base = ctx.baseline;
   const builds = [
@@ -185,7 +194,7 @@ export async function run(ctx) {
   try {
     const round = Number(/-(\d+)$/.exec(ctx.tmpdir)?.[1] ?? 1);
     for (const build of round % 2 === 0 ? [...builds].reverse() : builds)
-      runs.push(...(await measureBuild({ build, upstream, keys: count, ctx })));
+      runs.push(...(await measureBuild({ build, upstream, keys: count, minutes, ctx })));
   } finally {
     await upstream.stop();
   }
