@@ -4,6 +4,7 @@ import type { StoreChanges } from '../store/changes.js';
 import type { Store } from '../store/open.js';
 import { type CreateEndpointResult, createEndpointTable, type EndpointCursor, type EndpointRecord, type OwnerRecord } from './endpoints.js';
 import { createKeyCache, type EndpointAuth } from './key-cache.js';
+import { createKeyChangeReader } from './key-changes.js';
 import { looksLikeKey } from './keys.js';
 
 export type { EndpointAuth } from './key-cache.js';
@@ -72,73 +73,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
   const table = createEndpointTable(store, now);
 
   let dataVersion = sql.dataVersion.get()!;
-  // Everything in the key-change log up to lastSeq has been applied. A write made here reads the log at
-  // once (its own row, and any other connection's before it), so each row is applied exactly once.
-  let lastSeq = sql.keyChangesSpan.get()![1];
-  // The endpoint this directory has just made: its row need not forget the remembered misses.
-  let madeHere: string | null = null;
-  let suspended = new Set(sql.suspendedOwnerIds.all());
-  let revoked: string[] = [];
-
-  /** An owner changed: forget its keys, and revoke its endpoints when it was suspended or deleted just now. */
-  function ownerChanged(ownerId: number): void {
-    cache.forgetOwner(ownerId);
-    // Unsuspended: its keys may be remembered as misses.
-    cache.forgetMisses();
-    if (sql.ownerSuspended.get(ownerId) === 1) {
-      if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
-      suspended.add(ownerId);
-    } else suspended.delete(ownerId);
-  }
-
-  /**
-   * The log lost rows this directory had not read (pruned after a day without a look): what changed is
-   * unknown, so every key is read again, as a fresh directory would. Suspensions are still compared.
-   */
-  function startOver(last: number): void {
-    cache.clear();
-    const nowSuspended = new Set(sql.suspendedOwnerIds.all());
-    for (const ownerId of nowSuspended) if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
-    suspended = nowSuspended;
-    lastSeq = last;
-  }
-
-  function applyChanges(): void {
-    const rows = sql.keyChangesAfter.all(lastSeq);
-    if (rows.length === 0) return;
-    if (rows[0]![0] !== lastSeq + 1) {
-      const [first, last] = sql.keyChangesSpan.get()!;
-      if (first > lastSeq + 1) return startOver(last);
-    }
-    // An owner's rows are applied once per read, from its state now, after its endpoints' rows.
-    const owners = new Set<number>();
-    for (const [seq, kind, ownerId, endpointId] of rows) {
-      lastSeq = seq;
-      if (kind === 'owner_changed') owners.add(ownerId);
-      else if (kind === 'endpoint_created') {
-        // A key made elsewhere may be remembered as a miss; the one made here was forgotten already.
-        if (endpointId !== madeHere) cache.forgetMisses();
-      } else if (endpointId !== null) {
-        cache.forgetEndpoint(endpointId);
-        if (kind === 'endpoint_changed') cache.forgetMisses();
-        revoked.push(endpointId);
-      }
-    }
-    for (const ownerId of owners) ownerChanged(ownerId);
-  }
-
-  /**
-   * Reads the log after a write of this connection, which committed: false when the read failed (the row is
-   * then read at the next refresh, and the caller applies its own change meanwhile).
-   */
-  function afterOwnWrite(): boolean {
-    try {
-      applyChanges();
-      return true;
-    } catch {
-      return false;
-    }
-  }
+  const log = createKeyChangeReader(store, cache);
 
   const directory: Directory = {
     endpointByKey(apiKey) {
@@ -159,7 +94,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       const v = sql.dataVersion.get()!;
       if (v === dataVersion) return false;
       dataVersion = v;
-      applyChanges();
+      log.apply();
       return true;
     },
 
@@ -167,11 +102,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       return store.write(() => sql.pruneKeyChanges.run(Math.floor(nowMs / 1000) - keepS)).changes;
     },
 
-    takeRevokedEndpointIds() {
-      const ids = revoked;
-      revoked = [];
-      return ids;
-    },
+    takeRevokedEndpointIds: log.takeRevoked,
 
     createEndpoint(ownerId, network, name, maxEndpoints) {
       const result = table.createEndpoint(ownerId, network, name, maxEndpoints);
@@ -180,9 +111,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
         case 'created':
           cache.forget(result.apiKey);
           changes?.bump();
-          madeHere = result.endpoint.id;
-          afterOwnWrite();
-          madeHere = null;
+          log.afterOwnWrite(result.endpoint.id);
           return result;
         case 'refused':
           return result;
@@ -198,9 +127,9 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       if (table.deleteEndpoint(ownerId, endpointId) === null) return false;
       changes?.bump();
       // Refused from now on here, and its sockets closed, through its row of the log.
-      if (!afterOwnWrite()) {
+      if (!log.afterOwnWrite()) {
         cache.forgetEndpoint(endpointId);
-        revoked.push(endpointId);
+        log.revoke(endpointId);
       }
       return true;
     },
