@@ -26,7 +26,7 @@ import { hasWrk, writePostScript, wrkVersion } from './lib/wrk.mjs';
  * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged, and `needs`, the
  * tools it cannot run without (`['wrk']`), when it has any.
  */
-const SECTIONS = [httpProxy, forwardCost, wsFanout, cacheDedup, authRefusals, fleet];
+const SECTIONS = [httpProxy, forwardCost, wsFanout, cacheDedup, authRefusals, fleet, await import('./many-keys.mjs')];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');

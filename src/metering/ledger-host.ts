@@ -52,7 +52,7 @@ export function createLedgerHost(store: Store, options: LedgerHostOptions): Ledg
   function receive(message: LedgerMessage): void {
     switch (message.kind) {
       case 'rows':
-        usage.absorb(message.rows);
+        usage.absorbShipment(message.rows);
         return;
       case 'reload':
         if (message.reload === null) noticeChanges();

@@ -145,6 +145,11 @@ interface SharedLimits {
 /** How a tenancy is shared between threads: one thread alone, the main thread of workers, or a worker. */
 export type TenancyThreads = { role: 'alone' } | { role: 'main' } | { role: 'worker'; shared: TenancyShare };
 const ROLL_UP_INTERVAL_MS = 60_000;
+/**
+ * How long rows of the key-change log are kept, in s: every thread reads them within a second, and one that
+ * missed rows pruned meanwhile reads every key again (tenancy/directory.ts).
+ */
+const KEY_CHANGES_KEPT_S = 86_400;
 
 export function createTenancy(
   config: Config,
@@ -246,6 +251,7 @@ export function createTenancy(
     every(ROLL_UP_INTERVAL_MS, () => {
       try {
         rollUp.rollUp();
+        directory.pruneChanges(Date.now(), KEY_CHANGES_KEPT_S);
       } catch (err) {
         log.warn('usage roll-up failed; retried next minute', { error: errorText(err) });
       }

@@ -23,8 +23,18 @@ function usageTable(name: string): string {
  *   kept so an operator can tell keys apart;
  * - owners and endpoints are deleted softly (`deleted_at`) so usage rows and credits keep their meaning
  *   and the ledger invariant `sum(credits.ru) - sum(usage.ru) = owners.ru_balance` stays checkable;
- * - `endpoints.deleted_seq` numbers deletions in order, so a daemon can learn which endpoints another
- *   process (the CLI) deleted since it last looked, without comparing clocks;
+ * - `endpoints.deleted_seq` numbers deletions in order (PostgreSQL's column too, copied by `store copy`);
+ * - `key_changes` (schema 3) is the log of what changes a key's grant, written by triggers so that every
+ *   writer (the daemon's threads, the CLI, an operator's sqlite3) records it in the transaction that makes
+ *   the change: `endpoint_created`, `endpoint_deleted`, `endpoint_changed` (its key, owner or network) and
+ *   `owner_changed` (plan, suspension or deletion). A daemon reads it from the last `seq` it saw and forgets
+ *   only the keys named, so its cache survives the ledger's writes (balances, usage), which log nothing.
+ *   Ids only, never a key's hash. `at` (unix seconds) lets old rows be pruned;
+ * - `usage_minute` is keyed by time first (schema 4): the ledger's flush adds a row per endpoint called in
+ *   the last second, and keyed by endpoint first those rows fell on pages all over the table, so a flush
+ *   read and rewrote (in the WAL) about a page per row once the table held a few hours of many endpoints;
+ *   by time first they fall among the current minute's few pages. The hour and day tables, written in bulk
+ *   by the roll-up, keep the endpoint first;
  * - usage rows: `t` is the start of the period (minute, hour or day); `status` is 0 for a success and
  *   otherwise the error: the HTTP status of a refusal or failure (401, 402, 429, 502, 503...) or the
  *   JSON-RPC error code (negative) of an error answered with HTTP 200. The usage tables carry no foreign
@@ -107,6 +117,67 @@ export const MIGRATIONS: readonly string[] = [
     heartbeat_at INTEGER NOT NULL,
     info TEXT NOT NULL DEFAULT '{}'
   ) WITHOUT ROWID;
+  `,
+  `
+  CREATE TABLE key_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    owner_id INTEGER NOT NULL,
+    endpoint_id TEXT,
+    at INTEGER NOT NULL
+  );
+  CREATE INDEX key_changes_by_at ON key_changes(at);
+
+  CREATE TRIGGER endpoint_created AFTER INSERT ON endpoints WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('endpoint_created', new.owner_id, new.id, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  CREATE TRIGGER endpoint_deleted AFTER UPDATE OF deleted_at ON endpoints
+  WHEN old.deleted_at IS NULL AND new.deleted_at IS NOT NULL BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('endpoint_deleted', new.owner_id, new.id, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  CREATE TRIGGER endpoint_undeleted AFTER UPDATE OF deleted_at ON endpoints
+  WHEN old.deleted_at IS NOT NULL AND new.deleted_at IS NULL BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('endpoint_created', new.owner_id, new.id, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  CREATE TRIGGER endpoint_changed AFTER UPDATE OF id, key_hash, owner_id, network ON endpoints
+  WHEN old.id IS NOT new.id OR old.key_hash IS NOT new.key_hash OR old.owner_id IS NOT new.owner_id
+    OR old.network IS NOT new.network BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('endpoint_changed', old.owner_id, old.id, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  CREATE TRIGGER endpoint_removed AFTER DELETE ON endpoints WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('endpoint_deleted', old.owner_id, old.id, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  CREATE TRIGGER owner_changed AFTER UPDATE OF id, plan, suspended, deleted_at ON owners
+  WHEN old.id IS NOT new.id OR old.plan IS NOT new.plan OR old.suspended IS NOT new.suspended
+    OR old.deleted_at IS NOT new.deleted_at BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('owner_changed', old.id, NULL, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  CREATE TRIGGER owner_removed AFTER DELETE ON owners BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('owner_changed', old.id, NULL, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
+  `,
+  `
+  CREATE TABLE usage_minute_by_time (
+    endpoint_id TEXT NOT NULL,
+    owner_id INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    t INTEGER NOT NULL,
+    status INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    ru INTEGER NOT NULL,
+    PRIMARY KEY (t, endpoint_id, method, status)
+  ) WITHOUT ROWID;
+  INSERT INTO usage_minute_by_time SELECT endpoint_id, owner_id, method, t, status, requests, ru FROM usage_minute;
+  DROP TABLE usage_minute;
+  ALTER TABLE usage_minute_by_time RENAME TO usage_minute;
+  CREATE INDEX usage_minute_by_owner ON usage_minute(owner_id, t);
   `,
 ];
 

@@ -48,6 +48,10 @@ export interface ManagementKeyRow {
   createdAt: number;
   revokedAt: number | null;
 }
+/** One row of the key-change log: seq, kind, owner_id, endpoint_id (null for an owner's change). */
+export type KeyChangeRow = [number, KeyChangeKind, number, string | null];
+/** What a row of the key-change log says (see migrations.ts, key_changes). */
+export type KeyChangeKind = 'endpoint_created' | 'endpoint_deleted' | 'endpoint_changed' | 'owner_changed';
 /** One instance's heartbeat row, times in unix ms, `info` JSON text. */
 export interface InstanceDbRow {
   id: string;
@@ -113,9 +117,14 @@ export function prepareStatements(db: Database.Database) {
       deleteEndpoint: p<[number, string, number], number>(`
         UPDATE endpoints SET deleted_at = ?, deleted_seq = (SELECT coalesce(max(deleted_seq), 0) + 1 FROM endpoints)
         WHERE id = ? AND owner_id = ? AND deleted_at IS NULL RETURNING deleted_seq`).pluck(),
-      maxDeletedSeq: p<[], number>(`SELECT coalesce(max(deleted_seq), 0) FROM endpoints`).pluck(),
-      deletedAfter: p<[number], { id: string; seq: number }>(`
-        SELECT id, deleted_seq AS seq FROM endpoints WHERE deleted_seq > ? ORDER BY deleted_seq`),
+      // The key-change log (migrations.ts, key_changes): what changed since the last seq read, in order.
+      keyChangesAfter: p<[number], KeyChangeRow>(`
+        SELECT seq, kind, owner_id, endpoint_id FROM key_changes WHERE seq > ? ORDER BY seq`).raw(),
+      // [first seq kept, last seq written], 0 for none: a reader whose last seq is below the first missed some.
+      keyChangesSpan: p<[], [number, number]>(`SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM key_changes`).raw(),
+      // Rows older than the cut-off, but never the last one: it carries the sequence on for the readers.
+      pruneKeyChanges: p<[number]>(`DELETE FROM key_changes WHERE at < ? AND seq < (SELECT max(seq) FROM key_changes)`),
+      ownerSuspended: p<[number], number>(`SELECT suspended != 0 FROM owners WHERE id = ? AND deleted_at IS NULL`).pluck(),
       suspendedOwnerIds: p<[], number>(`SELECT id FROM owners WHERE suspended = 1 AND deleted_at IS NULL`).pluck(),
       liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
       stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null }, StatsRow>(`

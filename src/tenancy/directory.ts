@@ -4,6 +4,7 @@ import type { StoreChanges } from '../store/changes.js';
 import type { Store } from '../store/open.js';
 import { type CreateEndpointResult, createEndpointTable, type EndpointCursor, type EndpointRecord, type OwnerRecord } from './endpoints.js';
 import { createKeyCache, type EndpointAuth } from './key-cache.js';
+import { createKeyChangeReader } from './key-changes.js';
 import { looksLikeKey } from './keys.js';
 
 export type { EndpointAuth } from './key-cache.js';
@@ -32,11 +33,16 @@ export interface Directory {
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): OwnerRecord | null;
   /**
-   * Whether another connection (the CLI) committed since the last call (`PRAGMA data_version`, about
-   * a microsecond). When it did, the key caches are emptied so suspensions, plan changes and deletions
-   * apply, and endpoints that stopped working are queued for `takeRevokedEndpointIds`.
+   * Whether another connection (the CLI, another thread) committed since the last call (`PRAGMA
+   * data_version`, about a microsecond). When it did, the key-change log is read from the last change seen
+   * and only the keys it names are forgotten (an endpoint's, an owner's, the remembered misses for a new
+   * key), so suspensions, plan changes and deletions apply; endpoints that stopped working are queued for
+   * `takeRevokedEndpointIds`. A commit that changed no key (the ledger's flush of balances and usage) leaves
+   * the cache as it was: true is still answered, for a caller that re-reads balances.
    */
   refreshIfChanged(): boolean;
+  /** Deletes key-change rows older than `keepS` seconds before `nowMs` (the last one stays); the rows deleted. */
+  pruneChanges(nowMs: number, keepS: number): number;
   /**
    * Ids of endpoints that stopped working since the last call: deleted here or by another process,
    * or whose owner another process suspended. Each id is returned once; the lead closes their sockets.
@@ -67,12 +73,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
   const table = createEndpointTable(store, now);
 
   let dataVersion = sql.dataVersion.get()!;
-  // Deletions are numbered (endpoints.deleted_seq). Everything up to lastSeq has been queued; our own
-  // deletions that came after an unseen one are parked in ownSeqs so the next refresh skips them.
-  let lastSeq = sql.maxDeletedSeq.get()!;
-  const ownSeqs = new Set<number>();
-  let suspended = new Set(sql.suspendedOwnerIds.all());
-  let revoked: string[] = [];
+  const log = createKeyChangeReader(store, cache);
 
   const directory: Directory = {
     endpointByKey(apiKey) {
@@ -93,24 +94,15 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       const v = sql.dataVersion.get()!;
       if (v === dataVersion) return false;
       dataVersion = v;
-      cache.clear();
-      for (const { id, seq } of sql.deletedAfter.all(lastSeq)) {
-        if (!ownSeqs.delete(seq)) revoked.push(id);
-        lastSeq = seq;
-      }
-      const nowSuspended = new Set(sql.suspendedOwnerIds.all());
-      for (const ownerId of nowSuspended) {
-        if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
-      }
-      suspended = nowSuspended;
+      log.apply();
       return true;
     },
 
-    takeRevokedEndpointIds() {
-      const ids = revoked;
-      revoked = [];
-      return ids;
+    pruneChanges(nowMs, keepS) {
+      return store.write(() => sql.pruneKeyChanges.run(Math.floor(nowMs / 1000) - keepS)).changes;
     },
+
+    takeRevokedEndpointIds: log.takeRevoked,
 
     createEndpoint(ownerId, network, name, maxEndpoints) {
       const result = table.createEndpoint(ownerId, network, name, maxEndpoints);
@@ -119,6 +111,7 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
         case 'created':
           cache.forget(result.apiKey);
           changes?.bump();
+          log.afterOwnWrite(result.endpoint.id);
           return result;
         case 'refused':
           return result;
@@ -131,13 +124,13 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     listEndpointsPage: table.listEndpointsPage,
 
     deleteEndpoint(ownerId, endpointId) {
-      const seq = table.deleteEndpoint(ownerId, endpointId);
-      if (seq === null) return false;
-      cache.forgetEndpoint(endpointId);
-      revoked.push(endpointId);
+      if (table.deleteEndpoint(ownerId, endpointId) === null) return false;
       changes?.bump();
-      if (seq === lastSeq + 1) lastSeq = seq;
-      else ownSeqs.add(seq);
+      // Refused from now on here, and its sockets closed, through its row of the log.
+      if (!log.afterOwnWrite()) {
+        cache.forgetEndpoint(endpointId);
+        log.revoke(endpointId);
+      }
       return true;
     },
 

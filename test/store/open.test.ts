@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { NoDatabaseError, openStore, surveyStore } from '../../src/store/open.js';
-import { SCHEMA_VERSION } from '../../src/store/migrations.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/migrations.js';
 import { addOwner, STORE_TABLES, tempDbPath, tempStore } from './temp-store.js';
 
 t.test('an empty file gets the whole schema, the pragmas and the version', async (t) => {
@@ -12,7 +12,8 @@ t.test('an empty file gets the whole schema, the pragmas and the version', async
   t.ok(existsSync(path), 'the directory and the file are created');
   t.equal(store.path, path);
   const tables = store.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).pluck().all();
-  t.same(tables, STORE_TABLES);
+  // SQLite's own: the key-change log (PostgreSQL tells instances with NOTIFY) and AUTOINCREMENT's counter.
+  t.same(tables, [...STORE_TABLES, 'key_changes', 'sqlite_sequence'].sort());
   t.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
   t.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
   t.equal(store.db.pragma('synchronous', { simple: true }), 1, 'NORMAL');
@@ -128,4 +129,42 @@ t.test('mustExist: a missing file is refused by its absolute path, and nothing i
   openStore(path).close();
   const again = tempStore(t, path, { mustExist: true });
   t.equal(again.db.pragma('user_version', { simple: true }), SCHEMA_VERSION, 'an existing one opens');
+});
+
+t.test('a schema 2 file keeps its usage, its endpoints logged from now on and its minutes keyed by time', async (t) => {
+  const path = tempDbPath(t);
+  const old = new Database(path);
+  for (const sql of MIGRATIONS.slice(0, 2)) old.exec(sql);
+  old.pragma('user_version = 2');
+  const owner = addOwner(old, 500);
+  old
+    .prepare(
+      `INSERT INTO endpoints (id, owner_id, network, key_hash, key_prefix, created_at) VALUES ('ep_a', ?, 'mainnet', x'00', 'abcdefgh', 1)`,
+    )
+    .run(owner);
+  const insertUsage = old.prepare(`INSERT INTO usage_minute VALUES (?, ?, 'eth_call', ?, 0, 1, 5)`);
+  for (const [endpoint, minute] of [
+    ['ep_b', 120],
+    ['ep_a', 60],
+    ['ep_a', 120],
+  ] as const)
+    insertUsage.run(endpoint, owner, minute);
+  old.close();
+
+  const store = tempStore(t, path);
+  t.same(
+    store.db.prepare(`SELECT endpoint_id, t FROM usage_minute`).raw().all(),
+    [
+      ['ep_a', 60],
+      ['ep_a', 120],
+      ['ep_b', 120],
+    ],
+    'every row kept, read in the order of the new key: time first',
+  );
+  t.same(store.db.prepare(`SELECT name FROM pragma_index_list('usage_minute') WHERE origin = 'c'`).pluck().all(), [
+    'usage_minute_by_owner',
+  ]);
+  t.same(store.db.prepare(`SELECT count(*) FROM key_changes`).pluck().get(), 0, 'what was there before is not a change');
+  store.db.prepare(`UPDATE endpoints SET deleted_at = 2 WHERE id = 'ep_a'`).run();
+  t.same(store.db.prepare(`SELECT kind, owner_id, endpoint_id FROM key_changes`).raw().all(), [['endpoint_deleted', owner, 'ep_a']]);
 });

@@ -1,0 +1,155 @@
+import t from 'tap';
+import { createLedger } from '../../src/metering/ledger.js';
+import type { Store } from '../../src/store/open.js';
+import { createDirectory, type Directory } from '../../src/tenancy/directory.js';
+import { newEndpointId } from '../../src/tenancy/endpoints.js';
+import { newKey } from '../../src/tenancy/keys.js';
+import { createOwnerAdmin, type OwnerAdmin } from '../../src/tenancy/owners.js';
+import { type Teardown, tempDbPath, tempStore } from '../store/temp-store.js';
+
+// What another connection's commit does to the daemon's key cache: only the keys a change names are
+// read again (the key-change log, store/migrations.ts); the ledger's writes change none.
+
+interface Setup {
+  daemon: Store;
+  cliStore: Store;
+  dir: Directory;
+  admin: OwnerAdmin;
+  /** SQLite reads of a key made so far by the directory. */
+  reads(): number;
+}
+
+/** The daemon's connection (directory, its key reads counted) and the CLI's (admin) on one file. */
+function setup(t: Teardown): Setup {
+  const path = tempDbPath(t);
+  const daemon = tempStore(t, path);
+  const cliStore = tempStore(t, path);
+  const sql = daemon.sql.directory;
+  const byHash = sql.endpointByKeyHash;
+  let reads = 0;
+  sql.endpointByKeyHash = new Proxy(byHash, {
+    get(target, prop, receiver) {
+      if (prop !== 'get') return Reflect.get(target, prop, receiver);
+      return (...args: Parameters<typeof byHash.get>) => {
+        reads++;
+        return target.get(...args);
+      };
+    },
+  });
+  return { daemon, cliStore, dir: createDirectory(daemon), admin: createOwnerAdmin(cliStore), reads: () => reads };
+}
+
+function made(dir: Directory, owner: number): { id: string; apiKey: string } {
+  const r = dir.createEndpoint(owner, 'mainnet', undefined, 100);
+  if (r.kind === 'refused') throw new Error(`createEndpoint refused: ${r.error}`);
+  return { id: r.endpoint.id, apiKey: r.apiKey };
+}
+
+/** Two owners, two endpoints for the first and one for the second, every key looked up once. */
+function seeded(t: Teardown) {
+  const s = setup(t);
+  const { id: a } = s.admin.createOwner('a', 'free', 1_000_000);
+  const { id: b } = s.admin.createOwner('b', 'free', 1_000_000);
+  const a1 = made(s.dir, a);
+  const a2 = made(s.dir, a);
+  const b1 = made(s.dir, b);
+  s.dir.refreshIfChanged();
+  for (const e of [a1, a2, b1]) s.dir.endpointByKey(e.apiKey);
+  return { ...s, a, b, a1, a2, b1 };
+}
+
+t.test("another connection's ledger flush (balances, usage rows) forgets no key", async (t) => {
+  const { cliStore, dir, reads, a, a1, a2, b1 } = seeded(t);
+  const unknown = 'z'.repeat(32);
+  t.equal(dir.endpointByKey(unknown), null);
+  const before = reads();
+  const ledger = createLedger(cliStore, { flushIntervalMs: 60_000 });
+  t.teardown(() => ledger.close());
+  for (let i = 0; i < 3; i++) {
+    ledger.settle(ledger.reserve(a, 5)!, 5, { endpointId: a1.id, method: 'eth_call', status: 0 });
+    t.ok(ledger.flush());
+    t.equal(dir.refreshIfChanged(), true, 'the commit is seen (the ledger re-reads balances on it)');
+  }
+  for (const e of [a1, a2, b1]) t.ok(dir.endpointByKey(e.apiKey));
+  t.equal(dir.endpointByKey(unknown), null);
+  t.equal(reads(), before, 'every key, the unknown one too, answered from the cache');
+  t.same(dir.cacheSizes(), { found: 3, missing: 1 });
+});
+
+t.test('a deletion by another connection forgets that key alone and revokes it', async (t) => {
+  const { dir, reads, a, a1, a2, b1, cliStore } = seeded(t);
+  // The CLI's deleteOwner deletes endpoints with the same statement: here one endpoint alone.
+  cliStore.write(() => cliStore.sql.directory.deleteEndpoint.get(1, a1.id, a));
+  const before = reads();
+  t.ok(dir.endpointByKey(a1.apiKey), 'cached until the refresh');
+  t.equal(dir.refreshIfChanged(), true);
+  t.same(dir.takeRevokedEndpointIds(), [a1.id]);
+  t.same(dir.cacheSizes(), { found: 2, missing: 0 });
+  t.ok(dir.endpointByKey(a2.apiKey));
+  t.ok(dir.endpointByKey(b1.apiKey));
+  t.equal(reads(), before, 'the other keys are still cached');
+  t.equal(dir.endpointByKey(a1.apiKey), null);
+  t.equal(reads(), before + 1, 'the deleted key is read again');
+});
+
+t.test("a suspension forgets the owner's keys alone; lifting it makes them work again", async (t) => {
+  const { dir, admin, reads, a, a1, a2, b1 } = seeded(t);
+  t.ok(admin.setSuspended(a, true));
+  t.equal(dir.refreshIfChanged(), true);
+  t.same(dir.takeRevokedEndpointIds().sort(), [a1.id, a2.id].sort());
+  t.same(dir.cacheSizes(), { found: 1, missing: 0 });
+  const before = reads();
+  t.ok(dir.endpointByKey(b1.apiKey));
+  t.equal(reads(), before, "the other owner's key is still cached");
+  t.equal(dir.endpointByKey(a1.apiKey), null);
+  t.equal(dir.endpointByKey(a1.apiKey), null, 'remembered as a miss');
+  t.equal(reads(), before + 1);
+
+  t.ok(admin.setSuspended(a, false));
+  t.equal(dir.refreshIfChanged(), true);
+  t.ok(dir.endpointByKey(a1.apiKey), 'the remembered miss was forgotten');
+  t.same(dir.takeRevokedEndpointIds(), []);
+});
+
+t.test("a plan change forgets the owner's keys alone, read again with the new plan", async (t) => {
+  const { dir, admin, reads, b, a1, a2, b1 } = seeded(t);
+  t.ok(admin.setPlan(b, 'growth'));
+  t.equal(dir.endpointByKey(b1.apiKey)!.plan, 'free', 'cached until the refresh');
+  t.equal(dir.refreshIfChanged(), true);
+  const before = reads();
+  t.equal(dir.endpointByKey(b1.apiKey)!.plan, 'growth');
+  t.ok(dir.endpointByKey(a1.apiKey));
+  t.ok(dir.endpointByKey(a2.apiKey));
+  t.equal(reads(), before + 1, "only the changed owner's key is read");
+  t.same(dir.takeRevokedEndpointIds(), [], 'nothing to close');
+});
+
+t.test('an endpoint made by another connection is found though its key was a remembered miss', async (t) => {
+  const { cliStore, dir, a } = seeded(t);
+  // A key made here, stored by the other connection as its createEndpoint would, after it was refused.
+  const key = newKey('api');
+  t.equal(dir.endpointByKey(key.key), null);
+  cliStore.write(() => cliStore.sql.directory.insertEndpoint.run(newEndpointId(), a, 'mainnet', null, key.hash, key.prefix, 1));
+  t.equal(dir.endpointByKey(key.key), null, 'remembered as a miss until the refresh');
+  t.equal(dir.refreshIfChanged(), true);
+  t.equal(dir.endpointByKey(key.key)!.ownerId, a);
+  t.same(dir.cacheSizes(), { found: 4, missing: 0 }, 'the keys found are kept');
+});
+
+t.test('a reader that missed pruned rows reads every key again', async (t) => {
+  const { daemon, cliStore, admin, reads, a, b, a1, a2, b1 } = seeded(t);
+  const late = createDirectory(daemon);
+  t.ok(late.endpointByKey(b1.apiKey));
+  // Rows the late directory has not read, then pruned as a day later.
+  admin.setSuspended(a, true);
+  admin.setPlan(b, 'growth');
+  const cli = createDirectory(cliStore);
+  t.equal(cli.pruneChanges(Date.now() + 2 * 86_400_000, 86_400), 4, 'every row but the last');
+  t.equal(late.refreshIfChanged(), true);
+  t.same(late.cacheSizes(), { found: 0, missing: 0 });
+  const before = reads();
+  t.equal(late.endpointByKey(b1.apiKey)!.plan, 'growth', 'read again');
+  t.equal(late.endpointByKey(a1.apiKey), null);
+  t.equal(reads(), before + 2);
+  t.same(late.takeRevokedEndpointIds().sort(), [a1.id, a2.id].sort(), 'the suspension is still seen');
+});
