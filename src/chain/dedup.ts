@@ -81,8 +81,9 @@ export interface Shared<T, S = void> {
  * worker thread sharing its core (two workers on two cores beside the load) served those calls in
  * 150-300 ms, as long as the mark-compacts the pinned calls bring on were apart, and the state held for
  * the whole run: ~1.8 MB copied at every scavenge, promoted at the next, and one worker in two paying
- * ~40 % more CPU per call. Renewed every 64 calls, it was seen in no run (bench/PROFILE-workers.md); the
- * copy moves at most the calls in flight, so it costs less than one entry per call.
+ * ~40 % more CPU per call. Renewed every 64 calls, it was seen in no run (bench/PROFILE-workers.md). The
+ * copy moves the calls in flight, so it waits for at least as many insertions as there are entries: never
+ * more than one entry copied per call.
  */
 export const RENEW_AFTER_SETS = 64;
 
@@ -171,7 +172,9 @@ class InFlight<T, S> implements Shared<T, S> {
       return joined.state;
     }
     const entry = new Entry<T, S>(this, key, joiner);
-    if (++this.sets >= RENEW_AFTER_SETS) {
+    // Never sooner than one insertion per entry copied: with thousands in flight (a slow node under load)
+    // a copy every 64 calls would cost each call far more than the entries it set.
+    if (++this.sets >= RENEW_AFTER_SETS && this.sets >= this.waiting.size) {
       this.sets = 0;
       this.waiting = new Map(this.waiting);
     }

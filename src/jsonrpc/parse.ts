@@ -8,8 +8,11 @@ export type ParsedItem =
   /**
    * `paramsText` is the params' JSON text as the client wrote it (a slice of the body, '[]' when absent),
    * walked by the same pass as JSON.parse's result: forwarded as it came when the checks leave params unchanged.
+   * null when a number in it is not written as JSON.stringify writes its value (`1e1`, `10.0`, `-0`, digits
+   * beyond a double's precision): the checks read the value, so the node must get the value's own text, and
+   * two spellings of one value must not share a cache or in-flight key while the node reads them apart.
    */
-  | { ok: true; idText: string; method: string; params: unknown[]; paramsText: string }
+  | { ok: true; idText: string; method: string; params: unknown[]; paramsText: string | null }
   | { ok: false; idText: string; error: 'invalid_request' | 'invalid_params'; message: string };
 
 /** A whole body. `error` is answered once, with id null; a batch always holds at least one item. */
@@ -54,7 +57,7 @@ export function parseBody(body: Buffer): ParsedBody {
     return NOT_JSON;
   }
   if (value === null || typeof value !== 'object') return NOT_A_REQUEST;
-  const scan: Scan = { text, pos: skipWs(text, 0), problem: '' };
+  const scan: Scan = { text, pos: skipWs(text, 0), problem: '', oddNumber: false };
   if (!Array.isArray(value)) return { kind: 'single', item: scanRequest(scan, value as Record<string, unknown>) };
   if (value.length === 0) return EMPTY_BATCH;
   const items: ParsedItem[] = new Array(value.length);
@@ -79,6 +82,8 @@ interface Scan {
   pos: number;
   /** Why the params were refused, set when a params walk returns -1. */
   problem: string;
+  /** Whether the params walk met a number not in its value's own form (see ParsedItem's paramsText). */
+  oddNumber: boolean;
 }
 
 const JSONRPC = 1;
@@ -115,6 +120,7 @@ function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
       i = skipWs(text, skipWs(text, i) + 1);
       const valueStart = i;
       if (bit === PARAMS && text.charCodeAt(i) === LBRACK) {
+        scan.oddNumber = false;
         i = nestedEnd(scan, i, 1);
         if (i < 0) {
           paramsProblem ??= scan.problem;
@@ -155,7 +161,8 @@ function scanRequest(scan: Scan, request: Record<string, unknown>): ParsedItem {
   const params = request.params as unknown[] | undefined;
   // A duplicate params was refused above: the one slice seen is the value JSON.parse kept.
   if (params === undefined) return { ok: true, idText, method: request.method as string, params: [], paramsText: '[]' };
-  return { ok: true, idText, method: request.method as string, params, paramsText: text.slice(paramsStart, paramsEnd) };
+  const paramsText = scan.oddNumber ? null : text.slice(paramsStart, paramsEnd);
+  return { ok: true, idText, method: request.method as string, params, paramsText };
 }
 
 /** Walks an array or object inside params; returns the index after it, or -1 with `scan.problem` set. */
@@ -189,8 +196,16 @@ function nestedEnd(scan: Scan, i: number, depth: number): number {
     if (c === LBRACK || c === LBRACE) {
       i = nestedEnd(scan, i, depth + 1);
       if (i < 0) return -1;
+    } else if (c === QUOTE) {
+      i = stringEnd(text, i);
     } else {
-      i = c === QUOTE ? stringEnd(text, i) : scalarEnd(text, i);
+      const start = i;
+      i = scalarEnd(text, i);
+      // Not true, false or null: a number, which JSON.parse has read; compare its text with its value's.
+      if (c !== 0x74 && c !== 0x66 && c !== 0x6e && !scan.oddNumber) {
+        const written = text.slice(start, i);
+        if (String(Number(written)) !== written) scan.oddNumber = true;
+      }
     }
     i = skipWs(text, i);
     if (text.charCodeAt(i++) !== COMMA) return i;

@@ -167,7 +167,7 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
       params: check.params,
       // The client's own text when the checks left params as they came (no default filled in, nothing
       // normalized): parse validated it in place, and writing it again would cost a walk and a copy.
-      paramsJson: check.params === item.params ? item.paramsText : JSON.stringify(check.params),
+      paramsJson: check.params === item.params && item.paramsText !== null ? item.paramsText : JSON.stringify(check.params),
       idText: item.idText,
       admission,
     },

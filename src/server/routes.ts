@@ -100,6 +100,8 @@ export function kindRefusal(chain: ChainConfig, method: string, rest: string, ur
 
 /** Routes a RouteMemo keeps at most; past it, it starts again. */
 const MEMO_MAX = 1024;
+/** Host and URL longer than this together are resolved each time (a path with an API key is ~70). */
+const MEMO_KEY_MAX = 256;
 
 /**
  * resolveRoute's answers to POSTs (every JSON-RPC call), kept by Host and URL: a client's calls repeat both,
@@ -124,6 +126,9 @@ export class RouteMemo {
     const kept = byUrl?.get(url);
     if (kept !== undefined) return kept;
     const route = resolveRoute(method, url, host, t);
+    // Refusals and long names are not kept: a flood of unknown paths or hosts must neither fill the memo
+    // with messages that repeat the URL nor push out the routes real calls use.
+    if (route.kind === 'error' || url.length + host.length > MEMO_KEY_MAX) return route;
     if (byUrl === undefined) this.byHost.set(host, (byUrl = new Map()));
     byUrl.set(url, route);
     this.size++;

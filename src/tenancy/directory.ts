@@ -93,8 +93,9 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     refreshIfChanged() {
       const v = sql.dataVersion.get()!;
       if (v === dataVersion) return false;
-      dataVersion = v;
+      // Marked as read only once applied: a read that failed is tried again at the next call.
       log.apply();
+      dataVersion = v;
       return true;
     },
 

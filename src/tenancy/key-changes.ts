@@ -30,12 +30,12 @@ export function createKeyChangeReader(store: Store, cache: KeyCache): KeyChangeR
   let madeHere: string | undefined;
   let suspended = new Set(sql.suspendedOwnerIds.all());
   let revoked: string[] = [];
+  // Owners whose keys were forgotten but whose suspension is still to be compared: kept across reads, so
+  // a store fault between the two never loses the closing of a suspended owner's sockets.
+  const ownersToCompare = new Set<number>();
 
-  /** An owner changed: forget its keys, and revoke its endpoints when it was suspended just now. */
-  function ownerChanged(ownerId: number): void {
-    cache.forgetOwner(ownerId);
-    // Unsuspended: its keys may be remembered as misses.
-    cache.forgetMisses();
+  /** An owner changed (its keys already forgotten): revoke its endpoints when it was suspended just now. */
+  function compareSuspension(ownerId: number): void {
     if (sql.ownerSuspended.get(ownerId) === 1) {
       if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
       suspended.add(ownerId);
@@ -51,22 +51,27 @@ export function createKeyChangeReader(store: Store, cache: KeyCache): KeyChangeR
     const nowSuspended = new Set(sql.suspendedOwnerIds.all());
     for (const ownerId of nowSuspended) if (!suspended.has(ownerId)) revoked.push(...sql.liveEndpointIds.all(ownerId));
     suspended = nowSuspended;
+    ownersToCompare.clear();
     lastSeq = last;
   }
 
   function apply(): void {
     const rows = sql.keyChangesAfter.all(lastSeq);
-    if (rows.length === 0) return;
-    if (rows[0]![0] !== lastSeq + 1) {
+    if (rows.length > 0 && rows[0]![0] !== lastSeq + 1) {
       const [first, last] = sql.keyChangesSpan.get()!;
       if (first > lastSeq + 1) return startOver(last);
     }
-    // An owner's rows are applied once per read, from its state now, after its endpoints' rows.
-    const owners = new Set<number>();
+    // Every key a row names is forgotten before any further read of the store, so a read that fails
+    // cannot leave a key granting what its row took away. An owner's suspension is compared once per
+    // read, from its state now, after its endpoints' rows.
     for (const [seq, kind, ownerId, endpointId] of rows) {
       lastSeq = seq;
-      if (kind === 'owner_changed') owners.add(ownerId);
-      else if (kind === 'endpoint_created') {
+      if (kind === 'owner_changed') {
+        cache.forgetOwner(ownerId);
+        // Unsuspended: its keys may be remembered as misses.
+        cache.forgetMisses();
+        ownersToCompare.add(ownerId);
+      } else if (kind === 'endpoint_created') {
         // A key made elsewhere may be remembered as a miss.
         if (endpointId !== madeHere) cache.forgetMisses();
       } else if (endpointId !== null) {
@@ -75,7 +80,10 @@ export function createKeyChangeReader(store: Store, cache: KeyCache): KeyChangeR
         revoked.push(endpointId);
       }
     }
-    for (const ownerId of owners) ownerChanged(ownerId);
+    for (const ownerId of ownersToCompare) {
+      compareSuspension(ownerId);
+      ownersToCompare.delete(ownerId);
+    }
   }
 
   return {

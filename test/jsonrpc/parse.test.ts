@@ -123,6 +123,20 @@ t.test('request members', async (t) => {
   );
 });
 
+t.test("params text: numbers the node would read apart from their value are not forwarded as written", async (t) => {
+  const text = (params: string): string | null | undefined => {
+    const item = single(`{"jsonrpc":"2.0","id":1,"method":"m","params":${params}}`);
+    return item.ok ? item.paramsText : undefined;
+  };
+  t.equal(text('[10,"latest",[25,75]]'), '[10,"latest",[25,75]]', 'plain integers: as written');
+  t.equal(text('[-3, 0, 1.5, true, null, false]'), '[-3, 0, 1.5, true, null, false]', "a number in its value's own form");
+  for (const odd of ['1e1', '10.0', '-0', '1E2', '12345678901234567890', '0.10']) {
+    t.equal(text(`["0xab",${odd}]`), null, `${odd}: the value's own text is forwarded instead`);
+    t.equal(text(`[{"a":[${odd}]}]`), null, `${odd} nested`);
+  }
+  t.equal(text('["1e1","10.0"]'), '["1e1","10.0"]', 'in strings they are text');
+});
+
 t.test('whole-body errors', async (t) => {
   const utf8 = { kind: 'error', error: 'parse_error', message: 'parse error: body is not valid UTF-8' };
   const json = { kind: 'error', error: 'parse_error', message: 'parse error: body is not valid JSON' };

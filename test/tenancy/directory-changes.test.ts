@@ -153,3 +153,27 @@ t.test('a reader that missed pruned rows reads every key again', async (t) => {
   t.equal(reads(), before + 2);
   t.same(late.takeRevokedEndpointIds().sort(), [a1.id, a2.id].sort(), 'the suspension is still seen');
 });
+
+t.test('a store fault while a suspension is read: the keys are refused at once, the sockets closed at the next read', async (t) => {
+  const s = seeded(t);
+  t.ok(s.admin.setSuspended(s.a, true));
+  const sql = s.daemon.sql.directory;
+  const suspendedOf = sql.ownerSuspended;
+  let fail = true;
+  sql.ownerSuspended = new Proxy(suspendedOf, {
+    get(target, prop, receiver) {
+      if (prop !== 'get') return Reflect.get(target, prop, receiver);
+      return (...args: Parameters<typeof suspendedOf.get>) => {
+        if (fail) throw new Error('SQLITE_IOERR: disk I/O error');
+        return target.get(...args);
+      };
+    },
+  });
+  t.throws(() => s.dir.refreshIfChanged(), /SQLITE_IOERR/, 'the read failed');
+  t.equal(s.dir.endpointByKey(s.a1.apiKey), null, "the suspended owner's keys are refused already");
+  t.not(s.dir.endpointByKey(s.b1.apiKey), null, "the other owner's still served");
+  t.same(s.dir.takeRevokedEndpointIds(), [], 'no socket closed yet');
+  fail = false;
+  t.equal(s.dir.refreshIfChanged(), true, 'the change is read again at the next call');
+  t.same(s.dir.takeRevokedEndpointIds().sort(), [s.a1.id, s.a2.id].sort(), 'and its sockets are closed');
+});
