@@ -123,7 +123,7 @@ t.test('request members', async (t) => {
   );
 });
 
-t.test("params text: numbers the node would read apart from their value are not forwarded as written", async (t) => {
+t.test('params text: numbers the node would read apart from their value are not forwarded as written', async (t) => {
   const text = (params: string): string | null | undefined => {
     const item = single(`{"jsonrpc":"2.0","id":1,"method":"m","params":${params}}`);
     return item.ok ? item.paramsText : undefined;
