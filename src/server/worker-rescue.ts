@@ -22,9 +22,6 @@ import type { Worker } from 'node:worker_threads';
 /** The global a worker thread sets (worker-thread.ts): ships its usage rows and closes every uWS socket now. */
 export const ABANDON_HOOK = 'chaingate.worker.abandon';
 
-/** A thread asked to end that has not after this long is taken as paused by a debugger, in ms. */
-const PAUSED_AFTER_MS = 500;
-
 interface InspectorReply {
   id?: number;
   method?: string;
@@ -70,31 +67,57 @@ export function rescueWorker(worker: Worker, timeoutMs: number): Promise<boolean
           waiting.set(id, answered);
           session.post('NodeWorker.sendMessageToWorker', { sessionId, message: JSON.stringify({ id, method, params: args }) });
         });
+      // Whether the thread is held at a debugger's pause (Debugger.paused seen, Debugger.resumed not yet).
+      let paused = false;
+      let resumeSent = false;
+      let enabled: Promise<InspectorReply> | null = null;
       session.on('NodeWorker.receivedMessageFromWorker', ({ params: m }) => {
         if (m.sessionId !== sessionId) return;
         const reply = JSON.parse(m.message) as InspectorReply;
         if (reply.id !== undefined) waiting.get(reply.id)?.(reply);
-        // A debugger's pause would hold the hook and the end: let the thread run on.
-        else if (reply.method === 'Debugger.paused') void send('Debugger.resume');
+        else if (reply.method === 'Debugger.paused') {
+          paused = true;
+          // A debugger's pause would hold the hook and the end: let the thread run on, one resume per pause.
+          if (!resumeSent) {
+            resumeSent = true;
+            void send('Debugger.resume');
+          }
+        } else if (reply.method === 'Debugger.resumed') {
+          paused = false;
+          resumeSent = false;
+        }
       });
+      /**
+       * Enables the debugger in the thread (slow: every script is reported), once: a thread held at a pause
+       * then reports Debugger.paused before the reply, and is resumed above.
+       */
+      const unpause = (): Promise<InspectorReply> => {
+        enabled ??= send('Debugger.enable');
+        return enabled;
+      };
       void (async () => {
         const ran = send('Runtime.evaluate', { expression: `globalThis[Symbol.for('${ABANDON_HOOK}')]?.() === true` });
         // A thread stopped at a debugger's pause (or with one pending, which the hook would hit) holds the
-        // answer: the debugger is enabled, which is slow (every script reported), only then, and resumed.
-        const unpause = setTimeout(() => {
-          void send('Debugger.enable').then(() => send('Debugger.resume'));
-        }, timeoutMs / 4);
+        // answer: it is unpaused only then.
+        const unpausing = setTimeout(() => void unpause(), timeoutMs / 4);
         const answer = await ran;
-        clearTimeout(unpause);
+        clearTimeout(unpausing);
         // Its sockets still open (no hook, or it threw): terminating it would abort the process.
         if (finished || answer.result?.result?.value !== true) return;
+        // The hook may have run in the pause loop of a paused thread: it is let run on before it is terminated.
+        // terminate() on a thread held in that loop does not end it (V8's termination is only acted on in
+        // JavaScript, and the loop waits for the debugger's next message), and resuming it only afterwards
+        // let it run on now and then, never ending, its `exit` never coming. Resumed, it ends as a busy one.
+        await unpause();
+        // Debugger.resumed (above) is looked for rather than awaited: bounded by `timer`.
+        while (paused && !finished) await new Promise((r) => setTimeout(r, 10));
+        if (finished) return;
         clearTimeout(timer);
         worker.once('exit', () => finish(true));
         void worker.terminate();
-        // A thread held at a debugger's pause does not end until it runs again.
-        setTimeout(() => {
-          if (!finished) void send('Debugger.enable').then(() => send('Debugger.resume'));
-        }, PAUSED_AFTER_MS);
+        // Paused again in between (a debugger's breakpoint): resumed as it is reported. Never waited on for
+        // ever: a thread that still has not ended is left to the caller, as one that would not run the hook.
+        setTimeout(() => finish(false), timeoutMs).unref();
       })();
     });
     session.post('NodeWorker.enable', { waitForDebuggerOnStart: false });
