@@ -28,8 +28,6 @@ const SHIPPED_FIELDS = 7;
 export interface PendingUsage {
   /** Adds `requests` and `ru` to the row of `ownerId`'s `endpointId`, `method` and `status` in the minute of `atMs`. */
   count(ownerId: number, endpointId: string, method: string, status: number, atMs: number, requests: number, ru: number): void;
-  /** Adds rows counted elsewhere (a worker's shipment) to the same keys. */
-  absorb(rows: Iterable<PendingRow>): void;
   /** The rows, for a write that may fail (they stay until `clear`). */
   rows(): IterableIterator<PendingRow>;
   /** Hands every row over and starts empty (a shipment): the caller now owns them. */
@@ -73,9 +71,6 @@ export function createPendingUsage(): PendingUsage {
   return {
     count(ownerId, endpointId, method, status, atMs, requests, rowRu) {
       add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu);
-    },
-    absorb(rows) {
-      for (const r of rows) add(r.ownerId, r.endpointId, r.method, r.status, r.t, r.requests, r.ru);
     },
     rows: () => byKey.values(),
     take() {
