@@ -9,9 +9,9 @@
 import t from 'tap';
 import { countingProxy } from '../support/counting-proxy.js';
 import { CALL_RESULT, DEPLOY_BYTECODE } from '../support/contract.js';
+import { minedReceipt } from '../support/dev-chain.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
-import { waitFor } from '../support/wait-for.js';
 
 const DEV = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 const OTHER = '0x70997970c51812dc3a179c1d4a0ec8e0a7e6e5fc';
@@ -34,16 +34,10 @@ async function direct<T>(method: string, params: unknown[]): Promise<T> {
 // A contract that runs code (so traces have steps), one call to it, and a transaction left queued
 // in the pool behind a nonce gap (anvil mines the rest at once). Made on anvil directly.
 const deployed = await direct<string>('eth_sendTransaction', [{ from: DEV, data: DEPLOY_BYTECODE }]);
-// anvil mines a sent transaction at once, but its receipt can lag the answer by a moment.
-let receipt: { contractAddress: string } | null = null;
-await waitFor(async () => (receipt = await direct<{ contractAddress: string } | null>('eth_getTransactionReceipt', [deployed])) !== null, {
-  what: "the deployment's receipt",
-  ms: 5_000,
-});
-const echo = receipt!.contractAddress;
+const echo = (await minedReceipt(node.url, deployed)).contractAddress!;
 const call = { from: DEV, to: echo, data: '0x1234' };
 const tx = await direct<string>('eth_sendTransaction', [call]);
-const mined = await direct<{ blockNumber: string; blockHash: string }>('eth_getTransactionReceipt', [tx]);
+const mined = await minedReceipt(node.url, tx);
 await direct('eth_sendTransaction', [{ from: DEV, to: OTHER, value: '0x1', nonce: '0x9' }]);
 
 t.test('each method answers through the gateway exactly what anvil answers', async (t) => {

@@ -18,6 +18,7 @@ export async function result<T = unknown>(url: string, method: string, params: u
 export interface Receipt {
   contractAddress: string | null;
   blockNumber: string;
+  blockHash: string;
 }
 
 /** A transaction's receipt once its block is readable: anvil may answer eth_sendTransaction before it is. */
