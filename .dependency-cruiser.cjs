@@ -8,7 +8,7 @@ const LAYERS = [
   ['pipeline'],
   ['chain'],
   ['fanout', 'filters'],
-  ['upstreams'],
+  ['upstreams', 'fences'],
   ['config'],
   ['accounts'],
   ['tenancy'],

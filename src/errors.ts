@@ -37,6 +37,17 @@ export const ERRORS = {
     rpc: -32099,
     message: 'The gateway is at its connection limit (server.max_connections); try again shortly',
   },
+  // An endpoint's restrictions (src/fences/): 403, as the key is known and the request is not allowed for it.
+  // The message names what was refused (the origin, the address, the method), never the list's entries.
+  // JSON-RPC -32600 (the request itself is refused, as `forbidden` is), the method's -32004 as a plan's.
+  origin_not_allowed: { http: 403, rpc: -32600, message: 'Origin not allowed for this key' },
+  ip_not_allowed: { http: 403, rpc: -32600, message: 'Client address not allowed for this key' },
+  method_not_allowed_for_key: { http: 403, rpc: -32004, message: 'Method not allowed for this key' },
+  contract_not_allowed: { http: 403, rpc: -32600, message: 'Contract address not allowed for this key' },
+  token_refused: { http: 403, rpc: -32600, message: 'Signed token missing or refused' },
+  // A suspended owner's keys and management keys: not the 401 of a typo, so the owner knows what to fix.
+  // -32001 as `unauthorized`: clients that handle a key problem still read it as one.
+  owner_suspended: { http: 403, rpc: -32001, message: 'Owner suspended' },
   // A fleet whose Redis is unreachable, with cluster.redis_failure: closed (the operator chose refusing over local limits).
   limits_unavailable: { http: 503, rpc: -32099, message: 'Rate limits temporarily unavailable' },
 } as const;
