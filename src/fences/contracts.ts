@@ -112,8 +112,7 @@ export function refuseContracts(
     else return undefined;
   }
   const named = extract(params);
-  if (named.length === 0)
-    return `${describe(method)} names no contract address; this key allows only calls to its listed contracts`;
+  if (named.length === 0) return `${describe(method)} names no contract address; this key allows only calls to its listed contracts`;
   for (const address of named) {
     if (typeof address !== 'string' || !allowed.has(address.toLowerCase())) {
       return `${describe(method)}: contract ${String(address)} is not allowed for this key`;
