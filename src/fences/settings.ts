@@ -78,30 +78,38 @@ export interface FenceProblem {
   message: string;
 }
 
-const nullable = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
-const list = <T extends TSchema>(items: T, max: number) => nullable(Type.Array(items, { minItems: 1, maxItems: max }));
+const list = <T extends TSchema>(items: T, max: number) => Type.Array(items, { minItems: 1, maxItems: max });
 
-function patchSchema(limits: FenceLimits) {
-  const keyId = Type.String({ minLength: 1, maxLength: limits.jwt_key_id_chars, pattern: '^[A-Za-z0-9._:-]+$' });
-  const alg = Type.Union(JWT_ALGORITHMS.map((a) => Type.Literal(a)));
-  const jwtKey = Type.Union([
-    Type.Object({ id: keyId, alg, jwk: Type.Object({ kty: Type.String() }) }, { additionalProperties: false }),
-    Type.Object({ id: keyId, alg, pem: Type.String({ minLength: 1, maxLength: limits.jwt_key_chars }) }, { additionalProperties: false }),
-  ]);
+/**
+ * Each field's shape when it is not null (null, which clears a field, is taken before the schema is asked:
+ * a union with null would make TypeBox report the union's failure alone, not the entry that broke it).
+ */
+function fieldSchemas(limits: FenceLimits) {
+  const jwtKey = Type.Object(
+    {
+      id: Type.String({ minLength: 1, maxLength: limits.jwt_key_id_chars, pattern: '^[A-Za-z0-9._:-]+$' }),
+      alg: Type.Union(JWT_ALGORITHMS.map((a) => Type.Literal(a))),
+      jwk: Type.Optional(Type.Object({ kty: Type.String() })),
+      pem: Type.Optional(Type.String({ minLength: 1, maxLength: limits.jwt_key_chars })),
+    },
+    { additionalProperties: false },
+  );
   return Type.Object({
-    allowed_origins: list(Type.String({ minLength: 1, maxLength: limits.origin_chars }), limits.origins),
-    allow_no_origin: nullable(Type.Boolean()),
-    allowed_ips: list(Type.String({ minLength: 1, maxLength: 64 }), limits.ips),
-    allowed_methods: list(Type.String({ minLength: 1, maxLength: limits.method_chars }), limits.methods),
-    allowed_contracts: list(Type.String({ minLength: 1, maxLength: 42 }), limits.contracts),
-    key_in_path: nullable(Type.Boolean()),
-    jwt_keys: list(jwtKey, limits.jwt_keys),
-    jwt_max_lifetime_s: nullable(Type.Integer({ minimum: 1, maximum: limits.jwt_max_lifetime_s })),
+    allowed_origins: Type.Optional(list(Type.String({ minLength: 1, maxLength: limits.origin_chars }), limits.origins)),
+    allow_no_origin: Type.Optional(Type.Boolean()),
+    allowed_ips: Type.Optional(list(Type.String({ minLength: 1, maxLength: 64 }), limits.ips)),
+    allowed_methods: Type.Optional(list(Type.String({ minLength: 1, maxLength: limits.method_chars }), limits.methods)),
+    allowed_contracts: Type.Optional(list(Type.String({ minLength: 1, maxLength: 42 }), limits.contracts)),
+    key_in_path: Type.Optional(Type.Boolean()),
+    jwt_keys: Type.Optional(list(jwtKey, limits.jwt_keys)),
+    jwt_max_lifetime_s: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.jwt_max_lifetime_s })),
   });
 }
-type FencePatch = Static<ReturnType<typeof patchSchema>>;
+type FenceValues = Static<ReturnType<typeof fieldSchemas>>;
+/** A body's fence fields: each a value, null (clear it) or absent (keep it). */
+type FencePatch = { [K in keyof FenceValues]?: FenceValues[K] | null };
 
-const schemas = new WeakMap<FenceLimits, ReturnType<typeof patchSchema>>();
+const schemas = new WeakMap<FenceLimits, ReturnType<typeof fieldSchemas>>();
 
 /**
  * `current` changed by the fence fields of `body` (other fields are ignored: the caller reads them), or
@@ -114,10 +122,15 @@ export function applyFencePatch(
   limits: FenceLimits = FENCE_LIMITS,
 ): { ok: true; settings: FenceSettings } | { ok: false; problems: FenceProblem[] } {
   const patch: Record<string, unknown> = {};
-  for (const field of FENCE_FIELDS) if (Object.hasOwn(body, field)) patch[field] = body[field];
+  const values: Record<string, unknown> = {};
+  for (const field of FENCE_FIELDS) {
+    if (!Object.hasOwn(body, field)) continue;
+    patch[field] = body[field];
+    if (body[field] !== null) values[field] = body[field];
+  }
   let schema = schemas.get(limits);
-  if (schema === undefined) schemas.set(limits, (schema = patchSchema(limits)));
-  const problems = [...Errors(schema, patch)].filter(reported).map((e) => shapeProblem(e, limits));
+  if (schema === undefined) schemas.set(limits, (schema = fieldSchemas(limits)));
+  const problems = [...Errors(schema, values)].map((e) => shapeProblem(e, limits));
   if (problems.length > 0) return { ok: false, problems: dedupe(problems) };
   const typed = patch as FencePatch;
   const entryProblems = [
@@ -202,6 +215,7 @@ function keyProblems(keys: readonly JwtKeySetting[] | null | undefined, limits: 
   const seen = new Set<string>();
   return keys.flatMap((key, i) => {
     const field = `jwt_keys[${i}]`;
+    if (('jwk' in key) === ('pem' in key)) return [{ field, message: `key '${key.id}': give the public key as jwk or as pem, one of them` }];
     if (seen.has(key.id)) return [{ field, message: `key id '${key.id}' is given twice` }];
     seen.add(key.id);
     if ('jwk' in key && JSON.stringify(key.jwk).length > limits.jwt_key_chars) {
@@ -210,11 +224,6 @@ function keyProblems(keys: readonly JwtKeySetting[] | null | undefined, limits: 
     const imported = importJwtKey(key);
     return typeof imported === 'string' ? [{ field, message: imported }] : [];
   });
-}
-
-/** TypeBox reports a union's failure once for the union and once per branch; the union's own error is enough. */
-function reported(e: ValueError): boolean {
-  return e.type !== ValueErrorType.Kind;
 }
 
 /** `allowed_ips[3]` from `/allowed_ips/3`. */
@@ -242,9 +251,26 @@ function shapeProblem(e: ValueError, limits: FenceLimits): FenceProblem {
     case ValueErrorType.IntegerMaximum:
     case ValueErrorType.Integer:
       return { field, message: `must be a whole number of seconds from 1 to ${limits.jwt_max_lifetime_s}` };
+    case ValueErrorType.Union:
+      if (field.endsWith('.alg')) return { field, message: `must be one of ${JWT_ALGORITHMS.join(', ')} (HS* and none are refused: only public keys are registered)` };
+      break;
+    case ValueErrorType.StringPattern:
+      return { field, message: 'letters, digits and . _ : - only' };
+    case ValueErrorType.ObjectAdditionalProperties:
+      return { field, message: 'a key is {id, alg, jwk} or {id, alg, pem}' };
+    case ValueErrorType.String:
+      if (top !== 'jwt_keys') return { field, message: ENTRY[top] ?? e.message };
   }
   return { field, message: EXPECTED[top] ?? e.message };
 }
+
+/** What an entry of each list must be. */
+const ENTRY: Partial<Record<string, string>> = {
+  allowed_origins: 'must be an origin as a string',
+  allowed_ips: 'must be an address or CIDR range as a string',
+  allowed_methods: 'must be a method pattern as a string',
+  allowed_contracts: 'must be an address as a string',
+};
 
 /** What each field must be, for the problems whose words are the field's shape. */
 const EXPECTED: Partial<Record<string, string>> = {
