@@ -13,8 +13,22 @@ import { ipEntryProblem, normaliseIpEntry } from './ip-ranges.js';
 import { importJwtKey, JWT_ALGORITHMS, type JwtKeySetting } from './jwt.js';
 import { normaliseOriginEntry, originEntryProblem } from './origins.js';
 
-/** The most each list may hold and the longest an entry may be (the operator may change them: FenceLimits). */
-export const FENCE_LIMITS = Object.freeze({
+/** The limits of the lists (FENCE_LIMITS has each one's meaning and default). */
+export interface FenceLimits {
+  readonly origins: number;
+  readonly origin_chars: number;
+  readonly ips: number;
+  readonly methods: number;
+  readonly method_chars: number;
+  readonly contracts: number;
+  readonly jwt_keys: number;
+  readonly jwt_key_id_chars: number;
+  readonly jwt_key_chars: number;
+  readonly jwt_max_lifetime_s: number;
+}
+
+/** The most each list may hold and the longest an entry may be, by default (a caller may pass lower or higher ones). */
+export const FENCE_LIMITS: FenceLimits = Object.freeze({
   /** allowed_origins: entries; characters each (a host name is at most 253). */
   origins: 100,
   origin_chars: 300,
@@ -32,7 +46,6 @@ export const FENCE_LIMITS = Object.freeze({
   /** jwt_max_lifetime_s: the highest an owner may set (7 days, in seconds). */
   jwt_max_lifetime_s: 604_800,
 });
-export type FenceLimits = typeof FENCE_LIMITS;
 
 /** jwt_max_lifetime_s when not set: one hour, in seconds. */
 export const DEFAULT_JWT_MAX_LIFETIME_S = 3600;
@@ -215,7 +228,7 @@ function keyProblems(keys: readonly JwtKeySetting[] | null | undefined, limits: 
   const seen = new Set<string>();
   return keys.flatMap((key, i) => {
     const field = `jwt_keys[${i}]`;
-    if (('jwk' in key) === ('pem' in key)) return [{ field, message: `key '${key.id}': give the public key as jwk or as pem, one of them` }];
+    if ('jwk' in key === 'pem' in key) return [{ field, message: `key '${key.id}': give the public key as jwk or as pem, one of them` }];
     if (seen.has(key.id)) return [{ field, message: `key id '${key.id}' is given twice` }];
     seen.add(key.id);
     if ('jwk' in key && JSON.stringify(key.jwk).length > limits.jwt_key_chars) {
@@ -252,7 +265,11 @@ function shapeProblem(e: ValueError, limits: FenceLimits): FenceProblem {
     case ValueErrorType.Integer:
       return { field, message: `must be a whole number of seconds from 1 to ${limits.jwt_max_lifetime_s}` };
     case ValueErrorType.Union:
-      if (field.endsWith('.alg')) return { field, message: `must be one of ${JWT_ALGORITHMS.join(', ')} (HS* and none are refused: only public keys are registered)` };
+      if (field.endsWith('.alg'))
+        return {
+          field,
+          message: `must be one of ${JWT_ALGORITHMS.join(', ')} (HS* and none are refused: only public keys are registered)`,
+        };
       break;
     case ValueErrorType.StringPattern:
       return { field, message: 'letters, digits and . _ : - only' };
