@@ -65,43 +65,40 @@ const CANONICAL = /^(https?:)\/\/([a-z0-9.-]+)(:\d{1,5})?$/;
 
 /** The matcher of a list of entries (each valid: see originEntryProblem), made once per endpoint. */
 export function compileOrigins(entries: readonly string[]): OriginMatcher {
-  // Exact origins as browsers spell them (`https://a.example.com`); wildcards as `https://.example.com[:port]`,
-  // so a name is matched by looking up each of its parent domains, not by scanning the list.
+  // Exact origins as browsers spell them (`https://a.example.com`), in a set; the wildcards as one regular
+  // expression (`https://(?:[a-z0-9-]+\.)+example\.com`, one alternative each), tried once per origin.
   const exact = new Set<string>();
-  const wildcards = new Set<string>();
+  const wildcards: string[] = [];
   for (const entry of entries) {
     const parsed = parseEntry(entry);
     if (parsed.problem !== undefined) continue;
     for (const scheme of parsed.scheme === undefined ? ['https:', 'http:'] : [parsed.scheme]) {
-      if (parsed.wildcard) wildcards.add(`${scheme}//.${parsed.host}`);
+      if (parsed.wildcard) wildcards.push(`${scheme}//(?:[a-z0-9-]+\\.)+${escape(parsed.host)}`);
       else exact.add(`${scheme}//${parsed.host}`);
     }
   }
+  const wildcard = wildcards.length === 0 ? null : new RegExp(`^(?:${wildcards.join('|')})$`);
   return (origin) => {
-    if (exact.has(origin)) return true;
+    if (exact.has(origin) || wildcard?.test(origin)) return true;
+    // Not as a browser spells it (upper case, a default port): read it, then look again.
     const canonical = canonicalOrigin(origin);
-    if (canonical === undefined) return false;
-    if (canonical !== origin && exact.has(canonical)) return true;
-    return wildcards.size > 0 && matchesWildcard(wildcards, canonical);
+    if (canonical === undefined || canonical === origin) return false;
+    return exact.has(canonical) || wildcard?.test(canonical) === true;
   };
 }
 
-function matchesWildcard(wildcards: ReadonlySet<string>, origin: string): boolean {
-  const m = CANONICAL.exec(origin);
-  if (m === null) return false;
-  const scheme = m[1]!;
-  const hostname = m[2]!;
-  const port = m[3] ?? '';
-  for (let dot = hostname.indexOf('.'); dot >= 0; dot = hostname.indexOf('.', dot + 1)) {
-    if (wildcards.has(`${scheme}//${hostname.slice(dot)}${port}`)) return true;
-  }
-  return false;
+function escape(host: string): string {
+  return host.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+function isDefaultPort(m: RegExpExecArray): boolean {
+  return m[3] === (m[1] === 'https:' ? ':443' : ':80');
 }
 
 /** The origin as browsers spell it, or undefined when the value is not an http(s) origin (`null` included). */
 export function canonicalOrigin(origin: string): string | undefined {
   const m = CANONICAL.exec(origin);
-  if (m !== null && m[3] !== (m[1] === 'https:' ? ':443' : ':80')) return origin;
+  if (m !== null && !isDefaultPort(m)) return origin;
   let url: URL;
   try {
     url = new URL(origin);

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { compileIpRanges, ipEntryProblem, normaliseIpEntry } from '../../src/fences/ip-ranges.js';
+import ipaddr from 'ipaddr.js';
+import { compileIpRanges, ipEntryProblem, ipv6Bytes, normaliseIpEntry } from '../../src/fences/ip-ranges.js';
 
 t.test('entries: IPv4 and IPv6 addresses and CIDR ranges', async (t) => {
   for (const good of ['192.0.2.1', '192.0.2.0/24', '0.0.0.0/0', '2001:db8::/32', '::1', '::ffff:10.0.0.0/104', '2001:db8::1/128']) {
@@ -70,4 +71,44 @@ t.test('odd prefix lengths and the whole space', async (t) => {
   t.equal(all.matchesText('2001:db8::9'), true);
   const none = compileIpRanges(['0.0.0.0/0']);
   t.equal(none.matchesText('2001:db8::9'), false, 'an IPv4 range does not match IPv6 clients');
+});
+
+t.test('IPv6 text is read as ipaddr.js reads it', async (t) => {
+  const readable = [
+    '::',
+    '::1',
+    '1::',
+    '2001:db8::1',
+    '2001:0db8:0000:0000:0000:0000:0000:0001',
+    'fe80::1:2:3:4',
+    '1:2:3:4:5:6:7:8',
+    '1:2:3:4:5:6:7::',
+    '::2:3:4:5:6:7:8',
+    '::ffff:192.0.2.1',
+    '64:ff9b::192.0.2.33',
+    '1:2:3:4:5:6:1.2.3.4',
+    'ABCD:ef01::',
+  ];
+  for (const text of readable) t.same(ipv6Bytes(text), Uint8Array.from(ipaddr.parse(text).toByteArray()), text);
+  for (const text of ['1:2:3:4:5:6:7:8:9', '1::2::3', ':1', '1:', '12345::', 'g::', '1:2:3:4:5:6:7', '::1.2.3', '::256.0.0.1', '1.2.3.4::', '::1:2:3:4:5:6:7:8']) {
+    t.equal(ipv6Bytes(text), undefined, text);
+    t.notOk(ipaddr.IPv6.isValid(text), `ipaddr.js refuses ${text} too`);
+  }
+});
+
+t.test('IPv6 text in each form ipaddr.js writes, over many addresses', async (t) => {
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+  let agreed = 0;
+  for (let n = 0; n < 2000; n++) {
+    // Words often zero, so that `::` runs of every length and place occur.
+    const parts = Array.from({ length: 8 }, () => (next() % 3 === 0 ? next() % 65536 : 0));
+    const address = new ipaddr.IPv6(parts);
+    const bytes = Uint8Array.from(address.toByteArray());
+    for (const text of [address.toString(), address.toNormalizedString(), address.toRFC5952String()]) {
+      if (ipv6Bytes(text)?.every((b, i) => b === bytes[i])) agreed++;
+      else t.fail(`${text} read otherwise`);
+    }
+  }
+  t.equal(agreed, 6000);
 });
