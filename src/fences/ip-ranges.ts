@@ -12,17 +12,17 @@ export type IpEntry = string;
 /** Why an entry is not an address or range, or undefined when it is. */
 export function ipEntryProblem(entry: string): string | undefined {
   const parsed = parseEntry(entry);
-  return 'problem' in parsed ? parsed.problem : undefined;
+  return parsed.problem;
 }
 
 /** The entry in its stored form: a bare address gets its full prefix (/32, /128). */
 export function normaliseIpEntry(entry: string): IpEntry {
   const parsed = parseEntry(entry);
-  if ('problem' in parsed) throw new Error(parsed.problem);
+  if (parsed.problem !== undefined) throw new Error(parsed.problem);
   return `${parsed.address.toString()}/${parsed.bits}`;
 }
 
-type ParsedEntry = { address: ipaddr.IPv4 | ipaddr.IPv6; bits: number } | { problem: string };
+type ParsedEntry = { address: ipaddr.IPv4 | ipaddr.IPv6; bits: number; problem?: undefined } | { problem: string };
 
 function parseEntry(entry: string): ParsedEntry {
   const bad = (why: string): ParsedEntry => ({ problem: `'${entry}' is not an IP address or CIDR range (${why})` });
@@ -71,7 +71,7 @@ export function compileIpRanges(entries: readonly string[]): IpMatcher {
   const v6: Array<{ bytes: Uint8Array; bits: number }> = [];
   for (const entry of entries) {
     const parsed = parseEntry(entry);
-    if ('problem' in parsed) continue;
+    if (parsed.problem !== undefined) continue;
     const bytes = parsed.address.toByteArray();
     if (bytes.length === 4) {
       const mask = parsed.bits === 0 ? 0 : (0xffffffff << (32 - parsed.bits)) >>> 0;

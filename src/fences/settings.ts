@@ -228,10 +228,11 @@ function keyProblems(keys: readonly JwtKeySetting[] | null | undefined, limits: 
   const seen = new Set<string>();
   return keys.flatMap((key, i) => {
     const field = `jwt_keys[${i}]`;
-    if ('jwk' in key === 'pem' in key) return [{ field, message: `key '${key.id}': give the public key as jwk or as pem, one of them` }];
+    if ((key.jwk === undefined) === (key.pem === undefined))
+      return [{ field, message: `key '${key.id}': give the public key as jwk or as pem, one of them` }];
     if (seen.has(key.id)) return [{ field, message: `key id '${key.id}' is given twice` }];
     seen.add(key.id);
-    if ('jwk' in key && JSON.stringify(key.jwk).length > limits.jwt_key_chars) {
+    if (key.jwk !== undefined && JSON.stringify(key.jwk).length > limits.jwt_key_chars) {
       return [{ field, message: `key '${key.id}': a JWK of at most ${limits.jwt_key_chars} characters` }];
     }
     const imported = importJwtKey(key);

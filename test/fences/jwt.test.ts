@@ -43,7 +43,7 @@ t.test('a good token for each algorithm, by kid, with JWK and PEM keys', async (
       { id: 'k1', alg, pem },
     ] as JwtKeySetting[]) {
       const v = new TokenVerifier([setting], { maxLifetimeS: 3600, now });
-      const form = 'jwk' in setting ? 'JWK' : 'PEM';
+      const form = setting.jwk !== undefined ? 'JWK' : 'PEM';
       t.same(await check(v, await token(p, times(), { kid: 'k1' })), { ok: true, exp: NOW + 590 }, `${alg} by kid (${form})`);
       t.same(await check(v, await token(p, times())), { ok: true, exp: NOW + 590 }, `${alg} without kid (${form})`);
     }
