@@ -73,7 +73,7 @@ export function compileOrigins(entries: readonly string[]): OriginMatcher {
     const parsed = parseEntry(entry);
     if (parsed.problem !== undefined) continue;
     for (const scheme of parsed.scheme === undefined ? ['https:', 'http:'] : [parsed.scheme]) {
-      if (parsed.wildcard) wildcards.push(`${scheme}//(?:[a-z0-9-]+\\.)+${escape(parsed.host)}`);
+      if (parsed.wildcard) wildcards.push(`${scheme}//(?:[a-z0-9-]+\\.)+${escapeRegExp(parsed.host)}`);
       else exact.add(`${scheme}//${parsed.host}`);
     }
   }
@@ -87,7 +87,7 @@ export function compileOrigins(entries: readonly string[]): OriginMatcher {
   };
 }
 
-function escape(host: string): string {
+function escapeRegExp(host: string): string {
   return host.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
