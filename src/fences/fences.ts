@@ -114,15 +114,12 @@ export function refuseRequest(f: EndpointFences, facts: RequestFacts): FenceRefu
 }
 
 /**
- * Why a request's signed token is refused, or undefined; `authorization` is the `Authorization` header
- * (the token after `Bearer `). A promise the first time a token is seen (its signature is verified then).
+ * Why a request's signed token is refused, or undefined; `token` as readCredentials found it (in
+ * `Authorization: Bearer`, or a WebSocket subprotocol), undefined when the request has none. A promise the
+ * first time a token is seen (its signature is verified then).
  */
-export function refuseToken(
-  f: EndpointFences,
-  authorization: string | undefined,
-): FenceRefusal | undefined | Promise<FenceRefusal | undefined> {
+export function refuseToken(f: EndpointFences, token: string | undefined): FenceRefusal | undefined | Promise<FenceRefusal | undefined> {
   if (f.tokens === null) return undefined;
-  const token = authorization !== undefined && /^bearer /i.test(authorization) ? authorization.slice(7).trim() : undefined;
   const checked = f.tokens.check(token);
   if (checked instanceof Promise) return checked.then(tokenRefusal);
   return tokenRefusal(checked);

@@ -95,6 +95,9 @@ export interface TokenVerifierOptions {
   cacheMax?: number;
 }
 
+/** The characters of tokens one endpoint's cache holds at most (about 1 MB of strings). */
+const CACHE_CHARS = 1_000_000;
+
 /** Tokens are refused above this length before any parsing (a JWT of one ES256 or RS256 signature is far below it). */
 export const MAX_TOKEN_CHARS = 8192;
 
@@ -114,6 +117,8 @@ export class TokenVerifier {
   readonly #maxLifetimeS: number;
   readonly #now: () => number;
   readonly #cache: LRUCache<string, Cached>;
+  /** Tokens whose signature is being verified: requests that bring the same new token at once share one verification. */
+  readonly #pending = new Map<string, Promise<Cached>>();
 
   /** `keys`: the endpoint's settings, each importable (settings are validated before they are stored). */
   constructor(keys: readonly JwtKeySetting[], options: TokenVerifierOptions) {
@@ -123,7 +128,8 @@ export class TokenVerifier {
     });
     this.#maxLifetimeS = options.maxLifetimeS;
     this.#now = options.now ?? Date.now;
-    this.#cache = new LRUCache({ max: options.cacheMax ?? 1024 });
+    // Bounded by count and by characters: a token may be up to MAX_TOKEN_CHARS long.
+    this.#cache = new LRUCache({ max: options.cacheMax ?? 1024, maxSize: CACHE_CHARS, sizeCalculation: (_, token) => token.length + 64 });
   }
 
   /**
@@ -135,10 +141,16 @@ export class TokenVerifier {
     const cached = this.#cache.get(token);
     if (cached !== undefined) return this.#judge(token, cached);
     if (token.length > MAX_TOKEN_CHARS) return refuse(`token longer than ${MAX_TOKEN_CHARS} characters`);
-    return this.#verify(token).then((proven) => {
-      this.#cache.set(token, proven);
-      return this.#judge(token, proven);
-    });
+    let pending = this.#pending.get(token);
+    if (pending === undefined) {
+      pending = this.#verify(token).then((proven) => {
+        this.#cache.set(token, proven);
+        this.#pending.delete(token);
+        return proven;
+      });
+      this.#pending.set(token, pending);
+    }
+    return pending.then((proven) => this.#judge(token, proven));
   }
 
   #judge(token: string, entry: Cached): TokenCheck {

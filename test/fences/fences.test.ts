@@ -147,7 +147,7 @@ t.test("no message names the list's entries", async (t) => {
   }
 });
 
-t.test('tokens: Authorization: Bearer, verified by the endpoint keys', async (t) => {
+t.test('tokens: verified by the endpoint keys', async (t) => {
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
   const f = fenced({ jwt_keys: [{ id: 'k', alg: 'ES256', jwk: await exportJWK(publicKey) }], jwt_max_lifetime_s: 600 });
   const nowS = Math.floor(Date.now() / 1000);
@@ -156,22 +156,19 @@ t.test('tokens: Authorization: Bearer, verified by the endpoint keys', async (t)
     .setIssuedAt(nowS)
     .setExpirationTime(nowS + 300)
     .sign(privateKey);
-  t.equal(await refuseToken(f, `Bearer ${jwt}`), undefined);
-  t.equal(refuseToken(f, `bearer ${jwt}`), undefined, 'then from the cache, synchronously; the scheme in any case');
+  t.equal(await refuseToken(f, jwt), undefined);
+  t.equal(refuseToken(f, jwt), undefined, 'then from the cache, synchronously');
   t.same(await refuseToken(f, undefined), {
     kind: 'token',
     message: 'Signed token refused: a signed token is required (Authorization: Bearer <JWT>)',
   });
-  t.same(await refuseToken(f, `Basic ${jwt}`), {
-    kind: 'token',
-    message: 'Signed token refused: a signed token is required (Authorization: Bearer <JWT>)',
-  });
+  t.same(await refuseToken(f, 'garbage'), { kind: 'token', message: 'Signed token refused: token is not a JWT' });
   const long = await new SignJWT({})
     .setProtectedHeader({ alg: 'ES256' })
     .setIssuedAt(nowS)
     .setExpirationTime(nowS + 3000)
     .sign(privateKey);
-  t.match(await refuseToken(f, `Bearer ${long}`), { kind: 'token', message: /lifetime over this endpoint's 600 s/ });
+  t.match(await refuseToken(f, long), { kind: 'token', message: /lifetime over this endpoint's 600 s/ });
 });
 
 t.test('every kind has a 403 row in the error table, but the key in the URL (401 as a missing key)', async (t) => {

@@ -159,3 +159,17 @@ t.test('keys: public only, of the declared algorithm', async (t) => {
     /not a readable public key/,
   );
 });
+
+t.test('requests bringing the same new token at once share one verification', async (t) => {
+  const p = await pair('ES256');
+  const v = new TokenVerifier([{ id: 'k', alg: 'ES256', jwk: await exportJWK(p.publicKey) }], { maxLifetimeS: 3600, now });
+  const jwt = await token(p, times());
+  const a = v.check(jwt);
+  const b = v.check(jwt);
+  t.ok(a instanceof Promise && b instanceof Promise);
+  t.same(await Promise.all([a, b]), [
+    { ok: true, exp: NOW + 590 },
+    { ok: true, exp: NOW + 590 },
+  ]);
+  t.notOk(v.check(jwt) instanceof Promise, 'kept once verified');
+});
