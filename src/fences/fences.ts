@@ -60,7 +60,8 @@ export interface EndpointFences {
 export function compileFences(settings: FenceSettings, options: FenceOptions = { balance: false }): EndpointFences {
   const contracts = settings.allowed_contracts === null ? null : new Set(settings.allowed_contracts);
   // The raw-transaction decoder loads in the background, so the first eth_sendRawTransaction rarely waits for it.
-  if (contracts !== null) void loadRawTransactionDecoder();
+  // A failed load is answered where it matters: rawTransactionTarget refuses the transaction.
+  if (contracts !== null) loadRawTransactionDecoder().catch(() => undefined);
   const tokenOptions =
     options.now === undefined
       ? { maxLifetimeS: settings.jwt_max_lifetime_s }

@@ -26,7 +26,12 @@ export function loadRawTransactionDecoder(): Promise<Decode> {
 export function rawTransactionTarget(raw: unknown): string | null | Error | Promise<string | null | Error> {
   if (typeof raw !== 'string' || !/^0x[0-9a-fA-F]+$/.test(raw))
     return new Error('params[0] must be the signed transaction as 0x-prefixed hex');
-  if (decode === undefined) return loadRawTransactionDecoder().then((d) => targetOf(d, raw));
+  // Fail closed: without its decoder, a raw transaction's recipient is unknown, so it is refused.
+  if (decode === undefined)
+    return loadRawTransactionDecoder().then(
+      (d) => targetOf(d, raw),
+      () => new Error('the transaction decoder could not be loaded'),
+    );
   return targetOf(decode, raw);
 }
 
