@@ -1,4 +1,5 @@
 import type { UsageStats } from '../api-answers.js';
+import type { FenceSettings } from '../fences/settings.js';
 import type { StatsQuery } from '../metering/stats.js';
 import type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
 import type { CreateEndpointResult, EndpointCursor, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
@@ -69,7 +70,34 @@ export interface AccountStore {
    * writers racing (CLI, API, other instances) never take an owner past `maxEndpoints`. Rejects with a
    * RangeError for a `name` that `nameProblem` refuses.
    */
-  createEndpoint(ownerId: number, network: string, name: string | undefined, maxEndpoints: number): Promise<CreateEndpointResult>;
+  createEndpoint(
+    ownerId: number,
+    network: string,
+    name: string | undefined,
+    maxEndpoints: number,
+    fences?: FenceSettings,
+  ): Promise<CreateEndpointResult>;
+  /**
+   * Changes the endpoint's restrictions: `patch` is given the stored settings and returns the new ones (or
+   * problems, then nothing is written), read and written in one transaction so two PATCHes never lose one.
+   * Null when the endpoint is unknown, deleted or another owner's. The change reaches every thread and
+   * instance through the key-change log (endpoint_changed) within a second.
+   */
+  patchEndpointFences<P>(
+    ownerId: number,
+    endpointId: string,
+    patch: (current: FenceSettings) => { ok: true; settings: FenceSettings } | { ok: false; problems: P },
+  ): Promise<{ ok: true; endpoint: EndpointRecord } | { ok: false; problems: P } | null>;
+  /**
+   * A new key for the endpoint (shown once); the old one stays valid for `graceS` seconds (0: refused at
+   * once). A key already in its grace from an earlier rotation ends now. Null for an unknown, deleted or
+   * another owner's endpoint.
+   */
+  rotateEndpointKey(
+    ownerId: number,
+    endpointId: string,
+    graceS: number,
+  ): Promise<{ apiKey: string; endpoint: EndpointRecord; previousKeyExpiresAt: number | null } | null>;
   /** The owner's live endpoints, oldest first (created_at, then id). */
   listEndpoints(ownerId: number): Promise<EndpointRecord[]>;
   /** At most `limit` of the owner's live endpoints in the same order, after `after`, or from the first. */

@@ -1,3 +1,4 @@
+import type { FenceSettings } from '../fences/settings.js';
 import type { Store } from '../store/open.js';
 import type { EndpointAuthRow, OwnerRow } from '../store/statements.js';
 import type { EndpointAuth } from './key-cache.js';
@@ -22,6 +23,11 @@ export interface EndpointRecord {
   keyPrefix: string;
   /** Unix seconds. */
   createdAt: number;
+  /** The restrictions as the owner set them (fences/settings.ts); NO_FENCES when none. */
+  fences: FenceSettings;
+  /** After a rotation with a grace period: the previous key's first characters and its end (unix s); else null. */
+  previousKeyPrefix: string | null;
+  previousKeyExpiresAt: number | null;
 }
 
 export type CreateEndpointResult =

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import type { EndpointFences } from '../fences/fences.js';
 
 /** What an API key grants: the endpoint, its owner, its network and the owner's plan. */
 export interface EndpointAuth {
@@ -8,6 +9,18 @@ export interface EndpointAuth {
   network: string;
   /** The owner's plan (a key of `config.plans`), so the rate limiter needs no second lookup. */
   plan: string;
+  /**
+   * The owner is suspended: the key is known, and answered 403 `owner_suspended` (not the 401 of a typo).
+   * Every reader that asks whether a key works checks this as well as null.
+   */
+  suspended: boolean;
+  /** The endpoint's restrictions, compiled in this thread from what the store keeps; null: none set. */
+  fences: EndpointFences | null;
+  /**
+   * Set when the key is the endpoint's previous one, kept valid after a rotation until this time (unix ms):
+   * from then on it is refused with the 401 of an unknown key, and sockets opened with it close.
+   */
+  keyExpiresAtMs: number | null;
 }
 
 /**
