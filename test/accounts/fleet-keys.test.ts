@@ -205,11 +205,11 @@ t.test('a flood of notices re-reads keys within a budget, then costs one resync 
   const store = {
     endpointByKey: async (key: string) => {
       reads++;
-      return { endpointId: `ep-${key}`, ownerId: 1, network: 'devnet', plan: 'free' };
+      return { endpointId: `ep-${key}`, ownerId: 1, network: 'devnet', plan: 'free', suspended: false, fences: null, keyExpiresAtMs: null };
     },
     endpointById: async (endpointId: string) => {
       idReads++;
-      return { endpointId, ownerId: 1, network: 'devnet', plan: 'free' };
+      return { endpointId, ownerId: 1, network: 'devnet', plan: 'free', suspended: false, fences: null, keyExpiresAtMs: null };
     },
   };
   const resyncs: number[] = [];

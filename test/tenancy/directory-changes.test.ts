@@ -129,7 +129,7 @@ t.test('an endpoint made by another connection is found though its key was a rem
   // A key made here, stored by the other connection as its createEndpoint would, after it was refused.
   const key = newKey('api');
   t.equal(dir.endpointByKey(key.key), null);
-  cliStore.write(() => cliStore.sql.directory.insertEndpoint.run(newEndpointId(), a, 'mainnet', null, key.hash, key.prefix, 1));
+  cliStore.write(() => cliStore.sql.directory.insertEndpoint.run(newEndpointId(), a, 'mainnet', null, key.hash, key.prefix, 1, null));
   t.equal(dir.endpointByKey(key.key), null, 'remembered as a miss until the refresh');
   t.equal(dir.refreshIfChanged(), true);
   t.equal(dir.endpointByKey(key.key)!.ownerId, a);
