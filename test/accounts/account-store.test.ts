@@ -480,10 +480,9 @@ const CASES: Record<string, Case> = {
     t.equal(await a.endpointByKey(third.apiKey), null);
     t.equal(await a.endpointByKey(second.apiKey), null, 'nor the one in its grace before');
     t.ok(await a.endpointByKey(now.apiKey));
-    t.same(
-      await query('SELECT previous_key_hash, previous_key_prefix, previous_key_expires_at FROM endpoints WHERE id = ?', [ep.id]),
-      [{ previous_key_hash: null, previous_key_prefix: null, previous_key_expires_at: null }],
-    );
+    t.same(await query('SELECT previous_key_hash, previous_key_prefix, previous_key_expires_at FROM endpoints WHERE id = ?', [ep.id]), [
+      { previous_key_hash: null, previous_key_prefix: null, previous_key_expires_at: null },
+    ]);
 
     t.equal(await a.rotateEndpointKey(bob, ep.id, 60), null, "another owner's endpoint: null");
     t.equal(await a.rotateEndpointKey(id, 'ep_doesnotexist0000', 60), null);
