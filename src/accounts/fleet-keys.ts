@@ -1,4 +1,4 @@
-import { createKeyCache, type EndpointAuth } from '../tenancy/key-cache.js';
+import { createKeyCache, type EndpointAuth, type KeyCache } from '../tenancy/key-cache.js';
 import type { AccountStore } from './account-store.js';
 import type { ChangeNotice } from './pg-changes.js';
 
@@ -156,6 +156,14 @@ function sameGrant(read: EndpointAuth | null, was: EndpointAuth): boolean {
   );
 }
 
+/** The cached answer for `apiKey`; a previous key past its end is forgotten and asked again (the store no longer finds it). */
+function unexpired(cache: KeyCache, apiKey: string, nowMs: number): EndpointAuth | null | undefined {
+  const auth = cache.get(apiKey);
+  if (auth == null || auth.keyExpiresAtMs === null || nowMs < auth.keyExpiresAtMs) return auth;
+  cache.forget(apiKey);
+  return undefined;
+}
+
 export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | 'endpointById'>, options: FleetKeysOptions = {}): FleetKeys {
   const now = options.now ?? Date.now;
   const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
@@ -263,15 +271,7 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | '
   }
 
   return {
-    cached(apiKey) {
-      const auth = cache.get(apiKey);
-      // A previous key past its end: asked again (the store no longer finds it).
-      if (auth != null && auth.keyExpiresAtMs !== null && now() >= auth.keyExpiresAtMs) {
-        cache.forget(apiKey);
-        return undefined;
-      }
-      return auth;
-    },
+    cached: (apiKey) => unexpired(cache, apiKey, now()),
     lookUp,
     apply(notice) {
       heard++;

@@ -14,6 +14,7 @@ import {
   assertValidGrace,
   type CreateEndpointResult,
   type EndpointRecord,
+  type FencePatcher,
   fencesText,
   newEndpointId,
   type OwnerRecord,
@@ -81,6 +82,8 @@ export function createPgEndpointTable(
   const records = (rows: EndpointRow[]): EndpointRecord[] => rows.map((row) => toEndpointRecord(row, seconds()));
 
   return {
+    ...createPgEndpointWrites(pool, seconds),
+
     async endpointByKey(apiKey) {
       if (!looksLikeKey(apiKey, 'api')) return null;
       return toEndpointAuth(await one<EndpointAuthRow>(ENDPOINT_BY_KEY_SQL, [hashKey(apiKey), seconds()]), fenceOptions);
@@ -138,49 +141,6 @@ export function createPgEndpointTable(
       });
     },
 
-    // The endpoint's row locked (a concurrent PATCH waits): the settings patched are the ones overwritten.
-    patchEndpointFences: <P>(ownerId: number, endpointId: string, patch: Parameters<PgEndpointTable['patchEndpointFences']>[2]) =>
-      inPgTransaction(pool, async (client): Promise<PatchFencesResult<P>> => {
-        const row = (await client.query<EndpointRow>(LOCK_ENDPOINT_SQL, [endpointId, ownerId])).rows[0];
-        if (row === undefined) return null;
-        const next = patch(storedFences(row.fences));
-        if (!next.ok) return next as { ok: false; problems: P };
-        const text = fencesText(next.settings);
-        if (text !== row.fences) {
-          await client.query('UPDATE endpoints SET fences = $1 WHERE id = $2', [text, endpointId]);
-          await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
-        }
-        return { ok: true, endpoint: toEndpointRecord({ ...row, fences: text }, seconds()) };
-      }),
-
-    async rotateEndpointKey(ownerId, endpointId, graceS) {
-      assertValidGrace(graceS);
-      return inPgTransaction(pool, async (client): Promise<RotateKeyResult> => {
-        const row = (await client.query<EndpointRow>(LOCK_ENDPOINT_SQL, [endpointId, ownerId])).rows[0];
-        if (row === undefined) return null;
-        const key = newKey('api');
-        const nowS = seconds();
-        const end = graceS === 0 ? null : nowS + graceS;
-        // The current key becomes the previous one until `end` (none with no end), replacing an earlier one.
-        await client.query(
-          `UPDATE endpoints SET
-            previous_key_hash = CASE WHEN $1::bigint IS NULL THEN NULL ELSE key_hash END,
-            previous_key_prefix = CASE WHEN $1::bigint IS NULL THEN NULL ELSE key_prefix END,
-            previous_key_expires_at = $1::bigint, key_hash = $2, key_prefix = $3
-          WHERE id = $4`,
-          [end, key.hash, key.prefix, endpointId],
-        );
-        await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
-        const rotated: EndpointRow = {
-          ...row,
-          keyPrefix: key.prefix,
-          previousKeyPrefix: end === null ? null : row.keyPrefix,
-          previousKeyExpiresAt: end,
-        };
-        return { apiKey: key.key, endpoint: toEndpointRecord(rotated, nowS), previousKeyExpiresAt: end };
-      });
-    },
-
     async listEndpoints(ownerId) {
       const { rows } = await pool.query<EndpointRow>(
         `SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE owner_id = $1::bigint AND deleted_at IS NULL ${ENDPOINT_ORDER}`,
@@ -231,6 +191,54 @@ export function createPgEndpointTable(
         query.endpointId ?? null,
       ]);
       return summarizeUsage(rows);
+    },
+  };
+}
+
+/** The writes that change what an endpoint's keys grant: its restrictions and its key, each notifying `endpoint_changed`. */
+function createPgEndpointWrites(pool: pg.Pool, seconds: () => number): Pick<PgEndpointTable, 'patchEndpointFences' | 'rotateEndpointKey'> {
+  return {
+    // The endpoint's row locked (a concurrent PATCH waits): the settings patched are the ones overwritten.
+    patchEndpointFences: <P>(ownerId: number, endpointId: string, patch: FencePatcher<P>) =>
+      inPgTransaction(pool, async (client): Promise<PatchFencesResult<P>> => {
+        const row = (await client.query<EndpointRow>(LOCK_ENDPOINT_SQL, [endpointId, ownerId])).rows[0];
+        if (row === undefined) return null;
+        const next = patch(storedFences(row.fences));
+        if (!next.ok) return next as { ok: false; problems: P };
+        const text = fencesText(next.settings);
+        if (text !== row.fences) {
+          await client.query('UPDATE endpoints SET fences = $1 WHERE id = $2', [text, endpointId]);
+          await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
+        }
+        return { ok: true, endpoint: toEndpointRecord({ ...row, fences: text }, seconds()) };
+      }),
+
+    async rotateEndpointKey(ownerId, endpointId, graceS) {
+      assertValidGrace(graceS);
+      return inPgTransaction(pool, async (client): Promise<RotateKeyResult> => {
+        const row = (await client.query<EndpointRow>(LOCK_ENDPOINT_SQL, [endpointId, ownerId])).rows[0];
+        if (row === undefined) return null;
+        const key = newKey('api');
+        const nowS = seconds();
+        const end = graceS === 0 ? null : nowS + graceS;
+        // The current key becomes the previous one until `end` (none with no end), replacing an earlier one.
+        await client.query(
+          `UPDATE endpoints SET
+            previous_key_hash = CASE WHEN $1::bigint IS NULL THEN NULL ELSE key_hash END,
+            previous_key_prefix = CASE WHEN $1::bigint IS NULL THEN NULL ELSE key_prefix END,
+            previous_key_expires_at = $1::bigint, key_hash = $2, key_prefix = $3
+          WHERE id = $4`,
+          [end, key.hash, key.prefix, endpointId],
+        );
+        await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
+        const rotated: EndpointRow = {
+          ...row,
+          keyPrefix: key.prefix,
+          previousKeyPrefix: end === null ? null : row.keyPrefix,
+          previousKeyExpiresAt: end,
+        };
+        return { apiKey: key.key, endpoint: toEndpointRecord(rotated, nowS), previousKeyExpiresAt: end };
+      });
     },
   };
 }
