@@ -214,7 +214,14 @@ t.test('a rotation by another connection: both keys forgotten, the old one serve
   const { id: a } = admin.createOwner('a', 'free', 1000);
   const ep = made(dir, a);
   t.ok(dir.endpointByKey(ep.apiKey));
+  const logged = (): number => cliStore.db.prepare('SELECT count(*) FROM key_changes').pluck().get() as number;
+  const rows = logged();
   const r = cli.rotateEndpointKey(a, ep.id, 60)!;
+  t.same(cliStore.db.prepare('SELECT kind, endpoint_id FROM key_changes ORDER BY seq DESC LIMIT 1').get(), {
+    kind: 'endpoint_changed',
+    endpoint_id: ep.id,
+  });
+  t.equal(logged(), rows + 1, 'one row for the key and its previous one changed together');
   t.ok(dir.endpointByKey(r.apiKey), 'a key never met is read from the store');
   t.equal(dir.endpointByKey(ep.apiKey)?.keyExpiresAtMs, null, 'the old key: cached as it was until the refresh');
   t.same(dir.cacheSizes(), { found: 2, missing: 0 });
