@@ -118,8 +118,9 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
     endpointByKey(apiKey) {
       if (changes?.changed()) directory.refreshIfChanged();
       const cached = cache.get(apiKey);
-      // A previous key past its end is read again: the store no longer finds it.
-      if (cached !== undefined && (cached === null || cached.keyExpiresAtMs === null || now() < cached.keyExpiresAtMs)) return cached;
+      if (cached === null || (cached !== undefined && (cached.keyExpiresAtMs === null || now() < cached.keyExpiresAtMs))) return cached;
+      // A previous key past its end is read again (the store no longer finds it: remembered as a miss).
+      if (cached !== undefined) cache.forget(apiKey);
       // Malformed keys are not remembered: a flood of them must not push real keys out of the cache.
       if (!looksLikeKey(apiKey, 'api')) return null;
       const auth = table.endpointByKey(apiKey);

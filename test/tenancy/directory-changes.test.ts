@@ -206,7 +206,7 @@ t.test("a patch of restrictions by another connection forgets that endpoint's ke
 });
 
 t.test('a rotation by another connection: both keys forgotten, the old one served until its end, then refused', async (t) => {
-  const { daemon, cliStore, admin } = setup(t);
+  const { daemon, cliStore, admin, reads } = setup(t);
   let ms = 1_700_000_000_000;
   const now = () => ms;
   const dir = createDirectory(daemon, { now });
@@ -237,6 +237,9 @@ t.test('a rotation by another connection: both keys forgotten, the old one serve
   t.equal(dir.endpointByKey(ep.apiKey), old, 'from the cache');
   ms += 1;
   t.equal(dir.endpointByKey(ep.apiKey), null, 'at its end: refused, without any change read');
+  const afterEnd = reads();
+  t.equal(dir.endpointByKey(ep.apiKey), null);
+  t.equal(reads(), afterEnd, 'then remembered as a miss');
   t.ok(dir.endpointByKey(r.apiKey));
 
   // Rotated again at once: both keys cached for the endpoint are forgotten.
