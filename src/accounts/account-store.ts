@@ -1,14 +1,15 @@
 import type { UsageStats } from '../api-answers.js';
+import type { FenceOptions } from '../fences/fences.js';
 import type { FenceSettings } from '../fences/settings.js';
 import type { StatsQuery } from '../metering/stats.js';
-import type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
-import type { CreateEndpointResult, EndpointCursor, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
+import type { ManagementKeyRow } from '../store/statements.js';
+import type { CreateEndpointResult, EndpointCursor, EndpointListRow, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
 import type { EndpointAuth } from '../tenancy/key-cache.js';
 import type { OwnerSummary, RevokeResult, TopUpResult } from '../tenancy/owners.js';
 
 export type { StatsQuery } from '../metering/stats.js';
-export type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
-export type { CreateEndpointResult, EndpointCursor, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
+export type { ManagementKeyRow } from '../store/statements.js';
+export type { CreateEndpointResult, EndpointCursor, EndpointListRow, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
 export type { EndpointAuth } from '../tenancy/key-cache.js';
 export type { OwnerSummary, RevokeResult, TopUpResult } from '../tenancy/owners.js';
 
@@ -49,20 +50,25 @@ export interface AccountStore {
   listManagementKeys(ownerId: number): Promise<ManagementKeyRow[] | null>;
   /** Revokes the owner's one live key starting with `prefix` (its KEY_PREFIX_LENGTH first characters). */
   revokeManagementKey(ownerId: number, prefix: string): Promise<RevokeResult>;
-  /** The owner a management key acts as, or null: malformed, unknown, revoked, or the owner suspended or deleted. */
+  /**
+   * The owner a management key acts as, or null: malformed, unknown, revoked, or the owner deleted. A
+   * suspended owner is answered with `suspended: true`: the management API answers it 403 `owner_suspended`.
+   */
   ownerByManagementKey(key: string): Promise<OwnerRecord | null>;
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): Promise<OwnerRecord | null>;
 
   /**
-   * What an API key grants, or null: malformed (checked first, never looked up), unknown, deleted, or its
-   * owner suspended or deleted. Uncached: the daemon keeps its own cache in front.
+   * What an API key grants, or null: malformed (checked first, never looked up), unknown, deleted, its owner
+   * deleted, or a previous key (kept after a rotation) past its end; a previous key before its end answers
+   * with `keyExpiresAtMs`. A suspended owner's key answers with `suspended: true` (403, not 401). The
+   * restrictions come compiled. Uncached: the daemon keeps its own cache in front.
    */
   endpointByKey(apiKey: string): Promise<EndpointAuth | null>;
   /**
-   * What the endpoint grants, found by its id, or null: unknown, deleted, or its owner suspended or deleted
-   * (what `endpointByKey` answers for its key). A fleet instance asks it to tell a real deletion from a
-   * forged notice when it does not hold the endpoint's key (fleet-keys.ts).
+   * What the endpoint's current key grants, found by its id, or null: unknown, deleted, or its owner deleted
+   * (`suspended` as `endpointByKey` says). A fleet instance asks it to tell a real deletion from a forged
+   * notice when it does not hold the endpoint's key (fleet-keys.ts).
    */
   endpointById(endpointId: string): Promise<EndpointAuth | null>;
   /**
@@ -116,6 +122,8 @@ export interface AccountStore {
 
 /** The options both implementations take. */
 export interface AccountStoreOptions {
-  /** Clock in ms, for the times written (created_at, deleted_at, credits); default Date.now. */
+  /** Clock in ms, for the times written (created_at, deleted_at, credits) and a previous key's end; default Date.now. */
   now?: () => number;
+  /** How a grant's restrictions are compiled (config `fences.contracts_cover_balance`); default { balance: false }. */
+  fences?: FenceOptions;
 }

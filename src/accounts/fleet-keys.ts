@@ -1,4 +1,4 @@
-import { createKeyCache, type EndpointAuth } from '../tenancy/key-cache.js';
+import { createKeyCache, type EndpointAuth, type KeyCache } from '../tenancy/key-cache.js';
 import type { AccountStore } from './account-store.js';
 import type { ChangeNotice } from './pg-changes.js';
 
@@ -7,7 +7,10 @@ export interface FleetKeysOptions {
   maxCached?: number;
   /** API keys not found, remembered at most; default 50_000. */
   negativeCached?: number;
-  /** Called with each endpoint that stopped working (deleted, its owner suspended or deleted), to close its sockets. */
+  /**
+   * Called with each endpoint that stopped working (deleted, its owner suspended or deleted) or whose key or
+   * restrictions changed, to close its sockets (their clients reconnect under the new grant).
+   */
   onRevoked?: (endpointId: string) => void;
   /**
    * Called with a store failure met while re-reading keys after a change (they stay forgotten: asked again
@@ -45,7 +48,10 @@ const DEFERRED_ENDPOINTS_MAX = 10_000;
  * The feed tells every instance within a moment of a commit (pg-changes.ts):
  * - `endpoint_created`: every remembered miss is forgotten (the new key may be among them; the feed
  *   carries no key);
- * - `endpoint_deleted`: the key is forgotten and read again, and its endpoint revoked if no longer found
+ * - `endpoint_deleted` and `endpoint_changed` (restrictions changed, key rotated): the endpoint's keys (the
+ *   current one and a previous one in its grace) are forgotten and read again, and its endpoint revoked if
+ *   what a key grants is no longer what it granted (not found, its owner suspended, another grant: the
+ *   end of a rotated-out key, other restrictions)
  *   (any role that can connect may send a notice: it is a hint, never believed on its word); a key this
  *   instance does not hold (never met, or pushed out of the LRU while a socket of it stays open) is read
  *   by the endpoint's id instead, the notice's owner id ignored, and revoked likewise;
@@ -80,6 +86,9 @@ function mayHaveChanged(notice: ChangeNotice, auth: EndpointAuth | null): boolea
       return auth === null;
     case 'endpoint_deleted':
       return auth?.endpointId === notice.endpointId;
+    case 'endpoint_changed':
+      // A rotation's new key may have been looked up (and missed) before it committed.
+      return auth === null || auth.endpointId === notice.endpointId;
     case 'owner_changed':
       return auth === null || auth.ownerId === notice.ownerId;
     case 'resync':
@@ -132,7 +141,31 @@ function createPace(windowMs: number, now: () => number, run: () => void): Pace 
   return pace;
 }
 
+/**
+ * Whether a key read again grants what it granted: a forged notice (any role that may connect can send one)
+ * re-reads the key and finds the same grant, which is then not revoked.
+ */
+function sameGrant(read: EndpointAuth | null, was: EndpointAuth): boolean {
+  return (
+    read !== null &&
+    !read.suspended &&
+    read.endpointId === was.endpointId &&
+    read.network === was.network &&
+    read.keyExpiresAtMs === was.keyExpiresAtMs &&
+    JSON.stringify(read.fences?.settings ?? null) === JSON.stringify(was.fences?.settings ?? null)
+  );
+}
+
+/** The cached answer for `apiKey`; a previous key past its end is forgotten and asked again (the store no longer finds it). */
+function unexpired(cache: KeyCache, apiKey: string, nowMs: number): EndpointAuth | null | undefined {
+  const auth = cache.get(apiKey);
+  if (auth == null || auth.keyExpiresAtMs === null || nowMs < auth.keyExpiresAtMs) return auth;
+  cache.forget(apiKey);
+  return undefined;
+}
+
 export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | 'endpointById'>, options: FleetKeysOptions = {}): FleetKeys {
+  const now = options.now ?? Date.now;
   const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
   const inFlight = new Map<string, Promise<EndpointAuth | null>>();
   // The notices heard while lookups were under way, numbered: a lookup does not remember an answer that
@@ -169,8 +202,8 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | '
     track(
       entries.map(([key, auth]) =>
         lookUp(key).then(
-          (now) => {
-            if (now === null || now.endpointId !== auth.endpointId) options.onRevoked?.(auth.endpointId);
+          (read) => {
+            if (!sameGrant(read, auth)) options.onRevoked?.(auth.endpointId);
           },
           (err: unknown) => options.onError?.(err),
         ),
@@ -183,8 +216,8 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | '
     track(
       endpointIds.map((endpointId) =>
         accounts.endpointById(endpointId).then(
-          (now) => {
-            if (now === null) options.onRevoked?.(endpointId);
+          (read) => {
+            if (read === null || read.suspended) options.onRevoked?.(endpointId);
           },
           (err: unknown) => {
             // Unchecked, its sockets stay open: the next resync (the store back, the feed with it) asks again.
@@ -211,7 +244,7 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | '
   };
 
   /** Every known key read again, and the endpoints deferred by id. */
-  const pace = createPace(options.resyncMinMs ?? 5000, options.now ?? Date.now, () => {
+  const pace = createPace(options.resyncMinMs ?? 5000, now, () => {
     options.onResync?.();
     const known = [...cache.foundEntries(), ...deferred];
     const endpointIds = [...deferredEndpoints];
@@ -238,7 +271,7 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | '
   }
 
   return {
-    cached: (apiKey) => cache.get(apiKey),
+    cached: (apiKey) => unexpired(cache, apiKey, now()),
     lookUp,
     apply(notice) {
       heard++;
@@ -249,7 +282,9 @@ export function createFleetKeys(accounts: Pick<AccountStore, 'endpointByKey' | '
         case 'endpoint_created':
           cache.forgetMisses();
           return;
-        case 'endpoint_deleted': {
+        case 'endpoint_deleted':
+        case 'endpoint_changed': {
+          if (notice.kind === 'endpoint_changed') cache.forgetMisses();
           // Revoked only once the store no longer finds its key; a key not held (pushed out of the LRU, its
           // socket still open) by the endpoint's id, whatever owner the notice names (that may be forged too).
           const held = cache.forgetEndpoint(notice.endpointId);

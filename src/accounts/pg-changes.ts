@@ -13,6 +13,8 @@ export type ChangeEvent =
   | { kind: 'endpoint_created'; endpointId: string; ownerId: number }
   /** The endpoint's key stopped working: drop it from caches, close its connections. */
   | { kind: 'endpoint_deleted'; endpointId: string; ownerId: number }
+  /** The endpoint's restrictions changed or its key was rotated: drop its keys from caches and read them again. */
+  | { kind: 'endpoint_changed'; endpointId: string; ownerId: number }
   /** Suspended or unsuspended, plan changed, or deleted with its endpoints and management keys: re-read every key of the owner. */
   | { kind: 'owner_changed'; ownerId: number };
 
@@ -51,7 +53,7 @@ export function parseChangeNotice(payload: string | undefined): ChangeEvent | { 
   }
   if (typeof e !== 'object' || e === null) return { kind: 'ignored', reason: 'bad_shape' };
   const { kind, ownerId, endpointId } = e as Record<string, unknown>;
-  if (kind !== 'owner_changed' && kind !== 'endpoint_created' && kind !== 'endpoint_deleted')
+  if (kind !== 'owner_changed' && kind !== 'endpoint_created' && kind !== 'endpoint_deleted' && kind !== 'endpoint_changed')
     return { kind: 'ignored', reason: 'unknown_kind' };
   if (!Number.isSafeInteger(ownerId)) return { kind: 'ignored', reason: 'bad_shape' };
   if (kind === 'owner_changed') return { kind, ownerId: ownerId as number };

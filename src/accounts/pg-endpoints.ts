@@ -1,9 +1,28 @@
 import type pg from 'pg';
 import { INTERVAL_SECONDS, summarizeUsage } from '../metering/stats.js';
 import { inPgTransaction } from '../store/pg-transaction.js';
-import type { EndpointListRow, StatsRow } from '../store/statements.js';
-import { type CreateEndpointResult, type EndpointRecord, newEndpointId, type OwnerRecord } from '../tenancy/endpoints.js';
-import type { EndpointAuth } from '../tenancy/key-cache.js';
+import type { FenceOptions } from '../fences/fences.js';
+import { NO_FENCES, storedFences } from '../fences/settings.js';
+import {
+  ENDPOINT_ROW_COLUMNS,
+  type EndpointAuthRow,
+  type EndpointListDbRow,
+  type EndpointRow,
+  type StatsRow,
+} from '../store/statements.js';
+import {
+  assertValidGrace,
+  type CreateEndpointResult,
+  type EndpointRecord,
+  type FencePatcher,
+  fencesText,
+  newEndpointId,
+  type OwnerRecord,
+  type PatchFencesResult,
+  type RotateKeyResult,
+  toEndpointAuth,
+  toEndpointRecord,
+} from '../tenancy/endpoints.js';
 import { hashKey, looksLikeKey, newKey } from '../tenancy/keys.js';
 import { assertValidName } from '../tenancy/names.js';
 import type { AccountStore } from './account-store.js';
@@ -18,6 +37,8 @@ export type PgEndpointTable = Pick<
   | 'ownerByManagementKey'
   | 'owner'
   | 'createEndpoint'
+  | 'patchEndpointFences'
+  | 'rotateEndpointKey'
   | 'listEndpoints'
   | 'listEndpointsPage'
   | 'listAllEndpoints'
@@ -25,14 +46,21 @@ export type PgEndpointTable = Pick<
   | 'stats'
 >;
 
-const ENDPOINT_COLUMNS = `id, name, network, key_prefix AS "keyPrefix", created_at AS "createdAt"`;
 // Ids are ordered byte by byte, as SQLite does, whatever the database's collation.
 const ENDPOINT_ORDER = `ORDER BY created_at, id COLLATE "C"`;
 
-/** What a live endpoint grants, its owner live and not suspended; the caller's condition follows the last AND. */
-const ENDPOINT_AUTH_SQL = `SELECT e.id AS "endpointId", e.owner_id AS "ownerId", e.network, o.plan
-  FROM endpoints e JOIN owners o ON o.id = e.owner_id
-  WHERE e.deleted_at IS NULL AND NOT o.suspended AND o.deleted_at IS NULL AND`;
+/** What a live endpoint of a live owner grants (suspended or not: the grant says so), by SQLite's rules (store/statements.ts). */
+const ENDPOINT_AUTH_SELECT = `SELECT e.id AS "endpointId", e.owner_id AS "ownerId", e.network, o.plan, o.suspended, e.fences`;
+const ENDPOINT_AUTH_FROM = `FROM endpoints e JOIN owners o ON o.id = e.owner_id WHERE e.deleted_at IS NULL AND o.deleted_at IS NULL`;
+/** By key ($1, its hash): the current key, or else a previous key before its end ($2, unix s). */
+const ENDPOINT_BY_KEY_SQL = `
+  ${ENDPOINT_AUTH_SELECT}, NULL::bigint AS "keyExpiresAt" ${ENDPOINT_AUTH_FROM} AND e.key_hash = $1
+  UNION ALL
+  ${ENDPOINT_AUTH_SELECT}, e.previous_key_expires_at AS "keyExpiresAt" ${ENDPOINT_AUTH_FROM}
+    AND e.previous_key_hash = $1 AND e.previous_key_expires_at > $2
+  LIMIT 1`;
+/** One live endpoint of an owner ($1 id, $2 owner), its row locked until the transaction ends. */
+const LOCK_ENDPOINT_SQL = `SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE id = $1 AND owner_id = $2::bigint AND deleted_at IS NULL FOR UPDATE`;
 
 const STATS_COLUMNS = `t - t % $1 AS bucket, method, status, requests, ru`;
 const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)`;
@@ -44,31 +72,45 @@ const STATS_SQL = `
     UNION ALL SELECT ${STATS_COLUMNS} FROM usage_day WHERE ${STATS_FILTER}
   ) u GROUP BY bucket, method, status ORDER BY bucket, method COLLATE "C", status`;
 
-export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgEndpointTable {
+export function createPgEndpointTable(
+  pool: pg.Pool,
+  seconds: () => number,
+  fenceOptions: FenceOptions = { balance: false },
+): PgEndpointTable {
   const one = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R | null> =>
     (await pool.query<R>(sql, params)).rows[0] ?? null;
+  const records = (rows: EndpointRow[]): EndpointRecord[] => rows.map((row) => toEndpointRecord(row, seconds()));
 
   return {
+    ...createPgEndpointWrites(pool, seconds),
+
     async endpointByKey(apiKey) {
       if (!looksLikeKey(apiKey, 'api')) return null;
-      return one<EndpointAuth>(`${ENDPOINT_AUTH_SQL} e.key_hash = $1`, [hashKey(apiKey)]);
+      return toEndpointAuth(await one<EndpointAuthRow>(ENDPOINT_BY_KEY_SQL, [hashKey(apiKey), seconds()]), fenceOptions);
     },
 
-    endpointById: (endpointId) => one<EndpointAuth>(`${ENDPOINT_AUTH_SQL} e.id = $1`, [endpointId]),
+    endpointById: async (endpointId) =>
+      toEndpointAuth(
+        await one<EndpointAuthRow>(`${ENDPOINT_AUTH_SELECT}, NULL::bigint AS "keyExpiresAt" ${ENDPOINT_AUTH_FROM} AND e.id = $1`, [
+          endpointId,
+        ]),
+        fenceOptions,
+      ),
 
     async ownerByManagementKey(key) {
       if (!looksLikeKey(key, 'management')) return null;
+      // A suspended owner's key too: the management API answers it 403, not the 401 of an unknown key.
       return one<OwnerRecord>(
         `SELECT ${ownerColumns('o')}
         FROM management_keys k JOIN owners o ON o.id = k.owner_id
-        WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND NOT o.suspended AND o.deleted_at IS NULL`,
+        WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND o.deleted_at IS NULL`,
         [hashKey(key)],
       );
     },
 
     owner: (id) => one<OwnerRecord>(`SELECT ${ownerColumns()} FROM owners WHERE id = $1::bigint AND deleted_at IS NULL`, [id]),
 
-    async createEndpoint(ownerId, network, name, maxEndpoints) {
+    async createEndpoint(ownerId, network, name, maxEndpoints, fences = NO_FENCES) {
       if (name !== undefined) assertValidName(name, 'endpoint name');
       // The owner's row locked first: two writers (instances, the CLI) count and insert in turn.
       return inPgTransaction(pool, async (client): Promise<CreateEndpointResult> => {
@@ -80,10 +122,19 @@ export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgE
         );
         if (rows[0]!.n >= maxEndpoints) return { kind: 'refused', error: 'limit' };
         const key = newKey('api');
-        const endpoint: EndpointRecord = { id: newEndpointId(), name: name ?? null, network, keyPrefix: key.prefix, createdAt: seconds() };
+        const endpoint: EndpointRecord = {
+          id: newEndpointId(),
+          name: name ?? null,
+          network,
+          keyPrefix: key.prefix,
+          createdAt: seconds(),
+          fences,
+          previousKeyPrefix: null,
+          previousKeyExpiresAt: null,
+        };
         await client.query(
-          'INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-          [endpoint.id, ownerId, network, endpoint.name, key.hash, key.prefix, endpoint.createdAt],
+          'INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at, fences) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+          [endpoint.id, ownerId, network, endpoint.name, key.hash, key.prefix, endpoint.createdAt, fencesText(fences)],
         );
         await notifyChange(client, { kind: 'endpoint_created', endpointId: endpoint.id, ownerId });
         return { kind: 'created', endpoint, apiKey: key.key };
@@ -91,31 +142,31 @@ export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgE
     },
 
     async listEndpoints(ownerId) {
-      const { rows } = await pool.query<EndpointRecord>(
-        `SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE owner_id = $1::bigint AND deleted_at IS NULL ${ENDPOINT_ORDER}`,
+      const { rows } = await pool.query<EndpointRow>(
+        `SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE owner_id = $1::bigint AND deleted_at IS NULL ${ENDPOINT_ORDER}`,
         [ownerId],
       );
-      return rows;
+      return records(rows);
     },
 
     async listEndpointsPage(ownerId, limit, after) {
-      const { rows } = await pool.query<EndpointRecord>(
-        `SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE owner_id = $1::bigint AND deleted_at IS NULL
+      const { rows } = await pool.query<EndpointRow>(
+        `SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE owner_id = $1::bigint AND deleted_at IS NULL
           AND (created_at > $2 OR (created_at = $2 AND id COLLATE "C" > $3))
         ${ENDPOINT_ORDER} LIMIT $4`,
         [ownerId, after?.createdAt ?? -1, after?.id ?? '', limit],
       );
-      return rows;
+      return records(rows);
     },
 
     async listAllEndpoints(ownerId) {
-      const { rows } = await pool.query<EndpointListRow>(
-        `SELECT id, owner_id AS "ownerId", name, network, key_prefix AS "keyPrefix", created_at AS "createdAt"
+      const { rows } = await pool.query<EndpointListDbRow>(
+        `SELECT owner_id AS "ownerId", ${ENDPOINT_ROW_COLUMNS}
         FROM endpoints WHERE deleted_at IS NULL AND ($1::bigint IS NULL OR owner_id = $1::bigint)
         ORDER BY owner_id, created_at, id COLLATE "C"`,
         [ownerId ?? null],
       );
-      return rows;
+      return rows.map((row) => ({ ownerId: row.ownerId, ...toEndpointRecord(row, seconds()) }));
     },
 
     deleteEndpoint: (ownerId, endpointId) =>
@@ -140,6 +191,54 @@ export function createPgEndpointTable(pool: pg.Pool, seconds: () => number): PgE
         query.endpointId ?? null,
       ]);
       return summarizeUsage(rows);
+    },
+  };
+}
+
+/** The writes that change what an endpoint's keys grant: its restrictions and its key, each notifying `endpoint_changed`. */
+function createPgEndpointWrites(pool: pg.Pool, seconds: () => number): Pick<PgEndpointTable, 'patchEndpointFences' | 'rotateEndpointKey'> {
+  return {
+    // The endpoint's row locked (a concurrent PATCH waits): the settings patched are the ones overwritten.
+    patchEndpointFences: <P>(ownerId: number, endpointId: string, patch: FencePatcher<P>) =>
+      inPgTransaction(pool, async (client): Promise<PatchFencesResult<P>> => {
+        const row = (await client.query<EndpointRow>(LOCK_ENDPOINT_SQL, [endpointId, ownerId])).rows[0];
+        if (row === undefined) return null;
+        const next = patch(storedFences(row.fences));
+        if (!next.ok) return next as { ok: false; problems: P };
+        const text = fencesText(next.settings);
+        if (text !== row.fences) {
+          await client.query('UPDATE endpoints SET fences = $1 WHERE id = $2', [text, endpointId]);
+          await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
+        }
+        return { ok: true, endpoint: toEndpointRecord({ ...row, fences: text }, seconds()) };
+      }),
+
+    async rotateEndpointKey(ownerId, endpointId, graceS) {
+      assertValidGrace(graceS);
+      return inPgTransaction(pool, async (client): Promise<RotateKeyResult> => {
+        const row = (await client.query<EndpointRow>(LOCK_ENDPOINT_SQL, [endpointId, ownerId])).rows[0];
+        if (row === undefined) return null;
+        const key = newKey('api');
+        const nowS = seconds();
+        const end = graceS === 0 ? null : nowS + graceS;
+        // The current key becomes the previous one until `end` (none with no end), replacing an earlier one.
+        await client.query(
+          `UPDATE endpoints SET
+            previous_key_hash = CASE WHEN $1::bigint IS NULL THEN NULL ELSE key_hash END,
+            previous_key_prefix = CASE WHEN $1::bigint IS NULL THEN NULL ELSE key_prefix END,
+            previous_key_expires_at = $1::bigint, key_hash = $2, key_prefix = $3
+          WHERE id = $4`,
+          [end, key.hash, key.prefix, endpointId],
+        );
+        await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
+        const rotated: EndpointRow = {
+          ...row,
+          keyPrefix: key.prefix,
+          previousKeyPrefix: end === null ? null : row.keyPrefix,
+          previousKeyExpiresAt: end,
+        };
+        return { apiKey: key.key, endpoint: toEndpointRecord(rotated, nowS), previousKeyExpiresAt: end };
+      });
     },
   };
 }

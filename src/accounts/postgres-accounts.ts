@@ -14,7 +14,7 @@ export function createPostgresAccounts(pg: PgStore, options: AccountStoreOptions
   return {
     kind: 'postgres',
     ...createPgOwnerAdmin(pg.pool, seconds),
-    ...createPgEndpointTable(pg.pool, seconds),
+    ...createPgEndpointTable(pg.pool, seconds, options.fences),
     async close() {
       if (!pg.pool.ending) await pg.close();
     },

@@ -13,7 +13,7 @@ import type { AccountStore, AccountStoreOptions } from './account-store.js';
 export function createSqliteAccounts(store: Store, options: AccountStoreOptions = {}): AccountStore {
   const now = options.now ?? Date.now;
   const admin = createOwnerAdmin(store, now);
-  const endpoints = createEndpointTable(store, now);
+  const endpoints = createEndpointTable(store, now, options.fences);
   return {
     kind: 'sqlite',
     createOwner: async (name, plan, ru) => admin.createOwner(name, plan, ru),
@@ -29,7 +29,10 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
     owner: async (id) => endpoints.owner(id),
     endpointByKey: async (apiKey) => endpoints.endpointByKey(apiKey),
     endpointById: async (endpointId) => endpoints.endpointById(endpointId),
-    createEndpoint: async (ownerId, network, name, maxEndpoints) => endpoints.createEndpoint(ownerId, network, name, maxEndpoints),
+    createEndpoint: async (ownerId, network, name, maxEndpoints, fences) =>
+      endpoints.createEndpoint(ownerId, network, name, maxEndpoints, fences),
+    patchEndpointFences: async (ownerId, endpointId, patch) => endpoints.patchEndpointFences(ownerId, endpointId, patch),
+    rotateEndpointKey: async (ownerId, endpointId, graceS) => endpoints.rotateEndpointKey(ownerId, endpointId, graceS),
     listEndpoints: async (ownerId) => endpoints.listEndpoints(ownerId),
     listEndpointsPage: async (ownerId, limit, after) => endpoints.listEndpointsPage(ownerId, limit, after),
     listAllEndpoints: async (ownerId) => admin.listEndpoints(ownerId),
@@ -44,13 +47,17 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
  * owns: endpoints are made, found and deleted through `directory`, so its key cache and the sockets of a
  * deleted key follow at once (`refreshIfChanged` reads `data_version`, which a write on the same connection
  * does not move). Owner writes (suspend, plan, delete) are the CLI's, on a connection of its own, which the
- * directory sees. close() leaves the store open: the tenancy closes it.
+ * directory sees. close() leaves the store open: the tenancy closes it. `options` should be the directory's
+ * (its clock and how it compiles restrictions), so both answer a key alike.
  */
 export function createDaemonSqliteAccounts(store: Store, directory: Directory, options: AccountStoreOptions = {}): AccountStore {
   return {
     ...createSqliteAccounts(store, options),
     endpointByKey: async (apiKey) => directory.endpointByKey(apiKey),
-    createEndpoint: async (ownerId, network, name, maxEndpoints) => directory.createEndpoint(ownerId, network, name, maxEndpoints),
+    createEndpoint: async (ownerId, network, name, maxEndpoints, fences) =>
+      directory.createEndpoint(ownerId, network, name, maxEndpoints, fences),
+    patchEndpointFences: async (ownerId, endpointId, patch) => directory.patchEndpointFences(ownerId, endpointId, patch),
+    rotateEndpointKey: async (ownerId, endpointId, graceS) => directory.rotateEndpointKey(ownerId, endpointId, graceS),
     deleteEndpoint: async (ownerId, endpointId) => directory.deleteEndpoint(ownerId, endpointId),
     close: async () => {},
   };

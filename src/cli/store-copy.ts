@@ -43,7 +43,22 @@ const TABLES: readonly TableCopy[] = [
   { name: 'management_keys', columns: ['key_hash', 'owner_id', 'key_prefix', 'created_at', 'revoked_at'], order: 'key_hash' },
   {
     name: 'endpoints',
-    columns: ['id', 'owner_id', 'network', 'name', 'key_hash', 'key_prefix', 'created_at', 'deleted_at', 'deleted_seq'],
+    columns: [
+      'id',
+      'owner_id',
+      'network',
+      'name',
+      'key_hash',
+      'key_prefix',
+      'created_at',
+      'deleted_at',
+      'deleted_seq',
+      // Restrictions as their JSON text, and a rotated-out key in its grace (schema 5; PostgreSQL's 2).
+      'fences',
+      'previous_key_hash',
+      'previous_key_prefix',
+      'previous_key_expires_at',
+    ],
     order: 'id',
   },
   { name: 'credits', columns: ['id', 'owner_id', 'ru', 'at'], order: 'id' },

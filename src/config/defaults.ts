@@ -5,6 +5,7 @@
 import type { Static, TSchema } from './typebox.js';
 import { ChainSchema, UpstreamSchema } from './chains.js';
 import { ClusterSchema } from './storage.js';
+import { FencesSchema } from './fences.js';
 import { LedgerSchema, LogSchema, ManagementSchema, MetricsSchema, UsageSchema } from './operations.js';
 import { PlansSchema, PublicSchema } from './plans.js';
 import { RuSchema } from './ru.js';
@@ -30,6 +31,7 @@ export const DEFAULTS = {
   upstream: defaultsOf(UpstreamSchema),
   plans: defaultsOf(PlansSchema),
   management: defaultsOf(ManagementSchema),
+  fences: defaultsOf(FencesSchema),
   public: defaultsOf(PublicSchema),
   ru: {
     default: ru.default,

@@ -21,6 +21,8 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['cluster.reservation_ttl_s', (c) => c.cluster?.reservation_ttl_s],
   ['cluster.reservation_block_ru', (c) => c.cluster?.reservation_block_ru],
   ['cluster.redis_failure', (c) => c.cluster?.redis_failure],
+  // Compiled into every cached grant: a reload would leave the keys already looked up as they were.
+  ['fences.contracts_cover_balance', (c) => c.fences.contracts_cover_balance],
   ['management.host', (c) => c.management?.host],
   ['management.port', (c) => c.management?.port],
   ['metrics.enabled', (c) => c.metrics !== undefined],

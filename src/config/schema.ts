@@ -20,6 +20,7 @@ import {
   readMetrics,
   UsageSchema,
 } from './operations.js';
+import { FencesSchema } from './fences.js';
 import { namePlans, type PlanConfig, PlansSchema, PublicSchema } from './plans.js';
 import { checkRu, type RuConfig, RuSchema } from './ru.js';
 import { withoutNulls } from './fill-defaults.js';
@@ -48,6 +49,7 @@ export const ConfigSchema = Type.Object(
     ledger: LedgerSchema,
     usage: UsageSchema,
     management: ManagementSchema,
+    fences: FencesSchema,
     websocket: WebsocketSchema,
     sse: SseSchema,
     cache: CacheSchema,
@@ -79,6 +81,8 @@ export interface Config {
   management: ManagementListener | undefined;
   /** Request rates of the management REST, wherever it is served (the `management` section's other keys). */
   management_limits: { rps_per_key: number; rps_per_ip: number };
+  /** The operator's choices for every endpoint's restrictions. */
+  fences: Static<typeof FencesSchema>;
   log: Static<typeof LogSchema>;
   /** The Prometheus listener; undefined when `metrics.enabled` is false. */
   metrics: MetricsConfig | undefined;
@@ -129,6 +133,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     usage: c.usage,
     management,
     management_limits,
+    fences: c.fences,
     websocket: c.websocket,
     sse: c.sse,
     cache: c.cache,

@@ -42,6 +42,7 @@ export async function openFleetTenancy(
       flushFailures++;
     },
     info: { pid: process.pid, port: config.server.port },
+    fences: { balance: config.fences.contracts_cover_balance },
   });
   // One machine refuses to start over such owners (preflight.ts); a fleet's store is shared, so it only says so.
   const unplanned = new Map<string, number>();

@@ -3,6 +3,7 @@ import { createFleetKeys, type FleetKeys } from '../accounts/fleet-keys.js';
 import { CHANGES_CHANNEL, type ChangeListener, type IgnoredReason, listenForChanges } from '../accounts/pg-changes.js';
 import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
 import type { ClusterConfig } from '../config/storage.js';
+import type { FenceOptions } from '../fences/fences.js';
 import { createFleetLimiter, type FleetLimiter } from '../limits/fleet-limiter.js';
 import type { Logger } from '../log.js';
 import { createFleetLedger, type FleetLedger } from '../metering/fleet-ledger.js';
@@ -53,6 +54,8 @@ export interface FleetOptions {
   onFlushError?: (err: unknown) => void;
   /** What this instance's heartbeat says of it (`chaingate status`). */
   info?: Record<string, unknown>;
+  /** How a grant's restrictions are compiled (config `fences`); default { balance: false }. */
+  fences?: FenceOptions;
 }
 
 export async function openFleet(options: FleetOptions): Promise<Fleet> {
@@ -60,7 +63,7 @@ export async function openFleet(options: FleetOptions): Promise<Fleet> {
   const pg = await openPgStore(options.url, {
     onIdleError: (err) => log.warn('a PostgreSQL connection failed; the pool makes another', { error: err.message }),
   });
-  const accounts = createPostgresAccounts(pg);
+  const accounts = createPostgresAccounts(pg, options.fences !== undefined ? { fences: options.fences } : {});
   const ledgerStore = createPgLedgerStore(pg, options.retention);
   const keys = createFleetKeys(accounts, {
     onRevoked: options.onRevoked,

@@ -174,7 +174,9 @@ export function createTenancy(
     },
   });
   const changes = createStoreChanges(threads.role === 'worker' ? threads.shared.changes : undefined);
-  const directory = createDirectory(store, { changes });
+  // Every thread compiles the restrictions of the keys it looks up (a grant holds functions: never sent between threads).
+  const fences = { balance: config.fences.contracts_cover_balance };
+  const directory = createDirectory(store, { changes, fences });
   const ledgerOptions: LedgerHostOptions = {
     flushIntervalMs: config.ledger.flush_interval_ms,
     metrics,
@@ -261,7 +263,7 @@ export function createTenancy(
   return {
     store,
     directory,
-    accounts: createDaemonSqliteAccounts(store, directory),
+    accounts: createDaemonSqliteAccounts(store, directory, { fences }),
     keys: localKeys(directory),
     fleet: null,
     ledger,

@@ -35,6 +35,12 @@ function usageTable(name: string): string {
  *   read and rewrote (in the WAL) about a page per row once the table held a few hours of many endpoints;
  *   by time first they fall among the current minute's few pages. The hour and day tables, written in bulk
  *   by the roll-up, keep the endpoint first;
+ * - an endpoint's restrictions (schema 5) are `fences`, the JSON of its FenceSettings (fences/settings.ts)
+ *   as the owner set them, NULL for none; after a rotation with a grace period the key it replaced is
+ *   `previous_key_hash` (and its prefix), valid until `previous_key_expires_at` (unix s), then ignored
+ *   (never deleted: the next rotation overwrites it). A change of these logs `endpoint_changed` too
+ *   (trigger `endpoint_fenced`, once: a rotation, which changes `key_hash` as well, is logged by
+ *   `endpoint_changed`), so every cache forgets both keys of the endpoint;
  * - usage rows: `t` is the start of the period (minute, hour or day); `status` is 0 for a success and
  *   otherwise the error: the HTTP status of a refusal or failure (401, 402, 429, 502, 503...) or the
  *   JSON-RPC error code (negative) of an error answered with HTTP 200. The usage tables carry no foreign
@@ -178,6 +184,21 @@ export const MIGRATIONS: readonly string[] = [
   DROP TABLE usage_minute;
   ALTER TABLE usage_minute_by_time RENAME TO usage_minute;
   CREATE INDEX usage_minute_by_owner ON usage_minute(owner_id, t);
+  `,
+  `
+  ALTER TABLE endpoints ADD COLUMN fences TEXT;
+  ALTER TABLE endpoints ADD COLUMN previous_key_hash BLOB;
+  ALTER TABLE endpoints ADD COLUMN previous_key_prefix TEXT;
+  ALTER TABLE endpoints ADD COLUMN previous_key_expires_at INTEGER;
+  CREATE UNIQUE INDEX endpoints_by_previous_key ON endpoints(previous_key_hash) WHERE previous_key_hash IS NOT NULL;
+
+  CREATE TRIGGER endpoint_fenced AFTER UPDATE OF fences, previous_key_hash, previous_key_expires_at ON endpoints
+  WHEN (old.fences IS NOT new.fences OR old.previous_key_hash IS NOT new.previous_key_hash
+    OR old.previous_key_expires_at IS NOT new.previous_key_expires_at)
+    AND old.id IS new.id AND old.key_hash IS new.key_hash AND old.owner_id IS new.owner_id AND old.network IS new.network BEGIN
+    INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
+    VALUES ('endpoint_changed', old.owner_id, old.id, CAST(strftime('%s', 'now') AS INTEGER));
+  END;
   `,
 ];
 

@@ -23,6 +23,11 @@ function usageTable(name: string): string {
  * ids are INTEGER (the shared book holds ids up to 2^31 - 1); RU amounts BIGINT, read back as numbers
  * (they never pass MAX_RU = 2^53 - 1).
  *
+ * An endpoint's restrictions and its previous key (schema 2) are SQLite's schema 5: `fences` the JSON text
+ * of its FenceSettings (TEXT, not JSONB: read back and copied as written), `previous_key_*` a rotated-out key
+ * valid until its end. There is no key-change log here: the writes that change them notify
+ * `endpoint_changed` on commit (accounts/pg-changes.ts).
+ *
  * What only a fleet needs (metering/ledger-store.ts reads and writes them), timed by the database's clock
  * (TIMESTAMPTZ, `now()`), which every instance shares:
  * - `usage_batches`: the id of every usage batch written, so a batch retried after a lost answer is
@@ -103,6 +108,13 @@ export const PG_MIGRATIONS: readonly string[] = [
     heartbeat_at TIMESTAMPTZ NOT NULL,
     info JSONB NOT NULL DEFAULT '{}'
   );
+  `,
+  `
+  ALTER TABLE endpoints ADD COLUMN fences TEXT;
+  ALTER TABLE endpoints ADD COLUMN previous_key_hash BYTEA;
+  ALTER TABLE endpoints ADD COLUMN previous_key_prefix TEXT;
+  ALTER TABLE endpoints ADD COLUMN previous_key_expires_at BIGINT;
+  CREATE UNIQUE INDEX endpoints_by_previous_key ON endpoints(previous_key_hash) WHERE previous_key_hash IS NOT NULL;
   `,
 ];
 

@@ -13,6 +13,12 @@ export interface EndpointAuthRow {
   ownerId: number;
   network: string;
   plan: string;
+  /** The owner's suspension: 0 or 1 in SQLite, a boolean in PostgreSQL. */
+  suspended: number | boolean;
+  /** The stored restrictions (JSON text), null for none. */
+  fences: string | null;
+  /** For a previous key in its grace: its end, unix s; null for the current key. */
+  keyExpiresAt: number | null;
 }
 export interface OwnerRow {
   id: number;
@@ -27,7 +33,15 @@ export interface EndpointRow {
   network: string;
   keyPrefix: string;
   createdAt: number;
+  /** The stored restrictions (JSON text), null for none. */
+  fences: string | null;
+  previousKeyPrefix: string | null;
+  /** Unix s; the previous key is ignored from then on (the row is read as it is: the caller compares). */
+  previousKeyExpiresAt: number | null;
 }
+/** The columns of an EndpointRow, in both stores' SQL (quoted aliases: PostgreSQL folds unquoted ones). */
+export const ENDPOINT_ROW_COLUMNS = `id, name, network, key_prefix AS "keyPrefix", created_at AS "createdAt", fences,
+  previous_key_prefix AS "previousKeyPrefix", previous_key_expires_at AS "previousKeyExpiresAt"`;
 /** Usage of one period, method and status (0 for a success, else the error: see the usage tables). */
 export interface StatsRow {
   bucket: number;
@@ -40,7 +54,8 @@ export interface OwnerListRow extends OwnerRow {
   createdAt: number;
   endpoints: number;
 }
-export interface EndpointListRow extends EndpointRow {
+/** An endpoint of the operator's list, as stored (tenancy/endpoints.ts's EndpointListRow reads its restrictions). */
+export interface EndpointListDbRow extends EndpointRow {
   ownerId: number;
 }
 export interface ManagementKeyRow {
@@ -70,6 +85,7 @@ export interface ReservationParams {
 /** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru. */
 export type UsageParams = [string, number, string, number, number, number, number];
 
+const ENDPOINT_AUTH_COLUMNS = `e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan, o.suspended, e.fences`;
 const STATS_COLUMNS = `t - t % @step AS bucket, method, status, requests, ru`;
 const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)`;
 
@@ -88,31 +104,50 @@ export function prepareStatements(db: Database.Database) {
   return {
     directory: {
       dataVersion: p<[], number>('PRAGMA data_version').pluck(),
-      endpointByKeyHash: p<[Buffer], EndpointAuthRow>(`
-        SELECT e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan
+      // The current key, or else a previous key before its end (unix s, the third parameter): a live
+      // endpoint of a live owner, suspended or not (the grant says so).
+      endpointByKeyHash: p<[Buffer, Buffer, number], EndpointAuthRow>(`
+        SELECT ${ENDPOINT_AUTH_COLUMNS}, NULL AS keyExpiresAt
         FROM endpoints e JOIN owners o ON o.id = e.owner_id
-        WHERE e.key_hash = ? AND e.deleted_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
+        WHERE e.key_hash = ? AND e.deleted_at IS NULL AND o.deleted_at IS NULL
+        UNION ALL
+        SELECT ${ENDPOINT_AUTH_COLUMNS}, e.previous_key_expires_at AS keyExpiresAt
+        FROM endpoints e JOIN owners o ON o.id = e.owner_id
+        WHERE e.previous_key_hash = ? AND e.previous_key_expires_at > ? AND e.deleted_at IS NULL AND o.deleted_at IS NULL`),
       endpointById: p<[string], EndpointAuthRow>(`
-        SELECT e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan
+        SELECT ${ENDPOINT_AUTH_COLUMNS}, NULL AS keyExpiresAt
         FROM endpoints e JOIN owners o ON o.id = e.owner_id
-        WHERE e.id = ? AND e.deleted_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
+        WHERE e.id = ? AND e.deleted_at IS NULL AND o.deleted_at IS NULL`),
+      // A suspended owner's key too: the management API answers it 403, not the 401 of an unknown key.
       ownerByManagementKeyHash: p<[Buffer], OwnerRow>(`
         SELECT o.id, o.name, o.plan, o.ru_balance AS ruBalance, o.suspended
         FROM management_keys k JOIN owners o ON o.id = k.owner_id
-        WHERE k.key_hash = ? AND k.revoked_at IS NULL AND o.suspended = 0 AND o.deleted_at IS NULL`),
+        WHERE k.key_hash = ? AND k.revoked_at IS NULL AND o.deleted_at IS NULL`),
       ownerById: p<[number], OwnerRow>(`
         SELECT id, name, plan, ru_balance AS ruBalance, suspended FROM owners WHERE id = ? AND deleted_at IS NULL`),
       countLiveEndpoints: p<[number], number>(`SELECT count(*) FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
-      insertEndpoint: p<[string, number, string, string | null, Buffer, string, number]>(`
-        INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      insertEndpoint: p<[string, number, string, string | null, Buffer, string, number, string | null]>(`
+        INSERT INTO endpoints (id, owner_id, network, name, key_hash, key_prefix, created_at, fences) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
       listEndpoints: p<[number], EndpointRow>(`
-        SELECT id, name, network, key_prefix AS keyPrefix, created_at AS createdAt
-        FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
+        SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
       // A page in the same order, after the (created_at, id) of the previous page's last row.
       listEndpointsAfter: p<[number, number, string, number], EndpointRow>(`
-        SELECT id, name, network, key_prefix AS keyPrefix, created_at AS createdAt
+        SELECT ${ENDPOINT_ROW_COLUMNS}
         FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL AND (created_at, id) > (?, ?)
         ORDER BY created_at, id LIMIT ?`),
+      // One live endpoint of the owner, for a change of its restrictions or its key.
+      liveEndpoint: p<[string, number], EndpointRow>(`
+        SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE id = ? AND owner_id = ? AND deleted_at IS NULL`),
+      setFences: p<[string | null, string]>(`UPDATE endpoints SET fences = ? WHERE id = ?`),
+      // The current key becomes the previous one until the end given (none with a null end: refused at once),
+      // replacing any earlier previous key. The end is bound thrice: [end, end, end, hash, prefix, id].
+      rotateKey: p<[number | null, number | null, number | null, Buffer, string, string]>(`
+        UPDATE endpoints SET
+          previous_key_hash = CASE WHEN ? IS NULL THEN NULL ELSE key_hash END,
+          previous_key_prefix = CASE WHEN ? IS NULL THEN NULL ELSE key_prefix END,
+          previous_key_expires_at = ?,
+          key_hash = ?, key_prefix = ?
+        WHERE id = ?`),
       // The sequence number comes from the same statement, so two writers cannot take the same one.
       deleteEndpoint: p<[number, string, number], number>(`
         UPDATE endpoints SET deleted_at = ?, deleted_seq = (SELECT coalesce(max(deleted_seq), 0) + 1 FROM endpoints)
@@ -201,8 +236,8 @@ export function prepareStatements(db: Database.Database) {
       setPlan: p<[string, number]>(`UPDATE owners SET plan = ? WHERE id = ? AND deleted_at IS NULL`),
       setSuspended: p<[number, number]>(`UPDATE owners SET suspended = ? WHERE id = ? AND deleted_at IS NULL`),
       deleteOwner: p<[number, number]>(`UPDATE owners SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`),
-      listAllEndpoints: p<[number | null, number | null], EndpointListRow>(`
-        SELECT id, owner_id AS ownerId, name, network, key_prefix AS keyPrefix, created_at AS createdAt
+      listAllEndpoints: p<[number | null, number | null], EndpointListDbRow>(`
+        SELECT owner_id AS ownerId, ${ENDPOINT_ROW_COLUMNS}
         FROM endpoints WHERE deleted_at IS NULL AND (? IS NULL OR owner_id = ?) ORDER BY owner_id, created_at, id`),
     },
   };

@@ -1,8 +1,19 @@
 import type { UsageStats } from '../api-answers.js';
 import { readUsageStats, type StatsQuery } from '../metering/stats.js';
 import type { StoreChanges } from '../store/changes.js';
+import type { FenceOptions } from '../fences/fences.js';
+import type { FenceSettings } from '../fences/settings.js';
 import type { Store } from '../store/open.js';
-import { type CreateEndpointResult, createEndpointTable, type EndpointCursor, type EndpointRecord, type OwnerRecord } from './endpoints.js';
+import {
+  type CreateEndpointResult,
+  createEndpointTable,
+  type EndpointCursor,
+  type EndpointRecord,
+  type FencePatcher,
+  type OwnerRecord,
+  type PatchFencesResult,
+  type RotateKeyResult,
+} from './endpoints.js';
 import { createKeyCache, type EndpointAuth } from './key-cache.js';
 import { createKeyChangeReader } from './key-changes.js';
 import { looksLikeKey } from './keys.js';
@@ -22,13 +33,19 @@ export interface DirectoryOptions {
    * through one worker is refused by every other from its next call.
    */
   changes?: StoreChanges;
+  /** How a grant's restrictions are compiled (config `fences.contracts_cover_balance`); default { balance: false }. */
+  fences?: FenceOptions;
 }
 
 /** The daemon's view of owners, endpoints and keys, on the store's one connection. */
 export interface Directory {
-  /** What an API key grants, or null: unknown, malformed, deleted, or its owner suspended or deleted. */
+  /**
+   * What an API key grants, or null: unknown, malformed, deleted, its owner deleted, or a previous key past
+   * its end (`keyExpiresAtMs`: a cached grant is not answered from then on). A suspended owner's key is a
+   * grant with `suspended` set.
+   */
   endpointByKey(apiKey: string): EndpointAuth | null;
-  /** The owner a management key acts as, or null: unknown, revoked, or the owner suspended or deleted. */
+  /** The owner a management key acts as (`suspended` set for a suspended one), or null: unknown, revoked, or the owner deleted. */
   ownerByManagementKey(key: string): OwnerRecord | null;
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): OwnerRecord | null;
@@ -49,7 +66,20 @@ export interface Directory {
    */
   takeRevokedEndpointIds(): string[];
   /** Throws a RangeError for a `name` that `nameProblem` refuses (the management API answers 400 first). */
-  createEndpoint(ownerId: number, network: string, name: string | undefined, maxEndpoints: number): CreateEndpointResult;
+  createEndpoint(
+    ownerId: number,
+    network: string,
+    name: string | undefined,
+    maxEndpoints: number,
+    fences?: FenceSettings,
+  ): CreateEndpointResult;
+  /**
+   * AccountStore.patchEndpointFences. The endpoint's keys are forgotten here at once, and by every other
+   * thread through the log's row; its sockets are closed (their clients reconnect under the new settings).
+   */
+  patchEndpointFences<P>(ownerId: number, endpointId: string, patch: FencePatcher<P>): PatchFencesResult<P>;
+  /** AccountStore.rotateEndpointKey, its keys forgotten and its sockets closed as for patchEndpointFences. */
+  rotateEndpointKey(ownerId: number, endpointId: string, graceS: number): RotateKeyResult;
   /** The owner's live endpoints, oldest first. */
   listEndpoints(ownerId: number): EndpointRecord[];
   /**
@@ -70,16 +100,27 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
   const now = options.now ?? Date.now;
   const cache = createKeyCache(options.maxCached ?? 50_000, options.negativeCached ?? 50_000);
   const changes = options.changes;
-  const table = createEndpointTable(store, now);
+  const table = createEndpointTable(store, now, options.fences);
 
   let dataVersion = sql.dataVersion.get()!;
   const log = createKeyChangeReader(store, cache);
+
+  /** This connection changed what the endpoint's keys grant: forgotten here through the log's row (or at once when its read fails). */
+  const changedHere = (endpointId: string): void => {
+    changes?.bump();
+    if (!log.afterOwnWrite()) {
+      cache.forgetEndpoint(endpointId);
+      log.revoke(endpointId);
+    }
+  };
 
   const directory: Directory = {
     endpointByKey(apiKey) {
       if (changes?.changed()) directory.refreshIfChanged();
       const cached = cache.get(apiKey);
-      if (cached !== undefined) return cached;
+      if (cached === null || (cached !== undefined && (cached.keyExpiresAtMs === null || now() < cached.keyExpiresAtMs))) return cached;
+      // A previous key past its end is read again (the store no longer finds it: remembered as a miss).
+      if (cached !== undefined) cache.forget(apiKey);
       // Malformed keys are not remembered: a flood of them must not push real keys out of the cache.
       if (!looksLikeKey(apiKey, 'api')) return null;
       const auth = table.endpointByKey(apiKey);
@@ -105,8 +146,8 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
 
     takeRevokedEndpointIds: log.takeRevoked,
 
-    createEndpoint(ownerId, network, name, maxEndpoints) {
-      const result = table.createEndpoint(ownerId, network, name, maxEndpoints);
+    createEndpoint(ownerId, network, name, maxEndpoints, fences) {
+      const result = table.createEndpoint(ownerId, network, name, maxEndpoints, fences);
       // A brand-new key cannot have been seen, but a remembered miss for it would hide it: be exact.
       switch (result.kind) {
         case 'created':
@@ -121,17 +162,25 @@ export function createDirectory(store: Store, options: DirectoryOptions = {}): D
       }
     },
 
+    patchEndpointFences(ownerId, endpointId, patch) {
+      const result = table.patchEndpointFences(ownerId, endpointId, patch);
+      if (result?.ok === true) changedHere(endpointId);
+      return result;
+    },
+
+    rotateEndpointKey(ownerId, endpointId, graceS) {
+      const result = table.rotateEndpointKey(ownerId, endpointId, graceS);
+      if (result !== null) changedHere(endpointId);
+      return result;
+    },
+
     listEndpoints: table.listEndpoints,
     listEndpointsPage: table.listEndpointsPage,
 
     deleteEndpoint(ownerId, endpointId) {
       if (table.deleteEndpoint(ownerId, endpointId) === null) return false;
-      changes?.bump();
       // Refused from now on here, and its sockets closed, through its row of the log.
-      if (!log.afterOwnWrite()) {
-        cache.forgetEndpoint(endpointId);
-        log.revoke(endpointId);
-      }
+      changedHere(endpointId);
       return true;
     },
 

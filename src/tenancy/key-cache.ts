@@ -34,7 +34,10 @@ export interface KeyCache {
   remember(key: string, auth: EndpointAuth | null): void;
   /** Drops whatever is cached for `key` (e.g. a new endpoint's key that was once a miss). */
   forget(key: string): void;
-  /** Drops the cached key of an endpoint, so a deleted endpoint stops working at once; returns it with what it granted. */
+  /**
+   * Drops the cached keys of an endpoint (its current one, and a previous one in its grace), so a deleted
+   * endpoint stops working at once; returns them with what they granted.
+   */
   forgetEndpoint(endpointId: string): Array<[key: string, auth: EndpointAuth]>;
   /** Forgets every remembered miss (a key made elsewhere may be among them). */
   forgetMisses(): void;
@@ -48,12 +51,17 @@ export interface KeyCache {
 }
 
 export function createKeyCache(maxFound: number, maxMissing: number): KeyCache {
-  // endpoint id -> its cached key: deleting an endpoint knows only its id, the cache is keyed by key.
-  const keyOfEndpoint = new Map<string, string>();
+  // endpoint id -> its cached keys (two while a rotated-out key is in its grace): deleting an endpoint
+  // knows only its id, the cache is keyed by key.
+  const keysOfEndpoint = new Map<string, string[]>();
   const found = new LRUCache<string, EndpointAuth>({
     max: maxFound,
     dispose: (auth, key) => {
-      if (keyOfEndpoint.get(auth.endpointId) === key) keyOfEndpoint.delete(auth.endpointId);
+      const keys = keysOfEndpoint.get(auth.endpointId);
+      if (keys === undefined) return;
+      const rest = keys.filter((k) => k !== key);
+      if (rest.length === 0) keysOfEndpoint.delete(auth.endpointId);
+      else keysOfEndpoint.set(auth.endpointId, rest);
     },
   });
   const missing = new LRUCache<string, true>({ max: maxMissing });
@@ -70,18 +78,23 @@ export function createKeyCache(maxFound: number, maxMissing: number): KeyCache {
         return;
       }
       found.set(key, auth);
-      keyOfEndpoint.set(auth.endpointId, key);
+      const keys = keysOfEndpoint.get(auth.endpointId);
+      if (keys === undefined) keysOfEndpoint.set(auth.endpointId, [key]);
+      else if (!keys.includes(key)) keys.push(key);
     },
     forget(key) {
       found.delete(key);
       missing.delete(key);
     },
     forgetEndpoint(endpointId) {
-      const key = keyOfEndpoint.get(endpointId);
-      const auth = key === undefined ? undefined : found.get(key);
-      if (key === undefined || auth === undefined) return [];
-      found.delete(key);
-      return [[key, auth]];
+      const dropped: Array<[string, EndpointAuth]> = [];
+      for (const key of keysOfEndpoint.get(endpointId) ?? []) {
+        const auth = found.peek(key);
+        if (auth !== undefined) dropped.push([key, auth]);
+      }
+      for (const [key] of dropped) found.delete(key);
+      keysOfEndpoint.delete(endpointId);
+      return dropped;
     },
     forgetMisses() {
       missing.clear();
@@ -98,7 +111,7 @@ export function createKeyCache(maxFound: number, maxMissing: number): KeyCache {
     clear() {
       found.clear();
       missing.clear();
-      keyOfEndpoint.clear();
+      keysOfEndpoint.clear();
     },
     get found() {
       return found.size;

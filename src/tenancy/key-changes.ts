@@ -4,8 +4,9 @@ import type { KeyCache } from './key-cache.js';
 /**
  * One directory's reader of the store's key-change log (store/migrations.ts, `key_changes`): it applies
  * the rows written since the last one it read to the directory's key cache, forgetting only the keys they
- * name, and queues the endpoints that stopped working (deleted, or their owner suspended) for their
- * sockets to be closed. Everything up to the last seq read has been applied. A write of the directory's
+ * name (both of an endpoint whose rotated-out key is in its grace), and queues the endpoints that stopped
+ * working (deleted, or their owner suspended) or changed (their key rotated, their restrictions changed)
+ * for their sockets to be closed: a changed endpoint's clients reconnect under its new grant. Everything up to the last seq read has been applied. A write of the directory's
  * own connection reads the log at once (its own row, and any other connection's before it), so each row
  * is applied exactly once.
  */

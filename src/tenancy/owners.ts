@@ -1,5 +1,6 @@
 import type { Store } from '../store/open.js';
-import type { EndpointListRow, ManagementKeyRow } from '../store/statements.js';
+import type { ManagementKeyRow } from '../store/statements.js';
+import { type EndpointListRow, toEndpointRecord } from './endpoints.js';
 import { newKey } from './keys.js';
 import { assertValidName } from './names.js';
 
@@ -136,6 +137,9 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     revokeManagementKey: (ownerId, prefix) => revokeTx(ownerId, prefix),
     setSuspended: (ownerId, suspended) => store.write(() => sql.setSuspended.run(suspended ? 1 : 0, ownerId)).changes === 1,
     deleteOwner: (ownerId) => deleteOwnerTx(ownerId),
-    listEndpoints: (ownerId) => sql.listAllEndpoints.all(ownerId ?? null, ownerId ?? null),
+    listEndpoints: (ownerId) =>
+      sql.listAllEndpoints
+        .all(ownerId ?? null, ownerId ?? null)
+        .map((row) => ({ ownerId: row.ownerId, ...toEndpointRecord(row, seconds()) })),
   };
 }

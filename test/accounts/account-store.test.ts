@@ -6,6 +6,7 @@ import t, { type Test } from 'tap';
 import type { AccountStore, CreateEndpointResult } from '../../src/accounts/account-store.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
 import { createSqliteAccounts } from '../../src/accounts/sqlite-accounts.js';
+import { applyFencePatch, type FenceProblem, type FenceSettings, NO_FENCES } from '../../src/fences/settings.js';
 import { openPgStore } from '../../src/store/pg-open.js';
 import { hashKey } from '../../src/tenancy/keys.js';
 import { MAX_RU } from '../../src/tenancy/owners.js';
@@ -98,6 +99,21 @@ function made(r: CreateEndpointResult): { id: string; apiKey: string } {
 
 type Case = (t: Test, h: Harness) => Promise<void>;
 
+/** What a key of a live owner's endpoint grants when nothing else is set. */
+function plain(endpointId: string, ownerId: number, network: string, plan: string) {
+  return { endpointId, ownerId, network, plan, suspended: false, fences: null, keyExpiresAtMs: null };
+}
+
+/** Settings as a request's body would make them (normalised); throws on a problem. */
+function fences(body: Record<string, unknown>, from: FenceSettings = NO_FENCES): FenceSettings {
+  const r = applyFencePatch(from, body);
+  if (!r.ok) throw new Error(JSON.stringify(r.problems));
+  return r.settings;
+}
+
+/** The patch of a PATCH request: applyFencePatch with its body. */
+const patchWith = (body: Record<string, unknown>) => (current: FenceSettings) => applyFencePatch(current, body);
+
 const CASES: Record<string, Case> = {
   async 'owners: created with their first credit and management key, listed, topped up'(t, { accounts: a, query, at }) {
     const acme = await a.createOwner('acme', 'growth', 100);
@@ -143,12 +159,14 @@ const CASES: Record<string, Case> = {
 
     t.equal(await a.setSuspended(id, true), true);
     t.equal((await a.owner(id))?.suspended, true, 'a suspended owner is still readable');
-    t.equal(await a.endpointByKey(e1.apiKey), null);
-    t.equal(await a.endpointById(e1.id), null, 'nor found by id');
-    t.equal(await a.ownerByManagementKey(managementKey), null);
+    // Known keys of a suspended owner: a grant that says so (403), not the null of an unknown key (401).
+    t.same(await a.endpointByKey(e1.apiKey), { ...plain(e1.id, id, 'mainnet', 'growth'), suspended: true });
+    t.same(await a.endpointById(e1.id), { ...plain(e1.id, id, 'mainnet', 'growth'), suspended: true }, 'by id alike');
+    t.same(await a.ownerByManagementKey(managementKey), { id, name: 'acme', plan: 'growth', ruBalance: 10, suspended: true });
     t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
     t.equal(await a.setSuspended(id, false), true);
-    t.ok(await a.endpointByKey(e1.apiKey));
+    t.same(await a.endpointByKey(e1.apiKey), plain(e1.id, id, 'mainnet', 'growth'), 'resumed');
+    t.same(await a.ownerByManagementKey(managementKey), { id, name: 'acme', plan: 'growth', ruBalance: 10, suspended: false });
     t.same(await a.endpointById(e1.id), await a.endpointByKey(e1.apiKey), 'resumed: found by id as by key');
     t.equal(await a.setSuspended(99, true), false);
 
@@ -238,12 +256,19 @@ const CASES: Record<string, Case> = {
     t.match(r.endpoint, { name: 'prod', network: 'mainnet', keyPrefix: r.apiKey.slice(0, 8), createdAt: T0 });
     t.match(r.endpoint.id, /^ep_[a-z2-7]{16}$/);
     t.match(r.apiKey, /^[0-9A-Za-z]{32}$/);
-    t.same(await a.endpointByKey(r.apiKey), { endpointId: r.endpoint.id, ownerId: id, network: 'mainnet', plan: 'growth' });
-    t.same(
-      await a.endpointById(r.endpoint.id),
-      { endpointId: r.endpoint.id, ownerId: id, network: 'mainnet', plan: 'growth' },
-      'found by id',
-    );
+    t.same(r.endpoint, {
+      id: r.endpoint.id,
+      name: 'prod',
+      network: 'mainnet',
+      keyPrefix: r.apiKey.slice(0, 8),
+      createdAt: T0,
+      fences: NO_FENCES,
+      previousKeyPrefix: null,
+      previousKeyExpiresAt: null,
+    });
+    t.same(await a.endpointByKey(r.apiKey), plain(r.endpoint.id, id, 'mainnet', 'growth'));
+    t.same(await a.endpointById(r.endpoint.id), plain(r.endpoint.id, id, 'mainnet', 'growth'), 'found by id');
+    t.same(await query('SELECT fences FROM endpoints WHERE id = ?', [r.endpoint.id]), [{ fences: null }], 'none stored as NULL');
     for (const endpointId of ['ep_doesnotexist0000', '', r.endpoint.id.toUpperCase(), `${r.endpoint.id} `, "' OR 1=1 --"])
       t.equal(await a.endpointById(endpointId), null, JSON.stringify(endpointId));
     t.same(await query('SELECT key_hash FROM endpoints WHERE id = ?', [r.endpoint.id]), [{ key_hash: hashKey(r.apiKey) }]);
@@ -332,6 +357,153 @@ const CASES: Record<string, Case> = {
       ],
       'deletions numbered in order',
     );
+  },
+
+  async 'fences: given at creation, patched in place, listed; another owner cannot'(t, { accounts: a, query }) {
+    const { id } = await a.createOwner('acme', 'free', 10);
+    const bob = (await a.createOwner('bob', 'free', 10)).id;
+    const given = fences({
+      allowed_origins: ['https://App.example.com:443', '*.example.org'],
+      allowed_contracts: ['0x00000000000000000000000000000000000000AA'],
+      key_in_path: false,
+    });
+    const r = await a.createEndpoint(id, 'mainnet', 'fenced', 10, given);
+    if (r.kind !== 'created') throw new Error('refused');
+    t.same(r.endpoint.fences, given);
+    t.same(r.endpoint.fences.allowed_origins, ['https://app.example.com', '*.example.org'], 'normalised');
+    const grant = await a.endpointByKey(r.apiKey);
+    t.same(grant?.fences?.settings, given, 'compiled into the grant');
+    t.equal(grant?.fences?.options.balance, false, 'eth_getBalance not fenced by default');
+    t.ok(grant?.fences?.origins?.('https://app.example.com'), 'the matchers work');
+    t.same((await a.endpointById(r.endpoint.id))?.fences?.settings, given, 'by id alike');
+    t.same(JSON.parse((await query<{ fences: string }>('SELECT fences FROM endpoints WHERE id = ?', [r.endpoint.id]))[0]!.fences), given);
+    t.same((await a.listEndpoints(id))[0]?.fences, given, 'listed');
+    t.same((await a.listEndpointsPage(id, 1))[0]?.fences, given, 'paged');
+    t.same((await a.listAllEndpoints(id))[0]?.fences, given, "in the operator's list");
+
+    const patched = await a.patchEndpointFences(id, r.endpoint.id, patchWith({ allowed_ips: ['10.0.0.0/8'], allowed_origins: null }));
+    const expected = { ...given, allowed_ips: ['10.0.0.0/8'], allowed_origins: null };
+    t.same(patched, { ok: true, endpoint: { ...r.endpoint, fences: expected } }, 'a field left out stays, null clears one');
+    t.same((await a.endpointByKey(r.apiKey))?.fences?.settings, expected, 'the key grants the new settings');
+
+    const refused = await a.patchEndpointFences(id, r.endpoint.id, patchWith({ allowed_ips: ['10.0.0.1/8'], allowed_methods: [] }));
+    t.equal(refused?.ok, false);
+    t.same(
+      (refused as { problems: FenceProblem[] }).problems.map((p) => p.field),
+      ['allowed_methods'],
+      'the problems, as the patch found them',
+    );
+    t.same((await a.listEndpoints(id))[0]?.fences, expected, 'nothing written');
+
+    t.equal(await a.patchEndpointFences(bob, r.endpoint.id, patchWith({ key_in_path: true })), null, "another owner's endpoint: null");
+    t.equal(await a.patchEndpointFences(id, 'ep_doesnotexist0000', patchWith({})), null);
+    t.equal(await a.patchEndpointFences(2 ** 40, r.endpoint.id, patchWith({})), null);
+    t.same((await a.listEndpoints(id))[0]?.fences, expected, "bob's patch wrote nothing");
+
+    // Back to nothing: stored as NULL again, the grant without restrictions.
+    const cleared = await a.patchEndpointFences(
+      id,
+      r.endpoint.id,
+      patchWith({ allowed_ips: null, allowed_contracts: null, key_in_path: null }),
+    );
+    t.same(cleared, { ok: true, endpoint: { ...r.endpoint, fences: NO_FENCES } });
+    t.same(await query('SELECT fences FROM endpoints WHERE id = ?', [r.endpoint.id]), [{ fences: null }]);
+    t.equal((await a.endpointByKey(r.apiKey))?.fences, null);
+
+    // Two patches at once, each of another field: both kept (read and written in one transaction).
+    const [one, two] = await Promise.all([
+      a.patchEndpointFences(id, r.endpoint.id, patchWith({ allowed_ips: ['192.0.2.0/24'] })),
+      a.patchEndpointFences(id, r.endpoint.id, patchWith({ allowed_methods: ['eth_call'] })),
+    ]);
+    t.ok(one?.ok && two?.ok);
+    t.match((await a.listEndpoints(id))[0]?.fences, { allowed_ips: ['192.0.2.0/24'], allowed_methods: ['eth_call'] }, 'no patch lost');
+
+    t.equal(await a.deleteEndpoint(id, r.endpoint.id), true);
+    t.equal(await a.patchEndpointFences(id, r.endpoint.id, patchWith({})), null, 'deleted: null');
+  },
+
+  async 'rotation: both keys work in the grace, the old one not after; grace 0; twice'(t, { accounts: a, query, at }) {
+    const { id } = await a.createOwner('acme', 'free', 10);
+    const bob = (await a.createOwner('bob', 'free', 10)).id;
+    const ep = made(await a.createEndpoint(id, 'mainnet', undefined, 10));
+    at(T0 + 100);
+    const r = await a.rotateEndpointKey(id, ep.id, 60);
+    if (r === null) throw new Error('not rotated');
+    t.match(r.apiKey, /^[0-9A-Za-z]{32}$/);
+    t.not(r.apiKey, ep.apiKey);
+    t.equal(r.previousKeyExpiresAt, T0 + 160);
+    t.same(r.endpoint, {
+      id: ep.id,
+      name: null,
+      network: 'mainnet',
+      keyPrefix: r.apiKey.slice(0, 8),
+      createdAt: T0,
+      fences: NO_FENCES,
+      previousKeyPrefix: ep.apiKey.slice(0, 8),
+      previousKeyExpiresAt: T0 + 160,
+    });
+    t.same(await a.listEndpoints(id), [r.endpoint], 'listed with the old key and its end');
+    t.same(await a.listAllEndpoints(id), [{ ownerId: id, ...r.endpoint }]);
+    t.same(await a.endpointByKey(r.apiKey), plain(ep.id, id, 'mainnet', 'free'), 'the new key works');
+    t.same(
+      await a.endpointByKey(ep.apiKey),
+      { ...plain(ep.id, id, 'mainnet', 'free'), keyExpiresAtMs: (T0 + 160) * 1000 },
+      'the old one too, until its end',
+    );
+    t.same(await a.endpointById(ep.id), plain(ep.id, id, 'mainnet', 'free'), 'by id: the current key');
+    t.same(
+      await query('SELECT key_hash, previous_key_hash FROM endpoints WHERE id = ?', [ep.id]),
+      [{ key_hash: hashKey(r.apiKey), previous_key_hash: hashKey(ep.apiKey) }],
+      'only hashes stored',
+    );
+    at(T0 + 159);
+    t.ok(await a.endpointByKey(ep.apiKey), 'a second before its end');
+    at(T0 + 160);
+    t.equal(await a.endpointByKey(ep.apiKey), null, 'at its end: refused as an unknown key');
+    t.ok(await a.endpointByKey(r.apiKey));
+    t.same((await a.listEndpoints(id))[0], { ...r.endpoint, previousKeyPrefix: null, previousKeyExpiresAt: null }, 'no longer listed');
+
+    // Twice within a grace: the key in its grace ends at once, the one replaced gets the new grace.
+    at(T0 + 200);
+    const second = (await a.rotateEndpointKey(id, ep.id, 3600))!;
+    at(T0 + 201);
+    const third = (await a.rotateEndpointKey(id, ep.id, 30))!;
+    t.equal(await a.endpointByKey(r.apiKey), null, 'the first rotation’s key ended with the second grace');
+    t.same(await a.endpointByKey(second.apiKey), { ...plain(ep.id, id, 'mainnet', 'free'), keyExpiresAtMs: (T0 + 231) * 1000 });
+    t.ok(await a.endpointByKey(third.apiKey));
+    t.equal(third.endpoint.previousKeyPrefix, second.apiKey.slice(0, 8));
+
+    // Grace 0: the old key is refused at once, and nothing is kept of it.
+    const now = (await a.rotateEndpointKey(id, ep.id, 0))!;
+    t.equal(now.previousKeyExpiresAt, null);
+    t.same([now.endpoint.previousKeyPrefix, now.endpoint.previousKeyExpiresAt], [null, null]);
+    t.equal(await a.endpointByKey(third.apiKey), null);
+    t.equal(await a.endpointByKey(second.apiKey), null, 'nor the one in its grace before');
+    t.ok(await a.endpointByKey(now.apiKey));
+    t.same(await query('SELECT previous_key_hash, previous_key_prefix, previous_key_expires_at FROM endpoints WHERE id = ?', [ep.id]), [
+      { previous_key_hash: null, previous_key_prefix: null, previous_key_expires_at: null },
+    ]);
+
+    t.equal(await a.rotateEndpointKey(bob, ep.id, 60), null, "another owner's endpoint: null");
+    t.equal(await a.rotateEndpointKey(id, 'ep_doesnotexist0000', 60), null);
+    t.ok(await a.endpointByKey(now.apiKey), "bob's attempt changed nothing");
+    await t.rejects(a.rotateEndpointKey(id, ep.id, -1), RangeError);
+    await t.rejects(a.rotateEndpointKey(id, ep.id, 1.5), RangeError);
+    t.ok(await a.endpointByKey(now.apiKey), 'a refused grace changed nothing');
+
+    // A suspended owner's previous key is a suspended grant too, until its end.
+    const last = (await a.rotateEndpointKey(id, ep.id, 60))!;
+    await a.setSuspended(id, true);
+    t.same(await a.endpointByKey(now.apiKey), {
+      ...plain(ep.id, id, 'mainnet', 'free'),
+      suspended: true,
+      keyExpiresAtMs: (T0 + 261) * 1000,
+    });
+    t.equal((await a.endpointByKey(last.apiKey))?.suspended, true);
+    t.equal(await a.deleteEndpoint(id, ep.id), true);
+    t.equal(await a.endpointByKey(now.apiKey), null, 'deleted: neither key works');
+    t.equal(await a.endpointByKey(last.apiKey), null);
+    t.equal(await a.rotateEndpointKey(id, ep.id, 60), null, 'deleted: null');
   },
 
   async 'stats: the three usage tables read together'(t, { accounts: a, query }) {

@@ -72,10 +72,60 @@ t.test('keys made, deleted and suspended elsewhere', async (t) => {
   t.equal((await resolve(second.apiKey))?.endpointId, second.endpoint.id);
   await a.setSuspended(owner.id, true);
   await until(t, 'a suspended owner has its known endpoints revoked', () => revoked.includes(second.endpoint.id));
-  t.equal(await resolve(second.apiKey), null);
+  t.equal((await resolve(second.apiKey))?.suspended, true, 'known, and told so (403), not refused as unknown');
   await a.setSuspended(owner.id, false);
-  await until(t, 'resumed, the miss is forgotten', () => keys.cached(second.apiKey) === undefined);
+  await until(t, 'resumed, read again', () => keys.cached(second.apiKey)?.suspended === false);
   t.equal((await resolve(second.apiKey))?.endpointId, second.endpoint.id);
+});
+
+t.test('restrictions changed and keys rotated elsewhere reach the instance; a forged notice revokes nothing', async (t) => {
+  const server = await startPostgres(t);
+  let ms = Date.now();
+  const { a, keys, revoked, resolve } = await twoInstances(t, server, { now: () => ms });
+  const owner = await a.createOwner('acme', 'free', 100);
+  const made = await a.createEndpoint(owner.id, 'devnet', undefined, 10);
+  if (made.kind !== 'created') throw new Error('no endpoint');
+  t.equal((await resolve(made.apiKey))?.fences, null);
+
+  const patched = await a.patchEndpointFences(owner.id, made.endpoint.id, (current) => ({
+    ok: true,
+    settings: { ...current, allowed_ips: ['10.0.0.0/8'] },
+  }));
+  t.equal(patched?.ok, true);
+  await until(t, 'the new restrictions are read again', () => keys.cached(made.apiKey)?.fences?.settings.allowed_ips?.[0] === '10.0.0.0/8');
+  await until(t, 'its sockets are closed (their clients reconnect under the new settings)', () => revoked.includes(made.endpoint.id));
+
+  revoked.length = 0;
+  const rotated = (await a.rotateEndpointKey(owner.id, made.endpoint.id, 3600))!;
+  t.ok(await resolve(rotated.apiKey), 'the new key works at once');
+  await until(t, 'the old key is read again, in its grace', () => keys.cached(made.apiKey)?.keyExpiresAtMs != null);
+  await until(t, 'and its sockets closed', () => revoked.includes(made.endpoint.id));
+  const end = keys.cached(made.apiKey)!.keyExpiresAtMs!;
+  ms = end - 1;
+  t.ok(keys.cached(made.apiKey), 'served until its end');
+  ms = end;
+  t.equal(keys.cached(made.apiKey), undefined, 'at its end: asked of the store again (which refuses it: account-store.test.ts)');
+
+  // Any role that may connect can send a notice: the keys it names are read again, found the same, kept.
+  revoked.length = 0;
+  const forger = await openPgStore(server.url);
+  t.teardown(() => forger.close());
+  await keys.settled();
+  await forger.pool.query('SELECT pg_notify($1, $2)', [
+    CHANGES_CHANNEL,
+    JSON.stringify({ kind: 'endpoint_changed', endpointId: made.endpoint.id, ownerId: owner.id }),
+  ]);
+  // Notices arrive in commit order: once the plan change after it is read, the forged one was applied.
+  await a.setPlan(owner.id, 'pro');
+  let plan: string | undefined;
+  for (let i = 0; i < 100 && plan !== 'pro'; i++) {
+    plan = (await resolve(rotated.apiKey))?.plan;
+    if (plan !== 'pro') await new Promise((r) => setTimeout(r, 20));
+  }
+  t.equal(plan, 'pro', 'the notices after it are read');
+  await keys.settled();
+  t.same(revoked, [], 'the grant is the same: nothing revoked');
+  t.equal((await resolve(rotated.apiKey))?.suspended, false, 'and the key still works');
 });
 
 t.test('the feed lost and back: every key known is read again', async (t) => {
@@ -205,11 +255,11 @@ t.test('a flood of notices re-reads keys within a budget, then costs one resync 
   const store = {
     endpointByKey: async (key: string) => {
       reads++;
-      return { endpointId: `ep-${key}`, ownerId: 1, network: 'devnet', plan: 'free' };
+      return { endpointId: `ep-${key}`, ownerId: 1, network: 'devnet', plan: 'free', suspended: false, fences: null, keyExpiresAtMs: null };
     },
     endpointById: async (endpointId: string) => {
       idReads++;
-      return { endpointId, ownerId: 1, network: 'devnet', plan: 'free' };
+      return { endpointId, ownerId: 1, network: 'devnet', plan: 'free', suspended: false, fences: null, keyExpiresAtMs: null };
     },
   };
   const resyncs: number[] = [];

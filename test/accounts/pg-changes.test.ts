@@ -14,6 +14,7 @@ import {
   notifyChange,
 } from '../../src/accounts/pg-changes.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
+import { applyFencePatch, type FenceSettings } from '../../src/fences/settings.js';
 import { openPgStore, type PgStore } from '../../src/store/pg-open.js';
 import { inPgTransaction } from '../../src/store/pg-transaction.js';
 import { hashKey } from '../../src/tenancy/keys.js';
@@ -132,6 +133,18 @@ t.test('another instance hears of every write that changes what a key grants, ne
   const endpointId = made.endpoint.id;
   t.same(await heard.next(), { kind: 'endpoint_created', endpointId, ownerId });
 
+  // A change of restrictions or a rotation: the endpoint's keys are read again. A refused patch, or one that
+  // changes nothing, sends nothing.
+  const patch = (body: Record<string, unknown>) => (current: FenceSettings) => applyFencePatch(current, body);
+  t.equal((await w.patchEndpointFences(ownerId, endpointId, patch({ allowed_ips: ['10.0.0.0/8'] })))?.ok, true);
+  t.same(await heard.next(), { kind: 'endpoint_changed', endpointId, ownerId });
+  t.equal((await w.patchEndpointFences(ownerId, endpointId, patch({ allowed_ips: [] })))?.ok, false);
+  t.equal((await w.patchEndpointFences(ownerId, endpointId, patch({ allowed_ips: ['10.0.0.0/8'] })))?.ok, true);
+  t.equal(await w.patchEndpointFences(other.id, endpointId, patch({ allowed_ips: null })), null);
+  t.equal(await w.rotateEndpointKey(other.id, endpointId, 0), null);
+  const rotated = await w.rotateEndpointKey(ownerId, endpointId, 60);
+  t.same(await heard.next(), { kind: 'endpoint_changed', endpointId, ownerId }, 'the refused and idle writes sent nothing');
+
   t.equal(await w.deleteEndpoint(other.id, endpointId), false);
   t.equal(await w.setPlan(999, 'growth'), false);
   t.equal(await w.deleteEndpoint(ownerId, endpointId), true);
@@ -149,11 +162,14 @@ t.test('another instance hears of every write that changes what a key grants, ne
   t.same(await heard.next(), { kind: 'owner_changed', ownerId }, 'top-ups and new management keys change no grant');
   t.equal(heard.pending(), 0);
 
-  await until(() => raw.length >= 6);
-  t.equal(raw.length, 6, 'the spy heard the same');
+  await until(() => raw.length >= 8);
+  t.equal(raw.length, 8, 'the spy heard the same');
   for (const secret of [
     made.apiKey,
     made.apiKey.slice(0, 8),
+    rotated!.apiKey,
+    rotated!.apiKey.slice(0, 8),
+    hashKey(rotated!.apiKey).toString('hex'),
     hashKey(made.apiKey).toString('hex'),
     managementKey,
     managementKey.slice(0, 8),

@@ -7,6 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { copyStore } from '../../src/cli/store-copy.js';
+import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
+import { applyFencePatch, NO_FENCES } from '../../src/fences/settings.js';
 import { openPgStore } from '../../src/store/pg-open.js';
 import { createDirectory } from '../../src/tenancy/directory.js';
 import { hashKey } from '../../src/tenancy/keys.js';
@@ -18,7 +20,7 @@ const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 if (!existsSync(main)) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
 
 /** A SQLite store with two owners (one suspended, one deleted endpoint), credits and usage at three levels. */
-function seed(path: string): { apiKey: string; deletedKey: string; ownerA: number; ownerB: number } {
+function seed(path: string) {
   const store = tempStore(t, path);
   const admin = createOwnerAdmin(store, () => 1_700_000_000_000);
   const dir = createDirectory(store, { now: () => 1_700_000_000_000 });
@@ -26,9 +28,14 @@ function seed(path: string): { apiKey: string; deletedKey: string; ownerA: numbe
   const b = admin.createOwner('beta', 'pro', 50);
   admin.topUp(a.id, 234);
   admin.createManagementKey(b.id);
-  const kept = dir.createEndpoint(a.id, 'devnet', 'main', 10);
+  const fenced = applyFencePatch(NO_FENCES, { allowed_origins: ['https://app.example.com'], key_in_path: false });
+  if (!fenced.ok) throw new Error('bad settings');
+  const kept = dir.createEndpoint(a.id, 'devnet', 'main', 10, fenced.settings);
   const gone = dir.createEndpoint(b.id, 'devnet', undefined, 10);
   if (!('apiKey' in kept) || !('apiKey' in gone)) throw new Error('endpoints not made');
+  // The key kept is a rotated one: its previous key stays valid for a day after the seed's time.
+  const rotated = dir.rotateEndpointKey(a.id, kept.endpoint.id, 86_400);
+  if (rotated === null) throw new Error('not rotated');
   dir.deleteEndpoint(b.id, gone.endpoint.id);
   admin.setSuspended(b.id, true);
   const usage = store.db.prepare('INSERT INTO usage_minute VALUES (?, ?, ?, ?, ?, ?, ?)');
@@ -41,7 +48,7 @@ function seed(path: string): { apiKey: string; deletedKey: string; ownerA: numbe
   store.db.prepare('UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ?').run(2500 * 3 + 200, a.id);
   store.db.prepare('UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ?').run(20, b.id);
   store.close();
-  return { apiKey: kept.apiKey, deletedKey: gone.apiKey, ownerA: a.id, ownerB: b.id };
+  return { apiKey: rotated.apiKey, previousKey: kept.apiKey, deletedKey: gone.apiKey, ownerA: a.id, ownerB: b.id, fences: fenced.settings };
 }
 
 t.test('every table is copied with ids, hashes and balances intact, and new ids follow the copied ones', async (t) => {
@@ -73,6 +80,11 @@ t.test('every table is copied with ids, hashes and balances intact, and new ids 
     await q('SELECT owner_id, deleted_at IS NOT NULL AS deleted, deleted_seq FROM endpoints WHERE key_hash = $1', [hashKey(seeded.apiKey)]),
     [{ owner_id: seeded.ownerA, deleted: false, deleted_seq: null }],
   );
+  // The restrictions and the previous key in its grace, as the fleet's store reads them.
+  const copied = createPostgresAccounts(target, { now: () => 1_700_000_000_000 });
+  t.same((await copied.endpointByKey(seeded.apiKey))?.fences?.settings, seeded.fences, 'restrictions copied');
+  t.equal((await copied.endpointByKey(seeded.previousKey))?.keyExpiresAtMs, (1_700_000_000 + 86_400) * 1000, 'the previous key too');
+  t.match(await copied.listAllEndpoints(seeded.ownerA), [{ fences: seeded.fences, previousKeyPrefix: seeded.previousKey.slice(0, 8) }]);
   t.same(await q('SELECT owner_id, deleted_seq FROM endpoints WHERE key_hash = $1', [hashKey(seeded.deletedKey)]), [
     { owner_id: seeded.ownerB, deleted_seq: 1 },
   ]);

@@ -19,6 +19,12 @@ function config(text: string): Config {
   return r.config;
 }
 
+t.test('fences.contracts_cover_balance applies on a restart: the grants already compiled keep it', async (t) => {
+  t.same(restartOnlyChanges(config(base), config(`${base}fences: { contracts_cover_balance: true }\n`)), [
+    'fences.contracts_cover_balance: applies only on a restart (off → on); restart chaingate, or put it back to reload the rest',
+  ]);
+});
+
 t.test('what a reload applies is not reported; listeners and the store are, each by its key', async (t) => {
   const running = config(base);
   t.same(restartOnlyChanges(running, config(base)), [], 'the same file');

@@ -95,6 +95,19 @@ t.test('server.ipv6_prefix: 64 by default, any prefix length from 1 to 128, else
   }
 });
 
+t.test('fences.contracts_cover_balance: false by default, a boolean, else an error naming it', async (t) => {
+  const r = loadConfigText(minimal);
+  t.same(r.ok && r.config.fences, { contracts_cover_balance: false });
+  const on = loadConfigText(`${minimal}fences: { contracts_cover_balance: true }\n`);
+  t.equal(on.ok && on.config.fences.contracts_cover_balance, true);
+  const bad = loadConfigText(`${minimal}fences: { contracts_cover_balance: sometimes, cover_everything: true }\n`);
+  t.notOk(bad.ok);
+  if (!bad.ok) {
+    t.match(bad.errors.join('\n'), /fences\.contracts_cover_balance: must be true or false/);
+    t.match(bad.errors.join('\n'), /fences\.cover_everything: unknown key/);
+  }
+});
+
 t.test('config.example.yaml is valid as shipped', async (t) => {
   const r = loadConfigText(readFileSync(new URL('../../config.example.yaml', import.meta.url), 'utf8'));
   t.same(r.ok ? [] : r.errors, []);

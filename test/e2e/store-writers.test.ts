@@ -31,7 +31,7 @@ function addEndpoints(store: Store, ownerId: number, n: number): void {
   store.db.transaction(() => {
     for (let i = 0; i < n; i++) {
       const key = newKey('api');
-      store.sql.directory.insertEndpoint.run(newEndpointId(), ownerId, 'devnet', null, key.hash, key.prefix, at);
+      store.sql.directory.insertEndpoint.run(newEndpointId(), ownerId, 'devnet', null, key.hash, key.prefix, at, null);
     }
   })();
 }

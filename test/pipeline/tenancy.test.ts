@@ -67,7 +67,8 @@ t.test("the CLI's changes reach the daemon within the refresh interval", async (
   await waitFor(() => revoked.length > 0, { ms: 3 * REFRESH_INTERVAL_MS });
   t.same(revoked, [b1.id], "the suspended owner's endpoint is handed to the closer");
   t.equal(tenancy.ledger.available(alice), 150, 'the top-up is read again');
-  t.equal(tenancy.directory!.endpointByKey(b1.key), null, "and the suspended owner's key stops working");
+  // Known and refused 403 owner_suspended by the request path (not the 401 of an unknown key).
+  t.equal(tenancy.directory!.endpointByKey(b1.key)?.suspended, true, "and the suspended owner's key says so");
 
   admin.deleteOwner(alice);
   await waitFor(() => revoked.length > 1, { ms: 3 * REFRESH_INTERVAL_MS });

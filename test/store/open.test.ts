@@ -168,3 +168,36 @@ t.test('a schema 2 file keeps its usage, its endpoints logged from now on and it
   store.db.prepare(`UPDATE endpoints SET deleted_at = 2 WHERE id = 'ep_a'`).run();
   t.same(store.db.prepare(`SELECT kind, owner_id, endpoint_id FROM key_changes`).raw().all(), [['endpoint_deleted', owner, 'ep_a']]);
 });
+
+t.test('schema 5 comes to a file of schema 4: its endpoints keep their keys, without restrictions', async (t) => {
+  const path = tempDbPath(t);
+  const raw = new Database(path);
+  for (const sql of MIGRATIONS.slice(0, 4)) raw.exec(sql);
+  raw.pragma('user_version = 4');
+  const owner = addOwner(raw, 10);
+  raw
+    .prepare('INSERT INTO endpoints (id, owner_id, network, key_hash, key_prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+    .run('ep_old', owner, 'devnet', Buffer.alloc(32, 7), 'abcdefgh', 1);
+  raw.close();
+  const store = tempStore(t, path);
+  t.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+  t.same(store.sql.directory.endpointByKeyHash.get(Buffer.alloc(32, 7), Buffer.alloc(32, 7), 0), {
+    endpointId: 'ep_old',
+    ownerId: owner,
+    network: 'devnet',
+    plan: 'free',
+    suspended: 0,
+    fences: null,
+    keyExpiresAt: null,
+  });
+  t.same(store.sql.directory.listEndpoints.get(owner), {
+    id: 'ep_old',
+    name: null,
+    network: 'devnet',
+    keyPrefix: 'abcdefgh',
+    createdAt: 1,
+    fences: null,
+    previousKeyPrefix: null,
+    previousKeyExpiresAt: null,
+  });
+});

@@ -32,8 +32,17 @@ t.test('an endpoint key is found, unknown and malformed keys are not', async (t)
   t.match(r.endpoint.id, /^ep_[a-z2-7]{16}$/);
   t.equal(r.endpoint.keyPrefix, r.apiKey.slice(0, 8));
   t.equal(r.endpoint.name, 'prod');
-  t.same(dir.endpointByKey(r.apiKey), { endpointId: r.endpoint.id, ownerId: owner, network: 'mainnet', plan: 'growth' });
-  t.same(dir.endpointByKey(r.apiKey), { endpointId: r.endpoint.id, ownerId: owner, network: 'mainnet', plan: 'growth' }, 'from the cache');
+  const grant = {
+    endpointId: r.endpoint.id,
+    ownerId: owner,
+    network: 'mainnet',
+    plan: 'growth',
+    suspended: false,
+    fences: null,
+    keyExpiresAtMs: null,
+  };
+  t.same(dir.endpointByKey(r.apiKey), grant);
+  t.same(dir.endpointByKey(r.apiKey), grant, 'from the cache');
   t.equal(dir.endpointByKey('x'.repeat(32)), null);
   t.equal(dir.endpointByKey('public'), null);
   t.equal(dir.endpointByKey(r.apiKey.slice(0, 31) + '-'), null);
@@ -98,15 +107,15 @@ t.test('suspension, revocation and owner deletion by the CLI reach the daemon on
   t.ok(admin.setSuspended(owner, true));
   t.ok(dir.endpointByKey(a.apiKey), 'cached until the refresh');
   t.equal(dir.refreshIfChanged(), true);
-  t.equal(dir.endpointByKey(a.apiKey), null);
-  t.equal(dir.ownerByManagementKey(managementKey), null);
+  t.equal(dir.endpointByKey(a.apiKey)?.suspended, true, 'a suspended grant: 403, not the 401 of an unknown key');
+  t.equal(dir.ownerByManagementKey(managementKey)?.suspended, true, 'its management key too');
   t.equal(dir.owner(owner)!.suspended, true, 'the owner itself is still readable');
   t.same(dir.takeRevokedEndpointIds().sort(), [a.id, b.id].sort());
   t.ok(dir.endpointByKey(c.apiKey), 'another owner is untouched');
 
   t.ok(admin.setSuspended(owner, false));
   t.equal(dir.refreshIfChanged(), true);
-  t.ok(dir.endpointByKey(a.apiKey));
+  t.equal(dir.endpointByKey(a.apiKey)?.suspended, false, 'resumed');
   t.same(dir.takeRevokedEndpointIds(), []);
 
   const second = admin.createManagementKey(owner)!;
