@@ -86,7 +86,28 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   t.equal(ep.https_url, `http://127.0.0.1:0/devnet/v1/rpc/${ep.api_key}`);
   t.equal(ep.wss_url, `ws://127.0.0.1:0/devnet/v1/rpc/${ep.api_key}`);
   const listed = await api(g, alice.key, 'GET', '/api/dashboard/endpoints');
-  t.same(listed.json, { data: [{ id: ep.id, name: 'prod', network: 'devnet', key_prefix: ep.key_prefix, created_at: ep.created_at }] });
+  t.same(listed.json, {
+    data: [
+      {
+        id: ep.id,
+        name: 'prod',
+        network: 'devnet',
+        key_prefix: ep.key_prefix,
+        created_at: ep.created_at,
+        // No restrictions set (docs/api.md, "Endpoint restrictions"), and no key in a rotation's grace.
+        allowed_origins: null,
+        allow_no_origin: false,
+        allowed_ips: null,
+        allowed_methods: null,
+        allowed_contracts: null,
+        key_in_path: true,
+        jwt_keys: null,
+        jwt_max_lifetime_s: 3600,
+        previous_key_prefix: null,
+        previous_key_expires_at: null,
+      },
+    ],
+  });
   t.notMatch(listed.text, ep.api_key!, 'the key is shown only at creation');
 
   const url = `${g.base}/v1/rpc/${ep.api_key}`;
