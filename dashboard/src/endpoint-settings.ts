@@ -93,7 +93,7 @@ export function setUpEndpointSettings(ctx: SettingsContext): {
     clearErrors();
     const body = readForm();
     if (body === null) {
-      settingsError.textContent = 'Not saved: correct the field marked below.';
+      settingsError.textContent = 'Not saved: correct the field marked above.';
       return;
     }
     try {
@@ -105,7 +105,7 @@ export function setUpEndpointSettings(ctx: SettingsContext): {
       if (err instanceof ApiError && err.status === 400 && err.fields.length > 0) {
         const unplaced = err.fields.filter((p) => !placeProblem(p.field, p.message));
         settingsError.textContent = [
-          'Not saved: correct the fields marked below.',
+          'Not saved: correct the fields marked above.',
           ...unplaced.map((p) => `${p.field}: ${p.message}`),
         ].join(' ');
         return;
