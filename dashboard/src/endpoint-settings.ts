@@ -132,7 +132,7 @@ export function setUpEndpointSettings(ctx: SettingsContext): {
     byId('rotated').hidden = true;
     byId('rotate-title').textContent = `Rotate the key of “${ctx.label(e)}”?`;
     byId('rotate-text').textContent =
-      `A new key replaces ${e.key_prefix}…. The current key keeps working for the time you choose, so you can deploy the new one first; then it is refused and its open connections close.`;
+      `A new key replaces the current one (${e.key_prefix}…), which keeps working for the time you choose, so you can deploy the new one first; then it is refused and its open connections close.`;
     byId<HTMLSelectElement>('rotate-grace').value = '86400';
     rotateDialog.showModal();
     byId('rotate-grace').focus();
@@ -150,6 +150,8 @@ export function setUpEndpointSettings(ctx: SettingsContext): {
           ? `${e.key_prefix}… is refused from now on.`
           : `${e.key_prefix}… works until ${new Date(made.previous_key_expires_at).toLocaleString()}.`;
       byId('rotate-ask').hidden = true;
+      byId('rotate-title').textContent = `The key of “${ctx.label(e)}” was rotated`;
+      byId('rotate-text').textContent = '';
       byId('rotated').hidden = false;
       byId('rotated').focus();
       announce(`The key of ${ctx.label(e)} was rotated`);
