@@ -15,14 +15,41 @@ export interface ChainAnswer {
   public_wss_url: string | null;
 }
 
-/** An endpoint as listed: never its key, which is shown once, at creation. */
-export interface EndpointAnswer {
+/** A public key a signed token must be signed by, as the owner registered it: a JWK or a PEM (SPKI), one of them. */
+export interface JwtKeyAnswer {
+  id: string;
+  alg: 'ES256' | 'RS256' | 'EdDSA';
+  jwk?: Record<string, unknown>;
+  pem?: string;
+}
+
+/**
+ * An endpoint's restrictions (docs/api.md, "Endpoint restrictions"), as `POST` and `PATCH
+ * /api/dashboard/endpoints` take them and `GET` shows them: a list is null when it restricts nothing.
+ */
+export interface EndpointSettingsAnswer {
+  allowed_origins: string[] | null;
+  allow_no_origin: boolean;
+  allowed_ips: string[] | null;
+  allowed_methods: string[] | null;
+  allowed_contracts: string[] | null;
+  key_in_path: boolean;
+  jwt_keys: JwtKeyAnswer[] | null;
+  jwt_max_lifetime_s: number;
+}
+
+/** An endpoint as listed, with its restrictions: never its key, which is shown once, at creation or rotation. */
+export interface EndpointAnswer extends EndpointSettingsAnswer {
   id: string;
   name: string | null;
   network: string;
   key_prefix: string;
   /** ISO 8601, UTC. */
   created_at: string;
+  /** During a rotation's grace: the previous key's first characters, still accepted until `previous_key_expires_at`; else null. */
+  previous_key_prefix: string | null;
+  /** ISO 8601, UTC: when the previous key stops working; null when no key is in its grace. */
+  previous_key_expires_at: string | null;
 }
 
 /** `POST /api/dashboard/endpoints`: the endpoint with its key and URLs, shown this once. */
@@ -30,6 +57,21 @@ export interface CreatedEndpointAnswer extends EndpointAnswer {
   api_key: string;
   https_url: string;
   wss_url: string | null;
+}
+
+/** `POST /api/dashboard/endpoints/rotate?id=`: the new key and its URLs, shown this once, and the old key's end. */
+export interface RotatedKeyAnswer {
+  api_key: string;
+  https_url: string;
+  wss_url: string | null;
+  /** ISO 8601, UTC: when the previous key stops working; null when it stopped at once (`grace_s: 0`). */
+  previous_key_expires_at: string | null;
+}
+
+/** One problem of a refused body (400 `bad_request`), naming its field: `error.fields` beside `error.message`. */
+export interface FieldProblem {
+  field: string;
+  message: string;
 }
 
 /** The limits an owner's keys meet, as `GET /api/dashboard/account` shows them under `plan`. */

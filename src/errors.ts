@@ -106,7 +106,11 @@ export function beaconErrorBody(code: ErrorCode, message?: string): string {
   return `{"code":${row.http},"message":${JSON.stringify(message ?? row.message)}}`;
 }
 
-/** The management REST error shape. */
-export function managementErrorBody(code: ErrorCode, message?: string): string {
-  return `{"error":{"code":${JSON.stringify(code)},"message":${JSON.stringify(message ?? ERRORS[code].message)}}}`;
+/**
+ * The management REST error shape; a refused body's problems, each naming its field, go in `fields`
+ * beside the message that joins them (so a form can show each beside its control).
+ */
+export function managementErrorBody(code: ErrorCode, message?: string, fields?: ReadonlyArray<{ field: string; message: string }>): string {
+  const listed = fields === undefined ? '' : `,"fields":${JSON.stringify(fields.map((f) => ({ field: f.field, message: f.message })))}`;
+  return `{"error":{"code":${JSON.stringify(code)},"message":${JSON.stringify(message ?? ERRORS[code].message)}${listed}}}`;
 }

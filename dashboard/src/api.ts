@@ -1,11 +1,25 @@
-import type { AccountAnswer, ChainAnswer, CreatedEndpointAnswer, EndpointAnswer, UsageStats } from '../../src/api-answers.js';
+import type {
+  AccountAnswer,
+  ChainAnswer,
+  CreatedEndpointAnswer,
+  EndpointAnswer,
+  EndpointSettingsAnswer,
+  FieldProblem,
+  RotatedKeyAnswer,
+  UsageStats,
+} from '../../src/api-answers.js';
 import { readKey } from './session.js';
 
-/** A refusal of the management API: its HTTP status and the message its error body gave. */
+/**
+ * A refusal of the management API: its HTTP status, the message and code its error body gave, and for a
+ * refused body the problems naming each field (`error.fields`).
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    readonly code = '',
+    readonly fields: readonly FieldProblem[] = [],
   ) {
     super(message);
   }
@@ -16,6 +30,8 @@ export type {
   ChainAnswer as Chain,
   CreatedEndpointAnswer as CreatedEndpoint,
   EndpointAnswer as Endpoint,
+  EndpointSettingsAnswer as EndpointSettings,
+  RotatedKeyAnswer as RotatedKey,
   UsageStats as Usage,
 } from '../../src/api-answers.js';
 
@@ -40,8 +56,14 @@ async function call(method: string, path: string, body?: unknown, key: string | 
   }
   const parsed: unknown = await res.json().catch(() => null);
   if (!res.ok) {
-    const message = (parsed as { error?: { message?: unknown } } | null)?.error?.message;
-    throw new ApiError(res.status, typeof message === 'string' ? message : `The gateway answered ${res.status}`);
+    const error = (parsed as { error?: { message?: unknown; code?: unknown; fields?: unknown } } | null)?.error;
+    const message = error?.message;
+    throw new ApiError(
+      res.status,
+      typeof message === 'string' ? message : `The gateway answered ${res.status}`,
+      typeof error?.code === 'string' ? error.code : '',
+      Array.isArray(error?.fields) ? (error.fields as FieldProblem[]) : [],
+    );
   }
   return parsed;
 }
@@ -65,6 +87,11 @@ export const api = {
   },
   createEndpoint: (network: string, name: string | undefined) =>
     data<CreatedEndpointAnswer>('POST', '/api/dashboard/endpoints', name === undefined ? { network } : { network, name }),
+  /** Changes the settings `patch` names (null clears one); answers the endpoint as it now is. */
+  patchEndpoint: (id: string, patch: Partial<Record<keyof EndpointSettingsAnswer, unknown>>) =>
+    data<EndpointAnswer>('PATCH', `/api/dashboard/endpoints?id=${encodeURIComponent(id)}`, patch),
+  rotateKey: (id: string, graceS: number) =>
+    data<RotatedKeyAnswer>('POST', `/api/dashboard/endpoints/rotate?id=${encodeURIComponent(id)}`, { grace_s: graceS }),
   deleteEndpoint: (id: string) => data<{ id: string; deleted: true }>('DELETE', `/api/dashboard/endpoints?id=${encodeURIComponent(id)}`),
   usage(query: { id?: string; from: number; to: number; interval: 'minute' | 'hour' | 'day' }): Promise<UsageStats> {
     const params = new URLSearchParams({ from: String(query.from), to: String(query.to), interval: query.interval });

@@ -1,5 +1,6 @@
 import { type Chain, type Endpoint, api } from './api.js';
 import { announce, byId, fillRows, h } from './dom.js';
+import { setUpEndpointSettings } from './endpoint-settings.js';
 import { fillNetworkPicker, firstCall } from './networks.js';
 
 /** What the endpoints view needs from the page: the data it shows, and what to do after a change. */
@@ -33,6 +34,7 @@ export function setUpEndpoints(ctx: EndpointsContext): { show: () => void } {
   const deleteError = byId('delete-error');
   let deleting: Endpoint | null = null;
   let returnFocus: HTMLElement | null = null;
+  const settings = setUpEndpointSettings({ changed: ctx.changed, failed: ctx.failed, label: endpointLabel });
 
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -108,14 +110,32 @@ export function setUpEndpoints(ctx: EndpointsContext): { show: () => void } {
       remove.addEventListener('click', () => askDelete(e, remove));
       const usage = h('button', { type: 'button', 'aria-label': `Usage of ${endpointLabel(e)}` }, 'Usage');
       usage.addEventListener('click', () => ctx.showUsage(e.id));
+      const edit = h('button', { type: 'button', 'aria-label': `Restrictions of ${endpointLabel(e)}` }, 'Restrictions');
+      edit.addEventListener('click', () => settings.edit(e, edit));
+      const rotate = h('button', { type: 'button', 'aria-label': `Rotate the key of ${endpointLabel(e)}` }, 'Rotate key');
+      rotate.addEventListener('click', () => settings.rotate(e, rotate));
+      // A key in a rotation's grace is listed under the current one with its end.
+      const previous =
+        e.previous_key_prefix === null || e.previous_key_expires_at === null
+          ? []
+          : [
+              h(
+                'span',
+                { class: 'previous-key muted' },
+                'previous ',
+                h('code', {}, `${e.previous_key_prefix}…`),
+                ' until ',
+                h('time', { datetime: e.previous_key_expires_at }, new Date(e.previous_key_expires_at).toLocaleString()),
+              ),
+            ];
       return h(
         'tr',
         { 'data-id': e.id },
         h('th', { scope: 'row' }, e.name ?? h('span', { class: 'muted' }, '(no name)')),
         h('td', {}, networkName(chains, e.network)),
-        h('td', { 'data-label': 'Key prefix' }, h('code', {}, e.key_prefix)),
+        h('td', { 'data-label': 'Key prefix' }, h('code', {}, e.key_prefix), ...previous),
         h('td', {}, h('time', { datetime: e.created_at }, new Date(e.created_at).toLocaleString())),
-        h('td', { class: 'actions' }, usage, remove),
+        h('td', { class: 'actions' }, usage, edit, rotate, remove),
       );
     });
     fillRows(

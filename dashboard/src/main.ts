@@ -20,10 +20,13 @@ let endpoints: Endpoint[] = [];
 
 const signInError = byId('sign-in-error');
 
-/** A refused call: a 401 means the key no longer works (revoked, owner suspended), so the page signs out. */
+/**
+ * A refused call: a 401 means the key no longer works (revoked), a 403 `owner_suspended` that its owner
+ * was suspended meanwhile: either way the page signs out, saying why.
+ */
 function failed(err: unknown, where: HTMLElement): void {
   const message = err instanceof Error ? err.message : String(err);
-  if (err instanceof ApiError && err.status === 401) {
+  if (err instanceof ApiError && (err.status === 401 || err.code === 'owner_suspended')) {
     signOut();
     signInError.textContent = `Signed out: ${message}`;
     return;
@@ -85,8 +88,11 @@ function signOut(): void {
   chains = [];
   endpoints = [];
   // Nothing of the owner's stays in the page: a created key still on screen included.
-  for (const id of ['created-key', 'created-https', 'created-wss', 'created-curl']) byId(id).textContent = '';
+  for (const id of ['created-key', 'created-https', 'created-wss', 'created-curl', 'rotated-key', 'rotated-https']) {
+    byId(id).textContent = '';
+  }
   byId('created').hidden = true;
+  for (const dialog of document.querySelectorAll('dialog')) dialog.close();
   signedIn(false);
   signInError.textContent = '';
   show('sign-in');

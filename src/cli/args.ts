@@ -7,7 +7,13 @@ export interface ParsedArgs {
   options: Map<string, string | true>;
 }
 
-export function parseArgs(argv: readonly string[], valued: readonly string[], flags: readonly string[]): ParsedArgs {
+/** `repeatable`: valued options that may be given more than once, their values joined with commas (lists). */
+export function parseArgs(
+  argv: readonly string[],
+  valued: readonly string[],
+  flags: readonly string[],
+  repeatable: readonly string[] = [],
+): ParsedArgs {
   const positionals: string[] = [];
   const options = new Map<string, string | true>();
   for (let i = 0; i < argv.length; i++) {
@@ -24,7 +30,8 @@ export function parseArgs(argv: readonly string[], valued: readonly string[], fl
     } else if (valued.includes(name)) {
       const value = eq >= 0 ? a.slice(eq + 1) : argv[++i];
       if (value === undefined || value === '') throw new Error(`--${name} needs a value`);
-      options.set(name, value);
+      const before = options.get(name);
+      options.set(name, typeof before === 'string' && repeatable.includes(name) ? `${before},${value}` : value);
     } else {
       throw new Error(`unknown option --${name}`);
     }

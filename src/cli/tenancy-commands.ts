@@ -7,6 +7,7 @@ import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
 import { nameProblem } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
 import { stringOption } from './args.js';
+import { endpointRotate, endpointSet } from './endpoint-commands.js';
 import { formatTable, formatTime } from './table.js';
 import { found, type Io, ownerId, plan, RefusedError, requireRu, UsageError } from './tenancy-io.js';
 
@@ -198,6 +199,10 @@ export async function run(command: string, rest: string[], io: Io): Promise<void
       return ownerDelete(io, a);
     case 'endpoint list':
       return endpointList(io, json);
+    case 'endpoint set':
+      return endpointSet(io, json, a);
+    case 'endpoint rotate':
+      return endpointRotate(io, json, a);
     case 'backup':
       return backup(io);
     default:

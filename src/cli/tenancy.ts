@@ -7,6 +7,7 @@ import { openPgStore, safeUrl } from '../store/pg-open.js';
 import { MAX_NAME_LENGTH } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
 import { parseArgs } from './args.js';
+import { SETTING_FLAGS } from './endpoint-commands.js';
 import { run } from './tenancy-commands.js';
 import { asUsage, RefusedError, UsageError } from './tenancy-io.js';
 
@@ -23,7 +24,23 @@ PostgreSQL at storage.url (safe while gateways run; Redis is not needed):
   chaingate owner suspend ID | owner resume ID                     refuse / accept the owner's keys
   chaingate owner delete ID                                        the owner, its endpoints and keys
   chaingate endpoint list [--owner ID] [--json]
+  chaingate endpoint set ID SETTING... [--json]                    change an endpoint's restrictions (below)
+  chaingate endpoint rotate ID [--grace D] [--json]                a new API key (shown once); the old one
+                                                                   works for D more (default 24h, 0: not at all)
   chaingate backup --out FILE [--force]                            online copy of the SQLite file (not storage.url)
+
+endpoint set takes any of these; a value 'none' clears one (no restriction, or its default), a flag left
+out keeps its value, and lists are comma-separated (or the flag repeated):
+  --allowed-origins https://app.example.com,*.example.com   browsers' Origin that may use the key
+  --allow-no-origin true|false       with allowed origins, also accept requests without Origin (servers)
+  --allowed-ips 192.0.2.0/24,2001:db8::1                    client addresses and CIDR ranges
+  --allowed-methods eth_call,eth_get*                       method patterns, narrower than the plan's
+  --allowed-contracts 0xABC...                              contract addresses calls may name
+  --key-in-path true|false           false: the key only in X-API-Key or Authorization: Bearer
+  --jwt-key id:alg:FILE              public keys (FILE a PEM or a JWK; alg ES256, RS256 or EdDSA) a
+                                     token in Authorization: Bearer must be signed by
+  --jwt-max-lifetime D               the longest a token may live (default 1h)
+D is whole seconds or a duration: 90s, 15m, 24h, 7d.
 
 N is RU in decimal digits, at most ${MAX_RU} (a balance too); NAME is 1 to ${MAX_NAME_LENGTH} characters, no control
 characters. Every command also takes --config FILE (of which it reads storage and plans only) and
@@ -40,6 +57,8 @@ const OPTIONS: Record<string, readonly string[]> = {
   'owner topup': ['ru'],
   'owner key create': ['json'],
   'endpoint list': ['owner', 'json'],
+  'endpoint set': [...Object.keys(SETTING_FLAGS), 'json'],
+  'endpoint rotate': ['grace', 'json'],
   backup: ['out', 'force'],
 };
 
@@ -60,6 +79,8 @@ const POSITIONALS: Record<string, number> = {
   'owner suspend': 1,
   'owner resume': 1,
   'owner delete': 1,
+  'endpoint set': 1,
+  'endpoint rotate': 1,
 };
 
 /** What the CLI keeps open for one command, closed when it ends. */
@@ -101,7 +122,9 @@ export async function runTenancyCommand(
   const opened: Opened = {};
   const where = config.storage.url === undefined ? `database ${config.storage.path}` : `database ${safeUrl(config.storage.url)}`;
   try {
-    const args = asUsage(() => parseArgs(argv, ['name', 'plan', 'ru', 'owner', 'out', 'config', 'env-file'], ['json', 'help', 'force']));
+    const valued = ['name', 'plan', 'ru', 'owner', 'out', 'config', 'env-file', 'grace', ...Object.keys(SETTING_FLAGS)];
+    const lists = ['allowed-origins', 'allowed-ips', 'allowed-methods', 'allowed-contracts', 'jwt-key'];
+    const args = asUsage(() => parseArgs(argv, valued, ['json', 'help', 'force'], lists));
     if (args.options.has('help')) {
       out(TENANCY_USAGE);
       return 0;

@@ -1,14 +1,18 @@
-import type { AccountAnswer, ChainAnswer, CreatedEndpointAnswer, EndpointAnswer } from '../api-answers.js';
+import type { AccountAnswer, ChainAnswer, CreatedEndpointAnswer, FieldProblem } from '../api-answers.js';
 import type { Config } from '../config/schema.js';
-import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
+import { applyFencePatch, NO_FENCES } from '../fences/settings.js';
 import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
-import { readBody } from './body.js';
+import { endpointView, handlePatch, handleRotate } from './management-fences.js';
+import { fail, fromStore, queryParam, readJsonBody, type Reply, refuseFields, send, sendRaw, StoreFault } from './management-io.js';
 import { planView } from './plan-view.js';
-import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
+import { chainUrls } from './public-urls.js';
+import type { ResponseMeta } from './respond.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
+
+export { chainUrls } from './public-urls.js';
 
 /**
  * The management REST under /api/dashboard (spec E). Every success body is `{"data": ...}`, every
@@ -38,12 +42,11 @@ export interface ManagementDeps {
 /** Endpoints in one page of `GET /api/dashboard/endpoints`: the default, and the most a `limit` may ask. */
 export const ENDPOINT_PAGE = { default: 100, max: 1000 } as const;
 
-const MAX_MANAGEMENT_BODY = 65_536;
-
 /** The management routes and the verbs each accepts (the value of an `Allow` header). */
 export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
   ['/api/dashboard/chains', 'GET'],
-  ['/api/dashboard/endpoints', 'GET, POST, DELETE'],
+  ['/api/dashboard/endpoints', 'GET, POST, PATCH, DELETE'],
+  ['/api/dashboard/endpoints/rotate', 'POST'],
   ['/api/dashboard/endpoints/stats', 'GET'],
   ['/api/dashboard/account', 'GET'],
 ]);
@@ -51,105 +54,6 @@ export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
 /** The verbs a management path serves, for its `Allow` header and its CORS preflight; undefined for no route. */
 export function managementVerbs(path: string): string | undefined {
   return ROUTE_VERBS.get(path.replace(/\/+$/, ''));
-}
-
-/** The public URLs of a chain: `server.public_base_url` with `{chain}` filled, then the key path. */
-export function chainUrls(config: Config, slug: string, keySegment: string): { https: string; wss: string | null } {
-  const base = config.server.public_base_url.replace('{chain}', slug);
-  const https = `${base}/v1/rpc/${keySegment}`;
-  const wss = config.chains[slug]?.kind === 'evm' ? https.replace(/^http/, 'ws') : null;
-  return { https, wss };
-}
-
-/**
- * One request's answer: written corked (it is mostly written after an await, outside uWS's handler), and
- * not at all once the client has gone.
- */
-interface Reply {
-  readonly res: HttpResponse;
-  readonly meta: ResponseMeta;
-  aborted: boolean;
-}
-
-/**
- * Said of every management answer: none may be kept by a browser or a proxy, the 201 that shows a new
- * `api_key` least of all.
- */
-const NO_STORE: readonly [string, string] = ['cache-control', 'no-store'];
-const NO_STORE_ONLY: ReadonlyArray<readonly [string, string]> = [NO_STORE];
-
-function send(reply: Reply, status: number, data: unknown): void {
-  sendRaw(reply, status, JSON.stringify({ data }));
-}
-
-function sendRaw(reply: Reply, status: number, body: string): void {
-  if (!reply.aborted) sendWhole(reply.res, status, reply.meta, JSON_TYPE, body, NO_STORE_ONLY);
-}
-
-function fail(reply: Reply, code: ErrorCode, message?: string, extra?: Array<[string, string]>): void {
-  if (reply.aborted) return;
-  const headers = extra === undefined ? NO_STORE_ONLY : [NO_STORE, ...extra];
-  sendWhole(reply.res, ERRORS[code].http, reply.meta, JSON_TYPE, managementErrorBody(code, message), headers);
-}
-
-function endpointView(e: { id: string; name: string | null; network: string; keyPrefix: string; createdAt: number }): EndpointAnswer {
-  return { id: e.id, name: e.name, network: e.network, key_prefix: e.keyPrefix, created_at: new Date(e.createdAt * 1000).toISOString() };
-}
-
-/** Reads `name` from a query string; undefined when absent, null when repeated (ambiguous). */
-function queryParam(query: string, name: string): string | undefined | null {
-  const values = new URLSearchParams(query).getAll(name);
-  if (values.length > 1) return null;
-  return values[0];
-}
-
-/** A request body as a JSON object ({} when empty), or what is wrong with it. */
-function parseJsonObject(buf: Buffer): Record<string, unknown> | string {
-  if (buf.length === 0) return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(buf.toString('utf8'));
-  } catch {
-    return 'body is not valid JSON';
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'body must be a JSON object';
-  return v as Record<string, unknown>;
-}
-
-/**
- * The request body as a JSON object, or what is wrong with it. Started in uWS's handler: a body not
- * asked for there is lost. Never settles when the client goes first, which is then unanswered anyway.
- */
-function readJsonBody(res: HttpResponse, meta: ResponseMeta): Promise<Record<string, unknown> | string> {
-  return new Promise((resolve) =>
-    readBody(
-      res,
-      meta,
-      MAX_MANAGEMENT_BODY,
-      (buf) => resolve(parseJsonObject(buf)),
-      () => resolve(`body is larger than ${MAX_MANAGEMENT_BODY} bytes`),
-    ),
-  );
-}
-
-/** A store call that failed: the cause is the store's error (SQLite's, PostgreSQL's, a lost connection). */
-class StoreFault extends Error {
-  constructor(readonly fault: Error) {
-    super(fault.message);
-  }
-}
-
-/**
- * Awaits a store call. By AccountStore's contract every rejection but a RangeError (a value the caller
- * should have refused first: a bug, thrown on) is the store failing, and nothing of the call was written.
- */
-async function fromStore<T>(call: () => T | Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    if (err instanceof RangeError) throw err;
-    throw new StoreFault(err instanceof Error ? err : new Error(String(err)));
-  }
 }
 
 /**
@@ -251,27 +155,48 @@ async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: stri
   send(reply, 200, await fromStore(() => deps.accounts.stats(owner.id, range)));
 }
 
+/**
+ * `POST /api/dashboard/endpoints`: `network` (required), `name`, and the settings beside them (issue 31);
+ * every problem in one 400, each naming its field. Other fields are ignored, as before the settings.
+ */
 async function handleCreate(deps: ManagementDeps, owner: OwnerRecord, body: Record<string, unknown> | string, reply: Reply): Promise<void> {
   if (typeof body === 'string') return fail(reply, 'bad_request', body);
   const network = body.network;
-  if (network === undefined) return fail(reply, 'bad_request', "'network' is required");
-  if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
-    return fail(
-      reply,
-      'bad_request',
-      `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`,
-    );
+  const problems: FieldProblem[] = [];
+  // Each problem of network and name in the words these refusals had before settings came beside them.
+  const texts: string[] = [];
+  if (network === undefined) {
+    problems.push({ field: 'network', message: 'is required' });
+    texts.push("'network' is required");
+  } else if (typeof network !== 'string' || !Object.hasOwn(deps.config.chains, network)) {
+    const message = `Unknown network ${JSON.stringify(network)}; networks: ${Object.keys(deps.config.chains).join(', ')}`;
+    problems.push({ field: 'network', message });
+    texts.push(message);
   }
   const name = body.name;
   const nameError = name === undefined || name === null ? null : typeof name === 'string' ? nameProblem(name) : 'must be a string';
-  if (nameError !== null) return fail(reply, 'bad_request', `'name' ${nameError}`);
+  if (nameError !== null) {
+    problems.push({ field: 'name', message: nameError });
+    texts.push(`'name' ${nameError}`);
+  }
+  const fences = applyFencePatch(NO_FENCES, body);
+  if (!fences.ok) problems.push(...fences.problems);
+  if (!fences.ok && texts.length === 0) return refuseFields(reply, problems);
+  if (problems.length > 0) {
+    const rest = fences.ok ? [] : fences.problems.map((p) => `${p.field}: ${p.message}`);
+    return refuseFields(reply, problems, [...texts, ...rest].join('; '));
+  }
   const plan = deps.config.plans[owner.plan];
   const max = plan?.max_endpoints ?? 0;
-  const made = await fromStore(() => deps.accounts.createEndpoint(owner.id, network, typeof name === 'string' ? name : undefined, max));
+  const chain = network as string;
+  const settings = fences.ok ? fences.settings : NO_FENCES;
+  const made = await fromStore(() =>
+    deps.accounts.createEndpoint(owner.id, chain, typeof name === 'string' ? name : undefined, max, settings),
+  );
   if (made.kind === 'refused') {
     return fail(reply, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
   }
-  const urls = chainUrls(deps.config, network, made.apiKey);
+  const urls = chainUrls(deps.config, chain, made.apiKey);
   const created: CreatedEndpointAnswer = { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss };
   send(reply, 201, created);
 }
@@ -328,7 +253,7 @@ export function handleManagement(
   const byIp = deps.limiter.take(`mgmt-ip:${ip}`, limits.rps_per_ip);
   if (!byIp.ok)
     return tooManyRequests(reply, byIp.retryAfterMs, `the limit is ${limits.rps_per_ip} per second per IP: management.rps_per_ip`);
-  const body = verb === 'POST' || verb === 'DELETE' ? readJsonBody(res, meta) : null;
+  const body = verb === 'GET' ? null : readJsonBody(res, meta);
   const key = /^Bearer\s+(\S+)$/i.exec(auth)?.[1];
   void answerStoreFaults(deps, reply, `${verb} ${route}`, async () => {
     const owner = key === undefined ? null : await fromStore(() => deps.accounts.ownerByManagementKey(key));
@@ -336,6 +261,8 @@ export function handleManagement(
       if (deps.unknownKeys.refuse(ip)) return tooManyRequests(reply, 60_000, 'too many invalid keys from this IP; try again in a minute');
       return fail(reply, 'unauthorized', 'Missing or invalid management key');
     }
+    // A suspended owner's key is known: 403 says what to fix, where the 401 of a typo would not (issue 31 §5).
+    if (owner.suspended) return fail(reply, 'owner_suspended', 'Owner suspended: its keys are refused until the operator resumes it');
     const byKey = deps.limiter.take(`mgmt-owner:${owner.id}`, limits.rps_per_key);
     if (!byKey.ok) {
       return tooManyRequests(reply, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
@@ -348,7 +275,9 @@ export function handleManagement(
     }
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);
+    if (route === '/api/dashboard/endpoints/rotate') return handleRotate(deps.config, deps.accounts, owner, query, await body, reply);
     if (verb === 'POST') return handleCreate(deps, owner, await body, reply);
+    if (verb === 'PATCH') return handlePatch(deps.accounts, owner, query, await body, reply);
     return handleDelete(deps, owner, query, await body, reply);
   });
 }

@@ -82,7 +82,27 @@ t.test('GET /api/dashboard/endpoints in pages: limit and cursor, the first page 
   t.equal(first.status, 200);
   const p1 = first.json as Page;
   t.equal(p1.data.length, 100, 'the first page has 100 endpoints by default');
-  t.same(Object.keys(p1.data[0]!).sort(), ['created_at', 'id', 'key_prefix', 'name', 'network'], 'each in the same shape as before');
+  t.same(
+    Object.keys(p1.data[0]!).sort(),
+    [
+      'allow_no_origin',
+      'allowed_contracts',
+      'allowed_ips',
+      'allowed_methods',
+      'allowed_origins',
+      'created_at',
+      'id',
+      'jwt_keys',
+      'jwt_max_lifetime_s',
+      'key_in_path',
+      'key_prefix',
+      'name',
+      'network',
+      'previous_key_expires_at',
+      'previous_key_prefix',
+    ],
+    'each in the same shape as an unpaged list',
+  );
   t.type(p1.next_cursor, 'string');
   const seen = [...p1.data.map((e) => e.id)];
   let cursor = p1.next_cursor;

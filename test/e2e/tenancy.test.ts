@@ -86,7 +86,28 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
   t.equal(ep.https_url, `http://127.0.0.1:0/devnet/v1/rpc/${ep.api_key}`);
   t.equal(ep.wss_url, `ws://127.0.0.1:0/devnet/v1/rpc/${ep.api_key}`);
   const listed = await api(g, alice.key, 'GET', '/api/dashboard/endpoints');
-  t.same(listed.json, { data: [{ id: ep.id, name: 'prod', network: 'devnet', key_prefix: ep.key_prefix, created_at: ep.created_at }] });
+  t.same(listed.json, {
+    data: [
+      {
+        id: ep.id,
+        name: 'prod',
+        network: 'devnet',
+        key_prefix: ep.key_prefix,
+        created_at: ep.created_at,
+        // No restrictions set (docs/api.md, "Endpoint restrictions"), and no key in a rotation's grace.
+        allowed_origins: null,
+        allow_no_origin: false,
+        allowed_ips: null,
+        allowed_methods: null,
+        allowed_contracts: null,
+        key_in_path: true,
+        jwt_keys: null,
+        jwt_max_lifetime_s: 3600,
+        previous_key_prefix: null,
+        previous_key_expires_at: null,
+      },
+    ],
+  });
   t.notMatch(listed.text, ep.api_key!, 'the key is shown only at creation');
 
   const url = `${g.base}/v1/rpc/${ep.api_key}`;
@@ -205,7 +226,12 @@ t.test("an endpoint name that is not 1 to 100 printable characters is 400 naming
       'content-type': 'application/json',
     });
     t.equal(r.status, 400, name);
-    t.same(r.json, { error: { code: 'bad_request', message } }, name);
+    // `fields` names the field beside the message, as for every refused body (docs/api.md).
+    t.same(
+      r.json,
+      { error: { code: 'bad_request', message, fields: [{ field: 'name', message: message.replace(/^'name' /, '') }] } },
+      name,
+    );
   }
   t.same((await api(g, o.key, 'GET', '/api/dashboard/endpoints')).json, { data: [] }, 'no endpoint was made');
 
@@ -339,8 +365,11 @@ t.test('the CLI changes a running daemon: top-up and suspension are noticed with
   t.equal((await rpc(url, 'eth_blockNumber')).status, 200, 'the top-up is seen by the daemon');
   t.equal((await cli('owner', 'suspend', String(id))).status, 0);
   await new Promise((r) => setTimeout(r, 1300));
-  t.equal((await rpc(url, 'eth_blockNumber')).status, 401, "a suspended owner's API key gets 401");
-  t.equal((await api(g, key, 'GET', '/api/dashboard/account')).status, 401, 'and its management key too');
+  // 403, not the 401 of a typo: the owner is told what to fix (issue 31, section 5).
+  t.equal((await rpc(url, 'eth_blockNumber')).status, 403, "a suspended owner's API key gets 403");
+  const suspendedAnswer = await api(g, key, 'GET', '/api/dashboard/account');
+  t.equal(suspendedAnswer.status, 403, 'and its management key too');
+  t.match(suspendedAnswer.json, { error: { code: 'owner_suspended' } });
   const list = await cli('endpoint', 'list', '--owner', String(id));
   t.equal(list.status, 0);
   t.match(list.stdout, /ep_/);

@@ -1,0 +1,169 @@
+// The operator commands on one endpoint's restrictions and key (issue 31): `endpoint set ID --flags` and
+// `endpoint rotate ID [--grace D]`. The flags are turned into the management API's body (one flag per
+// field, `none` clears it) and checked by fences/settings.ts, whose problems come back named by flag.
+import { readFileSync } from 'node:fs';
+import { applyFencePatch, type FenceProblem, type FenceSettings, NO_FENCES } from '../fences/settings.js';
+import { ROTATION_GRACE_S } from '../server/management-fences.js';
+import { errorText } from '../log.js';
+import { type ParsedArgs, stringOption } from './args.js';
+import { formatTable, formatTime } from './table.js';
+import { type Io, RefusedError, UsageError } from './tenancy-io.js';
+
+/** Each flag of `endpoint set` and the settings field it writes, in the order `--help` lists them. */
+export const SETTING_FLAGS: Readonly<Record<string, keyof FenceSettings>> = Object.freeze({
+  'allowed-origins': 'allowed_origins',
+  'allow-no-origin': 'allow_no_origin',
+  'allowed-ips': 'allowed_ips',
+  'allowed-methods': 'allowed_methods',
+  'allowed-contracts': 'allowed_contracts',
+  'key-in-path': 'key_in_path',
+  'jwt-key': 'jwt_keys',
+  'jwt-max-lifetime': 'jwt_max_lifetime_s',
+});
+
+const FLAG_OF: ReadonlyMap<string, string> = new Map(Object.entries(SETTING_FLAGS).map(([flag, field]) => [field, flag]));
+
+/** Comma-separated entries (repeated flags are joined with commas by the argument reader). */
+const entries = (v: string): string[] =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+
+/**
+ * A duration: whole seconds, or with a unit (`90s`, `15m`, `24h`, `7d`); a string is what is wrong with
+ * it, for the caller to name its flag.
+ */
+export function parseDuration(v: string): number | string {
+  const m = /^(\d{1,9})(s|m|h|d)?$/.exec(v.trim());
+  if (m === null) return `must be whole seconds or a duration such as 90s, 15m, 24h, 7d; got '${v}'`;
+  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
+}
+
+/** `id:alg:FILE`, FILE a PEM (SPKI) or a JWK in JSON; the key is read here, checked by settings.ts. */
+function jwtKey(entry: string): Record<string, unknown> {
+  const m = /^([^:]+):([^:]+):(.+)$/.exec(entry);
+  if (m === null) throw new UsageError(`--jwt-key takes id:alg:FILE (FILE a PEM or a JWK in JSON), got '${entry}'`);
+  const [, id, alg, file] = m as unknown as [string, string, string, string];
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').trim();
+  } catch (e) {
+    throw new UsageError(`--jwt-key ${id}: cannot read ${file}: ${errorText(e)}`);
+  }
+  if (text.startsWith('-----BEGIN')) return { id, alg, pem: text };
+  try {
+    return { id, alg, jwk: JSON.parse(text) as unknown };
+  } catch {
+    throw new UsageError(`--jwt-key ${id}: ${file} is neither a PEM nor a JWK in JSON`);
+  }
+}
+
+/** The flag's value as the body's: `none` clears (null); a usage error names the flag. */
+function fieldValue(flag: string, v: string): unknown {
+  if (v === 'none') return null;
+  switch (SETTING_FLAGS[flag]) {
+    case 'allow_no_origin':
+    case 'key_in_path':
+      if (v !== 'true' && v !== 'false') throw new UsageError(`--${flag} must be true, false or none, got '${v}'`);
+      return v === 'true';
+    case 'jwt_max_lifetime_s': {
+      const s = parseDuration(v);
+      if (typeof s === 'string') throw new UsageError(`--${flag} ${s}`);
+      return s;
+    }
+    case 'jwt_keys':
+      return entries(v).map(jwtKey);
+    default:
+      return entries(v);
+  }
+}
+
+/** `allowed_ips[3]` as `--allowed-ips (entry 4)`, so a problem names the flag the operator typed. */
+function flagProblem(p: FenceProblem): string {
+  const m = /^([a-z_]+)(?:\[(\d+)\])?(.*)$/.exec(p.field);
+  const flag = FLAG_OF.get(m?.[1] ?? '') ?? p.field;
+  const entry = m?.[2] === undefined ? '' : ` (entry ${Number(m[2]) + 1}${m[3] ? `, ${m[3].replace(/^\./, '')}` : ''})`;
+  return `--${flag}${entry}: ${p.message}`;
+}
+
+/** The body `endpoint set`'s flags make, checked (every problem at once, as a usage error). */
+export function settingsBody(args: ParsedArgs): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const [flag, field] of Object.entries(SETTING_FLAGS)) {
+    const v = stringOption(args, flag);
+    if (v !== undefined) body[field] = fieldValue(flag, v);
+  }
+  if (Object.keys(body).length === 0) {
+    throw new UsageError(
+      `endpoint set needs at least one of ${Object.keys(SETTING_FLAGS)
+        .map((f) => `--${f}`)
+        .join(', ')}`,
+    );
+  }
+  const checked = applyFencePatch(NO_FENCES, body);
+  if (!checked.ok) throw new UsageError(checked.problems.map(flagProblem).join('\n'));
+  return body;
+}
+
+/** The owner of a live endpoint (the store's calls act for an owner), or a refusal naming the id. */
+async function ownerOf(io: Io, id: string | undefined): Promise<{ id: string; ownerId: number }> {
+  if (id === undefined) throw new UsageError('missing endpoint ID (see endpoint list)');
+  const row = (await (await io.accounts()).listAllEndpoints()).find((e) => e.id === id);
+  if (row === undefined) throw new RefusedError(`no endpoint ${id}`);
+  return { id, ownerId: row.ownerId };
+}
+
+const shown = (l: readonly string[] | null): string => (l === null ? 'any' : l.join(', '));
+
+/** The settings as a table an operator reads: one row per setting. */
+export function settingsTable(s: FenceSettings): string {
+  return formatTable(
+    ['SETTING', 'VALUE'],
+    [
+      ['allowed_origins', shown(s.allowed_origins)],
+      ['allow_no_origin', String(s.allow_no_origin)],
+      ['allowed_ips', shown(s.allowed_ips)],
+      ['allowed_methods', s.allowed_methods === null ? "the plan's" : s.allowed_methods.join(', ')],
+      ['allowed_contracts', shown(s.allowed_contracts)],
+      ['key_in_path', String(s.key_in_path)],
+      ['jwt_keys', s.jwt_keys === null ? 'no token required' : s.jwt_keys.map((k) => `${k.id} (${k.alg})`).join(', ')],
+      ['jwt_max_lifetime_s', String(s.jwt_max_lifetime_s)],
+    ],
+  );
+}
+
+export async function endpointSet(io: Io, json: boolean, a: string | undefined): Promise<void> {
+  if (a === undefined) throw new UsageError('missing endpoint ID (see endpoint list)');
+  const body = settingsBody(io.args);
+  const { id, ownerId } = await ownerOf(io, a);
+  const patched = await (await io.accounts()).patchEndpointFences(ownerId, id, (current) => applyFencePatch(current, body));
+  if (patched === null) throw new RefusedError(`no endpoint ${id}`);
+  if (!patched.ok) throw new UsageError(patched.problems.map(flagProblem).join('\n'));
+  const s = patched.endpoint.fences;
+  io.out(json ? `${JSON.stringify({ id, ...s })}\n` : `endpoint ${id}: settings saved\n${settingsTable(s)}`);
+}
+
+export async function endpointRotate(io: Io, json: boolean, a: string | undefined): Promise<void> {
+  if (a === undefined) throw new UsageError('missing endpoint ID (see endpoint list)');
+  const graceText = stringOption(io.args, 'grace');
+  const grace = graceText === undefined ? ROTATION_GRACE_S.default : parseDuration(graceText);
+  if (typeof grace === 'string') throw new UsageError(`--grace ${grace}`);
+  if (grace > ROTATION_GRACE_S.max) throw new UsageError(`--grace must be at most 30d (${ROTATION_GRACE_S.max} seconds)`);
+  const { id, ownerId } = await ownerOf(io, a);
+  const rotated = await (await io.accounts()).rotateEndpointKey(ownerId, id, grace);
+  if (rotated === null) throw new RefusedError(`no endpoint ${id}`);
+  const ends = rotated.previousKeyExpiresAt;
+  if (json) {
+    const expires = ends === null ? null : new Date(ends * 1000).toISOString();
+    io.out(`${JSON.stringify({ id, api_key: rotated.apiKey, previous_key_expires_at: expires })}\n`);
+    return;
+  }
+  const previous = rotated.endpoint.previousKeyPrefix;
+  io.out(
+    `endpoint ${id}: new API key (shown once, keep it secret): ${rotated.apiKey}\n` +
+      (ends === null
+        ? 'the previous key is refused from now on\n'
+        : `the previous key${previous === null ? '' : ` (${previous}…)`} works until ${formatTime(ends)}\n`),
+  );
+}
