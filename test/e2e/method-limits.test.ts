@@ -3,13 +3,14 @@
  * anvil, behind a proxy that counts what reaches it: a batch's items counted in order (the last of the budget
  * admitted, the rest refused with a message naming the method, the pattern, the limit and the key) and never
  * forwarded; Retry-After on a lone refusal; the keyless path per IP; steady traffic never over the limit and
- * never refused below 98 % of it; a reload's new limits; and two worker threads holding the limit together.
+ * never refused below 98 % of it; a reload's new limits; two worker threads holding the limit together, and a fleet of two instances on one Redis.
  */
 import t, { type Test } from 'tap';
 import type { Config } from '../../src/config/schema.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
+import { startPostgres, startRedis } from '../support/servers.js';
 import { everyStep, mayBeWithin, type Span, surelyWithin } from '../support/window-count.js';
 
 const LIMITED = 'eth_getTransactionCount';
@@ -194,4 +195,49 @@ t.test('two worker threads hold a method limit for the process', async (t) => {
   );
   // Then steady traffic on a key of its own, whose every call each worker may take.
   checkSteady(t, await hammer(`${g.base}/v1/rpc/${await keyOn(g, 'capped')}`, 2000, 8), LIMIT, 2000);
+});
+
+t.test('a fleet of two instances holds a method limit together (Redis)', async (t) => {
+  const [node, pg, redis] = await Promise.all([anvilFor(t), startPostgres(t), startRedis(t)]);
+  const proxy = await countingProxy(t, node.url);
+  const LIMIT = 50;
+  const one = (instance: string): Promise<TestGateway> =>
+    gatewayFor(t, {
+      storage: { url: pg.url },
+      cluster: { redis_url: redis.url, instance, reservation_ttl_s: 3, reservation_block_ru: 5000 },
+      ledger: { flush_interval_ms: 100 },
+      plans: { capped: { rps: 100_000, max_endpoints: 10, method_limits: { [LIMITED]: LIMIT } } },
+      chains: { devnet: evmChain([proxy.url]) },
+    });
+  const [a, b] = await Promise.all([one('gw-a'), one('gw-b')]);
+  const key = await keyOn(a, 'capped');
+  const batch = (n: number) =>
+    JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: LIMITED, params: [address(), 'latest'] })));
+  // 30 items through a, then 30 through b: b's last 10 are over the fleet's 50, in order.
+  const first = (await post(`${a.base}/v1/rpc/${key}`, batch(30))).json as Answer[];
+  const second = (await post(`${b.base}/v1/rpc/${key}`, batch(30))).json as Answer[];
+  const outcome = (x: Answer) => (x.result !== undefined ? 'ok' : x.error?.code);
+  t.same(first.map(outcome), Array(30).fill('ok'), 'a: 30 of 30');
+  t.same(second.map(outcome), [...Array(20).fill('ok'), ...Array(10).fill(-32005)], 'b: the 20 left of the 50, then refused');
+  t.match(
+    second[29]!.error?.message,
+    /is limited to 50 requests per second per key \('eth_getTransactionCount' in plans\.capped\.method_limits\)/,
+  );
+  t.equal(proxy.count(LIMITED), 50, 'the node saw the 50 admitted');
+
+  // A fresh key's first second, single calls spread over both instances at once.
+  const fresh = await keyOn(a, 'capped');
+  const start = performance.now();
+  const statuses = await Promise.all(
+    Array.from({ length: 3 * LIMIT }, (_, i) => rpc(`${(i % 2 === 0 ? a : b).base}/v1/rpc/${fresh}`, LIMITED, [address(), 'latest'])),
+  ).then((rs) => rs.map((r) => r.status));
+  const tookMs = performance.now() - start;
+  const served = statuses.filter((s) => s === 200).length;
+  t.comment(`${served} of ${statuses.length} served in ${Math.round(tookMs)} ms`);
+  t.ok(served <= LIMIT, `never over ${LIMIT} across the fleet (${served})`);
+  if (tookMs < 1000) t.ok(served >= 0.98 * LIMIT, `never refused below 98 % of it (${served})`);
+  t.ok(
+    statuses.every((s) => s === 200 || s === 429),
+    'the rest are 429',
+  );
 });
