@@ -3,7 +3,7 @@
  * of a budget and the window's edge, three patterns side by side, the keyless path per client IP, and the
  * grant a fleet's Redis gives a request, spent by its items in order.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { parseBody, type ParsedItem } from '../../src/jsonrpc/parse.js';
 import type { FleetLimiter, FleetTake } from '../../src/limits/fleet-limiter.js';
 import { UNAVAILABLE } from '../../src/limits/fleet-limiter.js';
@@ -28,7 +28,7 @@ function outcomeOf(plan: ItemPlan): { outcome: string; message?: string; retryAf
 
 const LIMITS = { eth_chainId: 3, 'eth_*': 5, 'web3_*': 2 };
 
-function setup(t: Parameters<Parameters<typeof t.test>[1]>[0], publicLimits?: Record<string, number>): PipelineSetup {
+function setup(t: Test, publicLimits?: Record<string, number>): PipelineSetup {
   return pipelineContext(t, {
     chains: { devnet: { chain_id: 31337, upstreams: [{ url: 'http://127.0.0.1:1' }] } },
     plans: { capped: { rps: 1000, max_endpoints: 5, method_limits: LIMITS }, open: { rps: 1000, max_endpoints: 5 } },
