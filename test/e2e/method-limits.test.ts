@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import type { Config } from '../../src/config/schema.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { anvilFor, evmChain, gatewayFor, type TestGateway } from '../support/gateway.js';
-import { post, rpc } from '../support/rpc.js';
+import { post, rpc, send } from '../support/rpc.js';
 import { startPostgres, startRedis } from '../support/servers.js';
 import { everyStep, mayBeWithin, type Span, surelyWithin } from '../support/window-count.js';
 
@@ -96,6 +96,7 @@ t.test('one thread: batches in order, Retry-After, the keyless path, steady traf
       calls.push({ jsonrpc: '2.0', id: calls.length, method: LIMITED, params: [address(), 'latest'] });
       if (i % 6 === 5) calls.push({ jsonrpc: '2.0', id: calls.length, method: 'eth_chainId', params: [] });
     }
+    const sentAt = performance.now();
     const r = await post(url, JSON.stringify(calls));
     t.equal(r.status, 200, 'a batch with answers is 200');
     const answers = r.json as Answer[];
@@ -116,25 +117,33 @@ t.test('one thread: batches in order, Retry-After, the keyless path, steady traf
     t.equal(proxy.count(LIMITED), 50, 'the node saw the 50 admitted, none refused');
 
     const lone = await rpc(url, LIMITED, [address(), 'latest']);
-    t.equal(lone.status, 429, 'a lone refusal is 429');
-    t.equal(lone.headers['retry-after'], '1', 'with Retry-After, as the plan rps has');
-    t.match(lone.json, { error: { code: -32005, message: /plans\.capped\.method_limits/ } });
-    t.equal(proxy.count(LIMITED), 50);
+    // Still in the batch's second (unless the machine took most of it to answer the batch): refused.
+    if (performance.now() - sentAt < 1000) {
+      t.equal(lone.status, 429, 'a lone refusal is 429');
+      t.equal(lone.headers['retry-after'], '1', 'with Retry-After, as the plan rps has');
+      t.match(lone.json, { error: { code: -32005, message: /plans\.capped\.method_limits/ } });
+      t.equal(proxy.count(LIMITED), 50);
+    }
   });
 
   await t.test('the keyless path: per client IP, naming public.method_limits', async (t) => {
     const pub = `${g.base}/v1/rpc/public`;
-    const statuses: number[] = [];
-    for (let i = 0; i < 4; i++) statuses.push((await rpc(pub, LIMITED, [address(), 'latest'])).status);
-    t.same(statuses, [200, 200, 200, 429]);
-    const again = await rpc(pub, 'eth_getTransactionByHash', [`0x${'ab'.repeat(32)}`]);
-    t.match(again.json, {
-      error: {
-        code: -32005,
-        message:
-          "Rate limit exceeded: eth_getTransactionByHash is limited to 3 requests per second per client IP ('eth_getTransaction*' in public.method_limits)",
-      },
-    });
+    const calls = [
+      ...Array.from({ length: 4 }, (_, id) => ({ jsonrpc: '2.0', id, method: LIMITED, params: [address(), 'latest'] })),
+      { jsonrpc: '2.0', id: 4, method: 'eth_getTransactionByHash', params: [`0x${'ab'.repeat(32)}`] },
+    ];
+    const answers = (await post(pub, JSON.stringify(calls))).json as Answer[];
+    t.same(
+      answers.map((a) => (a.error === undefined ? 'ok' : a.error.code)),
+      ['ok', 'ok', 'ok', -32005, -32005],
+      "3 a second for the IP, whichever method 'eth_getTransaction*' governs",
+    );
+    t.equal(
+      answers[4]!.error?.message,
+      "Rate limit exceeded: eth_getTransactionByHash is limited to 3 requests per second per client IP ('eth_getTransaction*' in public.method_limits)",
+    );
+    const keyed = (await rpc(url, 'eth_getTransactionByHash', [`0x${'ab'.repeat(32)}`])).json as Answer;
+    t.equal(keyed.error, undefined, "a key's calls are not the keyless path's");
   });
 
   await t.test('steady traffic for 3 s: never over 20 a second, never refused below 98 % of it', async (t) => {
@@ -149,6 +158,9 @@ t.test('one thread: batches in order, Retry-After, the keyless path, steady traf
       plans: { ...running.plans, capped: { ...running.plans.capped!, method_limits: { [LIMITED]: 5 } } },
     };
     await g.gateway.reload(next);
+    const owner = await g.gateway.context.tenancy.accounts.createOwner('viewer', 'capped', 0);
+    const account = await send('GET', `${g.base}/api/dashboard/account`, undefined, { authorization: `Bearer ${owner.managementKey}` });
+    t.match(account.json, { data: { plan: { method_limits: { [LIMITED]: 5 } } } }, "the owner's account shows the plan's limits");
     const fresh = `${g.base}/v1/rpc/${await keyOn(g, 'capped')}`;
     const batch = Array.from({ length: 8 }, (_, id) => ({ jsonrpc: '2.0', id, method: LIMITED, params: [address(), 'latest'] }));
     const answers = (await post(fresh, JSON.stringify(batch))).json as Answer[];
@@ -210,20 +222,32 @@ t.test('a fleet of two instances holds a method limit together (Redis)', async (
       chains: { devnet: evmChain([proxy.url]) },
     });
   const [a, b] = await Promise.all([one('gw-a'), one('gw-b')]);
-  const key = await keyOn(a, 'capped');
   const batch = (n: number) =>
     JSON.stringify(Array.from({ length: n }, (_, id) => ({ jsonrpc: '2.0', id, method: LIMITED, params: [address(), 'latest'] })));
-  // 30 items through a, then 30 through b: b's last 10 are over the fleet's 50, in order.
-  const first = (await post(`${a.base}/v1/rpc/${key}`, batch(30))).json as Answer[];
-  const second = (await post(`${b.base}/v1/rpc/${key}`, batch(30))).json as Answer[];
   const outcome = (x: Answer) => (x.result !== undefined ? 'ok' : x.error?.code);
+  // 30 items through a, then 30 through b, on a key both have met (no store lookup on the way): b's last 10
+  // are over the fleet's 50, in order. Both must fall in one second: a machine too loaded for that tries
+  // again with another key (at most three times).
+  let first: Answer[] = [];
+  let second: Answer[] = [];
+  let batchesMs = Infinity;
+  for (let trial = 0; trial < 3 && batchesMs >= 1000; trial++) {
+    const key = await keyOn(a, 'capped');
+    for (const g of [a, b]) t.equal((await rpc(`${g.base}/v1/rpc/${key}`, 'eth_chainId')).status, 200, 'the key is known on both');
+    const before = proxy.count(LIMITED);
+    const start = performance.now();
+    first = (await post(`${a.base}/v1/rpc/${key}`, batch(30))).json as Answer[];
+    second = (await post(`${b.base}/v1/rpc/${key}`, batch(30))).json as Answer[];
+    batchesMs = performance.now() - start;
+    t.comment(`two batches in ${Math.round(batchesMs)} ms`);
+    if (batchesMs < 1000) t.equal(proxy.count(LIMITED) - before, 50, 'the node saw the 50 admitted');
+  }
   t.same(first.map(outcome), Array(30).fill('ok'), 'a: 30 of 30');
   t.same(second.map(outcome), [...Array(20).fill('ok'), ...Array(10).fill(-32005)], 'b: the 20 left of the 50, then refused');
   t.match(
     second[29]!.error?.message,
     /is limited to 50 requests per second per key \('eth_getTransactionCount' in plans\.capped\.method_limits\)/,
   );
-  t.equal(proxy.count(LIMITED), 50, 'the node saw the 50 admitted');
 
   // A fresh key's first second, single calls spread over both instances at once.
   const fresh = await keyOn(a, 'capped');
