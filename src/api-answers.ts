@@ -89,6 +89,8 @@ export interface PlanView {
   max_connections_per_key: number;
   /** Method patterns the plan's keys may not call (`plans.<plan>.methods.deny`). */
   denied_methods: string[];
+  /** Method pattern → requests per second per key (`plans.<plan>.method_limits`); {} when none. */
+  method_limits: Record<string, number>;
 }
 
 /** `GET /api/dashboard/account`. */

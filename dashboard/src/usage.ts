@@ -63,6 +63,8 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
     byId('plan-max-batch').textContent = formatNumber(plan.max_batch);
     byId('plan-connections').textContent = formatNumber(plan.max_connections_per_key);
     byId('plan-denied').textContent = plan.denied_methods.length === 0 ? 'none' : plan.denied_methods.join(', ');
+    const limited = Object.entries(plan.method_limits).map(([pattern, rps]) => `${pattern} ${formatNumber(rps)}/s`);
+    byId('plan-method-limits').textContent = limited.length === 0 ? 'none' : limited.join(', ');
   }
 
   function fillScope(chosen: string): void {

@@ -113,7 +113,7 @@ export function section<T extends TProperties>(
 export function mapOf<T extends TSchema>(
   value: T,
   description: string,
-  more: Messages & { default?: unknown; minProperties?: number } = {},
+  more: Messages & { default?: unknown; minProperties?: number; maxProperties?: number } = {},
 ) {
   return Type.Record(Type.String(), value, { description, ...more });
 }

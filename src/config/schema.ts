@@ -21,7 +21,7 @@ import {
   UsageSchema,
 } from './operations.js';
 import { FencesSchema } from './fences.js';
-import { namePlans, type PlanConfig, PlansSchema, PublicSchema } from './plans.js';
+import { namePlans, type PlanConfig, PlansSchema, PublicSchema, readPublic } from './plans.js';
 import { checkRu, type RuConfig, RuSchema } from './ru.js';
 import { withoutNulls } from './fill-defaults.js';
 import { checkSchema } from './schema-check.js';
@@ -109,6 +109,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
       'server.workers: an instance of a fleet (storage.url) runs one thread: run one instance per core behind the load balancer instead',
     );
   const plans = namePlans(c.plans, errors);
+  const publicPath = readPublic(c.public, errors);
   const { management, management_limits } = readManagement(c.management, errors);
   const metrics = readMetrics(c.metrics);
   checkRu(c.ru, errors);
@@ -127,7 +128,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     cluster,
     chains,
     plans,
-    public: c.public,
+    public: publicPath,
     ru: c.ru,
     ledger: c.ledger,
     usage: c.usage,

@@ -6,6 +6,7 @@ import { isOpen } from '../metering/meter.js';
 import { ADMITTED } from '../limits/entry-log.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
 import { type RefusalCode, type RequestTally, refusalError } from './answers.js';
+import type { MethodGrant } from './method-limits.js';
 import type { Tenancy } from './tenancy.js';
 
 /**
@@ -43,6 +44,8 @@ export interface Grant {
   limitsUnavailable: boolean;
   /** PostgreSQL failed when RU were asked for: a call the RU already held here cannot pay is refused 503, not 402. */
   storeDown: boolean;
+  /** What the limits per method granted (method-limits.ts); null when the caller has none. */
+  methods: MethodGrant | null;
 }
 
 export type Admission = { ok: true; reservation: Reservation | null; ru: number } | { ok: false; error: ErrorCode; retryAfterMs?: number };

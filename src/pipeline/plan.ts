@@ -7,6 +7,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import { abandonCall, type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall } from './filter-calls.js';
 import { methodRefusal } from './method-gate.js';
+import { takeMethodLimit } from './method-limits.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { sharedCall } from './shared-call.js';
 import { splitLogsPlan, wideLogRange } from './split-logs.js';
@@ -102,7 +103,7 @@ export function batchRefusal(ctx: GatewayContext, caller: Caller, items: readonl
 
 /**
  * The fixed order of checks for one item, the same over HTTP and WebSocket: rate limit (every
- * parsed item counts, valid or not) → method (the catalogue, the chain's and the plan's policy:
+ * parsed item counts, valid or not) → the limit of its method, if any (method-limits.ts) → method (the catalogue, the chain's and the plan's policy:
  * method-gate.ts) → params (the log range included) → RU rate and balance (at the chain's price)
  * → answer (locally, from the gateway's filters, or window by window for a wide eth_getLogs) or forward.
  */
@@ -118,6 +119,15 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   if (!item.ok) {
     countRefusal(t, caller, method, ERRORS[item.error].rpc, item.error);
     return { kind: 'answer', answer: rpcErrorBody(item.error, item.idText, item.message), outcome: item.error };
+  }
+  // One look when no limits per method are set (the usual case): no lookup, no call.
+  if ((caller.plan ?? ctx.config.public).method_limits !== undefined) {
+    const limited = takeMethodLimit(t.limiter, ctx.config, caller, item.method);
+    if (limited !== null) {
+      countRefusal(t, caller, method, ERRORS.rate_limited.http, 'rate_limited');
+      const answer = rpcErrorBody('rate_limited', item.idText, limited.message);
+      return { kind: 'answer', answer, outcome: 'rate_limited', retryAfterMs: limited.retryAfterMs };
+    }
   }
   const check =
     methodRefusal(ctx.config, chain, caller, item.method) ??

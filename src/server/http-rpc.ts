@@ -4,7 +4,7 @@ import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
 import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
-import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
+import { askFleetForItems } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
 import { BodyRead, readBody } from './body.js';
 import { admitCaller, type Exchange, type ExchangeRoute, finish, reply, replyError, replySoon } from './exchange.js';
@@ -180,7 +180,7 @@ function answerBody(x: Exchange, caller: Caller, body: Buffer): void {
     x.ctx.log.error('a request failed after its fleet grant', { error: errorText(err) });
     if (!x.aborted && !x.finished) replyError(x, 'store_unavailable', undefined, true);
   };
-  askFleet(t, caller, itemsRu(t, x.chain, caller, items)).then((grant) => {
+  askFleetForItems(x.ctx, x.chain, caller, items).then((grant) => {
     if (x.aborted) return;
     caller.grant = grant;
     try {

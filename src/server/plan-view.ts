@@ -15,5 +15,6 @@ export function planView(config: Config, name: string): PlanView {
     max_batch: config.server.max_batch,
     max_connections_per_key: config.websocket.max_connections_per_key,
     denied_methods: plan === undefined ? [] : [...plan.methods.deny],
+    method_limits: { ...plan?.method_limits },
   };
 }

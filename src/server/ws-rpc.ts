@@ -3,7 +3,7 @@ import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors
 import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
 import { type Caller, type Grant, takeRequest } from '../pipeline/admission.js';
-import { askFleet, itemsRu } from '../pipeline/fleet-gate.js';
+import { askFleetForItems } from '../pipeline/fleet-gate.js';
 import { resolveCaller } from '../pipeline/caller.js';
 import { tallyFor } from '../pipeline/answers.js';
 import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
@@ -294,7 +294,7 @@ export function handleWsMessage(ctx: GatewayContext, conn: WsConn, message: Arra
     return;
   }
   const items = parsed.kind === 'single' ? [parsed.item] : parsed.items;
-  afterGrant(ctx, conn, askFleet(t, conn.caller, itemsRu(t, conn.chain, conn.caller, items)), () => planMessage(ctx, conn, parsed));
+  afterGrant(ctx, conn, askFleetForItems(ctx, conn.chain, conn.caller, items), () => planMessage(ctx, conn, parsed));
 }
 
 /**

@@ -217,7 +217,7 @@ t.test('a plans section replaces the default plans as a whole, and is validated'
   t.notOk(bad.ok);
   if (!bad.ok) {
     for (const e of [
-      'plans.gold.colour: unknown key (known: rps, ru_per_second, max_endpoints, methods)',
+      'plans.gold.colour: unknown key (known: rps, ru_per_second, max_endpoints, methods, method_limits)',
       'plans.gold.rps: required',
       'plans.gold.ru_per_second: must be an integer from 1 to 1000000000',
       'ru.methods.eth_call: must be an integer from 0 to 1000000',

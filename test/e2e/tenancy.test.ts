@@ -135,6 +135,7 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
         max_batch: 1000,
         max_connections_per_key: 100,
         denied_methods: [],
+        method_limits: {},
       },
       ru_balance: 1000 - 10 - 5 - 50,
     },
