@@ -135,5 +135,9 @@ t.test("resolveCaller: a suspended owner's key is 403; a rotated key is 401 once
   s.clock.now += 1;
   t.same(resolveCaller(s.ctx, devnet, apiKey, true, ip), { kind: 'refused', error: 'unauthorized' }, 'at its end: as an unknown key');
   grantKey(s.ctx.tenancy.keys, apiKey, { keyExpiresAtMs: s.clock.now - 1, suspended: true });
-  t.same(resolveCaller(s.ctx, devnet, apiKey, true, ip), { kind: 'refused', error: 'unauthorized' }, 'an ended key is unknown, suspended or not');
+  t.same(
+    resolveCaller(s.ctx, devnet, apiKey, true, ip),
+    { kind: 'refused', error: 'unauthorized' },
+    'an ended key is unknown, suspended or not',
+  );
 });
