@@ -253,8 +253,32 @@ t.test('signed tokens: refused without one, served with a valid one (checked whi
   const first = await post(url, body, { authorization: `Bearer ${token}` });
   t.match(first, { status: 200, json: [{ id: 1, result: '0x7a69' }, { id: 2 }] }, 'the first use is verified, the body kept meanwhile');
   t.equal((await post(url, body, { authorization: `Bearer ${token}` })).status, 200, 'then from what was proved');
+  // A token not met yet (ES256 signatures differ each time): the handshake waits for its check.
+  const fresh = await new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+    .setIssuedAt()
+    .setExpirationTime('10m')
+    .sign(privateKey);
+  t.not(fresh, token);
+  const WebSocket = (await import('ws')).default;
+  const browserLike = new WebSocket(wsUrl(g.base, '/v1/rpc'), ['chaingate', `chaingate.key.${ep.key}`, `chaingate.jwt.${fresh}`]);
+  t.teardown(() => browserLike.terminate());
+  await new Promise<void>((resolve, reject) => {
+    browserLike.once('open', () => resolve());
+    browserLike.once('error', reject);
+  });
+  t.equal(browserLike.protocol, 'chaingate', 'key and token as subprotocols, answered with chaingate');
+  browserLike.close();
   const upgraded = await openSocket(t, wsUrl(g.base, `/v1/rpc/${ep.key}`), { headers: { authorization: `Bearer ${token}` } });
   t.match(await upgraded.call(call('eth_chainId')), { result: '0x7a69' });
+  const expired = await new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+    .setIssuedAt(Math.floor(Date.now() / 1000) - 600)
+    .setExpirationTime(Math.floor(Date.now() / 1000) - 300)
+    .sign(privateKey);
+  const late = await refusedUpgrade(wsUrl(g.base, `/v1/rpc/${ep.key}`), { headers: { authorization: `Bearer ${expired}` } });
+  t.equal(late.status, 403, 'an expired token, checked while the handshake waits');
+  t.match(JSON.parse(late.body), { error: { code: -32600, message: /^Signed token refused: .*expired/ } });
   const refusedSocket = await refusedUpgrade(wsUrl(g.base, `/v1/rpc/${ep.key}`));
   t.equal(refusedSocket.status, 403, 'an upgrade without the token');
 });
