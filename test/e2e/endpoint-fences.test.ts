@@ -379,4 +379,9 @@ t.test('Beacon REST and event streams: origin, address and key place checked bef
   const stream = await openEventStream(`${g.base}${events}`, ok);
   t.equal(stream.status, 200, 'the stream opens for the allowed origin');
   stream.close();
+  const rotated = endpoint(g, 'devnet-beacon', { keyExpiresAtMs: Date.now() + 1500 });
+  const ending = await openEventStream(`${g.base}/devnet-beacon/v1/rpc/${rotated.key}/eth/v1/events?topics=head`);
+  t.equal(ending.status, 200, 'a rotated key in its grace opens a stream');
+  await waitFor(() => ending.ended(), { what: 'the stream ends with the grace' });
+  t.equal(ending.lastComment, ': closed: API key expired: it was rotated and its grace period ended');
 });
