@@ -16,6 +16,7 @@ import { endHead, JSON_TYPE, type ResponseMeta, responseMeta, sendPreflight, sen
 import { isBeaconRest, isManagementPath, kindRefusal, RouteMemo, type RouteTable } from './routes.js';
 import { holdForKey } from './held-request.js';
 import { requestKey } from './request-key.js';
+import { KEY_IN_PATH } from '../pipeline/request-fences.js';
 import type { GatewayThread } from './gateway-thread.js';
 import { type HttpRequest, type HttpResponse, type TemplatedApp, uws } from './uws.js';
 
@@ -81,14 +82,15 @@ function routeRequest(routes: MainRoutes, res: HttpResponse, req: HttpRequest): 
     return;
   }
   const found = requestKey(req, route, false);
-  if (!found.ok) {
+  if (found?.ok === false) {
     const x = openExchange(ctx, res, req, meta, ctx.chains.get(route.chain.slug)!, route);
     const refusal = { kind: 'refused', error: 'unauthorized', message: found.message } as const;
     if (isBeaconRest(route.rest)) routes.beacon.refuseCaller(x, refusal);
     else HTTP_RPC_ROUTE.refuseCaller(x, refusal);
     return;
   }
-  const { target, facts } = found;
+  const target = found?.target ?? route;
+  const facts = found?.facts ?? KEY_IN_PATH;
   // Only a fleet can meet a key it does not know yet: one machine's road reads SQLite itself.
   if (ctx.tenancy.fleet !== null && target.key !== null && ctx.tenancy.keys.cached(target.key) === undefined) {
     holdForKey(ctx, res, req, target.key, method !== 'get' && method !== 'head', (r, q) => routeRequest(routes, r, q), {

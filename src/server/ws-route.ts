@@ -3,6 +3,7 @@ import type { GatewayContext } from '../pipeline/context.js';
 import { tallyFor } from '../pipeline/answers.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
 import { requestKey } from './request-key.js';
+import { KEY_IN_PATH } from '../pipeline/request-fences.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
@@ -62,12 +63,12 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
         return;
       }
       const found = requestKey(req, route, true);
-      if (!found.ok) {
+      if (found?.ok === false) {
         tallyFor(ctx, ctx.chains.get(route.chain.slug)!, 'ws', null).refused('unauthorized');
         refuseUpgrade(res, meta, 'unauthorized', found.message);
         return;
       }
-      const { target } = found;
+      const target = found?.target ?? route;
       if (ctx.tenancy.fleet !== null && target.key !== null && ctx.tenancy.keys.cached(target.key) === undefined) {
         // A fleet's key not met yet: the upgrade waits for the store's answer (uWS upgrades later, corked).
         holdForKey(ctx, res, req, target.key, false, (r, q) => behavior.upgrade!(r, q, context), {
@@ -88,7 +89,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
           return;
         }
       }
-      upgradeWs({ res, req, context, meta, chain, target, keyFacts: found.facts, protocol: found.protocol }, upgradeRoute);
+      upgradeWs({ res, req, context, meta, chain, target, keyFacts: found?.facts ?? KEY_IN_PATH, protocol: found?.protocol }, upgradeRoute);
     },
     open(ws) {
       const conn = ws.getUserData().conn;
