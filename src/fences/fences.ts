@@ -141,11 +141,18 @@ export function refuseCall(
   params: readonly unknown[],
 ): FenceRefusal | undefined | Promise<FenceRefusal | undefined> {
   if (!f.checksCalls) return undefined;
-  if (f.methods !== null && !f.methods(method)) return { kind: 'method', message: `Method ${method} is not allowed for this key` };
+  const byMethod = refuseMethod(f, method);
+  if (byMethod !== undefined) return byMethod;
   if (f.contracts === null || !fencesMethod(method, f.options)) return undefined;
   const refused = refuseContracts(f.contracts, method, params, f.options);
   if (refused instanceof Promise) return refused.then(contractRefusal);
   return contractRefusal(refused);
+}
+
+/** Why the method list refuses `method`, or undefined: readable before the call's params are (refuseCall checks it too). */
+export function refuseMethod(f: EndpointFences, method: string): FenceRefusal | undefined {
+  if (f.methods === null || f.methods(method)) return undefined;
+  return { kind: 'method', message: `Method ${truncate(method)} is not allowed for this key` };
 }
 
 function contractRefusal(message: string | undefined): FenceRefusal | undefined {

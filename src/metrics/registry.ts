@@ -53,7 +53,10 @@ export type RefusalReason =
   | 'too_many_connections'
   | 'shutting_down'
   | 'store_unavailable'
-  | 'limits_unavailable';
+  | 'limits_unavailable'
+  /** A key's own restrictions (origins, addresses, methods, contracts, signed token: fences/). */
+  | 'fenced'
+  | 'owner_suspended';
 
 export interface ChainMetrics {
   /** Counts one answered request; `method` is already an allowlisted name or a route template. */

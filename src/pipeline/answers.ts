@@ -41,6 +41,13 @@ const REFUSAL_REASONS: Readonly<Partial<Record<RefusalCode, RefusalReason>>> = {
   shutting_down: 'shutting_down',
   store_unavailable: 'store_unavailable',
   limits_unavailable: 'limits_unavailable',
+  // An endpoint's restrictions (fences/): one reason for every kind; the answers' statuses tell them apart.
+  origin_not_allowed: 'fenced',
+  ip_not_allowed: 'fenced',
+  method_not_allowed_for_key: 'fenced',
+  contract_not_allowed: 'fenced',
+  token_refused: 'fenced',
+  owner_suspended: 'owner_suspended',
 };
 
 /** The refusal reason of an error code; null for an error that is not a refusal (a node's failure). */

@@ -63,11 +63,14 @@ export interface CallerRefusal {
 
 const UNAUTHORIZED: CallerRefusal = Object.freeze({ kind: 'refused', error: 'unauthorized' });
 const UNKNOWN_KEY_THROTTLED: CallerRefusal = Object.freeze({ kind: 'refused', error: 'rate_limited' });
+const OWNER_SUSPENDED: CallerRefusal = Object.freeze({ kind: 'refused', error: 'owner_suspended' });
 
 /**
  * Who is calling: the public path's client IP, or the endpoint an API key grants. An unknown key
- * (random, malformed, deleted, or none at all) is 401 with the table's message, or 429 once its IP has
- * presented too many unknown keys this minute. A valid key used on another chain's host or path is 401
+ * (random, malformed, deleted, rotated out past its grace, or none at all) is 401 with the table's message,
+ * or 429 once its IP has presented too many unknown keys this minute; a suspended owner's key is 403
+ * `owner_suspended`, so the owner knows a typo is not the problem. The endpoint's restrictions are checked
+ * after this (request-fences.ts). A valid key used on another chain's host or path is 401
  * too, so a key never reaches a network it was not made for; that refusal names the key's network,
  * which tells nothing to anyone but the key's holder. `peer` gives the client's address, asked for only
  * when it is needed (the public path, an unknown key).
@@ -100,7 +103,11 @@ export function resolveCaller(
   }
   // Undefined only for a fleet's key never looked up: the road holds such a request until it has been.
   const auth = tenancy.keys.cached(key) ?? null;
-  if (auth === null) return tenancy.unknownKeys.refuse(ipFrom(peer)) ? UNKNOWN_KEY_THROTTLED : UNAUTHORIZED;
+  // A rotated-out key past its grace is no key at all: the same 401 (and the same guessing count) as a typo.
+  if (auth === null || (auth.keyExpiresAtMs !== null && auth.keyExpiresAtMs <= ctx.now())) {
+    return tenancy.unknownKeys.refuse(ipFrom(peer)) ? UNKNOWN_KEY_THROTTLED : UNAUTHORIZED;
+  }
+  if (auth.suspended) return OWNER_SUSPENDED;
   const chain = ctx.chains.get(auth.network);
   if (chain === undefined) return UNAUTHORIZED;
   if (named && auth.network !== routeChain.config.slug) {

@@ -30,6 +30,8 @@ export interface GatewayContext {
   inFlight: number;
   /** Set once a stop has begun: answers then close their connections. */
   stopping: boolean;
+  /** Wall-clock time in ms since the epoch, for a rotated key's end (tests drive a fake clock). */
+  readonly now: () => number;
   /** Called whenever inFlight drops, so a stop can notice the last answer. */
   onIdle: (() => void) | null;
 }

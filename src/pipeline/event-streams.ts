@@ -14,8 +14,8 @@ import { admitRu, type Caller, countRefusal, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
 import { admitConnection } from './stream-limits.js';
 
-/** Why the gateway ends a stream: the hub's reasons, an owner out of RU, a key that stopped working. */
-type StreamEnd = SseEnd | 'balance' | 'revoked';
+/** Why the gateway ends a stream: the hub's reasons, an owner out of RU, a key that stopped working or whose grace ended. */
+type StreamEnd = SseEnd | 'balance' | 'revoked' | 'expired';
 
 /**
  * How each end is told. A started stream gets `: closed: <text>` as its last line (a comment, so no
@@ -28,7 +28,11 @@ const ENDS: Record<StreamEnd, { text: string; error: ErrorCode }> = {
   unavailable: { text: 'upstream event stream unavailable', error: 'upstream_error' },
   balance: { text: ERRORS.insufficient_balance.message, error: 'insufficient_balance' },
   revoked: { text: 'API key revoked', error: 'unauthorized' },
+  expired: { text: 'API key expired: it was rotated and its grace period ended', error: 'unauthorized' },
 };
+
+/** The longest wait a timer takes (about 24.8 days); a later end is waited for in steps. */
+const TIMER_MAX_MS = 2_147_483_647;
 
 /** Where a stream's bytes go: the server's writes. */
 export interface EventStreamOut {
@@ -116,10 +120,18 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     // Set once add() returns: the hub may start or end the client from within add().
     let listener: SseListener | null = null;
     let left = false;
+    // A stream opened with a rotated-out key in its grace ends with the grace (by the context's clock).
+    let keyEnd: ReturnType<typeof setTimeout> | null = null;
+    const closeAtKeyEnd = (at: number): void => {
+      const wait = at - ctx.now();
+      if (wait <= 0) client.close('expired');
+      else (keyEnd = setTimeout(() => closeAtKeyEnd(at), Math.min(wait, TIMER_MAX_MS))).unref?.();
+    };
     const drained = (): void => listener?.drained();
     const leave = (): void => {
       if (left) return;
       left = true;
+      if (keyEnd !== null) clearTimeout(keyEnd);
       chain.metrics.sseClient(-1);
       listener?.remove();
       clients.delete(client);
@@ -178,6 +190,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     if (chain.events === null) client.close('unavailable');
     else listener = chain.events.add(client, admitted.topics);
     if (left) listener?.remove();
+    else if (auth?.keyExpiresAtMs != null) closeAtKeyEnd(auth.keyExpiresAtMs);
     return {
       leave() {
         if (!open) return;

@@ -1,6 +1,7 @@
 import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { checkLogRange, checkTraceRange } from '../jsonrpc/log-range.js';
-import { checkCall, type MethodRow } from '../jsonrpc/methods.js';
+import { type CallCheck, checkCall, type MethodRow } from '../jsonrpc/methods.js';
+import { type CallRefusal, fenceCall, fenceMethod } from './request-fences.js';
 import type { ParsedItem } from '../jsonrpc/parse.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -131,11 +132,87 @@ export function planItem(ctx: GatewayContext, chain: ChainRuntime, caller: Calle
   }
   const check =
     methodRefusal(ctx.config, chain, caller, item.method) ??
+    fenceMethod(caller, item.method) ??
     checkCall(item.method, item.params, { chainId: chain.config.chain_id ?? 0, transport });
   if (check.kind === 'error') {
     countRefusal(t, caller, method, ERRORS[check.error].rpc, check.error);
     return { kind: 'answer', answer: rpcErrorBody(check.error, item.idText, check.message), outcome: check.error };
   }
+  // The key's contracts, read in the validated params: a refused call costs nothing and reaches no cache or node.
+  const fenced = check.kind === 'forward' ? fenceCall(caller, item.method, check.params) : undefined;
+  if (fenced instanceof Promise) return fencedLater(ctx, chain, caller, item, check, transport, fenced);
+  if (fenced !== undefined) return fenceAnswer(ctx, caller, item.idText, item.method, fenced);
+  return planChecked(ctx, chain, caller, item, check, transport);
+}
+
+/** A call refused by its key's restrictions: counted (usage with the row's status, metrics), charged nothing. */
+function fenceAnswer(ctx: GatewayContext, caller: Caller, idText: string, method: string, r: CallRefusal): ItemPlan & { kind: 'answer' } {
+  countRefusal(ctx.tenancy, caller, method, ERRORS[r.error].http, r.error);
+  return { kind: 'answer', answer: rpcErrorBody(r.error, idText, r.message), outcome: r.error };
+}
+
+/** What checkCall lets through: a call to answer locally or to forward. */
+type PassedCheck = Exclude<CallCheck, { kind: 'error' }>;
+
+/**
+ * An item planned once its key's contract check, waiting for the transaction decoder, is in: a pending answer
+ * (the rest of its plan collected whole). Stopped by its `call` like any pending answer, it then never resolves.
+ */
+function fencedLater(
+  ctx: GatewayContext,
+  chain: ChainRuntime,
+  caller: Caller,
+  item: Extract<ParsedItem, { ok: true }>,
+  check: PassedCheck,
+  transport: Transport,
+  fenced: Promise<CallRefusal | undefined>,
+): ItemPlan {
+  let inner: ForwardCall | undefined;
+  let stopped = false;
+  const call: ForwardCall = {
+    abort() {
+      stopped = true;
+      inner?.abort();
+    },
+    resume: () => inner?.resume(),
+  };
+  const never = new Promise<PlannedAnswer>(() => {});
+  const pending = fenced.then((r): PlannedAnswer | Promise<PlannedAnswer> => {
+    if (stopped) return never;
+    if (r !== undefined) return fenceAnswer(ctx, caller, item.idText, item.method, r);
+    const plan = planChecked(ctx, chain, caller, item, check, transport);
+    switch (plan.kind) {
+      case 'answer':
+        return plan;
+      case 'pending':
+        inner = plan.call;
+        return plan.pending;
+      case 'forward':
+        return new Promise<PlannedAnswer>((resolve) => {
+          inner = collectCall(ctx, chain, caller, plan.forward, (answer, outcome) => resolve({ answer, outcome }));
+        });
+      case 'local':
+        // Only eth_sendRawTransaction waits for its check, and it is never answered locally: refused, not lost.
+        abandonCall(ctx.tenancy, caller, plan.local.admission);
+        return { answer: rpcErrorBody('upstream_error', item.idText), outcome: 'upstream_error' };
+      default:
+        throw new Error(`unknown item plan ${JSON.stringify(plan satisfies never)}`);
+    }
+  });
+  return { kind: 'pending', pending, call };
+}
+
+/** The rest of planItem once the call passed its method, params and key checks: ranges, RU, then where it goes. */
+function planChecked(
+  ctx: GatewayContext,
+  chain: ChainRuntime,
+  caller: Caller,
+  item: Extract<ParsedItem, { ok: true }>,
+  check: PassedCheck,
+  transport: Transport,
+): ItemPlan {
+  const t = ctx.tenancy;
+  const method = item.method;
   // A range over max_logs_block_range on a chain that splits them: one call per window, each paid (split-logs.ts).
   const wide = check.kind === 'forward' && item.method === 'eth_getLogs' ? wideLogRange(chain, caller, check.params) : null;
   const refusal = check.kind === 'forward' && wide === null ? refusalOf(chain, item.method, check.params) : undefined;

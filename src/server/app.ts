@@ -73,6 +73,8 @@ export interface GatewayOptions extends Pick<ChainRuntimeOptions, 'ca' | 'prober
   metricsPort?: number;
   /** The registry to measure into (one is made otherwise). */
   metrics?: Metrics;
+  /** Wall-clock ms since the epoch, for the end of a rotated key's grace (tests drive a fake clock); Date.now by default. */
+  now?: () => number;
   /** Set in a worker thread (server/worker-thread.ts): what it shares with the main thread. */
   worker?: WorkerSide;
 }

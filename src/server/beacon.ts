@@ -79,14 +79,16 @@ export interface BeaconRoute extends ExchangeRoute {
 
 /** The Beacon road, made once with the routes. */
 export function beaconRoute(events: BeaconRoute['events']): BeaconRoute {
-  return {
+  const route: BeaconRoute = {
     transport: 'beacon',
     events,
+    admitted: (x, caller) => beaconAdmitted(x, route, caller),
     refuseCaller(x, refusal) {
       tallyFor(x.ctx, x.chain, 'beacon', null).refusedWhole(refusal.error, 1, refusal.message);
       replyBeaconError(x, refusal.error, refusal.message, refusal.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined, true);
     },
   };
+  return route;
 }
 
 /**
@@ -94,6 +96,17 @@ export function beaconRoute(events: BeaconRoute['events']): BeaconRoute {
  * (admitBeacon) and forward. The event stream is handed to `route.events` once admitted.
  */
 export function handleBeacon(x: Exchange, route: BeaconRoute): void {
+  if (x.req.getMethod() === 'get' && closesConnection(x.meta)) {
+    // No Beacon GET takes a body, and its answer streams on a kept connection: uWS would read on, however long.
+    tallyFor(x.ctx, x.chain, 'beacon', null).refusedWhole('bad_request', 1);
+    replyBeaconError(x, 'bad_request', 'A GET request carries no body (Content-Length above 0 or Transfer-Encoding)');
+    return;
+  }
+  admitCaller(x, route);
+}
+
+/** The Beacon road once its caller is admitted (the key's restrictions included): admission, then the node. */
+function beaconAdmitted(x: Exchange, route: BeaconRoute, caller: Caller): void {
   const { ctx, req } = x;
   const method = req.getMethod().toUpperCase();
   const query = req.getQuery() ?? '';
@@ -103,14 +116,6 @@ export function handleBeacon(x: Exchange, route: BeaconRoute): void {
     if (v !== '') headers.push([h, v]);
   }
   const contentLength = req.getHeader('content-length');
-  if (method === 'GET' && closesConnection(x.meta)) {
-    // No Beacon GET takes a body, and its answer streams on a kept connection: uWS would read on, however long.
-    tallyFor(ctx, x.chain, 'beacon', null).refusedWhole('bad_request', 1);
-    replyBeaconError(x, 'bad_request', 'A GET request carries no body (Content-Length above 0 or Transfer-Encoding)');
-    return;
-  }
-  const caller = admitCaller(x, route);
-  if (caller === null) return;
   const request: BeaconRequest = { method, path: x.target.rest, query, headers, contentLength };
   const max = ctx.config.server.max_body_bytes;
   if (ctx.tenancy.fleet === null) {

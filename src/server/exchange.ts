@@ -5,7 +5,9 @@ import { type GatewayContext, requestDone } from '../pipeline/context.js';
 import type { Caller } from '../pipeline/admission.js';
 import { type CallerRefusal, type PeerAddress, resolveCaller } from '../pipeline/caller.js';
 import type { Transport } from '../metrics/registry.js';
-import { clientLimitAddress } from './peer-address.js';
+import { fenceRequest, KEY_IN_PATH, type KeyFacts } from '../pipeline/request-fences.js';
+import { holdRequest } from './held-request.js';
+import { clientAddress, clientLimitAddress } from './peer-address.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { RpcTarget } from './routes.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
@@ -16,14 +18,17 @@ export interface Exchange {
   res: HttpResponse;
   /**
    * The request's head. uWS discards it once the handler returns: read it at once, before any callback or
-   * await (the handlers copy what they need first).
+   * await (the handlers copy what they need first). A request held for its signed token's check gets a copy
+   * (held-request.ts), readable when it resumes, as `res` then is the held one.
    */
-  readonly req: HttpRequest;
+  req: HttpRequest;
   meta: ResponseMeta;
   /** The chain the route named, then the caller's (admitCaller). */
   chain: ChainRuntime;
   /** Where the request goes: its key, whether the Host or path named the chain, the path after the key. */
   readonly target: RpcTarget;
+  /** Where its key came from and the signed token it brought (request-key.ts). */
+  readonly keyFacts: KeyFacts;
   aborted: boolean;
   finished: boolean;
   calls: ForwardCall[];
@@ -38,6 +43,8 @@ export interface Exchange {
 export interface ExchangeRoute {
   readonly transport: Extract<Transport, 'http' | 'beacon'>;
   refuseCaller(x: Exchange, refusal: CallerRefusal): void;
+  /** The road once its caller is admitted (admitCaller): now, or once a held request's token is checked. */
+  admitted(x: Exchange, caller: Caller): void;
 }
 
 /** An Exchange as a class: its methods serve as the callbacks a request needs, with no closure made per request. */
@@ -49,10 +56,11 @@ class HttpExchange implements Exchange, PeerAddress {
   constructor(
     public ctx: GatewayContext,
     public res: HttpResponse,
-    readonly req: HttpRequest,
+    public req: HttpRequest,
     public meta: ResponseMeta,
     public chain: ChainRuntime,
     readonly target: RpcTarget,
+    readonly keyFacts: KeyFacts,
   ) {}
 
   /** The client left: every call the request started stops. */
@@ -79,27 +87,57 @@ export function openExchange(
   meta: ResponseMeta,
   chain: ChainRuntime,
   target: RpcTarget,
+  keyFacts: KeyFacts = KEY_IN_PATH,
 ): Exchange {
-  const x = new HttpExchange(ctx, res, req, meta, chain, target);
+  const x = new HttpExchange(ctx, res, req, meta, chain, target, keyFacts);
   ctx.inFlight++;
   res.onAborted(x.clientLeft.bind(x));
   return x;
 }
 
 /**
- * Who calls (pipeline/caller.ts): the caller, its chain set on the exchange; or null once the refusal is
- * answered in the road's shape. Called while the request's head is still readable (the client's address).
+ * Who calls (pipeline/caller.ts), then the key's restrictions on the whole request (request-fences.ts:
+ * key place, address, Origin, signed token), before its body is read: the road goes on with
+ * `route.admitted`, its chain set on the exchange; or the refusal is answered in the road's shape. Called
+ * while the request's head is still readable. A token met for the first time is checked while the request
+ * is held (its body buffered, held-request.ts), and the road goes on when the check is in.
  */
-export function admitCaller(x: Exchange, route: ExchangeRoute): Caller | null {
+export function admitCaller(x: Exchange, route: ExchangeRoute): void {
   const { ctx, target } = x;
   // The peer address costs a system call: a keyed request that resolves needs none, so it is asked for only then.
   const resolved = resolveCaller(ctx, x.chain, target.key, target.named, x, route.transport);
   if (resolved.kind === 'refused') {
     route.refuseCaller(x, resolved);
-    return null;
+    return;
   }
   x.chain = resolved.chain;
-  return resolved.caller;
+  const caller = resolved.caller;
+  if (caller.auth === null || caller.auth.fences === null) {
+    route.admitted(x, caller);
+    return;
+  }
+  const { res, req } = x;
+  const fenced = fenceRequest(caller.auth, x.keyFacts, {
+    origin: req.getHeader('origin'),
+    address: () => clientAddress(res, req, ctx.config.server),
+  });
+  if (fenced === undefined) route.admitted(x, caller);
+  else if (!(fenced instanceof Promise)) route.refuseCaller(x, fenced);
+  else holdForToken(x as HttpExchange, route, caller, fenced);
+}
+
+/** A request waiting for its token's first check: its head copied and its body buffered, then resumed. */
+function holdForToken(x: HttpExchange, route: ExchangeRoute, caller: Caller, fenced: Promise<CallerRefusal | undefined>): void {
+  const method = x.req.getMethod();
+  const held = holdRequest(x.res, x.req, x.ctx.config.server.max_body_bytes, method !== 'get' && method !== 'head', () => x.clientLeft());
+  void fenced.then((refusal) =>
+    held.resume((res, req) => {
+      x.res = res;
+      x.req = req;
+      if (refusal === undefined) route.admitted(x, caller);
+      else route.refuseCaller(x, refusal);
+    }),
+  );
 }
 
 export function finish(x: Exchange): void {

@@ -238,6 +238,7 @@ function openRoads(t: ThreadUnderway, config: Config): void {
     tenancy,
     corsOrigin: createCorsPolicy(config.server.cors_origins),
     metrics: t.metrics,
+    now: opts.now ?? Date.now,
     inFlight: 0,
     stopping: false,
     onIdle: null,

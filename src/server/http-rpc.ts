@@ -223,14 +223,19 @@ function unplanned(plan: never): never {
 
 /**
  * POST /v1/rpc/<key>: the JSON-RPC pipeline over HTTP. Everything needed from `req` is copied out
- * before the first return to uWS. Checks run in the documented order: key (401) → body type and size
- * (415, 413) → parse and shape → per item: rate limit, method and params, RU → forward.
+ * before the first return to uWS. Checks run in the documented order: key (401; 403 owner_suspended) →
+ * the key's restrictions on the request (403: key place, address, Origin, token) → body type and size
+ * (415, 413) → parse and shape → per item: rate limit, method (the plan's, then the key's) and params,
+ * the key's contracts, RU → forward.
  */
 export function handleHttpRpc(x: Exchange, route: ExchangeRoute): void {
+  admitCaller(x, route);
+}
+
+/** The JSON-RPC road once its caller is admitted: the body's type and size, then the body. */
+function readRpcBody(x: Exchange, caller: Caller): void {
   const contentType = x.req.getHeader('content-type');
   const contentLength = x.req.getHeader('content-length');
-  const caller = admitCaller(x, route);
-  if (caller === null) return;
   const tally = caller.tally;
   const max = x.ctx.config.server.max_body_bytes;
   if (!JSON_CONTENT_TYPE.test(contentType)) {
@@ -273,6 +278,7 @@ class RpcBodyRead extends BodyRead {
 /** The JSON-RPC road over HTTP: a caller refused gets its answer with its request's ids (refuseWholeBody). */
 export const HTTP_RPC_ROUTE: ExchangeRoute = {
   transport: 'http',
+  admitted: readRpcBody,
   refuseCaller(x, refusal) {
     const headers = refusal.error === 'rate_limited' ? retryAfterHeader(60_000) : undefined;
     const tally = tallyFor(x.ctx, x.chain, 'http', null);

@@ -15,6 +15,8 @@ import { type ChainHealthEntry, type HealthReply, healthz, readyz } from './heal
 import { endHead, JSON_TYPE, type ResponseMeta, responseMeta, sendPreflight, sendRouteError, sendWhole, writeHead } from './respond.js';
 import { isBeaconRest, isManagementPath, kindRefusal, RouteMemo, type RouteTable } from './routes.js';
 import { holdForKey } from './held-request.js';
+import { requestKey } from './request-key.js';
+import { KEY_IN_PATH } from '../pipeline/request-fences.js';
 import type { GatewayThread } from './gateway-thread.js';
 import { type HttpRequest, type HttpResponse, type TemplatedApp, uws } from './uws.js';
 
@@ -79,9 +81,19 @@ function routeRequest(routes: MainRoutes, res: HttpResponse, req: HttpRequest): 
     sendRouteError(res, meta, route.code, route.message, route.allow);
     return;
   }
+  const found = requestKey(req, route, false);
+  if (found?.ok === false) {
+    const x = openExchange(ctx, res, req, meta, ctx.chains.get(route.chain.slug)!, route);
+    const refusal = { kind: 'refused', error: 'unauthorized', message: found.message } as const;
+    if (isBeaconRest(route.rest)) routes.beacon.refuseCaller(x, refusal);
+    else HTTP_RPC_ROUTE.refuseCaller(x, refusal);
+    return;
+  }
+  const target = found?.target ?? route;
+  const facts = found?.facts ?? KEY_IN_PATH;
   // Only a fleet can meet a key it does not know yet: one machine's road reads SQLite itself.
-  if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
-    holdForKey(ctx, res, req, route.key, method !== 'get' && method !== 'head', (r, q) => routeRequest(routes, r, q), {
+  if (ctx.tenancy.fleet !== null && target.key !== null && ctx.tenancy.keys.cached(target.key) === undefined) {
+    holdForKey(ctx, res, req, target.key, method !== 'get' && method !== 'head', (r, q) => routeRequest(routes, r, q), {
       chain: route.chain.slug,
       transport: isBeaconRest(route.rest) ? 'beacon' : 'http',
       meta,
@@ -89,12 +101,12 @@ function routeRequest(routes: MainRoutes, res: HttpResponse, req: HttpRequest): 
     return;
   }
   let chain = ctx.chains.get(route.chain.slug)!;
-  if (route.key !== null && !route.named) {
-    const own = chainOfKey(ctx, route.key);
+  if (target.key !== null && !route.named) {
+    const own = chainOfKey(ctx, target.key);
     if (own === undefined) {
       // A key that does not exist has no network whose kind could refuse the path: it is 401 whatever the
       // path, in the Beacon shape for a Beacon path and JSON-RPC's otherwise, by the handlers' own road.
-      const x = openExchange(ctx, res, req, meta, chain, route);
+      const x = openExchange(ctx, res, req, meta, chain, target, facts);
       if (isBeaconRest(route.rest)) handleBeacon(x, routes.beacon);
       else handleHttpRpc(x, HTTP_RPC_ROUTE);
       return;
@@ -115,11 +127,11 @@ function routeRequest(routes: MainRoutes, res: HttpResponse, req: HttpRequest): 
         `Chain '${chain.config.slug}' is a beacon chain: it serves the Beacon REST API under /v1/rpc/<key>/eth/..., not JSON-RPC`,
       );
     } else {
-      handleBeacon(openExchange(ctx, res, req, meta, chain, route), routes.beacon);
+      handleBeacon(openExchange(ctx, res, req, meta, chain, target, facts), routes.beacon);
     }
     return;
   }
-  handleHttpRpc(openExchange(ctx, res, req, meta, chain, route), HTTP_RPC_ROUTE);
+  handleHttpRpc(openExchange(ctx, res, req, meta, chain, target, facts), HTTP_RPC_ROUTE);
 }
 
 const NO_STORE: ReadonlyArray<readonly [string, string]> = [['cache-control', 'no-store']];

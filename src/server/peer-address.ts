@@ -18,6 +18,22 @@ export function clientLimitAddress(res: HttpResponse, req: HttpRequest, server: 
   return peerKey(res, server.ipv6_prefix);
 }
 
+/**
+ * The client's whole address, as an endpoint's allowed_ips reads it (fences/ip-ranges.ts): with
+ * `server.trust_proxy` the last hop of X-Forwarded-For as text, else the socket peer's 4 or 16 bytes.
+ * Not cut to `ipv6_prefix`: a list names single addresses too.
+ */
+export function clientAddress(res: HttpResponse, req: HttpRequest, server: Pick<ServerConfig, 'trust_proxy'>): string | Uint8Array {
+  if (server.trust_proxy) {
+    const xff = req.getHeader('x-forwarded-for');
+    if (xff !== '') {
+      const last = xff.slice(xff.lastIndexOf(',') + 1).trim();
+      if (last !== '') return last;
+    }
+  }
+  return new Uint8Array(res.getRemoteAddress());
+}
+
 /** IPv4 peers' keys seen lately, by their address as a number (mapped into IPv6 or not: the same key). */
 const ipv4Keys = new Map<number, string>();
 const IPV4_KEYS_MAX = 4096;

@@ -57,8 +57,14 @@ export function resolveRoute(method: string, url: string, host: string, t: Route
     return { kind: 'error', code: 'not_found', message: `No route for ${url}` };
   }
   const keyEnd = path.indexOf('/', 8);
-  const segment = keyEnd < 0 ? path.slice(8) : path.slice(8, keyEnd);
-  const rest = keyEnd < 0 ? '' : path.slice(keyEnd);
+  let segment = keyEnd < 0 ? path.slice(8) : path.slice(8, keyEnd);
+  let rest = keyEnd < 0 ? '' : path.slice(keyEnd);
+  // A Beacon path with the key in a header (`/v1/rpc/eth/v1/...`): every Beacon path starts with /eth/, and no
+  // key is `eth` (keys are 32 characters), so the segment is the path's, and the key is the empty one.
+  if (segment === 'eth' && rest !== '') {
+    rest = `/eth${rest}`;
+    segment = '';
+  }
   // No key at all (`/v1/rpc`, `/v1/rpc/`, `/v1/rpc//eth/...`) is the empty key: refused as an unknown key (401).
   const key = segment === 'public' ? null : segment;
   const named = byHost !== undefined || byPath !== undefined;

@@ -1,12 +1,16 @@
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { GatewayContext } from '../pipeline/context.js';
+import { tallyFor } from '../pipeline/answers.js';
 import { type ResponseMeta, sendRouteError } from './respond.js';
+import { requestKey } from './request-key.js';
+import { KEY_IN_PATH } from '../pipeline/request-fences.js';
 import { kindRefusal, resolveRoute, type RouteTable } from './routes.js';
 import { chainOfKey } from '../pipeline/caller.js';
 import { holdForKey } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import type { ConnectionGate } from './connection-gate.js';
-import { handleWsClose, handleWsMessage, upgradeWs, type WsServer, type WsUpgradeRoute, type WsUserData } from './ws-rpc.js';
+import { handleWsClose, handleWsMessage, type WsServer, type WsUserData } from './ws-rpc.js';
+import { refuseUpgrade, upgradeWs, type WsUpgradeRoute } from './ws-upgrade.js';
 
 export interface WsRoute {
   readonly behavior: WebSocketBehavior<WsUserData>;
@@ -58,9 +62,16 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
         else sendRouteError(res, meta, 'not_found', 'WebSocket is served on /v1/rpc/<key>');
         return;
       }
-      if (ctx.tenancy.fleet !== null && route.key !== null && ctx.tenancy.keys.cached(route.key) === undefined) {
+      const found = requestKey(req, route, true);
+      if (found?.ok === false) {
+        tallyFor(ctx, ctx.chains.get(route.chain.slug)!, 'ws', null).refused('unauthorized');
+        refuseUpgrade(res, meta, 'unauthorized', found.message);
+        return;
+      }
+      const target = found?.target ?? route;
+      if (ctx.tenancy.fleet !== null && target.key !== null && ctx.tenancy.keys.cached(target.key) === undefined) {
         // A fleet's key not met yet: the upgrade waits for the store's answer (uWS upgrades later, corked).
-        holdForKey(ctx, res, req, route.key, false, (r, q) => behavior.upgrade!(r, q, context), {
+        holdForKey(ctx, res, req, target.key, false, (r, q) => behavior.upgrade!(r, q, context), {
           chain: route.chain.slug,
           transport: 'ws',
           meta,
@@ -68,8 +79,8 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
         return;
       }
       let chain = ctx.chains.get(route.chain.slug)!;
-      if (route.key !== null && !route.named) {
-        const own = chainOfKey(ctx, route.key);
+      if (target.key !== null && !route.named) {
+        const own = chainOfKey(ctx, target.key);
         // A key that does not exist gets its 401 from the upgrade itself, whatever the default chain's kind.
         chain = own ?? chain;
         const refusal = own === undefined ? null : kindRefusal(chain.config, 'upgrade', route.rest, req.getUrl());
@@ -78,7 +89,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
           return;
         }
       }
-      upgradeWs({ res, req, context, meta, chain, target: route }, upgradeRoute);
+      upgradeWs({ res, req, context, meta, chain, target, keyFacts: found?.facts ?? KEY_IN_PATH, protocol: found?.protocol }, upgradeRoute);
     },
     open(ws) {
       const conn = ws.getUserData().conn;

@@ -1,23 +1,17 @@
 import { performance } from 'node:perf_hooks';
-import { type ErrorCode, ERRORS, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
+import { type ErrorCode, rpcErrorBody, rpcErrorBodyFor } from '../errors.js';
 import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../jsonrpc/parse.js';
 import { createRefusalCounter, type RefusalCounter } from '../limits/refusals.js';
-import { type Caller, type Grant, takeRequest } from '../pipeline/admission.js';
+import type { Caller, Grant } from '../pipeline/admission.js';
 import { askFleetForItems } from '../pipeline/fleet-gate.js';
-import { resolveCaller } from '../pipeline/caller.js';
-import { tallyFor } from '../pipeline/answers.js';
-import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
-import { clientLimitAddress } from './peer-address.js';
+import type { ConnectionCounts } from '../pipeline/stream-limits.js';
 import type { ForwardCall } from '../pipeline/forward.js';
 import { batchRefusal, collectCall, type Forward, planItem, type Settle } from '../pipeline/plan.js';
 import { type SubscribingConn, subscriptionCall } from '../pipeline/subscription-calls.js';
 import type { Subscription } from '../fanout/subscriptions.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type GatewayContext, requestDone } from '../pipeline/context.js';
-import { JSON_TYPE, type ResponseMeta, retryAfterHeader, sendWhole } from './respond.js';
-import type { RpcTarget } from './routes.js';
-import type { ConnectionGate } from './connection-gate.js';
-import type { HttpRequest, HttpResponse, WebSocket } from './uws.js';
+import type { WebSocket } from './uws.js';
 import { errorText } from '../log.js';
 
 /** A client that sends this many refused (rate-limited) messages within the window is closed with 1008. */
@@ -46,6 +40,8 @@ export class WsConn implements SubscribingConn {
   answerAllowance = 0;
   /** In a fleet: the last message still waiting for its grant (fleet-gate.ts); later ones are planned after it. */
   granting: Promise<void> | null = null;
+  /** Set for a socket opened with a rotated-out key: the timer that closes it when the key's grace ends. */
+  keyEnd: ReturnType<typeof setTimeout> | null = null;
 
   constructor(
     readonly server: WsServer,
@@ -104,87 +100,6 @@ export interface WsServer {
   slowConsumers: number;
   /** Open connections, to close them on a stop or a revoked key. */
   readonly conns: Set<WsConn>;
-}
-
-function refuseUpgrade(res: HttpResponse, meta: ResponseMeta, code: ErrorCode, message?: string, retryAfterMs?: number): void {
-  sendWhole(res, ERRORS[code].http, meta, JSON_TYPE, rpcErrorBody(code, 'null', message), retryAfterHeader(retryAfterMs), true);
-}
-
-/** The WebSocket road's fixed parts, made once with its behavior (ws-route.ts), never per upgrade. */
-export interface WsUpgradeRoute {
-  readonly ctx: GatewayContext;
-  readonly server: WsServer;
-  /** Open connections per key and per IP, shared by every worker thread. */
-  readonly counts: ConnectionCounts;
-  readonly gate: ConnectionGate;
-}
-
-/** One upgrade request: uWS's handles, its CORS, the chain the route named (or the key's) and where it goes. */
-export interface UpgradeExchange {
-  readonly res: HttpResponse;
-  /** Readable only until the upgrade handler returns (uWS discards it then). */
-  readonly req: HttpRequest;
-  readonly context: unknown;
-  readonly meta: ResponseMeta;
-  readonly chain: ChainRuntime;
-  readonly target: RpcTarget;
-}
-
-/**
- * The upgrade of `/v1/rpc/<key>`: the key is checked here, so a bad key gets its HTTP 401 and never a
- * socket. Then the connection limits (per key, or per IP on the public path) and, on the public path,
- * the per-IP request rate, which an upgrade counts against like a request.
- */
-export function upgradeWs(up: UpgradeExchange, route: WsUpgradeRoute): void {
-  const { res, req, meta, chain } = up;
-  const { ctx, counts, gate } = route;
-  const secKey = req.getHeader('sec-websocket-key');
-  const secProtocol = req.getHeader('sec-websocket-protocol');
-  const secExtensions = req.getHeader('sec-websocket-extensions');
-  const ipOf = (): string => clientLimitAddress(res, req, ctx.config.server);
-  if (ctx.stopping) {
-    tallyFor(ctx, chain, 'ws', null).refused('shutting_down');
-    refuseUpgrade(res, meta, 'shutting_down');
-    return;
-  }
-  const resolved = resolveCaller(ctx, chain, up.target.key, up.target.named, ipOf, 'ws');
-  if (resolved.kind === 'refused') {
-    tallyFor(ctx, chain, 'ws', null).refused(resolved.error);
-    refuseUpgrade(res, meta, resolved.error, resolved.message, resolved.error === 'rate_limited' ? 60_000 : undefined);
-    return;
-  }
-  const { caller } = resolved;
-  const { countKey, limit, refusal } = admitConnection(counts, caller, ctx.config.websocket, 'websocket', 'WebSocket connections');
-  if (refusal !== null) {
-    caller.tally.refused('too_many_connections');
-    refuseUpgrade(res, meta, 'rate_limited', refusal, 1000);
-    return;
-  }
-  if (caller.auth === null) {
-    const taken = takeRequest(ctx.tenancy, caller);
-    if (!taken.ok) {
-      caller.tally.refused('rate_limited');
-      refuseUpgrade(res, meta, 'rate_limited', undefined, taken.retryAfterMs);
-      return;
-    }
-  }
-  // Counted here, in one step with the check, as the last refusals: another worker thread may admit the same
-  // key, or take the process's last place, at the same moment. The upgrade opens the socket at once (the open
-  // handler runs within it), and its close gives both back (handleWsClose).
-  const full = gate.cap.tryHold();
-  if (full !== null) {
-    gate.refused(full);
-    refuseUpgrade(res, meta, 'too_many_connections', gate.answer(full).message, 1000);
-    return;
-  }
-  if (!counts.tryOpen(countKey, limit)) {
-    gate.cap.release();
-    caller.tally.refused('too_many_connections');
-    refuseUpgrade(res, meta, 'rate_limited', connectionRefusal(caller, limit, 'websocket', 'WebSocket connections'), 1000);
-    return;
-  }
-  const conn = new WsConn(route.server, resolved.chain, caller, countKey);
-  res.upgrade<WsUserData>({ conn }, secKey, secProtocol, secExtensions, up.context as never);
 }
 
 /** Sends a refusal or local answer, counting rate-limit refusals toward the hammering close. */
@@ -369,6 +284,8 @@ function planMessage(ctx: GatewayContext, conn: WsConn, parsed: Exclude<ParsedBo
 export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ConnectionCounts): void {
   conn.closed = true;
   conn.ws = null;
+  if (conn.keyEnd !== null) clearTimeout(conn.keyEnd);
+  conn.keyEnd = null;
   conn.chain.metrics.wsConnection(-1);
   for (const c of conn.calls ?? []) {
     c.abort();

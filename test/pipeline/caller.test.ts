@@ -5,6 +5,7 @@
 import t from 'tap';
 import { chainOfKey, resolveCaller } from '../../src/pipeline/caller.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
+import { grantKey } from '../support/key-grants.js';
 import { keyedCaller, pipelineContext } from '../support/pipeline-context.js';
 
 const CHAINS = {
@@ -54,7 +55,7 @@ t.test('resolveCaller: a key is its endpoint on its own network, under its plan'
     kind: 'caller',
     chain: s.chain('devnet'),
     caller: {
-      auth: { endpointId, ownerId, network: 'devnet', plan: 'premium' },
+      auth: { endpointId, ownerId, network: 'devnet', plan: 'premium', suspended: false, fences: null, keyExpiresAtMs: null },
       plan: s.ctx.config.plans.premium,
       limitKey: `ep:${endpointId}`,
       rps: 5000,
@@ -117,5 +118,26 @@ t.test('resolveCaller: a key whose network or plan the config does not have is 4
     resolveCaller(s.ctx, s.chain('devnet'), made.apiKey, true, () => '192.0.2.1'),
     { kind: 'refused', error: 'unauthorized' },
     'a plan no longer configured',
+  );
+});
+
+t.test("resolveCaller: a suspended owner's key is 403; a rotated key is 401 once its grace ends, by the context's clock", async (t) => {
+  const s = pipelineContext(t, { chains: CHAINS, plans: PLANS, server: { default_chain: 'devnet' } });
+  const { apiKey } = keyedCaller(s, 'devnet');
+  const devnet = s.chain('devnet');
+  const ip = (): string => '198.51.100.9';
+  grantKey(s.ctx.tenancy.keys, apiKey, { suspended: true });
+  t.same(resolveCaller(s.ctx, devnet, apiKey, true, ip), { kind: 'refused', error: 'owner_suspended' }, 'suspended: 403, not 401');
+  grantKey(s.ctx.tenancy.keys, apiKey, { keyExpiresAtMs: s.clock.now + 1000 });
+  t.match(resolveCaller(s.ctx, devnet, apiKey, true, ip), { kind: 'caller' }, 'within its grace');
+  s.clock.now += 999;
+  t.match(resolveCaller(s.ctx, devnet, apiKey, true, ip), { kind: 'caller' }, 'a millisecond before its end');
+  s.clock.now += 1;
+  t.same(resolveCaller(s.ctx, devnet, apiKey, true, ip), { kind: 'refused', error: 'unauthorized' }, 'at its end: as an unknown key');
+  grantKey(s.ctx.tenancy.keys, apiKey, { keyExpiresAtMs: s.clock.now - 1, suspended: true });
+  t.same(
+    resolveCaller(s.ctx, devnet, apiKey, true, ip),
+    { kind: 'refused', error: 'unauthorized' },
+    'an ended key is unknown, suspended or not',
   );
 });

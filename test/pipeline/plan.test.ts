@@ -7,6 +7,10 @@ import t from 'tap';
 import { ERRORS } from '../../src/errors.js';
 import { parseBody, type ParsedItem } from '../../src/jsonrpc/parse.js';
 import { collectCall, type Forward, type ItemPlan, type PlannedAnswer, planItem, resultBody } from '../../src/pipeline/plan.js';
+import { Wallet } from 'ethers';
+import { compileFences } from '../../src/fences/fences.js';
+import { applyFencePatch, NO_FENCES } from '../../src/fences/settings.js';
+import type { Caller } from '../../src/pipeline/admission.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
 import { DEV_ADDRESS } from '../support/dev-chain.js';
@@ -284,3 +288,55 @@ t.test('collectCall: an upstream failure is a 502 answer, refunded and logged fo
     'the failure is logged with its chain, upstream and reason',
   );
 });
+
+t.test(
+  "a key's methods are checked before params, its contracts after them; both free; a raw transaction may wait for its decoder",
+  async (t) => {
+    const node = await anvilFor(t);
+    const s = pipelineContext(t, devnetOnly(node.url));
+    const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 1000 });
+    const other = '0x5fbdb2315678afecb367f032d93f642f64180aa3';
+    const wallet = new Wallet('0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80');
+    const sign = (to: string, nonce: number) =>
+      wallet.signTransaction({ to, nonce, chainId: 31337, gasLimit: 21_000, gasPrice: 10n ** 10n, type: 0 });
+    const [toAllowed, toOther] = [await sign(DEV_ADDRESS, 0), await sign(other, 0)];
+    const read = applyFencePatch(NO_FENCES, { allowed_methods: ['eth_call', 'eth_sendRawTransaction'], allowed_contracts: [DEV_ADDRESS] });
+    if (!read.ok) throw new Error('settings');
+    // compileFences starts loading the transaction decoder; nothing is awaited before the two raw transactions
+    // are planned, so both checks wait for it (a pending answer each).
+    const fenced: Caller = { ...caller, auth: { ...caller.auth!, fences: compileFences(read.settings) } };
+    const plan = (it: ParsedItem): ItemPlan => planItem(s.ctx, s.chain('devnet'), fenced, it, 'http');
+    const refusedLater = plan(call(4, 'eth_sendRawTransaction', [toOther]));
+    const sentLater = plan(call(5, 'eth_sendRawTransaction', [toAllowed]));
+    if (refusedLater.kind !== 'pending' || sentLater.kind !== 'pending') throw new Error('the decoder loaded at once');
+    t.same(
+      answerOf(plan(call(1, 'eth_getBalance', ['not an address']))),
+      {
+        answer: '{"jsonrpc":"2.0","id":1,"error":{"code":-32004,"message":"Method eth_getBalance is not allowed for this key"}}',
+        outcome: 'method_not_allowed_for_key',
+      },
+      'the method before its (invalid) params',
+    );
+    t.match(answerOf(plan(call(2, 'eth_call', [{ to: 'nope' }, 'latest']))), { outcome: 'invalid_params' }, 'params before contracts');
+    t.same(answerOf(plan(call(3, 'eth_call', [{ to: other }, 'latest']))), {
+      answer: `{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"eth_call: contract ${other} is not allowed for this key"}}`,
+      outcome: 'contract_not_allowed',
+    });
+    t.match(await refusedLater.pending, { outcome: 'contract_not_allowed', answer: /"id":4,.*eth_sendRawTransaction: contract/ });
+    const sent: PlannedAnswer = await sentLater.pending;
+    t.match(
+      { outcome: sent.outcome, answer: String(sent.answer) },
+      { outcome: 'ok', answer: /"id":5,"result":"0x[0-9a-f]{64}"/ },
+      'the allowed one is planned on and sent',
+    );
+    t.match(answerOf(plan(call(6, 'eth_sendRawTransaction', [toOther]))), { outcome: 'contract_not_allowed' }, 'once loaded, at once');
+    t.equal(1000 - storedBalance(s, ownerId), s.ctx.tenancy.ruCost('eth_sendRawTransaction'), 'only the transaction sent is charged');
+    t.match(usageRows(s), [
+      { method: 'eth_call', status: -32602, requests: 1 },
+      { method: 'eth_call', status: 403, requests: 1 },
+      { method: 'eth_getBalance', status: -32004, requests: 1 },
+      { method: 'eth_sendRawTransaction', status: 0, requests: 1 },
+      { method: 'eth_sendRawTransaction', status: 403, requests: 2 },
+    ]);
+  },
+);

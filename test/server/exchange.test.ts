@@ -1,3 +1,4 @@
+import { KEY_IN_PATH } from '../../src/pipeline/request-fences.js';
 import t from 'tap';
 import { type Exchange, reply, replySoon } from '../../src/server/exchange.js';
 import type { GatewayContext } from '../../src/pipeline/context.js';
@@ -34,6 +35,7 @@ function exchangeFor(ctx: GatewayContext, name: string, log: string[]): Exchange
     meta: { allowOrigin: undefined },
     chain: null as never,
     target: null as never,
+    keyFacts: KEY_IN_PATH,
     aborted: false,
     finished: false,
     calls: [],

@@ -5,7 +5,7 @@
  */
 import t, { type Test } from 'tap';
 import { request } from 'node:http';
-import { clientLimitAddress } from '../../src/server/peer-address.js';
+import { clientAddress, clientLimitAddress } from '../../src/server/peer-address.js';
 import { closeApp, uws } from '../../src/server/uws.js';
 
 /**
@@ -83,3 +83,36 @@ t.test('clientLimitAddress: X-Forwarded-For only with trust_proxy, its last hop,
   ];
   for (const [why, headers, ip] of cases) t.equal(await seen('127.0.0.1', port, '127.0.0.1', headers), ip, why);
 });
+
+t.test(
+  'clientAddress: the whole address for allowed_ips, the last X-Forwarded-For hop with trust_proxy, else the peer bytes',
+  async (t) => {
+    const app = uws().App();
+    app.any('/*', (res, req) => {
+      const a = clientAddress(res, req, { trust_proxy: req.getHeader('x-trust') === '1' });
+      res.end(typeof a === 'string' ? `text ${a}` : `bytes ${[...a].join('.')}`);
+    });
+    const port = await new Promise<number>((resolve, reject) => {
+      app.listen('::', 0, (socket) => (socket ? resolve(uws().us_socket_local_port(socket)) : reject(new Error('cannot listen'))));
+    });
+    t.teardown(() => closeApp(app));
+    const mapped127 = `bytes ${[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 127, 0, 0, 2].join('.')}`;
+    t.equal(await seen('127.0.0.1', port, '127.0.0.2'), mapped127, "the socket's 16 bytes (IPv4-mapped on a dual-stack listener)");
+    t.equal(await seen('::1', port, '::1'), `bytes ${[...new Array(15).fill(0), 1].join('.')}`, 'an IPv6 peer, not cut to a prefix');
+    t.equal(
+      await seen('::1', port, '::1', { 'x-forwarded-for': '203.0.113.9' }),
+      `bytes ${[...new Array(15).fill(0), 1].join('.')}`,
+      'no trust',
+    );
+    t.equal(
+      await seen('::1', port, '::1', { 'x-trust': '1', 'x-forwarded-for': '198.51.100.1, 2001:db8:1:2::28 ' }),
+      'text 2001:db8:1:2::28',
+      'the last hop, whole',
+    );
+    t.equal(
+      await seen('::1', port, '::1', { 'x-trust': '1', 'x-forwarded-for': '203.0.113.9, ' }),
+      `bytes ${[...new Array(15).fill(0), 1].join('.')}`,
+      'an empty hop: the peer',
+    );
+  },
+);

@@ -28,6 +28,9 @@ const cases: Array<[string, string, string, string]> = [
   ['post', '/sepolia/v1/rpc', '', 'rpc sepolia key='],
   ['post', '/sepolia/v1/rpc/', '', 'rpc sepolia key='],
   ['get', '/v1/rpc//eth/v1/node/version', '', 'rpc mainnet key= rest=/eth/v1/node/version'],
+  // A Beacon path whose key is in a header: no key segment at all.
+  ['get', '/v1/rpc/eth/v1/node/version', '', 'rpc mainnet key= rest=/eth/v1/node/version'],
+  ['get', '/mainnet-beacon/v1/rpc/eth/v1/events', '', 'rpc mainnet-beacon key= rest=/eth/v1/events'],
   ['upgrade', '/v1/rpc', '', 'rpc mainnet key='],
   ['post', '/v1/rpcx', '', 'error not_found'],
   ['post', '/', '', 'error not_found'],

@@ -68,6 +68,7 @@ export function pipelineContext(t: Test, raw: Record<string, unknown>): Pipeline
     tenancy,
     metrics: createMetrics({ defaults: false }),
     corsOrigin: () => undefined,
+    now: () => clock.now,
     inFlight: 0,
     stopping: false,
     onIdle: null,
