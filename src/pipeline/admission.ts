@@ -17,6 +17,8 @@ import type { Tenancy } from './tenancy.js';
 export interface Caller {
   /** null on the public path. */
   auth: EndpointAuth | null;
+  /** The API key the caller brought (null on the public path): an open connection's is looked up again when its endpoint changes (regrant.ts). */
+  key: string | null;
   plan: PlanConfig | null;
   /** The limiter key for requests per second. */
   limitKey: string;

@@ -91,6 +91,7 @@ export function resolveCaller(
       chain: routeChain,
       caller: {
         auth: null,
+        key: null,
         plan: null,
         limitKey: ipLimitKey(ip),
         rps: config.public.rps_per_ip,
@@ -124,6 +125,7 @@ export function resolveCaller(
     chain,
     caller: {
       auth,
+      key,
       plan,
       limitKey: endpointLimitKey(auth.endpointId),
       rps: plan.rps,

@@ -3,6 +3,7 @@
  * limits, the price of opening one and of each event delivered, and why a stream ends. The streams themselves
  * are the chain's (ChainRuntime.events); the server writes the bytes this hands it (server/beacon-events.ts).
  */
+import { regrant } from './regrant.js';
 import { beaconCost } from '../beacon/costs.js';
 import { EVENTS_TEMPLATE } from '../beacon/paths.js';
 import { parseTopics } from '../beacon/topics.js';
@@ -73,11 +74,16 @@ export interface EventStreams {
   start(chain: ChainRuntime, caller: Caller, admitted: AdmittedStream, out: EventStreamOut): { leave(): void };
   /** Ends the streams of an endpoint whose key stopped working. */
   closeEndpoint(endpointId: string): void;
+  /** The endpoint changed: each of its streams ends, ends with its key's grace, or goes on (regrant.ts). */
+  endpointChanged(endpointId: string): void;
   stats(): { clients: number; slowClients: number };
 }
 
 interface StreamClient extends SseClient {
   readonly endpointId: string | null;
+  readonly caller: Caller;
+  /** Ends the stream at `atMs` (a rotated-out key's end), by the context's clock. */
+  endAt(atMs: number): void;
   close(reason: StreamEnd): void;
 }
 
@@ -123,6 +129,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     // A stream opened with a rotated-out key in its grace ends with the grace (by the context's clock).
     let keyEnd: ReturnType<typeof setTimeout> | null = null;
     const closeAtKeyEnd = (at: number): void => {
+      if (keyEnd !== null) clearTimeout(keyEnd);
       const wait = at - ctx.now();
       if (wait <= 0) client.close('expired');
       else (keyEnd = setTimeout(() => closeAtKeyEnd(at), Math.min(wait, TIMER_MAX_MS))).unref?.();
@@ -140,6 +147,8 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     };
     const client: StreamClient = {
       endpointId: auth?.endpointId ?? null,
+      caller,
+      endAt: (atMs) => closeAtKeyEnd(atMs),
       start() {
         if (!open || out.gone) return;
         started = true;
@@ -209,6 +218,14 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     start,
     closeEndpoint(endpointId) {
       for (const c of [...clients]) if (c.endpointId === endpointId) c.close('revoked');
+    },
+    endpointChanged(endpointId) {
+      for (const c of [...clients]) {
+        if (c.endpointId !== endpointId) continue;
+        const next = regrant(ctx, c.caller);
+        if (next.kind === 'close') c.close('revoked');
+        else if (next.kind === 'close_at') c.endAt(next.atMs);
+      }
     },
     stats: () => ({ clients: clients.size, slowClients }),
   };

@@ -9,6 +9,8 @@ export interface BeaconEvents {
   /** Serves an admitted `GET /eth/v1/events` (key and request rate already checked). */
   serve(x: Exchange, caller: Caller, query: string): void;
   closeEndpoint(endpointId: string): void;
+  /** The endpoint changed: its streams end, end with its key's grace, or go on (pipeline/regrant.ts). */
+  endpointChanged(endpointId: string): void;
   stats(): { clients: number; slowClients: number };
 }
 
@@ -79,6 +81,7 @@ export function createBeaconEvents(ctx: GatewayContext): BeaconEvents {
       x.calls.push({ abort: () => stream.leave(), resume: () => {} });
     },
     closeEndpoint: (endpointId) => streams.closeEndpoint(endpointId),
+    endpointChanged: (endpointId) => streams.endpointChanged(endpointId),
     stats: () => streams.stats(),
   };
 }

@@ -257,12 +257,17 @@ function openRoads(t: ThreadUnderway, config: Config): void {
   };
   t.wsRoute = createWsRoute(ctx, t.table, t.gate);
   t.events = createBeaconEvents(ctx);
-  // A key deleted or suspended (by the management API or the CLI) closes the sockets and streams it opened.
+  // A key deleted through this thread's management API closes the sockets and streams it opened.
   const closeEndpoint = (endpointId: string): void => {
     t.wsRoute.closeEndpoint(endpointId, 1008, 'API key revoked');
     t.events.closeEndpoint(endpointId);
   };
-  tenancy.onRevoked(closeEndpoint);
+  // Any other change of an endpoint (deleted or suspended elsewhere, restrictions set, key rotated): each
+  // socket and stream asks again what its key grants, and closes now, at the key's end, or not at all.
+  tenancy.onRevoked((endpointId) => {
+    t.wsRoute.endpointChanged(endpointId);
+    t.events.endpointChanged(endpointId);
+  });
   t.startedAt = performance.now();
   // The owners' page, beside the management API it calls (same origin, so its CSP can say connect-src 'self').
   t.dashboard = loadDashboardAssets();

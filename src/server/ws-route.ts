@@ -10,7 +10,8 @@ import { holdForKey } from './held-request.js';
 import { uws, type WebSocketBehavior } from './uws.js';
 import type { ConnectionGate } from './connection-gate.js';
 import { handleWsClose, handleWsMessage, type WsServer, type WsUserData } from './ws-rpc.js';
-import { refuseUpgrade, upgradeWs, type WsUpgradeRoute } from './ws-upgrade.js';
+import { closeAtKeyEnd, refuseUpgrade, upgradeWs, type WsUpgradeRoute } from './ws-upgrade.js';
+import { regrant } from '../pipeline/regrant.js';
 
 export interface WsRoute {
   readonly behavior: WebSocketBehavior<WsUserData>;
@@ -19,6 +20,11 @@ export interface WsRoute {
   closeAll(code: number, reason: string): void;
   /** Closes the sockets of an endpoint whose key stopped working. */
   closeEndpoint(endpointId: string, code: number, reason: string): void;
+  /**
+   * The endpoint changed (a key rotated, restrictions set, its owner suspended): each of its sockets is
+   * closed, kept until its key's grace ends, or kept, as its key's answer now says (pipeline/regrant.ts).
+   */
+  endpointChanged(endpointId: string): void;
   /** Closes the sockets open on `chain` (a chain a reload removed). */
   closeChain(chain: ChainRuntime, code: number, reason: string): void;
   /** Whether a socket is open on `chain` (a chain a reload changed stays until none is). */
@@ -115,6 +121,14 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
     },
     closeEndpoint(endpointId, code, reason) {
       for (const conn of [...server.conns]) if (conn.endpointId === endpointId) conn.close(code, reason);
+    },
+    endpointChanged(endpointId) {
+      for (const conn of [...server.conns]) {
+        if (conn.endpointId !== endpointId) continue;
+        const next = regrant(ctx, conn.caller);
+        if (next.kind === 'close') conn.close(1008, 'API key revoked or its restrictions changed');
+        else if (next.kind === 'close_at') closeAtKeyEnd(ctx, conn, next.atMs);
+      }
     },
     closeChain(chain, code, reason) {
       for (const conn of [...server.conns]) if (conn.chain === chain) conn.close(code, reason);

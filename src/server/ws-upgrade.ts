@@ -157,7 +157,8 @@ function openSocket(up: UpgradeExchange, route: WsUpgradeRoute, resolved: Resolv
 const TIMER_MAX_MS = 2_147_483_647;
 
 /** Closes a socket opened with a rotated-out key when its grace ends (1008, saying why); a close before clears it. */
-function closeAtKeyEnd(ctx: GatewayContext, conn: WsConn, expiresAt: number): void {
+export function closeAtKeyEnd(ctx: GatewayContext, conn: WsConn, expiresAt: number): void {
+  if (conn.keyEnd !== null) clearTimeout(conn.keyEnd);
   const left = expiresAt - ctx.now();
   if (left <= 0) {
     conn.close(1008, 'API key expired: it was rotated and its grace period ended');

@@ -114,6 +114,7 @@ export function keyedCaller(
     apiKey: made.apiKey,
     caller: {
       auth,
+      key: made.apiKey,
       plan: planConfig,
       limitKey: `ep:${auth.endpointId}`,
       rps: planConfig?.rps ?? 1,
@@ -129,6 +130,7 @@ export function publicCaller(s: PipelineSetup, ip = '192.0.2.1'): Caller {
   const { config } = s.ctx;
   return {
     auth: null,
+    key: null,
     plan: null,
     limitKey: `ip:${ip}`,
     rps: config.public.rps_per_ip,

@@ -1,0 +1,33 @@
+/**
+ * What becomes of an open connection (a WebSocket, an event stream) when its endpoint changed: deleted,
+ * its owner suspended, its restrictions changed, or its key rotated. The key the connection was opened with
+ * is looked up again (through the key cache, which the change made forget it): a key that no longer works
+ * closes it; one rotated out keeps it open until its grace ends; new restrictions close it, so its client
+ * reconnects under them (a connection's calls are checked with the grant it opened with); anything else
+ * (the other key of the endpoint rotated, a plan changed) leaves it as it is.
+ */
+import type { EndpointAuth } from '../tenancy/key-cache.js';
+import type { Caller } from './admission.js';
+import type { GatewayContext } from './context.js';
+
+export type Regrant = { kind: 'keep' } | { kind: 'close' } | { kind: 'close_at'; atMs: number };
+
+const KEEP: Regrant = Object.freeze({ kind: 'keep' });
+const CLOSE: Regrant = Object.freeze({ kind: 'close' });
+
+export function regrant(ctx: GatewayContext, caller: Caller): Regrant {
+  const held = caller.auth;
+  if (held === null || caller.key === null) return KEEP;
+  // Undefined: a fleet instance that no longer holds the key's answer; closing is the safe side.
+  const now = ctx.tenancy.keys.cached(caller.key);
+  if (now == null || now.suspended || now.endpointId !== held.endpointId) return CLOSE;
+  if (!sameSettings(now, held)) return CLOSE;
+  if (now.keyExpiresAtMs !== null) return now.keyExpiresAtMs <= ctx.now() ? CLOSE : { kind: 'close_at', atMs: now.keyExpiresAtMs };
+  return KEEP;
+}
+
+function sameSettings(a: EndpointAuth, b: EndpointAuth): boolean {
+  if (a.fences === b.fences) return true;
+  if (a.fences === null || b.fences === null) return false;
+  return JSON.stringify(a.fences.settings) === JSON.stringify(b.fences.settings);
+}
