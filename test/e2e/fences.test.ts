@@ -16,7 +16,7 @@ import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { browserFor } from '../support/browser.js';
 import { countingProxy } from '../support/counting-proxy.js';
 import { deployEcho, DEV_ADDRESS } from '../support/dev-chain.js';
-import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
+import { anvilFor, gatewayFor } from '../support/gateway.js';
 import { post, send } from '../support/rpc.js';
 import { openSocket, refusedUpgrade, wsUrl } from '../support/ws.js';
 import { waitFor } from '../support/wait-for.js';
@@ -185,7 +185,7 @@ t.test('contracts: calls, log filters, subscriptions and raw transactions', asyn
   );
 
   const ws = await openSocket(t, wsUrl(g.base, path));
-  const sub = await ws.call({ jsonrpc: "2.0", id: 1, method: "eth_subscribe", params: ["logs", { address: echo }] });
+  const sub = await ws.call({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['logs', { address: echo }] });
   t.match(sub, { result: /^0x/ }, JSON.stringify(sub));
   t.match(await ws.call({ jsonrpc: '2.0', id: 2, method: 'eth_subscribe', params: ['logs', { address: [OTHER] }] }), {
     error: { code: -32600, message: /contract 0x0+dead is not allowed/ },
