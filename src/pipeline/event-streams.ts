@@ -16,7 +16,7 @@ import type { GatewayContext } from './context.js';
 import { admitConnection } from './stream-limits.js';
 
 /** Why the gateway ends a stream: the hub's reasons, an owner out of RU, a key that stopped working or whose grace ended. */
-type StreamEnd = SseEnd | 'balance' | 'revoked' | 'expired';
+type StreamEnd = SseEnd | 'balance' | 'revoked' | 'expired' | 'restricted';
 
 /**
  * How each end is told. A started stream gets `: closed: <text>` as its last line (a comment, so no
@@ -29,6 +29,7 @@ const ENDS: Record<StreamEnd, { text: string; error: ErrorCode }> = {
   unavailable: { text: 'upstream event stream unavailable', error: 'upstream_error' },
   balance: { text: ERRORS.insufficient_balance.message, error: 'insufficient_balance' },
   revoked: { text: 'API key revoked', error: 'unauthorized' },
+  restricted: { text: 'API key restrictions changed', error: 'unauthorized' },
   expired: { text: 'API key expired: it was rotated and its grace period ended', error: 'unauthorized' },
 };
 
@@ -223,7 +224,7 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
       for (const c of [...clients]) {
         if (c.endpointId !== endpointId) continue;
         const next = regrant(ctx, c.caller);
-        if (next.kind === 'close') c.close('revoked');
+        if (next.kind === 'close') c.close(next.why);
         else if (next.kind === 'close_at') c.endAt(next.atMs);
       }
     },

@@ -10,19 +10,22 @@ import type { EndpointAuth } from '../tenancy/key-cache.js';
 import type { Caller } from './admission.js';
 import type { GatewayContext } from './context.js';
 
-export type Regrant = { kind: 'keep' } | { kind: 'close' } | { kind: 'close_at'; atMs: number };
+/** `revoked`: the key no longer works; `expired`: its grace after a rotation ended; `restricted`: it works under other restrictions. */
+export type Regrant = { kind: 'keep' } | { kind: 'close'; why: 'revoked' | 'expired' | 'restricted' } | { kind: 'close_at'; atMs: number };
 
 const KEEP: Regrant = Object.freeze({ kind: 'keep' });
-const CLOSE: Regrant = Object.freeze({ kind: 'close' });
+const REVOKED: Regrant = Object.freeze({ kind: 'close', why: 'revoked' });
+const RESTRICTED: Regrant = Object.freeze({ kind: 'close', why: 'restricted' });
+const EXPIRED: Regrant = Object.freeze({ kind: 'close', why: 'expired' });
 
 export function regrant(ctx: GatewayContext, caller: Caller): Regrant {
   const held = caller.auth;
   if (held === null || caller.key === null) return KEEP;
   // Undefined: a fleet instance that no longer holds the key's answer; closing is the safe side.
   const now = ctx.tenancy.keys.cached(caller.key);
-  if (now == null || now.suspended || now.endpointId !== held.endpointId) return CLOSE;
-  if (!sameSettings(now, held)) return CLOSE;
-  if (now.keyExpiresAtMs !== null) return now.keyExpiresAtMs <= ctx.now() ? CLOSE : { kind: 'close_at', atMs: now.keyExpiresAtMs };
+  if (now == null || now.suspended || now.endpointId !== held.endpointId) return REVOKED;
+  if (!sameSettings(now, held)) return RESTRICTED;
+  if (now.keyExpiresAtMs !== null) return now.keyExpiresAtMs <= ctx.now() ? EXPIRED : { kind: 'close_at', atMs: now.keyExpiresAtMs };
   return KEEP;
 }
 

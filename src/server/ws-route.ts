@@ -13,6 +13,13 @@ import { handleWsClose, handleWsMessage, type WsServer, type WsUserData } from '
 import { closeAtKeyEnd, refuseUpgrade, upgradeWs, type WsUpgradeRoute } from './ws-upgrade.js';
 import { regrant } from '../pipeline/regrant.js';
 
+/** The close reason of each way a changed endpoint ends a socket (docs/api.md's table of close codes). */
+const CLOSE_REASONS = Object.freeze({
+  revoked: 'API key revoked',
+  expired: 'API key expired: it was rotated and its grace period ended',
+  restricted: 'API key restrictions changed',
+});
+
 export interface WsRoute {
   readonly behavior: WebSocketBehavior<WsUserData>;
   readonly server: WsServer;
@@ -126,7 +133,7 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
       for (const conn of [...server.conns]) {
         if (conn.endpointId !== endpointId) continue;
         const next = regrant(ctx, conn.caller);
-        if (next.kind === 'close') conn.close(1008, 'API key revoked or its restrictions changed');
+        if (next.kind === 'close') conn.close(1008, CLOSE_REASONS[next.why]);
         else if (next.kind === 'close_at') closeAtKeyEnd(ctx, conn, next.atMs);
       }
     },

@@ -161,8 +161,8 @@ t.test('the CORS preflight allows the verbs each path serves, and the Authorizat
       'access-control-request-headers': headers,
     });
   const cases: Array<[string, string]> = [
-    ['/api/dashboard/endpoints', 'GET, POST, DELETE, OPTIONS'],
-    ['/api/dashboard/endpoints/', 'GET, POST, DELETE, OPTIONS'],
+    ['/api/dashboard/endpoints', 'GET, POST, PATCH, DELETE, OPTIONS'],
+    ['/api/dashboard/endpoints/', 'GET, POST, PATCH, DELETE, OPTIONS'],
     ['/api/dashboard/endpoints/stats', 'GET, OPTIONS'],
     ['/api/dashboard/account', 'GET, OPTIONS'],
     ['/api/dashboard/chains', 'GET, OPTIONS'],

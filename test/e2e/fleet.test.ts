@@ -64,7 +64,7 @@ t.test('a fleet of two instances', async (t) => {
       if (!('apiKey' in suspended)) throw new Error(suspended.error);
       t.equal((await call(b, suspended.apiKey)).status, 200);
       await accounts.setSuspended(owner.id, true);
-      await waitFor(async () => (await call(b, suspended.apiKey)).status === 401, {
+      await waitFor(async () => (await call(b, suspended.apiKey)).status === 403, {
         what: 'an owner suspended elsewhere is refused on b',
         ms: 1000,
       });

@@ -40,7 +40,7 @@ t.test("resolveCaller: no key is the public path of the route's chain, limited b
     });
     t.same(
       untallied(r),
-      { kind: 'caller', chain: s.chain('other'), caller: { auth: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch } },
+      { kind: 'caller', chain: s.chain('other'), caller: { auth: null, key: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch } },
       `max_batch ${batch.public} / ${batch.server}`,
     );
     t.equal(asked, 1, 'the IP is read once');
@@ -56,6 +56,7 @@ t.test('resolveCaller: a key is its endpoint on its own network, under its plan'
     chain: s.chain('devnet'),
     caller: {
       auth: { endpointId, ownerId, network: 'devnet', plan: 'premium', suspended: false, fences: null, keyExpiresAtMs: null },
+      key: apiKey,
       plan: s.ctx.config.plans.premium,
       limitKey: `ep:${endpointId}`,
       rps: 5000,

@@ -39,13 +39,17 @@ t.test('kept while the key grants the same', async (t) => {
 });
 
 t.test('closed when the key stopped working or its restrictions changed', async (t) => {
-  t.same(regrant(contextAnswering(null), callerWith(held)), { kind: 'close' }, 'deleted');
-  t.same(regrant(contextAnswering(undefined), callerWith(held)), { kind: 'close' }, 'not known here any more (a fleet)');
-  t.same(regrant(contextAnswering({ ...held, suspended: true }), callerWith(held)), { kind: 'close' }, 'owner suspended');
-  t.same(regrant(contextAnswering({ ...held, endpointId: 'ep_b' }), callerWith(held)), { kind: 'close' }, 'another endpoint');
+  t.same(regrant(contextAnswering(null), callerWith(held)), { kind: 'close', why: 'revoked' }, 'deleted');
+  t.same(regrant(contextAnswering(undefined), callerWith(held)), { kind: 'close', why: 'revoked' }, 'not known here any more (a fleet)');
+  t.same(regrant(contextAnswering({ ...held, suspended: true }), callerWith(held)), { kind: 'close', why: 'revoked' }, 'owner suspended');
+  t.same(
+    regrant(contextAnswering({ ...held, endpointId: 'ep_b' }), callerWith(held)),
+    { kind: 'close', why: 'revoked' },
+    'another endpoint',
+  );
   t.same(
     regrant(contextAnswering({ ...held, fences: fences(['https://a.example']) }), callerWith(held)),
-    { kind: 'close' },
+    { kind: 'close', why: 'restricted' },
     'restrictions set',
   );
   t.same(
@@ -53,12 +57,12 @@ t.test('closed when the key stopped working or its restrictions changed', async 
       contextAnswering({ ...held, fences: fences(['https://b.example']) }),
       callerWith({ ...held, fences: fences(['https://a.example']) }),
     ),
-    { kind: 'close' },
+    { kind: 'close', why: 'restricted' },
     'restrictions changed',
   );
   t.same(
     regrant(contextAnswering(held), callerWith({ ...held, fences: fences(['https://a.example']) })),
-    { kind: 'close' },
+    { kind: 'close', why: 'restricted' },
     'restrictions cleared',
   );
 });
@@ -67,7 +71,7 @@ t.test('a rotated-out key: closed at its end, or now when it is past', async (t)
   t.same(regrant(contextAnswering({ ...held, keyExpiresAtMs: NOW + 5000 }), callerWith(held)), { kind: 'close_at', atMs: NOW + 5000 });
   t.same(
     regrant(contextAnswering({ ...held, keyExpiresAtMs: NOW }), callerWith(held)),
-    { kind: 'close' },
+    { kind: 'close', why: 'expired' },
     'the last millisecond is the end',
   );
 });
