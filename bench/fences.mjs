@@ -12,6 +12,7 @@ import { startChaingate } from './lib/chaingate.mjs';
 import { checkerFor } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measure, notRun } from './lib/measure.mjs';
+import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
 import { checkJsonRpcResult, postJson } from './lib/net.mjs';
 import { inTurn } from './lib/rounds.mjs';
 import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
@@ -117,6 +118,7 @@ async function measureGateway({ id, label, fenced, contracts, upstream, ctx }) {
       keyed: true,
       // Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine.
       extraYaml: 'fences: { contracts_cover_balance: true }\nmetrics: { port: 0 }\n',
+      nodeArgs: cpuProfArgs(ctx, id),
     });
   } catch (err) {
     return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
@@ -135,7 +137,7 @@ async function measureGateway({ id, label, fenced, contracts, upstream, ctx }) {
     const run = await measure({ id, label, url: gateway.url, pid: gateway.pid, upstreamPid: upstream.pid, checkAnswer, ctx });
     return { ...run, roundFields: ROUND_FIELDS };
   } finally {
-    await gateway.stop();
+    await gateway.stop(stopGraceMs(ctx));
   }
 }
 
