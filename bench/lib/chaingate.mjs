@@ -101,7 +101,8 @@ export function knowsWorkers(main, dir) {
  * for an owner made with the CLI, whose `managementKey` is returned too. `main` is the build to run
  * (another commit's, for BENCH_BASELINE's rows); `workers` its `server.workers` (null: not written);
  * `storageYaml` its store, when not a SQLite file in `dir` (see chaingateConfig); `nodeArgs` go before
- * the script (e.g. --cpu-prof). `stop(graceMs)` sends SIGTERM, and SIGKILL after `graceMs` (3 s).
+ * the script (e.g. --cpu-prof). Also returned: `config` (its file, for the operator commands), `main`,
+ * and when keyed the endpoint's `endpointId`. `stop(graceMs)` sends SIGTERM, and SIGKILL after `graceMs` (3 s).
  */
 export async function startChaingate({
   name = 'chaingate',
@@ -140,8 +141,19 @@ export async function startChaingate({
       )
     : null;
   let url = `http://127.0.0.1:${port}/v1/rpc/public`;
-  if (owner) ({ url } = await stopOnFailure(proc, createEndpoint(port, owner.management_key)));
-  return { proc, pid: proc.pid, port, url, managementKey: owner?.management_key, stop: (graceMs) => proc.stop(graceMs) };
+  let endpointId;
+  if (owner) ({ url, id: endpointId } = await stopOnFailure(proc, createEndpoint(port, owner.management_key)));
+  return {
+    proc,
+    pid: proc.pid,
+    port,
+    url,
+    config,
+    main,
+    endpointId,
+    managementKey: owner?.management_key,
+    stop: (graceMs) => proc.stop(graceMs),
+  };
 }
 
 /**

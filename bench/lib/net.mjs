@@ -59,13 +59,13 @@ export function postJson(url, body, timeoutMs = 5_000, headers = {}) {
 }
 
 /**
- * Checks that `url` answers `body` with HTTP 200 and a JSON-RPC success (`result` present, no `error`).
- * Returns null when it does, else a sentence saying what came back.
+ * Checks that `url` answers `body` (sent with `headers` besides) with HTTP 200 and a JSON-RPC success
+ * (`result` present, no `error`). Returns null when it does, else a sentence saying what came back.
  */
-export async function checkJsonRpcResult(url, body) {
+export async function checkJsonRpcResult(url, body, headers = {}) {
   let res;
   try {
-    res = await postJson(url, body);
+    res = await postJson(url, body, 5_000, headers);
   } catch (err) {
     return `no answer: ${err.message}`;
   }

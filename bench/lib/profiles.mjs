@@ -1,4 +1,4 @@
-// BENCH_CPU_PROF: chaingate's rows of http-proxy and forward-cost run under `node --cpu-prof`, each row's
+// BENCH_CPU_PROF: chaingate's rows of http-proxy, forward-cost and fences run under `node --cpu-prof`, each row's
 // profiles in a folder of its own. See bench/README.md (Profiles).
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';

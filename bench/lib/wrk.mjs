@@ -18,13 +18,19 @@ export function wrkVersion() {
  * Writes the Lua script that makes every wrk request a POST of `body` as JSON; returns its path. With
  * an array of bodies, each request takes the next body in turn, so that the calls in flight at one
  * moment differ: a gateway that shares identical calls in flight would otherwise forward few of them.
+ * `headers` (name → value) go on every request besides Content-Type (e.g. a browser's Origin).
  */
-export function writePostScript(dir, body, name = 'post.lua') {
+export function writePostScript(dir, body, name = 'post.lua', headers = {}) {
   const path = join(dir, name);
+  const all = { 'Content-Type': 'application/json', ...headers };
   if (!Array.isArray(body)) {
-    writeFileSync(path, `wrk.method = "POST"\nwrk.body = ${luaString(body)}\nwrk.headers["Content-Type"] = "application/json"\n`);
+    const lines = Object.entries(all).map(([k, v]) => `wrk.headers[${luaString(k)}] = ${luaString(v)}\n`);
+    writeFileSync(path, `wrk.method = "POST"\nwrk.body = ${luaString(body)}\n${lines.join('')}`);
     return path;
   }
+  const table = `{ ${Object.entries(all)
+    .map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`)
+    .join(', ')} }`;
   // The requests are formatted once per thread in init(): request() runs once per request on wrk's thread.
   writeFileSync(
     path,
@@ -32,7 +38,7 @@ export function writePostScript(dir, body, name = 'post.lua') {
 local requests = {}
 local turn = 0
 function init(args)
-  for i, b in ipairs(bodies) do requests[i] = wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, b) end
+  for i, b in ipairs(bodies) do requests[i] = wrk.format("POST", nil, ${table}, b) end
 end
 function request()
   turn = turn % #requests + 1
