@@ -84,3 +84,46 @@ t.test('a count after a shipment goes to the next shipment, never into a row alr
   t.equal(worker.ru, 20);
   t.same(worker.takeShipment(), ['ep_a', 1, 'eth_call', 60, 0, 1, 20], 'the second call is shipped');
 });
+
+t.test('calls spread over many keys, methods, minutes and statuses: each row exact, shipped or not', async (t) => {
+  // A fixed sequence (no Math.random), so a failure repeats: 5,000 endpoints, each with up to 3 methods,
+  // 2 minutes and 2 statuses, the counts interleaved as a worker meets them.
+  const methods = ['eth_call', 'eth_getBalance', 'eth_chainId'];
+  const expected = new Map<
+    string,
+    { endpointId: string; ownerId: number; method: string; t: number; status: number; requests: number; ru: number }
+  >();
+  const worker = createPendingUsage();
+  const writer = createPendingUsage();
+  let seed = 7;
+  const next = (n: number): number => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed % n;
+  };
+  for (let i = 0; i < 60_000; i++) {
+    const e = next(5000);
+    const endpointId = `ep_${e}`;
+    const ownerId = e % 7;
+    const method = methods[next(3)]!;
+    const minute = 10 + next(2);
+    const status = next(4) === 0 ? 429 : 0;
+    const ru = status === 0 ? 1 + next(30) : 0;
+    worker.count(ownerId, endpointId, method, status, minute * MINUTE + next(MINUTE), 1, ru);
+    const key = keyOf({ endpointId, method, t: minute * 60, status });
+    const row = expected.get(key) ?? { endpointId, ownerId, method, t: minute * 60, status, requests: 0, ru: 0 };
+    row.requests++;
+    row.ru += ru;
+    expected.set(key, row);
+    // Shipped now and then, as a worker does once per event-loop turn.
+    if (next(50) === 0) writer.absorbShipment(structuredClone(worker.takeShipment()));
+  }
+  writer.absorbShipment(structuredClone(worker.takeShipment()));
+  t.equal(worker.size, 0);
+  t.equal(writer.size, expected.size, 'one row per endpoint, method, minute and status');
+  t.equal(
+    writer.ru,
+    [...expected.values()].reduce((sum, r) => sum + r.ru, 0),
+    "the RU are the rows' sum",
+  );
+  t.same(sorted([...writer.rows()].map((r) => ({ ...r }))), sorted([...expected.values()]));
+});
