@@ -11,6 +11,7 @@ import { checkerFor } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { freePort } from './lib/net.mjs';
 import { measure, notRun } from './lib/measure.mjs';
+import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
 import { int } from './lib/settings.mjs';
 import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
 
@@ -112,9 +113,22 @@ async function measureBuild({ build, upstream, keys: count, minutes, ctx }) {
   let server;
   let keys;
   let port;
+  const config = join(dir, 'chaingate.yaml');
+  // Under BENCH_CPU_PROF each row gets a gateway of its own (on the same file), so that each row's
+  // profiles are its own; else one gateway serves both rows, the random load meeting what the first left.
+  const profiled = Boolean(ctx.settings.cpuProfDir);
+  const start = (rowId) =>
+    serveChaingate({
+      name: build.id,
+      main: build.main,
+      config,
+      port,
+      core: ctx.settings.spreadCores,
+      workers: build.workers,
+      nodeArgs: profiled ? cpuProfArgs(ctx, rowId) : [],
+    });
   try {
     port = await freePort();
-    const config = join(dir, 'chaingate.yaml');
     writeFileSync(
       config,
       chaingateConfig({
@@ -128,14 +142,7 @@ async function measureBuild({ build, upstream, keys: count, minutes, ctx }) {
     );
     ctx.log(`${build.label}: making ${count.toLocaleString('en-US')} endpoints, ${minutes} minutes of usage each`);
     keys = await seedStore(build.main, join(dir, 'bench.db'), count, minutes);
-    server = await serveChaingate({
-      name: build.id,
-      main: build.main,
-      config,
-      port,
-      core: ctx.settings.spreadCores,
-      workers: build.workers,
-    });
+    server = await start(rows[0].id);
   } catch (err) {
     await server?.stop();
     return rows.map(({ id, label }) => notRun({ id, label, reason: `did not start: ${err.message}`, error: true }));
@@ -145,6 +152,10 @@ async function measureBuild({ build, upstream, keys: count, minutes, ctx }) {
   try {
     // One key first, always: the memory the random keys add is then the second run's RSS less the first's.
     for (const row of rows) {
+      if (profiled && row !== rows[0]) {
+        await server.stop(stopGraceMs(ctx));
+        server = await start(row.id);
+      }
       const script = writeKeysScript(join(dir, `${row.id}.lua`), row.random ? keys : [keys[0]], bodies, row.random);
       const url = `http://127.0.0.1:${port}/v1/rpc/${keys[0]}`;
       // Each worker keeps its own cache: the random load warms up until each has met nearly every key, as a
@@ -163,7 +174,7 @@ async function measureBuild({ build, upstream, keys: count, minutes, ctx }) {
       runs.push({ ...run, roundFields: ROUND_FIELDS });
     }
   } finally {
-    await server.stop();
+    await server.stop(stopGraceMs(ctx));
   }
   return runs;
 }

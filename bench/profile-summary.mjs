@@ -1,10 +1,11 @@
 // Where a V8 CPU profile's time went: self time per function, grouped by the source file it is in
 // (dist/x.js read as src/x.ts), the files with the most self time first.
 //
-//   node bench/profile-summary.mjs <file.cpuprofile | dir>... [--top N] [--functions N] [--after S]
+//   node bench/profile-summary.mjs <file.cpuprofile | dir>... [--top N] [--functions N] [--after S] [--last S]
 //
 // A profile covers its thread's whole life, start-up (module compilation, config, SQLite) included:
-// `--after S` counts only the samples from S seconds after each profile's start, the load's.
+// `--after S` counts only the samples from S seconds after each profile's start, the load's; `--last S`
+// only those of each profile's last S seconds (a run measured after a long warm-up, then stopped).
 //
 // Several profiles (a directory's, or the main thread's and each worker's of one run: node writes one
 // file per thread) are summed, each sample weighted by its own time. Percentages are of the profiles'
@@ -18,19 +19,19 @@ const REPO = resolve(fileURLToPath(new URL('..', import.meta.url)));
 
 /** `args` → `{ files, top, functions }`; throws on an unknown flag or a missing value. */
 function parseArgs(args) {
-  const opts = { paths: [], top: 30, functions: 8, after: 0 };
+  const opts = { paths: [], top: 30, functions: 8, after: 0, last: 0 };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    if (a === '--top' || a === '--functions' || a === '--after') {
+    if (a === '--top' || a === '--functions' || a === '--after' || a === '--last') {
       const n = Number(args[++i]);
-      if (!(n >= 0) || (a !== '--after' && (!Number.isInteger(n) || n < 1)))
-        throw new Error(`${a} needs a number (whole, above 0, but for --after)`);
+      if (!(n >= 0) || ((a === '--top' || a === '--functions') && (!Number.isInteger(n) || n < 1)))
+        throw new Error(`${a} needs a number (whole, above 0, for --top and --functions)`);
       opts[a.slice(2)] = n;
     } else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
     else opts.paths.push(a);
   }
   if (!opts.paths.length)
-    throw new Error('usage: node bench/profile-summary.mjs <file.cpuprofile | dir>... [--top N] [--functions N] [--after S]');
+    throw new Error('usage: node bench/profile-summary.mjs <file.cpuprofile | dir>... [--top N] [--functions N] [--after S] [--last S]');
   const files = opts.paths.flatMap((p) =>
     statSync(p).isDirectory()
       ? readdirSync(p)
@@ -40,7 +41,7 @@ function parseArgs(args) {
       : [p],
   );
   if (!files.length) throw new Error(`no .cpuprofile in ${opts.paths.join(', ')}`);
-  return { files, top: opts.top, functions: opts.functions, afterUs: opts.after * 1e6 };
+  return { files, top: opts.top, functions: opts.functions, afterUs: opts.after * 1e6, lastUs: opts.last * 1e6 };
 }
 
 /** The group a frame's url belongs to: src/… for the build, a package for node_modules, node's own modules. */
@@ -61,11 +62,13 @@ export function fileOf(url, functionName) {
 }
 
 /**
- * Self µs per function of one profile from `afterUs` after its start, added to `into` (a Map of file → Map
+ * Self µs per function of one profile from `afterUs` after its start (and, when `lastUs` > 0, only in its
+ * last `lastUs`), added to `into` (a Map of file → Map
  * of function → µs). A sample's time is the gap to the next sample, as Chrome's DevTools count it; the last
  * sample gets the gap to the end.
  */
-export function addProfile(profile, into, afterUs = 0) {
+export function addProfile(profile, into, afterUs = 0, lastUs = 0) {
+  if (lastUs > 0) afterUs = Math.max(afterUs, profile.endTime - profile.startTime - lastUs);
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
   const { samples = [], timeDeltas = [] } = profile;
   let idleUs = 0;
@@ -90,12 +93,12 @@ export function addProfile(profile, into, afterUs = 0) {
 }
 
 function main() {
-  const { files, top, functions, afterUs } = parseArgs(process.argv.slice(2));
+  const { files, top, functions, afterUs, lastUs } = parseArgs(process.argv.slice(2));
   const byFile = new Map();
   let idleUs = 0;
   let spanUs = 0;
   for (const f of files) {
-    const r = addProfile(JSON.parse(readFileSync(f, 'utf8')), byFile, afterUs);
+    const r = addProfile(JSON.parse(readFileSync(f, 'utf8')), byFile, afterUs, lastUs);
     idleUs += r.idleUs;
     spanUs += r.spanUs;
   }

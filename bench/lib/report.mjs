@@ -103,7 +103,7 @@ export function markdownHeading(result) {
         : 'no CPU pinning.') +
       (s.anvilQuiet ? ' anvil --quiet.' : '') +
       (s.cpuProfDir
-        ? " http-proxy's and forward-cost's gateways under node --cpu-prof (BENCH_CPU_PROF): their figures carry the profiler's cost."
+        ? " http-proxy's, forward-cost's and many-keys' gateways under node --cpu-prof (BENCH_CPU_PROF): their figures carry the profiler's cost."
         : '') +
       (result.baseline ? ` Baseline rows: commit ${result.baseline.commit.slice(0, 10)} (BENCH_BASELINE=${result.baseline.ref}).` : ''),
     '',

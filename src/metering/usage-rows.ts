@@ -45,21 +45,34 @@ export interface PendingUsage {
 }
 
 export function createPendingUsage(): PendingUsage {
-  let byKey = new Map<string, PendingRow>();
+  // Each endpoint's first row by its id alone: the id is a string the caller already holds (the key cache's),
+  // whose hash V8 keeps, where a key joining the four fields is a string made and hashed per call; with
+  // calls spread over many keys that was most of a count's cost. The endpoint's other rows (another method,
+  // minute or status) by that joined key.
+  let byEndpoint = new Map<string, PendingRow>();
+  let others = new Map<string, PendingRow>();
   let ru = 0;
-  // The row the last count went to: a key's calls come in runs of one method, minute and status, and such a
-  // run then costs no key string made and hashed per call. Forgotten whenever the rows are handed over.
+  // The row the last count went to: a key's calls come in runs of one method, minute and status.
+  // Forgotten whenever the rows are handed over.
   let last: PendingRow | null = null;
+
+  const matches = (row: PendingRow, method: string, status: number, t: number): boolean =>
+    row.t === t && row.status === status && row.method === method;
 
   function add(ownerId: number, endpointId: string, method: string, status: number, t: number, requests: number, rowRu: number): void {
     let row = last;
-    if (row === null || row.t !== t || row.status !== status || row.endpointId !== endpointId || row.method !== method) {
-      const key = `${endpointId}\u0000${method}\u0000${t}\u0000${status}`;
-      const found = byKey.get(key);
-      if (found !== undefined) row = found;
-      else {
+    if (row === null || row.endpointId !== endpointId || !matches(row, method, status, t)) {
+      row = byEndpoint.get(endpointId) ?? null;
+      if (row === null) {
         row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0 };
-        byKey.set(key, row);
+        byEndpoint.set(endpointId, row);
+      } else if (!matches(row, method, status, t)) {
+        const key = `${endpointId}\u0000${method}\u0000${t}\u0000${status}`;
+        row = others.get(key) ?? null;
+        if (row === null) {
+          row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0 };
+          others.set(key, row);
+        }
       }
       last = row;
     }
@@ -68,33 +81,46 @@ export function createPendingUsage(): PendingUsage {
     ru += rowRu;
   }
 
+  function* all(): IterableIterator<PendingRow> {
+    yield* byEndpoint.values();
+    yield* others.values();
+  }
+
+  function reset(): void {
+    byEndpoint = new Map();
+    others = new Map();
+    last = null;
+    ru = 0;
+  }
+
+  function ship(flat: ShippedRows, at: number, rows: Map<string, PendingRow>): number {
+    let i = at;
+    for (const r of rows.values()) {
+      flat[i++] = r.endpointId;
+      flat[i++] = r.ownerId;
+      flat[i++] = r.method;
+      flat[i++] = r.t;
+      flat[i++] = r.status;
+      flat[i++] = r.requests;
+      flat[i++] = r.ru;
+    }
+    return i;
+  }
+
   return {
     count(ownerId, endpointId, method, status, atMs, requests, rowRu) {
       add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu);
     },
-    rows: () => byKey.values(),
+    rows: all,
     take() {
-      const rows = [...byKey.values()];
-      byKey = new Map();
-      last = null;
-      ru = 0;
+      const rows = [...all()];
+      reset();
       return rows;
     },
     takeShipment() {
-      const flat: ShippedRows = new Array(byKey.size * SHIPPED_FIELDS);
-      let i = 0;
-      for (const r of byKey.values()) {
-        flat[i++] = r.endpointId;
-        flat[i++] = r.ownerId;
-        flat[i++] = r.method;
-        flat[i++] = r.t;
-        flat[i++] = r.status;
-        flat[i++] = r.requests;
-        flat[i++] = r.ru;
-      }
-      byKey = new Map();
-      last = null;
-      ru = 0;
+      const flat: ShippedRows = new Array((byEndpoint.size + others.size) * SHIPPED_FIELDS);
+      ship(flat, ship(flat, 0, byEndpoint), others);
+      reset();
       return flat;
     },
     absorbShipment(flat) {
@@ -110,13 +136,9 @@ export function createPendingUsage(): PendingUsage {
         );
       }
     },
-    clear() {
-      byKey = new Map();
-      last = null;
-      ru = 0;
-    },
+    clear: reset,
     get size() {
-      return byKey.size;
+      return byEndpoint.size + others.size;
     },
     get ru() {
       return ru;

@@ -2,6 +2,7 @@ import type { ErrorCode } from '../errors.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { Caller } from './admission.js';
+import type { EndpointAuth } from '../tenancy/directory.js';
 import { tallyFor } from './answers.js';
 import type { Transport } from '../metrics/registry.js';
 import { errorText } from '../log.js';
@@ -22,18 +23,18 @@ function ipLimitKey(ip: string): string {
   return key;
 }
 
-/** Endpoints whose limiter key is kept at most; past it the table starts again. */
-const ENDPOINT_KEYS_MAX = 4096;
+/**
+ * Each endpoint's limiter key, kept beside what its key grants (the key cache's entry, which lives as long
+ * as the cache keeps the key): no string made and hashed anew per request, however many keys are in use.
+ * A map capped at a few thousand endpoints made one per request once calls spread over more keys than that.
+ */
+const endpointLimitKeys = new WeakMap<EndpointAuth, string>();
 
-/** An endpoint's limiter key, kept per endpoint id: no string made and hashed anew per request. */
-const endpointLimitKeys = new Map<string, string>();
-
-function endpointLimitKey(endpointId: string): string {
-  let key = endpointLimitKeys.get(endpointId);
+function endpointLimitKey(auth: EndpointAuth): string {
+  let key = endpointLimitKeys.get(auth);
   if (key === undefined) {
-    if (endpointLimitKeys.size >= ENDPOINT_KEYS_MAX) endpointLimitKeys.clear();
-    key = `ep:${endpointId}`;
-    endpointLimitKeys.set(endpointId, key);
+    key = `ep:${auth.endpointId}`;
+    endpointLimitKeys.set(auth, key);
   }
   return key;
 }
@@ -127,7 +128,7 @@ export function resolveCaller(
       auth,
       key,
       plan,
-      limitKey: endpointLimitKey(auth.endpointId),
+      limitKey: endpointLimitKey(auth),
       rps: plan.rps,
       maxBatch: config.server.max_batch,
       tally: tallyFor(ctx, chain, transport, key),

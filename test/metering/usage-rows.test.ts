@@ -4,6 +4,10 @@ import { createPendingUsage } from '../../src/metering/usage-rows.js';
 
 const MINUTE = 60_000;
 
+type Row = { endpointId: string; method: string; t: number; status: number };
+const keyOf = (r: Row): string => `${r.endpointId} ${r.method} ${r.t} ${r.status}`;
+const sorted = <R extends Row>(rows: R[]): R[] => rows.sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+
 t.test('counts add up per endpoint, method, minute and status, in runs or interleaved', async (t) => {
   const usage = createPendingUsage();
   usage.count(1, 'ep1', 'eth_call', 0, 5 * MINUTE + 1, 1, 10);
@@ -14,15 +18,16 @@ t.test('counts add up per endpoint, method, minute and status, in runs or interl
   usage.count(2, 'ep2', 'eth_call', 0, 5 * MINUTE + 6, 1, 10);
   usage.count(1, 'ep1', 'eth_call', 0, 6 * MINUTE, 2, 20);
   usage.count(1, 'ep1', 'eth_call', 0, 5 * MINUTE + 7, 1, 10);
+  // In no particular order: rows are kept by endpoint first.
   t.same(
-    [...usage.rows()].map((r) => ({ ...r })),
-    [
+    sorted([...usage.rows()].map((r) => ({ ...r }))),
+    sorted([
       { endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 300, status: 0, requests: 4, ru: 40 },
       { endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 300, status: 429, requests: 1, ru: 0 },
       { endpointId: 'ep1', ownerId: 1, method: 'eth_getBalance', t: 300, status: 0, requests: 1, ru: 15 },
       { endpointId: 'ep2', ownerId: 2, method: 'eth_call', t: 300, status: 0, requests: 1, ru: 10 },
       { endpointId: 'ep1', ownerId: 1, method: 'eth_call', t: 360, status: 0, requests: 2, ru: 20 },
-    ],
+    ]),
   );
   t.equal(usage.size, 5);
   t.equal(usage.ru, 85);
@@ -78,4 +83,47 @@ t.test('a count after a shipment goes to the next shipment, never into a row alr
   worker.count(1, 'ep_a', 'eth_call', 0, 60_001, 1, 20);
   t.equal(worker.ru, 20);
   t.same(worker.takeShipment(), ['ep_a', 1, 'eth_call', 60, 0, 1, 20], 'the second call is shipped');
+});
+
+t.test('calls spread over many keys, methods, minutes and statuses: each row exact, shipped or not', async (t) => {
+  // A fixed sequence (no Math.random), so a failure repeats: 5,000 endpoints, each with up to 3 methods,
+  // 2 minutes and 2 statuses, the counts interleaved as a worker meets them.
+  const methods = ['eth_call', 'eth_getBalance', 'eth_chainId'];
+  const expected = new Map<
+    string,
+    { endpointId: string; ownerId: number; method: string; t: number; status: number; requests: number; ru: number }
+  >();
+  const worker = createPendingUsage();
+  const writer = createPendingUsage();
+  let seed = 7;
+  const next = (n: number): number => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed % n;
+  };
+  for (let i = 0; i < 60_000; i++) {
+    const e = next(5000);
+    const endpointId = `ep_${e}`;
+    const ownerId = e % 7;
+    const method = methods[next(3)]!;
+    const minute = 10 + next(2);
+    const status = next(4) === 0 ? 429 : 0;
+    const ru = status === 0 ? 1 + next(30) : 0;
+    worker.count(ownerId, endpointId, method, status, minute * MINUTE + next(MINUTE), 1, ru);
+    const key = keyOf({ endpointId, method, t: minute * 60, status });
+    const row = expected.get(key) ?? { endpointId, ownerId, method, t: minute * 60, status, requests: 0, ru: 0 };
+    row.requests++;
+    row.ru += ru;
+    expected.set(key, row);
+    // Shipped now and then, as a worker does once per event-loop turn.
+    if (next(50) === 0) writer.absorbShipment(structuredClone(worker.takeShipment()));
+  }
+  writer.absorbShipment(structuredClone(worker.takeShipment()));
+  t.equal(worker.size, 0);
+  t.equal(writer.size, expected.size, 'one row per endpoint, method, minute and status');
+  t.equal(
+    writer.ru,
+    [...expected.values()].reduce((sum, r) => sum + r.ru, 0),
+    "the RU are the rows' sum",
+  );
+  t.same(sorted([...writer.rows()].map((r) => ({ ...r }))), sorted([...expected.values()]));
 });
