@@ -40,7 +40,11 @@ t.test("resolveCaller: no key is the public path of the route's chain, limited b
     });
     t.same(
       untallied(r),
-      { kind: 'caller', chain: s.chain('other'), caller: { auth: null, key: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch } },
+      {
+        kind: 'caller',
+        chain: s.chain('other'),
+        caller: { auth: null, key: null, plan: null, limitKey: 'ip:203.0.113.5', rps: 7, maxBatch },
+      },
       `max_batch ${batch.public} / ${batch.server}`,
     );
     t.equal(asked, 1, 'the IP is read once');
