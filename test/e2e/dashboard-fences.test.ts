@@ -106,6 +106,8 @@ t.test('restrictions saved from the form, a key rotated with and without a grace
   t.match(await page.locator('#rotated-previous').textContent(), `${first.slice(0, 8)}… works until`);
   await page.screenshot({ path: `${SHOTS}9-key-rotated.png`, fullPage: true });
   await page.getByRole('button', { name: 'Done: I have copied it' }).click();
+  // The page clears the key as it closes the dialog, after the click's own task: waited for, not assumed.
+  await page.waitForFunction("document.querySelector('#rotated-key')?.textContent === ''", undefined, { timeout: 5000 });
   t.equal(await page.locator('#rotated-key').textContent(), '', 'the new key leaves the page');
   t.notMatch(await page.content(), second);
   const row = page.locator('#endpoints tr[data-id]', { hasText: 'web' });
