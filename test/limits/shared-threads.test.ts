@@ -202,6 +202,26 @@ t.test('connection counts are exact across threads', async (t) => {
   // The threads must run at once for the limit to be reached: on a loaded machine a race may not overlap
   // enough, so it is run again (at most 10 times) until one did.
   const inside = new Int32Array(new SharedArrayBuffer(4));
+  // First, what needs no race: with the key full here, every thread's tryOpen is refused.
+  for (let i = 0; i < 3; i++) t.ok(counts.tryOpen('ep:3', 3), `held here ${i + 1}`);
+  startAt = soon();
+  const full = await onEach<{ opened: number; most: number }>(() => ({
+    task: 'try-open',
+    memory,
+    key: 'ep:3',
+    max: 3,
+    n: 100,
+    inside,
+    startAt,
+  }));
+  t.same(
+    full.map((r) => r.opened),
+    Array(THREADS).fill(0),
+    'a key full in one thread is full in every other',
+  );
+  // Then the race, with two places held here: any two threads inside at once meet the limit, so it is met
+  // even when a loaded machine lets only some of them run at a time.
+  counts.close('ep:3');
   let most = 0;
   let opened: number[] = [];
   let races = 0;
@@ -222,6 +242,9 @@ t.test('connection counts are exact across threads', async (t) => {
   } while (opened.reduce((a, b) => a + b, 0) === THREADS * 20_000 && races < 10);
   t.ok(most <= 3, `tryOpen with max 3: at most ${most} open at once over ${races} races`);
   t.ok(opened.reduce((a, b) => a + b, 0) < THREADS * 20_000, `the limit was reached: opened ${opened.join(', ')} of 20,000 each`);
+  t.equal(counts.count('ep:3'), 2, 'the two held here');
+  counts.close('ep:3');
+  counts.close('ep:3');
   t.equal(counts.count('ep:3'), 0);
 });
 
