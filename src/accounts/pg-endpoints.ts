@@ -20,6 +20,7 @@ import {
   type OwnerRecord,
   type PatchFencesResult,
   type RotateKeyResult,
+  rotatedKey,
   toEndpointAuth,
   toEndpointRecord,
 } from '../tenancy/endpoints.js';
@@ -231,13 +232,7 @@ function createPgEndpointWrites(pool: pg.Pool, seconds: () => number): Pick<PgEn
           [end, key.hash, key.prefix, endpointId],
         );
         await notifyChange(client, { kind: 'endpoint_changed', endpointId, ownerId });
-        const rotated: EndpointRow = {
-          ...row,
-          keyPrefix: key.prefix,
-          previousKeyPrefix: end === null ? null : row.keyPrefix,
-          previousKeyExpiresAt: end,
-        };
-        return { apiKey: key.key, endpoint: toEndpointRecord(rotated, nowS), previousKeyExpiresAt: end };
+        return rotatedKey(row, key, end, nowS);
       });
     },
   };

@@ -106,6 +106,20 @@ export function toEndpointRecord(row: EndpointRow, nowS: number): EndpointRecord
   };
 }
 
+/**
+ * What a rotation answers, in either store: the new key (shown once), the endpoint as its owner now sees
+ * it (the new key's prefix; the old one's, with `end`, while it has a grace) and the old key's end.
+ */
+export function rotatedKey(row: EndpointRow, key: { key: string; prefix: string }, end: number | null, nowS: number): RotateKeyResult {
+  const rotated: EndpointRow = {
+    ...row,
+    keyPrefix: key.prefix,
+    previousKeyPrefix: end === null ? null : row.keyPrefix,
+    previousKeyExpiresAt: end,
+  };
+  return { apiKey: key.key, endpoint: toEndpointRecord(rotated, nowS), previousKeyExpiresAt: end };
+}
+
 /** Throws a RangeError unless `graceS` is a whole number of seconds, 0 or more. */
 export function assertValidGrace(graceS: number): void {
   if (!Number.isSafeInteger(graceS) || graceS < 0)
@@ -205,13 +219,7 @@ export function createEndpointTable(
     const nowS = seconds();
     const end = graceS === 0 ? null : nowS + graceS;
     sql.rotateKey.run(end, end, end, key.hash, key.prefix, endpointId);
-    const rotated: EndpointRow = {
-      ...row,
-      keyPrefix: key.prefix,
-      previousKeyPrefix: end === null ? null : row.keyPrefix,
-      previousKeyExpiresAt: end,
-    };
-    return { apiKey: key.key, endpoint: toEndpointRecord(rotated, nowS), previousKeyExpiresAt: end };
+    return rotatedKey(row, key, end, nowS);
   });
 
   return {
