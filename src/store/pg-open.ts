@@ -68,6 +68,13 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
   });
   // Without a listener an idle connection's error (the server restarting) would crash the process.
   pool.on('error', (err) => options.onIdleError?.(err));
+  // The pool listens to its connections only while they are idle. One checked out and between two queries
+  // when the server ends it (a restart, a fast shutdown's 57P01) would emit 'error' to no one, an uncaught
+  // exception: every connection keeps a listener of its own. Its next query fails, and its holder (a
+  // transaction, the change feed) releases it as broken.
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+  });
   try {
     await migratePg(pool);
   } catch (err) {

@@ -3,6 +3,7 @@ import t from 'tap';
 import { openPgStore, safeUrl } from '../../src/store/pg-open.js';
 import { PG_SCHEMA_VERSION } from '../../src/store/pg-migrations.js';
 import { startPostgres } from '../support/servers.js';
+import { waitFor } from '../support/wait-for.js';
 import { STORE_TABLES } from './temp-store.js';
 
 t.test('several instances opening a new database at once make the schema once', async (t) => {
@@ -47,4 +48,23 @@ t.test('an unreachable server fails the open within the connect timeout; the pas
   t.notMatch(String(err?.message), /s3cret/);
   t.equal(safeUrl(url), `postgres://chaingate:***@127.0.0.1:${pg.port}/chaingate`);
   t.equal(safeUrl('not a url'), '(an invalid URL)');
+});
+
+t.test('a connection checked out and idle when the server ends it: no uncaught error, its next query fails', async (t) => {
+  const pg = await startPostgres(t);
+  const store = await openPgStore(pg.url);
+  t.teardown(() => store.close());
+  const held = await store.pool.connect();
+  const pid = (await held.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  // What a fast shutdown or a restart sends each session: FATAL 57P01, while `held` runs no query. Its
+  // 'error' event has no listener of this test's: without the store's own, tap would see it uncaught.
+  let ended = false;
+  held.once('end', () => {
+    ended = true;
+  });
+  await store.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+  await waitFor(() => ended, { what: 'the connection ended', ms: 5000 });
+  await t.rejects(held.query('SELECT 1'), 'its next query fails');
+  held.release(true);
+  t.same((await store.pool.query<{ one: number }>('SELECT 1 AS one')).rows, [{ one: 1 }], 'the pool serves on');
 });
