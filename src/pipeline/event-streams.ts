@@ -3,7 +3,7 @@
  * limits, the price of opening one and of each event delivered, and why a stream ends. The streams themselves
  * are the chain's (ChainRuntime.events); the server writes the bytes this hands it (server/beacon-events.ts).
  */
-import { regrant } from './regrant.js';
+import { atKeyEnd, type KeyEndHolder, regrant } from './regrant.js';
 import { beaconCost } from '../beacon/costs.js';
 import { EVENTS_TEMPLATE } from '../beacon/paths.js';
 import { parseTopics } from '../beacon/topics.js';
@@ -32,9 +32,6 @@ const ENDS: Record<StreamEnd, { text: string; error: ErrorCode }> = {
   restricted: { text: 'API key restrictions changed', error: 'unauthorized' },
   expired: { text: 'API key expired: it was rotated and its grace period ended', error: 'unauthorized' },
 };
-
-/** The longest wait a timer takes (about 24.8 days); a later end is waited for in steps. */
-const TIMER_MAX_MS = 2_147_483_647;
 
 /** Where a stream's bytes go: the server's writes. */
 export interface EventStreamOut {
@@ -128,18 +125,13 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
     let listener: SseListener | null = null;
     let left = false;
     // A stream opened with a rotated-out key in its grace ends with the grace (by the context's clock).
-    let keyEnd: ReturnType<typeof setTimeout> | null = null;
-    const closeAtKeyEnd = (at: number): void => {
-      if (keyEnd !== null) clearTimeout(keyEnd);
-      const wait = at - ctx.now();
-      if (wait <= 0) client.close('expired');
-      else (keyEnd = setTimeout(() => closeAtKeyEnd(at), Math.min(wait, TIMER_MAX_MS))).unref?.();
-    };
+    const ending: KeyEndHolder = { keyEnd: null };
+    const closeAtKeyEnd = (at: number): void => atKeyEnd(ctx, ending, at, () => client.close('expired'));
     const drained = (): void => listener?.drained();
     const leave = (): void => {
       if (left) return;
       left = true;
-      if (keyEnd !== null) clearTimeout(keyEnd);
+      if (ending.keyEnd !== null) clearTimeout(ending.keyEnd);
       chain.metrics.sseClient(-1);
       listener?.remove();
       clients.delete(client);

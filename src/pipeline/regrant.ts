@@ -34,3 +34,24 @@ function sameSettings(a: EndpointAuth, b: EndpointAuth): boolean {
   if (a.fences === null || b.fences === null) return false;
   return JSON.stringify(a.fences.settings) === JSON.stringify(b.fences.settings);
 }
+
+/** The longest wait a timer takes (about 24.8 days); a later end is waited for in steps. */
+const TIMER_MAX_MS = 2_147_483_647;
+
+/** What holds a connection's key-end timer (a WebSocket's, an event stream's), cleared when it closes. */
+export interface KeyEndHolder {
+  keyEnd: ReturnType<typeof setTimeout> | null;
+}
+
+/**
+ * Runs `end` when the context's clock reaches `atMs` (at once when it has), the end of a rotated-out key's
+ * grace; a timer set before on `holder` is replaced.
+ */
+export function atKeyEnd(ctx: GatewayContext, holder: KeyEndHolder, atMs: number, end: () => void): void {
+  if (holder.keyEnd !== null) clearTimeout(holder.keyEnd);
+  holder.keyEnd = null;
+  const left = atMs - ctx.now();
+  if (left <= 0) return end();
+  holder.keyEnd = setTimeout(() => atKeyEnd(ctx, holder, atMs, end), Math.min(left, TIMER_MAX_MS));
+  holder.keyEnd.unref?.();
+}

@@ -8,6 +8,7 @@ import { type CallerRefusal, type ResolvedCaller, resolveCaller } from '../pipel
 import { tallyFor } from '../pipeline/answers.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { fenceRequest, type KeyFacts } from '../pipeline/request-fences.js';
+import { atKeyEnd } from '../pipeline/regrant.js';
 import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pipeline/stream-limits.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { ConnectionGate } from './connection-gate.js';
@@ -153,17 +154,7 @@ function openSocket(up: UpgradeExchange, route: WsUpgradeRoute, resolved: Resolv
   if (expiresAt !== null) closeAtKeyEnd(ctx, conn, expiresAt);
 }
 
-/** The longest wait a timer takes (about 24.8 days); a later end is waited for in steps. */
-const TIMER_MAX_MS = 2_147_483_647;
-
 /** Closes a socket opened with a rotated-out key when its grace ends (1008, saying why); a close before clears it. */
 export function closeAtKeyEnd(ctx: GatewayContext, conn: WsConn, expiresAt: number): void {
-  if (conn.keyEnd !== null) clearTimeout(conn.keyEnd);
-  const left = expiresAt - ctx.now();
-  if (left <= 0) {
-    conn.close(1008, 'API key expired: it was rotated and its grace period ended');
-    return;
-  }
-  conn.keyEnd = setTimeout(() => closeAtKeyEnd(ctx, conn, expiresAt), Math.min(left, TIMER_MAX_MS));
-  conn.keyEnd.unref?.();
+  atKeyEnd(ctx, conn, expiresAt, () => conn.close(1008, 'API key expired: it was rotated and its grace period ended'));
 }
