@@ -7,7 +7,7 @@ import { type CallerRefusal, type PeerAddress, resolveCaller } from '../pipeline
 import type { Transport } from '../metrics/registry.js';
 import { fenceRequest, KEY_IN_PATH, type KeyFacts } from '../pipeline/request-fences.js';
 import { holdRequest } from './held-request.js';
-import { clientAddress, clientLimitAddress } from './peer-address.js';
+import { clientLimitAddress, requestSide } from './peer-address.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
 import type { RpcTarget } from './routes.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
@@ -117,10 +117,7 @@ export function admitCaller(x: Exchange, route: ExchangeRoute): void {
     return;
   }
   const { res, req } = x;
-  const fenced = fenceRequest(caller.auth, x.keyFacts, {
-    origin: req.getHeader('origin'),
-    address: () => clientAddress(res, req, ctx.config.server),
-  });
+  const fenced = fenceRequest(caller.auth, x.keyFacts, requestSide(res, req, ctx.config.server));
   if (fenced === undefined) route.admitted(x, caller);
   else if (!(fenced instanceof Promise)) route.refuseCaller(x, fenced);
   else holdForToken(x as HttpExchange, route, caller, fenced);

@@ -1,3 +1,4 @@
+import type { RequestSide } from '../pipeline/request-fences.js';
 import type { ServerConfig } from '../config/schema.js';
 import { addressKeyOfBytes, addressKeyOfText, ipv4Text } from '../limits/address-key.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
@@ -32,6 +33,11 @@ export function clientAddress(res: HttpResponse, req: HttpRequest, server: Pick<
     }
   }
   return new Uint8Array(res.getRemoteAddress());
+}
+
+/** What an endpoint's request checks read of a request (pipeline/request-fences.ts): its Origin, and its address only if asked. */
+export function requestSide(res: HttpResponse, req: HttpRequest, server: Pick<ServerConfig, 'trust_proxy'>): RequestSide {
+  return { origin: req.getHeader('origin'), address: () => clientAddress(res, req, server) };
 }
 
 /** IPv4 peers' keys seen lately, by their address as a number (mapped into IPv6 or not: the same key). */

@@ -13,7 +13,7 @@ import { admitConnection, connectionRefusal, type ConnectionCounts } from '../pi
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { ConnectionGate } from './connection-gate.js';
 import { holdRequest } from './held-request.js';
-import { clientAddress, clientLimitAddress } from './peer-address.js';
+import { clientLimitAddress, requestSide } from './peer-address.js';
 import { JSON_TYPE, type ResponseMeta, retryAfterHeader, sendWhole } from './respond.js';
 import type { RpcTarget } from './routes.js';
 import type { HttpRequest, HttpResponse } from './uws.js';
@@ -82,12 +82,7 @@ export function upgradeWs(up: UpgradeExchange, route: WsUpgradeRoute): void {
   const auth = resolved.caller.auth;
   // The key's restrictions on the handshake (key place, address, Origin, token), before any socket or count.
   const fenced =
-    auth === null || auth.fences === null
-      ? undefined
-      : fenceRequest(auth, up.keyFacts, {
-          origin: req.getHeader('origin'),
-          address: () => clientAddress(res, req, ctx.config.server),
-        });
+    auth === null || auth.fences === null ? undefined : fenceRequest(auth, up.keyFacts, requestSide(res, req, ctx.config.server));
   if (fenced === undefined) openSocket(up, route, resolved, shake);
   else if (!(fenced instanceof Promise)) refuseResolved(ctx, up, fenced);
   else {
