@@ -23,9 +23,11 @@ import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub, type SubscriptionMetering } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
+import { type ChainFinality, createChainFinality } from './finality.js';
 import { type ChainHead, createChainHead } from './head.js';
 import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
 import { createNodeRoutes, type NodeRoutes } from './node-routes.js';
+import { createServedHead, type ServedHead } from './served-head.js';
 import { proberOptionsOf, startNodeProbes } from './node-probes.js';
 import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
 import { createWriteMark, type WriteMark } from './write-mark.js';
@@ -73,6 +75,10 @@ export interface ChainRuntime {
   readonly health: ChainHealth;
   /** The chain's head as the pipeline reads it (the tracker's, the feed's, else a poll of its own). */
   readonly head: ChainHead;
+  /** The head the chain serves: reached by enough nodes, never going back (served-head.ts). */
+  readonly served: ServedHead;
+  /** The chain's safe and finalized blocks (finality.ts). */
+  readonly finality: ChainFinality;
   /** The chain's view of the gateway's response cache (ChainRuntimeOptions.responseCache). */
   readonly cache: ChainCache;
   /** Identical reads on this chain in flight at the same time, sharing one upstream call (pipeline/shared-call.ts). */
@@ -196,6 +202,8 @@ class RunningChain implements ChainRuntime {
   readonly identity: ChainIdentity;
   readonly events: SseHub | null;
   readonly head: ChainHead;
+  readonly served: ServedHead;
+  readonly finality: ChainFinality;
   readonly routes: NodeRoutes;
   readonly filters: ChainFilters;
   readonly cache: ChainCache;
@@ -252,6 +260,8 @@ class RunningChain implements ChainRuntime {
     const pickUpstream = (): HttpUpstream => this.pickUpstream();
     const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
     this.head = head;
+    this.served = createServedHead(health);
+    this.finality = createChainFinality();
     const routes = createNodeRoutes(config.upstreams, {
       stateHistoryBlocks: config.state_history_blocks,
       head: () => head.now(),
@@ -355,6 +365,7 @@ class RunningChain implements ChainRuntime {
     if (this.closed) return;
     this.closed = true;
     this.filters.close();
+    this.finality.close();
     this.prober?.stop();
     this.prober = null;
     this.identity.close();

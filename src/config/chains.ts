@@ -6,6 +6,7 @@
 import { type Static, Type } from './typebox.js';
 import { type Errors, isObject, type Raw } from './checks.js';
 import { bool, int, mapOf, Missing, oneOf, optionalInt, optionalText, Problem, section, unlessNoString, url } from './keys.js';
+import { checkConsistency, ConsistencySchema } from './consistency.js';
 import { ChainRuSchema, checkMethodCosts, checkMethodRules, checkPatterns, MethodRulesSchema, methodDeny } from './method-policy.js';
 
 /**
@@ -100,6 +101,10 @@ export const ChainSchema = section(
       86_400,
       `Seconds for one upstream answer from start to end (a node dripping bytes holds a call no longer); at least timeout_s; default ${ANSWER_TIMEOUT_FACTOR} × timeout_s.`,
     ),
+    consistency: ConsistencySchema,
+    beacon: optionalText(
+      "The slug of the beacon chain whose finality checkpoints decide this chain's safe and finalized blocks (evm only); default none: the nodes' own.",
+    ),
     upstreams: Type.Array(UpstreamSchema, {
       minItems: 1,
       description: 'The nodes serving the chain.',
@@ -188,12 +193,13 @@ function readChain(slug: string, c: Static<typeof ChainSchema>, given: Raw, erro
   if (c.kind === 'evm') {
     if (given.chain_id === undefined) errors.push(`${path}.chain_id: required for an evm chain`);
   } else {
-    for (const k of ['chain_id', 'methods', 'ru', 'state_history_blocks'] as const)
+    for (const k of ['chain_id', 'methods', 'ru', 'state_history_blocks', 'consistency', 'beacon'] as const)
       if (given[k] !== undefined) errors.push(`${path}.${k}: belongs to evm chains; a beacon chain has none`);
   }
   checkMethodRules(c.methods, `${path}.methods`, errors);
   checkMethodCosts(c.ru.methods, `${path}.ru.methods`, errors);
   const upstreams = readUpstreams(c, given, path, errors);
+  checkConsistency(c.consistency, upstreams.length, `${path}.consistency`, errors);
   const answer_timeout_s = c.answer_timeout_s ?? ANSWER_TIMEOUT_FACTOR * c.timeout_s;
   if (answer_timeout_s < c.timeout_s)
     errors.push(`${path}.answer_timeout_s: must be at least timeout_s (${c.timeout_s}), which an answer may take to start`);
@@ -208,6 +214,16 @@ export function checkChainIds(chains: Record<string, ChainConfig>, errors: Error
     const first = firstWith.get(c.chain_id);
     if (first === undefined) firstWith.set(c.chain_id, c.slug);
     else errors.push(`chains.${c.slug}.chain_id: ${c.chain_id} is already the chain_id of chains.${first}; each chain needs its own`);
+  }
+}
+
+/** A chain's `beacon` names a beacon chain configured beside it. */
+export function checkBeaconLinks(chains: Record<string, ChainConfig>, errors: Errors): void {
+  for (const c of Object.values(chains)) {
+    if (c.beacon === undefined) continue;
+    const linked = chains[c.beacon];
+    if (linked === undefined) errors.push(`chains.${c.slug}.beacon: no chain '${c.beacon}' is configured`);
+    else if (linked.kind !== 'beacon') errors.push(`chains.${c.slug}.beacon: chains.${c.beacon} is not a beacon chain (kind: beacon)`);
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { type Static, Type } from './typebox.js';
 import { type Errors, isObject } from './checks.js';
-import { type ChainConfig, ChainsSchema, checkChainIds, readChains } from './chains.js';
+import { type ChainConfig, ChainsSchema, checkBeaconLinks, checkChainIds, readChains } from './chains.js';
 import { type ClusterConfig, ClusterSchema, readStorage, type StorageConfig, StorageSchema } from './storage.js';
 import {
   checkManagementPort,
@@ -114,6 +114,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
   const metrics = readMetrics(c.metrics);
   checkRu(c.ru, errors);
   checkChainIds(chains, errors);
+  checkBeaconLinks(chains, errors);
   // Spending stops a flush interval before the last renewal may have expired: a TTL within two intervals leaves no time to spend.
   if (cluster !== undefined && cluster.reservation_ttl_s * 1000 < 2 * c.ledger.flush_interval_ms)
     errors.push(
