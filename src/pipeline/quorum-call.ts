@@ -10,16 +10,21 @@
  * the extra calls show in chaingate_upstream_requests_total. Answers are held whole (at most QUORUM_ANSWER_BYTES
  * each) and compared by jsonrpc/answer-key.ts (canonical JSON; the envelope left out; an error by code and message).
  *
- * - As soon as quorum.agree answers are equal, that answer is served and the attempts still open are dropped (not
- *   counted against their nodes).
+ * - As soon as quorum.agree answers are equal, that answer is served; the attempts still open are not waited for,
+ *   but not cancelled either: their answers are read when they come and compared with the one served (a late node
+ *   that differs is counted as any other), and they count in their nodes' health. A request already sent costs the
+ *   node its work whatever the gateway does, and cancelling it would close its keep-alive socket (when alone on it,
+ *   see upstreams/http-response.ts abortExchange): a new connection to the slowest node for every call. Only the
+ *   client leaving before the answer cancels them.
  * - A node that fails (no JSON-RPC answer) is replaced by another node in rotation not asked yet, while the call's
  *   deadline (timeout_s from its start) leaves time for it.
  * - When every attempt is over without agreement: with two answers or more that differ, on_mismatch `majority`
  *   serves the answer more nodes gave than any other (strictly), else no_quorum; `error` always answers no_quorum.
  *   With answers that never differed but too few of them (the others failed): no_quorum; with no answer at all, the
  *   last node's failure (upstream_error), as a call on one node would.
- * - Fewer nodes in rotation than quorum.agree: no_quorum at once, no node asked. eRPC and the rest answer from
- *   what there is in that case by default; a quorum that quietly becomes one node's word is what it is there to stop.
+ * - Fewer nodes in rotation than quorum.agree: no_quorum at once, no node asked. eRPC makes this a setting
+ *   (lowParticipantsBehavior, which may accept the most common answer); here it is not, since a quorum that quietly
+ *   becomes one node's word is what the operator set it up to prevent.
  *
  * Every node whose answer differs from the one served is logged (warn) and counted
  * (chaingate_consensus_mismatches_total); one that differs quorum.eject_after times in a row leaves rotation as
@@ -187,6 +192,7 @@ class Vote extends NodeAttempt implements AnswerSink {
 
 /** Answers that are equal: the first one's bytes (the one served), and the votes that gave it. */
 interface Agreement {
+  readonly key: string;
   readonly body: Buffer;
   readonly votes: Vote[];
 }
@@ -199,6 +205,8 @@ class QuorumCall implements ForwardCall {
   private readonly agreements = new Map<string, Agreement>();
   private pending = 0;
   private done = false;
+  /** The key of the answer served once agreed, which answers arriving later are compared with. */
+  private served: string | null = null;
   private largeAnswers = 0;
   private lastFailure: { reason: string; failure: ForwardFailure | undefined; label: string } | null = null;
   private readonly deadline: number;
@@ -242,14 +250,17 @@ class QuorumCall implements ForwardCall {
 
   answered(vote: Vote, body: Buffer): void {
     this.pending--;
-    if (this.done) return;
+    if (this.done) {
+      if (this.served !== null) this.late(vote, answerKey(body));
+      return;
+    }
     const key = answerKey(body);
     // The forwarded call checked it is a JSON-RPC object with the call's id: one without result or error is a failure.
     if (key === null) return this.lost(vote, 'upstream answer holds neither a result nor an error', INVALID);
     let agreement = this.agreements.get(key);
-    if (agreement === undefined) this.agreements.set(key, (agreement = { body, votes: [] }));
+    if (agreement === undefined) this.agreements.set(key, (agreement = { key, body, votes: [] }));
     agreement.votes.push(vote);
-    if (agreement.votes.length >= this.q.settings.agree) this.serve(agreement, 'agreed');
+    if (agreement.votes.length >= this.q.settings.agree) this.serve(key, agreement, 'agreed');
     else if (this.pending === 0) this.decide();
   }
 
@@ -294,15 +305,16 @@ class QuorumCall implements ForwardCall {
     if (agreements.length === 1) return this.refuse(this.largeAnswers > 0 ? TOO_LARGE : TOO_FEW_ANSWERS, 'too_few');
     if (this.q.settings.on_mismatch === 'majority') {
       agreements.sort((a, b) => b.votes.length - a.votes.length);
-      if (agreements[0]!.votes.length > agreements[1]!.votes.length) return this.serve(agreements[0]!, 'majority');
+      const [most, next] = agreements as [Agreement, Agreement];
+      if (most.votes.length > next.votes.length) return this.serve(most.key, most, 'majority');
     }
     this.refuse(DISAGREED, 'disagreed');
   }
 
+  /** The call is decided: nothing more reaches its client. */
   private end(outcome: ConsensusOutcome): void {
     this.done = true;
     this.method.metrics.call(outcome);
-    for (const v of this.votes) if (v.open) v.stop();
   }
 
   private refuse(reason: string, outcome: ConsensusOutcome): void {
@@ -312,13 +324,21 @@ class QuorumCall implements ForwardCall {
   }
 
   /** Serves `served`; every other answer's node disagreed with it. */
-  private serve(served: Agreement, outcome: ConsensusOutcome): void {
+  private serve(key: string, served: Agreement, outcome: ConsensusOutcome): void {
     this.end(outcome);
+    this.served = key;
     for (const agreement of this.agreements.values()) {
       if (agreement === served) for (const v of agreement.votes) this.q.streaks[v.index] = 0;
       else for (const v of agreement.votes) this.disagreed(v.index);
     }
     this.sink.whole(served.body);
+  }
+
+  /** An answer that came after the call was answered: compared with the answer served all the same. */
+  private late(vote: Vote, key: string | null): void {
+    if (key === null) return;
+    if (key === this.served) this.q.streaks[vote.index] = 0;
+    else this.disagreed(vote.index);
   }
 
   /** Node `index` answered other than the answer served: logged, counted, and out of rotation after eject_after in a row. */
@@ -340,6 +360,7 @@ class QuorumCall implements ForwardCall {
     });
   }
 
+  /** The client left before its answer: every attempt still open is cancelled, its outcome not counted. */
   abort(): void {
     if (this.done) return;
     this.done = true;

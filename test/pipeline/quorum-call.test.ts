@@ -1,8 +1,9 @@
 /**
  * quorumCall over fake upstreams on real sockets, each node's answers scripted (the end-to-end file
  * test/e2e/quorum.test.ts runs the same road over real anvils, one behind a relay that alters balances): agreement,
- * a disagreeing node counted and logged, on_mismatch majority and error, ejection after eject_after, the attempts
- * left open cancelled once enough agree, a failed node replaced, too few nodes, and answers too large to compare.
+ * a disagreeing node counted and logged (a late one too), on_mismatch majority and error, ejection after
+ * eject_after, a client that leaves cancelling the attempts, a failed node replaced, too few nodes, and answers too
+ * large to compare.
  */
 import t, { type Test } from 'tap';
 import type { Socket } from 'node:net';
@@ -145,30 +146,65 @@ t.test('only the methods listed, never a write nor eth_blockNumber, each decided
   t.equal(quorumOf(none.chain, methodRow('eth_getBalance')!), null, 'no quorum without methods');
 });
 
-t.test('answered as soon as two agree; the third, still silent, is cancelled and not held against its node', async (t) => {
-  const nodes = [await node(t, 'n0', () => A), await node(t, 'n1', () => A), await node(t, 'n2', () => 'hang')];
+t.test('answered as soon as two agree; the third is not waited for, and its late answer is still compared', async (t) => {
+  const late = await node(t, 'n2', () => 'hang');
+  const nodes = [await node(t, 'n0', () => A), await node(t, 'n1', () => A), late];
   const s = chainOf(nodes, {});
   const heard = await ask(s);
   t.same(heard, { kind: 'whole', json: { jsonrpc: '2.0', id: 'c1', result: '0x64' } }, "the agreed answer, with the client's id");
   t.same(s.outcomes, ['agreed']);
-  t.same(s.mismatches, [], 'a node that had not answered did not disagree');
   t.same(
     nodes.map((n) => n.calls),
     [1, 1, 1],
     'each node was asked once, at once',
   );
-  await waitFor(() => nodes[2]!.dropped === 1, { what: "the silent node's call to be dropped" });
   const health = s.chain.health.upstreams;
+  t.equal(health[2]!.inflight, 1, 'the silent node is still asked: cancelling would cost its socket');
+  t.equal(late.dropped, 0);
+  t.same(s.mismatches, [], 'a node that has not answered did not disagree');
+});
+
+t.test('a late answer that differs from the one served is counted against its node', async (t) => {
+  const nodes = [await node(t, 'n0', () => A), await node(t, 'n1', () => A), await node(t, 'n2', () => ({ ...B, afterMs: 150 }))];
+  const s = chainOf(nodes, {});
+  const heard = await ask(s);
+  t.same(heard.kind === 'whole' && heard.json.result, '0x64');
+  t.same(s.mismatches, [], 'answered before the third spoke');
+  await waitFor(() => s.mismatches.length === 1, { what: "the late node's answer to be compared" });
+  t.same(s.mismatches, ['n2']);
   t.same(
-    health.map((u) => u.inflight),
-    [0, 0, 0],
-    'no attempt left in flight',
+    s.chain.health.upstreams.map((u) => [u.inflight, u.status().calls]),
+    [
+      [0, 1],
+      [0, 1],
+      [0, 1],
+    ],
+    'every attempt counted in its node',
   );
+});
+
+t.test('a client that leaves cancels every attempt still open, counted against no node', async (t) => {
+  const nodes = [await node(t, 'n0', () => A), await node(t, 'n1', () => 'hang'), await node(t, 'n2', () => 'hang')];
+  const s = chainOf(nodes, {});
+  const row = methodRow('eth_getBalance')!;
+  let heard = 0;
+  const sink = { whole: () => heard++, begin() {}, chunk: () => true, end() {}, fail: () => heard++ };
+  const call = quorumCall(s.chain, quorumOf(s.chain, row)!, row, '["0x01","latest"]', '1', sink, null, s.log);
+  await waitFor(() => nodes.every((n) => n.calls === 1) && s.chain.health.upstreams[0]!.inflight === 0, {
+    what: 'every node asked, the first answered',
+  });
+  call.abort();
+  await waitFor(() => nodes[1]!.dropped === 1 && nodes[2]!.dropped === 1, { what: 'the silent nodes’ calls dropped' });
+  t.equal(heard, 0, 'nothing reaches the client that left');
   t.same(
-    health.map((u) => u.status().calls),
-    [1, 1, 0],
-    'the cancelled attempt counts neither way',
+    s.chain.health.upstreams.map((u) => [u.inflight, u.status().calls]),
+    [
+      [0, 1],
+      [0, 0],
+      [0, 0],
+    ],
   );
+  t.same(s.outcomes, [], 'an abandoned call has no outcome');
 });
 
 t.test('a node that answers otherwise is counted and logged by name, and the agreed answer served', async (t) => {
