@@ -33,7 +33,7 @@
  * probe report restores (chain/relay.ts).
  *
  * The client is charged once, by its sink, as for any call (whole() is called once); a failure here reaches the
- * client's sink as a failure whose reason says what was missing (quorumFailureMessage), refunded.
+ * client's sink as a failure whose reason says what was missing (quorum-failures.ts), refunded.
  */
 import { failureOutcome, isRpcError, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -53,37 +53,9 @@ import {
   noHealthyUpstream,
   type RoutedSink,
 } from './forward.js';
+import { DISAGREED, QUORUM_ANSWER_BYTES, QUORUM_LABEL, TOO_FEW_ANSWERS, TOO_FEW_NODES, TOO_LARGE } from './quorum-failures.js';
 
 const INVALID: ForwardFailure = { kind: 'invalid' };
-
-/** Bytes of one node's answer past which it is not compared: N nodes' answers are held at once, per call. */
-export const QUORUM_ANSWER_BYTES = 1_048_576;
-
-/** What the log names as the upstream of a call the quorum refused (no single node is to blame). */
-export const QUORUM_LABEL = 'quorum';
-
-/** The reasons a call asked of several nodes fails without a node failure; each reaches the client as no_quorum. */
-const DISAGREED = 'nodes disagreed on the answer';
-const TOO_FEW_NODES = 'fewer nodes in rotation than consistency.quorum.agree';
-const TOO_FEW_ANSWERS = 'fewer nodes answered than consistency.quorum.agree';
-const TOO_LARGE = `an answer is larger than the ${QUORUM_ANSWER_BYTES} bytes a quorum compares`;
-
-/** Each quorum failure's reason, and the message its client gets (undefined: the no_quorum row's own). */
-const CLIENT_MESSAGES = new Map<string, string | undefined>([
-  [DISAGREED, undefined],
-  [TOO_FEW_NODES, 'Too few nodes in rotation to agree on the answer'],
-  [TOO_FEW_ANSWERS, 'Too few nodes answered to agree on the answer'],
-  [TOO_LARGE, `The answer is larger than the ${QUORUM_ANSWER_BYTES} bytes nodes' answers are compared up to; ask for less`],
-]);
-
-/**
- * Whether a failed call's `reason` is the quorum's (then the client gets no_quorum with the message returned,
- * undefined meaning the row's own), or null for any other failure. Told by the reason's text, which survives
- * shared calls (shared-call.ts), as upstream-failures.ts tells WRONG_ID_REASON.
- */
-export function quorumFailure(reason: string): { message: string | undefined } | null {
-  return CLIENT_MESSAGES.has(reason) ? { message: CLIENT_MESSAGES.get(reason) } : null;
-}
 
 /** What a quorum call needs of its chain (a ChainRuntime; narrower so tests can use stand-in upstreams). */
 export type QuorumChain = Pick<ChainRuntime, 'config' | 'upstreams' | 'health' | 'timeoutMs' | 'metrics'>;
@@ -227,10 +199,9 @@ class QuorumCall implements ForwardCall {
 
   /** The nodes of the call: up to quorum.nodes distinct ones in rotation that the choice allows. */
   draw(): number[] {
-    const health = this.chain.health;
     const drawn: number[] = [];
     while (drawn.length < this.q.settings.nodes) {
-      const index = health.pick(this.asked, this.choice);
+      const index = this.chain.health.pick(this.asked, this.choice);
       if (index === null) break;
       this.asked.add(index);
       drawn.push(index);
@@ -239,8 +210,7 @@ class QuorumCall implements ForwardCall {
   }
 
   launch(index: number): void {
-    const health = this.chain.health;
-    const at = health.now();
+    const at = this.chain.health.now();
     const vote = new Vote(this, index, at);
     this.asked.add(index);
     this.votes.push(vote);

@@ -5,7 +5,7 @@ import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
 import { NO_UPSTREAM_LABEL, WRONG_ID_REASON } from './forward.js';
 import type { Forward } from './plan.js';
-import { quorumFailure } from './quorum-call.js';
+import { quorumFailure } from './quorum-failures.js';
 
 /**
  * One failed upstream call: every failure counts, but a node that fails every call is not a log line per call.
@@ -41,7 +41,7 @@ export function settleUpstreamFailure(
 
 /**
  * What the client is answered for a forwarded call that failed before any byte of it was sent, by its reason:
- * no_quorum when the nodes asked to agree did not (quorum-call.ts; the message says what was missing), else
+ * no_quorum when the nodes asked to agree did not (quorum-failures.ts; the message says what was missing), else
  * upstream_error.
  */
 export function failedCallAnswer(reason: string, idText: string): { code: ErrorCode; body: string } {

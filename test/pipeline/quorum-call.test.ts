@@ -12,14 +12,8 @@ import { methodRow } from '../../src/jsonrpc/methods.js';
 import type { Logger } from '../../src/log.js';
 import type { ConsensusOutcome } from '../../src/metrics/registry.js';
 import type { ForwardFailure } from '../../src/pipeline/forward.js';
-import {
-  QUORUM_ANSWER_BYTES,
-  QUORUM_LABEL,
-  quorumCall,
-  type QuorumChain,
-  quorumFailure,
-  quorumOf,
-} from '../../src/pipeline/quorum-call.js';
+import { quorumCall, type QuorumChain, quorumOf } from '../../src/pipeline/quorum-call.js';
+import { QUORUM_ANSWER_BYTES, QUORUM_LABEL, quorumFailure } from '../../src/pipeline/quorum-failures.js';
 import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
