@@ -272,7 +272,10 @@ class QuorumCall implements ForwardCall {
       this.sink.fail(false, last.reason, last.failure);
       return;
     }
-    if (agreements.length === 1) return this.refuse(this.largeAnswers > 0 ? TOO_LARGE : TOO_FEW_ANSWERS, 'too_few');
+    if (agreements.length === 1) {
+      if (this.largeAnswers > 0) return this.refuse(TOO_LARGE, 'too_large');
+      return this.refuse(TOO_FEW_ANSWERS, 'too_few');
+    }
     if (this.q.settings.on_mismatch === 'majority') {
       agreements.sort((a, b) => b.votes.length - a.votes.length);
       const [most, next] = agreements as [Agreement, Agreement];
