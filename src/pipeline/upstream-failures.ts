@@ -1,10 +1,11 @@
 /** What the pipeline does with a call no node answered: the log line of the node's failure, and the refund. */
-import { ERRORS } from '../errors.js';
+import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
 import { NO_UPSTREAM_LABEL, WRONG_ID_REASON } from './forward.js';
 import type { Forward } from './plan.js';
+import { quorumFailure } from './quorum-failures.js';
 
 /**
  * One failed upstream call: every failure counts, but a node that fails every call is not a log line per call.
@@ -15,7 +16,10 @@ import type { Forward } from './plan.js';
 export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
   const slug = chain.config.slug;
   const fields = { chain: slug, upstream: upstreamLabel };
-  if (reason === WRONG_ID_REASON)
+  // The nodes that disagreed are logged one by one where the quorum compares them (quorum-call.ts).
+  if (quorumFailure(reason) !== null)
+    ctx.upstreamFailures.report(`${slug} quorum`, 'calls asked of several nodes get no agreed answer', fields, { reason });
+  else if (reason === WRONG_ID_REASON)
     ctx.upstreamFailures.report(`${slug} ${upstreamLabel} wrong_id`, "upstream answers carry other calls' ids", fields, { reason });
   else ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', fields, { reason });
 }
@@ -33,4 +37,15 @@ export function settleUpstreamFailure(
 ): void {
   if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
   settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
+}
+
+/**
+ * What the client is answered for a forwarded call that failed before any byte of it was sent, by its reason:
+ * no_quorum when the nodes asked to agree did not (quorum-failures.ts; the message says what was missing), else
+ * upstream_error.
+ */
+export function failedCallAnswer(reason: string, idText: string): { code: ErrorCode; body: string } {
+  const quorum = quorumFailure(reason);
+  if (quorum === null) return { code: 'upstream_error', body: rpcErrorBody('upstream_error', idText) };
+  return { code: 'no_quorum', body: rpcErrorBody('no_quorum', idText, quorum.message) };
 }

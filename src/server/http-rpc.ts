@@ -3,7 +3,15 @@ import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../json
 import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
-import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
+import {
+  batchRefusal,
+  collectCall,
+  failedCallAnswer,
+  type Forward,
+  logUpstreamFailure,
+  planItem,
+  settleUpstreamFailure,
+} from '../pipeline/plan.js';
 import { askFleetForItems } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
 import { BodyRead, readBody } from './body.js';
@@ -85,7 +93,8 @@ class SingleAnswer implements AnswerSink, ForwardCall {
       this.out?.cut();
       finish(x);
     } else {
-      reply(x, 502, rpcErrorBody('upstream_error', f.idText));
+      const failed = failedCallAnswer(reason, f.idText);
+      reply(x, ERRORS[failed.code].http, failed.body);
     }
   }
 }
@@ -100,6 +109,7 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     first === 'rate_limited' ||
     first === 'insufficient_balance' ||
     first === 'upstream_error' ||
+    first === 'no_quorum' ||
     first === 'store_unavailable' ||
     first === 'limits_unavailable'
   ) {
