@@ -25,7 +25,8 @@ const NO_CALL: ForwardCall = { abort() {}, resume() {} };
  * A forwarded call as the pipeline makes it: answered from the chain's cache, shared with identical reads
  * in flight on the chain, or sent on its own.
  */
-export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
+export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, asked: Forward, sink: Sink): ForwardCall {
+  const f = chain.routes.rewrites ? atChainBlocks(chain, asked) : asked;
   const cache = chain.cache;
   const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params, f.paramsJson) : null;
   if (cacheKey !== null) {
@@ -40,9 +41,21 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
   return joinFlight(ctx, chain, f, sink, key, observe);
 }
 
-/** Sends a call on its own to the chain's nodes that may take it (chain/node-routes.ts). */
+/**
+ * The call with its tags written as the chain's block numbers (chain/node-routes.ts rewrite), on a chain that
+ * rewrites them: from here on it is the call at that number, so its cache key and its sharing in flight are
+ * those of what is forwarded (a call at `latest` shares with one at the served head's number, and is kept only
+ * once that block is final, as any call at a number). Re-serialized only when a tag was rewritten.
+ */
+function atChainBlocks(chain: ChainRuntime, f: Forward): Forward {
+  const params = chain.routes.rewrite(f.row, f.params);
+  return params === null ? f : { ...f, params, paramsJson: JSON.stringify(params) };
+}
+
+/** Sends a call on its own to the chain's nodes that may take it and have reached its block (chain/node-routes.ts). */
 function routeForward(chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
-  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, chain.routes.nodesFor(f.method, f.params));
+  const routes = chain.routes;
+  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, routes.nodesFor(f.method, f.params), routes.headFor(f.row, f.params));
 }
 
 /**

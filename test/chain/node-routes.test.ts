@@ -21,7 +21,13 @@ function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}):
 }
 
 function options(head: number | null, known: Record<string, number> = {}): NodeRoutesOptions {
-  return { stateHistoryBlocks: 128, head: () => head, blockNumberOf: (hash) => known[hash] ?? null };
+  return {
+    stateHistoryBlocks: 128,
+    head: () => head,
+    blockNumberOf: (hash) => known[hash] ?? null,
+    tags: { latest: () => head, safe: () => null, finalized: () => null },
+    rewriteTags: null,
+  };
 }
 
 t.test('the block of a state read', async (t) => {
