@@ -16,9 +16,9 @@
  * - when a whole answer is a node error meaning "not there yet" (NOT_THERE_YET: a node a few blocks behind
  *   asked about a block it has not seen), or `"result":null` for a method whose null means "not found"
  *   (MethodRow.nullIfMissing: a block, a transaction, a receipt; eRPC's "retry empty"): on a node further ahead
- *   than the first (its known head higher than the first's when the call went out) for a call about a block,
- *   on any other for one by hash (or while no head is known); with no such node there is no retry, and should
- *   the retry fail, or say null too, the client gets that answer;
+ *   than the first (its known head higher than the first's when the call went out); for a call about a block
+ *   there is no retry when none is, for one by hash (or while no head is known) any other node is asked then;
+ *   should the retry fail, or say null too, the client gets that answer;
  * - when the attempt has not begun answering after half the deadline (a hanging node), or sooner, as soon as its
  *   node is out for failing, or suspected (a head probe of it a second late, see health.ts) while another node
  *   in rotation is not: the second attempt races the first, which keeps its own timeout, and whichever begins
@@ -255,12 +255,12 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
 
   /**
    * After `a` said it has not the block (or the thing) asked about: another attempt on a node further ahead than
-   * `a`'s for a call about a block, on any other for one that names none (a hash) or while no head is known;
-   * none when no such node is in rotation.
+   * `a`'s, none when no node in rotation is for a call about a block; for one that names no block (a hash) or
+   * while no head is known, any other node when none is ahead.
    */
   retryAhead(a: Attempt): boolean {
-    if (this.minHead === null) return this.retry();
     const head = a.headAtStart;
+    if (this.minHead === null) return this.retry(head === null ? null : head + 1, 'highest');
     return this.retry(head === null ? this.minHead : head + 1, 'none');
   }
 

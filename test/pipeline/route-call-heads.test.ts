@@ -116,11 +116,17 @@ t.test('retry empty: a null for a block is asked once more of a node further ahe
   t.same(nulls.map(answered), [1, 1, 0], 'one retry only');
 });
 
-t.test('retry empty: a call by hash goes to any other node, behind or not', async (t) => {
+t.test('retry empty: a call by hash goes to a node further ahead, else to any other', async (t) => {
   const first = standIn('first', NULL);
   const behind = standIn('behind', { result: { transactionHash: HASH, blockNumber: '0x5' } });
   t.match(await route(chainAt([first, behind], [100, 97]), 'eth_getTransactionReceipt', [HASH], null), /"blockNumber":"0x5"/);
-  t.equal(answered(behind), 1);
+  t.equal(answered(behind), 1, 'none ahead: the other node, behind');
+
+  const lagging = standIn('lagging', NULL);
+  const also = standIn('also', NULL);
+  const ahead = standIn('ahead', { result: { transactionHash: HASH, blockNumber: '0x64' } });
+  t.match(await route(chainAt([lagging, also, ahead], [97, 97, 100]), 'eth_getTransactionReceipt', [HASH], null), /"0x64"/);
+  t.same([lagging, also, ahead].map(answered), [1, 0, 1], 'the node ahead, not the other one behind');
 });
 
 t.test('a method whose null is an answer is not retried; a "not there yet" error goes ahead too', async (t) => {
