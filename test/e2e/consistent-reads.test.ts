@@ -15,8 +15,10 @@ import { RECIPIENT, SENDER, type SameChain, sameChainAnvils } from '../support/s
 import { waitFor } from '../support/wait-for.js';
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
-/** Heads polled every 50 ms: the gateway follows the nodes as they are mined apart. */
-// A probe is given up late: a node taken out for a slow probe on a loaded machine would take its head with it.
+/**
+ * Heads polled every 50 ms: the gateway follows the nodes as they are mined apart. A probe is given up late: a
+ * node taken out for a slow probe on a loaded machine would take its head with it.
+ */
 const FAST_PROBES = { headIntervalMs: 50, intervalMs: 80, probeTimeoutMs: 5_000 };
 /** Calls the client makes in each mode. */
 const CALLS = 1_000;
