@@ -3,8 +3,8 @@
  *
  * A call goes to an upstream in rotation (selection.ts) that its NodeChoice allows (chain/node-routes.ts: one
  * that serves its method, an archive node first for a state read about an old block) and that has reached the
- * block it is about (node-routes.ts headFor: the served head for `latest`; the highest nodes when none has); with none, it fails at
- * once ('no healthy upstream', which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
+ * block it is about (node-routes.ts headFor: the served head for `latest`; the highest nodes when none has); with
+ * none, it fails at once ('no healthy upstream', which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
  * then 'ok' for any JSON-RPC answer (an error object included) or 'failed' for a connection error, timeout,
  * non-2xx status or an answer that is not JSON-RPC. An attempt the gateway drops (the client left, or another
  * attempt answered first) is not counted either way.
