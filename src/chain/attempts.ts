@@ -6,7 +6,8 @@
  *
  * A call makes at most two attempts, each on a node in rotation (selection.ts) that its NodeChoice allows (one
  * that serves its method; an archive node first for a state read about an old block, see node-routes.ts), the
- * second never on the node of the first. Each attempt is counted in its node's health: in flight while it runs, then 'ok' (the node
+ * second never on the node of the first; and, when the call is about a block (node-routes.ts headFor), on a node
+ * that has reached it (selection.ts pick's minHead). Each attempt is counted in its node's health: in flight while it runs, then 'ok' (the node
  * answered) or 'failed' (it could not be reached, timed out or answered with a failure). An attempt the
  * gateway drops (the client left, another attempt answered first) is not counted either way.
  *
@@ -14,7 +15,7 @@
  * attempt is also its forwarded call's sink, see route-call.ts), with no closure made per call.
  */
 import type { UpstreamOutcome } from '../metrics/registry.js';
-import type { ChainHealth, NodeChoice } from '../upstreams/selection.js';
+import type { ChainHealth, NodeChoice, ShortOfHead } from '../upstreams/selection.js';
 
 /** When a call gets a second attempt on another node. What counts as a failure worth it is the caller's. */
 export interface RetryRule {
@@ -138,6 +139,8 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
     readonly rule: RetryRule,
     /** The nodes that may take the call; null (the default): any node in rotation. */
     readonly choice: NodeChoice | null = null,
+    /** The lowest head a node must have reached to take the call (node-routes.ts headFor); null (the default): none. */
+    readonly minHead: number | null = null,
   ) {
     this.startedAt = health.now();
     this.deadline = this.startedAt + timeoutMs;
@@ -145,15 +148,18 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
   }
 
   /**
-   * The node of the next attempt: for the first, one in rotation the choice allows; for a second, when the rule
-   * allows one and enough of the deadline is left, another such node than the first's. null when there is none.
+   * The node of the next attempt: for the first, one in rotation the choice allows that has reached minHead (the
+   * highest ones when none has, see selection.ts); for a second, when the rule allows one and enough of the
+   * deadline is left, another such node than the first's. null when there is none. A second attempt may ask for
+   * a higher head than the call's (`minHead`: after an answer saying the first node has not the block yet, a
+   * node further ahead) and for no node at all when none has reached it (`short` 'none').
    */
-  nextNode(): number | null {
+  nextNode(minHead: number | null = this.minHead, short: ShortOfHead = 'highest'): number | null {
     const first = this.first;
-    if (first === null) return this.health.pick(undefined, this.choice);
+    if (first === null) return this.health.pick(undefined, this.choice, minHead, short);
     if (!this.mayRetry || this.second !== null) return null;
     if (this.rule.sharedDeadline && this.deadline - this.health.now() < this.rule.minLeftMs) return null;
-    return this.health.pick(new Set([first.index]), this.choice);
+    return this.health.pick(new Set([first.index]), this.choice, minHead, short);
   }
 
   /** Holds a made attempt as the first or the second. */

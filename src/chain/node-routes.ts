@@ -10,8 +10,22 @@
  *
  * The choices are made once per method (on its first call) and shared by every call; a chain whose upstreams
  * declare nothing makes none at all, and each call on it gets null (any node) without a lookup.
+ *
+ * And at what block (issue 32 §2, docs/consistency.md), from where the method names its block (MethodRow.blockSite,
+ * jsonrpc/block-refs.ts) and the chain's meaning of its tags (`latest` and `pending`: the served head; `safe` and
+ * `finalized`: the chain's finality):
+ * - headFor: the lowest head a node must have reached to take the call: the served head for `latest`, `pending`,
+ *   an omitted block or a method about the head; N for block N; the safe or finalized block's number (none while
+ *   unknown); none for `earliest`, a hash, or a method that names no block. Never any on a chain of one node,
+ *   where there is no other node to choose, so it costs nothing there.
+ * - rewrite: the params with `latest` (and an omitted block) written as the served head's number and `safe` and
+ *   `finalized` as the chain's when consistency.rewrite_tags is on, so every node answers about the same block;
+ *   `safe` and `finalized` alone on a chain that names its beacon chain (chains.<slug>.beacon), whose finality is
+ *   the Beacon chain's and not the execution nodes' own.
  */
 import type { UpstreamConfig } from '../config/schema.js';
+import { headForCall, rewriteTags, type TagBlocks, type TagRewrite } from '../jsonrpc/block-refs.js';
+import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { matchesAny } from '../jsonrpc/method-patterns.js';
 import { isStateRead, stateBlockOf } from '../jsonrpc/state-reads.js';
 import type { NodeChoice } from '../upstreams/selection.js';
@@ -21,6 +35,12 @@ export interface NodeRoutes {
   nodesFor(method: string, params: readonly unknown[]): NodeChoice | null;
   /** Whether node `index` serves `method` at all (its methods.deny). */
   serves(index: number, method: string): boolean;
+  /** The lowest head a node must have reached to take this call (params checked); null: any head (see above). */
+  headFor(row: MethodRow, params: readonly unknown[]): number | null;
+  /** Whether rewrite() may change a call on this chain (rewrite_tags, or a beacon chain named): else it is never called. */
+  readonly rewrites: boolean;
+  /** The params to forward instead, tags written as the chain's numbers (see above); null: forward them as they are. */
+  rewrite(row: MethodRow, params: readonly unknown[]): unknown[] | null;
 }
 
 export interface NodeRoutesOptions {
@@ -30,6 +50,10 @@ export interface NodeRoutesOptions {
   head(): number | null;
   /** The number of a block the gateway knows by its hash, else null. */
   blockNumberOf(hash: string): number | null;
+  /** The blocks the chain means by its tags now: the served head, its safe and finalized blocks. */
+  tags: TagBlocks;
+  /** Which tags are forwarded as numbers: 'all' (consistency.rewrite_tags), 'final' (a beacon chain named), null none. */
+  rewriteTags: TagRewrite | null;
 }
 
 /** A method's choices: for a call about a recent block (or none), and for a state read about an old one. */
@@ -67,7 +91,20 @@ export function createNodeRoutes(upstreams: readonly UpstreamConfig[], opts: Nod
     return head !== null && number < head - opts.stateHistoryBlocks;
   }
 
+  const tags = opts.tags;
+  const single = upstreams.length === 1;
+  const rewriteWhich = opts.rewriteTags;
+
   return {
+    rewrites: rewriteWhich !== null,
+    headFor(row, params) {
+      const site = row.blockSite;
+      return single || site === null ? null : headForCall(site, params, tags);
+    },
+    rewrite(row, params) {
+      const site = row.blockSite;
+      return rewriteWhich === null || site === null ? null : rewriteTags(site, params, tags, rewriteWhich);
+    },
     nodesFor(method, params) {
       if (!declared) return null;
       const route = routeOf(method);

@@ -11,6 +11,7 @@ import type { SseHub, SseHubOptions } from '../fanout/sse-hub.js';
 import type { SubscriptionHub } from '../fanout/subscriptions.js';
 import type { Logger } from '../log.js';
 import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
+import { methodRow } from '../jsonrpc/methods.js';
 import { type ReadHead, readBeaconHead, readEvmHead } from '../upstreams/head-probe.js';
 import type { HttpUpstream } from '../upstreams/http-client.js';
 import { readBeaconIdentity, readEvmIdentity } from '../upstreams/identity-probe.js';
@@ -269,6 +270,13 @@ class RunningChain implements ChainRuntime {
         const heard = feeds?.head() ?? null;
         return heard !== null && heard.hash.toLowerCase() === hash.toLowerCase() ? heard.number : null;
       },
+      // Read when a call names a tag, so they follow whatever served head and finality the chain has then.
+      tags: {
+        latest: () => this.served.now(),
+        safe: () => this.finality.safe()?.number ?? null,
+        finalized: () => this.finality.finalized()?.number ?? null,
+      },
+      rewriteTags: config.consistency.rewrite_tags ? 'all' : config.beacon !== undefined ? 'final' : null,
     });
     this.routes = routes;
     const filterBounds = opts.filters ?? DEFAULTS.filters;
@@ -329,7 +337,9 @@ class RunningChain implements ChainRuntime {
 
   async call(method: string, params: unknown[], signal?: AbortSignal): Promise<unknown> {
     const health = this.health;
-    const tries = new Attempts(health, this.timeoutMs, RETRY_ONCE, this.routes.nodesFor(method, params));
+    const row = methodRow(method);
+    const minHead = row === undefined ? null : this.routes.headFor(row, params);
+    const tries = new Attempts(health, this.timeoutMs, RETRY_ONCE, this.routes.nodesFor(method, params), minHead);
     let lastError: unknown = new Error('no healthy upstream');
     for (let index = tries.nextNode(); index !== null; index = tries.nextNode()) {
       const attempt = tries.hold(new NodeAttempt(health, index));

@@ -3,6 +3,7 @@
  * (methods-eth.ts, methods-trace.ts, methods-txpool.ts) declare the rules; methods.ts puts them in one
  * catalogue of MethodRows, one per method with every trait, and decides a call's fate.
  */
+import { type BlockSite, blockSiteOf } from './block-refs.js';
 import { checkAddress, checkBlockReference, checkBlockTag, checkBoolean, checkHash, checkObject, type Check } from './param-types.js';
 
 /** What a call's answer depends on besides its method and params. */
@@ -76,6 +77,16 @@ export interface MethodRule {
    * params. A state read about an old block goes to an archive node (state-reads.ts, chain/node-routes.ts).
    */
   readonly stateBlockAt?: number;
+  /**
+   * Names no block but answers about the head itself (eth_blockNumber, the fee estimates): it reads at `latest`
+   * (block-refs.ts), so on a chain of several nodes it goes to a node that has reached the served head; default false.
+   */
+  readonly atHead?: boolean;
+  /**
+   * A `null` result means the node does not have what was asked (a block, a transaction, a receipt): on a chain
+   * of several nodes it is asked once more of a node further ahead (pipeline/route-call.ts); default false.
+   */
+  readonly nullIfMissing?: boolean;
 }
 
 /**
@@ -96,6 +107,9 @@ export class MethodRow {
   readonly cache: BlockSource | null;
   readonly wsLocal: boolean;
   readonly stateBlockAt: number | null;
+  /** Where its calls name their block, read once from its parameter rules (block-refs.ts); null: they name none. */
+  readonly blockSite: BlockSite | null;
+  readonly nullIfMissing: boolean;
   /** What a forwarded call's body holds between its id and its params' text, written once per method. */
   readonly bodyMiddle: string;
 
@@ -116,6 +130,8 @@ export class MethodRow {
     this.cache = rule.cache ?? null;
     this.wsLocal = rule.wsLocal === true;
     this.stateBlockAt = rule.stateBlockAt ?? null;
+    this.blockSite = blockSiteOf(rule.params, rule.atHead === true);
+    this.nullIfMissing = rule.nullIfMissing === true;
     this.bodyMiddle = `,"method":${JSON.stringify(name)},"params":`;
   }
 }

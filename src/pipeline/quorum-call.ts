@@ -193,6 +193,8 @@ class QuorumCall implements ForwardCall {
     private readonly sink: RoutedSink,
     private readonly choice: NodeChoice | null,
     private readonly log: Logger | undefined,
+    /** The head a node must have reached to take the call (chain/node-routes.ts headFor); null: any. */
+    private readonly minHead: number | null,
   ) {
     this.deadline = chain.health.now() + chain.timeoutMs;
   }
@@ -201,7 +203,7 @@ class QuorumCall implements ForwardCall {
   draw(): number[] {
     const drawn: number[] = [];
     while (drawn.length < this.q.settings.nodes) {
-      const index = this.chain.health.pick(this.asked, this.choice);
+      const index = this.chain.health.pick(this.asked, this.choice, this.minHead);
       if (index === null) break;
       this.asked.add(index);
       drawn.push(index);
@@ -255,7 +257,7 @@ class QuorumCall implements ForwardCall {
   /** Asks another node in rotation in place of one that failed, while the deadline leaves time; false when none. */
   private replace(): boolean {
     if (this.deadline - this.chain.health.now() < RETRY_WITHIN_DEADLINE.minLeftMs) return false;
-    const index = this.chain.health.pick(this.asked, this.choice);
+    const index = this.chain.health.pick(this.asked, this.choice, this.minHead);
     if (index === null) return false;
     this.launch(index);
     return true;
@@ -357,9 +359,10 @@ export function quorumCall(
   sink: RoutedSink,
   choice: NodeChoice | null,
   log?: Logger,
+  minHead: number | null = null,
 ): ForwardCall {
   const q = chainQuorum(chain);
-  const call = new QuorumCall(chain, q, method, row, paramsJson, idText, sink, choice, log);
+  const call = new QuorumCall(chain, q, method, row, paramsJson, idText, sink, choice, log, minHead);
   const nodes = call.draw();
   if (nodes.length === 0) {
     method.metrics.call('failed');

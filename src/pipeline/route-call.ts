@@ -2,8 +2,9 @@
  * The chain's choice of upstream for one forwarded call, and failover.
  *
  * A call goes to an upstream in rotation (selection.ts) that its NodeChoice allows (chain/node-routes.ts: one
- * that serves its method, an archive node first for a state read about an old block); with none, it fails at
- * once ('no healthy upstream', which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
+ * that serves its method, an archive node first for a state read about an old block) and that has reached the
+ * block it is about (node-routes.ts headFor: the served head for `latest`; the highest nodes when none has); with
+ * none, it fails at once ('no healthy upstream', which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
  * then 'ok' for any JSON-RPC answer (an error object included) or 'failed' for a connection error, timeout,
  * non-2xx status or an answer that is not JSON-RPC. An attempt the gateway drops (the client left, or another
  * attempt answered first) is not counted either way.
@@ -13,7 +14,11 @@
  * - when the attempt fails with a connection error, timeout, reset, garbled HTTP, a 5xx or 429, or an answer
  *   that is not JSON-RPC;
  * - when a whole answer is a node error meaning "not there yet" (NOT_THERE_YET: a node a few blocks behind
- *   asked about a block it has not seen); should the retry fail, the client gets that first answer;
+ *   asked about a block it has not seen), or `"result":null` for a method whose null means "not found"
+ *   (MethodRow.nullIfMissing: a block, a transaction, a receipt; eRPC's "retry empty"): on a node further ahead
+ *   than the first (its known head higher than the first's when the call went out); for a call about a block
+ *   there is no retry when none is, for one by hash (or while no head is known) any other node is asked then;
+ *   should the retry fail, or say null too, the client gets that answer;
  * - when the attempt has not begun answering after half the deadline (a hanging node), or sooner, as soon as its
  *   node is out for failing, or suspected (a head probe of it a second late, see health.ts) while another node
  *   in rotation is not: the second attempt races the first, which keeps its own timeout, and whichever begins
@@ -30,7 +35,7 @@
 import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
-import type { NodeChoice } from '../upstreams/selection.js';
+import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
   type AnswerSink,
@@ -56,7 +61,8 @@ const HEDGE_CHECK_MS = 250;
 
 /**
  * Sends one forwarded call of method `row` to the chain's upstreams that `nodes` allows (see above; null, the
- * default: any node in rotation). Sink callbacks never run before this returns.
+ * default: any node in rotation) and whose head has reached `minHead` (node-routes.ts headFor; null, the default:
+ * any head). Sink callbacks never run before this returns.
  */
 export function routeCall(
   chain: RoutedChain,
@@ -65,6 +71,7 @@ export function routeCall(
   idText: string,
   sink: RoutedSink,
   nodes: NodeChoice | null = null,
+  minHead: number | null = null,
 ): ForwardCall {
   const method = row.name;
   if (method === 'eth_sendRawTransaction') return broadcastTransaction(chain, paramsJson, idText, sink, nodes);
@@ -73,7 +80,7 @@ export function routeCall(
     if (head !== null)
       return answerSoon(sink, (s) => s.whole(Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`)));
   }
-  return failover(chain, row, paramsJson, idText, sink, nodes);
+  return failover(chain, row, paramsJson, idText, sink, nodes, minHead);
 }
 
 /** Failures worth another node: the node did not answer, or said it cannot now. */
@@ -95,6 +102,25 @@ export function isNotThereYet(body: Buffer): boolean {
   }
 }
 
+const NULL_RESULT = Buffer.from('"result":null');
+
+/**
+ * Whether a whole answer's result is `null`. Such an answer is short: only one under 512 bytes (an id of up to
+ * about 450 characters) is looked at, by a loop (see mentionsError).
+ */
+export function isNullResult(body: Buffer): boolean {
+  const n = body.length;
+  if (n > 512) return false;
+  for (let i = 0; i < n; i++) if (body[i] === NULL_RESULT[0] && matchesAt(body, i, n, NULL_RESULT)) return true;
+  return false;
+}
+
+function matchesAt(body: Buffer, i: number, n: number, text: Buffer): boolean {
+  if (i + text.length > n) return false;
+  for (let k = 1; k < text.length; k++) if (body[i + k] !== text[k]) return false;
+  return true;
+}
+
 /** The head in a forwarded eth_blockNumber answer, or null. */
 function headOf(body: Buffer): number | null {
   try {
@@ -109,6 +135,8 @@ function headOf(body: Buffer): number | null {
 /** One attempt of a call on one upstream; it is its forwarded call's sink, so an attempt is one object. */
 class Attempt extends NodeAttempt implements AnswerSink {
   call: ForwardCall | null = null;
+  /** Its node's known head as the attempt went out: a retry for a block it has not goes to a node beyond it. */
+  readonly headAtStart: number | null;
 
   constructor(
     private readonly f: Failover,
@@ -116,6 +144,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
     at: number,
   ) {
     super(f.health, index, at);
+    this.headAtStart = f.health.upstreams[index]!.head;
   }
 
   whole(body: Buffer): void {
@@ -126,7 +155,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
       if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
     }
     if (f.done) return;
-    if (f.mayRetry && isNotThereYet(body) && (f.othersOpen(this) || f.retry())) {
+    if (f.mayRetry && (isNotThereYet(body) || (f.retryEmpty && isNullResult(body))) && (f.othersOpen(this) || f.retryAhead(this))) {
       f.fallback ??= body;
       return;
     }
@@ -189,6 +218,8 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   hedge: ReturnType<typeof setTimeout> | null = null;
   /** Looks at the first attempt's node left before the hedge fires at HEDGE_AFTER of the deadline anyway. */
   hedgeChecksLeft = 0;
+  /** A null result is retried (MethodRow.nullIfMissing), on a chain with another node to ask. */
+  readonly retryEmpty: boolean;
 
   constructor(
     private readonly chain: RoutedChain,
@@ -197,8 +228,10 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     private readonly idText: string,
     readonly sink: RoutedSink,
     nodes: NodeChoice | null,
+    minHead: number | null,
   ) {
-    super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes);
+    super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes, minHead);
+    this.retryEmpty = row.nullIfMissing && chain.upstreams.length > 1;
   }
 
   othersOpen(a: Attempt): boolean {
@@ -220,9 +253,20 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     this.drop(this.second);
   }
 
-  retry(): boolean {
+  /**
+   * After `a` said it has not the block (or the thing) asked about: another attempt on a node further ahead than
+   * `a`'s, none when no node in rotation is for a call about a block; for one that names no block (a hash) or
+   * while no head is known, any other node when none is ahead.
+   */
+  retryAhead(a: Attempt): boolean {
+    const head = a.headAtStart;
+    if (this.minHead === null) return this.retry(head === null ? null : head + 1, 'highest');
+    return this.retry(head === null ? this.minHead : head + 1, 'none');
+  }
+
+  retry(minHead: number | null = this.minHead, short: ShortOfHead = 'highest'): boolean {
     if (this.first === null || this.done) return false;
-    const next = this.nextNode();
+    const next = this.nextNode(minHead, short);
     if (next === null) return false;
     if (this.hedge !== null) clearTimeout(this.hedge);
     this.hedge = null;
@@ -288,8 +332,9 @@ function failover(
   idText: string,
   sink: RoutedSink,
   nodes: NodeChoice | null,
+  minHead: number | null,
 ): ForwardCall {
-  const f = new Failover(chain, row, paramsJson, idText, sink, nodes);
+  const f = new Failover(chain, row, paramsJson, idText, sink, nodes, minHead);
   const first = f.nextNode();
   if (first === null) return noHealthyUpstream(sink);
   f.launch(first);

@@ -26,7 +26,8 @@ const NO_CALL: ForwardCall = { abort() {}, resume() {} };
  * A forwarded call as the pipeline makes it: answered from the chain's cache, shared with identical reads
  * in flight on the chain, or sent on its own.
  */
-export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
+export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, asked: Forward, sink: Sink): ForwardCall {
+  const f = chain.routes.rewrites ? atChainBlocks(chain, asked) : asked;
   const cache = chain.cache;
   const cacheKey = cache.enabled ? cacheKeyFor(f.row, f.params, f.paramsJson) : null;
   if (cacheKey !== null) {
@@ -42,14 +43,28 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
 }
 
 /**
- * Sends a call on its own to the chain's nodes that may take it (chain/node-routes.ts): to several at once when
- * its method is one the chain's nodes must agree on (consistency.quorum, quorum-call.ts), else to one.
+ * The call with its tags written as the chain's block numbers (chain/node-routes.ts rewrite), on a chain that
+ * rewrites them: from here on it is the call at that number, so its cache key and its sharing in flight are
+ * those of what is forwarded (a call at `latest` shares with one at the served head's number, and is kept only
+ * once that block is final, as any call at a number). Re-serialized only when a tag was rewritten.
+ */
+function atChainBlocks(chain: ChainRuntime, f: Forward): Forward {
+  const params = chain.routes.rewrite(f.row, f.params);
+  return params === null ? f : { ...f, params, paramsJson: JSON.stringify(params) };
+}
+
+/**
+ * Sends a call on its own to the chain's nodes that may take it and have reached its block (chain/node-routes.ts):
+ * to several at once when its method is one the chain's nodes must agree on (consistency.quorum, quorum-call.ts),
+ * else to one.
  */
 function routeForward(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
-  const nodes = chain.routes.nodesFor(f.method, f.params);
+  const routes = chain.routes;
+  const nodes = routes.nodesFor(f.method, f.params);
+  const minHead = routes.headFor(f.row, f.params);
   const quorum = quorumOf(chain, f.row);
-  if (quorum !== null) return quorumCall(chain, quorum, f.row, f.paramsJson, f.idText, sink, nodes, ctx.log);
-  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, nodes);
+  if (quorum !== null) return quorumCall(chain, quorum, f.row, f.paramsJson, f.idText, sink, nodes, ctx.log, minHead);
+  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, nodes, minHead);
 }
 
 /**

@@ -17,6 +17,14 @@
  * those (archive nodes, for a state read about an old block) whenever one of them is in rotation; the draw is
  * then made among those alone, the same way.
  *
+ * A call about a block (chain/node-routes.ts: its block reference, resolved against the served head and the
+ * chain's finality) names the lowest head its node must have reached (minHead): nodes in rotation whose known
+ * head is below it, or not known yet, are left out, so a read at `latest` never lands on a node behind the head
+ * the chain serves and a read at block N never on one that has not seen N. When no node allowed reaches it, the
+ * call goes to those with the highest known head (any, when none is known): a node still behind answers as it can
+ * (a "not found" the retry of route-call.ts may take elsewhere), which is better than no answer; a caller that
+ * would rather have none (a retry only worth making on a node further ahead) asks for 'none'.
+ *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
  * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
@@ -52,6 +60,9 @@ export interface NodeChoice {
   readonly prefer: readonly boolean[] | null;
 }
 
+/** What pick() does when no node allowed has reached the call's minHead: take the highest ones, or none. */
+export type ShortOfHead = 'highest' | 'none';
+
 export interface ChainHealth {
   readonly upstreams: readonly UpstreamHealth[];
   readonly maxLagBlocks: number;
@@ -59,9 +70,13 @@ export interface ChainHealth {
   readonly now: () => number;
   /** Best head among nodes that are not failing (the answer eth_blockNumber may give); null when none is known. */
   bestHead(): number | null;
-  /** Index of the upstream for the next call, never one in `exclude` nor one `choice` leaves out, a suspected
-   *  one only when every other is; null when no such node is in rotation (the caller answers 502 at once). */
-  pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null;
+  /**
+   * Index of the upstream for the next call, never one in `exclude` nor one `choice` leaves out, a suspected one
+   * only when every other is; null when no such node is in rotation (the caller answers 502 at once). With
+   * `minHead`, only a node whose known head is at least that; when none is, `short` says what then: 'highest'
+   * (default) the nodes with the highest known head (any, when none is known), 'none' null.
+   */
+  pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null, minHead?: number | null, short?: ShortOfHead): number | null;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
   /**
@@ -126,6 +141,8 @@ class ChainSelection implements ChainHealth {
   private readonly weights: number[] = [];
   private fastestKnown = Infinity;
   private suspects = 0;
+  /** The highest known head among the nodes the last gather() left out for being below its minHead; null: none. */
+  private highestShort: number | null = null;
 
   constructor(labels: readonly string[], opts: ChainHealthOptions) {
     checkMaxLagBlocks(opts.maxLagBlocks);
@@ -216,21 +233,33 @@ class ChainSelection implements ChainHealth {
     if (kept > 0) this.candidateCount = kept;
   }
 
-  /** Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null). */
+  /**
+   * Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null)
+   * and whose known head is at least `minHead` (when given).
+   */
   private gather(
     best: number | null,
     exclude: ReadonlySet<number> | undefined,
     serves: readonly boolean[] | null,
     only: readonly boolean[] | null,
+    minHead: number | null,
   ): number {
     const candidates = this.candidates;
     const upstreams = this.upstreams;
     let count = 0;
     this.fastestKnown = Infinity;
     this.suspects = 0;
+    this.highestShort = null;
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
       if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !this.inRotation(u, best)) continue;
+      if (minHead !== null) {
+        const head = u.head;
+        if (head === null || head < minHead) {
+          if (head !== null && (this.highestShort === null || head > this.highestShort)) this.highestShort = head;
+          continue;
+        }
+      }
       candidates[count++] = i;
       if (u.suspected) this.suspects++;
       if (u.ewmaMs !== null && u.ewmaMs < this.fastestKnown) this.fastestKnown = u.ewmaMs;
@@ -239,12 +268,32 @@ class ChainSelection implements ChainHealth {
     return count;
   }
 
-  pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null): number | null {
+  /** gather() among the preferred nodes when one of them is in rotation, else among all that `serves` marks. */
+  private gatherChoice(
+    best: number | null,
+    exclude: ReadonlySet<number> | undefined,
+    serves: readonly boolean[] | null,
+    prefer: readonly boolean[] | null,
+    minHead: number | null,
+  ): number {
+    if (prefer !== null && this.gather(best, exclude, serves, prefer, minHead) > 0) return this.candidateCount;
+    return this.gather(best, exclude, serves, null, minHead);
+  }
+
+  pick(
+    exclude?: ReadonlySet<number>,
+    choice?: NodeChoice | null,
+    minHead: number | null = null,
+    short: ShortOfHead = 'highest',
+  ): number | null {
     const best = this.bestHead();
     const serves = choice?.serves ?? null;
     const prefer = choice?.prefer ?? null;
-    if ((prefer === null || this.gather(best, exclude, serves, prefer) === 0) && this.gather(best, exclude, serves, null) === 0)
-      return null;
+    if (this.gatherChoice(best, exclude, serves, prefer, minHead) === 0) {
+      if (minHead === null || short === 'none') return null;
+      // None has reached it: the least behind, or any when no head is known.
+      if (this.gatherChoice(best, exclude, serves, prefer, this.highestShort) === 0) return null;
+    }
     if (this.suspects > 0) this.dropSuspected();
     const candidates = this.candidates;
     const count = this.candidateCount;

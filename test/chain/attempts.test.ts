@@ -101,3 +101,19 @@ t.test('isRpcError and mentionsError read bytes as the string searches they repl
     t.equal(mentionsError(body), body.includes('"error"'), `mentionsError ${text.slice(0, 50)}`);
   }
 });
+
+t.test('a minimum head: both attempts on nodes that reached it; a second may ask more, or for none short of it', async (t) => {
+  const { health } = healthOf(3);
+  health.upstreams[0]!.reportHead(100);
+  health.upstreams[1]!.reportHead(98);
+  health.upstreams[2]!.reportHead(100);
+  const tries = new Attempts(health, 1_000, RETRY_WITHIN_DEADLINE, null, 100);
+  t.equal(tries.minHead, 100);
+  const first = tries.nextNode()!;
+  t.ok(first === 0 || first === 2, `the first on a node at 100 (${first})`);
+  tries.hold(new NodeAttempt(health, first));
+  t.equal(tries.nextNode(), 2 - first, 'a second on the other node at 100');
+  t.equal(tries.nextNode(101, 'none'), null, 'none ahead of 100: no second');
+  t.equal(tries.nextNode(101), 2 - first, 'or the highest left (100, not 98), when the call would rather have an answer');
+  t.equal(tries.nextNode(99, 'none'), 2 - first);
+});

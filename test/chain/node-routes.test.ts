@@ -1,6 +1,7 @@
 import t from 'tap';
 import type { UpstreamConfig } from '../../src/config/schema.js';
 import { createNodeRoutes, type NodeRoutesOptions } from '../../src/chain/node-routes.js';
+import { methodRow } from '../../src/jsonrpc/methods.js';
 import { stateBlockOf } from '../../src/jsonrpc/state-reads.js';
 
 const ADDRESS = '0x000000000000000000000000000000000000dEaD';
@@ -21,7 +22,13 @@ function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}):
 }
 
 function options(head: number | null, known: Record<string, number> = {}): NodeRoutesOptions {
-  return { stateHistoryBlocks: 128, head: () => head, blockNumberOf: (hash) => known[hash] ?? null };
+  return {
+    stateHistoryBlocks: 128,
+    head: () => head,
+    blockNumberOf: (hash) => known[hash] ?? null,
+    tags: { latest: () => head, safe: () => null, finalized: () => null },
+    rewriteTags: null,
+  };
 }
 
 t.test('the block of a state read', async (t) => {
@@ -87,4 +94,45 @@ t.test('archive nodes that do not serve the method: no preference', async (t) =>
     options(1000),
   );
   t.same(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1']), { serves: [true, false], prefer: null });
+});
+
+t.test('headFor: what a call asks of its node, on a chain of several nodes only', async (t) => {
+  const row = (m: string) => methodRow(m)!;
+  const tags = { latest: () => 100, safe: () => 90, finalized: () => null };
+  const routes = createNodeRoutes([node('a'), node('b')], { ...options(100), tags });
+  t.equal(routes.headFor(row('eth_getBalance'), [ADDRESS, 'latest']), 100, 'latest: the served head');
+  t.equal(routes.headFor(row('eth_getBalance'), [ADDRESS, '0x10']), 16);
+  t.equal(routes.headFor(row('eth_getBalance'), [ADDRESS, 'safe']), 90);
+  t.equal(routes.headFor(row('eth_getBalance'), [ADDRESS, 'finalized']), null, 'finalized not known: none');
+  t.equal(routes.headFor(row('eth_getTransactionReceipt'), [HASH]), null, 'a method naming no block: none');
+  t.equal(routes.headFor(row('eth_blockNumber'), []), 100);
+  let reads = 0;
+  const single = createNodeRoutes([node('a')], {
+    ...options(100),
+    tags: {
+      latest: () => ++reads,
+      safe: () => ++reads,
+      finalized: () => ++reads,
+    },
+  });
+  t.equal(single.headFor(row('eth_getBalance'), [ADDRESS, 'latest']), null, 'one node: no choice to make');
+  t.equal(single.headFor(row('eth_getBalance'), [ADDRESS, '0x10']), null);
+  t.equal(reads, 0, 'nothing read on a chain of one node');
+});
+
+t.test('rewrite: every tag under rewrite_tags, safe and finalized alone for a beacon chain named, nothing else', async (t) => {
+  const row = (m: string) => methodRow(m)!;
+  const tags = { latest: () => 100, safe: () => 90, finalized: () => 80 };
+  const none = createNodeRoutes([node('a'), node('b')], { ...options(100), tags });
+  t.equal(none.rewrites, false, 'neither: the chain never rewrites');
+  const all = createNodeRoutes([node('a'), node('b')], { ...options(100), tags, rewriteTags: 'all' });
+  t.equal(all.rewrites, true);
+  t.same(all.rewrite(row('eth_getBalance'), [ADDRESS, 'latest']), [ADDRESS, '0x64']);
+  t.same(all.rewrite(row('eth_getBalance'), [ADDRESS, 'finalized']), [ADDRESS, '0x50']);
+  t.equal(all.rewrite(row('eth_getTransactionReceipt'), [HASH]), null, 'no block: unchanged');
+  const single = createNodeRoutes([node('a')], { ...options(100), tags, rewriteTags: 'all' });
+  t.same(single.rewrite(row('eth_getBalance'), [ADDRESS, 'latest']), [ADDRESS, '0x64'], 'asked for: also on one node');
+  const final = createNodeRoutes([node('a'), node('b')], { ...options(100), tags, rewriteTags: 'final' });
+  t.equal(final.rewrite(row('eth_getBalance'), [ADDRESS, 'latest']), null);
+  t.same(final.rewrite(row('eth_getBalance'), [ADDRESS, 'safe']), [ADDRESS, '0x5a']);
 });

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { validateConfig } from '../../src/config/schema.js';
 import type { Logger } from '../../src/log.js';
+import type { ProberOptions } from '../../src/upstreams/prober.js';
 import { startGateway, type Gateway } from '../../src/server/app.js';
 import { type AnvilNode, startAnvil, type AnvilOptions } from '../../src/devnet/anvil.js';
 
@@ -21,7 +22,11 @@ export interface TestGateway {
  * a fresh temp file. The main listener takes any free port, or the `server.port` a test names (one
  * whose public URLs, built from the port, must work).
  */
-export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { ca?: string | Buffer } = {}): Promise<TestGateway> {
+export async function gatewayFor(
+  t: Test,
+  raw: Record<string, unknown>,
+  opts: { ca?: string | Buffer; prober?: ProberOptions } = {},
+): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-test-'));
   const r = validateConfig({
     public: { rps_per_ip: 10_000_000, max_batch: 1000 },
@@ -36,7 +41,12 @@ export async function gatewayFor(t: Test, raw: Record<string, unknown>, opts: { 
   const logLines: string[] = [];
   const log: Logger = textLogger(logLines);
   const port = (raw.server as { port?: number } | undefined)?.port ?? 0;
-  const gateway = await startGateway(r.config, { log, port, ...(opts.ca !== undefined ? { ca: opts.ca } : {}) });
+  const gateway = await startGateway(r.config, {
+    log,
+    port,
+    ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
+    ...(opts.prober !== undefined ? { prober: opts.prober } : {}),
+  });
   t.teardown(async () => {
     await gateway.stop();
     rmSync(dir, { recursive: true, force: true });
