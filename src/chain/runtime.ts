@@ -257,7 +257,7 @@ class RunningChain implements ChainRuntime {
       ...(opts.replica === undefined ? { log } : {}),
     });
     this.served = served;
-    const feeds = openChainFeeds(config, upstreams, health, timeoutMs, log, opts);
+    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts);
     this.feeds = feeds;
     this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
     this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
@@ -292,7 +292,7 @@ class RunningChain implements ChainRuntime {
     this.filters =
       opts.replica?.filters ??
       createChainFilters(
-        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health },
+        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health, served },
         {
           maxPerKey: filterBounds.max_per_key,
           idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
