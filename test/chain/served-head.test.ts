@@ -1,11 +1,17 @@
 /**
  * The served head (chain/served-head.ts) over a chain health driven by hand with a fake clock, as the runtime
  * wires it (ChainHealthOptions.onHeads): the highest block k nodes in rotation reached (min_nodes, or a majority),
- * never back while some node in rotation has it, down with its nodes when every one is below it (logged once).
+ * never back while some node in rotation has it, down with its nodes when every one is below it (logged once);
+ * and a forwarded eth_blockNumber, over real anvils on one chain, answered with it whichever node answered.
  */
 import t from 'tap';
 import { createServedHead, nodesToAgree, type ServedHeadTracker } from '../../src/chain/served-head.js';
+import { methodRow } from '../../src/jsonrpc/methods.js';
+import type { AnswerSink } from '../../src/pipeline/forward.js';
+import { routeCall } from '../../src/pipeline/route-call.js';
 import { createChainHealth, type ChainHealth } from '../../src/upstreams/selection.js';
+import { chainOver } from '../support/chain.js';
+import { sameChainAnvils } from '../support/same-chain.js';
 
 interface Served {
   health: ChainHealth;
@@ -212,4 +218,44 @@ t.test('now() is a field read: no work per call', async (t) => {
   Object.defineProperty(s.health, 'upstreams', { value: counted });
   for (let k = 0; k < 1000; k++) s.served.now();
   t.equal(reads, 0, 'the health is not read');
+});
+
+/** eth_blockNumber forwarded to a node of `chain` (routeCall, as the pipeline sends it): the whole answer's text. */
+function forwardedBlockNumber(chain: ReturnType<typeof chainOver>, id: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const row = methodRow('eth_blockNumber');
+    if (row === undefined) throw new Error('eth_blockNumber is not in the catalogue');
+    const sink: AnswerSink & { failedUpstream?: string } = {
+      whole: (body) => resolve(body.toString()),
+      begin() {},
+      chunk: () => true,
+      end: () => reject(new Error('streamed')),
+      fail: (_started, reason) => reject(new Error(reason)),
+    };
+    routeCall(chain, row, '[]', String(id), sink);
+  });
+}
+
+t.test('a forwarded eth_blockNumber answers the served head, whichever node answered it', async (t) => {
+  const nodes = await sameChainAnvils(t, 3, { transfers: false });
+  await nodes.mineTo(0, 10);
+  await nodes.mineTo(1, 12);
+  await nodes.mineTo(2, 15);
+  const chain = chainOver(
+    t,
+    nodes.nodes.map((n) => n.url),
+  );
+  // The first probes' reports (until a majority has told a head, a forwarded answer is the node's own).
+  chain.health.upstreams.forEach((u, i) => u.reportHead([10, 12, 15][i]!));
+  // A write just now: freshHead() is null, so every eth_blockNumber is asked of a node (one drawn at random).
+  chain.noteWrite();
+  t.equal(chain.freshHead(), null);
+  const answers: string[] = [];
+  for (let id = 1; id <= 30; id++) answers.push(await forwardedBlockNumber(chain, id));
+  t.same(new Set(answers.map((a) => JSON.parse(a).result)), new Set(['0xc']), 'every answer the head two of three have: never 10, never 15');
+  t.equal(answers[6], '{"jsonrpc":"2.0","id":7,"result":"0xc"}', "with the call's id");
+  t.ok(
+    chain.health.upstreams.every((u) => u.status().calls > 0),
+    'each node answered some (drawn at random: 3 × (2/3)^30 that one never is)',
+  );
 });

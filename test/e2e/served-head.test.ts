@@ -21,8 +21,10 @@ t.test('eth_blockNumber, newHeads and block filters follow the head two of three
   await chain.mineTo(1, 12);
   await chain.mineTo(2, 15);
   const [n0, n1, n2] = chain.nodes;
-  // Only the node ahead has a WebSocket: the newHeads feed hears its heads before the others have them.
+  // Only the node ahead has a WebSocket: the newHeads feed hears its heads before the others have them. One
+  // thread: each worker works the served head out from the same reports, but not at the same instant.
   const g = await gatewayFor(t, {
+    server: { workers: 1 },
     chains: {
       devnet: {
         chain_id: 31337,
@@ -139,5 +141,37 @@ t.test('eth_blockNumber, newHeads and block filters follow the head two of three
     answered,
     [...answered].sort((a, b) => a - b),
     `eth_blockNumber never went back: ${answered.join(' ')}`,
+  );
+});
+
+t.test('with worker threads, each works the served head out from the main thread’s probes', async (t) => {
+  const chain = await sameChainAnvils(t, 3, { transfers: false });
+  await chain.mineTo(0, 10);
+  await chain.mineTo(1, 12);
+  await chain.mineTo(2, 15);
+  const g = await gatewayFor(t, {
+    server: { workers: 2 },
+    chains: { devnet: { chain_id: 31337, upstreams: chain.nodes.map((n, i) => ({ name: `n${i}`, url: n.url })) } },
+  });
+  const url = `${g.base}/v1/rpc/public`;
+  await waitFor(async () => ((await rpc(url, 'eth_blockNumber', [])).json as { result?: string }).result === hex(12), {
+    what: 'eth_blockNumber 12',
+    ms: 10_000,
+  });
+  // Each call on a connection of its own, spread over both workers: every one answers the head two nodes have.
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, async () => ((await rpc(url, 'eth_blockNumber', [])).json as { result?: string }).result),
+  );
+  t.same(new Set(answers), new Set([hex(12)]), 'every worker answers 12');
+  await chain.mineTo(0, 13);
+  await chain.mineTo(1, 13);
+  await waitFor(
+    async () => {
+      const more = await Promise.all(
+        Array.from({ length: 10 }, async () => ((await rpc(url, 'eth_blockNumber', [])).json as { result?: string }).result),
+      );
+      return more.every((r) => r === hex(13));
+    },
+    { what: 'every worker at 13', ms: 10_000 },
   );
 });
