@@ -246,13 +246,17 @@ t.test('a forwarded eth_blockNumber answers the served head, whichever node answ
     nodes.nodes.map((n) => n.url),
   );
   // The first probes' reports (until a majority has told a head, a forwarded answer is the node's own).
-  chain.health.upstreams.forEach((u, i) => u.reportHead([10, 12, 15][i]!));
+  for (const [i, head] of [10, 12, 15].entries()) chain.health.upstreams[i]!.reportHead(head);
   // A write just now: freshHead() is null, so every eth_blockNumber is asked of a node (one drawn at random).
   chain.noteWrite();
   t.equal(chain.freshHead(), null);
   const answers: string[] = [];
   for (let id = 1; id <= 30; id++) answers.push(await forwardedBlockNumber(chain, id));
-  t.same(new Set(answers.map((a) => JSON.parse(a).result)), new Set(['0xc']), 'every answer the head two of three have: never 10, never 15');
+  t.same(
+    new Set(answers.map((a) => JSON.parse(a).result)),
+    new Set(['0xc']),
+    'every answer the head two of three have: never 10, never 15',
+  );
   t.equal(answers[6], '{"jsonrpc":"2.0","id":7,"result":"0xc"}', "with the call's id");
   t.ok(
     chain.health.upstreams.every((u) => u.status().calls > 0),
