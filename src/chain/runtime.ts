@@ -238,17 +238,10 @@ class RunningChain implements ChainRuntime {
     this.cacheScope = config.slug;
     // The served head is made just after the health it reads, which tells it of every head from its first.
     let served: ServedHeadTracker | null = null;
-    const health = watchNodeHealth(
-      config,
-      upstreams,
-      metrics,
-      log,
-      opts,
-      () => {
-        this.cacheScope = `${config.slug}#${++this.finalUndone}`;
-      },
-      () => served?.update(),
-    );
+    const finalUndone = (): void => {
+      this.cacheScope = `${config.slug}#${++this.finalUndone}`;
+    };
+    const health = watchNodeHealth(config, upstreams, metrics, log, opts, finalUndone, () => served?.update());
     this.health = health;
     served = createServedHead(health, {
       minNodes: config.consistency.min_nodes,
@@ -327,23 +320,13 @@ class RunningChain implements ChainRuntime {
   }
 
   freshHead(): number | null {
-    const health = this.health;
     const served = this.served.now();
     if (served === null) return null;
-    const now = health.now();
-    const writtenAt = this.writes.at();
-    for (const u of health.upstreams) {
-      const at = u.headAt;
-      const head = u.head;
-      if (
-        head !== null &&
-        head >= served &&
-        !u.failing &&
-        !u.wrongChain &&
-        at !== null &&
-        at > writtenAt + WRITE_SETTLE_MS &&
-        now - at <= HEAD_FRESH_MS
-      )
+    const now = this.health.now();
+    const settled = this.writes.at() + WRITE_SETTLE_MS;
+    for (const u of this.health.upstreams) {
+      const { head, headAt: at } = u;
+      if (head !== null && head >= served && !u.failing && !u.wrongChain && at !== null && at > settled && now - at <= HEAD_FRESH_MS)
         return served;
     }
     return null;
