@@ -31,8 +31,8 @@ export interface HeadMark {
 export interface HeadFeed extends FeedHandler {
   /** The latest head delivered, or null before the first. */
   head(): HeadMark | null;
-  /** Sends the heads held that the served head has now reached, in order (the served head moved); false
-   *  when none is held. */
+  /** Sends the heads held that the served head has now reached, in order (the served head moved); whether some
+   *  are still held after. */
   release(deliver: Deliver): boolean;
 }
 
@@ -116,20 +116,18 @@ function emit(feed: HeadState, header: Header, node: number, deliver: Deliver): 
   release(feed, deliver);
 }
 
-/** Sends the held heads the served head has reached (all of them without one), oldest first. */
+/** Sends the held heads the served head has reached (all of them without one), oldest first; whether some are
+ *  still held. */
 function release(feed: HeadState, deliver: Deliver): boolean {
   const held = feed.held;
-  if (held.length === 0) return false;
   const served = feed.opts.servedHead?.now() ?? null;
   let sent = 0;
   while (sent < held.length && (served === null || held[sent]!.number <= served || held.length - sent > MOST_HELD)) sent++;
-  if (sent === 0) return true;
-  const out = held.splice(0, sent);
-  for (const { number, header } of out) {
+  for (const { number, header } of held.splice(0, sent)) {
     feed.sent = { number, hash: header.hash };
     deliver(toNewHead(header));
   }
-  return true;
+  return held.length > 0;
 }
 
 async function fetchHeader(n: number, via: NodeAccess): Promise<Header> {
