@@ -31,6 +31,9 @@ export interface BlockFollowerOptions {
    * the chain).
    */
   followsNewChain?(upstream: HttpUpstream, head: number): boolean;
+  /** The highest block to deliver (the chain's served head, chain/served-head.ts): a latest block above it is
+   *  read at this number instead, and the rest comes at a later poll. Default: none (latest as it is). */
+  ceiling?(): number | null;
 }
 
 /** A running follower. */
@@ -117,7 +120,9 @@ export function followBlocks(chain: Pick<ChainRuntime, 'timeoutMs' | 'pickUpstre
 
   async function pollOnce(): Promise<void> {
     try {
-      const latest = await blockAt('latest');
+      let latest = await blockAt('latest');
+      const ceiling = opts.ceiling?.() ?? null;
+      if (latest !== null && ceiling !== null && latest.number > ceiling) latest = await blockAt(hex(ceiling));
       if (latest === null || stopped || delivered.get(latest.number) === latest.hash) return;
       if (top === null) {
         top = latest.number;

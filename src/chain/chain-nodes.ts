@@ -39,7 +39,7 @@ export function upstreamClients(config: ChainConfig, opts: NodeOptions): HttpUps
 /**
  * The chain's health over `upstreams`, its rotation changes logged; `finalUndone` runs when the chain's best
  * head went back below its final blocks (the runtime then stops serving answers cached before), which is logged
- * after it.
+ * after it; `onHeads` after every head report and rotation change (the served head is worked out there).
  */
 export function watchNodeHealth(
   config: ChainConfig,
@@ -48,6 +48,7 @@ export function watchNodeHealth(
   log: FeedsLog,
   opts: NodeOptions,
   finalUndone: () => void,
+  onHeads: () => void,
 ): ChainHealth {
   return createChainHealth(
     upstreams.map((u) => u.label),
@@ -72,6 +73,7 @@ export function watchNodeHealth(
             to,
           });
       },
+      onHeads,
     },
   );
 }

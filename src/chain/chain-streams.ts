@@ -13,6 +13,7 @@ import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.
 import { callUpstream } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import { openSseLink } from '../upstreams/sse-link.js';
+import type { ServedHead } from './served-head.js';
 
 /** How notifications delivered to the chain's subscribers are priced and paid. */
 export type SubscriptionMetering = Pick<HubOptions, 'ruPerMessage' | 'charge'>;
@@ -33,11 +34,16 @@ export interface StreamOptions {
 
 const FREE_DELIVERIES: SubscriptionMetering = { ruPerMessage: () => 0, charge: () => true };
 
-/** The chain's upstream subscriptions: the main thread's when relayed to a worker, else null when no node has a ws URL. */
+/**
+ * The chain's upstream subscriptions: the main thread's when relayed to a worker, else null when no node has a ws
+ * URL. On a chain of several nodes newHeads follows `served` (a single node's head is the one served, so its
+ * heads are never held).
+ */
 export function openChainFeeds(
   config: ChainConfig,
   upstreams: readonly HttpUpstream[],
   health: ChainHealth,
+  served: ServedHead,
   timeoutMs: number,
   log: FeedsLog,
   opts: StreamOptions,
@@ -46,8 +52,8 @@ export function openChainFeeds(
   const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
   if (withWs.length === 0) return null;
   const isInRotation = (index: number): boolean => health.healthyIndices().includes(index);
-  // The feeds hold one link at a time, so the prober's polls keep every node's head; a feed reports a head only
-  // when it went back below what the feed remembers (followsNewChain).
+  // The feeds hold one link at a time, so the prober's polls keep every node's head; the newHeads feed reports
+  // the heads its node sends live (heard), and one that went back below what a feed remembers (followsNewChain).
   return createFeeds({
     nodes: withWs.map(({ u, http }) => ({
       wsUrl: u.ws!,
@@ -63,7 +69,15 @@ export function openChainFeeds(
         opts.relay?.feedHead(index, head);
         return health.followsNewChain(index, head);
       },
+      // Before the feed takes the head in: the served head counts it, so the feed never holds a head for want of
+      // its own node's report (a worker's copy hears it through the relay, as a head that went back).
+      heard(node, head) {
+        const index = withWs[node]!.index;
+        opts.relay?.feedHead(index, head);
+        health.upstreams[index]!.reportHead(head);
+      },
     },
+    ...(config.upstreams.length > 1 ? { servedHead: served } : {}),
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
     log,

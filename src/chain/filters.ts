@@ -43,7 +43,8 @@ export interface ChainFiltersOptions {
 }
 
 /** What the filters read of their chain: the parts made before them. */
-export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes' | 'health'>;
+export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes' | 'health'> &
+  Partial<Pick<ChainRuntime, 'served'>>;
 
 /** Pending transaction hashes remembered so that each is reported once. */
 const RECENT_PENDING = 10_000;
@@ -231,6 +232,8 @@ class FedFilters implements ChainFilters {
           return index < 0 || chain.health.followsNewChain(index, number);
         },
         ...(this.opts.stopping !== undefined ? { stopped: this.opts.stopping } : {}),
+        // A chain of several nodes shows no block above the head it serves (the newHeads feed holds them too).
+        ...(chain.served !== undefined && chain.upstreams.length > 1 ? { ceiling: chain.served.now.bind(chain.served) } : {}),
       });
     } else if (!poll && this.follower !== null) {
       this.follower.stop();
@@ -263,10 +266,16 @@ class FedFilters implements ChainFilters {
     });
   }
 
-  /** The head as a node tells it now, so a poll right after a client saw a new block covers that block. */
+  /**
+   * The head as a node tells it now, so a poll right after a client saw a new block covers that block; never above
+   * the served head of a chain of several nodes, whose heads the filters get no further than (so a poll does
+   * not wait for a head the newHeads feed holds).
+   */
   private async refreshHead(): Promise<void> {
-    const head = this.chain.head;
-    this.callHead = (await head.fresh()) ?? head.now();
+    const { head, served, upstreams } = this.chain;
+    const known = (await head.fresh()) ?? head.now();
+    const ceiling = upstreams.length > 1 ? (served?.now() ?? null) : null;
+    this.callHead = known === null || ceiling === null ? known : Math.min(known, ceiling);
   }
 
   size(): number {

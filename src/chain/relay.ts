@@ -37,7 +37,8 @@ export interface ChainRelayHost {
   attach(port: MessagePort): void;
   /** What the prober of chain `slug` tells its health, told to every worker (ProberOptions.observer). */
   observer(slug: string): ProbeObserver;
-  /** A feed heard node `index` of `slug` report `head` (ChainHealth.followsNewChain), told to every worker. */
+  /** A feed heard node `index` of `slug` report `head` (live, or gone back: ChainHealth.followsNewChain), told to
+   *  every worker, whose copy counts it as that node's head. */
   feedHead(slug: string, index: number, head: number): void;
   /** Node `index` of `slug` serves another chain (or its own), told to every worker (UpstreamHealth.reportWrongChain). */
   wrongChain(slug: string, index: number, wrong: boolean): void;

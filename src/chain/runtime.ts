@@ -28,13 +28,13 @@ import { type ChainFinality, createChainFinality } from './finality.js';
 import { type ChainHead, createChainHead } from './head.js';
 import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
 import { createNodeRoutes, type NodeRoutes } from './node-routes.js';
-import { createServedHead, type ServedHead } from './served-head.js';
+import { createServedHead, type ServedHead, type ServedHeadTracker } from './served-head.js';
 import { proberOptionsOf, startNodeProbes } from './node-probes.js';
 import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
 import { createWriteMark, type WriteMark } from './write-mark.js';
 
 /**
- * eth_blockNumber is answered from the heads the gateway knows when the best one was reported this recently,
+ * eth_blockNumber is answered from the served head when a node reported it this recently,
  * in ms: a little over the head poll interval, so a chain polled on time is always fresh and one whose polls
  * stall is asked instead.
  */
@@ -102,8 +102,9 @@ export interface ChainRuntime {
    * upstream is in rotation, the next one round-robin, which then fails fast or recovers.
    */
   pickUpstream(): HttpUpstream;
-  /** The best head of the nodes in rotation when it was reported within HEAD_FRESH_MS and more than
-   *  WRITE_SETTLE_MS after the last write noted with noteWrite(); else null (eth_blockNumber is then asked). */
+  /** The served head (served.now()) when a node not failing reported it, or a head above it, within
+   *  HEAD_FRESH_MS and more than WRITE_SETTLE_MS after the last write noted with noteWrite(); else null
+   *  (eth_blockNumber is then asked of a node, and answered with the served head once its answer is heard). */
   freshHead(): number | null;
   /** A transaction went through the gateway: heads reported before it settled may miss the block it lands
    *  in, so freshHead() waits for a later report. */
@@ -236,11 +237,21 @@ class RunningChain implements ChainRuntime {
     const metrics = opts.metrics ?? noMetrics().chain(config.slug);
     this.metrics = metrics;
     this.cacheScope = config.slug;
-    const health = watchNodeHealth(config, upstreams, metrics, log, opts, () => {
+    // The served head is made just after the health it reads, which tells it of every head from its first.
+    let served: ServedHeadTracker | null = null;
+    const finalUndone = (): void => {
       this.cacheScope = `${config.slug}#${++this.finalUndone}`;
-    });
+    };
+    const health = watchNodeHealth(config, upstreams, metrics, log, opts, finalUndone, () => served?.update());
     this.health = health;
-    const feeds = openChainFeeds(config, upstreams, health, timeoutMs, log, opts);
+    served = createServedHead(health, {
+      minNodes: config.consistency.min_nodes,
+      gauge: metrics.servedHead,
+      // A worker's copy hears the same probes as the main thread's, which logs the head going back once.
+      ...(opts.replica === undefined ? { log } : {}),
+    });
+    this.served = served;
+    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts);
     this.feeds = feeds;
     this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
     this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
@@ -261,7 +272,6 @@ class RunningChain implements ChainRuntime {
     const pickUpstream = (): HttpUpstream => this.pickUpstream();
     const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
     this.head = head;
-    this.served = createServedHead(health);
     this.finality = createChainFinality();
     const routes = createNodeRoutes(config.upstreams, {
       stateHistoryBlocks: config.state_history_blocks,
@@ -283,7 +293,7 @@ class RunningChain implements ChainRuntime {
     this.filters =
       opts.replica?.filters ??
       createChainFilters(
-        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health },
+        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health, served },
         {
           maxPerKey: filterBounds.max_per_key,
           idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
@@ -318,15 +328,14 @@ class RunningChain implements ChainRuntime {
   }
 
   freshHead(): number | null {
-    const health = this.health;
-    const best = health.bestHead();
-    if (best === null) return null;
-    const now = health.now();
-    const writtenAt = this.writes.at();
-    for (const u of health.upstreams) {
-      const at = u.headAt;
-      if (u.head === best && !u.failing && !u.wrongChain && at !== null && at > writtenAt + WRITE_SETTLE_MS && now - at <= HEAD_FRESH_MS)
-        return best;
+    const served = this.served.now();
+    if (served === null) return null;
+    const now = this.health.now();
+    const settled = this.writes.at() + WRITE_SETTLE_MS;
+    for (const u of this.health.upstreams) {
+      const { head, headAt: at } = u;
+      if (head !== null && head >= served && !u.failing && !u.wrongChain && at !== null && at > settled && now - at <= HEAD_FRESH_MS)
+        return served;
     }
     return null;
   }

@@ -19,6 +19,7 @@ export function formatStatus(r: StatusReport): string {
     out.push(
       '',
       `${slug}: ${c.ready ? 'ready' : 'NOT READY (no node in rotation)'}, head ${c.best_head ?? '–'}, ` +
+        `served ${c.served_head ?? '–'}, ` +
         `${c.requests_per_s_1m.toFixed(1)} req/s over the last minute, ${c.ws_connections} WebSockets, ` +
         `${c.subscriptions} subscriptions, ${c.event_streams} event streams`,
     );

@@ -5,6 +5,7 @@
  * each feed makes up for what it missed from that node's HTTP before live notifications resume.
  */
 import type { Timers } from '../upstreams/ws-link.js';
+import { fanOut } from './feed-delivery.js';
 import { stopLink } from './feed-link.js';
 import { attach, holdFeed } from './feed-subscription.js';
 import { FeedsState, retire } from './feeds-state.js';
@@ -48,6 +49,17 @@ export interface FeedChain {
    * chain follows it and the feeds start over from there; false when it is only behind the chain.
    */
   followsNewChain(node: number, head: number): boolean;
+  /** Node `node` sent head `head` live (not a backfill): the chain counts it as that node's head before the
+   *  newHeads feed takes it in, so the served head it may be held for already knows it. */
+  heard?(node: number, head: number): void;
+}
+
+/** The head the chain serves (chain/served-head.ts ServedHead), as the newHeads feed follows it. */
+export interface ServedHeadView {
+  /** The head served now; null while none is. */
+  now(): number | null;
+  /** Tells each new served head; returns the undo. */
+  watch(listener: (head: number) => void): () => void;
 }
 
 export interface FeedsOptions {
@@ -73,6 +85,9 @@ export interface FeedsOptions {
   rotationCheckMs?: number;
   /** Judges a node whose head went back below what the feeds remember. Default: the node is followed. */
   chain?: FeedChain;
+  /** The head the chain serves: the newHeads feed sends no head above it (head-feed.ts). Default: none (a chain
+   *  of one node, whose head is the one served). */
+  servedHead?: ServedHeadView;
   log: FeedsLog;
   /** Backoff, linger, outage and backfill timers. Default: the real clock. */
   timers?: Timers;
@@ -155,7 +170,16 @@ function feedFor(state: FeedsState, kind: FeedKind, params: unknown): { key: str
   const { opts, maxBackfillBlocks } = state;
   switch (kind) {
     case 'newHeads':
-      return { key, make: () => createHeadFeed({ maxBackfillBlocks, log: opts.log, chain: opts.chain }) };
+      return {
+        key,
+        make: () =>
+          createHeadFeed({
+            maxBackfillBlocks,
+            log: opts.log,
+            chain: opts.chain,
+            ...(opts.servedHead !== undefined ? { servedHead: opts.servedHead } : {}),
+          }),
+      };
     case 'newPendingTransactions':
       return { key, make: () => createPendingFeed(params === true) };
     case 'logs': {
@@ -169,6 +193,11 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   if (opts.nodes.length === 0) throw new Error('feeds: nodes must hold at least one upstream with a ws URL');
   if (!(opts.maxOutageMs > 0)) throw new Error('feeds: maxOutageMs must be a positive number');
   const state = new FeedsState(opts, (feed, s) => attach(state, feed, s));
+  // The served head moved: the newHeads feed sends what it held up to it, to every listener registered now.
+  const unwatch = opts.servedHead?.watch(() => {
+    const feed = state.feeds.get('newHeads');
+    if (feed !== undefined && !feed.dropped) (feed.handler as HeadFeed).release((result) => fanOut(state, feed, feed.seq + 1, result));
+  });
   return {
     subscribe(kind, params, listener) {
       if (state.closed) throw new Error('feeds: subscribe after close');
@@ -189,6 +218,7 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     close() {
       if (state.closed) return;
       state.closed = true;
+      unwatch?.();
       state.waits.fail(undefined, 'subscriptions closed');
       for (const feed of state.feeds.values()) retire(state, feed);
       state.feeds.clear();

@@ -11,9 +11,16 @@
  * (FeedChain): when the chain follows the node onto its new chain, the feed forgets the old one and goes on from
  * that head, without a backfill and without sending anything again; otherwise that node's heads are dropped
  * until they pass the last one sent, and the lag rule moves the feed to a node in rotation.
+ *
+ * On a chain of several nodes the feed never runs ahead of the head the chain serves (HeadFeedOptions.servedHead,
+ * chain/served-head.ts): a head above it is held, in order, and sent once the served head reaches it (release),
+ * so a client never gets a head eth_blockNumber does not answer yet; nothing is sent twice and nothing skipped.
+ * Heads held when a reorg replaces them are dropped unsent. Each live head is told to the chain first
+ * (FeedChain.heard) so the served head counts it: a head is never held for want of its own report. While
+ * no head is served yet (the first reports of a start) nothing is held.
  */
 import { DEEPEST_REORG } from '../upstreams/health.js';
-import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
+import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess, ServedHeadView } from './feeds.js';
 
 /** A head by number and hash. */
 export interface HeadMark {
@@ -24,6 +31,9 @@ export interface HeadMark {
 export interface HeadFeed extends FeedHandler {
   /** The latest head delivered, or null before the first. */
   head(): HeadMark | null;
+  /** Sends the heads held that the served head has now reached, in order (the served head moved); whether some
+   *  are still held after. */
+  release(deliver: Deliver): boolean;
 }
 
 export interface HeadFeedOptions {
@@ -32,12 +42,17 @@ export interface HeadFeedOptions {
   log: FeedsLog;
   /** Whether the chain follows a node onto a new chain; default: always (a lone node is the chain). */
   chain?: FeedChain;
+  /** The head the chain serves: heads above it are held until it reaches them. Default: none held (one node). */
+  servedHead?: ServedHeadView;
 }
 
 /** Block fields that are not part of a header; eth_subscribe newHeads carries none of them. */
 const NOT_HEADER = new Set(['transactions', 'uncles', 'size', 'totalDifficulty']);
 /** Heads remembered by number, for duplicate and reorg checks: deeper reorgs are not expected. */
 const REMEMBERED = DEEPEST_REORG;
+/** Heads held above the served head at most; past it the oldest is sent anyway. A served head this far behind
+ *  the feed's node cannot last (the nodes behind lag out of rotation), so this only bounds the memory. */
+const MOST_HELD = DEEPEST_REORG;
 /** eth_getBlockByNumber calls in flight at once during a backfill. */
 const FETCH_WINDOW = 8;
 /** A node's HTTP may lag its WebSocket by a moment: a missing block is asked for again this many times. */
@@ -70,26 +85,49 @@ class HeadState {
   readonly seen: Map<number, { hash: string; node: number }>;
   /** The node whose heads below the remembered ones are being dropped, so that is logged once per spell. */
   behind: number | null;
+  /** Heads taken in (`last` is the newest) but not sent yet, oldest first: above the served head. */
+  held: Array<{ number: number; header: Header }>;
+  /** The latest head sent. */
+  sent: HeadMark | null;
 
   constructor(opts: HeadFeedOptions) {
     this.opts = opts;
     this.last = null;
     this.seen = new Map();
     this.behind = null;
+    this.held = [];
+    this.sent = null;
   }
 }
 
+/** Takes a head in: remembered as sent (later heads are judged against it), and sent once the served head allows. */
 function emit(feed: HeadState, header: Header, node: number, deliver: Deliver): void {
   const number = parseInt(header.number, 16);
   const seen = feed.seen;
   if (feed.last !== null && number <= feed.last.number) {
-    // A reorg: what was remembered above it belongs to the abandoned branch.
+    // A reorg: what was remembered above it belongs to the abandoned branch, and so do the heads held there.
     for (const k of seen.keys()) if (k > number) seen.delete(k);
+    feed.held = feed.held.filter((h) => h.number < number);
   }
   feed.last = { number, hash: header.hash };
   seen.set(number, { hash: header.hash, node });
   seen.delete(number - REMEMBERED);
-  deliver(toNewHead(header));
+  feed.held.push({ number, header });
+  release(feed, deliver);
+}
+
+/** Sends the held heads the served head has reached (all of them without one), oldest first; whether some are
+ *  still held. */
+function release(feed: HeadState, deliver: Deliver): boolean {
+  const held = feed.held;
+  const served = feed.opts.servedHead?.now() ?? null;
+  let sent = 0;
+  while (sent < held.length && (served === null || held[sent]!.number <= served || held.length - sent > MOST_HELD)) sent++;
+  for (const { number, header } of held.splice(0, sent)) {
+    feed.sent = { number, hash: header.hash };
+    deliver(toNewHead(header));
+  }
+  return held.length > 0;
 }
 
 async function fetchHeader(n: number, via: NodeAccess): Promise<Header> {
@@ -137,7 +175,9 @@ function wentBack(feed: HeadState, header: Header, number: number, via: NodeAcce
   feed.behind = null;
   opts.log('info', `newHeads feed resumes on a new chain from head ${number}`, { node: via.node, from, head: number });
   feed.seen.clear();
+  feed.held = [];
   feed.last = null;
+  feed.sent = null;
   emit(feed, header, via.node, deliver);
 }
 
@@ -240,12 +280,14 @@ export function createHeadFeed(opts: HeadFeedOptions): HeadFeed {
         opts.log('warn', 'upstream sent a head without number or hash: dropped', { node: via.node });
         return;
       }
+      opts.chain?.heard?.(via.node, parseInt(header.number, 16));
       return accept(feed, header, via, deliver);
     },
     resume: (via, deliver) => resume(feed, via, deliver),
     head() {
-      const last = feed.last;
-      return last === null ? null : { ...last };
+      const sent = feed.sent;
+      return sent === null ? null : { ...sent };
     },
+    release: (deliver) => release(feed, deliver),
   };
 }

@@ -78,6 +78,13 @@ export const METRIC_FAMILIES = {
     labelNames: ['chain'],
     aggregator: 'max',
   },
+  chainServedHead: {
+    type: 'gauge',
+    name: 'chaingate_chain_served_head',
+    help: 'The head the chain serves: the highest block enough nodes in rotation have reached (consistency.min_nodes)',
+    labelNames: ['chain'],
+    aggregator: 'max',
+  },
   refusals: {
     type: 'counter',
     name: 'chaingate_refusals_total',

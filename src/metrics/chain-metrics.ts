@@ -41,7 +41,7 @@ function createRecentRate(now: () => number): { count(): void; perSecond(): numb
  */
 export function createChainMetrics(f: Families, slug: string, now: () => number, remove: () => void): ChainMetrics {
   const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead } = f;
-  const { chainHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
+  const { chainHead, chainServedHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
   const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches } = f;
   const byTransport = memo((transport) => requestDuration.labels(slug, transport));
   const kinds = memo((kind) => subscriptions.labels(slug, kind));
@@ -113,6 +113,7 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
     cacheBytes: cacheBytes.labels(slug),
     sharedCalls: sharedCalls.labels(slug),
     head: chainHead.labels(slug),
+    servedHead: chainServedHead.labels(slug),
     notifications: notified,
     sseEvents: topics,
     upstream,

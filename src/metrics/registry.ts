@@ -71,6 +71,8 @@ export interface ChainMetrics {
   readonly cacheBytes: GaugeChild;
   readonly sharedCalls: CounterChild;
   readonly head: GaugeChild;
+  /** The head the chain serves (chain/served-head.ts). */
+  readonly servedHead: GaugeChild;
   /** A client WebSocket opened (+1) or closed (-1). */
   wsConnection(delta: 1 | -1): void;
   /** An event stream opened (+1) or ended (-1). */
@@ -271,6 +273,7 @@ export function noMetrics(): Metrics {
       cacheBytes: NOTHING,
       sharedCalls: NOTHING,
       head: NOTHING,
+      servedHead: NOTHING,
       notifications: () => NOTHING,
       sseEvents: () => NOTHING,
       upstream: () => NO_UPSTREAM,

@@ -29,8 +29,8 @@
  * caught on a node that hangs waits about as long as the prober takes to suspect it.
  *
  * eth_sendRawTransaction goes to every upstream in rotation that serves it at once (broadcast.ts). eth_blockNumber is
- * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
- * answers report the node's head.
+ * answered from the served head when it is fresh (ChainRuntime.freshHead); a forwarded one reports the node's
+ * head, and is answered with the served head it then works out (so never below a head already served).
  */
 import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -48,7 +48,8 @@ import {
 } from './forward.js';
 
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
-export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'>;
+export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'> &
+  Partial<Pick<ChainRuntime, 'served'>>;
 
 /** Node errors that mean the node has not seen the block asked about yet (geth, reth, erigon, nethermind, besu, anvil). */
 const NOT_THERE_YET =
@@ -147,12 +148,16 @@ class Attempt extends NodeAttempt implements AnswerSink {
     this.headAtStart = f.health.upstreams[index]!.head;
   }
 
-  whole(body: Buffer): void {
+  whole(answer: Buffer): void {
     const f = this.f;
-    this.settle('ok', isRpcError(body) ? 'rpc_error' : 'ok');
+    this.settle('ok', isRpcError(answer) ? 'rpc_error' : 'ok');
+    let body = answer;
     if (f.row.name === 'eth_blockNumber') {
       const head = headOf(body);
-      if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
+      if (head !== null) {
+        f.health.upstreams[this.index]!.reportHead(head);
+        body = f.servedInstead(head) ?? body;
+      }
     }
     if (f.done) return;
     if (f.mayRetry && (isNotThereYet(body) || (f.retryEmpty && isNullResult(body))) && (f.othersOpen(this) || f.retryAhead(this))) {
@@ -232,6 +237,14 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   ) {
     super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes, minHead);
     this.retryEmpty = row.nullIfMissing && chain.upstreams.length > 1;
+  }
+
+  /** eth_blockNumber answers the served head (chain/served-head.ts), which the node's answer has just been
+   *  counted toward: the answer with it when it is known and not `head`, else null (the node's answer stands). */
+  servedInstead(head: number): Buffer | null {
+    const served = this.chain.served?.now() ?? null;
+    if (served === null || served === head) return null;
+    return Buffer.from(`{"jsonrpc":"2.0","id":${this.idText},"result":"0x${served.toString(16)}"}`);
   }
 
   othersOpen(a: Attempt): boolean {

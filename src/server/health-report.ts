@@ -7,6 +7,7 @@
  *
  * Upstreams are labelled by their configured name (see HttpUpstream.label): neither body ever holds a URL or a credential.
  */
+import type { ServedHead } from '../chain/served-head.js';
 import type { UpstreamStatus } from '../upstreams/health.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 
@@ -14,6 +15,8 @@ import type { ChainHealth } from '../upstreams/selection.js';
 export interface ChainHealthEntry {
   slug: string;
   health: ChainHealth;
+  /** The head the chain serves (ChainRuntime.served). */
+  served: Pick<ServedHead, 'now'>;
 }
 
 export interface HealthReply {
@@ -39,6 +42,8 @@ interface UpstreamReport {
 interface ChainReport {
   ready: boolean;
   best_head: number | null;
+  /** The head the chain serves (eth_blockNumber, newHeads): reached by enough nodes in rotation. */
+  served_head: number | null;
   max_lag_blocks: number;
   upstreams: UpstreamReport[];
 }
@@ -65,11 +70,17 @@ function upstreamReport(label: string, s: UpstreamStatus): UpstreamReport {
 function chainReports(chains: readonly ChainHealthEntry[]): { ready: boolean; detail: Record<string, ChainReport> } {
   const detail: Record<string, ChainReport> = {};
   let ready = true;
-  for (const { slug, health } of chains) {
+  for (const { slug, health, served } of chains) {
     const upstreams = health.upstreams.map((u) => upstreamReport(u.label, u.status()));
     const chainReady = upstreams.some((u) => u.in_rotation);
     if (!chainReady) ready = false;
-    detail[slug] = { ready: chainReady, best_head: health.bestHead(), max_lag_blocks: health.maxLagBlocks, upstreams };
+    detail[slug] = {
+      ready: chainReady,
+      best_head: health.bestHead(),
+      served_head: served.now(),
+      max_lag_blocks: health.maxLagBlocks,
+      upstreams,
+    };
   }
   return { ready, detail };
 }

@@ -77,6 +77,8 @@ export async function fleetStatus(source: FleetStatusSource, nowMs: number): Pro
 export interface ChainStatus {
   ready: boolean;
   best_head: number | null;
+  /** The head the chain serves (chain/served-head.ts). */
+  served_head: number | null;
   requests_per_s_1m: number;
   ws_connections: number;
   subscriptions: number;
@@ -142,6 +144,7 @@ export function statusReport(
     out[slug] = {
       ready: upstreams.some((u) => u.in_rotation),
       best_head: chain.health.bestHead(),
+      served_head: chain.served.now(),
       requests_per_s_1m: Math.round(seen.requestsPerSecond1m * 100) / 100,
       ws_connections: seen.wsConnections,
       subscriptions: seen.subscriptions,

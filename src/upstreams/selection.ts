@@ -108,6 +108,9 @@ export interface ChainHealthOptions {
   finalityDepth?: number;
   /** The best head went back more than finalityDepth below the highest it had since the last call. */
   onFinalUndone?(from: number, to: number): void;
+  /** After every head report and every rotation change, once rotation is judged again: the chain works its
+   *  served head out from here (chain/served-head.ts). */
+  onHeads?(): void;
 }
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
@@ -182,7 +185,8 @@ class ChainSelection implements ChainHealth {
     return best;
   }
 
-  /** Tells each change of an upstream's rotation since the last look, once. */
+  /** Tells each change of an upstream's rotation since the last look, once; then onHeads (every head report
+   *  and every change of failing or chain comes through here). */
   private watchRotation(): void {
     const best = this.bestHead();
     const upstreams = this.upstreams;
@@ -194,6 +198,7 @@ class ChainSelection implements ChainHealth {
       this.meters[i]!.inRotation.set(now ? 1 : 0);
       this.opts.onRotation?.(this.names[i]!, now, now ? 'recovered' : (u.status().reason ?? 'lagging'));
     }
+    this.opts.onHeads?.();
   }
 
   private noteHead(index: number, previous: number | null, head: number): void {

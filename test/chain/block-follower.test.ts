@@ -158,3 +158,33 @@ t.test('followBlocks: a head further back than any reorg is a new chain when the
     'then block after block',
   );
 });
+
+t.test('followBlocks: no block above the ceiling (the served head); the rest once it rises', async (t) => {
+  const node = await anvilFor(t);
+  await result(node.url, 'anvil_mine', ['0x6']);
+  const chain = chainOver(t, [node.url]);
+  let ceiling = 3;
+  const blocks: PolledBlock[] = [];
+  const { stop } = followBlocks(chain, { from: 0, onBlock: (b) => blocks.push(b), intervalMs: 30, ceiling: () => ceiling });
+  t.teardown(stop);
+  await waitFor(() => blocks.length >= 3, { what: 'the blocks up to the ceiling' });
+  // Two more polls that must not pass it.
+  const polled = blocks.length;
+  await tick(100);
+  t.equal(blocks.length, polled);
+  t.same(
+    blocks.map((b) => b.number),
+    [1, 2, 3],
+  );
+  ceiling = 6;
+  await waitFor(() => blocks.length >= 6, { what: 'the blocks up to the raised ceiling' });
+  t.same(
+    blocks.map((b) => b.number),
+    [1, 2, 3, 4, 5, 6],
+    'each once, in order',
+  );
+  t.same(
+    blocks.map((b) => b.hash),
+    await hashesOf(node.url, 1, 6),
+  );
+});

@@ -1,5 +1,5 @@
 /**
- * A chain's runtime: the choice of upstream by health, the fresh-head rule behind eth_blockNumber answers,
+ * A chain's runtime: the choice of upstream by health, the fresh served head behind eth_blockNumber answers,
  * the gateway's own calls moved off a node that does not answer, and the state it owns (head, cache view,
  * calls in flight, filters, subscription and event hubs), stopped by close(). Against real anvils, a fake
  * beacon node and a closed port.
@@ -43,24 +43,32 @@ t.test('picks follow health; pickUpstream still names a node when none is in rot
   t.same([...named].sort(), ['127.0.0.1:1', '127.0.0.1:2'], 'round robin over all for the Beacon forwarder (named by host:port)');
 });
 
-t.test('freshHead: the best head while reported recently and after the last write', async (t) => {
-  const chain = chainOver(['http://127.0.0.1:1', 'http://127.0.0.1:2']);
+t.test('freshHead: the served head while a node at it reported recently and after the last write', async (t) => {
+  const chain = chainOver(['http://127.0.0.1:1', 'http://127.0.0.1:2', 'http://127.0.0.1:3']);
   t.teardown(() => chain.close());
+  const [a, b, c] = chain.health.upstreams;
   t.equal(chain.freshHead(), null, 'no head known');
-  chain.health.upstreams[0]!.reportHead(7);
-  chain.health.upstreams[1]!.reportHead(9);
+  a!.reportHead(7);
+  t.equal(chain.freshHead(), null, 'one node of three told its head: none served yet');
+  b!.reportHead(9);
+  t.equal(chain.freshHead(), 7, 'the head two of three nodes have reached, not the best (9)');
+  c!.reportHead(9);
   t.equal(chain.freshHead(), 9);
+  t.equal(chain.served.now(), 9);
   chain.noteWrite();
   t.equal(chain.freshHead(), null, 'a write makes heads reported before it stale');
-  chain.health.upstreams[1]!.reportHead(10);
+  b!.reportHead(10);
   t.equal(chain.freshHead(), null, `nor those reported within ${WRITE_SETTLE_MS} ms of it`);
   await new Promise((r) => setTimeout(r, WRITE_SETTLE_MS + 20));
-  chain.health.upstreams[0]!.reportHead(8);
-  t.equal(chain.freshHead(), null, 'the best head is still one from before the write settled');
-  chain.health.upstreams[1]!.reportHead(10);
+  a!.reportHead(8);
+  t.equal(chain.freshHead(), null, 'the only report since the write settled is below the served head');
+  c!.reportHead(10);
   t.equal(chain.freshHead(), 10);
-  fail(chain, 1);
-  t.equal(chain.freshHead(), 8, "a failing node's head does not count");
+  fail(chain, 2);
+  t.equal(chain.served.now(), 10, 'the node left at 10 keeps it served');
+  t.equal(chain.freshHead(), null, "a failing node's report does not count, and the other at 10 is from before the write settled");
+  b!.reportHead(10);
+  t.equal(chain.freshHead(), 10);
   await new Promise((r) => setTimeout(r, HEAD_FRESH_MS + 50));
   t.equal(chain.freshHead(), null, `not after ${HEAD_FRESH_MS} ms without a report`);
 });

@@ -62,7 +62,8 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
     chains: {
       mainnet: {
         ready: true,
-        best_head: 10,
+        best_head: 12,
+        served_head: 10,
         requests_per_s_1m: 0,
         ws_connections: 0,
         subscriptions: 0,
@@ -75,6 +76,7 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
       },
     },
   });
+  t.match(text, /^mainnet: ready, head 12, served 10, /m, 'the best head and the head served');
   t.match(text, /right\s+in rotation\s+10\s+0/);
   t.match(text, /down\s+out \(failing\)\s+–/);
   t.match(text, /anvil\s+out \(serves 31337\)\s+10/);

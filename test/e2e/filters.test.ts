@@ -45,7 +45,8 @@ t.test("a filter made through the gateway outlives its node: polled on the other
   const b = await anvilFor(t, { chainId: 31337 });
   const address = await deployEcho(a.url);
   t.equal(await deployEcho(b.url), address, 'the contract has the same address on both nodes');
-  const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url]) } });
+  // min_nodes 1: the served head is the best head, so the filters read up to the node ahead (docs/consistency.md).
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([a.url, b.url], 31337, { consistency: { min_nodes: 1 } }) } });
   const url = `${g.base}/v1/rpc/public`;
 
   const logFilter = await call<string>(url, 'eth_newFilter', [{ address, topics: [ECHO_TOPIC] }]);
@@ -119,7 +120,8 @@ t.test('a node behind the range a poll reads is skipped: its eth_getLogs would l
   // The node with the new blocks answers slowly, so the gateway's choice falls mostly on the one behind.
   const slow = await countingProxy(t, ahead.url);
   slow.delay(() => 100);
-  const g = await gatewayFor(t, { chains: { devnet: evmChain([slow.url, behind.url]) } });
+  // min_nodes 1: the served head is the best head, so the filters read up to the node ahead (docs/consistency.md).
+  const g = await gatewayFor(t, { chains: { devnet: evmChain([slow.url, behind.url], 31337, { consistency: { min_nodes: 1 } }) } });
   const url = `${g.base}/v1/rpc/public`;
   const filter = await call<string>(url, 'eth_newFilter', [{ address, topics: [ECHO_TOPIC] }]);
   for (const data of ['0x01', '0x02', '0x03']) await echo(ahead.url, address, data);

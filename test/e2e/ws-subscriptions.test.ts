@@ -543,6 +543,8 @@ t.test(
         devnet: {
           chain_id: 31337,
           max_lag_blocks: 5,
+          // The head of one node is served (by default two of two must have it): the feed follows b alone.
+          consistency: { min_nodes: 1 },
           upstreams: [
             { url: a.url, ws: ra.wsUrl },
             { url: b.url, ws: rb.wsUrl },

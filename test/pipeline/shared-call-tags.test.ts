@@ -48,7 +48,7 @@ async function setup(t: Test, consistency: Record<string, unknown>) {
   });
   const chain = s.chain('devnet');
   t.equal(await chain.head.fresh(), 10);
-  (chain as { served: ServedHead }).served = { now: () => 6 };
+  (chain as { served: ServedHead }).served = { now: () => 6, watch: () => () => {} };
   return { proxy, s };
 }
 

@@ -1,19 +1,28 @@
 import t from 'tap';
 import { healthz, readyz, type ChainHealthEntry } from '../../src/server/health-report.js';
-import { createChainHealth } from '../../src/upstreams/selection.js';
+import { createServedHead, type ServedHead } from '../../src/chain/served-head.js';
+import { type ChainHealth, type ChainHealthOptions, createChainHealth } from '../../src/upstreams/selection.js';
+
+/** A chain's health with its served head, worked out on each report as a runtime does. */
+function withServed(labels: string[], opts: ChainHealthOptions): { health: ChainHealth; served: ServedHead } {
+  let served: ReturnType<typeof createServedHead> | null = null;
+  const health = createChainHealth(labels, { ...opts, onHeads: () => served?.update() });
+  served = createServedHead(health);
+  return { health, served };
+}
 
 function chains(): { entries: ChainHealthEntry[]; advance(ms: number): void } {
   let now = 0;
   const clock = () => now;
-  const mainnet = createChainHealth(['https://a.example:8545', 'https://b.example:8545', 'http://10.0.0.3:8545'], {
+  const mainnet = withServed(['https://a.example:8545', 'https://b.example:8545', 'http://10.0.0.3:8545'], {
     maxLagBlocks: 5,
     now: clock,
   });
-  const sepolia = createChainHealth(['http://10.0.1.1:8545'], { maxLagBlocks: 2, now: clock });
+  const sepolia = withServed(['http://10.0.1.1:8545'], { maxLagBlocks: 2, now: clock });
   return {
     entries: [
-      { slug: 'mainnet', health: mainnet },
-      { slug: 'sepolia', health: sepolia },
+      { slug: 'mainnet', ...mainnet },
+      { slug: 'sepolia', ...sepolia },
     ],
     advance: (ms) => {
       now += ms;
@@ -32,6 +41,7 @@ t.test('everything fresh: live and ready, with each upstream listed', async (t) 
   t.same(body.chains.sepolia, {
     ready: true,
     best_head: null,
+    served_head: null,
     max_lag_blocks: 2,
     upstreams: [
       {
@@ -71,6 +81,7 @@ t.test('detail: heads, lag, error rate and p50; a lagging and a failing node out
   const mainnet = body.chains.mainnet;
   t.equal(mainnet.ready, true);
   t.equal(mainnet.best_head, 1000, "the failing node's higher head does not count");
+  t.equal(mainnet.served_head, 1000, 'served: the only node in rotation left is below 2000, so the head follows it down');
   const [ra, rb, rc] = mainnet.upstreams;
   t.match(ra, {
     label: 'https://a.example:8545',
@@ -114,8 +125,7 @@ t.test('a chain with no upstream in rotation: not ready (503) but still live (20
 });
 
 t.test('labels are shown as given; no chains at all is live and ready', async (t) => {
-  const health = createChainHealth(['https://rpc.example:443'], { maxLagBlocks: 5 });
-  const body = readyz([{ slug: 'main', health }]).body;
+  const body = readyz([{ slug: 'main', ...withServed(['https://rpc.example:443'], { maxLagBlocks: 5 }) }]).body;
   t.match(body, /"label":"https:\/\/rpc\.example:443"/);
   t.equal(healthz([], 0).status, 200);
   t.same(JSON.parse(readyz([]).body), { status: 'ready', not_ready: [], chains: {} });
