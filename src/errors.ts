@@ -9,6 +9,8 @@ export const ERRORS = {
   insufficient_balance: { http: 402, rpc: -32002, message: 'Insufficient RU balance' },
   rate_limited: { http: 429, rpc: -32005, message: 'Rate limit exceeded' },
   upstream_error: { http: 502, rpc: -32603, message: 'Upstream node error' },
+  // A node's answer that failed the gateway's checks (docs/consistency.md) and no other node answered instead.
+  upstream_answer_invalid: { http: 502, rpc: -32603, message: "Upstream node's answer failed the gateway's checks" },
   store_unavailable: { http: 503, rpc: -32099, message: 'Service temporarily unavailable' },
   body_too_large: { http: 413, rpc: -32600, message: 'Request body is larger than the limit' },
   batch_too_large: { http: 413, rpc: -32600, message: 'Batch is larger than the limit' },

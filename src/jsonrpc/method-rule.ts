@@ -37,6 +37,12 @@ export type BlockSource =
   /** params[0] is a log filter (or trace_filter's filter: a range, never a blockHash). */
   | 'filter';
 
+/**
+ * Which of the gateway's checks a whole answer of the method gets (chain/answer-checks.ts): a block asked by
+ * number or by hash, logs against their blocks' blooms, receipts against the blocks the chain knows.
+ */
+export type AnswerCheckKind = 'block-by-number' | 'block-by-hash' | 'logs' | 'receipts';
+
 /** One method as its family declares it; an omitted trait takes the default its comment gives. */
 export interface MethodRule {
   /** Default RU cost when it differs from DEFAULT_RU_OTHER. */
@@ -76,6 +82,8 @@ export interface MethodRule {
    * params. A state read about an old block goes to an archive node (state-reads.ts, chain/node-routes.ts).
    */
   readonly stateBlockAt?: number;
+  /** How its whole answers are checked (chain/answer-checks.ts); absent: not checked, at the cost of one field read. */
+  readonly answerCheck?: AnswerCheckKind;
 }
 
 /**
@@ -96,6 +104,7 @@ export class MethodRow {
   readonly cache: BlockSource | null;
   readonly wsLocal: boolean;
   readonly stateBlockAt: number | null;
+  readonly answerCheck: AnswerCheckKind | null;
   /** What a forwarded call's body holds between its id and its params' text, written once per method. */
   readonly bodyMiddle: string;
 
@@ -116,6 +125,7 @@ export class MethodRow {
     this.cache = rule.cache ?? null;
     this.wsLocal = rule.wsLocal === true;
     this.stateBlockAt = rule.stateBlockAt ?? null;
+    this.answerCheck = rule.answerCheck ?? null;
     this.bodyMiddle = `,"method":${JSON.stringify(name)},"params":`;
   }
 }

@@ -11,6 +11,7 @@ import { NodeRpcError } from '../upstreams/rpc-call.js';
 import { type Caller, settleCall } from './admission.js';
 import type { Local, PlannedAnswer } from './plan.js';
 import { errorText } from '../log.js';
+import { upstreamFailureCode } from './upstream-failures.js';
 
 const TOO_MANY = filterError('too many filters');
 
@@ -42,6 +43,7 @@ export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime,
       reason: errorText(err),
     });
     settleCall(t, caller, call.method, call.admission, { ok: false, status: 502, reason: errorText(err) });
-    return { answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' };
+    const code = upstreamFailureCode(errorText(err));
+    return { answer: rpcErrorBody(code, call.idText), outcome: code };
   }
 }

@@ -12,9 +12,9 @@ import { takeMethodLimit } from './method-limits.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { sharedCall } from './shared-call.js';
 import { splitLogsPlan, wideLogRange } from './split-logs.js';
-import { logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
+import { logUpstreamFailure, settleUpstreamFailure, upstreamFailureCode } from './upstream-failures.js';
 
-export { logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
+export { logUpstreamFailure, settleUpstreamFailure, upstreamFailureCode } from './upstream-failures.js';
 
 export function resultBody(idText: string, resultJson: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
@@ -316,7 +316,8 @@ export function collectCall(
     fail(_started, reason) {
       logUpstreamFailure(ctx, chain, sink.failedUpstream ?? '', reason);
       settleUpstreamFailure(ctx, caller, f, reason, sink.failedUpstream);
-      done(rpcErrorBody('upstream_error', f.idText), 'upstream_error');
+      const code = upstreamFailureCode(reason);
+      done(rpcErrorBody(code, f.idText), code);
     },
   };
   const call = sharedCall(ctx, chain, f, sink);

@@ -14,6 +14,8 @@
  *   that is not JSON-RPC;
  * - when a whole answer is a node error meaning "not there yet" (NOT_THERE_YET: a node a few blocks behind
  *   asked about a block it has not seen); should the retry fail, the client gets that first answer;
+ * - when a whole answer fails the gateway's checks (chain/answer-checks.ts: a node failure, and the client gets
+ *   upstream_answer_invalid should no other node answer), or is suspect (held as a "not there yet" answer is);
  * - when the attempt has not begun answering after half the deadline (a hanging node), or sooner, as soon as its
  *   node is out for failing, or suspected (a head probe of it a second late, see health.ts) while another node
  *   in rotation is not: the second attempt races the first, which keeps its own timeout, and whichever begins
@@ -27,6 +29,7 @@
  * answered from the heads the gateway knows when they are fresh (ChainRuntime.freshHead), and its forwarded
  * answers report the node's head.
  */
+import { type AnswerCheck, FAILED_CHECK_REASON } from '../chain/answer-checks.js';
 import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
@@ -43,7 +46,11 @@ import {
 } from './forward.js';
 
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
-export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'>;
+export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'> &
+  Partial<Pick<ChainRuntime, 'checks'>>;
+
+/** A whole answer that failed the gateway's checks (chain/answer-checks.ts): a node failure, retried elsewhere. */
+const FAILED_CHECK: ForwardFailure = { kind: 'invalid' };
 
 /** Node errors that mean the node has not seen the block asked about yet (geth, reth, erigon, nethermind, besu, anvil). */
 const NOT_THERE_YET =
@@ -120,13 +127,15 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
   whole(body: Buffer): void {
     const f = this.f;
+    const verdict = f.check === null ? 'pass' : f.check.judge(body, this.index);
+    if (verdict === 'fail') return this.fail(false, FAILED_CHECK_REASON, FAILED_CHECK);
     this.settle('ok', isRpcError(body) ? 'rpc_error' : 'ok');
     if (f.row.name === 'eth_blockNumber') {
       const head = headOf(body);
       if (head !== null) f.health.upstreams[this.index]!.reportHead(head);
     }
     if (f.done) return;
-    if (f.mayRetry && isNotThereYet(body) && (f.othersOpen(this) || f.retry())) {
+    if (f.mayRetry && (verdict === 'suspect' || isNotThereYet(body)) && (f.othersOpen(this) || f.retry())) {
       f.fallback ??= body;
       return;
     }
@@ -184,8 +193,10 @@ class Attempt extends NodeAttempt implements AnswerSink {
 class Failover extends Attempts<Attempt> implements ForwardCall {
   winner: Attempt | null = null;
   done = false;
-  /** A "not there yet" answer held while another attempt may do better. */
+  /** A "not there yet" or suspect answer held while another attempt may do better. */
   fallback: Buffer | null = null;
+  /** The checks of the call's whole answers, for a checked method on a chain that checks (else null). */
+  readonly check: AnswerCheck | null;
   hedge: ReturnType<typeof setTimeout> | null = null;
   /** Looks at the first attempt's node left before the hedge fires at HEDGE_AFTER of the deadline anyway. */
   hedgeChecksLeft = 0;
@@ -199,6 +210,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     nodes: NodeChoice | null,
   ) {
     super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes);
+    this.check = chain.checks?.forCall(row, paramsJson) ?? null;
   }
 
   othersOpen(a: Attempt): boolean {

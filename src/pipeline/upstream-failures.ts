@@ -1,5 +1,6 @@
 /** What the pipeline does with a call no node answered: the log line of the node's failure, and the refund. */
 import { ERRORS } from '../errors.js';
+import { FAILED_CHECK_REASON } from '../chain/answer-checks.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
@@ -18,6 +19,14 @@ export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, ups
   if (reason === WRONG_ID_REASON)
     ctx.upstreamFailures.report(`${slug} ${upstreamLabel} wrong_id`, "upstream answers carry other calls' ids", fields, { reason });
   else ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', fields, { reason });
+}
+
+/**
+ * The error a call no node answered gets: upstream_answer_invalid when the last answer failed the gateway's
+ * checks (its reason survives shared calls, as a failure kind does not), else upstream_error.
+ */
+export function upstreamFailureCode(reason: string): 'upstream_error' | 'upstream_answer_invalid' {
+  return reason === FAILED_CHECK_REASON ? 'upstream_answer_invalid' : 'upstream_error';
 }
 
 /**

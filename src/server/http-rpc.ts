@@ -3,7 +3,15 @@ import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../json
 import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
-import { batchRefusal, collectCall, type Forward, logUpstreamFailure, planItem, settleUpstreamFailure } from '../pipeline/plan.js';
+import {
+  batchRefusal,
+  collectCall,
+  type Forward,
+  logUpstreamFailure,
+  planItem,
+  settleUpstreamFailure,
+  upstreamFailureCode,
+} from '../pipeline/plan.js';
 import { askFleetForItems } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
 import { BodyRead, readBody } from './body.js';
@@ -85,7 +93,7 @@ class SingleAnswer implements AnswerSink, ForwardCall {
       this.out?.cut();
       finish(x);
     } else {
-      reply(x, 502, rpcErrorBody('upstream_error', f.idText));
+      reply(x, 502, rpcErrorBody(upstreamFailureCode(reason), f.idText));
     }
   }
 }
@@ -100,6 +108,7 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     first === 'rate_limited' ||
     first === 'insufficient_balance' ||
     first === 'upstream_error' ||
+    first === 'upstream_answer_invalid' ||
     first === 'store_unavailable' ||
     first === 'limits_unavailable'
   ) {
