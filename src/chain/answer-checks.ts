@@ -115,8 +115,9 @@ function mayHoldOne(bloom: Uint8Array, items: unknown, bytes: 20 | 32, memo: Map
   return false;
 }
 
-/** Whether a block with `bloom` may hold a log `filter` matches. */
+/** Whether a block with `bloom` may hold a log `filter` matches: an empty bloom holds none, whatever the filter. */
 function mayMatch(bloom: Uint8Array, filter: Record<string, unknown>, memo: Map<string, BloomBits | null>): boolean {
+  if (bloom.every((byte) => byte === 0)) return false;
   if (!mayHoldOne(bloom, filter.address, 20, memo)) return false;
   const topics = filter.topics;
   if (!Array.isArray(topics)) return true;
