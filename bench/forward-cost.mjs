@@ -6,13 +6,12 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { startChaingate } from './lib/chaingate.mjs';
 import { checkerFor, median } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
-import { measure, notRun } from './lib/measure.mjs';
-import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
+import { measureGatewayRow } from './lib/gateway-run.mjs';
+import { notRun } from './lib/measure.mjs';
 import { inTurn } from './lib/rounds.mjs';
-import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
+import { startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'forward-cost';
@@ -30,32 +29,6 @@ const ROUND_FIELDS = ['cpuUsPerRequest'];
 
 /** The streamed answer the scan is timed on: eth_getLogs-shaped, 64 MiB, in the 64 KiB pieces a socket gives. */
 const SCAN_MIB = 64;
-
-async function measureGateway({ id, label, main, workers, upstream, ctx }) {
-  let server;
-  try {
-    server = await startChaingate({
-      name: id,
-      dir: join(ctx.tmpdir, id),
-      upstreamPort: upstream.port,
-      chainId: FIXED_UPSTREAM_CHAIN_ID,
-      core: ctx.settings.serverCore,
-      workers,
-      main,
-      // Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine.
-      extraYaml: 'metrics: { port: 0 }\n',
-      nodeArgs: cpuProfArgs(ctx, id),
-    });
-  } catch (err) {
-    return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
-  }
-  try {
-    const url = server.url ?? `http://127.0.0.1:${server.port}/`;
-    return { ...(await measure({ id, label, url, pid: server.pid, upstreamPid: upstream.pid, ctx })), roundFields: ROUND_FIELDS };
-  } finally {
-    await server.stop(stopGraceMs(ctx));
-  }
-}
 
 /** A 64 MiB eth_getLogs answer (id first, as nodes write it) cut into 64 KiB pieces. */
 function logsAnswerPieces() {
@@ -120,7 +93,7 @@ export async function run(sectionCtx) {
   }
   try {
     // The two take turns at going first, round by round (lib/rounds.mjs).
-    for (const row of inTurn(rows, ctx.round)) runs.push(await measureGateway({ ...row, upstream, ctx }));
+    for (const row of inTurn(rows, ctx.round)) runs.push(await measureGatewayRow({ ...row, upstream, roundFields: ROUND_FIELDS, ctx }));
   } finally {
     await upstream.stop();
   }

@@ -11,6 +11,9 @@ export const ERRORS = {
   upstream_error: { http: 502, rpc: -32603, message: 'Upstream node error' },
   // A node's answer that failed the gateway's checks (docs/consistency.md) and no other node answered instead.
   upstream_answer_invalid: { http: 502, rpc: -32603, message: "Upstream node's answer failed the gateway's checks" },
+  // A method the chain asks of several nodes (consistency.quorum) without enough of them agreeing: a 502 as a node
+  // failure is (retrying is right: nodes a block apart agree a moment later); the message never says which answers.
+  no_quorum: { http: 502, rpc: -32603, message: 'Nodes disagreed on the answer' },
   store_unavailable: { http: 503, rpc: -32099, message: 'Service temporarily unavailable' },
   body_too_large: { http: 413, rpc: -32600, message: 'Request body is larger than the limit' },
   batch_too_large: { http: 413, rpc: -32600, message: 'Batch is larger than the limit' },

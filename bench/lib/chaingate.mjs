@@ -34,9 +34,17 @@ export function chaingateMain() {
  */
 export const workersYaml = (workers) => (workers == null ? '' : `, workers: ${workers}`);
 
+/** The chain's `upstreams` entry: the node at `upstreamPort`, or each of `upstreamPorts` (named u1, u2, …). */
+function upstreamsYaml(upstreamPort, upstreamPorts, maxConnections) {
+  if (!upstreamPorts) return `[{ url: "http://127.0.0.1:${upstreamPort}", max_connections: ${maxConnections} }]`;
+  const each = upstreamPorts.map((p, i) => `{ name: u${i + 1}, url: "http://127.0.0.1:${p}", max_connections: ${maxConnections} }`);
+  return `[${each.join(', ')}]`;
+}
+
 /**
- * The smallest config serving one chain on `port` from the node at `upstreamPort`, public path open.
- * `extraYaml` is appended as top-level sections (e.g. `cache: { max_bytes: 0 }`); other keys keep their
+ * The smallest config serving one chain on `port` from the node at `upstreamPort` (or the nodes at
+ * `upstreamPorts`), public path open. `extraYaml` is appended as top-level sections (e.g. `cache: {
+ * max_bytes: 0 }`), `chainYaml` as keys of the chain (e.g. `consistency: { ... }`); other keys keep their
  * defaults. `trustProxy` sets `server.trust_proxy` (the client IP read from X-Forwarded-For); `workers`,
  * `server.workers` (null: not written); `storageYaml` replaces the SQLite file in `dir` (a fleet's
  * `storage: { url }` and `cluster`).
@@ -45,11 +53,13 @@ export function chaingateConfig({
   dir,
   port,
   upstreamPort,
+  upstreamPorts,
   chainId,
   maxConnections = 64,
   trustProxy = false,
   workers = 1,
   extraYaml = '',
+  chainYaml = '',
   storageYaml = `storage: { path: ${JSON.stringify(join(dir, 'bench.db'))} }\n`,
 }) {
   return `server: { host: 127.0.0.1, port: ${port}, default_chain: bench${trustProxy ? ', trust_proxy: true' : ''}${workersYaml(workers)} }
@@ -59,8 +69,8 @@ plans: { bench: { rps: 100000000, max_endpoints: 10 } }
 chains:
   bench:
     chain_id: ${chainId}
-    upstreams: [{ url: "http://127.0.0.1:${upstreamPort}", max_connections: ${maxConnections} }]
-${extraYaml}`;
+    upstreams: ${upstreamsYaml(upstreamPort, upstreamPorts, maxConnections)}
+${chainYaml ? `    ${chainYaml}\n` : ''}${extraYaml}`;
 }
 
 /**
@@ -96,7 +106,8 @@ export function knowsWorkers(main, dir) {
 }
 
 /**
- * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort`; resolves `{ proc, pid, port, url, stop }`
+ * `chaingate serve` on `core` in front of 127.0.0.1:`upstreamPort` (or each of `upstreamPorts`, with the chain's
+ * keys `chainYaml`); resolves `{ proc, pid, port, url, stop }`
  * once it accepts connections. `url` is the public JSON-RPC path; when `keyed`, that of an endpoint made
  * for an owner made with the CLI, whose `managementKey` is returned too. `main` is the build to run
  * (another commit's, for BENCH_BASELINE's rows); `workers` its `server.workers` (null: not written);
@@ -108,12 +119,14 @@ export async function startChaingate({
   name = 'chaingate',
   dir,
   upstreamPort,
+  upstreamPorts,
   chainId,
   core,
   keyed = false,
   trustProxy = false,
   workers = 1,
   extraYaml,
+  chainYaml,
   storageYaml,
   nodeArgs,
   main = chaingateMain(),
@@ -122,7 +135,10 @@ export async function startChaingate({
   mkdirSync(dir, { recursive: true });
   const port = await freePort();
   const config = join(dir, 'chaingate.yaml');
-  writeFileSync(config, chaingateConfig({ dir, port, upstreamPort, chainId, trustProxy, workers, extraYaml, storageYaml }));
+  writeFileSync(
+    config,
+    chaingateConfig({ dir, port, upstreamPort, upstreamPorts, chainId, trustProxy, workers, extraYaml, chainYaml, storageYaml }),
+  );
   const proc = await serveChaingate({ name, main, config, port, core, workers, nodeArgs });
   // Keyed: an owner with RU for far more calls than a run makes, so every call is looked up, limited and
   // metered. Made once serve has made the database: the operator commands make none.

@@ -13,7 +13,7 @@ export const QuorumSchema = section(
   {
     methods: stringList(
       [],
-      'Patterns of the methods asked of several nodes at once and answered when enough agree (e.g. [eth_getBalance, eth_call]); default none.',
+      'Patterns of the methods asked of several nodes at once and answered when enough agree (e.g. [eth_getBalance, eth_call]); never a write nor eth_blockNumber; default none.',
       "must be a list of method names or prefixes ending in '*' (e.g. [eth_getBalance, eth_call])",
     ),
     nodes: int(2, 16, 3, 'Nodes in rotation asked for each such call (fewer when fewer are in rotation).'),

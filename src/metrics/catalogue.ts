@@ -156,6 +156,18 @@ export const METRIC_FAMILIES = {
     help: "Calls answered by another caller's identical call in flight",
     labelNames: ['chain'],
   },
+  consensusCalls: {
+    type: 'counter',
+    name: 'chaingate_consensus_calls_total',
+    help: 'Calls asked of several nodes (consistency.quorum), by outcome: agreed, majority, disagreed, too_few, too_large, failed',
+    labelNames: ['chain', 'method', 'outcome'],
+  },
+  consensusMismatches: {
+    type: 'counter',
+    name: 'chaingate_consensus_mismatches_total',
+    help: 'Answers of a node that differed from the answer its chain served to a call asked of several nodes',
+    labelNames: ['chain', 'method', 'upstream'],
+  },
   ledgerFlush: {
     type: 'histogram',
     name: 'chaingate_ledger_flush_duration_seconds',

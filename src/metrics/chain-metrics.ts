@@ -4,7 +4,7 @@
  */
 import type { Families } from './catalogue.js';
 import { type CounterChild, memo } from './families.js';
-import type { ChainMetrics, UpstreamMetrics } from './registry.js';
+import type { ChainMetrics, ConsensusMetrics, UpstreamMetrics } from './registry.js';
 
 /** Seconds over which `chaingate status` reports a chain's request rate. */
 const RATE_WINDOW_S = 60;
@@ -42,7 +42,7 @@ function createRecentRate(now: () => number): { count(): void; perSecond(): numb
 export function createChainMetrics(f: Families, slug: string, now: () => number, remove: () => void): ChainMetrics {
   const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead, upstreamCheckFailures } = f;
   const { chainHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
-  const { cacheHits, cacheMisses, cacheBytes, sharedCalls } = f;
+  const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches } = f;
   const byTransport = memo((transport) => requestDuration.labels(slug, transport));
   const kinds = memo((kind) => subscriptions.labels(slug, kind));
   const notified = memo((kind) => notifications.labels(slug, kind));
@@ -73,6 +73,14 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
       inRotation: inRotation.labels(slug, name),
       wrongChain: wrongChain.labels(slug, name),
       head: upstreamHead.labels(slug, name),
+    };
+  });
+  const consensus = memo((method): ConsensusMetrics => {
+    const outcomes = memo((o) => consensusCalls.labels(slug, method, o));
+    const mismatches = memo((name) => consensusMismatches.labels(slug, method, name));
+    return {
+      call: (outcome) => outcomes(outcome).inc(),
+      mismatch: (name) => mismatches(name).inc(),
     };
   });
   const recent = createRecentRate(now);
@@ -112,6 +120,7 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
     notifications: notified,
     sseEvents: topics,
     upstream,
+    consensus,
     remove,
   };
 }

@@ -40,6 +40,10 @@ const LIMIT_TABLES: readonly LimitTable[] = ['rate', 'unknown_keys', 'websocket'
 /** The gateway's checks of nodes' answers, as `chaingate_upstream_check_failures_total{check}` names them (chain/answer-checks.ts). */
 export type CheckName = 'block' | 'logs_bloom' | 'receipt_block';
 export type UpstreamOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout' | 'transport_error';
+/** How a call asked of several nodes ended (pipeline/quorum-call.ts): `agreed` (quorum.agree equal answers),
+ *  `majority` (served by on_mismatch: majority), `disagreed` (no answer served), `too_few` (fewer nodes in rotation
+ *  or answering than quorum.agree), `too_large` (answers over the size compared), `failed` (no node answered). */
+export type ConsensusOutcome = 'agreed' | 'majority' | 'disagreed' | 'too_few' | 'too_large' | 'failed';
 /** Why a request was refused before reaching a node, as `chaingate_refusals_total{reason}` says it. */
 export type RefusalReason =
   | 'invalid_key'
@@ -80,6 +84,8 @@ export interface ChainMetrics {
   notifications(kind: string): CounterChild;
   sseEvents(topic: string): CounterChild;
   upstream(name: string): UpstreamMetrics;
+  /** The consensus counters of a catalogue method (a bounded label) asked of several nodes. */
+  consensus(method: string): ConsensusMetrics;
   /** Drops every series of this chain (a chain removed by a reload); chain(slug) then makes new children. */
   remove(): void;
 }
@@ -92,6 +98,14 @@ export interface UpstreamMetrics {
   readonly head: GaugeChild;
   /** 1 while the node serves another chain than its chain's (chain/chain-identity.ts). */
   readonly wrongChain: GaugeChild;
+}
+
+/** One method's consensus counters on one chain (consistency.quorum). */
+export interface ConsensusMetrics {
+  /** A call asked of several nodes ended so. */
+  call(outcome: ConsensusOutcome): void;
+  /** Node `upstream` (its configured name) answered other than the answer served. */
+  mismatch(upstream: string): void;
 }
 
 export interface Metrics {
@@ -234,6 +248,7 @@ const NOTHING = {
 } as unknown as CounterChild & GaugeChild & HistogramChild;
 
 const NO_UPSTREAM: UpstreamMetrics = { call() {}, checkFailed() {}, inRotation: NOTHING, head: NOTHING, wrongChain: NOTHING };
+const NO_CONSENSUS: ConsensusMetrics = { call() {}, mismatch() {} };
 
 /**
  * Metrics that measure nothing, for `metrics: { enabled: false }` (no listener would read them), so a bench
@@ -263,6 +278,7 @@ export function noMetrics(): Metrics {
       notifications: () => NOTHING,
       sseEvents: () => NOTHING,
       upstream: () => NO_UPSTREAM,
+      consensus: () => NO_CONSENSUS,
       remove() {},
     };
   };

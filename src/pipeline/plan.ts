@@ -12,9 +12,9 @@ import { takeMethodLimit } from './method-limits.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { sharedCall } from './shared-call.js';
 import { splitLogsPlan, wideLogRange } from './split-logs.js';
-import { logUpstreamFailure, settleUpstreamFailure, upstreamFailureCode } from './upstream-failures.js';
+import { failedCallAnswer, logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
 
-export { logUpstreamFailure, settleUpstreamFailure, upstreamFailureCode } from './upstream-failures.js';
+export { failedCallAnswer, logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
 
 export function resultBody(idText: string, resultJson: string): string {
   return `{"jsonrpc":"2.0","id":${idText},"result":${resultJson}}`;
@@ -316,8 +316,8 @@ export function collectCall(
     fail(_started, reason) {
       logUpstreamFailure(ctx, chain, sink.failedUpstream ?? '', reason);
       settleUpstreamFailure(ctx, caller, f, reason, sink.failedUpstream);
-      const code = upstreamFailureCode(reason);
-      done(rpcErrorBody(code, f.idText), code);
+      const failed = failedCallAnswer(reason, f.idText);
+      done(failed.body, failed.code);
     },
   };
   const call = sharedCall(ctx, chain, f, sink);

@@ -12,6 +12,7 @@ import { dedupKeyFor, type FlightEnd, type Joiner, type SharedFlight, type Share
 import { chargeAsCacheHit } from './admission.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import type { Forward } from './plan.js';
+import { quorumCall, quorumOf } from './quorum-call.js';
 import { routeCall } from './route-call.js';
 
 type Sink = AnswerSink & { failedUpstream?: string };
@@ -36,13 +37,19 @@ export function sharedCall(ctx: GatewayContext, chain: ChainRuntime, f: Forward,
   }
   const observe = observerFor(chain, f, cacheKey);
   const key = dedupKeyFor(chain.config.slug, f.row, f.params, f.paramsJson);
-  if (key === null) return routeForward(chain, f, observe === null ? sink : tapWhole(ctx, sink, observe));
+  if (key === null) return routeForward(ctx, chain, f, observe === null ? sink : tapWhole(ctx, sink, observe));
   return joinFlight(ctx, chain, f, sink, key, observe);
 }
 
-/** Sends a call on its own to the chain's nodes that may take it (chain/node-routes.ts). */
-function routeForward(chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
-  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, chain.routes.nodesFor(f.method, f.params));
+/**
+ * Sends a call on its own to the chain's nodes that may take it (chain/node-routes.ts): to several at once when
+ * its method is one the chain's nodes must agree on (consistency.quorum, quorum-call.ts), else to one.
+ */
+function routeForward(ctx: GatewayContext, chain: ChainRuntime, f: Forward, sink: Sink): ForwardCall {
+  const nodes = chain.routes.nodesFor(f.method, f.params);
+  const quorum = quorumOf(chain, f.row);
+  if (quorum !== null) return quorumCall(chain, quorum, f.row, f.paramsJson, f.idText, sink, nodes, ctx.log);
+  return routeCall(chain, f.row, f.paramsJson, f.idText, sink, nodes);
 }
 
 /**
@@ -240,7 +247,7 @@ class SharingCaller implements ForwardCall, Joiner<SharedOutcome, SharedFlight> 
     const flight = new Flight(this, end);
     this.led = flight;
     const f = this.f;
-    flight.call = routeForward(this.chain, f, flight);
+    flight.call = routeForward(this.ctx, this.chain, f, flight);
     return flight;
   }
 
@@ -255,10 +262,10 @@ class SharingCaller implements ForwardCall, Joiner<SharedOutcome, SharedFlight> 
       if (body !== null) {
         if (this.led === null) this.chain.metrics.sharedCalls.inc();
         sink.whole(body);
-      } else this.own = routeForward(this.chain, f, sink);
+      } else this.own = routeForward(this.ctx, this.chain, f, sink);
     } else if (this.led === null) {
       const observe = this.observe;
-      this.own = routeForward(this.chain, f, observe === null ? sink : tapWhole(this.ctx, sink, observe));
+      this.own = routeForward(this.ctx, this.chain, f, observe === null ? sink : tapWhole(this.ctx, sink, observe));
     }
   }
 

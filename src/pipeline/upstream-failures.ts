@@ -1,11 +1,12 @@
 /** What the pipeline does with a call no node answered: the log line of the node's failure, and the refund. */
-import { ERRORS } from '../errors.js';
+import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
 import { FAILED_CHECK_REASON } from '../chain/answer-checks.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
 import { NO_UPSTREAM_LABEL, WRONG_ID_REASON } from './forward.js';
 import type { Forward } from './plan.js';
+import { quorumFailure } from './quorum-failures.js';
 
 /**
  * One failed upstream call: every failure counts, but a node that fails every call is not a log line per call.
@@ -16,17 +17,12 @@ import type { Forward } from './plan.js';
 export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, upstreamLabel: string, reason: string): void {
   const slug = chain.config.slug;
   const fields = { chain: slug, upstream: upstreamLabel };
-  if (reason === WRONG_ID_REASON)
+  // The nodes that disagreed are logged one by one where the quorum compares them (quorum-call.ts).
+  if (quorumFailure(reason) !== null)
+    ctx.upstreamFailures.report(`${slug} quorum`, 'calls asked of several nodes get no agreed answer', fields, { reason });
+  else if (reason === WRONG_ID_REASON)
     ctx.upstreamFailures.report(`${slug} ${upstreamLabel} wrong_id`, "upstream answers carry other calls' ids", fields, { reason });
   else ctx.upstreamFailures.report(`${slug} ${upstreamLabel}`, 'upstream calls fail', fields, { reason });
-}
-
-/**
- * The error a call no node answered gets: upstream_answer_invalid when the last answer failed the gateway's
- * checks (its reason survives shared calls, as a failure kind does not), else upstream_error.
- */
-export function upstreamFailureCode(reason: string): 'upstream_error' | 'upstream_answer_invalid' {
-  return reason === FAILED_CHECK_REASON ? 'upstream_answer_invalid' : 'upstream_error';
 }
 
 /**
@@ -42,4 +38,17 @@ export function settleUpstreamFailure(
 ): void {
   if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
   settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
+}
+
+/**
+ * What the client is answered for a forwarded call that failed before any byte of it was sent, by its reason:
+ * no_quorum when the nodes asked to agree did not (quorum-failures.ts; the message says what was missing),
+ * upstream_answer_invalid when the last answer failed the gateway's checks (chain/answer-checks.ts; the reason
+ * survives shared calls, as a failure kind does not), else upstream_error.
+ */
+export function failedCallAnswer(reason: string, idText: string): { code: ErrorCode; body: string } {
+  if (reason === FAILED_CHECK_REASON) return { code: 'upstream_answer_invalid', body: rpcErrorBody('upstream_answer_invalid', idText) };
+  const quorum = quorumFailure(reason);
+  if (quorum === null) return { code: 'upstream_error', body: rpcErrorBody('upstream_error', idText) };
+  return { code: 'no_quorum', body: rpcErrorBody('no_quorum', idText, quorum.message) };
 }

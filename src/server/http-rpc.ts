@@ -6,11 +6,11 @@ import { sharedCall } from '../pipeline/shared-call.js';
 import {
   batchRefusal,
   collectCall,
+  failedCallAnswer,
   type Forward,
   logUpstreamFailure,
   planItem,
   settleUpstreamFailure,
-  upstreamFailureCode,
 } from '../pipeline/plan.js';
 import { askFleetForItems } from '../pipeline/fleet-gate.js';
 import { type RequestTally, tallyFor } from '../pipeline/answers.js';
@@ -93,7 +93,8 @@ class SingleAnswer implements AnswerSink, ForwardCall {
       this.out?.cut();
       finish(x);
     } else {
-      reply(x, 502, rpcErrorBody(upstreamFailureCode(reason), f.idText));
+      const failed = failedCallAnswer(reason, f.idText);
+      reply(x, ERRORS[failed.code].http, failed.body);
     }
   }
 }
@@ -108,6 +109,7 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     first === 'rate_limited' ||
     first === 'insufficient_balance' ||
     first === 'upstream_error' ||
+    first === 'no_quorum' ||
     first === 'upstream_answer_invalid' ||
     first === 'store_unavailable' ||
     first === 'limits_unavailable'

@@ -9,7 +9,9 @@
  *   ERROR_RATE_LIMIT (50%) failed: a node that fails every other call is out even between successes;
  * - or one head probe left unanswered until the prober gave up on it (reportProbe with `hung`): a node that
  *   cannot tell its block number within the probe timeout serves nothing well, and waiting for three such
- *   probes would keep a hanging node in rotation for about 9 s.
+ *   probes would keep a hanging node in rotation for about 9 s;
+ * - or eject(): a node whose answers kept differing from those its chain's other nodes agreed on
+ *   (pipeline/quorum-call.ts).
  * Suspected (still in rotation): a head probe has gone unanswered for SUSPECT_AFTER_MS. A head answer is a few
  * bytes, so a node this late with one is likely hanging; until the probe answers or is given up, while some node
  * in rotation is not suspected, selection sends calls there and calls already waiting on it are hedged at once
@@ -97,6 +99,9 @@ export interface UpstreamHealth {
   /** A probe's result: the head it read, or null when it failed; `hung` when the prober gave up waiting for it,
    *  which takes the node out at once. A successful probe restores a failing node. */
   reportProbe(head: number | null, latencyMs: number, hung?: boolean): void;
+  /** Takes the node out of rotation as failing, until its next good probe, as a hung probe does: the quorum's
+   *  verdict on a node that keeps disagreeing with the answer the others agree on (pipeline/quorum-call.ts). */
+  eject(): void;
   /** Out of rotation for failures (lag aside). */
   readonly failing: boolean;
   /** Clock time the node last started failing; null while it is not failing. A node coming back needs a chain
@@ -307,6 +312,10 @@ class NodeHealth implements UpstreamHealth {
     if (this.failing) this.restore();
     this.reportHead(probedHead);
     this.record('ok', latencyMs);
+  }
+
+  eject(): void {
+    if (!this.failing) this.setFailing(true);
   }
 
   reportWrongChain(wrong: boolean): void {

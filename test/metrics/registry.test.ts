@@ -64,6 +64,9 @@ t.test("every family labelled by chain loses its series with the chain, and keep
     u.head.set(7);
     u.wrongChain.set(0);
     u.checkFailed('block');
+    const q = c.consensus('eth_getBalance');
+    q.call('agreed');
+    q.mismatch('node-a');
   }
   // A histogram's series are read by its _count.
   const rows = Object.values(METRIC_FAMILIES).filter(isPerChain);

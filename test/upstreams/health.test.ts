@@ -244,3 +244,22 @@ t.test('failingSince: when the node began failing, null while it is not', async 
   u.reportProbe(12, 5);
   t.equal(u.failingSince, null, 'restored');
 });
+
+t.test('eject() takes a node out as failing until its next good probe; answered calls do not restore it', async (t) => {
+  const clock = fakeClock(1000);
+  const changes: boolean[] = [];
+  const u = createUpstreamHealth('n', { now: clock.now, onFailing: (f) => changes.push(f) });
+  u.eject();
+  t.equal(u.failing, true);
+  t.same(u.status(), { ...u.status(), inRotation: false, reason: 'failing' });
+  t.equal(u.failingSince, 1000);
+  u.eject();
+  t.same(changes, [true], 'told once');
+  outcomes(u, 'OOOOO');
+  t.equal(u.failing, true, 'calls answered meanwhile do not bring it back');
+  u.reportProbe(null, 5);
+  t.equal(u.failing, true, 'nor a failed probe');
+  u.reportProbe(12, 5);
+  t.equal(u.failing, false, 'a good probe does');
+  t.same(changes, [true, false]);
+});
