@@ -9,6 +9,8 @@ export const ERRORS = {
   insufficient_balance: { http: 402, rpc: -32002, message: 'Insufficient RU balance' },
   rate_limited: { http: 429, rpc: -32005, message: 'Rate limit exceeded' },
   upstream_error: { http: 502, rpc: -32603, message: 'Upstream node error' },
+  // A node's answer that failed the gateway's checks (docs/consistency.md) and no other node answered instead.
+  upstream_answer_invalid: { http: 502, rpc: -32603, message: "Upstream node's answer failed the gateway's checks" },
   // A method the chain asks of several nodes (consistency.quorum) without enough of them agreeing: a 502 as a node
   // failure is (retrying is right: nodes a block apart agree a moment later); the message never says which answers.
   no_quorum: { http: 502, rpc: -32603, message: 'Nodes disagreed on the answer' },

@@ -13,6 +13,7 @@ import type { FeedsLog } from '../fanout/feeds.js';
 import { createFilterRegistry, type FilterRegistry } from '../filters/filter-registry.js';
 import { isQuantity } from '../jsonrpc/param-types.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
+import { FAILED_CHECK_REASON } from './answer-checks.js';
 import { type BlockFollower, followBlocks, type PolledBlock } from './block-follower.js';
 import { upstreamsInTurn } from './head.js';
 import type { ChainRuntime } from './runtime.js';
@@ -44,7 +45,7 @@ export interface ChainFiltersOptions {
 
 /** What the filters read of their chain: the parts made before them. */
 export type FilterSources = Pick<ChainRuntime, 'head' | 'feeds' | 'timeoutMs' | 'upstreams' | 'pickUpstream' | 'routes' | 'health'> &
-  Partial<Pick<ChainRuntime, 'served'>>;
+  Partial<Pick<ChainRuntime, 'served' | 'checks'>>;
 
 /** Pending transaction hashes remembered so that each is reported once. */
 const RECENT_PENDING = 10_000;
@@ -62,12 +63,16 @@ const HEAD_CATCH_UP_MS = 500;
  * upstreams, one that is behind the range's end (asked with eth_blockNumber first, on the same node)
  * is skipped, since its answer would leave out blocks the filter then counts as covered. A failure,
  * the node's own refusal included (a node that fell behind meanwhile refuses the range), moves to
- * the next upstream; when none answered, the first refusal is passed on, else the last failure.
+ * the next upstream; when none answered, the first refusal is passed on, else the last failure. The logs are
+ * checked against the blooms of the blocks the chain knows (answer-checks.ts): an answer that fails is a failure,
+ * a suspect one is passed on only when no other upstream gives an answer that is not.
  */
 async function getLogsInTurn(chain: FilterSources, filter: Record<string, unknown>): Promise<unknown[]> {
   const end = chain.upstreams.length > 1 && isQuantity(filter.toBlock) ? Number(filter.toBlock) : null;
   let failure: unknown = new Error('no upstream answered');
   let refusal: NodeRpcError | null = null;
+  const check = chain.checks?.forLogs() ?? null;
+  let suspect: unknown[] | null = null;
   for (const upstream of upstreamsInTurn(chain)) {
     if (!chain.routes.serves(chain.upstreams.indexOf(upstream), 'eth_getLogs')) continue;
     try {
@@ -80,12 +85,19 @@ async function getLogsInTurn(chain: FilterSources, filter: Record<string, unknow
       }
       const logs = await callUpstream(upstream, chain.timeoutMs, 'eth_getLogs', [filter]);
       if (!Array.isArray(logs)) throw new Error('eth_getLogs did not answer a list');
+      const verdict = check === null ? 'pass' : check.judgeLogs(filter, logs, chain.upstreams.indexOf(upstream));
+      if (verdict === 'fail') throw new Error(FAILED_CHECK_REASON);
+      if (verdict === 'suspect') {
+        suspect = logs;
+        continue;
+      }
       return logs;
     } catch (err) {
       if (err instanceof NodeRpcError) refusal ??= err;
       else failure = err;
     }
   }
+  if (suspect !== null) return suspect;
   throw refusal ?? failure;
 }
 

@@ -18,6 +18,7 @@ import { readBeaconIdentity, readEvmIdentity } from '../upstreams/identity-probe
 import type { ProbeObserver, Prober, ProberOptions } from '../upstreams/prober.js';
 import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
+import { type ChainAnswerChecks, createAnswerChecks } from './answer-checks.js';
 import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
 import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
@@ -80,6 +81,8 @@ export interface ChainRuntime {
   readonly served: ServedHead;
   /** The chain's safe and finalized blocks (finality.ts). */
   readonly finality: ChainFinality;
+  /** Checks of nodes' whole answers against the blocks the chain knows (answer-checks.ts); null with consistency.checks false. */
+  readonly checks: ChainAnswerChecks | null;
   /** The chain's view of the gateway's response cache (ChainRuntimeOptions.responseCache). */
   readonly cache: ChainCache;
   /** Identical reads on this chain in flight at the same time, sharing one upstream call (pipeline/shared-call.ts). */
@@ -206,6 +209,7 @@ class RunningChain implements ChainRuntime {
   readonly head: ChainHead;
   readonly served: ServedHead;
   readonly finality: ChainFinality;
+  readonly checks: ChainAnswerChecks | null;
   readonly routes: NodeRoutes;
   readonly filters: ChainFilters;
   readonly cache: ChainCache;
@@ -273,6 +277,13 @@ class RunningChain implements ChainRuntime {
     const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
     this.head = head;
     this.finality = createChainFinality();
+    const checks = createAnswerChecks(config, {
+      feeds,
+      meters: health.meters,
+      now: health.now,
+      ...(opts.log !== undefined ? { log: opts.log } : {}),
+    });
+    this.checks = checks;
     const routes = createNodeRoutes(config.upstreams, {
       stateHistoryBlocks: config.state_history_blocks,
       head: () => head.now(),
@@ -293,7 +304,7 @@ class RunningChain implements ChainRuntime {
     this.filters =
       opts.replica?.filters ??
       createChainFilters(
-        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health, served },
+        { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health, served, checks },
         {
           maxPerKey: filterBounds.max_per_key,
           idleTimeoutMs: filterBounds.idle_timeout_s * 1000,
@@ -385,6 +396,7 @@ class RunningChain implements ChainRuntime {
     this.closed = true;
     this.filters.close();
     this.finality.close();
+    this.checks?.close();
     this.prober?.stop();
     this.prober = null;
     this.identity.close();

@@ -38,6 +38,12 @@ export type BlockSource =
   /** params[0] is a log filter (or trace_filter's filter: a range, never a blockHash). */
   | 'filter';
 
+/**
+ * Which of the gateway's checks a whole answer of the method gets (chain/answer-checks.ts): a block asked by
+ * number or by hash, logs against their blocks' blooms, receipts against the blocks the chain knows.
+ */
+export type AnswerCheckKind = 'block-by-number' | 'block-by-hash' | 'logs' | 'receipts';
+
 /** One method as its family declares it; an omitted trait takes the default its comment gives. */
 export interface MethodRule {
   /** Default RU cost when it differs from DEFAULT_RU_OTHER. */
@@ -87,6 +93,8 @@ export interface MethodRule {
    * of several nodes it is asked once more of a node further ahead (pipeline/route-call.ts); default false.
    */
   readonly nullIfMissing?: boolean;
+  /** How its whole answers are checked (chain/answer-checks.ts); absent: not checked, at the cost of one field read. */
+  readonly answerCheck?: AnswerCheckKind;
 }
 
 /**
@@ -110,6 +118,7 @@ export class MethodRow {
   /** Where its calls name their block, read once from its parameter rules (block-refs.ts); null: they name none. */
   readonly blockSite: BlockSite | null;
   readonly nullIfMissing: boolean;
+  readonly answerCheck: AnswerCheckKind | null;
   /** What a forwarded call's body holds between its id and its params' text, written once per method. */
   readonly bodyMiddle: string;
 
@@ -132,6 +141,7 @@ export class MethodRow {
     this.stateBlockAt = rule.stateBlockAt ?? null;
     this.blockSite = blockSiteOf(rule.params, rule.atHead === true);
     this.nullIfMissing = rule.nullIfMissing === true;
+    this.answerCheck = rule.answerCheck ?? null;
     this.bodyMiddle = `,"method":${JSON.stringify(name)},"params":`;
   }
 }

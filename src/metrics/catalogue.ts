@@ -64,6 +64,12 @@ export const METRIC_FAMILIES = {
     labelNames: ['chain', 'upstream'],
     aggregator: 'max',
   },
+  upstreamCheckFailures: {
+    type: 'counter',
+    name: 'chaingate_upstream_check_failures_total',
+    help: "Node answers that failed one of the gateway's checks (docs/consistency.md), by check: block, logs_bloom, receipt_block",
+    labelNames: ['chain', 'upstream', 'check'],
+  },
   upstreamHead: {
     type: 'gauge',
     name: 'chaingate_upstream_head',

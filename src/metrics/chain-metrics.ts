@@ -40,7 +40,7 @@ function createRecentRate(now: () => number): { count(): void; perSecond(): numb
  * (ChainMetrics.remove).
  */
 export function createChainMetrics(f: Families, slug: string, now: () => number, remove: () => void): ChainMetrics {
-  const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead } = f;
+  const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead, upstreamCheckFailures } = f;
   const { chainHead, chainServedHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
   const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches } = f;
   const byTransport = memo((transport) => requestDuration.labels(slug, transport));
@@ -61,10 +61,14 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
   const upstream = memo((name): UpstreamMetrics => {
     const outcomes = memo((o) => upstreamRequests.labels(slug, name, o));
     const duration = upstreamDuration.labels(slug, name);
+    const checks = memo((check) => upstreamCheckFailures.labels(slug, name, check));
     return {
       call(outcome, seconds) {
         outcomes(outcome).inc();
         duration.observe(seconds);
+      },
+      checkFailed(check) {
+        checks(check).inc();
       },
       inRotation: inRotation.labels(slug, name),
       wrongChain: wrongChain.labels(slug, name),

@@ -37,6 +37,8 @@ export type Transport = 'http' | 'ws' | 'beacon' | 'sse';
 /** The tables of the per-key and per-IP limits: rate windows (plans, public, management), the unknown-key guard, open connections. */
 export type LimitTable = 'rate' | 'unknown_keys' | 'websocket' | 'sse';
 const LIMIT_TABLES: readonly LimitTable[] = ['rate', 'unknown_keys', 'websocket', 'sse'];
+/** The gateway's checks of nodes' answers, as `chaingate_upstream_check_failures_total{check}` names them (chain/answer-checks.ts). */
+export type CheckName = 'block' | 'logs_bloom' | 'receipt_block';
 export type UpstreamOutcome = 'ok' | 'rpc_error' | 'http_error' | 'timeout' | 'transport_error';
 /** How a call asked of several nodes ended (pipeline/quorum-call.ts): `agreed` (quorum.agree equal answers),
  *  `majority` (served by on_mismatch: majority), `disagreed` (no answer served), `too_few` (fewer nodes in rotation
@@ -92,6 +94,8 @@ export interface ChainMetrics {
 
 export interface UpstreamMetrics {
   call(outcome: UpstreamOutcome, seconds: number): void;
+  /** One of the node's answers failed the gateway's check `check` (chain/answer-checks.ts). */
+  checkFailed(check: CheckName): void;
   readonly inRotation: GaugeChild;
   readonly head: GaugeChild;
   /** 1 while the node serves another chain than its chain's (chain/chain-identity.ts). */
@@ -245,7 +249,7 @@ const NOTHING = {
   observe() {},
 } as unknown as CounterChild & GaugeChild & HistogramChild;
 
-const NO_UPSTREAM: UpstreamMetrics = { call() {}, inRotation: NOTHING, head: NOTHING, wrongChain: NOTHING };
+const NO_UPSTREAM: UpstreamMetrics = { call() {}, checkFailed() {}, inRotation: NOTHING, head: NOTHING, wrongChain: NOTHING };
 const NO_CONSENSUS: ConsensusMetrics = { call() {}, mismatch() {} };
 
 /**

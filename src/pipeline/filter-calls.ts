@@ -3,7 +3,7 @@
  * own filters (ChainRuntime.filters, src/chain/filters.ts), so a filter outlives the node it was made on.
  * Filters belong to the caller's limit key (`ep:<endpoint id>`, or `ip:<address>` on the public path).
  */
-import { rpcCustomErrorBody, rpcErrorBody } from '../errors.js';
+import { rpcCustomErrorBody } from '../errors.js';
 import { filterError, isFilterError } from '../filters/filter-registry.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
@@ -11,6 +11,7 @@ import { NodeRpcError } from '../upstreams/rpc-call.js';
 import { type Caller, settleCall } from './admission.js';
 import type { Local, PlannedAnswer } from './plan.js';
 import { errorText } from '../log.js';
+import { failedCallAnswer } from './upstream-failures.js';
 
 const TOO_MANY = filterError('too many filters');
 
@@ -42,6 +43,7 @@ export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime,
       reason: errorText(err),
     });
     settleCall(t, caller, call.method, call.admission, { ok: false, status: 502, reason: errorText(err) });
-    return { answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' };
+    const failed = failedCallAnswer(errorText(err), call.idText);
+    return { answer: failed.body, outcome: failed.code };
   }
 }

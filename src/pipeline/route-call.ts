@@ -19,6 +19,8 @@
  *   than the first (its known head higher than the first's when the call went out); for a call about a block
  *   there is no retry when none is, for one by hash (or while no head is known) any other node is asked then;
  *   should the retry fail, or say null too, the client gets that answer;
+ * - when a whole answer fails the gateway's checks (chain/answer-checks.ts: a node failure, and the client gets
+ *   upstream_answer_invalid should no other node answer), or is suspect (held as a "not there yet" answer is);
  * - when the attempt has not begun answering after half the deadline (a hanging node), or sooner, as soon as its
  *   node is out for failing, or suspected (a head probe of it a second late, see health.ts) while another node
  *   in rotation is not: the second attempt races the first, which keeps its own timeout, and whichever begins
@@ -32,6 +34,7 @@
  * answered from the served head when it is fresh (ChainRuntime.freshHead); a forwarded one reports the node's
  * head, and is answered with the served head it then works out (so never below a head already served).
  */
+import { type AnswerCheck, FAILED_CHECK_REASON } from '../chain/answer-checks.js';
 import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
@@ -49,7 +52,10 @@ import {
 
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
 export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'> &
-  Partial<Pick<ChainRuntime, 'served'>>;
+  Partial<Pick<ChainRuntime, 'served' | 'checks'>>;
+
+/** A whole answer that failed the gateway's checks (chain/answer-checks.ts): a node failure, retried elsewhere. */
+const FAILED_CHECK: ForwardFailure = { kind: 'invalid' };
 
 /** Node errors that mean the node has not seen the block asked about yet (geth, reth, erigon, nethermind, besu, anvil). */
 const NOT_THERE_YET =
@@ -150,6 +156,8 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
   whole(answer: Buffer): void {
     const f = this.f;
+    const verdict = f.check === null ? 'pass' : f.check.judge(answer, this.index);
+    if (verdict === 'fail') return this.fail(false, FAILED_CHECK_REASON, FAILED_CHECK);
     this.settle('ok', isRpcError(answer) ? 'rpc_error' : 'ok');
     let body = answer;
     if (f.row.name === 'eth_blockNumber') {
@@ -160,7 +168,14 @@ class Attempt extends NodeAttempt implements AnswerSink {
       }
     }
     if (f.done) return;
-    if (f.mayRetry && (isNotThereYet(body) || (f.retryEmpty && isNullResult(body))) && (f.othersOpen(this) || f.retryAhead(this))) {
+    // A suspect answer (answer-checks.ts) is checked on any other node; "not there yet" and an empty answer on
+    // one further ahead.
+    const suspect = verdict === 'suspect';
+    if (
+      f.mayRetry &&
+      (suspect || isNotThereYet(body) || (f.retryEmpty && isNullResult(body))) &&
+      (f.othersOpen(this) || (suspect ? f.retry() : f.retryAhead(this)))
+    ) {
       f.fallback ??= body;
       return;
     }
@@ -218,8 +233,10 @@ class Attempt extends NodeAttempt implements AnswerSink {
 class Failover extends Attempts<Attempt> implements ForwardCall {
   winner: Attempt | null = null;
   done = false;
-  /** A "not there yet" answer held while another attempt may do better. */
+  /** A "not there yet" or suspect answer held while another attempt may do better. */
   fallback: Buffer | null = null;
+  /** The checks of the call's whole answers, for a checked method on a chain that checks (else null). */
+  readonly check: AnswerCheck | null;
   hedge: ReturnType<typeof setTimeout> | null = null;
   /** Looks at the first attempt's node left before the hedge fires at HEDGE_AFTER of the deadline anyway. */
   hedgeChecksLeft = 0;
@@ -237,6 +254,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   ) {
     super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes, minHead);
     this.retryEmpty = row.nullIfMissing && chain.upstreams.length > 1;
+    this.check = chain.checks?.forCall(row, paramsJson) ?? null;
   }
 
   /** eth_blockNumber answers the served head (chain/served-head.ts), which the node's answer has just been

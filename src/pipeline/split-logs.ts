@@ -31,7 +31,7 @@ import type { GatewayContext } from './context.js';
 import type { ForwardCall, RoutedSink } from './forward.js';
 import type { Forward, ItemPlan, PlannedAnswer, Transport } from './plan.js';
 import { sharedCall } from './shared-call.js';
-import { logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
+import { failedCallAnswer, logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
 import { errorText } from '../log.js';
 
 /** Windows of one call in flight at a time: a wide query never holds more than this many node calls. */
@@ -187,7 +187,8 @@ class SplitLogsCall implements SplitLogs {
     const { ctx, call } = this;
     logUpstreamFailure(ctx, this.chain, upstream ?? '', reason);
     settleUpstreamFailure(ctx, this.caller, { method: METHOD, admission: call.admission }, reason, upstream);
-    this.stop({ answer: rpcErrorBody('upstream_error', call.idText), outcome: 'upstream_error' });
+    const failed = failedCallAnswer(reason, call.idText);
+    this.stop({ answer: failed.body, outcome: failed.code });
   }
 
   overLimit(): void {

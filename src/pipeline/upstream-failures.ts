@@ -1,5 +1,6 @@
 /** What the pipeline does with a call no node answered: the log line of the node's failure, and the refund. */
 import { type ErrorCode, ERRORS, rpcErrorBody } from '../errors.js';
+import { FAILED_CHECK_REASON } from '../chain/answer-checks.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
@@ -41,10 +42,12 @@ export function settleUpstreamFailure(
 
 /**
  * What the client is answered for a forwarded call that failed before any byte of it was sent, by its reason:
- * no_quorum when the nodes asked to agree did not (quorum-failures.ts; the message says what was missing), else
- * upstream_error.
+ * no_quorum when the nodes asked to agree did not (quorum-failures.ts; the message says what was missing),
+ * upstream_answer_invalid when the last answer failed the gateway's checks (chain/answer-checks.ts; the reason
+ * survives shared calls, as a failure kind does not), else upstream_error.
  */
 export function failedCallAnswer(reason: string, idText: string): { code: ErrorCode; body: string } {
+  if (reason === FAILED_CHECK_REASON) return { code: 'upstream_answer_invalid', body: rpcErrorBody('upstream_answer_invalid', idText) };
   const quorum = quorumFailure(reason);
   if (quorum === null) return { code: 'upstream_error', body: rpcErrorBody('upstream_error', idText) };
   return { code: 'no_quorum', body: rpcErrorBody('no_quorum', idText, quorum.message) };

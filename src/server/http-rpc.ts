@@ -110,6 +110,7 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     first === 'insufficient_balance' ||
     first === 'upstream_error' ||
     first === 'no_quorum' ||
+    first === 'upstream_answer_invalid' ||
     first === 'store_unavailable' ||
     first === 'limits_unavailable'
   ) {

@@ -63,6 +63,7 @@ t.test("every family labelled by chain loses its series with the chain, and keep
     u.inRotation.set(1);
     u.head.set(7);
     u.wrongChain.set(0);
+    u.checkFailed('block');
     const q = c.consensus('eth_getBalance');
     q.call('agreed');
     q.mismatch('node-a');

@@ -5,7 +5,9 @@
  * (sent unsigned from anvil's first account with every field given, so anvil signs the same bytes everywhere).
  */
 import type { Test } from 'tap';
+import { getContractAddress } from 'viem';
 import type { AnvilNode } from '../../src/devnet/anvil.js';
+import { DEPLOY_BYTECODE } from './contract.js';
 import { anvilFor } from './gateway.js';
 import { rpc } from './rpc.js';
 
@@ -14,6 +16,8 @@ export const GENESIS_TIME = 1_700_000_000;
 /** anvil's first and second default accounts: the sender of every block's transaction and its recipient. */
 export const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 export const RECIPIENT = '0x70997970c51812dc3a010c55fdfea6e1ef2c3d4b';
+/** With `logs`: the echo contract (contract.ts) SENDER deploys in block 1; each later block holds a call to it. */
+export const ECHO_ADDRESS = getContractAddress({ from: SENDER, nonce: 0n }).toLowerCase();
 
 export interface SameChain {
   readonly nodes: readonly AnvilNode[];
@@ -22,7 +26,9 @@ export interface SameChain {
   /**
    * Mines node `i` up to `height` (blocks it has not yet), each block the same on every node: with
    * `transfers` (default true) block n holds one transfer of n wei from SENDER to RECIPIENT (nonce n - 1), so a
-   * nonce and a balance tell the block a state was read at.
+   * nonce and a balance tell the block a state was read at. With `logs`, block 1 deploys the echo contract
+   * (ECHO_ADDRESS, nonce 0) and block n > 1 calls it with n wei and calldata n as 32 bytes (nonce n - 1), so it
+   * holds one log of ECHO_TOPIC whose data is n.
    */
   mineTo(i: number, height: number): Promise<void>;
 }
@@ -34,8 +40,20 @@ async function call(url: string, method: string, params: unknown[]): Promise<unk
   return body.result;
 }
 
+/** What block n's transaction does: a transfer, or with `logs` the echo contract's deployment (n = 1) or a call to it. */
+function blockTransaction(n: number, logs: boolean): Record<string, string> {
+  const value = `0x${n.toString(16)}`;
+  if (!logs) return { to: RECIPIENT, value, gas: '0x5208' };
+  if (n === 1) return { data: DEPLOY_BYTECODE, gas: '0x30d40' };
+  return { to: ECHO_ADDRESS, value, data: `0x${n.toString(16).padStart(64, '0')}`, gas: '0x186a0' };
+}
+
 /** `count` anvils with chain id `chainId`, all at block 0, stopped at teardown. */
-export async function sameChainAnvils(t: Test, count: number, opts: { chainId?: number; transfers?: boolean } = {}): Promise<SameChain> {
+export async function sameChainAnvils(
+  t: Test,
+  count: number,
+  opts: { chainId?: number; transfers?: boolean; logs?: boolean } = {},
+): Promise<SameChain> {
   const args = ['--timestamp', String(GENESIS_TIME), '--no-mining'];
   const nodes = await Promise.all(
     Array.from({ length: count }, () => anvilFor(t, { args, ...(opts.chainId !== undefined ? { chainId: opts.chainId } : {}) })),
@@ -48,14 +66,12 @@ export async function sameChainAnvils(t: Test, count: number, opts: { chainId?: 
     async mineTo(i, height) {
       const url = nodes[i]!.url;
       for (let n = heights[i]! + 1; n <= height; n++) {
-        if (transfers)
+        if (transfers || opts.logs === true)
           await call(url, 'eth_sendTransaction', [
             {
               from: SENDER,
-              to: RECIPIENT,
-              value: `0x${n.toString(16)}`,
+              ...blockTransaction(n, opts.logs === true),
               nonce: `0x${(n - 1).toString(16)}`,
-              gas: '0x5208',
               maxFeePerGas: '0x3b9aca00',
               maxPriorityFeePerGas: '0x1',
               type: '0x2',
