@@ -33,6 +33,7 @@ import { createServedHead, type ServedHead, type ServedHeadTracker } from './ser
 import { proberOptionsOf, startNodeProbes } from './node-probes.js';
 import { type ChainCache, chainCacheView, createResponseCache, type ResponseCache } from './response-cache.js';
 import { createWriteMark, type WriteMark } from './write-mark.js';
+import type { HeadCell } from './shared-heads.js';
 
 /**
  * eth_blockNumber is answered from the served head when a node reported it this recently,
@@ -163,6 +164,9 @@ export interface ChainRuntimeOptions {
   poolShare?: number;
   /** When a transaction last went through, shared by every thread (chain/write-mark.ts); one of its own otherwise. */
   writes?: WriteMark;
+  /** The chain's served head as every thread of the process reads it (chain/shared-heads.ts); without it, the
+   *  thread's own. */
+  servedHeadCell?: HeadCell | null;
   /** In a worker thread: what the main thread's runtime of the chain keeps for the whole process. */
   replica?: ChainReplica;
 }
@@ -250,6 +254,10 @@ class RunningChain implements ChainRuntime {
     this.health = health;
     served = createServedHead(health, {
       minNodes: config.consistency.min_nodes,
+      ...(opts.servedHeadCell ? { shared: opts.servedHeadCell } : {}),
+      // The main thread's (or a lone thread's) chain is made anew: a head served by a chain of this slug before a
+      // reload says nothing of the chain now configured.
+      fresh: opts.replica === undefined,
       gauge: metrics.servedHead,
       // A worker's copy hears the same probes as the main thread's, which logs the head going back once.
       ...(opts.replica === undefined ? { log } : {}),

@@ -20,6 +20,7 @@
 import type { FeedsLog } from '../fanout/feeds.js';
 import type { GaugeChild } from '../metrics/families.js';
 import type { ChainHealth } from '../upstreams/selection.js';
+import type { HeadCell } from './shared-heads.js';
 
 export interface ServedHead {
   /** The head served now, or null while none is known (fewer than k nodes in rotation have told a head). */
@@ -46,6 +47,13 @@ export interface ServedHeadOptions {
   log?: FeedsLog;
   /** Set to each served head (chaingate_chain_served_head{chain}). */
   gauge?: Pick<GaugeChild, 'set'>;
+  /**
+   * The chain's served head in memory every thread reads (shared-heads.ts): now() is the higher of it and this
+   * thread's, each head this thread serves raises it, and following the nodes down lowers it.
+   */
+  shared?: HeadCell;
+  /** Forget the shared head at the start (the main thread's chain, made at the start or a reload). */
+  fresh?: boolean;
 }
 
 /** What the served head reads of its chain's health. */
@@ -67,10 +75,14 @@ class AgreedHead implements ServedHeadTracker {
   constructor(
     private readonly health: ServedHeadSource,
     private readonly opts: ServedHeadOptions,
-  ) {}
+  ) {
+    if (opts.fresh === true) opts.shared?.store(null);
+  }
 
   now(): number | null {
-    return this.served;
+    const local = this.served;
+    const shared = this.opts.shared?.load() ?? null;
+    return shared === null || (local !== null && local >= shared) ? local : shared;
   }
 
   watch(listener: (head: number) => void): () => void {
@@ -93,19 +105,27 @@ class AgreedHead implements ServedHeadTracker {
     heads.sort((a, b) => b - a);
     const k = nodesToAgree(n, this.opts.minNodes);
     const reached = heads.length >= k ? heads[k - 1]! : null;
-    const served = this.served;
-    if (reached !== null && (served === null || reached > served)) return this.set(reached);
-    if (served === null || heads.length < n || heads[0]! >= served) return;
+    const served = this.now();
+    if (reached !== null && (served === null || reached > served)) return this.set(reached, 'up');
+    // Another thread served this head first: this thread's feeds and filters catch up with it.
+    if (reached !== null && (this.served === null || reached > this.served)) this.set(reached, 'local');
+    // Down only from a head this thread served itself: one another thread heard first (a forwarded eth_blockNumber
+    // there) may not have reached this thread's reports yet, and is no sign that every node went back.
+    const mine = this.served;
+    if (mine === null || heads.length < n || heads[0]! >= mine) return;
     // Every node in rotation is below the head served (heads.length === n >= k, so `reached` is known).
-    this.opts.log?.('warn', `served head went back from ${served} to ${reached}: every node in rotation is below it`, {
-      from: served,
+    this.opts.log?.('warn', `served head went back from ${mine} to ${reached}: every node in rotation is below it`, {
+      from: mine,
       to: reached!,
     });
-    this.set(reached!);
+    this.set(reached!, 'down');
   }
 
-  private set(head: number): void {
+  /** `how`: a new highest head (raised for every thread), one going down (lowered for all), or this thread's only. */
+  private set(head: number, how: 'up' | 'down' | 'local'): void {
     this.served = head;
+    if (how === 'up') this.opts.shared?.raise(head);
+    else if (how === 'down') this.opts.shared?.store(head);
     this.opts.gauge?.set(head);
     for (const listener of this.listeners) listener(head);
   }

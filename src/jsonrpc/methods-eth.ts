@@ -100,7 +100,10 @@ export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
       ],
     },
   ],
-  ['eth_getBlockByHash', { ru: 20, params: [BLOCK_HASH, FULL_TXS], cache: 'hash-param', nullIfMissing: true, answerCheck: 'block-by-hash' }],
+  [
+    'eth_getBlockByHash',
+    { ru: 20, params: [BLOCK_HASH, FULL_TXS], cache: 'hash-param', nullIfMissing: true, answerCheck: 'block-by-hash' },
+  ],
   // A transaction: never re-sent (broadcast.ts sends it once to each node, all at once), never shared.
   ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)], repeatable: false, shareable: false }],
   ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH], cache: 'hash-param', nullIfMissing: true, answerCheck: 'receipts' }],
@@ -124,7 +127,10 @@ export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
   ['eth_syncing', { params: NONE }],
   ['net_version', { params: NONE, cache: 'chain' }],
   ['web3_clientVersion', { params: NONE }],
-  ['eth_getBlockReceipts', { params: [required('block', checkBlockReference)], cache: 'reference-param', nullIfMissing: true, answerCheck: 'receipts' }],
+  [
+    'eth_getBlockReceipts',
+    { params: [required('block', checkBlockReference)], cache: 'reference-param', nullIfMissing: true, answerCheck: 'receipts' },
+  ],
   ['eth_getBlockTransactionCountByNumber', { params: [BLOCK], cache: 'number-param', nullIfMissing: true }],
   // Never cached: its answer is a bare count, so neither the params nor the answer tell the block's number,
   // and without it finality cannot be judged.

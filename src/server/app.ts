@@ -104,6 +104,7 @@ async function startWorkers(t: GatewayThread, role: Extract<RoleParts, { kind: '
     tenancy,
     workers,
     writes: t.writes,
+    heads: t.heads,
     repeated: { ...t.repeated },
     connections: t.gate.cap.memory,
     ...(opts.ca !== undefined ? { ca: opts.ca } : {}),

@@ -10,6 +10,7 @@ import { createForwardingRepeatedLog, createRepeatedLog, type RepeatedLog } from
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
 import { createSwappableCache, type SwappableCache } from '../chain/response-cache.js';
 import { createWriteMark, type WriteMark } from '../chain/write-mark.js';
+import { createSharedHeads, type SharedHeads } from '../chain/shared-heads.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
 import type { FeedsLog } from '../fanout/feeds.js';
 import { createMetrics, type Metrics, noMetrics } from '../metrics/registry.js';
@@ -64,6 +65,7 @@ export interface GatewayThread {
   /** One store for the gateway (cache.max_bytes is one budget): each chain reads it through its own view. */
   readonly responseCache: SwappableCache;
   readonly writes: WriteMark;
+  readonly heads: SharedHeads;
   readonly feedsLog: FeedsLog;
   readonly chainSet: ChainSet;
   readonly chains: ReadonlyMap<string, ChainRuntime>;
@@ -189,6 +191,7 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
   t.feedsLog = (level, msg, fields) => opts.log[level](msg, fields);
   t.role = roleParts(role, t.feedsLog, (slug) => t.chains.get(slug)?.filters);
   t.writes = createWriteMark(role.kind === 'worker' ? role.side.writes : undefined);
+  t.heads = createSharedHeads(role.kind === 'worker' ? role.side.heads : undefined);
   const ctxOf = (): GatewayContext => t.ctx;
   t.chainSet = createChainSet(config.chains, {
     make: (c) =>
@@ -196,6 +199,7 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
         ...chainOptions(t, t.inForce, ctxOf),
         metrics: t.metrics.chain(c.slug),
         ...chainSharing(t.role, c.slug, t.inForce, t.writes),
+        servedHeadCell: t.heads.cell(c.slug),
       }),
     start(chain) {
       chain.startHealthChecks();

@@ -18,6 +18,8 @@ export interface WorkerLink {
   subscriptionSecret: Uint8Array;
   /** When a transaction last went through any thread (chain/write-mark.ts). */
   writes: SharedArrayBuffer;
+  /** Each chain's served head, read by every thread (chain/shared-heads.ts). */
+  heads: SharedArrayBuffer;
   /** The cap on client connections, counted by every worker (limits/connection-cap.ts). */
   connections: SharedArrayBuffer;
   /** The chains' probes and filters (chain/relay.ts). */

@@ -12,6 +12,7 @@ import type { WorkerLink } from './worker-link.js';
 import type { ChainRelayHost } from '../chain/relay.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { WriteMark } from '../chain/write-mark.js';
+import type { SharedHeads } from '../chain/shared-heads.js';
 import type { FeedsLog } from '../fanout/feeds.js';
 import { serveFeedRelay } from '../fanout/feed-relay.js';
 import { serveEventRelay } from '../fanout/event-relay.js';
@@ -28,6 +29,8 @@ export interface WorkerLinksOptions {
   chainOf(slug: string): ChainRuntime | undefined;
   /** When a transaction last went through any thread. */
   writes: WriteMark;
+  /** Each chain's served head, shared with every worker. */
+  heads: SharedHeads;
   /** The main thread's logs of repeated conditions, by name (createForwardingRepeatedLog in the workers). */
   repeated: Record<string, RepeatedLog>;
   /** How many workers the process runs. */
@@ -69,6 +72,7 @@ export function createWorkerLinks(opts: WorkerLinksOptions): WorkerLinks {
         subscriptionSecret,
         workers: opts.workers,
         writes: opts.writes.memory,
+        heads: opts.heads.memory,
         connections: opts.connections,
         chains: chains.port2,
         feeds: feeds.port2,

@@ -26,9 +26,12 @@ const CALLS = 1_000;
 /** RECIPIENT's balance after block h: its genesis balance and 1 + 2 + ... + h wei. */
 const balanceAt = (genesis: bigint, h: number): bigint => genesis + (BigInt(h) * BigInt(h + 1)) / 2n;
 
-/** A client on one kept-alive connection; a JSON-RPC error or a refusal fails the test with its text. */
-function clientOf(t: Test, url: string): (method: string, params: unknown[]) => Promise<unknown> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+/**
+ * A client on one kept-alive connection, or with `spread` a connection of its own for each call (so its calls land
+ * on both worker threads); a JSON-RPC error or a refusal fails the test with its text.
+ */
+function clientOf(t: Test, url: string, spread = false): (method: string, params: unknown[]) => Promise<unknown> {
+  const agent = spread ? new Agent({ keepAlive: false }) : new Agent({ keepAlive: true, maxSockets: 1 });
   t.teardown(() => agent.destroy());
   let id = 0;
   return async (method, params) => {
@@ -74,10 +77,9 @@ async function threeNodesApart(t: Test, consistency: Record<string, unknown>) {
   const g = await gatewayFor(
     t,
     {
-      // One thread: each worker thread keeps its own view of the nodes' heads, relayed from the main thread's
-      // probes a moment apart, and a client whose calls land on two threads could see two heads (keeping the
-      // served head one across threads is served-head.ts's).
-      server: { workers: 1 },
+      // Two threads, and a connection per call: each thread hears the main thread's probes a moment apart, and
+      // the served head every thread answers is one (chain/shared-heads.ts).
+      server: { workers: 2 },
       chains: {
         devnet: evmChain(
           chain.nodes.map((n) => n.url),
@@ -88,8 +90,9 @@ async function threeNodesApart(t: Test, consistency: Record<string, unknown>) {
     },
     { prober: FAST_PROBES },
   );
-  const call = clientOf(t, `${g.base}/v1/rpc/public`);
-  await waitFor(async () => Number(await call('eth_blockNumber', [])) === 6, { what: 'the gateway to know the leading node' });
+  const call = clientOf(t, `${g.base}/v1/rpc/public`, true);
+  // Two of the three nodes have reached block 4: the served head.
+  await waitFor(async () => Number(await call('eth_blockNumber', [])) === 4, { what: 'the gateway to serve the head two nodes have' });
   const genesis = BigInt((await call('eth_getBalance', [RECIPIENT, '0x0'])) as string);
   return { chain, call, genesis };
 }
@@ -150,7 +153,9 @@ t.test('retry empty: a receipt only the leading node has is never answered null'
   await Promise.all([chain.mineTo(0, 5), chain.mineTo(1, 3), chain.mineTo(2, 3)]);
   const g = await gatewayFor(
     t,
-    { server: { workers: 1 }, chains: { devnet: evmChain(chain.nodes.map((n) => n.url)) } },
+    // One node is enough for a head to be served: the gateway serves block 5 and its receipt, which only the
+    // leading node has.
+    { server: { workers: 1 }, chains: { devnet: evmChain(chain.nodes.map((n) => n.url), 31337, { consistency: { min_nodes: 1 } }) } },
     { prober: FAST_PROBES },
   );
   const call = clientOf(t, `${g.base}/v1/rpc/public`);
