@@ -13,6 +13,7 @@ import { evmChain, gatewayFor } from '../support/gateway.js';
 import { post } from '../support/rpc.js';
 import { RECIPIENT, SENDER, type SameChain, sameChainAnvils } from '../support/same-chain.js';
 import { waitFor } from '../support/wait-for.js';
+import { type MiningGate, miningGate } from '../support/mining-gate.js';
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 /**
@@ -47,18 +48,18 @@ function clientOf(t: Test, url: string, spread = false): (method: string, params
  * behind, each step a little after the other, so the nodes stand at different heights throughout (all within
  * max_lag_blocks, so all in rotation).
  */
-function mineApart(t: Test, chain: SameChain, from: number): { stop(): Promise<void>; top(): number } {
+function mineApart(t: Test, chain: SameChain, gates: readonly MiningGate[], from: number): { stop(): Promise<void>; top(): number } {
   let stopped = false;
   let top = from;
   const pause = (): Promise<void> => new Promise((r) => setTimeout(r, 15));
   const done = (async () => {
     while (!stopped) {
       top++;
-      await chain.mineTo(0, top);
+      await gates[0]!.closedFor(() => chain.mineTo(0, top));
       await pause();
-      await chain.mineTo(1, top - 2);
+      await gates[1]!.closedFor(() => chain.mineTo(1, top - 2));
       await pause();
-      await chain.mineTo(2, top - 3);
+      await gates[2]!.closedFor(() => chain.mineTo(2, top - 3));
       await pause();
     }
   })();
@@ -74,6 +75,9 @@ function mineApart(t: Test, chain: SameChain, from: number): { stop(): Promise<v
 async function threeNodesApart(t: Test, consistency: Record<string, unknown>) {
   const chain = await sameChainAnvils(t, 3);
   await Promise.all([chain.mineTo(0, 6), chain.mineTo(1, 4), chain.mineTo(2, 3)]);
+  // Each node mined while no call reaches it (support/mining-gate.ts): anvil would answer a read at its head with
+  // the state of the block it is mining.
+  const gates = await Promise.all(chain.nodes.map((n) => miningGate(t, n.url)));
   const g = await gatewayFor(
     t,
     {
@@ -82,7 +86,7 @@ async function threeNodesApart(t: Test, consistency: Record<string, unknown>) {
       server: { workers: 2 },
       chains: {
         devnet: evmChain(
-          chain.nodes.map((n) => n.url),
+          gates.map((g) => g.url),
           31337,
           { consistency },
         ),
@@ -94,12 +98,12 @@ async function threeNodesApart(t: Test, consistency: Record<string, unknown>) {
   // Two of the three nodes have reached block 4: the served head.
   await waitFor(async () => Number(await call('eth_blockNumber', [])) === 4, { what: 'the gateway to serve the head two nodes have' });
   const genesis = BigInt((await call('eth_getBalance', [RECIPIENT, '0x0'])) as string);
-  return { chain, call, genesis };
+  return { chain, gates, call, genesis };
 }
 
 t.test('default mode: reads at latest land on a node at the served head; reads at a number always find it', async (t) => {
-  const { chain, call, genesis } = await threeNodesApart(t, {});
-  const mining = mineApart(t, chain, 6);
+  const { chain, gates, call, genesis } = await threeNodesApart(t, {});
+  const mining = mineApart(t, chain, gates, 6);
   const problems: string[] = [];
   let seen = 0;
   for (let i = 0; i < CALLS / 4; i++) {
@@ -123,8 +127,8 @@ t.test('default mode: reads at latest land on a node at the served head; reads a
 });
 
 t.test('rewrite_tags: the block number, a nonce and a balance at latest never go back', async (t) => {
-  const { chain, call, genesis } = await threeNodesApart(t, { rewrite_tags: true });
-  const mining = mineApart(t, chain, 6);
+  const { chain, gates, call, genesis } = await threeNodesApart(t, { rewrite_tags: true });
+  const mining = mineApart(t, chain, gates, 6);
   const problems: string[] = [];
   let last = { block: 0, nonce: 0, balance: 0n };
   for (let i = 0; i < CALLS / 4; i++) {
@@ -155,7 +159,16 @@ t.test('retry empty: a receipt only the leading node has is never answered null'
     t,
     // One node is enough for a head to be served: the gateway serves block 5 and its receipt, which only the
     // leading node has.
-    { server: { workers: 1 }, chains: { devnet: evmChain(chain.nodes.map((n) => n.url), 31337, { consistency: { min_nodes: 1 } }) } },
+    {
+      server: { workers: 1 },
+      chains: {
+        devnet: evmChain(
+          chain.nodes.map((n) => n.url),
+          31337,
+          { consistency: { min_nodes: 1 } },
+        ),
+      },
+    },
     { prober: FAST_PROBES },
   );
   const call = clientOf(t, `${g.base}/v1/rpc/public`);
