@@ -23,7 +23,8 @@ import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub, type SubscriptionMetering } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
-import { type ChainFinality, createChainFinality } from './finality.js';
+import { type ChainFinality, createChainFinality, type PolledFinality } from './finality.js';
+import { type BeaconChain, finalityReader } from './finality-reads.js';
 import { type ChainHead, createChainHead } from './head.js';
 import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
 import { createNodeRoutes, type NodeRoutes } from './node-routes.js';
@@ -160,6 +161,9 @@ export interface ChainRuntimeOptions {
   writes?: WriteMark;
   /** In a worker thread: what the main thread's runtime of the chain keeps for the whole process. */
   replica?: ChainReplica;
+  /** The thread's runtime of the beacon chain config chains.<slug>.beacon names, looked up at each finality reading
+   *  (a reload may make it anew; null while there is none); without it, finality is the nodes' own. */
+  beacon?: () => BeaconChain | null;
 }
 
 /**
@@ -203,7 +207,7 @@ class RunningChain implements ChainRuntime {
   readonly events: SseHub | null;
   readonly head: ChainHead;
   readonly served: ServedHead;
-  readonly finality: ChainFinality;
+  readonly finality: PolledFinality;
   readonly routes: NodeRoutes;
   readonly filters: ChainFilters;
   readonly cache: ChainCache;
@@ -261,7 +265,11 @@ class RunningChain implements ChainRuntime {
     const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
     this.head = head;
     this.served = createServedHead(health);
-    this.finality = createChainFinality();
+    this.finality = createChainFinality({
+      read: finalityReader(config, opts.beacon, (m, p, s) => this.call(m, p, s)),
+      scope: () => this.cacheScope,
+      gauge: (tag) => metrics.finality(tag),
+    });
     const routes = createNodeRoutes(config.upstreams, {
       stateHistoryBlocks: config.state_history_blocks,
       head: () => head.now(),
@@ -358,6 +366,8 @@ class RunningChain implements ChainRuntime {
       this.unfollow = this.opts.replica.follow(this.health);
       return;
     }
+    // Worker threads read finality when their calls want it (finality.ts); this thread keeps it current.
+    this.finality.start();
     this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
   }
 

@@ -67,6 +67,8 @@ export interface ChainMetrics {
   readonly cacheBytes: GaugeChild;
   readonly sharedCalls: CounterChild;
   readonly head: GaugeChild;
+  /** The chain's finalized or safe block number (chain/finality.ts). */
+  finality(tag: 'finalized' | 'safe'): GaugeChild;
   /** A client WebSocket opened (+1) or closed (-1). */
   wsConnection(delta: 1 | -1): void;
   /** An event stream opened (+1) or ended (-1). */
@@ -256,6 +258,7 @@ export function noMetrics(): Metrics {
       cacheBytes: NOTHING,
       sharedCalls: NOTHING,
       head: NOTHING,
+      finality: () => NOTHING,
       notifications: () => NOTHING,
       sseEvents: () => NOTHING,
       upstream: () => NO_UPSTREAM,

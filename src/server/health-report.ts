@@ -8,12 +8,15 @@
  * Upstreams are labelled by their configured name (see HttpUpstream.label): neither body ever holds a URL or a credential.
  */
 import type { UpstreamStatus } from '../upstreams/health.js';
+import type { ChainFinality } from '../chain/finality.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 
 /** A chain as the reports name it. */
 export interface ChainHealthEntry {
   slug: string;
   health: ChainHealth;
+  /** The chain's finalized and safe blocks (chain/finality.ts); absent: shown as null. */
+  finality?: Pick<ChainFinality, 'finalized' | 'safe'>;
 }
 
 export interface HealthReply {
@@ -39,6 +42,9 @@ interface UpstreamReport {
 interface ChainReport {
   ready: boolean;
   best_head: number | null;
+  /** null while unknown, and on a beacon chain. */
+  finalized_block: number | null;
+  safe_block: number | null;
   max_lag_blocks: number;
   upstreams: UpstreamReport[];
 }
@@ -65,11 +71,18 @@ function upstreamReport(label: string, s: UpstreamStatus): UpstreamReport {
 function chainReports(chains: readonly ChainHealthEntry[]): { ready: boolean; detail: Record<string, ChainReport> } {
   const detail: Record<string, ChainReport> = {};
   let ready = true;
-  for (const { slug, health } of chains) {
+  for (const { slug, health, finality } of chains) {
     const upstreams = health.upstreams.map((u) => upstreamReport(u.label, u.status()));
     const chainReady = upstreams.some((u) => u.in_rotation);
     if (!chainReady) ready = false;
-    detail[slug] = { ready: chainReady, best_head: health.bestHead(), max_lag_blocks: health.maxLagBlocks, upstreams };
+    detail[slug] = {
+      ready: chainReady,
+      best_head: health.bestHead(),
+      finalized_block: finality?.finalized()?.number ?? null,
+      safe_block: finality?.safe()?.number ?? null,
+      max_lag_blocks: health.maxLagBlocks,
+      upstreams,
+    };
   }
   return { ready, detail };
 }

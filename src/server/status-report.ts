@@ -77,6 +77,9 @@ export async function fleetStatus(source: FleetStatusSource, nowMs: number): Pro
 export interface ChainStatus {
   ready: boolean;
   best_head: number | null;
+  /** The chain's finalized and safe block numbers (chain/finality.ts), null while unknown (and on a beacon chain). */
+  finalized_block: number | null;
+  safe_block: number | null;
   requests_per_s_1m: number;
   ws_connections: number;
   subscriptions: number;
@@ -142,6 +145,8 @@ export function statusReport(
     out[slug] = {
       ready: upstreams.some((u) => u.in_rotation),
       best_head: chain.health.bestHead(),
+      finalized_block: chain.finality.finalized()?.number ?? null,
+      safe_block: chain.finality.safe()?.number ?? null,
       requests_per_s_1m: Math.round(seen.requestsPerSecond1m * 100) / 100,
       ws_connections: seen.wsConnections,
       subscriptions: seen.subscriptions,

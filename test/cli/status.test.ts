@@ -63,6 +63,8 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
       mainnet: {
         ready: true,
         best_head: 10,
+        finalized_block: 4,
+        safe_block: 8,
         requests_per_s_1m: 0,
         ws_connections: 0,
         subscriptions: 0,
@@ -75,6 +77,7 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
       },
     },
   });
+  t.match(text, 'mainnet: ready, head 10, safe 8, finalized 4, ');
   t.match(text, /right\s+in rotation\s+10\s+0/);
   t.match(text, /down\s+out \(failing\)\s+–/);
   t.match(text, /anvil\s+out \(serves 31337\)\s+10/);
