@@ -266,7 +266,8 @@ class RunningChain implements ChainRuntime {
     this.head = head;
     this.served = createServedHead(health);
     this.finality = createChainFinality({
-      read: finalityReader(config, opts.beacon, (m, p, s) => this.call(m, p, s)),
+      // Read when a reading is due, by which time the routes (made below) are there.
+      read: finalityReader(config, opts.beacon, this),
       scope: () => this.cacheScope,
       gauge: (tag) => metrics.finality(tag),
     });

@@ -26,7 +26,8 @@ export type ReadHead = (upstream: HttpUpstream, timeoutMs: number, signal: Abort
 
 /**
  * One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status (the Error then
- * has the node's `status`), an answer over `maxBytes` (default MAX_PROBE_ANSWER_BYTES) or not JSON, and, given
+ * has the node's `status`), an answer over `maxBytes` (default MAX_PROBE_ANSWER_BYTES; the Error has `tooLarge`)
+ * or not JSON, and, given
  * `sentId`, an answer that does not carry that JSON-RPC id (its socket is then closed: its answers are out of step).
  */
 export function fetchSmallJson(
@@ -66,7 +67,7 @@ export function fetchSmallJson(
       },
       onData(chunk) {
         bytes += chunk.length;
-        if (bytes > maxBytes) giveUp(new Error(`answer larger than ${maxBytes} bytes`));
+        if (bytes > maxBytes) giveUp(Object.assign(new Error(`answer larger than ${maxBytes} bytes`), { tooLarge: true }));
         else chunks.push(chunk);
         return true;
       },

@@ -269,7 +269,7 @@ t.test('without a beacon chain: the nodes’ own finalized and safe blocks (anvi
     const b = await result<{ number: string; hash: string }>(anvil.url, 'eth_getBlockByNumber', [tag, false]);
     return { number: Number(b.number), hash: b.hash };
   };
-  const reading = await readNodeFinality((m, p, s) => chain.call(m, p, s))(new AbortController().signal);
+  const reading = await readNodeFinality(chain)(new AbortController().signal);
   t.same(reading, { finalized: await byTag('finalized'), safe: await byTag('safe') });
   t.equal(reading.finalized?.number, 6);
   t.equal(reading.safe?.number, 8);
@@ -287,6 +287,20 @@ t.test('without a beacon chain: a node that does not know the tags leaves them u
   });
   const chain = evmChain([node.url]);
   t.teardown(() => chain.close());
-  t.same(await readNodeFinality((m, p, s) => chain.call(m, p, s))(new AbortController().signal), { finalized: null, safe: null });
+  t.same(await readNodeFinality(chain)(new AbortController().signal), { finalized: null, safe: null });
   t.ok(node.requests.some((r) => r.includes('"finalized"')) && node.requests.some((r) => r.includes('"safe"')), 'both tags were asked');
+});
+
+t.test('without a beacon chain: an answer of megabytes is given up unread, with no verdict on the node', async (t) => {
+  const node = await fakeUpstream(t, (socket, request) => {
+    const id = /"id":(\d+)/.exec(request)?.[1] ?? '1';
+    const body = `{"jsonrpc":"2.0","id":${id},"result":{"number":"0x6","hash":"0x${'ab'.repeat(32)}","pad":"${'0'.repeat(5_000_000)}"}}`;
+    socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+  });
+  const chain = evmChain([node.url]);
+  t.teardown(() => chain.close());
+  for (let k = 0; k < 4; k++)
+    t.same(await readNodeFinality(chain)(new AbortController().signal), { finalized: null, safe: null }, `reading ${k + 1}`);
+  t.equal(chain.health.upstreams[0]!.failing, false, 'the node stays in rotation');
+  t.equal(chain.pickHealthy()?.index, 0);
 });
