@@ -8,12 +8,15 @@
  * is never far behind. Polled rather than taken from the beacon chain's `finalized_checkpoint` events: that event
  * says nothing of the justified checkpoint (`safe`), a stream held by the gateway would count as a client of the
  * beacon chain's hub (which keeps a retired runtime alive while it has one), and the chains without a beacon
- * need polls anyway. Two roads start a reading, each at most once per FINALITY_POLL_MS and one at a time:
- * - the thread that probes the chain (alone, or the main thread of workers) reads on a timer from
- *   startHealthChecks, so status, /healthz and the gauges stay current on an idle chain, at one small call per
- *   chain every few seconds (the prober asks each node for its head about as often);
- * - every thread reads when asked (finalized() or safe()) and its reading is older than FINALITY_POLL_MS, as
- *   head.ts does: a worker thread, which has no timer, reads only while its calls want finality.
+ * need polls anyway.
+ *
+ * The thread that probes the chain (alone, or the main thread of workers) reads, at most once per
+ * FINALITY_POLL_MS and one reading at a time: on a timer from startHealthChecks, so status, /healthz and the
+ * gauges stay current on an idle chain, at one small call per chain every few seconds (the prober asks each node
+ * for its head about as often), and when asked (finalized() or safe()) with its last reading due, as head.ts does
+ * (a runtime whose health checks never started). A worker thread's copy reads nothing: the main thread relays
+ * each change to every worker (chain/relay.ts, hear()) as it relays probes, so every worker holds the same blocks
+ * within a message of each other, a new worker gets them when it attaches, and no worker adds calls to the nodes.
  *
  * Never going back: a reading lower than what is held (a node behind, a beacon node not yet at the checkpoint) is
  * ignored, and one that does not tell a block (unknown tag, zero root, no node answered) keeps the block held.
@@ -43,6 +46,8 @@ export interface ChainFinality {
 export interface PolledFinality extends ChainFinality {
   /** Reads now and every FINALITY_POLL_MS until close() (the thread that probes the chain; idempotent). */
   start(): void;
+  /** Takes blocks read elsewhere (a worker's copy hears the main thread's, chain/relay.ts), by the same rules. */
+  hear(held: FinalityReading): void;
 }
 
 /** One reading: each block, or null when this reading could not tell it. */
@@ -64,7 +69,10 @@ export interface FinalityTimers {
 }
 
 export interface FinalityOptions {
-  read: ReadFinality;
+  /** How the chain's finality is read; absent in a worker thread's copy, which only hears the main thread's. */
+  read?: ReadFinality;
+  /** Told the blocks held after each reading that changed them (the main thread relays them to its workers). */
+  onChange?: (held: FinalityReading) => void;
   /** The chain's cacheScope now: when it changes, the chain's final blocks were undone and what is held goes. */
   scope: () => string;
   /** Clock in ms (default performance.now). */
@@ -135,6 +143,10 @@ class FinalityTracker implements PolledFinality {
     this.readIfDue();
   }
 
+  hear(held: FinalityReading): void {
+    this.adopt(held, this.opts.scope());
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -157,12 +169,12 @@ class FinalityTracker implements PolledFinality {
   }
 
   private readIfDue(): void {
-    if (this.running || this.closed || this.now() - this.startedAt < this.pollMs) return;
+    const read = this.opts.read;
+    if (read === undefined || this.running || this.closed || this.now() - this.startedAt < this.pollMs) return;
     this.running = true;
     this.startedAt = this.now();
     const scope = this.opts.scope();
-    void this.opts
-      .read(this.stop.signal)
+    void read(this.stop.signal)
       .then(
         (reading) => this.adopt(reading, scope),
         () => {
@@ -180,8 +192,11 @@ class FinalityTracker implements PolledFinality {
     if (this.opts.scope() !== this.heldScope) this.undo();
     // Read about the chain before its final blocks were undone: nothing of it is kept.
     if (scope !== this.heldScope) return;
-    const held = { finalized: higher(this.held.finalized, reading.finalized), safe: higher(this.held.safe, reading.safe) };
+    const before = this.held;
+    const held = { finalized: higher(before.finalized, reading.finalized), safe: higher(before.safe, reading.safe) };
+    if (held.finalized === before.finalized && held.safe === before.safe) return;
     this.held = held;
+    this.opts.onChange?.(held);
     const gauge = this.opts.gauge;
     if (gauge === undefined) return;
     if (held.finalized !== null) gauge('finalized').set(held.finalized.number);

@@ -23,7 +23,7 @@ import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub, type SubscriptionMetering } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
-import { type ChainFinality, createChainFinality, type PolledFinality } from './finality.js';
+import { type ChainFinality, createChainFinality, type FinalityReading, type PolledFinality } from './finality.js';
 import { type BeaconChain, finalityReader } from './finality-reads.js';
 import { type ChainHead, createChainHead } from './head.js';
 import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
@@ -152,7 +152,13 @@ export interface ChainRuntimeOptions {
   metrics?: ChainMetrics;
   /** Told of each probe, each head a feed hears and each identity verdict (on the main thread of a gateway
    *  with worker threads). */
-  relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void; wrongChain(index: number, wrong: boolean): void };
+  relay?: {
+    probes: ProbeObserver;
+    feedHead(index: number, head: number): void;
+    wrongChain(index: number, wrong: boolean): void;
+    /** The chain's safe and finalized blocks changed (finality.ts). */
+    finality?(held: FinalityReading): void;
+  };
   /** Overrides how often a node in rotation has its chain checked again (chain-identity.ts RECHECK_MS). */
   identityRecheckMs?: number;
   /** How many threads share each upstream's max_connections (each worker's pool gets its part); default 1. */
@@ -172,8 +178,9 @@ export interface ChainRuntimeOptions {
  * upstream clients, health (the main prober's reports plus its own calls' outcomes), cache and calls in flight.
  */
 export interface ChainReplica {
-  /** Has the chain's health hear the main thread's probes (instead of probing itself); returns the undo. */
-  follow(health: ChainHealth): () => void;
+  /** Has the chain's health hear the main thread's probes (instead of probing itself), and its finality the main
+   *  thread's safe and finalized blocks (instead of reading them); returns the undo. */
+  follow(health: ChainHealth, finality: Pick<PolledFinality, 'hear'>): () => void;
   filters: ChainFilters;
   /** The main thread's upstream subscriptions, relayed. */
   feeds?: Feeds | null;
@@ -266,8 +273,9 @@ class RunningChain implements ChainRuntime {
     this.head = head;
     this.served = createServedHead(health);
     this.finality = createChainFinality({
-      // Read when a reading is due, by which time the routes (made below) are there.
-      read: finalityReader(config, opts.beacon, this),
+      // Read when a reading is due, by which time the routes (made below) are there; a worker's copy hears them.
+      ...(opts.replica === undefined ? { read: finalityReader(config, opts.beacon, this) } : {}),
+      ...(opts.relay?.finality !== undefined ? { onChange: opts.relay.finality } : {}),
       scope: () => this.cacheScope,
       gauge: (tag) => metrics.finality(tag),
     });
@@ -364,10 +372,9 @@ class RunningChain implements ChainRuntime {
   startHealthChecks(): void {
     if (this.prober !== null || this.unfollow !== null || this.closed) return;
     if (this.opts.replica !== undefined) {
-      this.unfollow = this.opts.replica.follow(this.health);
+      this.unfollow = this.opts.replica.follow(this.health, this.finality);
       return;
     }
-    // Worker threads read finality when their calls want it (finality.ts); this thread keeps it current.
     this.finality.start();
     this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
   }
