@@ -34,6 +34,13 @@ async function waitForHead(t: Test, g: TestGateway, head: number): Promise<void>
   t.equal(chain.head.now(), head, `the gateway knows the head ${head}`);
 }
 
+/** Waits for the gateway to know the finalized block FINALITY_DEPTH below `head` (read every few seconds, chain/finality.ts). */
+async function waitForFinal(g: TestGateway, head: number): Promise<void> {
+  const chain = g.gateway.context.chains.get('devnet')!;
+  const final = head - FINALITY_DEPTH;
+  await waitFor(() => chain.finality.finalized()?.number === final, { what: `the finalized block ${final}`, ms: 10_000 });
+}
+
 interface Setup {
   g: TestGateway;
   proxy: CountingProxy;
@@ -45,7 +52,9 @@ interface Setup {
 
 /** anvil with a transfer in block 1 and HEAD blocks in all, the proxy, and the gateway in front of the proxy. */
 async function setup(t: Test, extra: Record<string, unknown> = {}): Promise<Setup> {
-  const node = await anvilFor(t, { chainId: 31337 });
+  // The cache's "final" is the chain's finalized block (docs/consistency.md): anvil's own is two epochs behind its
+  // head, here the FINALITY_DEPTH blocks the tests below count with.
+  const node = await anvilFor(t, { chainId: 31337, args: ['--slots-in-an-epoch', String(FINALITY_DEPTH / 2)] });
   const txHash = await direct<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: OTHER_ADDRESS, value: '0x1' }]);
   // anvil may answer the send before its block is in: the empty blocks come after it.
   await minedReceipt(node.url, txHash);
@@ -62,6 +71,7 @@ async function setup(t: Test, extra: Record<string, unknown> = {}): Promise<Setu
   });
   const { ownerId, url } = endpoint(g);
   await waitForHead(t, g, HEAD);
+  await waitForFinal(g, HEAD);
   return { g, proxy, nodeUrl: node.url, url, ownerId, txHash };
 }
 
@@ -131,6 +141,7 @@ t.test('final answers are cached; latest, pending, recent blocks and null answer
   // One more block makes FINAL + 1 final: the next call fills the cache, the one after is a hit.
   await direct(nodeUrl, 'anvil_mine', ['0x1']);
   await waitForHead(t, g, HEAD + 1);
+  await waitForFinal(g, HEAD + 1);
   const now = await twice('eth_getBlockByNumber', [hex(FINAL + 1), false]);
   t.equal(now.upstream, 1, 'a block that became final is cached from then on');
   t.equal(g.gateway.context.chains.get('devnet')!.config.finality_depth, FINALITY_DEPTH);
