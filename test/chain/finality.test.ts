@@ -304,3 +304,36 @@ t.test('without a beacon chain: an answer of megabytes is given up unread, with 
   t.equal(chain.health.upstreams[0]!.failing, false, 'the node stays in rotation');
   t.equal(chain.pickHealthy()?.index, 0);
 });
+
+t.test('workers: the main thread relays each change; a worker attaching later gets the last; a retired runtime is not heard', async (t) => {
+  const { MessageChannel } = await import('node:worker_threads');
+  const { createChainRelayClient, createChainRelayHost } = await import('../../src/chain/relay.js');
+  const { createChainHealth } = await import('../../src/upstreams/selection.js');
+  const host = createChainRelayHost(() => undefined);
+  const heardBy = (port: import('node:worker_threads').MessagePort) => {
+    const heard: FinalityReading[] = [];
+    const client = createChainRelayClient(port);
+    t.teardown(() => client.close());
+    const health = createChainHealth(['a'], { maxLagBlocks: 5 });
+    return { heard, follow: () => client.follow('devnet', health, { hear: (r) => heard.push(r) }) };
+  };
+  const first = new MessageChannel();
+  host.attach(first.port1);
+  const one = heardBy(first.port2);
+  one.follow();
+  const retired = host.finality('devnet');
+  const live = host.finality('devnet');
+  live({ finalized: block(64), safe: block(96) });
+  retired({ finalized: block(999), safe: block(999) });
+  await waitFor(() => one.heard.length === 1, { what: 'the worker hears the change' });
+  const second = new MessageChannel();
+  host.attach(second.port1);
+  const two = heardBy(second.port2);
+  await new Promise((r) => setTimeout(r, 20));
+  two.follow();
+  await waitFor(() => two.heard.length === 1, { what: 'a worker attaching later hears the last blocks' });
+  t.same(one.heard, [{ finalized: block(64), safe: block(96) }], 'only the newest runtime of the chain is relayed');
+  t.same(two.heard, one.heard);
+  first.port1.close();
+  second.port1.close();
+});
