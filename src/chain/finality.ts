@@ -163,7 +163,10 @@ class FinalityTracker implements PolledFinality {
 
   private undo(): void {
     this.heldScope = this.opts.scope();
+    const dropped = this.held.finalized !== null || this.held.safe !== null;
     this.held = { finalized: null, safe: null };
+    // Told too, so a worker started from now on is not given the blocks of the chain as it was.
+    if (dropped) this.opts.onChange?.(this.held);
     // Read again at once: the blocks of the chain as it is now.
     this.startedAt = -Infinity;
   }
