@@ -64,8 +64,8 @@ export function devnetConfig(anvil: AnvilNode, beaconUrl: string, port: number, 
         kind: 'evm',
         chain_id: DEVNET_CHAIN_ID,
         upstreams: [{ url: anvil.url, ws: anvil.wsUrl }],
-        // Its safe and finalized blocks are the beacon node's checkpoints: a minute or so behind the head
-        // (32-slot epochs of 1-second blocks, finality two epochs back; beacon/epochs.ts).
+        // Its safe and finalized blocks are the beacon node's checkpoints, one and two 32-slot epochs of 1-second
+        // blocks behind the head (beacon/epochs.ts): known once the first epoch is justified, about a minute in.
         beacon: 'devnet-beacon',
       },
       'devnet-beacon': {
