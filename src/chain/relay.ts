@@ -10,10 +10,13 @@ import type { ProbeObserver } from '../upstreams/prober.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import type { ChainFilters } from './filters.js';
+import type { FinalityReading, PolledFinality } from './finality.js';
 import { errorText } from '../log.js';
 
-/** To a worker: a probe report about node `index` of `chain` (told to every worker), or a filter call's answer. */
+/** To a worker: a probe report about node `index` of `chain` (told to every worker), the chain's safe and finalized
+ *  blocks, or a filter call's answer. */
 type ToWorker =
+  | { kind: 'finality'; chain: string; held: FinalityReading }
   | { kind: 'started'; chain: string; index: number }
   | { kind: 'reported'; chain: string; index: number; head: number | null; latencyMs: number; hung: boolean }
   | { kind: 'feedHead'; chain: string; index: number; head: number }
@@ -42,6 +45,12 @@ export interface ChainRelayHost {
   feedHead(slug: string, index: number, head: number): void;
   /** Node `index` of `slug` serves another chain (or its own), told to every worker (UpstreamHealth.reportWrongChain). */
   wrongChain(slug: string, index: number, wrong: boolean): void;
+  /**
+   * Where a new runtime of chain `slug` tells its safe and finalized blocks (chain/finality.ts), told to every
+   * worker and to each one that attaches later. Only the newest runtime of a slug is heard: one a reload retired
+   * (it serves the clients left on it a while) may be about another chain, and a worker never takes blocks back.
+   */
+  finality(slug: string): (held: FinalityReading) => void;
 }
 
 export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined): ChainRelayHost {
@@ -49,9 +58,14 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
   const broadcast = (m: ToWorker): void => {
     for (const p of ports) p.postMessage(m);
   };
+  /** The last blocks told of each chain, for a worker that attaches after (started again). */
+  const finality = new Map<string, FinalityReading>();
+  /** The newest runtime of each chain, by the count of those made. */
+  const newest = new Map<string, number>();
   return {
     attach(port) {
       ports.add(port);
+      for (const [chain, held] of finality) port.postMessage({ kind: 'finality', chain, held } satisfies ToWorker);
       port.on('close', () => ports.delete(port));
       port.on('message', (m: ToMain) => {
         const filters = filtersOf(m.chain);
@@ -87,13 +101,24 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
     }),
     feedHead: (slug, index, head) => broadcast({ kind: 'feedHead', chain: slug, index, head }),
     wrongChain: (slug, index, wrong) => broadcast({ kind: 'wrongChain', chain: slug, index, wrong }),
+    finality(slug) {
+      const made = (newest.get(slug) ?? 0) + 1;
+      newest.set(slug, made);
+      finality.delete(slug);
+      return (held) => {
+        if (newest.get(slug) !== made) return;
+        finality.set(slug, held);
+        broadcast({ kind: 'finality', chain: slug, held });
+      };
+    },
   };
 }
 
 /** A worker's side: its chains' health follows the main prober, and their filters are the main thread's. */
 export interface ChainRelayClient {
-  /** Has `health` (the worker's copy of chain `slug`) hear the main thread's probes; returns the undo. */
-  follow(slug: string, health: ChainHealth): () => void;
+  /** Has `health` (the worker's copy of chain `slug`) hear the main thread's probes, and `finality` its safe and
+   *  finalized blocks; returns the undo. */
+  follow(slug: string, health: ChainHealth, finality?: Pick<PolledFinality, 'hear'>): () => void;
   /** Chain `slug`'s filters, held on the main thread. */
   filters(slug: string): ChainFilters;
   close(): void;
@@ -101,6 +126,9 @@ export interface ChainRelayClient {
 
 export function createChainRelayClient(port: MessagePort): ChainRelayClient {
   const followers = new Map<string, ChainHealth>();
+  const finalities = new Map<string, Pick<PolledFinality, 'hear'>>();
+  /** Blocks told before the chain's copy followed (the main thread tells them as the worker attaches). */
+  const early = new Map<string, FinalityReading>();
   const waiting: Waiting = new Map();
   let nextId = 1;
   port.on('message', (m: ToWorker) => {
@@ -111,6 +139,12 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
       case 'failure':
         settleReply(waiting, m);
         return;
+      case 'finality': {
+        const finality = finalities.get(m.chain);
+        if (finality !== undefined) finality.hear(m.held);
+        else early.set(m.chain, m.held);
+        return;
+      }
       case 'started':
       case 'reported':
       case 'feedHead':
@@ -129,10 +163,17 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
   port.unref();
   const send = (m: ToMain): void => port.postMessage(m);
   return {
-    follow(slug, health) {
+    follow(slug, health, finality) {
       followers.set(slug, health);
+      if (finality !== undefined) {
+        finalities.set(slug, finality);
+        const told = early.get(slug);
+        early.delete(slug);
+        if (told !== undefined) finality.hear(told);
+      }
       return () => {
         if (followers.get(slug) === health) followers.delete(slug);
+        if (finalities.get(slug) === finality) finalities.delete(slug);
       };
     },
     filters: (slug) => ({
@@ -184,7 +225,7 @@ function settleReply(waiting: Waiting, m: FilterReply): void {
 }
 
 /** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
-function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply>): void {
+function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | { kind: 'finality' }>): void {
   switch (m.kind) {
     case 'started': {
       const u = health.upstreams[m.index];

@@ -25,7 +25,8 @@ import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub, type SubscriptionMetering } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
-import { type ChainFinality, createChainFinality } from './finality.js';
+import { type ChainFinality, createChainFinality, type FinalityReading, type PolledFinality } from './finality.js';
+import { type BeaconChain, finalityReader } from './finality-reads.js';
 import { type ChainHead, createChainHead } from './head.js';
 import { type ChainMethodPolicy, createChainMethodPolicy } from './method-policy.js';
 import { createNodeRoutes, type NodeRoutes } from './node-routes.js';
@@ -157,7 +158,13 @@ export interface ChainRuntimeOptions {
   metrics?: ChainMetrics;
   /** Told of each probe, each head a feed hears and each identity verdict (on the main thread of a gateway
    *  with worker threads). */
-  relay?: { probes: ProbeObserver; feedHead(index: number, head: number): void; wrongChain(index: number, wrong: boolean): void };
+  relay?: {
+    probes: ProbeObserver;
+    feedHead(index: number, head: number): void;
+    wrongChain(index: number, wrong: boolean): void;
+    /** The chain's safe and finalized blocks changed (finality.ts). */
+    finality?(held: FinalityReading): void;
+  };
   /** Overrides how often a node in rotation has its chain checked again (chain-identity.ts RECHECK_MS). */
   identityRecheckMs?: number;
   /** How many threads share each upstream's max_connections (each worker's pool gets its part); default 1. */
@@ -169,6 +176,9 @@ export interface ChainRuntimeOptions {
   servedHeadCell?: HeadCell | null;
   /** In a worker thread: what the main thread's runtime of the chain keeps for the whole process. */
   replica?: ChainReplica;
+  /** The thread's runtime of the beacon chain config chains.<slug>.beacon names, looked up at each finality reading
+   *  (a reload may make it anew; null while there is none); without it, finality is the nodes' own. */
+  beacon?: () => BeaconChain | null;
 }
 
 /**
@@ -177,8 +187,9 @@ export interface ChainRuntimeOptions {
  * upstream clients, health (the main prober's reports plus its own calls' outcomes), cache and calls in flight.
  */
 export interface ChainReplica {
-  /** Has the chain's health hear the main thread's probes (instead of probing itself); returns the undo. */
-  follow(health: ChainHealth): () => void;
+  /** Has the chain's health hear the main thread's probes (instead of probing itself), and its finality the main
+   *  thread's safe and finalized blocks (instead of reading them); returns the undo. */
+  follow(health: ChainHealth, finality: Pick<PolledFinality, 'hear'>): () => void;
   filters: ChainFilters;
   /** The main thread's upstream subscriptions, relayed. */
   feeds?: Feeds | null;
@@ -212,7 +223,7 @@ class RunningChain implements ChainRuntime {
   readonly events: SseHub | null;
   readonly head: ChainHead;
   readonly served: ServedHead;
-  readonly finality: ChainFinality;
+  readonly finality: PolledFinality;
   readonly checks: ChainAnswerChecks | null;
   readonly routes: NodeRoutes;
   readonly filters: ChainFilters;
@@ -284,7 +295,13 @@ class RunningChain implements ChainRuntime {
     const pickUpstream = (): HttpUpstream => this.pickUpstream();
     const head = createChainHead({ health, feeds, timeoutMs, upstreams, pickUpstream });
     this.head = head;
-    this.finality = createChainFinality();
+    this.finality = createChainFinality({
+      // Read when a reading is due, by which time the routes (made below) are there; a worker's copy hears them.
+      ...(opts.replica === undefined ? { read: finalityReader(config, opts.beacon, this) } : {}),
+      ...(opts.relay?.finality !== undefined ? { onChange: opts.relay.finality } : {}),
+      scope: () => this.cacheScope,
+      gauge: (tag) => metrics.finality(tag),
+    });
     const checks = createAnswerChecks(config, {
       feeds,
       meters: health.meters,
@@ -393,9 +410,10 @@ class RunningChain implements ChainRuntime {
   startHealthChecks(): void {
     if (this.prober !== null || this.unfollow !== null || this.closed) return;
     if (this.opts.replica !== undefined) {
-      this.unfollow = this.opts.replica.follow(this.health);
+      this.unfollow = this.opts.replica.follow(this.health, this.finality);
       return;
     }
+    this.finality.start();
     this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
   }
 

@@ -12,6 +12,12 @@ const ASK_TIMEOUT_MS = 5_000;
 
 export const STATUS_EXIT = { ready: 0, notReady: 1, unreachable: 2 } as const;
 
+/** ", safe N, finalized M" when the chain knows them (a beacon chain never does; an older daemon sends neither). */
+function finalityText(c: StatusReport['chains'][string]): string {
+  if (c.safe_block == null && c.finalized_block == null) return '';
+  return `, safe ${c.safe_block ?? '–'}, finalized ${c.finalized_block ?? '–'}`;
+}
+
 /** The report as the operator reads it: one block per chain, its upstreams as a table. */
 export function formatStatus(r: StatusReport): string {
   const out: string[] = [`chaingate up ${r.uptime_s} s`];
@@ -19,7 +25,7 @@ export function formatStatus(r: StatusReport): string {
     out.push(
       '',
       `${slug}: ${c.ready ? 'ready' : 'NOT READY (no node in rotation)'}, head ${c.best_head ?? '–'}, ` +
-        `served ${c.served_head ?? '–'}, ` +
+        `served ${c.served_head ?? '–'}${finalityText(c)}, ` +
         `${c.requests_per_s_1m.toFixed(1)} req/s over the last minute, ${c.ws_connections} WebSockets, ` +
         `${c.subscriptions} subscriptions, ${c.event_streams} event streams`,
     );

@@ -64,6 +64,9 @@ export function devnetConfig(anvil: AnvilNode, beaconUrl: string, port: number, 
         kind: 'evm',
         chain_id: DEVNET_CHAIN_ID,
         upstreams: [{ url: anvil.url, ws: anvil.wsUrl }],
+        // Its safe and finalized blocks are the beacon node's checkpoints, one and two 32-slot epochs of 1-second
+        // blocks behind the head (beacon/epochs.ts), known from the end of the first epoch (about 32 s in).
+        beacon: 'devnet-beacon',
       },
       'devnet-beacon': {
         name: 'Local devnet (consensus layer)',

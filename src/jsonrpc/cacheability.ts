@@ -1,7 +1,8 @@
 /**
  * Which answers the response cache may keep. An answer is kept only when no later block can change
- * it: `net_version`, and reads pinned to one block (by number or by hash) once that block is at least
- * `finality_depth` blocks below the head. Everything that reads state at a tag, simulates, writes or
+ * it: `net_version`, and reads pinned to one block (by number or by hash) once that block is final: at or
+ * below the chain's finalized block, or `finality_depth` blocks below the head while no finalized block is
+ * known (chain/finality.ts finalThrough). Everything that reads state at a tag, simulates, writes or
  * touches filters is never cached, whatever its block: a stale balance or nonce costs users money.
  * Which methods may be kept, and how each names its block, is a trait of the method's catalogue row
  * (MethodRow.cache, declared in methods-eth.ts and methods-trace.ts).
@@ -168,15 +169,16 @@ export function blockOfCall(row: MethodRow, params: unknown[]): number | null | 
 
 /**
  * Whether an answer's `result` may be cached: the call has a cache key, the result is not null, and
- * its block is at or below `head - finalityDepth`. An unknown head (null) keeps only net_version.
- * Error answers have no `result`: the caller passes only successful results (undefined is refused).
+ * its block is at or below `finalBlock`, the highest block taken as final (chain/finality.ts finalThrough).
+ * An unknown one (null) keeps only net_version. Error answers have no `result`: the caller passes only
+ * successful results (undefined is refused).
  */
-export function mayCache(row: MethodRow, params: unknown[], result: unknown, head: number | null, finalityDepth: number): boolean {
+export function mayCache(row: MethodRow, params: unknown[], result: unknown, finalBlock: number | null): boolean {
   if (result === null || result === undefined) return false;
   const source = row.cache;
   if (source === null || !pinsOneBlock(source, params)) return false;
   if (source === 'chain') return true;
-  if (head === null) return false;
+  if (finalBlock === null) return false;
   const block = decidingBlock(row.name, source, params, result);
-  return block !== null && block <= head - finalityDepth;
+  return block !== null && block <= finalBlock;
 }

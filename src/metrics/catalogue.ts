@@ -91,6 +91,20 @@ export const METRIC_FAMILIES = {
     labelNames: ['chain'],
     aggregator: 'max',
   },
+  chainFinalized: {
+    type: 'gauge',
+    name: 'chaingate_chain_finalized_block',
+    help: "The chain's finalized block: its beacon chain's finalized checkpoint, else its nodes' own",
+    labelNames: ['chain'],
+    aggregator: 'max',
+  },
+  chainSafe: {
+    type: 'gauge',
+    name: 'chaingate_chain_safe_block',
+    help: "The chain's safe block: its beacon chain's justified checkpoint, else its nodes' own",
+    labelNames: ['chain'],
+    aggregator: 'max',
+  },
   refusals: {
     type: 'counter',
     name: 'chaingate_refusals_total',

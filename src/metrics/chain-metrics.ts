@@ -42,11 +42,13 @@ function createRecentRate(now: () => number): { count(): void; perSecond(): numb
 export function createChainMetrics(f: Families, slug: string, now: () => number, remove: () => void): ChainMetrics {
   const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead, upstreamCheckFailures } = f;
   const { chainHead, chainServedHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
-  const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches } = f;
+  const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches, chainFinalized, chainSafe } = f;
   const byTransport = memo((transport) => requestDuration.labels(slug, transport));
   const kinds = memo((kind) => subscriptions.labels(slug, kind));
   const notified = memo((kind) => notifications.labels(slug, kind));
   const topics = memo((topic) => sseEvents.labels(slug, topic));
+  // Made at the first block known, so a chain without finality (a beacon chain) has no series.
+  const finality = memo((tag) => (tag === 'finalized' ? chainFinalized : chainSafe).labels(slug));
   // transport → method → status → child: three lookups and no string built per request.
   const requestChildren = new Map<string, Map<string, Map<number, CounterChild>>>();
   const requestChild = (transport: string, method: string, status: number): CounterChild => {
@@ -118,6 +120,7 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
     sharedCalls: sharedCalls.labels(slug),
     head: chainHead.labels(slug),
     servedHead: chainServedHead.labels(slug),
+    finality,
     notifications: notified,
     sseEvents: topics,
     upstream,

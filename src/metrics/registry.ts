@@ -75,6 +75,8 @@ export interface ChainMetrics {
   readonly head: GaugeChild;
   /** The head the chain serves (chain/served-head.ts). */
   readonly servedHead: GaugeChild;
+  /** The chain's finalized or safe block number (chain/finality.ts). */
+  finality(tag: 'finalized' | 'safe'): GaugeChild;
   /** A client WebSocket opened (+1) or closed (-1). */
   wsConnection(delta: 1 | -1): void;
   /** An event stream opened (+1) or ended (-1). */
@@ -278,6 +280,7 @@ export function noMetrics(): Metrics {
       sharedCalls: NOTHING,
       head: NOTHING,
       servedHead: NOTHING,
+      finality: () => NOTHING,
       notifications: () => NOTHING,
       sseEvents: () => NOTHING,
       upstream: () => NO_UPSTREAM,

@@ -8,6 +8,7 @@ import { rawResult } from '../jsonrpc/raw-result.js';
 import { reidAcceptedAnswer } from '../jsonrpc/accepted-answer.js';
 import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
+import { finalThrough } from '../chain/finality.js';
 import { dedupKeyFor, type FlightEnd, type Joiner, type SharedFlight, type SharedOutcome } from '../chain/dedup.js';
 import { chargeAsCacheHit } from './admission.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
@@ -93,7 +94,7 @@ function answerFromCache(ctx: GatewayContext, f: Forward, result: Buffer, sink: 
 function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): ((body: Buffer) => void) | null {
   const filters = f.method === 'eth_sendRawTransaction' && chain.filters.takesSentTransactions() ? chain.filters : undefined;
   if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined) return null;
-  const { cache, head: chainHead } = chain;
+  const { cache, head: chainHead, finality } = chain;
   const depth = chain.config.finality_depth;
   // As the call starts: an answer from the old chain that arrives after a reset is kept where nothing reads it.
   const scope = chain.cacheScope;
@@ -102,8 +103,8 @@ function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): 
     // The call tells its block: the answer is kept as its bytes, never parsed (a wide eth_getLogs).
     if (decided === null) return null;
     return (body) => {
-      const head = chainHead.now();
-      if (head === null || decided > head - depth) return;
+      const final = finalThrough(finality, chainHead.now(), depth);
+      if (final === null || decided > final) return;
       const raw = rawResult(body);
       if (raw !== null && !raw.equals(NULL_JSON)) cache.set(scope, cacheKey!, raw);
     };
@@ -121,13 +122,13 @@ function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): 
       if (typeof result === 'string') filters.notePendingTransaction(result);
       return;
     }
-    const keep = (head: number | null): void => {
-      if (mayCache(f.row, f.params, result, head, depth)) cache.set(scope, cacheKey!, JSON.stringify(result));
+    const keep = (final: number | null): void => {
+      if (mayCache(f.row, f.params, result, final)) cache.set(scope, cacheKey!, JSON.stringify(result));
     };
-    const head = chainHead.now();
-    // No head known yet (the first calls after a start): the answer is kept once a node has told one.
-    if (head === null) void chainHead.fresh().then(keep);
-    else keep(head);
+    const final = finalThrough(finality, chainHead.now(), depth);
+    // Nothing known final yet (the first calls after a start): the answer is kept once a node has told a head.
+    if (final === null) void chainHead.fresh().then((head) => keep(finalThrough(finality, head, depth)));
+    else keep(final);
   };
 }
 

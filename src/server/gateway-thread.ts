@@ -5,7 +5,7 @@
  * through them (gateway-stop.ts, stream-stats.ts).
  */
 import { performance } from 'node:perf_hooks';
-import type { Config } from '../config/schema.js';
+import type { ChainConfig, Config } from '../config/schema.js';
 import { createForwardingRepeatedLog, createRepeatedLog, type RepeatedLog } from '../repeated-log.js';
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
 import { createSwappableCache, type SwappableCache } from '../chain/response-cache.js';
@@ -174,6 +174,15 @@ function chainOptions(
   };
 }
 
+/**
+ * The beacon chain whose checkpoints decide chain `c`'s finality (config chains.<slug>.beacon): this thread's
+ * runtime of it, looked up at each reading, so a reload that makes it anew is followed.
+ */
+function beaconOf(t: Pick<GatewayThread, 'chains'>, c: ChainConfig): Pick<ChainRuntimeOptions, 'beacon'> {
+  const slug = c.kind === 'evm' ? c.beacon : undefined;
+  return slug === undefined ? {} : { beacon: () => t.chains.get(slug) ?? null };
+}
+
 /** A thread while openThread makes its parts, one field after the other. */
 type ThreadUnderway = { -readonly [K in keyof GatewayThread]: GatewayThread[K] };
 
@@ -200,6 +209,7 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
         metrics: t.metrics.chain(c.slug),
         ...chainSharing(t.role, c.slug, t.inForce, t.writes),
         servedHeadCell: t.heads.cell(c.slug),
+        ...beaconOf(t, c),
       }),
     start(chain) {
       chain.startHealthChecks();

@@ -9,6 +9,7 @@
  */
 import type { ServedHead } from '../chain/served-head.js';
 import type { UpstreamStatus } from '../upstreams/health.js';
+import type { ChainFinality } from '../chain/finality.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 
 /** A chain as the reports name it. */
@@ -17,6 +18,8 @@ export interface ChainHealthEntry {
   health: ChainHealth;
   /** The head the chain serves (ChainRuntime.served). */
   served: Pick<ServedHead, 'now'>;
+  /** The chain's finalized and safe blocks (chain/finality.ts); absent: shown as null. */
+  finality?: Pick<ChainFinality, 'finalized' | 'safe'>;
 }
 
 export interface HealthReply {
@@ -44,6 +47,9 @@ interface ChainReport {
   best_head: number | null;
   /** The head the chain serves (eth_blockNumber, newHeads): reached by enough nodes in rotation. */
   served_head: number | null;
+  /** null while unknown, and on a beacon chain. */
+  finalized_block: number | null;
+  safe_block: number | null;
   max_lag_blocks: number;
   upstreams: UpstreamReport[];
 }
@@ -70,7 +76,7 @@ function upstreamReport(label: string, s: UpstreamStatus): UpstreamReport {
 function chainReports(chains: readonly ChainHealthEntry[]): { ready: boolean; detail: Record<string, ChainReport> } {
   const detail: Record<string, ChainReport> = {};
   let ready = true;
-  for (const { slug, health, served } of chains) {
+  for (const { slug, health, served, finality } of chains) {
     const upstreams = health.upstreams.map((u) => upstreamReport(u.label, u.status()));
     const chainReady = upstreams.some((u) => u.in_rotation);
     if (!chainReady) ready = false;
@@ -78,6 +84,8 @@ function chainReports(chains: readonly ChainHealthEntry[]): { ready: boolean; de
       ready: chainReady,
       best_head: health.bestHead(),
       served_head: served.now(),
+      finalized_block: finality?.finalized()?.number ?? null,
+      safe_block: finality?.safe()?.number ?? null,
       max_lag_blocks: health.maxLagBlocks,
       upstreams,
     };

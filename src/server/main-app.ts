@@ -167,7 +167,12 @@ export function mainApp(t: GatewayThread, c: Config): TemplatedApp {
   const { ctx, started: config } = t;
   const a = createApp(c);
   const healthEntries = (): ChainHealthEntry[] =>
-    [...t.chains.values()].map((chain) => ({ slug: chain.config.slug, health: chain.health, served: chain.served }));
+    [...t.chains.values()].map((chain) => ({
+      slug: chain.config.slug,
+      health: chain.health,
+      served: chain.served,
+      finality: chain.finality,
+    }));
   for (const headOnly of [false, true]) {
     const route = headOnly ? a.head.bind(a) : a.get.bind(a);
     route('/healthz', (res, req) =>

@@ -64,6 +64,7 @@ export function chainSharing(
           probes: host.observer(slug),
           feedHead: (i, h) => host.feedHead(slug, i, h),
           wrongChain: (i, w) => host.wrongChain(slug, i, w),
+          finality: host.finality(slug),
         },
       };
     }
@@ -74,7 +75,7 @@ export function chainSharing(
         writes,
         poolShare: side.workers,
         replica: {
-          follow: (health) => client.follow(slug, health),
+          follow: (health, finality) => client.follow(slug, health, finality),
           filters: client.filters(slug),
           feeds: c.upstreams.some((u) => u.ws !== undefined) ? role.feeds.feeds(slug) : null,
           openEventLink: role.events.openLink(slug),

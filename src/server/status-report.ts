@@ -79,6 +79,9 @@ export interface ChainStatus {
   best_head: number | null;
   /** The head the chain serves (chain/served-head.ts). */
   served_head: number | null;
+  /** The chain's finalized and safe block numbers (chain/finality.ts), null while unknown (and on a beacon chain). */
+  finalized_block: number | null;
+  safe_block: number | null;
   requests_per_s_1m: number;
   ws_connections: number;
   subscriptions: number;
@@ -145,6 +148,8 @@ export function statusReport(
       ready: upstreams.some((u) => u.in_rotation),
       best_head: chain.health.bestHead(),
       served_head: chain.served.now(),
+      finalized_block: chain.finality.finalized()?.number ?? null,
+      safe_block: chain.finality.safe()?.number ?? null,
       requests_per_s_1m: Math.round(seen.requestsPerSecond1m * 100) / 100,
       ws_connections: seen.wsConnections,
       subscriptions: seen.subscriptions,

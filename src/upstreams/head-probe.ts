@@ -25,11 +25,18 @@ const DECIMAL = /^(?:0|[1-9][0-9]{0,15})$/;
 export type ReadHead = (upstream: HttpUpstream, timeoutMs: number, signal: AbortSignal) => Promise<number>;
 
 /**
- * One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status, an answer over
- * the cap or not JSON, and, given `sentId`, an answer that does not carry that JSON-RPC id (its socket is then
- * closed: its answers are out of step).
+ * One small JSON answer: resolves with it parsed, rejects on a transport failure, a non-2xx status (the Error then
+ * has the node's `status`), an answer over `maxBytes` (default MAX_PROBE_ANSWER_BYTES; the Error has `tooLarge`)
+ * or not JSON, and, given
+ * `sentId`, an answer that does not carry that JSON-RPC id (its socket is then closed: its answers are out of step).
  */
-export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, signal: AbortSignal, sentId?: string): Promise<unknown> {
+export function fetchSmallJson(
+  upstream: HttpUpstream,
+  req: UpstreamRequest,
+  signal: AbortSignal,
+  sentId?: string,
+  maxBytes = MAX_PROBE_ANSWER_BYTES,
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) {
       reject(new Error('aborted'));
@@ -56,16 +63,16 @@ export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, sig
     handle = upstream.request(req, {
       onHead(s) {
         status = s;
-        if (s < 200 || s > 299) giveUp(new Error(`HTTP ${s}`));
+        if (s < 200 || s > 299) giveUp(statusError(s));
       },
       onData(chunk) {
         bytes += chunk.length;
-        if (bytes > MAX_PROBE_ANSWER_BYTES) giveUp(new Error(`answer larger than ${MAX_PROBE_ANSWER_BYTES} bytes`));
+        if (bytes > maxBytes) giveUp(Object.assign(new Error(`answer larger than ${maxBytes} bytes`), { tooLarge: true }));
         else chunks.push(chunk);
         return true;
       },
       onEnd() {
-        if (status < 200 || status > 299) return settle(new Error(`HTTP ${status}`));
+        if (status < 200 || status > 299) return settle(statusError(status));
         let answer: unknown;
         try {
           answer = JSON.parse(Buffer.concat(chunks, bytes).toString());
@@ -84,6 +91,9 @@ export function fetchSmallJson(upstream: HttpUpstream, req: UpstreamRequest, sig
     if (settled) handle.abort();
   });
 }
+
+/** A node's answer outside 2xx, with its status. */
+const statusError = (status: number): Error & { status: number } => Object.assign(new Error(`HTTP ${status}`), { status });
 
 /**
  * A parameterless JSON-RPC probe (eth_blockNumber, eth_chainId): resolves with its answer's `result` (undefined for

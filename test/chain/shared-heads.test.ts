@@ -57,7 +57,7 @@ function threadOf(cell: HeadCell, fresh: boolean): Thread {
     health,
     served,
     heads(...heads) {
-      heads.forEach((h, i) => health.upstreams[i]!.reportHead(h));
+      for (const [i, h] of heads.entries()) health.upstreams[i]!.reportHead(h);
     },
   };
 }

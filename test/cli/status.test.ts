@@ -64,6 +64,8 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
         ready: true,
         best_head: 12,
         served_head: 10,
+        finalized_block: 4,
+        safe_block: 8,
         requests_per_s_1m: 0,
         ws_connections: 0,
         subscriptions: 0,
@@ -76,7 +78,7 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
       },
     },
   });
-  t.match(text, /^mainnet: ready, head 12, served 10, /m, 'the best head and the head served');
+  t.match(text, 'mainnet: ready, head 12, served 10, safe 8, finalized 4, ', 'the best head, the head served, safe and finalized');
   t.match(text, /right\s+in rotation\s+10\s+0/);
   t.match(text, /down\s+out \(failing\)\s+–/);
   t.match(text, /anvil\s+out \(serves 31337\)\s+10/);

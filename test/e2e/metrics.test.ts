@@ -21,7 +21,8 @@ async function until(t: Test, what: string, check: () => Promise<boolean>): Prom
 }
 
 async function setup(t: Test): Promise<{ g: TestGateway; nodeUrl: string; apiKey: string; mgmtKey: string; poorKey: string }> {
-  const node = await anvilFor(t, { chainId: 31337 });
+  // anvil's finalized block (what the cache takes as final) two 1-slot epochs behind its head: FINALITY_DEPTH.
+  const node = await anvilFor(t, { chainId: 31337, args: ['--slots-in-an-epoch', String(FINALITY_DEPTH / 2)] });
   await direct(node.url, 'anvil_mine', ['0xa']);
   const g = await gatewayFor(t, {
     public: { rps_per_ip: 4, max_batch: 100 },
@@ -57,6 +58,7 @@ t.test('each event moves its metric, once; no key or upstream URL is exposed', a
   const url = `${g.base}/v1/rpc/${apiKey}`;
   const req = (labels: Record<string, string>) => ({ chain: 'devnet', transport: 'http', ...labels });
   await until(t, 'the gateway knows the head', async () => g.gateway.context.chains.get('devnet')!.head.now() !== null);
+  await until(t, 'and the finalized block', async () => g.gateway.context.chains.get('devnet')!.finality.finalized() !== null);
 
   // A forwarded call: one request, one upstream call, RU charged.
   let before = await scrape(port);

@@ -485,7 +485,9 @@ t.test(
     await waitUntil(() => subs.every((s, k) => lastNumber(s, ids[k]!) === 200), 10_000, 'head 200 for every subscriber');
     const gatewayHead = async (): Promise<unknown> => ((await rpc(httpUrl, 'eth_blockNumber')).json as { result?: unknown }).result;
     await waitFor(async () => (await gatewayHead()) === '0xc8', { what: 'the gateway at head 200' });
-    // Block 5 is final (64 below head 200): the gateway keeps its answer.
+    // Block 5 is final (anvil's finalized block is 64 below head 200): the gateway keeps its answer.
+    const finality = g.gateway.context.chains.get('devnet')!.finality;
+    await waitFor(() => finality.finalized()?.number === 136, { what: 'the finalized block 136', ms: 10_000 });
     const blockFive = async (): Promise<string> =>
       ((await rpc(httpUrl, 'eth_getBlockByNumber', ['0x5', false])).json as { result: { hash: string } }).result.hash;
     const oldFive = await blockFive();

@@ -18,7 +18,7 @@ function rowOf(method: string): MethodRow {
 }
 const cacheKeyFor = (method: string, params: unknown[]): string | null => cacheKeyOfRow(rowOf(method), params);
 const mayCache = (method: string, params: unknown[], result: unknown, head: number | null, depth: number): boolean =>
-  mayCacheRow(rowOf(method), params, result, head, depth);
+  mayCacheRow(rowOf(method), params, result, head === null ? null : head - depth);
 
 /** The params as the pipeline hands them on: checked and normalized by the allowlist. */
 function normalized(method: string, params: unknown[]): unknown[] {

@@ -53,6 +53,8 @@ t.test("every family labelled by chain loses its series with the chain, and keep
     c.cacheBytes.set(100);
     c.sharedCalls.inc();
     c.head.set(7);
+    c.finality('finalized').set(3);
+    c.finality('safe').set(5);
     c.wsConnection(1);
     c.sseClient(1);
     c.subscription('newHeads', 1);

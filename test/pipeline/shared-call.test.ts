@@ -94,12 +94,16 @@ async function setup(t: Test, anvilArgs: string[] = []) {
 }
 
 t.test('final answers come from the cache at the hit price; recent, null and state answers never do', async (t) => {
-  const { node, proxy, s } = await setup(t);
+  // anvil's finalized block is two epochs of 2 slots behind its head: 6, below head - finality_depth (7).
+  const { node, proxy, s } = await setup(t, ['--slots-in-an-epoch', '2']);
   t.equal(await s.chain('devnet').head.fresh(), 10);
+  await waitFor(() => s.chain('devnet').finality.finalized()?.number === 6, { what: "the nodes' finalized block" });
   const hashOf = async (n: number): Promise<string> =>
     (await result<{ hash: string }>(node.url, 'eth_getBlockByNumber', [hex(n), false])).hash;
   const cases: Array<[string, string, unknown[], boolean]> = [
-    ['a block 7 deep (finality_depth 3)', 'eth_getBlockByNumber', ['0x5', false], true],
+    ['a block below the finalized one', 'eth_getBlockByNumber', ['0x5', false], true],
+    ['the finalized block', 'eth_getBlockByNumber', ['0x6', false], true],
+    ['a block above the finalized one, though finality_depth (3) would take it', 'eth_getBlockByNumber', ['0x7', false], false],
     ['net_version, fixed per chain', 'net_version', [], true],
     ['a block by hash, 5 deep (read from the answer)', 'eth_getBlockByHash', [await hashOf(5), false], true],
     ['a block 1 deep', 'eth_getBlockByNumber', ['0x9', false], false],

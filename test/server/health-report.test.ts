@@ -21,7 +21,14 @@ function chains(): { entries: ChainHealthEntry[]; advance(ms: number): void } {
   const sepolia = withServed(['http://10.0.1.1:8545'], { maxLagBlocks: 2, now: clock });
   return {
     entries: [
-      { slug: 'mainnet', ...mainnet },
+      {
+        slug: 'mainnet',
+        ...mainnet,
+        finality: {
+          finalized: () => ({ number: 21_480_048, hash: `0x${'aa'.repeat(32)}` }),
+          safe: () => ({ number: 21_480_080, hash: `0x${'bb'.repeat(32)}` }),
+        },
+      },
       { slug: 'sepolia', ...sepolia },
     ],
     advance: (ms) => {
@@ -38,10 +45,13 @@ t.test('everything fresh: live and ready, with each upstream listed', async (t) 
   t.equal(body.status, 'live');
   t.equal(body.uptime_s, 12);
   t.same(Object.keys(body.chains), ['mainnet', 'sepolia']);
+  t.match(body.chains.mainnet, { finalized_block: 21_480_048, safe_block: 21_480_080 }, 'the block numbers finality holds');
   t.same(body.chains.sepolia, {
     ready: true,
     best_head: null,
     served_head: null,
+    finalized_block: null,
+    safe_block: null,
     max_lag_blocks: 2,
     upstreams: [
       {
