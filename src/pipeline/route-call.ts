@@ -286,13 +286,15 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
 
   /**
    * After `a` said it has not the block (or the thing) asked about: another attempt on a node further ahead than
-   * `a`'s, none when no node in rotation is for a call about a block; for one that names no block (a hash) or
-   * while no head is known, any other node when none is ahead.
+   * `a`'s; for a call about a block, else on another node that has reached it (one at the same head may well have
+   * it: `a` may be a balancer over nodes a block apart), none when no other node has; for one that names no block
+   * (a hash) or while no head is known, else on any other node.
    */
   retryAhead(a: Attempt): boolean {
     const head = a.headAtStart;
-    if (this.minHead === null) return this.retry(head === null ? null : head + 1, 'highest');
-    return this.retry(head === null ? this.minHead : head + 1, 'none');
+    const ahead = head === null ? null : head + 1;
+    if (this.minHead === null) return this.retry(ahead, 'highest');
+    return (ahead !== null && ahead > this.minHead && this.retry(ahead, 'none')) || this.retry(this.minHead, 'none');
   }
 
   retry(minHead: number | null = this.minHead, short: ShortOfHead = 'highest'): boolean {

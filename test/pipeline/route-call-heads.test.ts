@@ -1,8 +1,9 @@
 /**
  * routeCall and the block a call is about (issue 32 §2), over stand-in upstreams at chosen heads: every attempt
  * goes to a node that has reached the call's minHead, and a `"result":null` for a method whose null means "not
- * found" (eRPC's "retry empty"), like a "not there yet" error, is asked once more of a node further ahead, or of
- * any other for a call by hash, and of none when no such node is in rotation. The end-to-end file
+ * found" (eRPC's "retry empty"), like a "not there yet" error, is asked once more of another node that has reached
+ * the block (for a call by hash, of a node further ahead, else of any other), and of none when no such node is in
+ * rotation. The end-to-end file
  * test/e2e/consistent-reads.test.ts runs the same road over real anvils mined apart.
  */
 import t from 'tap';
@@ -92,7 +93,7 @@ t.test('every attempt goes to a node that has reached the minimum head', async (
   t.equal(answered(late), 0, 'not the one behind');
 });
 
-t.test('retry empty: a null for a block is asked once more of a node further ahead', async (t) => {
+t.test('retry empty: a null for a block is asked once more of another node that has reached it', async (t) => {
   const first = standIn('first', NULL);
   const further = standIn('further', BLOCK);
   t.match(await route(chainAt([first, further], [100, 101]), 'eth_getBlockByNumber', ['0x64', false], 100), /"number":"0x64"/);
@@ -100,12 +101,21 @@ t.test('retry empty: a null for a block is asked once more of a node further ahe
 
   const even = standIn('even', BLOCK);
   const alone = standIn('alone', NULL);
-  t.equal(
+  t.match(
     await route(chainAt([alone, even], [100, 100]), 'eth_getBlockByNumber', ['0x64', false], 100),
-    '{"jsonrpc":"2.0","id":1,"result":null}',
-    'no node further ahead: the null is the answer',
+    /"number":"0x64"/,
+    'another node that has reached the block is asked too, even at the same head (the first may be a balancer)',
   );
-  t.equal(answered(even), 0, 'a node at the same head is not asked');
+  t.same([answered(alone), answered(even)], [1, 1]);
+
+  const behind = standIn('behind', BLOCK);
+  const lone = standIn('lone', NULL);
+  t.equal(
+    await route(chainAt([lone, behind], [100, 99]), 'eth_getBlockByNumber', ['0x64', false], 100),
+    '{"jsonrpc":"2.0","id":1,"result":null}',
+    'no other node has reached the block: the null is the answer',
+  );
+  t.equal(answered(behind), 0, 'a node below the block is not asked');
 
   const nulls = [standIn('n1', NULL), standIn('n2', NULL), standIn('n3', BLOCK)];
   t.equal(
