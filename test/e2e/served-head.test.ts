@@ -175,3 +175,30 @@ t.test('with worker threads, each works the served head out from the main thread
     { what: 'every worker at 13', ms: 10_000 },
   );
 });
+
+t.test('every node goes back (anvil_reset): the served head follows them down, says so, and climbs again', async (t) => {
+  const chain = await sameChainAnvils(t, 3, { transfers: false });
+  await chain.mineTo(0, 10);
+  await chain.mineTo(1, 12);
+  await chain.mineTo(2, 15);
+  const g = await gatewayFor(t, {
+    server: { workers: 1 },
+    chains: { devnet: { chain_id: 31337, upstreams: chain.nodes.map((n, i) => ({ name: `n${i}`, url: n.url })) } },
+  });
+  const url = `${g.base}/v1/rpc/public`;
+  const blockNumber = async (): Promise<string | undefined> => ((await rpc(url, 'eth_blockNumber', [])).json as { result?: string }).result;
+  await waitFor(async () => (await blockNumber()) === hex(12), { what: 'eth_blockNumber 12', ms: 10_000 });
+  // One node going back is not enough: the head stays while another node in rotation has it.
+  await chain.reset();
+  await chain.mineTo(0, 3);
+  await chain.mineTo(1, 3);
+  await chain.mineTo(2, 4);
+  await waitFor(async () => (await blockNumber()) === hex(3), { what: 'eth_blockNumber 3, the head two nodes have now', ms: 10_000 });
+  t.ok(
+    g.logLines.some((l) => /served head went back from 12 to \d+: every node in rotation is below it/.test(l)),
+    'the head going back is logged',
+  );
+  await chain.mineTo(0, 5);
+  await chain.mineTo(1, 5);
+  await waitFor(async () => (await blockNumber()) === hex(5), { what: 'eth_blockNumber 5', ms: 10_000 });
+});

@@ -31,6 +31,8 @@ export interface SameChain {
    * holds one log of ECHO_TOPIC whose data is n.
    */
   mineTo(i: number, height: number): Promise<void>;
+  /** Takes every node back to its genesis block (anvil_reset): the chain starts over, as after a devnet reset. */
+  reset(): Promise<void>;
 }
 
 async function call(url: string, method: string, params: unknown[]): Promise<unknown> {
@@ -63,6 +65,10 @@ export async function sameChainAnvils(
   return {
     nodes,
     heights,
+    async reset() {
+      await Promise.all(nodes.map((n) => call(n.url, 'anvil_reset', [])));
+      heights.fill(0);
+    },
     async mineTo(i, height) {
       const url = nodes[i]!.url;
       for (let n = heights[i]! + 1; n <= height; n++) {
