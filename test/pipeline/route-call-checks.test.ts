@@ -11,33 +11,17 @@ import { methodRow } from '../../src/jsonrpc/methods.js';
 import type { CheckName, UpstreamMetrics } from '../../src/metrics/registry.js';
 import type { AnswerSink, ForwardFailure } from '../../src/pipeline/forward.js';
 import { routeCall, type RoutedChain } from '../../src/pipeline/route-call.js';
-import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamRequest } from '../../src/upstreams/http-client.js';
+import type { HttpUpstream } from '../../src/upstreams/http-client.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
+import { type StandInNode, standInNode } from '../support/stand-in-node.js';
 
 const hash = (n: number): string => `0x${n.toString(16).padStart(64, '0')}`;
 const FORGED = `0x${'f0'.repeat(32)}`;
 
-/** A node answering every call with `result`, counting the calls. */
-function node(label: string, result: unknown): HttpUpstream & { calls: number } {
-  const self = {
-    label,
-    calls: 0,
-    request(req: UpstreamRequest, sink: ResponseSink): RequestHandle {
-      self.calls++;
-      const id = (JSON.parse(String(req.body)) as { id: number }).id;
-      const timer = setTimeout(() => {
-        const text = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id, result }));
-        sink.onHead(200, [], text.length);
-        sink.onData(text);
-        sink.onEnd();
-      }, 1);
-      const abort = (): void => clearTimeout(timer);
-      return { abort, resume() {}, distrust: abort };
-    },
-    stats: () => ({ open: 0, busy: 0, queued: 0 }),
-    close() {},
-  };
-  return self;
+/** A node answering every call with `result`; `calls` counts them. */
+function node(label: string, result: unknown): StandInNode & { readonly calls: number } {
+  const n = standInNode(label, { result });
+  return Object.defineProperty(n, 'calls', { get: () => n.methods.length }) as StandInNode & { readonly calls: number };
 }
 
 /** A chain over `nodes` with answer checks knowing blocks 1..5 (whose blooms hold anything); selection takes the first untried node. */

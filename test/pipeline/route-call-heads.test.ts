@@ -10,42 +10,11 @@ import t from 'tap';
 import { methodRow } from '../../src/jsonrpc/methods.js';
 import type { AnswerSink } from '../../src/pipeline/forward.js';
 import { isNullResult, type RoutedChain, routeCall } from '../../src/pipeline/route-call.js';
-import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamRequest } from '../../src/upstreams/http-client.js';
-import { UpstreamError } from '../../src/upstreams/upstream-error.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
-
-/** What a stand-in node answers: a result, a node error, or a failure to connect. */
-type Answer = { result: unknown } | { error: { code: number; message: string } } | 'unreachable';
-
-interface StandIn extends HttpUpstream {
-  readonly methods: string[];
-}
-
-function standIn(label: string, answer: Answer): StandIn {
-  const self: StandIn = {
-    label,
-    methods: [],
-    request(req: UpstreamRequest, sink: ResponseSink): RequestHandle {
-      const call = JSON.parse(String(req.body)) as { id: number; method: string };
-      self.methods.push(call.method);
-      const timer = setTimeout(() => {
-        if (answer === 'unreachable') return sink.onError(new UpstreamError('connect', `${label}: refused`));
-        const text = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: call.id, ...answer }));
-        sink.onHead(200, [], text.length);
-        sink.onData(text);
-        sink.onEnd();
-      }, 1);
-      const abort = (): void => clearTimeout(timer);
-      return { abort, resume() {}, distrust: abort };
-    },
-    stats: () => ({ open: 0, busy: 0, queued: 0 }),
-    close() {},
-  };
-  return self;
-}
+import { type StandInNode, standInNode } from '../support/stand-in-node.js';
 
 /** A chain over stand-ins at these heads; selection takes the first candidate (random 0). */
-function chainAt(nodes: StandIn[], heads: number[]): RoutedChain {
+function chainAt(nodes: StandInNode[], heads: number[]): RoutedChain {
   const health = createChainHealth(
     nodes.map((n) => n.label),
     { maxLagBlocks: 5, random: () => 0 },
@@ -74,33 +43,33 @@ const NULL = { result: null };
 const BLOCK = { result: { number: '0x64', hash: `0x${'cd'.repeat(32)}` } };
 const HASH = `0x${'ab'.repeat(32)}`;
 const NOT_THERE = { error: { code: -32000, message: 'header not found' } };
-const answered = (n: StandIn): number => n.methods.length;
+const answered = (n: StandInNode): number => n.methods.length;
 
 t.test('every attempt goes to a node that has reached the minimum head', async (t) => {
-  const behind = standIn('behind', { result: '0x1' });
-  const ahead = standIn('ahead', { result: '0x2' });
+  const behind = standInNode('behind', { result: '0x1' });
+  const ahead = standInNode('ahead', { result: '0x2' });
   t.equal(
     await route(chainAt([behind, ahead], [98, 100]), 'eth_getBalance', ['0x' + '11'.repeat(20), '0x64'], 100),
     '{"jsonrpc":"2.0","id":1,"result":"0x2"}',
   );
   t.equal(answered(behind), 0, 'the node behind is not asked');
 
-  const down = standIn('down', 'unreachable');
-  const other = standIn('other', { result: '0x3' });
-  const late = standIn('late', { result: '0x4' });
+  const down = standInNode('down', 'unreachable');
+  const other = standInNode('other', { result: '0x3' });
+  const late = standInNode('late', { result: '0x4' });
   const body = await route(chainAt([down, late, other], [100, 97, 100]), 'eth_getBalance', ['0x' + '11'.repeat(20), 'latest'], 100);
   t.match(body, /"0x3"/, 'after a failure, the other node at the head');
   t.equal(answered(late), 0, 'not the one behind');
 });
 
 t.test('retry empty: a null for a block is asked once more of another node that has reached it', async (t) => {
-  const first = standIn('first', NULL);
-  const further = standIn('further', BLOCK);
+  const first = standInNode('first', NULL);
+  const further = standInNode('further', BLOCK);
   t.match(await route(chainAt([first, further], [100, 101]), 'eth_getBlockByNumber', ['0x64', false], 100), /"number":"0x64"/);
   t.same([answered(first), answered(further)], [1, 1]);
 
-  const even = standIn('even', BLOCK);
-  const alone = standIn('alone', NULL);
+  const even = standInNode('even', BLOCK);
+  const alone = standInNode('alone', NULL);
   t.match(
     await route(chainAt([alone, even], [100, 100]), 'eth_getBlockByNumber', ['0x64', false], 100),
     /"number":"0x64"/,
@@ -108,8 +77,8 @@ t.test('retry empty: a null for a block is asked once more of another node that 
   );
   t.same([answered(alone), answered(even)], [1, 1]);
 
-  const behind = standIn('behind', BLOCK);
-  const lone = standIn('lone', NULL);
+  const behind = standInNode('behind', BLOCK);
+  const lone = standInNode('lone', NULL);
   t.equal(
     await route(chainAt([lone, behind], [100, 99]), 'eth_getBlockByNumber', ['0x64', false], 100),
     '{"jsonrpc":"2.0","id":1,"result":null}',
@@ -117,7 +86,7 @@ t.test('retry empty: a null for a block is asked once more of another node that 
   );
   t.equal(answered(behind), 0, 'a node below the block is not asked');
 
-  const nulls = [standIn('n1', NULL), standIn('n2', NULL), standIn('n3', BLOCK)];
+  const nulls = [standInNode('n1', NULL), standInNode('n2', NULL), standInNode('n3', BLOCK)];
   t.equal(
     await route(chainAt(nulls, [100, 101, 102]), 'eth_getBlockByNumber', ['0x64', false], 100),
     '{"jsonrpc":"2.0","id":1,"result":null}',
@@ -127,30 +96,30 @@ t.test('retry empty: a null for a block is asked once more of another node that 
 });
 
 t.test('retry empty: a call by hash goes to a node further ahead, else to any other', async (t) => {
-  const first = standIn('first', NULL);
-  const behind = standIn('behind', { result: { transactionHash: HASH, blockNumber: '0x5' } });
+  const first = standInNode('first', NULL);
+  const behind = standInNode('behind', { result: { transactionHash: HASH, blockNumber: '0x5' } });
   t.match(await route(chainAt([first, behind], [100, 97]), 'eth_getTransactionReceipt', [HASH], null), /"blockNumber":"0x5"/);
   t.equal(answered(behind), 1, 'none ahead: the other node, behind');
 
-  const lagging = standIn('lagging', NULL);
-  const also = standIn('also', NULL);
-  const ahead = standIn('ahead', { result: { transactionHash: HASH, blockNumber: '0x64' } });
+  const lagging = standInNode('lagging', NULL);
+  const also = standInNode('also', NULL);
+  const ahead = standInNode('ahead', { result: { transactionHash: HASH, blockNumber: '0x64' } });
   t.match(await route(chainAt([lagging, also, ahead], [97, 97, 100]), 'eth_getTransactionReceipt', [HASH], null), /"0x64"/);
   t.same([lagging, also, ahead].map(answered), [1, 0, 1], 'the node ahead, not the other one behind');
 });
 
 t.test('a method whose null is an answer is not retried; a "not there yet" error goes ahead too', async (t) => {
-  const first = standIn('first', NULL);
-  const other = standIn('other', { result: '0x1' });
+  const first = standInNode('first', NULL);
+  const other = standInNode('other', { result: '0x1' });
   t.equal(
     await route(chainAt([first, other], [100, 101]), 'eth_call', [{ to: '0x' + '22'.repeat(20) }, 'latest'], 100),
     '{"jsonrpc":"2.0","id":1,"result":null}',
   );
   t.equal(answered(other), 0, 'eth_call: null is its answer');
 
-  const behind = standIn('behind', NOT_THERE);
-  const same = standIn('same', { result: '0x2' });
-  const ahead = standIn('ahead', { result: '0x3' });
+  const behind = standInNode('behind', NOT_THERE);
+  const same = standInNode('same', { result: '0x2' });
+  const ahead = standInNode('ahead', { result: '0x3' });
   const body = await route(chainAt([behind, same, ahead], [100, 100, 102]), 'eth_getBalance', ['0x' + '11'.repeat(20), '0x64'], 100);
   t.match(body, /"0x3"/, 'the node ahead of the first');
   t.equal(answered(same), 0);
