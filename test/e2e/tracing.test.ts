@@ -12,6 +12,7 @@ import { tracing } from '../../src/pipeline/tracing.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, rpc } from '../support/rpc.js';
 import { waitFor } from '../support/wait-for.js';
+import { openSocket, wsUrl } from '../support/ws.js';
 
 interface OtlpValue {
   stringValue?: string;
@@ -124,6 +125,12 @@ t.test('a span per call with its attributes, a child per upstream attempt, a ret
   t.equal((await post(url, batch)).status, 200);
   // A refusal before any node: a span of its own, with the error code.
   t.equal((await rpc(url, 'eth_notAMethod')).status, 200);
+  // A call over a WebSocket: a span as over HTTP, with its attempt.
+  const sock = await openSocket(t, wsUrl(g.base, `/v1/rpc/${apiKey}`));
+  const overWs = (await sock.call({ jsonrpc: '2.0', id: 7, method: 'eth_getTransactionCount', params: [addressFor(200), 'latest'] })) as {
+    result?: string;
+  };
+  t.type(overWs.result, 'string', 'answered over the WebSocket');
   // The graceful stop flushes what is buffered.
   await g.gateway.stop();
   t.equal(tracing, null, 'tracing is off after the stop');
@@ -157,6 +164,9 @@ t.test('a span per call with its attributes, a child per upstream attempt, a ret
   const refused = calls.find((s) => attr(s, 'chaingate.outcome') === 'method_not_found');
   t.ok(refused, 'a refused call has a span with its error code');
   t.equal(refused === undefined ? -1 : attempts.filter((a) => a.parentSpanId === refused.spanId).length, 0, 'and no attempt');
+  const ws = calls.find((s) => s.name === 'eth_getTransactionCount');
+  t.equal(ws === undefined ? undefined : attr(ws, 'chaingate.transport'), 'ws', 'the WebSocket call has its span');
+  t.equal(ws === undefined ? 0 : attempts.filter((a) => a.parentSpanId === ws.spanId).length, 1, 'with its attempt');
   const payload = receiver.bodies.join('\n');
   t.ok(payload.includes('gate-under-test'), 'service.name as configured');
   t.notOk(payload.includes(apiKey), 'the key is nowhere in what was sent');
