@@ -51,8 +51,8 @@ async function otlpReceiver(t: Test): Promise<{ url: string; bodies: string[]; c
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`, bodies, connections: () => connections, spans };
 }
 
-/** A node that relays to `target` but answers eth_getBalance with HTTP 500; counts those it refused. */
-async function failingBalances(t: Test, target: string): Promise<{ url: string; refused: () => number }> {
+/** A node that relays to `target` but answers eth_getBalance with HTTP 500 (or never: `hang`); counts those. */
+async function failingBalances(t: Test, target: string, hang = false): Promise<{ url: string; refused: () => number }> {
   let refused = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
@@ -61,6 +61,7 @@ async function failingBalances(t: Test, target: string): Promise<{ url: string; 
       const body = Buffer.concat(chunks).toString();
       if (body.includes('"eth_getBalance"')) {
         refused++;
+        if (hang) return;
         res.writeHead(500, { 'content-type': 'text/plain' }).end('node trouble');
         return;
       }
@@ -70,7 +71,10 @@ async function failingBalances(t: Test, target: string): Promise<{ url: string; 
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  t.teardown(() => {
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, refused: () => refused };
 }
 
@@ -171,6 +175,41 @@ t.test('a span per call with its attributes, a child per upstream attempt, a ret
   t.ok(payload.includes('gate-under-test'), 'service.name as configured');
   t.notOk(payload.includes(apiKey), 'the key is nowhere in what was sent');
   t.notOk(payload.includes(node.url) || payload.includes(bad.url), "no node's URL either");
+});
+
+t.test('a hedge beside a silent first attempt; worker threads export their own spans', async (t) => {
+  const node = await anvilFor(t);
+  const silent = await failingBalances(t, node.url, true);
+  const receiver = await otlpReceiver(t);
+  const g = await gatewayFor(t, {
+    // Two worker threads (dist/ built): each has its tracer, exporting to the same receiver.
+    server: { workers: 2 },
+    tracing: { otlp_endpoint: receiver.url, sample_ratio: 1 },
+    chains: {
+      devnet: {
+        chain_id: 31337,
+        timeout_s: 1,
+        upstreams: [
+          { name: 'good', url: node.url },
+          { name: 'silent', url: silent.url },
+        ],
+      },
+    },
+  });
+  const url = `${g.base}/v1/rpc/${keyFor(g)}`;
+  let i = 0;
+  while (silent.refused() === 0 && i < 30) t.equal((await rpc(url, 'eth_getBalance', [addressFor(i++), 'latest'])).status, 200);
+  t.ok(silent.refused() > 0, 'a call went to the silent node first');
+  await g.gateway.stop();
+  await waitFor(() => receiver.spans().some((s) => s.name === 'upstream attempt'), { ms: 10_000, what: 'attempt spans' });
+  const attempts = receiver.spans().filter((s) => s.name === 'upstream attempt');
+  const hedge = attempts.find((a) => attr(a, 'chaingate.attempt') === 'hedge');
+  t.ok(hedge, 'a hedge attempt');
+  t.equal(hedge === undefined ? undefined : attr(hedge, 'chaingate.node'), 'good', 'on the good node');
+  const first = attempts.find((a) => a.parentSpanId === hedge?.parentSpanId && attr(a, 'chaingate.attempt') === 'first');
+  t.equal(first === undefined ? undefined : attr(first, 'chaingate.node'), 'silent', 'beside the silent first attempt');
+  t.equal(first === undefined ? undefined : attr(first, 'chaingate.outcome'), 'dropped', 'which was dropped once the hedge answered');
+  t.equal(receiver.spans().filter((s) => s.name === 'eth_getBalance').length, i, 'a span per call across the threads');
 });
 
 t.test('sample_ratio 0 sends nothing', async (t) => {
