@@ -105,7 +105,9 @@ export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
  * A call whose client left before it was answered (its connection closed or aborted): the RU set aside for
  * it go back, unless its answer had already settled them. Nothing is counted: nothing was answered.
  */
-export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null }): void {
+export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null; ru: number }): void {
+  // Its span, when begun, ends as `abandoned` with nginx's 499 (client closed request): no answer was sent.
+  if (tracing?.begun(admission) === true) traceCall(c, 'other', admission, 'abandoned', 499);
   if (c.auth !== null && admission.reservation !== null && isOpen(admission.reservation)) t.ledger.refund(admission.reservation);
 }
 

@@ -56,6 +56,11 @@ export class CallTracing {
     this.current = null;
   }
 
+  /** Whether `call` has a span begun and not yet ended. */
+  begun(call: object): boolean {
+    return this.spans.has(call);
+  }
+
   /** Ends the span of `call` (begun by beginCall, else made now from the request's start `startedAt`). */
   settled(call: object | null, name: string, startedAt: number, end: CallEnd): void {
     let span = call === null ? undefined : this.spans.get(call);

@@ -5,7 +5,7 @@
  * sample_ratio 0 sends nothing; with tracing off, nothing connects to the receiver.
  */
 import t, { type Test } from 'tap';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { tracing } from '../../src/pipeline/tracing.js';
@@ -210,6 +210,31 @@ t.test('a hedge beside a silent first attempt; worker threads export their own s
   t.equal(first === undefined ? undefined : attr(first, 'chaingate.node'), 'silent', 'beside the silent first attempt');
   t.equal(first === undefined ? undefined : attr(first, 'chaingate.outcome'), 'dropped', 'which was dropped once the hedge answered');
   t.equal(receiver.spans().filter((s) => s.name === 'eth_getBalance').length, i, 'a span per call across the threads');
+});
+
+t.test('a call whose client left ends as abandoned, its attempt dropped', async (t) => {
+  const node = await anvilFor(t);
+  const silent = await failingBalances(t, node.url, true);
+  const receiver = await otlpReceiver(t);
+  const g = await gatewayFor(t, {
+    server: { workers: 1 },
+    tracing: { otlp_endpoint: receiver.url, sample_ratio: 1 },
+    chains: { devnet: { chain_id: 31337, timeout_s: 30, upstreams: [{ name: 'silent', url: silent.url }] } },
+  });
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [addressFor(1), 'latest'] });
+  const req = request(`${g.base}/v1/rpc/${keyFor(g)}`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+  req.on('error', () => undefined);
+  req.end(body);
+  await waitFor(() => silent.refused() > 0, { what: 'the call at the silent node' });
+  req.destroy();
+  await waitFor(() => g.gateway.context.inFlight === 0, { what: 'the request dropped' });
+  await g.gateway.stop();
+  await waitFor(() => receiver.spans().some((s) => s.name === 'eth_getBalance'), { ms: 10_000, what: 'the call span' });
+  const call = receiver.spans().find((s) => s.name === 'eth_getBalance')!;
+  t.equal(attr(call, 'chaingate.outcome'), 'abandoned');
+  t.equal(attr(call, 'http.response.status_code'), 499);
+  const attempt = receiver.spans().find((s) => s.parentSpanId === call.spanId);
+  t.equal(attempt === undefined ? undefined : attr(attempt, 'chaingate.outcome'), 'dropped', 'its attempt dropped');
 });
 
 t.test('sample_ratio 0 sends nothing', async (t) => {
