@@ -37,7 +37,9 @@ export function settleUpstreamFailure(
   failedUpstream: string | undefined,
 ): void {
   if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
-  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
+  // The code the client is answered with, for the call's span (tracing.ts).
+  const code = reason === FAILED_CHECK_REASON ? 'upstream_answer_invalid' : quorumFailure(reason) === null ? 'upstream_error' : 'no_quorum';
+  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason, code });
 }
 
 /**
