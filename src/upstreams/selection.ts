@@ -25,6 +25,17 @@
  * (a "not found" the retry of route-call.ts may take elsewhere), which is better than no answer; a caller that
  * would rather have none (a retry only worth making on a node further ahead) asks for 'none'.
  *
+ * Tiers (`upstreams[].tier`, 0 the default): among the nodes a call may go to, only those of the lowest tier
+ * present are drawn from, so a call goes to a higher tier only while no node of a lower one can take it (out of
+ * rotation, lagging, short of the call's minHead, excluded as the node of a failed attempt, or without budget).
+ * A retry excludes the first attempt's node, so it goes up a tier when that node was its tier's last. With every
+ * node at tier 0 the tier step is skipped entirely.
+ *
+ * Budgets (node-budget.ts: `rps`, `max_in_flight`, a 429's cooldown): a node without room is left out as one out
+ * of rotation is, so calls spill to other nodes, up a tier when need be; when every node otherwise able to take
+ * the call is without room, pick() returns null with `shortOfBudget` set (the caller answers 503
+ * upstream_budget). The clock is read for it only on a chain with a limited node or a cooldown running.
+ *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
  * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
@@ -36,6 +47,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/registry.js';
+import { type BudgetLimits, NodeBudget, needsBudget } from './node-budget.js';
 import {
   checkMaxLagBlocks,
   createUpstreamHealth,
@@ -77,6 +89,14 @@ export interface ChainHealth {
    * (default) the nodes with the highest known head (any, when none is known), 'none' null.
    */
   pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null, minHead?: number | null, short?: ShortOfHead): number | null;
+  /** Whether the last pick() that found no node left one out for its budget alone (node-budget.ts): the call is
+   *  refused as upstream_budget (503) rather than upstream_error. */
+  readonly shortOfBudget: boolean;
+  /** A call goes to node `index` at `at` (the health clock's time): counted against its `rps`. */
+  charge(index: number, at: number): void;
+  /** Node `index` answered 429, with `retryAfterMs` from its Retry-After (null without one): it gets no call until
+   *  its cooldown ends (node-budget.ts), logged and counted once per cooldown. */
+  coolDown(index: number, retryAfterMs: number | null): void;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
   /**
@@ -111,6 +131,12 @@ export interface ChainHealthOptions {
   /** After every head report and every rotation change, once rotation is judged again: the chain works its
    *  served head out from here (chain/served-head.ts). */
   onHeads?(): void;
+  /** Each upstream's tier (indices match the labels; config upstreams[].tier); default all 0. */
+  tiers?: readonly number[];
+  /** Each upstream's limits in this thread (indices match the labels); default none. */
+  budgets?: readonly BudgetLimits[];
+  /** Node `name` answered 429 and gets no call for `ms`: once per cooldown. */
+  onCooldown?(name: string, ms: number): void;
 }
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
@@ -146,6 +172,18 @@ class ChainSelection implements ChainHealth {
   private suspects = 0;
   /** The highest known head among the nodes the last gather() left out for being below its minHead; null: none. */
   private highestShort: number | null = null;
+  /** Each node's tier; null when every node is at tier 0 (the tier step is skipped). */
+  private readonly tiers: readonly number[] | null;
+  /** Each node's budget (room to send: rps, max_in_flight, cooldown). */
+  private readonly budgets: readonly NodeBudget[];
+  /** Some node has a limit: every pick() looks at budgets. */
+  private readonly limited: boolean;
+  /** The latest cooldown end among the nodes: while it is ahead, pick() looks at budgets too. */
+  private coolingUntil = -Infinity;
+  /** pick()'s clock reading for the budgets, and the nodes its gathers left out for want of room. */
+  private pickNow = 0;
+  private overBudget = 0;
+  shortOfBudget = false;
 
   constructor(labels: readonly string[], opts: ChainHealthOptions) {
     checkMaxLagBlocks(opts.maxLagBlocks);
@@ -161,6 +199,11 @@ class ChainSelection implements ChainHealth {
     const chainMetrics = this.chainMetrics;
     this.meters = this.names.map((name) => chainMetrics.upstream(name));
     this.rotation = labels.map(() => true);
+    const tiers = opts.tiers;
+    this.tiers = tiers?.some((tier) => tier !== 0) ? tiers : null;
+    const limits = opts.budgets;
+    this.budgets = labels.map((_, i) => new NodeBudget(limits?.[i] ?? { rps: null, maxInFlight: null }));
+    this.limited = limits?.some(needsBudget) === true;
     for (const m of this.meters) m.inRotation.set(1);
     const bestHead = (): number | null => this.bestHead();
     this.upstreams = labels.map((label, i) =>
@@ -251,6 +294,7 @@ class ChainSelection implements ChainHealth {
   ): number {
     const candidates = this.candidates;
     const upstreams = this.upstreams;
+    const budgets = this.limited || this.coolingUntil > -Infinity ? this.budgets : null;
     let count = 0;
     this.fastestKnown = Infinity;
     this.suspects = 0;
@@ -258,6 +302,10 @@ class ChainSelection implements ChainHealth {
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
       if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !this.inRotation(u, best)) continue;
+      if (budgets !== null && !budgets[i]!.hasRoom(this.pickNow, u.inflight)) {
+        this.overBudget++;
+        continue;
+      }
       if (minHead !== null) {
         const head = u.head;
         if (head === null || head < minHead) {
@@ -294,12 +342,14 @@ class ChainSelection implements ChainHealth {
     const best = this.bestHead();
     const serves = choice?.serves ?? null;
     const prefer = choice?.prefer ?? null;
+    this.lookAtBudgets();
     if (this.gatherChoice(best, exclude, serves, prefer, minHead) === 0) {
-      if (minHead === null || short === 'none') return null;
+      if (minHead === null || short === 'none') return this.none();
       // None has reached it: the least behind, or any when no head is known.
-      if (this.gatherChoice(best, exclude, serves, prefer, this.highestShort) === 0) return null;
+      if (this.gatherChoice(best, exclude, serves, prefer, this.highestShort) === 0) return this.none();
     }
     if (this.suspects > 0) this.dropSuspected();
+    if (this.tiers !== null) this.keepLowestTier(this.tiers);
     const candidates = this.candidates;
     const count = this.candidateCount;
     if (count === 1) return candidates[0]!;
@@ -322,6 +372,53 @@ class ChainSelection implements ChainHealth {
     }
     // Rounding can leave r at a hair above zero after the last weight.
     return candidates[count - 1]!;
+  }
+
+  /** Readies pick()'s look at budgets: its clock reading, when some node is limited or cooling down. */
+  private lookAtBudgets(): void {
+    this.overBudget = 0;
+    if (!this.limited && this.coolingUntil === -Infinity) return;
+    const now = this.now();
+    this.pickNow = now;
+    if (now >= this.coolingUntil) this.coolingUntil = -Infinity;
+  }
+
+  /** pick() found no node: why is kept for the caller (shortOfBudget). */
+  private none(): null {
+    this.shortOfBudget = this.overBudget > 0;
+    return null;
+  }
+
+  /** Keeps the candidates of the lowest tier among them, and the fastest EWMA among those. */
+  private keepLowestTier(tiers: readonly number[]): void {
+    const candidates = this.candidates;
+    const count = this.candidateCount;
+    let lowest = Infinity;
+    for (let k = 0; k < count; k++) lowest = Math.min(lowest, tiers[candidates[k]!]!);
+    let kept = 0;
+    let fastest = Infinity;
+    for (let k = 0; k < count; k++) {
+      const i = candidates[k]!;
+      if (tiers[i] !== lowest) continue;
+      candidates[kept++] = i;
+      const ewma = this.upstreams[i]!.ewmaMs;
+      if (ewma !== null && ewma < fastest) fastest = ewma;
+    }
+    this.candidateCount = kept;
+    this.fastestKnown = fastest;
+  }
+
+  charge(index: number, at: number): void {
+    if (this.limited) this.budgets[index]!.take(at);
+  }
+
+  coolDown(index: number, retryAfterMs: number | null): void {
+    const now = this.now();
+    const ms = this.budgets[index]!.coolDown(now, retryAfterMs);
+    this.coolingUntil = Math.max(this.coolingUntil, this.budgets[index]!.coolUntil);
+    if (ms === 0) return;
+    this.meters[index]!.cooledDown();
+    this.opts.onCooldown?.(this.names[index]!, ms);
   }
 
   healthyIndices(): number[] {
