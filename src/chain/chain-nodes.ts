@@ -78,7 +78,7 @@ export function watchNodeHealth(
       tiers: config.upstreams.map((u) => u.tier),
       budgets: config.upstreams.map((u) => budgetShare(u, opts.poolShare ?? 1)),
       onCooldown(name, ms) {
-        // Each thread cools a node down on the 429s its own calls got, and says so once per cooldown.
+        // The thread whose call got the 429 says so, once per cooldown; the other workers hear of it (relay.ts).
         opts.log?.warn('upstream answered 429: no call goes to it until its cooldown ends', {
           chain: config.slug,
           upstream: name,

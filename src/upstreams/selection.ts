@@ -95,8 +95,11 @@ export interface ChainHealth {
   /** A call goes to node `index` at `at` (the health clock's time): counted against its `rps`. */
   charge(index: number, at: number): void;
   /** Node `index` answered 429, with `retryAfterMs` from its Retry-After (null without one): it gets no call until
-   *  its cooldown ends (node-budget.ts), logged and counted once per cooldown. */
-  coolDown(index: number, retryAfterMs: number | null): void;
+   *  its cooldown ends (node-budget.ts), logged, counted and told to `shareCooldowns`' listener once per cooldown.
+   *  `heard`: another worker thread's cooldown of the node (`retryAfterMs` then what is left of it), kept only. */
+  coolDown(index: number, retryAfterMs: number | null, heard?: boolean): void;
+  /** Each cooldown this thread starts is told to `tell` (chain/relay.ts: to the other worker threads). */
+  shareCooldowns(tell: ((index: number, ms: number) => void) | null): void;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
   /**
@@ -184,6 +187,8 @@ class ChainSelection implements ChainHealth {
   private pickNow = 0;
   private overBudget = 0;
   shortOfBudget = false;
+  /** Where this thread's cooldowns are told (shareCooldowns). */
+  private tellCooldown: ((index: number, ms: number) => void) | null = null;
 
   constructor(labels: readonly string[], opts: ChainHealthOptions) {
     checkMaxLagBlocks(opts.maxLagBlocks);
@@ -412,13 +417,25 @@ class ChainSelection implements ChainHealth {
     if (this.limited) this.budgets[index]!.take(at);
   }
 
-  coolDown(index: number, retryAfterMs: number | null): void {
+  coolDown(index: number, retryAfterMs: number | null, heard = false): void {
+    const budget = this.budgets[index];
+    if (budget === undefined) return;
     const now = this.now();
-    const ms = this.budgets[index]!.coolDown(now, retryAfterMs);
-    this.coolingUntil = Math.max(this.coolingUntil, this.budgets[index]!.coolUntil);
+    if (heard) {
+      budget.coolUntil = Math.max(budget.coolUntil, now + (retryAfterMs ?? 0));
+      this.coolingUntil = Math.max(this.coolingUntil, budget.coolUntil);
+      return;
+    }
+    const ms = budget.coolDown(now, retryAfterMs);
+    this.coolingUntil = Math.max(this.coolingUntil, budget.coolUntil);
     if (ms === 0) return;
     this.meters[index]!.cooledDown();
     this.opts.onCooldown?.(this.names[index]!, ms);
+    this.tellCooldown?.(index, ms);
+  }
+
+  shareCooldowns(tell: ((index: number, ms: number) => void) | null): void {
+    this.tellCooldown = tell;
   }
 
   healthyIndices(): number[] {
