@@ -95,9 +95,63 @@ export class NodeBudget {
   }
 }
 
-/** A budget with no limit: a node without `rps` and `max_in_flight` needs none (selection skips the look). */
-export function needsBudget(limits: BudgetLimits): boolean {
-  return limits.rps !== null || limits.maxInFlight !== null;
+/**
+ * A chain's budgets, one per node (indices match its upstreams), as selection reads them in pick(): look() once,
+ * then hasRoom() per node. Nothing is looked at, nor the clock read, on a chain without a limited node and with no
+ * cooldown running.
+ */
+export class ChainBudgets {
+  private readonly budgets: readonly NodeBudget[];
+  /** Some node has a limit: every look() counts. */
+  private readonly limited: boolean;
+  /** The latest cooldown end among the nodes: while it is ahead, look() counts too. */
+  private coolingUntil = -Infinity;
+  /** The last look()'s clock reading; the nodes left out since it for want of room. */
+  private at = 0;
+  short = 0;
+  /** Where this thread's cooldowns are told (selection.ts shareCooldowns). */
+  tell: ((index: number, ms: number) => void) | null = null;
+
+  constructor(count: number, limits: readonly BudgetLimits[] | undefined) {
+    this.budgets = Array.from({ length: count }, (_, i) => new NodeBudget(limits?.[i] ?? { rps: null, maxInFlight: null }));
+    this.limited = limits?.some((l) => l.rps !== null || l.maxInFlight !== null) === true;
+  }
+
+  /** Whether a pick need look at the budgets at all: some node is limited or cooling down. */
+  active(): boolean {
+    return this.limited || this.coolingUntil > -Infinity;
+  }
+
+  /** Readies a pick's look at the budgets at `now` (read only when active()). */
+  look(now: number): void {
+    this.short = 0;
+    this.at = now;
+    if (now >= this.coolingUntil) this.coolingUntil = -Infinity;
+  }
+
+  /** Whether node `index` with `inflight` calls in flight has room at the last look; a node without is counted. */
+  hasRoom(index: number, inflight: number): boolean {
+    if (this.budgets[index]!.hasRoom(this.at, inflight)) return true;
+    this.short++;
+    return false;
+  }
+
+  charge(index: number, at: number): void {
+    if (this.limited) this.budgets[index]!.take(at);
+  }
+
+  /** NodeBudget.coolDown of node `index` at `now`; `heard`: another thread's cooldown, `retryAfterMs` what is left
+   *  of it, kept as it is and never told again. Returns the cooldown started, 0 for none. */
+  coolDown(index: number, now: number, retryAfterMs: number | null, heard: boolean): number {
+    const budget = this.budgets[index];
+    if (budget === undefined) return 0;
+    let ms = 0;
+    if (heard) budget.coolUntil = Math.max(budget.coolUntil, now + (retryAfterMs ?? 0));
+    else ms = budget.coolDown(now, retryAfterMs);
+    this.coolingUntil = Math.max(this.coolingUntil, budget.coolUntil);
+    if (ms > 0) this.tell?.(index, ms);
+    return ms;
+  }
 }
 
 /**

@@ -25,16 +25,10 @@
  * (a "not found" the retry of route-call.ts may take elsewhere), which is better than no answer; a caller that
  * would rather have none (a retry only worth making on a node further ahead) asks for 'none'.
  *
- * Tiers (`upstreams[].tier`, 0 the default): among the nodes a call may go to, only those of the lowest tier
- * present are drawn from, so a call goes to a higher tier only while no node of a lower one can take it (out of
- * rotation, lagging, short of the call's minHead, excluded as the node of a failed attempt, or without budget).
- * A retry excludes the first attempt's node, so it goes up a tier when that node was its tier's last. With every
- * node at tier 0 the tier step is skipped entirely.
- *
- * Budgets (node-budget.ts: `rps`, `max_in_flight`, a 429's cooldown): a node without room is left out as one out
- * of rotation is, so calls spill to other nodes, up a tier when need be; when every node otherwise able to take
- * the call is without room, pick() returns null with `shortOfBudget` set (the caller answers 503
- * upstream_budget). The clock is read for it only on a chain with a limited node or a cooldown running.
+ * Tiers (node-tiers.ts): the draw is among the lowest tier left once the rules here and the budgets have left
+ * nodes out; a retry excludes the first attempt's node, so it goes up a tier when that was its tier's last.
+ * Budgets (node-budget.ts: rps, max_in_flight, a 429's cooldown): a node without room is left out as one out of
+ * rotation is; when that leaves none, pick() returns null with `shortOfBudget` set (503 upstream_budget).
  *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
@@ -47,7 +41,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/registry.js';
-import { type BudgetLimits, NodeBudget, needsBudget } from './node-budget.js';
+import { type BudgetLimits, ChainBudgets } from './node-budget.js';
+import { keepLowestTier, tiersOf } from './node-tiers.js';
 import {
   checkMaxLagBlocks,
   createUpstreamHealth,
@@ -177,18 +172,9 @@ class ChainSelection implements ChainHealth {
   private highestShort: number | null = null;
   /** Each node's tier; null when every node is at tier 0 (the tier step is skipped). */
   private readonly tiers: readonly number[] | null;
-  /** Each node's budget (room to send: rps, max_in_flight, cooldown). */
-  private readonly budgets: readonly NodeBudget[];
-  /** Some node has a limit: every pick() looks at budgets. */
-  private readonly limited: boolean;
-  /** The latest cooldown end among the nodes: while it is ahead, pick() looks at budgets too. */
-  private coolingUntil = -Infinity;
-  /** pick()'s clock reading for the budgets, and the nodes its gathers left out for want of room. */
-  private pickNow = 0;
-  private overBudget = 0;
+  /** Each node's room to send (rps, max_in_flight, cooldown). */
+  private readonly budgets: ChainBudgets;
   shortOfBudget = false;
-  /** Where this thread's cooldowns are told (shareCooldowns). */
-  private tellCooldown: ((index: number, ms: number) => void) | null = null;
 
   constructor(labels: readonly string[], opts: ChainHealthOptions) {
     checkMaxLagBlocks(opts.maxLagBlocks);
@@ -204,11 +190,8 @@ class ChainSelection implements ChainHealth {
     const chainMetrics = this.chainMetrics;
     this.meters = this.names.map((name) => chainMetrics.upstream(name));
     this.rotation = labels.map(() => true);
-    const tiers = opts.tiers;
-    this.tiers = tiers?.some((tier) => tier !== 0) ? tiers : null;
-    const limits = opts.budgets;
-    this.budgets = labels.map((_, i) => new NodeBudget(limits?.[i] ?? { rps: null, maxInFlight: null }));
-    this.limited = limits?.some(needsBudget) === true;
+    this.tiers = tiersOf(opts.tiers);
+    this.budgets = new ChainBudgets(labels.length, opts.budgets);
     for (const m of this.meters) m.inRotation.set(1);
     const bestHead = (): number | null => this.bestHead();
     this.upstreams = labels.map((label, i) =>
@@ -299,7 +282,7 @@ class ChainSelection implements ChainHealth {
   ): number {
     const candidates = this.candidates;
     const upstreams = this.upstreams;
-    const budgets = this.limited || this.coolingUntil > -Infinity ? this.budgets : null;
+    const budgets = this.budgets.active() ? this.budgets : null;
     let count = 0;
     this.fastestKnown = Infinity;
     this.suspects = 0;
@@ -307,10 +290,7 @@ class ChainSelection implements ChainHealth {
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
       if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !this.inRotation(u, best)) continue;
-      if (budgets !== null && !budgets[i]!.hasRoom(this.pickNow, u.inflight)) {
-        this.overBudget++;
-        continue;
-      }
+      if (budgets !== null && !budgets.hasRoom(i, u.inflight)) continue;
       if (minHead !== null) {
         const head = u.head;
         if (head === null || head < minHead) {
@@ -347,14 +327,15 @@ class ChainSelection implements ChainHealth {
     const best = this.bestHead();
     const serves = choice?.serves ?? null;
     const prefer = choice?.prefer ?? null;
-    this.lookAtBudgets();
+    if (this.budgets.active()) this.budgets.look(this.now());
     if (this.gatherChoice(best, exclude, serves, prefer, minHead) === 0) {
       if (minHead === null || short === 'none') return this.none();
       // None has reached it: the least behind, or any when no head is known.
       if (this.gatherChoice(best, exclude, serves, prefer, this.highestShort) === 0) return this.none();
     }
     if (this.suspects > 0) this.dropSuspected();
-    if (this.tiers !== null) this.keepLowestTier(this.tiers);
+    // A node not measured yet then weighs as the fastest of any tier: it still gets its share, and is measured.
+    if (this.tiers !== null) this.candidateCount = keepLowestTier(this.candidates, this.candidateCount, this.tiers);
     const candidates = this.candidates;
     const count = this.candidateCount;
     if (count === 1) return candidates[0]!;
@@ -379,63 +360,25 @@ class ChainSelection implements ChainHealth {
     return candidates[count - 1]!;
   }
 
-  /** Readies pick()'s look at budgets: its clock reading, when some node is limited or cooling down. */
-  private lookAtBudgets(): void {
-    this.overBudget = 0;
-    if (!this.limited && this.coolingUntil === -Infinity) return;
-    const now = this.now();
-    this.pickNow = now;
-    if (now >= this.coolingUntil) this.coolingUntil = -Infinity;
-  }
-
   /** pick() found no node: why is kept for the caller (shortOfBudget). */
   private none(): null {
-    this.shortOfBudget = this.overBudget > 0;
+    this.shortOfBudget = this.budgets.active() && this.budgets.short > 0;
     return null;
   }
 
-  /** Keeps the candidates of the lowest tier among them, and the fastest EWMA among those. */
-  private keepLowestTier(tiers: readonly number[]): void {
-    const candidates = this.candidates;
-    const count = this.candidateCount;
-    let lowest = Infinity;
-    for (let k = 0; k < count; k++) lowest = Math.min(lowest, tiers[candidates[k]!]!);
-    let kept = 0;
-    let fastest = Infinity;
-    for (let k = 0; k < count; k++) {
-      const i = candidates[k]!;
-      if (tiers[i] !== lowest) continue;
-      candidates[kept++] = i;
-      const ewma = this.upstreams[i]!.ewmaMs;
-      if (ewma !== null && ewma < fastest) fastest = ewma;
-    }
-    this.candidateCount = kept;
-    this.fastestKnown = fastest;
-  }
-
   charge(index: number, at: number): void {
-    if (this.limited) this.budgets[index]!.take(at);
+    this.budgets.charge(index, at);
   }
 
   coolDown(index: number, retryAfterMs: number | null, heard = false): void {
-    const budget = this.budgets[index];
-    if (budget === undefined) return;
-    const now = this.now();
-    if (heard) {
-      budget.coolUntil = Math.max(budget.coolUntil, now + (retryAfterMs ?? 0));
-      this.coolingUntil = Math.max(this.coolingUntil, budget.coolUntil);
-      return;
-    }
-    const ms = budget.coolDown(now, retryAfterMs);
-    this.coolingUntil = Math.max(this.coolingUntil, budget.coolUntil);
+    const ms = this.budgets.coolDown(index, this.now(), retryAfterMs, heard);
     if (ms === 0) return;
     this.meters[index]!.cooledDown();
     this.opts.onCooldown?.(this.names[index]!, ms);
-    this.tellCooldown?.(index, ms);
   }
 
   shareCooldowns(tell: ((index: number, ms: number) => void) | null): void {
-    this.tellCooldown = tell;
+    this.budgets.tell = tell;
   }
 
   healthyIndices(): number[] {
