@@ -1,7 +1,8 @@
 /**
  * What a worker thread's copy of a chain takes from the main thread's runtime of it, over one port per
  * worker: the prober's reports (one prober per chain for the process; each worker's health hears every
- * probe, and counts its own calls' outcomes itself), and the filters, which live on the main thread only so
+ * probe, and counts its own calls' outcomes itself), a node's cooldown after it answered one worker 429 (told
+ * to every worker, so none sends it a call meanwhile), and the filters, which live on the main thread only so
  * that a filter made through one worker is read through any other.
  */
 import type { MessagePort } from 'node:worker_threads';
@@ -21,7 +22,12 @@ type ToWorker =
   | { kind: 'reported'; chain: string; index: number; head: number | null; latencyMs: number; hung: boolean }
   | { kind: 'feedHead'; chain: string; index: number; head: number }
   | { kind: 'wrongChain'; chain: string; index: number; wrong: boolean }
+  | Cooldown
   | FilterReply;
+
+/** Node `index` of `chain` answered a worker 429 and gets no call for `ms` (upstreams/node-budget.ts): told to the
+ *  main thread, which tells every worker, so no worker sends it a call meanwhile. */
+type Cooldown = { kind: 'cooldown'; chain: string; index: number; ms: number };
 
 /** The main thread's answer to a worker's filter call `reply`. */
 type FilterReply =
@@ -32,7 +38,8 @@ type FilterReply =
 
 type ToMain =
   | { kind: 'call'; call: number; chain: string; scope: string; method: string; params: unknown[] }
-  | { kind: 'pending'; chain: string; pending: string };
+  | { kind: 'pending'; chain: string; pending: string }
+  | Cooldown;
 
 /** The main thread's side: its chains' probe reports to every worker, and the workers' filter calls. */
 export interface ChainRelayHost {
@@ -68,6 +75,10 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
       for (const [chain, held] of finality) port.postMessage({ kind: 'finality', chain, held } satisfies ToWorker);
       port.on('close', () => ports.delete(port));
       port.on('message', (m: ToMain) => {
+        if (m.kind === 'cooldown') {
+          broadcast(m);
+          return;
+        }
         const filters = filtersOf(m.chain);
         if (m.kind === 'pending') {
           filters?.notePendingTransaction(m.pending);
@@ -145,6 +156,9 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
         else early.set(m.chain, m.held);
         return;
       }
+      case 'cooldown':
+        followers.get(m.chain)?.coolDown(m.index, m.ms, true);
+        return;
       case 'started':
       case 'reported':
       case 'feedHead':
@@ -165,6 +179,7 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
   return {
     follow(slug, health, finality) {
       followers.set(slug, health);
+      health.shareCooldowns((index, ms) => send({ kind: 'cooldown', chain: slug, index, ms }));
       if (finality !== undefined) {
         finalities.set(slug, finality);
         const told = early.get(slug);
@@ -172,6 +187,7 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
         if (told !== undefined) finality.hear(told);
       }
       return () => {
+        health.shareCooldowns(null);
         if (followers.get(slug) === health) followers.delete(slug);
         if (finalities.get(slug) === finality) finalities.delete(slug);
       };
@@ -225,7 +241,7 @@ function settleReply(waiting: Waiting, m: FilterReply): void {
 }
 
 /** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
-function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | { kind: 'finality' }>): void {
+function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | Cooldown | { kind: 'finality' }>): void {
   switch (m.kind) {
     case 'started': {
       const u = health.upstreams[m.index];

@@ -35,7 +35,7 @@
  * head, and is answered with the served head it then works out (so never below a head already served).
  */
 import { type AnswerCheck, FAILED_CHECK_REASON } from '../chain/answer-checks.js';
-import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { Attempts, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
@@ -213,7 +213,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
   fail(started: boolean, reason: string, failure?: ForwardFailure): void {
     const f = this.f;
-    this.settle('failed', failure === undefined ? undefined : failureOutcome(failure.kind));
+    this.settleFailed(failure);
     if (this.span !== null) this.traced(failure?.kind ?? 'failed', failure?.kind === 'status' ? failure.status : undefined);
     const label = f.health.upstreams[this.index]!.label;
     if (f.winner === this) {
@@ -388,7 +388,7 @@ function failover(
 ): ForwardCall {
   const f = new Failover(chain, row, paramsJson, idText, sink, nodes, minHead);
   const first = f.nextNode();
-  if (first === null) return noHealthyUpstream(sink);
+  if (first === null) return noHealthyUpstream(sink, f.health.shortOfBudget);
   f.launch(first);
   if (f.mayRetry && !f.done && f.health.upstreams.length > 1) f.startHedge();
   return f;

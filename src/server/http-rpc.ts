@@ -114,6 +114,7 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     first === 'upstream_error' ||
     first === 'no_quorum' ||
     first === 'upstream_answer_invalid' ||
+    first === 'upstream_budget' ||
     first === 'store_unavailable' ||
     first === 'limits_unavailable'
   ) {

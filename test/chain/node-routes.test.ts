@@ -18,6 +18,7 @@ function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}):
     pipelining: 1,
     methods: { deny: extra.deny ?? [] },
     archive: extra.archive ?? false,
+    tier: 0,
   };
 }
 
