@@ -37,6 +37,7 @@
 import { performance } from 'node:perf_hooks';
 import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/registry.js';
 import {
+  type BreakerPolicy,
   checkMaxLagBlocks,
   createUpstreamHealth,
   DEEPEST_REORG,
@@ -94,6 +95,8 @@ export interface ChainHealthOptions {
   maxLagBlocks: number;
   /** Monotonic ms; default performance.now. */
   now?: () => number;
+  /** Each node's breaker (config chains.<slug>.failover.breaker); default health.ts's BUILT_IN_BREAKER. */
+  breaker?: BreakerPolicy;
   /** Uniform in [0, 1); default Math.random. */
   random?: () => number;
   /** Where a node's head going back more than DEEPEST_REORG is logged (a warn per event). Default: nowhere. */
@@ -168,6 +171,7 @@ class ChainSelection implements ChainHealth {
         now,
         bestHead,
         maxLagBlocks: this.maxLagBlocks,
+        ...(opts.breaker !== undefined ? { breaker: opts.breaker } : {}),
         onHead: (previous, head) => this.noteHead(i, previous, head),
         // A node restored is looked at when the head its probe brought is reported, just after.
         onFailing: (failing) => failing && this.watchRotation(),
