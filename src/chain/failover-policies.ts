@@ -80,6 +80,8 @@ export class LatencyWindow {
 export interface MethodFailover {
   readonly policy: FailoverPolicy;
   readonly latency: LatencyWindow | null;
+  /** The policy's answer deadline when it is not the one the chain's clients already keep (else undefined). */
+  readonly answerTimeoutMs: number | undefined;
 }
 
 /** A chain's policies: the chain one, and each method's, decided at its first call. */
@@ -87,6 +89,8 @@ export class ChainFailover {
   readonly chain: MethodFailover;
   private readonly patterns: readonly string[];
   private readonly byMethod = new Map<string, MethodFailover>();
+  /** The answer deadline the chain's upstream clients keep (chains.<slug>.answer_timeout_s). */
+  private readonly clientAnswerMs: number;
 
   constructor(
     private readonly config: FailoverConfig | undefined,
@@ -96,7 +100,8 @@ export class ChainFailover {
   ) {
     const policy =
       config === undefined ? builtInPolicy(timeoutMs, answerTimeoutMs) : chainPolicy(config, timeoutMs / 1000, answerTimeoutMs / 1000);
-    this.chain = { policy, latency: null };
+    this.clientAnswerMs = answerTimeoutMs;
+    this.chain = this.made(policy, false);
     this.patterns = config === undefined ? [] : Object.keys(config.methods);
   }
 
@@ -107,10 +112,15 @@ export class ChainFailover {
     if (m === undefined) {
       const pattern = patternFor(this.patterns, method);
       const policy = pattern === undefined ? this.chain.policy : overlay(this.chain.policy, this.config!.methods[pattern]!);
-      m = { policy, latency: policy.hedge.kind === 'quantile' ? new LatencyWindow(this.now) : null };
+      m = this.made(policy, policy.hedge.kind === 'quantile');
       this.byMethod.set(method, m);
     }
     return m;
+  }
+
+  private made(policy: FailoverPolicy, timed: boolean): MethodFailover {
+    const answerTimeoutMs = policy.answerTimeoutMs === this.clientAnswerMs ? undefined : policy.answerTimeoutMs;
+    return { policy, latency: timed ? new LatencyWindow(this.now) : null, answerTimeoutMs };
   }
 }
 

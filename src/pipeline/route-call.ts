@@ -330,7 +330,8 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     const at = this.first === null ? this.startedAt : this.health.now();
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
     const a = this.hold(new Attempt(this, index, at));
-    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a);
+    const up = this.chain.upstreams[index]!;
+    a.call = forwardCall(up, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a, this.method.answerTimeoutMs);
     return a;
   }
 
