@@ -301,8 +301,8 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     if (this.deadline - this.health.now() - waitMs < this.rule.minLeftMs) return false;
     this.stopTimer();
     this.waited = { label, reason, failure };
+    // Not unref'd: the call is waiting on it alone (bounded by the deadline).
     this.hedge = setTimeout(() => this.afterBackoff(), waitMs);
-    this.hedge.unref?.();
     return true;
   }
 

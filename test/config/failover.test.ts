@@ -103,6 +103,10 @@ t.test('impossible combinations are refused with their key path', async (t) => {
     ['retries: 0\nmethods: { eth_call: { retry_on: [] , retries: 1 } }', /methods\.eth_call\.retry_on: empty while retries is 1/],
   ];
   for (const [yaml, expected] of cases) t.match(errorsOf(yaml).join('\n'), expected, yaml);
-  t.same(errorsOf('methods: { eth_getLogs: { timeout_s: 30, hedge: { after: "off" } } }'), [], 'a method may have a timeout above the chain');
+  t.same(
+    errorsOf('methods: { eth_getLogs: { timeout_s: 30, hedge: { after: "off" } } }'),
+    [],
+    'a method may have a timeout above the chain',
+  );
   t.same(errorsOf('retries: 0\nretry_on: []'), [], 'no retry needs no outcome');
 });
