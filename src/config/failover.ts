@@ -188,7 +188,8 @@ function checkPolicy(keys: PolicyKeys, base: FailoverPolicy, path: string, error
   if (after !== undefined && new RegExp(AFTER_PATTERN).test(after) && parseHedgeAfter(after) === undefined)
     errors.push(`${path}.hedge.after: '${after}' is not a quantile the gateway keeps; p50 to p99`);
   const p = overlay(base, keys);
-  if (p.answerTimeoutMs < p.timeoutMs)
+  // Only where this policy sets a timeout: the chain's own pair is checked at its keys.
+  if ((keys.timeout_s !== undefined || keys.answer_timeout_s !== undefined) && p.answerTimeoutMs < p.timeoutMs)
     errors.push(
       `${path}.answer_timeout_s: ${p.answerTimeoutMs / 1000} is less than timeout_s (${p.timeoutMs / 1000}), which an answer may take to start`,
     );
