@@ -188,16 +188,21 @@ function checkPolicy(keys: PolicyKeys, base: FailoverPolicy, path: string, error
   if (after !== undefined && new RegExp(AFTER_PATTERN).test(after) && parseHedgeAfter(after) === undefined)
     errors.push(`${path}.hedge.after: '${after}' is not a quantile the gateway keeps; p50 to p99`);
   const p = overlay(base, keys);
-  // Only where this policy sets a timeout: the chain's own pair is checked at its keys.
-  if ((keys.timeout_s !== undefined || keys.answer_timeout_s !== undefined) && p.answerTimeoutMs < p.timeoutMs)
+  // Each rule speaks where a key it reads is set (a method's rule is not the chain's told again; the chain's own
+  // timeouts are checked at their keys); a chain policy sets every key but its timeouts.
+  const timeout = keys.timeout_s !== undefined;
+  const hedge = (after !== undefined && parseHedgeAfter(after) !== undefined) || keys.hedge?.max !== undefined;
+  if ((timeout || keys.answer_timeout_s !== undefined) && p.answerTimeoutMs < p.timeoutMs)
     errors.push(
       `${path}.answer_timeout_s: ${p.answerTimeoutMs / 1000} is less than timeout_s (${p.timeoutMs / 1000}), which an answer may take to start`,
     );
-  if (p.hedge.kind === 'fixed' && p.hedge.ms >= p.timeoutMs && p.hedgeMax > 0)
+  if ((timeout || hedge) && p.hedge.kind === 'fixed' && p.hedge.ms >= p.timeoutMs && p.hedgeMax > 0)
     errors.push(`${path}.hedge.after: ${p.hedge.ms} ms is not below the timeout (${p.timeoutMs} ms); no hedge could start in time`);
-  if (p.retries > 0 && !p.retryTransport && !p.retry5xx && !p.retry429 && !p.retryEmpty)
+  const retries = keys.retries !== undefined;
+  if ((retries || keys.retry_on !== undefined) && p.retries > 0 && !p.retryTransport && !p.retry5xx && !p.retry429 && !p.retryEmpty)
     errors.push(`${path}.retry_on: empty while retries is ${p.retries}; nothing would be retried (set retries: 0)`);
-  if (p.retries > 0 && p.backoffMs + p.jitterMs >= p.timeoutMs)
+  const waits = timeout || retries || keys.backoff_ms !== undefined || keys.jitter_ms !== undefined;
+  if (waits && p.retries > 0 && p.backoffMs + p.jitterMs >= p.timeoutMs)
     errors.push(
       `${path}.backoff_ms: ${p.backoffMs} ms (with jitter_ms ${p.jitterMs}) is not below the timeout (${p.timeoutMs} ms); no retry could start in time`,
     );

@@ -109,4 +109,9 @@ t.test('impossible combinations are refused with their key path', async (t) => {
     'a method may have a timeout above the chain',
   );
   t.same(errorsOf('retries: 0\nretry_on: []'), [], 'no retry needs no outcome');
+  t.same(
+    errorsOf('hedge: { after: 10000ms }\nmethods: { eth_call: { retries: 2 } }'),
+    ['chains.devnet.failover.hedge.after: 10000 ms is not below the timeout (10000 ms); no hedge could start in time'],
+    "the chain's mistake is told once, not again at each method",
+  );
 });
