@@ -4,9 +4,9 @@
  * pipeline/route-call.ts), Beacon requests (pipeline/beacon-call.ts), the gateway's own reads (ChainRuntime.call)
  * and transaction broadcasts all count their attempts here; they differ only in their RetryRule.
  *
- * A call makes at most two attempts, each on a node in rotation (selection.ts) that its NodeChoice allows (one
+ * A call makes at most two attempts by default (more under a failover policy's retries and hedges), each on a node in rotation (selection.ts) that its NodeChoice allows (one
  * that serves its method; an archive node first for a state read about an old block, see node-routes.ts), the
- * second never on the node of the first; and, when the call is about a block (node-routes.ts headFor), on a node
+ * later ones never on the node of an earlier one; and, when the call is about a block (node-routes.ts headFor), on a node
  * that has reached it (selection.ts pick's minHead). Each attempt is counted in its node's health: in flight while it runs, then 'ok' (the node
  * answered) or 'failed' (it could not be reached, timed out or answered with a failure). An attempt the
  * gateway drops (the client left, another attempt answered first) is not counted either way.
@@ -143,7 +143,11 @@ export class NodeAttempt {
   }
 }
 
-/** A call's attempts on one chain under one RetryRule and NodeChoice: the node of each, and the deadline they share. */
+/**
+ * A call's attempts on one chain under one RetryRule and NodeChoice: the node of each, and the deadline they share.
+ * The first two are fields (most calls make one, a few two); a third and later (a policy with retries or hedges
+ * above one, config chains.<slug>.failover) go to a list made when the third is.
+ */
 export class Attempts<A extends NodeAttempt = NodeAttempt> {
   /** When the call started, on the health clock: its first attempt may start at the same reading. */
   readonly startedAt: number;
@@ -151,6 +155,10 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
   readonly mayRetry: boolean;
   first: A | null = null;
   second: A | null = null;
+  /** The third attempt and later, in order; null until a third is made. */
+  later: A[] | null = null;
+  /** Attempts made so far. */
+  count = 0;
 
   constructor(
     readonly health: ChainHealth,
@@ -160,32 +168,51 @@ export class Attempts<A extends NodeAttempt = NodeAttempt> {
     readonly choice: NodeChoice | null = null,
     /** The lowest head a node must have reached to take the call (node-routes.ts headFor); null (the default): none. */
     readonly minHead: number | null = null,
+    /** Attempts after the first, at most, when the rule retries (default 1: one more). */
+    readonly extraAttempts = 1,
   ) {
     this.startedAt = health.now();
     this.deadline = this.startedAt + timeoutMs;
-    this.mayRetry = rule.retry;
+    this.mayRetry = rule.retry && extraAttempts > 0;
   }
 
   /**
    * The node of the next attempt: for the first, one in rotation the choice allows that has reached minHead (the
-   * highest ones when none has, see selection.ts); for a second, when the rule allows one and enough of the
-   * deadline is left, another such node than the first's. null when there is none. A second attempt may ask for
-   * a higher head than the call's (`minHead`: after an answer saying the first node has not the block yet, a
-   * node further ahead) and for no node at all when none has reached it (`short` 'none').
+   * highest ones when none has, see selection.ts); for a later one, when the rule allows one, extraAttempts are
+   * not all made and enough of the deadline is left, another such node than those of the attempts made. null
+   * when there is none. A later attempt may ask for a higher head than the call's (`minHead`: after an answer
+   * saying a node has not the block yet, a node further ahead) and for no node at all when none has reached it
+   * (`short` 'none').
    */
   nextNode(minHead: number | null = this.minHead, short: ShortOfHead = 'highest'): number | null {
     const first = this.first;
     if (first === null) return this.health.pick(undefined, this.choice, minHead, short);
-    if (!this.mayRetry || this.second !== null) return null;
+    if (!this.mayRetry || this.count > this.extraAttempts) return null;
     if (this.rule.sharedDeadline && this.deadline - this.health.now() < this.rule.minLeftMs) return null;
-    return this.health.pick(new Set([first.index]), this.choice, minHead, short);
+    return this.health.pick(this.triedNodes(), this.choice, minHead, short);
   }
 
-  /** Holds a made attempt as the first or the second. */
+  /** The nodes of the attempts made (a retry's exclusions: made only when one is wanted). */
+  private triedNodes(): Set<number> {
+    const tried = new Set([this.first!.index]);
+    if (this.second !== null) tried.add(this.second.index);
+    if (this.later !== null) for (const a of this.later) tried.add(a.index);
+    return tried;
+  }
+
+  /** Holds a made attempt as the first, the second or a later one. */
   hold(a: A): A {
+    this.count++;
     if (this.first === null) this.first = a;
-    else this.second = a;
+    else if (this.second === null) this.second = a;
+    else (this.later ??= []).push(a);
     return a;
+  }
+
+  /** The attempt made last, or null before the first. */
+  latest(): A | null {
+    if (this.later !== null) return this.later[this.later.length - 1]!;
+    return this.second ?? this.first;
   }
 
   /**

@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import type { ChainMetrics } from '../metrics/registry.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
 import type { BudgetLimits } from '../upstreams/node-budget.js';
+import { type BreakerPolicy, BUILT_IN_BREAKER } from '../upstreams/health.js';
 import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
 
 /** What the chain's nodes read of its runtime options (ChainRuntimeOptions in runtime.ts says each one). */
@@ -37,6 +38,20 @@ export function upstreamClients(config: ChainConfig, opts: NodeOptions): HttpUps
   );
 }
 
+/** The nodes' breaker from config chains.<slug>.failover.breaker (each default the built-in one). */
+export function breakerOf(config: Pick<ChainConfig, 'failover'>): BreakerPolicy {
+  const b = config.failover?.breaker;
+  if (b === undefined) return BUILT_IN_BREAKER;
+  return {
+    failureStreak: b.failure_streak,
+    failureRate: b.failure_rate,
+    minCalls: b.min_calls,
+    windowMs: b.window_s * 1000,
+    openMs: b.open_s === undefined ? null : b.open_s * 1000,
+    halfOpenProbes: b.half_open_probes,
+  };
+}
+
 /**
  * The chain's health over `upstreams`, its rotation changes logged; `finalUndone` runs when the chain's best
  * head went back below its final blocks (the runtime then stops serving answers cached before), which is logged
@@ -55,6 +70,7 @@ export function watchNodeHealth(
     upstreams.map((u) => u.label),
     {
       maxLagBlocks: config.max_lag_blocks,
+      breaker: breakerOf(config),
       log,
       names: config.upstreams.map((u) => u.name),
       metrics,

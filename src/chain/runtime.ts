@@ -21,6 +21,7 @@ import { type ChainAnswerChecks, createAnswerChecks } from './answer-checks.js';
 import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
 import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
+import { ChainFailover } from './failover-policies.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
@@ -62,6 +63,8 @@ export interface ChainRuntime {
   readonly config: ChainConfig;
   readonly upstreams: readonly HttpUpstream[];
   readonly timeoutMs: number;
+  /** Each method's failover policy (config chains.<slug>.failover; chain/failover-policies.ts). */
+  readonly failover: ChainFailover;
   /** The chain's upstream subscriptions, or null when no upstream has a ws URL. */
   readonly feeds: Feeds | null;
   /**
@@ -147,6 +150,7 @@ class RunningChain implements ChainRuntime {
   readonly config: ChainConfig;
   readonly upstreams: readonly HttpUpstream[];
   readonly timeoutMs: number;
+  readonly failover: ChainFailover;
   readonly metrics: ChainMetrics;
   readonly health: ChainHealth;
   readonly feeds: Feeds | null;
@@ -195,6 +199,7 @@ class RunningChain implements ChainRuntime {
     };
     const health = watchNodeHealth(config, upstreams, metrics, log, opts, finalUndone, () => served?.update());
     this.health = health;
+    this.failover = new ChainFailover(config.failover, timeoutMs, config.answer_timeout_s * 1000, health.now);
     served = createServedHead(health, {
       minNodes: config.consistency.min_nodes,
       ...(opts.servedHeadCell ? { shared: opts.servedHeadCell } : {}),

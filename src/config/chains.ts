@@ -7,6 +7,7 @@ import { type Static, Type } from './typebox.js';
 import { type Errors, isObject, type Raw } from './checks.js';
 import { bool, int, mapOf, Missing, oneOf, optionalInt, optionalText, Problem, section, unlessNoString, url } from './keys.js';
 import { checkConsistency, ConsistencySchema } from './consistency.js';
+import { checkFailover, FailoverSchema } from './failover.js';
 import { ChainRuSchema, checkMethodCosts, checkMethodRules, checkPatterns, MethodRulesSchema, methodDeny } from './method-policy.js';
 
 /**
@@ -118,6 +119,7 @@ export const ChainSchema = section(
       `Seconds for one upstream answer from start to end (a node dripping bytes holds a call no longer); at least timeout_s; default ${ANSWER_TIMEOUT_FACTOR} × timeout_s.`,
     ),
     consistency: ConsistencySchema,
+    failover: FailoverSchema,
     beacon: optionalText(
       "The slug of the beacon chain whose finality checkpoints decide this chain's safe and finalized blocks (evm only); default none: the nodes' own.",
     ),
@@ -219,6 +221,7 @@ function readChain(slug: string, c: Static<typeof ChainSchema>, given: Raw, erro
   const answer_timeout_s = c.answer_timeout_s ?? ANSWER_TIMEOUT_FACTOR * c.timeout_s;
   if (answer_timeout_s < c.timeout_s)
     errors.push(`${path}.answer_timeout_s: must be at least timeout_s (${c.timeout_s}), which an answer may take to start`);
+  checkFailover(c.failover, c.timeout_s, answer_timeout_s, `${path}.failover`, errors);
   return { slug, ...c, name: c.name ?? slug, chain_id: c.kind === 'evm' ? c.chain_id : undefined, answer_timeout_s, upstreams };
 }
 

@@ -3,7 +3,14 @@ import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
 import { gatewayIdText } from '../upstreams/call-ids.js';
 import { retryAfterMs } from '../upstreams/node-budget.js';
-import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
+import type {
+  HttpUpstream,
+  RequestHandle,
+  ResponseSink,
+  UpstreamError,
+  UpstreamErrorKind,
+  UpstreamRequest,
+} from '../upstreams/http-client.js';
 
 /**
  * Why a forwarded call failed, for the choice of retrying it elsewhere: the upstream client's error kinds,
@@ -67,8 +74,9 @@ export function forwardCall(
   paramsJson: string,
   clientIdText: string,
   sink: AnswerSink,
+  answerTimeoutMs?: number,
 ): ForwardCall {
-  return new UpstreamCall(upstream, timeoutMs, row, paramsJson, clientIdText, sink);
+  return new UpstreamCall(upstream, timeoutMs, row, paramsJson, clientIdText, sink, answerTimeoutMs);
 }
 
 /**
@@ -100,11 +108,15 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     paramsJson: string,
     private readonly clientIdText: string,
     private readonly sink: AnswerSink,
+    answerTimeoutMs: number | undefined,
   ) {
     this.sentIdText = gatewayIdText();
     const body = `{"jsonrpc":"2.0","id":${this.sentIdText}${row.bodyMiddle}${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
-    this.handle = upstream.request({ method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable }, this);
+    const req: UpstreamRequest = { method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable };
+    // A method's own answer deadline (its failover policy's answer_timeout_s), only when not the chain's.
+    if (answerTimeoutMs !== undefined) req.answerTimeoutMs = answerTimeoutMs;
+    this.handle = upstream.request(req, this);
   }
 
   private finish(): boolean {

@@ -1,46 +1,35 @@
 /**
- * The chain's choice of upstream for one forwarded call, and failover.
+ * The chain's choice of upstream for one forwarded call, and failover under its method's policy (config
+ * chains.<slug>.failover, chain/failover-policies.ts; docs/failover.md says each key, docs/upstreams.md the road).
  *
- * A call goes to an upstream in rotation (selection.ts) that its NodeChoice allows (chain/node-routes.ts: one
- * that serves its method, an archive node first for a state read about an old block) and that has reached the
- * block it is about (node-routes.ts headFor: the served head for `latest`; the highest nodes when none has); with
- * none, it fails at once ('no healthy upstream', which the caller answers 502). Each attempt is counted in the upstream's health: in flight while it runs,
- * then 'ok' for any JSON-RPC answer (an error object included) or 'failed' for a connection error, timeout,
- * non-2xx status or an answer that is not JSON-RPC. An attempt the gateway drops (the client left, or another
- * attempt answered first) is not counted either way.
+ * A call goes to an upstream in rotation (selection.ts) that its NodeChoice allows (chain/node-routes.ts) and that
+ * has reached the block it is about (node-routes.ts headFor; the highest nodes when none has); with none, it
+ * fails at once (502). Each attempt counts in its node's health: 'ok' for any JSON-RPC answer (an error object
+ * included), 'failed' for a connection error, timeout, 5xx or an answer that is not JSON-RPC (a 429 cools the
+ * node down instead, attempts.ts); an attempt the gateway drops (the client left, another answered first) counts
+ * neither way.
  *
- * A call whose catalogue row is repeatable (MethodRow.repeatable) gets at most one more attempt, on another upstream in rotation, while
- * nothing of its answer has reached the client and its deadline (timeout_s after it started) has not passed:
- * - when the attempt fails with a connection error, timeout, reset, garbled HTTP, a 5xx or 429, or an answer
- *   that is not JSON-RPC;
- * - when a whole answer is a node error meaning "not there yet" (NOT_THERE_YET: a node a few blocks behind
- *   asked about a block it has not seen), or `"result":null` for a method whose null means "not found"
- *   (MethodRow.nullIfMissing: a block, a transaction, a receipt; eRPC's "retry empty"): on a node further ahead
- *   than the first (its known head higher than the first's when the call went out); for a call about a block
- *   there is no retry when none is, for one by hash (or while no head is known) any other node is asked then;
- *   should the retry fail, or say null too, the client gets that answer;
- * - when a whole answer fails the gateway's checks (chain/answer-checks.ts: a node failure, and the client gets
- *   upstream_answer_invalid should no other node answer), or is suspect (held as a "not there yet" answer is);
- * - when the attempt has not begun answering after half the deadline (a hanging node), or sooner, as soon as its
- *   node is out for failing, or suspected (a head probe of it a second late, see health.ts) while another node
- *   in rotation is not: the second attempt races the first, which keeps its own timeout, and whichever begins
- *   answering first is the answer. The first attempt's node is looked at every HEDGE_CHECK_MS at most, by the
- *   one timer that fires the hedge. When every node is suspected they are slow alike, and sending each slow
- *   call twice would only load them more.
- * So a client never waits longer than timeout_s for an answer to start, as with a single node, and a call
- * caught on a node that hangs waits about as long as the prober takes to suspect it.
+ * A repeatable call (MethodRow.repeatable) gets up to `retries` more attempts, each on a node not tried yet,
+ * while nothing has reached the client and its deadline leaves time, after `backoff_ms` plus jitter: after a
+ * failure `retry_on` names; after a whole answer meaning "not there yet" or an empty one (answer-looks.ts; on a
+ * node further ahead, else one that has reached the block: retryAhead), the client getting that answer should
+ * the retry fail; after an answer that fails the gateway's checks (chain/answer-checks.ts) or is suspect. And up
+ * to `hedge.max` hedges: when the latest attempt has not begun answering after `hedge.after`, or sooner once its
+ * node is failing or suspected while another is not (looked at every HEDGE_CHECK_MS by the call's one timer), an
+ * attempt on another node races it; the first to begin answering wins, the others are cancelled.
  *
- * eth_sendRawTransaction goes to every upstream in rotation that serves it at once (broadcast.ts). eth_blockNumber is
- * answered from the served head when it is fresh (ChainRuntime.freshHead); a forwarded one reports the node's
- * head, and is answered with the served head it then works out (so never below a head already served).
+ * eth_sendRawTransaction goes to every node at once (broadcast.ts); eth_blockNumber answers the served head.
  */
 import { type AnswerCheck, FAILED_CHECK_REASON } from '../chain/answer-checks.js';
-import { Attempts, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { Attempts, isRpcError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { failoverOf, hedgeAfterMs, type MethodFailover } from '../chain/failover-policies.js';
 import type { ChainRuntime } from '../chain/runtime.js';
+import type { FailoverPolicy } from '../config/failover.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
 import type { Span } from '@opentelemetry/api';
 import { attemptEnded, tracing } from './tracing.js';
+import { headOf, isNotThereYet, isNullResult } from './answer-looks.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
   type AnswerSink,
@@ -54,18 +43,12 @@ import {
 
 /** What routing needs of a chain (a ChainRuntime; narrower so tests can route over stand-in upstreams). */
 export type RoutedChain = Pick<ChainRuntime, 'upstreams' | 'health' | 'timeoutMs' | 'freshHead' | 'noteWrite'> &
-  Partial<Pick<ChainRuntime, 'served' | 'checks'>>;
+  Partial<Pick<ChainRuntime, 'served' | 'checks' | 'failover'>>;
 
 /** A whole answer that failed the gateway's checks (chain/answer-checks.ts): a node failure, retried elsewhere. */
 const FAILED_CHECK: ForwardFailure = { kind: 'invalid' };
 
-/** Node errors that mean the node has not seen the block asked about yet (geth, reth, erigon, nethermind, besu, anvil). */
-const NOT_THERE_YET =
-  /header not found|unknown block|block not found|could not be found|BlockOutOfRange|block height is \d+ but requested/i;
-
-/** The share of the deadline after which a silent attempt gets a second one beside it. */
-const HEDGE_AFTER = 0.5;
-/** Until then a silent attempt's node is looked at about this often, in ms, for being suspected or failing. */
+/** Until a hedge is due a silent attempt's node is looked at about this often, in ms, for being suspected or failing. */
 const HEDGE_CHECK_MS = 250;
 
 /**
@@ -92,53 +75,11 @@ export function routeCall(
   return failover(chain, row, paramsJson, idText, sink, nodes, minHead);
 }
 
-/** Failures worth another node: the node did not answer, or said it cannot now. */
-function isRetriable(failure: ForwardFailure | undefined): boolean {
+/** Failures worth another node under `p`: the node did not answer (retry_on transport), or said it cannot now (5xx, 429). */
+function isRetriable(p: FailoverPolicy, failure: ForwardFailure | undefined): boolean {
   if (failure === undefined) return false;
-  if (failure.kind === 'status') return failure.status >= 500 || failure.status === 429;
-  return true;
-}
-
-/** Whether a whole answer is a node error meaning "not there yet"; only answers holding an error are parsed. */
-export function isNotThereYet(body: Buffer): boolean {
-  if (!mentionsError(body)) return false;
-  try {
-    const answer = JSON.parse(body.toString()) as { error?: { message?: unknown } };
-    const message = answer.error?.message;
-    return typeof message === 'string' && NOT_THERE_YET.test(message);
-  } catch {
-    return false;
-  }
-}
-
-const NULL_RESULT = Buffer.from('"result":null');
-
-/**
- * Whether a whole answer's result is `null`. Such an answer is short: only one under 512 bytes (an id of up to
- * about 450 characters) is looked at, by a loop (see mentionsError).
- */
-export function isNullResult(body: Buffer): boolean {
-  const n = body.length;
-  if (n > 512) return false;
-  for (let i = 0; i < n; i++) if (body[i] === NULL_RESULT[0] && matchesAt(body, i, n, NULL_RESULT)) return true;
-  return false;
-}
-
-function matchesAt(body: Buffer, i: number, n: number, text: Buffer): boolean {
-  if (i + text.length > n) return false;
-  for (let k = 1; k < text.length; k++) if (body[i + k] !== text[k]) return false;
-  return true;
-}
-
-/** The head in a forwarded eth_blockNumber answer, or null. */
-function headOf(body: Buffer): number | null {
-  try {
-    const result = (JSON.parse(body.toString()) as { result?: unknown }).result;
-    if (typeof result !== 'string' || !/^0x[0-9a-f]{1,13}$/i.test(result)) return null;
-    return parseInt(result, 16);
-  } catch {
-    return null;
-  }
+  if (failure.kind === 'status') return failure.status === 429 ? p.retry429 : failure.status >= 500 && p.retry5xx;
+  return p.retryTransport;
 }
 
 /** One attempt of a call on one upstream; it is its forwarded call's sink, so an attempt is one object. */
@@ -175,18 +116,17 @@ class Attempt extends NodeAttempt implements AnswerSink {
     }
     if (f.done) return;
     // A suspect answer (answer-checks.ts) is checked on any other node; "not there yet" and an empty answer on
-    // one further ahead.
+    // one further ahead (retry_on empty).
     const suspect = verdict === 'suspect';
     if (
       f.mayRetry &&
-      (suspect || isNotThereYet(body) || (f.retryEmpty && isNullResult(body))) &&
+      (suspect || (f.policy.retryEmpty && isNotThereYet(body)) || (f.retryEmpty && isNullResult(body))) &&
       (f.othersOpen(this) || (suspect ? f.retry() : f.retryAhead(this)))
     ) {
       f.fallback ??= body;
       return;
     }
-    f.winner = this;
-    f.finish();
+    f.win(this);
     f.sink.whole(body);
   }
 
@@ -198,8 +138,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
       this.call?.abort();
       return;
     }
-    f.winner = this;
-    f.finish();
+    f.win(this);
     f.sink.begin(length);
   }
 
@@ -222,14 +161,8 @@ class Attempt extends NodeAttempt implements AnswerSink {
       return;
     }
     if (f.done || f.othersOpen(this)) return;
-    if (isRetriable(failure) && f.retry()) return;
-    f.finish();
-    if (f.fallback !== null) {
-      f.sink.whole(f.fallback);
-    } else {
-      f.sink.failedUpstream = label;
-      f.sink.fail(false, reason, failure);
-    }
+    if (isRetriable(f.policy, failure) && f.retryAfterFailure(label, reason, failure)) return;
+    f.giveUp(label, reason, failure);
   }
 
   /** Ends its span with `outcome` (the first end counts: a dropped attempt may have settled already). */
@@ -242,8 +175,9 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
 /**
  * A call's attempts (see the top of this file), on the chain's one road to its nodes (chain/attempts.ts) under
- * RETRY_WITHIN_DEADLINE, or NO_RETRY for a method that is not repeatable. At most two attempts are ever made, so
- * they are two fields, and the first one needs no list, set or timer beyond the hedge on a chain of several nodes.
+ * RETRY_WITHIN_DEADLINE, or NO_RETRY for a method that is not repeatable, and its method's failover policy
+ * (chain/failover-policies.ts): its timeout, `retries` attempts after failures, `hedge.max` beside a silent one,
+ * so 1 + the larger of the two in all (two by default, which the first two fields of Attempts hold).
  */
 class Failover extends Attempts<Attempt> implements ForwardCall {
   winner: Attempt | null = null;
@@ -252,13 +186,19 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   fallback: Buffer | null = null;
   /** The checks of the call's whole answers, for a checked method on a chain that checks (else null). */
   readonly check: AnswerCheck | null;
+  /** The one timer of the call: the hedge's looks at the latest attempt's node, or the backoff before a retry. */
   hedge: ReturnType<typeof setTimeout> | null = null;
-  /** Looks at the first attempt's node left before the hedge fires at HEDGE_AFTER of the deadline anyway. */
+  /** Looks at the latest attempt's node left before the hedge fires anyway. */
   hedgeChecksLeft = 0;
-  /** A null result is retried (MethodRow.nullIfMissing), on a chain with another node to ask. */
+  /** A null result is retried (MethodRow.nullIfMissing and retry_on empty), on a chain with another node to ask. */
   readonly retryEmpty: boolean;
   /** The call's span while it is traced and sampled (tracing.ts: begun as the call was forwarded), else null. */
   readonly span: Span | null = tracing === null ? null : tracing.current;
+  readonly policy: FailoverPolicy;
+  retriesLeft: number;
+  hedgesLeft: number;
+  /** The failure a backoff waits after, told the client should no retry follow it. */
+  private waited: { label: string; reason: string; failure: ForwardFailure | undefined } | null = null;
 
   constructor(
     private readonly chain: RoutedChain,
@@ -268,14 +208,19 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     readonly sink: RoutedSink,
     nodes: NodeChoice | null,
     minHead: number | null,
+    readonly method: MethodFailover,
   ) {
-    super(chain.health, chain.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes, minHead);
-    this.retryEmpty = row.nullIfMissing && chain.upstreams.length > 1;
+    const p = method.policy;
+    super(chain.health, p.timeoutMs, row.repeatable ? RETRY_WITHIN_DEADLINE : NO_RETRY, nodes, minHead, Math.max(p.retries, p.hedgeMax));
+    this.policy = p;
+    this.retriesLeft = p.retries;
+    this.hedgesLeft = p.hedgeMax;
+    this.retryEmpty = row.nullIfMissing && p.retryEmpty && chain.upstreams.length > 1;
     this.check = chain.checks?.forCall(row, paramsJson) ?? null;
   }
 
-  /** eth_blockNumber answers the served head (chain/served-head.ts), which the node's answer has just been
-   *  counted toward: the answer with it when it is known and not `head`, else null (the node's answer stands). */
+  /** eth_blockNumber answers the served head (chain/served-head.ts), which the node's answer was just counted
+   *  toward: the answer with it when known and not `head`, else null. */
   servedInstead(head: number): Buffer | null {
     const served = this.chain.served?.now() ?? null;
     if (served === null || served === head) return null;
@@ -283,8 +228,9 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   }
 
   othersOpen(a: Attempt): boolean {
-    const other = a === this.first ? this.second : this.first;
-    return other?.open === true;
+    if (this.first !== a && this.first?.open === true) return true;
+    if (this.second !== a && this.second?.open === true) return true;
+    return this.later?.some((o) => o !== a && o.open) === true;
   }
 
   private drop(a: Attempt | null): void {
@@ -294,12 +240,35 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     a.call?.abort();
   }
 
+  /** `a` answers the call (its latency counted toward its method's quantile hedge). */
+  win(a: Attempt): void {
+    this.winner = a;
+    this.method.latency?.record(this.health.now() - a.startedAt);
+    this.finish();
+  }
+
   finish(): void {
     this.done = true;
-    if (this.hedge !== null) clearTimeout(this.hedge);
-    this.hedge = null;
+    this.stopTimer();
     this.drop(this.first);
     this.drop(this.second);
+    if (this.later !== null) for (const a of this.later) this.drop(a);
+  }
+
+  private stopTimer(): void {
+    if (this.hedge !== null) clearTimeout(this.hedge);
+    this.hedge = null;
+  }
+
+  /** No attempt is left to answer: the held answer, else the failure. */
+  giveUp(label: string, reason: string, failure: ForwardFailure | undefined): void {
+    this.finish();
+    if (this.fallback !== null) {
+      this.sink.whole(this.fallback);
+    } else {
+      this.sink.failedUpstream = label;
+      this.sink.fail(false, reason, failure);
+    }
   }
 
   /**
@@ -315,13 +284,47 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     return (ahead !== null && ahead > this.minHead && this.retry(ahead, 'none')) || this.retry(this.minHead, 'none');
   }
 
+  /** Another attempt after an answer or failure no good (one of `retries`), at once. */
   retry(minHead: number | null = this.minHead, short: ShortOfHead = 'highest'): boolean {
+    if (this.retriesLeft === 0) return false;
+    if (!this.another(minHead, short)) return false;
+    this.retriesLeft--;
+    return true;
+  }
+
+  /**
+   * After a failure: a retry, at once or after the policy's backoff and jitter when what is left of the deadline
+   * still leaves RETRY_WITHIN_DEADLINE's margin after it (the client's deadline is never passed for a backoff).
+   */
+  retryAfterFailure(label: string, reason: string, failure: ForwardFailure | undefined): boolean {
+    const p = this.policy;
+    if (p.backoffMs === 0 && p.jitterMs === 0) return this.retry();
+    if (this.retriesLeft === 0 || this.first === null || this.done || this.count > this.extraAttempts) return false;
+    const waitMs = p.backoffMs + Math.floor(Math.random() * (p.jitterMs + 1));
+    if (this.deadline - this.health.now() - waitMs < this.rule.minLeftMs) return false;
+    this.stopTimer();
+    this.waited = { label, reason, failure };
+    // Not unref'd: the call is waiting on it alone (bounded by the deadline).
+    this.hedge = setTimeout(() => this.afterBackoff(), waitMs);
+    return true;
+  }
+
+  private afterBackoff(): void {
+    this.hedge = null;
+    const waited = this.waited!;
+    if (this.done) return;
+    if (!this.retry()) this.giveUp(waited.label, waited.reason, waited.failure);
+  }
+
+  /** An attempt on a node not tried yet, when there is one and the call may make one more. */
+  private another(minHead: number | null, short: ShortOfHead): boolean {
     if (this.first === null || this.done) return false;
     const next = this.nextNode(minHead, short);
     if (next === null) return false;
-    if (this.hedge !== null) clearTimeout(this.hedge);
-    this.hedge = null;
+    this.stopTimer();
     this.launch(next);
+    // A hedge beside the new attempt, when hedges are left and one more attempt may be made.
+    if (this.hedgesLeft > 0 && this.count <= this.extraAttempts) this.startHedge();
     return true;
   }
 
@@ -330,37 +333,38 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     const at = this.first === null ? this.startedAt : this.health.now();
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
     const a = this.hold(new Attempt(this, index, at));
+    const up = this.chain.upstreams[index]!;
     if (this.span !== null) a.span = tracing!.attempt(this.span, this.health.upstreams[index]!.label, a === this.first, this.first!.open);
-    a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a);
+    a.call = forwardCall(up, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a, this.method.answerTimeoutMs);
     return a;
   }
 
-  /** One timer, refreshed rather than made anew, so a call costs no more than a plain hedge at half. Looks are
-   *  counted, not timed, so the last one is the hedge at half whatever the timers' drift. */
+  /** One timer, refreshed rather than made anew, so a call costs no more than a plain hedge. Looks are counted,
+   *  not timed, so the last one is the hedge whatever the timers' drift. */
   startHedge(): void {
-    const hedgeAfterMs = this.chain.timeoutMs * HEDGE_AFTER;
-    this.hedgeChecksLeft = Math.ceil(hedgeAfterMs / HEDGE_CHECK_MS);
-    this.hedge = setTimeout(() => this.checkHedge(), hedgeAfterMs / this.hedgeChecksLeft);
+    const afterMs = hedgeAfterMs(this.method);
+    if (afterMs === null) return;
+    this.hedgeChecksLeft = Math.ceil(afterMs / HEDGE_CHECK_MS);
+    this.hedge = setTimeout(() => this.checkHedge(), afterMs / this.hedgeChecksLeft);
     this.hedge.unref?.();
   }
 
   private checkHedge(): void {
     const hedge = this.hedge;
-    if (hedge === null || this.done || this.winner !== null || this.second !== null) return;
-    const index = this.first!.index;
+    if (hedge === null || this.done || this.winner !== null || this.hedgesLeft === 0) return;
+    const index = this.latest()!.index;
     const u = this.health.upstreams[index]!;
     if (--this.hedgeChecksLeft > 0 && !u.failing && !(u.suspected && this.unsuspectedBesides(index))) {
       hedge.refresh();
       return;
     }
     this.hedge = null;
-    this.retry();
+    if (this.another(this.minHead, 'highest')) this.hedgesLeft--;
   }
 
   /** Whether a node in rotation other than `index` is not suspected. */
   private unsuspectedBesides(index: number): boolean {
-    const upstreams = this.health.upstreams;
-    return this.health.healthyIndices().some((i) => i !== index && !upstreams[i]!.suspected);
+    return this.health.healthyIndices().some((i) => i !== index && !this.health.upstreams[i]!.suspected);
   }
 
   abort(): void {
@@ -386,10 +390,10 @@ function failover(
   nodes: NodeChoice | null,
   minHead: number | null,
 ): ForwardCall {
-  const f = new Failover(chain, row, paramsJson, idText, sink, nodes, minHead);
+  const f = new Failover(chain, row, paramsJson, idText, sink, nodes, minHead, failoverOf(chain).forMethod(row.name));
   const first = f.nextNode();
   if (first === null) return noHealthyUpstream(sink, f.health.shortOfBudget);
   f.launch(first);
-  if (f.mayRetry && !f.done && f.health.upstreams.length > 1) f.startHedge();
+  if (f.mayRetry && !f.done && f.hedgesLeft > 0 && f.health.upstreams.length > 1) f.startHedge();
   return f;
 }

@@ -20,6 +20,10 @@
  * are counted but do not restore it, since only probes reach it once it is out. Restoring forgets the
  * outcomes counted so far, so the spell that took it out does not take it out again at the next failure.
  *
+ * Each figure above is the default of the chain's breaker (config chains.<slug>.failover.breaker, BreakerPolicy):
+ * with `open_s` a node taken out stays out that long whatever its probes say, then comes back at a good probe
+ * half-open, and is out again at its first failure until `half_open_probes` calls have been answered.
+ *
  * Lagging (out of rotation, reason 'lagging') is not this tracker's verdict alone: it needs the chain's best
  * head, which the chain passes in (see selection.ts). A node with no head yet cannot be judged and is in
  * rotation: a fresh node must serve before anything is known about it.
@@ -43,10 +47,9 @@ export const MIN_CALLS_JUDGED = 10;
 /** A head probe unanswered this long makes its node suspected, in ms: a local node answers one in about a
  *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/node-probes.ts). */
 export const SUSPECT_AFTER_MS = 1_000;
-/** The sliding window for error rate and p50, in ms, kept as WINDOW_BUCKETS buckets of BUCKET_MS. */
+/** The sliding window for error rate and p50, in ms (a breaker's window_s in its place), kept in buckets of BUCKET_MS. */
 export const WINDOW_MS = 10_000;
 const BUCKET_MS = 1000;
-const WINDOW_BUCKETS = WINDOW_MS / BUCKET_MS;
 /**
  * Blocks a node's head may go back and still be a reorg; deeper, the node is taken to be on a new chain. Real
  * reorgs are a few blocks deep; the newHeads feed remembers as many heads as this (fanout/head-feed.ts).
@@ -130,7 +133,35 @@ export interface UpstreamHealth {
   status(): UpstreamStatus;
 }
 
+/**
+ * When a node leaves rotation for failing and how it comes back (config chains.<slug>.failover.breaker); each
+ * default is the constant above, and `openMs` null: back whole at its next good probe.
+ */
+export interface BreakerPolicy {
+  failureStreak: number;
+  failureRate: number;
+  minCalls: number;
+  /** A whole number of seconds, in ms. */
+  windowMs: number;
+  /** Out at least this long; then a good probe brings it back half-open. null: back whole at its next good probe. */
+  openMs: number | null;
+  /** Half-open: answered calls needed to close; a failure among them opens it again. */
+  halfOpenProbes: number;
+}
+
+/** The breaker before policies: the constants above. */
+export const BUILT_IN_BREAKER: BreakerPolicy = Object.freeze({
+  failureStreak: FAILURE_STREAK,
+  failureRate: ERROR_RATE_LIMIT,
+  minCalls: MIN_CALLS_JUDGED,
+  windowMs: WINDOW_MS,
+  openMs: null,
+  halfOpenProbes: 1,
+});
+
 export interface UpstreamHealthOptions {
+  /** The breaker; default BUILT_IN_BREAKER. */
+  breaker?: BreakerPolicy;
   /** Monotonic ms; default performance.now. */
   now?: () => number;
   /** The chain's best head among its upstreams in rotation; default: none known (lag never judged). */
@@ -184,11 +215,15 @@ class NodeHealth implements UpstreamHealth {
   newChainFrom: number | null = null;
   ewmaMs: number | null = null;
   private streak = 0;
-  // One bucket per second of the window, in a ring indexed by the second it holds.
-  private readonly second = new Float64Array(WINDOW_BUCKETS).fill(-Infinity);
-  private readonly okCount = new Uint32Array(WINDOW_BUCKETS);
-  private readonly failedCount = new Uint32Array(WINDOW_BUCKETS);
-  private readonly histogram = new Uint32Array(WINDOW_BUCKETS * BINS);
+  private readonly breaker: BreakerPolicy;
+  /** Seconds in the window: one bucket each, in a ring indexed by the second it holds. */
+  private readonly buckets: number;
+  private readonly second: Float64Array;
+  private readonly okCount: Uint32Array;
+  private readonly failedCount: Uint32Array;
+  private readonly histogram: Uint32Array;
+  /** Half-open (breaker.openMs set): answered calls still needed to close; 0 when closed or open. */
+  private halfOpenLeft = 0;
   private readonly now: () => number;
   private readonly bestHead: () => number | null;
   private readonly maxLagBlocks: number;
@@ -201,12 +236,20 @@ class NodeHealth implements UpstreamHealth {
     this.maxLagBlocks = opts.maxLagBlocks ?? 5;
     this.opts = opts;
     checkMaxLagBlocks(this.maxLagBlocks);
+    this.breaker = opts.breaker ?? BUILT_IN_BREAKER;
+    const buckets = Math.max(1, Math.round(this.breaker.windowMs / BUCKET_MS));
+    this.buckets = buckets;
+    this.second = new Float64Array(buckets).fill(-Infinity);
+    this.okCount = new Uint32Array(buckets);
+    this.failedCount = new Uint32Array(buckets);
+    this.histogram = new Uint32Array(buckets * BINS);
   }
 
   /** The bucket for `now`, emptied first when it still holds an older second. */
   private bucketAt(now: number): number {
     const sec = Math.floor(now / BUCKET_MS);
-    const i = ((sec % WINDOW_BUCKETS) + WINDOW_BUCKETS) % WINDOW_BUCKETS;
+    const n = this.buckets;
+    const i = ((sec % n) + n) % n;
     if (this.second[i] !== sec) {
       this.second[i] = sec;
       this.okCount[i] = 0;
@@ -217,14 +260,14 @@ class NodeHealth implements UpstreamHealth {
   }
 
   private isLive(i: number, nowSecond: number): boolean {
-    return this.second[i]! > nowSecond - WINDOW_BUCKETS && this.second[i]! <= nowSecond;
+    return this.second[i]! > nowSecond - this.buckets && this.second[i]! <= nowSecond;
   }
 
   private counts(): { ok: number; failed: number } {
     const nowSecond = Math.floor(this.now() / BUCKET_MS);
     let ok = 0;
     let failed = 0;
-    for (let i = 0; i < WINDOW_BUCKETS; i++) {
+    for (let i = 0; i < this.buckets; i++) {
       if (!this.isLive(i, nowSecond)) continue;
       ok += this.okCount[i]!;
       failed += this.failedCount[i]!;
@@ -241,7 +284,7 @@ class NodeHealth implements UpstreamHealth {
     const nowSecond = Math.floor(this.now() / BUCKET_MS);
     const merged = new Uint32Array(BINS);
     let total = 0;
-    for (let i = 0; i < WINDOW_BUCKETS; i++) {
+    for (let i = 0; i < this.buckets; i++) {
       if (!this.isLive(i, nowSecond)) continue;
       for (let b = 0; b < BINS; b++) merged[b]! += this.histogram[i * BINS + b]!;
       total += this.okCount[i]!;
@@ -261,6 +304,7 @@ class NodeHealth implements UpstreamHealth {
     if (outcome === 'ok') {
       this.okCount[i]!++;
       this.streak = 0;
+      if (this.halfOpenLeft > 0) this.halfOpenLeft--;
       if (Number.isFinite(latencyMs) && latencyMs >= 0) {
         this.histogram[i * BINS + latencyBin(latencyMs)]!++;
         const ewmaMs = this.ewmaMs;
@@ -271,12 +315,13 @@ class NodeHealth implements UpstreamHealth {
     this.failedCount[i]!++;
     this.streak++;
     if (this.failing) return;
-    if (this.streak >= FAILURE_STREAK) {
+    const b = this.breaker;
+    if (this.streak >= b.failureStreak || this.halfOpenLeft > 0) {
       this.setFailing(true);
       return;
     }
     const { ok, failed } = this.counts();
-    if (ok + failed >= MIN_CALLS_JUDGED && failed >= ERROR_RATE_LIMIT * (ok + failed)) this.setFailing(true);
+    if (ok + failed >= b.minCalls && failed >= b.failureRate * (ok + failed)) this.setFailing(true);
   }
 
   reportHead(number: number): void {
@@ -291,6 +336,7 @@ class NodeHealth implements UpstreamHealth {
 
   private setFailing(value: boolean): void {
     this.failing = value;
+    this.halfOpenLeft = 0;
     this.failingSince = value ? this.now() : null;
     this.opts.onFailing?.(value);
   }
@@ -308,10 +354,19 @@ class NodeHealth implements UpstreamHealth {
       if (hung && !this.failing) this.setFailing(true);
       return;
     }
-    // Restored before the head is reported, so whoever watches the report sees the node back.
-    if (this.failing) this.restore();
+    // Restored before the head is reported, so whoever watches the report sees the node back; under an open_s
+    // breaker only once open that long, and half-open: its next calls decide.
+    const closing = this.failing && this.mayClose();
+    if (closing) this.restore();
     this.reportHead(probedHead);
     this.record('ok', latencyMs);
+    if (closing && this.breaker.openMs !== null) this.halfOpenLeft = this.breaker.halfOpenProbes;
+  }
+
+  /** Whether a failing node may come back at a good probe: at once, or once open for breaker.openMs. */
+  private mayClose(): boolean {
+    const openMs = this.breaker.openMs;
+    return openMs === null || this.now() - (this.failingSince ?? -Infinity) >= openMs;
   }
 
   eject(): void {

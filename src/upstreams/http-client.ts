@@ -46,6 +46,9 @@ export interface UpstreamRequest {
   /** Deadline in ms for the response head, counted from the request() call (queueing included), and the longest
    *  silence between body chunks while not paused. Enforced by a 100 ms sweep: never early, up to 200 ms late. */
   timeoutMs: number;
+  /** Deadline in ms for the whole response (UpstreamOptions.answerTimeoutMs) for this request alone; default the
+   *  client's. */
+  answerTimeoutMs?: number;
   /** Never pipelined: sent only on a socket with nothing in flight, and nothing is sent behind it until it completes.
    *  Requests without it may be sent twice (moved off a stalled socket, or re-sent after the socket closed), so set
    *  it for every call that is not idempotent, such as eth_sendRawTransaction. Default false. */

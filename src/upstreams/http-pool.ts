@@ -97,7 +97,15 @@ export class UpstreamPool implements HttpUpstream, ConnectionEvents {
     const timeoutMs = req.timeoutMs;
     if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) throw new TypeError('timeoutMs must be a positive number');
     const at = this.now();
-    const ex = new UpstreamExchange(this, sink, this.encoder.encode(req), timeoutMs, at, this.answerTimeoutMs, req.exclusive === true);
+    const ex = new UpstreamExchange(
+      this,
+      sink,
+      this.encoder.encode(req),
+      timeoutMs,
+      at,
+      req.answerTimeoutMs ?? this.answerTimeoutMs,
+      req.exclusive === true,
+    );
     if (this.closed) {
       ex.state = REFUSED;
       process.nextTick(refuseClosed, this, ex);

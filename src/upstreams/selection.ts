@@ -44,6 +44,7 @@ import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/r
 import { type BudgetLimits, ChainBudgets } from './node-budget.js';
 import { keepLowestTier, tiersOf } from './node-tiers.js';
 import {
+  type BreakerPolicy,
   checkMaxLagBlocks,
   createUpstreamHealth,
   DEEPEST_REORG,
@@ -112,6 +113,8 @@ export interface ChainHealthOptions {
   maxLagBlocks: number;
   /** Monotonic ms; default performance.now. */
   now?: () => number;
+  /** Each node's breaker (config chains.<slug>.failover.breaker); default health.ts's BUILT_IN_BREAKER. */
+  breaker?: BreakerPolicy;
   /** Uniform in [0, 1); default Math.random. */
   random?: () => number;
   /** Where a node's head going back more than DEEPEST_REORG is logged (a warn per event). Default: nowhere. */
@@ -199,6 +202,7 @@ class ChainSelection implements ChainHealth {
         now,
         bestHead,
         maxLagBlocks: this.maxLagBlocks,
+        ...(opts.breaker !== undefined ? { breaker: opts.breaker } : {}),
         onHead: (previous, head) => this.noteHead(i, previous, head),
         // A node restored is looked at when the head its probe brought is reported, just after.
         onFailing: (failing) => failing && this.watchRotation(),

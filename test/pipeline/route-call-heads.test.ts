@@ -9,7 +9,8 @@
 import t from 'tap';
 import { methodRow } from '../../src/jsonrpc/methods.js';
 import type { AnswerSink } from '../../src/pipeline/forward.js';
-import { isNullResult, type RoutedChain, routeCall } from '../../src/pipeline/route-call.js';
+import { isNullResult } from '../../src/pipeline/answer-looks.js';
+import { type RoutedChain, routeCall } from '../../src/pipeline/route-call.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 import { type StandInNode, standInNode } from '../support/stand-in-node.js';
 
