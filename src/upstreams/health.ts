@@ -38,17 +38,13 @@
  */
 import { performance } from 'node:perf_hooks';
 
-/** Failed outcomes in a row that take a node out of rotation. */
-export const FAILURE_STREAK = 3;
-/** Share of failed outcomes in the window that takes a node out of rotation, once MIN_CALLS_JUDGED are counted. */
-export const ERROR_RATE_LIMIT = 0.5;
-/** Outcomes in the window needed before the error rate is judged: two failures out of three calls say little. */
-export const MIN_CALLS_JUDGED = 10;
+import { BUILT_IN_BREAKER, type BreakerPolicy } from './breaker-policy.js';
+
+export { ERROR_RATE_LIMIT, FAILURE_STREAK, MIN_CALLS_JUDGED, WINDOW_MS } from './breaker-policy.js';
+export { BUILT_IN_BREAKER, type BreakerPolicy } from './breaker-policy.js';
 /** A head probe unanswered this long makes its node suspected, in ms: a local node answers one in about a
  *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/node-probes.ts). */
 export const SUSPECT_AFTER_MS = 1_000;
-/** The sliding window for error rate and p50, in ms (a breaker's window_s in its place), kept in buckets of BUCKET_MS. */
-export const WINDOW_MS = 10_000;
 const BUCKET_MS = 1000;
 /**
  * Blocks a node's head may go back and still be a reorg; deeper, the node is taken to be on a new chain. Real
@@ -132,32 +128,6 @@ export interface UpstreamHealth {
   /** The snapshot, with lag judged against the chain's best head. */
   status(): UpstreamStatus;
 }
-
-/**
- * When a node leaves rotation for failing and how it comes back (config chains.<slug>.failover.breaker); each
- * default is the constant above, and `openMs` null: back whole at its next good probe.
- */
-export interface BreakerPolicy {
-  failureStreak: number;
-  failureRate: number;
-  minCalls: number;
-  /** A whole number of seconds, in ms. */
-  windowMs: number;
-  /** Out at least this long; then a good probe brings it back half-open. null: back whole at its next good probe. */
-  openMs: number | null;
-  /** Half-open: answered calls needed to close; a failure among them opens it again. */
-  halfOpenProbes: number;
-}
-
-/** The breaker before policies: the constants above. */
-export const BUILT_IN_BREAKER: BreakerPolicy = Object.freeze({
-  failureStreak: FAILURE_STREAK,
-  failureRate: ERROR_RATE_LIMIT,
-  minCalls: MIN_CALLS_JUDGED,
-  windowMs: WINDOW_MS,
-  openMs: null,
-  halfOpenProbes: 1,
-});
 
 export interface UpstreamHealthOptions {
   /** The breaker; default BUILT_IN_BREAKER. */

@@ -2,9 +2,8 @@
  * The choice of upstream for each call among a chain's nodes.
  *
  * In rotation: not failing (see health.ts), not on another chain (chain/chain-identity.ts) and not more than
- * maxLagBlocks behind the best head. The best head is the highest head reported by a node that is neither
- * failing nor on another chain; the node holding it is never lagging, so lag is
- * judged against nodes in rotation only, and a chain has a node in rotation exactly when one is not failing.
+ * maxLagBlocks behind the best head (the highest of nodes neither failing nor on another chain, whose node is
+ * never lagging: a chain has a node in rotation exactly when one is not failing).
  *
  * Among the nodes in rotation a call goes to one drawn at random with weight 1 / cost, where
  * cost = latency EWMA × (calls in flight + 1) / (1 − error rate). The fastest node gets most calls but not all:
@@ -31,8 +30,7 @@
  * rotation is; when that leaves none, pick() returns null with `shortOfBudget` set (503 upstream_budget).
  *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
- * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
- * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
+ * while another node in rotation is not: it is likely hanging, which its weight cannot say (it answered nothing).
  *
  * The chain watches its best head on every head report: a node whose own head goes back more than DEEPEST_REORG
  * is logged (it is on a new chain, see health.ts), and the best head going back more than finalityDepth below

@@ -197,7 +197,7 @@ t.test('answers in the order the test gives them: the first rejection; a rejecti
       heard: (urls) => ({
         kind: 'failed',
         reason: 'upstream answered HTTP 500',
-        failure: { kind: 'status', status: 500 },
+        failure: { kind: 'status', status: 500, retryAfterMs: null },
         failedUpstream: urls[1]!,
       }),
     },

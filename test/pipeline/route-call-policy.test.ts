@@ -129,7 +129,7 @@ t.test('retries: 3 tries three more nodes, each one not tried yet', async (t) =>
 t.test('retry_on: an outcome left out is answered as it came', async (t) => {
   const nodes = [node('a', { status: 503 }), node('b', { ok: 1 })];
   const out = await route(chainOf(nodes, 'retry_on: [transport, "429"]'));
-  t.same(out.failure, { kind: 'status', status: 503 });
+  t.same(out.failure, { kind: 'status', status: 503, retryAfterMs: null });
   t.equal(nodes[1]!.arrivals.length, 0, 'a 5xx is not retried');
   const refused = [node('a', 'refuse'), node('b', { ok: 1 })];
   t.match(await route(chainOf(refused, 'retry_on: [transport]')), { result: 'b' });
