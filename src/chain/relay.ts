@@ -1,7 +1,8 @@
 /**
  * What a worker thread's copy of a chain takes from the main thread's runtime of it, over one port per
  * worker: the prober's reports (one prober per chain for the process; each worker's health hears every
- * probe, and counts its own calls' outcomes itself), and the filters, which live on the main thread only so
+ * probe, and counts its own calls' outcomes itself), the nodes the operator cordoned (cordons.ts: each worker's
+ * set is kept equal to the main thread's, which is told to a worker as it attaches), and the filters, which live on the main thread only so
  * that a filter made through one worker is read through any other.
  */
 import type { MessagePort } from 'node:worker_threads';
@@ -9,6 +10,7 @@ import { filterError, type FilterErrorMessage, isFilterError } from '../filters/
 import type { ProbeObserver } from '../upstreams/prober.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
+import type { Cordons } from './cordons.js';
 import type { ChainFilters } from './filters.js';
 import type { FinalityReading, PolledFinality } from './finality.js';
 import { errorText } from '../log.js';
@@ -21,6 +23,7 @@ type ToWorker =
   | { kind: 'reported'; chain: string; index: number; head: number | null; latencyMs: number; hung: boolean }
   | { kind: 'feedHead'; chain: string; index: number; head: number }
   | { kind: 'wrongChain'; chain: string; index: number; wrong: boolean }
+  | { kind: 'cordon'; chain: string; node: string; cordoned: boolean }
   | FilterReply;
 
 /** The main thread's answer to a worker's filter call `reply`. */
@@ -53,11 +56,13 @@ export interface ChainRelayHost {
   finality(slug: string): (held: FinalityReading) => void;
 }
 
-export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined): ChainRelayHost {
+export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined, cordons?: Cordons): ChainRelayHost {
   const ports = new Set<MessagePort>();
   const broadcast = (m: ToWorker): void => {
     for (const p of ports) p.postMessage(m);
   };
+  // Lives as long as the process's main thread: the host is never made twice.
+  cordons?.watch((chain, node, cordoned) => broadcast({ kind: 'cordon', chain, node, cordoned }));
   /** The last blocks told of each chain, for a worker that attaches after (started again). */
   const finality = new Map<string, FinalityReading>();
   /** The newest runtime of each chain, by the count of those made. */
@@ -66,6 +71,8 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
     attach(port) {
       ports.add(port);
       for (const [chain, held] of finality) port.postMessage({ kind: 'finality', chain, held } satisfies ToWorker);
+      for (const c of cordons?.list() ?? [])
+        port.postMessage({ kind: 'cordon', chain: c.chain, node: c.node, cordoned: true } satisfies ToWorker);
       port.on('close', () => ports.delete(port));
       port.on('message', (m: ToMain) => {
         const filters = filtersOf(m.chain);
@@ -124,7 +131,8 @@ export interface ChainRelayClient {
   close(): void;
 }
 
-export function createChainRelayClient(port: MessagePort): ChainRelayClient {
+/** `cordons`: the worker thread's set, kept equal to the main thread's. */
+export function createChainRelayClient(port: MessagePort, cordons?: Cordons): ChainRelayClient {
   const followers = new Map<string, ChainHealth>();
   const finalities = new Map<string, Pick<PolledFinality, 'hear'>>();
   /** Blocks told before the chain's copy followed (the main thread tells them as the worker attaches). */
@@ -145,6 +153,9 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
         else early.set(m.chain, m.held);
         return;
       }
+      case 'cordon':
+        cordons?.set(m.chain, m.node, m.cordoned);
+        return;
       case 'started':
       case 'reported':
       case 'feedHead':
@@ -225,7 +236,7 @@ function settleReply(waiting: Waiting, m: FilterReply): void {
 }
 
 /** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
-function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | { kind: 'finality' }>): void {
+function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | { kind: 'finality' } | { kind: 'cordon' }>): void {
   switch (m.kind) {
     case 'started': {
       const u = health.upstreams[m.index];

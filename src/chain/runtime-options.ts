@@ -10,6 +10,7 @@ import type { ChainMetrics } from '../metrics/registry.js';
 import type { ProbeObserver, ProberOptions } from '../upstreams/prober.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import type { SubscriptionMetering } from './chain-streams.js';
+import type { Cordons } from './cordons.js';
 import type { ChainFilters } from './filters.js';
 import type { FinalityReading, PolledFinality } from './finality.js';
 import type { BeaconChain } from './finality-reads.js';
@@ -52,6 +53,8 @@ export interface ChainRuntimeOptions {
     /** The chain's safe and finalized blocks changed (finality.ts). */
     finality?(held: FinalityReading): void;
   };
+  /** The nodes the operator cordoned, kept by the gateway thread across reloads: the chain's are out of rotation. */
+  cordons?: Cordons;
   /** Overrides how often a node in rotation has its chain checked again (chain-identity.ts RECHECK_MS). */
   identityRecheckMs?: number;
   /** How many threads share each upstream's max_connections (each worker's pool gets its part); default 1. */

@@ -21,6 +21,7 @@ import { type ChainAnswerChecks, createAnswerChecks } from './answer-checks.js';
 import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
 import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
+import { applyCordons } from './cordons.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
@@ -175,6 +176,8 @@ class RunningChain implements ChainRuntime {
   private next = 0;
   private prober: Prober | null = null;
   private unfollow: (() => void) | null = null;
+  /** Stops following the thread's cordoned nodes (cordons.ts). */
+  private readonly uncordon: (() => void) | null;
   private closed = false;
 
   constructor(config: ChainConfig, opts: ChainRuntimeOptions) {
@@ -195,6 +198,8 @@ class RunningChain implements ChainRuntime {
     };
     const health = watchNodeHealth(config, upstreams, metrics, log, opts, finalUndone, () => served?.update());
     this.health = health;
+    const names = config.upstreams.map((u) => u.name);
+    this.uncordon = opts.cordons ? applyCordons(opts.cordons, { slug: config.slug, names, upstreams: health.upstreams }) : null;
     served = createServedHead(health, {
       minNodes: config.consistency.min_nodes,
       ...(opts.servedHeadCell ? { shared: opts.servedHeadCell } : {}),
@@ -214,7 +219,7 @@ class RunningChain implements ChainRuntime {
       chainId: config.kind === 'beacon' ? undefined : config.chain_id,
       health,
       upstreams,
-      names: config.upstreams.map((u) => u.name),
+      names,
       read: config.kind === 'beacon' ? readBeaconIdentity : readEvmIdentity,
       metrics,
       log: (level, msg, fields) => opts.log?.[level](msg, { chain: config.slug, ...fields }),
@@ -359,6 +364,7 @@ class RunningChain implements ChainRuntime {
     this.prober = null;
     this.identity.close();
     this.unfollow?.();
+    this.uncordon?.();
     this.feeds?.close();
     this.events?.close();
     for (const u of this.streamClients) u?.close();

@@ -31,7 +31,8 @@ export interface HealthReply {
 interface UpstreamReport {
   label: string;
   in_rotation: boolean;
-  /** 'failing', 'lagging' or 'wrong_chain' (it serves another chain) when out of rotation, else null. */
+  /** 'cordoned' (by the operator), 'failing', 'lagging' or 'wrong_chain' (it serves another chain) when out of
+   *  rotation, else null. */
   reason: string | null;
   head: number | null;
   lag: number | null;

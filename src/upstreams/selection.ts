@@ -1,9 +1,9 @@
 /**
  * The choice of upstream for each call among a chain's nodes.
  *
- * In rotation: not failing (see health.ts), not on another chain (chain/chain-identity.ts) and not more than
- * maxLagBlocks behind the best head. The best head is the highest head reported by a node that is neither
- * failing nor on another chain; the node holding it is never lagging, so lag is
+ * In rotation: not cordoned by the operator (chain/cordons.ts), not failing (see health.ts), not on another chain
+ * (chain/chain-identity.ts) and not more than maxLagBlocks behind the best head. The best head is the highest head
+ * reported by a node that is neither cordoned, failing nor on another chain; the node holding it is never lagging, so lag is
  * judged against nodes in rotation only, and a chain has a node in rotation exactly when one is not failing.
  *
  * Among the nodes in rotation a call goes to one drawn at random with weight 1 / cost, where
@@ -172,6 +172,7 @@ class ChainSelection implements ChainHealth {
         // A node restored is looked at when the head its probe brought is reported, just after.
         onFailing: (failing) => failing && this.watchRotation(),
         onWrongChain: () => this.watchRotation(),
+        onCordoned: () => this.watchRotation(),
       }),
     );
   }
@@ -180,7 +181,7 @@ class ChainSelection implements ChainHealth {
     let best: number | null = null;
     for (const u of this.upstreams) {
       const head = u.head;
-      if (!u.failing && !u.wrongChain && head !== null && (best === null || head > best)) best = head;
+      if (!u.failing && !u.wrongChain && !u.cordoned && head !== null && (best === null || head > best)) best = head;
     }
     return best;
   }
@@ -224,7 +225,7 @@ class ChainSelection implements ChainHealth {
   }
 
   private inRotation(u: UpstreamHealth, best: number | null): boolean {
-    return !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
+    return !u.cordoned && !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
   }
 
   /** Drops the suspected candidates when some are not. */
