@@ -18,6 +18,8 @@ function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}):
     pipelining: 1,
     methods: { deny: extra.deny ?? [] },
     archive: extra.archive ?? false,
+    archive_auto: false,
+    methods_auto: false,
   };
 }
 
