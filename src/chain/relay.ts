@@ -10,6 +10,7 @@ import { filterError, type FilterErrorMessage, isFilterError } from '../filters/
 import type { ProbeObserver } from '../upstreams/prober.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
+import type { Found } from './capabilities.js';
 import type { Cordons } from './cordons.js';
 import type { ChainFilters } from './filters.js';
 import type { FinalityReading, PolledFinality } from './finality.js';
@@ -24,6 +25,7 @@ type ToWorker =
   | { kind: 'feedHead'; chain: string; index: number; head: number }
   | { kind: 'wrongChain'; chain: string; index: number; wrong: boolean }
   | { kind: 'cordon'; chain: string; node: string; cordoned: boolean }
+  | { kind: 'found'; chain: string; node: string; found: Found }
   | FilterReply;
 
 /** The main thread's answer to a worker's filter call `reply`. */
@@ -54,6 +56,9 @@ export interface ChainRelayHost {
    * (it serves the clients left on it a while) may be about another chain, and a worker never takes blocks back.
    */
   finality(slug: string): (held: FinalityReading) => void;
+  /** Node `node` of `slug` was found to serve `found` (capabilities.ts), told to every worker and to each one that
+   *  attaches later. */
+  found(slug: string, node: string, found: Found): void;
 }
 
 export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined, cordons?: Cordons): ChainRelayHost {
@@ -67,10 +72,14 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
   const finality = new Map<string, FinalityReading>();
   /** The newest runtime of each chain, by the count of those made. */
   const newest = new Map<string, number>();
+  /** The last finding about each node, by chain and node name, for a worker that attaches after. */
+  const founds = new Map<string, Map<string, Found>>();
   return {
     attach(port) {
       ports.add(port);
       for (const [chain, held] of finality) port.postMessage({ kind: 'finality', chain, held } satisfies ToWorker);
+      for (const [chain, nodes] of founds)
+        for (const [node, found] of nodes) port.postMessage({ kind: 'found', chain, node, found } satisfies ToWorker);
       for (const c of cordons?.list() ?? [])
         port.postMessage({ kind: 'cordon', chain: c.chain, node: c.node, cordoned: true } satisfies ToWorker);
       port.on('close', () => ports.delete(port));
@@ -108,6 +117,12 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
     }),
     feedHead: (slug, index, head) => broadcast({ kind: 'feedHead', chain: slug, index, head }),
     wrongChain: (slug, index, wrong) => broadcast({ kind: 'wrongChain', chain: slug, index, wrong }),
+    found(slug, node, found) {
+      let nodes = founds.get(slug);
+      if (nodes === undefined) founds.set(slug, (nodes = new Map()));
+      nodes.set(node, found);
+      broadcast({ kind: 'found', chain: slug, node, found });
+    },
     finality(slug) {
       const made = (newest.get(slug) ?? 0) + 1;
       newest.set(slug, made);
@@ -123,9 +138,14 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
 
 /** A worker's side: its chains' health follows the main prober, and their filters are the main thread's. */
 export interface ChainRelayClient {
-  /** Has `health` (the worker's copy of chain `slug`) hear the main thread's probes, and `finality` its safe and
-   *  finalized blocks; returns the undo. */
-  follow(slug: string, health: ChainHealth, finality?: Pick<PolledFinality, 'hear'>): () => void;
+  /** Has `health` (the worker's copy of chain `slug`) hear the main thread's probes, `finality` its safe and
+   *  finalized blocks, and `found` its findings of what each node serves (the last ones at once); returns the undo. */
+  follow(
+    slug: string,
+    health: ChainHealth,
+    finality?: Pick<PolledFinality, 'hear'>,
+    found?: (node: string, found: Found) => void,
+  ): () => void;
   /** Chain `slug`'s filters, held on the main thread. */
   filters(slug: string): ChainFilters;
   close(): void;
@@ -135,6 +155,9 @@ export interface ChainRelayClient {
 export function createChainRelayClient(port: MessagePort, cordons?: Cordons): ChainRelayClient {
   const followers = new Map<string, ChainHealth>();
   const finalities = new Map<string, Pick<PolledFinality, 'hear'>>();
+  /** The findings told of each chain's nodes (kept for a copy made later, by a reload), and who hears them. */
+  const founds = new Map<string, Map<string, Found>>();
+  const finders = new Map<string, (node: string, found: Found) => void>();
   /** Blocks told before the chain's copy followed (the main thread tells them as the worker attaches). */
   const early = new Map<string, FinalityReading>();
   const waiting: Waiting = new Map();
@@ -156,6 +179,13 @@ export function createChainRelayClient(port: MessagePort, cordons?: Cordons): Ch
       case 'cordon':
         cordons?.set(m.chain, m.node, m.cordoned);
         return;
+      case 'found': {
+        let nodes = founds.get(m.chain);
+        if (nodes === undefined) founds.set(m.chain, (nodes = new Map()));
+        nodes.set(m.node, m.found);
+        finders.get(m.chain)?.(m.node, m.found);
+        return;
+      }
       case 'started':
       case 'reported':
       case 'feedHead':
@@ -174,8 +204,12 @@ export function createChainRelayClient(port: MessagePort, cordons?: Cordons): Ch
   port.unref();
   const send = (m: ToMain): void => port.postMessage(m);
   return {
-    follow(slug, health, finality) {
+    follow(slug, health, finality, found) {
       followers.set(slug, health);
+      if (found !== undefined) {
+        finders.set(slug, found);
+        for (const [node, f] of founds.get(slug) ?? []) found(node, f);
+      }
       if (finality !== undefined) {
         finalities.set(slug, finality);
         const told = early.get(slug);
@@ -185,6 +219,7 @@ export function createChainRelayClient(port: MessagePort, cordons?: Cordons): Ch
       return () => {
         if (followers.get(slug) === health) followers.delete(slug);
         if (finalities.get(slug) === finality) finalities.delete(slug);
+        if (found !== undefined && finders.get(slug) === found) finders.delete(slug);
       };
     },
     filters: (slug) => ({
@@ -236,7 +271,10 @@ function settleReply(waiting: Waiting, m: FilterReply): void {
 }
 
 /** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
-function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | { kind: 'finality' } | { kind: 'cordon' }>): void {
+function hearProbe(
+  health: ChainHealth,
+  m: Exclude<ToWorker, FilterReply | { kind: 'finality' } | { kind: 'cordon' } | { kind: 'found' }>,
+): void {
   switch (m.kind) {
     case 'started': {
       const u = health.upstreams[m.index];

@@ -22,6 +22,8 @@ import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js
 import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { applyCordons } from './cordons.js';
+import type { Found } from './capabilities.js';
+import { findCapabilities, foundText, type NodeFindings } from './node-findings.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
@@ -100,6 +102,8 @@ export interface ChainRuntime {
   /** The methods the chain serves and its own RU prices (config chains.<slug>.methods and .ru). */
   readonly policy: ChainMethodPolicy;
   /** The nodes that may take each call: those serving its method, archive nodes first for old state. */
+  /** What each node whose config leaves it to `auto` was found to serve, by index (capabilities.ts). */
+  readonly findings: NodeFindings;
   readonly routes: NodeRoutes;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
    *  (the caller answers 502 at once). */
@@ -178,6 +182,10 @@ class RunningChain implements ChainRuntime {
   private unfollow: (() => void) | null = null;
   /** Stops following the thread's cordoned nodes (cordons.ts). */
   private readonly uncordon: (() => void) | null;
+  /** Stops asking what the `auto` nodes serve (capabilities.ts; the main thread's, or a lone thread's). */
+  private stopFinding: (() => void) | null = null;
+  /** What each node was found to serve, by index (empty until found; healthz shows it). */
+  readonly findings: NodeFindings = [];
   private closed = false;
 
   constructor(config: ChainConfig, opts: ChainRuntimeOptions) {
@@ -346,17 +354,37 @@ class RunningChain implements ChainRuntime {
 
   startHealthChecks(): void {
     if (this.prober !== null || this.unfollow !== null || this.closed) return;
+    const names = this.config.upstreams.map((u) => u.name);
     if (this.opts.replica !== undefined) {
-      this.unfollow = this.opts.replica.follow(this.health, this.finality);
+      this.unfollow = this.opts.replica.follow(this.health, this.finality, (node, found) => this.noteFound(names.indexOf(node), found));
       return;
     }
     this.finality.start();
+    this.stopFinding = findCapabilities(
+      this.config,
+      this.upstreams,
+      this.timeoutMs,
+      () => this.health.bestHead(),
+      (i, found) => {
+        this.noteFound(i, found);
+        this.opts.log?.info('upstream capability found', { chain: this.config.slug, upstream: names[i]!, ...foundText(found) });
+        this.opts.relay?.found?.(names[i]!, found);
+      },
+    );
     this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
+  }
+
+  /** Node `index` was found to serve `found`: its routes are made anew. */
+  private noteFound(index: number, found: Found): void {
+    if (index < 0) return;
+    this.findings[index] = found;
+    this.routes.update(index, found);
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.stopFinding?.();
     this.filters.close();
     this.finality.close();
     this.checks?.close();

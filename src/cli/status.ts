@@ -31,9 +31,10 @@ export function formatStatus(r: StatusReport): string {
     );
     const rows = c.upstreams.map((u) => [
       u.name,
-      u.in_rotation
+      (u.in_rotation
         ? 'in rotation'
-        : `out (${u.reason === 'wrong_chain' ? `serves ${u.serves ?? 'another chain'}` : (u.reason ?? 'unknown')})`,
+        : `out (${u.reason === 'wrong_chain' ? `serves ${u.serves ?? 'another chain'}` : (u.reason ?? 'unknown')})`) +
+        (u.archive === undefined ? '' : `, archive: ${u.archive}, methods: ${u.methods}`),
       u.head === null ? '–' : String(u.head),
       u.lag === null ? '–' : String(u.lag),
     ]);

@@ -72,6 +72,7 @@ export function chainSharing(
           feedHead: (i, h) => host.feedHead(slug, i, h),
           wrongChain: (i, w) => host.wrongChain(slug, i, w),
           finality: host.finality(slug),
+          found: (node, found) => host.found(slug, node, found),
         },
       };
     }
@@ -82,7 +83,7 @@ export function chainSharing(
         writes,
         poolShare: side.workers,
         replica: {
-          follow: (health, finality) => client.follow(slug, health, finality),
+          follow: (health, finality, found) => client.follow(slug, health, finality, found),
           filters: client.filters(slug),
           feeds: c.upstreams.some((u) => u.ws !== undefined) ? role.feeds.feeds(slug) : null,
           openEventLink: role.events.openLink(slug),
