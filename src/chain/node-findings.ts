@@ -6,6 +6,7 @@ import type { ChainConfig, UpstreamConfig } from '../config/schema.js';
 import type { HttpUpstream } from '../upstreams/http-client.js';
 import { callUpstream } from '../upstreams/rpc-call.js';
 import { type Found, watchCapabilities } from './capabilities.js';
+import type { ChainRuntimeOptions } from './runtime-options.js';
 
 /** By node index; a hole until the node's first finding. */
 export type NodeFindings = Array<Found | undefined>;
@@ -34,19 +35,26 @@ export function autoCapabilities(
   return u !== undefined && (u.archive_auto || u.methods_auto) ? capabilityReport(u, found) : undefined;
 }
 
-/** Starts asking the chain's `auto` nodes what they serve (the main thread's or a lone thread's runtime); returns the stop. */
+/** Starts asking the chain's `auto` nodes what they serve (the main thread's or a lone thread's runtime): each
+ *  change goes to `onFound`, the log and the worker threads (the relay); returns the stop. */
 export function findCapabilities(
   config: ChainConfig,
   upstreams: readonly HttpUpstream[],
   timeoutMs: number,
   head: () => number | null,
   onFound: (index: number, found: Found) => void,
+  tell: Pick<ChainRuntimeOptions, 'log' | 'relay'>,
 ): () => void {
   return watchCapabilities({
     nodes: config.upstreams,
     call: (i, method, params) => callUpstream(upstreams[i]!, timeoutMs, method, params),
     head,
     stateHistoryBlocks: config.kind === 'evm' ? config.state_history_blocks : 0,
-    onFound,
+    onFound(i, found) {
+      const name = config.upstreams[i]!.name;
+      onFound(i, found);
+      tell.log?.info('upstream capability found', { chain: config.slug, upstream: name, ...foundText(found) });
+      tell.relay?.found?.(name, found);
+    },
   });
 }

@@ -23,7 +23,7 @@ import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { applyCordons } from './cordons.js';
 import type { Found } from './capabilities.js';
-import { findCapabilities, foundText, type NodeFindings } from './node-findings.js';
+import { findCapabilities, type NodeFindings } from './node-findings.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
@@ -360,17 +360,8 @@ class RunningChain implements ChainRuntime {
       return;
     }
     this.finality.start();
-    this.stopFinding = findCapabilities(
-      this.config,
-      this.upstreams,
-      this.timeoutMs,
-      () => this.health.bestHead(),
-      (i, found) => {
-        this.noteFound(i, found);
-        this.opts.log?.info('upstream capability found', { chain: this.config.slug, upstream: names[i]!, ...foundText(found) });
-        this.opts.relay?.found?.(names[i]!, found);
-      },
-    );
+    const found = (i: number, f: Found): void => this.noteFound(i, f);
+    this.stopFinding = findCapabilities(this.config, this.upstreams, this.timeoutMs, () => this.health.bestHead(), found, this.opts);
     this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
   }
 
