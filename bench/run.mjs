@@ -10,6 +10,7 @@ import * as authRefusals from './auth-refusals.mjs';
 import * as cacheDedup from './cache-dedup.mjs';
 import * as consistency from './consistency.mjs';
 import * as fences from './fences.mjs';
+import * as tracing from './tracing.mjs';
 import * as fleet from './fleet.mjs';
 import * as forwardCost from './forward-cost.mjs';
 import * as httpProxy from './http-proxy.mjs';
@@ -28,7 +29,18 @@ import { hasWrk, writePostScript, wrkVersion } from './lib/wrk.mjs';
  * `run(ctx)` → runs (see lib/measure.mjs) and `checks(runs)` → its targets judged, and `needs`, the
  * tools it cannot run without (`['wrk']`), when it has any.
  */
-const SECTIONS = [httpProxy, forwardCost, consistency, wsFanout, cacheDedup, authRefusals, fences, fleet, await import('./many-keys.mjs')];
+const SECTIONS = [
+  httpProxy,
+  forwardCost,
+  consistency,
+  wsFanout,
+  cacheDedup,
+  authRefusals,
+  fences,
+  fleet,
+  await import('./many-keys.mjs'),
+  tracing,
+];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const OUT_DIR = join(BENCH_DIR, 'out');

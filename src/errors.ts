@@ -14,6 +14,13 @@ export const ERRORS = {
   // A method the chain asks of several nodes (consistency.quorum) without enough of them agreeing: a 502 as a node
   // failure is (retrying is right: nodes a block apart agree a moment later); the message never says which answers.
   no_quorum: { http: 502, rpc: -32603, message: 'Nodes disagreed on the answer' },
+  // Every node that could take the call is at its budget (upstreams[].rps, max_in_flight) or cooling down after a
+  // 429 (docs/failover.md): a 503, as the gateway itself holds the call back; retrying shortly is right.
+  upstream_budget: {
+    http: 503,
+    rpc: -32099,
+    message: 'Every node is at its rate budget (rps, max_in_flight) or cooling down after a 429; try again shortly',
+  },
   store_unavailable: { http: 503, rpc: -32099, message: 'Service temporarily unavailable' },
   body_too_large: { http: 413, rpc: -32600, message: 'Request body is larger than the limit' },
   batch_too_large: { http: 413, rpc: -32600, message: 'Batch is larger than the limit' },

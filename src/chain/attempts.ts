@@ -98,6 +98,25 @@ export class NodeAttempt {
   ) {
     this.startedAt = at;
     health.upstreams[index]!.inflight++;
+    health.charge(index, at);
+  }
+
+  /**
+   * settle('failed') for a failure the caller was told of: its kind (an upstream client error kind, `status`
+   * with the HTTP status, `invalid`) is what the metrics say. A 429 is the node's budget, not its health: the
+   * node cools down (its Retry-After when it gave one, see upstreams/node-budget.ts) and the attempt is not
+   * counted as failed, so a throttling node stays in rotation and is asked again once the cooldown ends.
+   */
+  settleFailed(failure: { kind: string; status?: number; retryAfterMs?: number | null } | undefined): void {
+    if (failure?.status === 429) {
+      if (!this.open) return;
+      const health = this.health;
+      health.coolDown(this.index, failure.retryAfterMs ?? null);
+      health.meters[this.index]!.call('http_error', (health.now() - this.startedAt) / 1000);
+      this.drop();
+      return;
+    }
+    this.settle('failed', failure === undefined ? undefined : failureOutcome(failure.kind));
   }
 
   /**

@@ -2,11 +2,12 @@
  * A chain's nodes as its runtime (runtime.ts) makes them: a client for each configured upstream, and the health
  * that decides their rotation, each change of which is logged once per process.
  */
-import type { ChainConfig } from '../config/schema.js';
+import type { ChainConfig, UpstreamConfig } from '../config/schema.js';
 import type { FeedsLog } from '../fanout/feeds.js';
 import type { Logger } from '../log.js';
 import type { ChainMetrics } from '../metrics/registry.js';
 import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.js';
+import type { BudgetLimits } from '../upstreams/node-budget.js';
 import { type ChainHealth, createChainHealth } from '../upstreams/selection.js';
 
 /** What the chain's nodes read of its runtime options (ChainRuntimeOptions in runtime.ts says each one). */
@@ -74,6 +75,26 @@ export function watchNodeHealth(
           });
       },
       onHeads,
+      tiers: config.upstreams.map((u) => u.tier),
+      budgets: config.upstreams.map((u) => budgetShare(u, opts.poolShare ?? 1)),
+      onCooldown(name, ms) {
+        // The thread whose call got the 429 says so, once per cooldown; the other workers hear of it (relay.ts).
+        opts.log?.warn('upstream answered 429: no call goes to it until its cooldown ends', {
+          chain: config.slug,
+          upstream: name,
+          cooldown_ms: Math.round(ms),
+        });
+      },
     },
   );
+}
+
+/**
+ * This thread's share of a node's budget: with worker threads each worker has its own selection, so `rps` and
+ * `max_in_flight` are the process's, shared out as max_connections is (at least 1 each: a limit below the number
+ * of workers is then exceeded, which docs/failover.md says).
+ */
+export function budgetShare(u: UpstreamConfig, share: number): BudgetLimits {
+  const part = (limit: number | undefined): number | null => (limit === undefined ? null : Math.max(1, Math.floor(limit / share)));
+  return { rps: part(u.rps), maxInFlight: part(u.max_in_flight) };
 }

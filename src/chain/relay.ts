@@ -1,8 +1,10 @@
 /**
  * What a worker thread's copy of a chain takes from the main thread's runtime of it, over one port per
  * worker: the prober's reports (one prober per chain for the process; each worker's health hears every
- * probe, and counts its own calls' outcomes itself), the nodes the operator cordoned (cordons.ts: each worker's
- * set is kept equal to the main thread's, which is told to a worker as it attaches), and the filters, which live on the main thread only so
+ * probe, and counts its own calls' outcomes itself), a node's cooldown after it answered one worker 429 (told
+ * to every worker, so none sends it a call meanwhile), the nodes the operator cordoned (cordons.ts: each worker's
+ * set is kept equal to the main thread's, told to a worker as it attaches), what the `auto` nodes were found to
+ * serve (capabilities.ts), and the filters, which live on the main thread only so
  * that a filter made through one worker is read through any other.
  */
 import type { MessagePort } from 'node:worker_threads';
@@ -26,7 +28,12 @@ type ToWorker =
   | { kind: 'wrongChain'; chain: string; index: number; wrong: boolean }
   | { kind: 'cordon'; chain: string; node: string; cordoned: boolean }
   | { kind: 'found'; chain: string; node: string; found: Found }
+  | Cooldown
   | FilterReply;
+
+/** Node `index` of `chain` answered a worker 429 and gets no call for `ms` (upstreams/node-budget.ts): told to the
+ *  main thread, which tells every worker, so no worker sends it a call meanwhile. */
+type Cooldown = { kind: 'cooldown'; chain: string; index: number; ms: number };
 
 /** The main thread's answer to a worker's filter call `reply`. */
 type FilterReply =
@@ -37,7 +44,8 @@ type FilterReply =
 
 type ToMain =
   | { kind: 'call'; call: number; chain: string; scope: string; method: string; params: unknown[] }
-  | { kind: 'pending'; chain: string; pending: string };
+  | { kind: 'pending'; chain: string; pending: string }
+  | Cooldown;
 
 /** The main thread's side: its chains' probe reports to every worker, and the workers' filter calls. */
 export interface ChainRelayHost {
@@ -84,6 +92,10 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
         port.postMessage({ kind: 'cordon', chain: c.chain, node: c.node, cordoned: true } satisfies ToWorker);
       port.on('close', () => ports.delete(port));
       port.on('message', (m: ToMain) => {
+        if (m.kind === 'cooldown') {
+          broadcast(m);
+          return;
+        }
         const filters = filtersOf(m.chain);
         if (m.kind === 'pending') {
           filters?.notePendingTransaction(m.pending);
@@ -186,6 +198,9 @@ export function createChainRelayClient(port: MessagePort, cordons?: Cordons): Ch
         finders.get(m.chain)?.(m.node, m.found);
         return;
       }
+      case 'cooldown':
+        followers.get(m.chain)?.coolDown(m.index, m.ms, true);
+        return;
       case 'started':
       case 'reported':
       case 'feedHead':
@@ -210,6 +225,7 @@ export function createChainRelayClient(port: MessagePort, cordons?: Cordons): Ch
         finders.set(slug, found);
         for (const [node, f] of founds.get(slug) ?? []) found(node, f);
       }
+      health.shareCooldowns((index, ms) => send({ kind: 'cooldown', chain: slug, index, ms }));
       if (finality !== undefined) {
         finalities.set(slug, finality);
         const told = early.get(slug);
@@ -217,6 +233,7 @@ export function createChainRelayClient(port: MessagePort, cordons?: Cordons): Ch
         if (told !== undefined) finality.hear(told);
       }
       return () => {
+        health.shareCooldowns(null);
         if (followers.get(slug) === health) followers.delete(slug);
         if (finalities.get(slug) === finality) finalities.delete(slug);
         if (found !== undefined && finders.get(slug) === found) finders.delete(slug);
@@ -273,7 +290,7 @@ function settleReply(waiting: Waiting, m: FilterReply): void {
 /** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
 function hearProbe(
   health: ChainHealth,
-  m: Exclude<ToWorker, FilterReply | { kind: 'finality' } | { kind: 'cordon' } | { kind: 'found' }>,
+  m: Exclude<ToWorker, FilterReply | Cooldown | { kind: 'finality' } | { kind: 'cordon' } | { kind: 'found' }>,
 ): void {
   switch (m.kind) {
     case 'started': {

@@ -63,6 +63,22 @@ export const UpstreamSchema = section(
         "The node keeps the state of every block: state reads about old blocks go to it first; 'auto': the gateway finds out (evm only); default false, a full node.",
       [Problem]: "must be true, false or 'auto'",
     }),
+    tier: int(
+      0,
+      9,
+      0,
+      'Node tier: a call goes to a higher tier only while no node of a lower tier can take it (out of rotation, behind, at its budget) or after an attempt there failed; 0, the default, is the first.',
+    ),
+    rps: optionalInt(
+      1,
+      100_000,
+      'Calls per second the gateway sends this node at most (a sliding second; split between worker threads); default none: no limit.',
+    ),
+    max_in_flight: optionalInt(
+      1,
+      100_000,
+      'Calls the gateway has in flight to this node at most (split between worker threads); default none: no limit.',
+    ),
   },
   'One upstream node of a chain.',
 );

@@ -27,6 +27,7 @@ import { withoutNulls } from './fill-defaults.js';
 import { checkSchema } from './schema-check.js';
 import { readServer, type ServerConfig, ServerSchema } from './server.js';
 import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
+import { type TracingConfig, TracingSchema } from './tracing.js';
 
 export type { ChainConfig, UpstreamConfig } from './chains.js';
 export type { ChainRu, MethodDeny, MethodRules } from './method-policy.js';
@@ -56,6 +57,7 @@ export const ConfigSchema = Type.Object(
     filters: FiltersSchema,
     log: LogSchema,
     metrics: MetricsSchema,
+    tracing: TracingSchema,
   },
   { additionalProperties: false, title: 'chaingate configuration' },
 );
@@ -86,6 +88,8 @@ export interface Config {
   log: Static<typeof LogSchema>;
   /** The Prometheus listener; undefined when `metrics.enabled` is false. */
   metrics: MetricsConfig | undefined;
+  /** OpenTelemetry traces; off while otlp_endpoint is absent. */
+  tracing: TracingConfig;
 }
 
 /** Only what each key's declaration refuses, each with its key path: what chaingate.schema.json checks in an editor. */
@@ -142,6 +146,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     filters: c.filters,
     log: c.log,
     metrics,
+    tracing: c.tracing,
   };
   return { ok: true, config };
 }

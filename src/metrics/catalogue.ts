@@ -64,6 +64,12 @@ export const METRIC_FAMILIES = {
     labelNames: ['chain', 'upstream'],
     aggregator: 'max',
   },
+  upstreamCooldowns: {
+    type: 'counter',
+    name: 'chaingate_upstream_cooldowns_total',
+    help: 'Times the upstream answered 429 and got no call until its Retry-After (or the default cooldown) passed',
+    labelNames: ['chain', 'upstream'],
+  },
   upstreamCheckFailures: {
     type: 'counter',
     name: 'chaingate_upstream_check_failures_total',

@@ -41,6 +41,7 @@ function createRecentRate(now: () => number): { count(): void; perSecond(): numb
  */
 export function createChainMetrics(f: Families, slug: string, now: () => number, remove: () => void): ChainMetrics {
   const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead, upstreamCheckFailures } = f;
+  const { upstreamCooldowns } = f;
   const { chainHead, chainServedHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
   const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches, chainFinalized, chainSafe } = f;
   const byTransport = memo((transport) => requestDuration.labels(slug, transport));
@@ -64,6 +65,7 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
     const outcomes = memo((o) => upstreamRequests.labels(slug, name, o));
     const duration = upstreamDuration.labels(slug, name);
     const checks = memo((check) => upstreamCheckFailures.labels(slug, name, check));
+    const cooldowns = upstreamCooldowns.labels(slug, name);
     return {
       call(outcome, seconds) {
         outcomes(outcome).inc();
@@ -71,6 +73,9 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
       },
       checkFailed(check) {
         checks(check).inc();
+      },
+      cooledDown() {
+        cooldowns.inc();
       },
       inRotation: inRotation.labels(slug, name),
       wrongChain: wrongChain.labels(slug, name),

@@ -102,6 +102,8 @@ export interface UpstreamMetrics {
   readonly head: GaugeChild;
   /** 1 while the node serves another chain than its chain's (chain/chain-identity.ts). */
   readonly wrongChain: GaugeChild;
+  /** The node answered 429 and cools down (upstreams/node-budget.ts): once per cooldown. */
+  cooledDown(): void;
 }
 
 /** One method's consensus counters on one chain (consistency.quorum). */
@@ -251,7 +253,14 @@ const NOTHING = {
   observe() {},
 } as unknown as CounterChild & GaugeChild & HistogramChild;
 
-const NO_UPSTREAM: UpstreamMetrics = { call() {}, checkFailed() {}, inRotation: NOTHING, head: NOTHING, wrongChain: NOTHING };
+const NO_UPSTREAM: UpstreamMetrics = {
+  call() {},
+  checkFailed() {},
+  cooledDown() {},
+  inRotation: NOTHING,
+  head: NOTHING,
+  wrongChain: NOTHING,
+};
 const NO_CONSENSUS: ConsensusMetrics = { call() {}, mismatch() {} };
 
 /**

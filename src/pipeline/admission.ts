@@ -5,9 +5,11 @@ import type { Reservation } from '../metering/ledger.js';
 import { isOpen } from '../metering/meter.js';
 import { ADMITTED } from '../limits/entry-log.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
-import { type RefusalCode, type RequestTally, refusalError } from './answers.js';
+import { methodLabel, type RefusalCode, type RequestTally, refusalError } from './answers.js';
 import type { MethodGrant } from './method-limits.js';
 import type { Tenancy } from './tenancy.js';
+import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
+import { tracing } from './tracing.js';
 
 /**
  * Who is calling and under which limits: an endpoint key, or a client IP on the keyless path.
@@ -103,7 +105,9 @@ export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
  * A call whose client left before it was answered (its connection closed or aborted): the RU set aside for
  * it go back, unless its answer had already settled them. Nothing is counted: nothing was answered.
  */
-export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null }): void {
+export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null; ru: number }): void {
+  // Its span, when begun, ends as `abandoned` with nginx's 499 (client closed request): no answer was sent.
+  if (tracing?.begun(admission) === true) traceCall(c, 'other', admission, 'abandoned', 499);
   if (c.auth !== null && admission.reservation !== null && isOpen(admission.reservation)) t.ledger.refund(admission.reservation);
 }
 
@@ -126,12 +130,15 @@ export function settleCall(
   c: Caller,
   method: string,
   admission: { reservation: Reservation | null; ru: number },
-  outcome: { ok: true; bytes: number; status?: number; ru?: number } | { ok: false; status: number; http?: number; reason?: string },
+  outcome:
+    | { ok: true; bytes: number; status?: number; ru?: number }
+    | { ok: false; status: number; http?: number; reason?: string; code?: ErrorCode },
   label?: string,
 ): void {
-  if (outcome.ok) c.tally.answered(method, outcome.status ?? 200, undefined, label);
+  const status = outcome.ok ? (outcome.status ?? 200) : (outcome.http ?? (outcome.status >= 100 ? outcome.status : 200));
   // A usage status that is a JSON-RPC code (a node-like -32000) is an error that travels with HTTP 200.
-  else c.tally.answered(method, outcome.http ?? (outcome.status >= 100 ? outcome.status : 200), outcome.reason, label);
+  c.tally.answered(method, status, outcome.ok ? undefined : outcome.reason, label);
+  if (tracing !== null) traceCall(c, method, admission, outcome.ok ? 'ok' : (outcome.code ?? 'error'), status, label);
   if (c.auth === null || admission.reservation === null) return;
   if (outcome.ok) {
     // `ru` when the caller worked the charge out itself (a split eth_getLogs: per window, each with its surcharge).
@@ -152,6 +159,7 @@ export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus:
   const row = refusalError(code);
   c.tally.refused(code);
   c.tally.answered(method, row.http, row.message, label);
+  if (tracing !== null) traceCall(c, method, null, code, row.http, label);
   if (c.auth !== null) t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus });
 }
 
@@ -162,4 +170,17 @@ export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus:
  */
 export function chargeAsCacheHit(admission: { ru: number }, factor: number): void {
   admission.ru = Math.ceil(Math.round(admission.ru * factor * 1e6) / 1e6);
+}
+
+/** Ends the call's span (tracing.ts): only called while tracing is on. `admission` is null for a refusal. */
+function traceCall(c: Caller, method: string, admission: { ru: number } | null, outcome: string, status: number, label?: string): void {
+  const tally = c.tally;
+  tracing!.settled(admission, label ?? methodLabel(method), tally.startedAt, {
+    chain: tally.slug,
+    transport: tally.transport,
+    keyPrefix: c.key === null ? undefined : c.key.slice(0, KEY_PREFIX_LENGTH),
+    ru: admission === null ? 0 : admission.ru,
+    outcome,
+    status,
+  });
 }

@@ -2,6 +2,7 @@ import { createIdRewriter, type IdRewriter } from '../jsonrpc/id-rewrite.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import { rewriteWholeAnswer, WRONG_ID } from '../jsonrpc/whole-answer.js';
 import { gatewayIdText } from '../upstreams/call-ids.js';
+import { retryAfterMs } from '../upstreams/node-budget.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, UpstreamErrorKind } from '../upstreams/http-client.js';
 
 /**
@@ -10,7 +11,10 @@ import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamError, Upstream
  * object, `wrong_id` for one that is another call's (its id is not the one sent, or it has two). None of them
  * is a JSON-RPC answer to the call: the node itself did not answer it.
  */
-export type ForwardFailure = { kind: UpstreamErrorKind | 'invalid' | 'wrong_id' } | { kind: 'status'; status: number };
+export type ForwardFailure =
+  | { kind: UpstreamErrorKind | 'invalid' | 'wrong_id' }
+  /** `retryAfterMs`: a 429's Retry-After, in ms (upstreams/node-budget.ts), null without one. */
+  | { kind: 'status'; status: number; retryAfterMs?: number | null };
 
 /**
  * Where one forwarded call's answer goes: an HTTP response streamed to the client, or a collector for
@@ -139,10 +143,12 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     return ok;
   }
 
-  onHead(status: number, _headers: Array<[string, string]>, contentLength: number | undefined): void {
+  onHead(status: number, headers: Array<[string, string]>, contentLength: number | undefined): void {
     if (status < 200 || status > 299) {
       this.handle.abort();
-      if (this.finish()) this.sink.fail(false, `upstream answered HTTP ${status}`, { kind: 'status', status });
+      // The head of an answer outside 2xx keeps its headers (http-head.ts): a 429 may say when to come back.
+      const retryAfter = status === 429 ? retryAfterMs(headers.find(([name]) => name === 'retry-after')?.[1], Date.now()) : null;
+      if (this.finish()) this.sink.fail(false, `upstream answered HTTP ${status}`, { kind: 'status', status, retryAfterMs: retryAfter });
       return;
     }
     this.declared = contentLength;
@@ -236,8 +242,13 @@ export function answerSoon(sink: RoutedSink, deliver: (sink: RoutedSink) => void
   };
 }
 
-/** No upstream of the chain is in rotation: the call fails at once, before any upstream is tried. */
-export function noHealthyUpstream(sink: RoutedSink): ForwardCall {
+/** Why a call failed that every node able to take was left without for its budget (upstreams/node-budget.ts):
+ *  the client is answered upstream_budget (upstream-failures.ts tells it by this text). */
+export const NO_BUDGET_REASON = 'every node is at its rate budget (rps, max_in_flight) or cooling down after a 429';
+
+/** No upstream of the chain is in rotation (or, `shortOfBudget`, none has room in its budget): the call fails at
+ *  once, before any upstream is tried. */
+export function noHealthyUpstream(sink: RoutedSink, shortOfBudget = false): ForwardCall {
   sink.failedUpstream = NO_UPSTREAM_LABEL;
-  return answerSoon(sink, (s) => s.fail(false, 'no healthy upstream'));
+  return answerSoon(sink, (s) => s.fail(false, shortOfBudget ? NO_BUDGET_REASON : 'no healthy upstream'));
 }

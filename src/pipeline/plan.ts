@@ -11,6 +11,7 @@ import { methodRefusal } from './method-gate.js';
 import { takeMethodLimit } from './method-limits.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
 import { sharedCall } from './shared-call.js';
+import { tracing } from './tracing.js';
 import { splitLogsPlan, wideLogRange } from './split-logs.js';
 import { failedCallAnswer, logUpstreamFailure, settleUpstreamFailure } from './upstream-failures.js';
 
@@ -320,7 +321,9 @@ export function collectCall(
       done(failed.body, failed.code);
     },
   };
+  if (tracing !== null) tracing.beginCall(f.admission, f.method, caller.tally.startedAt);
   const call = sharedCall(ctx, chain, f, sink);
+  if (tracing !== null) tracing.leave();
   return {
     abort() {
       call.abort();

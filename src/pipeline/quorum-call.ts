@@ -35,7 +35,7 @@
  * The client is charged once, by its sink, as for any call (whole() is called once); a failure here reaches the
  * client's sink as a failure whose reason says what was missing (quorum-failures.ts), refunded.
  */
-import { failureOutcome, isRpcError, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { isRpcError, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { QuorumConfig } from '../config/consistency.js';
 import { answerKey } from '../jsonrpc/answer-key.js';
@@ -145,7 +145,7 @@ class Vote extends NodeAttempt implements AnswerSink {
 
   fail(_started: boolean, reason: string, failure?: ForwardFailure): void {
     this.parts = null;
-    this.settle('failed', failure === undefined ? undefined : failureOutcome(failure.kind));
+    this.settleFailed(failure);
     this.q.failed(this, reason, failure);
   }
 

@@ -35,10 +35,12 @@
  * head, and is answered with the served head it then works out (so never below a head already served).
  */
 import { type AnswerCheck, FAILED_CHECK_REASON } from '../chain/answer-checks.js';
-import { Attempts, failureOutcome, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
+import { Attempts, isRpcError, mentionsError, NO_RETRY, NodeAttempt, RETRY_WITHIN_DEADLINE } from '../chain/attempts.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
+import type { Span } from '@opentelemetry/api';
+import { attemptEnded, tracing } from './tracing.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
   type AnswerSink,
@@ -144,6 +146,8 @@ class Attempt extends NodeAttempt implements AnswerSink {
   call: ForwardCall | null = null;
   /** Its node's known head as the attempt went out: a retry for a block it has not goes to a node beyond it. */
   readonly headAtStart: number | null;
+  /** Its span while traced (tracing.ts), until it ends; null while tracing is off or the call is not sampled. */
+  span: Span | null = null;
 
   constructor(
     private readonly f: Failover,
@@ -158,7 +162,9 @@ class Attempt extends NodeAttempt implements AnswerSink {
     const f = this.f;
     const verdict = f.check === null ? 'pass' : f.check.judge(answer, this.index);
     if (verdict === 'fail') return this.fail(false, FAILED_CHECK_REASON, FAILED_CHECK);
-    this.settle('ok', isRpcError(answer) ? 'rpc_error' : 'ok');
+    const outcome = isRpcError(answer) ? 'rpc_error' : 'ok';
+    this.settle('ok', outcome);
+    if (this.span !== null) this.traced(outcome);
     let body = answer;
     if (f.row.name === 'eth_blockNumber') {
       const head = headOf(body);
@@ -187,6 +193,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
   begin(length: number | undefined): void {
     const f = this.f;
     this.settle('ok');
+    if (this.span !== null) this.traced('ok');
     if (f.done) {
       this.call?.abort();
       return;
@@ -206,7 +213,8 @@ class Attempt extends NodeAttempt implements AnswerSink {
 
   fail(started: boolean, reason: string, failure?: ForwardFailure): void {
     const f = this.f;
-    this.settle('failed', failure === undefined ? undefined : failureOutcome(failure.kind));
+    this.settleFailed(failure);
+    if (this.span !== null) this.traced(failure?.kind ?? 'failed', failure?.kind === 'status' ? failure.status : undefined);
     const label = f.health.upstreams[this.index]!.label;
     if (f.winner === this) {
       f.sink.failedUpstream = label;
@@ -222,6 +230,13 @@ class Attempt extends NodeAttempt implements AnswerSink {
       f.sink.failedUpstream = label;
       f.sink.fail(false, reason, failure);
     }
+  }
+
+  /** Ends its span with `outcome` (the first end counts: a dropped attempt may have settled already). */
+  traced(outcome: string, status?: number): void {
+    const span = this.span;
+    this.span = null;
+    if (span !== null) attemptEnded(span, outcome, status);
   }
 }
 
@@ -242,6 +257,8 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   hedgeChecksLeft = 0;
   /** A null result is retried (MethodRow.nullIfMissing), on a chain with another node to ask. */
   readonly retryEmpty: boolean;
+  /** The call's span while it is traced and sampled (tracing.ts: begun as the call was forwarded), else null. */
+  readonly span: Span | null = tracing === null ? null : tracing.current;
 
   constructor(
     private readonly chain: RoutedChain,
@@ -273,6 +290,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   private drop(a: Attempt | null): void {
     if (a === null || a === this.winner) return;
     a.drop();
+    if (a.span !== null) a.traced('dropped');
     a.call?.abort();
   }
 
@@ -312,6 +330,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     const at = this.first === null ? this.startedAt : this.health.now();
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
     const a = this.hold(new Attempt(this, index, at));
+    if (this.span !== null) a.span = tracing!.attempt(this.span, this.health.upstreams[index]!.label, a === this.first, this.first!.open);
     a.call = forwardCall(this.chain.upstreams[index]!, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a);
     return a;
   }
@@ -369,7 +388,7 @@ function failover(
 ): ForwardCall {
   const f = new Failover(chain, row, paramsJson, idText, sink, nodes, minHead);
   const first = f.nextNode();
-  if (first === null) return noHealthyUpstream(sink);
+  if (first === null) return noHealthyUpstream(sink, f.health.shortOfBudget);
   f.launch(first);
   if (f.mayRetry && !f.done && f.health.upstreams.length > 1) f.startHedge();
   return f;

@@ -4,7 +4,7 @@ import { FAILED_CHECK_REASON } from '../chain/answer-checks.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { type Caller, settleCall } from './admission.js';
 import type { GatewayContext } from './context.js';
-import { NO_UPSTREAM_LABEL, WRONG_ID_REASON } from './forward.js';
+import { NO_BUDGET_REASON, NO_UPSTREAM_LABEL, WRONG_ID_REASON } from './forward.js';
 import type { Forward } from './plan.js';
 import { quorumFailure } from './quorum-failures.js';
 
@@ -37,7 +37,17 @@ export function settleUpstreamFailure(
   failedUpstream: string | undefined,
 ): void {
   if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
-  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS.upstream_error.http, reason });
+  // The code the client is answered with, for the call's span (tracing.ts).
+  const code =
+    reason === NO_BUDGET_REASON
+      ? 'upstream_budget'
+      : reason === FAILED_CHECK_REASON
+        ? 'upstream_answer_invalid'
+        : quorumFailure(reason) === null
+          ? 'upstream_error'
+          : 'no_quorum';
+  const status = reason === NO_BUDGET_REASON ? ERRORS.upstream_budget.http : ERRORS.upstream_error.http;
+  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status, reason, code });
 }
 
 /**
@@ -48,6 +58,7 @@ export function settleUpstreamFailure(
  */
 export function failedCallAnswer(reason: string, idText: string): { code: ErrorCode; body: string } {
   if (reason === FAILED_CHECK_REASON) return { code: 'upstream_answer_invalid', body: rpcErrorBody('upstream_answer_invalid', idText) };
+  if (reason === NO_BUDGET_REASON) return { code: 'upstream_budget', body: rpcErrorBody('upstream_budget', idText) };
   const quorum = quorumFailure(reason);
   if (quorum === null) return { code: 'upstream_error', body: rpcErrorBody('upstream_error', idText) };
   return { code: 'no_quorum', body: rpcErrorBody('no_quorum', idText, quorum.message) };

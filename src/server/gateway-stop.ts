@@ -7,6 +7,7 @@ import { cacheBytes, type GatewayThread, releaseThread } from './gateway-thread.
 import { closeApps, closeListenSockets, type Listeners, renewCertificate } from './listeners.js';
 import { createCorsPolicy } from './respond.js';
 import { workerPool } from './role-parts.js';
+import { stopTracing } from '../pipeline/tracing.js';
 import type { ReloadOutcome } from './app.js';
 
 /** After a stop has released everything, open sockets are closed this much later, in ms. */
@@ -41,6 +42,8 @@ export function stopThread(r: RunningThread): Promise<number> {
     const closeAfterMs = t.role.kind === 'main' ? 0 : CLOSE_SOCKETS_AFTER_MS;
     const closeRest = async (cut: number): Promise<void> => {
       if (!(await releaseThread(t))) t.opts.log.error('the last ledger flush failed: debits since the previous flush are lost');
+      // The spans still buffered are sent (a collector that does not answer costs the exporter's timeout at most).
+      await stopTracing();
       // Then every socket still open (idle keep-alive clients, WebSockets whose close frame went out above):
       // closed listen sockets alone leave them to uWS, whose loop then holds a process that embeds the
       // gateway. A moment first, so the close frames queued above are flushed before the daemon exits.

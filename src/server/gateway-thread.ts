@@ -4,6 +4,7 @@
  * clients. startGateway makes them once (openThread), listens (listeners.ts), and stops, reloads and reports
  * through them (gateway-stop.ts, stream-stats.ts).
  */
+import { startTracing } from '../pipeline/tracing.js';
 import { performance } from 'node:perf_hooks';
 import type { ChainConfig, Config } from '../config/schema.js';
 import { createForwardingRepeatedLog, createRepeatedLog, type RepeatedLog } from '../repeated-log.js';
@@ -194,6 +195,8 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
   const answerMs = Math.min(WORKER_ANSWER_MS, config.server.worker_stall_s * 1000);
   // Filled in as the parts are made: the closures below read it only once the thread runs.
   const t = { opts, started: config, inForce: config, answerMs } as ThreadUnderway;
+  // This thread's own tracer provider (each worker's too), when tracing.otlp_endpoint is set.
+  startTracing(config.tracing);
   t.metrics = threadMetrics(config, opts, role, () => workerPool(t.role)!, answerMs);
   t.tenancy =
     config.storage.url !== undefined

@@ -3,6 +3,7 @@ import { type ParsedBody, parseBody, type ParsedItem, requestIds } from '../json
 import { abandonCall, type Caller, settleCall } from '../pipeline/admission.js';
 import type { AnswerSink, ForwardCall } from '../pipeline/forward.js';
 import { sharedCall } from '../pipeline/shared-call.js';
+import { tracing } from '../pipeline/tracing.js';
 import {
   batchRefusal,
   collectCall,
@@ -25,7 +26,9 @@ const JSON_CONTENT_TYPE = /^application\/json\s*(?:;|$)/i;
 /** A single call: small answers go out whole, large ones stream with backpressure. */
 function forwardSingle(x: Exchange, caller: Caller, f: Forward): void {
   const answer = new SingleAnswer(x, caller, f);
+  if (tracing !== null) tracing.beginCall(f.admission, f.method, caller.tally.startedAt);
   answer.call = sharedCall(x.ctx, x.chain, f, answer);
+  if (tracing !== null) tracing.leave();
   x.calls.push(answer);
 }
 
@@ -111,6 +114,7 @@ function batchStatus(outcomes: ReadonlyArray<ErrorCode | 'ok'>): number {
     first === 'upstream_error' ||
     first === 'no_quorum' ||
     first === 'upstream_answer_invalid' ||
+    first === 'upstream_budget' ||
     first === 'store_unavailable' ||
     first === 'limits_unavailable'
   ) {

@@ -160,8 +160,8 @@ function parseHead(p: HttpResponseParser, buf: Buffer, start: number, end: numbe
   if (pos < 0) return p.fail('stray CR, LF or NUL in response head');
 
   // A JSON-RPC answer's headers matter only for its framing: a consumer that reads none is spared the
-  // strings and the list (most forwarded calls).
-  const keep = p.events.wantsHeaders?.() ?? true;
+  // strings and the list (most forwarded calls). An answer outside 2xx keeps them: a 429's Retry-After.
+  const keep = status < 200 || status > 299 || (p.events.wantsHeaders?.() ?? true);
   const text = keep ? buf.toString('latin1', start, end) : '';
   const headers: Array<[string, string]> = keep ? [] : NO_HEADERS;
   let contentLength: number | undefined;

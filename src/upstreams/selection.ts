@@ -25,6 +25,11 @@
  * (a "not found" the retry of route-call.ts may take elsewhere), which is better than no answer; a caller that
  * would rather have none (a retry only worth making on a node further ahead) asks for 'none'.
  *
+ * Tiers (node-tiers.ts): the draw is among the lowest tier left once the rules here and the budgets have left
+ * nodes out; a retry excludes the first attempt's node, so it goes up a tier when that was its tier's last.
+ * Budgets (node-budget.ts: rps, max_in_flight, a 429's cooldown): a node without room is left out as one out of
+ * rotation is; when that leaves none, pick() returns null with `shortOfBudget` set (503 upstream_budget).
+ *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not suspected: it is likely hanging, and a call sent to it would wait for
  * the hedge. Its weight alone cannot say so, since a hanging node has answered nothing to measure.
@@ -36,6 +41,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/registry.js';
+import { type BudgetLimits, ChainBudgets } from './node-budget.js';
+import { keepLowestTier, tiersOf } from './node-tiers.js';
 import {
   checkMaxLagBlocks,
   createUpstreamHealth,
@@ -77,6 +84,17 @@ export interface ChainHealth {
    * (default) the nodes with the highest known head (any, when none is known), 'none' null.
    */
   pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null, minHead?: number | null, short?: ShortOfHead): number | null;
+  /** Whether the last pick() that found no node left one out for its budget alone (node-budget.ts): the call is
+   *  refused as upstream_budget (503) rather than upstream_error. */
+  readonly shortOfBudget: boolean;
+  /** A call goes to node `index` at `at` (the health clock's time): counted against its `rps`. */
+  charge(index: number, at: number): void;
+  /** Node `index` answered 429, with `retryAfterMs` from its Retry-After (null without one): it gets no call until
+   *  its cooldown ends (node-budget.ts), logged, counted and told to `shareCooldowns`' listener once per cooldown.
+   *  `heard`: another worker thread's cooldown of the node (`retryAfterMs` then what is left of it), kept only. */
+  coolDown(index: number, retryAfterMs: number | null, heard?: boolean): void;
+  /** Each cooldown this thread starts is told to `tell` (chain/relay.ts: to the other worker threads). */
+  shareCooldowns(tell: ((index: number, ms: number) => void) | null): void;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
   /**
@@ -111,6 +129,12 @@ export interface ChainHealthOptions {
   /** After every head report and every rotation change, once rotation is judged again: the chain works its
    *  served head out from here (chain/served-head.ts). */
   onHeads?(): void;
+  /** Each upstream's tier (indices match the labels; config upstreams[].tier); default all 0. */
+  tiers?: readonly number[];
+  /** Each upstream's limits in this thread (indices match the labels); default none. */
+  budgets?: readonly BudgetLimits[];
+  /** Node `name` answered 429 and gets no call for `ms`: once per cooldown. */
+  onCooldown?(name: string, ms: number): void;
 }
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
@@ -146,6 +170,11 @@ class ChainSelection implements ChainHealth {
   private suspects = 0;
   /** The highest known head among the nodes the last gather() left out for being below its minHead; null: none. */
   private highestShort: number | null = null;
+  /** Each node's tier; null when every node is at tier 0 (the tier step is skipped). */
+  private readonly tiers: readonly number[] | null;
+  /** Each node's room to send (rps, max_in_flight, cooldown). */
+  private readonly budgets: ChainBudgets;
+  shortOfBudget = false;
 
   constructor(labels: readonly string[], opts: ChainHealthOptions) {
     checkMaxLagBlocks(opts.maxLagBlocks);
@@ -161,6 +190,8 @@ class ChainSelection implements ChainHealth {
     const chainMetrics = this.chainMetrics;
     this.meters = this.names.map((name) => chainMetrics.upstream(name));
     this.rotation = labels.map(() => true);
+    this.tiers = tiersOf(opts.tiers);
+    this.budgets = new ChainBudgets(labels.length, opts.budgets);
     for (const m of this.meters) m.inRotation.set(1);
     const bestHead = (): number | null => this.bestHead();
     this.upstreams = labels.map((label, i) =>
@@ -252,6 +283,7 @@ class ChainSelection implements ChainHealth {
   ): number {
     const candidates = this.candidates;
     const upstreams = this.upstreams;
+    const budgets = this.budgets.active() ? this.budgets : null;
     let count = 0;
     this.fastestKnown = Infinity;
     this.suspects = 0;
@@ -259,6 +291,7 @@ class ChainSelection implements ChainHealth {
     for (let i = 0; i < upstreams.length; i++) {
       const u = upstreams[i]!;
       if (exclude?.has(i) || (serves !== null && !serves[i]) || (only !== null && !only[i]) || !this.inRotation(u, best)) continue;
+      if (budgets !== null && !budgets.hasRoom(i, u.inflight)) continue;
       if (minHead !== null) {
         const head = u.head;
         if (head === null || head < minHead) {
@@ -295,12 +328,15 @@ class ChainSelection implements ChainHealth {
     const best = this.bestHead();
     const serves = choice?.serves ?? null;
     const prefer = choice?.prefer ?? null;
+    if (this.budgets.active()) this.budgets.look(this.now());
     if (this.gatherChoice(best, exclude, serves, prefer, minHead) === 0) {
-      if (minHead === null || short === 'none') return null;
+      if (minHead === null || short === 'none') return this.none();
       // None has reached it: the least behind, or any when no head is known.
-      if (this.gatherChoice(best, exclude, serves, prefer, this.highestShort) === 0) return null;
+      if (this.gatherChoice(best, exclude, serves, prefer, this.highestShort) === 0) return this.none();
     }
     if (this.suspects > 0) this.dropSuspected();
+    // A node not measured yet then weighs as the fastest of any tier: it still gets its share, and is measured.
+    if (this.tiers !== null) this.candidateCount = keepLowestTier(this.candidates, this.candidateCount, this.tiers);
     const candidates = this.candidates;
     const count = this.candidateCount;
     if (count === 1) return candidates[0]!;
@@ -323,6 +359,27 @@ class ChainSelection implements ChainHealth {
     }
     // Rounding can leave r at a hair above zero after the last weight.
     return candidates[count - 1]!;
+  }
+
+  /** pick() found no node: why is kept for the caller (shortOfBudget). */
+  private none(): null {
+    this.shortOfBudget = this.budgets.active() && this.budgets.short > 0;
+    return null;
+  }
+
+  charge(index: number, at: number): void {
+    this.budgets.charge(index, at);
+  }
+
+  coolDown(index: number, retryAfterMs: number | null, heard = false): void {
+    const ms = this.budgets.coolDown(index, this.now(), retryAfterMs, heard);
+    if (ms === 0) return;
+    this.meters[index]!.cooledDown();
+    this.opts.onCooldown?.(this.names[index]!, ms);
+  }
+
+  shareCooldowns(tell: ((index: number, ms: number) => void) | null): void {
+    this.budgets.tell = tell;
   }
 
   healthyIndices(): number[] {

@@ -20,6 +20,7 @@ function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}):
     archive: extra.archive ?? false,
     archive_auto: false,
     methods_auto: false,
+    tier: 0,
   };
 }
 

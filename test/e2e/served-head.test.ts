@@ -195,7 +195,7 @@ t.test('every node goes back (anvil_reset): the served head follows them down, s
   await chain.mineTo(2, 4);
   await waitFor(async () => (await blockNumber()) === hex(3), { what: 'eth_blockNumber 3, the head two nodes have now', ms: 10_000 });
   t.ok(
-    g.logLines.some((l) => /served head went back from 12 to \d+: every node in rotation is below it/.test(l)),
+    g.logLines.some((l) => /served head went back from \d+ to \d+: every node in rotation is below it/.test(l)),
     'the head going back is logged',
   );
   await chain.mineTo(0, 5);

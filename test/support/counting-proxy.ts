@@ -2,9 +2,10 @@
  * An HTTP proxy in front of a real node that records every JSON-RPC call passing through it (batch
  * items one by one), so a test can tell which calls reached the upstream. It may hold chosen calls
  * back for a while, to keep them in flight, or answer them HTTP 500 itself, as a node that cannot
- * serve them. Listens on 127.0.0.1 port 0; closed at teardown.
+ * serve them, or 429 with a Retry-After, as a provider over its quota. Listens on 127.0.0.1 port 0; closed at teardown.
  */
 import { Agent, createServer, request as httpRequest } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import type { Test } from 'tap';
 
 /** What answer()'s `give` returns to answer with a JSON-RPC error object instead of a result. */
@@ -18,6 +19,8 @@ export class AnswerError {
 export interface SeenCall {
   method: string;
   params: unknown[];
+  /** When it arrived (performance.now(); absent on calls a test makes up). */
+  at?: number;
 }
 
 export interface CountingProxy {
@@ -33,6 +36,9 @@ export interface CountingProxy {
   /** Answers a lone call itself with the result `give` returns for it (an AnswerError: that error object), never
    *  reaching the node; undefined forwards it. For a node made to serve another chain id (eth_chainId) than the node behind it. */
   answer(give: ((call: SeenCall) => unknown) | null): void;
+  /** Answers HTTP 429 (never reaching the node) to a request holding a call for which `throttle` returns a
+   *  Retry-After value ('' for none). */
+  throttle(give: ((call: SeenCall) => string | undefined) | null): void;
   /** Resolves once `n` calls of `method` have been received. */
   received(method: string, n?: number): Promise<void>;
 }
@@ -45,6 +51,7 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
   let hold: ((call: SeenCall) => number | undefined) | null = null;
   let refuse: ((call: SeenCall) => boolean) | null = null;
   let give: ((call: SeenCall) => unknown) | null = null;
+  let throttle: ((call: SeenCall) => string | undefined) | null = null;
   const count = (method: string, params?: unknown[]): number =>
     calls.filter((c) => c.method === method && (params === undefined || JSON.stringify(c.params) === JSON.stringify(params))).length;
 
@@ -52,6 +59,7 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      const at = performance.now();
       const body = Buffer.concat(chunks);
       let parsed: unknown;
       try {
@@ -65,11 +73,13 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
       );
       let wait = 0;
       let failed = false;
+      let retryAfter: string | undefined;
       for (const item of items) {
-        const call = { method: item.method, params: item.params ?? [] };
+        const call = { method: item.method, params: item.params ?? [], at };
         calls.push(call);
         wait = Math.max(wait, hold?.(call) ?? 0);
         failed ||= refuse?.(call) === true;
+        retryAfter ??= throttle?.(call);
       }
       for (const w of waiters.splice(0)) {
         if (count(w.method) >= w.n) w.resolve();
@@ -100,6 +110,8 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
         const body = given instanceof AnswerError ? { error: { code: given.code, message: given.message } } : { result: given };
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, ...body }));
       } else if (failed) res.writeHead(500, { 'content-type': 'text/plain' }).end('node trouble');
+      else if (retryAfter !== undefined)
+        res.writeHead(429, { 'content-type': 'text/plain', ...(retryAfter === '' ? {} : { 'retry-after': retryAfter }) }).end('over quota');
       else if (wait > 0) setTimeout(forward, wait);
       else forward();
     });
@@ -124,6 +136,9 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
     },
     answer(g) {
       give = g;
+    },
+    throttle(g) {
+      throttle = g;
     },
     received(method, n = 1) {
       if (count(method) >= n) return Promise.resolve();
