@@ -6,6 +6,7 @@ import { readEnvFile, withEnvFile } from './config/env-file.js';
 import { preflightConfig, preflightNotes } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runStatus, STATUS_EXIT } from './cli/status.js';
+import { runUpstream, UPSTREAM_EXIT, UPSTREAM_USAGE } from './cli/upstream.js';
 import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
 import { copyStore, STORE_USAGE } from './cli/store-copy.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel, errorText } from './log.js';
@@ -21,6 +22,7 @@ Usage:
                                         in use); exit 0 when valid, 1 with every error
   chaingate status --config FILE        ask the running daemon (its metrics listener) how each chain and
                                         upstream is doing; exit 0 ready, 1 a chain without a node, 2 unreachable
+${UPSTREAM_USAGE}
   chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
   chaingate --version
 
@@ -273,6 +275,23 @@ async function main(argv: string[]): Promise<void> {
       const code = await runStatus(
         loaded.config,
         configPath,
+        (s) => process.stdout.write(s),
+        (s) => process.stderr.write(s),
+      );
+      process.exit(code);
+      return;
+    }
+    case 'upstream': {
+      if (!configPath) throw new Error('upstream needs --config FILE');
+      const loaded = loadConfigFile(configPath, env);
+      if (!loaded.ok) {
+        process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
+        process.exit(UPSTREAM_EXIT.unreachable);
+      }
+      const code = await runUpstream(
+        loaded.config,
+        configPath,
+        args.positionals.slice(1),
         (s) => process.stdout.write(s),
         (s) => process.stderr.write(s),
       );

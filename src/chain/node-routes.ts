@@ -9,7 +9,9 @@
  *   its newHeads feed heard last). A read at a tag, or while no head is known, is recent.
  *
  * The choices are made once per method (on its first call) and shared by every call; a chain whose upstreams
- * declare nothing makes none at all, and each call on it gets null (any node) without a lookup.
+ * declare nothing makes none at all, and each call on it gets null (any node) without a lookup. A node whose
+ * config leaves them to `auto` (chain/capabilities.ts) starts as a full node that serves every method; each
+ * finding (update()) replaces what it declares, and the choices are made again from the next call on.
  *
  * And at what block (issue 32 §2, docs/consistency.md), from where the method names its block (MethodRow.blockSite,
  * jsonrpc/block-refs.ts) and the chain's meaning of its tags (`latest` and `pending`: the served head; `safe` and
@@ -33,6 +35,9 @@ import type { NodeChoice } from '../upstreams/selection.js';
 export interface NodeRoutes {
   /** The nodes that may take this call (its params already checked); null: any node in rotation. */
   nodesFor(method: string, params: readonly unknown[]): NodeChoice | null;
+  /** Node `index` was found to keep old state or not (`archive`), or not to serve `deny`'s methods: the choices are
+   *  made anew (capabilities.ts). */
+  update(index: number, found: { archive?: boolean; deny?: readonly string[] }): void;
   /** Whether node `index` serves `method` at all (its methods.deny). */
   serves(index: number, method: string): boolean;
   /** The lowest head a node must have reached to take this call (params checked); null: any head (see above). */
@@ -63,15 +68,19 @@ interface MethodRoute {
 }
 
 export function createNodeRoutes(upstreams: readonly UpstreamConfig[], opts: NodeRoutesOptions): NodeRoutes {
-  const declared = upstreams.some((u) => u.archive || u.methods.deny.length > 0);
+  // What each node serves now: as configured, then as found out (update()).
+  const archives = upstreams.map((u) => u.archive);
+  const denies: (readonly string[])[] = upstreams.map((u) => u.methods.deny);
+  const isDeclared = (): boolean => archives.some(Boolean) || denies.some((d) => d.length > 0);
+  let declared = isDeclared();
   const routes = new Map<string, MethodRoute>();
 
   function routeOf(method: string): MethodRoute {
     let route = routes.get(method);
     if (route !== undefined) return route;
-    const serves = upstreams.map((u) => !matchesAny(u.methods.deny, method));
+    const serves = denies.map((deny) => !matchesAny(deny, method));
     const recent: NodeChoice | null = serves.every(Boolean) ? null : Object.freeze({ serves: Object.freeze(serves), prefer: null });
-    const archive = upstreams.map((u, i) => u.archive && serves[i]!);
+    const archive = archives.map((a, i) => a && serves[i]!);
     const old: NodeChoice | null =
       isStateRead(method) && archive.some(Boolean)
         ? Object.freeze({ serves: recent?.serves ?? null, prefer: Object.freeze(archive) })
@@ -109,6 +118,13 @@ export function createNodeRoutes(upstreams: readonly UpstreamConfig[], opts: Nod
       if (!declared) return null;
       const route = routeOf(method);
       return route.old !== route.recent && aboutOldState(method, params) ? route.old : route.recent;
+    },
+    update(index, found) {
+      if (index < 0 || index >= upstreams.length) return;
+      if (found.archive !== undefined) archives[index] = found.archive;
+      if (found.deny !== undefined) denies[index] = [...upstreams[index]!.methods.deny, ...found.deny];
+      declared = isDeclared();
+      routes.clear();
     },
     serves(index, method) {
       return !declared || routeOf(method).recent?.serves?.[index] !== false;

@@ -2,7 +2,9 @@
  * What a worker thread's copy of a chain takes from the main thread's runtime of it, over one port per
  * worker: the prober's reports (one prober per chain for the process; each worker's health hears every
  * probe, and counts its own calls' outcomes itself), a node's cooldown after it answered one worker 429 (told
- * to every worker, so none sends it a call meanwhile), and the filters, which live on the main thread only so
+ * to every worker, so none sends it a call meanwhile), the nodes the operator cordoned (cordons.ts: each worker's
+ * set is kept equal to the main thread's, told to a worker as it attaches), what the `auto` nodes were found to
+ * serve (capabilities.ts), and the filters, which live on the main thread only so
  * that a filter made through one worker is read through any other.
  */
 import type { MessagePort } from 'node:worker_threads';
@@ -10,6 +12,8 @@ import { filterError, type FilterErrorMessage, isFilterError } from '../filters/
 import type { ProbeObserver } from '../upstreams/prober.js';
 import { NodeRpcError } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
+import type { Found } from './capabilities.js';
+import type { Cordons } from './cordons.js';
 import type { ChainFilters } from './filters.js';
 import type { FinalityReading, PolledFinality } from './finality.js';
 import { errorText } from '../log.js';
@@ -22,6 +26,8 @@ type ToWorker =
   | { kind: 'reported'; chain: string; index: number; head: number | null; latencyMs: number; hung: boolean }
   | { kind: 'feedHead'; chain: string; index: number; head: number }
   | { kind: 'wrongChain'; chain: string; index: number; wrong: boolean }
+  | { kind: 'cordon'; chain: string; node: string; cordoned: boolean }
+  | { kind: 'found'; chain: string; node: string; found: Found }
   | Cooldown
   | FilterReply;
 
@@ -58,21 +64,32 @@ export interface ChainRelayHost {
    * (it serves the clients left on it a while) may be about another chain, and a worker never takes blocks back.
    */
   finality(slug: string): (held: FinalityReading) => void;
+  /** Node `node` of `slug` was found to serve `found` (capabilities.ts), told to every worker and to each one that
+   *  attaches later. */
+  found(slug: string, node: string, found: Found): void;
 }
 
-export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined): ChainRelayHost {
+export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters | undefined, cordons?: Cordons): ChainRelayHost {
   const ports = new Set<MessagePort>();
   const broadcast = (m: ToWorker): void => {
     for (const p of ports) p.postMessage(m);
   };
+  // Lives as long as the process's main thread: the host is never made twice.
+  cordons?.watch((chain, node, cordoned) => broadcast({ kind: 'cordon', chain, node, cordoned }));
   /** The last blocks told of each chain, for a worker that attaches after (started again). */
   const finality = new Map<string, FinalityReading>();
   /** The newest runtime of each chain, by the count of those made. */
   const newest = new Map<string, number>();
+  /** The last finding about each node, by chain and node name, for a worker that attaches after. */
+  const founds = new Map<string, Map<string, Found>>();
   return {
     attach(port) {
       ports.add(port);
       for (const [chain, held] of finality) port.postMessage({ kind: 'finality', chain, held } satisfies ToWorker);
+      for (const [chain, nodes] of founds)
+        for (const [node, found] of nodes) port.postMessage({ kind: 'found', chain, node, found } satisfies ToWorker);
+      for (const c of cordons?.list() ?? [])
+        port.postMessage({ kind: 'cordon', chain: c.chain, node: c.node, cordoned: true } satisfies ToWorker);
       port.on('close', () => ports.delete(port));
       port.on('message', (m: ToMain) => {
         if (m.kind === 'cooldown') {
@@ -112,6 +129,12 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
     }),
     feedHead: (slug, index, head) => broadcast({ kind: 'feedHead', chain: slug, index, head }),
     wrongChain: (slug, index, wrong) => broadcast({ kind: 'wrongChain', chain: slug, index, wrong }),
+    found(slug, node, found) {
+      let nodes = founds.get(slug);
+      if (nodes === undefined) founds.set(slug, (nodes = new Map()));
+      nodes.set(node, found);
+      broadcast({ kind: 'found', chain: slug, node, found });
+    },
     finality(slug) {
       const made = (newest.get(slug) ?? 0) + 1;
       newest.set(slug, made);
@@ -127,17 +150,26 @@ export function createChainRelayHost(filtersOf: (slug: string) => ChainFilters |
 
 /** A worker's side: its chains' health follows the main prober, and their filters are the main thread's. */
 export interface ChainRelayClient {
-  /** Has `health` (the worker's copy of chain `slug`) hear the main thread's probes, and `finality` its safe and
-   *  finalized blocks; returns the undo. */
-  follow(slug: string, health: ChainHealth, finality?: Pick<PolledFinality, 'hear'>): () => void;
+  /** Has `health` (the worker's copy of chain `slug`) hear the main thread's probes, `finality` its safe and
+   *  finalized blocks, and `found` its findings of what each node serves (the last ones at once); returns the undo. */
+  follow(
+    slug: string,
+    health: ChainHealth,
+    finality?: Pick<PolledFinality, 'hear'>,
+    found?: (node: string, found: Found) => void,
+  ): () => void;
   /** Chain `slug`'s filters, held on the main thread. */
   filters(slug: string): ChainFilters;
   close(): void;
 }
 
-export function createChainRelayClient(port: MessagePort): ChainRelayClient {
+/** `cordons`: the worker thread's set, kept equal to the main thread's. */
+export function createChainRelayClient(port: MessagePort, cordons?: Cordons): ChainRelayClient {
   const followers = new Map<string, ChainHealth>();
   const finalities = new Map<string, Pick<PolledFinality, 'hear'>>();
+  /** The findings told of each chain's nodes (kept for a copy made later, by a reload), and who hears them. */
+  const founds = new Map<string, Map<string, Found>>();
+  const finders = new Map<string, (node: string, found: Found) => void>();
   /** Blocks told before the chain's copy followed (the main thread tells them as the worker attaches). */
   const early = new Map<string, FinalityReading>();
   const waiting: Waiting = new Map();
@@ -154,6 +186,16 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
         const finality = finalities.get(m.chain);
         if (finality !== undefined) finality.hear(m.held);
         else early.set(m.chain, m.held);
+        return;
+      }
+      case 'cordon':
+        cordons?.set(m.chain, m.node, m.cordoned);
+        return;
+      case 'found': {
+        let nodes = founds.get(m.chain);
+        if (nodes === undefined) founds.set(m.chain, (nodes = new Map()));
+        nodes.set(m.node, m.found);
+        finders.get(m.chain)?.(m.node, m.found);
         return;
       }
       case 'cooldown':
@@ -177,8 +219,12 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
   port.unref();
   const send = (m: ToMain): void => port.postMessage(m);
   return {
-    follow(slug, health, finality) {
+    follow(slug, health, finality, found) {
       followers.set(slug, health);
+      if (found !== undefined) {
+        finders.set(slug, found);
+        for (const [node, f] of founds.get(slug) ?? []) found(node, f);
+      }
       health.shareCooldowns((index, ms) => send({ kind: 'cooldown', chain: slug, index, ms }));
       if (finality !== undefined) {
         finalities.set(slug, finality);
@@ -190,6 +236,7 @@ export function createChainRelayClient(port: MessagePort): ChainRelayClient {
         health.shareCooldowns(null);
         if (followers.get(slug) === health) followers.delete(slug);
         if (finalities.get(slug) === finality) finalities.delete(slug);
+        if (found !== undefined && finders.get(slug) === found) finders.delete(slug);
       };
     },
     filters: (slug) => ({
@@ -241,7 +288,10 @@ function settleReply(waiting: Waiting, m: FilterReply): void {
 }
 
 /** The worker's copy of a chain hears one of the main prober's reports (an unknown node index is ignored). */
-function hearProbe(health: ChainHealth, m: Exclude<ToWorker, FilterReply | Cooldown | { kind: 'finality' }>): void {
+function hearProbe(
+  health: ChainHealth,
+  m: Exclude<ToWorker, FilterReply | Cooldown | { kind: 'finality' } | { kind: 'cordon' } | { kind: 'found' }>,
+): void {
   switch (m.kind) {
     case 'started': {
       const u = health.upstreams[m.index];

@@ -10,6 +10,8 @@ import type { ChainMetrics } from '../metrics/registry.js';
 import type { ProbeObserver, ProberOptions } from '../upstreams/prober.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import type { SubscriptionMetering } from './chain-streams.js';
+import type { Found } from './capabilities.js';
+import type { Cordons } from './cordons.js';
 import type { ChainFilters } from './filters.js';
 import type { FinalityReading, PolledFinality } from './finality.js';
 import type { BeaconChain } from './finality-reads.js';
@@ -51,7 +53,11 @@ export interface ChainRuntimeOptions {
     wrongChain(index: number, wrong: boolean): void;
     /** The chain's safe and finalized blocks changed (finality.ts). */
     finality?(held: FinalityReading): void;
+    /** What node `node` serves was found out anew (capabilities.ts). */
+    found?(node: string, found: Found): void;
   };
+  /** The nodes the operator cordoned, kept by the gateway thread across reloads: the chain's are out of rotation. */
+  cordons?: Cordons;
   /** Overrides how often a node in rotation has its chain checked again (chain-identity.ts RECHECK_MS). */
   identityRecheckMs?: number;
   /** How many threads share each upstream's max_connections (each worker's pool gets its part); default 1. */
@@ -76,7 +82,7 @@ export interface ChainRuntimeOptions {
 export interface ChainReplica {
   /** Has the chain's health hear the main thread's probes (instead of probing itself), and its finality the main
    *  thread's safe and finalized blocks (instead of reading them); returns the undo. */
-  follow(health: ChainHealth, finality: Pick<PolledFinality, 'hear'>): () => void;
+  follow(health: ChainHealth, finality: Pick<PolledFinality, 'hear'>, found?: (node: string, found: Found) => void): () => void;
   filters: ChainFilters;
   /** The main thread's upstream subscriptions, relayed. */
   feeds?: Feeds | null;

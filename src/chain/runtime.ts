@@ -22,6 +22,9 @@ import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js
 import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { ChainFailover } from './failover-policies.js';
+import { applyCordons } from './cordons.js';
+import type { Found } from './capabilities.js';
+import { findCapabilities, type NodeFindings } from './node-findings.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
@@ -102,6 +105,8 @@ export interface ChainRuntime {
   /** The methods the chain serves and its own RU prices (config chains.<slug>.methods and .ru). */
   readonly policy: ChainMethodPolicy;
   /** The nodes that may take each call: those serving its method, archive nodes first for old state. */
+  /** What each node whose config leaves it to `auto` was found to serve, by index (capabilities.ts). */
+  readonly findings: NodeFindings;
   readonly routes: NodeRoutes;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
    *  (the caller answers 502 at once). */
@@ -179,6 +184,12 @@ class RunningChain implements ChainRuntime {
   private next = 0;
   private prober: Prober | null = null;
   private unfollow: (() => void) | null = null;
+  /** Stops following the thread's cordoned nodes (cordons.ts). */
+  private readonly uncordon: (() => void) | null;
+  /** Stops asking what the `auto` nodes serve (capabilities.ts; the main thread's, or a lone thread's). */
+  private stopFinding: (() => void) | null = null;
+  /** What each node was found to serve, by index (empty until found; healthz shows it). */
+  readonly findings: NodeFindings = [];
   private closed = false;
 
   constructor(config: ChainConfig, opts: ChainRuntimeOptions) {
@@ -200,6 +211,8 @@ class RunningChain implements ChainRuntime {
     const health = watchNodeHealth(config, upstreams, metrics, log, opts, finalUndone, () => served?.update());
     this.health = health;
     this.failover = new ChainFailover(config.failover, timeoutMs, config.answer_timeout_s * 1000, health.now);
+    const names = config.upstreams.map((u) => u.name);
+    this.uncordon = opts.cordons ? applyCordons(opts.cordons, { slug: config.slug, names, upstreams: health.upstreams }) : null;
     served = createServedHead(health, {
       minNodes: config.consistency.min_nodes,
       ...(opts.servedHeadCell ? { shared: opts.servedHeadCell } : {}),
@@ -219,7 +232,7 @@ class RunningChain implements ChainRuntime {
       chainId: config.kind === 'beacon' ? undefined : config.chain_id,
       health,
       upstreams,
-      names: config.upstreams.map((u) => u.name),
+      names,
       read: config.kind === 'beacon' ? readBeaconIdentity : readEvmIdentity,
       metrics,
       log: (level, msg, fields) => opts.log?.[level](msg, { chain: config.slug, ...fields }),
@@ -346,17 +359,28 @@ class RunningChain implements ChainRuntime {
 
   startHealthChecks(): void {
     if (this.prober !== null || this.unfollow !== null || this.closed) return;
+    const names = this.config.upstreams.map((u) => u.name);
     if (this.opts.replica !== undefined) {
-      this.unfollow = this.opts.replica.follow(this.health, this.finality);
+      this.unfollow = this.opts.replica.follow(this.health, this.finality, (node, found) => this.noteFound(names.indexOf(node), found));
       return;
     }
     this.finality.start();
+    const found = (i: number, f: Found): void => this.noteFound(i, f);
+    this.stopFinding = findCapabilities(this.config, this.upstreams, this.timeoutMs, () => this.health.bestHead(), found, this.opts);
     this.prober = startNodeProbes(this.health, this.identity, this.upstreams, this.readHead, this.proberOptions);
+  }
+
+  /** Node `index` was found to serve `found`: its routes are made anew. */
+  private noteFound(index: number, found: Found): void {
+    if (index < 0) return;
+    this.findings[index] = found;
+    this.routes.update(index, found);
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.stopFinding?.();
     this.filters.close();
     this.finality.close();
     this.checks?.close();
@@ -364,6 +388,7 @@ class RunningChain implements ChainRuntime {
     this.prober = null;
     this.identity.close();
     this.unfollow?.();
+    this.uncordon?.();
     this.feeds?.close();
     this.events?.close();
     for (const u of this.streamClients) u?.close();

@@ -31,9 +31,10 @@ export function formatStatus(r: StatusReport): string {
     );
     const rows = c.upstreams.map((u) => [
       u.name,
-      u.in_rotation
+      (u.in_rotation
         ? 'in rotation'
-        : `out (${u.reason === 'wrong_chain' ? `serves ${u.serves ?? 'another chain'}` : (u.reason ?? 'unknown')})`,
+        : `out (${u.reason === 'wrong_chain' ? `serves ${u.serves ?? 'another chain'}` : (u.reason ?? 'unknown')})`) +
+        (u.archive === undefined ? '' : `, archive: ${u.archive}, methods: ${u.methods}`),
       u.head === null ? '–' : String(u.head),
       u.lag === null ? '–' : String(u.lag),
     ]);
@@ -84,6 +85,12 @@ function indented(table: string): string[] {
     .map((l) => `  ${l}`);
 }
 
+/** The URL of `path` on the daemon's metrics listener (a wildcard host is asked on loopback). */
+export function daemonUrl(m: NonNullable<Config['metrics']>, path: string): string {
+  const host = m.host === '0.0.0.0' ? '127.0.0.1' : m.host === '::' ? '::1' : m.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${m.port}${path}`;
+}
+
 /** Runs the command; resolves with its exit code after writing to `out` / `err`. */
 export async function runStatus(config: Config, configPath: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
   const m = config.metrics;
@@ -91,8 +98,7 @@ export async function runStatus(config: Config, configPath: string, out: (s: str
     err(`chaingate status: ${configPath} turns the metrics listener off (metrics.enabled: false), and status asks the daemon through it\n`);
     return STATUS_EXIT.unreachable;
   }
-  const host = m.host === '0.0.0.0' ? '127.0.0.1' : m.host === '::' ? '::1' : m.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${m.port}/status`;
+  const url = daemonUrl(m, '/status');
   let report: StatusReport;
   try {
     const res = await fetch(url, {

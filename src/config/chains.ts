@@ -47,11 +47,23 @@ export const UpstreamSchema = section(
       8,
       'Requests in flight per socket (HTTP/1.1 pipelining); 1 turns it off, for a node or balancer that mishandles it.',
     ),
-    methods: methodDeny([], 'Methods this node does not serve: no call of them is sent to it (evm only); default none.'),
-    archive: bool(
-      false,
-      'The node keeps the state of every block: state reads about old blocks go to it first (evm only); default false, a full node.',
-    ),
+    methods: Type.Union([methodDeny([], 'Methods this node does not serve: no call of them is sent to it.'), Type.Literal('auto')], {
+      default: { deny: [] },
+      description:
+        "Methods this node does not serve, { deny: [...] } (no call of them is sent to it), or 'auto': the gateway finds out which of the debug_, trace_ and txpool_ groups it answers (evm only); default none denied.",
+      [Problem]: (v: unknown) => {
+        const unknown = isObject(v) ? Object.keys(v).filter((k) => k !== 'deny') : [];
+        return unknown.length > 0
+          ? `unknown key ${unknown.map((k) => `'${k}'`).join(', ')} (known: deny; or the word 'auto')`
+          : "must be { deny: [patterns] } or 'auto'";
+      },
+    }),
+    archive: Type.Union([Type.Boolean(), Type.Literal('auto')], {
+      default: false,
+      description:
+        "The node keeps the state of every block: state reads about old blocks go to it first; 'auto': the gateway finds out (evm only); default false, a full node.",
+      [Problem]: "must be true, false or 'auto'",
+    }),
     tier: int(
       0,
       9,
@@ -72,12 +84,21 @@ export const UpstreamSchema = section(
   'One upstream node of a chain.',
 );
 
-/** One upstream node of a chain, as the runtime reads it. */
-export type UpstreamConfig = Omit<Static<typeof UpstreamSchema>, 'name' | 'headers'> & {
+/** One upstream node of a chain, as the runtime reads it: `archive` and `methods` as booleans and lists whatever was
+ *  configured, 'auto' turned into the flags below (its starting values: not archive, nothing denied). */
+export type UpstreamConfig = Omit<Static<typeof UpstreamSchema>, 'name' | 'headers' | 'archive' | 'methods'> & {
   /** As configured, or host:port of `url`. */
   name: string;
   /** Header values as strings (a YAML number is taken as its text). */
   headers: Record<string, string>;
+  /** As configured; false with `archive: auto` until the gateway finds out (chain/capabilities.ts). */
+  archive: boolean;
+  /** `archive: auto`: whether the node keeps old state is found out, not declared. */
+  archive_auto: boolean;
+  /** As configured; none with `methods: auto` until the gateway finds out. */
+  methods: { deny: string[] };
+  /** `methods: auto`: which method groups the node answers is found out, not declared. */
+  methods_auto: boolean;
 };
 
 export const ChainSchema = section(
@@ -180,9 +201,27 @@ function readUpstream(u: UpstreamValue | undefined, given: Raw, path: string, ki
     for (const k of ['methods', 'archive'] as const) if (given[k] !== undefined) errors.push(`${path}.${k}: belongs to evm chains`);
   }
   const headers = readHeaders(u.headers, `${path}.headers`, errors);
-  checkPatterns(u.methods.deny, `${path}.methods.deny`, errors);
+  // 'auto' never goes further than here: the runtime reads booleans and lists, and the flags (capabilities.ts).
+  const methodsAuto = u.methods === 'auto';
+  const deny = u.methods === 'auto' ? [] : [...(u.methods.deny ?? [])];
+  // Read from what was given: a section refused for another key (a union is refused whole) still has its patterns checked.
+  const givenDeny = isObject(given.methods) && Array.isArray(given.methods.deny) ? given.methods.deny : deny;
+  checkPatterns(
+    givenDeny.filter((p): p is string => typeof p === 'string'),
+    `${path}.methods.deny`,
+    errors,
+  );
   if (u.url === undefined) return undefined;
-  return { ...u, name: u.name ?? hostPort(u.url), ws: kind === 'beacon' ? undefined : u.ws, headers };
+  return {
+    ...u,
+    name: u.name ?? hostPort(u.url),
+    ws: kind === 'beacon' ? undefined : u.ws,
+    headers,
+    archive: u.archive === true,
+    archive_auto: u.archive === 'auto',
+    methods: { deny },
+    methods_auto: methodsAuto,
+  };
 }
 
 /** Each upstream by its name, which logs and metrics tell them apart by. */

@@ -45,6 +45,8 @@ export function fillDefaults(schema: Node, v: unknown, complete: boolean): unkno
   if (!isObject(value)) return value;
   const properties = schema.properties as Record<string, Node> | undefined;
   const pattern = schema.patternProperties as Record<string, Node> | undefined;
+  // A union (`methods: { deny } | 'auto'`): kept as given; its reader fills what it leaves out.
+  if (properties === undefined && pattern === undefined) return value;
   const out: Raw = complete ? {} : value;
   if (properties !== undefined) {
     for (const [k, s] of Object.entries(properties)) {

@@ -11,6 +11,7 @@ import { createForwardingRepeatedLog, createRepeatedLog, type RepeatedLog } from
 import { type ChainRuntime, type ChainRuntimeOptions, createChainRuntime } from '../chain/runtime.js';
 import { createSwappableCache, type SwappableCache } from '../chain/response-cache.js';
 import { createWriteMark, type WriteMark } from '../chain/write-mark.js';
+import { type Cordons, createCordons } from '../chain/cordons.js';
 import { createSharedHeads, type SharedHeads } from '../chain/shared-heads.js';
 import { probeUpstreams } from '../chain/startup-probe.js';
 import type { FeedsLog } from '../fanout/feeds.js';
@@ -66,6 +67,8 @@ export interface GatewayThread {
   /** One store for the gateway (cache.max_bytes is one budget): each chain reads it through its own view. */
   readonly responseCache: SwappableCache;
   readonly writes: WriteMark;
+  /** The nodes the operator cordoned, by chain slug and node name: outside the runtimes, so a reload keeps them. */
+  readonly cordons: Cordons;
   readonly heads: SharedHeads;
   readonly feedsLog: FeedsLog;
   readonly chainSet: ChainSet;
@@ -201,7 +204,8 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
       : createTenancy(config, opts.log, t.metrics, tenancyThreads(role));
   t.responseCache = createSwappableCache(cacheBytes(role, config));
   t.feedsLog = (level, msg, fields) => opts.log[level](msg, fields);
-  t.role = roleParts(role, t.feedsLog, (slug) => t.chains.get(slug)?.filters);
+  t.cordons = createCordons();
+  t.role = roleParts(role, t.feedsLog, (slug) => t.chains.get(slug)?.filters, t.cordons);
   t.writes = createWriteMark(role.kind === 'worker' ? role.side.writes : undefined);
   t.heads = createSharedHeads(role.kind === 'worker' ? role.side.heads : undefined);
   const ctxOf = (): GatewayContext => t.ctx;
@@ -212,6 +216,7 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
         metrics: t.metrics.chain(c.slug),
         ...chainSharing(t.role, c.slug, t.inForce, t.writes),
         servedHeadCell: t.heads.cell(c.slug),
+        cordons: t.cordons,
         ...beaconOf(t, c),
       }),
     start(chain) {

@@ -20,6 +20,8 @@ export interface ChainHealthEntry {
   served: Pick<ServedHead, 'now'>;
   /** The chain's finalized and safe blocks (chain/finality.ts); absent: shown as null. */
   finality?: Pick<ChainFinality, 'finalized' | 'safe'>;
+  /** Node `index`'s archive and methods as found out, for a node whose config leaves them to `auto`; else undefined. */
+  capabilities?: (index: number) => { archive: string; methods: string } | undefined;
 }
 
 export interface HealthReply {
@@ -31,7 +33,8 @@ export interface HealthReply {
 interface UpstreamReport {
   label: string;
   in_rotation: boolean;
-  /** 'failing', 'lagging' or 'wrong_chain' (it serves another chain) when out of rotation, else null. */
+  /** 'cordoned' (by the operator), 'failing', 'lagging' or 'wrong_chain' (it serves another chain) when out of
+   *  rotation, else null. */
   reason: string | null;
   head: number | null;
   lag: number | null;
@@ -40,6 +43,9 @@ interface UpstreamReport {
   calls: number;
   p50_ms: number | null;
   inflight: number;
+  /** With `archive: auto` or `methods: auto` only: e.g. `true (auto)`, `all but debug_* (auto)`. */
+  archive?: string;
+  methods?: string;
 }
 
 interface ChainReport {
@@ -76,8 +82,12 @@ function upstreamReport(label: string, s: UpstreamStatus): UpstreamReport {
 function chainReports(chains: readonly ChainHealthEntry[]): { ready: boolean; detail: Record<string, ChainReport> } {
   const detail: Record<string, ChainReport> = {};
   let ready = true;
-  for (const { slug, health, served, finality } of chains) {
-    const upstreams = health.upstreams.map((u) => upstreamReport(u.label, u.status()));
+  for (const { slug, health, served, finality, capabilities } of chains) {
+    const upstreams = health.upstreams.map((u, i) => {
+      const report = upstreamReport(u.label, u.status());
+      const found = capabilities?.(i);
+      return found === undefined ? report : { ...report, ...found };
+    });
     const chainReady = upstreams.some((u) => u.in_rotation);
     if (!chainReady) ready = false;
     detail[slug] = {

@@ -34,7 +34,12 @@ export function openListeners(t: GatewayThread): Listeners {
     config.management && serving ? { app: managementApp(t, config), host: config.management.host, port: config.management.port } : null;
   const metricsApp = config.metrics && serving ? uws().App() : null;
   const l: Listeners = { app: t.role.kind === 'main' ? null : mainApp(t, config), replacedApps: [], management, metricsApp, sockets: [] };
-  if (metricsApp !== null) serveMetrics(metricsApp, t.ctx.metrics, config.metrics!.token, () => statusOf(t));
+  if (metricsApp !== null)
+    serveMetrics(metricsApp, t.ctx.metrics, config.metrics!.token, () => statusOf(t), {
+      chains: () => t.chains,
+      cordons: t.cordons,
+      log: t.opts.log,
+    });
   return l;
 }
 

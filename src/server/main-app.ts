@@ -17,6 +17,7 @@ import { isBeaconRest, isManagementPath, kindRefusal, RouteMemo, type RouteTable
 import { holdForKey } from './held-request.js';
 import { requestKey } from './request-key.js';
 import { KEY_IN_PATH } from '../pipeline/request-fences.js';
+import { autoCapabilities } from '../chain/node-findings.js';
 import type { GatewayThread } from './gateway-thread.js';
 import { type HttpRequest, type HttpResponse, type TemplatedApp, uws } from './uws.js';
 
@@ -172,6 +173,7 @@ export function mainApp(t: GatewayThread, c: Config): TemplatedApp {
       health: chain.health,
       served: chain.served,
       finality: chain.finality,
+      capabilities: (i: number) => autoCapabilities(chain.config.upstreams[i], chain.findings[i]),
     }));
   for (const headOnly of [false, true]) {
     const route = headOnly ? a.head.bind(a) : a.get.bind(a);

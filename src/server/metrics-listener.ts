@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Metrics } from '../metrics/registry.js';
+import { type CordonDeps, cordonRequest } from './cordon-route.js';
 import { type ResponseMeta, responseMeta, sendWhole } from './respond.js';
 import type { StatusReport } from './status-report.js';
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js';
@@ -10,11 +11,18 @@ const EXPOSITION_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
 /**
- * `GET /metrics` (and `GET /status`, for `chaingate status`) on the metrics listener (its own port, loopback by default, so the main listener
+ * `GET /metrics` (and `GET /status`, for `chaingate status`; `POST /upstreams/cordon` and `/upstreams/uncordon`,
+ * for `chaingate upstream`, cordon-route.ts) on the metrics listener (its own port, loopback by default, so the main listener
  * never serves it to tenants). With `token`, a scrape must send `Authorization: Bearer <token>`; the
  * comparison is of digests in constant time, so its duration says nothing of the token.
  */
-export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string | undefined, status: () => Promise<StatusReport>): void {
+export function serveMetrics(
+  app: TemplatedApp,
+  metrics: Metrics,
+  token: string | undefined,
+  status: () => Promise<StatusReport>,
+  cordon?: CordonDeps,
+): void {
   const expected = token === undefined ? null : digest(token);
   /** False (and the 401 sent) when a token is configured and the request does not carry it. */
   const allowed = (res: HttpResponse, req: HttpRequest, meta: ResponseMeta): boolean => {
@@ -52,7 +60,24 @@ export function serveMetrics(app: TemplatedApp, metrics: Metrics, token: string 
     '/metrics',
     serveLater('metrics', EXPOSITION_TYPE, () => metrics.text()),
   );
+  if (cordon !== undefined)
+    for (const [path, on] of [
+      ['/upstreams/cordon', true],
+      ['/upstreams/uncordon', false],
+    ] as const)
+      app.post(path, (res, req) => {
+        const meta = responseMeta(req, undefined);
+        if (!allowed(res, req, meta)) return;
+        const r = cordonRequest(cordon, req.getQuery() ?? '', on);
+        sendWhole(res, r.status, meta, 'application/json', r.body);
+      });
   app.any('/*', (res, req) =>
-    sendWhole(res, 404, responseMeta(req, undefined), 'text/plain', 'the metrics listener serves GET /metrics and GET /status only\n'),
+    sendWhole(
+      res,
+      404,
+      responseMeta(req, undefined),
+      'text/plain',
+      'the metrics listener serves GET /metrics, GET /status and POST /upstreams/cordon|uncordon only\n',
+    ),
   );
 }

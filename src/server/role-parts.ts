@@ -9,6 +9,7 @@ import { createHmac } from 'node:crypto';
 import type { Config } from '../config/schema.js';
 import type { ChainRuntimeOptions } from '../chain/runtime.js';
 import { type ChainRelayClient, type ChainRelayHost, createChainRelayClient, createChainRelayHost } from '../chain/relay.js';
+import type { Cordons } from '../chain/cordons.js';
 import type { ChainFilters } from '../chain/filters.js';
 import type { WriteMark } from '../chain/write-mark.js';
 import { connectFeedRelay, type FeedRelayClient } from '../fanout/remote-feeds.js';
@@ -26,18 +27,24 @@ export type RoleParts =
   /** A worker thread: what it shares with the main thread, and the relays its chains follow. */
   | { kind: 'worker'; side: WorkerSide; client: ChainRelayClient; feeds: FeedRelayClient; events: EventRelayClient };
 
-/** The parts of a thread of this role; `filtersOf` serves the main thread's filters to its workers. */
-export function roleParts(role: ThreadRole, feedsLog: FeedsLog, filtersOf: (slug: string) => ChainFilters | undefined): RoleParts {
+/** The parts of a thread of this role; `filtersOf` serves the main thread's filters to its workers, and the main
+ *  thread's `cordons` are told to them (a worker's are kept equal to them). */
+export function roleParts(
+  role: ThreadRole,
+  feedsLog: FeedsLog,
+  filtersOf: (slug: string) => ChainFilters | undefined,
+  cordons: Cordons,
+): RoleParts {
   switch (role.kind) {
     case 'alone':
       return { kind: 'alone' };
     case 'main':
-      return { kind: 'main', workers: role.workers, host: createChainRelayHost(filtersOf), pool: null };
+      return { kind: 'main', workers: role.workers, host: createChainRelayHost(filtersOf, cordons), pool: null };
     case 'worker':
       return {
         kind: 'worker',
         side: role.side,
-        client: createChainRelayClient(role.side.chains),
+        client: createChainRelayClient(role.side.chains, cordons),
         feeds: connectFeedRelay(role.side.feeds, { log: feedsLog }),
         events: connectEventRelay(role.side.events),
       };
@@ -65,6 +72,7 @@ export function chainSharing(
           feedHead: (i, h) => host.feedHead(slug, i, h),
           wrongChain: (i, w) => host.wrongChain(slug, i, w),
           finality: host.finality(slug),
+          found: (node, found) => host.found(slug, node, found),
         },
       };
     }
@@ -75,7 +83,7 @@ export function chainSharing(
         writes,
         poolShare: side.workers,
         replica: {
-          follow: (health, finality) => client.follow(slug, health, finality),
+          follow: (health, finality, found) => client.follow(slug, health, finality, found),
           filters: client.filters(slug),
           feeds: c.upstreams.some((u) => u.ws !== undefined) ? role.feeds.feeds(slug) : null,
           openEventLink: role.events.openLink(slug),

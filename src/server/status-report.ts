@@ -4,6 +4,7 @@
  * last minute; its open WebSockets, subscriptions and event streams; the ledger's last flush; and, in a
  * fleet, every instance and its last heartbeat.
  */
+import { autoCapabilities } from '../chain/node-findings.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import type { InstanceRow } from '../metering/ledger-store.js';
 import type { ChainMetrics } from '../metrics/registry.js';
@@ -95,6 +96,9 @@ export interface ChainStatus {
     head: number | null;
     lag: number | null;
     serves: string | null;
+    /** With `archive: auto` or `methods: auto` only: what the node was found to serve (chain/node-findings.ts). */
+    archive?: string;
+    methods?: string;
   }>;
 }
 
@@ -141,6 +145,7 @@ export function statusReport(
         head: s.head,
         lag: s.lag,
         serves: chain.identity.served(i),
+        ...autoCapabilities(chain.config.upstreams[i], chain.findings[i]),
       };
     });
     const seen = trafficOf(slug);

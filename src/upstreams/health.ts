@@ -58,9 +58,10 @@ const BINS_PER_OCTAVE = 8;
 /** 128 bins reach 2^16 ms (65 s); slower answers land in the last bin. */
 const BINS = 128;
 
-/** Why an upstream is out of rotation: 'wrong_chain' when it serves another chain than its chain's
- *  (chain/chain-identity.ts), which outranks the other two. */
-export type OutOfRotationReason = 'failing' | 'lagging' | 'wrong_chain';
+/** Why an upstream is out of rotation: 'cordoned' when the operator took it out (chain/cordons.ts), which outranks
+ *  the rest; 'wrong_chain' when it serves another chain than its chain's (chain/chain-identity.ts), which outranks
+ *  the other two. */
+export type OutOfRotationReason = 'failing' | 'lagging' | 'wrong_chain' | 'cordoned';
 
 /** A snapshot of one upstream, for selection and for /healthz and /readyz. */
 export interface UpstreamStatus {
@@ -111,6 +112,11 @@ export interface UpstreamHealth {
   /** The identity check's verdict (chain/chain-identity.ts): true when the node serves another chain, false when
    *  it serves its own or cannot tell; the node leaves or rejoins rotation at once. */
   reportWrongChain(wrong: boolean): void;
+  /** Taken out of rotation by the operator (`chaingate upstream cordon`, chain/cordons.ts) until uncordoned; its
+   *  probes and head go on being heard. */
+  readonly cordoned: boolean;
+  /** Cordons the node (true) or lets it back (false); the node leaves or rejoins rotation at once. */
+  setCordoned(cordoned: boolean): void;
   /** A head probe has been unanswered for SUSPECT_AFTER_MS or more (see the top of this file); says nothing of
    *  rotation. */
   readonly suspected: boolean;
@@ -145,6 +151,8 @@ export interface UpstreamHealthOptions {
   onFailing?(failing: boolean): void;
   /** Called when the node is found on another chain or back on its own (reportWrongChain). */
   onWrongChain?(wrong: boolean): void;
+  /** Called when the node is cordoned or uncordoned (setCordoned). */
+  onCordoned?(cordoned: boolean): void;
 }
 
 /** Whether a node at `head` is more than maxLagBlocks behind `best`; unknown heads are not lagging. */
@@ -180,6 +188,7 @@ class NodeHealth implements UpstreamHealth {
   failing = false;
   failingSince: number | null = null;
   wrongChain = false;
+  cordoned = false;
   head: number | null = null;
   headAt: number | null = null;
   newChainFrom: number | null = null;
@@ -349,6 +358,12 @@ class NodeHealth implements UpstreamHealth {
     this.opts.onWrongChain?.(wrong);
   }
 
+  setCordoned(cordoned: boolean): void {
+    if (cordoned === this.cordoned) return;
+    this.cordoned = cordoned;
+    this.opts.onCordoned?.(cordoned);
+  }
+
   get suspected(): boolean {
     const since = this.probeSince;
     return since !== null && this.now() - since >= SUSPECT_AFTER_MS;
@@ -360,7 +375,7 @@ class NodeHealth implements UpstreamHealth {
     const lagging = isLagging(head, best, this.maxLagBlocks);
     const { ok, failed } = this.counts();
     const status: UpstreamStatus = {
-      inRotation: !this.failing && !this.wrongChain && !lagging,
+      inRotation: !this.cordoned && !this.failing && !this.wrongChain && !lagging,
       head,
       lag: head === null || best === null ? null : Math.max(0, best - head),
       errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),
@@ -369,7 +384,8 @@ class NodeHealth implements UpstreamHealth {
       ewmaMs: this.ewmaMs,
       inflight: this.inflight,
     };
-    if (this.wrongChain) status.reason = 'wrong_chain';
+    if (this.cordoned) status.reason = 'cordoned';
+    else if (this.wrongChain) status.reason = 'wrong_chain';
     else if (this.failing) status.reason = 'failing';
     else if (lagging) status.reason = 'lagging';
     return status;

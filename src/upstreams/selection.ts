@@ -1,9 +1,8 @@
 /**
  * The choice of upstream for each call among a chain's nodes.
  *
- * In rotation: not failing (see health.ts), not on another chain (chain/chain-identity.ts) and not more than
- * maxLagBlocks behind the best head (the highest of nodes neither failing nor on another chain, whose node is
- * never lagging: a chain has a node in rotation exactly when one is not failing).
+ * In rotation: not cordoned (chain/cordons.ts), not failing (health.ts), not on another chain (chain-identity.ts),
+ * not more than maxLagBlocks behind the best head (the highest of the nodes the first three leave, never lagging).
  *
  * Among the nodes in rotation a call goes to one drawn at random with weight 1 / cost, where
  * cost = latency EWMA × (calls in flight + 1) / (1 − error rate). The fastest node gets most calls but not all:
@@ -205,6 +204,7 @@ class ChainSelection implements ChainHealth {
         // A node restored is looked at when the head its probe brought is reported, just after.
         onFailing: (failing) => failing && this.watchRotation(),
         onWrongChain: () => this.watchRotation(),
+        onCordoned: () => this.watchRotation(),
       }),
     );
   }
@@ -213,7 +213,7 @@ class ChainSelection implements ChainHealth {
     let best: number | null = null;
     for (const u of this.upstreams) {
       const head = u.head;
-      if (!u.failing && !u.wrongChain && head !== null && (best === null || head > best)) best = head;
+      if (!u.failing && !u.wrongChain && !u.cordoned && head !== null && (best === null || head > best)) best = head;
     }
     return best;
   }
@@ -257,7 +257,7 @@ class ChainSelection implements ChainHealth {
   }
 
   private inRotation(u: UpstreamHealth, best: number | null): boolean {
-    return !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
+    return !u.cordoned && !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
   }
 
   /** Drops the suspected candidates when some are not. */

@@ -18,6 +18,8 @@ function node(name: string, extra: { deny?: string[]; archive?: boolean } = {}):
     pipelining: 1,
     methods: { deny: extra.deny ?? [] },
     archive: extra.archive ?? false,
+    archive_auto: false,
+    methods_auto: false,
     tier: 0,
   };
 }
@@ -136,4 +138,18 @@ t.test('rewrite: every tag under rewrite_tags, safe and finalized alone for a be
   const final = createNodeRoutes([node('a'), node('b')], { ...options(100), tags, rewriteTags: 'final' });
   t.equal(final.rewrite(row('eth_getBalance'), [ADDRESS, 'latest']), null);
   t.same(final.rewrite(row('eth_getBalance'), [ADDRESS, 'safe']), [ADDRESS, '0x5a']);
+});
+
+t.test('findings (archive: auto, methods: auto) replace what a node declares, and the choices are made anew', async (t) => {
+  const routes = createNodeRoutes([node('a'), node('b', { deny: ['eth_getLogs'] })], options(1000));
+  t.equal(routes.nodesFor('debug_traceTransaction', [HASH]), null, 'served by both at first');
+  routes.update(0, { deny: ['debug_*'] });
+  t.same(routes.nodesFor('debug_traceTransaction', [HASH])?.serves, [false, true]);
+  t.same(routes.nodesFor('eth_getLogs', [{}])?.serves, [true, false], 'the configured deny stays');
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1']), null, 'no archive node: any');
+  routes.update(1, { archive: true });
+  t.same(routes.nodesFor('eth_getBalance', [ADDRESS, '0x1'])?.prefer, [false, true], 'old state: the archive node first');
+  routes.update(1, { archive: false });
+  routes.update(0, { deny: [] });
+  t.equal(routes.nodesFor('debug_traceTransaction', [HASH]), null, 'served by both again');
 });

@@ -74,6 +74,8 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
           { name: 'right', in_rotation: true, reason: null, ...upstream },
           { name: 'down', in_rotation: false, reason: 'failing', ...upstream, head: null, lag: null },
           { name: 'anvil', in_rotation: false, reason: 'wrong_chain', ...upstream, serves: '31337' },
+          { name: 'maint', in_rotation: false, reason: 'cordoned', ...upstream },
+          { name: 'found', in_rotation: true, reason: null, ...upstream, archive: 'true (auto)', methods: 'all but debug_* (auto)' },
         ],
       },
     },
@@ -82,6 +84,8 @@ t.test('each upstream’s state: in rotation, out for a reason, or out serving a
   t.match(text, /right\s+in rotation\s+10\s+0/);
   t.match(text, /down\s+out \(failing\)\s+–/);
   t.match(text, /anvil\s+out \(serves 31337\)\s+10/);
+  t.match(text, /maint\s+out \(cordoned\)\s+10/);
+  t.match(text, /found\s+in rotation, archive: true \(auto\), methods: all but debug_\* \(auto\)\s+10/);
 });
 
 t.test('with worker threads: a line says every one answered, or which did not', async (t) => {

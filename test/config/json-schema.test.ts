@@ -26,6 +26,9 @@ t.test('config.example.yaml names the schema for editors, and validates against 
 function undeclared(schema: Node, value: unknown, path: string): string[] {
   if (Array.isArray(value)) return value.flatMap((v, i) => undeclared((schema.items ?? {}) as Node, v, `${path}[${i}]`));
   if (typeof value !== 'object' || value === null) return [];
+  // A union of a section and a word (`methods: { deny } | 'auto'`): the section's keys are declared.
+  const section = (schema.anyOf as Node[] | undefined)?.find((s) => s.properties !== undefined);
+  if (section !== undefined) return undeclared(section, value, path);
   const properties = schema.properties as Record<string, Node> | undefined;
   const pattern = schema.patternProperties as Record<string, Node> | undefined;
   return Object.entries(value).flatMap(([k, v]) => {

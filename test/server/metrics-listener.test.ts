@@ -46,3 +46,31 @@ t.test('metrics: { enabled: false } opens no listener', async (t) => {
   const { gateway } = await gatewayFor(t, { chains: { devnet: evmChain(['http://127.0.0.1:1'], 31337) }, metrics: { enabled: false } });
   t.equal(gateway.metricsPort, undefined);
 });
+
+t.test('POST /upstreams/cordon and /uncordon: behind the token, refusals name what was refused', async (t) => {
+  const { gateway, base } = await gatewayFor(t, {
+    chains: { devnet: { chain_id: 31337, upstreams: [{ name: 'a', url: 'http://127.0.0.1:1' }] } },
+    metrics: { token: TOKEN },
+  });
+  const at = (path: string, auth = `Bearer ${TOKEN}`) =>
+    fetch(`http://127.0.0.1:${gateway.metricsPort}${path}`, { method: 'POST', headers: { authorization: auth } });
+  const refused = await at('/upstreams/cordon?chain=devnet&node=a', 'Bearer wrong-token-of-some-length');
+  t.equal(refused.status, 401, 'no token, no cordon');
+  await refused.arrayBuffer();
+  const cases: Array<[string, number, unknown]> = [
+    ['/upstreams/cordon?chain=devnet', 400, { error: 'needs ?chain=SLUG&node=NAME (the upstream name status shows)' }],
+    ['/upstreams/cordon?chain=nope&node=a', 404, { error: "no chain 'nope' is configured" }],
+    ['/upstreams/cordon?chain=devnet&node=b', 404, { error: "chain 'devnet' has no upstream named 'b'; its upstreams: a" }],
+    ['/upstreams/cordon?chain=devnet&node=a', 200, { chain: 'devnet', node: 'a', cordoned: true, changed: true }],
+    ['/upstreams/cordon?chain=devnet&node=a', 200, { chain: 'devnet', node: 'a', cordoned: true, changed: false }],
+  ];
+  for (const [path, status, body] of cases) {
+    const res = await at(path);
+    t.equal(res.status, status, path);
+    t.same(await res.json(), body);
+  }
+  const health = (await (await fetch(`${base}/healthz`)).json()) as { chains: { devnet: { upstreams: Array<{ reason: string }> } } };
+  t.equal(health.chains.devnet.upstreams[0]!.reason, 'cordoned');
+  const back = await at('/upstreams/uncordon?chain=devnet&node=a');
+  t.same(await back.json(), { chain: 'devnet', node: 'a', cordoned: false, changed: true });
+});

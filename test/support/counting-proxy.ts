@@ -8,6 +8,14 @@ import { Agent, createServer, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Test } from 'tap';
 
+/** What answer()'s `give` returns to answer with a JSON-RPC error object instead of a result. */
+export class AnswerError {
+  constructor(
+    readonly code: number,
+    readonly message: string,
+  ) {}
+}
+
 export interface SeenCall {
   method: string;
   params: unknown[];
@@ -25,8 +33,8 @@ export interface CountingProxy {
   delay(hold: ((call: SeenCall) => number | undefined) | null): void;
   /** Answers HTTP 500 (never reaching the node) to a request holding a call for which `refuse` is true. */
   fail(refuse: ((call: SeenCall) => boolean) | null): void;
-  /** Answers a lone call itself with the result `give` returns for it (never reaching the node); undefined
-   *  forwards it. For a node made to serve another chain id (eth_chainId) than the node behind it. */
+  /** Answers a lone call itself with the result `give` returns for it (an AnswerError: that error object), never
+   *  reaching the node; undefined forwards it. For a node made to serve another chain id (eth_chainId) than the node behind it. */
   answer(give: ((call: SeenCall) => unknown) | null): void;
   /** Answers HTTP 429 (never reaching the node) to a request holding a call for which `throttle` returns a
    *  Retry-After value ('' for none). */
@@ -99,7 +107,8 @@ export async function countingProxy(t: Test, upstreamUrl: string): Promise<Count
       const given = lone === null ? undefined : give?.({ method: lone.method, params: lone.params ?? [] });
       if (given !== undefined) {
         const id = (lone as { id?: unknown }).id ?? null;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, result: given }));
+        const body = given instanceof AnswerError ? { error: { code: given.code, message: given.message } } : { result: given };
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, ...body }));
       } else if (failed) res.writeHead(500, { 'content-type': 'text/plain' }).end('node trouble');
       else if (retryAfter !== undefined)
         res.writeHead(429, { 'content-type': 'text/plain', ...(retryAfter === '' ? {} : { 'retry-after': retryAfter }) }).end('over quota');
