@@ -50,9 +50,11 @@ t.test('TLS files: each missing, unusable or mismatched file is named under its 
   t.same(preflightConfig(tls(certFile, encrypted)), [
     `server.tls.key_file: ${encrypted} holds no private key that opens (an encrypted key needs server.tls.passphrase): bad decrypt`,
   ]);
-  t.same(preflightConfig(tls(certFile, encrypted, 'wrong')), [
-    `server.tls.key_file: ${encrypted} holds no private key that opens with server.tls.passphrase: bad decrypt`,
-  ]);
+  // A wrong passphrase usually fails the decryption's padding check ("bad decrypt"); about once in 256 keys the
+  // padding passes and the garbled key fails to parse instead, in OpenSSL's words: only the first part is ours.
+  const wrong = preflightConfig(tls(certFile, encrypted, 'wrong'));
+  t.equal(wrong.length, 1);
+  t.match(wrong[0], `server.tls.key_file: ${encrypted} holds no private key that opens with server.tls.passphrase: `);
   t.same(preflightConfig(tls(certFile, encrypted, 'secret')), [], 'the right passphrase opens it');
 });
 
