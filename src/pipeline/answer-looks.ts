@@ -39,6 +39,11 @@ function matchesAt(body: Buffer, i: number, n: number, text: Buffer): boolean {
   return true;
 }
 
+/** eth_blockNumber's answer with `head` (the served head), the reverse of headOf. */
+export function headAnswer(idText: string, head: number): Buffer {
+  return Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`);
+}
+
 /** The head in a forwarded eth_blockNumber answer, or null. */
 export function headOf(body: Buffer): number | null {
   try {

@@ -29,7 +29,7 @@ import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
 import type { Span } from '@opentelemetry/api';
 import { attemptEnded, tracing } from './tracing.js';
-import { headOf, isNotThereYet, isNullResult } from './answer-looks.js';
+import { headAnswer, headOf, isNotThereYet, isNullResult } from './answer-looks.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
   type AnswerSink,
@@ -69,8 +69,7 @@ export function routeCall(
   if (method === 'eth_sendRawTransaction') return broadcastTransaction(chain, paramsJson, idText, sink, nodes);
   if (method === 'eth_blockNumber') {
     const head = chain.freshHead();
-    if (head !== null)
-      return answerSoon(sink, (s) => s.whole(Buffer.from(`{"jsonrpc":"2.0","id":${idText},"result":"0x${head.toString(16)}"}`)));
+    if (head !== null) return answerSoon(sink, (s) => s.whole(headAnswer(idText, head)));
   }
   return failover(chain, row, paramsJson, idText, sink, nodes, minHead);
 }
@@ -224,7 +223,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   servedInstead(head: number): Buffer | null {
     const served = this.chain.served?.now() ?? null;
     if (served === null || served === head) return null;
-    return Buffer.from(`{"jsonrpc":"2.0","id":${this.idText},"result":"0x${served.toString(16)}"}`);
+    return headAnswer(this.idText, served);
   }
 
   othersOpen(a: Attempt): boolean {
