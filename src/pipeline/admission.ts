@@ -9,7 +9,7 @@ import { methodLabel, type RefusalCode, type RequestTally, refusalError } from '
 import type { MethodGrant } from './method-limits.js';
 import type { Tenancy } from './tenancy.js';
 import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
-import { tracing } from './tracing.js';
+import { type CallSpan, type TracedCall, tracing } from './tracing.js';
 
 /**
  * Who is calling and under which limits: an endpoint key, or a client IP on the keyless path.
@@ -52,7 +52,10 @@ export interface Grant {
   methods: MethodGrant | null;
 }
 
-export type Admission = { ok: true; reservation: Reservation | null; ru: number } | { ok: false; error: ErrorCode; retryAfterMs?: number };
+/** `span`: the call's span as tracing.ts keeps it, undefined until it decides (every admission is made with it). */
+export type Admission =
+  | { ok: true; reservation: Reservation | null; ru: number; span: CallSpan }
+  | { ok: false; error: ErrorCode; retryAfterMs?: number };
 
 /**
  * One request counted against the requests-per-second limit (every parsed item counts, valid or not): from
@@ -79,7 +82,7 @@ export function admitCost(t: Tenancy, c: Caller, method: string, prices: ChainPr
 
 /** The same admission for a known price (a Beacon path's, an event stream's). */
 export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
-  if (c.auth === null) return { ok: true, reservation: null, ru };
+  if (c.auth === null) return { ok: true, reservation: null, ru, span: undefined };
   const g = c.grant;
   if (c.plan?.ru_per_second !== undefined) {
     if (g === undefined) {
@@ -98,14 +101,14 @@ export function admitRu(t: Tenancy, c: Caller, ru: number): Admission {
     return { ok: false, error: 'store_unavailable' };
   }
   if (reservation === null) return { ok: false, error: g?.storeDown === true ? 'store_unavailable' : 'insufficient_balance' };
-  return { ok: true, reservation, ru };
+  return { ok: true, reservation, ru, span: undefined };
 }
 
 /**
  * A call whose client left before it was answered (its connection closed or aborted): the RU set aside for
  * it go back, unless its answer had already settled them. Nothing is counted: nothing was answered.
  */
-export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null; ru: number }): void {
+export function abandonCall(t: Tenancy, c: Caller, admission: { reservation: Reservation | null; ru: number } & TracedCall): void {
   // Its span, when begun, ends as `abandoned` with nginx's 499 (client closed request): no answer was sent.
   if (tracing?.begun(admission) === true) traceCall(c, 'other', admission, 'abandoned', 499);
   if (c.auth !== null && admission.reservation !== null && isOpen(admission.reservation)) t.ledger.refund(admission.reservation);
@@ -129,7 +132,7 @@ export function settleCall(
   t: Tenancy,
   c: Caller,
   method: string,
-  admission: { reservation: Reservation | null; ru: number },
+  admission: { reservation: Reservation | null; ru: number } & TracedCall,
   outcome:
     | { ok: true; bytes: number; status?: number; ru?: number }
     | { ok: false; status: number; http?: number; reason?: string; code?: ErrorCode },
@@ -173,9 +176,19 @@ export function chargeAsCacheHit(admission: { ru: number }, factor: number): voi
 }
 
 /** Ends the call's span (tracing.ts): only called while tracing is on. `admission` is null for a refusal. */
-function traceCall(c: Caller, method: string, admission: { ru: number } | null, outcome: string, status: number, label?: string): void {
+function traceCall(
+  c: Caller,
+  method: string,
+  admission: ({ ru: number } & TracedCall) | null,
+  outcome: string,
+  status: number,
+  label?: string,
+): void {
+  // The end is built only for a span that records (1 call of 100 at sample_ratio 0.01).
+  if (!tracing!.records(admission)) return;
   const tally = c.tally;
-  tracing!.settled(admission, label ?? methodLabel(method), tally.startedAt, {
+  tracing!.settled(admission, tally.startedAt, {
+    name: label ?? methodLabel(method),
     chain: tally.slug,
     transport: tally.transport,
     keyPrefix: c.key === null ? undefined : c.key.slice(0, KEY_PREFIX_LENGTH),

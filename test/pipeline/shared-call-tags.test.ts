@@ -23,7 +23,7 @@ function ask(s: PipelineSetup, method: string, params: unknown[], idText = '1'):
     params,
     paramsJson: JSON.stringify(params),
     idText,
-    admission: { ok: true, reservation: null, ru: 20 },
+    admission: { ok: true, reservation: null, ru: 20, span: undefined },
   };
   return new Promise((resolve) => {
     sharedCall(s.ctx, s.chain('devnet'), f, {

@@ -38,7 +38,7 @@ function make(s: PipelineSetup, method: string, params: unknown[], idText: strin
     params,
     paramsJson: JSON.stringify(params),
     idText,
-    admission: { ok: true, reservation: null, ru },
+    admission: { ok: true, reservation: null, ru, span: undefined },
   };
   let done = false;
   let resolve!: (h: Heard) => void;
