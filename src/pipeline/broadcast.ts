@@ -1,6 +1,7 @@
 /**
  * eth_sendRawTransaction on a chain with several nodes: sent exactly once to every upstream in rotation that
- * serves it (an upstream whose methods.deny names it takes none) at once, never retried (forward.ts sends it exclusive, so the upstream client never re-sends it either).
+ * serves it (an upstream whose methods.deny names it takes none) and has room in its budget (rps, max_in_flight,
+ * a 429's cooldown: 503 upstream_budget when none has) at once, never retried (forward.ts sends it exclusive, so the upstream client never re-sends it either).
  *
  * - The first acceptance answers the client: a transaction hash, or a node saying it already has the
  *   transaction (ALREADY_KNOWN), which is answered as the hash itself since the transaction is in a pool.
@@ -60,8 +61,12 @@ export function broadcastTransaction(
   const health = chain.health;
   const serves = nodes?.serves ?? null;
   const inRotation = health.healthyIndices();
-  const targets = serves === null ? inRotation : inRotation.filter((i) => serves[i]);
-  if (targets.length === 0) return noHealthyUpstream(sink);
+  const serving = serves === null ? inRotation : inRotation.filter((i) => serves[i]);
+  if (serving.length === 0) return noHealthyUpstream(sink);
+  // A node at its budget (rps, max_in_flight, a 429's cooldown) is not sent the transaction: a provider's quota
+  // holds for broadcasts too. Every tier is sent it: more nodes spread it sooner.
+  const targets = health.withRoom(serving);
+  if (targets.length === 0) return noHealthyUpstream(sink, health.shortOfBudget);
   let answered = false;
   let silenced = false;
   let pending = targets.length;

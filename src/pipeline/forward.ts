@@ -113,9 +113,9 @@ class UpstreamCall implements ResponseSink, ForwardCall {
     this.sentIdText = gatewayIdText();
     const body = `{"jsonrpc":"2.0","id":${this.sentIdText}${row.bodyMiddle}${paramsJson}}`;
     // A write is never pipelined behind or ahead of other calls: it must never be re-sent elsewhere.
-    const req: UpstreamRequest = { method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable };
-    // A method's own answer deadline (its failover policy's answer_timeout_s), only when not the chain's.
-    if (answerTimeoutMs !== undefined) req.answerTimeoutMs = answerTimeoutMs;
+    // answerTimeoutMs: a method's own answer deadline (its failover policy's answer_timeout_s), undefined when it is
+    // the chain's. Always written, so every request has one shape for the client to read.
+    const req: UpstreamRequest = { method: 'POST', headers: JSON_HEADERS, body, timeoutMs, exclusive: !row.repeatable, answerTimeoutMs };
     this.handle = upstream.request(req, this);
   }
 

@@ -96,6 +96,12 @@ export interface ChainHealth {
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
   /**
+   * Those of `indices` whose budget has room now (node-budget.ts: rps, max_in_flight, a 429's cooldown), for a call
+   * made on several nodes at once without pick() (a broadcast); when that leaves none of several, `shortOfBudget`
+   * is set as pick() sets it. `indices` itself on a chain without a limited or cooling node.
+   */
+  withRoom(indices: number[]): number[];
+  /**
    * Node `index` reports `head` (a feed heard it): true when that node went onto a new chain (its head went
    * back more than DEEPEST_REORG, see health.ts) and no node in rotation is more than maxLagBlocks ahead of it,
    * so the chain follows it there; false when it is only behind the chain.
@@ -388,6 +394,14 @@ class ChainSelection implements ChainHealth {
     const upstreams = this.upstreams;
     const out: number[] = [];
     for (let i = 0; i < upstreams.length; i++) if (this.inRotation(upstreams[i]!, best)) out.push(i);
+    return out;
+  }
+
+  withRoom(indices: number[]): number[] {
+    if (!this.budgets.active()) return indices;
+    this.budgets.look(this.now());
+    const out = indices.filter((i) => this.budgets.hasRoom(i, this.upstreams[i]!.inflight));
+    if (out.length === 0) this.none();
     return out;
   }
 

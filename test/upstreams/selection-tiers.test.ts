@@ -114,3 +114,21 @@ t.test('429: the node gets no call during its cooldown, then does', async (t) =>
   clock.now = 3_000;
   t.equal(h.pick(), 0, 'the default cooldown is a second');
 });
+
+t.test('withRoom: a broadcast skips nodes at their budget, and says so when none has room', async (t) => {
+  const clock = { now: 1_000 };
+  const open = chain([0, 0, 1], [NO_LIMIT, NO_LIMIT, NO_LIMIT], clock);
+  const all = [0, 1, 2];
+  t.equal(open.withRoom(all), all, 'no limit and no cooldown: the same list, nothing looked at');
+  const h = chain([0, 0, 1], [{ rps: 1, maxInFlight: null }, { rps: null, maxInFlight: 1 }, NO_LIMIT], clock);
+  t.same(h.withRoom(all), [0, 1, 2], 'every node has room at first');
+  h.charge(0, clock.now);
+  h.upstreams[1]!.inflight = 1;
+  t.same(h.withRoom(all), [2], 'rps spent and max_in_flight reached: left out');
+  h.coolDown(2, 5_000);
+  t.same(h.withRoom(all), [], 'the third cools down after a 429');
+  t.equal(h.shortOfBudget, true, 'none left for its budget: upstream_budget');
+  clock.now += 1_001;
+  h.upstreams[1]!.inflight = 0;
+  t.same(h.withRoom(all), [0, 1], 'a second later the rps and in-flight budgets have room again; the cooldown runs on');
+});
