@@ -226,7 +226,9 @@ export async function openThread(config: Config, opts: GatewayOptions, role: Thr
     closeClients(chain) {
       t.wsRoute.closeChain(chain, 1001, 'chain removed');
     },
-    inUse: (chain) => t.wsRoute.usesChain(chain) || (chain.events?.clients() ?? 0) > 0,
+    // A retired runtime (a reload changed its chain) is closed once nothing uses it: no WebSocket or event-stream
+    // client, and no call in flight or queued on its nodes' sockets, whose answers closing them would cut.
+    inUse: (chain) => t.wsRoute.usesChain(chain) || (chain.events?.clients() ?? 0) > 0 || callsInFlight(chain),
     removed: (slug) => t.metrics.chain(slug).remove(),
   });
   t.chains = t.chainSet.live;
@@ -305,4 +307,12 @@ export function releaseThread(t: GatewayThread): Promise<boolean> {
   t.chainSet.closeAll();
   closeRoleParts(t.role);
   return t.tenancy.close();
+}
+
+/** Whether any of `chain`'s nodes has a request in flight or queued (a call the reload found under way). */
+function callsInFlight(chain: ChainRuntime): boolean {
+  return chain.upstreams.some((u) => {
+    const s = u.stats();
+    return s.busy + s.queued > 0;
+  });
 }

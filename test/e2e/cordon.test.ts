@@ -162,10 +162,7 @@ t.test('a cordoned node leaves rotation under load; its subscribers see no gap; 
   t.match((await healthOf(g)).chains.devnet!.upstreams[0], { in_rotation: true });
   loading = false;
   await load;
-  // A call in flight on the runtime the reload replaces may have its socket closed under it ("reset: b: upstream
-  // closed"), and with a cordoned there is no other node to retry it on: a 502 that a reload gives a chain of one
-  // node in rotation without any cordon. The other phases must answer every call.
-  const outsideReload = failures.filter((f) => !f.startsWith('reload:'));
-  t.same(outsideReload, [], 'every call of the load was answered outside the reload');
-  if (failures.length > outsideReload.length) t.comment(`${failures.length - outsideReload.length} calls failed during the reload`);
+  // A reload replaces the chain's runtime while calls are in flight on it: the old one is closed only once its
+  // calls are answered (gateway-thread.ts), so even with a cordoned (no other node to retry on) none fails.
+  t.same(failures, [], 'every call of the load was answered, through the cordon, the reload and the uncordon');
 });
