@@ -44,7 +44,8 @@ export async function lookAt(opts: TxWatchOptions, e: Watched, head: number): Pr
       return { status: 'included', hash: e.hash, blockNumber: receipt.blockNumber, blockHash: receipt.blockHash };
     if (head - e.since >= opts.bounds.watch_blocks) return { status: 'dropped', hash: e.hash };
     if (head - e.pooledAt < RESEND_EVERY_BLOCKS) return null;
-    const lastLook = e.pooledAt;
+    // The nonce was last seen below the transaction's at the last look; before the first, its first head may hold it.
+    const lastLook = e.pooledAt === e.since ? e.since - 1 : e.pooledAt;
     e.pooledAt = head;
     if (e.sender === undefined) e.sender = await senderOf(e.raw);
     if (e.sender !== null) {
