@@ -14,7 +14,6 @@
  * (a settled one is kept for status reads until it is pushed out so).
  */
 import type { FeedHold, FeedListener, FeedsLog } from '../fanout/feeds.js';
-import type { HttpUpstream } from '../upstreams/http-client.js';
 import type { ChainFilters } from './filters.js';
 import type { ChainRuntime } from './runtime.js';
 import { DEFAULTS } from '../config/defaults.js';

@@ -72,7 +72,7 @@ async function clients(t: Test, g: TestGateway) {
   ] as const) {
     const sub = await client.transport.subscribe({
       params: [kind as never],
-      onData: (d: { result: Record<string, unknown> }) => into.push(d.result),
+      onData: (d) => void into.push((d as { result: Record<string, unknown> }).result),
       onError: () => {},
     });
     t.teardown(() => sub.unsubscribe().then(() => {}));
@@ -86,7 +86,10 @@ t.test('beacon checkpoints: every block between two checkpoints, in order, to ws
   t.teardown(() => beacon.stop());
   const g = await gatewayFor(t, {
     server: { default_chain: 'devnet', workers: 2 },
-    chains: { devnet: chainOf(node.url, { beacon: 'devnet-beacon' }), 'devnet-beacon': { kind: 'beacon', upstreams: [{ url: beacon.url }] } },
+    chains: {
+      devnet: chainOf(node.url, { beacon: 'devnet-beacon' }),
+      'devnet-beacon': { kind: 'beacon', upstreams: [{ url: beacon.url }] },
+    },
   });
   t.equal(g.gateway.workers?.count, 2);
   // Head at slot 12 (epoch 3): finalized is epoch 1's first block (4), justified epoch 2's (8).
@@ -127,6 +130,10 @@ t.test("no beacon chain: the node's own finalized and safe blocks, polled", asyn
   t.same(marks(c.ws.finalized().slice(0, 10)), await anvilBlocks(node.url, 13, 22), 'finalized: 13 to 22, no gap');
   t.same(marks(c.viem.safe.slice(0, 10)), await anvilBlocks(node.url, 17, 26), 'safe: 17 to 26, no gap');
   const numbers = c.ws.safe().map((r) => Number(r.number));
-  t.same(numbers, [...numbers].sort((a, b) => a - b), 'never out of order');
+  t.same(
+    numbers,
+    [...numbers].sort((a, b) => a - b),
+    'never out of order',
+  );
   t.equal(new Set(numbers).size, numbers.length, 'never twice');
 });
