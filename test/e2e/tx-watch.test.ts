@@ -10,7 +10,9 @@ import t, { type Test } from 'tap';
 import { createPublicClient, createWalletClient, type Hex, parseGwei, webSocket } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { anvil } from 'viem/chains';
+import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { result } from '../support/dev-chain.js';
+import { rpc } from '../support/rpc.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { openSubscriber, type Subscriber } from '../support/subscriber.js';
 import { wsUrl } from '../support/ws.js';
@@ -121,4 +123,22 @@ t.test('the keyless path is not watched unless transactions.watch_keyless', asyn
   const { client, wallet, ws } = await stack(t, 1, {});
   const hash = await client.sendRawTransaction({ serializedTransaction: await signed(wallet, 0, 1) });
   t.equal(await status(ws, hash), null, 'not watched: null');
+});
+
+t.test("a key's transactions are watched; the status read is free: answered at a zero balance", async (t) => {
+  const { g, wallet } = await stack(t, 2, {});
+  // Exactly the price of one eth_sendRawTransaction (200 RU): nothing is left after it.
+  const owner = createOwnerAdmin(g.gateway.context.tenancy.store!).createOwner('watcher', 'growth', 200);
+  const made = g.gateway.context.tenancy.directory!.createEndpoint(owner.id, 'devnet', 'watch', 10);
+  if (!('apiKey' in made)) throw new Error(made.error);
+  const url = `${g.base}/v1/rpc/${made.apiKey}`;
+  const sent = (await rpc(url, 'eth_sendRawTransaction', [await signed(wallet, 0, 1)])).json as { result: string };
+  const hash = sent.result;
+  t.match(hash, /^0x[0-9a-f]{64}$/, 'accepted');
+  for (let i = 0; i < 3; i++) {
+    const read = (await rpc(url, 'chaingate_getTransactionStatus', [hash])).json;
+    t.same(read, { jsonrpc: '2.0', id: (read as { id: unknown }).id, result: { status: 'pending', hash } }, `read ${i + 1} answered`);
+  }
+  const broke = (await rpc(url, 'eth_blockNumber', [])).json as { error?: { code: number } };
+  t.ok(broke.error !== undefined, 'a priced call is refused: the balance is spent');
 });
