@@ -13,7 +13,9 @@ import { createHttpUpstream, type HttpUpstream } from '../upstreams/http-client.
 import { callUpstream } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import { openSseLink } from '../upstreams/sse-link.js';
+import type { ChainFinality } from './finality.js';
 import type { ServedHead } from './served-head.js';
+import type { TxWatch } from './tx-watch.js';
 
 /** How notifications delivered to the chain's subscribers are priced and paid. */
 export type SubscriptionMetering = Pick<HubOptions, 'ruPerMessage' | 'charge'>;
@@ -37,7 +39,7 @@ const FREE_DELIVERIES: SubscriptionMetering = { ruPerMessage: () => 0, charge: (
 /**
  * The chain's upstream subscriptions: the main thread's when relayed to a worker, else null when no node has a ws
  * URL. On a chain of several nodes newHeads follows `served` (a single node's head is the one served, so its
- * heads are never held).
+ * heads are never held). `own`: the chain's finality and its watch of sent transactions, which feeds follow too.
  */
 export function openChainFeeds(
   config: ChainConfig,
@@ -47,6 +49,7 @@ export function openChainFeeds(
   timeoutMs: number,
   log: FeedsLog,
   opts: StreamOptions,
+  own: { finality: () => ChainFinality; txWatch: TxWatch | null },
 ): Feeds | null {
   if (opts.replica?.feeds !== undefined) return opts.replica.feeds;
   const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
@@ -78,6 +81,8 @@ export function openChainFeeds(
       },
     },
     ...(config.upstreams.length > 1 ? { servedHead: served } : {}),
+    finality: { finalized: () => own.finality().finalized(), safe: () => own.finality().safe() },
+    ...(own.txWatch !== null ? { transactionStatus: own.txWatch.subscribe } : {}),
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
     log,

@@ -39,6 +39,8 @@ export interface ChainRuntimeOptions {
   responseCache?: ResponseCache;
   /** The filters' bounds: config filters (DEFAULTS.filters when absent). */
   filters?: { max_per_key: number; idle_timeout_s: number };
+  /** The watch of sent transactions' bounds: config transactions (DEFAULTS.transactions when absent). */
+  transactions?: { watch_blocks: number; max_watched: number; max_watched_per_key: number };
   /** True once the gateway is stopping: the filters' block poll stops then, before close() drops them. */
   stopping?: () => boolean;
   /** Prices and pays notifications to subscribers (the gateway's RU and ledger); without it they are free. */

@@ -28,6 +28,7 @@ import { findCapabilities, type NodeFindings } from './node-findings.js';
 import { openChainFeeds, openEventHub, openSubscriptionHub } from './chain-streams.js';
 import { createInFlight, type Shared, type SharedFlight, type SharedOutcome } from './dedup.js';
 import { type ChainFilters, createChainFilters } from './filters.js';
+import { createTxWatch, withTxWatch } from './tx-watch.js';
 import { type ChainFinality, createChainFinality, type PolledFinality } from './finality.js';
 import { finalityReader } from './finality-reads.js';
 import { type ChainHead, createChainHead } from './head.js';
@@ -224,7 +225,8 @@ class RunningChain implements ChainRuntime {
       ...(opts.replica === undefined ? { log } : {}),
     });
     this.served = served;
-    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts);
+    const txWatch = opts.replica === undefined && config.kind === 'evm' ? createTxWatch(this, opts.transactions, log) : null;
+    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts, { finality: () => this.finality, txWatch });
     this.feeds = feeds;
     this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
     this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
@@ -276,7 +278,7 @@ class RunningChain implements ChainRuntime {
     });
     this.routes = routes;
     const filterBounds = opts.filters ?? DEFAULTS.filters;
-    this.filters =
+    const filters =
       opts.replica?.filters ??
       createChainFilters(
         { head, feeds, timeoutMs, upstreams, pickUpstream, routes, health, served, checks },
@@ -287,6 +289,7 @@ class RunningChain implements ChainRuntime {
           ...(opts.stopping !== undefined ? { stopping: opts.stopping } : {}),
         },
       );
+    this.filters = txWatch === null ? filters : withTxWatch(filters, txWatch);
     this.cache = chainCacheView(opts.responseCache ?? NO_CACHE, () => this.cacheScope, metrics);
     this.inFlight = createInFlight<SharedOutcome, SharedFlight>(
       opts.log === undefined ? undefined : (err, key) => opts.log!.error("a shared answer's delivery failed", { key, error: String(err) }),

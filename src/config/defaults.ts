@@ -13,6 +13,7 @@ import { fillDefaults } from './fill-defaults.js';
 import { ServerSchema } from './server.js';
 import { StorageSchema } from './storage.js';
 import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
+import { TransactionsSchema } from './transactions.js';
 
 export { ANSWER_TIMEOUT_FACTOR, RESERVED_SLUGS } from './chains.js';
 
@@ -43,6 +44,7 @@ export const DEFAULTS = {
   sse: defaultsOf(SseSchema),
   cache: defaultsOf(CacheSchema),
   filters: defaultsOf(FiltersSchema),
+  transactions: defaultsOf(TransactionsSchema),
   ledger: defaultsOf(LedgerSchema),
   log: defaultsOf(LogSchema),
   metrics: defaultsOf(MetricsSchema),

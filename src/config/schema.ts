@@ -28,6 +28,7 @@ import { checkSchema } from './schema-check.js';
 import { readServer, type ServerConfig, ServerSchema } from './server.js';
 import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
 import { type TracingConfig, TracingSchema } from './tracing.js';
+import { TransactionsSchema } from './transactions.js';
 
 export type { ChainConfig, UpstreamConfig } from './chains.js';
 export type { ChainRu, MethodDeny, MethodRules } from './method-policy.js';
@@ -55,6 +56,7 @@ export const ConfigSchema = Type.Object(
     sse: SseSchema,
     cache: CacheSchema,
     filters: FiltersSchema,
+    transactions: TransactionsSchema,
     log: LogSchema,
     metrics: MetricsSchema,
     tracing: TracingSchema,
@@ -77,6 +79,7 @@ export interface Config {
   sse: Static<typeof SseSchema>;
   cache: Static<typeof CacheSchema>;
   filters: Static<typeof FiltersSchema>;
+  transactions: Static<typeof TransactionsSchema>;
   ledger: Static<typeof LedgerSchema>;
   usage: Static<typeof UsageSchema>;
   /** A separate listener for the management REST; undefined: served on the main listener. */
@@ -144,6 +147,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     sse: c.sse,
     cache: c.cache,
     filters: c.filters,
+    transactions: c.transactions,
     log: c.log,
     metrics,
     tracing: c.tracing,

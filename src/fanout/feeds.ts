@@ -10,10 +10,11 @@ import { stopLink } from './feed-link.js';
 import { attach, holdFeed } from './feed-subscription.js';
 import { FeedsState, retire } from './feeds-state.js';
 import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
+import { createFinalFeed, type FinalityView } from './final-feed.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';
 
-export type FeedKind = 'newHeads' | 'logs' | 'newPendingTransactions';
+export type FeedKind = 'newHeads' | 'logs' | 'newPendingTransactions' | 'newFinalizedHeads' | 'newSafeHeads' | 'transactionStatus';
 
 export interface FeedListener {
   /** One notification's `result`, as JSON text, in delivery order. */
@@ -89,6 +90,11 @@ export interface FeedsOptions {
    *  of one node, whose head is the one served). */
   servedHead?: ServedHeadView;
   log: FeedsLog;
+  /** The chain's finality, which newFinalizedHeads and newSafeHeads follow (final-feed.ts). Default: none known. */
+  finality?: FinalityView;
+  /** Where a transactionStatus subscription goes (chain/tx-watch.ts): no upstream subscription, the watch's own
+   *  news. Default: none, and such a subscribe is lost at once. */
+  transactionStatus?(hash: string, listener: FeedListener): FeedHold;
   /** Backoff, linger, outage and backfill timers. Default: the real clock. */
   timers?: Timers;
   /** Jitter source in [0, 1). Default Math.random. */
@@ -161,6 +167,11 @@ export function feedKey(kind: FeedKind, params: unknown): string {
       return params === true ? 'newPendingTransactions:full' : 'newPendingTransactions';
     case 'logs':
       return `logs:${logFilterKey(params ?? {})}`;
+    case 'newFinalizedHeads':
+    case 'newSafeHeads':
+      return kind;
+    case 'transactionStatus':
+      return `transactionStatus:${String(params).toLowerCase()}`;
   }
 }
 
@@ -186,7 +197,23 @@ function feedFor(state: FeedsState, kind: FeedKind, params: unknown): { key: str
       const filter = (params ?? {}) as Record<string, unknown>;
       return { key, make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }) };
     }
+    case 'newFinalizedHeads':
+    case 'newSafeHeads': {
+      const finality = opts.finality ?? NO_FINALITY;
+      const tag = kind === 'newFinalizedHeads' ? 'finalized' : 'safe';
+      return { key, make: () => createFinalFeed(tag, { finality, maxBackfillBlocks, log: opts.log }) };
+    }
+    case 'transactionStatus':
+      throw new Error('feeds: transactionStatus has no upstream subscription');
   }
+}
+
+const NO_FINALITY: FinalityView = { finalized: () => null, safe: () => null };
+
+/** A hold whose listener was lost at once: what a transactionStatus subscribe gets on feeds without a watch. */
+function lostHold(listener: FeedListener, reason: string): FeedHold {
+  queueMicrotask(() => listener.lost(reason));
+  return { remove() {}, live: () => false, whenLive: async () => reason };
 }
 
 export function createFeeds(opts: FeedsOptions): Feeds {
@@ -201,6 +228,11 @@ export function createFeeds(opts: FeedsOptions): Feeds {
   return {
     subscribe(kind, params, listener) {
       if (state.closed) throw new Error('feeds: subscribe after close');
+      if (kind === 'transactionStatus')
+        return (
+          opts.transactionStatus?.(String(params).toLowerCase(), listener) ??
+          lostHold(listener, 'transactions are not watched on this chain')
+        );
       const { key, make } = feedFor(state, kind, params);
       return holdFeed(state, key, kind, make, listener);
     },

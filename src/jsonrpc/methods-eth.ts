@@ -48,6 +48,9 @@ const SUBSCRIPTIONS: ReadonlyMap<string, readonly ParamRule[]> = new Map([
   ['newHeads', [SUBSCRIPTION_NAME]],
   ['logs', [SUBSCRIPTION_NAME, { ...FILTER, optional: true }]],
   ['newPendingTransactions', [SUBSCRIPTION_NAME, optional('fullTransactions', checkBoolean)]],
+  ['newFinalizedHeads', [SUBSCRIPTION_NAME]],
+  ['newSafeHeads', [SUBSCRIPTION_NAME]],
+  ['transactionStatus', [SUBSCRIPTION_NAME, TX_HASH]],
 ]);
 
 function shapeSubscription(params: unknown[]): unknown[] | string {
@@ -106,6 +109,8 @@ export const ETH_METHODS: ReadonlyArray<readonly [string, MethodRule]> = [
   ],
   // A transaction: never re-sent (broadcast.ts sends it once to each node, all at once), never shared.
   ['eth_sendRawTransaction', { ru: 200, params: [required('signedTransaction', checkData)], repeatable: false, shareable: false }],
+  // The gateway's own: the watch of a transaction sent through it (chain/tx-watch.ts), free, down the filters' road.
+  ['chaingate_getTransactionStatus', { ru: 0, params: [TX_HASH], filter: true }],
   ['eth_getTransactionReceipt', { ru: 15, params: [TX_HASH], cache: 'hash-param', nullIfMissing: true, answerCheck: 'receipts' }],
   ['web3_sha3', { ru: 15, params: [required('data', checkData)], answer: answerSha3 }],
   ['eth_newFilter', { ru: 15, params: [FILTER], ...FILTER_CHANGE }],

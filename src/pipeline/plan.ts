@@ -7,6 +7,7 @@ import type { GatewayContext } from './context.js';
 import type { ChainRuntime } from '../chain/runtime.js';
 import { abandonCall, type Admission, admitCost, type Caller, countRefusal, settleCall, takeRequest } from './admission.js';
 import { answerFilterCall } from './filter-calls.js';
+import { sentTransactionWatch } from './tx-watching.js';
 import { methodRefusal } from './method-gate.js';
 import { takeMethodLimit } from './method-limits.js';
 import type { AnswerSink, ForwardCall } from './forward.js';
@@ -31,6 +32,8 @@ export interface Forward {
   paramsJson: string;
   idText: string;
   admission: Extract<Admission, { ok: true }>;
+  /** eth_sendRawTransaction: starts the watch of the transaction a node accepted (tx-watching.ts); absent: none. */
+  watch?: (hash: string) => void;
 }
 
 /** A call the gateway answers itself once admitted: a subscription call over a WebSocket, a filter call. */
@@ -258,8 +261,14 @@ function planChecked(
       paramsJson: check.params === item.params && item.paramsText !== null ? item.paramsText : JSON.stringify(check.params),
       idText: item.idText,
       admission,
+      ...watchOf(ctx, chain, caller, row, check.params),
     },
   };
+}
+
+function watchOf(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, row: MethodRow, params: unknown[]): Pick<Forward, 'watch'> {
+  const watch = row.name === 'eth_sendRawTransaction' ? sentTransactionWatch(ctx, chain, caller, params) : null;
+  return watch === null ? {} : { watch };
 }
 
 export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;

@@ -89,11 +89,12 @@ function answerFromCache(ctx: GatewayContext, f: Forward, result: Buffer, sink: 
 /**
  * What the gateway learns from a whole answer: a final result goes into the cache, a block number
  * updates the head, a transaction hash feeds pending-transaction filters that have no upstream
- * subscription. Null when the call teaches nothing, so most answers are never parsed.
+ * subscription and starts the transaction's watch (Forward.watch). Null when the call teaches nothing, so most answers are never parsed.
  */
 function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): ((body: Buffer) => void) | null {
   const filters = f.method === 'eth_sendRawTransaction' && chain.filters.takesSentTransactions() ? chain.filters : undefined;
-  if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined) return null;
+  const watch = f.watch;
+  if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined && watch === undefined) return null;
   const { cache, head: chainHead, finality } = chain;
   const depth = chain.config.finality_depth;
   // As the call starts: an answer from the old chain that arrives after a reset is kept where nothing reads it.
@@ -118,8 +119,10 @@ function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): 
       if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) chainHead.note(Number(result));
       return;
     }
-    if (filters !== undefined) {
-      if (typeof result === 'string') filters.notePendingTransaction(result);
+    if (f.method === 'eth_sendRawTransaction') {
+      if (typeof result !== 'string') return;
+      filters?.notePendingTransaction(result);
+      watch?.(result);
       return;
     }
     const keep = (final: number | null): void => {

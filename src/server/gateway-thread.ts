@@ -168,6 +168,7 @@ function chainOptions(
     feedsLog: t.feedsLog,
     responseCache: t.responseCache,
     filters: c.filters,
+    transactions: c.transactions,
     stopping: () => ctx().stopping,
     subscriptionMetering: {
       // Read at each delivery, so a reload's price applies to subscriptions already open.

@@ -77,6 +77,7 @@ t.test('allowlist and RU table', async (t) => {
       eth_feeHistory: 15,
       eth_getBlockByHash: 20,
       eth_sendRawTransaction: 200,
+      chaingate_getTransactionStatus: 0,
       eth_getTransactionReceipt: 15,
       web3_sha3: 15,
       eth_newFilter: 15,
@@ -166,7 +167,7 @@ t.test("the rows' traits: which methods are not safe to repeat, not shared, filt
   );
   t.same(
     named((r) => r.filter),
-    ['eth_getFilterLogs', ...filterChanges].sort(),
+    ['chaingate_getTransactionStatus', 'eth_getFilterLogs', ...filterChanges].sort(),
   );
   t.same(
     named((r) => r.wsLocal),
@@ -500,6 +501,11 @@ t.test('subscriptions', async (t) => {
   );
   forwarded(t, 'eth_subscribe', ['newPendingTransactions'], WS);
   forwarded(t, 'eth_subscribe', ['newPendingTransactions', true], WS);
+  forwarded(t, 'eth_subscribe', ['newFinalizedHeads'], WS);
+  forwarded(t, 'eth_subscribe', ['newSafeHeads'], WS);
+  forwarded(t, 'eth_subscribe', ['transactionStatus', `0x${'ab'.repeat(32)}`], WS);
+  refused(t, 'eth_subscribe', ['transactionStatus'], /missing 'transactionHash'/, WS);
+  refused(t, 'eth_subscribe', ['transactionStatus', '0x12'], /'transactionHash' must be/, WS);
   const bad: Array<[unknown[], string]> = [
     [[], `invalid params: missing 'subscription'`],
     [['syncingX'], `invalid params: 'subscription' must be one of newHeads, logs, newPendingTransactions`],
