@@ -12,7 +12,7 @@ import { runUpstream, UPSTREAM_EXIT } from './cli/upstream.js';
 import { isStoreCommand, runStoreCommand } from './cli/tenancy.js';
 import { copyStore } from './cli/store-copy.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel, errorText } from './log.js';
-import { type Gateway, type ReloadOutcome, startGateway } from './server/app.js';
+import type { Gateway, ReloadOutcome } from './server/app.js';
 import { restartOnlyChanges } from './config/restart-keys.js';
 import { uws } from './server/uws.js';
 
@@ -86,6 +86,8 @@ async function serve(configPath: string, env: NodeJS.ProcessEnv, log: Logger): P
   const config = loadReadyConfigOrExit(configPath, env);
   if (process.env.CHAINGATE_LOG_LEVEL === undefined) log.setLevel(config.log.level);
   uws();
+  // Loaded here: the gateway's modules (uWS, the pipeline, the chains) are not needed for help or an operator command.
+  const { startGateway } = await import('./server/app.js');
   const gateway = await startGateway(config, { log });
   log.info('config loaded', { file: configPath, chains: Object.keys(config.chains).join(',') });
   log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
@@ -223,6 +225,11 @@ async function main(argv: string[]): Promise<void> {
     case 'status':
     case 'upstream cordon':
     case 'upstream uncordon': {
+      const [chain, node] = positionals;
+      if (spec.words !== 'status' && (chain === undefined || node === undefined)) {
+        process.stderr.write(usageErrorText(`missing ${chain === undefined ? 'CHAIN and NODE' : 'NODE'}`, spec.words));
+        process.exit(UPSTREAM_EXIT.badArguments);
+      }
       // Exit 1 means a chain without a node (or a refused cordon) here, so a config that cannot be read is the other failure, 2.
       const loaded = loadConfigFile(configPath, envOrExit(stringOption(args, 'env-file')));
       if (!loaded.ok) {
@@ -232,12 +239,7 @@ async function main(argv: string[]): Promise<void> {
       const out = (s: string): boolean => process.stdout.write(s);
       const err = (s: string): boolean => process.stderr.write(s);
       if (spec.words === 'status') process.exit(await runStatus(loaded.config, configPath, out, err, args.options.has('json')));
-      const [chain, node] = positionals;
-      if (chain === undefined || node === undefined) {
-        process.stderr.write(usageErrorText(`missing ${chain === undefined ? 'CHAIN and NODE' : 'NODE'}`, spec.words));
-        process.exit(UPSTREAM_EXIT.badArguments);
-      }
-      process.exit(await runUpstream(loaded.config, configPath, [spec.words.split(' ')[1]!, chain, node], out, err));
+      process.exit(await runUpstream(loaded.config, configPath, [spec.words.split(' ')[1]!, chain!, node!], out, err));
       return;
     }
     case 'devnet': {
