@@ -102,7 +102,11 @@ export function groupHelp(prefix: string): string {
     `Commands of chaingate ${prefix}:`,
     ...columns(rows, '  ', 40),
     '',
-    `Each takes --config FILE. Run 'chaingate ${prefix} COMMAND --help' for its options and exit status.`,
+    ...wrap(
+      `${commandsUnder(prefix).every((c) => c.options.some((o) => o.name === 'config')) ? 'Each takes --config FILE. ' : ''}` +
+        `Run 'chaingate ${prefix} COMMAND --help' for its options and exit status.`,
+      WIDTH,
+    ),
     '',
   ].join('\n');
 }
