@@ -1,40 +1,20 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { intOption, parseArgs, stringOption } from './cli/args.js';
+import { intOption, type ParsedArgs, stringOption } from './cli/args.js';
+import { readCommandLine } from './cli/command-line.js';
+import { usageErrorText } from './cli/help.js';
 import { loadConfigFile, loadStoreConfigFile, type StoreConfig } from './config/load.js';
 import { readEnvFile, withEnvFile } from './config/env-file.js';
 import { preflightConfig, preflightNotes } from './config/preflight.js';
 import type { Config } from './config/schema.js';
 import { runStatus, STATUS_EXIT } from './cli/status.js';
-import { runUpstream, UPSTREAM_EXIT, UPSTREAM_USAGE } from './cli/upstream.js';
-import { runTenancyCommand, TENANCY_COMMANDS, TENANCY_USAGE } from './cli/tenancy.js';
-import { copyStore, STORE_USAGE } from './cli/store-copy.js';
+import { runUpstream, UPSTREAM_EXIT } from './cli/upstream.js';
+import { isStoreCommand, runStoreCommand } from './cli/tenancy.js';
+import { copyStore } from './cli/store-copy.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel, errorText } from './log.js';
-import { type Gateway, type ReloadOutcome, startGateway } from './server/app.js';
+import type { Gateway, ReloadOutcome } from './server/app.js';
 import { restartOnlyChanges } from './config/restart-keys.js';
 import { uws } from './server/uws.js';
-
-const USAGE = `chaingate: a gateway in front of Ethereum execution and consensus nodes
-
-Usage:
-  chaingate serve --config FILE         run the gateway (what the systemd unit runs)
-  chaingate check-config --config FILE  validate a config file and what it names (TLS files, storage, plans
-                                        in use); exit 0 when valid, 1 with every error
-  chaingate status --config FILE        ask the running daemon (its metrics listener) how each chain and
-                                        upstream is doing; exit 0 ready, 1 a chain without a node, 2 unreachable
-${UPSTREAM_USAGE}
-  chaingate devnet [--port N]           run a local anvil devnet with the gateway in front (npm start)
-  chaingate --version
-
-A relative storage.path is read from the config file's folder. Only serve creates the database (the
-devnet makes its own); every other command refuses a missing one. --env-file FILE (any command that
-takes --config) reads a systemd EnvironmentFile (KEY=VALUE lines, # comments, optional quotes) for the
-config's \${NAME} references; its variables win over the process environment, as the unit's
-EnvironmentFile makes the service's. Operator commands read only the config's storage and plans, so a
-\${NAME} elsewhere (an upstream's token) need not be set for them.
-
-${TENANCY_USAGE}
-${STORE_USAGE}`;
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -106,6 +86,8 @@ async function serve(configPath: string, env: NodeJS.ProcessEnv, log: Logger): P
   const config = loadReadyConfigOrExit(configPath, env);
   if (process.env.CHAINGATE_LOG_LEVEL === undefined) log.setLevel(config.log.level);
   uws();
+  // Loaded here: the gateway's modules (uWS, the pipeline, the chains) are not needed for help or an operator command.
+  const { startGateway } = await import('./server/app.js');
   const gateway = await startGateway(config, { log });
   log.info('config loaded', { file: configPath, chains: Object.keys(config.chains).join(',') });
   log.info('listening', { address: `${config.server.tls ? 'https' : 'http'}://${config.server.host}:${gateway.port}` });
@@ -167,48 +149,16 @@ function reloadOnHangup(path: string, env: NodeJS.ProcessEnv, started: Config, g
   };
 }
 
-/** The value of option `--name` in a command line that main does not parse itself. */
-function optionArg(argv: readonly string[], name: string): string | undefined {
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === `--${name}`) return argv[i + 1];
-    if (a.startsWith(`--${name}=`)) return a.slice(`--${name}=`.length);
-  }
-  return undefined;
-}
-
 /** `chaingate store copy --from FILE --to URL`: exit 0 copied, 1 refused, 2 a bad command line. */
-async function storeCommand(argv: readonly string[]): Promise<number> {
-  let args: ReturnType<typeof parseArgs>;
-  try {
-    args = parseArgs(argv, ['from', 'to'], ['help']);
-  } catch (err) {
-    process.stderr.write(`chaingate store: ${errorText(err)}\n`);
-    return 2;
-  }
-  if (args.options.has('help')) {
-    process.stdout.write(STORE_USAGE);
-    return 0;
-  }
-  const [sub, ...extra] = args.positionals;
-  const from = stringOption(args, 'from');
-  const to = stringOption(args, 'to');
-  const problem =
-    sub !== 'copy'
-      ? `unknown store command '${sub ?? ''}' (store copy)`
-      : extra.length > 0
-        ? `unexpected argument '${extra[0]}'`
-        : from === undefined
-          ? 'missing --from FILE'
-          : to === undefined || !/^postgres(ql)?:\/\//.test(to)
-            ? '--to must be a postgres:// URL'
-            : null;
-  if (problem !== null) {
-    process.stderr.write(`chaingate store: ${problem}\n\n${STORE_USAGE}`);
+async function storeCopy(args: ParsedArgs): Promise<number> {
+  const from = stringOption(args, 'from')!;
+  const to = stringOption(args, 'to')!;
+  if (!/^postgres(ql)?:\/\//.test(to)) {
+    process.stderr.write(usageErrorText('--to must be a postgres:// URL', 'store copy'));
     return 2;
   }
   try {
-    const report = await copyStore(from!, to!, (line) => process.stdout.write(`${line}\n`));
+    const report = await copyStore(from, to, (line) => process.stdout.write(`${line}\n`));
     const total = report.rows.reduce((n, r) => n + r.rows, 0);
     process.stdout.write(`copied ${total} rows; balances add up to ${report.balances} RU on both sides\n`);
     return 0;
@@ -218,98 +168,103 @@ async function storeCommand(argv: readonly string[]): Promise<number> {
   }
 }
 
-async function main(argv: string[]): Promise<void> {
-  if (argv[0] === 'store') process.exit(await storeCommand(argv.slice(1)));
-  if (argv[0] !== undefined && TENANCY_COMMANDS.has(argv[0])) {
-    if (argv.includes('--help')) {
-      process.stdout.write(TENANCY_USAGE);
-      return;
-    }
-    const path = optionArg(argv, 'config');
-    if (path === undefined) throw new Error(`${argv[0]} needs --config FILE`);
-    const code = await runTenancyCommand(
-      argv,
-      loadStoreConfigOrExit(path, envOrExit(optionArg(argv, 'env-file'))),
-      (s) => process.stdout.write(s),
-      (s) => process.stderr.write(s),
-    );
-    process.exit(code);
-  }
-  // CHAINGATE_LOG_LEVEL wins over the config's log.level: a one-off debug run without editing the file.
+/** The log of serve and devnet: CHAINGATE_LOG_LEVEL wins over the config's log.level (a one-off debug run without editing the file). */
+function logOrExit(): Logger {
   const envLevel = process.env.CHAINGATE_LOG_LEVEL;
-  if (envLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(envLevel))
-    throw new Error(`CHAINGATE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got '${envLevel}')`);
-  const log = createLogger((envLevel as LogLevel | undefined) ?? 'info');
-  const args = parseArgs(argv, ['config', 'port', 'env-file'], ['help', 'version']);
-  const [command] = args.positionals;
-  if (args.options.has('version')) {
-    process.stdout.write(`chaingate ${version()}\n`);
+  if (envLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(envLevel)) {
+    process.stderr.write(`chaingate: CHAINGATE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got '${envLevel}')\n`);
+    process.exit(1);
+  }
+  return createLogger((envLevel as LogLevel | undefined) ?? 'info');
+}
+
+/** `n chain` or `n chains`. */
+const chainsText = (n: number): string => `${n} chain${n === 1 ? '' : 's'}`;
+
+/** Runs the command the command line names (commands.ts); every path ends in process.exit or a running daemon. */
+async function main(argv: string[]): Promise<void> {
+  const line = readCommandLine(argv);
+  if (line.kind === 'help') {
+    process.stdout.write(line.text);
     return;
   }
-  if (args.options.has('help') || command === undefined || command === 'help') {
-    process.stdout.write(USAGE);
-    return;
+  if (line.kind === 'usage') {
+    process.stderr.write(usageErrorText(line.message, line.words));
+    process.exit(2);
   }
-  const configPath = stringOption(args, 'config');
-  const env = envOrExit(stringOption(args, 'env-file'));
-  switch (command) {
+  const { spec, args, positionals } = line;
+  // Every command that reads a config requires --config (commands.ts): the table checked it is here.
+  const configPath = stringOption(args, 'config')!;
+  if (isStoreCommand(spec)) {
+    const config = loadStoreConfigOrExit(configPath, envOrExit(stringOption(args, 'env-file')));
+    process.exit(
+      await runStoreCommand(
+        line,
+        config,
+        (s) => process.stdout.write(s),
+        (s) => process.stderr.write(s),
+      ),
+    );
+  }
+  switch (spec.words) {
+    case 'version':
+      process.stdout.write(`chaingate ${version()}\n`);
+      return;
+    case 'store copy':
+      process.exit(await storeCopy(args));
+      return;
     case 'serve':
-      if (!configPath) throw new Error('serve needs --config FILE');
-      await serve(configPath, env, log);
+      await serve(configPath, envOrExit(stringOption(args, 'env-file')), logOrExit());
       return;
     case 'check-config': {
-      if (!configPath) throw new Error('check-config needs --config FILE');
-      const config = loadReadyConfigOrExit(configPath, env);
-      process.stdout.write(`${configPath}: valid (${Object.keys(config.chains).length} chains)\n`);
+      const config = loadReadyConfigOrExit(configPath, envOrExit(stringOption(args, 'env-file')));
+      process.stdout.write(`${configPath}: valid (${chainsText(Object.keys(config.chains).length)})\n`);
       for (const note of preflightNotes(config)) process.stdout.write(`  ${note}\n`);
       return;
     }
-    case 'status': {
-      if (!configPath) throw new Error('status needs --config FILE');
-      // Exit 1 means a chain without a node here, so a config that cannot be read is the other failure, 2.
-      const loaded = loadConfigFile(configPath, env);
+    case 'status':
+    case 'upstream cordon':
+    case 'upstream uncordon': {
+      const [chain, node] = positionals;
+      if (spec.words !== 'status' && (chain === undefined || node === undefined)) {
+        process.stderr.write(usageErrorText(`missing ${chain === undefined ? 'CHAIN and NODE' : 'NODE'}`, spec.words));
+        process.exit(UPSTREAM_EXIT.badArguments);
+      }
+      // Exit 1 means a chain without a node (or a refused cordon) here, so a config that cannot be read is the other failure, 2.
+      const loaded = loadConfigFile(configPath, envOrExit(stringOption(args, 'env-file')));
       if (!loaded.ok) {
         process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
         process.exit(STATUS_EXIT.unreachable);
       }
-      const code = await runStatus(
-        loaded.config,
-        configPath,
-        (s) => process.stdout.write(s),
-        (s) => process.stderr.write(s),
-      );
-      process.exit(code);
-      return;
-    }
-    case 'upstream': {
-      if (!configPath) throw new Error('upstream needs --config FILE');
-      const loaded = loadConfigFile(configPath, env);
-      if (!loaded.ok) {
-        process.stderr.write(`${configPath}: invalid configuration:\n  ${loaded.errors.join('\n  ')}\n`);
-        process.exit(UPSTREAM_EXIT.unreachable);
-      }
-      const code = await runUpstream(
-        loaded.config,
-        configPath,
-        args.positionals.slice(1),
-        (s) => process.stdout.write(s),
-        (s) => process.stderr.write(s),
-      );
-      process.exit(code);
+      const out = (s: string): boolean => process.stdout.write(s);
+      const err = (s: string): boolean => process.stderr.write(s);
+      if (spec.words === 'status') process.exit(await runStatus(loaded.config, configPath, out, err, args.options.has('json')));
+      process.exit(await runUpstream(loaded.config, configPath, [spec.words.split(' ')[1]!, chain!, node!], out, err));
       return;
     }
     case 'devnet': {
+      let port: number;
+      try {
+        port = intOption(args, 'port', 0, 65535) ?? 8080;
+      } catch (e) {
+        process.stderr.write(usageErrorText(errorText(e), 'devnet'));
+        process.exit(2);
+      }
+      const log = logOrExit();
       uws();
-      const port = intOption(args, 'port', 0, 65535) ?? 8080;
       // Loaded here only: the devnet's beacon node brings Lodestar's types (~0.3 s to import), which serve and the other commands never use.
       const { devnetBanner, startDevnet } = await import('./devnet/devnet.js');
       const devnet = await startDevnet({ port, log });
       process.stdout.write(devnetBanner(devnet));
-      stopOnSignal(log, () => devnet.stop());
+      stopOnSignal(log, async () => {
+        await devnet.stop();
+        log.info('stopped');
+      });
       return;
     }
     default:
-      throw new Error(`unknown command '${command}'\n\n${USAGE}`);
+      // A command of the table that main does not run is a bug of this file, not of the command line.
+      throw new Error(`command '${spec.words}' has no runner`);
   }
 }
 

@@ -1,8 +1,10 @@
 import type { Chain } from './api.js';
 import { byId, copyButton, fillRows, h } from './dom.js';
 
-function urlCell(label: string, url: string | null): HTMLElement {
+/** A URL with its scheme as its label (HTTP or HTTPS, WS or WSS: a devnet's are plain), and a copy button. */
+function urlCell(url: string | null): HTMLElement {
   if (url === null) return h('span');
+  const label = url.slice(0, url.indexOf(':')).toUpperCase();
   return h(
     'div',
     { class: 'value' },
@@ -21,7 +23,7 @@ export function showNetworks(chains: Chain[]): void {
       h('th', { scope: 'row' }, c.name === c.slug ? c.slug : `${c.name} (${c.slug})`),
       h('td', {}, c.kind === 'evm' ? 'JSON-RPC' : 'Beacon'),
       h('td', { 'data-label': 'Chain id' }, c.chain_id === null ? '–' : String(c.chain_id)),
-      h('td', { class: 'urls' }, urlCell('HTTPS', c.public_https_url), urlCell('WSS', c.public_wss_url)),
+      h('td', { class: 'urls' }, urlCell(c.public_https_url), urlCell(c.public_wss_url)),
     ),
   );
   fillRows(byId<HTMLTableSectionElement>('networks').querySelector('tbody')!, rows, 'This gateway serves no network.', 4);

@@ -1,13 +1,15 @@
-// The operator commands on one endpoint's restrictions and key (issue 31): `endpoint set ID --flags` and
-// `endpoint rotate ID [--grace D]`. The flags are turned into the management API's body (one flag per
+// The operator commands on one endpoint: `endpoint create` (issue 34: for an owner, within its plan's
+// limit, as the management API makes one), `endpoint delete ID`, and its restrictions and key (issue 31):
+// `endpoint set ID --flags` and `endpoint rotate ID [--grace D]`. The flags are turned into the management API's body (one flag per
 // field, `none` clears it) and checked by fences/settings.ts, whose problems come back named by flag.
 import { readFileSync } from 'node:fs';
 import { applyFencePatch, type FenceProblem, type FenceSettings, NO_FENCES } from '../fences/settings.js';
-import { ROTATION_GRACE_S } from '../server/management-fences.js';
+import { endpointView, ROTATION_GRACE_S } from '../server/management-fences.js';
 import { errorText } from '../log.js';
+import { nameProblem } from '../tenancy/names.js';
 import { type ParsedArgs, stringOption } from './args.js';
-import { formatTable, formatTime } from './table.js';
-import { type Io, RefusedError, UsageError } from './tenancy-io.js';
+import { formatTable, formatTime, isoTime } from './table.js';
+import { type Io, ownerId as ownerIdOf, RefusedError, UsageError } from './tenancy-io.js';
 
 /** Each flag of `endpoint set` and the settings field it writes, in the order `--help` lists them. */
 export const SETTING_FLAGS: Readonly<Record<string, keyof FenceSettings>> = Object.freeze({
@@ -155,7 +157,7 @@ export async function endpointRotate(io: Io, json: boolean, a: string | undefine
   if (rotated === null) throw new RefusedError(`no endpoint ${id}`);
   const ends = rotated.previousKeyExpiresAt;
   if (json) {
-    const expires = ends === null ? null : new Date(ends * 1000).toISOString();
+    const expires = ends === null ? null : isoTime(ends);
     io.out(`${JSON.stringify({ id, api_key: rotated.apiKey, previous_key_expires_at: expires })}\n`);
     return;
   }
@@ -166,4 +168,58 @@ export async function endpointRotate(io: Io, json: boolean, a: string | undefine
         ? 'the previous key is refused from now on\n'
         : `the previous key${previous === null ? '' : ` (${previous}…)`} works until ${formatTime(ends)}\n`),
   );
+}
+
+/** The chain an endpoint is made for: --chain, which the config must list, or the config's only chain. */
+function chainOf(io: Io): string {
+  const slugs = Object.keys(io.config.chains);
+  const asked = stringOption(io.args, 'chain');
+  if (slugs.length === 0) throw new RefusedError('the config lists no chains (chains:), so an endpoint can serve none');
+  if (asked === undefined) {
+    if (slugs.length === 1) return slugs[0]!;
+    throw new UsageError(`missing --chain SLUG: the config has several chains (${slugs.join(', ')})`);
+  }
+  if (!Object.hasOwn(io.config.chains, asked)) throw new UsageError(`--chain: unknown chain '${asked}' (chains: ${slugs.join(', ')})`);
+  return asked;
+}
+
+/**
+ * `endpoint create --owner ID --name NAME [--chain SLUG]`: what `POST /api/dashboard/endpoints` does for
+ * the owner, with the same checks: a name nameProblem accepts, a configured chain, a live owner and its
+ * plan's max_endpoints (counted and inserted in one transaction by the account store). The key is shown
+ * once; the JSON is the API's answer less its URLs (the CLI reads no server section), plus owner_id.
+ */
+export async function endpointCreate(io: Io, json: boolean): Promise<void> {
+  const owner = ownerIdOf(stringOption(io.args, 'owner'), '--owner');
+  const name = stringOption(io.args, 'name')?.trim();
+  if (!name) throw new UsageError('missing --name NAME');
+  const problem = nameProblem(name);
+  if (problem !== null) throw new UsageError(`--name ${problem}`);
+  const chain = chainOf(io);
+  const accounts = await io.accounts();
+  const record = await accounts.owner(owner);
+  if (record === null) throw new RefusedError(`no owner ${owner}`);
+  if (record.suspended) throw new RefusedError(`owner ${owner} is suspended: its keys are refused (owner resume ${owner} first)`);
+  const max = io.config.plans[record.plan]?.max_endpoints ?? 0;
+  const made = await accounts.createEndpoint(owner, chain, name, max);
+  if (made.kind === 'refused') {
+    throw new RefusedError(
+      made.error === 'limit'
+        ? `Endpoint limit reached: plan '${record.plan}' allows ${max} endpoints (owner ${owner}; plans.${record.plan}.max_endpoints)`
+        : `no owner ${owner}`,
+    );
+  }
+  const e = made.endpoint;
+  io.out(
+    json
+      ? `${JSON.stringify({ ...endpointView(e), owner_id: owner, api_key: made.apiKey })}\n`
+      : `endpoint ${e.id} created for owner ${owner} on ${chain}\nAPI key (shown once, keep it secret): ${made.apiKey}\n`,
+  );
+}
+
+/** `endpoint delete ID`: the daemon refuses its key and closes its connections once it sees the change (within a second). */
+export async function endpointDelete(io: Io, a: string | undefined): Promise<void> {
+  const { id, ownerId } = await ownerOf(io, a);
+  if (!(await (await io.accounts()).deleteEndpoint(ownerId, id))) throw new RefusedError(`no endpoint ${id}`);
+  io.out(`endpoint ${id} deleted: its key is refused from now on\n`);
 }

@@ -91,8 +91,14 @@ export function daemonUrl(m: NonNullable<Config['metrics']>, path: string): stri
   return `http://${host.includes(':') ? `[${host}]` : host}:${m.port}${path}`;
 }
 
-/** Runs the command; resolves with its exit code after writing to `out` / `err`. */
-export async function runStatus(config: Config, configPath: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+/** Runs the command; resolves with its exit code after writing to `out` / `err` (`json`: the report as the daemon sent it). */
+export async function runStatus(
+  config: Config,
+  configPath: string,
+  out: (s: string) => void,
+  err: (s: string) => void,
+  json = false,
+): Promise<number> {
   const m = config.metrics;
   if (m === undefined) {
     err(`chaingate status: ${configPath} turns the metrics listener off (metrics.enabled: false), and status asks the daemon through it\n`);
@@ -115,6 +121,6 @@ export async function runStatus(config: Config, configPath: string, out: (s: str
     err(`chaingate status: cannot reach the daemon at ${url} (${cause}): is chaingate running with ${configPath}?\n`);
     return STATUS_EXIT.unreachable;
   }
-  out(formatStatus(report));
+  out(json ? `${JSON.stringify(report)}\n` : formatStatus(report));
   return Object.values(report.chains).every((c) => c.ready) ? STATUS_EXIT.ready : STATUS_EXIT.notReady;
 }

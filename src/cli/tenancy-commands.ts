@@ -7,8 +7,8 @@ import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
 import { nameProblem } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
 import { stringOption } from './args.js';
-import { endpointRotate, endpointSet } from './endpoint-commands.js';
-import { formatTable, formatTime } from './table.js';
+import { endpointCreate, endpointDelete, endpointRotate, endpointSet } from './endpoint-commands.js';
+import { formatTable, formatTime, isoTime } from './table.js';
 import { found, type Io, ownerId, plan, RefusedError, requireRu, UsageError } from './tenancy-io.js';
 
 async function ownerCreate(io: Io, json: boolean): Promise<void> {
@@ -39,7 +39,7 @@ async function ownerList(io: Io, json: boolean): Promise<void> {
           ru_balance: o.ruBalance,
           suspended: o.suspended,
           endpoints: o.endpoints,
-          created_at: o.createdAt,
+          created_at: isoTime(o.createdAt),
         })),
       )}\n`,
     );
@@ -95,9 +95,18 @@ async function ownerKeyCreate(io: Io, json: boolean, a: string | undefined): Pro
   );
 }
 
-async function ownerKeyList(io: Io, a: string | undefined): Promise<void> {
+async function ownerKeyList(io: Io, json: boolean, a: string | undefined): Promise<void> {
   const id = ownerId(a);
   const keys = found(await (await io.accounts()).listManagementKeys(id), id);
+  if (json) {
+    const rows = keys.map((k) => ({
+      key_prefix: k.keyPrefix,
+      created_at: isoTime(k.createdAt),
+      revoked_at: k.revokedAt === null ? null : isoTime(k.revokedAt),
+    }));
+    io.out(`${JSON.stringify(rows)}\n`);
+    return;
+  }
   io.out(
     formatTable(
       ['PREFIX', 'CREATED', 'REVOKED'],
@@ -141,7 +150,7 @@ async function endpointList(io: Io, json: boolean): Promise<void> {
           name: e.name,
           network: e.network,
           key_prefix: e.keyPrefix,
-          created_at: e.createdAt,
+          created_at: isoTime(e.createdAt),
         })),
       )}\n`,
     );
@@ -189,7 +198,7 @@ export async function run(command: string, rest: string[], io: Io): Promise<void
     case 'owner key create':
       return ownerKeyCreate(io, json, a);
     case 'owner key list':
-      return ownerKeyList(io, a);
+      return ownerKeyList(io, json, a);
     case 'owner key revoke':
       return ownerKeyRevoke(io, a, b);
     case 'owner suspend':
@@ -197,8 +206,12 @@ export async function run(command: string, rest: string[], io: Io): Promise<void
       return ownerSuspend(io, command === 'owner suspend', a);
     case 'owner delete':
       return ownerDelete(io, a);
+    case 'endpoint create':
+      return endpointCreate(io, json);
     case 'endpoint list':
       return endpointList(io, json);
+    case 'endpoint delete':
+      return endpointDelete(io, a);
     case 'endpoint set':
       return endpointSet(io, json, a);
     case 'endpoint rotate':

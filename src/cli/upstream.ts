@@ -5,15 +5,14 @@
  * done (or already so), 1 when the daemon refused (no such chain or node), 2 when it cannot be asked.
  */
 import type { Config } from '../config/schema.js';
+import { usageErrorText } from './help.js';
 import { daemonUrl } from './status.js';
 
 /** How long the daemon gets to answer, in ms. */
 const ASK_TIMEOUT_MS = 5_000;
 
-export const UPSTREAM_EXIT = { done: 0, refused: 1, unreachable: 2 } as const;
-
-export const UPSTREAM_USAGE = `  chaingate upstream cordon CHAIN NODE --config FILE    take upstream NODE of CHAIN out of rotation (maintenance)
-  chaingate upstream uncordon CHAIN NODE --config FILE  put it back; both through the metrics listener, no reload`;
+/** Exit statuses; 2 is both a wrong command line (as for every command) and a daemon that cannot be asked. */
+export const UPSTREAM_EXIT = { done: 0, refused: 1, unreachable: 2, badArguments: 2 } as const;
 
 /** Runs the command (`args`: cordon|uncordon, CHAIN, NODE); resolves with its exit code. */
 export async function runUpstream(
@@ -25,8 +24,8 @@ export async function runUpstream(
 ): Promise<number> {
   const [action, chain, node] = args;
   if ((action !== 'cordon' && action !== 'uncordon') || chain === undefined || node === undefined || args.length !== 3) {
-    err(`usage:\n${UPSTREAM_USAGE}\n`);
-    return UPSTREAM_EXIT.refused;
+    err(usageErrorText('upstream takes cordon or uncordon, then CHAIN and NODE', 'upstream'));
+    return UPSTREAM_EXIT.badArguments;
   }
   const m = config.metrics;
   if (m === undefined) {

@@ -9,7 +9,11 @@ import { errorText } from '../log.js';
 export type LoadResult = { ok: true; config: Config } | { ok: false; errors: string[] };
 
 /** What the operator commands on the store (owner, endpoint, backup) read of a config: the store, and the plans' names. */
-export type StoreConfig = Pick<Config, 'storage' | 'plans'>;
+/**
+ * What the operator commands read of a config: its storage and plans, and its chains by slug (`endpoint
+ * create` checks a chain is configured; what each chain holds is not read, nor checked).
+ */
+export type StoreConfig = Pick<Config, 'storage' | 'plans'> & { readonly chains: Readonly<Record<string, unknown>> };
 export type StoreLoadResult = { ok: true; config: StoreConfig } | { ok: false; errors: string[] };
 
 /**
@@ -45,20 +49,37 @@ function deepFreeze<T>(v: T): T {
   return v;
 }
 
-function parseYamlText(text: string): { ok: true; raw: unknown } | { ok: false; errors: string[] } {
+/**
+ * A YAML syntax error in one line, complete: the file (when there is one), the line and column, and what
+ * is wrong. The parser's own message ends its first line with "at line L, column C:" before a snippet of
+ * the text; the snippet is left out, as the line may hold a secret (an upstream's token).
+ */
+export function yamlErrorText(err: unknown, file?: string): string {
+  const e = err as { message?: string; linePos?: Array<{ line: number; col: number }> };
+  const what = (e.message ?? errorText(err))
+    .split('\n')[0]!
+    .replace(/ at line \d+, column \d+:?$/, '')
+    .replace(/:$/, '');
+  const at = e.linePos?.[0];
+  const where = [file, at === undefined ? undefined : `line ${at.line}, column ${at.col}`].filter((w) => w !== undefined).join(', ');
+  return where === '' ? `YAML: ${what}` : `YAML: ${where}: ${what}`;
+}
+
+function parseYamlText(text: string, file?: string): { ok: true; raw: unknown } | { ok: false; errors: string[] } {
   try {
     return { ok: true, raw: parseYaml(text, { uniqueKeys: true }) };
   } catch (err) {
-    return { ok: false, errors: [`YAML: ${errorText(err).split('\n')[0]}`] };
+    return { ok: false, errors: [yamlErrorText(err, file)] };
   }
 }
 
 /**
  * Parses, interpolates and validates YAML text; the config comes back deep-frozen. Given `baseDir` (the
- * config file's folder), a relative `storage.path`, the default included, is resolved against it.
+ * config file's folder), a relative `storage.path`, the default included, is resolved against it; given
+ * `file` (its path), a YAML syntax error names it.
  */
-export function loadConfigText(text: string, env: NodeJS.ProcessEnv = process.env, baseDir?: string): LoadResult {
-  const parsed = parseYamlText(text);
+export function loadConfigText(text: string, env: NodeJS.ProcessEnv = process.env, baseDir?: string, file?: string): LoadResult {
+  const parsed = parseYamlText(text, file);
   if (!parsed.ok) return parsed;
   const errors: string[] = [];
   const interpolated = interpolate(parsed.raw, '', env, errors);
@@ -83,19 +104,19 @@ function readConfigFile(path: string): { ok: true; text: string } | { ok: false;
 /** The config file at `path`, whole (serve, check-config, status); a relative storage.path is read from its folder. */
 export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
   const file = readConfigFile(path);
-  return file.ok ? loadConfigText(file.text, env, dirname(resolve(path))) : file;
+  return file.ok ? loadConfigText(file.text, env, dirname(resolve(path)), path) : file;
 }
 
 /**
- * The `storage` and `plans` sections of the config file at `path`, all an operator command on the store
- * needs: `${NAME}` references are replaced in those two sections only, so a secret only the daemon uses
+ * The `storage` and `plans` sections of the config file at `path`, and its chains' slugs, all an operator
+ * command on the store needs: `${NAME}` references are replaced in those two sections only, so a secret only the daemon uses
  * (an upstream's token) need not be set for `owner list`, and the other sections are not checked (that
  * is check-config's and serve's work). A relative storage.path is read from the file's folder.
  */
 export function loadStoreConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): StoreLoadResult {
   const file = readConfigFile(path);
   if (!file.ok) return file;
-  const parsed = parseYamlText(file.text);
+  const parsed = parseYamlText(file.text, path);
   if (!parsed.ok) return parsed;
   if (!isObject(parsed.raw)) return { ok: false, errors: ['(top level): must be a mapping'] };
   const errors: string[] = [];
@@ -103,5 +124,6 @@ export function loadStoreConfigFile(path: string, env: NodeJS.ProcessEnv = proce
   const plans = readPlans(interpolate(parsed.raw.plans, 'plans', env, errors), errors);
   if (errors.length > 0) return { ok: false, errors };
   storage.path = resolve(dirname(resolve(path)), storage.path);
-  return { ok: true, config: deepFreeze({ storage, plans }) };
+  const chains = Object.fromEntries(Object.keys(isObject(parsed.raw.chains) ? parsed.raw.chains : {}).map((slug) => [slug, {}]));
+  return { ok: true, config: deepFreeze({ storage, plans, chains }) };
 }

@@ -26,6 +26,13 @@ export interface AnvilOptions {
   args?: string[];
   /** Milliseconds to wait for anvil to listen. */
   startTimeoutMs?: number;
+  /**
+   * Starts anvil in a process group of its own, so a terminal's Ctrl-C (sent to the whole foreground
+   * group) reaches only chaingate, which stops the gateway first and anvil after it: anvil gone first
+   * would make the gateway log its links lost on the way out. Anvil is then killed when this process exits
+   * without stopping it (a second Ctrl-C, an error), though not after a SIGKILL. Default false.
+   */
+  ownProcessGroup?: boolean;
 }
 
 const require = createRequire(import.meta.url);
@@ -47,8 +54,16 @@ export function startAnvil(opts: AnvilOptions = {}): Promise<AnvilNode> {
   if (opts.blockTime !== undefined) args.push('--block-time', String(opts.blockTime));
   if (opts.stepsTracing === true) args.push('--steps-tracing');
   args.push(...(opts.args ?? []));
-  const child = spawn(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const detached = opts.ownProcessGroup === true;
+  const child = spawn(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], detached });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  if (detached) {
+    const killOnExit = (): void => {
+      child.kill('SIGKILL');
+    };
+    process.once('exit', killOnExit);
+    child.once('exit', () => process.off('exit', killOnExit));
+  }
   const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill('SIGTERM');

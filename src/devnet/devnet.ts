@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { validateConfig, type Config } from '../config/schema.js';
 import { chainUrls } from '../server/management.js';
 import type { Logger } from '../log.js';
@@ -95,7 +96,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port === 0 ? await freePort(host) : opts.port;
   // Steps tracing: the devnet serves debug_trace*, whose struct logs are empty without it.
-  const anvil = await startAnvil({ chainId: DEVNET_CHAIN_ID, blockTime: opts.blockTime ?? 1, stepsTracing: true });
+  const anvil = await startAnvil({ chainId: DEVNET_CHAIN_ID, blockTime: opts.blockTime ?? 1, stepsTracing: true, ownProcessGroup: true });
   let beacon: BeaconNode;
   try {
     beacon = await startBeaconNode({ executionUrl: anvil.url });
@@ -146,15 +147,20 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
 
 /**
  * A WebSocket subscription to try, with what a fresh install has: node and the `ws` package the project
- * depends on (npx would download a package first, which fails offline).
+ * depends on (npx would download a package first, which fails offline). NODE_PATH names the folder `ws`
+ * is installed in, so the line works from any directory, not only inside the repository.
  */
 function subscribeExample(wsUrl: string): string {
   const request = '{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}';
+  const modules = dirname(dirname(createRequire(import.meta.url).resolve('ws')));
   return (
-    `node -e "const s=new (require('ws'))('${wsUrl}');s.on('open',()=>s.send('${request.replaceAll('"', '\\"')}'));` +
+    `NODE_PATH='${modules.replaceAll("'", "'\\''")}' node -e "const s=new (require('ws'))('${wsUrl}');s.on('open',()=>s.send('${request.replaceAll('"', '\\"')}'));` +
     `s.on('message',(m)=>console.log(String(m)))"`
   );
 }
+
+/** `HTTPS URL:` or `HTTP URL:`, `WSS URL:` or `WS URL:`: the label of a URL says the scheme it has. */
+const urlLabel = (url: string): string => `${url.slice(0, url.indexOf(':')).toUpperCase()} URL:`;
 
 /** What `chaingate devnet` prints: where to call and a first request to try. */
 export function devnetBanner(d: Devnet): string {
@@ -177,8 +183,8 @@ export function devnetBanner(d: Devnet): string {
     '  limits for local development (chaingate serve defaults to 10 requests/s and batches of 10).',
     '',
     'A demo owner (plan growth, 10,000,000 RU) with an endpoint on each devnet chain, for private access:',
-    `  endpoint HTTPS URL: ${evm.https}`,
-    `  endpoint WSS URL:   ${evm.wss}`,
+    `  endpoint ${urlLabel(evm.https).padEnd(11)}${evm.https}`,
+    `  endpoint ${urlLabel(evm.wss!).padEnd(11)}${evm.wss}`,
     `  Beacon endpoint:    ${beacon.https}/eth/v1/...`,
     `  management key:     ${d.demo.managementKey}`,
     `  try: curl -s -H 'Authorization: Bearer ${d.demo.managementKey}' ${base}/api/dashboard/account`,

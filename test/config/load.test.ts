@@ -53,6 +53,7 @@ t.test(`the operator commands read storage and plans only: a \${NAME} or a mista
   t.ok(store.ok, 'read without NODE_TOKEN');
   if (!store.ok) return;
   t.same(Object.keys(store.config.plans), ['gold']);
+  t.same(Object.keys(store.config.chains), ['devnet'], "the chains' slugs, for endpoint create");
   t.ok(Object.isFrozen(store.config.storage), 'deep-frozen');
 });
 

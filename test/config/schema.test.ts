@@ -186,13 +186,19 @@ chains:
   if (!missing.ok) t.same(missing.errors, ['chains.devnet.upstreams[0].headers.Authorization: environment variable NODE_TOKEN is not set']);
 });
 
-t.test('YAML syntax errors and duplicate keys are reported', async (t) => {
+t.test('YAML syntax errors and duplicate keys are reported, complete: file, line, column, what is wrong', async (t) => {
   const r = loadConfigText('chains: [\n');
   t.notOk(r.ok);
-  if (!r.ok) t.match(r.errors[0], /^YAML: /);
-  const dup = loadConfigText('server:\n  port: 1\n  port: 2\n');
-  t.notOk(dup.ok);
-  if (!dup.ok) t.match(dup.errors[0], /^YAML: .*[Uu]nique/);
+  if (!r.ok) t.match(r.errors[0], /^YAML: line \d+, column \d+: \S/);
+  const dup = loadConfigText('server:\n  port: 1\n  port: 2\n', process.env, undefined, '/etc/chaingate/config.yaml');
+  t.same(dup.ok ? [] : dup.errors, ['YAML: /etc/chaingate/config.yaml, line 3, column 3: Map keys must be unique']);
+  // The parser's message ends on "at line L, column C:" before a snippet of the text, which may hold a secret.
+  const compact = loadConfigText('server: { port: 1\nupstreams: [{ url: "http://user:s3cret@node" }]\n');
+  t.notOk(compact.ok);
+  if (!compact.ok) {
+    t.match(compact.errors[0], /^YAML: line \d+, column \d+: [^\n]*[^:\n]$/, 'one line, no dangling colon');
+    t.notMatch(compact.errors[0], 's3cret', 'no line of the file is quoted');
+  }
 });
 
 t.test('tls and public_base_url rules', async (t) => {

@@ -1,14 +1,22 @@
-/** The built command line: check-config and serve refusing bad configs, devnet serving and refusing a taken port. Needs `npm run build` (npm test does it). */
+/**
+ * The built command line: each command's help, argument errors and exit status; check-config and serve
+ * refusing bad configs; endpoint create and delete against a running gateway; devnet serving, stopping on
+ * a terminal's Ctrl-C and refusing a taken port. Needs `npm run build` (npm test does it).
+ */
 import t from 'tap';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { COMMANDS } from '../../src/cli/commands.js';
+import { commandHelp, overviewHelp } from '../../src/cli/help.js';
 import { openStore } from '../../src/store/open.js';
+import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
+import { waitFor } from '../support/wait-for.js';
 
 const main = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 if (!existsSync(main)) throw new Error('dist/main.js is missing: run `npm run build` first (npm test does)');
@@ -126,17 +134,23 @@ function waitForOutput(child: ChildProcess, pattern: RegExp, ms: number): Promis
 }
 
 t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t) => {
-  const child = spawn(process.execPath, [main, 'devnet', '--port', '0'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  // A process group of its own, as a terminal gives `npm start`: Ctrl-C is sent to the whole group.
+  const child = spawn(process.execPath, [main, 'devnet', '--port', '0'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
+    if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
   });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   const banner = await waitForOutput(child, /Ctrl-C stops/, 30000);
   const m = /JSON-RPC, public:\s+(http:\/\/127\.0\.0\.1:\d+\/v1\/rpc\/public)/.exec(banner);
   t.ok(m, 'the banner prints the URL to call');
   t.match(banner, /curl -s -X POST/, 'and an example curl');
   const url = m![1]!;
   const key = /management key:\s+(\S+)/.exec(banner)?.[1];
-  const endpointUrl = /endpoint HTTPS URL:\s+(\S+)/.exec(banner)?.[1];
+  const endpointUrl = /endpoint HTTP URL:\s+(http:\/\/\S+)/.exec(banner)?.[1];
+  t.match(banner, /endpoint WS URL:\s+ws:\/\//, 'each URL labelled by its scheme');
+  t.notMatch(banner, /HTTPS|WSS/, 'no https or wss label on the devnet, which serves neither');
   t.ok(key && endpointUrl, 'the banner prints a demo management key and endpoint URL');
   const privateCall = await rpc(endpointUrl!, 'eth_chainId');
   t.same(privateCall.json, { jsonrpc: '2.0', id: 1, result: '0x7a69' }, 'the demo endpoint works');
@@ -172,28 +186,39 @@ t.test('chaingate devnet serves an advancing chain and stops cleanly', async (t)
   t.equal(wrongChain.status, 401);
   t.match(wrongChain.json, { code: 401, message: /belongs to network 'devnet'/ }, "a key on another chain's path is told its network");
 
-  // Every command the banner suggests works on a fresh install: no npx, and the WebSocket one runs as printed.
+  // Every command the banner suggests works on a fresh install: no npx, and the WebSocket one runs as printed,
+  // from any folder (here one outside the repository, where no node_modules holds ws).
   t.notMatch(banner, /npx/, 'nothing that downloads a package first');
-  const wsLine = banner.split('\n').find((l) => l.trim().startsWith('node -e'));
+  const wsLine = banner.split('\n').find((l) => / node -e /.test(l));
   t.ok(wsLine, 'a WebSocket example with node');
-  const sub = spawn('bash', ['-c', wsLine!.trim()], {
-    cwd: fileURLToPath(new URL('../..', import.meta.url)),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const sub = spawn('bash', ['-c', wsLine!.trim()], { cwd: tmpdir(), stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => {
     if (sub.exitCode === null) sub.kill('SIGKILL');
   });
   const seen = await waitForOutput(sub, /"method":"eth_subscription"/, 15000);
   t.match(seen, /"id":1,"result":"0x[0-9a-f]+"/, 'it subscribes, then receives a new head');
-  sub.kill('SIGKILL');
+
+  // Ctrl-C in a terminal: SIGINT to the whole process group, while a subscription holds an upstream link.
+  const anvilUrl = /anvil \(chain id \d+, 1-second blocks\) at (\S+)/.exec(banner)![1]!;
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  child.kill('SIGTERM');
-  t.equal(await exited, 0, 'SIGTERM exits 0');
-  const gone = await rpc(url, 'eth_blockNumber').then(
-    () => 'still answering',
-    (e: NodeJS.ErrnoException) => e.code,
+  process.kill(-child.pid!, 'SIGINT');
+  t.equal(await exited, 0, 'Ctrl-C exits 0');
+  sub.kill('SIGKILL');
+  const after = output.slice(output.lastIndexOf('\n', output.indexOf('"msg":"stopping"')));
+  t.match(after, /"signal":"SIGINT"/);
+  t.match(after, /"msg":"stopped"/, 'and logs stopped');
+  t.same(
+    after.split('\n').filter((l) => /"level":"(warn|error|fatal)"/.test(l)),
+    [],
+    'quietly: no link lost, anvil stopped after the gateway',
   );
-  t.equal(gone, 'ECONNREFUSED');
+  for (const gone of [url, anvilUrl]) {
+    const code = await rpc(gone, 'eth_blockNumber').then(
+      () => 'still answering',
+      (e: NodeJS.ErrnoException) => e.code,
+    );
+    t.equal(code, 'ECONNREFUSED', `${gone} is closed`);
+  }
 });
 
 t.test('chaingate devnet refuses a taken port clearly', async (t) => {
@@ -238,4 +263,91 @@ t.test('operator commands: a stored name reaches the terminal escaped, one line 
   t.equal(hex.status, 2);
   t.equal(hex.stderr.split('\n')[0], 'chaingate: --ru must be a decimal integer from 1 to 9007199254740991');
   t.match(cli('owner', 'list').stdout, /\n1\s+acme\s+free\s+100\s/, 'the balance is unchanged');
+});
+
+t.test('every command: --help and help COMMAND print its usage, exit 0; a wrong option exits 2 pointing at it', async (t) => {
+  for (const c of COMMANDS) {
+    const words = c.words.split(' ');
+    const help = cli([...words, '--help']);
+    t.same([help.status, help.stderr], [0, ''], `${c.words} --help`);
+    t.equal(help.stdout, commandHelp(c), 'its usage only');
+    if (c.words === 'help') continue;
+    const wrong = cli([...words, '--no-such-option']);
+    t.equal(wrong.status, 2, `${c.words} --no-such-option exits 2`);
+    t.equal(wrong.stdout, '');
+    t.equal(wrong.stderr, `chaingate: unknown option --no-such-option\nRun 'chaingate ${c.words} --help' for usage.\n`);
+  }
+  const overview = cli(['--help']);
+  t.same([overview.status, overview.stdout], [0, overviewHelp()]);
+  t.equal(cli([]).stdout, overview.stdout, 'no command: the overview');
+  // The other ways of asking (-h, help COMMAND) are read alike in-process: test/cli/commands.test.ts.
+  t.equal(cli(['help', 'endpoint', 'create']).stdout, commandHelp(COMMANDS.find((c) => c.words === 'endpoint create')!));
+  for (const [argv, stderr] of [
+    [['frobnicate'], "chaingate: unknown command 'frobnicate'\nRun 'chaingate --help' for usage.\n"],
+    [['serve'], "chaingate: missing --config FILE\nRun 'chaingate serve --help' for usage.\n"],
+    [
+      ['owner'],
+      "chaingate: owner needs a command: create, list, topup, set-plan, suspend, resume, delete, key\nRun 'chaingate owner --help' for usage.\n",
+    ],
+    [
+      ['devnet', '--port', '99999'],
+      "chaingate: --port must be a decimal integer from 0 to 65535\nRun 'chaingate devnet --help' for usage.\n",
+    ],
+    [
+      ['upstream', 'cordon', 'devnet', '--config', 'x.yaml'],
+      "chaingate: missing NODE\nRun 'chaingate upstream cordon --help' for usage.\n",
+    ],
+  ] as const) {
+    const r = cli([...argv]);
+    t.same([r.status, r.stdout, r.stderr], [2, '', stderr], argv.join(' '));
+  }
+});
+
+t.test('chaingate version and --version print the package version', async (t) => {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  for (const argv of [['version'], ['--version']]) {
+    const r = cli(argv);
+    t.same([r.status, r.stdout, r.stderr], [0, `chaingate ${pkg.version}\n`, ''], argv.join(' '));
+  }
+});
+
+t.test('check-config counts "1 chain"; a YAML error names the file, the line and what is wrong', async (t) => {
+  const one = join(dir, 'one-chain.yaml');
+  writeFileSync(one, 'chains:\n  devnet:\n    chain_id: 1\n    upstreams: [{ url: "http://127.0.0.1:8545" }]\n');
+  t.equal(cli(['check-config', '--config', one]).stdout.split('\n')[0], `${one}: valid (1 chain)`);
+  const broken = join(dir, 'broken.yaml');
+  writeFileSync(broken, 'server:\n  port: 8080\nchains:\n  devnet: { chain_id: 1\n');
+  for (const command of ['check-config', 'serve', 'owner list']) {
+    const r = cli([...command.split(' '), '--config', broken]);
+    t.equal(r.status, 1, `${command} exits 1`);
+    const [head, line, end] = r.stderr.split('\n');
+    t.equal(head, `${broken}: invalid configuration:`);
+    t.match(line, new RegExp(`^  YAML: ${broken}, line 5, column 1: \\S.*[^:]$`), `${command}: complete, no dangling colon`);
+    t.equal(end, '');
+  }
+});
+
+t.test('endpoint create and delete by the built CLI, against a running gateway on the same store', async (t) => {
+  const anvil = await anvilFor(t);
+  const db = join(dir, 'running.db');
+  const g = await gatewayFor(t, { storage: { path: db }, chains: { devnet: evmChain([anvil.url]) } });
+  const cfg = join(dir, 'running.yaml');
+  writeFileSync(
+    cfg,
+    `storage: { path: ${JSON.stringify(db)} }\nchains:\n  devnet: { chain_id: 31337, upstreams: [{ url: "${anvil.url}" }] }\n`,
+  );
+  const run = (...args: string[]) => cli([...args, '--config', cfg]);
+  t.equal(run('owner', 'create', '--name', 'acme', '--plan', 'free', '--ru', '1000').status, 0);
+  const made = run('endpoint', 'create', '--owner', '1', '--name', 'web');
+  t.equal(made.status, 0, made.stderr);
+  const [, id, key] =
+    /^endpoint (ep_\w+) created for owner 1 on devnet\nAPI key \(shown once, keep it secret\): (\w+)\n$/.exec(made.stdout) ?? [];
+  t.ok(id && key, made.stdout);
+  const url = `${g.base}/v1/rpc/${key}`;
+  t.same((await rpc(url, 'eth_chainId')).json, { jsonrpc: '2.0', id: 1, result: '0x7a69' }, 'the key works at once');
+  const deleted = run('endpoint', 'delete', id!);
+  t.same([deleted.status, deleted.stdout], [0, `endpoint ${id} deleted: its key is refused from now on\n`]);
+  await waitFor(async () => (await rpc(url, 'eth_chainId')).status === 401, { what: 'the deleted key refused' });
+  const again = run('endpoint', 'delete', id!);
+  t.same([again.status, again.stderr], [1, `chaingate: no endpoint ${id}\n`]);
 });

@@ -76,7 +76,7 @@ t.test('a relative storage.path is the config folder’s; only serve makes the d
   t.equal(checked.status, 0, checked.stderr);
   t.equal(
     checked.stdout,
-    `${config}: valid (1 chains)\n  storage.path: ${db} does not exist yet: chaingate serve creates it\n`,
+    `${config}: valid (1 chain)\n  storage.path: ${db} does not exist yet: chaingate serve creates it\n`,
     'with the env file; a database still to make is said, not refused',
   );
 
