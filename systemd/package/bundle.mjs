@@ -11,8 +11,11 @@ import { readFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { build } from 'esbuild';
 
-/** better-sqlite3 is native; ws and ioredis are loaded with createRequire, pg by a plain import() (and it requires pg-native when present). */
-export const EXTERNAL = ['better-sqlite3', 'pg', 'ioredis', 'ws'];
+/**
+ * better-sqlite3 is native; pino, prom-client, ioredis and ws are loaded with createRequire (only when
+ * used: the CLI starts without them), pg by import() (and it requires pg-native when present).
+ */
+export const EXTERNAL = ['better-sqlite3', 'pg', 'ioredis', 'pino', 'prom-client', 'ws'];
 
 /**
  * Modules find their files (the dashboard, the schema, the vendored uWS, package.json) relative to

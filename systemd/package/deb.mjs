@@ -16,12 +16,16 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   copyFileSync,
   cpSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
+  readSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -34,6 +38,8 @@ import { ROOT } from './manifest.mjs';
 
 const HERE = join(ROOT, 'systemd', 'package');
 const DB_PATH = '/var/lib/chaingate/chaingate.db';
+/** Debian's usual variables name who builds the package; lintian wants a mail address with a real domain. */
+const MAINTAINER = `${process.env.DEBFULLNAME ?? 'chaingate maintainers'} <${process.env.DEBEMAIL ?? 'maintainers@chaingate.example.org'}>`;
 
 function option(name) {
   const i = process.argv.indexOf(`--${name}`);
@@ -55,19 +61,34 @@ function packAndInstall(work) {
   return join(prefix, 'lib', 'node_modules', 'chaingate');
 }
 
+/** Folders of a dependency that a run never reads. */
+const UNREAD_DIRS = new Set(['.github', 'docs', 'test', 'tests', 'benchmarks', 'example', 'examples']);
+/** Files of a dependency that a run never reads: dotfiles, docs, maps, type declarations. Licences stay. */
+const unreadFile = (name) => /^\./.test(name) || (/\.(md|markdown|html|map|d\.ts)$/i.test(name) && !/^(licen[cs]e|copying)/i.test(name));
+
 /**
  * What a run never reads: better-sqlite3's C sources and, when npm compiled it here for want of a
- * prebuilt binary, the compiler's intermediate files (some 25 MB). Its lib/ and the addon stay.
+ * prebuilt binary, the compiler's intermediate files (some 25 MB); the dependencies' docs and tests. The
+ * native addons lose their symbols (strip), as Debian's are.
  */
 function prune(opt) {
-  const sqlite = join(opt, 'node_modules', 'better-sqlite3');
+  const modules = join(opt, 'node_modules');
+  const sqlite = join(modules, 'better-sqlite3');
   for (const dir of ['deps', 'src']) rmSync(join(sqlite, dir), { recursive: true, force: true });
   const addon = join(sqlite, 'build', 'Release', 'better_sqlite3.node');
   const kept = readFileSync(addon);
   rmSync(join(sqlite, 'build'), { recursive: true, force: true });
   mkdirSync(join(sqlite, 'build', 'Release'), { recursive: true });
   writeFileSync(addon, kept);
-  rmSync(join(opt, 'node_modules', '.package-lock.json'), { force: true });
+  rmSync(join(modules, '.package-lock.json'), { force: true });
+  rmSync(join(modules, '.bin'), { recursive: true, force: true });
+  for (const e of readdirSync(modules, { withFileTypes: true, recursive: true })) {
+    const path = join(e.parentPath, e.name);
+    if (!existsSync(path)) continue;
+    if (e.isDirectory() && UNREAD_DIRS.has(e.name)) rmSync(path, { recursive: true, force: true });
+    else if (e.isFile() && unreadFile(e.name)) rmSync(path);
+  }
+  for (const f of files(opt).filter((f) => f.endsWith('.node'))) run('strip', ['--strip-unneeded', f]);
 }
 
 /** The example config with the database where the unit keeps state; refuses an example that moved it. */
@@ -84,17 +105,28 @@ function files(dir) {
     .map((e) => join(e.parentPath, e.name));
 }
 
+function isProgram(file) {
+  if (file.endsWith('.node')) return false;
+  const head = Buffer.alloc(4);
+  const fd = openSync(file, 'r');
+  readSync(fd, head, 0, 4, 0);
+  closeSync(fd);
+  return head.subarray(0, 2).toString() === '#!' || head.toString('latin1') === '\x7fELF';
+}
+
 function control(root, version, arch) {
   const major = Number(process.versions.node.split('.')[0]);
+  // The addons were built (or chosen) against this host's C library: no older one is promised.
+  const libc = execFileSync('dpkg-query', ['-W', '-f=${Version}', 'libc6'], { encoding: 'utf8' }).split('-')[0];
   const kib = Math.ceil(files(root).reduce((sum, f) => sum + statSync(f).size, 0) / 1024);
   return [
     'Package: chaingate',
     `Version: ${version}`,
     `Architecture: ${arch}`,
-    'Maintainer: chaingate maintainers <chaingate@localhost>',
+    `Maintainer: ${MAINTAINER}`,
     `Installed-Size: ${kib}`,
     // The uWS binary inside is built for one Node major (its ABI): nodejs from NodeSource or Debian.
-    `Depends: nodejs (>= ${major}), nodejs (<< ${major + 1}), adduser`,
+    `Depends: nodejs (>= ${major}), nodejs (<< ${major + 1}), libc6 (>= ${libc}), adduser`,
     'Section: net',
     'Priority: optional',
     'Description: gateway in front of Ethereum execution and consensus nodes',
@@ -115,14 +147,14 @@ function docFiles(root, version) {
       'Upstream-Name: chaingate',
       '',
       'Files: *',
-      'Copyright: chaingate maintainers',
+      `Copyright: ${new Date().getUTCFullYear()} chaingate maintainers`,
       'License: MIT',
       '',
     ].join('\n'),
   );
   const date = new Date().toUTCString().replace('GMT', '+0000');
-  const log = `chaingate (${version}) unstable; urgency=medium\n\n  * Built with npm run package:deb.\n\n -- chaingate maintainers <chaingate@localhost>  ${date}\n`;
-  writeFileSync(join(doc, 'changelog.Debian.gz'), gzipSync(log, { level: 9 }));
+  const log = `chaingate (${version}) unstable; urgency=medium\n\n  * Built with npm run package:deb.\n\n -- ${MAINTAINER}  ${date}\n`;
+  writeFileSync(join(doc, 'changelog.gz'), gzipSync(log, { level: 9 }));
   const overrides = join(root, 'usr', 'share', 'lintian', 'overrides');
   mkdirSync(overrides, { recursive: true });
   copyFileSync(join(HERE, 'debian', 'lintian-overrides'), join(overrides, 'chaingate'));
@@ -139,8 +171,8 @@ function layout(root, installed) {
   copyFileSync(join(ROOT, 'systemd', 'chaingate.service'), join(root, 'lib', 'systemd', 'system', 'chaingate.service'));
   mkdirSync(join(root, 'usr', 'share', 'chaingate'), { recursive: true });
   writeFileSync(join(root, 'usr', 'share', 'chaingate', 'config.yaml'), serviceConfig());
-  // Files readable by all, directories and programs executable: whatever the umask of the build.
-  for (const f of files(root)) chmodSync(f, statSync(f).mode & 0o111 ? 0o755 : 0o644);
+  // Files readable by all, programs (a script or an ELF executable, not an addon) executable too.
+  for (const f of files(root)) chmodSync(f, statSync(f).mode & 0o111 && isProgram(f) ? 0o755 : 0o644);
 }
 
 function debianDir(root, version, arch) {

@@ -18,14 +18,15 @@ const NOBODY = 65534;
 
 /** Runs `body` as nobody when root (effective ids only, restored after), else as this user. */
 async function asOtherUser<T>(body: () => T | Promise<T>): Promise<T> {
-  if (!IS_ROOT) return body();
-  process.setegid(NOBODY);
-  process.seteuid(NOBODY);
+  const { seteuid, setegid } = process;
+  if (!IS_ROOT || seteuid === undefined || setegid === undefined) return body();
+  setegid(NOBODY);
+  seteuid(NOBODY);
   try {
     return await body();
   } finally {
-    process.seteuid(0);
-    process.setegid(0);
+    seteuid(0);
+    setegid(0);
   }
 }
 
@@ -49,9 +50,14 @@ function configFor(path: string) {
 
 async function ownerList(path: string): Promise<{ code: number; stderr: string }> {
   let stderr = '';
-  const code = await runTenancyCommand(['owner', 'list'], configFor(path), () => {}, (s) => {
-    stderr += s;
-  });
+  const code = await runTenancyCommand(
+    ['owner', 'list'],
+    configFor(path),
+    () => {},
+    (s) => {
+      stderr += s;
+    },
+  );
   return { code, stderr };
 }
 
@@ -88,7 +94,10 @@ t.test('a file the user may not read: the CLI says so in one line and exits 1', 
   const { code, stderr } = await asOtherUser(() => ownerList(path));
   t.equal(code, 1);
   t.equal(stderr.split('\n').filter((l) => l !== '').length, 1, stderr);
-  t.match(stderr, /^chaingate: permission denied: user \S+ may not read and write the database .*chaingate\.db; run operator commands as the service's user \(sudo -u chaingate chaingate \.\.\.\)\n$/);
+  t.match(
+    stderr,
+    /^chaingate: permission denied: user \S+ may not read and write the database .*chaingate\.db; run operator commands as the service's user \(sudo -u chaingate chaingate \.\.\.\)\n$/,
+  );
 });
 
 t.test('a missing file in a folder the user may enter is still "no database"', async (t) => {
@@ -109,6 +118,8 @@ t.test('a config file the user may not read names the service user too', async (
   const result = await asOtherUser(() => loadConfigFile(file));
   t.same(result, {
     ok: false,
-    errors: [`${file}: cannot read the config file (EACCES); run operator commands as the service's user (sudo -u chaingate chaingate ...)`],
+    errors: [
+      `${file}: cannot read the config file (EACCES); run operator commands as the service's user (sudo -u chaingate chaingate ...)`,
+    ],
   });
 });
