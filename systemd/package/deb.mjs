@@ -117,7 +117,8 @@ function isProgram(file) {
 function control(root, version, arch) {
   const major = Number(process.versions.node.split('.')[0]);
   // The addons were built (or chosen) against this host's C library: no older one is promised.
-  const libc = execFileSync('dpkg-query', ['-W', '-f=${Version}', 'libc6'], { encoding: 'utf8' }).split('-')[0];
+  // dpkg-query's own ${Version} field, not a template placeholder.
+  const libc = execFileSync('dpkg-query', ['-W', `-f=\${Version}`, 'libc6'], { encoding: 'utf8' }).split('-')[0];
   const kib = Math.ceil(files(root).reduce((sum, f) => sum + statSync(f).size, 0) / 1024);
   return [
     'Package: chaingate',
