@@ -6,7 +6,7 @@
  * real anvil. npm reaches the registry for the dependencies left outside the bundle.
  */
 import t, { type Test } from 'tap';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import {
   copyFileSync,
   existsSync,
@@ -20,9 +20,12 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { startDaemon } from '../support/daemon.js';
 import { anvilFor, evmChain } from '../support/gateway.js';
@@ -65,8 +68,46 @@ const manifestBefore = readFileSync(join(repo, 'package.json'), 'utf8');
 sh('npm', ['pack', '--pack-destination', work], repo);
 const tarball = join(work, readdirSync(work).find((f) => f.endsWith('.tgz')) ?? 'none.tgz');
 const prefix = join(work, 'prefix');
-sh('npm', ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', tarball]);
+const prebuilt = await prebuiltSqliteHost();
+try {
+  await promisify(execFile)('npm', ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', tarball], {
+    cwd: work,
+    env: { ...process.env, npm_config_better_sqlite3_binary_host: prebuilt.url },
+    maxBuffer: 64 << 20,
+  });
+} finally {
+  prebuilt.server.close();
+}
 const installed = join(prefix, 'lib', 'node_modules', 'chaingate');
+
+/**
+ * better-sqlite3 installs by downloading its prebuilt addon from GitHub, or, where that fails, compiling
+ * SQLite (minutes on a busy machine, and 20 MB of build files left behind). This stands in for GitHub as
+ * its binary host (npm_config_better_sqlite3_binary_host, which its prebuild-install reads), serving the
+ * addon of the repository's own better-sqlite3 when npm asks for that same version, so the install is
+ * what a host that reaches GitHub gets. Any other version is a 404: npm compiles it, as it would anyway.
+ */
+async function prebuiltSqliteHost(): Promise<{ url: string; server: Server; served: () => number }> {
+  const dev = join(ROOT, 'node_modules', 'better-sqlite3');
+  const { version } = JSON.parse(readFileSync(join(dev, 'package.json'), 'utf8')) as { version: string };
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  const staged = join(work, 'prebuilt');
+  mkdirSync(join(staged, 'build', 'Release'), { recursive: true });
+  copyFileSync(join(dev, 'build', 'Release', 'better_sqlite3.node'), join(staged, 'build', 'Release', 'better_sqlite3.node'));
+  const archive = join(work, name);
+  sh('tar', ['czf', archive, '-C', staged, 'build']);
+  let served = 0;
+  const server = createServer((req, res) => {
+    if (req.url !== `/v${version}/${name}`) {
+      res.writeHead(404).end();
+      return;
+    }
+    served++;
+    res.writeHead(200, { 'content-type': 'application/gzip' }).end(readFileSync(archive));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, served: () => served };
+}
 
 /** A config over `anvil` with the database in `dir`, metrics on a free port. */
 function configIn(dir: string, upstream: string): string {
@@ -135,6 +176,7 @@ t.test('npm install -g: a chaingate command of at most 100 MB, without anvil or 
   const bin = join(prefix, 'bin', 'chaingate');
   t.ok(existsSync(bin), bin);
   const size = bytesUnder(prefix);
+  t.comment(prebuilt.served() > 0 ? 'better-sqlite3: its prebuilt addon' : 'better-sqlite3: compiled by npm');
   t.comment(
     `installed: ${(size / 1024 / 1024).toFixed(1)} MB, node_modules ${(bytesUnder(join(installed, 'node_modules')) / 1024 / 1024).toFixed(1)} MB`,
   );
