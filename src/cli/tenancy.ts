@@ -2,7 +2,7 @@ import type { AccountStore } from '../accounts/account-store.js';
 import { createPostgresAccounts } from '../accounts/postgres-accounts.js';
 import { createSqliteAccounts } from '../accounts/sqlite-accounts.js';
 import type { StoreConfig } from '../config/load.js';
-import { NoDatabaseError, openStore, type Store } from '../store/open.js';
+import { NoDatabaseError, openStore, StoreAccessError, type Store } from '../store/open.js';
 import { openPgStore, safeUrl } from '../store/pg-open.js';
 import type { ParsedArgs } from './args.js';
 import { readCommandLine } from './command-line.js';
@@ -93,7 +93,7 @@ export async function runStoreCommand(
     });
     return 0;
   } catch (e) {
-    if (e instanceof RefusedError || e instanceof NoDatabaseError) {
+    if (e instanceof RefusedError || e instanceof NoDatabaseError || e instanceof StoreAccessError) {
       err(`chaingate: ${e.message}\n`);
       return 1;
     }

@@ -94,10 +94,10 @@ function readConfigFile(path: string): { ok: true; text: string } | { ok: false;
   try {
     return { ok: true, text: readFileSync(path, 'utf8') };
   } catch (err) {
-    return {
-      ok: false,
-      errors: [`${path}: cannot read the config file (${(err as NodeJS.ErrnoException).code ?? errorText(err)})`],
-    };
+    const code = (err as NodeJS.ErrnoException).code;
+    // The packaged config is the service's (root:chaingate, 0640): the usual cause is the wrong user.
+    const hint = code === 'EACCES' ? "; run operator commands as the service's user (sudo -u chaingate chaingate ...)" : '';
+    return { ok: false, errors: [`${path}: cannot read the config file (${code ?? errorText(err)})${hint}`] };
   }
 }
 

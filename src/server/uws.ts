@@ -1,4 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import type * as UwsTypes from '@trufflesuite/uws-js-unofficial';
 
 export type Uws = typeof UwsTypes;
@@ -21,6 +23,29 @@ export const UWS_BUILDS = ['@btc-vision/uwebsockets.js', '@trufflesuite/uws-js-u
 const require = createRequire(import.meta.url);
 
 /**
+ * Where an installed package keeps its one uWS binary: `npm pack` (systemd/package/prepack.mjs) copies the
+ * build that loads on the packing host into dist/vendor/uws/ and leaves both npm packages out of the
+ * tarball, which would otherwise install some 230 MB of binaries for every platform. A checkout has no
+ * such folder until it is packed, and then loads the npm packages as before.
+ */
+export const VENDORED_UWS = fileURLToPath(new URL('../vendor/uws/', import.meta.url));
+
+/** The vendored binary's build.json: which package and version it came from, and its file name. */
+interface VendoredBuild {
+  package: string;
+  version: string;
+  binary: string;
+}
+
+/** The builds to try: the vendored binary first when there is one, then the npm packages. */
+function defaultBuilds(): string[] {
+  const manifest = `${VENDORED_UWS}build.json`;
+  if (!existsSync(manifest)) return [...UWS_BUILDS];
+  const build = JSON.parse(readFileSync(manifest, 'utf8')) as VendoredBuild;
+  return [`${VENDORED_UWS}${build.binary}`, ...UWS_BUILDS];
+}
+
+/**
  * The trufflesuite package never throws: without a matching binary it returns a pure-JS stand-in that
  * lacks SSLApp and never upgrades WebSockets. Only the native addon has all of these.
  */
@@ -35,7 +60,7 @@ function glibcVersion(): string {
 }
 
 /** Loads the first native uWebSockets.js build that works on this host, or throws one message saying why none did. */
-export function loadUws(builds: readonly string[] = UWS_BUILDS): Uws {
+export function loadUws(builds: readonly string[] = defaultBuilds()): Uws {
   const failures: string[] = [];
   for (const name of builds) {
     // The fallback path of one build prints its own warnings; they would only confuse an operator here.

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync } from 'node:fs';
+import { closeSync, constants, existsSync, mkdirSync, openSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { type CheckpointResult, createWalRecovery, isStoreError, type WalRecovery } from './faults.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
@@ -56,13 +57,42 @@ export class NoDatabaseError extends Error {
 }
 
 /**
+ * openStore with `mustExist` may not read or write the file, or reach it: the operator ran a command as
+ * a user other than the service's. One line, saying whom to run it as.
+ */
+export class StoreAccessError extends Error {
+  constructor(readonly path: string) {
+    super(
+      `permission denied: user ${userInfo().username} may not read and write the database ${path}; run operator commands as the service's user (sudo -u chaingate chaingate ...)`,
+    );
+  }
+}
+
+/**
+ * The database an operator command opens must exist and be readable and writable by this user. A folder
+ * the user may not enter hides the file from existsSync, and SQLite's own word for a file it may not
+ * open is "unable to open database file": neither says that another user owns it.
+ */
+function checkExisting(file: string): void {
+  try {
+    // Opened, not access(2)ed: access checks the real user, SQLite's open the effective one.
+    closeSync(openSync(file, constants.O_RDWR));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw new StoreAccessError(file);
+    if (code === 'ENOENT') throw new NoDatabaseError(file);
+    throw err;
+  }
+}
+
+/**
  * Opens (creating when absent, directory included) the database at `path` and brings its schema to
  * the current version. Works next to another process holding the same file (the daemon and the CLI):
  * WAL lets readers and one writer proceed together, and migrations run under a write lock.
  */
 export function openStore(path: string, options: StoreOptions = {}): Store {
   const file = resolve(path);
-  if (options.mustExist === true && !existsSync(file)) throw new NoDatabaseError(file);
+  if (options.mustExist === true) checkExisting(file);
   if (options.mustExist !== true) mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file, { timeout: options.busyTimeoutMs ?? 5000, fileMustExist: options.mustExist === true });
   try {

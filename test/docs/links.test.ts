@@ -25,9 +25,12 @@ function markdownFiles(dir = ROOT): string[] {
   return found.sort();
 }
 
-/** Directories that exist on one machine only: a document naming one is useless to anyone else. */
+/**
+ * Directories that exist on one machine only: a document naming one is useless to anyone else. The
+ * package's own tree, file:///opt/chaingate/ (the unit's Documentation=), is on every machine it is on.
+ */
 const MACHINE_PATH =
-  /(?:^|[\s`'"(<[=:])((?:\/(?:work|home|tmp|Users|root|mnt|private|var\/folders)\/|file:\/\/|[A-Za-z]:\\)[^\s`'")>\]]*)/g;
+  /(?:^|[\s`'"(<[=:])((?:\/(?:work|home|tmp|Users|root|mnt|private|var\/folders)\/|file:\/\/(?!\/opt\/chaingate\/)|[A-Za-z]:\\)[^\s`'")>\]]*)/g;
 /** A path that climbs out of the folder of the document naming it: `../x`, `../../x`. */
 const CLIMBING_PATH = /(?:^|[\s`'"(<[=])((?:\.\.\/)+[^\s`'")>\]]*)/g;
 const INLINE_LINK = /\]\(\s*<?([^()\s<>]+)>?(?:\s+"[^"]*")?\s*\)/g;
