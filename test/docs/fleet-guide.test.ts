@@ -72,7 +72,11 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
       chains: { devnet: evmChain([node.url]) },
     });
 
-  await t.rejects(instance('too-early'), /schema is version 0 and this chaingate needs \d+, which this role may not create/, 'the gateway role cannot migrate');
+  await t.rejects(
+    instance('too-early'),
+    /schema is version 0 and this chaingate needs \d+, which this role may not create/,
+    'the gateway role cannot migrate',
+  );
 
   const migrate = join(dir, 'migrate.yaml');
   writeFileSync(migrate, swapped(blockOf(DOC, 'yaml', 'chaingate_admin'), [['10.0.0.5:5432', `127.0.0.1:${pg.port}`]]));
@@ -80,7 +84,12 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
   if (!loaded.ok) throw new Error(loaded.errors.join('\n'));
   t.match(blockOf(DOC, 'sh', 'migrate.yaml'), /chaingate owner list --config \/etc\/chaingate\/migrate\.yaml/);
   let err = '';
-  const code = await runTenancyCommand(['owner', 'list'], loaded.config, () => {}, (s) => (err += s));
+  const code = await runTenancyCommand(
+    ['owner', 'list'],
+    loaded.config,
+    () => {},
+    (s) => (err += s),
+  );
   t.equal(code, 0, 'the owner role migrates', { err });
 
   const g = await instance('gw-1');
@@ -89,11 +98,15 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
   const created = await send('POST', `${g.base}/api/dashboard/endpoints`, JSON.stringify({ network: 'devnet' }), bearer);
   t.equal(created.status, 201, 'an endpoint is made');
   const { id, api_key: key } = (created.json as { data: { id: string; api_key: string } }).data;
-  for (let i = 0; i < 5; i++) t.equal((await rpc(`${g.base}/v1/rpc/${key}`, 'eth_chainId')).status, 200, 'a keyed call, limited through Redis');
-  await waitFor(async () => ((await g.gateway.context.tenancy.accounts.owner(owner.id))?.ruBalance ?? Number.POSITIVE_INFINITY) < 1_000_000, {
-    what: 'usage written and charged',
-    ms: 5000,
-  });
+  for (let i = 0; i < 5; i++)
+    t.equal((await rpc(`${g.base}/v1/rpc/${key}`, 'eth_chainId')).status, 200, 'a keyed call, limited through Redis');
+  await waitFor(
+    async () => ((await g.gateway.context.tenancy.accounts.owner(owner.id))?.ruBalance ?? Number.POSITIVE_INFINITY) < 1_000_000,
+    {
+      what: 'usage written and charged',
+      ms: 5000,
+    },
+  );
   const rotated = await send('POST', `${g.base}/api/dashboard/endpoints/rotate?id=${id}`, JSON.stringify({ grace_s: 0 }), bearer);
   t.equal(rotated.status, 200, 'a key is rotated');
   const deleted = await send('DELETE', `${g.base}/api/dashboard/endpoints?id=${id}`, undefined, bearer);
@@ -105,7 +118,12 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
     'the ACL user may run every script',
   );
 
-  for (const sql of ['CREATE TABLE intruded (a int)', 'DROP TABLE owners', 'TRUNCATE usage_batches', 'ALTER TABLE owners ADD COLUMN x int']) {
+  for (const sql of [
+    'CREATE TABLE intruded (a int)',
+    'DROP TABLE owners',
+    'TRUNCATE usage_batches',
+    'ALTER TABLE owners ADD COLUMN x int',
+  ]) {
     const r = psql(pg.port, 'chaingate', 'chaingate', ['-c', sql]);
     t.notOk(r.ok, `the gateway's role may not: ${sql}`);
     t.match(r.err, /permission denied|must be owner/);
@@ -115,4 +133,3 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
   t.notOk(other.ok, 'a role the script did not let in cannot connect, so cannot notify');
   t.match(other.err, /permission denied for database/);
 });
-
