@@ -12,6 +12,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { startBeaconNode } from '../../src/devnet/beacon/beacon-node.js';
 import { testCertificate } from '../support/cert.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { send } from '../support/rpc.js';
@@ -87,13 +88,30 @@ async function servesThrough(t: Test, port: number, cert: Cert, mine: () => Prom
   const head = JSON.parse(await ws.next(10_000)) as { method?: string; params?: { subscription?: string } };
   t.equal(head.params?.subscription, sub.result, `${what}: a new head delivered over WSS`);
   ws.ws.close();
+
+  // One event is a few hundred bytes: a proxy that buffers answers would hold it back.
+  const events = await httpsStream(t, port, '/devnet-beacon/v1/rpc/public/eth/v1/events?topics=head', cert);
+  t.equal(events.status, 200, `${what}: a Beacon event stream over HTTPS`);
+  const mining = setInterval(() => void mine().catch(() => {}), 200);
+  try {
+    await waitFor(() => events.text().includes('event: head'), { what: `${what}: a head event through the proxy`, ms: 10_000 });
+  } finally {
+    clearInterval(mining);
+  }
+  t.pass(`${what}: a Beacon head event delivered as it happened`);
 }
 
 async function gateways(t: Test, n: number): Promise<{ gws: TestGateway[]; mine: () => Promise<unknown> }> {
   const node = await anvilFor(t);
-  const chain = { chain_id: 31337, upstreams: [{ url: node.url, ws: node.wsUrl }] };
+  // The devnet's beacon node after anvil: a mined block is a Beacon head event, for the event-stream check.
+  const beacon = await startBeaconNode({ executionUrl: node.url, pollMs: 50 });
+  t.teardown(() => beacon.stop());
+  const chains = {
+    devnet: { chain_id: 31337, upstreams: [{ url: node.url, ws: node.wsUrl }] },
+    'devnet-beacon': { kind: 'beacon', upstreams: [{ url: beacon.url }] },
+  };
   const gws = await Promise.all(
-    Array.from({ length: n }, () => gatewayFor(t, { server: { trust_proxy: true, workers: 1 }, chains: { devnet: chain } })),
+    Array.from({ length: n }, () => gatewayFor(t, { server: { default_chain: 'devnet', trust_proxy: true, workers: 1 }, chains })),
   );
   return {
     gws,
@@ -102,6 +120,21 @@ async function gateways(t: Test, n: number): Promise<{ gws: TestGateway[]; mine:
         'content-type': 'application/json',
       }),
   };
+}
+
+/** A Beacon event stream opened through the proxy's TLS port: its status, and the text read so far. */
+function httpsStream(t: Test, port: number, path: string, cert: Cert): Promise<{ status: number; text: () => string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port, path, ca: cert.cert, headers: { accept: 'text/event-stream' } }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('error', () => {});
+      resolve({ status: res.statusCode ?? 0, text: () => text });
+    });
+    req.on('error', reject);
+    req.end();
+    t.teardown(() => req.destroy());
+  });
 }
 
 /** nginx on `site` (a file of conf.d, swapped), in a folder of its own: `nginx -t`, then running. */
