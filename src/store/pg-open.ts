@@ -86,17 +86,32 @@ export async function openPgStore(url: string, options: PgStoreOptions = {}): Pr
 
 /** An arbitrary constant naming chaingate's migration lock among the database's advisory locks. */
 const MIGRATION_LOCK = 0x63676d31;
+/** PostgreSQL's SQLSTATE for a statement the role has no privilege for. */
+const INSUFFICIENT_PRIVILEGE = '42501';
 
 async function migratePg(pool: pg.Pool): Promise<void> {
   await inPgTransaction(pool, async (client) => {
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
-    await client.query('CREATE TABLE IF NOT EXISTS chaingate_schema (version INTEGER NOT NULL)');
-    const rows = (await client.query<{ version: number }>('SELECT version FROM chaingate_schema')).rows;
+    // A fleet may run on a role that may not create tables (docs/fleet.md: an owner role migrates, the
+    // gateway's role only reads and writes rows), and PostgreSQL checks CREATE even for a table that
+    // exists: so nothing is created or written here while the schema is current.
+    const known = (await client.query<{ t: string | null }>("SELECT to_regclass('chaingate_schema') AS t")).rows[0]?.t ?? null;
+    const rows = known === null ? [] : (await client.query<{ version: number }>('SELECT version FROM chaingate_schema')).rows;
     const from = rows[0]?.version ?? 0;
     if (from > PG_SCHEMA_VERSION) {
       throw new Error(`the database schema is version ${from}, newer than this chaingate (${PG_SCHEMA_VERSION}): upgrade chaingate`);
     }
-    for (let v = from; v < PG_SCHEMA_VERSION; v++) await client.query(PG_MIGRATIONS[v]!);
+    if (from === PG_SCHEMA_VERSION) return;
+    try {
+      if (known === null) await client.query('CREATE TABLE chaingate_schema (version INTEGER NOT NULL)');
+      for (let v = from; v < PG_SCHEMA_VERSION; v++) await client.query(PG_MIGRATIONS[v]!);
+    } catch (err) {
+      if ((err as { code?: string }).code !== INSUFFICIENT_PRIVILEGE) throw err;
+      throw new Error(
+        `the database schema is version ${from} and this chaingate needs ${PG_SCHEMA_VERSION}, which this role may not create: ` +
+          'migrate it with the owner role first (docs/fleet.md)',
+      );
+    }
     if (rows.length === 0) await client.query('INSERT INTO chaingate_schema (version) VALUES ($1)', [PG_SCHEMA_VERSION]);
     else await client.query('UPDATE chaingate_schema SET version = $1', [PG_SCHEMA_VERSION]);
   });
