@@ -18,8 +18,10 @@ PostgreSQL at storage.url (safe while gateways run; Redis is not needed):
   chaingate owner list [--json]                                    owners, balances, endpoint counts
   chaingate owner topup ID --ru N                                  credit N RU
   chaingate owner set-plan ID PLAN
-  chaingate owner key create ID [--json]                           another management key (shown once)
-  chaingate owner key list ID                                      management keys by prefix
+  chaingate owner key create ID [--role R] [--json]                another management key (shown once); R is
+                                                                   admin (default: everything), developer
+                                                                   (endpoints and usage) or viewer (read only)
+  chaingate owner key list ID                                      management keys by prefix, with their roles
   chaingate owner key revoke ID PREFIX                             revoke the key starting with PREFIX
   chaingate owner suspend ID | owner resume ID                     refuse / accept the owner's keys
   chaingate owner delete ID                                        the owner, its endpoints and keys
@@ -55,7 +57,7 @@ const OPTIONS: Record<string, readonly string[]> = {
   'owner create': ['name', 'plan', 'ru', 'json'],
   'owner list': ['json'],
   'owner topup': ['ru'],
-  'owner key create': ['json'],
+  'owner key create': ['role', 'json'],
   'endpoint list': ['owner', 'json'],
   'endpoint set': [...Object.keys(SETTING_FLAGS), 'json'],
   'endpoint rotate': ['grace', 'json'],
@@ -122,7 +124,7 @@ export async function runTenancyCommand(
   const opened: Opened = {};
   const where = config.storage.url === undefined ? `database ${config.storage.path}` : `database ${safeUrl(config.storage.url)}`;
   try {
-    const valued = ['name', 'plan', 'ru', 'owner', 'out', 'config', 'env-file', 'grace', ...Object.keys(SETTING_FLAGS)];
+    const valued = ['name', 'plan', 'ru', 'owner', 'out', 'config', 'env-file', 'grace', 'role', ...Object.keys(SETTING_FLAGS)];
     const lists = ['allowed-origins', 'allowed-ips', 'allowed-methods', 'allowed-contracts', 'jwt-key'];
     const args = asUsage(() => parseArgs(argv, valued, ['json', 'help', 'force'], lists));
     if (args.options.has('help')) {

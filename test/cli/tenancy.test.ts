@@ -116,10 +116,10 @@ t.test('management keys: create, list, revoke, and the daemon refuses a revoked 
   const second = JSON.parse((await run('owner', 'key', 'create', String(id), '--json')).out) as { management_key: string };
   t.match(
     (await run('owner', 'key', 'create', String(id))).out,
-    /^management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/,
+    /^admin management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/,
   );
   const listed = await run('owner', 'key', 'list', String(id));
-  t.match(listed.out, /^PREFIX\s+CREATED\s+REVOKED\n/);
+  t.match(listed.out, /^PREFIX\s+ROLE\s+CREATED\s+REVOKED\n/);
   t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+\\d{4}-`));
   t.equal(listed.out.split('\n').filter((l) => l.endsWith(' -')).length, 3, 'three live keys');
   t.same(await run('owner', 'key', 'revoke', String(id), first.slice(0, 8)), {
