@@ -120,7 +120,7 @@ t.test('management keys: create, list, revoke, and the daemon refuses a revoked 
   );
   const listed = await run('owner', 'key', 'list', String(id));
   t.match(listed.out, /^PREFIX\s+ROLE\s+CREATED\s+REVOKED\n/);
-  t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+\\d{4}-`));
+  t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+admin\\s+\\d{4}-`));
   t.equal(listed.out.split('\n').filter((l) => l.endsWith(' -')).length, 3, 'three live keys');
   t.same(await run('owner', 'key', 'revoke', String(id), first.slice(0, 8)), {
     code: 0,
