@@ -110,9 +110,17 @@ export function setUpEndpoints(ctx: EndpointsContext): { show: () => void } {
       remove.addEventListener('click', () => askDelete(e, remove));
       const usage = h('button', { type: 'button', 'aria-label': `Usage of ${endpointLabel(e)}` }, 'Usage');
       usage.addEventListener('click', () => ctx.showUsage(e.id));
-      const edit = h('button', { type: 'button', class: 'needs-developer', 'aria-label': `Restrictions of ${endpointLabel(e)}` }, 'Restrictions');
+      const edit = h(
+        'button',
+        { type: 'button', class: 'needs-developer', 'aria-label': `Restrictions of ${endpointLabel(e)}` },
+        'Restrictions',
+      );
       edit.addEventListener('click', () => settings.edit(e, edit));
-      const rotate = h('button', { type: 'button', class: 'needs-developer', 'aria-label': `Rotate the key of ${endpointLabel(e)}` }, 'Rotate key');
+      const rotate = h(
+        'button',
+        { type: 'button', class: 'needs-developer', 'aria-label': `Rotate the key of ${endpointLabel(e)}` },
+        'Rotate key',
+      );
       rotate.addEventListener('click', () => settings.rotate(e, rotate));
       // A key in a rotation's grace is listed under the current one with its end.
       const previous =

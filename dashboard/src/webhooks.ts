@@ -70,7 +70,8 @@ export function setUpWebhooks(ctx: WebhooksContext): { show: () => Promise<void>
     try {
       await webhooksApi.create(body);
     } catch (err) {
-      if (err instanceof ApiError && err.fields.length > 0) formError.textContent = err.fields.map((f) => `${f.field}: ${f.message}`).join('; ');
+      if (err instanceof ApiError && err.fields.length > 0)
+        formError.textContent = err.fields.map((f) => `${f.field}: ${f.message}`).join('; ');
       else ctx.failed(err, formError);
       return;
     }

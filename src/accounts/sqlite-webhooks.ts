@@ -55,7 +55,9 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const byId = db.prepare<[string], WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?`);
-  const remove = db.prepare<[number, string, number]>('UPDATE webhooks SET deleted_at = ? WHERE id = ? AND owner_id = ? AND deleted_at IS NULL');
+  const remove = db.prepare<[number, string, number]>(
+    'UPDATE webhooks SET deleted_at = ? WHERE id = ? AND owner_id = ? AND deleted_at IS NULL',
+  );
   const mine = db.prepare<[string, number], number>('SELECT 1 FROM webhooks WHERE id = ? AND owner_id = ? AND deleted_at IS NULL').pluck();
   const deliveries = db.prepare<[string, number], DeliveryRecord>(
     `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?`,
@@ -66,8 +68,12 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     WHERE w.deleted_at IS NULL AND o.deleted_at IS NULL AND o.suspended = 0 ORDER BY w.owner_id, w.id`,
   );
   const claims = {
-    key_refused: db.prepare<[number, string, number]>(`UPDATE webhooks SET ${CLAIM_COLUMN.key_refused} = ? WHERE id = ? AND key_refused_t < ?`),
-    error_rate: db.prepare<[number, string, number]>(`UPDATE webhooks SET ${CLAIM_COLUMN.error_rate} = ? WHERE id = ? AND error_rate_t < ?`),
+    key_refused: db.prepare<[number, string, number]>(
+      `UPDATE webhooks SET ${CLAIM_COLUMN.key_refused} = ? WHERE id = ? AND key_refused_t < ?`,
+    ),
+    error_rate: db.prepare<[number, string, number]>(
+      `UPDATE webhooks SET ${CLAIM_COLUMN.error_rate} = ? WHERE id = ? AND error_rate_t < ?`,
+    ),
   };
   const setLow = db.prepare<[number, string, number]>('UPDATE webhooks SET balance_low = ? WHERE id = ? AND balance_low != ?');
   const minutes = db.prepare<[number, number], MinuteCount>(
@@ -117,7 +123,6 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     setBalanceLow: async (id, low) => store.write(() => setLow.run(low ? 1 : 0, id, low ? 1 : 0)).changes === 1,
     minuteCounts: async (ownerId, fromT) => minutes.all(ownerId, fromT),
     addDelivery: async (webhookId, event, at) => addTx(webhookId, event, at),
-    updateDelivery: async (id, d) =>
-      void store.write(() => update.run(d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, id)),
+    updateDelivery: async (id, d) => void store.write(() => update.run(d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, id)),
   };
 }

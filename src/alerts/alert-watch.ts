@@ -112,7 +112,13 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
 
   const wait = (ms: number): Promise<void> =>
     new Promise((done) => {
-      const w = { timer: setTimeout(() => (waits.delete(w), done()), ms), done };
+      const w = {
+        timer: setTimeout(() => {
+          waits.delete(w);
+          done();
+        }, ms),
+        done,
+      };
       waits.add(w);
     });
 

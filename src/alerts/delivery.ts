@@ -28,7 +28,12 @@ export interface DeliveryOptions {
   /** Clock in ms; default Date.now. */
   now?: () => number;
   /** One attempt; default `postOnce` (the tests of backoff give their own). */
-  post?: (url: string, headers: Record<string, string>, body: string, o: { allowPrivate: boolean; timeoutMs: number }) => Promise<AttemptResult>;
+  post?: (
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    o: { allowPrivate: boolean; timeoutMs: number },
+  ) => Promise<AttemptResult>;
 }
 
 /** The body of a response is read and dropped, at most this much (a receiver's answer is not kept). */

@@ -45,7 +45,8 @@ export async function readWebhookBody(
   if (!Array.isArray(events) || events.length === 0) problems.push({ field: 'events', message: `must be a non-empty list of: ${known}` });
   else {
     for (const e of events) {
-      if (!(WEBHOOK_EVENTS as readonly unknown[]).includes(e)) problems.push({ field: 'events', message: `${JSON.stringify(e)} is not one of ${known}` });
+      if (!(WEBHOOK_EVENTS as readonly unknown[]).includes(e))
+        problems.push({ field: 'events', message: `${JSON.stringify(e)} is not one of ${known}` });
       else if (asked.includes(e as WebhookEvent)) problems.push({ field: 'events', message: `${e} is given twice` });
       else asked.push(e as WebhookEvent);
     }
@@ -54,8 +55,10 @@ export async function readWebhookBody(
     problems.push({ field: 'secret', message: `must be ${SECRET_LENGTH.min} to ${SECRET_LENGTH.max} characters (it signs each delivery)` });
   }
   const { balance_below_ru: below, refused_per_minute: refused, error_rate_above: rate } = body;
-  if (below !== undefined && !wholeNumber(below, 1, MAX_RU)) problems.push({ field: 'balance_below_ru', message: `must be a whole number of RU from 1 to ${MAX_RU}` });
-  if (refused !== undefined && !wholeNumber(refused, 1, 1_000_000_000)) problems.push({ field: 'refused_per_minute', message: 'must be a whole number from 1' });
+  if (below !== undefined && !wholeNumber(below, 1, MAX_RU))
+    problems.push({ field: 'balance_below_ru', message: `must be a whole number of RU from 1 to ${MAX_RU}` });
+  if (refused !== undefined && !wholeNumber(refused, 1, 1_000_000_000))
+    problems.push({ field: 'refused_per_minute', message: 'must be a whole number from 1' });
   if (rate !== undefined && !(typeof rate === 'number' && rate > 0 && rate <= 1)) {
     problems.push({ field: 'error_rate_above', message: 'must be a share above 0 and at most 1 (0.05: 5 % of the calls)' });
   }

@@ -281,7 +281,8 @@ export function handleManagement(
       const account: AccountAnswer = { id: owner.id, name: owner.name, plan, ru_balance: balance, role: owner.role };
       return send(reply, 200, account);
     }
-    if (route.startsWith('/api/dashboard/webhooks')) return handleWebhooks(deps.config, deps.accounts, owner, route, verb, query, body, reply);
+    if (route.startsWith('/api/dashboard/webhooks'))
+      return handleWebhooks(deps.config, deps.accounts, owner, route, verb, query, body, reply);
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);
     if (route === '/api/dashboard/endpoints/rotate') return handleRotate(deps.config, deps.accounts, owner, query, await body, reply);

@@ -162,11 +162,25 @@ const CASES: Record<string, Case> = {
     // Known keys of a suspended owner: a grant that says so (403), not the null of an unknown key (401).
     t.same(await a.endpointByKey(e1.apiKey), { ...plain(e1.id, id, 'mainnet', 'growth'), suspended: true });
     t.same(await a.endpointById(e1.id), { ...plain(e1.id, id, 'mainnet', 'growth'), suspended: true }, 'by id alike');
-    t.same(await a.ownerByManagementKey(managementKey), { id, name: 'acme', plan: 'growth', ruBalance: 10, suspended: true, role: 'admin' });
+    t.same(await a.ownerByManagementKey(managementKey), {
+      id,
+      name: 'acme',
+      plan: 'growth',
+      ruBalance: 10,
+      suspended: true,
+      role: 'admin',
+    });
     t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
     t.equal(await a.setSuspended(id, false), true);
     t.same(await a.endpointByKey(e1.apiKey), plain(e1.id, id, 'mainnet', 'growth'), 'resumed');
-    t.same(await a.ownerByManagementKey(managementKey), { id, name: 'acme', plan: 'growth', ruBalance: 10, suspended: false, role: 'admin' });
+    t.same(await a.ownerByManagementKey(managementKey), {
+      id,
+      name: 'acme',
+      plan: 'growth',
+      ruBalance: 10,
+      suspended: false,
+      role: 'admin',
+    });
     t.same(await a.endpointById(e1.id), await a.endpointByKey(e1.apiKey), 'resumed: found by id as by key');
     t.equal(await a.setSuspended(99, true), false);
 

@@ -29,7 +29,9 @@ function seed(path: string) {
   admin.topUp(a.id, 234);
   admin.createManagementKey(b.id, 'viewer');
   store.db
-    .prepare(`INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, created_at, balance_low) VALUES (?, ?, ?, ?, ?, ?, ?, 1)`)
+    .prepare(
+      `INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, created_at, balance_low) VALUES (?, ?, ?, ?, ?, ?, ?, 1)`,
+    )
     .run('wh_aaaaaaaaaaaaaaaa', a.id, 'https://hooks.example.com/a', 'balance_low', 'a-secret-of-16-chars', 100, 1_700_000_000);
   const fenced = applyFencePatch(NO_FENCES, { allowed_origins: ['https://app.example.com'], key_in_path: false });
   if (!fenced.ok) throw new Error('bad settings');

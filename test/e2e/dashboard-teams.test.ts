@@ -72,7 +72,11 @@ t.test('an admin: every view fits 360 px, labels, meanings, auto refresh, a webh
   // A short refresh interval for the test (the page's own is 30 s), read when the usage view is next shown.
   await page.evaluate('document.documentElement.dataset.refreshMs = "300"');
   t.equal(await page.locator('#account-name').textContent(), 'Owner-with-a-rather-long-name-for-a-phone');
-  t.match(await page.locator('#view-usage dl.owner').textContent(), /Owner.*This key.*admin/s, "the owner's name and the key's role labelled");
+  t.match(
+    await page.locator('#view-usage dl.owner').textContent(),
+    /Owner.*This key.*admin/s,
+    "the owner's name and the key's role labelled",
+  );
 
   await page.getByRole('link', { name: 'Endpoints' }).click();
   await page.getByLabel('Network', { exact: true }).selectOption('devnet');

@@ -159,9 +159,26 @@ for (const [engine, open] of Object.entries(ENGINES)) {
         colour: 'red',
       });
       t.equal(bad.status, 400);
-      t.same(bad.json.error.fields.map((f: { field: string }) => f.field).sort(), ['balance_below_ru', 'colour', 'events', 'secret', 'url']);
-      for (const url of ['https://127.0.0.1/', 'https://[::1]/', 'https://10.1.2.3/', 'https://[::ffff:192.168.0.1]/', 'https://localhost/']) {
-        const r = await api(alice.managementKey, 'POST', '/api/dashboard/webhooks', { url, events: ['balance_low'], secret: SECRET, balance_below_ru: 5 });
+      t.same(bad.json.error.fields.map((f: { field: string }) => f.field).sort(), [
+        'balance_below_ru',
+        'colour',
+        'events',
+        'secret',
+        'url',
+      ]);
+      for (const url of [
+        'https://127.0.0.1/',
+        'https://[::1]/',
+        'https://10.1.2.3/',
+        'https://[::ffff:192.168.0.1]/',
+        'https://localhost/',
+      ]) {
+        const r = await api(alice.managementKey, 'POST', '/api/dashboard/webhooks', {
+          url,
+          events: ['balance_low'],
+          secret: SECRET,
+          balance_below_ru: 5,
+        });
         t.equal(r.status, 400, url);
         t.match(r.json.error.message, /url: .*(loopback|private)/, `${url}: the range is named`);
       }
@@ -173,7 +190,11 @@ for (const [engine, open] of Object.entries(ENGINES)) {
       });
       t.equal(ok.status, 201, 'a public address is taken');
       t.notOk('secret' in ok.json.data, 'the secret is never shown');
-      t.equal((await api(bob.managementKey, 'GET', `/api/dashboard/webhooks/deliveries?id=${ok.json.data.id}`)).status, 404, "another owner's webhook is unknown");
+      t.equal(
+        (await api(bob.managementKey, 'GET', `/api/dashboard/webhooks/deliveries?id=${ok.json.data.id}`)).status,
+        404,
+        "another owner's webhook is unknown",
+      );
       t.equal((await api(bob.managementKey, 'DELETE', `/api/dashboard/webhooks?id=${ok.json.data.id}`)).status, 404);
       t.equal((await api(alice.managementKey, 'DELETE', `/api/dashboard/webhooks?id=${ok.json.data.id}`)).status, 200);
       t.same((await api(alice.managementKey, 'GET', '/api/dashboard/webhooks')).json.data, []);
@@ -213,13 +234,19 @@ for (const [engine, open] of Object.entries(ENGINES)) {
       }
       const refused = r.got.map((g) => JSON.parse(g.body)).find((b) => b.event === 'key_refused');
       t.match(refused.data, { refused_per_minute: 5, endpoints: [{ endpoint_id: 'ep_aaaaaaaaaaaaaaaa', refused: 6 }] });
-      await waitFor(async () => {
-        const d = await lax(alice.managementKey, 'GET', `/api/dashboard/webhooks/deliveries?id=${hookId}`);
-        return d.json.data.every((x: { outcome: string }) => x.outcome === 'delivered');
-      }, { ms: 10_000, what: 'every delivery delivered' });
+      await waitFor(
+        async () => {
+          const d = await lax(alice.managementKey, 'GET', `/api/dashboard/webhooks/deliveries?id=${hookId}`);
+          return d.json.data.every((x: { outcome: string }) => x.outcome === 'delivered');
+        },
+        { ms: 10_000, what: 'every delivery delivered' },
+      );
       const shown = (await lax(alice.managementKey, 'GET', `/api/dashboard/webhooks/deliveries?id=${hookId}`)).json.data;
       t.equal(shown.length, 3);
-      t.ok(shown.some((d: { attempts: number }) => d.attempts === 2), 'the one answered 500 was tried again');
+      t.ok(
+        shown.some((d: { attempts: number }) => d.attempts === 2),
+        'the one answered 500 was tried again',
+      );
       // A second check in the same minute sends nothing new: each alert was claimed once.
       await watch.check();
       t.equal(r.got.length, 4);
