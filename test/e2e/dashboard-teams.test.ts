@@ -93,14 +93,8 @@ t.test('an admin: every view fits 360 px, labels, meanings, auto refresh, a webh
   const answer = await rpc(httpsUrl, 'eth_noSuchMethod', []);
   t.match(answer.json, { error: { code: Number } }, 'an error answered');
   await page.getByRole('link', { name: 'Usage' }).click();
-  await page
-    .locator('#statuses tbody tr th', { hasText: 'JSON-RPC' })
-    .waitFor({ timeout: 10_000 })
-    .catch(async (err) => {
-      await page.screenshot({ path: '/tmp/i36a-usage.png', fullPage: true });
-      t.comment(`stats calls: ${statsCalls}; totals: ${await page.locator('#usage-totals').textContent()}`);
-      throw err;
-    });
+  // The usage view refreshes itself (and the call may reach the store after its first read).
+  await page.locator('#statuses tbody tr th', { hasText: 'JSON-RPC' }).waitFor({ timeout: 10_000 });
   const meaning = (await page.locator('#statuses tbody tr td').first().textContent()) ?? '';
   t.ok(meaning.length > 3 && !/^\d/.test(meaning), `the status has its meaning: ${meaning}`);
   await noSidewaysScroll(t, page, 'usage');

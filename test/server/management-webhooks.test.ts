@@ -258,6 +258,36 @@ for (const [engine, open] of Object.entries(ENGINES)) {
       await waitFor(() => r.got.length === 5, { ms: 10_000, what: 'balance_low again' });
     });
 
+    t.test('two senders (two instances of a fleet, or a restart) checking at once send each alert once', async (t) => {
+      const r = await receiver(t);
+      const carol = await accounts.createOwner('carol', 'free', 100);
+      const made = await lax(carol.managementKey, 'POST', '/api/dashboard/webhooks', {
+        url: r.url,
+        events: ['balance_low', 'key_refused'],
+        secret: SECRET,
+        balance_below_ru: 50,
+        refused_per_minute: 1,
+      });
+      t.equal(made.status, 201);
+      const minute = Math.floor(Date.now() / 60_000) * 60;
+      await e.usage(carol.id, 'ep_bbbbbbbbbbbbbbbb', minute, 403, 3);
+      const senders = [1, 2].map(() =>
+        startAlertWatch({
+          store: accounts.webhooks,
+          balance: () => 10,
+          settings: () => ({ allow_private: true, timeout_ms: 2000, retry_for_s: 30, check_interval_s: 3600 }),
+          onError: (err) => t.fail(err.message),
+        }),
+      );
+      t.teardown(() => Promise.all(senders.map((s) => s.close())));
+      await Promise.all(senders.map((s) => s.check()));
+      await waitFor(() => r.got.length >= 2, { ms: 10_000, what: 'both alerts' });
+      await Promise.all(senders.map((s) => s.check()));
+      const deliveries = (await lax(carol.managementKey, 'GET', `/api/dashboard/webhooks/deliveries?id=${made.json.data.id}`)).json.data;
+      t.equal(deliveries.length, 2, 'one delivery per alert');
+      t.same(r.got.map((g) => JSON.parse(g.body).event).sort(), ['balance_low', 'key_refused'], 'each received once');
+    });
+
     t.test('at most webhooks.max_per_owner', async (t) => {
       const r = await receiver(t);
       const body = { url: r.url, events: ['balance_low'], secret: SECRET, balance_below_ru: 1 };
