@@ -8,7 +8,7 @@ const LAYERS = [
   ['pipeline'],
   ['chain'],
   ['fanout', 'filters'],
-  ['upstreams'],
+  ['upstreams', 'alerts'],
   ['accounts'],
   ['tenancy'],
   // Below the key lookup, which reads and compiles an endpoint's restrictions with the grant it caches.

@@ -99,6 +99,33 @@ export interface AccountAnswer {
   name: string;
   plan: PlanView;
   ru_balance: number;
+  /** The calling key's role: admin (everything), developer (endpoints and usage) or viewer (read only). */
+  role: 'admin' | 'developer' | 'viewer';
+}
+
+/** A webhook as its owner sees it: never its secret. */
+export interface WebhookAnswer {
+  id: string;
+  url: string;
+  events: Array<'balance_low' | 'key_refused' | 'error_rate'>;
+  balance_below_ru: number | null;
+  refused_per_minute: number | null;
+  error_rate_above: number | null;
+  created_at: string;
+}
+
+/** One delivery of a webhook, newest first: `pending` while it is being retried. */
+export interface DeliveryAnswer {
+  id: number;
+  event: 'balance_low' | 'key_refused' | 'error_rate';
+  created_at: string;
+  attempts: number;
+  outcome: 'pending' | 'delivered' | 'failed';
+  /** The receiver's HTTP status in the last attempt; null when none answered. */
+  http_status: number | null;
+  /** Why the last attempt failed; null when delivered. */
+  error: string | null;
+  last_attempt_at: string | null;
 }
 
 /** Requests counted, RU debited, and requests that failed or were refused (status not 0). */

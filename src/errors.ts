@@ -60,6 +60,8 @@ export const ERRORS = {
   // A suspended owner's keys and management keys: not the 401 of a typo, so the owner knows what to fix.
   // -32001 as `unauthorized`: clients that handle a key problem still read it as one.
   owner_suspended: { http: 403, rpc: -32001, message: 'Owner suspended' },
+  // A management key whose role may not do what was asked (a viewer's write, a developer's webhook change).
+  role_refused: { http: 403, rpc: -32600, message: 'Not allowed for this key role' },
   // A fleet whose Redis is unreachable, with cluster.redis_failure: closed (the operator chose refusing over local limits).
   limits_unavailable: { http: 503, rpc: -32099, message: 'Rate limits temporarily unavailable' },
 } as const;

@@ -68,7 +68,7 @@ async function call(method: string, path: string, body?: unknown, key: string | 
   return parsed;
 }
 
-const data = async <T>(method: string, path: string, body?: unknown, key?: string): Promise<T> =>
+export const data = async <T>(method: string, path: string, body?: unknown, key?: string): Promise<T> =>
   ((await call(method, path, body, key)) as { data: T }).data;
 
 export const api = {

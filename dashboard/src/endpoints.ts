@@ -106,13 +106,21 @@ export function setUpEndpoints(ctx: EndpointsContext): { show: () => void } {
     fillNetworkPicker(picker, chains);
     const endpoints = ctx.endpoints();
     const rows = endpoints.map((e) => {
-      const remove = h('button', { type: 'button', class: 'danger', 'aria-label': `Delete ${endpointLabel(e)}` }, 'Delete');
+      const remove = h('button', { type: 'button', class: 'danger needs-developer', 'aria-label': `Delete ${endpointLabel(e)}` }, 'Delete');
       remove.addEventListener('click', () => askDelete(e, remove));
       const usage = h('button', { type: 'button', 'aria-label': `Usage of ${endpointLabel(e)}` }, 'Usage');
       usage.addEventListener('click', () => ctx.showUsage(e.id));
-      const edit = h('button', { type: 'button', 'aria-label': `Restrictions of ${endpointLabel(e)}` }, 'Restrictions');
+      const edit = h(
+        'button',
+        { type: 'button', class: 'needs-developer', 'aria-label': `Restrictions of ${endpointLabel(e)}` },
+        'Restrictions',
+      );
       edit.addEventListener('click', () => settings.edit(e, edit));
-      const rotate = h('button', { type: 'button', 'aria-label': `Rotate the key of ${endpointLabel(e)}` }, 'Rotate key');
+      const rotate = h(
+        'button',
+        { type: 'button', class: 'needs-developer', 'aria-label': `Rotate the key of ${endpointLabel(e)}` },
+        'Rotate key',
+      );
       rotate.addEventListener('click', () => settings.rotate(e, rotate));
       // A key in a rotation's grace is listed under the current one with its end.
       const previous =

@@ -4,14 +4,18 @@ import { byId, wireCopyButtons } from './dom.js';
 import { setUpEndpoints } from './endpoints.js';
 import { showNetworks } from './networks.js';
 import { forgetKey, readKey, saveKey } from './session.js';
+import './teams.css';
+import { type AutoRefresh, startAutoRefresh } from './auto-refresh.js';
+import { applyRole } from './roles.js';
 import { setUpUsage } from './usage.js';
+import { setUpWebhooks } from './webhooks.js';
 
 /**
  * The owners' dashboard: sign in with a management key, then three views (usage, endpoints, networks)
  * chosen by the address's fragment. Everything it shows comes from the management API on this origin.
  */
 
-const VIEWS = ['usage', 'endpoints', 'networks'] as const;
+const VIEWS = ['usage', 'endpoints', 'networks', 'alerts'] as const;
 type View = (typeof VIEWS)[number];
 
 let account: Account | null = null;
@@ -48,6 +52,9 @@ const endpointsView = setUpEndpoints({
   },
 });
 const usageView = setUpUsage({ account: () => account, chains: () => chains, endpoints: () => endpoints, failed });
+const webhooksView = setUpWebhooks({ failed });
+/** The usage view's own refresh, every 30 s while it is shown and the tab visible. */
+let usageRefresh: AutoRefresh | null = null;
 
 function viewOf(hash: string): View {
   const name = hash.replace(/^#/, '');
@@ -60,9 +67,15 @@ function show(view: View | 'sign-in'): void {
     if (link.getAttribute('href') === `#${view}`) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');
   }
-  if (view === 'usage') void usageView.show();
+  usageRefresh?.stop();
+  usageRefresh = null;
+  if (view === 'usage') {
+    void usageView.show();
+    usageRefresh = startAutoRefresh(() => void usageView.refresh());
+  }
   if (view === 'endpoints') endpointsView.show();
   if (view === 'networks') showNetworks(chains);
+  if (view === 'alerts') void webhooksView.show();
 }
 
 function signedIn(on: boolean): void {
@@ -78,6 +91,7 @@ async function enter(): Promise<void> {
     signInError.textContent = err instanceof Error ? err.message : String(err);
     return;
   }
+  applyRole(account);
   signedIn(true);
   show(viewOf(location.hash));
 }
@@ -85,6 +99,7 @@ async function enter(): Promise<void> {
 function signOut(): void {
   forgetKey();
   account = null;
+  applyRole(null);
   chains = [];
   endpoints = [];
   // Nothing of the owner's stays in the page: a created key still on screen included.

@@ -2,7 +2,9 @@ import { type Account, type Chain, type Endpoint, type Usage, api } from './api.
 import { barChart } from './chart.js';
 import { byId, copyButton, fillRows, formatNumber, h } from './dom.js';
 import { endpointLabel } from './endpoints.js';
+import { errorMeaning, statusName } from './error-meanings.js';
 import { firstCall } from './networks.js';
+import { ROLE_TEXT } from './roles.js';
 
 /** What the usage view needs from the page. */
 export interface UsageContext {
@@ -32,11 +34,7 @@ export function periods(range: Range, nowSeconds: number): { from: number; to: n
   return { from, to, times: Array.from({ length: points }, (_, i) => from + i * step) };
 }
 
-function statusName(status: number): string {
-  return status < 0 ? `JSON-RPC ${status}` : `HTTP ${status}`;
-}
-
-export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => Promise<void> } {
+export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => Promise<void>; refresh: () => Promise<void> } {
   const scope = byId<HTMLSelectElement>('usage-scope');
   const range = byId<HTMLSelectElement>('usage-range');
   const totals = byId('usage-totals');
@@ -56,6 +54,7 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
     const limit = (n: number | null): string => (n === null ? 'none' : formatNumber(n));
     byId('balance').textContent = `${formatNumber(account.ru_balance)} RU`;
     byId('account-name').textContent = account.name;
+    byId('account-role').textContent = ROLE_TEXT[account.role];
     byId('plan-name').textContent = `“${plan.name}”`;
     byId('plan-rps').textContent = limit(plan.rps);
     byId('plan-ru-per-second').textContent = limit(plan.ru_per_second);
@@ -153,12 +152,19 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
       );
     fillRows(byId('methods').querySelector('tbody')!, methodRows, 'No calls in this period.', 4);
     const statusRows = usage.statuses.map((s) =>
-      h('tr', {}, h('th', { scope: 'row' }, statusName(s.status)), h('td', { class: 'num' }, formatNumber(s.requests))),
+      h(
+        'tr',
+        {},
+        h('th', { scope: 'row' }, statusName(s.status)),
+        h('td', {}, errorMeaning(s.status)),
+        h('td', { class: 'num' }, formatNumber(s.requests)),
+      ),
     );
-    fillRows(byId('statuses').querySelector('tbody')!, statusRows, 'No errors in this period.', 2);
+    fillRows(byId('statuses').querySelector('tbody')!, statusRows, 'No errors in this period.', 3);
   }
 
   return {
+    refresh,
     async show(endpointId) {
       showAccount();
       fillScope(endpointId ?? scope.value);

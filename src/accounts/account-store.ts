@@ -3,13 +3,30 @@ import type { FenceOptions } from '../fences/fences.js';
 import type { FenceSettings } from '../fences/settings.js';
 import type { StatsQuery } from '../metering/stats.js';
 import type { ManagementKeyRow } from '../store/statements.js';
-import type { CreateEndpointResult, EndpointCursor, EndpointListRow, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
+import type {
+  CreateEndpointResult,
+  EndpointCursor,
+  EndpointListRow,
+  EndpointRecord,
+  ManagementCaller,
+  OwnerRecord,
+} from '../tenancy/endpoints.js';
+import type { KeyRole } from '../tenancy/roles.js';
+import type { WebhookStore } from './webhook-store.js';
 import type { EndpointAuth } from '../tenancy/key-cache.js';
 import type { OwnerSummary, RevokeResult, TopUpResult } from '../tenancy/owners.js';
 
 export type { StatsQuery } from '../metering/stats.js';
 export type { ManagementKeyRow } from '../store/statements.js';
-export type { CreateEndpointResult, EndpointCursor, EndpointListRow, EndpointRecord, OwnerRecord } from '../tenancy/endpoints.js';
+export type {
+  CreateEndpointResult,
+  EndpointCursor,
+  EndpointListRow,
+  EndpointRecord,
+  ManagementCaller,
+  OwnerRecord,
+} from '../tenancy/endpoints.js';
+export type { KeyRole } from '../tenancy/roles.js';
 export type { EndpointAuth } from '../tenancy/key-cache.js';
 export type { OwnerSummary, RevokeResult, TopUpResult } from '../tenancy/owners.js';
 
@@ -44,8 +61,8 @@ export interface AccountStore {
   /** Deletes the owner, its endpoints and its management keys; the endpoints deleted, or null for an unknown owner. */
   deleteOwner(ownerId: number): Promise<{ endpoints: number } | null>;
 
-  /** A new management key (shown once), or null for an unknown owner. */
-  createManagementKey(ownerId: number): Promise<string | null>;
+  /** A new management key with `role` (default admin: tenancy/roles.ts), shown once; null for an unknown owner. */
+  createManagementKey(ownerId: number, role?: KeyRole): Promise<string | null>;
   /** The owner's management keys by prefix, oldest first, revoked ones included; null for an unknown owner. */
   listManagementKeys(ownerId: number): Promise<ManagementKeyRow[] | null>;
   /** Revokes the owner's one live key starting with `prefix` (its KEY_PREFIX_LENGTH first characters). */
@@ -54,7 +71,7 @@ export interface AccountStore {
    * The owner a management key acts as, or null: malformed, unknown, revoked, or the owner deleted. A
    * suspended owner is answered with `suspended: true`: the management API answers it 403 `owner_suspended`.
    */
-  ownerByManagementKey(key: string): Promise<OwnerRecord | null>;
+  ownerByManagementKey(key: string): Promise<ManagementCaller | null>;
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): Promise<OwnerRecord | null>;
 
@@ -112,6 +129,9 @@ export interface AccountStore {
   listAllEndpoints(ownerId?: number): Promise<EndpointListRow[]>;
   /** False when the endpoint is unknown, already deleted or another owner's: the same answer for all. */
   deleteEndpoint(ownerId: number, endpointId: string): Promise<boolean>;
+
+  /** The owner's webhooks, their deliveries and the claims of their alerts (webhook-store.ts). */
+  readonly webhooks: WebhookStore;
 
   /** The owner's usage; an `endpointId` of another owner yields zeros. The caller bounds the range. */
   stats(ownerId: number, query: StatsQuery): Promise<UsageStats>;

@@ -26,6 +26,7 @@ import {
 } from '../tenancy/endpoints.js';
 import { hashKey, looksLikeKey, newKey } from '../tenancy/keys.js';
 import { assertValidName } from '../tenancy/names.js';
+import { storedRole } from '../tenancy/roles.js';
 import type { AccountStore } from './account-store.js';
 import { notifyChange } from './pg-changes.js';
 import { lockOwner, ownerColumns } from './pg-owners.js';
@@ -101,12 +102,13 @@ export function createPgEndpointTable(
     async ownerByManagementKey(key) {
       if (!looksLikeKey(key, 'management')) return null;
       // A suspended owner's key too: the management API answers it 403, not the 401 of an unknown key.
-      return one<OwnerRecord>(
-        `SELECT ${ownerColumns('o')}
+      const row = await one<OwnerRecord & { role: string }>(
+        `SELECT ${ownerColumns('o')}, k.role
         FROM management_keys k JOIN owners o ON o.id = k.owner_id
         WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND o.deleted_at IS NULL`,
         [hashKey(key)],
       );
+      return row === null ? null : { ...row, role: storedRole(row.role) };
     },
 
     owner: (id) => one<OwnerRecord>(`SELECT ${ownerColumns()} FROM owners WHERE id = $1::bigint AND deleted_at IS NULL`, [id]),

@@ -4,6 +4,7 @@ import type { ManagementKeyRow } from '../store/statements.js';
 import type { OwnerRecord } from '../tenancy/endpoints.js';
 import { newKey } from '../tenancy/keys.js';
 import { assertValidName } from '../tenancy/names.js';
+import { DEFAULT_KEY_ROLE, type KeyRole } from '../tenancy/roles.js';
 import { assertValidRu, MAX_RU, type OwnerSummary, type RevokeResult, type TopUpResult } from '../tenancy/owners.js';
 import type { AccountStore } from './account-store.js';
 import { notifyChange } from './pg-changes.js';
@@ -47,13 +48,14 @@ export function createPgOwnerAdmin(pool: pg.Pool, seconds: () => number): PgOwne
   const exists = async (ownerId: number): Promise<boolean> =>
     (await pool.query('SELECT 1 FROM owners WHERE id = $1::bigint AND deleted_at IS NULL', [ownerId])).rowCount === 1;
 
-  const insertManagementKey = async (client: pg.ClientBase, ownerId: number, at: number): Promise<string> => {
+  const insertManagementKey = async (client: pg.ClientBase, ownerId: number, at: number, role: KeyRole): Promise<string> => {
     const key = newKey('management');
-    await client.query('INSERT INTO management_keys (key_hash, owner_id, key_prefix, created_at) VALUES ($1, $2, $3, $4)', [
+    await client.query('INSERT INTO management_keys (key_hash, owner_id, key_prefix, created_at, role) VALUES ($1, $2, $3, $4, $5)', [
       key.hash,
       ownerId,
       key.prefix,
       at,
+      role,
     ]);
     return key.key;
   };
@@ -83,7 +85,7 @@ export function createPgOwnerAdmin(pool: pg.Pool, seconds: () => number): PgOwne
         const id = rows[0]!.id;
         // The opening balance is a credit like any other, so the ledger invariant holds from the start.
         if (ru > 0) await client.query('INSERT INTO credits (owner_id, ru, at) VALUES ($1, $2, $3)', [id, ru, at]);
-        return { id, managementKey: await insertManagementKey(client, id, at) };
+        return { id, managementKey: await insertManagementKey(client, id, at, DEFAULT_KEY_ROLE) };
       });
     },
 
@@ -128,15 +130,15 @@ export function createPgOwnerAdmin(pool: pg.Pool, seconds: () => number): PgOwne
         return { endpoints: endpoints.rowCount ?? 0 };
       }),
 
-    createManagementKey: (ownerId) =>
+    createManagementKey: (ownerId, role = DEFAULT_KEY_ROLE) =>
       inPgTransaction(pool, async (client) =>
-        (await lockOwner(client, ownerId)) === null ? null : insertManagementKey(client, ownerId, seconds()),
+        (await lockOwner(client, ownerId)) === null ? null : insertManagementKey(client, ownerId, seconds(), role),
       ),
 
     async listManagementKeys(ownerId) {
       if (!(await exists(ownerId))) return null;
       const { rows } = await pool.query<ManagementKeyRow>(
-        `SELECT key_prefix AS "keyPrefix", created_at AS "createdAt", revoked_at AS "revokedAt"
+        `SELECT key_prefix AS "keyPrefix", created_at AS "createdAt", revoked_at AS "revokedAt", role
         FROM management_keys WHERE owner_id = $1 ORDER BY created_at, key_prefix COLLATE "C"`,
         [ownerId],
       );

@@ -2,6 +2,7 @@ import type { PgStore } from '../store/pg-open.js';
 import type { AccountStore, AccountStoreOptions } from './account-store.js';
 import { createPgEndpointTable } from './pg-endpoints.js';
 import { createPgOwnerAdmin } from './pg-owners.js';
+import { createPgWebhooks } from './pg-webhooks.js';
 
 /**
  * The account store of a fleet, in the PostgreSQL database every instance shares. Writes are transactions
@@ -15,6 +16,7 @@ export function createPostgresAccounts(pg: PgStore, options: AccountStoreOptions
     kind: 'postgres',
     ...createPgOwnerAdmin(pg.pool, seconds),
     ...createPgEndpointTable(pg.pool, seconds, options.fences),
+    webhooks: createPgWebhooks(pg.pool, seconds),
     async close() {
       if (!pg.pool.ending) await pg.close();
     },

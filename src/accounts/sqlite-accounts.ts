@@ -4,6 +4,7 @@ import type { Directory } from '../tenancy/directory.js';
 import { createEndpointTable } from '../tenancy/endpoints.js';
 import { createOwnerAdmin } from '../tenancy/owners.js';
 import type { AccountStore, AccountStoreOptions } from './account-store.js';
+import { createSqliteWebhooks } from './sqlite-webhooks.js';
 
 /**
  * The account store of the embedded SQLite file: the synchronous owner admin (tenancy/owners.ts) and
@@ -22,7 +23,7 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
     setPlan: async (ownerId, plan) => admin.setPlan(ownerId, plan),
     setSuspended: async (ownerId, suspended) => admin.setSuspended(ownerId, suspended),
     deleteOwner: async (ownerId) => admin.deleteOwner(ownerId),
-    createManagementKey: async (ownerId) => admin.createManagementKey(ownerId),
+    createManagementKey: async (ownerId, role) => admin.createManagementKey(ownerId, role),
     listManagementKeys: async (ownerId) => admin.listManagementKeys(ownerId),
     revokeManagementKey: async (ownerId, prefix) => admin.revokeManagementKey(ownerId, prefix),
     ownerByManagementKey: async (key) => endpoints.ownerByManagementKey(key),
@@ -37,6 +38,7 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
     listEndpointsPage: async (ownerId, limit, after) => endpoints.listEndpointsPage(ownerId, limit, after),
     listAllEndpoints: async (ownerId) => admin.listEndpoints(ownerId),
     deleteEndpoint: async (ownerId, endpointId) => endpoints.deleteEndpoint(ownerId, endpointId) !== null,
+    webhooks: createSqliteWebhooks(store, now),
     stats: async (ownerId, query) => readUsageStats(store.sql, ownerId, query),
     close: async () => store.close(),
   };

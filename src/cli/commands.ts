@@ -210,8 +210,15 @@ export const COMMANDS: readonly CommandSpec[] = [
   {
     words: 'owner key create',
     args: ['ID'],
-    options: onStore(JSON_OUT),
-    summary: 'another management key for owner ID (shown once)',
+    options: onStore(
+      {
+        name: 'role',
+        value: 'ROLE',
+        text: 'admin (the default: everything), developer (endpoints and usage) or viewer (read only)',
+      },
+      JSON_OUT,
+    ),
+    summary: 'another management key for owner ID (shown once), with its role',
     exit: STORE_EXIT,
     group: 'accounts',
   },

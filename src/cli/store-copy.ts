@@ -40,7 +40,8 @@ const TABLES: readonly TableCopy[] = [
     select: 'id, name, plan, ru_balance, suspended != 0, created_at, deleted_at',
     order: 'id',
   },
-  { name: 'management_keys', columns: ['key_hash', 'owner_id', 'key_prefix', 'created_at', 'revoked_at'], order: 'key_hash' },
+  // A key's role: schema 6, PostgreSQL's 3.
+  { name: 'management_keys', columns: ['key_hash', 'owner_id', 'key_prefix', 'created_at', 'revoked_at', 'role'], order: 'key_hash' },
   {
     name: 'endpoints',
     columns: [
@@ -67,6 +68,28 @@ const TABLES: readonly TableCopy[] = [
     columns: ['endpoint_id', 'owner_id', 'method', 't', 'status', 'requests', 'ru'],
     order: 'endpoint_id, method, t, status',
   })),
+  // Webhooks (schema 7, PostgreSQL's 4); not their past deliveries, a log of attempts the new store starts afresh.
+  {
+    name: 'webhooks',
+    columns: [
+      'id',
+      'owner_id',
+      'url',
+      'events',
+      'secret',
+      'balance_below_ru',
+      'refused_per_minute',
+      'error_rate_above',
+      'created_at',
+      'deleted_at',
+      'balance_low',
+      'key_refused_t',
+      'error_rate_t',
+    ],
+    select:
+      'id, owner_id, url, events, secret, balance_below_ru, refused_per_minute, error_rate_above, created_at, deleted_at, balance_low != 0, key_refused_t, error_rate_t',
+    order: 'id',
+  },
 ];
 
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */

@@ -1,5 +1,6 @@
 // One function per operator command on owners, keys and endpoints (tenancy.ts parses and checks the
 // command line, then `run` calls the command's function): each writes its answer through `io.out`.
+import { DEFAULT_KEY_ROLE, isKeyRole, KEY_ROLES } from '../tenancy/roles.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { safeUrl } from '../store/pg-open.js';
@@ -89,9 +90,13 @@ async function ownerSetPlan(io: Io, a: string | undefined, b: string | undefined
 
 async function ownerKeyCreate(io: Io, json: boolean, a: string | undefined): Promise<void> {
   const id = ownerId(a);
-  const key = found(await (await io.accounts()).createManagementKey(id), id);
+  const asked = io.args.options.get('role') ?? DEFAULT_KEY_ROLE;
+  if (!isKeyRole(asked)) throw new UsageError(`--role must be one of ${KEY_ROLES.join(', ')}, got '${String(asked)}'`);
+  const key = found(await (await io.accounts()).createManagementKey(id, asked), id);
   io.out(
-    json ? `${JSON.stringify({ id, management_key: key })}\n` : `management key for owner ${id} (shown once, keep it secret): ${key}\n`,
+    json
+      ? `${JSON.stringify({ id, role: asked, management_key: key })}\n`
+      : `${asked} management key for owner ${id} (shown once, keep it secret): ${key}\n`,
   );
 }
 
@@ -101,6 +106,7 @@ async function ownerKeyList(io: Io, json: boolean, a: string | undefined): Promi
   if (json) {
     const rows = keys.map((k) => ({
       key_prefix: k.keyPrefix,
+      role: k.role,
       created_at: isoTime(k.createdAt),
       revoked_at: k.revokedAt === null ? null : isoTime(k.revokedAt),
     }));
@@ -109,8 +115,8 @@ async function ownerKeyList(io: Io, json: boolean, a: string | undefined): Promi
   }
   io.out(
     formatTable(
-      ['PREFIX', 'CREATED', 'REVOKED'],
-      keys.map((k) => [k.keyPrefix, formatTime(k.createdAt), k.revokedAt === null ? '-' : formatTime(k.revokedAt)]),
+      ['PREFIX', 'ROLE', 'CREATED', 'REVOKED'],
+      keys.map((k) => [k.keyPrefix, k.role, formatTime(k.createdAt), k.revokedAt === null ? '-' : formatTime(k.revokedAt)]),
     ),
   );
 }

@@ -23,6 +23,8 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['cluster.redis_failure', (c) => c.cluster?.redis_failure],
   // Compiled into every cached grant: a reload would leave the keys already looked up as they were.
   ['fences.contracts_cover_balance', (c) => c.fences.contracts_cover_balance],
+  // The alerts' timer is set once, at start (the other webhooks keys are read at each check or request).
+  ['webhooks.check_interval_s', (c) => c.webhooks.check_interval_s],
   ['management.host', (c) => c.management?.host],
   ['management.port', (c) => c.management?.port],
   ['metrics.enabled', (c) => c.metrics !== undefined],

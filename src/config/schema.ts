@@ -21,6 +21,7 @@ import {
   UsageSchema,
 } from './operations.js';
 import { FencesSchema } from './fences.js';
+import { WebhooksSchema } from './webhooks.js';
 import { namePlans, type PlanConfig, PlansSchema, PublicSchema, readPublic } from './plans.js';
 import { checkRu, type RuConfig, RuSchema } from './ru.js';
 import { withoutNulls } from './fill-defaults.js';
@@ -52,6 +53,7 @@ export const ConfigSchema = Type.Object(
     usage: UsageSchema,
     management: ManagementSchema,
     fences: FencesSchema,
+    webhooks: WebhooksSchema,
     websocket: WebsocketSchema,
     sse: SseSchema,
     cache: CacheSchema,
@@ -88,6 +90,8 @@ export interface Config {
   management_limits: { rps_per_key: number; rps_per_ip: number };
   /** The operator's choices for every endpoint's restrictions. */
   fences: Static<typeof FencesSchema>;
+  /** Owners' webhooks: what the operator allows, and how they are sent. */
+  webhooks: Static<typeof WebhooksSchema>;
   log: Static<typeof LogSchema>;
   /** The Prometheus listener; undefined when `metrics.enabled` is false. */
   metrics: MetricsConfig | undefined;
@@ -143,6 +147,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     management,
     management_limits,
     fences: c.fences,
+    webhooks: c.webhooks,
     websocket: c.websocket,
     sse: c.sse,
     cache: c.cache,

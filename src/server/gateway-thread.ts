@@ -4,6 +4,7 @@
  * clients. startGateway makes them once (openThread), listens (listeners.ts), and stops, reloads and reports
  * through them (gateway-stop.ts, stream-stats.ts).
  */
+import { type AlertWatch, startAlertWatch } from '../alerts/alert-watch.js';
 import { startTracing } from '../pipeline/tracing.js';
 import { performance } from 'node:perf_hooks';
 import type { ChainConfig, Config } from '../config/schema.js';
@@ -83,6 +84,8 @@ export interface GatewayThread {
   readonly events: BeaconEvents;
   readonly startedAt: number;
   readonly dashboard: DashboardAssets;
+  /** The sender of owners' webhooks: on the thread that owns the ledger only (alone or main), null in a worker. */
+  readonly alerts: AlertWatch | null;
   /** How long a scrape waits for a worker's values, in ms. */
   readonly answerMs: number;
 }
@@ -293,6 +296,15 @@ function openRoads(t: ThreadUnderway, config: Config): void {
     t.wsRoute.endpointChanged(endpointId);
     t.events.endpointChanged(endpointId);
   });
+  t.alerts =
+    t.role.kind === 'worker'
+      ? null
+      : startAlertWatch({
+          store: tenancy.accounts.webhooks,
+          balance: t.views.management.balance,
+          settings: () => t.inForce.webhooks,
+          onError: (err) => opts.log.warn('webhook alerts: a check failed; the next one retries', { err: err.message }),
+        });
   t.startedAt = performance.now();
   // The owners' page, beside the management API it calls (same origin, so its CSP can say connect-src 'self').
   t.dashboard = loadDashboardAssets();
@@ -307,7 +319,8 @@ export function releaseThread(t: GatewayThread): Promise<boolean> {
   t.gate.close();
   t.chainSet.closeAll();
   closeRoleParts(t.role);
-  return t.tenancy.close();
+  // The alerts' last writes (a delivery's outcome) before the store closes.
+  return (t.alerts?.close() ?? Promise.resolve()).then(() => t.tenancy.close());
 }
 
 /** Whether any of `chain`'s nodes has a request in flight or queued (a call the reload found under way). */

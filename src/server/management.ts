@@ -6,6 +6,8 @@ import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
 import { endpointView, handlePatch, handleRotate } from './management-fences.js';
+import { roleRefusal } from './management-roles.js';
+import { handleWebhooks } from './management-webhooks.js';
 import { fail, fromStore, queryParam, readJsonBody, type Reply, refuseFields, send, sendRaw, StoreFault } from './management-io.js';
 import { planView } from './plan-view.js';
 import { chainUrls } from './public-urls.js';
@@ -49,6 +51,8 @@ export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
   ['/api/dashboard/endpoints/rotate', 'POST'],
   ['/api/dashboard/endpoints/stats', 'GET'],
   ['/api/dashboard/account', 'GET'],
+  ['/api/dashboard/webhooks', 'GET, POST, DELETE'],
+  ['/api/dashboard/webhooks/deliveries', 'GET'],
 ]);
 
 /** The verbs a management path serves, for its `Allow` header and its CORS preflight; undefined for no route. */
@@ -267,12 +271,18 @@ export function handleManagement(
     if (!byKey.ok) {
       return tooManyRequests(reply, byKey.retryAfterMs, `the limit is ${limits.rps_per_key} per second per key: management.rps_per_key`);
     }
+    // What the key's role may not do is refused before anything is read or written (issue 36 §4).
+    const refusal = roleRefusal(owner.role, verb, route);
+    if (refusal !== null) return fail(reply, 'role_refused', refusal);
     if (route === '/api/dashboard/chains') return send(reply, 200, chainList(deps.config));
     if (route === '/api/dashboard/account') {
       const balance = await fromStore(() => deps.balance(owner.id));
-      const account: AccountAnswer = { id: owner.id, name: owner.name, plan: planView(deps.config, owner.plan), ru_balance: balance };
+      const plan = planView(deps.config, owner.plan);
+      const account: AccountAnswer = { id: owner.id, name: owner.name, plan, ru_balance: balance, role: owner.role };
       return send(reply, 200, account);
     }
+    if (route.startsWith('/api/dashboard/webhooks'))
+      return handleWebhooks(deps.config, deps.accounts, owner, route, verb, query, body, reply);
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);
     if (route === '/api/dashboard/endpoints/rotate') return handleRotate(deps.config, deps.accounts, owner, query, await body, reply);

@@ -14,6 +14,44 @@ function usageTable(name: string): string {
 }
 
 /**
+ * An owner's webhooks and their last deliveries (issue 36 §3), the same in PostgreSQL but for its types.
+ * `secret` is kept as given: it signs each delivery, so it cannot be a hash (it is the owner's, not a key
+ * to chaingate, and is never shown again). The `*_t` columns are the claims that make one sender of each
+ * alert, whatever the threads and instances: `checked` the last check's minute, `key_refused_t` and
+ * `error_rate_t` the minute last alerted, `balance_low` set while the balance is below (re-armed above).
+ */
+export const WEBHOOK_TABLES = `
+  CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    owner_id INTEGER NOT NULL REFERENCES owners(id),
+    url TEXT NOT NULL,
+    events TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    balance_below_ru INTEGER,
+    refused_per_minute INTEGER,
+    error_rate_above REAL,
+    created_at INTEGER NOT NULL,
+    deleted_at INTEGER,
+    balance_low INTEGER NOT NULL DEFAULT 0,
+    key_refused_t INTEGER NOT NULL DEFAULT 0,
+    error_rate_t INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE INDEX webhooks_by_owner ON webhooks(owner_id);
+  CREATE TABLE webhook_deliveries (
+    id INTEGER PRIMARY KEY,
+    webhook_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT NOT NULL,
+    http_status INTEGER,
+    error TEXT,
+    last_attempt_at INTEGER
+  );
+  CREATE INDEX webhook_deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
+`;
+
+/**
  * The schema, as an ordered list of migrations: `MIGRATIONS[i]` takes a database from
  * `PRAGMA user_version = i` to `i + 1`. Entries are never edited once released; a change is a new entry.
  *
@@ -200,6 +238,10 @@ export const MIGRATIONS: readonly string[] = [
     VALUES ('endpoint_changed', old.owner_id, old.id, CAST(strftime('%s', 'now') AS INTEGER));
   END;
   `,
+  `
+  ALTER TABLE management_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
+  `,
+  WEBHOOK_TABLES,
 ];
 
 /** The schema version this build writes; a database with a higher `user_version` is refused. */

@@ -28,6 +28,9 @@ function usageTable(name: string): string {
  * valid until its end. There is no key-change log here: the writes that change them notify
  * `endpoint_changed` on commit (accounts/pg-changes.ts).
  *
+ * A management key's `role` (schema 3) and webhooks with their deliveries (schema 4) are SQLite's schemas
+ * 6 and 7 (store/migrations.ts says what each column means).
+ *
  * What only a fleet needs (metering/ledger-store.ts reads and writes them), timed by the database's clock
  * (TIMESTAMPTZ, `now()`), which every instance shares:
  * - `usage_batches`: the id of every usage batch written, so a batch retried after a lost answer is
@@ -115,6 +118,39 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE endpoints ADD COLUMN previous_key_prefix TEXT;
   ALTER TABLE endpoints ADD COLUMN previous_key_expires_at BIGINT;
   CREATE UNIQUE INDEX endpoints_by_previous_key ON endpoints(previous_key_hash) WHERE previous_key_hash IS NOT NULL;
+  `,
+  `
+  ALTER TABLE management_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
+  `,
+  `
+  CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    owner_id INTEGER NOT NULL REFERENCES owners(id),
+    url TEXT NOT NULL,
+    events TEXT NOT NULL,
+    secret TEXT NOT NULL,
+    balance_below_ru BIGINT,
+    refused_per_minute BIGINT,
+    error_rate_above DOUBLE PRECISION,
+    created_at BIGINT NOT NULL,
+    deleted_at BIGINT,
+    balance_low BOOLEAN NOT NULL DEFAULT false,
+    key_refused_t BIGINT NOT NULL DEFAULT 0,
+    error_rate_t BIGINT NOT NULL DEFAULT 0
+  );
+  CREATE INDEX webhooks_by_owner ON webhooks(owner_id);
+  CREATE TABLE webhook_deliveries (
+    id BIGSERIAL PRIMARY KEY,
+    webhook_id TEXT NOT NULL,
+    event TEXT NOT NULL,
+    at BIGINT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT NOT NULL,
+    http_status INTEGER,
+    error TEXT,
+    last_attempt_at BIGINT
+  );
+  CREATE INDEX webhook_deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
   `,
 ];
 

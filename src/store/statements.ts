@@ -27,6 +27,10 @@ export interface OwnerRow {
   ruBalance: number;
   suspended: number;
 }
+/** The owner a management key acts as, and the key's role (issue 36 §4: admin, developer or viewer). */
+export interface ManagementCallerRow extends OwnerRow {
+  role: string;
+}
 export interface EndpointRow {
   id: string;
   name: string | null;
@@ -62,6 +66,8 @@ export interface ManagementKeyRow {
   keyPrefix: string;
   createdAt: number;
   revokedAt: number | null;
+  /** admin, developer or viewer (tenancy/roles.ts). */
+  role: string;
 }
 /** One row of the key-change log: seq, kind, owner_id, endpoint_id (null for an owner's change). */
 export type KeyChangeRow = [number, KeyChangeKind, number, string | null];
@@ -119,8 +125,8 @@ export function prepareStatements(db: Database.Database) {
         FROM endpoints e JOIN owners o ON o.id = e.owner_id
         WHERE e.id = ? AND e.deleted_at IS NULL AND o.deleted_at IS NULL`),
       // A suspended owner's key too: the management API answers it 403, not the 401 of an unknown key.
-      ownerByManagementKeyHash: p<[Buffer], OwnerRow>(`
-        SELECT o.id, o.name, o.plan, o.ru_balance AS ruBalance, o.suspended
+      ownerByManagementKeyHash: p<[Buffer], ManagementCallerRow>(`
+        SELECT o.id, o.name, o.plan, o.ru_balance AS ruBalance, o.suspended, k.role
         FROM management_keys k JOIN owners o ON o.id = k.owner_id
         WHERE k.key_hash = ? AND k.revoked_at IS NULL AND o.deleted_at IS NULL`),
       ownerById: p<[number], OwnerRow>(`
@@ -219,10 +225,10 @@ export function prepareStatements(db: Database.Database) {
       insertOwner: p<[string, string, number, number]>(`INSERT INTO owners (name, plan, ru_balance, created_at) VALUES (?, ?, ?, ?)`),
       insertCredit: p<[number, number, number]>(`INSERT INTO credits (owner_id, ru, at) VALUES (?, ?, ?)`),
       credit: p<[number, number]>(`UPDATE owners SET ru_balance = ru_balance + ? WHERE id = ? AND deleted_at IS NULL`),
-      insertManagementKey: p<[Buffer, number, string, number]>(`
-        INSERT INTO management_keys (key_hash, owner_id, key_prefix, created_at) VALUES (?, ?, ?, ?)`),
+      insertManagementKey: p<[Buffer, number, string, number, string]>(`
+        INSERT INTO management_keys (key_hash, owner_id, key_prefix, created_at, role) VALUES (?, ?, ?, ?, ?)`),
       listManagementKeys: p<[number], ManagementKeyRow>(`
-        SELECT key_prefix AS keyPrefix, created_at AS createdAt, revoked_at AS revokedAt
+        SELECT key_prefix AS keyPrefix, created_at AS createdAt, revoked_at AS revokedAt, role
         FROM management_keys WHERE owner_id = ? ORDER BY created_at, key_prefix`),
       countLiveKeysWithPrefix: p<[number, string], number>(`
         SELECT count(*) FROM management_keys WHERE owner_id = ? AND key_prefix = ? AND revoked_at IS NULL`).pluck(),

@@ -10,6 +10,7 @@ import {
   type EndpointCursor,
   type EndpointRecord,
   type FencePatcher,
+  type ManagementCaller,
   type OwnerRecord,
   type PatchFencesResult,
   type RotateKeyResult,
@@ -46,7 +47,7 @@ export interface Directory {
    */
   endpointByKey(apiKey: string): EndpointAuth | null;
   /** The owner a management key acts as (`suspended` set for a suspended one), or null: unknown, revoked, or the owner deleted. */
-  ownerByManagementKey(key: string): OwnerRecord | null;
+  ownerByManagementKey(key: string): ManagementCaller | null;
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): OwnerRecord | null;
   /**

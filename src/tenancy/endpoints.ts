@@ -1,7 +1,8 @@
 import { compileFences, type FenceOptions } from '../fences/fences.js';
 import { type FenceSettings, hasFences, NO_FENCES, storedFences } from '../fences/settings.js';
 import type { Store } from '../store/open.js';
-import type { EndpointAuthRow, EndpointRow, OwnerRow } from '../store/statements.js';
+import type { EndpointAuthRow, EndpointRow, ManagementCallerRow, OwnerRow } from '../store/statements.js';
+import { type KeyRole, storedRole } from './roles.js';
 import type { EndpointAuth } from './key-cache.js';
 import { hashKey, looksLikeKey, newKey, randomString } from './keys.js';
 import { assertValidName } from './names.js';
@@ -63,6 +64,15 @@ export function newEndpointId(): string {
 
 export function toOwnerRecord(row: OwnerRow): OwnerRecord {
   return { id: row.id, name: row.name, plan: row.plan, ruBalance: row.ruBalance, suspended: row.suspended !== 0 };
+}
+
+/** The owner a management key acts as, and what the key may do there (tenancy/roles.ts). */
+export interface ManagementCaller extends OwnerRecord {
+  role: KeyRole;
+}
+
+export function toManagementCaller(row: ManagementCallerRow): ManagementCaller {
+  return { ...toOwnerRecord(row), role: storedRole(row.role) };
 }
 
 /** The settings as both stores keep them: their JSON text, or null when they restrict and change nothing. */
@@ -142,7 +152,7 @@ export interface EndpointTable {
    * The owner a management key acts as, or null: malformed, unknown, revoked, or the owner deleted. A
    * suspended owner is answered (`suspended: true`), for the management API to tell it from an unknown key.
    */
-  ownerByManagementKey(key: string): OwnerRecord | null;
+  ownerByManagementKey(key: string): ManagementCaller | null;
   /** The owner, suspended or not; null when unknown or deleted. */
   owner(id: number): OwnerRecord | null;
   /**
@@ -234,7 +244,7 @@ export function createEndpointTable(
     ownerByManagementKey(key) {
       if (!looksLikeKey(key, 'management')) return null;
       const row = sql.ownerByManagementKeyHash.get(hashKey(key));
-      return row === undefined ? null : toOwnerRecord(row);
+      return row === undefined ? null : toManagementCaller(row);
     },
     owner(id) {
       const row = sql.ownerById.get(id);

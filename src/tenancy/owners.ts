@@ -3,6 +3,7 @@ import type { ManagementKeyRow } from '../store/statements.js';
 import { type EndpointListRow, toEndpointRecord } from './endpoints.js';
 import { newKey } from './keys.js';
 import { assertValidName } from './names.js';
+import { DEFAULT_KEY_ROLE, type KeyRole } from './roles.js';
 
 /**
  * The largest RU amount and the largest balance: 2^53 - 1. better-sqlite3 binds JS numbers as doubles,
@@ -49,8 +50,8 @@ export interface OwnerAdmin {
   /** Credits `ru` (recorded in `credits`). Throws a RangeError for an `ru` that is not an integer from 1 to MAX_RU. */
   topUp(ownerId: number, ru: number): TopUpResult;
   setPlan(ownerId: number, plan: string): boolean;
-  /** A new management key (shown once), or null for an unknown owner. */
-  createManagementKey(ownerId: number): string | null;
+  /** A new management key with `role` (default admin), shown once; null for an unknown owner. */
+  createManagementKey(ownerId: number, role?: KeyRole): string | null;
   /** The owner's management keys by prefix, revoked ones included; null for an unknown owner. */
   listManagementKeys(ownerId: number): ManagementKeyRow[] | null;
   /** Revokes the owner's one live key starting with `prefix` (its KEY_PREFIX_LENGTH first characters). */
@@ -79,7 +80,7 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     // The opening balance is a credit like any other, so the ledger invariant holds from the start.
     if (ru > 0) sql.insertCredit.run(id, ru, at);
     const key = newKey('management');
-    sql.insertManagementKey.run(key.hash, id, key.prefix, at);
+    sql.insertManagementKey.run(key.hash, id, key.prefix, at, DEFAULT_KEY_ROLE);
     return { id, managementKey: key.key };
   });
 
@@ -94,10 +95,10 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
     return { kind: 'credited', balance: balance + ru };
   });
 
-  const createKeyTx = store.writeTransaction((ownerId: number): string | null => {
+  const createKeyTx = store.writeTransaction((ownerId: number, role: KeyRole): string | null => {
     if (!exists(ownerId)) return null;
     const key = newKey('management');
-    sql.insertManagementKey.run(key.hash, ownerId, key.prefix, seconds());
+    sql.insertManagementKey.run(key.hash, ownerId, key.prefix, seconds(), role);
     return key.key;
   });
 
@@ -132,7 +133,7 @@ export function createOwnerAdmin(store: Store, now: () => number = Date.now): Ow
       return topUpTx(ownerId, ru);
     },
     setPlan: (ownerId, plan) => store.write(() => sql.setPlan.run(plan, ownerId)).changes === 1,
-    createManagementKey: (ownerId) => createKeyTx(ownerId),
+    createManagementKey: (ownerId, role = DEFAULT_KEY_ROLE) => createKeyTx(ownerId, role),
     listManagementKeys: (ownerId) => (exists(ownerId) ? sql.listManagementKeys.all(ownerId) : null),
     revokeManagementKey: (ownerId, prefix) => revokeTx(ownerId, prefix),
     setSuspended: (ownerId, suspended) => store.write(() => sql.setSuspended.run(suspended ? 1 : 0, ownerId)).changes === 1,

@@ -162,11 +162,25 @@ const CASES: Record<string, Case> = {
     // Known keys of a suspended owner: a grant that says so (403), not the null of an unknown key (401).
     t.same(await a.endpointByKey(e1.apiKey), { ...plain(e1.id, id, 'mainnet', 'growth'), suspended: true });
     t.same(await a.endpointById(e1.id), { ...plain(e1.id, id, 'mainnet', 'growth'), suspended: true }, 'by id alike');
-    t.same(await a.ownerByManagementKey(managementKey), { id, name: 'acme', plan: 'growth', ruBalance: 10, suspended: true });
+    t.same(await a.ownerByManagementKey(managementKey), {
+      id,
+      name: 'acme',
+      plan: 'growth',
+      ruBalance: 10,
+      suspended: true,
+      role: 'admin',
+    });
     t.same(await a.createEndpoint(id, 'mainnet', undefined, 10), { kind: 'refused', error: 'no_owner' });
     t.equal(await a.setSuspended(id, false), true);
     t.same(await a.endpointByKey(e1.apiKey), plain(e1.id, id, 'mainnet', 'growth'), 'resumed');
-    t.same(await a.ownerByManagementKey(managementKey), { id, name: 'acme', plan: 'growth', ruBalance: 10, suspended: false });
+    t.same(await a.ownerByManagementKey(managementKey), {
+      id,
+      name: 'acme',
+      plan: 'growth',
+      ruBalance: 10,
+      suspended: false,
+      role: 'admin',
+    });
     t.same(await a.endpointById(e1.id), await a.endpointByKey(e1.apiKey), 'resumed: found by id as by key');
     t.equal(await a.setSuspended(99, true), false);
 
@@ -210,10 +224,10 @@ const CASES: Record<string, Case> = {
     at(T0 + 1);
     const second = (await a.createManagementKey(id))!;
     t.match(second, /^[0-9A-Za-z]{48}$/);
-    t.same(await a.ownerByManagementKey(second), { id, name: 'acme', plan: 'free', ruBalance: 10, suspended: false });
+    t.same(await a.ownerByManagementKey(second), { id, name: 'acme', plan: 'free', ruBalance: 10, suspended: false, role: 'admin' });
     t.same(await a.listManagementKeys(id), [
-      { keyPrefix: first.slice(0, 8), createdAt: T0, revokedAt: null },
-      { keyPrefix: second.slice(0, 8), createdAt: T0 + 1, revokedAt: null },
+      { keyPrefix: first.slice(0, 8), createdAt: T0, revokedAt: null, role: 'admin' },
+      { keyPrefix: second.slice(0, 8), createdAt: T0 + 1, revokedAt: null, role: 'admin' },
     ]);
     t.same(await a.listManagementKeys(99), null);
     t.same(

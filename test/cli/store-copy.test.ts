@@ -27,7 +27,12 @@ function seed(path: string) {
   const a = admin.createOwner('acme ✓', 'free', 1000);
   const b = admin.createOwner('beta', 'pro', 50);
   admin.topUp(a.id, 234);
-  admin.createManagementKey(b.id);
+  admin.createManagementKey(b.id, 'viewer');
+  store.db
+    .prepare(
+      `INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, created_at, balance_low) VALUES (?, ?, ?, ?, ?, ?, ?, 1)`,
+    )
+    .run('wh_aaaaaaaaaaaaaaaa', a.id, 'https://hooks.example.com/a', 'balance_low', 'a-secret-of-16-chars', 100, 1_700_000_000);
   const fenced = applyFencePatch(NO_FENCES, { allowed_origins: ['https://app.example.com'], key_in_path: false });
   if (!fenced.ok) throw new Error('bad settings');
   const kept = dir.createEndpoint(a.id, 'devnet', 'main', 10, fenced.settings);
@@ -65,6 +70,7 @@ t.test('every table is copied with ids, hashes and balances intact, and new ids 
     { table: 'usage_minute', rows: 2500 },
     { table: 'usage_hour', rows: 1 },
     { table: 'usage_day', rows: 1 },
+    { table: 'webhooks', rows: 1 },
   ]);
   t.equal(report.balances, 1000 + 234 - 7700 + 50 - 20);
   t.match(lines, ['owners: 2 rows', 'management_keys: 3 rows', 'endpoints: 2 rows'], 'progress per table');
@@ -72,6 +78,14 @@ t.test('every table is copied with ids, hashes and balances intact, and new ids 
   const target = await openPgStore(pg.url);
   t.teardown(() => target.close());
   const q = async <R extends object>(sql: string, params: unknown[] = []): Promise<R[]> => (await target.pool.query<R>(sql, params)).rows;
+  t.same(
+    (await q<{ role: string }>('SELECT role FROM management_keys ORDER BY role')).map((r) => r.role),
+    ['admin', 'admin', 'viewer'],
+    "the keys' roles",
+  );
+  t.match(await q('SELECT url, balance_low, balance_below_ru FROM webhooks'), [
+    { url: 'https://hooks.example.com/a', balance_low: true, balance_below_ru: '100' },
+  ]);
   t.same(await q('SELECT id, name, plan, ru_balance, suspended, deleted_at FROM owners ORDER BY id'), [
     { id: seeded.ownerA, name: 'acme ✓', plan: 'free', ru_balance: 1234 - 7700, suspended: false, deleted_at: null },
     { id: seeded.ownerB, name: 'beta', plan: 'pro', ru_balance: 30, suspended: true, deleted_at: null },
@@ -114,7 +128,7 @@ t.test('the command line: a copy, then a second one refused with nothing written
   const first = run('copy', '--from', path, '--to', pg.url);
   t.equal(first.status, 0, first.stderr);
   t.match(first.stdout, /^owners: 2 rows$/m);
-  t.match(first.stdout, /copied 2512 rows; balances add up to -6436 RU on both sides/);
+  t.match(first.stdout, /copied 2513 rows; balances add up to -6436 RU on both sides/);
   const again = run('copy', '--from', path, '--to', pg.url);
   t.equal(again.status, 1);
   t.match(again.stderr, /already holds 2 owners: store copy fills an empty fleet store only/);

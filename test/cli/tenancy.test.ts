@@ -118,12 +118,22 @@ t.test('management keys: create, list, revoke, and the daemon refuses a revoked 
   const second = JSON.parse((await run('owner', 'key', 'create', String(id), '--json')).out) as { management_key: string };
   t.match(
     (await run('owner', 'key', 'create', String(id))).out,
-    /^management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/,
+    /^admin management key for owner 1 \(shown once, keep it secret\): [0-9A-Za-z]{48}\n$/,
   );
   const listed = await run('owner', 'key', 'list', String(id));
-  t.match(listed.out, /^PREFIX\s+CREATED\s+REVOKED\n/);
-  t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+\\d{4}-`));
+  t.match(listed.out, /^PREFIX\s+ROLE\s+CREATED\s+REVOKED\n/);
+  t.match(listed.out, new RegExp(`\\n${first.slice(0, 8)}\\s+admin\\s+\\d{4}-`));
   t.equal(listed.out.split('\n').filter((l) => l.endsWith(' -')).length, 3, 'three live keys');
+  // A key with a role (issue 36 §4), and a role that does not exist refused with the ones that do.
+  const viewer = JSON.parse((await run('owner', 'key', 'create', String(id), '--role', 'viewer', '--json')).out) as {
+    role: string;
+    management_key: string;
+  };
+  t.equal(viewer.role, 'viewer');
+  t.equal(dir.ownerByManagementKey(viewer.management_key)!.role, 'viewer');
+  const wrong = await run('owner', 'key', 'create', String(id), '--role', 'owner');
+  t.equal(wrong.code, 2);
+  t.match(wrong.err, /--role must be one of admin, developer, viewer, got 'owner'/);
   t.same(await run('owner', 'key', 'revoke', String(id), first.slice(0, 8)), {
     code: 0,
     out: `owner 1: management key ${first.slice(0, 8)} revoked\n`,

@@ -157,7 +157,11 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
   }
   t.match(await totals.textContent(), /^2 requests, 10 RU and 1 error in the last day/);
   t.match(await page.locator('#methods tbody').textContent(), /eth_blockNumber/);
-  t.match(await page.locator('#statuses tbody').textContent(), /JSON-RPC -32601\s*1/, 'the error by its status');
+  t.match(
+    await page.locator('#statuses tbody').textContent(),
+    /JSON-RPC -32601\s*Method not found[^\d]*1/,
+    'the error by its status, with its meaning',
+  );
   await page.getByLabel('Period').selectOption('hour');
   await page.locator('#usage-totals', { hasText: 'in the last hour' }).waitFor();
   t.match(await totals.textContent(), /^2 requests/);

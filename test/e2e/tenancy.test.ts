@@ -138,6 +138,7 @@ t.test('management flows: chains, create, list, use, stats, account, delete', as
         method_limits: {},
       },
       ru_balance: 1000 - 10 - 5 - 50,
+      role: 'admin',
     },
   });
   g.gateway.context.tenancy.ledger.flush();

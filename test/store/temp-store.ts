@@ -21,6 +21,8 @@ export const STORE_TABLES = [
   'usage_day',
   'usage_hour',
   'usage_minute',
+  'webhook_deliveries',
+  'webhooks',
 ];
 
 /** A path for a database file in a temp directory that is removed when the test ends. */

@@ -184,7 +184,7 @@ t.test('owner records', async (t) => {
   const { dir, admin } = setup(t);
   const { id, managementKey } = admin.createOwner('acme', 'premium', 1234);
   t.same(dir.owner(id), { id, name: 'acme', plan: 'premium', ruBalance: 1234, suspended: false });
-  t.same(dir.ownerByManagementKey(managementKey), dir.owner(id));
+  t.same(dir.ownerByManagementKey(managementKey), { ...dir.owner(id), role: 'admin' });
   t.equal(dir.owner(id + 1), null);
   t.equal(dir.ownerByManagementKey('x'.repeat(48)), null);
   t.equal(dir.ownerByManagementKey(managementKey.slice(0, 32)), null, 'an API-key-shaped string is not a management key');

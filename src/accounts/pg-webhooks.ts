@@ -1,0 +1,113 @@
+import type pg from 'pg';
+import { inPgTransaction } from '../store/pg-transaction.js';
+import { lockOwner } from './pg-owners.js';
+import { DELIVERY_COLUMNS, newWebhookId, toWebhookRecord, webhookColumns } from './sqlite-webhooks.js';
+import { DELIVERIES_KEPT, type DeliveryRecord, type MinuteCount, type WebhookStore } from './webhook-store.js';
+
+type Row = Parameters<typeof toWebhookRecord>[0];
+
+/** Deliveries as read back: BIGINT columns arrive as strings. */
+function toDelivery(r: DeliveryRecord): DeliveryRecord {
+  return { ...r, id: Number(r.id), at: Number(r.at), lastAttemptAt: r.lastAttemptAt === null ? null : Number(r.lastAttemptAt) };
+}
+
+/**
+ * The webhooks of a fleet, in its PostgreSQL: sqlite-webhooks.ts's, with the owner's row locked where SQLite
+ * takes its write lock, so two instances never take an owner past its most webhooks.
+ */
+export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookStore {
+  const claimColumn = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' } as const;
+  return {
+    async list(ownerId) {
+      const { rows } = await pool.query<Row>(
+        `SELECT ${webhookColumns()} FROM webhooks WHERE owner_id = $1::bigint AND deleted_at IS NULL ORDER BY created_at, id`,
+        [ownerId],
+      );
+      return rows.map(toWebhookRecord);
+    },
+    create: (ownerId, spec, max) =>
+      inPgTransaction(pool, async (client) => {
+        if ((await lockOwner(client, ownerId)) === null) return { kind: 'refused' as const };
+        const { rows } = await client.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM webhooks WHERE owner_id = $1 AND deleted_at IS NULL',
+          [ownerId],
+        );
+        if (rows[0]!.n >= max) return { kind: 'refused' as const };
+        const made = await client.query<Row>(
+          `INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, refused_per_minute, error_rate_above, created_at)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${webhookColumns()}`,
+          [
+            newWebhookId(),
+            ownerId,
+            spec.url,
+            spec.events.join(','),
+            spec.secret,
+            spec.balanceBelowRu,
+            spec.refusedPerMinute,
+            spec.errorRateAbove,
+            seconds(),
+          ],
+        );
+        return { kind: 'created' as const, webhook: toWebhookRecord(made.rows[0]!) };
+      }),
+    async delete(ownerId, id) {
+      const { rowCount } = await pool.query(
+        'UPDATE webhooks SET deleted_at = $1 WHERE id = $2 AND owner_id = $3::bigint AND deleted_at IS NULL',
+        [seconds(), id, ownerId],
+      );
+      return rowCount === 1;
+    },
+    async deliveries(ownerId, id, limit) {
+      const mine = await pool.query('SELECT 1 FROM webhooks WHERE id = $1 AND owner_id = $2::bigint AND deleted_at IS NULL', [id, ownerId]);
+      if (mine.rowCount !== 1) return null;
+      const { rows } = await pool.query<DeliveryRecord>(
+        `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`,
+        [id, limit],
+      );
+      return rows.map(toDelivery);
+    },
+    async watched() {
+      const { rows } = await pool.query<Row>(
+        `SELECT ${webhookColumns('w')} FROM webhooks w JOIN owners o ON o.id = w.owner_id
+        WHERE w.deleted_at IS NULL AND o.deleted_at IS NULL AND NOT o.suspended ORDER BY w.owner_id, w.id`,
+      );
+      return rows.map(toWebhookRecord);
+    },
+    async claimMinute(id, claim, t) {
+      const column = claimColumn[claim];
+      const { rowCount } = await pool.query(`UPDATE webhooks SET ${column} = $1 WHERE id = $2 AND ${column} < $1`, [t, id]);
+      return rowCount === 1;
+    },
+    async setBalanceLow(id, low) {
+      const { rowCount } = await pool.query('UPDATE webhooks SET balance_low = $1 WHERE id = $2 AND balance_low <> $1', [low, id]);
+      return rowCount === 1;
+    },
+    async minuteCounts(ownerId, fromT) {
+      const { rows } = await pool.query<MinuteCount>(
+        `SELECT endpoint_id AS "endpointId", t, status, sum(requests)::float8 AS requests FROM usage_minute
+        WHERE owner_id = $1::bigint AND t >= $2 GROUP BY endpoint_id, t, status`,
+        [ownerId, fromT],
+      );
+      return rows.map((r) => ({ ...r, t: Number(r.t) }));
+    },
+    addDelivery: (webhookId, event, at) =>
+      inPgTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ id: string }>(
+          `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome) VALUES ($1, $2, $3, 'pending') RETURNING id`,
+          [webhookId, event, at],
+        );
+        await client.query(
+          `DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
+            SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`,
+          [webhookId, DELIVERIES_KEPT],
+        );
+        return Number(rows[0]!.id);
+      }),
+    async updateDelivery(id, d) {
+      await pool.query(
+        'UPDATE webhook_deliveries SET attempts = $1, outcome = $2, http_status = $3, error = $4, last_attempt_at = $5 WHERE id = $6',
+        [d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, id],
+      );
+    },
+  };
+}

@@ -1,0 +1,128 @@
+import type { Store } from '../store/open.js';
+import { randomString } from '../tenancy/keys.js';
+import {
+  DELIVERIES_KEPT,
+  type DeliveryRecord,
+  type MinuteClaim,
+  type MinuteCount,
+  storedEvents,
+  type WebhookEvent,
+  type WebhookRecord,
+  type WebhookStore,
+} from './webhook-store.js';
+
+/** A new webhook id: `wh_` and 16 base32 characters (80 bits). */
+export function newWebhookId(): string {
+  return `wh_${randomString(16, 'abcdefghijklmnopqrstuvwxyz234567')}`;
+}
+
+/** A webhook row of `w` as both stores select it (the aliases are the record's names). */
+export function webhookColumns(w = 'webhooks'): string {
+  return `${w}.id, ${w}.owner_id AS "ownerId", ${w}.url, ${w}.events, ${w}.secret, ${w}.balance_below_ru AS "balanceBelowRu",
+  ${w}.refused_per_minute AS "refusedPerMinute", ${w}.error_rate_above AS "errorRateAbove", ${w}.created_at AS "createdAt",
+  ${w}.balance_low AS "balanceLow"`;
+}
+const WEBHOOK_COLUMNS = webhookColumns();
+
+export const DELIVERY_COLUMNS = `id, webhook_id AS "webhookId", event, at, attempts, outcome, http_status AS "httpStatus", error,
+  last_attempt_at AS "lastAttemptAt"`;
+
+type WebhookRow = Omit<WebhookRecord, 'events' | 'balanceLow'> & { events: string; balanceLow: number | boolean };
+
+export function toWebhookRecord(row: WebhookRow): WebhookRecord {
+  return {
+    ...row,
+    events: storedEvents(row.events),
+    balanceBelowRu: row.balanceBelowRu === null ? null : Number(row.balanceBelowRu),
+    refusedPerMinute: row.refusedPerMinute === null ? null : Number(row.refusedPerMinute),
+    createdAt: Number(row.createdAt),
+    balanceLow: row.balanceLow === true || row.balanceLow === 1,
+  };
+}
+
+const CLAIM_COLUMN: Record<MinuteClaim, string> = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' };
+
+/** The webhooks of the embedded SQLite file, on `store`'s connection; writes take the store's write lock. */
+export function createSqliteWebhooks(store: Store, now: () => number = Date.now): WebhookStore {
+  const db = store.db;
+  const seconds = (): number => Math.floor(now() / 1000);
+  const live = db.prepare<[number], WebhookRow>(
+    `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE owner_id = ? AND deleted_at IS NULL ORDER BY created_at, id`,
+  );
+  const count = db.prepare<[number], number>('SELECT count(*) FROM webhooks WHERE owner_id = ? AND deleted_at IS NULL').pluck();
+  const insert = db.prepare<[string, number, string, string, string, number | null, number | null, number | null, number]>(
+    `INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, refused_per_minute, error_rate_above, created_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const byId = db.prepare<[string], WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?`);
+  const remove = db.prepare<[number, string, number]>(
+    'UPDATE webhooks SET deleted_at = ? WHERE id = ? AND owner_id = ? AND deleted_at IS NULL',
+  );
+  const mine = db.prepare<[string, number], number>('SELECT 1 FROM webhooks WHERE id = ? AND owner_id = ? AND deleted_at IS NULL').pluck();
+  const deliveries = db.prepare<[string, number], DeliveryRecord>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?`,
+  );
+  const watched = db.prepare<[], WebhookRow>(
+    `SELECT ${webhookColumns('w')}
+    FROM webhooks w JOIN owners o ON o.id = w.owner_id
+    WHERE w.deleted_at IS NULL AND o.deleted_at IS NULL AND o.suspended = 0 ORDER BY w.owner_id, w.id`,
+  );
+  const claims = {
+    key_refused: db.prepare<[number, string, number]>(
+      `UPDATE webhooks SET ${CLAIM_COLUMN.key_refused} = ? WHERE id = ? AND key_refused_t < ?`,
+    ),
+    error_rate: db.prepare<[number, string, number]>(
+      `UPDATE webhooks SET ${CLAIM_COLUMN.error_rate} = ? WHERE id = ? AND error_rate_t < ?`,
+    ),
+  };
+  const setLow = db.prepare<[number, string, number]>('UPDATE webhooks SET balance_low = ? WHERE id = ? AND balance_low != ?');
+  const minutes = db.prepare<[number, number], MinuteCount>(
+    `SELECT endpoint_id AS endpointId, t, status, sum(requests) AS requests FROM usage_minute
+    WHERE owner_id = ? AND t >= ? GROUP BY endpoint_id, t, status`,
+  );
+  const addDelivery = db.prepare<[string, string, number]>(
+    `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome) VALUES (?, ?, ?, 'pending')`,
+  );
+  const prune = db.prepare<[string, string, number]>(
+    `DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= (
+      SELECT id FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+  );
+  const update = db.prepare<[number, string, number | null, string | null, number | null, number]>(
+    'UPDATE webhook_deliveries SET attempts = ?, outcome = ?, http_status = ?, error = ?, last_attempt_at = ? WHERE id = ?',
+  );
+
+  const createTx = store.writeTransaction((ownerId: number, spec: Parameters<WebhookStore['create']>[1], max: number) => {
+    if (count.get(ownerId)! >= max) return { kind: 'refused' as const };
+    const id = newWebhookId();
+    insert.run(
+      id,
+      ownerId,
+      spec.url,
+      spec.events.join(','),
+      spec.secret,
+      spec.balanceBelowRu,
+      spec.refusedPerMinute,
+      spec.errorRateAbove,
+      seconds(),
+    );
+    return { kind: 'created' as const, webhook: toWebhookRecord(byId.get(id)!) };
+  });
+  const addTx = store.writeTransaction((webhookId: string, event: WebhookEvent, at: number): number => {
+    const id = Number(addDelivery.run(webhookId, event, at).lastInsertRowid);
+    prune.run(webhookId, webhookId, DELIVERIES_KEPT);
+    return id;
+  });
+
+  return {
+    list: async (ownerId) => live.all(ownerId).map(toWebhookRecord),
+    create: async (ownerId, spec, max) => createTx(ownerId, spec, max),
+    delete: async (ownerId, id) => store.write(() => remove.run(seconds(), id, ownerId)).changes === 1,
+    deliveries: async (ownerId, id, limit) => (mine.get(id, ownerId) === undefined ? null : deliveries.all(id, limit)),
+    watched: async () => watched.all().map(toWebhookRecord),
+    claimMinute: async (id, claim, t) => store.write(() => claims[claim].run(t, id, t)).changes === 1,
+    setBalanceLow: async (id, low) => store.write(() => setLow.run(low ? 1 : 0, id, low ? 1 : 0)).changes === 1,
+    minuteCounts: async (ownerId, fromT) => minutes.all(ownerId, fromT),
+    addDelivery: async (webhookId, event, at) => addTx(webhookId, event, at),
+    updateDelivery: async (id, d) => void store.write(() => update.run(d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, id)),
+  };
+}
