@@ -136,6 +136,14 @@ export class ChainBudgets {
     return false;
   }
 
+  /** Those of `indices` with room at `now()` (`inflight(i)`: node i's calls in flight); `indices` itself while not
+   *  active(), the clock unread. */
+  withRoom(indices: number[], now: () => number, inflight: (index: number) => number): number[] {
+    if (!this.active()) return indices;
+    this.look(now());
+    return indices.filter((i) => this.hasRoom(i, inflight(i)));
+  }
+
   charge(index: number, at: number): void {
     if (this.limited) this.budgets[index]!.take(at);
   }

@@ -23,10 +23,9 @@
  * (a "not found" the retry of route-call.ts may take elsewhere), which is better than no answer; a caller that
  * would rather have none (a retry only worth making on a node further ahead) asks for 'none'.
  *
- * Tiers (node-tiers.ts): the draw is among the lowest tier left once the rules here and the budgets have left
- * nodes out; a retry excludes the first attempt's node, so it goes up a tier when that was its tier's last.
- * Budgets (node-budget.ts: rps, max_in_flight, a 429's cooldown): a node without room is left out as one out of
- * rotation is; when that leaves none, pick() returns null with `shortOfBudget` set (503 upstream_budget).
+ * Tiers (node-tiers.ts): the draw is among the lowest tier the rules and budgets leave; a retry excludes the first
+ * attempt's node, so it goes up a tier when that was its tier's last. Budgets (node-budget.ts: rps, max_in_flight,
+ * a 429's cooldown): a node without room is left out; none left: pick() null, `shortOfBudget` (503 upstream_budget).
  *
  * A suspected node (a head probe unanswered for a second, see health.ts) stays in rotation but gets no call
  * while another node in rotation is not: it is likely hanging, which its weight cannot say (it answered nothing).
@@ -82,8 +81,7 @@ export interface ChainHealth {
    * (default) the nodes with the highest known head (any, when none is known), 'none' null.
    */
   pick(exclude?: ReadonlySet<number>, choice?: NodeChoice | null, minHead?: number | null, short?: ShortOfHead): number | null;
-  /** Whether the last pick() that found no node left one out for its budget alone (node-budget.ts): the call is
-   *  refused as upstream_budget (503) rather than upstream_error. */
+  /** The last pick() that found no node left one out for its budget alone: 503 upstream_budget, not upstream_error. */
   readonly shortOfBudget: boolean;
   /** A call goes to node `index` at `at` (the health clock's time): counted against its `rps`. */
   charge(index: number, at: number): void;
@@ -95,17 +93,11 @@ export interface ChainHealth {
   shareCooldowns(tell: ((index: number, ms: number) => void) | null): void;
   /** Indices in rotation, ascending (e.g. for broadcasting eth_sendRawTransaction). */
   healthyIndices(): number[];
-  /**
-   * Those of `indices` whose budget has room now (node-budget.ts: rps, max_in_flight, a 429's cooldown), for a call
-   * made on several nodes at once without pick() (a broadcast); when that leaves none of several, `shortOfBudget`
-   * is set as pick() sets it. `indices` itself on a chain without a limited or cooling node.
-   */
+  /** Those of `indices` with room in their budget now, for a call sent to several at once (a broadcast); none left
+   *  sets `shortOfBudget` as pick() does. */
   withRoom(indices: number[]): number[];
-  /**
-   * Node `index` reports `head` (a feed heard it): true when that node went onto a new chain (its head went
-   * back more than DEEPEST_REORG, see health.ts) and no node in rotation is more than maxLagBlocks ahead of it,
-   * so the chain follows it there; false when it is only behind the chain.
-   */
+  /** Node `index` reports `head` (a feed heard it): true when it went onto a new chain (its head went back more than
+   *  DEEPEST_REORG, health.ts) and no node in rotation is more than maxLagBlocks ahead, so the chain follows it. */
   followsNewChain(index: number, head: number): boolean;
   /** Each upstream's metrics (indices match `upstreams`): attempts are measured into them (chain/attempts.ts). */
   readonly meters: readonly UpstreamMetrics[];
@@ -166,9 +158,8 @@ class ChainSelection implements ChainHealth {
   private readonly rotation: boolean[];
   /** The highest best head since the chain's final blocks were last undone; null before the first. */
   private top: number | null = null;
-  /** pick()'s scratch: the nodes it may choose from, their weights, the fastest EWMA among them, how many are suspected. */
-  // Filled up to `candidateCount`, never shortened: `length = 0` would let go of the array's store, and each
-  // pick() would allocate a new one.
+  /** pick()'s scratch: the nodes it may choose from, their weights, the fastest EWMA among them, how many are suspected.
+   *  Filled up to `candidateCount`, never shortened: `length = 0` would free the store, and each pick() allocate. */
   private readonly candidates: number[] = [];
   private candidateCount = 0;
   private readonly weights: number[] = [];
@@ -277,10 +268,8 @@ class ChainSelection implements ChainHealth {
     if (kept > 0) this.candidateCount = kept;
   }
 
-  /**
-   * Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null)
-   * and whose known head is at least `minHead` (when given).
-   */
+  /** Fills `candidates` with the nodes in rotation not in `exclude` that `serves` and `only` mark (all when null)
+   *  and whose known head is at least `minHead` (when given). */
   private gather(
     best: number | null,
     exclude: ReadonlySet<number> | undefined,
@@ -398,11 +387,8 @@ class ChainSelection implements ChainHealth {
   }
 
   withRoom(indices: number[]): number[] {
-    if (!this.budgets.active()) return indices;
-    this.budgets.look(this.now());
-    const out = indices.filter((i) => this.budgets.hasRoom(i, this.upstreams[i]!.inflight));
-    if (out.length === 0) this.none();
-    return out;
+    const out = this.budgets.withRoom(indices, this.now, (i) => this.upstreams[i]!.inflight);
+    return out.length > 0 ? out : (this.none() ?? out);
   }
 
   followsNewChain(index: number, head: number): boolean {
