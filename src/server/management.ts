@@ -5,6 +5,7 @@ import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
+import { handleFailures } from './management-failures.js';
 import { endpointView, handlePatch, handleRotate } from './management-fences.js';
 import { fail, fromStore, queryParam, readJsonBody, type Reply, refuseFields, send, sendRaw, StoreFault } from './management-io.js';
 import { planView } from './plan-view.js';
@@ -48,6 +49,7 @@ export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
   ['/api/dashboard/endpoints', 'GET, POST, PATCH, DELETE'],
   ['/api/dashboard/endpoints/rotate', 'POST'],
   ['/api/dashboard/endpoints/stats', 'GET'],
+  ['/api/dashboard/endpoints/failures', 'GET'],
   ['/api/dashboard/account', 'GET'],
 ]);
 
@@ -274,6 +276,7 @@ export function handleManagement(
       return send(reply, 200, account);
     }
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
+    if (route === '/api/dashboard/endpoints/failures') return handleFailures(deps.accounts, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);
     if (route === '/api/dashboard/endpoints/rotate') return handleRotate(deps.config, deps.accounts, owner, query, await body, reply);
     if (verb === 'POST') return handleCreate(deps, owner, await body, reply);

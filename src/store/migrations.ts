@@ -1,3 +1,5 @@
+import { addLatencyColumns } from './latency-columns.js';
+
 /** The usage tables of the three roll-up levels share one shape; only the period of `t` differs. */
 function usageTable(name: string): string {
   return `CREATE TABLE ${name} (
@@ -12,6 +14,25 @@ function usageTable(name: string): string {
   ) WITHOUT ROWID;
   CREATE INDEX ${name}_by_owner ON ${name}(owner_id, t);`;
 }
+
+/**
+ * The recent failures (metering/failure-ring.ts): a ring per endpoint, cut to `usage.failures_kept` rows
+ * each write. `seq` orders them (the newest row of each endpoint is never deleted, so it only grows); `at`
+ * in unix ms; never a call's params nor its key.
+ */
+const FAILURES_TABLE = `CREATE TABLE call_failures (
+    seq INTEGER PRIMARY KEY,
+    endpoint_id TEXT NOT NULL,
+    owner_id INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    http_status INTEGER NOT NULL,
+    code INTEGER,
+    error TEXT,
+    message TEXT NOT NULL,
+    upstream TEXT
+  );
+  CREATE INDEX call_failures_by_endpoint ON call_failures(endpoint_id, seq);`;
 
 /**
  * The schema, as an ordered list of migrations: `MIGRATIONS[i]` takes a database from
@@ -199,6 +220,13 @@ export const MIGRATIONS: readonly string[] = [
     INSERT INTO key_changes (kind, owner_id, endpoint_id, at)
     VALUES ('endpoint_changed', old.owner_id, old.id, CAST(strftime('%s', 'now') AS INTEGER));
   END;
+  `,
+  // Issue 36: each usage row's latency histogram, and the recent failures' ring per endpoint.
+  `
+  ${addLatencyColumns('usage_minute', 'INTEGER')}
+  ${addLatencyColumns('usage_hour', 'INTEGER')}
+  ${addLatencyColumns('usage_day', 'INTEGER')}
+  ${FAILURES_TABLE}
   `,
 ];
 
