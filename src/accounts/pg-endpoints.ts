@@ -65,7 +65,8 @@ const ENDPOINT_BY_KEY_SQL = `
 const LOCK_ENDPOINT_SQL = `SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE id = $1 AND owner_id = $2::bigint AND deleted_at IS NULL FOR UPDATE`;
 
 const STATS_COLUMNS = `t - t % $1 AS bucket, method, status, requests, ru, ${LATENCY_COLUMN_LIST}`;
-const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)`;
+const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)
+  AND ($6::text IS NULL OR method = $6)`;
 /** SQLite's stats query (store/statements.ts), over the same three tables for the same reason. */
 const STATS_SQL = `
   SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru, ${LATENCY_SUMS} FROM (
@@ -191,6 +192,7 @@ export function createPgEndpointTable(
         query.from,
         query.to,
         query.endpointId ?? null,
+        query.method ?? null,
       ]);
       return summarizeUsage(rows);
     },

@@ -8,6 +8,8 @@ export type StatsInterval = 'minute' | 'hour' | 'day';
 export interface StatsQuery {
   /** Only this endpoint's usage; all the owner's endpoints (deleted ones included) when absent. */
   endpointId?: string | undefined;
+  /** Only this JSON-RPC method's (or Beacon route's) usage, for its own series; every method when absent. */
+  method?: string | undefined;
   /** Unix seconds, inclusive: a row counts when the period it covers starts in [from, to). */
   from: number;
   /** Unix seconds, exclusive. */
@@ -29,6 +31,7 @@ export function readUsageStats(sql: Statements, ownerId: number, query: StatsQue
     from: query.from,
     to: query.to,
     endpoint: query.endpointId ?? null,
+    method: query.method ?? null,
   });
   return summarizeUsage(rows);
 }

@@ -137,6 +137,7 @@ function tooManyRequests(reply: Reply, retryAfterMs: number, what: string): void
 
 async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, reply: Reply): Promise<void> {
   const id = queryParam(query, 'id');
+  const method = queryParam(query, 'method');
   const interval = queryParam(query, 'interval') ?? 'hour';
   // `to` is exclusive and rows count by the start of their period: the default ends after the current
   // second, so a call made in a minute's first second is counted by a query in that same second.
@@ -153,7 +154,15 @@ async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: stri
   if (id !== undefined && !(await fromStore(() => deps.accounts.listEndpoints(owner.id))).some((e) => e.id === id)) {
     return fail(reply, 'not_found', `No endpoint ${id}`);
   }
-  const range = { ...(id !== undefined ? { endpointId: id } : {}), from, to, interval } as const;
+  if (method === null || (method !== undefined && !/^[\x21-\x7e]{1,200}$/.test(method)))
+    return fail(reply, 'bad_request', "'method' must be given once, a method name of 1 to 200 printable characters");
+  const range = {
+    ...(id !== undefined ? { endpointId: id } : {}),
+    ...(method !== undefined ? { method } : {}),
+    from,
+    to,
+    interval,
+  } as const;
   send(reply, 200, await fromStore(() => deps.accounts.stats(owner.id, range)));
 }
 

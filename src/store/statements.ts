@@ -102,7 +102,8 @@ export type UsageParams = [string, number, string, number, number, number, numbe
 
 const ENDPOINT_AUTH_COLUMNS = `e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan, o.suspended, e.fences`;
 const STATS_COLUMNS = `t - t % @step AS bucket, method, status, requests, ru, ${LATENCY_COLUMN_LIST}`;
-const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)`;
+const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)
+  AND (@method IS NULL OR method = @method)`;
 
 function rollUpSql(from: string, into: string, period: number): string {
   // `WHERE` is required before `ON CONFLICT` in an INSERT ... SELECT (SQLite's parser ambiguity).
@@ -182,7 +183,7 @@ export function prepareStatements(db: Database.Database) {
         SELECT at, method, http_status AS httpStatus, code, error, message, upstream FROM call_failures
         WHERE endpoint_id = ? AND owner_id = ? ORDER BY seq DESC LIMIT ?`),
       liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
-      stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null }, StatsRow>(`
+      stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null; method: string | null }, StatsRow>(`
         SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru, ${LATENCY_SUMS} FROM (
           SELECT ${STATS_COLUMNS} FROM usage_minute WHERE ${STATS_FILTER}
           UNION ALL SELECT ${STATS_COLUMNS} FROM usage_hour WHERE ${STATS_FILTER}

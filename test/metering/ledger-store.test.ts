@@ -195,7 +195,7 @@ const cases: Record<string, (t: Test, e: LedgerEngine) => Promise<void>> = {
     t.same(await e.a.rollUp(nowMs), { minuteRows: 0, hourRows: 0 });
   },
 
-  async 'failures: written with a fresh batch only, each endpoint\'s ring cut to its newest (failuresKept 3)'(t, e) {
+  async "failures: written with a fresh batch only, each endpoint's ring cut to its newest (failuresKept 3)"(t, e) {
     const one = await e.addOwner(1000);
     const failure = (endpointId: string, i: number): PendingFailure => ({
       endpointId,
@@ -249,12 +249,12 @@ const cases: Record<string, (t: Test, e: LedgerEngine) => Promise<void>> = {
       `SELECT sum(lat_3) AS l3, sum(lat_5) AS l5 FROM (SELECT lat_3, lat_5 FROM usage_minute UNION ALL SELECT lat_3, lat_5 FROM usage_hour
         UNION ALL SELECT lat_3, lat_5 FROM usage_day) u`,
     );
-    t.same(all.map((r) => [Number(r.l3), Number(r.l5)]), [[6, 1]], 'nothing lost or doubled');
     t.same(
-      (await e.rows<{ l3: number }>('SELECT lat_3 AS l3 FROM usage_minute')).length,
-      0,
-      'the minutes moved',
+      all.map((r) => [Number(r.l3), Number(r.l5)]),
+      [[6, 1]],
+      'nothing lost or doubled',
     );
+    t.same((await e.rows<{ l3: number }>('SELECT lat_3 AS l3 FROM usage_minute')).length, 0, 'the minutes moved');
   },
 
   async 'prune forgets old batch ids, silent instances and long-expired reservations'(t, e) {
