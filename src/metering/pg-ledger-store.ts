@@ -14,6 +14,7 @@ import {
   type UsageBatch,
 } from './ledger-store.js';
 import { type RollUpOptions, rollUpCutoffs } from './usage.js';
+import type { PendingFailure, PendingRow } from './usage-rows.js';
 
 /**
  * The rule that keeps reservations from being spent twice: a reservation is made to live longer
@@ -102,6 +103,27 @@ function moveSql(from: string, into: string, period: number): string {
 const MOVE_MINUTES = moveSql('usage_minute', 'usage_hour', 3600);
 const MOVE_HOURS = moveSql('usage_hour', 'usage_day', 86_400);
 
+/** Adds usage rows to `usage_minute`, a column array per field (the latency counts last). */
+async function addRows(client: pg.ClientBase, rows: readonly PendingRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const columns: unknown[][] = (['endpointId', 'ownerId', 'method', 't', 'status', 'requests', 'ru'] as const).map((k) =>
+    rows.map((r) => r[k]),
+  );
+  for (let i = 0; i < LATENCY_COLUMNS.length; i++) columns.push(rows.map((r) => r.latency?.[i] ?? 0));
+  await client.query(SQL.addUsage, columns);
+}
+
+/** Adds failures to their endpoints' rings and cuts each ring they touched to `kept` (failure-ring.ts). */
+async function addFailures(client: pg.ClientBase, failures: readonly PendingFailure[], kept: number): Promise<void> {
+  if (failures.length === 0) return;
+  const params = failures.map(failureParams);
+  await client.query(
+    SQL.addFailures,
+    params[0]!.map((_, i) => params.map((p) => p[i])),
+  );
+  await client.query(SQL.trimFailures, [[...failedEndpoints(failures)], kept]);
+}
+
 /**
  * The ledger store in PostgreSQL, shared by every instance of a fleet: each method is one transaction
  * (or one statement) on a connection of `store`'s pool, with parameters bound, never spliced.
@@ -127,22 +149,8 @@ export function createPgLedgerStore(store: PgStore, options: RollUpOptions): Led
         owners.map(([id]) => id),
         new Map(),
       );
-    if (batch.rows.length > 0) {
-      const columns: unknown[][] = (['endpointId', 'ownerId', 'method', 't', 'status', 'requests', 'ru'] as const).map((k) =>
-        batch.rows.map((r) => r[k]),
-      );
-      for (let i = 0; i < LATENCY_COLUMNS.length; i++) columns.push(batch.rows.map((r) => r.latency?.[i] ?? 0));
-      await client.query(SQL.addUsage, columns);
-    }
-    const failures = batch.failures ?? [];
-    if (failures.length > 0) {
-      const params = failures.map(failureParams);
-      await client.query(
-        SQL.addFailures,
-        params[0]!.map((_, i) => params.map((p) => p[i])),
-      );
-      await client.query(SQL.trimFailures, [[...failedEndpoints(failures)], failuresKept]);
-    }
+    await addRows(client, batch.rows);
+    await addFailures(client, batch.failures ?? [], failuresKept);
     const debited = owners.filter(([, ru]) => ru !== 0);
     const ids = debited.map(([id]) => id);
     const amounts = debited.map(([, ru]) => ru);

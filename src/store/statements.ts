@@ -115,6 +115,23 @@ function rollUpSql(from: string, into: string, period: number): string {
     DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru, ${latencyAdditions('')}`;
 }
 
+const ADD_USAGE_SQL = `
+  INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru, ${LATENCY_COLUMN_LIST})
+  VALUES (?, ?, ?, ?, ?, ?, ?, ${LATENCY_COLUMNS.map(() => '?').join(', ')})
+  ON CONFLICT (endpoint_id, method, t, status)
+  DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru, ${latencyAdditions('')}`;
+const ADD_FAILURE_SQL = `
+  INSERT INTO call_failures (endpoint_id, owner_id, at, method, http_status, code, error, message, upstream)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+/** Every failure of the endpoint but the newest `kept` (the third parameter). */
+const TRIM_FAILURES_SQL = `
+  DELETE FROM call_failures WHERE endpoint_id = ? AND seq <= (
+    SELECT seq FROM call_failures WHERE endpoint_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`;
+/** Newest first: one endpoint's kept failures, of its owner only. */
+const FAILURES_SQL = `
+  SELECT at, method, http_status AS httpStatus, code, error, message, upstream FROM call_failures
+  WHERE endpoint_id = ? AND owner_id = ? ORDER BY seq DESC LIMIT ?`;
+
 export function prepareStatements(db: Database.Database) {
   const p = <P extends unknown[], R = unknown>(sql: string): Stmt<P, R> => db.prepare<P, R>(sql);
   const named = <P extends object, R = unknown>(sql: string): Stmt<[P], R> => db.prepare<[P], R>(sql);
@@ -178,10 +195,7 @@ export function prepareStatements(db: Database.Database) {
       pruneKeyChanges: p<[number]>(`DELETE FROM key_changes WHERE at < ? AND seq < (SELECT max(seq) FROM key_changes)`),
       ownerSuspended: p<[number], number>(`SELECT suspended != 0 FROM owners WHERE id = ? AND deleted_at IS NULL`).pluck(),
       suspendedOwnerIds: p<[], number>(`SELECT id FROM owners WHERE suspended = 1 AND deleted_at IS NULL`).pluck(),
-      // Newest first: one endpoint's kept failures, of its owner only.
-      failures: p<[string, number, number], FailureDbRow>(`
-        SELECT at, method, http_status AS httpStatus, code, error, message, upstream FROM call_failures
-        WHERE endpoint_id = ? AND owner_id = ? ORDER BY seq DESC LIMIT ?`),
+      failures: p<[string, number, number], FailureDbRow>(FAILURES_SQL),
       liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
       stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null; method: string | null }, StatsRow>(`
         SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru, ${LATENCY_SUMS} FROM (
@@ -196,19 +210,10 @@ export function prepareStatements(db: Database.Database) {
       balances: p<[], [number, number]>(`SELECT id, ru_balance FROM owners`).raw(),
       // Relative, so a top-up committed by the CLI between two flushes composes with the debit.
       debit: p<[number, number], number>(`UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ? RETURNING ru_balance`).pluck(),
-      addUsage: p<UsageParams>(`
-        INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru, ${LATENCY_COLUMN_LIST})
-        VALUES (?, ?, ?, ?, ?, ?, ?, ${LATENCY_COLUMNS.map(() => '?').join(', ')})
-        ON CONFLICT (endpoint_id, method, t, status)
-        DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru, ${latencyAdditions('')}`),
+      addUsage: p<UsageParams>(ADD_USAGE_SQL),
       // The recent failures' ring (metering/failure-ring.ts): added with the usage, then cut to its size.
-      addFailure: p<FailureParams>(`
-        INSERT INTO call_failures (endpoint_id, owner_id, at, method, http_status, code, error, message, upstream)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-      // Every failure of the endpoint but the newest `kept` (the third parameter).
-      trimFailures: p<[string, string, number]>(`
-        DELETE FROM call_failures WHERE endpoint_id = ? AND seq <= (
-          SELECT seq FROM call_failures WHERE endpoint_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`),
+      addFailure: p<FailureParams>(ADD_FAILURE_SQL),
+      trimFailures: p<[string, string, number]>(TRIM_FAILURES_SQL),
     },
     usage: {
       minutesIntoHours: p<[number]>(rollUpSql('usage_minute', 'usage_hour', 3600)),
