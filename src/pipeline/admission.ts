@@ -151,7 +151,7 @@ export function settleCall(
     c.tally.metrics.ruCharged.inc(ru);
   } else {
     t.ledger.refund(admission.reservation);
-    const failure = callFailure(status, outcome.status, outcome.code, outcome.upstream);
+    const failure = beaconShape(c, callFailure(status, outcome.status, outcome.code, outcome.upstream));
     t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: outcome.status, latencyMs, failure });
   }
 }
@@ -167,9 +167,15 @@ export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus:
   if (tracing !== null) traceCall(c, method, null, code, row.http, label);
   if (c.auth === null) return;
   const error: ErrorCode = code === 'no_upstream' ? 'upstream_error' : code === 'too_many_connections' ? 'rate_limited' : code;
-  const failure: FailureDetail = { httpStatus: row.http, code: row.rpc, error, message: row.message, upstream: null };
+  const failure = beaconShape(c, { httpStatus: row.http, code: row.rpc, error, message: row.message, upstream: null });
   const latencyMs = performance.now() - c.tally.startedAt;
   t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus, latencyMs, failure });
+}
+
+/** A Beacon answer carries no JSON-RPC code (its error is `{code: <HTTP status>, message}`): none is kept. */
+function beaconShape(c: Caller, failure: FailureDetail): FailureDetail {
+  const transport = c.tally.transport;
+  return transport === 'beacon' || transport === 'sse' ? { ...failure, code: null } : failure;
 }
 
 /**
