@@ -40,6 +40,7 @@ const SECTIONS = [
   fleet,
   await import('./many-keys.mjs'),
   tracing,
+  await import('./latency-recording.mjs'),
 ];
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));

@@ -128,11 +128,43 @@ export interface DeliveryAnswer {
   last_attempt_at: string | null;
 }
 
+/** Latency percentiles in ms of the successful calls timed (null each when none was). */
+export interface LatencyFigures {
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
 /** Requests counted, RU debited, and requests that failed or were refused (status not 0). */
 export interface UsageFigures {
   requests: number;
   ru: number;
   errors: number;
+  /** (requests − errors) / requests, 0 to 1 (4 decimals); null when there were no requests. */
+  success_rate: number | null;
+  /**
+   * p50/p95/p99 of the successful calls' time in the gateway (from the request read to the answer), from
+   * histograms merged across minutes, hours and days (subscription deliveries are not timed).
+   */
+  latency_ms: LatencyFigures;
+}
+
+/** One row of `GET /api/dashboard/endpoints/failures`: a failed or refused call, never its params nor its key. */
+export interface FailureAnswer {
+  /** When it was answered, unix seconds. */
+  time: number;
+  /** The JSON-RPC method or Beacon route. */
+  method: string;
+  /** The HTTP status answered (200 for a JSON-RPC error). */
+  http_status: number;
+  /** The JSON-RPC error code answered; null when there was none (a Beacon route). */
+  code: number | null;
+  /** The error table's code (docs/api.md), whose meaning the dashboard shows; null for a node's own error. */
+  error: string | null;
+  /** The error's message: the error table's, never text a client or a node chose. */
+  message: string;
+  /** The name of the node that failed the call; null when no node did. */
+  upstream: string | null;
 }
 
 /** `GET /api/dashboard/endpoints/stats`. */

@@ -4,6 +4,7 @@ import type {
   CreatedEndpointAnswer,
   EndpointAnswer,
   EndpointSettingsAnswer,
+  FailureAnswer,
   FieldProblem,
   RotatedKeyAnswer,
   UsageStats,
@@ -31,6 +32,7 @@ export type {
   CreatedEndpointAnswer as CreatedEndpoint,
   EndpointAnswer as Endpoint,
   EndpointSettingsAnswer as EndpointSettings,
+  FailureAnswer as Failure,
   RotatedKeyAnswer as RotatedKey,
   UsageStats as Usage,
 } from '../../src/api-answers.js';
@@ -92,10 +94,14 @@ export const api = {
     data<EndpointAnswer>('PATCH', `/api/dashboard/endpoints?id=${encodeURIComponent(id)}`, patch),
   rotateKey: (id: string, graceS: number) =>
     data<RotatedKeyAnswer>('POST', `/api/dashboard/endpoints/rotate?id=${encodeURIComponent(id)}`, { grace_s: graceS }),
+  /** The endpoint's recent failed calls, newest first. */
+  failures: (id: string, limit = 100) =>
+    data<FailureAnswer[]>('GET', `/api/dashboard/endpoints/failures?id=${encodeURIComponent(id)}&limit=${limit}`),
   deleteEndpoint: (id: string) => data<{ id: string; deleted: true }>('DELETE', `/api/dashboard/endpoints?id=${encodeURIComponent(id)}`),
-  usage(query: { id?: string; from: number; to: number; interval: 'minute' | 'hour' | 'day' }): Promise<UsageStats> {
+  usage(query: { id?: string; method?: string; from: number; to: number; interval: 'minute' | 'hour' | 'day' }): Promise<UsageStats> {
     const params = new URLSearchParams({ from: String(query.from), to: String(query.to), interval: query.interval });
     if (query.id !== undefined) params.set('id', query.id);
+    if (query.method !== undefined) params.set('method', query.method);
     return data<UsageStats>('GET', `/api/dashboard/endpoints/stats?${params}`);
   },
 };

@@ -2,9 +2,11 @@ import { type Account, type Chain, type Endpoint, type Usage, api } from './api.
 import { barChart } from './chart.js';
 import { byId, copyButton, fillRows, formatNumber, h } from './dom.js';
 import { endpointLabel } from './endpoints.js';
-import { errorMeaning, statusName } from './error-meanings.js';
+import { statusMeaning, statusName } from './error-meanings.js';
+import { setUpFailures } from './failures.js';
 import { firstCall } from './networks.js';
 import { ROLE_TEXT } from './roles.js';
+import { formatMs, formatRate, setUpQuality } from './usage-quality.js';
 
 /** What the usage view needs from the page. */
 export interface UsageContext {
@@ -41,6 +43,8 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
   const notice = byId('usage-empty');
   const requests = barChart(byId('chart-requests'), 'requests', '#1f6fb2');
   const ru = barChart(byId('chart-ru'), 'RU', '#b25f1f');
+  const quality = setUpQuality(() => void refresh());
+  const failures = setUpFailures(ctx.failed);
   let generation = 0;
 
   scope.addEventListener('change', () => void refresh());
@@ -115,9 +119,17 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
     const chosen = RANGES[name];
     const { from, to, times } = periods(name, Math.floor(Date.now() / 1000));
     const id = scope.value === '' ? undefined : scope.value;
+    const method = quality.method();
+    void failures.show(id);
     let usage: Usage;
     try {
-      usage = await api.usage({ ...(id === undefined ? {} : { id }), from, to, interval: chosen.interval });
+      usage = await api.usage({
+        ...(id === undefined ? {} : { id }),
+        ...(method === undefined ? {} : { method }),
+        from,
+        to,
+        interval: chosen.interval,
+      });
     } catch (err) {
       ctx.failed(err, totals);
       return;
@@ -133,6 +145,7 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
       times,
       times.map((t) => at.get(t)?.ru ?? 0),
     );
+    quality.show(times, usage, chosen.per, chosen.span);
     byId('requests-caption').textContent = `Requests ${chosen.per}, ${chosen.span}`;
     byId('ru-caption').textContent = `RU ${chosen.per}, ${chosen.span}`;
     const { totals: sum } = usage;
@@ -148,15 +161,18 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
           h('td', { class: 'num' }, formatNumber(m.requests)),
           h('td', { class: 'num' }, formatNumber(m.ru)),
           h('td', { class: 'num' }, formatNumber(m.errors)),
+          h('td', { class: 'num' }, formatRate(m.success_rate)),
+          h('td', { class: 'num' }, formatMs(m.latency_ms.p50)),
+          h('td', { class: 'num' }, formatMs(m.latency_ms.p95)),
         ),
       );
-    fillRows(byId('methods').querySelector('tbody')!, methodRows, 'No calls in this period.', 4);
+    fillRows(byId('methods').querySelector('tbody')!, methodRows, 'No calls in this period.', 7);
     const statusRows = usage.statuses.map((s) =>
       h(
         'tr',
         {},
         h('th', { scope: 'row' }, statusName(s.status)),
-        h('td', {}, errorMeaning(s.status)),
+        h('td', {}, statusMeaning(s.status)),
         h('td', { class: 'num' }, formatNumber(s.requests)),
       ),
     );

@@ -1,4 +1,4 @@
-import type { UsageStats } from '../api-answers.js';
+import type { FailureAnswer, UsageStats } from '../api-answers.js';
 import type { FenceOptions } from '../fences/fences.js';
 import type { FenceSettings } from '../fences/settings.js';
 import type { StatsQuery } from '../metering/stats.js';
@@ -135,6 +135,8 @@ export interface AccountStore {
 
   /** The owner's usage; an `endpointId` of another owner yields zeros. The caller bounds the range. */
   stats(ownerId: number, query: StatsQuery): Promise<UsageStats>;
+  /** The endpoint's recent failures, newest first, at most `limit`; empty for another owner's endpoint. */
+  failures(ownerId: number, endpointId: string, limit: number): Promise<FailureAnswer[]>;
 
   /** Closes the store this wraps (the SQLite connection, the PostgreSQL pool); a second call does nothing. */
   close(): Promise<void>;

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { INTERVAL_SECONDS, summarizeUsage } from '../metering/stats.js';
+import { LATENCY_COLUMN_LIST, LATENCY_SUMS } from '../store/latency-columns.js';
 import { inPgTransaction } from '../store/pg-transaction.js';
 import type { FenceOptions } from '../fences/fences.js';
 import { NO_FENCES, storedFences } from '../fences/settings.js';
@@ -64,11 +65,12 @@ const ENDPOINT_BY_KEY_SQL = `
 /** One live endpoint of an owner ($1 id, $2 owner), its row locked until the transaction ends. */
 const LOCK_ENDPOINT_SQL = `SELECT ${ENDPOINT_ROW_COLUMNS} FROM endpoints WHERE id = $1 AND owner_id = $2::bigint AND deleted_at IS NULL FOR UPDATE`;
 
-const STATS_COLUMNS = `t - t % $1 AS bucket, method, status, requests, ru`;
-const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)`;
+const STATS_COLUMNS = `t - t % $1 AS bucket, method, status, requests, ru, ${LATENCY_COLUMN_LIST}`;
+const STATS_FILTER = `owner_id = $2::bigint AND t >= $3 AND t < $4 AND ($5::text IS NULL OR endpoint_id = $5)
+  AND ($6::text IS NULL OR method = $6)`;
 /** SQLite's stats query (store/statements.ts), over the same three tables for the same reason. */
 const STATS_SQL = `
-  SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru FROM (
+  SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru, ${LATENCY_SUMS} FROM (
     SELECT ${STATS_COLUMNS} FROM usage_minute WHERE ${STATS_FILTER}
     UNION ALL SELECT ${STATS_COLUMNS} FROM usage_hour WHERE ${STATS_FILTER}
     UNION ALL SELECT ${STATS_COLUMNS} FROM usage_day WHERE ${STATS_FILTER}
@@ -192,6 +194,7 @@ export function createPgEndpointTable(
         query.from,
         query.to,
         query.endpointId ?? null,
+        query.method ?? null,
       ]);
       return summarizeUsage(rows);
     },

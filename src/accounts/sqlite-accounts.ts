@@ -1,3 +1,4 @@
+import { readFailures } from '../metering/failure-ring.js';
 import { readUsageStats } from '../metering/stats.js';
 import type { Store } from '../store/open.js';
 import type { Directory } from '../tenancy/directory.js';
@@ -40,6 +41,7 @@ export function createSqliteAccounts(store: Store, options: AccountStoreOptions 
     deleteEndpoint: async (ownerId, endpointId) => endpoints.deleteEndpoint(ownerId, endpointId) !== null,
     webhooks: createSqliteWebhooks(store, now),
     stats: async (ownerId, query) => readUsageStats(store.sql, ownerId, query),
+    failures: async (ownerId, endpointId, limit) => readFailures(store.sql, ownerId, endpointId, limit),
     close: async () => store.close(),
   };
 }

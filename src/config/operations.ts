@@ -51,6 +51,7 @@ export const UsageSchema = section(
   {
     keep_minutes_h: int(1, 24 * 365, 48, 'Hours of per-minute rows before they are rolled up into hours.'),
     keep_hours_d: int(1, 3650, 90, 'Days of hourly rows before they are rolled up into days (kept).'),
+    failures_kept: int(1, 10_000, 100, "Recent failed calls kept per endpoint for its owner's failures list."),
   },
   'Usage statistics: per-minute rows, rolled up into hours, then days.',
 );

@@ -97,7 +97,8 @@ export function createFleetLedger(store: FleetLedgerStore, options: FleetLedgerO
   let flushing: Promise<boolean> | null = null;
 
   async function writeBatch(): Promise<boolean> {
-    if (unsent === null && usage.size > 0) unsent = { id: `${instance}:${run}:${++batchNumber}`, instance, rows: usage.take(), ttlS };
+    if (unsent === null && usage.size > 0)
+      unsent = { id: `${instance}:${run}:${++batchNumber}`, instance, rows: usage.take(), failures: usage.takeFailures(), ttlS };
     const sent = now();
     const startedAt = performance.now();
     try {

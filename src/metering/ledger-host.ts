@@ -53,6 +53,7 @@ export function createLedgerHost(store: Store, options: LedgerHostOptions): Ledg
     switch (message.kind) {
       case 'rows':
         usage.absorbShipment(message.rows);
+        if (message.failures.length > 0) usage.absorbFailures(message.failures);
         return;
       case 'reload':
         if (message.reload === null) noticeChanges();

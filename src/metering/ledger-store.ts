@@ -1,5 +1,5 @@
 import type { RollUpResult } from './usage.js';
-import type { PendingRow } from './usage-rows.js';
+import type { PendingFailure, PendingRow } from './usage-rows.js';
 
 /**
  * Where balances, usage and reservations are kept when several instances share them (fleet mode, in
@@ -117,6 +117,8 @@ export interface UsageBatch {
   readonly instance: string;
   /** Rows to add, their RU the debits; keys (endpoint, method, minute, status) distinct, as PendingUsage makes them. */
   readonly rows: readonly PendingRow[];
+  /** Failed calls to keep in their endpoints' rings (failure-ring.ts), written only with a fresh batch. */
+  readonly failures?: readonly PendingFailure[];
   /** Seconds the instance's reservations of the debited owners live after this write (config `cluster.reservation_ttl_s`). */
   readonly ttlS: number;
 }

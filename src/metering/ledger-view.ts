@@ -4,7 +4,7 @@ import type { Ledger } from './ledger.js';
 import { createMeter } from './meter.js';
 import { openSharedBook } from './shared-book.js';
 import type { SharedBookMemory } from './shared-book-memory.js';
-import { createPendingUsage, type ShippedRows } from './usage-rows.js';
+import { createPendingUsage, type PendingFailure, type ShippedRows } from './usage-rows.js';
 
 /**
  * What the main thread's ledger host hands one worker (LedgerHost.attach): put it in the worker's
@@ -22,7 +22,7 @@ export interface LedgerHandoff {
 }
 
 /** What a worker's ledger sends the host: rows counted (their RU are debits already made), or a re-read wanted. */
-export type LedgerMessage = { kind: 'rows'; rows: ShippedRows } | { kind: 'reload'; reload: number | null };
+export type LedgerMessage = { kind: 'rows'; rows: ShippedRows; failures: PendingFailure[] } | { kind: 'reload'; reload: number | null };
 
 export interface LedgerViewOptions {
   /** Clock in ms; default Date.now. Only places usage in its minute. */
@@ -49,7 +49,7 @@ export function createLedgerView(handoff: LedgerHandoff, store: Store, options: 
   function ship(): void {
     shipment = null;
     if (usage.size === 0) return;
-    const message: LedgerMessage = { kind: 'rows', rows: usage.takeShipment() };
+    const message: LedgerMessage = { kind: 'rows', rows: usage.takeShipment(), failures: usage.takeFailures() };
     port.postMessage(message);
   }
 

@@ -2,7 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Store } from '../store/open.js';
 import type { BalanceBook } from './balance-book.js';
 import type { LedgerOptions } from './ledger.js';
-import type { PendingRow, PendingUsage } from './usage-rows.js';
+import { DEFAULT_FAILURES_KEPT, writeFailures } from './failure-ring.js';
+import { type PendingFailure, type PendingRow, type PendingUsage, usageRowParams } from './usage-rows.js';
 
 /** The one writer of debits: what a ledger's `flush`, `healthy` and `lastFlushAt` are. */
 export interface LedgerWriter {
@@ -22,16 +23,18 @@ export function createLedgerWriter(
   store: Store,
   usage: PendingUsage,
   book: BalanceBook,
-  options: Pick<LedgerOptions, 'onFlushError' | 'metrics'>,
+  options: Pick<LedgerOptions, 'onFlushError' | 'metrics' | 'failuresKept'>,
 ): LedgerWriter {
   const sql = store.sql.ledger;
   let isHealthy = true;
   let flushedAt: number | null = null;
 
-  const writeTx = store.writeTransaction((rows: Iterable<PendingRow>) => {
+  const kept = options.failuresKept ?? DEFAULT_FAILURES_KEPT;
+  const writeTx = store.writeTransaction((rows: Iterable<PendingRow>, failures: readonly PendingFailure[]) => {
     const debits = new Map<number, number>();
+    writeFailures(sql, failures, kept);
     for (const r of rows) {
-      sql.addUsage.run(r.endpointId, r.ownerId, r.method, r.t, r.status, r.requests, r.ru);
+      sql.addUsage.run(...usageRowParams(r));
       if (r.ru !== 0) debits.set(r.ownerId, (debits.get(r.ownerId) ?? 0) + r.ru);
     }
     const after = new Map<number, { debited: number; balance: number | undefined }>();
@@ -53,7 +56,7 @@ export function createLedgerWriter(
     let after: ReturnType<typeof writeTx>;
     const startedAt = performance.now();
     try {
-      after = writeTx(usage.rows());
+      after = writeTx(usage.rows(), usage.failures());
       options.metrics?.ledgerFlush.observe((performance.now() - startedAt) / 1000);
     } catch (err) {
       options.metrics?.ledgerFlushFailures.inc();

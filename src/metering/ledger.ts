@@ -3,7 +3,7 @@ import type { Store } from '../store/open.js';
 import { createLocalBook } from './balance-book.js';
 import { createLedgerWriter } from './ledger-writer.js';
 import { createMeter } from './meter.js';
-import { createPendingUsage } from './usage-rows.js';
+import { createPendingUsage, type PendingFailure } from './usage-rows.js';
 
 /** RU set aside for a request between its admission and its settlement. */
 export interface Reservation {
@@ -18,7 +18,14 @@ export interface UsageKey {
   method: string;
   /** 0 for a success; otherwise the HTTP status of the refusal or failure, or the JSON-RPC error code. */
   status: number;
+  /** The call's time in the gateway, ms, for the row's latency histogram; absent for what is not timed (deliveries). */
+  latencyMs?: number;
+  /** What went wrong, for the endpoint's recent failures (usage-rows.ts PendingFailure); absent for a success. */
+  failure?: FailureDetail;
 }
+
+/** A failure's own facts: the rest (endpoint, owner, method, time) comes from the usage it is counted with. */
+export type FailureDetail = Pick<PendingFailure, 'httpStatus' | 'code' | 'error' | 'message' | 'upstream'>;
 
 /** One item of a settled batch: its usage key and the RU it costs. */
 export interface UsageCharge extends UsageKey {
@@ -28,6 +35,8 @@ export interface UsageCharge extends UsageKey {
 export interface LedgerOptions {
   /** How often pending debits are written, in ms (config `ledger.flush_interval_ms`). */
   flushIntervalMs: number;
+  /** Failures kept per endpoint for the owner's recent failures (config `usage.failures_kept`); default 100. */
+  failuresKept?: number;
   /** Clock in ms; default Date.now. Only places usage in its minute. */
   now?: () => number;
   /** Called with each failed flush's error (the debits stay pending and are retried), e.g. to log it. */

@@ -24,7 +24,10 @@ function checkRu(ru: number, what: string): void {
  */
 export function createMeter(book: BalanceBook, usage: PendingUsage, now: () => number, onCount?: () => void): Meter {
   function count(ownerId: number, u: UsageKey, requests: number, ru: number): void {
-    usage.count(ownerId, u.endpointId, u.method, u.status, now(), requests, ru);
+    const at = now();
+    usage.count(ownerId, u.endpointId, u.method, u.status, at, requests, ru, u.latencyMs);
+    const f = u.failure;
+    if (f !== undefined) usage.fail({ endpointId: u.endpointId, ownerId, at, method: u.method, ...f });
     onCount?.();
   }
 

@@ -1,3 +1,5 @@
+import { LATENCY_COLUMN_LIST, LATENCY_COLUMNS, LATENCY_SUMS, latencyAdditions } from '../store/latency-columns.js';
+import { DEFAULT_FAILURES_KEPT, failedEndpoints, failureParams } from './failure-ring.js';
 import type pg from 'pg';
 import type { PgStore } from '../store/pg-open.js';
 import { inPgTransaction } from '../store/pg-transaction.js';
@@ -12,6 +14,7 @@ import {
   type UsageBatch,
 } from './ledger-store.js';
 import { type RollUpOptions, rollUpCutoffs } from './usage.js';
+import type { PendingFailure, PendingRow } from './usage-rows.js';
 
 /**
  * The rule that keeps reservations from being spent twice: a reservation is made to live longer
@@ -30,11 +33,21 @@ const SQL = {
   balances: `SELECT id, ru_balance AS "ruBalance" FROM owners WHERE id = ANY($1::int[])`,
   recordBatch: `INSERT INTO usage_batches (id, instance) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
   // Sorted, so two instances adding to the same keys lock them in the same order.
-  addUsage: `INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru)
-    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::int[], $6::bigint[], $7::bigint[])
+  // The latency counts as 24 more arrays, $8 … $31 (store/latency-columns.ts).
+  addUsage: `INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru, ${LATENCY_COLUMN_LIST})
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::int[], $6::bigint[], $7::bigint[],
+      ${LATENCY_COLUMNS.map((_, i) => `$${i + 8}::bigint[]`).join(', ')})
     ORDER BY 1, 3, 4, 5
     ON CONFLICT (endpoint_id, method, t, status)
-    DO UPDATE SET requests = usage_minute.requests + excluded.requests, ru = usage_minute.ru + excluded.ru`,
+    DO UPDATE SET requests = usage_minute.requests + excluded.requests, ru = usage_minute.ru + excluded.ru,
+      ${latencyAdditions('usage_minute.')}`,
+  // The recent failures (metering/failure-ring.ts): added, then each touched ring cut to its newest $2.
+  addFailures: `INSERT INTO call_failures (endpoint_id, owner_id, at, method, http_status, code, error, message, upstream)
+    SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::int[], $6::int[], $7::text[], $8::text[], $9::text[])`,
+  trimFailures: `DELETE FROM call_failures f USING (
+      SELECT seq FROM (SELECT seq, row_number() OVER (PARTITION BY endpoint_id ORDER BY seq DESC) AS n
+        FROM call_failures WHERE endpoint_id = ANY($1::text[])) ranked WHERE n > $2
+    ) old WHERE f.seq = old.seq`,
   lockOwners: `SELECT id FROM owners WHERE id = ANY($1::int[]) ORDER BY id FOR UPDATE`,
   // Only the owners of reservations that may still be live (now() is at or before clock_timestamp()).
   lockOwnersReservedBy: `SELECT id FROM owners
@@ -79,15 +92,37 @@ const SQL = {
 function moveSql(from: string, into: string, period: number): string {
   return `WITH moved AS (DELETE FROM ${from} WHERE t < $1 RETURNING *),
     summed AS (
-      INSERT INTO ${into} (endpoint_id, owner_id, method, t, status, requests, ru)
-      SELECT endpoint_id, owner_id, method, t - t % ${period} AS period, status, sum(requests), sum(ru)
+      INSERT INTO ${into} (endpoint_id, owner_id, method, t, status, requests, ru, ${LATENCY_COLUMN_LIST})
+      SELECT endpoint_id, owner_id, method, t - t % ${period} AS period, status, sum(requests), sum(ru), ${LATENCY_SUMS}
       FROM moved GROUP BY endpoint_id, owner_id, method, period, status ORDER BY 1, 3, 4, 5
       ON CONFLICT (endpoint_id, method, t, status)
-      DO UPDATE SET requests = ${into}.requests + excluded.requests, ru = ${into}.ru + excluded.ru)
+      DO UPDATE SET requests = ${into}.requests + excluded.requests, ru = ${into}.ru + excluded.ru,
+        ${latencyAdditions(`${into}.`)})
     SELECT count(*)::int AS rows FROM moved`;
 }
 const MOVE_MINUTES = moveSql('usage_minute', 'usage_hour', 3600);
 const MOVE_HOURS = moveSql('usage_hour', 'usage_day', 86_400);
+
+/** Adds usage rows to `usage_minute`, a column array per field (the latency counts last). */
+async function addRows(client: pg.ClientBase, rows: readonly PendingRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const columns: unknown[][] = (['endpointId', 'ownerId', 'method', 't', 'status', 'requests', 'ru'] as const).map((k) =>
+    rows.map((r) => r[k]),
+  );
+  for (let i = 0; i < LATENCY_COLUMNS.length; i++) columns.push(rows.map((r) => r.latency?.[i] ?? 0));
+  await client.query(SQL.addUsage, columns);
+}
+
+/** Adds failures to their endpoints' rings and cuts each ring they touched to `kept` (failure-ring.ts). */
+async function addFailures(client: pg.ClientBase, failures: readonly PendingFailure[], kept: number): Promise<void> {
+  if (failures.length === 0) return;
+  const params = failures.map(failureParams);
+  await client.query(
+    SQL.addFailures,
+    params[0]!.map((_, i) => params.map((p) => p[i])),
+  );
+  await client.query(SQL.trimFailures, [[...failedEndpoints(failures)], kept]);
+}
 
 /**
  * The ledger store in PostgreSQL, shared by every instance of a fleet: each method is one transaction
@@ -96,6 +131,7 @@ const MOVE_HOURS = moveSql('usage_hour', 'usage_day', 86_400);
 export function createPgLedgerStore(store: PgStore, options: RollUpOptions): LedgerStore & CallReservations {
   const pool = store.pool;
   const gate = createCallGate();
+  const failuresKept = options.failuresKept ?? DEFAULT_FAILURES_KEPT;
 
   async function balancesOf(client: pg.ClientBase, owners: number[], into: Map<number, number>): Promise<Map<number, number>> {
     if (owners.length === 0) return into;
@@ -113,12 +149,8 @@ export function createPgLedgerStore(store: PgStore, options: RollUpOptions): Led
         owners.map(([id]) => id),
         new Map(),
       );
-    if (batch.rows.length > 0) {
-      const columns = (['endpointId', 'ownerId', 'method', 't', 'status', 'requests', 'ru'] as const).map((k) =>
-        batch.rows.map((r) => r[k]),
-      );
-      await client.query(SQL.addUsage, columns);
-    }
+    await addRows(client, batch.rows);
+    await addFailures(client, batch.failures ?? [], failuresKept);
     const debited = owners.filter(([, ru]) => ru !== 0);
     const ids = debited.map(([id]) => id);
     const amounts = debited.map(([, ru]) => ru);

@@ -1,5 +1,7 @@
 import type { Store } from '../store/open.js';
 import { checkRu, createCallGate, debitsByOwner, type InstanceInfo, type LedgerStore, type UsageBatch } from './ledger-store.js';
+import { DEFAULT_FAILURES_KEPT, writeFailures } from './failure-ring.js';
+import { usageRowParams } from './usage-rows.js';
 import { createUsageRollUp, type RollUpOptions } from './usage.js';
 
 export interface SqliteLedgerStoreOptions extends RollUpOptions {
@@ -23,7 +25,10 @@ export function createSqliteLedgerStore(store: Store, options: SqliteLedgerStore
   const writeUsageTx = store.writeTransaction((batch: UsageBatch) => {
     const at = now();
     const fresh = sql.recordBatch.run(batch.id, batch.instance, at).changes === 1;
-    if (fresh) for (const r of batch.rows) ledger.addUsage.run(r.endpointId, r.ownerId, r.method, r.t, r.status, r.requests, r.ru);
+    if (fresh) {
+      for (const r of batch.rows) ledger.addUsage.run(...usageRowParams(r));
+      writeFailures(ledger, batch.failures ?? [], options.failuresKept ?? DEFAULT_FAILURES_KEPT);
+    }
     const balances = new Map<number, number>();
     for (const [owner, ru] of debitsByOwner(batch.rows)) {
       const balance = fresh && ru !== 0 ? ledger.debit.get(ru, owner) : ledger.balance.get(owner);

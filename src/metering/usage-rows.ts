@@ -1,3 +1,7 @@
+import { LATENCY_BUCKET_COUNT } from '../store/latency-columns.js';
+import type { UsageParams } from '../store/statements.js';
+import { emptyLatency, type LatencyCounts, latencyBucket, mergeLatency } from './latency-histogram.js';
+
 /** One row of `usage_minute` waiting to be written: requests and RU added up under its key. */
 export interface PendingRow {
   endpointId: string;
@@ -8,17 +12,44 @@ export interface PendingRow {
   status: number;
   requests: number;
   ru: number;
+  /** Its timed calls' latency histogram (latency-histogram.ts); null while none was timed (deliveries never are). */
+  latency?: LatencyCounts | null | undefined;
 }
 
 /**
- * Rows as one worker ships them to the writer: each row's seven fields one after the other (endpointId,
- * ownerId, method, t, status, requests, ru), in a flat array. postMessage copies a flat array of strings and
+ * One failed or refused call kept for the owner's recent failures (a ring per endpoint in the store): what
+ * was asked and what went wrong, never the call's params nor its key.
+ */
+export interface PendingFailure {
+  endpointId: string;
+  ownerId: number;
+  /** When it was answered, unix ms. */
+  at: number;
+  method: string;
+  /** The HTTP status the client was answered with (200 for a JSON-RPC error). */
+  httpStatus: number;
+  /** The JSON-RPC error code answered, or null when the answer had none (a Beacon route's). */
+  code: number | null;
+  /** The error table's code (src/errors.ts), null for an error a node answered itself. */
+  error: string | null;
+  /** The error table's message, or a fixed one for a node's own error: never text a client or node chose. */
+  message: string;
+  /** The name of the node that failed it, null when none did. */
+  upstream: string | null;
+}
+
+/** Failures held between writes at most; past it the oldest are dropped (a flood keeps its newest). */
+export const MAX_PENDING_FAILURES = 1000;
+
+/**
+ * Rows as one worker ships them to the writer: each row's eight fields one after the other (endpointId,
+ * ownerId, method, t, status, requests, ru, latency histogram or 0), in a flat array. postMessage copies a flat array of strings and
  * numbers for about a third of what objects cost it, which repeat their property names in every copy: with
  * calls spread over many keys a shipment holds about a row per call.
  */
-export type ShippedRows = Array<string | number>;
+export type ShippedRows = Array<string | number | LatencyCounts>;
 
-const SHIPPED_FIELDS = 7;
+const SHIPPED_FIELDS = 8;
 
 /**
  * Usage counted since the last write (or shipment), one row per endpoint, method, minute and status.
@@ -26,8 +57,28 @@ const SHIPPED_FIELDS = 7;
  * the debits from the rows, and `sum(credits) - sum(usage ru) = ru_balance` holds at every commit.
  */
 export interface PendingUsage {
-  /** Adds `requests` and `ru` to the row of `ownerId`'s `endpointId`, `method` and `status` in the minute of `atMs`. */
-  count(ownerId: number, endpointId: string, method: string, status: number, atMs: number, requests: number, ru: number): void;
+  /**
+   * Adds `requests` and `ru` to the row of `ownerId`'s `endpointId`, `method` and `status` in the minute of
+   * `atMs`, and `latencyMs` (when not negative: -1 for an untimed delivery) to its histogram.
+   */
+  count(
+    ownerId: number,
+    endpointId: string,
+    method: string,
+    status: number,
+    atMs: number,
+    requests: number,
+    ru: number,
+    latencyMs?: number,
+  ): void;
+  /** Keeps a failed call for the owner's recent failures, written with the rows. */
+  fail(failure: PendingFailure): void;
+  /** The failures waiting, oldest first (kept until `clear` or a take). */
+  failures(): readonly PendingFailure[];
+  /** Hands the failures over and forgets them (a shipment's other half). */
+  takeFailures(): PendingFailure[];
+  /** Adds failures shipped from another thread. */
+  absorbFailures(failures: readonly PendingFailure[]): void;
   /** The rows, for a write that may fail (they stay until `clear`). */
   rows(): IterableIterator<PendingRow>;
   /** Hands every row over and starts empty (a shipment): the caller now owns them. */
@@ -55,22 +106,32 @@ export function createPendingUsage(): PendingUsage {
   // The row the last count went to: a key's calls come in runs of one method, minute and status.
   // Forgotten whenever the rows are handed over.
   let last: PendingRow | null = null;
+  let failed: PendingFailure[] = [];
 
   const matches = (row: PendingRow, method: string, status: number, t: number): boolean =>
     row.t === t && row.status === status && row.method === method;
 
-  function add(ownerId: number, endpointId: string, method: string, status: number, t: number, requests: number, rowRu: number): void {
+  function add(
+    ownerId: number,
+    endpointId: string,
+    method: string,
+    status: number,
+    t: number,
+    requests: number,
+    rowRu: number,
+    latencyMs: number,
+  ): PendingRow {
     let row = last;
     if (row === null || row.endpointId !== endpointId || !matches(row, method, status, t)) {
       row = byEndpoint.get(endpointId) ?? null;
       if (row === null) {
-        row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0 };
+        row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0, latency: null };
         byEndpoint.set(endpointId, row);
       } else if (!matches(row, method, status, t)) {
         const key = `${endpointId}\u0000${method}\u0000${t}\u0000${status}`;
         row = others.get(key) ?? null;
         if (row === null) {
-          row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0 };
+          row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0, latency: null };
           others.set(key, row);
         }
       }
@@ -79,6 +140,13 @@ export function createPendingUsage(): PendingUsage {
     row.requests += requests;
     row.ru += rowRu;
     ru += rowRu;
+    if (latencyMs >= 0) (row.latency ??= emptyLatency())[latencyBucket(latencyMs)]! += requests;
+    return row;
+  }
+
+  function keep(f: PendingFailure): void {
+    if (failed.length >= MAX_PENDING_FAILURES) failed = failed.slice(failed.length - MAX_PENDING_FAILURES / 2);
+    failed.push(f);
   }
 
   function* all(): IterableIterator<PendingRow> {
@@ -91,6 +159,7 @@ export function createPendingUsage(): PendingUsage {
     others = new Map();
     last = null;
     ru = 0;
+    failed = [];
   }
 
   function ship(flat: ShippedRows, at: number, rows: Map<string, PendingRow>): number {
@@ -103,29 +172,44 @@ export function createPendingUsage(): PendingUsage {
       flat[i++] = r.status;
       flat[i++] = r.requests;
       flat[i++] = r.ru;
+      flat[i++] = r.latency ?? 0;
     }
     return i;
   }
 
   return {
-    count(ownerId, endpointId, method, status, atMs, requests, rowRu) {
-      add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu);
+    count(ownerId, endpointId, method, status, atMs, requests, rowRu, latencyMs = -1) {
+      add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu, latencyMs);
+    },
+    fail: keep,
+    failures: () => failed,
+    takeFailures() {
+      const taken = failed;
+      failed = [];
+      return taken;
+    },
+    absorbFailures(list) {
+      for (const f of list) keep(f);
     },
     rows: all,
     take() {
       const rows = [...all()];
+      const kept = failed;
       reset();
+      failed = kept;
       return rows;
     },
     takeShipment() {
       const flat: ShippedRows = new Array((byEndpoint.size + others.size) * SHIPPED_FIELDS);
       ship(flat, ship(flat, 0, byEndpoint), others);
+      const kept = failed;
       reset();
+      failed = kept;
       return flat;
     },
     absorbShipment(flat) {
       for (let i = 0; i + SHIPPED_FIELDS <= flat.length; i += SHIPPED_FIELDS) {
-        add(
+        const row = add(
           flat[i + 1] as number,
           flat[i] as string,
           flat[i + 2] as string,
@@ -133,7 +217,10 @@ export function createPendingUsage(): PendingUsage {
           flat[i + 3] as number,
           flat[i + 5] as number,
           flat[i + 6] as number,
+          -1,
         );
+        const latency = flat[i + 7];
+        if (typeof latency === 'object') mergeLatency((row.latency ??= emptyLatency()), latency);
       }
     },
     clear: reset,
@@ -144,4 +231,11 @@ export function createPendingUsage(): PendingUsage {
       return ru;
     },
   };
+}
+
+const NO_LATENCY: readonly number[] = new Array<number>(LATENCY_BUCKET_COUNT).fill(0);
+
+/** A row's parameters for `addUsage` (store/statements.ts): its fields, then its latency counts (zeros when untimed). */
+export function usageRowParams(r: PendingRow): UsageParams {
+  return [r.endpointId, r.ownerId, r.method, r.t, r.status, r.requests, r.ru, ...(r.latency ?? NO_LATENCY)];
 }

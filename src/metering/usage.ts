@@ -5,6 +5,8 @@ export interface RollUpOptions {
   keepMinutesH: number;
   /** Days of hourly rows kept before they are summed into days, which are kept (config `usage.keep_hours_d`). */
   keepHoursD: number;
+  /** Failures kept per endpoint (config `usage.failures_kept`), for the stores that write them; default 100. */
+  failuresKept?: number;
 }
 
 /** Rows moved by one `rollUp`. */

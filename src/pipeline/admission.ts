@@ -1,7 +1,9 @@
 import type { PlanConfig } from '../config/schema.js';
 import type { ChainPrices } from '../chain/method-policy.js';
 import type { ErrorCode } from '../errors.js';
-import type { Reservation } from '../metering/ledger.js';
+import { performance } from 'node:perf_hooks';
+import type { FailureDetail, Reservation } from '../metering/ledger.js';
+import { callFailure } from './call-failure.js';
 import { isOpen } from '../metering/meter.js';
 import { ADMITTED } from '../limits/entry-log.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
@@ -135,7 +137,7 @@ export function settleCall(
   admission: { reservation: Reservation | null; ru: number } & TracedCall,
   outcome:
     | { ok: true; bytes: number; status?: number; ru?: number }
-    | { ok: false; status: number; http?: number; reason?: string; code?: ErrorCode },
+    | { ok: false; status: number; http?: number; reason?: string; code?: ErrorCode; upstream?: string },
   label?: string,
 ): void {
   const status = outcome.ok ? (outcome.status ?? 200) : (outcome.http ?? (outcome.status >= 100 ? outcome.status : 200));
@@ -143,14 +145,17 @@ export function settleCall(
   c.tally.answered(method, status, outcome.ok ? undefined : outcome.reason, label);
   if (tracing !== null) traceCall(c, method, admission, outcome.ok ? 'ok' : (outcome.code ?? 'error'), status, label);
   if (c.auth === null || admission.reservation === null) return;
+  // The latency histogram's (latency-histogram.ts): one clock read, on the clock the tally started.
+  const latencyMs = performance.now() - c.tally.startedAt;
   if (outcome.ok) {
     // `ru` when the caller worked the charge out itself (a split eth_getLogs: per window, each with its surcharge).
     const ru = outcome.ru ?? costWithSize(admission.ru, outcome.bytes);
-    t.ledger.settle(admission.reservation, ru, { endpointId: c.auth.endpointId, method, status: 0 });
+    t.ledger.settle(admission.reservation, ru, { endpointId: c.auth.endpointId, method, status: 0, latencyMs });
     c.tally.metrics.ruCharged.inc(ru);
   } else {
     t.ledger.refund(admission.reservation);
-    t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: outcome.status });
+    const failure = beaconShape(c, callFailure(status, outcome.status, outcome.code, outcome.upstream));
+    t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: outcome.status, latencyMs, failure });
   }
 }
 
@@ -163,7 +168,17 @@ export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus:
   c.tally.refused(code);
   c.tally.answered(method, row.http, row.message, label);
   if (tracing !== null) traceCall(c, method, null, code, row.http, label);
-  if (c.auth !== null) t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus });
+  if (c.auth === null) return;
+  const error: ErrorCode = code === 'no_upstream' ? 'upstream_error' : code === 'too_many_connections' ? 'rate_limited' : code;
+  const failure = beaconShape(c, { httpStatus: row.http, code: row.rpc, error, message: row.message, upstream: null });
+  const latencyMs = performance.now() - c.tally.startedAt;
+  t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus, latencyMs, failure });
+}
+
+/** A Beacon answer carries no JSON-RPC code (its error is `{code: <HTTP status>, message}`): none is kept. */
+function beaconShape(c: Caller, failure: FailureDetail): FailureDetail {
+  const transport = c.tally.transport;
+  return transport === 'beacon' || transport === 'sse' ? { ...failure, code: null } : failure;
 }
 
 /**

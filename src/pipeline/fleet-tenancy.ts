@@ -32,7 +32,11 @@ export async function openFleetTenancy(
     url: config.storage.url,
     cluster,
     log,
-    retention: { keepMinutesH: config.usage.keep_minutes_h, keepHoursD: config.usage.keep_hours_d },
+    retention: {
+      keepMinutesH: config.usage.keep_minutes_h,
+      keepHoursD: config.usage.keep_hours_d,
+      failuresKept: config.usage.failures_kept,
+    },
     ledger: { flushIntervalMs: config.ledger.flush_interval_ms, ...(metrics !== undefined ? { metrics } : {}) },
     onRevoked: (endpointId) => closeRevoked(endpointId),
     onRedisState: (up) => metrics?.clusterRedisUp(up),

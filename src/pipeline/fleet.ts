@@ -39,7 +39,7 @@ export interface FleetOptions {
   cluster: ClusterConfig;
   log: Logger;
   /** Usage retention, as on one machine (config `usage`). */
-  retention: { keepMinutesH: number; keepHoursD: number };
+  retention: { keepMinutesH: number; keepHoursD: number; failuresKept?: number };
   /** The ledger's flush interval and metrics (config `ledger`). */
   ledger: Pick<LedgerOptions, 'flushIntervalMs' | 'metrics'>;
   /** Called with each endpoint that stopped working elsewhere in the fleet, to close its sockets. */

@@ -179,6 +179,7 @@ export function createTenancy(
   const directory = createDirectory(store, { changes, fences });
   const ledgerOptions: LedgerHostOptions = {
     flushIntervalMs: config.ledger.flush_interval_ms,
+    failuresKept: config.usage.failures_kept,
     metrics,
     onFlushError: (err) => {
       flushFailures++;

@@ -38,7 +38,7 @@ export function settleUpstreamFailure(
 ): void {
   if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
   // The code the client is answered with, for the call's span (tracing.ts).
-  const code =
+  const code: ErrorCode =
     reason === NO_BUDGET_REASON
       ? 'upstream_budget'
       : reason === FAILED_CHECK_REASON
@@ -47,7 +47,9 @@ export function settleUpstreamFailure(
           ? 'upstream_error'
           : 'no_quorum';
   const status = reason === NO_BUDGET_REASON ? ERRORS.upstream_budget.http : ERRORS.upstream_error.http;
-  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status, reason, code });
+  // The node's name for the owner's recent failures, when a node failed it (not when none was in rotation).
+  const node = failedUpstream === undefined || failedUpstream === NO_UPSTREAM_LABEL ? {} : { upstream: failedUpstream };
+  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status, reason, code, ...node });
 }
 
 /**

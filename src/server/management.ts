@@ -5,6 +5,7 @@ import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
+import { handleFailures } from './management-failures.js';
 import { endpointView, handlePatch, handleRotate } from './management-fences.js';
 import { roleRefusal } from './management-roles.js';
 import { handleWebhooks } from './management-webhooks.js';
@@ -50,6 +51,7 @@ export const ROUTE_VERBS: ReadonlyMap<string, string> = new Map([
   ['/api/dashboard/endpoints', 'GET, POST, PATCH, DELETE'],
   ['/api/dashboard/endpoints/rotate', 'POST'],
   ['/api/dashboard/endpoints/stats', 'GET'],
+  ['/api/dashboard/endpoints/failures', 'GET'],
   ['/api/dashboard/account', 'GET'],
   ['/api/dashboard/webhooks', 'GET, POST, DELETE'],
   ['/api/dashboard/webhooks/deliveries', 'GET'],
@@ -139,6 +141,7 @@ function tooManyRequests(reply: Reply, retryAfterMs: number, what: string): void
 
 async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: string, reply: Reply): Promise<void> {
   const id = queryParam(query, 'id');
+  const method = queryParam(query, 'method');
   const interval = queryParam(query, 'interval') ?? 'hour';
   // `to` is exclusive and rows count by the start of their period: the default ends after the current
   // second, so a call made in a minute's first second is counted by a query in that same second.
@@ -155,7 +158,15 @@ async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: stri
   if (id !== undefined && !(await fromStore(() => deps.accounts.listEndpoints(owner.id))).some((e) => e.id === id)) {
     return fail(reply, 'not_found', `No endpoint ${id}`);
   }
-  const range = { ...(id !== undefined ? { endpointId: id } : {}), from, to, interval } as const;
+  if (method === null || (method !== undefined && !/^[\x21-\x7e]{1,200}$/.test(method)))
+    return fail(reply, 'bad_request', "'method' must be given once, a method name of 1 to 200 printable characters");
+  const range = {
+    ...(id !== undefined ? { endpointId: id } : {}),
+    ...(method !== undefined ? { method } : {}),
+    from,
+    to,
+    interval,
+  } as const;
   send(reply, 200, await fromStore(() => deps.accounts.stats(owner.id, range)));
 }
 
@@ -284,6 +295,7 @@ export function handleManagement(
     if (route.startsWith('/api/dashboard/webhooks'))
       return handleWebhooks(deps.config, deps.accounts, owner, route, verb, query, body, reply);
     if (route === '/api/dashboard/endpoints/stats') return handleStats(deps, owner, query, reply);
+    if (route === '/api/dashboard/endpoints/failures') return handleFailures(deps.accounts, owner, query, reply);
     if (body === null) return handleList(deps, owner, query, reply);
     if (route === '/api/dashboard/endpoints/rotate') return handleRotate(deps.config, deps.accounts, owner, query, await body, reply);
     if (verb === 'POST') return handleCreate(deps, owner, await body, reply);

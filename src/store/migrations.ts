@@ -1,3 +1,5 @@
+import { addLatencyColumns } from './latency-columns.js';
+
 /** The usage tables of the three roll-up levels share one shape; only the period of `t` differs. */
 function usageTable(name: string): string {
   return `CREATE TABLE ${name} (
@@ -50,6 +52,25 @@ export const WEBHOOK_TABLES = `
   );
   CREATE INDEX webhook_deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
 `;
+
+/**
+ * The recent failures (metering/failure-ring.ts): a ring per endpoint, cut to `usage.failures_kept` rows
+ * each write. `seq` orders them (the newest row of each endpoint is never deleted, so it only grows); `at`
+ * in unix ms; never a call's params nor its key.
+ */
+const FAILURES_TABLE = `CREATE TABLE call_failures (
+    seq INTEGER PRIMARY KEY,
+    endpoint_id TEXT NOT NULL,
+    owner_id INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    method TEXT NOT NULL,
+    http_status INTEGER NOT NULL,
+    code INTEGER,
+    error TEXT,
+    message TEXT NOT NULL,
+    upstream TEXT
+  );
+  CREATE INDEX call_failures_by_endpoint ON call_failures(endpoint_id, seq);`;
 
 /**
  * The schema, as an ordered list of migrations: `MIGRATIONS[i]` takes a database from
@@ -242,6 +263,13 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE management_keys ADD COLUMN role TEXT NOT NULL DEFAULT 'admin';
   `,
   WEBHOOK_TABLES,
+  // Issue 36: each usage row's latency histogram, and the recent failures' ring per endpoint.
+  `
+  ${addLatencyColumns('usage_minute', 'INTEGER')}
+  ${addLatencyColumns('usage_hour', 'INTEGER')}
+  ${addLatencyColumns('usage_day', 'INTEGER')}
+  ${FAILURES_TABLE}
+  `,
 ];
 
 /** The schema version this build writes; a database with a higher `user_version` is refused. */

@@ -1,3 +1,5 @@
+import { addLatencyColumns } from './latency-columns.js';
+
 /** The usage tables of the three roll-up levels share one shape; only the period of `t` differs. */
 function usageTable(name: string): string {
   return `CREATE TABLE ${name} (
@@ -151,6 +153,25 @@ export const PG_MIGRATIONS: readonly string[] = [
     last_attempt_at BIGINT
   );
   CREATE INDEX webhook_deliveries_by_webhook ON webhook_deliveries(webhook_id, id);
+  `,
+  // Issue 36: SQLite's latency histograms and recent failures (store/migrations.ts), BIGINT counts.
+  `
+  ${addLatencyColumns('usage_minute', 'BIGINT')}
+  ${addLatencyColumns('usage_hour', 'BIGINT')}
+  ${addLatencyColumns('usage_day', 'BIGINT')}
+  CREATE TABLE call_failures (
+    seq BIGSERIAL PRIMARY KEY,
+    endpoint_id TEXT NOT NULL,
+    owner_id INTEGER NOT NULL,
+    at BIGINT NOT NULL,
+    method TEXT NOT NULL,
+    http_status INTEGER NOT NULL,
+    code INTEGER,
+    error TEXT,
+    message TEXT NOT NULL,
+    upstream TEXT
+  );
+  CREATE INDEX call_failures_by_endpoint ON call_failures(endpoint_id, seq);
   `,
 ];
 

@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import { LATENCY_COLUMN_LIST, LATENCY_COLUMNS, LATENCY_SUMS, latencyAdditions } from './latency-columns.js';
 
 /**
  * Every SQL statement chaingate runs, prepared once when the store opens, grouped by the module that
@@ -53,7 +54,21 @@ export interface StatsRow {
   status: number;
   requests: number;
   ru: number;
+  /** The latency histogram's sums, `lat_0` … `lat_23` (store/latency-columns.ts). */
+  [latencyColumn: `lat_${number}`]: number;
 }
+/** One kept failure as stored (both stores; metering/failure-ring.ts reads it). */
+export interface FailureDbRow {
+  at: number;
+  method: string;
+  httpStatus: number;
+  code: number | null;
+  error: string | null;
+  message: string;
+  upstream: string | null;
+}
+/** A failure to keep: endpoint_id, owner_id, at (unix ms), method, http_status, code, error, message, upstream. */
+export type FailureParams = [string, number, number, string, number, number | null, string | null, string, string | null];
 export interface OwnerListRow extends OwnerRow {
   createdAt: number;
   endpoints: number;
@@ -88,21 +103,40 @@ export interface ReservationParams {
   now: number;
   expires: number;
 }
-/** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru. */
-export type UsageParams = [string, number, string, number, number, number, number];
+/** One usage row to add: endpoint_id, owner_id, method, t, status, requests, ru, then the 24 latency counts. */
+export type UsageParams = [string, number, string, number, number, number, number, ...number[]];
 
 const ENDPOINT_AUTH_COLUMNS = `e.id AS endpointId, e.owner_id AS ownerId, e.network, o.plan, o.suspended, e.fences`;
-const STATS_COLUMNS = `t - t % @step AS bucket, method, status, requests, ru`;
-const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)`;
+const STATS_COLUMNS = `t - t % @step AS bucket, method, status, requests, ru, ${LATENCY_COLUMN_LIST}`;
+const STATS_FILTER = `owner_id = @owner AND t >= @from AND t < @to AND (@endpoint IS NULL OR endpoint_id = @endpoint)
+  AND (@method IS NULL OR method = @method)`;
 
 function rollUpSql(from: string, into: string, period: number): string {
   // `WHERE` is required before `ON CONFLICT` in an INSERT ... SELECT (SQLite's parser ambiguity).
-  return `INSERT INTO ${into} (endpoint_id, owner_id, method, t, status, requests, ru)
-    SELECT endpoint_id, owner_id, method, t - t % ${period} AS period, status, sum(requests), sum(ru)
+  // The latency histograms merge as the counts do: bucket by bucket (latency-columns.ts).
+  return `INSERT INTO ${into} (endpoint_id, owner_id, method, t, status, requests, ru, ${LATENCY_COLUMN_LIST})
+    SELECT endpoint_id, owner_id, method, t - t % ${period} AS period, status, sum(requests), sum(ru), ${LATENCY_SUMS}
     FROM ${from} WHERE t < ? GROUP BY endpoint_id, owner_id, method, period, status
     ON CONFLICT (endpoint_id, method, t, status)
-    DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru`;
+    DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru, ${latencyAdditions('')}`;
 }
+
+const ADD_USAGE_SQL = `
+  INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru, ${LATENCY_COLUMN_LIST})
+  VALUES (?, ?, ?, ?, ?, ?, ?, ${LATENCY_COLUMNS.map(() => '?').join(', ')})
+  ON CONFLICT (endpoint_id, method, t, status)
+  DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru, ${latencyAdditions('')}`;
+const ADD_FAILURE_SQL = `
+  INSERT INTO call_failures (endpoint_id, owner_id, at, method, http_status, code, error, message, upstream)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+/** Every failure of the endpoint but the newest `kept` (the third parameter). */
+const TRIM_FAILURES_SQL = `
+  DELETE FROM call_failures WHERE endpoint_id = ? AND seq <= (
+    SELECT seq FROM call_failures WHERE endpoint_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`;
+/** Newest first: one endpoint's kept failures, of its owner only. */
+const FAILURES_SQL = `
+  SELECT at, method, http_status AS httpStatus, code, error, message, upstream FROM call_failures
+  WHERE endpoint_id = ? AND owner_id = ? ORDER BY seq DESC LIMIT ?`;
 
 export function prepareStatements(db: Database.Database) {
   const p = <P extends unknown[], R = unknown>(sql: string): Stmt<P, R> => db.prepare<P, R>(sql);
@@ -167,9 +201,10 @@ export function prepareStatements(db: Database.Database) {
       pruneKeyChanges: p<[number]>(`DELETE FROM key_changes WHERE at < ? AND seq < (SELECT max(seq) FROM key_changes)`),
       ownerSuspended: p<[number], number>(`SELECT suspended != 0 FROM owners WHERE id = ? AND deleted_at IS NULL`).pluck(),
       suspendedOwnerIds: p<[], number>(`SELECT id FROM owners WHERE suspended = 1 AND deleted_at IS NULL`).pluck(),
+      failures: p<[string, number, number], FailureDbRow>(FAILURES_SQL),
       liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
-      stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null }, StatsRow>(`
-        SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru FROM (
+      stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null; method: string | null }, StatsRow>(`
+        SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru, ${LATENCY_SUMS} FROM (
           SELECT ${STATS_COLUMNS} FROM usage_minute WHERE ${STATS_FILTER}
           UNION ALL SELECT ${STATS_COLUMNS} FROM usage_hour WHERE ${STATS_FILTER}
           UNION ALL SELECT ${STATS_COLUMNS} FROM usage_day WHERE ${STATS_FILTER}
@@ -181,10 +216,10 @@ export function prepareStatements(db: Database.Database) {
       balances: p<[], [number, number]>(`SELECT id, ru_balance FROM owners`).raw(),
       // Relative, so a top-up committed by the CLI between two flushes composes with the debit.
       debit: p<[number, number], number>(`UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ? RETURNING ru_balance`).pluck(),
-      addUsage: p<UsageParams>(`
-        INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru) VALUES (?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (endpoint_id, method, t, status)
-        DO UPDATE SET requests = requests + excluded.requests, ru = ru + excluded.ru`),
+      addUsage: p<UsageParams>(ADD_USAGE_SQL),
+      // The recent failures' ring (metering/failure-ring.ts): added with the usage, then cut to its size.
+      addFailure: p<FailureParams>(ADD_FAILURE_SQL),
+      trimFailures: p<[string, string, number]>(TRIM_FAILURES_SQL),
     },
     usage: {
       minutesIntoHours: p<[number]>(rollUpSql('usage_minute', 'usage_hour', 3600)),

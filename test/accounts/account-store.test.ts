@@ -520,32 +520,46 @@ const CASES: Record<string, Case> = {
     t.equal(await a.rotateEndpointKey(id, ep.id, 60), null, 'deleted: null');
   },
 
-  async 'stats: the three usage tables read together'(t, { accounts: a, query }) {
+  async 'stats: the three usage tables read together, latency histograms merged'(t, { accounts: a, query }) {
     const owner = (await a.createOwner('acme', 'free', 10)).id;
     const bob = (await a.createOwner('bob', 'free', 10)).id;
     const day = 86_400;
-    const rows: Array<[string, string, number, string, number, number, number, number]> = [
-      ['usage_minute', 'ep_a', owner, 'eth_call', T0 + 60, 0, 3, 30],
-      ['usage_minute', 'ep_a', owner, 'eth_call', T0 + 120, 429, 2, 0],
-      ['usage_minute', 'ep_b', owner, 'eth_getLogs', T0 + 60, 0, 1, 75],
-      ['usage_hour', 'ep_a', owner, 'eth_call', T0 - 3600, 0, 10, 100],
-      ['usage_day', 'ep_b', owner, 'eth_blockNumber', T0 - 2 * day, -32000, 4, 4],
-      ['usage_minute', 'ep_c', bob, 'eth_call', T0 + 60, 0, 100, 1000],
+    // The last two: a latency bucket and its count (lat_6 is 7-10 ms, lat_12 70-100 ms, lat_13 100-150 ms).
+    const rows: Array<[string, string, number, string, number, number, number, number, number, number]> = [
+      ['usage_minute', 'ep_a', owner, 'eth_call', T0 + 60, 0, 3, 30, 6, 3],
+      ['usage_minute', 'ep_a', owner, 'eth_call', T0 + 120, 429, 2, 0, 0, 2],
+      ['usage_minute', 'ep_b', owner, 'eth_getLogs', T0 + 60, 0, 1, 75, 13, 1],
+      ['usage_hour', 'ep_a', owner, 'eth_call', T0 - 3600, 0, 10, 100, 12, 10],
+      ['usage_day', 'ep_b', owner, 'eth_blockNumber', T0 - 2 * day, -32000, 4, 4, 1, 4],
+      ['usage_minute', 'ep_c', bob, 'eth_call', T0 + 60, 0, 100, 1000, 0, 100],
     ];
-    for (const [table, ...row] of rows) {
-      await query(`INSERT INTO ${table} (endpoint_id, owner_id, method, t, status, requests, ru) VALUES (?, ?, ?, ?, ?, ?, ?)`, row);
+    for (const [table, endpoint, ownerId, method, at, status, requests, ru, bucket, timed] of rows) {
+      await query(
+        `INSERT INTO ${table} (endpoint_id, owner_id, method, t, status, requests, ru, lat_${bucket}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        [endpoint, ownerId, method, at, status, requests, ru, timed],
+      );
     }
+    const untimed = { p50: null, p95: null, p99: null };
+    // Worked by hand: the rank's place inside its bucket, linearly (failures are not timed in the figures).
+    const figures = (requests: number, ru: number, errors: number, success_rate: number | null, latency_ms: object) => ({
+      requests,
+      ru,
+      errors,
+      success_rate,
+      latency_ms,
+    });
+    const getLogs = { p50: 125, p95: 147.5, p99: 149.5 };
     t.same(await a.stats(owner, { from: T0 - 3 * day, to: T0 + day, interval: 'hour' }), {
-      totals: { requests: 20, ru: 209, errors: 6 },
+      totals: figures(20, 209, 6, 0.7, { p50: 82, p95: 115, p99: 143 }),
       methods: [
-        { method: 'eth_call', requests: 15, ru: 130, errors: 2 },
-        { method: 'eth_getLogs', requests: 1, ru: 75, errors: 0 },
-        { method: 'eth_blockNumber', requests: 4, ru: 4, errors: 4 },
+        { method: 'eth_call', ...figures(15, 130, 2, 0.8667, { p50: 80.5, p95: 98.05, p99: 99.61 }) },
+        { method: 'eth_getLogs', ...figures(1, 75, 0, 1, getLogs) },
+        { method: 'eth_blockNumber', ...figures(4, 4, 4, 0, untimed) },
       ],
       series: [
-        { t: T0 - 2 * day, requests: 4, ru: 4, errors: 4 },
-        { t: T0 - 3600, requests: 10, ru: 100, errors: 0 },
-        { t: T0, requests: 6, ru: 105, errors: 2 },
+        { t: T0 - 2 * day, ...figures(4, 4, 4, 0, untimed) },
+        { t: T0 - 3600, ...figures(10, 100, 0, 1, { p50: 85, p95: 98.5, p99: 99.7 }) },
+        { t: T0, ...figures(6, 105, 2, 0.6667, { p50: 9, p95: 140, p99: 148 }) },
       ],
       statuses: [
         { status: -32000, requests: 4 },
@@ -553,29 +567,74 @@ const CASES: Record<string, Case> = {
       ],
     });
     t.same(await a.stats(owner, { endpointId: 'ep_b', from: T0 - 3 * day, to: T0 + day, interval: 'day' }), {
-      totals: { requests: 5, ru: 79, errors: 4 },
+      totals: figures(5, 79, 4, 0.2, getLogs),
       methods: [
-        { method: 'eth_getLogs', requests: 1, ru: 75, errors: 0 },
-        { method: 'eth_blockNumber', requests: 4, ru: 4, errors: 4 },
+        { method: 'eth_getLogs', ...figures(1, 75, 0, 1, getLogs) },
+        { method: 'eth_blockNumber', ...figures(4, 4, 4, 0, untimed) },
       ],
       series: [
-        { t: T0 - 2 * day, requests: 4, ru: 4, errors: 4 },
-        { t: T0, requests: 1, ru: 75, errors: 0 },
+        { t: T0 - 2 * day, ...figures(4, 4, 4, 0, untimed) },
+        { t: T0, ...figures(1, 75, 0, 1, getLogs) },
       ],
       statuses: [{ status: -32000, requests: 4 }],
     });
     t.same(await a.stats(owner, { from: T0, to: T0 + 61, interval: 'minute' }), {
-      totals: { requests: 4, ru: 105, errors: 0 },
+      totals: figures(4, 105, 0, 1, { p50: 9, p95: 140, p99: 148 }),
       methods: [
-        { method: 'eth_getLogs', requests: 1, ru: 75, errors: 0 },
-        { method: 'eth_call', requests: 3, ru: 30, errors: 0 },
+        { method: 'eth_getLogs', ...figures(1, 75, 0, 1, getLogs) },
+        { method: 'eth_call', ...figures(3, 30, 0, 1, { p50: 8.5, p95: 9.85, p99: 9.97 }) },
       ],
-      series: [{ t: T0 + 60, requests: 4, ru: 105, errors: 0 }],
+      series: [{ t: T0 + 60, ...figures(4, 105, 0, 1, { p50: 9, p95: 140, p99: 148 }) }],
       statuses: [],
     });
-    const none = { totals: { requests: 0, ru: 0, errors: 0 }, methods: [], series: [], statuses: [] };
+    const none = { totals: figures(0, 0, 0, null, untimed), methods: [], series: [], statuses: [] };
     t.same(await a.stats(bob, { endpointId: 'ep_a', from: 0, to: 2e9, interval: 'day' }), none, "another owner's endpoint: zeros");
     t.same(await a.stats(2 ** 40, { from: 0, to: 2e9, interval: 'day' }), none);
+  },
+
+  async "failures: newest first, the owner's endpoint only, at most limit"(t, { accounts: a, query }) {
+    const owner = (await a.createOwner('acme', 'free', 10)).id;
+    const bob = (await a.createOwner('bob', 'free', 10)).id;
+    const insert = `INSERT INTO call_failures (endpoint_id, owner_id, at, method, http_status, code, error, message, upstream)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+    await query(insert, ['ep_a', owner, T0 * 1000, 'eth_call', 429, -32005, 'rate_limited', 'Rate limit exceeded', null]);
+    await query(insert, ['ep_a', owner, T0 * 1000 + 1500, 'eth_getLogs', 502, -32603, 'upstream_error', 'Upstream node error', 'node-1']);
+    await query(insert, [
+      'ep_a',
+      owner,
+      T0 * 1000 + 2000,
+      'eth_call',
+      200,
+      -32000,
+      null,
+      'The node answered this JSON-RPC error',
+      'node-2',
+    ]);
+    await query(insert, ['ep_b', bob, T0 * 1000, 'eth_call', 401, -32001, 'unauthorized', 'Missing or invalid API key', null]);
+    const all = await a.failures(owner, 'ep_a', 10);
+    t.same(
+      all.map((f) => [f.time, f.method, f.http_status, f.code, f.error, f.upstream]),
+      [
+        [T0 + 2, 'eth_call', 200, -32000, null, 'node-2'],
+        [T0 + 1, 'eth_getLogs', 502, -32603, 'upstream_error', 'node-1'],
+        [T0, 'eth_call', 429, -32005, 'rate_limited', null],
+      ],
+      'newest first, with the node that failed',
+    );
+    t.equal(all[1]?.message, 'Upstream node error');
+    t.same((await a.failures(owner, 'ep_a', 1)).length, 1, 'limit');
+    t.same(await a.failures(owner, 'ep_b', 10), [], "another owner's endpoint: none");
+    t.same(await a.failures(bob, 'ep_b', 10), [
+      {
+        time: T0,
+        method: 'eth_call',
+        http_status: 401,
+        code: -32001,
+        error: 'unauthorized',
+        message: 'Missing or invalid API key',
+        upstream: null,
+      },
+    ]);
   },
 
   async 'names: refused alike before anything is written, stored as given'(t, { accounts: a, query }) {

@@ -58,7 +58,7 @@ t.test('a minimal config gets every default', async (t) => {
   t.equal(r.config.chains.devnet!.finality_depth, 64);
   t.equal(r.config.chains.devnet!.max_logs_block_range, 10000);
   t.same(r.config.ledger, { flush_interval_ms: 200 });
-  t.same(r.config.usage, { keep_minutes_h: 48, keep_hours_d: 90 });
+  t.same(r.config.usage, { keep_minutes_h: 48, keep_hours_d: 90, failures_kept: 100 });
   t.equal(r.config.management, undefined);
   t.same(r.config.management_limits, { rps_per_key: 20, rps_per_ip: 50 });
 });

@@ -230,3 +230,46 @@ t.test('a re-read of a book with many owners reads them all at once and moves on
     owners.map((owner) => ([owners[0], owners[777], owners[1499]].includes(owner) ? 1000 : 0)),
   );
 });
+
+t.test("latency and failures: a view's reach the store through the host's flush, as createLedger's do", async (t) => {
+  const failure = {
+    httpStatus: 502,
+    code: -32603,
+    error: 'upstream_error',
+    message: 'Upstream node error',
+    upstream: 'node-a',
+  };
+  const stored = (store: Store) => ({
+    latency: store.db.prepare('SELECT lat_6 AS fast, lat_13 AS slow FROM usage_minute WHERE status = 0').get(),
+    failures: store.db.prepare('SELECT endpoint_id, method, http_status, code, error, upstream FROM call_failures').all(),
+  });
+  const expected = {
+    latency: { fast: 1, slow: 1 },
+    failures: [{ endpoint_id: EP, method: 'eth_call', http_status: 502, code: -32603, error: 'upstream_error', upstream: 'node-a' }],
+  };
+  const use = (ledger: Ledger, owner: number): void => {
+    ledger.settle(ledger.reserve(owner, 10)!, 10, { ...ok, latencyMs: 8 });
+    ledger.settle(ledger.reserve(owner, 10)!, 10, { ...ok, latencyMs: 120 });
+    ledger.recordUsage(owner, { ...ok, status: 502, latencyMs: 30, failure });
+  };
+
+  const alone = tempStore(t);
+  const single = createLedger(alone, { flushIntervalMs: 60_000 });
+  t.teardown(() => single.close());
+  use(single, addOwner(alone.db, 100));
+  t.ok(single.flush());
+  t.same(stored(alone), expected, 'createLedger');
+
+  const path = tempDbPath(t);
+  const hostStore = tempStore(t, path);
+  const owner = addOwner(hostStore.db, 100);
+  const host = hostOn(t, hostStore);
+  const view = viewOn(t, host, path);
+  use(view, owner);
+  view.flush();
+  await waitFor(() => {
+    host.flush();
+    return (hostStore.db.prepare('SELECT count(*) FROM call_failures').pluck().get() as number) === 1;
+  });
+  t.same(stored(hostStore), expected, 'a view, through the host');
+});

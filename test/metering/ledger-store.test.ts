@@ -3,7 +3,7 @@
  * their own connections; after every write the ledger invariant is asserted (test/support/ledger-stores.ts).
  */
 import t, { type Test } from 'tap';
-import type { PendingRow } from '../../src/metering/usage-rows.js';
+import type { PendingFailure, PendingRow } from '../../src/metering/usage-rows.js';
 import { type LedgerEngine, pgEngine, sqliteEngine } from '../support/ledger-stores.js';
 import { startPostgres } from '../support/servers.js';
 
@@ -193,6 +193,68 @@ const cases: Record<string, (t: Test, e: LedgerEngine) => Promise<void>> = {
       'nothing lost or doubled',
     );
     t.same(await e.a.rollUp(nowMs), { minuteRows: 0, hourRows: 0 });
+  },
+
+  async "failures: written with a fresh batch only, each endpoint's ring cut to its newest (failuresKept 3)"(t, e) {
+    const one = await e.addOwner(1000);
+    const failure = (endpointId: string, i: number): PendingFailure => ({
+      endpointId,
+      ownerId: one,
+      at: MINUTE * 1000 + i,
+      method: 'eth_call',
+      httpStatus: 502,
+      code: -32603,
+      error: 'upstream_error',
+      message: 'Upstream node error',
+      upstream: `node-${i}`,
+    });
+    const failures = [0, 1, 2, 3, 4].map((i) => failure('ep_a', i)).concat([failure('ep_b', 9)]);
+    const batch = { id: 'a-1', instance: 'a', rows: [row(one, 0, { status: 502, requests: 6 })], failures, ttlS: 60 };
+    await e.a.writeUsage(batch);
+    await e.b.writeUsage(batch);
+    const kept = async (): Promise<Array<{ endpoint_id: string; upstream: string }>> =>
+      e.rows('SELECT endpoint_id, upstream FROM call_failures ORDER BY endpoint_id, seq');
+    t.same(
+      await kept(),
+      [
+        { endpoint_id: 'ep_a', upstream: 'node-2' },
+        { endpoint_id: 'ep_a', upstream: 'node-3' },
+        { endpoint_id: 'ep_a', upstream: 'node-4' },
+        { endpoint_id: 'ep_b', upstream: 'node-9' },
+      ],
+      'the newest three of ep_a, once although the batch was sent twice',
+    );
+    await e.a.writeUsage({ id: 'a-2', instance: 'a', rows: [row(one, 0, { status: 502 })], failures: [failure('ep_a', 5)], ttlS: 60 });
+    t.same(
+      (await kept()).map((k) => k.upstream),
+      ['node-3', 'node-4', 'node-5', 'node-9'],
+      'one more: the oldest of ep_a goes',
+    );
+  },
+
+  async 'latency histograms are added on upsert and summed bucket by bucket on roll-up'(t, e) {
+    const one = await e.addOwner(1000);
+    const latency = (bucket: number, n: number): number[] => Array.from({ length: 24 }, (_, i) => (i === bucket ? n : 0));
+    await e.a.writeUsage({ id: 'a-1', instance: 'a', rows: [row(one, 1, { latency: latency(3, 2) })], ttlS: 60 });
+    await e.b.writeUsage({ id: 'b-1', instance: 'b', rows: [row(one, 1, { latency: latency(5, 1) })], ttlS: 60 });
+    await e.a.writeUsage({ id: 'a-2', instance: 'a', rows: [row(one, 1, { t: MINUTE + 60, latency: latency(3, 4) })], ttlS: 60 });
+    const sums = 'SELECT sum(lat_3) AS l3, sum(lat_5) AS l5, count(*) AS n FROM';
+    t.same(
+      (await e.rows<{ l3: number; l5: number; n: number }>(`${sums} usage_minute`)).map((r) => [Number(r.l3), Number(r.l5), Number(r.n)]),
+      [[6, 1, 2]],
+      'same key: added',
+    );
+    await e.a.rollUp((MINUTE + 3 * DAY) * 1000);
+    const all = await e.rows<{ l3: number; l5: number; n: number }>(
+      `SELECT sum(lat_3) AS l3, sum(lat_5) AS l5 FROM (SELECT lat_3, lat_5 FROM usage_minute UNION ALL SELECT lat_3, lat_5 FROM usage_hour
+        UNION ALL SELECT lat_3, lat_5 FROM usage_day) u`,
+    );
+    t.same(
+      all.map((r) => [Number(r.l3), Number(r.l5)]),
+      [[6, 1]],
+      'nothing lost or doubled',
+    );
+    t.same((await e.rows<{ l3: number }>('SELECT lat_3 AS l3 FROM usage_minute')).length, 0, 'the minutes moved');
   },
 
   async 'prune forgets old batch ids, silent instances and long-expired reservations'(t, e) {

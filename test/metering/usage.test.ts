@@ -8,6 +8,12 @@ const HOUR = 3600;
 const DAY = 86_400;
 const T0 = Date.UTC(2025, 2, 10, 0, 0, 0) / 1000; // a midnight, in unix seconds
 
+/** The counts of a stats figure, without its success rate and latency (tested on their own below). */
+function counts<F extends { requests: number; ru: number; errors: number; t?: number; method?: string }>(f: F): object {
+  const { requests, ru, errors } = f;
+  return { ...(f.method !== undefined ? { method: f.method } : {}), ...(f.t !== undefined ? { t: f.t } : {}), requests, ru, errors };
+}
+
 function count(db: ReturnType<typeof tempStore>['db'], table: string): { rows: number; requests: number; ru: number } {
   return db
     .prepare(`SELECT count(*) AS rows, coalesce(sum(requests), 0) AS requests, coalesce(sum(ru), 0) AS ru FROM ${table}`)
@@ -87,18 +93,18 @@ t.test('stats read minutes, hours and days together, per owner and endpoint', as
 
   const dir = createDirectory(store);
   const all = dir.stats(owner, { from: T0, to: T0 + 3 * DAY, interval: 'day' });
-  t.same(all.totals, { requests: 7, ru: 50, errors: 4 });
-  t.same(all.methods, [
+  t.same(counts(all.totals), { requests: 7, ru: 50, errors: 4 });
+  t.same(all.methods.map(counts), [
     { method: 'eth_call', requests: 6, ru: 30, errors: 4 },
     { method: 'eth_estimateGas', requests: 1, ru: 20, errors: 0 },
   ]);
-  t.same(all.series, [
+  t.same(all.series.map(counts), [
     { t: T0, requests: 1, ru: 15, errors: 0 },
     { t: T0 + DAY, requests: 1, ru: 20, errors: 0 },
     { t: T0 + 2 * DAY, requests: 5, ru: 15, errors: 4 },
   ]);
   const minutes = dir.stats(owner, { endpointId: 'ep_a', from: T0 + 2 * DAY, to: T0 + 3 * DAY, interval: 'minute' });
-  t.same(minutes.series, [{ t: T0 + 2 * DAY + 13 * HOUR + 60, requests: 5, ru: 15, errors: 4 }]);
+  t.same(minutes.series.map(counts), [{ t: T0 + 2 * DAY + 13 * HOUR + 60, requests: 5, ru: 15, errors: 4 }]);
   const hours = dir.stats(owner, { from: T0, to: T0 + 3 * DAY, interval: 'hour' });
   t.same(
     hours.series.map((p) => p.t),
@@ -106,14 +112,54 @@ t.test('stats read minutes, hours and days together, per owner and endpoint', as
     'older usage at its coarser start',
   );
   t.same(
-    dir.stats(owner, { endpointId: 'ep_x', from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals,
+    counts(dir.stats(owner, { endpointId: 'ep_x', from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals),
     { requests: 0, ru: 0, errors: 0 },
     "another owner's endpoint shows nothing",
   );
-  t.same(dir.stats(other, { from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals, { requests: 1, ru: 15, errors: 0 });
+  t.same(counts(dir.stats(other, { from: T0, to: T0 + 3 * DAY, interval: 'day' }).totals), { requests: 1, ru: 15, errors: 0 });
   t.same(
-    dir.stats(owner, { from: T0 + DAY, to: T0 + 2 * DAY, interval: 'day' }).totals,
+    counts(dir.stats(owner, { from: T0 + DAY, to: T0 + 2 * DAY, interval: 'day' }).totals),
     { requests: 1, ru: 20, errors: 0 },
     'to is exclusive',
   );
+});
+
+t.test('latency histograms merge on roll-up: the percentiles of an hour and a day stay those of its calls', async (t) => {
+  const store = tempStore(t);
+  const owner = addOwner(store.db, 1_000_000);
+  let clock = T0 * 1000;
+  const ledger = createLedger(store, { flushIntervalMs: 60_000, now: () => clock });
+  t.teardown(() => ledger.close());
+  // Two days; each minute of the first hour of each day, calls of 1 … 100 ms in turn (with a refusal, untimed
+  // in the figures), so every minute's own percentiles differ from the hour's and the day's.
+  for (const day of [0, 1]) {
+    for (let m = 0; m < 60; m++) {
+      clock = (T0 + day * DAY + m * 60 + 1) * 1000;
+      for (let k = 0; k < 5; k++) {
+        const latencyMs = ((m * 5 + k) % 100) + 1;
+        ledger.settle(ledger.reserve(owner, 1)!, 1, { endpointId: 'ep_a', method: 'eth_call', status: 0, latencyMs });
+      }
+      ledger.recordUsage(owner, { endpointId: 'ep_a', method: 'eth_call', status: 429, latencyMs: 0.01 });
+    }
+  }
+  t.ok(ledger.flush());
+  const dir = createDirectory(store);
+  const query = { from: T0, to: T0 + 2 * DAY, interval: 'day' } as const;
+  const before = dir.stats(owner, query);
+  const hourBefore = dir.stats(owner, { ...query, interval: 'hour' });
+  // 300 calls a day, 1 … 100 ms three times: p50 is 50 ms, in the (30, 50] bucket; p95 and p99 in (70, 100].
+  const day1 = before.series[0]!;
+  t.equal(day1.requests, 360);
+  t.equal(day1.success_rate, 0.8333);
+  t.ok(day1.latency_ms.p50! > 30 && day1.latency_ms.p50! <= 50, `p50 ${day1.latency_ms.p50}`);
+  t.ok(day1.latency_ms.p95! > 70 && day1.latency_ms.p95! <= 100, `p95 ${day1.latency_ms.p95}`);
+  t.ok(day1.latency_ms.p99! > day1.latency_ms.p95!, 'p99 above p95');
+
+  createUsageRollUp(store, { keepMinutesH: 1, keepHoursD: 1 }).rollUp((T0 + 2 * DAY + 2 * HOUR) * 1000);
+  t.equal(count(store.db, 'usage_minute').rows, 0);
+  t.equal(count(store.db, 'usage_day').rows, 2, 'day 1: its two rows (success, refusal)');
+  t.equal(count(store.db, 'usage_hour').rows, 2, 'day 2: its hour, two rows');
+  t.same(dir.stats(owner, query), before, 'read from day and hour rows: the same figures as from the minutes');
+  t.same(dir.stats(owner, { from: T0 + DAY, to: T0 + 2 * DAY, interval: 'hour' }).series, hourBefore.series.slice(1));
+  t.same(invariantGaps(store.db), [{ id: owner, gap: 0 }]);
 });

@@ -11,6 +11,7 @@ export interface Teardown {
 
 /** Every table of the schema, in name order: the same in SQLite and PostgreSQL (which adds `chaingate_schema`). */
 export const STORE_TABLES = [
+  'call_failures',
   'credits',
   'endpoints',
   'instances',

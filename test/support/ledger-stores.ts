@@ -30,8 +30,8 @@ export interface LedgerEngine {
   pass(s: number): Promise<void>;
 }
 
-/** The retention both engines' stores roll up with. */
-export const RETENTION: RollUpOptions = { keepMinutesH: 24, keepHoursD: 1 };
+/** The retention both engines' stores roll up with, and the failures they keep per endpoint. */
+export const RETENTION: RollUpOptions = { keepMinutesH: 24, keepHoursD: 1, failuresKept: 3 };
 
 /** Where the SQLite engine's fake clock starts, ms. */
 export const SQLITE_T0 = Date.UTC(2025, 2, 10, 12, 0, 0);
@@ -87,7 +87,7 @@ export async function pgEngine(t: Test, server: TestServer): Promise<LedgerEngin
   const [one, two] = await Promise.all([openPgStore(server.url), openPgStore(server.url)]);
   t.teardown(() => Promise.all([one.close(), two.close()]));
   await one.pool.query(
-    'TRUNCATE owners, credits, usage_minute, usage_hour, usage_day, usage_batches, reservations, instances RESTART IDENTITY CASCADE',
+    'TRUNCATE owners, credits, usage_minute, usage_hour, usage_day, usage_batches, reservations, instances, call_failures RESTART IDENTITY CASCADE',
   );
   const rows = async <R>(sql: string): Promise<R[]> => (await one.pool.query(sql)).rows as R[];
   return {

@@ -163,7 +163,7 @@ t.test('every management operation is scoped to its owner', async (t) => {
   t.equal(dir.deleteEndpoint(bob, 'ep_doesnotexist0000'), false, 'the same answer as for an unknown id');
   t.ok(dir.endpointByKey(a.apiKey), 'and it still works');
   t.same(dir.stats(bob, { endpointId: a.id, from: 0, to: 2e9, interval: 'day' }), {
-    totals: { requests: 0, ru: 0, errors: 0 },
+    totals: { requests: 0, ru: 0, errors: 0, success_rate: null, latency_ms: { p50: null, p95: null, p99: null } },
     methods: [],
     series: [],
     statuses: [],

@@ -1,0 +1,141 @@
+// Section: what recording each call's latency costs (issue 36 §1: at most 2 % CPU per call). (a) Keyed,
+// metered eth_getBalance through this build against BENCH_BASELINE's (the build before issue 36), back to
+// back in every round in front of one fixed upstream, taking turns at going first: CPU per call at most 1.02
+// (without BENCH_BASELINE, skipped). (b) In this process, on this tree's build: what PendingUsage.count costs
+// with a latency (its clock read and its bucket) over the same count without one, in ns, and that as a share
+// of (a)'s CPU per call. See bench/README.md (latency-recording).
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { startChaingate } from './lib/chaingate.mjs';
+import { checkerFor } from './lib/checks.mjs';
+import { forwardedBodies } from './lib/forwarded-calls.mjs';
+import { measure, notRun } from './lib/measure.mjs';
+import { checkJsonRpcResult } from './lib/net.mjs';
+import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
+import { inTurn } from './lib/rounds.mjs';
+import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
+import { writePostScript } from './lib/wrk.mjs';
+
+export const id = 'latency-recording';
+export const title = 'Latency recording (issue 36): keyed, metered eth_getBalance against the baseline build (fixed upstream)';
+/** Tools this section cannot run without (run.mjs skips it when one is missing). */
+export const needs = ['wrk'];
+
+const TARGETS = {
+  cpuBaseline: 1.02, // CPU per call this build / baseline at most (issue 36, "Done when": 2 % per call)
+  sharePercent: 2, // the recording's own ns per call, in % of a whole call's CPU, at most
+};
+
+/** Figures kept for each round of a merged run, which the checks pair round by round (lib/rounds.mjs). */
+const ROUND_FIELDS = ['cpuUsPerRequest', 'recordingNs'];
+
+/** Counts timed in process per reading, and readings (the median is kept). */
+const COUNTS = 2_000_000;
+const READINGS = 5;
+
+/**
+ * ns per count of `usage.count` with a latency minus without, on this tree's build (dist/): the keys a
+ * keyed load meets (one endpoint, one method, one minute), as the pipeline calls it after each answer.
+ */
+export async function recordingNs() {
+  const { createPendingUsage } = await import(pathToFileURL(join(import.meta.dirname, '../dist/metering/usage-rows.js')).href);
+  const reading = (timed) => {
+    const usage = createPendingUsage();
+    const started = performance.now();
+    const before = process.cpuUsage();
+    for (let i = 0; i < COUNTS; i++) {
+      if (timed) usage.count(1, 'ep_bench', 'eth_getBalance', 0, 60_000, 1, 15, performance.now() - started);
+      else usage.count(1, 'ep_bench', 'eth_getBalance', 0, 60_000, 1, 15);
+    }
+    const used = process.cpuUsage(before);
+    return ((used.user + used.system) * 1000) / COUNTS;
+  };
+  const pairs = [];
+  for (let r = 0; r < READINGS; r++) pairs.push(reading(true) - reading(false));
+  pairs.sort((a, b) => a - b);
+  return Math.max(0, pairs[READINGS >> 1]);
+}
+
+async function measureGateway({ id, label, main, workers, upstream, ctx }) {
+  let gateway;
+  try {
+    gateway = await startChaingate({
+      name: `chaingate-${id}`,
+      dir: join(ctx.tmpdir, id),
+      upstreamPort: upstream.port,
+      chainId: FIXED_UPSTREAM_CHAIN_ID,
+      core: ctx.settings.serverCore,
+      keyed: true,
+      ...(main ? { main, workers } : {}),
+      // Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine.
+      extraYaml: 'metrics: { port: 0 }\n',
+      nodeArgs: cpuProfArgs(ctx, id),
+    });
+  } catch (err) {
+    return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
+  }
+  try {
+    const checkAnswer = () => checkJsonRpcResult(gateway.url, ctx.body);
+    const run = await measure({ id, label, url: gateway.url, pid: gateway.pid, upstreamPid: upstream.pid, checkAnswer, ctx });
+    return { ...run, roundFields: ROUND_FIELDS };
+  } finally {
+    await gateway.stop(stopGraceMs(ctx));
+  }
+}
+
+export async function run(sectionCtx) {
+  mkdirSync(sectionCtx.tmpdir, { recursive: true });
+  const bodies = forwardedBodies(sectionCtx.settings.connections);
+  const ctx = { ...sectionCtx, body: bodies[0], script: writePostScript(sectionCtx.tmpdir, bodies, 'latency-recording.lua') };
+  const base = ctx.baseline;
+  const rows = [
+    { id: 'timed', label: 'chaingate (API key, metered, latency recorded) → fixed upstream' },
+    ...(base
+      ? [{ id: 'baseline', label: `chaingate @${base.ref} (API key, metered) → fixed upstream`, main: base.main, workers: base.workers }]
+      : []),
+  ];
+  let upstream;
+  try {
+    upstream = await startFixedUpstream({ name: 'latency-upstream', core: ctx.settings.loadCore });
+  } catch (err) {
+    return rows.map(({ id, label }) => notRun({ id, label, reason: `upstream did not start: ${err.message}`, error: true }));
+  }
+  const runs = [];
+  try {
+    for (const row of inTurn(rows, ctx.round)) runs.push(await measureGateway({ ...row, upstream, ctx }));
+  } finally {
+    await upstream.stop();
+  }
+  // Kept with this build's row, so each round has its own reading (after the load: nothing else runs).
+  const timed = runs.find((x) => x.id === 'timed');
+  if (timed && !timed.skipped) timed.recordingNs = await recordingNs().catch(() => null);
+  return rows.map((r) => runs.find((x) => x.id === r.id));
+}
+
+const usable = (r) => r && !r.skipped && r.errors.length === 0 && r.rps != null;
+const check = checkerFor(usable);
+
+export function checks(runs) {
+  const by = Object.fromEntries(runs.map((r) => [r.id, r]));
+  const baseline = by.baseline ?? { skipped: 'no BENCH_BASELINE' };
+  return [
+    check(
+      'CPU per call this build / baseline, keyed, fixed upstream',
+      [by.timed, baseline],
+      (c, b) => c.cpuUsPerRequest / b.cpuUsPerRequest,
+      `≤ ${TARGETS.cpuBaseline}`,
+      (v) => v <= TARGETS.cpuBaseline,
+    ),
+    check('req/s this build / baseline, keyed, fixed upstream', [by.timed, baseline], (c, b) => c.rps / b.rps, 'reported'),
+    check('ns per call of the latency recording, in process', [by.timed], (c) => c.recordingNs, 'reported'),
+    check(
+      'latency recording, % of the CPU per call, keyed',
+      [by.timed],
+      (c) => (100 * c.recordingNs) / (c.cpuUsPerRequest * 1000),
+      `≤ ${TARGETS.sharePercent}`,
+      (v) => v <= TARGETS.sharePercent,
+    ),
+  ];
+}
