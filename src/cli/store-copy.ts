@@ -1,3 +1,4 @@
+import { LATENCY_COLUMNS } from '../store/latency-columns.js';
 import type Database from 'better-sqlite3';
 import type pg from 'pg';
 import { existsSync } from 'node:fs';
@@ -65,9 +66,16 @@ const TABLES: readonly TableCopy[] = [
   { name: 'credits', columns: ['id', 'owner_id', 'ru', 'at'], order: 'id' },
   ...['usage_minute', 'usage_hour', 'usage_day'].map((name) => ({
     name,
-    columns: ['endpoint_id', 'owner_id', 'method', 't', 'status', 'requests', 'ru'],
+    // With each row's latency histogram (store/latency-columns.ts), so percentiles survive the move.
+    columns: ['endpoint_id', 'owner_id', 'method', 't', 'status', 'requests', 'ru', ...LATENCY_COLUMNS],
     order: 'endpoint_id, method, t, status',
   })),
+  // Each endpoint's recent failures, in their order (`seq`, which the target's sequence then follows).
+  {
+    name: 'call_failures',
+    columns: ['seq', 'endpoint_id', 'owner_id', 'at', 'method', 'http_status', 'code', 'error', 'message', 'upstream'],
+    order: 'seq',
+  },
   // Webhooks (schema 7, PostgreSQL's 4); not their past deliveries, a log of attempts the new store starts afresh.
   {
     name: 'webhooks',
@@ -143,6 +151,9 @@ async function copyTables(db: Database.Database, pool: pg.Pool, progress: (line:
       // New owners, credits and deletions are numbered after the copied ones.
       await client.query(`SELECT setval('owners_id_seq', greatest((SELECT max(id) FROM owners), 1), (SELECT count(*) > 0 FROM owners))`);
       await client.query(`SELECT setval('credits_id_seq', greatest((SELECT max(id) FROM credits), 1), (SELECT count(*) > 0 FROM credits))`);
+      await client.query(
+        `SELECT setval('call_failures_seq_seq', greatest((SELECT max(seq) FROM call_failures), 1), (SELECT count(*) > 0 FROM call_failures))`,
+      );
       await client.query(
         `SELECT setval('endpoint_deletions', greatest((SELECT max(deleted_seq) FROM endpoints), 1), (SELECT count(*) > 0 FROM endpoints WHERE deleted_seq IS NOT NULL))`,
       );

@@ -43,12 +43,22 @@ function seed(path: string) {
   if (rotated === null) throw new Error('not rotated');
   dir.deleteEndpoint(b.id, gone.endpoint.id);
   admin.setSuspended(b.id, true);
-  const usage = store.db.prepare('INSERT INTO usage_minute VALUES (?, ?, ?, ?, ?, ?, ?)');
+  const usage = store.db.prepare(
+    'INSERT INTO usage_minute (endpoint_id, owner_id, method, t, status, requests, ru, lat_3) VALUES (?, ?, ?, ?, ?, ?, ?, 1)',
+  );
   for (let i = 0; i < 2500; i++) usage.run(kept.endpoint.id, a.id, `m${i % 7}`, 1_700_000_000 + i * 60, i % 3 === 0 ? 429 : 0, 2, 3);
   store.db
-    .prepare('INSERT INTO usage_hour VALUES (?, ?, ?, ?, ?, ?, ?)')
+    .prepare('INSERT INTO usage_hour (endpoint_id, owner_id, method, t, status, requests, ru, lat_3) VALUES (?, ?, ?, ?, ?, ?, ?, 1)')
     .run(kept.endpoint.id, a.id, 'eth_call', 1_699_996_400, 0, 10, 200);
-  store.db.prepare('INSERT INTO usage_day VALUES (?, ?, ?, ?, ?, ?, ?)').run(gone.endpoint.id, b.id, 'eth_call', 1_699_920_000, 0, 1, 20);
+  store.db
+    .prepare('INSERT INTO usage_day (endpoint_id, owner_id, method, t, status, requests, ru, lat_3) VALUES (?, ?, ?, ?, ?, ?, ?, 1)')
+    .run(gone.endpoint.id, b.id, 'eth_call', 1_699_920_000, 0, 1, 20);
+  // Two recent failures of the kept endpoint (their seq is kept, and the target's sequence follows it).
+  const failure = store.db.prepare(
+    'INSERT INTO call_failures (seq, endpoint_id, owner_id, at, method, http_status, code, error, message, upstream) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  );
+  failure.run(7, kept.endpoint.id, a.id, 1_700_000_000_000, 'eth_call', 502, -32603, 'upstream_error', 'Upstream node error', 'node-a');
+  failure.run(9, kept.endpoint.id, a.id, 1_700_000_001_000, 'eth_getLogs', 429, -32005, 'rate_limited', 'Rate limited', null);
   // The ledger's invariant: what the usage cost came off the balances.
   store.db.prepare('UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ?').run(2500 * 3 + 200, a.id);
   store.db.prepare('UPDATE owners SET ru_balance = ru_balance - ? WHERE id = ?').run(20, b.id);
@@ -70,6 +80,7 @@ t.test('every table is copied with ids, hashes and balances intact, and new ids 
     { table: 'usage_minute', rows: 2500 },
     { table: 'usage_hour', rows: 1 },
     { table: 'usage_day', rows: 1 },
+    { table: 'call_failures', rows: 2 },
     { table: 'webhooks', rows: 1 },
   ]);
   t.equal(report.balances, 1000 + 234 - 7700 + 50 - 20);
@@ -116,6 +127,19 @@ t.test('every table is copied with ids, hashes and balances intact, and new ids 
     `INSERT INTO owners (name, plan, ru_balance, created_at) VALUES ('new', 'free', 0, 0) RETURNING id`,
   );
   t.equal(next!.id, seeded.ownerB + 1, 'the next owner id follows the copied ones');
+  t.same(
+    await q(
+      'SELECT sum(lat_3)::int AS n FROM (SELECT lat_3 FROM usage_minute UNION ALL SELECT lat_3 FROM usage_hour UNION ALL SELECT lat_3 FROM usage_day) u',
+    ),
+    [{ n: 2502 }],
+    'the latency histograms copied with their rows',
+  );
+  t.match(await q('SELECT seq, method, http_status, error, upstream FROM call_failures ORDER BY seq'), [
+    { seq: '7', method: 'eth_call', http_status: 502, error: 'upstream_error', upstream: 'node-a' },
+    { seq: '9', method: 'eth_getLogs', http_status: 429, error: 'rate_limited', upstream: null },
+  ]);
+  const [failureSeq] = await q<{ n: string }>(`SELECT nextval('call_failures_seq_seq') AS n`);
+  t.equal(Number(failureSeq!.n), 10, 'the next failure follows the copied ones');
   const [seq] = await q<{ n: number }>(`SELECT nextval('endpoint_deletions') AS n`);
   t.equal(seq!.n, 2, 'the next deletion is numbered after the copied one');
 });
@@ -128,7 +152,7 @@ t.test('the command line: a copy, then a second one refused with nothing written
   const first = run('copy', '--from', path, '--to', pg.url);
   t.equal(first.status, 0, first.stderr);
   t.match(first.stdout, /^owners: 2 rows$/m);
-  t.match(first.stdout, /copied 2513 rows; balances add up to -6436 RU on both sides/);
+  t.match(first.stdout, /copied 2515 rows; balances add up to -6436 RU on both sides/);
   const again = run('copy', '--from', path, '--to', pg.url);
   t.equal(again.status, 1);
   t.match(again.stderr, /already holds 2 owners: store copy fills an empty fleet store only/);
