@@ -47,6 +47,7 @@ export function openChainFeeds(
   timeoutMs: number,
   log: FeedsLog,
   opts: StreamOptions,
+  metrics: ChainMetrics,
 ): Feeds | null {
   if (opts.replica?.feeds !== undefined) return opts.replica.feeds;
   const withWs = config.upstreams.flatMap((u, i) => (u.ws === undefined ? [] : [{ u, index: i, http: upstreams[i]! }]));
@@ -78,6 +79,8 @@ export function openChainFeeds(
       },
     },
     ...(config.upstreams.length > 1 ? { servedHead: served } : {}),
+    // Each head checks the logs feeds against its bloom: a node's logs subscription that went quiet is made up for.
+    logChecks: { backfilled: () => metrics.logBackfills.inc() },
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
     log,

@@ -224,7 +224,7 @@ class RunningChain implements ChainRuntime {
       ...(opts.replica === undefined ? { log } : {}),
     });
     this.served = served;
-    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts);
+    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts, metrics);
     this.feeds = feeds;
     this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
     this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;

@@ -88,7 +88,8 @@ function dropFeed(state: FeedsState, feed: Feed): void {
   if (s) markHealthyIfReady(state, s);
 }
 
-function enqueue(state: FeedsState, feed: Feed, sessionId: number, run: Step['run']): void {
+/** Queues a step of the feed on session `sessionId`: run after the steps queued before it. */
+export function enqueue(state: FeedsState, feed: Feed, sessionId: number, run: Step['run']): void {
   feed.queue.push({ seq: ++feed.seq, session: sessionId, run });
   if (!feed.running) void drain(state, feed);
 }

@@ -10,6 +10,7 @@ import { stopLink } from './feed-link.js';
 import { attach, holdFeed } from './feed-subscription.js';
 import { FeedsState, retire } from './feeds-state.js';
 import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
+import { checkLogFeeds } from './log-completeness.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';
 
@@ -88,6 +89,11 @@ export interface FeedsOptions {
   /** The head the chain serves: the newHeads feed sends no head above it (head-feed.ts). Default: none (a chain
    *  of one node, whose head is the one served). */
   servedHead?: ServedHeadView;
+  /**
+   * Turns on the logs feeds' completeness check (log-completeness.ts): each block whose bloom says a logs feed
+   * missed logs is fetched with eth_getLogs; `backfilled` counts each block that gave some. Default: off.
+   */
+  logChecks?: { backfilled(): void };
   log: FeedsLog;
   /** Backoff, linger, outage and backfill timers. Default: the real clock. */
   timers?: Timers;
@@ -164,27 +170,31 @@ export function feedKey(kind: FeedKind, params: unknown): string {
   }
 }
 
+function makeHeadFeed(state: FeedsState): HeadFeed {
+  const { opts, maxBackfillBlocks } = state;
+  return createHeadFeed({
+    maxBackfillBlocks,
+    log: opts.log,
+    chain: opts.chain,
+    ...(opts.servedHead !== undefined ? { servedHead: opts.servedHead } : {}),
+  });
+}
+
 /** The handler a new feed of `kind` and `params` gets, and the key it is shared by. */
 function feedFor(state: FeedsState, kind: FeedKind, params: unknown): { key: string; make: () => FeedHandler } {
   const key = feedKey(kind, params);
-  const { opts, maxBackfillBlocks } = state;
+  const { opts } = state;
   switch (kind) {
     case 'newHeads':
-      return {
-        key,
-        make: () =>
-          createHeadFeed({
-            maxBackfillBlocks,
-            log: opts.log,
-            chain: opts.chain,
-            ...(opts.servedHead !== undefined ? { servedHead: opts.servedHead } : {}),
-          }),
-      };
+      return { key, make: () => makeHeadFeed(state) };
     case 'newPendingTransactions':
       return { key, make: () => createPendingFeed(params === true) };
     case 'logs': {
       const filter = (params ?? {}) as Record<string, unknown>;
-      return { key, make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }) };
+      return {
+        key,
+        make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }),
+      };
     }
   }
 }
@@ -202,7 +212,9 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     subscribe(kind, params, listener) {
       if (state.closed) throw new Error('feeds: subscribe after close');
       const { key, make } = feedFor(state, kind, params);
-      return holdFeed(state, key, kind, make, listener);
+      const hold = holdFeed(state, key, kind, make, listener);
+      if (kind === 'logs') checkLogFeeds(state, () => makeHeadFeed(state));
+      return hold;
     },
     upstreamSubscriptions() {
       const s = state.session;

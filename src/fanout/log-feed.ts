@@ -12,6 +12,16 @@
 import { DEEPEST_REORG } from '../upstreams/health.js';
 import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
 
+/** A logs feed, with what the completeness check (log-completeness.ts) asks of it. */
+export interface LogFeed extends FeedHandler {
+  /** The feed's filter: its address and topics. */
+  readonly filter: Record<string, unknown>;
+  /** Whether block `n` came after the feed's first subscription and none of its logs was delivered. */
+  missed(n: number): boolean;
+  /** Fetches block `blockHash`'s matching logs with eth_getLogs and delivers those not delivered yet; how many. */
+  backfill(blockHash: string, via: NodeAccess, deliver: Deliver): Promise<number>;
+}
+
 export interface LogFeedOptions {
   log: FeedsLog;
   /** Whether the chain follows a node onto a new chain; default: always (a lone node is the chain). */
@@ -58,13 +68,15 @@ function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, '
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 
-export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): FeedHandler {
+export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): LogFeed {
   // eth_getLogs takes the same address and topics; the block range is the backfill's own.
   const rangeFilter: Record<string, unknown> = {};
   if (filter.address !== undefined) rangeFilter.address = filter.address;
   if (filter.topics !== undefined) rangeFilter.topics = filter.topics;
   /** The lowest block whose matching logs may not all have been delivered; null before the first subscription. */
   let resumeFrom: number | null = null;
+  /** The first block after the feed's first subscription: blocks before it are not the listeners'. */
+  let firstBlock: number | null = null;
   const delivered = new Map<number, LogMark[]>();
   let highest = -1;
 
@@ -130,9 +142,23 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
 
   return {
     subscribeParams: ['logs', filter],
+    filter: rangeFilter,
+    missed: (n) => firstBlock !== null && n >= firstBlock && !delivered.has(n),
+    async backfill(blockHash, via, deliver) {
+      const logs = await via.call('eth_getLogs', [{ ...rangeFilter, blockHash }]);
+      if (!Array.isArray(logs)) throw new Error('eth_getLogs did not answer an array');
+      let sent = 0;
+      const counted: Deliver = (log) => {
+        sent++;
+        deliver(log);
+      };
+      for (const log of logs) accept(log, via.node, counted);
+      return sent;
+    },
     async prepare(via) {
       // Logs of blocks that exist before the subscription are not the listeners'.
       resumeFrom = (await latestBlock(via)) + 1;
+      firstBlock = resumeFrom;
     },
     live(result, via, deliver) {
       accept(result, via.node, deliver);
