@@ -135,7 +135,13 @@ export function checkLogs(known: KnownView, filter: Record<string, unknown>, log
   if (range === null) return { kind: 'pass', withLogs };
   const suspects: number[] = [];
   for (const kb of known.all())
-    if (kb.number >= range[0] && kb.number <= range[1] && kb.bloom !== null && !withLogs.has(kb.number) && filterMayMatch(kb.bloom, filter, memo))
+    if (
+      kb.number >= range[0] &&
+      kb.number <= range[1] &&
+      kb.bloom !== null &&
+      !withLogs.has(kb.number) &&
+      filterMayMatch(kb.bloom, filter, memo)
+    )
       suspects.push(kb.number);
   return suspects.length === 0 ? { kind: 'pass', withLogs } : { kind: 'suspect', blocks: suspects, withLogs };
 }

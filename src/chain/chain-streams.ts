@@ -22,6 +22,7 @@ export type SubscriptionMetering = Pick<HubOptions, 'ruPerMessage' | 'charge'>;
 export interface StreamOptions {
   ca?: string | Buffer;
   maxUpstreamOutageS?: number;
+  replayBlocks?: number;
   sse?: { heartbeat_s: number; max_buffered_bytes: number };
   subscriptionMetering?: SubscriptionMetering;
   relay?: { feedHead(index: number, head: number): void };
@@ -93,6 +94,7 @@ export function openSubscriptionHub(
   timeoutMs: number,
   metrics: ChainMetrics,
   opts: StreamOptions,
+  call: (method: string, params: unknown[]) => Promise<unknown>,
 ): SubscriptionHub | null {
   if (feeds === null) return null;
   const metering = opts.subscriptionMetering ?? FREE_DELIVERIES;
@@ -106,6 +108,7 @@ export function openSubscriptionHub(
     },
     liveWaitMs: timeoutMs,
     metrics,
+    replay: { maxBlocks: opts.replayBlocks ?? DEFAULTS.subscriptions.replay_blocks, call },
     ...(opts.replica?.subscriptionIdPrefix !== undefined ? { idPrefix: opts.replica.subscriptionIdPrefix } : {}),
   });
 }

@@ -226,7 +226,8 @@ class RunningChain implements ChainRuntime {
     this.served = served;
     const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts, metrics);
     this.feeds = feeds;
-    this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
+    // A resuming subscription's replay reads what the hub's memory lacks from the nodes, as any call does.
+    this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts, (method, params) => this.call(method, params));
     this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
     this.identity = createChainIdentity({
       chainId: config.kind === 'beacon' ? undefined : config.chain_id,

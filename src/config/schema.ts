@@ -26,7 +26,7 @@ import { checkRu, type RuConfig, RuSchema } from './ru.js';
 import { withoutNulls } from './fill-defaults.js';
 import { checkSchema } from './schema-check.js';
 import { readServer, type ServerConfig, ServerSchema } from './server.js';
-import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
+import { CacheSchema, FiltersSchema, SseSchema, SubscriptionsSchema, WebsocketSchema } from './streaming.js';
 import { type TracingConfig, TracingSchema } from './tracing.js';
 
 export type { ChainConfig, UpstreamConfig } from './chains.js';
@@ -52,6 +52,7 @@ export const ConfigSchema = Type.Object(
     management: ManagementSchema,
     fences: FencesSchema,
     websocket: WebsocketSchema,
+    subscriptions: SubscriptionsSchema,
     sse: SseSchema,
     cache: CacheSchema,
     filters: FiltersSchema,
@@ -74,6 +75,7 @@ export interface Config {
   public: Static<typeof PublicSchema>;
   ru: RuConfig;
   websocket: Static<typeof WebsocketSchema>;
+  subscriptions: Static<typeof SubscriptionsSchema>;
   sse: Static<typeof SseSchema>;
   cache: Static<typeof CacheSchema>;
   filters: Static<typeof FiltersSchema>;
@@ -141,6 +143,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     management_limits,
     fences: c.fences,
     websocket: c.websocket,
+    subscriptions: c.subscriptions,
     sse: c.sse,
     cache: c.cache,
     filters: c.filters,

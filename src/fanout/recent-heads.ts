@@ -1,0 +1,69 @@
+/**
+ * The memory of recent heads a subscription hub replays from (replay.ts): the newHeads feed's heads as sent,
+ * their JSON text kept whole, the latest per number (a reorg's heads replace the ones above its fork, as the feed
+ * sends them again from there), so what it holds is the chain as it now is. At most `max` blocks below the newest
+ * are kept (subscriptions.replay_blocks).
+ *
+ * It listens from the hub's first newHeads or logs subscription on, and for as long as the hub lives (after an
+ * outage dropped it, from the next subscription on): a client that reconnects finds the heads it missed here,
+ * and what the memory lacks is fetched (replay.ts).
+ */
+import type { FeedSource } from './subscriptions.js';
+
+/** A head remembered: its hash and its notification result as sent. */
+export interface RememberedHead {
+  readonly hash: string;
+  readonly json: string;
+}
+
+/** The number and hash of a newHeads result; null when it has none. */
+export function headOf(json: string): { number: number; hash: string } | null {
+  const head = JSON.parse(json) as Record<string, unknown>;
+  const number = typeof head.number === 'string' ? parseInt(head.number, 16) : Number.NaN;
+  if (!Number.isSafeInteger(number) || typeof head.hash !== 'string') return null;
+  return { number, hash: head.hash };
+}
+
+export class RecentHeads {
+  private readonly byNumber = new Map<number, RememberedHead>();
+  private listening = false;
+  /** The newest head remembered; -1 before the first. */
+  newest = -1;
+
+  constructor(
+    /** Blocks kept below the newest. */
+    readonly max: number,
+  ) {}
+
+  /** Listens to `feeds`' newHeads unless it does already. */
+  listen(feeds: FeedSource): void {
+    if (this.listening) return;
+    this.listening = true;
+    feeds.subscribe('newHeads', undefined, {
+      notify: (json) => this.take(json),
+      lost: () => {
+        // The heads that come after the outage may not follow on: the memory starts over with them.
+        this.listening = false;
+        this.byNumber.clear();
+        this.newest = -1;
+      },
+    });
+  }
+
+  get(number: number): RememberedHead | undefined {
+    return this.byNumber.get(number);
+  }
+
+  private take(json: string): void {
+    const head = headOf(json);
+    if (head === null) return;
+    const { number } = head;
+    // A head at or below the newest is a reorg's (the feed sends every number once otherwise): the heads above
+    // belong to the abandoned branch.
+    if (this.newest - number > this.max) this.byNumber.clear();
+    else for (let n = this.newest; n > number; n--) this.byNumber.delete(n);
+    this.byNumber.set(number, { hash: head.hash, json });
+    this.newest = number;
+    this.byNumber.delete(number - this.max - 1);
+  }
+}
