@@ -75,8 +75,9 @@ export class FeedsState {
   outageTimer: unknown;
   outageSince: number;
   closed: boolean;
-  /** The logs feeds' completeness check (log-completeness.ts) while it runs: its hold on the newHeads feed. */
-  logCheck: { hold: FeedHold | null } | null;
+  /** The logs feeds' completeness check (log-completeness.ts) while it runs: its hold on the newHeads feed, and
+   *  the recent heads' hashes and blooms by number. */
+  logCheck: { hold: FeedHold | null; blocks: Map<number, { hash: string; bloom: Uint8Array | null }> } | null;
 
   constructor(opts: FeedsOptions, attach: (feed: Feed, s: Session) => void) {
     const timers = opts.timers ?? realTimers;

@@ -10,7 +10,7 @@ import { stopLink } from './feed-link.js';
 import { attach, holdFeed } from './feed-subscription.js';
 import { FeedsState, retire } from './feeds-state.js';
 import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
-import { checkLogFeeds } from './log-completeness.js';
+import { checkLogFeeds, logCompleteness } from './log-completeness.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';
 
@@ -193,7 +193,7 @@ function feedFor(state: FeedsState, kind: FeedKind, params: unknown): { key: str
       const filter = (params ?? {}) as Record<string, unknown>;
       return {
         key,
-        make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }),
+        make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain, completeness: logCompleteness(state) }),
       };
     }
   }

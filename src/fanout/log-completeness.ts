@@ -1,46 +1,56 @@
 /**
- * The logs feeds checked for completeness against each head (issue 35 §3): a node's logs subscription may
- * die or lag silently while its newHeads goes on. When head N+1 arrives, each live logs feed whose filter block
- * N's `logsBloom` says may match, and which delivered no log of block N, fetches block N's logs with
- * eth_getLogs (by its hash) and delivers those it had not: queued as a step of that feed, so they go out before
- * the logs that come after (the next head's). A block whose bloom matched by chance (blooms give false
- * positives) yields nothing and is not counted; one that yields logs is counted and logged with the node.
+ * The logs feeds checked for completeness against each head (issue 35 §3): a node's logs subscription may die or
+ * lag silently while its newHeads goes on. Each logs feed checks every block after its first subscription against
+ * the block's `logsBloom` (log-feed.ts checkUpTo): a block whose bloom says the filter may match and of which the
+ * feed delivered no log has its logs fetched with eth_getLogs (by the block's hash) and delivered. A block is
+ * checked when the feed's first live log of a later block comes (in that log's step, so what was missed goes out
+ * before it) or, for a block followed by no log at all, when the next head comes (a step queued on the feed).
+ * A block whose bloom matched by chance (blooms give false positives) yields nothing and is not counted; one that
+ * yields logs is counted and logged with the node.
  *
- * On only when FeedsOptions.logChecks is given (the chain's feeds): the check holds the newHeads feed while any
- * logs feed exists, and drops it at the first head after the last logs feed went. Its work is per head and per
- * logs feed, never per notification.
+ * On only when FeedsOptions.logChecks is given (the chain's feeds): this file holds the newHeads feed while any
+ * logs feed exists, keeping the last CHECK_BLOCKS heads' hashes and blooms, and drops it at the first head after
+ * the last logs feed went. Its work is per head and per logs feed; a log costs one comparison.
  */
-import { bloomOf, type BloomBits, filterMayMatch } from '../jsonrpc/logs-bloom.js';
-import type { FeedHandler } from './feeds.js';
+import { bloomOf } from '../jsonrpc/logs-bloom.js';
 import { enqueue, holdFeed } from './feed-subscription.js';
+import type { FeedHandler } from './feeds.js';
 import { type FeedsState, labelOf } from './feeds-state.js';
-import type { LogFeed } from './log-feed.js';
+import type { LogCompleteness, LogFeed } from './log-feed.js';
 
-interface CheckedHead {
-  number: number;
-  hash: string;
-  bloom: Uint8Array | null;
+/** Heads whose hash and bloom are kept. */
+const CHECK_BLOCKS = 128;
+
+/** What logs feeds read of the check (LogFeedOptions.completeness); undefined when FeedsOptions.logChecks is not given. */
+export function logCompleteness(state: FeedsState): LogCompleteness | undefined {
+  const checks = state.opts.logChecks;
+  if (checks === undefined) return undefined;
+  return {
+    blockAt: (n) => state.logCheck?.blocks.get(n),
+    backfilled(node, block, logs) {
+      checks.backfilled();
+      state.opts.log('warn', "logs subscription missed logs the block's bloom promised: fetched with eth_getLogs", {
+        upstream: labelOf(state, node),
+        block,
+        logs,
+      });
+    },
+  };
 }
 
-/** Starts the check when a logs feed is made and it is not running (FeedsOptions.logChecks given). */
+/** Starts the check, if it is on and not running: called when a logs feed is subscribed to. */
 export function checkLogFeeds(state: FeedsState, makeHeadFeed: () => FeedHandler): void {
   if (state.opts.logChecks === undefined || state.logCheck !== null) return;
-  let last: CheckedHead | null = null;
-  const memo = new Map<string, BloomBits | null>();
-  const check = {
-    hold: null as ReturnType<typeof holdFeed> | null,
-  };
+  const check: NonNullable<FeedsState['logCheck']> = { hold: null, blocks: new Map() };
   state.logCheck = check;
   check.hold = holdFeed(state, 'newHeads', 'newHeads', makeHeadFeed, {
     notify(json) {
       const head = JSON.parse(json) as Record<string, unknown>;
       const number = typeof head.number === 'string' ? parseInt(head.number, 16) : Number.NaN;
       if (!Number.isSafeInteger(number) || typeof head.hash !== 'string') return;
-      const before = last;
-      last = { number, hash: head.hash, bloom: bloomOf(head.logsBloom) };
-      // A gap or a reorg is the log feeds' own to make up for (their resume and removed logs): only a block
-      // followed by its next one is checked.
-      if (!checkBlock(state, before, number, memo)) stop(state);
+      check.blocks.set(number, { hash: head.hash, bloom: bloomOf(head.logsBloom) });
+      check.blocks.delete(number - CHECK_BLOCKS);
+      if (!checkBefore(state, number)) stop(state);
     },
     lost() {
       if (state.logCheck === check) state.logCheck = null;
@@ -48,30 +58,16 @@ export function checkLogFeeds(state: FeedsState, makeHeadFeed: () => FeedHandler
   });
 }
 
-/** Checks block `before` against every live logs feed now that head `number` came; false once no logs feed is left. */
-function checkBlock(state: FeedsState, before: CheckedHead | null, number: number, memo: Map<string, BloomBits | null>): boolean {
+/** Head `number` came: each live logs feed checks the blocks before it; false once no logs feed is left. */
+function checkBefore(state: FeedsState, number: number): boolean {
   let logFeeds = 0;
+  const s = state.session;
   for (const feed of state.feeds.values()) {
     if (feed.kind !== 'logs' || feed.dropped) continue;
     logFeeds++;
-    if (before === null || before.bloom === null || number !== before.number + 1) continue;
-    const s = state.session;
     if (s === null || feed.sub?.session !== s.id || feed.readyIn !== s.id) continue;
     const handler = feed.handler as LogFeed;
-    if (!handler.missed(before.number) || !filterMayMatch(before.bloom, handler.filter, memo)) continue;
-    const block = before;
-    enqueue(state, feed, s.id, async (deliver) => {
-      // Live logs of the block queued before this step have run by now: only a block still without any is fetched.
-      if (state.session !== s || !handler.missed(block.number)) return;
-      const sent = await handler.backfill(block.hash, s.via, deliver);
-      if (sent === 0) return;
-      state.opts.logChecks!.backfilled();
-      state.opts.log('warn', "logs subscription missed logs the block's bloom promised: fetched with eth_getLogs", {
-        upstream: labelOf(state, s.node),
-        block: block.number,
-        logs: sent,
-      });
-    });
+    enqueue(state, feed, s.id, (deliver) => (state.session === s ? handler.checkUpTo(number - 1, s.via, deliver) : undefined));
   }
   return logFeeds > 0;
 }

@@ -22,7 +22,9 @@ const numberOf = (r: Record<string, unknown>): number => parseInt(r.number as st
 const blockNumber = async (node: AnvilNode): Promise<number> => Number(await nodeCall<string>(node.url, 'eth_blockNumber'));
 const mine = (node: AnvilNode, n = 1): Promise<unknown> => nodeCall(node.url, 'anvil_mine', [hex(n)]);
 const emitEcho = (node: AnvilNode, i: number): Promise<string> =>
-  nodeCall<string>(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: ECHO_ADDRESS, data: `0x${i.toString(16).padStart(8, '0')}`, gas: '0x30000' }]);
+  nodeCall<string>(node.url, 'eth_sendTransaction', [
+    { from: DEV_ADDRESS, to: ECHO_ADDRESS, data: `0x${i.toString(16).padStart(8, '0')}`, gas: '0x30000' },
+  ]);
 const logKey = (l: Record<string, unknown>): string => `${l.blockHash as string}:${l.logIndex as string}:${l.removed === true}`;
 
 async function devnet(t: Test, extra: Record<string, unknown> = {}): Promise<{ node: AnvilNode; g: TestGateway; url: string }> {
@@ -108,7 +110,11 @@ t.test('newHeads: a resume point past subscriptions.replay_blocks is refused nam
   t.equal(bad.error?.code, -32602, 'a tag other than latest is no resume point');
   const head = await blockNumber(node);
   const ok = await s.subscribe('newHeads', { fromBlock: hex(head - 7) });
-  t.same((await headsUpTo(s, ok, head)).map(numberOf), [head - 7, head - 6, head - 5, head - 4, head - 3, head - 2, head - 1, head], 'at the bound: 8 heads');
+  t.same(
+    (await headsUpTo(s, ok, head)).map(numberOf),
+    [head - 7, head - 6, head - 5, head - 4, head - 3, head - 2, head - 1, head],
+    'at the bound: 8 heads',
+  );
   const logs = await s.subscribe('logs', { ...ECHO_FILTER, fromBlock: hex(logBlock) });
   await waitUntil(() => s.resultsOf(logs).length >= 1, 20_000, 'the old log');
   t.equal(parseInt(s.resultsOf(logs)[0]!.blockNumber as string, 16), logBlock, 'a log older than the bound, fetched with eth_getLogs');
@@ -134,10 +140,17 @@ t.test('logs resume from the filter fromBlock: missed logs, then live ones, in o
   emitting = false;
   await emitter;
   await emitEcho(node, ++n);
-  const expected = (await nodeCall<Array<Record<string, unknown>>>(node.url, 'eth_getLogs', [{ ...ECHO_FILTER, fromBlock: hex(lastBlock + 1) }])).map(logKey);
+  const expected = (
+    await nodeCall<Array<Record<string, unknown>>>(node.url, 'eth_getLogs', [{ ...ECHO_FILTER, fromBlock: hex(lastBlock + 1) }])
+  ).map(logKey);
   t.equal(expected.length, n - 1, 'every log after the first is on the chain');
   for (const [i, c] of clients.entries()) {
-    await waitUntil(() => c.resultsOf(ids[i]!).length >= expected.length, 20_000, `client ${i}: every log`, () => String(c.resultsOf(ids[i]!).length));
+    await waitUntil(
+      () => c.resultsOf(ids[i]!).length >= expected.length,
+      20_000,
+      `client ${i}: every log`,
+      () => String(c.resultsOf(ids[i]!).length),
+    );
     await new Promise((r) => setTimeout(r, 100));
     t.same(c.resultsOf(ids[i]!).map(logKey), expected, `client ${i}: every log from block ${lastBlock + 1} once, in order`);
   }
@@ -165,7 +178,11 @@ t.test('a reorg while away is replayed as the chain now is', async (t) => {
   const id = await s.subscribe('newHeads', { fromBlock: hex(from + 1) });
   const got = await headsUpTo(s, id, head);
   t.same(got.map(numberOf), [from + 1, from + 2, from + 3, from + 4, from + 5], 'each number once');
-  t.same(got.map((r) => r.hash), now, 'the heads of the chain as it now is');
+  t.same(
+    got.map((r) => r.hash),
+    now,
+    'the heads of the chain as it now is',
+  );
 });
 
 t.test('each replayed notification is charged as a live one', async (t) => {
@@ -186,6 +203,11 @@ t.test('each replayed notification is charged as a live one', async (t) => {
   await headsUpTo(s, id, head);
   const notes = s.notifications.filter((x) => x.subscription === id);
   const ru = notes.reduce((sum, x) => sum + 5 * Math.ceil(x.bytes / 250), 0);
-  await waitUntil(() => start - balance() >= 10 + ru, 10_000, 'the RU debited', () => `${start - balance()} of ${10 + ru}`);
+  await waitUntil(
+    () => start - balance() >= 10 + ru,
+    10_000,
+    'the RU debited',
+    () => `${start - balance()} of ${10 + ru}`,
+  );
   t.equal(start - balance(), 10 + ru, 'eth_subscribe (10 RU) and each of the 5 replayed heads at the notification price');
 });
