@@ -4,9 +4,9 @@
  * sends them again from there), so what it holds is the chain as it now is. At most `max` blocks below the newest
  * are kept (subscriptions.replay_blocks).
  *
- * It listens from the hub's first newHeads or logs subscription on, and for as long as the hub lives (after an
- * outage dropped it, from the next subscription on): a client that reconnects finds the heads it missed here,
- * and what the memory lacks is fetched (replay.ts).
+ * It listens while the hub holds a newHeads or logs subscription (so it holds no upstream subscription of its
+ * own when nobody subscribes): a client that reconnects while others stayed finds the heads it missed here, and
+ * what the memory lacks is fetched (replay.ts).
  */
 import type { FeedSource } from './subscriptions.js';
 
@@ -26,7 +26,7 @@ export function headOf(json: string): { number: number; hash: string } | null {
 
 export class RecentHeads {
   private readonly byNumber = new Map<number, RememberedHead>();
-  private listening = false;
+  private hold: { remove(): void } | null = null;
   /** The newest head remembered; -1 before the first. */
   newest = -1;
 
@@ -37,17 +37,27 @@ export class RecentHeads {
 
   /** Listens to `feeds`' newHeads unless it does already. */
   listen(feeds: FeedSource): void {
-    if (this.listening) return;
-    this.listening = true;
-    feeds.subscribe('newHeads', undefined, {
+    if (this.hold !== null) return;
+    const hold = feeds.subscribe('newHeads', undefined, {
       notify: (json) => this.take(json),
-      lost: () => {
-        // The heads that come after the outage may not follow on: the memory starts over with them.
-        this.listening = false;
-        this.byNumber.clear();
-        this.newest = -1;
-      },
+      // The heads that come after the outage may not follow on: the memory starts over with them.
+      lost: () => this.forget(),
     });
+    this.hold = hold;
+  }
+
+  /** Stops listening and forgets every head: the hub's last newHeads or logs subscription went, and the
+   *  upstream subscription may go with it. A replay then fetches what it needs. */
+  stop(): void {
+    const hold = this.hold;
+    this.forget();
+    hold?.remove();
+  }
+
+  private forget(): void {
+    this.hold = null;
+    this.byNumber.clear();
+    this.newest = -1;
   }
 
   get(number: number): RememberedHead | undefined {

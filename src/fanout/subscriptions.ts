@@ -136,6 +136,7 @@ class SubscriptionHubState {
   constructor(opts: HubOptions) {
     this.opts = opts;
     this.heads = opts.replay === undefined ? null : new RecentHeads(opts.replay.maxBlocks);
+
     this.topics = new Map();
     this.metrics = opts.metrics ?? noMetrics().chain('');
     this.notifications = 0;
@@ -237,6 +238,9 @@ function release(hub: SubscriptionHubState, topic: Topic): void {
   if (topic.count > 0 || topic.waiting > 0) return;
   if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
   topic.hold?.remove();
+  // The memory of heads listens while some newHeads or logs topic is held.
+  for (const t of hub.topics.values()) if (t.kind === 'newHeads' || t.kind === 'logs') return;
+  hub.heads?.stop();
 }
 
 /** Adds `conn` to the topic's fan-out, in a variant it does not hold yet; `resuming` reserves the variant and
