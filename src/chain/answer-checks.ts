@@ -23,7 +23,7 @@
 import type { ChainConfig } from '../config/schema.js';
 import type { Feeds } from '../fanout/feeds.js';
 import { forEachTopMember } from '../jsonrpc/accepted-answer.js';
-import { type BloomBits, bloomHas, itemBits } from '../jsonrpc/logs-bloom.js';
+import { type BloomBits, bloomHas, filterMayMatch, itemBits } from '../jsonrpc/logs-bloom.js';
 import type { AnswerCheckKind, MethodRow } from '../jsonrpc/method-rule.js';
 import { stringEnd } from '../jsonrpc/whole-answer.js';
 import type { Logger } from '../log.js';
@@ -103,28 +103,6 @@ function rangeOf(known: KnownView, filter: Record<string, unknown>): readonly [n
   return from === null || to === null ? null : [from, to];
 }
 
-/** Whether one of `items` (hex, `bytes` long) may be in `bloom`; an empty or absent list matches anything. */
-function mayHoldOne(bloom: Uint8Array, items: unknown, bytes: 20 | 32, memo: Map<string, BloomBits | null>): boolean {
-  if (items === null || items === undefined) return true;
-  const list = Array.isArray(items) ? items : [items];
-  if (list.length === 0) return true;
-  for (const item of list) {
-    const bits = itemBits(item, bytes, memo);
-    if (bits === null || bloomHas(bloom, bits)) return true;
-  }
-  return false;
-}
-
-/** Whether a block with `bloom` may hold a log `filter` matches: an empty bloom holds none, whatever the filter. */
-function mayMatch(bloom: Uint8Array, filter: Record<string, unknown>, memo: Map<string, BloomBits | null>): boolean {
-  if (bloom.every((byte) => byte === 0)) return false;
-  if (!mayHoldOne(bloom, filter.address, 20, memo)) return false;
-  const topics = filter.topics;
-  if (!Array.isArray(topics)) return true;
-  for (const position of topics) if (!mayHoldOne(bloom, position, 32, memo)) return false;
-  return true;
-}
-
 /** The `logs_bloom` check of eth_getLogs `filter`'s answer `logs` (see the top of this file). */
 export function checkLogs(known: KnownView, filter: Record<string, unknown>, logs: unknown): Finding {
   if (!Array.isArray(logs)) return PASS;
@@ -157,7 +135,13 @@ export function checkLogs(known: KnownView, filter: Record<string, unknown>, log
   if (range === null) return { kind: 'pass', withLogs };
   const suspects: number[] = [];
   for (const kb of known.all())
-    if (kb.number >= range[0] && kb.number <= range[1] && kb.bloom !== null && !withLogs.has(kb.number) && mayMatch(kb.bloom, filter, memo))
+    if (
+      kb.number >= range[0] &&
+      kb.number <= range[1] &&
+      kb.bloom !== null &&
+      !withLogs.has(kb.number) &&
+      filterMayMatch(kb.bloom, filter, memo)
+    )
       suspects.push(kb.number);
   return suspects.length === 0 ? { kind: 'pass', withLogs } : { kind: 'suspect', blocks: suspects, withLogs };
 }

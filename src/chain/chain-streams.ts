@@ -24,6 +24,7 @@ export type SubscriptionMetering = Pick<HubOptions, 'ruPerMessage' | 'charge'>;
 export interface StreamOptions {
   ca?: string | Buffer;
   maxUpstreamOutageS?: number;
+  replayBlocks?: number;
   sse?: { heartbeat_s: number; max_buffered_bytes: number };
   subscriptionMetering?: SubscriptionMetering;
   relay?: { feedHead(index: number, head: number): void };
@@ -49,6 +50,7 @@ export function openChainFeeds(
   timeoutMs: number,
   log: FeedsLog,
   opts: StreamOptions,
+  metrics: ChainMetrics,
   own: { finality: () => ChainFinality; txWatch: TxWatch | null },
 ): Feeds | null {
   if (opts.replica?.feeds !== undefined) return opts.replica.feeds;
@@ -83,6 +85,8 @@ export function openChainFeeds(
     ...(config.upstreams.length > 1 ? { servedHead: served } : {}),
     finality: { finalized: () => own.finality().finalized(), safe: () => own.finality().safe() },
     ...(own.txWatch !== null ? { transactionStatus: own.txWatch.subscribe } : {}),
+    // Each head checks the logs feeds against its bloom: a node's logs subscription that went quiet is made up for.
+    logChecks: { backfilled: () => metrics.logBackfills.inc() },
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
     log,
@@ -95,6 +99,7 @@ export function openSubscriptionHub(
   timeoutMs: number,
   metrics: ChainMetrics,
   opts: StreamOptions,
+  call: (method: string, params: unknown[]) => Promise<unknown>,
 ): SubscriptionHub | null {
   if (feeds === null) return null;
   const metering = opts.subscriptionMetering ?? FREE_DELIVERIES;
@@ -108,6 +113,7 @@ export function openSubscriptionHub(
     },
     liveWaitMs: timeoutMs,
     metrics,
+    replay: { maxBlocks: opts.replayBlocks ?? DEFAULTS.subscriptions.replay_blocks, call },
     ...(opts.replica?.subscriptionIdPrefix !== undefined ? { idPrefix: opts.replica.subscriptionIdPrefix } : {}),
   });
 }

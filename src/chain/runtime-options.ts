@@ -26,6 +26,8 @@ export interface ChainRuntimeOptions {
   feedsLog?: FeedsLog;
   /** Seconds the chain's subscriptions survive without an upstream (config websocket.max_upstream_outage_s). */
   maxUpstreamOutageS?: number;
+  /** Blocks below the head a subscription's resume point may reach (config subscriptions.replay_blocks, default 128). */
+  replayBlocks?: number;
   /** Overrides the prober's intervals (PROBER_DEFAULTS). */
   prober?: ProberOptions;
   /** The event streams' heartbeat and slow-client limit (config sse.heartbeat_s, sse.max_buffered_bytes). */

@@ -105,17 +105,15 @@ export interface ChainRuntime {
   readonly metrics: ChainMetrics;
   /** The methods the chain serves and its own RU prices (config chains.<slug>.methods and .ru). */
   readonly policy: ChainMethodPolicy;
-  /** The nodes that may take each call: those serving its method, archive nodes first for old state. */
   /** What each node whose config leaves it to `auto` was found to serve, by index (capabilities.ts). */
   readonly findings: NodeFindings;
+  /** The nodes that may take each call: those serving its method, archive nodes first for old state. */
   readonly routes: NodeRoutes;
   /** The upstream for the next call among those in rotation, never one in `exclude`; null when there is none
    *  (the caller answers 502 at once). */
   pickHealthy(exclude?: ReadonlySet<number>): PickedUpstream | null;
-  /**
-   * For callers that must send somewhere (the head tracker; the event streams use the same choice): the choice of pickHealthy, or, when no
-   * upstream is in rotation, the next one round-robin, which then fails fast or recovers.
-   */
+  /** For callers that must send somewhere (the head tracker, the event streams): pickHealthy's choice, or with no
+   *  upstream in rotation the next one round-robin, which then fails fast or recovers. */
   pickUpstream(): HttpUpstream;
   /** The served head (served.now()) when a node not failing reported it, or a head above it, within
    *  HEAD_FRESH_MS and more than WRITE_SETTLE_MS after the last write noted with noteWrite(); else null
@@ -226,9 +224,11 @@ class RunningChain implements ChainRuntime {
     });
     this.served = served;
     const txWatch = opts.replica === undefined && config.kind === 'evm' ? createTxWatch(this, opts.transactions, log) : null;
-    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts, { finality: () => this.finality, txWatch });
+    const own = { finality: () => this.finality, txWatch };
+    const feeds = openChainFeeds(config, upstreams, health, served, timeoutMs, log, opts, metrics, own);
     this.feeds = feeds;
-    this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts);
+    // A resuming subscription's replay reads what the hub's memory lacks from the nodes, as any call does.
+    this.subscriptions = openSubscriptionHub(feeds, timeoutMs, metrics, opts, (method, params) => this.call(method, params));
     this.readHead = config.kind === 'beacon' ? readBeaconHead : readEvmHead;
     this.identity = createChainIdentity({
       chainId: config.kind === 'beacon' ? undefined : config.chain_id,

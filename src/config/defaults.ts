@@ -12,7 +12,7 @@ import { RuSchema } from './ru.js';
 import { fillDefaults } from './fill-defaults.js';
 import { ServerSchema } from './server.js';
 import { StorageSchema } from './storage.js';
-import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
+import { CacheSchema, FiltersSchema, SseSchema, SubscriptionsSchema, WebsocketSchema } from './streaming.js';
 import { TransactionsSchema } from './transactions.js';
 
 export { ANSWER_TIMEOUT_FACTOR, RESERVED_SLUGS } from './chains.js';
@@ -41,6 +41,7 @@ export const DEFAULTS = {
     beacon_per_event: ru.beacon.per_event,
   },
   websocket: defaultsOf(WebsocketSchema),
+  subscriptions: defaultsOf(SubscriptionsSchema),
   sse: defaultsOf(SseSchema),
   cache: defaultsOf(CacheSchema),
   filters: defaultsOf(FiltersSchema),

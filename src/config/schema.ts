@@ -27,7 +27,7 @@ import { checkRu, type RuConfig, RuSchema } from './ru.js';
 import { withoutNulls } from './fill-defaults.js';
 import { checkSchema } from './schema-check.js';
 import { readServer, type ServerConfig, ServerSchema } from './server.js';
-import { CacheSchema, FiltersSchema, SseSchema, WebsocketSchema } from './streaming.js';
+import { CacheSchema, FiltersSchema, SseSchema, SubscriptionsSchema, WebsocketSchema } from './streaming.js';
 import { type TracingConfig, TracingSchema } from './tracing.js';
 import { TransactionsSchema } from './transactions.js';
 
@@ -55,6 +55,7 @@ export const ConfigSchema = Type.Object(
     fences: FencesSchema,
     webhooks: WebhooksSchema,
     websocket: WebsocketSchema,
+    subscriptions: SubscriptionsSchema,
     sse: SseSchema,
     cache: CacheSchema,
     filters: FiltersSchema,
@@ -78,6 +79,7 @@ export interface Config {
   public: Static<typeof PublicSchema>;
   ru: RuConfig;
   websocket: Static<typeof WebsocketSchema>;
+  subscriptions: Static<typeof SubscriptionsSchema>;
   sse: Static<typeof SseSchema>;
   cache: Static<typeof CacheSchema>;
   filters: Static<typeof FiltersSchema>;
@@ -149,6 +151,7 @@ export function validateConfig(raw: unknown): { ok: true; config: Config } | { o
     fences: c.fences,
     webhooks: c.webhooks,
     websocket: c.websocket,
+    subscriptions: c.subscriptions,
     sse: c.sse,
     cache: c.cache,
     filters: c.filters,

@@ -17,6 +17,18 @@ export const WebsocketSchema = section(
   'JSON-RPC over WebSocket and its subscriptions.',
 );
 
+export const SubscriptionsSchema = section(
+  {
+    replay_blocks: int(
+      1,
+      100_000,
+      128,
+      'Blocks below the head an eth_subscribe resume point (fromBlock) may reach: recent heads kept in memory; newHeads past it refused, logs past it fetched with eth_getLogs.',
+    ),
+  },
+  'Subscriptions that resume from a block (eth_subscribe fromBlock).',
+);
+
 export const SseSchema = section(
   {
     heartbeat_s: int(1, 3600, 15, 'A comment line this often keeps idle proxies from cutting event streams.'),

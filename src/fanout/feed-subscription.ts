@@ -86,9 +86,29 @@ function dropFeed(state: FeedsState, feed: Feed): void {
     stopLink(state);
   }
   if (s) markHealthyIfReady(state, s);
+  if (feed.kind === 'logs') endLogCheck(state);
 }
 
-function enqueue(state: FeedsState, feed: Feed, sessionId: number, run: Step['run']): void {
+/**
+ * The last logs feed went: the completeness check (log-completeness.ts) lets the newHeads feed go, at once when
+ * nothing else listens to it (its linger is for clients that resubscribe, and it was held for the check only).
+ */
+function endLogCheck(state: FeedsState): void {
+  const check = state.logCheck;
+  if (check === null) return;
+  for (const f of state.feeds.values()) if (f.kind === 'logs') return;
+  state.logCheck = null;
+  check.hold?.remove();
+  const heads = state.feeds.get('newHeads');
+  if (heads !== undefined && heads.entries.size === 0 && heads.linger !== NO_TIMER) {
+    state.timers.clearTimeout(heads.linger);
+    heads.linger = NO_TIMER;
+    dropFeed(state, heads);
+  }
+}
+
+/** Queues a step of the feed on session `sessionId`: run after the steps queued before it. */
+export function enqueue(state: FeedsState, feed: Feed, sessionId: number, run: Step['run']): void {
   feed.queue.push({ seq: ++feed.seq, session: sessionId, run });
   if (!feed.running) void drain(state, feed);
 }

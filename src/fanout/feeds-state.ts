@@ -5,7 +5,7 @@
  * delivery to a feed's listeners.
  */
 import { realTimers, type Timers, type WsLink } from '../upstreams/ws-link.js';
-import type { Deliver, FeedHandler, FeedKind, FeedListener, FeedsOptions, NodeAccess, UpstreamNode } from './feeds.js';
+import type { Deliver, FeedHandler, FeedHold, FeedKind, FeedListener, FeedsOptions, NodeAccess, UpstreamNode } from './feeds.js';
 import { createLiveWaits, type LiveWaits } from './live-waits.js';
 
 export interface Entry {
@@ -75,6 +75,9 @@ export class FeedsState {
   outageTimer: unknown;
   outageSince: number;
   closed: boolean;
+  /** The logs feeds' completeness check (log-completeness.ts) while it runs: its hold on the newHeads feed, and
+   *  the recent heads' hashes and blooms by number. */
+  logCheck: { hold: FeedHold | null; blocks: Map<number, { hash: string; bloom: Uint8Array | null }> } | null;
 
   constructor(opts: FeedsOptions, attach: (feed: Feed, s: Session) => void) {
     const timers = opts.timers ?? realTimers;
@@ -99,6 +102,7 @@ export class FeedsState {
     this.outageTimer = NO_TIMER;
     this.outageSince = 0;
     this.closed = false;
+    this.logCheck = null;
   }
 }
 

@@ -11,6 +11,7 @@ import { attach, holdFeed } from './feed-subscription.js';
 import { FeedsState, retire } from './feeds-state.js';
 import { createHeadFeed, type HeadFeed, type HeadMark } from './head-feed.js';
 import { createFinalFeed, type FinalityView } from './final-feed.js';
+import { checkLogFeeds, logCompleteness } from './log-completeness.js';
 import { createLogFeed, logFilterKey } from './log-feed.js';
 import { createPendingFeed } from './pending-feed.js';
 
@@ -89,6 +90,11 @@ export interface FeedsOptions {
   /** The head the chain serves: the newHeads feed sends no head above it (head-feed.ts). Default: none (a chain
    *  of one node, whose head is the one served). */
   servedHead?: ServedHeadView;
+  /**
+   * Turns on the logs feeds' completeness check (log-completeness.ts): each block whose bloom says a logs feed
+   * missed logs is fetched with eth_getLogs; `backfilled` counts each block that gave some. Default: off.
+   */
+  logChecks?: { backfilled(): void };
   log: FeedsLog;
   /** The chain's finality, which newFinalizedHeads and newSafeHeads follow (final-feed.ts). Default: none known. */
   finality?: FinalityView;
@@ -175,27 +181,31 @@ export function feedKey(kind: FeedKind, params: unknown): string {
   }
 }
 
+function makeHeadFeed(state: FeedsState): HeadFeed {
+  const { opts, maxBackfillBlocks } = state;
+  return createHeadFeed({
+    maxBackfillBlocks,
+    log: opts.log,
+    chain: opts.chain,
+    ...(opts.servedHead !== undefined ? { servedHead: opts.servedHead } : {}),
+  });
+}
+
 /** The handler a new feed of `kind` and `params` gets, and the key it is shared by. */
 function feedFor(state: FeedsState, kind: FeedKind, params: unknown): { key: string; make: () => FeedHandler } {
   const key = feedKey(kind, params);
   const { opts, maxBackfillBlocks } = state;
   switch (kind) {
     case 'newHeads':
-      return {
-        key,
-        make: () =>
-          createHeadFeed({
-            maxBackfillBlocks,
-            log: opts.log,
-            chain: opts.chain,
-            ...(opts.servedHead !== undefined ? { servedHead: opts.servedHead } : {}),
-          }),
-      };
+      return { key, make: () => makeHeadFeed(state) };
     case 'newPendingTransactions':
       return { key, make: () => createPendingFeed(params === true) };
     case 'logs': {
       const filter = (params ?? {}) as Record<string, unknown>;
-      return { key, make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain }) };
+      return {
+        key,
+        make: () => createLogFeed(filter, { log: opts.log, chain: opts.chain, completeness: logCompleteness(state) }),
+      };
     }
     case 'newFinalizedHeads':
     case 'newSafeHeads': {
@@ -234,7 +244,9 @@ export function createFeeds(opts: FeedsOptions): Feeds {
           lostHold(listener, 'transactions are not watched on this chain')
         );
       const { key, make } = feedFor(state, kind, params);
-      return holdFeed(state, key, kind, make, listener);
+      const hold = holdFeed(state, key, kind, make, listener);
+      if (kind === 'logs') checkLogFeeds(state, () => makeHeadFeed(state));
+      return hold;
     },
     upstreamSubscriptions() {
       const s = state.session;

@@ -10,13 +10,36 @@
  * cannot tell which of them its listeners already had.
  */
 import { DEEPEST_REORG } from '../upstreams/health.js';
+import { type BloomBits, filterMayMatch } from '../jsonrpc/logs-bloom.js';
 import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
+
+/** A logs feed, with what the completeness check (log-completeness.ts) asks of it. */
+export interface LogFeed extends FeedHandler {
+  /**
+   * Checks the blocks up to `n` not checked yet against their bloom (LogFeedOptions.completeness): one whose bloom
+   * may match the filter and of which no log was delivered has its logs fetched and delivered.
+   */
+  checkUpTo(n: number, via: NodeAccess, deliver: Deliver): Promise<void>;
+}
+
+/** The recent blocks' blooms the completeness check reads, and where it reports a block it made up for. */
+export interface LogCompleteness {
+  /** Block `n`'s hash and bloom, once its head came; undefined before. */
+  blockAt(n: number): { hash: string; bloom: Uint8Array | null } | undefined;
+  /** `logs` logs of block `block` were missing from node `node`'s subscription and were fetched. */
+  backfilled(node: number, block: number, logs: number): void;
+}
 
 export interface LogFeedOptions {
   log: FeedsLog;
   /** Whether the chain follows a node onto a new chain; default: always (a lone node is the chain). */
   chain?: FeedChain;
+  /** The completeness check (log-completeness.ts); default: none. */
+  completeness?: LogCompleteness;
 }
+
+/** Blocks below a live log's a completeness check looks back at most. */
+const CHECK_DEPTH = 64;
 
 /** Blocks one eth_getLogs call of a backfill covers at most (providers cap the range). */
 const LOG_RANGE = 2_000;
@@ -58,13 +81,18 @@ function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, '
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 
-export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): FeedHandler {
+export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): LogFeed {
   // eth_getLogs takes the same address and topics; the block range is the backfill's own.
   const rangeFilter: Record<string, unknown> = {};
   if (filter.address !== undefined) rangeFilter.address = filter.address;
   if (filter.topics !== undefined) rangeFilter.topics = filter.topics;
   /** The lowest block whose matching logs may not all have been delivered; null before the first subscription. */
   let resumeFrom: number | null = null;
+  /** The first block after the feed's first subscription: blocks before it are not the listeners'. */
+  let firstBlock: number | null = null;
+  /** Blocks up to it were checked against their bloom, or need not be. */
+  let checkedUpTo = -1;
+  const memo = new Map<string, BloomBits | null>();
   const delivered = new Map<number, LogMark[]>();
   let highest = -1;
 
@@ -128,13 +156,47 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     return latest;
   }
 
+  /** Fetches block `blockHash`'s matching logs and delivers those not delivered yet; how many. */
+  async function backfill(blockHash: string, via: NodeAccess, deliver: Deliver): Promise<number> {
+    const logs = await via.call('eth_getLogs', [{ ...rangeFilter, blockHash }]);
+    if (!Array.isArray(logs)) throw new Error('eth_getLogs did not answer an array');
+    let sent = 0;
+    const counted: Deliver = (log) => {
+      sent++;
+      deliver(log);
+    };
+    for (const log of logs) accept(log, via.node, counted);
+    return sent;
+  }
+
+  async function checkUpTo(n: number, via: NodeAccess, deliver: Deliver): Promise<void> {
+    const c = opts.completeness;
+    if (c === undefined || firstBlock === null) return;
+    for (let b = Math.max(checkedUpTo + 1, firstBlock, n - CHECK_DEPTH + 1); b <= n; b++) {
+      const block = c.blockAt(b);
+      if (block === undefined) return; // Its head has not come yet: checked when it has.
+      checkedUpTo = b;
+      if (delivered.has(b) || block.bloom === null || !filterMayMatch(block.bloom, rangeFilter, memo)) continue;
+      const sent = await backfill(block.hash, via, deliver);
+      if (sent > 0) c.backfilled(via.node, b, sent);
+    }
+  }
+
   return {
     subscribeParams: ['logs', filter],
+    checkUpTo,
     async prepare(via) {
       // Logs of blocks that exist before the subscription are not the listeners'.
       resumeFrom = (await latestBlock(via)) + 1;
+      firstBlock = resumeFrom;
     },
     live(result, via, deliver) {
+      // The first log of a block: the blocks before it are checked first, so what they missed goes out before it.
+      if (opts.completeness !== undefined && firstBlock !== null) {
+        const block = parseMark(result)?.blockNumber;
+        if (block !== undefined && block - 1 > checkedUpTo)
+          return checkUpTo(block - 1, via, deliver).then(() => accept(result, via.node, deliver));
+      }
       accept(result, via.node, deliver);
     },
     async resume(via, deliver) {

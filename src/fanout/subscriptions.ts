@@ -2,6 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
 import type { FeedKind } from './feeds.js';
 
+export { subscriptionCount } from './conn-subs.js';
+import { RecentHeads } from './recent-heads.js';
+import { holdSub, releaseSub, subOf, subsOf } from './conn-subs.js';
+import { type Replay, type ReplaySource, replayEnd, replayThen, resumePoint, sendReplayed } from './replay.js';
+
 /** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
 export interface FeedSource {
   /** Registers a listener; the hold removes it, and tells whether its upstream subscription is open. */
@@ -62,6 +67,16 @@ interface Topic {
   readonly kind: FeedKind;
   /** chaingate_notifications_total{kind} of the chain, held so a notification looks no label up. */
   readonly notified: { inc(n?: number): void };
+  /** Subscriptions still replaying what they missed (replay.ts), each holding the live results meanwhile; null
+   *  while there is none, so the live path checks one field. */
+  resuming: Set<Resuming> | null;
+}
+
+/** A subscription replaying: its connection and variant are reserved, but it is in no variant's set yet. */
+interface Resuming {
+  readonly conn: SubscriberConn;
+  readonly variant: number;
+  readonly buffer: string[];
 }
 
 export interface HubOptions {
@@ -80,10 +95,17 @@ export interface HubOptions {
    * ids, so clients on different workers share them as they would on one. Default: random per topic.
    */
   idPrefix?: (topicKey: string) => string;
+  /** Where resuming subscriptions (eth_subscribe fromBlock) get what the hub's memory lacks; without it a resume
+   *  point is refused. */
+  replay?: ReplaySource;
 }
 
-/** A subscribe: the id given, or why no subscription could be opened (no id is handed out that would never deliver). */
-export type SubscribeOutcome = { ok: true; id: string } | { ok: false; reason: string };
+/**
+ * A subscribe: the id given (and, for one that resumes, `start`, to call once the id was sent: the replay's
+ * notifications come after it), or why no subscription could be opened (no id is handed out that would never
+ * deliver): `invalid` when the params were refused (a resume point out of reach), else the upstream failed.
+ */
+export type SubscribeOutcome = { ok: true; id: string; start?: () => void } | { ok: false; reason: string; invalid?: boolean };
 
 export interface SubscriptionHub {
   /**
@@ -98,39 +120,6 @@ export interface SubscriptionHub {
   stats(): { topics: number; subscriptions: number; notifications: number };
 }
 
-/** How many subscriptions `conn` holds. */
-export function subscriptionCount(conn: SubscriberConn): number {
-  return (conn.firstSubId === null ? 0 : 1) + (conn.moreSubs?.size ?? 0);
-}
-
-function subOf(conn: SubscriberConn, id: string): Subscription | undefined {
-  return conn.firstSubId === id ? conn.firstSub! : conn.moreSubs?.get(id);
-}
-
-function holdSub(conn: SubscriberConn, id: string, sub: Subscription): void {
-  if (conn.firstSubId === null) {
-    conn.firstSubId = id;
-    conn.firstSub = sub;
-  } else {
-    (conn.moreSubs ??= new Map()).set(id, sub);
-  }
-}
-
-function releaseSub(conn: SubscriberConn, id: string): void {
-  if (conn.firstSubId === id) {
-    conn.firstSubId = null;
-    conn.firstSub = null;
-  } else {
-    conn.moreSubs?.delete(id);
-  }
-}
-
-function subsOf(conn: SubscriberConn): Array<[string, Subscription]> {
-  const all: Array<[string, Subscription]> = conn.firstSubId === null ? [] : [[conn.firstSubId, conn.firstSub!]];
-  if (conn.moreSubs !== null) all.push(...conn.moreSubs);
-  return all;
-}
-
 const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
 const LOST_CLOSE = 1011;
 
@@ -141,9 +130,13 @@ class SubscriptionHubState {
   readonly metrics: Pick<ChainMetrics, 'subscription' | 'notifications'>;
   notifications: number;
   subscriptions: number;
+  /** The recent heads resumes replay from; null without HubOptions.replay. */
+  readonly heads: RecentHeads | null;
 
   constructor(opts: HubOptions) {
     this.opts = opts;
+    this.heads = opts.replay === undefined ? null : new RecentHeads(opts.replay.maxBlocks);
+
     this.topics = new Map();
     this.metrics = opts.metrics ?? noMetrics().chain('');
     this.notifications = 0;
@@ -173,6 +166,7 @@ function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
  */
 function notify(hub: SubscriptionHubState, topic: Topic, resultJson: string): void {
   const opts = hub.opts;
+  if (topic.resuming !== null) for (const r of topic.resuming) r.buffer.push(resultJson);
   hub.notifications++;
   const prepared: Buffer[] = [];
   const broke = new Set<number>();
@@ -230,6 +224,7 @@ function topicFor(hub: SubscriptionHubState, kind: FeedKind, params: unknown): T
     hold: null,
     kind,
     notified: hub.metrics.notifications(kind),
+    resuming: null,
     // 24 hex digits per topic (random, or the workers' common one), then 8 for the variant: 0x + 32 hex, the form nodes give.
     idPrefix: `0x${hub.opts.idPrefix?.(key) ?? randomBytes(12).toString('hex')}`,
   };
@@ -243,15 +238,22 @@ function release(hub: SubscriptionHubState, topic: Topic): void {
   if (topic.count > 0 || topic.waiting > 0) return;
   if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
   topic.hold?.remove();
+  // The memory of heads listens while some newHeads or logs topic is held.
+  for (const t of hub.topics.values()) if (t.kind === 'newHeads' || t.kind === 'logs') return;
+  hub.heads?.stop();
 }
 
-function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic): string {
+/** Adds `conn` to the topic's fan-out, in a variant it does not hold yet; `resuming` reserves the variant and
+ *  holds the live results for the replay instead (the subscription goes live with goLive). */
+function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic, resuming?: string[]): string {
   let variant = 0;
-  while (topic.variants[variant]?.has(conn)) variant++;
-  (topic.variants[variant] ??= new Set()).add(conn);
+  while (topic.variants[variant]?.has(conn) || subOf(conn, idOf(topic, variant)) !== undefined) variant++;
   const id = idOf(topic, variant);
   holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
-  meter(topic, conn, 1);
+  if (resuming === undefined) {
+    (topic.variants[variant] ??= new Set()).add(conn);
+    meter(topic, conn, 1);
+  } else (topic.resuming ??= new Set()).add({ conn, variant, buffer: resuming });
   topic.count++;
   hub.subscriptions++;
   hub.metrics.subscription(topic.kind, 1);
@@ -261,8 +263,10 @@ function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic): str
 function remove(hub: SubscriptionHubState, conn: SubscriberConn, id: string, sub: Subscription): void {
   const { topic, variant } = sub;
   releaseSub(conn, id);
-  topic.variants[variant]!.delete(conn);
-  meter(topic, conn, -1);
+  if (!stopResuming(topic, conn, variant)) {
+    topic.variants[variant]!.delete(conn);
+    meter(topic, conn, -1);
+  }
   topic.count--;
   hub.subscriptions--;
   hub.metrics.subscription(topic.kind, -1);
@@ -275,7 +279,11 @@ function subscribe(
   kind: FeedKind,
   params: unknown,
 ): SubscribeOutcome | Promise<SubscribeOutcome> {
-  const topic = topicFor(hub, kind, params);
+  const point = resumePoint(kind, params);
+  if ('refused' in point) return { ok: false, reason: point.refused, invalid: true };
+  if (hub.heads !== null && (kind === 'newHeads' || kind === 'logs')) hub.heads.listen(hub.opts.feeds);
+  if (point.from !== null) return subscribeResuming(hub, conn, kind as 'newHeads' | 'logs', point.live, point.from);
+  const topic = topicFor(hub, kind, point.live);
   if (topic.hold!.live()) return { ok: true, id: add(hub, conn, topic) };
   topic.waiting++;
   return topic.hold!.whenLive(hub.opts.liveWaitMs).then((failure): SubscribeOutcome => {
@@ -291,6 +299,74 @@ function subscribe(
     release(hub, topic);
     return outcome;
   });
+}
+
+/** Ends the replay of `conn`'s subscription of `variant`, if it is one; whether it was. */
+function stopResuming(topic: Topic, conn: SubscriberConn, variant: number): boolean {
+  if (topic.resuming === null) return false;
+  for (const r of topic.resuming) {
+    if (r.conn !== conn || r.variant !== variant) continue;
+    topic.resuming.delete(r);
+    if (topic.resuming.size === 0) topic.resuming = null;
+    return true;
+  }
+  return false;
+}
+
+/**
+ * A subscribe with a resume point (replay.ts): once the topic is live, the subscription is registered with a
+ * buffer, the replay's end read and checked against the bound, and the id given; `start` runs the replay, and the
+ * subscription joins the live fan-out once its buffer is empty (in the same turn: no notification falls between).
+ */
+async function subscribeResuming(
+  hub: SubscriptionHubState,
+  conn: SubscriberConn,
+  kind: 'newHeads' | 'logs',
+  live: unknown,
+  from: number,
+): Promise<SubscribeOutcome> {
+  const { replay: source, liveWaitMs } = hub.opts;
+  if (source === undefined || hub.heads === null) return { ok: false, reason: 'this gateway does not resume subscriptions', invalid: true };
+  const topic = topicFor(hub, kind, live);
+  topic.waiting++;
+  try {
+    const failure = topic.hold!.live() ? null : await topic.hold!.whenLive(liveWaitMs);
+    if (failure !== null || topic.lost || conn.closed)
+      return { ok: false, reason: failure ?? (topic.lost ? 'upstream subscription lost' : 'connection closed') };
+    const buffer: string[] = [];
+    const id = add(hub, conn, topic, buffer);
+    const sub = subOf(conn, id)!;
+    const end = await replayEnd(kind, from, hub.heads, source);
+    if (!('upTo' in end)) {
+      remove(hub, conn, id, sub);
+      return end;
+    }
+    const held = (): boolean => subOf(conn, id) === sub && !conn.closed;
+    const replay: Replay = {
+      kind,
+      from,
+      upTo: end.upTo,
+      filter: (live ?? {}) as Record<string, unknown>,
+      source,
+      heads: hub.heads,
+      buffer,
+      send(json) {
+        if (!held() || !sendReplayed(conn, id, json, hub.opts)) return false;
+        hub.notifications++;
+        topic.notified.inc(1);
+        return true;
+      },
+    };
+    const goLive = (): void => {
+      if (!held() || !stopResuming(topic, conn, sub.variant)) return;
+      (topic.variants[sub.variant] ??= new Set()).add(conn);
+      meter(topic, conn, 1);
+    };
+    return { ok: true, id, start: () => void replayThen(replay, goLive, (reason) => held() && conn.close(LOST_CLOSE, reason)) };
+  } finally {
+    topic.waiting--;
+    release(hub, topic);
+  }
 }
 
 /**

@@ -58,3 +58,26 @@ export function itemBits(hex: unknown, bytes: 20 | 32, memo: Map<string, BloomBi
   }
   return bits;
 }
+
+/** Whether one of `items` (hex, `bytes` long) may be in `bloom`; an empty or absent list matches anything. */
+function mayHoldOne(bloom: Uint8Array, items: unknown, bytes: 20 | 32, memo: Map<string, BloomBits | null>): boolean {
+  if (items === null || items === undefined) return true;
+  const list = Array.isArray(items) ? items : [items];
+  if (list.length === 0) return true;
+  for (const item of list) {
+    const bits = itemBits(item, bytes, memo);
+    if (bits === null || bloomHas(bloom, bits)) return true;
+  }
+  return false;
+}
+
+/** Whether a block with `bloom` may hold a log `filter` (its address and topics) matches: an empty bloom holds
+ *  none, whatever the filter. */
+export function filterMayMatch(bloom: Uint8Array, filter: Record<string, unknown>, memo: Map<string, BloomBits | null>): boolean {
+  if (bloom.every((byte) => byte === 0)) return false;
+  if (!mayHoldOne(bloom, filter.address, 20, memo)) return false;
+  const topics = filter.topics;
+  if (!Array.isArray(topics)) return true;
+  for (const position of topics) if (!mayHoldOne(bloom, position, 32, memo)) return false;
+  return true;
+}

@@ -33,7 +33,17 @@ import {
   normalizeRewardPercentiles,
 } from './param-objects.js';
 import { checkSimulatePayload } from './param-simulate.js';
-import { checkBlockReference, checkBlockTag, checkBoolean, checkCount, checkData, checkHexId, checkQuantity } from './param-types.js';
+import {
+  checkBlockReference,
+  checkBlockTag,
+  checkBoolean,
+  checkCount,
+  checkData,
+  checkHexId,
+  checkQuantity,
+  isBlockTag,
+  isPlainObject,
+} from './param-types.js';
 
 const FILTER = required('filter', checkFilter, normalizeFilter);
 const FILTER_ID = required('filterId', checkHexId);
@@ -44,8 +54,14 @@ const ANY_CALL = required('transaction', callObjectCheck(false));
 
 // Reached only once the name matched a SUBSCRIPTIONS key, so there is nothing left to check.
 const SUBSCRIPTION_NAME = required('subscription', () => undefined);
+/** newHeads' resume point, `{"fromBlock": "0x…"}` (fanout/replay.ts reads it; 'latest' is no resume). */
+const RESUME = optional('resume', (v, name) =>
+  isPlainObject(v) && Object.keys(v).every((k) => k === 'fromBlock') && (v.fromBlock == null || isBlockTag(v.fromBlock))
+    ? undefined
+    : `'${name}' must be an object {"fromBlock": block number}`,
+);
 const SUBSCRIPTIONS: ReadonlyMap<string, readonly ParamRule[]> = new Map([
-  ['newHeads', [SUBSCRIPTION_NAME]],
+  ['newHeads', [SUBSCRIPTION_NAME, RESUME]],
   ['logs', [SUBSCRIPTION_NAME, { ...FILTER, optional: true }]],
   ['newPendingTransactions', [SUBSCRIPTION_NAME, optional('fullTransactions', checkBoolean)]],
   ['newFinalizedHeads', [SUBSCRIPTION_NAME]],

@@ -141,6 +141,12 @@ export const METRIC_FAMILIES = {
     help: 'Subscription notifications sent to clients, by kind',
     labelNames: ['chain', 'kind'],
   },
+  logBackfills: {
+    type: 'counter',
+    name: 'chaingate_log_backfills_total',
+    help: "Blocks whose logs a logs subscription's node did not send though the block's bloom said so: fetched with eth_getLogs",
+    labelNames: ['chain'],
+  },
   slowConsumers: {
     type: 'counter',
     name: 'chaingate_slow_consumers_total',

@@ -42,7 +42,7 @@ function createRecentRate(now: () => number): { count(): void; perSecond(): numb
 export function createChainMetrics(f: Families, slug: string, now: () => number, remove: () => void): ChainMetrics {
   const { requests, requestDuration, upstreamRequests, upstreamDuration, inRotation, wrongChain, upstreamHead, upstreamCheckFailures } = f;
   const { upstreamCooldowns } = f;
-  const { chainHead, chainServedHead, ruCharged, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
+  const { chainHead, chainServedHead, ruCharged, logBackfills, wsConnections, subscriptions, notifications, sseClients, sseEvents } = f;
   const { cacheHits, cacheMisses, cacheBytes, sharedCalls, consensusCalls, consensusMismatches, chainFinalized, chainSafe } = f;
   const byTransport = memo((transport) => requestDuration.labels(slug, transport));
   const kinds = memo((kind) => subscriptions.labels(slug, kind));
@@ -119,6 +119,7 @@ export function createChainMetrics(f: Families, slug: string, now: () => number,
       requestsPerSecond1m: recent.perSecond(),
     }),
     ruCharged: ruCharged.labels(slug),
+    logBackfills: logBackfills.labels(slug),
     cacheHits: cacheHits.labels(slug),
     cacheMisses: cacheMisses.labels(slug),
     cacheBytes: cacheBytes.labels(slug),

@@ -68,6 +68,8 @@ export interface ChainMetrics {
   /** Counts one answered request; `method` is already an allowlisted name or a route template. */
   request(transport: Transport, method: string, status: number, seconds: number): void;
   readonly ruCharged: CounterChild;
+  /** A block's logs fetched for a logs subscription whose node missed them (fanout/log-completeness.ts). */
+  readonly logBackfills: CounterChild;
   readonly cacheHits: CounterChild;
   readonly cacheMisses: CounterChild;
   readonly cacheBytes: GaugeChild;
@@ -283,6 +285,7 @@ export function noMetrics(): Metrics {
       },
       snapshot: () => ({ wsConnections: open.ws, sseClients: open.sse, subscriptions: open.subscriptions, requestsPerSecond1m: 0 }),
       ruCharged: NOTHING,
+      logBackfills: NOTHING,
       cacheHits: NOTHING,
       cacheMisses: NOTHING,
       cacheBytes: NOTHING,

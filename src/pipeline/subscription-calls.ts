@@ -52,14 +52,16 @@ export function subscriptionCall(
   }
   const outcome = hub.subscribe(conn, local.params[0] as FeedKind, local.params[1]);
   if (!(outcome instanceof Promise)) {
-    done(subscribeAnswer(ctx, conn, local, outcome), 'ok');
+    done(subscribeAnswer(ctx, conn, local, outcome), outcome.ok || !outcome.invalid ? 'ok' : 'invalid_params');
     return;
   }
   conn.waitingSubscribes++;
   void outcome.then((o) => {
     conn.waitingSubscribes--;
     const answer = subscribeAnswer(ctx, conn, local, o);
-    done(answer, o.ok ? 'ok' : 'upstream_error');
+    done(answer, o.ok ? 'ok' : o.invalid ? 'invalid_params' : 'upstream_error');
+    // A resuming subscription's replay goes out after its id.
+    if (o.ok) o.start?.();
   });
 }
 
@@ -74,6 +76,11 @@ function subscribeAnswer(ctx: GatewayContext, conn: SubscribingConn, local: Loca
     const answer = resultBody(local.idText, `"${outcome.id}"`);
     settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: true, bytes: answer.length });
     return answer;
+  }
+  if (outcome.invalid === true) {
+    // A resume point out of reach (replay.ts): the client's params, refused with no RU taken.
+    settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: false, status: 400, http: ERRORS.invalid_params.http });
+    return rpcErrorBody('invalid_params', local.idText, outcome.reason);
   }
   settleCall(ctx.tenancy, conn.caller, local.method, local.admission, {
     ok: false,

@@ -167,6 +167,7 @@ function chainOptions(
     ...(opts.prober !== undefined ? { prober: opts.prober } : {}),
     log: opts.log,
     maxUpstreamOutageS: c.websocket.max_upstream_outage_s,
+    replayBlocks: c.subscriptions.replay_blocks,
     sse: c.sse,
     feedsLog: t.feedsLog,
     responseCache: t.responseCache,

@@ -499,6 +499,7 @@ t.test('subscriptions', async (t) => {
     ['logs', { address: A1, topics: [H1] }],
     'sample form: topics as one string',
   );
+  forwarded(t, 'eth_subscribe', ['newHeads', { fromBlock: '0x10' }], WS);
   forwarded(t, 'eth_subscribe', ['newPendingTransactions'], WS);
   forwarded(t, 'eth_subscribe', ['newPendingTransactions', true], WS);
   forwarded(t, 'eth_subscribe', ['newFinalizedHeads'], WS);
@@ -511,7 +512,9 @@ t.test('subscriptions', async (t) => {
     [['syncingX'], `invalid params: 'subscription' must be one of newHeads, logs, newPendingTransactions`],
     [[1], `'subscription' must be one of`],
     [['newheads'], `'subscription' must be one of`],
-    [['newHeads', {}], `takes at most 1 parameter, got 2`],
+    [['newHeads', {}, {}], `takes at most 2 parameters, got 3`],
+    [['newHeads', { from: '0x1' }], `'resume' must be an object {"fromBlock": block number}`],
+    [['newHeads', { fromBlock: 7 }], `'resume' must be an object {"fromBlock": block number}`],
     [['logs', { address: '0x1' }], `'filter.address' must be`],
     [['logs', 'x'], `'filter' must be a filter object`],
     [['logs', {}, {}], `takes at most 2 parameters, got 3`],

@@ -1,0 +1,224 @@
+/**
+ * A subscription that resumes (issue 35 §1): `eth_subscribe ["newHeads", {"fromBlock": "0x…"}]`, or a `logs`
+ * filter with a numbered `fromBlock`, first gets what it missed from that block on, in order, then the live
+ * notifications, with no gap and no duplicate. The subscription is registered on its topic before the replay
+ * starts; the live notifications that come meanwhile are held in its buffer (subscriptions.ts notify) and sent
+ * after the replay, those it already sent skipped, and a gap between the replay's end and the first live one
+ * fetched first. Then the subscription joins the topic's live fan-out, and nothing of this file runs for it again.
+ *
+ * Heads come from the hub's memory of recent heads (recent-heads.ts), those it lacks fetched with
+ * eth_getBlockByNumber; a resume point more than `subscriptions.replay_blocks` below the head is refused. Logs are
+ * fetched with eth_getLogs, in windows of LOG_RANGE blocks, as the chain now is; a reorg during the replay reaches
+ * the buffer as live ones do (`removed: true`, then the new branch's logs) and is sent as such.
+ */
+import { toNewHead } from './head-feed.js';
+import type { RecentHeads } from './recent-heads.js';
+import { headOf } from './recent-heads.js';
+
+/** Where a hub's replays get what its memory lacks. */
+export interface ReplaySource {
+  /** Blocks below the head a resume point may reach (subscriptions.replay_blocks). */
+  readonly maxBlocks: number;
+  /** JSON-RPC over one of the chain's nodes' HTTP: resolves with `result`, rejects on error. */
+  call(method: string, params: unknown[]): Promise<unknown>;
+}
+
+/** A resume point read off eth_subscribe's params: the params of the live topic, and the block to resume from. */
+export type ResumePoint = { live: unknown; from: number | null } | { refused: string };
+
+/** Blocks one eth_getLogs call of a replay covers at most (providers cap the range). */
+const LOG_RANGE = 2_000;
+/** eth_getBlockByNumber calls in flight at once. */
+const FETCH_WINDOW = 8;
+
+const QUANTITY = /^0x(0|[1-9a-fA-F][0-9a-fA-F]{0,12})$/;
+const hex = (n: number): string => `0x${n.toString(16)}`;
+
+/**
+ * The resume point of a newHeads (`{fromBlock}`) or logs (the filter's `fromBlock`) subscribe; `from` null when
+ * there is none ('latest' and 'pending' say live from now, as nodes read them).
+ */
+export function resumePoint(kind: string, params: unknown): ResumePoint {
+  if ((kind !== 'newHeads' && kind !== 'logs') || typeof params !== 'object' || params === null || !('fromBlock' in params))
+    return { live: params, from: null };
+  const { fromBlock, ...rest } = params as Record<string, unknown>;
+  const live = kind === 'newHeads' ? undefined : rest;
+  if (fromBlock === undefined || fromBlock === null || fromBlock === 'latest' || fromBlock === 'pending') return { live, from: null };
+  if (typeof fromBlock !== 'string' || !QUANTITY.test(fromBlock))
+    return { refused: `'fromBlock' of a ${kind} subscription must be a block number (hex quantity) to resume from, or 'latest'` };
+  return { live, from: parseInt(fromBlock, 16) };
+}
+
+/** One replay in progress: what it sends through, and the live notifications held meanwhile. */
+export interface Replay {
+  readonly kind: 'newHeads' | 'logs';
+  readonly from: number;
+  /** The newest block when the subscription was registered: the replay reaches it, the buffer goes on from there. */
+  readonly upTo: number;
+  /** The logs filter without its fromBlock (logs only). */
+  readonly filter: Record<string, unknown>;
+  readonly source: ReplaySource;
+  readonly heads: RecentHeads;
+  /** Live results that came after the subscription was registered, oldest first. */
+  readonly buffer: string[];
+  /** Sends one result to the subscriber, charged as a live one; false once it can take no more (closed, gone). */
+  send(json: string): boolean;
+}
+
+/** Thrown to end a replay whose subscriber went away: nothing more to send. */
+class Gone extends Error {}
+
+function sendOrStop(r: Replay, json: string): void {
+  if (!r.send(json)) throw new Gone();
+}
+
+/**
+ * The block a replay from `from` reaches: the newest head the memory holds (the live buffer goes on from there),
+ * else a node's; refused for newHeads more than source.maxBlocks below it.
+ */
+export async function replayEnd(
+  kind: 'newHeads' | 'logs',
+  from: number,
+  heads: RecentHeads,
+  source: ReplaySource,
+): Promise<{ upTo: number } | { ok: false; reason: string; invalid?: boolean }> {
+  let upTo = heads.newest;
+  if (upTo < 0) {
+    try {
+      upTo = Number(await source.call('eth_blockNumber', []));
+    } catch (err) {
+      return { ok: false, reason: `the chain's head could not be read: ${String(err).slice(0, 120)}` };
+    }
+    if (!Number.isSafeInteger(upTo)) return { ok: false, reason: 'eth_blockNumber did not answer a block number' };
+  }
+  const oldest = Math.max(0, upTo - source.maxBlocks + 1);
+  if (kind === 'newHeads' && from < oldest) {
+    const reason = `'fromBlock' is more than ${source.maxBlocks} blocks below the head ${hex(upTo)} (subscriptions.replay_blocks): newHeads resumes from ${hex(oldest)} at the oldest`;
+    return { ok: false, invalid: true, reason };
+  }
+  return { upTo };
+}
+
+/** What sendReplayed charges through: the hub's pricing and payment (HubOptions). */
+export interface ReplayMetering {
+  ruPerMessage(bytes: number): number;
+  charge(ownerId: number, endpointId: string, ru: number, deliveries: number): boolean;
+}
+
+/** One replayed notification to one subscriber, charged as a live one is; false when its owner cannot pay (closed 1008). */
+export function sendReplayed(
+  conn: { ownerId: number | null; endpointId: string | null; deliver(bytes: Buffer): void; close(code: number, reason: string): void },
+  id: string,
+  resultJson: string,
+  metering: ReplayMetering,
+): boolean {
+  const bytes = Buffer.from(`{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${id}","result":${resultJson}}}`);
+  if (
+    conn.ownerId !== null &&
+    conn.endpointId !== null &&
+    !metering.charge(conn.ownerId, conn.endpointId, metering.ruPerMessage(bytes.length), 1)
+  ) {
+    conn.close(1008, 'Insufficient RU balance');
+    return false;
+  }
+  conn.deliver(bytes);
+  return true;
+}
+
+/**
+ * Sends the replay, then the buffer, then calls `goLive` in the turn the buffer went empty; a replay that cannot
+ * fetch what it needs calls `fail` with a reason fit for a close (the client resumes again).
+ */
+export async function replayThen(r: Replay, goLive: () => void, fail: (reason: string) => void): Promise<void> {
+  try {
+    if (r.kind === 'newHeads') await replayHeads(r);
+    else await replayLogs(r);
+  } catch (err) {
+    if (!(err instanceof Gone)) fail(`resume failed: ${String(err)}`.slice(0, 120));
+    return;
+  }
+  goLive();
+}
+
+async function headJson(r: Replay, n: number): Promise<{ hash: string; json: string }> {
+  const remembered = r.heads.get(n);
+  if (remembered !== undefined) return remembered;
+  const block = (await r.source.call('eth_getBlockByNumber', [hex(n), false])) as Record<string, unknown> | null;
+  if (block === null || typeof block !== 'object' || typeof block.hash !== 'string')
+    throw new Error(`block ${n} is not available from the node`);
+  return { hash: block.hash, json: JSON.stringify(toNewHead(block)) };
+}
+
+async function replayHeads(r: Replay): Promise<void> {
+  const sent = new Map<number, string>();
+  let last = r.from - 1;
+  const sendRange = async (from: number, to: number): Promise<void> => {
+    for (let start = from; start <= to; start += FETCH_WINDOW) {
+      const numbers: number[] = [];
+      for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
+      for (const [i, head] of (await Promise.all(numbers.map((n) => headJson(r, n)))).entries()) {
+        sendOrStop(r, head.json);
+        sent.set(numbers[i]!, head.hash);
+        last = numbers[i]!;
+      }
+    }
+  };
+  await sendRange(r.from, r.upTo);
+  while (r.buffer.length > 0) {
+    const json = r.buffer.shift()!;
+    const head = headOf(json);
+    if (head !== null) {
+      // Sent by the replay already (the same number and hash): skipped; another hash there is a reorg, sent.
+      if (head.number <= last && sent.get(head.number) === head.hash) continue;
+      if (head.number > last + 1) await sendRange(last + 1, head.number - 1);
+      sent.set(head.number, head.hash);
+      last = head.number;
+    }
+    sendOrStop(r, json);
+  }
+}
+
+/** A log's block number and its identity (blockHash, logIndex, removed); null when it has none. */
+function logOf(value: unknown): { block: number; key: string; removed: boolean } | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const v = value as Record<string, unknown>;
+  if (typeof v.blockNumber !== 'string' || typeof v.blockHash !== 'string' || typeof v.logIndex !== 'string') return null;
+  const block = parseInt(v.blockNumber, 16);
+  if (!Number.isSafeInteger(block)) return null;
+  return { block, key: `${v.blockHash.toLowerCase()}:${v.logIndex}:${v.removed === true}`, removed: v.removed === true };
+}
+
+async function replayLogs(r: Replay): Promise<void> {
+  const keys = new Set<string>();
+  let last = r.from - 1;
+  const sendRange = async (from: number, to: number): Promise<void> => {
+    for (let start = from; start <= to; start += LOG_RANGE) {
+      const end = Math.min(to, start + LOG_RANGE - 1);
+      const logs = await r.source.call('eth_getLogs', [{ ...r.filter, fromBlock: hex(start), toBlock: hex(end) }]);
+      if (!Array.isArray(logs)) throw new Error('eth_getLogs did not answer an array');
+      for (const log of logs) {
+        const id = logOf(log);
+        if (id !== null && keys.has(id.key)) continue;
+        sendOrStop(r, JSON.stringify(log));
+        if (id !== null) keys.add(id.key);
+      }
+      last = end;
+    }
+  };
+  await sendRange(r.from, r.upTo);
+  while (r.buffer.length > 0) {
+    const json = r.buffer.shift()!;
+    const log = logOf(JSON.parse(json));
+    if (log !== null) {
+      if (keys.has(log.key)) continue;
+      // Logs of the blocks between the replay's end and this one's (its own block's earlier logs included) may
+      // have gone out live before the subscription was registered: fetched, those in the buffer then skipped.
+      if (!log.removed && log.block > last) {
+        await sendRange(last + 1, log.block);
+        if (keys.has(log.key)) continue;
+      }
+      keys.add(log.key);
+    }
+    sendOrStop(r, json);
+  }
+}
