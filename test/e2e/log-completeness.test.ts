@@ -11,6 +11,7 @@ import { ECHO_TOPIC, RUNTIME_BYTECODE } from '../support/contract.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, gatewayFor } from '../support/gateway.js';
 import { nodeCall, openSubscriber, waitUntil } from '../support/subscriber.js';
+import { waitFor } from '../support/wait-for.js';
 import { wsUrl } from '../support/ws.js';
 import { wsDropRelay } from '../support/ws-drop-relay.js';
 
@@ -57,6 +58,10 @@ t.test('log notifications the node dropped are fetched from the bloom, in order,
     ]);
   }
   await nodeCall(node.url, 'evm_mine'); // the last block is checked when the next head comes
+  // anvil may answer eth_sendTransaction before its block is sealed: wait for the eighth receipt first.
+  await waitFor(async () => (await nodeCall<unknown[]>(node.url, 'eth_getLogs', [{ ...ECHO_FILTER, fromBlock: '0x0' }])).length === 8, {
+    what: 'eight logs mined',
+  });
   const expected = (await nodeCall<Array<Record<string, unknown>>>(node.url, 'eth_getLogs', [{ ...ECHO_FILTER, fromBlock: '0x0' }])).map(
     logKey,
   );

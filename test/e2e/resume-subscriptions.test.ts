@@ -12,6 +12,7 @@ import { ECHO_TOPIC, RUNTIME_BYTECODE } from '../support/contract.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { nodeCall, openSubscriber, type Subscriber, waitUntil } from '../support/subscriber.js';
 import { wsUrl } from '../support/ws.js';
+import { waitFor } from '../support/wait-for.js';
 
 const DEV_ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 const ECHO_ADDRESS = '0x00000000000000000000000000000000000ec40e';
@@ -21,10 +22,17 @@ const hex = (n: number): string => `0x${n.toString(16)}`;
 const numberOf = (r: Record<string, unknown>): number => parseInt(r.number as string, 16);
 const blockNumber = async (node: AnvilNode): Promise<number> => Number(await nodeCall<string>(node.url, 'eth_blockNumber'));
 const mine = (node: AnvilNode, n = 1): Promise<unknown> => nodeCall(node.url, 'anvil_mine', [hex(n)]);
-const emitEcho = (node: AnvilNode, i: number): Promise<string> =>
-  nodeCall<string>(node.url, 'eth_sendTransaction', [
+/** Emits one echo log and resolves once its block is mined: anvil may answer eth_sendTransaction before the
+ *  block with it is sealed (under load, the next eth_blockNumber can still be the block before). */
+const emitEcho = async (node: AnvilNode, i: number): Promise<string> => {
+  const hash = await nodeCall<string>(node.url, 'eth_sendTransaction', [
     { from: DEV_ADDRESS, to: ECHO_ADDRESS, data: `0x${i.toString(16).padStart(8, '0')}`, gas: '0x30000' },
   ]);
+  await waitFor(async () => (await nodeCall<unknown>(node.url, 'eth_getTransactionReceipt', [hash])) !== null, {
+    what: `echo ${i} mined`,
+  });
+  return hash;
+};
 const logKey = (l: Record<string, unknown>): string => `${l.blockHash as string}:${l.logIndex as string}:${l.removed === true}`;
 
 async function devnet(t: Test, extra: Record<string, unknown> = {}): Promise<{ node: AnvilNode; g: TestGateway; url: string }> {
