@@ -78,6 +78,7 @@ export function setUpUsage(ctx: UsageContext): { show: (endpointId?: string) => 
 
   /** What to do first, when there is nothing to show; else how fresh the figures are. */
   function showNotice(usage: Usage, span: string): void {
+    notice.classList.toggle('first-steps', usage.totals.requests === 0);
     if (usage.totals.requests > 0) {
       notice.replaceChildren('Calls show here within a second or so of their answer: press Refresh to see the latest.');
       return;

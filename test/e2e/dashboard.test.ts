@@ -156,6 +156,9 @@ t.test('an owner signs in, makes an endpoint, calls it, sees the usage and delet
     await page.waitForTimeout(100);
   }
   t.match(await totals.textContent(), /^2 requests, 10 RU and 1 error in the last day/);
+  // With data the notice is one sentence: its box holds that, not the first steps' room.
+  const noticeHeight = await page.locator('#usage-empty').evaluate((e) => e.getBoundingClientRect().height);
+  t.ok(noticeHeight < 90, `the notice leaves no empty space once there is data (${noticeHeight} px)`);
   t.match(await page.locator('#methods tbody').textContent(), /eth_blockNumber/);
   t.match(
     await page.locator('#statuses tbody').textContent(),
