@@ -1,7 +1,18 @@
 import type pg from 'pg';
 import { inPgTransaction } from '../store/pg-transaction.js';
 import { lockOwner } from './pg-owners.js';
-import { DELIVERY_COLUMNS, newWebhookId, toWebhookRecord, webhookColumns } from './sqlite-webhooks.js';
+import {
+  CLAIM_DELIVERY,
+  DELIVERY_COLUMNS,
+  newWebhookId,
+  RELEASE_DELIVERY,
+  STALLED_SELECT,
+  type StalledRow,
+  toStalled,
+  toWebhookRecord,
+  UPDATE_DELIVERY,
+  webhookColumns,
+} from './sqlite-webhooks.js';
 import { DELIVERIES_KEPT, type DeliveryRecord, type MinuteCount, type WebhookStore } from './webhook-store.js';
 
 type Row = Parameters<typeof toWebhookRecord>[0];
@@ -90,24 +101,46 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
       );
       return rows.map((r) => ({ ...r, t: Number(r.t) }));
     },
-    addDelivery: (webhookId, event, at) =>
+    addDelivery: (webhookId, event, at, claim, body) =>
       inPgTransaction(pool, async (client) => {
         const { rows } = await client.query<{ id: string }>(
-          `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome) VALUES ($1, $2, $3, 'pending') RETURNING id`,
-          [webhookId, event, at],
+          `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome, claimed_by, lease_until)
+          VALUES ($1, $2, $3, 'pending', $4, $5) RETURNING id`,
+          [webhookId, event, at, claim.by, claim.until],
         );
+        const id = Number(rows[0]!.id);
+        await client.query('UPDATE webhook_deliveries SET body = $1 WHERE id = $2', [body(id), id]);
         await client.query(
           `DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (
             SELECT id FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`,
           [webhookId, DELIVERIES_KEPT],
         );
-        return Number(rows[0]!.id);
+        return id;
       }),
-    async updateDelivery(id, d) {
-      await pool.query(
-        'UPDATE webhook_deliveries SET attempts = $1, outcome = $2, http_status = $3, error = $4, last_attempt_at = $5 WHERE id = $6',
-        [d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, id],
-      );
+    async updateDelivery(id, by, d) {
+      const { rowCount } = await pool.query(UPDATE_DELIVERY, [
+        d.attempts,
+        d.outcome,
+        d.httpStatus,
+        d.error,
+        d.lastAttemptAt,
+        d.leaseUntil,
+        id,
+        by,
+      ]);
+      return rowCount === 1;
+    },
+    async stalledDeliveries(nowS, limit) {
+      const { rows } = await pool.query<StalledRow>(STALLED_SELECT, [nowS, limit]);
+      return rows.map(toStalled);
+    },
+    async claimDelivery(id, nowS, claim) {
+      // READ COMMITTED: a second claimer's update waits for the first's row lock, then sees its lease and skips.
+      const { rowCount } = await pool.query(CLAIM_DELIVERY, [claim.by, claim.until, id, nowS]);
+      return rowCount === 1;
+    },
+    async releaseDelivery(id, by) {
+      await pool.query(RELEASE_DELIVERY, [id, by]);
     },
   };
 }

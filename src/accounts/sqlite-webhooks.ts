@@ -2,9 +2,11 @@ import type { Store } from '../store/open.js';
 import { randomString } from '../tenancy/keys.js';
 import {
   DELIVERIES_KEPT,
+  type DeliveryClaim,
   type DeliveryRecord,
   type MinuteClaim,
   type MinuteCount,
+  type StalledDelivery,
   storedEvents,
   type WebhookEvent,
   type WebhookRecord,
@@ -26,6 +28,41 @@ const WEBHOOK_COLUMNS = webhookColumns();
 
 export const DELIVERY_COLUMNS = `id, webhook_id AS "webhookId", event, at, attempts, outcome, http_status AS "httpStatus", error,
   last_attempt_at AS "lastAttemptAt"`;
+
+/**
+ * The statements both stores share of a delivery's claim, in PostgreSQL's `$n` (each once, in order: SQLite
+ * takes them as `?`, `positional`).
+ */
+export const positional = (sql: string): string => sql.replace(/\$\d+/g, '?');
+
+/** The stalled deliveries, with their webhook's URL and secret (`$1` now, `$2` the limit). */
+export const STALLED_SELECT = `SELECT d.id, d.webhook_id AS "webhookId", d.event, d.at, d.attempts, d.outcome, d.http_status AS "httpStatus",
+  d.error, d.last_attempt_at AS "lastAttemptAt", d.body, w.url, w.secret, w.deleted_at IS NOT NULL AS "webhookDeleted"
+  FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+  WHERE d.outcome = 'pending' AND d.lease_until < $1 ORDER BY d.lease_until, d.id LIMIT $2`;
+
+export type StalledRow = Omit<StalledDelivery, 'webhookDeleted'> & { webhookDeleted: number | boolean };
+
+/** A stalled delivery as read back: PostgreSQL's BIGINT columns arrive as strings, SQLite's booleans as 0 or 1. */
+export function toStalled(r: StalledRow): StalledDelivery {
+  return {
+    ...r,
+    id: Number(r.id),
+    at: Number(r.at),
+    lastAttemptAt: r.lastAttemptAt === null ? null : Number(r.lastAttemptAt),
+    webhookDeleted: r.webhookDeleted === true || r.webhookDeleted === 1,
+  };
+}
+
+/** The take-over of a stalled delivery: its lease still ended when the update runs, so one caller wins. */
+export const CLAIM_DELIVERY = `UPDATE webhook_deliveries SET claimed_by = $1, lease_until = $2
+  WHERE id = $3 AND outcome = 'pending' AND lease_until < $4`;
+
+/** An attempt's outcome, written only by the sender that holds the delivery. */
+export const UPDATE_DELIVERY = `UPDATE webhook_deliveries SET attempts = $1, outcome = $2, http_status = $3, error = $4,
+  last_attempt_at = $5, lease_until = $6 WHERE id = $7 AND claimed_by = $8`;
+
+export const RELEASE_DELIVERY = `UPDATE webhook_deliveries SET lease_until = 0 WHERE id = $1 AND claimed_by = $2 AND outcome = 'pending'`;
 
 type WebhookRow = Omit<WebhookRecord, 'events' | 'balanceLow'> & { events: string; balanceLow: number | boolean };
 
@@ -80,16 +117,20 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     `SELECT endpoint_id AS endpointId, t, status, sum(requests) AS requests FROM usage_minute
     WHERE owner_id = ? AND t >= ? GROUP BY endpoint_id, t, status`,
   );
-  const addDelivery = db.prepare<[string, string, number]>(
-    `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome) VALUES (?, ?, ?, 'pending')`,
+  const addDelivery = db.prepare<[string, string, number, string, number]>(
+    `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome, claimed_by, lease_until) VALUES (?, ?, ?, 'pending', ?, ?)`,
   );
+  const setBody = db.prepare<[string, number]>('UPDATE webhook_deliveries SET body = ? WHERE id = ?');
   const prune = db.prepare<[string, string, number]>(
     `DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= (
       SELECT id FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
   );
-  const update = db.prepare<[number, string, number | null, string | null, number | null, number]>(
-    'UPDATE webhook_deliveries SET attempts = ?, outcome = ?, http_status = ?, error = ?, last_attempt_at = ? WHERE id = ?',
+  const update = db.prepare<[number, string, number | null, string | null, number | null, number, number, string]>(
+    positional(UPDATE_DELIVERY),
   );
+  const stalled = db.prepare<[number, number], StalledRow>(positional(STALLED_SELECT));
+  const claim = db.prepare<[string, number, number, number]>(positional(CLAIM_DELIVERY));
+  const release = db.prepare<[number, string]>(positional(RELEASE_DELIVERY));
 
   const createTx = store.writeTransaction((ownerId: number, spec: Parameters<WebhookStore['create']>[1], max: number) => {
     if (count.get(ownerId)! >= max) return { kind: 'refused' as const };
@@ -107,11 +148,14 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     );
     return { kind: 'created' as const, webhook: toWebhookRecord(byId.get(id)!) };
   });
-  const addTx = store.writeTransaction((webhookId: string, event: WebhookEvent, at: number): number => {
-    const id = Number(addDelivery.run(webhookId, event, at).lastInsertRowid);
-    prune.run(webhookId, webhookId, DELIVERIES_KEPT);
-    return id;
-  });
+  const addTx = store.writeTransaction(
+    (webhookId: string, event: WebhookEvent, at: number, c: DeliveryClaim, body: (id: number) => string): number => {
+      const id = Number(addDelivery.run(webhookId, event, at, c.by, c.until).lastInsertRowid);
+      setBody.run(body(id), id);
+      prune.run(webhookId, webhookId, DELIVERIES_KEPT);
+      return id;
+    },
+  );
 
   return {
     list: async (ownerId) => live.all(ownerId).map(toWebhookRecord),
@@ -122,7 +166,11 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     claimMinute: async (id, claim, t) => store.write(() => claims[claim].run(t, id, t)).changes === 1,
     setBalanceLow: async (id, low) => store.write(() => setLow.run(low ? 1 : 0, id, low ? 1 : 0)).changes === 1,
     minuteCounts: async (ownerId, fromT) => minutes.all(ownerId, fromT),
-    addDelivery: async (webhookId, event, at) => addTx(webhookId, event, at),
-    updateDelivery: async (id, d) => void store.write(() => update.run(d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, id)),
+    addDelivery: async (webhookId, event, at, c, body) => addTx(webhookId, event, at, c, body),
+    updateDelivery: async (id, by, d) =>
+      store.write(() => update.run(d.attempts, d.outcome, d.httpStatus, d.error, d.lastAttemptAt, d.leaseUntil, id, by)).changes === 1,
+    stalledDeliveries: async (nowS, limit) => stalled.all(nowS, limit).map(toStalled),
+    claimDelivery: async (id, nowS, c) => store.write(() => claim.run(c.by, c.until, id, nowS)).changes === 1,
+    releaseDelivery: async (id, by) => void store.write(() => release.run(id, by)),
   };
 }

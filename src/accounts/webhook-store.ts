@@ -4,7 +4,9 @@
  * a webhook (its URL, events and thresholds) is the caller's (alerts/webhook-body.ts); this only keeps it.
  *
  * The alerts are claimed here, so each is sent once whatever the threads and instances: the claims are
- * conditional updates (`claimMinute`, `setBalanceLow`), which one writer wins.
+ * conditional updates (`claimMinute`, `setBalanceLow`), which one writer wins. So is each delivery under
+ * way: its sender holds a lease it renews with each attempt and lets go at a stop; a delivery whose lease
+ * ended (its sender stopped or crashed) is taken over by one sender (`claimDelivery`), which resumes it.
  */
 
 /** The events an owner may ask to be told of. */
@@ -54,6 +56,28 @@ export interface DeliveryRecord {
   lastAttemptAt: number | null;
 }
 
+/**
+ * A delivery left `pending` by a sender that stopped or crashed (its lease ended): what another sender needs
+ * to resume it, the webhook's URL and secret with it. `body` is null for a row of an older version.
+ */
+export interface StalledDelivery extends DeliveryRecord {
+  body: string | null;
+  url: string;
+  secret: string;
+  webhookDeleted: boolean;
+}
+
+/** A sender's hold on a delivery: its id (random per sender) and until when (unix s) the others keep off. */
+export interface DeliveryClaim {
+  by: string;
+  until: number;
+}
+
+/** An attempt's outcome, and the lease it leaves (0 when the delivery is done or let go). */
+export type DeliveryUpdate = Pick<DeliveryRecord, 'attempts' | 'outcome' | 'httpStatus' | 'error' | 'lastAttemptAt'> & {
+  leaseUntil: number;
+};
+
 /** One row of an owner's usage in one minute, summed over methods. */
 export interface MinuteCount {
   endpointId: string;
@@ -84,10 +108,19 @@ export interface WebhookStore {
   setBalanceLow(id: string, low: boolean): Promise<boolean>;
   /** The owner's usage per endpoint, minute and status from minute `fromT` on. */
   minuteCounts(ownerId: number, fromT: number): Promise<MinuteCount[]>;
-  /** Records a new delivery (pending, no attempt yet), pruning the webhook's beyond DELIVERIES_KEPT; its id. */
-  addDelivery(webhookId: string, event: WebhookEvent, at: number): Promise<number>;
-  /** The outcome of an attempt. */
-  updateDelivery(id: number, d: Pick<DeliveryRecord, 'attempts' | 'outcome' | 'httpStatus' | 'error' | 'lastAttemptAt'>): Promise<void>;
+  /**
+   * Records a new delivery (pending, no attempt yet, claimed by its sender) with its body, made of its id,
+   * pruning the webhook's beyond DELIVERIES_KEPT; its id.
+   */
+  addDelivery(webhookId: string, event: WebhookEvent, at: number, claim: DeliveryClaim, body: (id: number) => string): Promise<number>;
+  /** The outcome of an attempt, if sender `by` still holds the delivery; false when another took it over. */
+  updateDelivery(id: number, by: string, d: DeliveryUpdate): Promise<boolean>;
+  /** Pending deliveries whose lease ended before `nowS`, oldest first, at most `limit`. */
+  stalledDeliveries(nowS: number, limit: number): Promise<StalledDelivery[]>;
+  /** Takes over a stalled delivery: true only for the one caller whose update still found its lease ended. */
+  claimDelivery(id: number, nowS: number, claim: DeliveryClaim): Promise<boolean>;
+  /** Lets a delivery go at a stop (its lease ends now), so the next sender to look resumes it at once. */
+  releaseDelivery(id: number, by: string): Promise<void>;
 }
 
 /** A stored events list (comma-separated), the known ones only. */

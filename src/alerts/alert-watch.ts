@@ -3,7 +3,8 @@
  * the main thread of workers: never a worker, whose management API only registers webhooks), and every
  * `webhooks.check_interval_s` reads what the alerts watch: each owner's balance and its usage rows of the
  * current and last minute. An alert is sent by whoever claims it in the store first (webhook-store.ts), so a
- * fleet's instances, which each run a sender, send each alert once.
+ * fleet's instances, which each run a sender, send each alert once. At its start and with each check it also
+ * resumes the deliveries another sender left pending when it stopped or crashed (delivery-resume.ts).
  *
  * - `balance_low`: the balance is below `balance_below_ru`; sent once, then again only after it has been
  *   at or above the threshold (a top-up re-arms it).
@@ -12,8 +13,10 @@
  * - `error_rate`: of the owner's calls in one minute (at least ERROR_RATE_MIN_CALLS), the share that failed or
  *   were refused is above `error_rate_above`. At most one delivery a minute.
  */
+import { randomUUID } from 'node:crypto';
 import type { MinuteCount, WebhookEvent, WebhookRecord, WebhookStore } from '../accounts/webhook-store.js';
-import { deliver, type DeliveryOptions } from './delivery.js';
+import { type DeliveryOptions, type DeliveryTarget, deliver, leaseUntilS } from './delivery.js';
+import { resumeStalled } from './delivery-resume.js';
 
 /** The fewest calls in a minute for its error rate to be judged: one failed call of two is not an alert. */
 export const ERROR_RATE_MIN_CALLS = 10;
@@ -107,11 +110,18 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
   const now = deps.now ?? Date.now;
   const underway = new Set<Promise<unknown>>();
   const waits = new Set<{ timer: NodeJS.Timeout; done: () => void }>();
+  // This sender's id in the store's claims on deliveries (random: a restart is another sender).
+  const by = randomUUID();
   let closed = false;
   let checking: Promise<void> | null = null;
 
+  // After the stop, a wait ends at once (a delivery resumed just then is let go again, not held).
   const wait = (ms: number): Promise<void> =>
     new Promise((done) => {
+      if (closed) {
+        done();
+        return;
+      }
       const w = {
         timer: setTimeout(() => {
           waits.delete(w);
@@ -122,25 +132,47 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
       waits.add(w);
     });
 
-  async function send(hook: WebhookRecord, alert: Alert): Promise<void> {
-    const at = Math.floor(now() / 1000);
-    const id = await deps.store.addDelivery(hook.id, alert.event, at);
-    const body = JSON.stringify({ id, webhook_id: hook.id, owner_id: hook.ownerId, event: alert.event, time: iso(at), data: alert.data });
+  const options = (): DeliveryOptions => {
     const s = deps.settings();
-    const options: DeliveryOptions = {
+    return {
       allowPrivate: s.allow_private,
       timeoutMs: s.timeout_ms,
       retryForS: s.retry_for_s,
       now,
       ...(deps.post !== undefined ? { post: deps.post } : {}),
     };
-    const p = deliver(deps.store, { id, url: hook.url, secret: hook.secret, event: alert.event }, body, options, () => closed, wait)
+  };
+
+  function start(target: DeliveryTarget): void {
+    const p = deliver(deps.store, target, by, options(), () => closed, wait)
       .catch((err: unknown) => deps.onError(err instanceof Error ? err : new Error(String(err))))
       .finally(() => underway.delete(p));
     underway.add(p);
   }
 
+  async function send(hook: WebhookRecord, alert: Alert): Promise<void> {
+    const startedMs = now();
+    const at = Math.floor(startedMs / 1000);
+    const bodyOf = (id: number): string =>
+      JSON.stringify({ id, webhook_id: hook.id, owner_id: hook.ownerId, event: alert.event, time: iso(at), data: alert.data });
+    const claim = { by, until: leaseUntilS(startedMs, 0, deps.settings().timeout_ms) };
+    const id = await deps.store.addDelivery(hook.id, alert.event, at, claim, bodyOf);
+    start({ id, url: hook.url, secret: hook.secret, event: alert.event, body: bodyOf(id), startedMs, attempts: 0, dueMs: startedMs });
+  }
+
+  // The deliveries other senders left (stopped or crashed): looked for at the start and with each check.
+  let resuming: Promise<void> | null = null;
+  const resume = (): Promise<void> => {
+    resuming ??= resumeStalled({ store: deps.store, by, now, settings: deps.settings, closed: () => closed, start })
+      .catch((err: unknown) => deps.onError(err instanceof Error ? err : new Error(String(err))))
+      .finally(() => {
+        resuming = null;
+      });
+    return resuming;
+  };
+
   async function checkAll(): Promise<void> {
+    await resume();
     const hooks = await deps.store.watched();
     const minute = Math.floor(now() / 60_000) * 60;
     const byOwner = new Map<number, WebhookRecord[]>();
@@ -167,6 +199,7 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
   };
   const timer = setInterval(() => void check(), deps.settings().check_interval_s * 1000);
   timer.unref();
+  void resume();
 
   return {
     check,
@@ -179,6 +212,7 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
       }
       waits.clear();
       await checking;
+      await resuming;
       await Promise.all([...underway]);
     },
   };

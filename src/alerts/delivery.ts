@@ -2,7 +2,9 @@
  * One delivery of a webhook: a JSON body POSTed with its signature, retried with backoff (1 s, doubling, at
  * most 5 min apart) until it is answered 2xx or `webhooks.retry_for_s` has passed since the first attempt.
  * Each attempt's outcome is written to the delivery's row, which the owner reads through the API. A redirect
- * is not followed (it is a failure, naming where it pointed): it could lead past the address check.
+ * is not followed (it is a failure, naming where it pointed): it could lead past the address check. The row
+ * keeps the body and its sender's lease, so a delivery its sender left (a stop, a crash) is resumed by the next
+ * sender to look (delivery-resume.ts).
  */
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -81,22 +83,56 @@ export async function postOnce(
   });
 }
 
+/** Beyond an attempt's due time and its timeout, how long (s) a sender's lease on a delivery lasts. */
+export const LEASE_GRACE_S = 30;
+
 /**
- * Sends `body` to the webhook and records each attempt in delivery `id`, retrying with backoff; `stopped`
- * ends the retries (at the daemon's stop: the row stays `pending`, the attempts it had recorded).
+ * Until when (unix s) a sender holds a delivery whose next attempt starts in `aheadMs`: the attempt's timeout
+ * and LEASE_GRACE_S after it (a slow store, clocks a little apart), so a live sender is never taken over.
+ */
+export function leaseUntilS(nowMs: number, aheadMs: number, timeoutMs: number): number {
+  return Math.ceil((nowMs + aheadMs + timeoutMs) / 1000) + LEASE_GRACE_S;
+}
+
+/** A delivery to send, new or resumed after its sender stopped (alerts/delivery-resume.ts). */
+export interface DeliveryTarget {
+  id: number;
+  url: string;
+  secret: string;
+  event: string;
+  /** The JSON body, the same in every attempt. */
+  body: string;
+  /** The first attempt's time (ms): the retry window runs from it. */
+  startedMs: number;
+  /** Attempts made so far (0 for a new delivery). */
+  attempts: number;
+  /** When the next attempt is due (ms): a resumed delivery waits out its backoff first. */
+  dueMs: number;
+}
+
+/**
+ * Sends the target's body to the webhook and records each attempt in its row, retrying with backoff, while
+ * sender `by` holds the delivery (each update renews its lease). `stopped` ends the retries (at the daemon's
+ * stop: the row stays `pending` with its attempts, let go so that the next sender resumes it). `lost`: another
+ * sender took it over (this one was slower than its lease), which then sends it.
  */
 export async function deliver(
   store: WebhookStore,
-  target: { id: number; url: string; secret: string; event: string },
-  body: string,
+  target: DeliveryTarget,
+  by: string,
   o: DeliveryOptions,
   stopped: () => boolean,
   wait: (ms: number) => Promise<void>,
-): Promise<'delivered' | 'failed' | 'stopped'> {
+): Promise<'delivered' | 'failed' | 'stopped' | 'lost'> {
   const now = o.now ?? Date.now;
   const post = o.post ?? postOnce;
-  const started = now();
-  for (let attempt = 1; ; attempt++) {
+  const stop = async (): Promise<'stopped'> => {
+    await store.releaseDelivery(target.id, by);
+    return 'stopped';
+  };
+  if (target.dueMs > now()) await wait(target.dueMs - now());
+  if (stopped()) return stop();
+  for (let attempt = target.attempts + 1; ; attempt++) {
     const timestamp = String(Math.floor(now() / 1000));
     const headers = {
       'content-type': 'application/json',
@@ -104,22 +140,24 @@ export async function deliver(
       'x-chaingate-event': target.event,
       'x-chaingate-delivery': String(target.id),
       'x-chaingate-timestamp': timestamp,
-      'x-chaingate-signature': signDelivery(target.secret, timestamp, body),
+      'x-chaingate-signature': signDelivery(target.secret, timestamp, target.body),
     };
-    const result = await post(target.url, headers, body, { allowPrivate: o.allowPrivate, timeoutMs: o.timeoutMs });
+    const result = await post(target.url, headers, target.body, { allowPrivate: o.allowPrivate, timeoutMs: o.timeoutMs });
     const ok = 'status' in result && result.status >= 200 && result.status < 300;
     const delay = backoffMs(attempt);
-    const last = ok || now() + delay - started > o.retryForS * 1000;
+    const last = ok || now() + delay - target.startedMs > o.retryForS * 1000;
     const error = ok ? null : 'error' in result ? result.error : `answered HTTP ${result.status}`;
-    await store.updateDelivery(target.id, {
+    const kept = await store.updateDelivery(target.id, by, {
       attempts: attempt,
       outcome: ok ? 'delivered' : last ? 'failed' : 'pending',
       httpStatus: 'status' in result ? result.status : null,
       error,
       lastAttemptAt: Math.floor(now() / 1000),
+      leaseUntil: last ? 0 : leaseUntilS(now(), delay, o.timeoutMs),
     });
+    if (!kept) return 'lost';
     if (last) return ok ? 'delivered' : 'failed';
     await wait(delay);
-    if (stopped()) return 'stopped';
+    if (stopped()) return stop();
   }
 }

@@ -54,6 +54,20 @@ export const WEBHOOK_TABLES = `
 `;
 
 /**
+ * What a delivery needs to be sent again by another sender (issue 36, nothing lost on a stop or a crash),
+ * the same in PostgreSQL: `body` the JSON as first sent (the signature is made per attempt, with the
+ * webhook's secret, which stays on its row); `claimed_by` the sender that has it and `lease_until` (unix s)
+ * until when the others keep off it (alerts/delivery-resume.ts). A row of an older version has no body: it is
+ * only marked failed once its retry window has passed. 0 is a lease already ended.
+ */
+export const DELIVERY_RESUME_COLUMNS = `
+  ALTER TABLE webhook_deliveries ADD COLUMN body TEXT;
+  ALTER TABLE webhook_deliveries ADD COLUMN claimed_by TEXT;
+  ALTER TABLE webhook_deliveries ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+  CREATE INDEX webhook_deliveries_pending ON webhook_deliveries(lease_until, id) WHERE outcome = 'pending';
+`;
+
+/**
  * The recent failures (metering/failure-ring.ts): a ring per endpoint, cut to `usage.failures_kept` rows
  * each write. `seq` orders them (the newest row of each endpoint is never deleted, so it only grows); `at`
  * in unix ms; never a call's params nor its key.
@@ -270,6 +284,7 @@ export const MIGRATIONS: readonly string[] = [
   ${addLatencyColumns('usage_day', 'INTEGER')}
   ${FAILURES_TABLE}
   `,
+  DELIVERY_RESUME_COLUMNS,
 ];
 
 /** The schema version this build writes; a database with a higher `user_version` is refused. */

@@ -1,4 +1,5 @@
 import { addLatencyColumns } from './latency-columns.js';
+import { DELIVERY_RESUME_COLUMNS } from './migrations.js';
 
 /** The usage tables of the three roll-up levels share one shape; only the period of `t` differs. */
 function usageTable(name: string): string {
@@ -173,6 +174,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX call_failures_by_endpoint ON call_failures(endpoint_id, seq);
   `,
+  // Issue 36: a delivery's body and its sender's claim, so a stopped sender's deliveries are resumed.
+  DELIVERY_RESUME_COLUMNS,
 ];
 
 /** The PostgreSQL schema version this build writes; a database with a higher one is refused. */
