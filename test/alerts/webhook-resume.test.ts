@@ -132,6 +132,28 @@ for (const [engine, start] of Object.entries(ENGINES)) {
       t.ok(verifyDelivery(SECRET, ts, again.body, again.headers['x-chaingate-signature'] as string), 'the signature verifies');
     });
 
+    t.test("a live sender's delivery is not taken over: its lease is renewed with each attempt", async (t) => {
+      const r = await receiver(t, [500]);
+      const h = await hookTo('dave', r.url);
+      const posts = { a: 0, other: 0 };
+      const counted = (who: keyof typeof posts): Partial<AlertWatchDeps> => ({
+        post: (...args) => {
+          posts[who]++;
+          return postOnce(...args);
+        },
+      });
+      const a = sender(t, first, counted('a'));
+      t.teardown(() => a.close());
+      await a.check();
+      await waitFor(async () => (await deliveriesOf(h))[0]?.attempts === 1, { what: 'the first attempt' });
+      const other = sender(t, await open(t), counted('other'));
+      await other.check();
+      await waitFor(async () => (await deliveriesOf(h))[0]!.outcome === 'delivered', { ms: 10_000, what: 'the retry' });
+      await Promise.all([a.close(), other.close()]);
+      t.same(posts, { a: 2, other: 0 }, 'both attempts by its own sender');
+      t.equal(r.got.length, 2);
+    });
+
     t.test('a crashed sender (never let go): once its lease ended another resumes the delivery', async (t) => {
       const r = await receiver(t);
       const h = await hookTo('bob', r.url);
