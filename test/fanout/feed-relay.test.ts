@@ -297,6 +297,7 @@ function drivenFeeds() {
     },
     upstreamSubscriptions: () => listeners.size,
     head: () => null,
+    deliveredLogs: async () => [],
     close: () => listeners.clear(),
   };
   const notify = (json: string): void => {
