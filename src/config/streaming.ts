@@ -31,7 +31,12 @@ export const SubscriptionsSchema = section(
       600,
       'How long the logs a logs filter delivered stay remembered after its last subscriber left, so a resume can retract those a reorg replaced.',
     ),
-    retract_max_filters: int(0, 1_000_000, 1_000, 'Logs filters remembered after their last subscriber left, at most; the oldest go first.'),
+    retract_max_filters: int(
+      0,
+      1_000_000,
+      1_000,
+      'Logs filters remembered after their last subscriber left, at most; the oldest go first.',
+    ),
     retract_max_bytes: int(
       0,
       GIB,
