@@ -81,7 +81,7 @@ export function openFilter(m: DeliveredLogs, key: string): FilterMemory {
   return f;
 }
 
-/** A feed of the filter went: once no feed holds it, its grace starts. */
+/** A feed of the filter went (each feed releases once: feeds-state.ts retire): once none holds it, its grace starts. */
 export function releaseFilter(m: DeliveredLogs, f: FilterMemory): void {
   if (f.gone || f.feeds === 0) return;
   f.feeds--;
