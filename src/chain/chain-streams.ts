@@ -5,7 +5,7 @@
  */
 import type { ChainConfig } from '../config/schema.js';
 import { DEFAULTS } from '../config/defaults.js';
-import { createFeeds, type Feeds, type FeedsLog } from '../fanout/feeds.js';
+import { createFeeds, type Feeds, type FeedsLog, type FeedsOptions } from '../fanout/feeds.js';
 import { createSseHub, type SseHub, type SseHubOptions } from '../fanout/sse-hub.js';
 import { createSubscriptionHub, type HubOptions, type SubscriptionHub } from '../fanout/subscriptions.js';
 import type { ChainMetrics } from '../metrics/registry.js';
@@ -25,6 +25,7 @@ export interface StreamOptions {
   ca?: string | Buffer;
   maxUpstreamOutageS?: number;
   replayBlocks?: number;
+  logMemory?: { grace_s: number; max_filters: number; max_bytes: number };
   sse?: { heartbeat_s: number; max_buffered_bytes: number };
   subscriptionMetering?: SubscriptionMetering;
   relay?: { feedHead(index: number, head: number): void };
@@ -87,10 +88,17 @@ export function openChainFeeds(
     ...(own.txWatch !== null ? { transactionStatus: own.txWatch.subscribe } : {}),
     // Each head checks the logs feeds against its bloom: a node's logs subscription that went quiet is made up for.
     logChecks: { backfilled: () => metrics.logBackfills.inc() },
+    // What each logs feed delivered, so a resumed logs subscription retracts the logs of blocks a reorg replaced.
+    ...(opts.logMemory !== undefined ? { logMemory: logMemoryOf(opts.replayBlocks, opts.logMemory) } : {}),
     maxOutageMs: (opts.maxUpstreamOutageS ?? 60) * 1000,
     ...(opts.ca !== undefined ? { link: { ca: opts.ca } } : {}),
     log,
   });
+}
+
+function logMemoryOf(replayBlocks: number | undefined, m: NonNullable<StreamOptions['logMemory']>): FeedsOptions['logMemory'] {
+  const blocks = replayBlocks ?? DEFAULTS.subscriptions.replay_blocks;
+  return { blocks, graceMs: m.grace_s * 1000, maxFilters: m.max_filters, maxBytes: m.max_bytes };
 }
 
 /** eth_subscribe and eth_unsubscribe over the chain's feeds, each delivery priced and paid; null without feeds. */

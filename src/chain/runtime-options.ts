@@ -28,6 +28,8 @@ export interface ChainRuntimeOptions {
   maxUpstreamOutageS?: number;
   /** Blocks below the head a subscription's resume point may reach (config subscriptions.replay_blocks, default 128). */
   replayBlocks?: number;
+  /** The memory of delivered logs a logs resume retracts from (config subscriptions.retract_*); without it, none. */
+  logMemory?: { grace_s: number; max_filters: number; max_bytes: number };
   /** Overrides the prober's intervals (PROBER_DEFAULTS). */
   prober?: ProberOptions;
   /** The event streams' heartbeat and slow-client limit (config sse.heartbeat_s, sse.max_buffered_bytes). */

@@ -25,6 +25,24 @@ export const SubscriptionsSchema = section(
       128,
       'Blocks below the head an eth_subscribe resume point (fromBlock) may reach: recent heads kept in memory; newHeads past it refused, logs past it fetched with eth_getLogs.',
     ),
+    retract_grace_s: int(
+      0,
+      86_400,
+      600,
+      'How long the logs a logs filter delivered stay remembered after its last subscriber left, so a resume can retract those a reorg replaced.',
+    ),
+    retract_max_filters: int(
+      0,
+      1_000_000,
+      1_000,
+      'Logs filters remembered after their last subscriber left, at most; the oldest go first.',
+    ),
+    retract_max_bytes: int(
+      0,
+      GIB,
+      33_554_432,
+      "Bytes of remembered logs' JSON in all; past it filters without subscribers go first (oldest first), then the lowest blocks.",
+    ),
   },
   'Subscriptions that resume from a block (eth_subscribe fromBlock).',
 );

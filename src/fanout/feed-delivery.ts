@@ -3,10 +3,13 @@
  * listener registered before its step, the live changes of its upstream subscription, and its loss. A listener
  * that throws is logged and does not keep the others from their call.
  */
+import { rememberLog } from './delivered-logs.js';
 import type { Feed, FeedsState } from './feeds-state.js';
 
 export function fanOut(state: FeedsState, feed: Feed, seq: number, result: unknown): void {
   const json = JSON.stringify(result);
+  // A logs feed remembers what reached someone, for the retractions of a later resume (delivered-logs.ts).
+  if (feed.memory !== null && feed.entries.size > 0) rememberLog(state.deliveredLogs!, feed.memory, result, json);
   for (const e of feed.entries) {
     if (e.since > seq) continue;
     try {

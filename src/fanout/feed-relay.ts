@@ -9,6 +9,7 @@
  * died or was stopped) lets go of everything it held.
  */
 import type { MessagePort } from 'node:worker_threads';
+import type { DeliveredBlock } from './delivered-logs.js';
 import type { FeedHold, FeedKind, Feeds, FeedsLog } from './feeds.js';
 import type { HeadMark } from './head-feed.js';
 import { backlogReason, createRelayBacklog, DEFAULT_RELAY_BACKLOG_BYTES, type RelayBacklog } from './relay-backlog.js';
@@ -27,7 +28,9 @@ export type FeedRelayRequest =
   /** The worker's last subscriber of the hold left. */
   | { op: 'release'; hold: number }
   /** The worker handled notifications of `bytes` (their JSON's length) since its last ack (relay-backlog.ts). */
-  | { op: 'ack'; bytes: number };
+  | { op: 'ack'; bytes: number }
+  /** Answer Feeds.deliveredLogs(params, from) of `chain` with FeedRelayEvent 'delivered'. */
+  | { op: 'delivered'; ask: number; chain: string; params: unknown; from: number };
 
 /** Main → worker. */
 export type FeedRelayEvent =
@@ -40,7 +43,9 @@ export type FeedRelayEvent =
   /** What the real FeedHold.whenLive answered: null once live, else why not. */
   | { op: 'waited'; wait: number; outcome: string | null }
   /** The chain's head() and upstreamSubscriptions() on the main thread, sent when either changed. */
-  | { op: 'state'; chain: string; head: HeadMark | null; upstreams: number };
+  | { op: 'state'; chain: string; head: HeadMark | null; upstreams: number }
+  /** What the real Feeds.deliveredLogs answered (none when the chain has no feeds). */
+  | { op: 'delivered'; ask: number; blocks: DeliveredBlock[] };
 
 export interface FeedRelayOptions {
   /** How often the mirrored head and upstream count are checked for a change besides the moments a hold
@@ -206,6 +211,13 @@ function received(relay: RelayServer, msg: FeedRelayRequest): void {
     case 'ack':
       relay.backlog.acked(msg.bytes);
       return;
+    case 'delivered': {
+      const feeds = relay.feedsOf(msg.chain);
+      const ask = msg.ask;
+      if (feeds === null) return post(relay, { op: 'delivered', ask, blocks: [] });
+      void feeds.deliveredLogs(msg.params, msg.from).then((blocks) => post(relay, { op: 'delivered', ask, blocks }));
+      return;
+    }
     default:
       msg satisfies never;
   }

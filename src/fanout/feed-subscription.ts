@@ -4,6 +4,7 @@
  * feed's listeners, and the feed dropped once its last listener left and the linger ran out.
  */
 import { WsLinkError } from '../upstreams/ws-link.js';
+import { openFilter } from './delivered-logs.js';
 import { errorText } from '../log.js';
 import { fanOut, loseListeners, tellLive } from './feed-delivery.js';
 import { connect, dropLink, markHealthyIfReady, startOutageClock, stopLink } from './feed-link.js';
@@ -32,6 +33,7 @@ export function holdFeed(state: FeedsState, key: string, kind: FeedKind, make: (
       readyIn: 0,
       linger: NO_TIMER,
       dropped: false,
+      memory: kind === 'logs' && state.deliveredLogs !== null ? openFilter(state.deliveredLogs, key) : null,
     };
     feeds.set(key, feed);
     if (state.session?.open) {

@@ -6,6 +6,7 @@
  */
 import { realTimers, type Timers, type WsLink } from '../upstreams/ws-link.js';
 import type { Deliver, FeedHandler, FeedHold, FeedKind, FeedListener, FeedsOptions, NodeAccess, UpstreamNode } from './feeds.js';
+import { DeliveredLogs, type FilterMemory, releaseFilter } from './delivered-logs.js';
 import { createLiveWaits, type LiveWaits } from './live-waits.js';
 
 export interface Entry {
@@ -35,6 +36,8 @@ export interface Feed {
   readyIn: number;
   linger: unknown;
   dropped: boolean;
+  /** A logs feed's memory of what it delivered (delivered-logs.ts); null for other kinds and without one. */
+  memory: FilterMemory | null;
 }
 
 export interface Session {
@@ -78,6 +81,8 @@ export class FeedsState {
   /** The logs feeds' completeness check (log-completeness.ts) while it runs: its hold on the newHeads feed, and
    *  the recent heads' hashes and blooms by number. */
   logCheck: { hold: FeedHold | null; blocks: Map<number, { hash: string; bloom: Uint8Array | null }> } | null;
+  /** The logs feeds' memory of what they delivered, for resumes' retractions; null without FeedsOptions.logMemory. */
+  readonly deliveredLogs: DeliveredLogs | null;
 
   constructor(opts: FeedsOptions, attach: (feed: Feed, s: Session) => void) {
     const timers = opts.timers ?? realTimers;
@@ -103,6 +108,8 @@ export class FeedsState {
     this.outageSince = 0;
     this.closed = false;
     this.logCheck = null;
+    const memory = opts.logMemory;
+    this.deliveredLogs = memory === undefined ? null : new DeliveredLogs({ ...memory, now: () => timers.now() });
   }
 }
 
@@ -114,6 +121,8 @@ export function labelOf(state: FeedsState, node: number): string {
 export function retire(state: FeedsState, feed: Feed): void {
   feed.dropped = true;
   feed.queue.length = 0;
+  if (feed.memory !== null && state.deliveredLogs !== null) releaseFilter(state.deliveredLogs, feed.memory);
+  feed.memory = null;
   if (feed.linger !== NO_TIMER) state.timers.clearTimeout(feed.linger);
   feed.linger = NO_TIMER;
 }

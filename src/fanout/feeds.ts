@@ -5,6 +5,7 @@
  * each feed makes up for what it missed from that node's HTTP before live notifications resume.
  */
 import type { Timers } from '../upstreams/ws-link.js';
+import { type DeliveredBlock, type DeliveredLogsOptions, deliveredSince } from './delivered-logs.js';
 import { fanOut } from './feed-delivery.js';
 import { stopLink } from './feed-link.js';
 import { attach, holdFeed } from './feed-subscription.js';
@@ -95,6 +96,11 @@ export interface FeedsOptions {
    * missed logs is fetched with eth_getLogs; `backfilled` counts each block that gave some. Default: off.
    */
   logChecks?: { backfilled(): void };
+  /**
+   * Turns on the logs feeds' memory of what they delivered (delivered-logs.ts), which a resumed logs subscription
+   * reads to retract the logs of blocks a reorg replaced (Feeds.deliveredLogs). Default: off (nothing retracted).
+   */
+  logMemory?: Omit<DeliveredLogsOptions, 'now'>;
   log: FeedsLog;
   /** The chain's finality, which newFinalizedHeads and newSafeHeads follow (final-feed.ts). Default: none known. */
   finality?: FinalityView;
@@ -134,6 +140,11 @@ export interface Feeds {
   upstreamSubscriptions(): number;
   /** The latest head the newHeads feed delivered; null while there is no newHeads feed or before its first head. */
   head(): HeadMark | null;
+  /**
+   * The blocks at or above `from` whose logs the logs feed of `params` (a filter as subscribe takes it) delivered
+   * live and still remembers (FeedsOptions.logMemory), by number; none when nothing is remembered. Never rejects.
+   */
+  deliveredLogs(params: unknown, from: number): Promise<DeliveredBlock[]>;
   /** Drops every feed and the link; listeners are not told (the server is closing their sockets). */
   close(): void;
 }
@@ -258,6 +269,10 @@ export function createFeeds(opts: FeedsOptions): Feeds {
     head() {
       const feed = state.feeds.get('newHeads');
       return feed ? (feed.handler as HeadFeed).head() : null;
+    },
+    async deliveredLogs(params, from) {
+      const memory = state.deliveredLogs;
+      return memory === null ? [] : deliveredSince(memory, feedKey('logs', params), from);
     },
     close() {
       if (state.closed) return;

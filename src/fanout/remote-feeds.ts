@@ -8,6 +8,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { FeedRelayEvent, FeedRelayRequest } from './feed-relay.js';
 import { type FeedHold, type FeedKind, type FeedListener, type Feeds, type FeedsLog, feedKey } from './feeds.js';
+import type { DeliveredBlock } from './delivered-logs.js';
 import type { HeadMark } from './head-feed.js';
 import { createBacklogAcks } from './relay-backlog.js';
 
@@ -66,6 +67,9 @@ class RelayClient {
   readonly chains: Map<string, ChainFeeds>;
   readonly byId: Map<number, RelayHold>;
   readonly waits: Map<number, { hold: RelayHold; settle(outcome: string | null): void }>;
+  /** deliveredLogs asks waiting for the main side's answer, by ask number; answered with none when their chain
+   *  or the port closes. */
+  readonly asks: Map<number, { chain: ChainFeeds; settle(blocks: DeliveredBlock[]): void }>;
   nextId: number;
   portClosed: boolean;
   /** What this thread has handled, told to the main side so it can bound what it queues here (relay-backlog.ts). */
@@ -77,6 +81,7 @@ class RelayClient {
     this.chains = new Map();
     this.byId = new Map();
     this.waits = new Map();
+    this.asks = new Map();
     this.nextId = 0;
     this.portClosed = false;
     this.acks = createBacklogAcks((bytes) => send(this, { op: 'ack', bytes }));
@@ -97,6 +102,24 @@ function each(client: RelayClient, hold: RelayHold, call: (listener: FeedListene
       client.log?.('warn', 'feed listener threw', { chain: hold.chain.name, error: String(err).slice(0, 200) });
     }
   }
+}
+
+/** Answers the deliveredLogs asks of `chain` (every chain's when null) with none: no answer will come. */
+function settleAsks(client: RelayClient, chain: ChainFeeds | null): void {
+  for (const [id, a] of client.asks) {
+    if (chain !== null && a.chain !== chain) continue;
+    client.asks.delete(id);
+    a.settle([]);
+  }
+}
+
+function deliveredLogs(client: RelayClient, chain: ChainFeeds, params: unknown, from: number): Promise<DeliveredBlock[]> {
+  if (chain.closed || client.portClosed) return Promise.resolve([]);
+  return new Promise((settle) => {
+    const ask = ++client.nextId;
+    client.asks.set(ask, { chain, settle });
+    send(client, { op: 'delivered', ask, chain: chain.name, params, from });
+  });
 }
 
 function settleWaits(client: RelayClient, hold: RelayHold | null, outcome: string): void {
@@ -156,6 +179,13 @@ function received(client: RelayClient, msg: FeedRelayEvent): void {
       chain.upstreams = msg.upstreams;
       return;
     }
+    case 'delivered': {
+      const a = client.asks.get(msg.ask);
+      if (a === undefined) return;
+      client.asks.delete(msg.ask);
+      a.settle(msg.blocks);
+      return;
+    }
     default:
       msg satisfies never;
   }
@@ -206,6 +236,7 @@ function closeChain(client: RelayClient, chain: ChainFeeds): void {
     hold.entries.clear();
     settleWaits(client, hold, CLOSED);
   }
+  settleAsks(client, chain);
   send(client, { op: 'unwatch', chain: chain.name });
 }
 
@@ -220,6 +251,7 @@ function chainFeeds(client: RelayClient, name: string): ChainFeeds {
       subscribe: (kind, params, listener) => subscribe(client, chain, kind, params, listener),
       upstreamSubscriptions: () => chain.upstreams,
       head: () => (chain.head === null ? null : { ...chain.head }),
+      deliveredLogs: (params, from) => deliveredLogs(client, chain, params, from),
       close: () => closeChain(client, chain),
     },
   };
@@ -233,6 +265,7 @@ export function connectFeedRelay(port: MessagePort, opts: FeedRelayClientOptions
   port.on('close', () => {
     client.portClosed = true;
     settleWaits(client, null, CLOSED);
+    settleAsks(client, null);
   });
 
   return {
@@ -249,6 +282,7 @@ export function connectFeedRelay(port: MessagePort, opts: FeedRelayClientOptions
       for (const chain of [...client.chains.values()]) closeChain(client, chain);
       client.portClosed = true;
       settleWaits(client, null, CLOSED);
+      settleAsks(client, null);
       port.close();
     },
   };

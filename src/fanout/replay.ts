@@ -9,8 +9,11 @@
  * Heads come from the hub's memory of recent heads (recent-heads.ts), those it lacks fetched with
  * eth_getBlockByNumber; a resume point more than `subscriptions.replay_blocks` below the head is refused. Logs are
  * fetched with eth_getLogs, in windows of LOG_RANGE blocks, as the chain now is; a reorg during the replay reaches
- * the buffer as live ones do (`removed: true`, then the new branch's logs) and is sent as such.
+ * the buffer as live ones do (`removed: true`, then the new branch's logs) and is sent as such. Before them, the
+ * logs the filter's feed delivered live from `fromBlock` on (delivered-logs.ts) in blocks no longer on the chain (a
+ * reorg while the client was away) are sent again with `removed: true`, in block order.
  */
+import type { DeliveredBlock } from './delivered-logs.js';
 import { toNewHead } from './head-feed.js';
 import type { RecentHeads } from './recent-heads.js';
 import { headOf } from './recent-heads.js';
@@ -61,6 +64,8 @@ export interface Replay {
   readonly heads: RecentHeads;
   /** Live results that came after the subscription was registered, oldest first. */
   readonly buffer: string[];
+  /** Logs only: what the filter's feed delivered live from `from` on (Feeds.deliveredLogs); absent: nothing. */
+  delivered?(): Promise<readonly DeliveredBlock[]>;
   /** Sends one result to the subscriber, charged as a live one; false once it can take no more (closed, gone). */
   send(json: string): boolean;
 }
@@ -188,8 +193,44 @@ function logOf(value: unknown): { block: number; key: string; removed: boolean }
   return { block, key: `${v.blockHash.toLowerCase()}:${v.logIndex}:${v.removed === true}`, removed: v.removed === true };
 }
 
+/** Block `n`'s hash on the chain now (lower case), from the memory of heads or a node; null past the chain's end. */
+async function canonicalHash(r: Replay, n: number): Promise<string | null> {
+  const remembered = r.heads.get(n);
+  if (remembered !== undefined) return remembered.hash.toLowerCase();
+  const block = (await r.source.call('eth_getBlockByNumber', [hex(n), false])) as Record<string, unknown> | null;
+  if (block === null) return null;
+  if (typeof block !== 'object' || typeof block.hash !== 'string') throw new Error(`block ${n} is not available from the node`);
+  return block.hash.toLowerCase();
+}
+
+/**
+ * Retracts what the feed delivered from `from` on in blocks the chain no longer has (`removed: true`, in block
+ * order), each log once (its key in `keys`, so the same retraction arriving live is not sent again).
+ */
+async function retractReplaced(r: Replay, keys: Set<string>): Promise<void> {
+  const blocks = (await r.delivered?.()) ?? [];
+  if (blocks.length === 0) return;
+  const numbers = [...new Set(blocks.map((b) => b.number))];
+  const hashes = new Map<number, string | null>();
+  for (let i = 0; i < numbers.length; i += FETCH_WINDOW) {
+    const window = numbers.slice(i, i + FETCH_WINDOW);
+    for (const [k, hash] of (await Promise.all(window.map((n) => canonicalHash(r, n)))).entries()) hashes.set(window[k]!, hash);
+  }
+  for (const block of blocks) {
+    if (hashes.get(block.number) === block.hash) continue;
+    for (const json of block.logs) {
+      const log = { ...(JSON.parse(json) as Record<string, unknown>), removed: true };
+      const id = logOf(log);
+      if (id !== null && keys.has(id.key)) continue;
+      sendOrStop(r, JSON.stringify(log));
+      if (id !== null) keys.add(id.key);
+    }
+  }
+}
+
 async function replayLogs(r: Replay): Promise<void> {
   const keys = new Set<string>();
+  await retractReplaced(r, keys);
   let last = r.from - 1;
   const sendRange = async (from: number, to: number): Promise<void> => {
     for (let start = from; start <= to; start += LOG_RANGE) {

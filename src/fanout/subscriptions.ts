@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type ChainMetrics, noMetrics } from '../metrics/registry.js';
+import type { DeliveredBlock } from './delivered-logs.js';
 import type { FeedKind } from './feeds.js';
 
 export { subscriptionCount } from './conn-subs.js';
@@ -20,6 +21,9 @@ export interface FeedSource {
     /** null once the upstream subscription is open, else why not (fit for a client), within `ms`. */
     whenLive(ms: number): Promise<string | null>;
   };
+  /** What the logs feed of `params` delivered from block `from` on (Feeds.deliveredLogs): a resume retracts what
+   *  of it is no longer on the chain. Without it nothing is retracted. */
+  deliveredLogs?(params: unknown, from: number): Promise<DeliveredBlock[]>;
 }
 
 /** A client connection as the hub sees it: who pays, how bytes reach it, how it is closed. */
@@ -350,6 +354,7 @@ async function subscribeResuming(
       source,
       heads: hub.heads,
       buffer,
+      delivered: () => hub.opts.feeds.deliveredLogs?.(live, from) ?? Promise.resolve([]),
       send(json) {
         if (!held() || !sendReplayed(conn, id, json, hub.opts)) return false;
         hub.notifications++;

@@ -168,6 +168,11 @@ function chainOptions(
     log: opts.log,
     maxUpstreamOutageS: c.websocket.max_upstream_outage_s,
     replayBlocks: c.subscriptions.replay_blocks,
+    logMemory: {
+      grace_s: c.subscriptions.retract_grace_s,
+      max_filters: c.subscriptions.retract_max_filters,
+      max_bytes: c.subscriptions.retract_max_bytes,
+    },
     sse: c.sse,
     feedsLog: t.feedsLog,
     responseCache: t.responseCache,

@@ -297,6 +297,7 @@ function drivenFeeds() {
     },
     upstreamSubscriptions: () => listeners.size,
     head: () => null,
+    deliveredLogs: async () => [],
     close: () => listeners.clear(),
   };
   const notify = (json: string): void => {
@@ -406,3 +407,21 @@ t.test(
     t.equal(Atomics.load(balance, 0), PRICE / 2, 'nothing more was taken: exactly what was delivered was charged');
   },
 );
+
+t.test("a worker asks the main thread's memory of delivered logs; none from a chain without feeds or once closed", async (t) => {
+  const driven = drivenFeeds();
+  const asked: Array<[unknown, number]> = [];
+  const block = { number: 7, hash: '0xb7', logs: ['{"logIndex":"0x0"}'] };
+  driven.feeds.deliveredLogs = async (params, from) => {
+    asked.push([params, from]);
+    return [block];
+  };
+  const { client, remote } = channel(t, driven.feeds);
+  t.same(await remote.deliveredLogs({ address: '0x1' }, 5), [block], "the main thread's answer");
+  t.same(asked, [[{ address: '0x1' }, 5]], 'with the filter and the block asked');
+  t.same(await client.feeds('other').deliveredLogs({}, 1), [], 'a chain without feeds: none');
+  const pending = remote.deliveredLogs({}, 1);
+  remote.close();
+  t.same(await pending, [], 'an ask in flight when the chain closes: none');
+  t.same(await remote.deliveredLogs({}, 1), [], 'after close: none');
+});

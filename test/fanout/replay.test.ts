@@ -140,3 +140,27 @@ t.test('a subscriber that went away ends the replay; a node that fails it is rep
   );
   t.match(reason, /resume failed: Error: node down/);
 });
+
+t.test('logs: what the feed delivered in blocks no longer on the chain is retracted first, in block order, once', async (t) => {
+  const node = fakeNode(10, [log(5), log(7)]);
+  const replaced = (n: number, i = 0): Record<string, unknown> => ({ ...log(n, i), blockHash: `0xb${n}` });
+  // A live retraction of 6/0 on the old branch reaches the buffer too: sent once.
+  const { r, sent } = replayOf('logs', 5, 10, node, [{ ...replaced(6), removed: true }]);
+  r.heads.get = () => undefined;
+  r.delivered = async () => [
+    { number: 3, hash: '0xb3', logs: [] },
+    { number: 5, hash: '0xa5', logs: [JSON.stringify(log(5))] }, // still on the chain: not retracted
+    { number: 6, hash: '0xb6', logs: [JSON.stringify(replaced(6)), JSON.stringify(replaced(6, 1))] },
+    { number: 12, hash: '0xb12', logs: [JSON.stringify(replaced(12))] }, // past the chain's end now
+  ];
+  await replayThen(
+    r,
+    () => {},
+    () => t.fail('no failure'),
+  );
+  t.same(
+    sent.map((l) => `${parseInt(l.blockNumber as string, 16)}/${parseInt(l.logIndex as string, 16)}${l.removed ? 'x' : ''}:${l.blockHash}`),
+    ['6/0x:0xb6', '6/1x:0xb6', '12/0x:0xb12', '5/0:0xa5', '7/0:0xa7'],
+  );
+  t.equal(node.calls.filter((c) => c === 'eth_getBlockByNumber').length, 4, "each remembered block's hash asked once");
+});
