@@ -9,16 +9,13 @@ import type { AccountStore } from '../../src/accounts/account-store.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
 import { createSqliteAccounts } from '../../src/accounts/sqlite-accounts.js';
 import { validateConfig } from '../../src/config/schema.js';
-import { createSlidingWindowLimiter } from '../../src/limits/sliding-window.js';
-import { createUnknownKeyGuard } from '../../src/limits/unknown-keys.js';
 import type { LedgerStore } from '../../src/metering/ledger-store.js';
 import { createPgLedgerStore } from '../../src/metering/pg-ledger-store.js';
 import { createSqliteLedgerStore } from '../../src/metering/sqlite-ledger-store.js';
 import type { PendingFailure } from '../../src/metering/usage-rows.js';
-import { handleManagement, type ManagementDeps } from '../../src/server/management.js';
-import { closeApp, uws } from '../../src/server/uws.js';
 import { LATENCY_BUCKET_COUNT } from '../../src/store/latency-columns.js';
 import { openPgStore } from '../../src/store/pg-open.js';
+import { serveManagement } from '../support/management-api.js';
 import { startPostgres } from '../support/servers.js';
 import { tempStore } from '../store/temp-store.js';
 
@@ -34,26 +31,8 @@ async function serve(t: Test, accounts: AccountStore, storageUrl?: string): Prom
     chains: { mainnet: { chain_id: 1, upstreams: [{ url: 'http://127.0.0.1:1' }] } },
   });
   if (!checked.ok) throw new Error(checked.errors.join('; '));
-  const deps: ManagementDeps = {
-    config: checked.config,
-    accounts,
-    balance: () => 0,
-    onEndpointDeleted: () => {},
-    limiter: createSlidingWindowLimiter(),
-    unknownKeys: createUnknownKeyGuard(),
-    clientIp: () => '127.0.0.1',
-    onStoreFault: (during, err) => t.fail(`store fault during ${during}: ${err.message}`),
-  };
-  const app = uws().App();
-  app.any('/*', (res, req) => handleManagement(deps, res, req, req.getMethod(), req.getUrl(), { allowOrigin: undefined }));
-  const port = await new Promise<number>((resolve, reject) =>
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws().us_socket_local_port(socket)) : reject(new Error('no listen')))),
-  );
-  t.teardown(() => closeApp(app));
-  return async (key, path) => {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: `Bearer ${key}` } });
-    return { status: res.status, json: await res.json() };
-  };
+  const api = await serveManagement(t, accounts, checked.config);
+  return (key, path) => api(key, 'GET', path);
 }
 
 const RETENTION = { keepMinutesH: 48, keepHoursD: 90, failuresKept: 5 };

@@ -8,17 +8,12 @@ import type { AccountStore } from '../../src/accounts/account-store.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
 import { createSqliteAccounts } from '../../src/accounts/sqlite-accounts.js';
 import { validateConfig } from '../../src/config/schema.js';
-import { createSlidingWindowLimiter } from '../../src/limits/sliding-window.js';
-import { createUnknownKeyGuard } from '../../src/limits/unknown-keys.js';
-import { handleManagement, type ManagementDeps } from '../../src/server/management.js';
-import { closeApp, uws } from '../../src/server/uws.js';
 import { openPgStore } from '../../src/store/pg-open.js';
+import { type ManagementApi, serveManagement } from '../support/management-api.js';
 import { startPostgres } from '../support/servers.js';
 import { tempStore } from '../store/temp-store.js';
 
-// biome-ignore lint/suspicious/noExplicitAny: answers are read by their documented shape, and t.match checks it
-type Json = any;
-type Api = (key: string, method: string, path: string, body?: unknown) => Promise<{ status: number; json: Json; headers: Headers }>;
+type Api = ManagementApi;
 
 /** A listener serving the management API over `accounts`; the ids of endpoints reported deleted. */
 async function serve(t: Test, accounts: AccountStore, storageUrl?: string): Promise<Api> {
@@ -33,30 +28,7 @@ async function serve(t: Test, accounts: AccountStore, storageUrl?: string): Prom
     },
   });
   if (!checked.ok) throw new Error(checked.errors.join('; '));
-  const deps: ManagementDeps = {
-    config: checked.config,
-    accounts,
-    balance: () => 0,
-    onEndpointDeleted: () => {},
-    limiter: createSlidingWindowLimiter(),
-    unknownKeys: createUnknownKeyGuard(),
-    clientIp: () => '127.0.0.1',
-    onStoreFault: (during, err) => t.fail(`store fault during ${during}: ${err.message}`),
-  };
-  const app = uws().App();
-  app.any('/*', (res, req) => handleManagement(deps, res, req, req.getMethod(), req.getUrl(), { allowOrigin: undefined }));
-  const port = await new Promise<number>((resolve, reject) =>
-    app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws().us_socket_local_port(socket)) : reject(new Error('no listen')))),
-  );
-  t.teardown(() => closeApp(app));
-  return async (key, method, path, body) => {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, json: await res.json(), headers: res.headers };
-  };
+  return serveManagement(t, accounts, checked.config);
 }
 
 const ENGINES: Record<string, (t: Test) => Promise<{ accounts: AccountStore; url?: string }>> = {
