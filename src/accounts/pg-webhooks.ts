@@ -11,7 +11,9 @@ import {
   toStalled,
   toWebhookRecord,
   UPDATE_DELIVERY,
+  WEBHOOK_INSERT_COLUMNS,
   webhookColumns,
+  webhookValues,
 } from './sqlite-webhooks.js';
 import { DELIVERIES_KEPT, type DeliveryRecord, type MinuteCount, type WebhookStore } from './webhook-store.js';
 
@@ -45,19 +47,8 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
         );
         if (rows[0]!.n >= max) return { kind: 'refused' as const };
         const made = await client.query<Row>(
-          `INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, refused_per_minute, error_rate_above, created_at)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${webhookColumns()}`,
-          [
-            newWebhookId(),
-            ownerId,
-            spec.url,
-            spec.events.join(','),
-            spec.secret,
-            spec.balanceBelowRu,
-            spec.refusedPerMinute,
-            spec.errorRateAbove,
-            seconds(),
-          ],
+          `INSERT INTO webhooks (${WEBHOOK_INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${webhookColumns()}`,
+          webhookValues(newWebhookId(), ownerId, spec, seconds()),
         );
         return { kind: 'created' as const, webhook: toWebhookRecord(made.rows[0]!) };
       }),

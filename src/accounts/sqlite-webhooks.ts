@@ -18,6 +18,21 @@ export function newWebhookId(): string {
   return `wh_${randomString(16, 'abcdefghijklmnopqrstuvwxyz234567')}`;
 }
 
+/** The columns of a new webhook's row, in the order of webhookValues (both stores insert them). */
+export const WEBHOOK_INSERT_COLUMNS =
+  'id, owner_id, url, events, secret, balance_below_ru, refused_per_minute, error_rate_above, created_at';
+
+/** A new webhook's values, in the order of WEBHOOK_INSERT_COLUMNS. */
+export function webhookValues(
+  id: string,
+  ownerId: number,
+  spec: Parameters<WebhookStore['create']>[1],
+  createdAt: number,
+): [string, number, string, string, string, number | null, number | null, number | null, number] {
+  const { url, events, secret, balanceBelowRu, refusedPerMinute, errorRateAbove } = spec;
+  return [id, ownerId, url, events.join(','), secret, balanceBelowRu, refusedPerMinute, errorRateAbove, createdAt];
+}
+
 /** A webhook row of `w` as both stores select it (the aliases are the record's names). */
 export function webhookColumns(w = 'webhooks'): string {
   return `${w}.id, ${w}.owner_id AS "ownerId", ${w}.url, ${w}.events, ${w}.secret, ${w}.balance_below_ru AS "balanceBelowRu",
@@ -87,9 +102,8 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
     `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE owner_id = ? AND deleted_at IS NULL ORDER BY created_at, id`,
   );
   const count = db.prepare<[number], number>('SELECT count(*) FROM webhooks WHERE owner_id = ? AND deleted_at IS NULL').pluck();
-  const insert = db.prepare<[string, number, string, string, string, number | null, number | null, number | null, number]>(
-    `INSERT INTO webhooks (id, owner_id, url, events, secret, balance_below_ru, refused_per_minute, error_rate_above, created_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  const insert = db.prepare<ReturnType<typeof webhookValues>>(
+    `INSERT INTO webhooks (${WEBHOOK_INSERT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   const byId = db.prepare<[string], WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?`);
   const remove = db.prepare<[number, string, number]>(
@@ -135,17 +149,7 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
   const createTx = store.writeTransaction((ownerId: number, spec: Parameters<WebhookStore['create']>[1], max: number) => {
     if (count.get(ownerId)! >= max) return { kind: 'refused' as const };
     const id = newWebhookId();
-    insert.run(
-      id,
-      ownerId,
-      spec.url,
-      spec.events.join(','),
-      spec.secret,
-      spec.balanceBelowRu,
-      spec.refusedPerMinute,
-      spec.errorRateAbove,
-      seconds(),
-    );
+    insert.run(...webhookValues(id, ownerId, spec, seconds()));
     return { kind: 'created' as const, webhook: toWebhookRecord(byId.get(id)!) };
   });
   const addTx = store.writeTransaction(

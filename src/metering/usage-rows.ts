@@ -1,5 +1,5 @@
 import { LATENCY_BUCKET_COUNT } from '../store/latency-columns.js';
-import type { UsageParams } from '../store/statements.js';
+import type { FailureDbRow, UsageParams } from '../store/statements.js';
 import { emptyLatency, type LatencyCounts, latencyBucket, mergeLatency } from './latency-histogram.js';
 
 /** One row of `usage_minute` waiting to be written: requests and RU added up under its key. */
@@ -20,22 +20,9 @@ export interface PendingRow {
  * One failed or refused call kept for the owner's recent failures (a ring per endpoint in the store): what
  * was asked and what went wrong, never the call's params nor its key.
  */
-export interface PendingFailure {
+export interface PendingFailure extends FailureDbRow {
   endpointId: string;
   ownerId: number;
-  /** When it was answered, unix ms. */
-  at: number;
-  method: string;
-  /** The HTTP status the client was answered with (200 for a JSON-RPC error). */
-  httpStatus: number;
-  /** The JSON-RPC error code answered, or null when the answer had none (a Beacon route's). */
-  code: number | null;
-  /** The error table's code (src/errors.ts), null for an error a node answered itself. */
-  error: string | null;
-  /** The error table's message, or a fixed one for a node's own error: never text a client or node chose. */
-  message: string;
-  /** The name of the node that failed it, null when none did. */
-  upstream: string | null;
 }
 
 /** Failures held between writes at most; past it the oldest are dropped (a flood keeps its newest). */

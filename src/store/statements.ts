@@ -57,14 +57,21 @@ export interface StatsRow {
   /** The latency histogram's sums, `lat_0` … `lat_23` (store/latency-columns.ts). */
   [latencyColumn: `lat_${number}`]: number;
 }
-/** One kept failure as stored (both stores; metering/failure-ring.ts reads it). */
+/** One kept failure as stored (both stores; metering/failure-ring.ts reads it): what was asked and what went
+ *  wrong, never the call's params nor its key. */
 export interface FailureDbRow {
+  /** When it was answered, unix ms. */
   at: number;
   method: string;
+  /** The HTTP status the client was answered with (200 for a JSON-RPC error). */
   httpStatus: number;
+  /** The JSON-RPC error code answered, or null when the answer had none (a Beacon route's). */
   code: number | null;
+  /** The error table's code (src/errors.ts), null for an error a node answered itself. */
   error: string | null;
+  /** The error table's message, or a fixed one for a node's own error: never text a client or node chose. */
   message: string;
+  /** The name of the node that failed it, null when none did. */
   upstream: string | null;
 }
 /** A failure to keep: endpoint_id, owner_id, at (unix ms), method, http_status, code, error, message, upstream. */

@@ -1,12 +1,3 @@
-/**
- * Issue 36, nothing lost on a stop or a crash: a webhook delivery still being retried when its sender stops
- * (or dies) is resumed by the next sender on the same store, with the same body and a valid signature, once
- * even when two senders start at once; one whose retry window has passed is marked failed as interrupted.
- * Over each store: real SQLite files (each sender its own connection) and a real PostgreSQL (each its pool),
- * to a real local receiver.
- */
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import type { AccountStore } from '../../src/accounts/account-store.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
@@ -17,27 +8,11 @@ import { postOnce } from '../../src/alerts/delivery.js';
 import { verifyDelivery } from '../../src/alerts/signature.js';
 import { openPgStore } from '../../src/store/pg-open.js';
 import { startPostgres } from '../support/servers.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { waitFor } from '../support/wait-for.js';
 import { tempDbPath, tempStore } from '../store/temp-store.js';
 
 const SECRET = 'a-secret-of-the-owner-1234';
-
-/** A local receiver: what it was sent, answering each POST with the next status of `statuses` (then 200). */
-async function receiver(t: Test, statuses: number[] = []) {
-  const got: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      got.push({ headers: req.headers, body });
-      res.statusCode = statuses.shift() ?? 200;
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got };
-}
 
 /** Opens the account store once more on the same database: another sender, as a restart or a fleet has. */
 type Opener = (t: Test) => Promise<AccountStore>;
@@ -111,7 +86,7 @@ for (const [engine, start] of Object.entries(ENGINES)) {
     }
 
     t.test('stopped mid-retry: two new senders on the same store complete it once, signed', async (t) => {
-      const r = await receiver(t, [500]);
+      const r = await webhookReceiver(t, [500]);
       const h = await hookTo('alice', r.url);
       await stoppedMidRetry(t, h);
       t.equal(r.got.length, 1, 'the first attempt was answered 500');
@@ -133,7 +108,7 @@ for (const [engine, start] of Object.entries(ENGINES)) {
     });
 
     t.test("a live sender's delivery is not taken over: its lease is renewed with each attempt", async (t) => {
-      const r = await receiver(t, [500]);
+      const r = await webhookReceiver(t, [500]);
       const h = await hookTo('dave', r.url);
       const posts = { a: 0, other: 0 };
       const counted = (who: keyof typeof posts): Partial<AlertWatchDeps> => ({
@@ -155,7 +130,7 @@ for (const [engine, start] of Object.entries(ENGINES)) {
     });
 
     t.test('a crashed sender (never let go): once its lease ended another resumes the delivery', async (t) => {
-      const r = await receiver(t);
+      const r = await webhookReceiver(t);
       const h = await hookTo('bob', r.url);
       let calls = 0;
       // The first attempt is answered 500; the second never ends, as a process that died holds nothing.
@@ -175,7 +150,7 @@ for (const [engine, start] of Object.entries(ENGINES)) {
     });
 
     t.test('one whose retry window passed while stopped is marked failed, as interrupted', async (t) => {
-      const r = await receiver(t, [500]);
+      const r = await webhookReceiver(t, [500]);
       const h = await hookTo('carol', r.url);
       await stoppedMidRetry(t, h);
       const later = sender(t, await open(t), { now: () => Date.now() + 60_000 });

@@ -1,13 +1,3 @@
-/**
- * Issue 36 in a real headless Chromium, in front of an in-process gateway and a real anvil: every view at
- * 360 px with a 40-character network name and no sideways scroll; the owner's name and the key's role
- * labelled; error statuses with their meaning; usage refreshing by itself while visible and not while hidden;
- * a webhook added in the Alerts view, delivered to a local receiver (the operator's allowance) with a
- * signature that verifies, and its delivery shown; a viewer key's page without what it may not do, and its
- * DELETE refused with 403 naming the role.
- */
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import type { Page } from 'playwright-core';
 import { verifyDelivery } from '../../src/alerts/signature.js';
@@ -16,6 +6,7 @@ import { browserFor } from '../support/browser.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc } from '../support/rpc.js';
 import { freePort } from '../support/servers.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { waitFor } from '../support/wait-for.js';
 
 const LONG_NAME = 'Ethereum-Sepolia-Archive-Testnet-Network';
@@ -34,18 +25,7 @@ const viewerKey = admin.createManagementKey(owner.id, 'viewer')!;
 const browser = await browserFor(t);
 
 /** A local receiver of webhooks: every POST it was sent. */
-const got: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
-const receiver = createServer((req, res) => {
-  let body = '';
-  req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-  req.on('end', () => {
-    got.push({ headers: req.headers, body });
-    res.end('ok');
-  });
-});
-await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-t.teardown(() => new Promise<void>((resolve) => receiver.close(() => resolve())));
-const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+const { url: hookUrl, got } = await webhookReceiver(t);
 
 async function noSidewaysScroll(t: Test, page: Page, view: string): Promise<void> {
   await page.setViewportSize({ width: 360, height: 780 });

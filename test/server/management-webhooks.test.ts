@@ -1,11 +1,3 @@
-/**
- * Issue 36 §3 and §4 through the management API: key roles (403 naming the role, GET account naming it),
- * webhooks registered, listed, refused and deleted, and alerts delivered to a real local receiver with the
- * operator's allowance, their signature verified and their outcome shown, retried after a failure. A real
- * uWS listener on port 0 over each account store: a real SQLite file, and a real PostgreSQL.
- */
-import { createServer, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import type { AccountStore } from '../../src/accounts/account-store.js';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
@@ -14,12 +6,11 @@ import { startAlertWatch } from '../../src/alerts/alert-watch.js';
 import { verifyDelivery } from '../../src/alerts/signature.js';
 import { type Config, validateConfig } from '../../src/config/schema.js';
 import { openPgStore } from '../../src/store/pg-open.js';
-import { type ManagementApi, serveManagement } from '../support/management-api.js';
+import { serveManagement } from '../support/management-api.js';
 import { startPostgres } from '../support/servers.js';
+import { webhookReceiver } from '../support/webhook-receiver.js';
 import { waitFor } from '../support/wait-for.js';
 import { tempStore } from '../store/temp-store.js';
-
-type Api = ManagementApi;
 
 function configOf(allowPrivate: boolean, storageUrl?: string): Config {
   const checked = validateConfig({
@@ -31,27 +22,6 @@ function configOf(allowPrivate: boolean, storageUrl?: string): Config {
   });
   if (!checked.ok) throw new Error(checked.errors.join('; '));
   return checked.config;
-}
-
-function serve(t: Test, accounts: AccountStore, config: Config): Promise<Api> {
-  return serveManagement(t, accounts, config);
-}
-
-/** A local receiver: what it was sent, answering each POST with the next status of `statuses` (then 200). */
-async function receiver(t: Test, statuses: number[] = []) {
-  const got: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
-  const server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      got.push({ headers: req.headers, body });
-      res.statusCode = statuses.shift() ?? 200;
-      res.end('ok');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got };
 }
 
 interface Engine {
@@ -94,8 +64,8 @@ for (const [engine, open] of Object.entries(ENGINES)) {
   t.test(engine, async (t) => {
     const e = await open(t);
     const { accounts } = e;
-    const api = await serve(t, accounts, configOf(false, e.url));
-    const lax = await serve(t, accounts, configOf(true, e.url));
+    const api = await serveManagement(t, accounts, configOf(false, e.url));
+    const lax = await serveManagement(t, accounts, configOf(true, e.url));
     const alice = await accounts.createOwner('alice', 'free', 100);
     const bob = await accounts.createOwner('bob', 'free', 100);
     const viewer = (await accounts.createManagementKey(alice.id, 'viewer'))!;
@@ -173,7 +143,7 @@ for (const [engine, open] of Object.entries(ENGINES)) {
     });
 
     t.test('alerts: delivered to a local receiver (operator allowance), signed, shown; retried after a failure', async (t) => {
-      const r = await receiver(t, [500]);
+      const r = await webhookReceiver(t, [500]);
       const made = await lax(alice.managementKey, 'POST', '/api/dashboard/webhooks', {
         url: r.url,
         events: ['balance_low', 'key_refused', 'error_rate'],
@@ -231,7 +201,7 @@ for (const [engine, open] of Object.entries(ENGINES)) {
     });
 
     t.test('two senders (two instances of a fleet, or a restart) checking at once send each alert once', async (t) => {
-      const r = await receiver(t);
+      const r = await webhookReceiver(t);
       const carol = await accounts.createOwner('carol', 'free', 100);
       const made = await lax(carol.managementKey, 'POST', '/api/dashboard/webhooks', {
         url: r.url,
@@ -261,7 +231,7 @@ for (const [engine, open] of Object.entries(ENGINES)) {
     });
 
     t.test('at most webhooks.max_per_owner', async (t) => {
-      const r = await receiver(t);
+      const r = await webhookReceiver(t);
       const body = { url: r.url, events: ['balance_low'], secret: SECRET, balance_below_ru: 1 };
       const existing = (await lax(bob.managementKey, 'GET', '/api/dashboard/webhooks')).json.data.length as number;
       for (let i = existing; i < 3; i++) t.equal((await lax(bob.managementKey, 'POST', '/api/dashboard/webhooks', body)).status, 201);
