@@ -15,6 +15,7 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['server.worker_stall_s', (c) => c.server.worker_stall_s],
   ['server.worker_relay_max_bytes', (c) => c.server.worker_relay_max_bytes],
   ['storage.path', (c) => c.storage.path],
+  ['storage.reserve_bytes', (c) => c.storage.reserve_bytes],
   ['storage.url', (c) => c.storage.url],
   ['cluster.redis_url', (c) => c.cluster?.redis_url],
   ['cluster.instance', (c) => c.cluster?.instance],

@@ -16,6 +16,12 @@ export const StorageSchema = section(
       './data/chaingate.db',
       "The SQLite database; unused when url is set. A relative path is read from the config file's folder.",
     ),
+    reserve_bytes: int(
+      0,
+      1_073_741_824,
+      4_194_304,
+      "Room kept beside the SQLite file (<path>-reserve) for the repair after a full disk: given up when the WAL's checkpoint lacks room, written again once there is room for it twice; 0: none.",
+    ),
     url: Type.Optional(url('postgres-url', "The fleet's shared PostgreSQL database (postgres://user[:password]@host[:port]/database).")),
   },
   'Where keys, balances and usage live.',

@@ -17,6 +17,7 @@ import { createLedgerHost, type LedgerHostOptions } from '../metering/ledger-hos
 import { createLedgerView, type LedgerHandoff } from '../metering/ledger-view.js';
 import { createUsageRollUp } from '../metering/usage.js';
 import { openStore, type Store } from '../store/open.js';
+import type { CheckpointResult } from '../store/faults.js';
 import { createDirectory, type Directory } from '../tenancy/directory.js';
 import { createStoreChanges } from '../store/changes.js';
 import { createWriteLock, releaseWriteLockHeldBy } from '../store/write-lock.js';
@@ -151,6 +152,24 @@ const ROLL_UP_INTERVAL_MS = 60_000;
  */
 const KEY_CHANGES_KEPT_S = 86_400;
 
+/**
+ * The log of the WAL repair after store faults (store/faults.ts). A checkpoint that cannot complete is
+ * retried at every flush: its reason is logged when it changes.
+ */
+function checkpointLog(log: Logger): (r: CheckpointResult) => void {
+  let failure: string | undefined;
+  return (r) => {
+    if (r.ok && r.usedReserve)
+      log.warn('WAL checkpointed after a store fault: its space is free again; the room reserve was used, so the disk is nearly full', {
+        reserve: 'storage.reserve_bytes',
+      });
+    else if (r.ok) log.info('WAL checkpointed after a store fault: its space is free again');
+    else if (r.reason !== failure)
+      log.warn('WAL checkpoint after a store fault did not complete; retried at each flush', { reason: r.reason });
+    failure = r.ok ? undefined : r.reason;
+  };
+}
+
 export function createTenancy(
   config: Config,
   log: Logger,
@@ -158,20 +177,15 @@ export function createTenancy(
   threads: TenancyThreads = { role: 'alone' },
 ): Tenancy {
   // A short busy timeout: better-sqlite3 waits synchronously, and the event loop must not stall behind the CLI.
-  // A checkpoint that cannot complete is retried at every flush: its reason is logged when it changes.
-  let checkpointFailure: string | undefined;
   let flushFailures = 0;
   // One writer at a time among this gateway's threads: the busy timeout is then only ever spent on another process.
   const writeLock = createWriteLock(threads.role === 'worker' ? threads.shared.writeLock : undefined);
   const store = openStore(config.storage.path, {
     busyTimeoutMs: 100,
     writeLock,
-    onCheckpoint: (r) => {
-      if (r.ok) log.info('WAL checkpointed after a store fault: its space is free again');
-      else if (r.reason !== checkpointFailure)
-        log.warn('WAL checkpoint after a store fault did not complete; retried at each flush', { reason: r.reason });
-      checkpointFailure = r.ok ? undefined : r.reason;
-    },
+    // One thread writes the room reserve; any thread gives it up when its checkpoint needs the room.
+    reserveBytes: threads.role === 'worker' ? 0 : config.storage.reserve_bytes,
+    onCheckpoint: checkpointLog(log),
   });
   const changes = createStoreChanges(threads.role === 'worker' ? threads.shared.changes : undefined);
   // Every thread compiles the restrictions of the keys it looks up (a grant holds functions: never sent between threads).

@@ -4,6 +4,7 @@ import { userInfo } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { type CheckpointResult, createWalRecovery, isStoreError, type WalRecovery } from './faults.js';
 import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+import { createRoomReserve } from './room-reserve.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { createWriteLock, type WriteLock } from './write-lock.js';
 
@@ -45,6 +46,12 @@ export interface StoreOptions {
    * devnet) make a database: an operator command given a wrong path must not make an empty one and show it.
    */
   mustExist?: boolean;
+  /**
+   * The room reserve this connection keeps beside the file, in bytes (room-reserve.ts; the daemon's one
+   * writer, from storage.reserve_bytes); default 0: it keeps none, but still gives up one it finds when a
+   * checkpoint after a fault lacks room.
+   */
+  reserveBytes?: number;
 }
 
 /** openStore with `mustExist` found no file: the message names the absolute path and who creates it. */
@@ -115,7 +122,9 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
     };
     const lock = options.writeLock ?? createWriteLock();
     const write = <T>(run: () => T): T => lock.run(run);
-    const recovery = createWalRecovery(db, options.onCheckpoint, write);
+    const reserve = createRoomReserve(file, options.reserveBytes ?? 0);
+    reserve.restore();
+    const recovery = createWalRecovery(db, options.onCheckpoint, write, reserve);
     return {
       db,
       sql: prepareStatements(db),

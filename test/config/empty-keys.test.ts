@@ -61,7 +61,7 @@ t.test('a list item written empty is refused, not skipped', async (t) => {
 t.test('the sections the operator commands read alone: written empty, they are their defaults', async (t) => {
   const errors: string[] = [];
   t.same(Object.keys(readPlans(null, errors)), ['free', 'growth', 'premium'], '`plans:` is the default plans');
-  t.same(readStorageSection(null, errors), { path: './data/chaingate.db', url: undefined });
+  t.same(readStorageSection(null, errors), { path: './data/chaingate.db', reserve_bytes: 4_194_304, url: undefined });
   t.same(errors, []);
   const bad: string[] = [];
   t.same(readPlans(5, bad), {});

@@ -42,10 +42,11 @@ async function daemonOn(t: Test, db: string, anvilUrl: string, flushMs: number):
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-faults-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const cfg = join(dir, 'config.yaml');
-  // Management rates lifted: the tests send management requests back to back.
+  // Management rates lifted: the tests send management requests back to back. A room reserve that fits
+  // a 2 MB volume twice over (the default's 4 MB would not be written).
   writeFileSync(
     cfg,
-    `server: { host: 127.0.0.1, port: 0 }\nmanagement: { rps_per_key: 1000000, rps_per_ip: 1000000 }\nstorage: { path: ${JSON.stringify(db)} }\nledger: { flush_interval_ms: ${flushMs} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${anvilUrl}" }]\n`,
+    `server: { host: 127.0.0.1, port: 0 }\nmanagement: { rps_per_key: 1000000, rps_per_ip: 1000000 }\nstorage: { path: ${JSON.stringify(db)}, reserve_bytes: 262144 }\nledger: { flush_interval_ms: ${flushMs} }\nchains:\n  devnet:\n    chain_id: 31337\n    upstreams: [{ url: "${anvilUrl}" }]\n`,
   );
   const d = await startDaemon(t, cfg);
   t.teardown(() => stopDaemon(d));

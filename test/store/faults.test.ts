@@ -44,7 +44,7 @@ t.test('a WAL that filled the volume: the checkpoint after the fault empties it 
   t.equal(store.checkpointIfDue(), 'not_due', 'nothing is due before a fault is noted');
   store.noteFault(full);
   t.equal(store.checkpointIfDue(), 'done');
-  t.same(results, [{ ok: true }]);
+  t.same(results, [{ ok: true, usedReserve: false }]);
   t.equal(statSync(`${db}-wal`).size, 0, 'the WAL is cut to zero bytes');
   const before = store.sql.ledger.balance.get(owner)!;
   debitOnce(store, owner);
