@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { checkerFor, median } from './lib/checks.mjs';
+import { checkerFor, median, versusBaseline } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measureGatewayRow } from './lib/gateway-run.mjs';
 import { notRun } from './lib/measure.mjs';
@@ -85,21 +85,17 @@ export async function run(sectionCtx) {
   return rows.map((r) => runs.find((x) => x.id === r.id));
 }
 
-const usable = (r) => r && !r.skipped && r.errors.length === 0 && r.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
-  const baseline = by.baseline ?? { skipped: 'no BENCH_BASELINE' };
   return [
-    check(
-      'CPU per call this build / baseline, keyed, fixed upstream',
-      [by.timed, baseline],
-      (c, b) => c.cpuUsPerRequest / b.cpuUsPerRequest,
-      `≤ ${TARGETS.cpuBaseline}`,
-      (v) => v <= TARGETS.cpuBaseline,
-    ),
-    check('req/s this build / baseline, keyed, fixed upstream', [by.timed, baseline], (c, b) => c.rps / b.rps, 'reported'),
+    ...versusBaseline(check, {
+      what: 'this build / baseline, keyed, fixed upstream',
+      run: by.timed,
+      baseline: by.baseline,
+      cpuAtMost: TARGETS.cpuBaseline,
+    }),
     check('ns per call of the latency recording, in process', [by.timed], (c) => c.recordingNs, 'reported'),
     check(
       'latency recording, % of the CPU per call, keyed',
