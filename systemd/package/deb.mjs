@@ -75,7 +75,6 @@ function prune(opt) {
   rmSync(join(sqlite, 'build'), { recursive: true, force: true });
   mkdirSync(join(sqlite, 'build', 'Release'), { recursive: true });
   writeFileSync(addon, kept);
-  rmSync(join(modules, '.package-lock.json'), { force: true });
   rmSync(join(modules, '.bin'), { recursive: true, force: true });
   for (const e of readdirSync(modules, { withFileTypes: true, recursive: true })) {
     const path = join(e.parentPath, e.name);
