@@ -92,8 +92,7 @@ async function referenceRefusal(url, body) {
   return res.body;
 }
 
-const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 const within = (v) => Math.abs(v - 1) <= TARGETS.spread;
 const spreadTarget = `${(1 - TARGETS.spread).toFixed(2)}-${(1 + TARGETS.spread).toFixed(2)}`;
 

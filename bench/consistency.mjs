@@ -6,7 +6,7 @@
 // and compares their answers, reported as ratios. Without BENCH_BASELINE, (a) is skipped. See bench/README.md
 // (consistency).
 import { mkdirSync } from 'node:fs';
-import { checkerFor } from './lib/checks.mjs';
+import { checkerFor, versusBaseline } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measureGatewayRow } from './lib/gateway-run.mjs';
 import { notRun } from './lib/measure.mjs';
@@ -84,21 +84,17 @@ export async function run(sectionCtx) {
   return all.map((r) => runs.find((x) => x.id === r.id));
 }
 
-const usable = (r) => r && !r.skipped && r.errors.length === 0 && r.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
-  const baseline = by.baseline ?? { skipped: 'no BENCH_BASELINE' };
   return [
-    check(
-      'CPU per call this build / baseline, single-node chain',
-      [by.single, baseline],
-      (c, b) => c.cpuUsPerRequest / b.cpuUsPerRequest,
-      `≤ ${TARGETS.cpuBaseline}`,
-      (v) => v <= TARGETS.cpuBaseline,
-    ),
-    check('req/s this build / baseline, single-node chain', [by.single, baseline], (c, b) => c.rps / b.rps, 'reported'),
+    ...versusBaseline(check, {
+      what: 'this build / baseline, single-node chain',
+      run: by.single,
+      baseline: by.baseline,
+      cpuAtMost: TARGETS.cpuBaseline,
+    }),
     check('req/s quorum 2 of 3 / no quorum, three nodes', [by.quorum, by.three], (q, n) => q.rps / n.rps, 'reported'),
     check(
       'CPU per call quorum 2 of 3 / no quorum, three nodes',

@@ -186,8 +186,7 @@ export async function run(sectionCtx) {
   return rows.map((r) => runs.find((x) => x.id === r.id));
 }
 
-const usable = (r) => r && !r.skipped && r.errors.length === 0 && r.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));

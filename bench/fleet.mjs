@@ -87,8 +87,7 @@ async function measureRow({ row, upstream, pg, redis, ctx }) {
   }
 }
 
-const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 /** The section's targets, judged on its runs (merged across rounds by the caller). */
 export function checks(runs) {

@@ -6,7 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { checkerFor, median } from './lib/checks.mjs';
+import { checkerFor, median, versusBaseline } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
 import { measureGatewayRow } from './lib/gateway-run.mjs';
 import { notRun } from './lib/measure.mjs';
@@ -117,22 +117,14 @@ const check = checkerFor(usable);
 
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
-  const baseline = by.baseline ?? { skipped: 'no BENCH_BASELINE' };
   return [
-    check(
-      'CPU per call chaingate / baseline, fixed upstream',
-      [by.chaingate, baseline],
-      (c, b) => c.cpuUsPerRequest / b.cpuUsPerRequest,
-      `≤ ${TARGETS.cpuBaseline}`,
-      (v) => v <= TARGETS.cpuBaseline,
-    ),
-    check(
-      'req/s chaingate / baseline, fixed upstream',
-      [by.chaingate, baseline],
-      (c, b) => c.rps / b.rps,
-      `≥ ${TARGETS.rpsBaseline}`,
-      (v) => v >= TARGETS.rpsBaseline,
-    ),
+    ...versusBaseline(check, {
+      what: 'chaingate / baseline, fixed upstream',
+      run: by.chaingate,
+      baseline: by.baseline,
+      cpuAtMost: TARGETS.cpuBaseline,
+      rpsAtLeast: TARGETS.rpsBaseline,
+    }),
     check('id check over a streamed answer, ms per MiB', [by.scan], (s) => s.checkedMsPerMib, 'reported'),
     check('id rewriter without the check (stops at the id), ms per MiB', [by.scan], (s) => s.uncheckedMsPerMib, 'reported'),
   ];

@@ -180,8 +180,7 @@ async function measureTrio({ key, name, startUpstream, chainId, ctx }) {
   return runs;
 }
 
-const usable = (run) => run && !run.skipped && run.errors.length === 0 && run.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 /** The section's targets, judged on its runs (merged across rounds by the caller). */
 export function checks(runs) {

@@ -8,14 +8,12 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { startChaingate } from './lib/chaingate.mjs';
-import { checkerFor } from './lib/checks.mjs';
+import { checkerFor, median, versusBaseline } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
-import { measure, notRun } from './lib/measure.mjs';
-import { checkJsonRpcResult } from './lib/net.mjs';
-import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
+import { measureGatewayRow } from './lib/gateway-run.mjs';
+import { notRun } from './lib/measure.mjs';
 import { inTurn } from './lib/rounds.mjs';
-import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
+import { startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'latency-recording';
@@ -54,35 +52,7 @@ export async function recordingNs() {
   };
   const pairs = [];
   for (let r = 0; r < READINGS; r++) pairs.push(reading(true) - reading(false));
-  pairs.sort((a, b) => a - b);
-  return Math.max(0, pairs[READINGS >> 1]);
-}
-
-async function measureGateway({ id, label, main, workers, upstream, ctx }) {
-  let gateway;
-  try {
-    gateway = await startChaingate({
-      name: `chaingate-${id}`,
-      dir: join(ctx.tmpdir, id),
-      upstreamPort: upstream.port,
-      chainId: FIXED_UPSTREAM_CHAIN_ID,
-      core: ctx.settings.serverCore,
-      keyed: true,
-      ...(main ? { main, workers } : {}),
-      // Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine.
-      extraYaml: 'metrics: { port: 0 }\n',
-      nodeArgs: cpuProfArgs(ctx, id),
-    });
-  } catch (err) {
-    return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
-  }
-  try {
-    const checkAnswer = () => checkJsonRpcResult(gateway.url, ctx.body);
-    const run = await measure({ id, label, url: gateway.url, pid: gateway.pid, upstreamPid: upstream.pid, checkAnswer, ctx });
-    return { ...run, roundFields: ROUND_FIELDS };
-  } finally {
-    await gateway.stop(stopGraceMs(ctx));
-  }
+  return Math.max(0, median(pairs));
 }
 
 export async function run(sectionCtx) {
@@ -104,7 +74,8 @@ export async function run(sectionCtx) {
   }
   const runs = [];
   try {
-    for (const row of inTurn(rows, ctx.round)) runs.push(await measureGateway({ ...row, upstream, ctx }));
+    for (const row of inTurn(rows, ctx.round))
+      runs.push(await measureGatewayRow({ ...row, name: `chaingate-${row.id}`, upstream, keyed: true, roundFields: ROUND_FIELDS, ctx }));
   } finally {
     await upstream.stop();
   }
@@ -114,21 +85,17 @@ export async function run(sectionCtx) {
   return rows.map((r) => runs.find((x) => x.id === r.id));
 }
 
-const usable = (r) => r && !r.skipped && r.errors.length === 0 && r.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));
-  const baseline = by.baseline ?? { skipped: 'no BENCH_BASELINE' };
   return [
-    check(
-      'CPU per call this build / baseline, keyed, fixed upstream',
-      [by.timed, baseline],
-      (c, b) => c.cpuUsPerRequest / b.cpuUsPerRequest,
-      `≤ ${TARGETS.cpuBaseline}`,
-      (v) => v <= TARGETS.cpuBaseline,
-    ),
-    check('req/s this build / baseline, keyed, fixed upstream', [by.timed, baseline], (c, b) => c.rps / b.rps, 'reported'),
+    ...versusBaseline(check, {
+      what: 'this build / baseline, keyed, fixed upstream',
+      run: by.timed,
+      baseline: by.baseline,
+      cpuAtMost: TARGETS.cpuBaseline,
+    }),
     check('ns per call of the latency recording, in process', [by.timed], (c) => c.recordingNs, 'reported'),
     check(
       'latency recording, % of the CPU per call, keyed',

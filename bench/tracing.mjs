@@ -6,15 +6,12 @@
 // nothing beside a build without it is forward-cost's measure against BENCH_BASELINE. See bench/README.md (tracing).
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { join } from 'node:path';
-import { startChaingate } from './lib/chaingate.mjs';
 import { checkerFor } from './lib/checks.mjs';
 import { forwardedBodies } from './lib/forwarded-calls.mjs';
-import { measure, notRun } from './lib/measure.mjs';
-import { cpuProfArgs, stopGraceMs } from './lib/profiles.mjs';
-import { checkJsonRpcResult } from './lib/net.mjs';
+import { measureGatewayRow } from './lib/gateway-run.mjs';
+import { notRun } from './lib/measure.mjs';
 import { inTurn } from './lib/rounds.mjs';
-import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
+import { startFixedUpstream } from './lib/upstreams.mjs';
 import { writePostScript } from './lib/wrk.mjs';
 
 export const id = 'tracing';
@@ -47,33 +44,13 @@ async function startSink() {
   };
 }
 
+/** One row through lib/gateway-run.mjs, keyed; its spans are what the sink got from its start to its stop. */
 async function measureGateway({ id, label, ratio, upstream, sink, ctx }) {
   const tracing = ratio === null ? '' : `tracing: { otlp_endpoint: '${sink.url}', sample_ratio: ${ratio} }\n`;
-  let gateway;
-  try {
-    gateway = await startChaingate({
-      name: `chaingate-${id}`,
-      dir: join(ctx.tmpdir, id),
-      upstreamPort: upstream.port,
-      chainId: FIXED_UPSTREAM_CHAIN_ID,
-      core: ctx.settings.serverCore,
-      keyed: true,
-      // Metrics on, as by default, on a port of their own: 9464 may be another bench's on a shared machine.
-      extraYaml: `metrics: { port: 0 }\n${tracing}`,
-      nodeArgs: cpuProfArgs(ctx, id),
-    });
-  } catch (err) {
-    return notRun({ id, label, reason: `did not start: ${err.message}`, error: true });
-  }
   const before = sink.bodies();
-  let run;
-  try {
-    const checkAnswer = () => checkJsonRpcResult(gateway.url, ctx.body);
-    run = await measure({ id, label, url: gateway.url, pid: gateway.pid, upstreamPid: upstream.pid, checkAnswer, ctx });
-  } finally {
-    // The graceful stop flushes the spans still buffered: what the sink got by then is the row's.
-    await gateway.stop(stopGraceMs(ctx));
-  }
+  // The graceful stop, before measureGatewayRow returns, flushes the spans still buffered: what the sink got by
+  // then is the row's.
+  const run = await measureGatewayRow({ id, label, name: `chaingate-${id}`, upstream, keyed: true, extraYaml: tracing, ctx });
   const spansReceived = sink.bodies() - before;
   if (ratio !== null && ratio > 0 && spansReceived === 0 && !run.skipped) run.warnings.push('the sink received no spans');
   return { ...run, spansReceived, roundFields: ROUND_FIELDS };
@@ -109,8 +86,7 @@ export async function run(sectionCtx) {
   return rows.map((r) => runs.find((x) => x.id === r.id));
 }
 
-const usable = (r) => r && !r.skipped && r.errors.length === 0 && r.rps != null;
-const check = checkerFor(usable);
+const check = checkerFor();
 
 export function checks(runs) {
   const by = Object.fromEntries(runs.map((r) => [r.id, r]));

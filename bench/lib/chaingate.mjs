@@ -9,19 +9,15 @@ const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const UNIT = fileURLToPath(new URL('../../systemd/chaingate.service', import.meta.url));
 
 /**
- * The node flags the shipped systemd unit runs the daemon with, so the bench runs it as operators do: its
- * `Environment=NODE_OPTIONS=...` (the unit runs the installed `chaingate` command), or, in a unit that runs
- * node itself, the words between node and dist/main.js of its ExecStart.
+ * The node flags the shipped systemd unit runs the daemon with (its `Environment=NODE_OPTIONS=...`: the unit
+ * runs the installed `chaingate` command), so the bench runs it as operators do.
  */
 export function daemonNodeFlags() {
-  const lines = readFileSync(UNIT, 'utf8').split('\n');
-  const options = lines.find((l) => l.startsWith('Environment=NODE_OPTIONS='));
-  if (options !== undefined) return options.slice('Environment=NODE_OPTIONS='.length).trim().split(/\s+/);
-  const line = lines.find((l) => l.startsWith('ExecStart='));
-  const words = line === undefined ? [] : line.slice('ExecStart='.length).trim().split(/\s+/);
-  const script = words.findIndex((w) => w.endsWith('dist/main.js'));
-  if (script < 1) throw new Error(`${UNIT}: neither Environment=NODE_OPTIONS= nor an ExecStart that runs dist/main.js with node`);
-  return words.slice(1, script);
+  const options = readFileSync(UNIT, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Environment=NODE_OPTIONS='));
+  if (options === undefined) throw new Error(`${UNIT}: no Environment=NODE_OPTIONS= line, which gives the bench the daemon's node flags`);
+  return options.slice('Environment=NODE_OPTIONS='.length).trim().split(/\s+/);
 }
 
 /** The built gateway entry point, or null before `npm run build`. */

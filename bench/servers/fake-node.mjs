@@ -52,10 +52,10 @@ function headerOf(n) {
   };
 }
 
-/** eth_getBlockByNumber's answer: the header and a block's own fields, no transactions. */
 /** Blocks below the head eth_getBlockByNumber still answers (a backfill reaches no further); older: null. */
 const KEPT_BLOCKS = 1_024;
 
+/** eth_getBlockByNumber's answer: the header and a block's own fields, no transactions. */
 function blockOf(n) {
   return { ...headerOf(n), totalDifficulty: '0x0', size: '0x267', uncles: [], transactions: [], withdrawals: [] };
 }

@@ -12,7 +12,7 @@
  *
  * The maintainer scripts (debian/) make the chaingate user, /var/lib/chaingate and the config.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
@@ -34,7 +34,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { ROOT } from './manifest.mjs';
+import { ROOT, run } from './manifest.mjs';
 
 const HERE = join(ROOT, 'systemd', 'package');
 const DB_PATH = '/var/lib/chaingate/chaingate.db';
@@ -44,11 +44,6 @@ const MAINTAINER = `${process.env.DEBFULLNAME ?? 'chaingate maintainers'} <${pro
 function option(name) {
   const i = process.argv.indexOf(`--${name}`);
   return i === -1 ? undefined : process.argv[i + 1];
-}
-
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { stdio: ['ignore', 2, 2], ...opts });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${r.status})`);
 }
 
 /** `npm pack` (its prepack builds, bundles and vendors uWS), then `npm install -g` of the tarball into `work`. */
@@ -80,7 +75,6 @@ function prune(opt) {
   rmSync(join(sqlite, 'build'), { recursive: true, force: true });
   mkdirSync(join(sqlite, 'build', 'Release'), { recursive: true });
   writeFileSync(addon, kept);
-  rmSync(join(modules, '.package-lock.json'), { force: true });
   rmSync(join(modules, '.bin'), { recursive: true, force: true });
   for (const e of readdirSync(modules, { withFileTypes: true, recursive: true })) {
     const path = join(e.parentPath, e.name);

@@ -3,11 +3,21 @@
  * only what `chaingate serve` and the operator commands need at run time. npm packs whatever package.json
  * is on disk, so prepack swaps this one in and postpack puts the repository's back (BACKUP holds it).
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { EXTERNAL } from './bundle.mjs';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/**
+ * Runs `cmd args` (spawnSync `opts`, e.g. `cwd`) for the packaging scripts; throws unless it exits 0. Its output
+ * goes to stderr: stdout stays the calling script's own (npm pack prints the tarball's name there).
+ */
+export function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: ['ignore', 2, 2], ...opts });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${r.status})`);
+}
 const MANIFEST = `${ROOT}package.json`;
 /** The repository's own package.json while a pack runs; git ignores it and `files` leaves it out. */
 const BACKUP = `${ROOT}.package.json.pack-backup`;

@@ -4,23 +4,16 @@
  * (manifest.mjs); postpack.mjs puts the repository's back. The tarball then installs with `npm install -g`
  * and holds one uWS build, for this platform and this Node major, instead of two packages of every build.
  */
-import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { bundle } from './bundle.mjs';
-import { ROOT, restoreManifest, swapInInstalledManifest } from './manifest.mjs';
+import { ROOT, restoreManifest, run, swapInInstalledManifest } from './manifest.mjs';
 
 /** The same order as src/server/uws.ts's UWS_BUILDS: the newer build first. */
 const BUILDS = ['@btc-vision/uwebsockets.js', '@trufflesuite/uws-js-unofficial'];
 const VENDOR = join(ROOT, 'dist', 'vendor', 'uws');
 const require = createRequire(join(ROOT, 'package.json'));
-
-function run(cmd, args) {
-  // stdout stays npm pack's own: it prints the tarball's name there.
-  const r = spawnSync(cmd, args, { cwd: ROOT, stdio: ['ignore', 2, 2] });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${r.status})`);
-}
 
 /** The package's folder: the nearest one above its main file that holds its package.json. */
 function packageDir(name) {
@@ -79,7 +72,7 @@ function vendorUws() {
 
 // A pack that failed half way left the installed manifest, without scripts, in place.
 restoreManifest();
-run('npm', ['run', 'build', '--silent']);
+run('npm', ['run', 'build', '--silent'], { cwd: ROOT });
 await bundle(ROOT);
 vendorUws();
 swapInInstalledManifest();

@@ -13,6 +13,7 @@ import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
 import { post, send } from '../support/rpc.js';
 import { tcpRelay } from '../support/tcp-relay.js';
 import { waitFor } from '../support/wait-for.js';
+import { wsUrl } from '../support/ws.js';
 import { blockOf, ROOT, swapped } from './doc-blocks.js';
 
 const DOC = 'docs/clients.md';
@@ -88,7 +89,7 @@ async function setup(t: Test): Promise<{ g: TestGateway; key: string; mine: () =
 
 t.test('batches: as printed they fit max_batch; one call larger fails whole', async (t) => {
   const { g, key } = await setup(t);
-  const base = { http: g.base, ws: g.base.replace('http', 'ws') };
+  const base = { http: g.base, ws: wsUrl(g.base, '') };
   // The larger batch waits 50 ms to gather its calls (viem's `wait`, ethers' `batchStallTime`): on a busy
   // machine the 250 calls may reach the scheduler over several turns, and smaller batches would pass.
   for (const [marker, size, over] of [
@@ -107,7 +108,7 @@ t.test('batches: as printed they fit max_batch; one call larger fails whole', as
 
 t.test('the key in a header', async (t) => {
   const { g, key } = await setup(t);
-  const base = { http: g.base, ws: g.base.replace('http', 'ws') };
+  const base = { http: g.base, ws: wsUrl(g.base, '') };
   for (const marker of ['viem-header.mjs', 'ethers-header.mjs']) {
     const ok = runSnippet(t, marker, base, key);
     t.equal(await finished(ok), 0, `${marker} runs`, { err: ok.err() });

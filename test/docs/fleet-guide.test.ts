@@ -5,16 +5,16 @@
  * deletion. The role's limits are proved too: it cannot migrate, create, drop or truncate, and a role
  * the script did not let in cannot connect.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { runTenancyCommand } from '../../src/cli/tenancy.js';
 import { loadStoreConfigFile } from '../../src/config/load.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
-import { freePort, startPostgres } from '../support/servers.js';
+import { startPostgres, startRedis } from '../support/servers.js';
 import { waitFor } from '../support/wait-for.js';
 import { blockOf, ROOT, swapped } from './doc-blocks.js';
 
@@ -27,30 +27,17 @@ function psql(port: number, user: string, db: string, args: string[]): { ok: boo
   return { ok: r.status === 0, err: r.stderr };
 }
 
-/** redis-server on the guide's config, with only its address, port and folder swapped. */
-async function startGuideRedis(t: Test): Promise<number> {
-  const dir = mkdtempSync(join(tmpdir(), 'chaingate-redis-guide-'));
-  const port = await freePort();
+/** The guide's redis.conf, with only its address, port and folder swapped. */
+function guideRedisConf({ port, dir }: { port: number; dir: string }): string {
   const conf = swapped(blockOf(DOC, '', 'user chaingate on'), [
     ['bind 10.0.0.6', 'bind 127.0.0.1'],
     ['port 6379', `port ${port}`],
   ]);
-  writeFileSync(join(dir, 'redis.conf'), `${conf}dir ${dir}\n`);
-  const child: ChildProcess = spawn('redis-server', [join(dir, 'redis.conf')], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-  t.teardown(() => {
-    child.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
-  await waitFor(() => out.includes('Ready to accept connections') || child.exitCode !== null, { what: 'redis-server', ms: 10_000 });
-  if (child.exitCode !== null) throw new Error(`redis-server refused the guide's config: ${out}`);
-  return port;
+  return `${conf}dir ${dir}\n`;
 }
 
 t.test("the guide's roles, migration and Redis serve a fleet instance, and no more", async (t) => {
-  const [pg, node, redisPort] = await Promise.all([startPostgres(t), anvilFor(t), startGuideRedis(t)]);
+  const [pg, node, redis] = await Promise.all([startPostgres(t), anvilFor(t), startRedis(t, { configFile: guideRedisConf })]);
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-fleet-guide-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -63,7 +50,7 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
   const gatewayUrl = `postgres://chaingate:change-me-gateway@127.0.0.1:${pg.port}/chaingate`;
   const documentedRedis = /cluster\.redis_url: (redis:\/\/\S+)`/.exec(readFileSync(join(ROOT, DOC), 'utf8'))?.[1];
   if (documentedRedis === undefined) throw new Error(`${DOC} names no cluster.redis_url for the ACL user`);
-  const redisUrl = swapped(documentedRedis, [['10.0.0.6:6379', `127.0.0.1:${redisPort}`]]);
+  const redisUrl = swapped(documentedRedis, [['10.0.0.6:6379', `127.0.0.1:${redis.port}`]]);
   const instance = (name: string) =>
     gatewayFor(t, {
       storage: { url: gatewayUrl },

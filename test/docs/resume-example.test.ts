@@ -26,7 +26,7 @@ t.test("the docs' viem reconnect loop resumes after a cut: every block once, in 
   const node = await anvilFor(t, { chainId: 31337 });
   const g = await gatewayFor(t, {
     server: { workers: 2 },
-    chains: { devnet: { chain_id: 31337, upstreams: [{ url: node.url, ws: node.url.replace('http', 'ws') }] } },
+    chains: { devnet: { chain_id: 31337, upstreams: [{ url: node.url, ws: node.wsUrl }] } },
   });
   const relay = await tcpRelay(t, { port: Number(new URL(g.base).port) });
   // Written beside the tests, so its `viem/utils` import resolves to the project's viem.

@@ -6,11 +6,8 @@
 import t from 'tap';
 import { createPostgresAccounts } from '../../src/accounts/postgres-accounts.js';
 import { validateConfig } from '../../src/config/schema.js';
-import { createSlidingWindowLimiter } from '../../src/limits/sliding-window.js';
-import { createUnknownKeyGuard } from '../../src/limits/unknown-keys.js';
-import { handleManagement, type ManagementDeps } from '../../src/server/management.js';
-import { closeApp, uws } from '../../src/server/uws.js';
 import { openPgStore } from '../../src/store/pg-open.js';
+import { serveManagement } from '../support/management-api.js';
 import { startPostgres } from '../support/servers.js';
 
 const server = await startPostgres(t);
@@ -27,34 +24,13 @@ if (!checked.ok) throw new Error(checked.errors.join('; '));
 
 const faults: string[] = [];
 const deleted: string[] = [];
-const deps: ManagementDeps = {
-  config: checked.config,
-  accounts,
+const api = await serveManagement(t, accounts, checked.config, {
   // As the fleet's: the shared store's balance, asked asynchronously, less what this instance has not written.
   balance: async (ownerId) =>
     ((await pg.pool.query<{ b: number }>('SELECT ru_balance AS b FROM owners WHERE id = $1', [ownerId])).rows[0]?.b ?? 0) - 7,
   onEndpointDeleted: (id) => void deleted.push(id),
-  limiter: createSlidingWindowLimiter(),
-  unknownKeys: createUnknownKeyGuard(),
-  clientIp: () => '127.0.0.1',
   onStoreFault: (during, err) => void faults.push(`${during}: ${err.message}`),
-};
-
-const app = uws().App();
-app.any('/*', (res, req) => handleManagement(deps, res, req, req.getMethod(), req.getUrl(), { allowOrigin: undefined }));
-const port = await new Promise<number>((resolve, reject) =>
-  app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws().us_socket_local_port(socket)) : reject(new Error('no listen')))),
-);
-t.teardown(() => closeApp(app));
-
-async function api(key: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(`http://127.0.0.1:${port}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, json: await res.json() };
-}
+});
 
 t.test('account, create, list, stats and delete through PostgreSQL', async (t) => {
   const owner = await accounts.createOwner('fleet-owner', 'free', 500);
@@ -76,7 +52,7 @@ t.test('account, create, list, stats and delete through PostgreSQL', async (t) =
   t.match(stats, { status: 200, json: { data: { totals: { requests: 0, ru: 0 } } } });
 
   const gone = await api(owner.managementKey, 'DELETE', `/api/dashboard/endpoints?id=${ep.id}`);
-  t.same(gone, { status: 200, json: { data: { id: ep.id, deleted: true } } });
+  t.same({ status: gone.status, json: gone.json }, { status: 200, json: { data: { id: ep.id, deleted: true } } });
   t.same(deleted, [ep.id], 'the deletion is reported, so its sockets close');
   t.equal(await accounts.endpointByKey(ep.api_key), null);
   t.equal((await api(owner.managementKey, 'DELETE', `/api/dashboard/endpoints?id=${ep.id}`)).status, 404);

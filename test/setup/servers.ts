@@ -1,9 +1,9 @@
 /**
  * Run by tap once before the test files (package.json `tap.before`): gets the servers the fleet-mode tests
- * talk to, the browser the dashboard's test drives and the proxies the TLS guide's test runs. PostgreSQL,
- * Redis, Chromium, nginx and Caddy come from Debian's
+ * talk to, the browser the dashboard's test drives, the proxies the TLS guide's test runs and the .deb's
+ * checker. PostgreSQL, Redis, Chromium, nginx, Caddy and lintian come from Debian's
  * packages, installed with apt-get when they are missing and the suite runs as root (on a machine where it
- * does not, install `postgresql`, `redis-server`, `chromium`, `nginx` and `caddy` first). Then one PostgreSQL cluster is made, with user and database `chaingate`, for every test to copy.
+ * does not, install `postgresql`, `redis-server`, `chromium`, `nginx`, `caddy` and `lintian` first). Then one PostgreSQL cluster is made, with user and database `chaingate`, for every test to copy.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
@@ -37,6 +37,8 @@ const missing = [
   // The TLS guide's proxies (test/docs/tls-guide.test.ts): nginx is in /usr/sbin, off a user's PATH.
   ...(onPath('nginx') || existsSync('/usr/sbin/nginx') ? [] : ['nginx']),
   ...(onPath('caddy') ? [] : ['caddy']),
+  // The package test's check of the .deb (test/package/install.test.ts).
+  ...(onPath('lintian') ? [] : ['lintian']),
 ];
 if (missing.length > 0) aptInstall(missing);
 // Debian's redis-server, nginx and caddy packages start system-wide servers (6379; 80 and 443); the tests start

@@ -22,28 +22,29 @@ export interface Daemon {
  * Starts `chaingate serve --config configPath`, with `openFiles` as its open-files limit when given. A config without a `metrics` section gets
  * `metrics: { port: 0 }` appended: daemons of tests run side by side and would all take 9464. `nodeArgs`
  * go to node before the script (--inspect, for a test that pauses a worker as a debugger would); `bin`
- * runs that program instead of dist/main.js.
+ * runs that program instead of node on dist/main.js (with openFiles too; with nodeArgs, refused).
  */
 export function startDaemon(
   t: Test,
   configPath: string,
   opts: { openFiles?: number; nodeArgs?: readonly string[]; bin?: string } = {},
 ): Promise<Daemon> {
+  // `bin`: an installed chaingate command (the package tests), run as an operator runs it; it takes no node
+  // flags, so nodeArgs with it are refused rather than dropped.
+  if (opts.bin !== undefined && opts.nodeArgs !== undefined) throw new Error('startDaemon: nodeArgs go to node, which bin is not');
   if (opts.bin === undefined && !existsSync(main)) throw new Error('dist/main.js is missing: run npm run build (npm test does)');
   const text = readFileSync(configPath, 'utf8');
   if (!/^metrics:/m.test(text)) appendFileSync(configPath, '\nmetrics: { port: 0 }\n');
   const metricsOff = /^metrics:\s*\{\s*enabled:\s*false/m.test(text);
-  const args = [...(opts.nodeArgs ?? []), main, 'serve', '--config', configPath];
-  // prlimit sets the open-files limit and execs node: the child's pid is the daemon's.
-  // `bin`: an installed chaingate command (the package tests), run as an operator runs it.
-  const child =
+  const [cmd, args]: [string, readonly string[]] =
     opts.bin !== undefined
-      ? spawn(opts.bin, ['serve', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'] })
-      : opts.openFiles === undefined
-        ? spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-        : spawn('prlimit', [`--nofile=${opts.openFiles}:${opts.openFiles}`, process.execPath, ...args], {
-            stdio: ['ignore', 'pipe', 'pipe'],
-          });
+      ? [opts.bin, ['serve', '--config', configPath]]
+      : [process.execPath, [...(opts.nodeArgs ?? []), main, 'serve', '--config', configPath]];
+  // prlimit sets the open-files limit and execs the command: the child's pid is the daemon's.
+  const child =
+    opts.openFiles === undefined
+      ? spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('prlimit', [`--nofile=${opts.openFiles}:${opts.openFiles}`, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });

@@ -1,6 +1,7 @@
 /**
  * The management API alone on a uWS app on a loopback port, over a given account store and config: what the
- * management tests call (`test/server/management-*.test.ts`). Store faults fail the test.
+ * management tests call (`test/server/management*.test.ts`). Store faults fail the test, balances are 0 and
+ * deletions go unheard unless `deps` says otherwise (a fleet's balance, a listener for deletions or faults).
  */
 import type { Test } from 'tap';
 import type { AccountStore } from '../../src/accounts/account-store.js';
@@ -21,8 +22,13 @@ export type ManagementApi = (
   body?: unknown,
 ) => Promise<{ status: number; json: Json; headers: Headers }>;
 
-export async function serveManagement(t: Test, accounts: AccountStore, config: Config): Promise<ManagementApi> {
-  const deps: ManagementDeps = {
+export async function serveManagement(
+  t: Test,
+  accounts: AccountStore,
+  config: Config,
+  deps: Partial<ManagementDeps> = {},
+): Promise<ManagementApi> {
+  const all: ManagementDeps = {
     config,
     accounts,
     balance: () => 0,
@@ -31,9 +37,10 @@ export async function serveManagement(t: Test, accounts: AccountStore, config: C
     unknownKeys: createUnknownKeyGuard(),
     clientIp: () => '127.0.0.1',
     onStoreFault: (during, err) => t.fail(`store fault during ${during}: ${err.message}`),
+    ...deps,
   };
   const app = uws().App();
-  app.any('/*', (res, req) => handleManagement(deps, res, req, req.getMethod(), req.getUrl(), { allowOrigin: undefined }));
+  app.any('/*', (res, req) => handleManagement(all, res, req, req.getMethod(), req.getUrl(), { allowOrigin: undefined }));
   const port = await new Promise<number>((resolve, reject) =>
     app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(uws().us_socket_local_port(socket)) : reject(new Error('no listen')))),
   );

@@ -5,7 +5,7 @@
  * every test copies (initdb costs about a second; a copy, a tenth of that).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, cpSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chownSync, cpSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -154,25 +154,31 @@ export async function startPostgres(t: Teardown): Promise<TestServer> {
   return { url: `postgres://chaingate@127.0.0.1:${port}/chaingate`, port, stop, start };
 }
 
-/** A Redis server of this test file's own, nothing saved to disk: `url` is `redis://127.0.0.1:<port>/0`. */
-export async function startRedis(t: Teardown): Promise<TestServer> {
+/**
+ * A Redis server of this test file's own, nothing saved to disk: `url` is `redis://127.0.0.1:<port>/0`. With
+ * `configFile`, it runs on the redis.conf that returns for its port and folder (written there) instead.
+ */
+export async function startRedis(
+  t: Teardown,
+  opts: { configFile?: (where: { port: number; dir: string }) => string } = {},
+): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'chaingate-redis-'));
   const port = await freePort();
+  const conf = join(dir, 'redis.conf');
+  if (opts.configFile) writeFileSync(conf, opts.configFile({ port, dir }));
+  const args = opts.configFile ? [conf] : ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
   let child: ChildProcess | null = null;
   let out = '';
   const start = async (): Promise<void> => {
     out = '';
-    const c = spawnServer(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+    const c = spawnServer('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = c;
-    c.stdout!.on('data', (b: Buffer) => {
+    // stderr too: a config redis-server refuses is said there.
+    const heard = (b: Buffer): void => {
       out += b.toString();
-    });
+    };
+    c.stdout!.on('data', heard);
+    c.stderr!.on('data', heard);
     await waitUntil(
       () => out.includes('Ready to accept connections'),
       `redis-server on port ${port}`,
