@@ -58,15 +58,9 @@ export const STALLED_SELECT = `SELECT d.id, d.webhook_id AS "webhookId", d.event
 
 export type StalledRow = Omit<StalledDelivery, 'webhookDeleted'> & { webhookDeleted: number | boolean };
 
-/** A stalled delivery as read back: PostgreSQL's BIGINT columns arrive as strings, SQLite's booleans as 0 or 1. */
+/** A stalled delivery as read back: SQLite's booleans arrive as 0 or 1 (PostgreSQL's BIGINTs as numbers: store/pg-open.ts). */
 export function toStalled(r: StalledRow): StalledDelivery {
-  return {
-    ...r,
-    id: Number(r.id),
-    at: Number(r.at),
-    lastAttemptAt: r.lastAttemptAt === null ? null : Number(r.lastAttemptAt),
-    webhookDeleted: r.webhookDeleted === true || r.webhookDeleted === 1,
-  };
+  return { ...r, webhookDeleted: r.webhookDeleted === true || r.webhookDeleted === 1 };
 }
 
 /** The take-over of a stalled delivery: its lease still ended when the update runs, so one caller wins. */
@@ -81,15 +75,9 @@ export const RELEASE_DELIVERY = `UPDATE webhook_deliveries SET lease_until = 0 W
 
 type WebhookRow = Omit<WebhookRecord, 'events' | 'balanceLow'> & { events: string; balanceLow: number | boolean };
 
+/** A webhook as read back: its events as stored text, SQLite's booleans as 0 or 1 (PostgreSQL's BIGINTs as numbers: store/pg-open.ts). */
 export function toWebhookRecord(row: WebhookRow): WebhookRecord {
-  return {
-    ...row,
-    events: storedEvents(row.events),
-    balanceBelowRu: row.balanceBelowRu === null ? null : Number(row.balanceBelowRu),
-    refusedPerMinute: row.refusedPerMinute === null ? null : Number(row.refusedPerMinute),
-    createdAt: Number(row.createdAt),
-    balanceLow: row.balanceLow === true || row.balanceLow === 1,
-  };
+  return { ...row, events: storedEvents(row.events), balanceLow: row.balanceLow === true || row.balanceLow === 1 };
 }
 
 const CLAIM_COLUMN: Record<MinuteClaim, string> = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' };

@@ -55,7 +55,7 @@ function refusalsByMinute(rows: readonly MinuteCount[]): Map<number, Map<string,
   for (const r of rows) {
     if (r.status < 400 || r.status > 499) continue;
     const m = out.get(r.t) ?? new Map<string, number>();
-    m.set(r.endpointId, (m.get(r.endpointId) ?? 0) + Number(r.requests));
+    m.set(r.endpointId, (m.get(r.endpointId) ?? 0) + r.requests);
     out.set(r.t, m);
   }
   return out;
@@ -66,8 +66,8 @@ function errorsByMinute(rows: readonly MinuteCount[]): Map<number, { requests: n
   const out = new Map<number, { requests: number; errors: number }>();
   for (const r of rows) {
     const m = out.get(r.t) ?? { requests: 0, errors: 0 };
-    m.requests += Number(r.requests);
-    if (r.status !== 0) m.errors += Number(r.requests);
+    m.requests += r.requests;
+    if (r.status !== 0) m.errors += r.requests;
     out.set(r.t, m);
   }
   return out;
