@@ -2,8 +2,9 @@ import type pg from 'pg';
 import { inPgTransaction } from '../store/pg-transaction.js';
 import { lockOwner } from './pg-owners.js';
 import {
+  CLAIM_COLUMN,
   CLAIM_DELIVERY,
-  DELIVERY_COLUMNS,
+  deliveryColumns,
   newWebhookId,
   RELEASE_DELIVERY,
   STALLED_SELECT,
@@ -24,7 +25,6 @@ type Row = Parameters<typeof toWebhookRecord>[0];
  * takes its write lock, so two instances never take an owner past its most webhooks.
  */
 export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookStore {
-  const claimColumn = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' } as const;
   return {
     async list(ownerId) {
       const { rows } = await pool.query<Row>(
@@ -58,7 +58,7 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
       const mine = await pool.query('SELECT 1 FROM webhooks WHERE id = $1 AND owner_id = $2::bigint AND deleted_at IS NULL', [id, ownerId]);
       if (mine.rowCount !== 1) return null;
       const { rows } = await pool.query<DeliveryRecord>(
-        `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`,
+        `SELECT ${deliveryColumns()} FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`,
         [id, limit],
       );
       return rows;
@@ -71,7 +71,7 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
       return rows.map(toWebhookRecord);
     },
     async claimMinute(id, claim, t) {
-      const column = claimColumn[claim];
+      const column = CLAIM_COLUMN[claim];
       const { rowCount } = await pool.query(`UPDATE webhooks SET ${column} = $1 WHERE id = $2 AND ${column} < $1`, [t, id]);
       return rowCount === 1;
     },
