@@ -1,4 +1,5 @@
 import type { Store } from '../store/open.js';
+import { positional } from '../store/statements.js';
 import { randomString } from '../tenancy/keys.js';
 import {
   DELIVERIES_KEPT,
@@ -50,11 +51,7 @@ export function deliveryColumns(d = 'webhook_deliveries'): string {
 /** The column of each minute claim: the minute last alerted (both stores). */
 export const CLAIM_COLUMN: Readonly<Record<MinuteClaim, string>> = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' };
 
-/**
- * The statements both stores share of a delivery's claim, in PostgreSQL's `$n` (each once, in order: SQLite
- * takes them as `?`, `positional`).
- */
-export const positional = (sql: string): string => sql.replace(/\$\d+/g, '?');
+// The statements of a delivery's claim both stores share are in PostgreSQL's `$n` (SQLite's: `positional`).
 
 /** The stalled deliveries, with their webhook's URL and secret (`$1` now, `$2` the limit). */
 export const STALLED_SELECT = `SELECT ${deliveryColumns('d')}, d.body, w.url, w.secret, w.deleted_at IS NOT NULL AS "webhookDeleted"
