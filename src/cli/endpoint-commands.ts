@@ -8,22 +8,16 @@ import { endpointView, ROTATION_GRACE_S } from '../server/management-fences.js';
 import { errorText } from '../log.js';
 import { nameProblem } from '../tenancy/names.js';
 import { type ParsedArgs, stringOption } from './args.js';
+import { SETTING_OPTIONS } from './commands.js';
 import { formatTable, formatTime, isoTime } from './table.js';
 import { type Io, ownerId as ownerIdOf, RefusedError, UsageError } from './tenancy-io.js';
 
 /** Each flag of `endpoint set` and the settings field it writes, in the order `--help` lists them. */
-export const SETTING_FLAGS: Readonly<Record<string, keyof FenceSettings>> = Object.freeze({
-  'allowed-origins': 'allowed_origins',
-  'allow-no-origin': 'allow_no_origin',
-  'allowed-ips': 'allowed_ips',
-  'allowed-methods': 'allowed_methods',
-  'allowed-contracts': 'allowed_contracts',
-  'key-in-path': 'key_in_path',
-  'jwt-key': 'jwt_keys',
-  'jwt-max-lifetime': 'jwt_max_lifetime_s',
-});
+const SETTING_FLAGS: Readonly<Record<string, keyof FenceSettings>> = Object.freeze(
+  Object.fromEntries(SETTING_OPTIONS.map((o) => [o.name, o.field])),
+);
 
-const FLAG_OF: ReadonlyMap<string, string> = new Map(Object.entries(SETTING_FLAGS).map(([flag, field]) => [field, flag]));
+const FLAG_OF: ReadonlyMap<string, string> = new Map(SETTING_OPTIONS.map((o) => [o.field, o.name]));
 
 /** Comma-separated entries (repeated flags are joined with commas by the argument reader). */
 const entries = (v: string): string[] =>
