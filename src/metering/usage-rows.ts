@@ -12,7 +12,10 @@ export interface PendingRow {
   status: number;
   requests: number;
   ru: number;
-  /** Its timed calls' latency histogram (latency-histogram.ts); null while none was timed (deliveries never are). */
+  /**
+   * The latency histogram of its successful timed calls (latency-histogram.ts), the only latency the stats read
+   * (stats.ts); null while none was timed: deliveries never are, and refusals and failures are not kept.
+   */
   latency?: LatencyCounts | null | undefined;
 }
 
@@ -46,7 +49,8 @@ const SHIPPED_FIELDS = 8;
 export interface PendingUsage {
   /**
    * Adds `requests` and `ru` to the row of `ownerId`'s `endpointId`, `method` and `status` in the minute of
-   * `atMs`, and `latencyMs` (when not negative: -1 for an untimed delivery) to its histogram.
+   * `atMs`, and `latencyMs` to its histogram when the call succeeded (status 0) and was timed (-1: an untimed
+   * delivery).
    */
   count(
     ownerId: number,
@@ -127,7 +131,8 @@ export function createPendingUsage(): PendingUsage {
     row.requests += requests;
     row.ru += rowRu;
     ru += rowRu;
-    if (latencyMs >= 0) (row.latency ??= emptyLatency())[latencyBucket(latencyMs)]! += requests;
+    // Only successes' latency is read (stats.ts): a refusal's would be 24 counts made, shipped and written for nothing.
+    if (latencyMs >= 0 && status === 0) (row.latency ??= emptyLatency())[latencyBucket(latencyMs)]! += requests;
     return row;
   }
 
