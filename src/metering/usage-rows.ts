@@ -146,12 +146,12 @@ export function createPendingUsage(): PendingUsage {
     yield* others.values();
   }
 
+  /** Forgets the rows: handed over or written. The failures are taken on their own (takeFailures) or by `clear`. */
   function reset(): void {
     byEndpoint = new Map();
     others = new Map();
     last = null;
     ru = 0;
-    failed = [];
   }
 
   function ship(flat: ShippedRows, at: number, rows: Map<string, PendingRow>): number {
@@ -186,17 +186,13 @@ export function createPendingUsage(): PendingUsage {
     rows: all,
     take() {
       const rows = [...all()];
-      const kept = failed;
       reset();
-      failed = kept;
       return rows;
     },
     takeShipment() {
       const flat: ShippedRows = new Array((byEndpoint.size + others.size) * SHIPPED_FIELDS);
       ship(flat, ship(flat, 0, byEndpoint), others);
-      const kept = failed;
       reset();
-      failed = kept;
       return flat;
     },
     absorbShipment(flat) {
@@ -215,7 +211,10 @@ export function createPendingUsage(): PendingUsage {
         if (typeof latency === 'object') mergeLatency((row.latency ??= emptyLatency()), latency);
       }
     },
-    clear: reset,
+    clear() {
+      reset();
+      failed = [];
+    },
     get size() {
       return byEndpoint.size + others.size;
     },
