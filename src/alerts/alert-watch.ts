@@ -73,8 +73,23 @@ function errorsByMinute(rows: readonly MinuteCount[]): Map<number, { requests: n
   return out;
 }
 
+/** What the alerts of one owner's webhooks read this check: its balance and its last minutes' usage, once for all. */
+interface OwnerMinutes {
+  balance: number | null;
+  /** The minutes of the usage rows, oldest first. */
+  minutes: number[];
+  refusals: Map<number, Map<string, number>>;
+  errors: Map<number, { requests: number; errors: number }>;
+}
+
+function ownerMinutes(balance: number | null, rows: readonly MinuteCount[]): OwnerMinutes {
+  const minutes = [...new Set(rows.map((r) => r.t))].sort((a, b) => a - b);
+  return { balance, minutes, refusals: refusalsByMinute(rows), errors: errorsByMinute(rows) };
+}
+
 /** The alerts of one webhook this check, each claimed in the store (so sent by this sender only). */
-async function alertsOf(store: WebhookStore, hook: WebhookRecord, balance: number | null, rows: readonly MinuteCount[]): Promise<Alert[]> {
+async function alertsOf(store: WebhookStore, hook: WebhookRecord, owner: OwnerMinutes): Promise<Alert[]> {
+  const { balance, minutes } = owner;
   const alerts: Alert[] = [];
   if (hook.events.includes('balance_low') && hook.balanceBelowRu !== null && balance !== null) {
     const low = balance < hook.balanceBelowRu;
@@ -82,18 +97,17 @@ async function alertsOf(store: WebhookStore, hook: WebhookRecord, balance: numbe
       alerts.push({ event: 'balance_low', data: { balance_ru: balance, balance_below_ru: hook.balanceBelowRu } });
     }
   }
-  const minutes = [...new Set(rows.map((r) => r.t))].sort((a, b) => a - b);
   if (hook.events.includes('key_refused') && hook.refusedPerMinute !== null) {
-    const refusals = refusalsByMinute(rows);
     for (const t of minutes) {
-      const over = [...(refusals.get(t) ?? [])].filter(([, n]) => n > hook.refusedPerMinute!);
+      const over = [...(owner.refusals.get(t) ?? [])].filter(([, n]) => n > hook.refusedPerMinute!);
       if (over.length === 0 || !(await store.claimMinute(hook.id, 'key_refused', t))) continue;
       const endpoints = over.map(([endpoint_id, refused]) => ({ endpoint_id, refused }));
       alerts.push({ event: 'key_refused', data: { minute: iso(t), refused_per_minute: hook.refusedPerMinute, endpoints } });
     }
   }
   if (hook.events.includes('error_rate') && hook.errorRateAbove !== null) {
-    for (const [t, m] of [...errorsByMinute(rows)].sort((a, b) => a[0] - b[0])) {
+    for (const t of minutes) {
+      const m = owner.errors.get(t)!;
       const rate = m.requests === 0 ? 0 : m.errors / m.requests;
       if (m.requests < ERROR_RATE_MIN_CALLS || rate <= hook.errorRateAbove) continue;
       if (!(await store.claimMinute(hook.id, 'error_rate', t))) continue;
@@ -176,14 +190,19 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
     const hooks = await deps.store.watched();
     const minute = Math.floor(now() / 60_000) * 60;
     const byOwner = new Map<number, WebhookRecord[]>();
-    for (const h of hooks) byOwner.set(h.ownerId, [...(byOwner.get(h.ownerId) ?? []), h]);
+    for (const h of hooks) {
+      const mine = byOwner.get(h.ownerId);
+      if (mine === undefined) byOwner.set(h.ownerId, [h]);
+      else mine.push(h);
+    }
     for (const [ownerId, mine] of byOwner) {
       const balance = mine.some((h) => h.events.includes('balance_low')) ? await deps.balance(ownerId) : null;
       const rows = mine.some((h) => h.events.includes('key_refused') || h.events.includes('error_rate'))
         ? await deps.store.minuteCounts(ownerId, minute - 60)
         : [];
+      const owner = ownerMinutes(balance, rows);
       for (const hook of mine) {
-        for (const alert of await alertsOf(deps.store, hook, balance, rows)) if (!closed) await send(hook, alert);
+        for (const alert of await alertsOf(deps.store, hook, owner)) if (!closed) await send(hook, alert);
       }
     }
   }
