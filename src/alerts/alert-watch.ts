@@ -15,6 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { MinuteCount, WebhookEvent, WebhookRecord, WebhookStore } from '../accounts/webhook-store.js';
+import { isoTime } from '../api-answers.js';
 import { type DeliveryOptions, type DeliveryTarget, deliver, leaseUntilS } from './delivery.js';
 import { resumeStalled } from './delivery-resume.js';
 
@@ -46,8 +47,6 @@ interface Alert {
   event: WebhookEvent;
   data: Record<string, unknown>;
 }
-
-const iso = (unixS: number): string => new Date(unixS * 1000).toISOString();
 
 /** Per minute, per endpoint: calls refused (HTTP 4xx). */
 function refusalsByMinute(rows: readonly MinuteCount[]): Map<number, Map<string, number>> {
@@ -102,7 +101,7 @@ async function alertsOf(store: WebhookStore, hook: WebhookRecord, owner: OwnerMi
       const over = [...(owner.refusals.get(t) ?? [])].filter(([, n]) => n > hook.refusedPerMinute!);
       if (over.length === 0 || !(await store.claimMinute(hook.id, 'key_refused', t))) continue;
       const endpoints = over.map(([endpoint_id, refused]) => ({ endpoint_id, refused }));
-      alerts.push({ event: 'key_refused', data: { minute: iso(t), refused_per_minute: hook.refusedPerMinute, endpoints } });
+      alerts.push({ event: 'key_refused', data: { minute: isoTime(t), refused_per_minute: hook.refusedPerMinute, endpoints } });
     }
   }
   if (hook.events.includes('error_rate') && hook.errorRateAbove !== null) {
@@ -113,7 +112,7 @@ async function alertsOf(store: WebhookStore, hook: WebhookRecord, owner: OwnerMi
       if (!(await store.claimMinute(hook.id, 'error_rate', t))) continue;
       alerts.push({
         event: 'error_rate',
-        data: { minute: iso(t), requests: m.requests, errors: m.errors, error_rate: rate, error_rate_above: hook.errorRateAbove },
+        data: { minute: isoTime(t), requests: m.requests, errors: m.errors, error_rate: rate, error_rate_above: hook.errorRateAbove },
       });
     }
   }
@@ -168,7 +167,7 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
     const startedMs = now();
     const at = Math.floor(startedMs / 1000);
     const bodyOf = (id: number): string =>
-      JSON.stringify({ id, webhook_id: hook.id, owner_id: hook.ownerId, event: alert.event, time: iso(at), data: alert.data });
+      JSON.stringify({ id, webhook_id: hook.id, owner_id: hook.ownerId, event: alert.event, time: isoTime(at), data: alert.data });
     const claim = { by, until: leaseUntilS(startedMs, 0, deps.settings().timeout_ms) };
     const id = await deps.store.addDelivery(hook.id, alert.event, at, claim, bodyOf);
     start({ id, url: hook.url, secret: hook.secret, event: alert.event, body: bodyOf(id), startedMs, attempts: 0, dueMs: startedMs });

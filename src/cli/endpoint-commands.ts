@@ -9,7 +9,8 @@ import { errorText } from '../log.js';
 import { nameProblem } from '../tenancy/names.js';
 import { type ParsedArgs, stringOption } from './args.js';
 import { SETTING_OPTIONS } from './commands.js';
-import { formatTable, formatTime, isoTime } from './table.js';
+import { isoTime } from '../api-answers.js';
+import { formatTable, formatTime } from './table.js';
 import { type Io, ownerId as ownerIdOf, RefusedError, UsageError } from './tenancy-io.js';
 
 /** Each flag of `endpoint set` and the settings field it writes, in the order `--help` lists them. */
