@@ -3,6 +3,7 @@
 // `endpoint set ID --flags` and `endpoint rotate ID [--grace D]`. The flags are turned into the management API's body (one flag per
 // field, `none` clears it) and checked by fences/settings.ts, whose problems come back named by flag.
 import { readFileSync } from 'node:fs';
+import { createEndpointWithinPlan } from '../accounts/account-store.js';
 import { applyFencePatch, type FenceProblem, type FenceSettings, NO_FENCES } from '../fences/settings.js';
 import { endpointView, ROTATION_GRACE_S } from '../server/management-fences.js';
 import { errorText } from '../log.js';
@@ -195,14 +196,9 @@ export async function endpointCreate(io: Io, json: boolean): Promise<void> {
   const record = await accounts.owner(owner);
   if (record === null) throw new RefusedError(`no owner ${owner}`);
   if (record.suspended) throw new RefusedError(`owner ${owner} is suspended: its keys are refused (owner resume ${owner} first)`);
-  const max = io.config.plans[record.plan]?.max_endpoints ?? 0;
-  const made = await accounts.createEndpoint(owner, chain, name, max);
+  const made = await createEndpointWithinPlan(accounts, io.config.plans, record, chain, name);
   if (made.kind === 'refused') {
-    throw new RefusedError(
-      made.error === 'limit'
-        ? `Endpoint limit reached: plan '${record.plan}' allows ${max} endpoints (owner ${owner}; plans.${record.plan}.max_endpoints)`
-        : `no owner ${owner}`,
-    );
+    throw new RefusedError(made.error === 'limit' ? `${made.limit} (owner ${owner}; plans.${record.plan}.max_endpoints)` : `no owner ${owner}`);
   }
   const e = made.endpoint;
   io.out(
