@@ -141,7 +141,17 @@ t.test('latency: counted into its bucket, shipped with its row, merged into the 
   expected[LATENCY_BUCKET_COUNT - 1] = 1;
   const writer = createPendingUsage();
   writer.count(1, 'ep_a', 'eth_call', 0, 60_500, 1, 20, 0.2); // bucket 0
-  writer.absorbShipment(structuredClone(worker.takeShipment()));
+  const shipment = worker.takeShipment();
+  t.same(
+    shipment.slice(0, 8 + LATENCY_BUCKET_COUNT),
+    ['ep_a', 1, 'eth_call', 60, 0, 3, 60, LATENCY_BUCKET_COUNT, ...expected],
+    'flat: a timed row is followed by its counts, no array inside',
+  );
+  t.ok(
+    shipment.every((v) => typeof v !== 'object'),
+    'nothing nested',
+  );
+  writer.absorbShipment(structuredClone(shipment));
   const rows = [...writer.rows()];
   expected[0] = 1;
   t.same(rows[0]?.latency, expected, 'merged bucket by bucket');
