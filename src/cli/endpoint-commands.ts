@@ -198,7 +198,9 @@ export async function endpointCreate(io: Io, json: boolean): Promise<void> {
   if (record.suspended) throw new RefusedError(`owner ${owner} is suspended: its keys are refused (owner resume ${owner} first)`);
   const made = await createEndpointWithinPlan(accounts, io.config.plans, record, chain, name);
   if (made.kind === 'refused') {
-    throw new RefusedError(made.error === 'limit' ? `${made.limit} (owner ${owner}; plans.${record.plan}.max_endpoints)` : `no owner ${owner}`);
+    throw new RefusedError(
+      made.error === 'limit' ? `${made.limit} (owner ${owner}; plans.${record.plan}.max_endpoints)` : `no owner ${owner}`,
+    );
   }
   const e = made.endpoint;
   io.out(

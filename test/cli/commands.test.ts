@@ -102,11 +102,7 @@ t.test('every listing takes --json; endpoint set takes a flag per setting', asyn
       `${c.words} --json`,
     );
   }
-  t.same(
-    SETTING_OPTIONS.map((o) => o.field).sort(),
-    [...FENCE_FIELDS].sort(),
-    'a flag for each field of the restrictions, and no other',
-  );
+  t.same(SETTING_OPTIONS.map((o) => o.field).sort(), [...FENCE_FIELDS].sort(), 'a flag for each field of the restrictions, and no other');
 });
 
 t.test("the README's Commands table lists every command of the table, and no other", async (t) => {
