@@ -1,9 +1,17 @@
 /**
  * The shapes of the management API's answers (`/api/dashboard/...`, docs/api.md), in one place for the
  * server that builds them and the dashboard page that reads them (dashboard/src/api.ts imports these
- * types): a field renamed on one side fails the other's type check. Types only, importing nothing, so the
- * page's build (no Node types) can read this file.
+ * types): a field renamed on one side fails the other's type check. Types only but `isoTime`, the form of
+ * their times, importing nothing, so the page's build (no Node types) can read this file.
  */
+
+/**
+ * Unix seconds as ISO 8601 (`2026-11-29T20:14:42.000Z`): every time the management API answers, the webhooks'
+ * bodies and the CLI's --json print.
+ */
+export function isoTime(unixSeconds: number): string {
+  return new Date(unixSeconds * 1000).toISOString();
+}
 
 /** `GET /api/dashboard/chains`: one configured chain and its keyless public URLs. */
 export interface ChainAnswer {

@@ -239,7 +239,8 @@ async function main(argv: string[]): Promise<void> {
       const out = (s: string): boolean => process.stdout.write(s);
       const err = (s: string): boolean => process.stderr.write(s);
       if (spec.words === 'status') process.exit(await runStatus(loaded.config, configPath, out, err, args.options.has('json')));
-      process.exit(await runUpstream(loaded.config, configPath, [spec.words.split(' ')[1]!, chain!, node!], out, err));
+      const action = spec.words === 'upstream cordon' ? 'cordon' : 'uncordon';
+      process.exit(await runUpstream(loaded.config, configPath, { action, chain: chain!, node: node! }, out, err));
       return;
     }
     case 'devnet': {

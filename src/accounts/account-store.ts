@@ -1,4 +1,5 @@
 import type { FailureAnswer, UsageStats } from '../api-answers.js';
+import type { PlanConfig } from '../config/schema.js';
 import type { FenceOptions } from '../fences/fences.js';
 import type { FenceSettings } from '../fences/settings.js';
 import type { StatsQuery } from '../metering/stats.js';
@@ -148,4 +149,27 @@ export interface AccountStoreOptions {
   now?: () => number;
   /** How a grant's restrictions are compiled (config `fences.contracts_cover_balance`); default { balance: false }. */
   fences?: FenceOptions;
+}
+
+/** createEndpointWithinPlan's answer: the store's, a refusal also saying the plan's limit as its refusal words it. */
+export type PlanEndpointResult =
+  | Extract<CreateEndpointResult, { kind: 'created' }>
+  | (Extract<CreateEndpointResult, { kind: 'refused' }> & { limit: string });
+
+/**
+ * Makes an endpoint for `owner` within its plan's `max_endpoints` (none for a plan no longer configured): the
+ * one way the management API and the CLI make one.
+ */
+export async function createEndpointWithinPlan(
+  accounts: AccountStore,
+  plans: Readonly<Record<string, PlanConfig>>,
+  owner: OwnerRecord,
+  network: string,
+  name: string | undefined,
+  fences?: FenceSettings,
+): Promise<PlanEndpointResult> {
+  const max = plans[owner.plan]?.max_endpoints ?? 0;
+  const made = await accounts.createEndpoint(owner.id, network, name, max, fences);
+  if (made.kind === 'created') return made;
+  return { ...made, limit: `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints` };
 }

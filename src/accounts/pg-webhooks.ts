@@ -2,8 +2,9 @@ import type pg from 'pg';
 import { inPgTransaction } from '../store/pg-transaction.js';
 import { lockOwner } from './pg-owners.js';
 import {
+  CLAIM_COLUMN,
   CLAIM_DELIVERY,
-  DELIVERY_COLUMNS,
+  deliveryColumns,
   newWebhookId,
   RELEASE_DELIVERY,
   STALLED_SELECT,
@@ -19,17 +20,11 @@ import { DELIVERIES_KEPT, type DeliveryRecord, type MinuteCount, type WebhookSto
 
 type Row = Parameters<typeof toWebhookRecord>[0];
 
-/** Deliveries as read back: BIGINT columns arrive as strings. */
-function toDelivery(r: DeliveryRecord): DeliveryRecord {
-  return { ...r, id: Number(r.id), at: Number(r.at), lastAttemptAt: r.lastAttemptAt === null ? null : Number(r.lastAttemptAt) };
-}
-
 /**
  * The webhooks of a fleet, in its PostgreSQL: sqlite-webhooks.ts's, with the owner's row locked where SQLite
  * takes its write lock, so two instances never take an owner past its most webhooks.
  */
 export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookStore {
-  const claimColumn = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' } as const;
   return {
     async list(ownerId) {
       const { rows } = await pool.query<Row>(
@@ -42,7 +37,7 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
       inPgTransaction(pool, async (client) => {
         if ((await lockOwner(client, ownerId)) === null) return { kind: 'refused' as const };
         const { rows } = await client.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM webhooks WHERE owner_id = $1 AND deleted_at IS NULL',
+          'SELECT count(*) AS n FROM webhooks WHERE owner_id = $1 AND deleted_at IS NULL',
           [ownerId],
         );
         if (rows[0]!.n >= max) return { kind: 'refused' as const };
@@ -63,10 +58,10 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
       const mine = await pool.query('SELECT 1 FROM webhooks WHERE id = $1 AND owner_id = $2::bigint AND deleted_at IS NULL', [id, ownerId]);
       if (mine.rowCount !== 1) return null;
       const { rows } = await pool.query<DeliveryRecord>(
-        `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`,
+        `SELECT ${deliveryColumns()} FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2`,
         [id, limit],
       );
-      return rows.map(toDelivery);
+      return rows;
     },
     async watched() {
       const { rows } = await pool.query<Row>(
@@ -76,7 +71,7 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
       return rows.map(toWebhookRecord);
     },
     async claimMinute(id, claim, t) {
-      const column = claimColumn[claim];
+      const column = CLAIM_COLUMN[claim];
       const { rowCount } = await pool.query(`UPDATE webhooks SET ${column} = $1 WHERE id = $2 AND ${column} < $1`, [t, id]);
       return rowCount === 1;
     },
@@ -86,20 +81,20 @@ export function createPgWebhooks(pool: pg.Pool, seconds: () => number): WebhookS
     },
     async minuteCounts(ownerId, fromT) {
       const { rows } = await pool.query<MinuteCount>(
-        `SELECT endpoint_id AS "endpointId", t, status, sum(requests)::float8 AS requests FROM usage_minute
+        `SELECT endpoint_id AS "endpointId", t, status, sum(requests) AS requests FROM usage_minute
         WHERE owner_id = $1::bigint AND t >= $2 GROUP BY endpoint_id, t, status`,
         [ownerId, fromT],
       );
-      return rows.map((r) => ({ ...r, t: Number(r.t) }));
+      return rows;
     },
     addDelivery: (webhookId, event, at, claim, body) =>
       inPgTransaction(pool, async (client) => {
-        const { rows } = await client.query<{ id: string }>(
+        const { rows } = await client.query<{ id: number }>(
           `INSERT INTO webhook_deliveries (webhook_id, event, at, outcome, claimed_by, lease_until)
           VALUES ($1, $2, $3, 'pending', $4, $5) RETURNING id`,
           [webhookId, event, at, claim.by, claim.until],
         );
-        const id = Number(rows[0]!.id);
+        const id = rows[0]!.id;
         await client.query('UPDATE webhook_deliveries SET body = $1 WHERE id = $2', [body(id), id]);
         await client.query(
           `DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND id <= (

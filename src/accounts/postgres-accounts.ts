@@ -1,14 +1,10 @@
 import { failureAnswer } from '../metering/failure-ring.js';
 import type { PgStore } from '../store/pg-open.js';
-import type { FailureDbRow } from '../store/statements.js';
+import { FAILURES_SQL, type FailureDbRow } from '../store/statements.js';
 import type { AccountStore, AccountStoreOptions } from './account-store.js';
 import { createPgEndpointTable } from './pg-endpoints.js';
 import { createPgOwnerAdmin } from './pg-owners.js';
 import { createPgWebhooks } from './pg-webhooks.js';
-
-/** One endpoint's kept failures, newest first, of its owner only (SQLite's `directory.failures`). */
-const PG_FAILURES_SQL = `SELECT at, method, http_status AS "httpStatus", code, error, message, upstream FROM call_failures
-  WHERE endpoint_id = $1 AND owner_id = $2 ORDER BY seq DESC LIMIT $3`;
 
 /**
  * The account store of a fleet, in the PostgreSQL database every instance shares. Writes are transactions
@@ -24,7 +20,7 @@ export function createPostgresAccounts(pg: PgStore, options: AccountStoreOptions
     ...createPgEndpointTable(pg.pool, seconds, options.fences),
     webhooks: createPgWebhooks(pg.pool, seconds),
     failures: async (ownerId, endpointId, limit) =>
-      (await pg.pool.query<FailureDbRow>(PG_FAILURES_SQL, [endpointId, ownerId, limit])).rows.map(failureAnswer),
+      (await pg.pool.query<FailureDbRow>(FAILURES_SQL, [endpointId, ownerId, limit])).rows.map(failureAnswer),
     async close() {
       if (!pg.pool.ending) await pg.close();
     },

@@ -1,4 +1,5 @@
 import type { Store } from '../store/open.js';
+import { positional } from '../store/statements.js';
 import { randomString } from '../tenancy/keys.js';
 import {
   DELIVERIES_KEPT,
@@ -41,32 +42,27 @@ export function webhookColumns(w = 'webhooks'): string {
 }
 const WEBHOOK_COLUMNS = webhookColumns();
 
-export const DELIVERY_COLUMNS = `id, webhook_id AS "webhookId", event, at, attempts, outcome, http_status AS "httpStatus", error,
-  last_attempt_at AS "lastAttemptAt"`;
+/** A delivery row of `d` as both stores select it (the aliases are the record's names). */
+export function deliveryColumns(d = 'webhook_deliveries'): string {
+  return `${d}.id, ${d}.webhook_id AS "webhookId", ${d}.event, ${d}.at, ${d}.attempts, ${d}.outcome, ${d}.http_status AS "httpStatus",
+  ${d}.error, ${d}.last_attempt_at AS "lastAttemptAt"`;
+}
 
-/**
- * The statements both stores share of a delivery's claim, in PostgreSQL's `$n` (each once, in order: SQLite
- * takes them as `?`, `positional`).
- */
-export const positional = (sql: string): string => sql.replace(/\$\d+/g, '?');
+/** The column of each minute claim: the minute last alerted (both stores). */
+export const CLAIM_COLUMN: Readonly<Record<MinuteClaim, string>> = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' };
+
+// The statements of a delivery's claim both stores share are in PostgreSQL's `$n` (SQLite's: `positional`).
 
 /** The stalled deliveries, with their webhook's URL and secret (`$1` now, `$2` the limit). */
-export const STALLED_SELECT = `SELECT d.id, d.webhook_id AS "webhookId", d.event, d.at, d.attempts, d.outcome, d.http_status AS "httpStatus",
-  d.error, d.last_attempt_at AS "lastAttemptAt", d.body, w.url, w.secret, w.deleted_at IS NOT NULL AS "webhookDeleted"
+export const STALLED_SELECT = `SELECT ${deliveryColumns('d')}, d.body, w.url, w.secret, w.deleted_at IS NOT NULL AS "webhookDeleted"
   FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
   WHERE d.outcome = 'pending' AND d.lease_until < $1 ORDER BY d.lease_until, d.id LIMIT $2`;
 
 export type StalledRow = Omit<StalledDelivery, 'webhookDeleted'> & { webhookDeleted: number | boolean };
 
-/** A stalled delivery as read back: PostgreSQL's BIGINT columns arrive as strings, SQLite's booleans as 0 or 1. */
+/** A stalled delivery as read back: SQLite's booleans arrive as 0 or 1 (PostgreSQL's BIGINTs as numbers: store/pg-open.ts). */
 export function toStalled(r: StalledRow): StalledDelivery {
-  return {
-    ...r,
-    id: Number(r.id),
-    at: Number(r.at),
-    lastAttemptAt: r.lastAttemptAt === null ? null : Number(r.lastAttemptAt),
-    webhookDeleted: r.webhookDeleted === true || r.webhookDeleted === 1,
-  };
+  return { ...r, webhookDeleted: r.webhookDeleted === true || r.webhookDeleted === 1 };
 }
 
 /** The take-over of a stalled delivery: its lease still ended when the update runs, so one caller wins. */
@@ -81,18 +77,10 @@ export const RELEASE_DELIVERY = `UPDATE webhook_deliveries SET lease_until = 0 W
 
 type WebhookRow = Omit<WebhookRecord, 'events' | 'balanceLow'> & { events: string; balanceLow: number | boolean };
 
+/** A webhook as read back: its events as stored text, SQLite's booleans as 0 or 1 (PostgreSQL's BIGINTs as numbers: store/pg-open.ts). */
 export function toWebhookRecord(row: WebhookRow): WebhookRecord {
-  return {
-    ...row,
-    events: storedEvents(row.events),
-    balanceBelowRu: row.balanceBelowRu === null ? null : Number(row.balanceBelowRu),
-    refusedPerMinute: row.refusedPerMinute === null ? null : Number(row.refusedPerMinute),
-    createdAt: Number(row.createdAt),
-    balanceLow: row.balanceLow === true || row.balanceLow === 1,
-  };
+  return { ...row, events: storedEvents(row.events), balanceLow: row.balanceLow === true || row.balanceLow === 1 };
 }
-
-const CLAIM_COLUMN: Record<MinuteClaim, string> = { key_refused: 'key_refused_t', error_rate: 'error_rate_t' };
 
 /** The webhooks of the embedded SQLite file, on `store`'s connection; writes take the store's write lock. */
 export function createSqliteWebhooks(store: Store, now: () => number = Date.now): WebhookStore {
@@ -111,21 +99,16 @@ export function createSqliteWebhooks(store: Store, now: () => number = Date.now)
   );
   const mine = db.prepare<[string, number], number>('SELECT 1 FROM webhooks WHERE id = ? AND owner_id = ? AND deleted_at IS NULL').pluck();
   const deliveries = db.prepare<[string, number], DeliveryRecord>(
-    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?`,
+    `SELECT ${deliveryColumns()} FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?`,
   );
   const watched = db.prepare<[], WebhookRow>(
     `SELECT ${webhookColumns('w')}
     FROM webhooks w JOIN owners o ON o.id = w.owner_id
     WHERE w.deleted_at IS NULL AND o.deleted_at IS NULL AND o.suspended = 0 ORDER BY w.owner_id, w.id`,
   );
-  const claims = {
-    key_refused: db.prepare<[number, string, number]>(
-      `UPDATE webhooks SET ${CLAIM_COLUMN.key_refused} = ? WHERE id = ? AND key_refused_t < ?`,
-    ),
-    error_rate: db.prepare<[number, string, number]>(
-      `UPDATE webhooks SET ${CLAIM_COLUMN.error_rate} = ? WHERE id = ? AND error_rate_t < ?`,
-    ),
-  };
+  const claimOf = (c: MinuteClaim) =>
+    db.prepare<[number, string, number]>(`UPDATE webhooks SET ${CLAIM_COLUMN[c]} = ? WHERE id = ? AND ${CLAIM_COLUMN[c]} < ?`);
+  const claims = { key_refused: claimOf('key_refused'), error_rate: claimOf('error_rate') };
   const setLow = db.prepare<[number, string, number]>('UPDATE webhooks SET balance_low = ? WHERE id = ? AND balance_low != ?');
   const minutes = db.prepare<[number, number], MinuteCount>(
     `SELECT endpoint_id AS endpointId, t, status, sum(requests) AS requests FROM usage_minute

@@ -15,6 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { MinuteCount, WebhookEvent, WebhookRecord, WebhookStore } from '../accounts/webhook-store.js';
+import { isoTime } from '../api-answers.js';
 import { type DeliveryOptions, type DeliveryTarget, deliver, leaseUntilS } from './delivery.js';
 import { resumeStalled } from './delivery-resume.js';
 
@@ -47,15 +48,13 @@ interface Alert {
   data: Record<string, unknown>;
 }
 
-const iso = (unixS: number): string => new Date(unixS * 1000).toISOString();
-
 /** Per minute, per endpoint: calls refused (HTTP 4xx). */
 function refusalsByMinute(rows: readonly MinuteCount[]): Map<number, Map<string, number>> {
   const out = new Map<number, Map<string, number>>();
   for (const r of rows) {
     if (r.status < 400 || r.status > 499) continue;
     const m = out.get(r.t) ?? new Map<string, number>();
-    m.set(r.endpointId, (m.get(r.endpointId) ?? 0) + Number(r.requests));
+    m.set(r.endpointId, (m.get(r.endpointId) ?? 0) + r.requests);
     out.set(r.t, m);
   }
   return out;
@@ -66,15 +65,30 @@ function errorsByMinute(rows: readonly MinuteCount[]): Map<number, { requests: n
   const out = new Map<number, { requests: number; errors: number }>();
   for (const r of rows) {
     const m = out.get(r.t) ?? { requests: 0, errors: 0 };
-    m.requests += Number(r.requests);
-    if (r.status !== 0) m.errors += Number(r.requests);
+    m.requests += r.requests;
+    if (r.status !== 0) m.errors += r.requests;
     out.set(r.t, m);
   }
   return out;
 }
 
+/** What the alerts of one owner's webhooks read this check: its balance and its last minutes' usage, once for all. */
+interface OwnerMinutes {
+  balance: number | null;
+  /** The minutes of the usage rows, oldest first. */
+  minutes: number[];
+  refusals: Map<number, Map<string, number>>;
+  errors: Map<number, { requests: number; errors: number }>;
+}
+
+function ownerMinutes(balance: number | null, rows: readonly MinuteCount[]): OwnerMinutes {
+  const minutes = [...new Set(rows.map((r) => r.t))].sort((a, b) => a - b);
+  return { balance, minutes, refusals: refusalsByMinute(rows), errors: errorsByMinute(rows) };
+}
+
 /** The alerts of one webhook this check, each claimed in the store (so sent by this sender only). */
-async function alertsOf(store: WebhookStore, hook: WebhookRecord, balance: number | null, rows: readonly MinuteCount[]): Promise<Alert[]> {
+async function alertsOf(store: WebhookStore, hook: WebhookRecord, owner: OwnerMinutes): Promise<Alert[]> {
+  const { balance, minutes } = owner;
   const alerts: Alert[] = [];
   if (hook.events.includes('balance_low') && hook.balanceBelowRu !== null && balance !== null) {
     const low = balance < hook.balanceBelowRu;
@@ -82,24 +96,23 @@ async function alertsOf(store: WebhookStore, hook: WebhookRecord, balance: numbe
       alerts.push({ event: 'balance_low', data: { balance_ru: balance, balance_below_ru: hook.balanceBelowRu } });
     }
   }
-  const minutes = [...new Set(rows.map((r) => r.t))].sort((a, b) => a - b);
   if (hook.events.includes('key_refused') && hook.refusedPerMinute !== null) {
-    const refusals = refusalsByMinute(rows);
     for (const t of minutes) {
-      const over = [...(refusals.get(t) ?? [])].filter(([, n]) => n > hook.refusedPerMinute!);
+      const over = [...(owner.refusals.get(t) ?? [])].filter(([, n]) => n > hook.refusedPerMinute!);
       if (over.length === 0 || !(await store.claimMinute(hook.id, 'key_refused', t))) continue;
       const endpoints = over.map(([endpoint_id, refused]) => ({ endpoint_id, refused }));
-      alerts.push({ event: 'key_refused', data: { minute: iso(t), refused_per_minute: hook.refusedPerMinute, endpoints } });
+      alerts.push({ event: 'key_refused', data: { minute: isoTime(t), refused_per_minute: hook.refusedPerMinute, endpoints } });
     }
   }
   if (hook.events.includes('error_rate') && hook.errorRateAbove !== null) {
-    for (const [t, m] of [...errorsByMinute(rows)].sort((a, b) => a[0] - b[0])) {
+    for (const t of minutes) {
+      const m = owner.errors.get(t)!;
       const rate = m.requests === 0 ? 0 : m.errors / m.requests;
       if (m.requests < ERROR_RATE_MIN_CALLS || rate <= hook.errorRateAbove) continue;
       if (!(await store.claimMinute(hook.id, 'error_rate', t))) continue;
       alerts.push({
         event: 'error_rate',
-        data: { minute: iso(t), requests: m.requests, errors: m.errors, error_rate: rate, error_rate_above: hook.errorRateAbove },
+        data: { minute: isoTime(t), requests: m.requests, errors: m.errors, error_rate: rate, error_rate_above: hook.errorRateAbove },
       });
     }
   }
@@ -154,7 +167,7 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
     const startedMs = now();
     const at = Math.floor(startedMs / 1000);
     const bodyOf = (id: number): string =>
-      JSON.stringify({ id, webhook_id: hook.id, owner_id: hook.ownerId, event: alert.event, time: iso(at), data: alert.data });
+      JSON.stringify({ id, webhook_id: hook.id, owner_id: hook.ownerId, event: alert.event, time: isoTime(at), data: alert.data });
     const claim = { by, until: leaseUntilS(startedMs, 0, deps.settings().timeout_ms) };
     const id = await deps.store.addDelivery(hook.id, alert.event, at, claim, bodyOf);
     start({ id, url: hook.url, secret: hook.secret, event: alert.event, body: bodyOf(id), startedMs, attempts: 0, dueMs: startedMs });
@@ -176,14 +189,19 @@ export function startAlertWatch(deps: AlertWatchDeps): AlertWatch {
     const hooks = await deps.store.watched();
     const minute = Math.floor(now() / 60_000) * 60;
     const byOwner = new Map<number, WebhookRecord[]>();
-    for (const h of hooks) byOwner.set(h.ownerId, [...(byOwner.get(h.ownerId) ?? []), h]);
+    for (const h of hooks) {
+      const mine = byOwner.get(h.ownerId);
+      if (mine === undefined) byOwner.set(h.ownerId, [h]);
+      else mine.push(h);
+    }
     for (const [ownerId, mine] of byOwner) {
       const balance = mine.some((h) => h.events.includes('balance_low')) ? await deps.balance(ownerId) : null;
       const rows = mine.some((h) => h.events.includes('key_refused') || h.events.includes('error_rate'))
         ? await deps.store.minuteCounts(ownerId, minute - 60)
         : [];
+      const owner = ownerMinutes(balance, rows);
       for (const hook of mine) {
-        for (const alert of await alertsOf(deps.store, hook, balance, rows)) if (!closed) await send(hook, alert);
+        for (const alert of await alertsOf(deps.store, hook, owner)) if (!closed) await send(hook, alert);
       }
     }
   }

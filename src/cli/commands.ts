@@ -2,6 +2,7 @@
 // statuses are declared here once, and the help (help.ts), the reading of a command line
 // (command-line.ts) and the check that the README lists every command (test/cli/commands.test.ts) all
 // read it, so they cannot drift apart.
+import type { FenceSettings } from '../fences/settings.js';
 import { MAX_NAME_LENGTH } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
 
@@ -68,26 +69,50 @@ const onStore = (...options: OptionSpec[]): OptionSpec[] => [...options, STORE_C
 
 const STORE_EXIT = '0 done; 1 refused (an unknown owner or endpoint, a limit) or the store failed; 2 bad arguments';
 
-/** The flags of `endpoint set`, each one field of the endpoint's restrictions (cli/endpoint-commands.ts maps them). */
-export const SETTING_OPTIONS: readonly OptionSpec[] = [
+/** A flag of `endpoint set` and the field of the endpoint's restrictions it writes. */
+export interface SettingOption extends OptionSpec {
+  readonly field: keyof FenceSettings;
+}
+
+/** The flags of `endpoint set`, each one field of the endpoint's restrictions (cli/endpoint-commands.ts reads them). */
+export const SETTING_OPTIONS: readonly SettingOption[] = [
   {
     name: 'allowed-origins',
+    field: 'allowed_origins',
     value: 'LIST',
     list: true,
     text: "browsers' Origin that may use the key: https://app.example.com,*.example.com",
   },
-  { name: 'allow-no-origin', value: 'true|false', text: 'with allowed origins, also accept requests without Origin (servers)' },
-  { name: 'allowed-ips', value: 'LIST', list: true, text: 'client addresses and CIDR ranges: 192.0.2.0/24,2001:db8::1' },
-  { name: 'allowed-methods', value: 'LIST', list: true, text: "method patterns, narrower than the plan's: eth_call,eth_get*" },
-  { name: 'allowed-contracts', value: 'LIST', list: true, text: 'contract addresses calls may name' },
-  { name: 'key-in-path', value: 'true|false', text: 'false: the key only in X-API-Key or Authorization: Bearer' },
+  {
+    name: 'allow-no-origin',
+    field: 'allow_no_origin',
+    value: 'true|false',
+    text: 'with allowed origins, also accept requests without Origin (servers)',
+  },
+  {
+    name: 'allowed-ips',
+    field: 'allowed_ips',
+    value: 'LIST',
+    list: true,
+    text: 'client addresses and CIDR ranges: 192.0.2.0/24,2001:db8::1',
+  },
+  {
+    name: 'allowed-methods',
+    field: 'allowed_methods',
+    value: 'LIST',
+    list: true,
+    text: "method patterns, narrower than the plan's: eth_call,eth_get*",
+  },
+  { name: 'allowed-contracts', field: 'allowed_contracts', value: 'LIST', list: true, text: 'contract addresses calls may name' },
+  { name: 'key-in-path', field: 'key_in_path', value: 'true|false', text: 'false: the key only in X-API-Key or Authorization: Bearer' },
   {
     name: 'jwt-key',
+    field: 'jwt_keys',
     value: 'id:alg:FILE',
     list: true,
     text: 'public keys (FILE a PEM or a JWK; alg ES256, RS256 or EdDSA) a Bearer token must be signed by',
   },
-  { name: 'jwt-max-lifetime', value: 'D', text: 'the longest a token may live (default 1h)' },
+  { name: 'jwt-max-lifetime', field: 'jwt_max_lifetime_s', value: 'D', text: 'the longest a token may live (default 1h)' },
 ];
 
 const NAME_RULE = `NAME is 1 to ${MAX_NAME_LENGTH} characters (trimmed), no control characters.`;

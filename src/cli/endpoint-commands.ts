@@ -3,27 +3,23 @@
 // `endpoint set ID --flags` and `endpoint rotate ID [--grace D]`. The flags are turned into the management API's body (one flag per
 // field, `none` clears it) and checked by fences/settings.ts, whose problems come back named by flag.
 import { readFileSync } from 'node:fs';
+import { createEndpointWithinPlan } from '../accounts/account-store.js';
 import { applyFencePatch, type FenceProblem, type FenceSettings, NO_FENCES } from '../fences/settings.js';
 import { endpointView, ROTATION_GRACE_S } from '../server/management-fences.js';
 import { errorText } from '../log.js';
 import { nameProblem } from '../tenancy/names.js';
 import { type ParsedArgs, stringOption } from './args.js';
-import { formatTable, formatTime, isoTime } from './table.js';
+import { SETTING_OPTIONS } from './commands.js';
+import { isoTime } from '../api-answers.js';
+import { formatTable, formatTime } from './table.js';
 import { type Io, ownerId as ownerIdOf, RefusedError, UsageError } from './tenancy-io.js';
 
 /** Each flag of `endpoint set` and the settings field it writes, in the order `--help` lists them. */
-export const SETTING_FLAGS: Readonly<Record<string, keyof FenceSettings>> = Object.freeze({
-  'allowed-origins': 'allowed_origins',
-  'allow-no-origin': 'allow_no_origin',
-  'allowed-ips': 'allowed_ips',
-  'allowed-methods': 'allowed_methods',
-  'allowed-contracts': 'allowed_contracts',
-  'key-in-path': 'key_in_path',
-  'jwt-key': 'jwt_keys',
-  'jwt-max-lifetime': 'jwt_max_lifetime_s',
-});
+const SETTING_FLAGS: Readonly<Record<string, keyof FenceSettings>> = Object.freeze(
+  Object.fromEntries(SETTING_OPTIONS.map((o) => [o.name, o.field])),
+);
 
-const FLAG_OF: ReadonlyMap<string, string> = new Map(Object.entries(SETTING_FLAGS).map(([flag, field]) => [field, flag]));
+const FLAG_OF: ReadonlyMap<string, string> = new Map(SETTING_OPTIONS.map((o) => [o.field, o.name]));
 
 /** Comma-separated entries (repeated flags are joined with commas by the argument reader). */
 const entries = (v: string): string[] =>
@@ -200,13 +196,10 @@ export async function endpointCreate(io: Io, json: boolean): Promise<void> {
   const record = await accounts.owner(owner);
   if (record === null) throw new RefusedError(`no owner ${owner}`);
   if (record.suspended) throw new RefusedError(`owner ${owner} is suspended: its keys are refused (owner resume ${owner} first)`);
-  const max = io.config.plans[record.plan]?.max_endpoints ?? 0;
-  const made = await accounts.createEndpoint(owner, chain, name, max);
+  const made = await createEndpointWithinPlan(accounts, io.config.plans, record, chain, name);
   if (made.kind === 'refused') {
     throw new RefusedError(
-      made.error === 'limit'
-        ? `Endpoint limit reached: plan '${record.plan}' allows ${max} endpoints (owner ${owner}; plans.${record.plan}.max_endpoints)`
-        : `no owner ${owner}`,
+      made.error === 'limit' ? `${made.limit} (owner ${owner}; plans.${record.plan}.max_endpoints)` : `no owner ${owner}`,
     );
   }
   const e = made.endpoint;

@@ -15,15 +15,6 @@ import { inPgTransaction } from '../store/pg-transaction.js';
  * counted again and compared.
  */
 
-export const STORE_USAGE = `Moving data between stores:
-
-  chaingate store copy --from FILE --to URL     copy a SQLite database (storage.path) into an empty
-                                                PostgreSQL database (storage.url); stop the gateway first
-
-Exit status: 0 copied and checked, 1 refused or failed (the target is not empty, the source is missing,
-the target unreachable; nothing is written then), 2 bad arguments.
-`;
-
 /** A table copied, its columns in order, and the SQLite expression of each (booleans become booleans). */
 interface TableCopy {
   name: string;

@@ -41,8 +41,3 @@ export function formatTime(unixSeconds: number): string {
     .replace('T', ' ')
     .replace(/\.\d{3}Z$/, 'Z');
 }
-
-/** Unix seconds as ISO 8601 (`2026-11-29T20:14:42.000Z`), the form of the management API's times: what --json prints. */
-export function isoTime(unixSeconds: number): string {
-  return new Date(unixSeconds * 1000).toISOString();
-}

@@ -9,7 +9,8 @@ import { nameProblem } from '../tenancy/names.js';
 import { MAX_RU } from '../tenancy/owners.js';
 import { stringOption } from './args.js';
 import { endpointCreate, endpointDelete, endpointRotate, endpointSet } from './endpoint-commands.js';
-import { formatTable, formatTime, isoTime } from './table.js';
+import { isoTime } from '../api-answers.js';
+import { formatTable, formatTime } from './table.js';
 import { found, type Io, ownerId, plan, RefusedError, requireRu, UsageError } from './tenancy-io.js';
 
 async function ownerCreate(io: Io, json: boolean): Promise<void> {

@@ -5,7 +5,6 @@ import type { StoreConfig } from '../config/load.js';
 import { NoDatabaseError, openStore, StoreAccessError, type Store } from '../store/open.js';
 import { openPgStore, safeUrl } from '../store/pg-open.js';
 import type { ParsedArgs } from './args.js';
-import { readCommandLine } from './command-line.js';
 import type { CommandSpec } from './commands.js';
 import { usageErrorText } from './help.js';
 import { run } from './tenancy-commands.js';
@@ -38,36 +37,6 @@ async function openAccounts(config: StoreConfig, opened: Opened): Promise<Accoun
 function storeErrorText(e: unknown): string {
   const err = e as { message?: string; code?: string };
   return err.message || err.code || String(e);
-}
-
-/**
- * Runs one operator command (`argv` as typed after `chaingate`, e.g. `['owner', 'list', '--config', F]`)
- * against the config's store; returns the exit status. The config is the caller's, so `--config` may be
- * left out. Writes only through `out` and `err`, so it is testable and never exits the process.
- */
-export async function runTenancyCommand(
-  argv: string[],
-  config: StoreConfig,
-  out: (s: string) => void,
-  err: (s: string) => void,
-): Promise<number> {
-  const line = readCommandLine(argv, { given: ['config'] });
-  switch (line.kind) {
-    case 'help':
-      out(line.text);
-      return 0;
-    case 'usage':
-      err(usageErrorText(line.message, line.words));
-      return 2;
-    case 'run':
-      if (!isStoreCommand(line.spec)) {
-        err(usageErrorText(`${line.spec.words} is not a command on the store`, null));
-        return 2;
-      }
-      return runStoreCommand(line, config, out, err);
-    default:
-      return line satisfies never;
-  }
 }
 
 /**

@@ -5,7 +5,6 @@
  * done (or already so), 1 when the daemon refused (no such chain or node), 2 when it cannot be asked.
  */
 import type { Config } from '../config/schema.js';
-import { usageErrorText } from './help.js';
 import { daemonUrl } from './status.js';
 
 /** How long the daemon gets to answer, in ms. */
@@ -14,19 +13,21 @@ const ASK_TIMEOUT_MS = 5_000;
 /** Exit statuses; 2 is both a wrong command line (as for every command) and a daemon that cannot be asked. */
 export const UPSTREAM_EXIT = { done: 0, refused: 1, unreachable: 2, badArguments: 2 } as const;
 
-/** Runs the command (`args`: cordon|uncordon, CHAIN, NODE); resolves with its exit code. */
+/** What the command asks: its word and the node, as the command line (main.ts) read and checked them. */
+export interface UpstreamTarget {
+  action: 'cordon' | 'uncordon';
+  chain: string;
+  node: string;
+}
+
+/** Runs the command; resolves with its exit code. */
 export async function runUpstream(
   config: Config,
   configPath: string,
-  args: readonly string[],
+  { action, chain, node }: UpstreamTarget,
   out: (s: string) => void,
   err: (s: string) => void,
 ): Promise<number> {
-  const [action, chain, node] = args;
-  if ((action !== 'cordon' && action !== 'uncordon') || chain === undefined || node === undefined || args.length !== 3) {
-    err(usageErrorText('upstream takes cordon or uncordon, then CHAIN and NODE', 'upstream'));
-    return UPSTREAM_EXIT.badArguments;
-  }
   const m = config.metrics;
   if (m === undefined) {
     err(`chaingate upstream: ${configPath} turns the metrics listener off (metrics.enabled: false), and cordons go through it\n`);

@@ -17,18 +17,30 @@ export function failureParams(f: PendingFailure): FailureParams {
   return [f.endpointId, f.ownerId, f.at, f.method, f.httpStatus, f.code, f.error, f.message, f.upstream];
 }
 
-/** The endpoints of `failures`, each once: the rings to cut after adding them. */
-export function failedEndpoints(failures: readonly PendingFailure[]): Set<string> {
-  const ids = new Set<string>();
-  for (const f of failures) ids.add(f.endpointId);
-  return ids;
+/**
+ * What a write of `failures` inserts, and the rings it then cuts to `kept` rows: the newest `kept` of each
+ * endpoint, oldest first as given, and every endpoint of `failures`. The older ones would be inserted only for
+ * the cut to delete them in the same transaction: a flooded endpoint would cost ~900 inserts and as many
+ * deletes per write.
+ */
+export function newestFailures(failures: readonly PendingFailure[], kept: number): { add: PendingFailure[]; endpoints: Set<string> } {
+  const seen = new Map<string, number>();
+  const add: PendingFailure[] = [];
+  for (let i = failures.length - 1; i >= 0; i--) {
+    const f = failures[i]!;
+    const n = seen.get(f.endpointId) ?? 0;
+    seen.set(f.endpointId, n + 1);
+    if (n < kept) add.push(f);
+  }
+  return { add: add.reverse(), endpoints: new Set(seen.keys()) };
 }
 
 /** Adds `failures` and cuts each ring they touched to `kept` rows; call inside the usage write's transaction. */
 export function writeFailures(sql: Statements['ledger'], failures: readonly PendingFailure[], kept: number): void {
   if (failures.length === 0) return;
-  for (const f of failures) sql.addFailure.run(...failureParams(f));
-  for (const id of failedEndpoints(failures)) sql.trimFailures.run(id, id, kept);
+  const { add, endpoints } = newestFailures(failures, kept);
+  for (const f of add) sql.addFailure.run(...failureParams(f));
+  for (const id of endpoints) sql.trimFailures.run(id, id, kept);
 }
 
 /** A stored failure as the API answers it. */

@@ -1,5 +1,5 @@
 import { LATENCY_COLUMN_LIST, LATENCY_COLUMNS, LATENCY_SUMS, latencyAdditions } from '../store/latency-columns.js';
-import { DEFAULT_FAILURES_KEPT, failedEndpoints, failureParams } from './failure-ring.js';
+import { DEFAULT_FAILURES_KEPT, failureParams, newestFailures } from './failure-ring.js';
 import type pg from 'pg';
 import type { PgStore } from '../store/pg-open.js';
 import { inPgTransaction } from '../store/pg-transaction.js';
@@ -116,12 +116,13 @@ async function addRows(client: pg.ClientBase, rows: readonly PendingRow[]): Prom
 /** Adds failures to their endpoints' rings and cuts each ring they touched to `kept` (failure-ring.ts). */
 async function addFailures(client: pg.ClientBase, failures: readonly PendingFailure[], kept: number): Promise<void> {
   if (failures.length === 0) return;
-  const params = failures.map(failureParams);
+  const { add, endpoints } = newestFailures(failures, kept);
+  const params = add.map(failureParams);
   await client.query(
     SQL.addFailures,
     params[0]!.map((_, i) => params.map((p) => p[i])),
   );
-  await client.query(SQL.trimFailures, [[...failedEndpoints(failures)], kept]);
+  await client.query(SQL.trimFailures, [[...endpoints], kept]);
 }
 
 /**

@@ -71,7 +71,7 @@ export function summarizeUsage(rows: readonly StatsRow[]): UsageStats {
     to.requests += row.requests;
     to.ru += row.ru;
     to.errors += errors;
-    if (errors === 0) for (let i = 0; i < LATENCY_COLUMNS.length; i++) to.latency[i]! += row[`lat_${i}`] ?? 0;
+    if (errors === 0) for (let i = 0; i < LATENCY_COLUMNS.length; i++) to.latency[i]! += row[LATENCY_COLUMNS[i]!] ?? 0;
   };
   for (const row of rows) {
     const errors = row.status === 0 ? 0 : row.requests;

@@ -1,6 +1,6 @@
 import { LATENCY_BUCKET_COUNT } from '../store/latency-columns.js';
 import type { FailureDbRow, UsageParams } from '../store/statements.js';
-import { emptyLatency, type LatencyCounts, latencyBucket, mergeLatency } from './latency-histogram.js';
+import { type LatencyCounts, latencyBucket } from './latency-histogram.js';
 
 /** One row of `usage_minute` waiting to be written: requests and RU added up under its key. */
 export interface PendingRow {
@@ -12,7 +12,10 @@ export interface PendingRow {
   status: number;
   requests: number;
   ru: number;
-  /** Its timed calls' latency histogram (latency-histogram.ts); null while none was timed (deliveries never are). */
+  /**
+   * The latency histogram of its successful timed calls (latency-histogram.ts), the only latency the stats read
+   * (stats.ts); null while none was timed: deliveries never are, and refusals and failures are not kept.
+   */
   latency?: LatencyCounts | null | undefined;
 }
 
@@ -29,14 +32,25 @@ export interface PendingFailure extends FailureDbRow {
 export const MAX_PENDING_FAILURES = 1000;
 
 /**
- * Rows as one worker ships them to the writer: each row's eight fields one after the other (endpointId,
- * ownerId, method, t, status, requests, ru, latency histogram or 0), in a flat array. postMessage copies a flat array of strings and
- * numbers for about a third of what objects cost it, which repeat their property names in every copy: with
- * calls spread over many keys a shipment holds about a row per call.
+ * Rows as one worker ships them to the writer: each row's fields one after the other (endpointId, ownerId,
+ * method, t, status, requests, ru), then how many latency counts follow (0 untimed, else LATENCY_BUCKET_COUNT)
+ * and those counts, in a flat array. postMessage copies a flat array of strings and numbers for about a third
+ * of what objects cost it, which repeat their property names in every copy (a nested array is one more
+ * object): with calls spread over many keys a shipment holds about a row per call.
  */
-export type ShippedRows = Array<string | number | LatencyCounts>;
+export type ShippedRows = Array<string | number>;
 
+/** A row's fields in a shipment before its latency counts: its seven, and the number of counts. */
 const SHIPPED_FIELDS = 8;
+
+/**
+ * A row as PendingUsage keeps it: its latency histogram is LATENCY_BUCKET_COUNT counts from `latencyAt` in
+ * the pending usage's one flat array of counts (-1: none yet), so that a row's first timed call allocates
+ * no array of its own, and a shipment copies counts, not arrays.
+ */
+interface KeptRow extends Omit<PendingRow, 'latency'> {
+  latencyAt: number;
+}
 
 /**
  * Usage counted since the last write (or shipment), one row per endpoint, method, minute and status.
@@ -46,7 +60,8 @@ const SHIPPED_FIELDS = 8;
 export interface PendingUsage {
   /**
    * Adds `requests` and `ru` to the row of `ownerId`'s `endpointId`, `method` and `status` in the minute of
-   * `atMs`, and `latencyMs` (when not negative: -1 for an untimed delivery) to its histogram.
+   * `atMs`, and `latencyMs` to its histogram when the call succeeded (status 0) and was timed (-1: an untimed
+   * delivery).
    */
   count(
     ownerId: number,
@@ -87,15 +102,17 @@ export function createPendingUsage(): PendingUsage {
   // whose hash V8 keeps, where a key joining the four fields is a string made and hashed per call; with
   // calls spread over many keys that was most of a count's cost. The endpoint's other rows (another method,
   // minute or status) by that joined key.
-  let byEndpoint = new Map<string, PendingRow>();
-  let others = new Map<string, PendingRow>();
+  let byEndpoint = new Map<string, KeptRow>();
+  let others = new Map<string, KeptRow>();
+  // The rows' latency histograms, one after the other (KeptRow.latencyAt).
+  let counts: number[] = [];
   let ru = 0;
   // The row the last count went to: a key's calls come in runs of one method, minute and status.
   // Forgotten whenever the rows are handed over.
-  let last: PendingRow | null = null;
+  let last: KeptRow | null = null;
   let failed: PendingFailure[] = [];
 
-  const matches = (row: PendingRow, method: string, status: number, t: number): boolean =>
+  const matches = (row: KeptRow, method: string, status: number, t: number): boolean =>
     row.t === t && row.status === status && row.method === method;
 
   function add(
@@ -107,18 +124,18 @@ export function createPendingUsage(): PendingUsage {
     requests: number,
     rowRu: number,
     latencyMs: number,
-  ): PendingRow {
+  ): KeptRow {
     let row = last;
     if (row === null || row.endpointId !== endpointId || !matches(row, method, status, t)) {
       row = byEndpoint.get(endpointId) ?? null;
       if (row === null) {
-        row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0, latency: null };
+        row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0, latencyAt: -1 };
         byEndpoint.set(endpointId, row);
       } else if (!matches(row, method, status, t)) {
         const key = `${endpointId}\u0000${method}\u0000${t}\u0000${status}`;
         row = others.get(key) ?? null;
         if (row === null) {
-          row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0, latency: null };
+          row = { endpointId, ownerId, method, t, status, requests: 0, ru: 0, latencyAt: -1 };
           others.set(key, row);
         }
       }
@@ -127,8 +144,24 @@ export function createPendingUsage(): PendingUsage {
     row.requests += requests;
     row.ru += rowRu;
     ru += rowRu;
-    if (latencyMs >= 0) (row.latency ??= emptyLatency())[latencyBucket(latencyMs)]! += requests;
+    // Only successes' latency is read (stats.ts): a refusal's would be 24 counts made, shipped and written for nothing.
+    if (latencyMs >= 0 && status === 0) counts[histogramOf(row) + latencyBucket(latencyMs)]! += requests;
     return row;
+  }
+
+  /** Where `row`'s counts start in `counts`, made (zeros) on its first timed call. */
+  function histogramOf(row: KeptRow): number {
+    if (row.latencyAt < 0) {
+      row.latencyAt = counts.length;
+      for (let i = 0; i < LATENCY_BUCKET_COUNT; i++) counts.push(0);
+    }
+    return row.latencyAt;
+  }
+
+  /** A kept row as the writers take it, its histogram copied out of `counts`. */
+  function handed(r: KeptRow): PendingRow {
+    const { latencyAt, ...fields } = r;
+    return { ...fields, latency: latencyAt < 0 ? null : counts.slice(latencyAt, latencyAt + LATENCY_BUCKET_COUNT) };
   }
 
   function keep(f: PendingFailure): void {
@@ -137,19 +170,20 @@ export function createPendingUsage(): PendingUsage {
   }
 
   function* all(): IterableIterator<PendingRow> {
-    yield* byEndpoint.values();
-    yield* others.values();
+    for (const r of byEndpoint.values()) yield handed(r);
+    for (const r of others.values()) yield handed(r);
   }
 
+  /** Forgets the rows: handed over or written. The failures are taken on their own (takeFailures) or by `clear`. */
   function reset(): void {
     byEndpoint = new Map();
     others = new Map();
+    counts = [];
     last = null;
     ru = 0;
-    failed = [];
   }
 
-  function ship(flat: ShippedRows, at: number, rows: Map<string, PendingRow>): number {
+  function ship(flat: ShippedRows, at: number, rows: Map<string, KeptRow>): number {
     let i = at;
     for (const r of rows.values()) {
       flat[i++] = r.endpointId;
@@ -159,7 +193,11 @@ export function createPendingUsage(): PendingUsage {
       flat[i++] = r.status;
       flat[i++] = r.requests;
       flat[i++] = r.ru;
-      flat[i++] = r.latency ?? 0;
+      if (r.latencyAt < 0) flat[i++] = 0;
+      else {
+        flat[i++] = LATENCY_BUCKET_COUNT;
+        for (let k = r.latencyAt; k < r.latencyAt + LATENCY_BUCKET_COUNT; k++) flat[i++] = counts[k]!;
+      }
     }
     return i;
   }
@@ -181,21 +219,17 @@ export function createPendingUsage(): PendingUsage {
     rows: all,
     take() {
       const rows = [...all()];
-      const kept = failed;
       reset();
-      failed = kept;
       return rows;
     },
     takeShipment() {
-      const flat: ShippedRows = new Array((byEndpoint.size + others.size) * SHIPPED_FIELDS);
+      const flat: ShippedRows = new Array((byEndpoint.size + others.size) * SHIPPED_FIELDS + counts.length);
       ship(flat, ship(flat, 0, byEndpoint), others);
-      const kept = failed;
       reset();
-      failed = kept;
       return flat;
     },
     absorbShipment(flat) {
-      for (let i = 0; i + SHIPPED_FIELDS <= flat.length; i += SHIPPED_FIELDS) {
+      for (let i = 0; i + SHIPPED_FIELDS <= flat.length; ) {
         const row = add(
           flat[i + 1] as number,
           flat[i] as string,
@@ -206,11 +240,19 @@ export function createPendingUsage(): PendingUsage {
           flat[i + 6] as number,
           -1,
         );
-        const latency = flat[i + 7];
-        if (typeof latency === 'object') mergeLatency((row.latency ??= emptyLatency()), latency);
+        const timed = flat[i + 7] as number;
+        i += SHIPPED_FIELDS;
+        if (timed > 0) {
+          const at = histogramOf(row);
+          for (let k = 0; k < timed; k++) counts[at + k]! += flat[i + k] as number;
+          i += timed;
+        }
       }
     },
-    clear: reset,
+    clear() {
+      reset();
+      failed = [];
+    },
     get size() {
       return byEndpoint.size + others.size;
     },

@@ -5,7 +5,7 @@
  * every problem's field; this file only carries them between the body, the store and the answer.
  */
 import type { AccountStore, EndpointRecord, OwnerRecord } from '../accounts/account-store.js';
-import type { EndpointAnswer, EndpointSettingsAnswer, FieldProblem, RotatedKeyAnswer } from '../api-answers.js';
+import { type EndpointAnswer, type EndpointSettingsAnswer, type FieldProblem, isoTime, type RotatedKeyAnswer } from '../api-answers.js';
 import type { Config } from '../config/schema.js';
 import { applyFencePatch, FENCE_FIELDS, type FenceSettings, NO_FENCES } from '../fences/settings.js';
 import { fail, fromStore, queryParam, type Reply, refuseFields, send } from './management-io.js';
@@ -31,8 +31,6 @@ export function settingsView(f: FenceSettings): EndpointSettingsAnswer {
     jwt_max_lifetime_s: f.jwt_max_lifetime_s,
   };
 }
-
-const isoTime = (unixS: number): string => new Date(unixS * 1000).toISOString();
 
 /**
  * An endpoint as its owner sees it, with its settings; a previous key is shown while its grace lasts

@@ -6,11 +6,9 @@
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { DELIVERIES_KEPT, type DeliveryRecord, type WebhookRecord } from '../accounts/webhook-store.js';
 import { readWebhookBody } from '../alerts/webhook-body.js';
-import type { DeliveryAnswer, WebhookAnswer } from '../api-answers.js';
+import { type DeliveryAnswer, isoTime, type WebhookAnswer } from '../api-answers.js';
 import type { Config } from '../config/schema.js';
 import { fail, fromStore, queryParam, type Reply, refuseFields, send } from './management-io.js';
-
-const isoTime = (unixS: number): string => new Date(unixS * 1000).toISOString();
 
 export function webhookView(w: WebhookRecord): WebhookAnswer {
   return {

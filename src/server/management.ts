@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js';
 import { applyFencePatch, NO_FENCES } from '../fences/settings.js';
 import { retryAfterSeconds, type SlidingWindowLimiter } from '../limits/sliding-window.js';
 import type { UnknownKeyGuard } from '../limits/unknown-keys.js';
-import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
+import { type AccountStore, createEndpointWithinPlan, type OwnerRecord } from '../accounts/account-store.js';
 import { nameProblem } from '../tenancy/names.js';
 import { handleFailures } from './management-failures.js';
 import { endpointView, handlePatch, handleRotate } from './management-fences.js';
@@ -201,16 +201,12 @@ async function handleCreate(deps: ManagementDeps, owner: OwnerRecord, body: Reco
     const rest = fences.ok ? [] : fences.problems.map((p) => `${p.field}: ${p.message}`);
     return refuseFields(reply, problems, [...texts, ...rest].join('; '));
   }
-  const plan = deps.config.plans[owner.plan];
-  const max = plan?.max_endpoints ?? 0;
   const chain = network as string;
   const settings = fences.ok ? fences.settings : NO_FENCES;
   const made = await fromStore(() =>
-    deps.accounts.createEndpoint(owner.id, chain, typeof name === 'string' ? name : undefined, max, settings),
+    createEndpointWithinPlan(deps.accounts, deps.config.plans, owner, chain, typeof name === 'string' ? name : undefined, settings),
   );
-  if (made.kind === 'refused') {
-    return fail(reply, 'forbidden', `Endpoint limit reached: plan '${owner.plan}' allows ${max} endpoints`);
-  }
+  if (made.kind === 'refused') return fail(reply, 'forbidden', made.limit);
   const urls = chainUrls(deps.config, chain, made.apiKey);
   const created: CreatedEndpointAnswer = { ...endpointView(made.endpoint), api_key: made.apiKey, https_url: urls.https, wss_url: urls.wss };
   send(reply, 201, created);

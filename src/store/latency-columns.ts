@@ -6,8 +6,11 @@
  */
 export const LATENCY_BUCKET_COUNT = 24;
 
+/** A latency column's name. */
+export type LatencyColumn = `lat_${number}`;
+
 /** `lat_0` … `lat_23`, in bucket order. */
-export const LATENCY_COLUMNS: readonly string[] = Array.from({ length: LATENCY_BUCKET_COUNT }, (_, i) => `lat_${i}`);
+export const LATENCY_COLUMNS: readonly LatencyColumn[] = Array.from({ length: LATENCY_BUCKET_COUNT }, (_, i): LatencyColumn => `lat_${i}`);
 
 /** `lat_0, lat_1, …`: the column list of an INSERT or SELECT. */
 export const LATENCY_COLUMN_LIST = LATENCY_COLUMNS.join(', ');

@@ -18,9 +18,9 @@ function usageTable(name: string): string {
 /**
  * An owner's webhooks and their last deliveries (issue 36 §3), the same in PostgreSQL but for its types.
  * `secret` is kept as given: it signs each delivery, so it cannot be a hash (it is the owner's, not a key
- * to chaingate, and is never shown again). The `*_t` columns are the claims that make one sender of each
- * alert, whatever the threads and instances: `checked` the last check's minute, `key_refused_t` and
- * `error_rate_t` the minute last alerted, `balance_low` set while the balance is below (re-armed above).
+ * to chaingate, and is never shown again). The claims that make one sender of each alert, whatever the
+ * threads and instances: `key_refused_t` and `error_rate_t` the minute last alerted, `balance_low` set while
+ * the balance is below (re-armed above).
  */
 export const WEBHOOK_TABLES = `
   CREATE TABLE webhooks (

@@ -140,10 +140,16 @@ const ADD_FAILURE_SQL = `
 const TRIM_FAILURES_SQL = `
   DELETE FROM call_failures WHERE endpoint_id = ? AND seq <= (
     SELECT seq FROM call_failures WHERE endpoint_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`;
-/** Newest first: one endpoint's kept failures, of its owner only. */
-const FAILURES_SQL = `
-  SELECT at, method, http_status AS httpStatus, code, error, message, upstream FROM call_failures
-  WHERE endpoint_id = ? AND owner_id = ? ORDER BY seq DESC LIMIT ?`;
+/**
+ * A statement written in PostgreSQL's `$n` (each once, in order) as SQLite's `?`: one text for the statements
+ * both stores run.
+ */
+export const positional = (sql: string): string => sql.replace(/\$\d+/g, '?');
+
+/** Newest first: one endpoint's kept failures, of its owner only (both stores: `positional` for SQLite). */
+export const FAILURES_SQL = `
+  SELECT at, method, http_status AS "httpStatus", code, error, message, upstream FROM call_failures
+  WHERE endpoint_id = $1 AND owner_id = $2 ORDER BY seq DESC LIMIT $3`;
 
 export function prepareStatements(db: Database.Database) {
   const p = <P extends unknown[], R = unknown>(sql: string): Stmt<P, R> => db.prepare<P, R>(sql);
@@ -208,7 +214,7 @@ export function prepareStatements(db: Database.Database) {
       pruneKeyChanges: p<[number]>(`DELETE FROM key_changes WHERE at < ? AND seq < (SELECT max(seq) FROM key_changes)`),
       ownerSuspended: p<[number], number>(`SELECT suspended != 0 FROM owners WHERE id = ? AND deleted_at IS NULL`).pluck(),
       suspendedOwnerIds: p<[], number>(`SELECT id FROM owners WHERE suspended = 1 AND deleted_at IS NULL`).pluck(),
-      failures: p<[string, number, number], FailureDbRow>(FAILURES_SQL),
+      failures: p<[string, number, number], FailureDbRow>(positional(FAILURES_SQL)),
       liveEndpointIds: p<[number], string>(`SELECT id FROM endpoints WHERE owner_id = ? AND deleted_at IS NULL`).pluck(),
       stats: named<{ step: number; owner: number; from: number; to: number; endpoint: string | null; method: string | null }, StatsRow>(`
         SELECT bucket, method, status, sum(requests) AS requests, sum(ru) AS ru, ${LATENCY_SUMS} FROM (

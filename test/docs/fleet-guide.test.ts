@@ -10,7 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { runTenancyCommand } from '../../src/cli/tenancy.js';
+import { runTenancy } from '../support/tenancy-cli.js';
 import { loadStoreConfigFile } from '../../src/config/load.js';
 import { anvilFor, evmChain, gatewayFor } from '../support/gateway.js';
 import { rpc, send } from '../support/rpc.js';
@@ -70,13 +70,7 @@ t.test("the guide's roles, migration and Redis serve a fleet instance, and no mo
   const loaded = loadStoreConfigFile(migrate, { CHAINGATE_ADMIN_PASSWORD: 'change-me-admin' });
   if (!loaded.ok) throw new Error(loaded.errors.join('\n'));
   t.match(blockOf(DOC, 'sh', 'migrate.yaml'), /chaingate owner list --config \/etc\/chaingate\/migrate\.yaml/);
-  let err = '';
-  const code = await runTenancyCommand(
-    ['owner', 'list'],
-    loaded.config,
-    () => {},
-    (s) => (err += s),
-  );
+  const { code, err } = await runTenancy(loaded.config, 'owner', 'list');
   t.equal(code, 0, 'the owner role migrates', { err });
 
   const g = await instance('gw-1');

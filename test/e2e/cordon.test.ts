@@ -58,12 +58,12 @@ t.test('a cordoned node leaves rotation under load; its subscribers see no gap; 
   const storage = { path: join(dir, 'chaingate.db') };
   const g = await gatewayFor(t, { storage, metrics: { token: TOKEN }, chains: chains(5) }, { prober: { intervalMs: 100 } });
   const cli = { metrics: { host: '127.0.0.1', port: g.gateway.metricsPort!, token: TOKEN } } as unknown as Config;
-  const upstream = async (...args: string[]): Promise<{ code: number; out: string }> => {
+  const upstream = async (action: 'cordon' | 'uncordon', chain: string, node: string): Promise<{ code: number; out: string }> => {
     let out = '';
     const code = await runUpstream(
       cli,
       'test.yaml',
-      args,
+      { action, chain, node },
       (s) => (out += s),
       (s) => (out += s),
     );

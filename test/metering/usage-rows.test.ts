@@ -135,17 +135,30 @@ t.test('latency: counted into its bucket, shipped with its row, merged into the 
   worker.count(1, 'ep_a', 'eth_call', 0, 60_001, 1, 20, 4.5);
   worker.count(1, 'ep_a', 'eth_call', 0, 60_002, 1, 20, 40_000); // the last, unbounded bucket
   worker.count(1, 'ep_a', 'eth_subscription', 0, 60_002, 3, 3); // deliveries: untimed
+  worker.count(1, 'ep_a', 'eth_call', 429, 60_003, 1, 0, 0.01); // refusals: timed, not kept
   const expected = new Array(LATENCY_BUCKET_COUNT).fill(0);
   expected[4] = 2;
   expected[LATENCY_BUCKET_COUNT - 1] = 1;
   const writer = createPendingUsage();
   writer.count(1, 'ep_a', 'eth_call', 0, 60_500, 1, 20, 0.2); // bucket 0
-  writer.absorbShipment(structuredClone(worker.takeShipment()));
+  const shipment = worker.takeShipment();
+  t.same(
+    shipment.slice(0, 8 + LATENCY_BUCKET_COUNT),
+    ['ep_a', 1, 'eth_call', 60, 0, 3, 60, LATENCY_BUCKET_COUNT, ...expected],
+    'flat: a timed row is followed by its counts, no array inside',
+  );
+  t.ok(
+    shipment.every((v) => typeof v !== 'object'),
+    'nothing nested',
+  );
+  writer.absorbShipment(structuredClone(shipment));
   const rows = [...writer.rows()];
   expected[0] = 1;
   t.same(rows[0]?.latency, expected, 'merged bucket by bucket');
   t.equal(rows[1]?.latency, null, 'deliveries carry none');
   t.same(usageRowParams(rows[1]!).slice(7), new Array(LATENCY_BUCKET_COUNT).fill(0), 'written as zeros');
+  t.equal(rows[2]?.status, 429);
+  t.equal(rows[2]?.latency, null, "a refusal's latency is not kept: the stats read successes' only");
 });
 
 t.test('failures: kept beside the rows, bounded, shipped apart, cleared with them', async (t) => {

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { runTenancyCommand } from '../../src/cli/tenancy.js';
+import { runTenancy } from '../support/tenancy-cli.js';
 import { loadConfigFile } from '../../src/config/load.js';
 import { validateConfig } from '../../src/config/schema.js';
 import { openStore, StoreAccessError } from '../../src/store/open.js';
@@ -49,16 +49,8 @@ function configFor(path: string) {
 }
 
 async function ownerList(path: string): Promise<{ code: number; stderr: string }> {
-  let stderr = '';
-  const code = await runTenancyCommand(
-    ['owner', 'list'],
-    configFor(path),
-    () => {},
-    (s) => {
-      stderr += s;
-    },
-  );
-  return { code, stderr };
+  const { code, err } = await runTenancy(configFor(path), 'owner', 'list');
+  return { code, stderr: err };
 }
 
 t.test('the owner of the store opens it (the check refuses no one it should let in)', async (t) => {
