@@ -17,6 +17,7 @@ import { enqueue, holdFeed } from './feed-subscription.js';
 import type { FeedHandler } from './feeds.js';
 import { type FeedsState, labelOf } from './feeds-state.js';
 import type { LogCompleteness, LogFeed } from './log-feed.js';
+import { keepFrom } from './recent-heads.js';
 
 /** Heads whose hash and bloom are kept. */
 const CHECK_BLOCKS = 128;
@@ -48,8 +49,11 @@ export function checkLogFeeds(state: FeedsState, makeHeadFeed: () => FeedHandler
       const head = JSON.parse(json) as Record<string, unknown>;
       const number = typeof head.number === 'string' ? parseInt(head.number, 16) : Number.NaN;
       if (!Number.isSafeInteger(number) || typeof head.hash !== 'string') return;
+      // A number new to the map below those it holds (the feed went onto a lower chain): what it holds above is
+      // another chain's, dropped so the numbers stay in ascending order for keepFrom (and are refilled as it climbs).
+      if (!check.blocks.has(number)) for (const n of check.blocks.keys()) if (n > number) check.blocks.delete(n);
       check.blocks.set(number, { hash: head.hash, bloom: bloomOf(head.logsBloom) });
-      check.blocks.delete(number - CHECK_BLOCKS);
+      keepFrom(check.blocks, number - CHECK_BLOCKS + 1);
       if (!checkBefore(state, number)) stop(state);
     },
     lost() {
