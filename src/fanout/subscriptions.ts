@@ -209,6 +209,8 @@ function lost(hub: SubscriptionHubState, topic: Topic, reason: string): void {
   if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
   const conns = new Set<SubscriberConn>();
   for (const v of topic.variants) for (const c of v) conns.add(c);
+  // Those still replaying too: their replay would end by joining a topic that no longer delivers.
+  for (const r of topic.resuming ?? []) conns.add(r.conn);
   for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
 }
 

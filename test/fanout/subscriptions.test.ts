@@ -1,0 +1,109 @@
+/**
+ * subscriptions.ts's hub over a fake feed source and a fake node: what happens to a subscription that resumes
+ * (replay.ts) while its topic is lost, and the bounds of a replay.
+ */
+import t from 'tap';
+import { createSubscriptionHub, type FeedSource, type SubscriberConn } from '../../src/fanout/subscriptions.js';
+import type { ReplaySource } from '../../src/fanout/replay.js';
+import { waitFor } from '../support/wait-for.js';
+
+const hex = (n: number): string => `0x${n.toString(16)}`;
+
+/** A feed source whose upstream subscriptions are open at once; `lose` and `push` drive a topic's listeners. */
+function fakeFeeds() {
+  const listeners: Array<{ kind: string; l: { notify(json: string): void; lost(reason: string): void } }> = [];
+  const feeds: FeedSource = {
+    subscribe(kind, _params, l) {
+      const entry = { kind, l };
+      listeners.push(entry);
+      return {
+        remove: () => void listeners.splice(listeners.indexOf(entry), 1),
+        live: () => true,
+        whenLive: async () => null,
+      };
+    },
+  };
+  const of = (kind: string) => listeners.filter((e) => e.kind === kind).map((e) => e.l);
+  return {
+    feeds,
+    lose(kind: string, reason: string) {
+      for (const l of of(kind)) l.lost(reason);
+    },
+    push(kind: string, json: string) {
+      for (const l of of(kind)) l.notify(json);
+    },
+  };
+}
+
+/** A connection that records what it was sent and how it was closed. */
+function fakeConn() {
+  const got: string[] = [];
+  const closes: Array<[number, string]> = [];
+  const conn: SubscriberConn & { got: string[]; closes: Array<[number, string]> } = {
+    ownerId: null,
+    endpointId: null,
+    closed: false,
+    firstSubId: null,
+    firstSub: null,
+    moreSubs: null,
+    got,
+    closes,
+    deliver: (bytes) => void got.push(bytes.toString()),
+    close(code, reason) {
+      if (conn.closed) return;
+      closes.push([code, reason]);
+      (conn as { closed: boolean }).closed = true;
+      hub?.dropConnection(conn);
+    },
+  };
+  return conn;
+}
+
+let hub: ReturnType<typeof createSubscriptionHub> | undefined;
+
+/** A node at `tip` whose eth_getLogs answers wait until `release` is called (the replay stays in progress). */
+function slowNode(tip: number, logs: (from: number, to: number) => unknown[] = () => []) {
+  let release: () => void = () => {};
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let getLogs = 0;
+  const source: ReplaySource = {
+    maxBlocks: 10,
+    async call(method, params) {
+      if (method === 'eth_blockNumber') return hex(tip);
+      if (method === 'eth_getLogs') {
+        getLogs++;
+        await gate;
+        const f = params[0] as { fromBlock: string; toBlock: string };
+        return logs(parseInt(f.fromBlock, 16), parseInt(f.toBlock, 16));
+      }
+      return null;
+    },
+  };
+  return { source, release: () => release(), getLogs: () => getLogs };
+}
+
+function hubOf(feeds: FeedSource, replay: ReplaySource) {
+  hub = createSubscriptionHub({ feeds, replay, ruPerMessage: () => 0, charge: () => true, liveWaitMs: 1000 });
+  return hub;
+}
+
+t.test('a topic lost while a subscription replays: that subscription is closed too, not left on a dead topic', async (t) => {
+  const { feeds, lose, push } = fakeFeeds();
+  const node = slowNode(20);
+  const h = hubOf(feeds, node.source);
+  const live = fakeConn();
+  const resuming = fakeConn();
+  t.ok((await h.subscribe(live, 'logs', { address: '0x1' })).ok);
+  const outcome = await h.subscribe(resuming, 'logs', { address: '0x1', fromBlock: '0x5' });
+  if (!outcome.ok) throw new Error(outcome.reason);
+  outcome.start?.();
+  await waitFor(() => node.getLogs() === 1, { what: 'the replay fetching' });
+  lose('logs', 'upstream gone');
+  t.same(live.closes, [[1011, 'upstream gone']], 'the live subscriber is closed');
+  t.same(resuming.closes, [[1011, 'upstream gone']], 'the replaying subscriber is closed too');
+  node.release();
+  await new Promise((resolve) => setImmediate(resolve));
+  push('logs', JSON.stringify({ blockNumber: '0x15', blockHash: '0xa', logIndex: '0x0' }));
+  t.same(resuming.got, [], 'nothing reaches it after');
+  t.equal(h.stats().subscriptions, 0, 'no subscription left');
+});
