@@ -158,7 +158,8 @@ function sweep(m: DeliveredLogs): void {
 
 /**
  * Over maxBytes: the released filters go, oldest first, then the lowest blocks of any filter, down to 7/8 of it
- * (so a memory at its bound does not search for its lowest block at every log).
+ * (so a memory at its bound does not shed at every log). The blocks are gathered and sorted once per shed (a
+ * stable sort: of equal numbers the filter opened first, then the block that came first, goes first).
  */
 function shed(m: DeliveredLogs): void {
   const target = Math.floor((m.opts.maxBytes * 7) / 8);
@@ -166,12 +167,13 @@ function shed(m: DeliveredLogs): void {
     if (m.bytes <= target) return;
     if (f.feeds === 0) dropFilter(m, f);
   }
-  while (m.bytes > target) {
-    let lowest: { f: FilterMemory; hash: string; b: Block } | null = null;
-    for (const f of m.filters.values())
-      for (const [hash, b] of f.blocks) if (lowest === null || b.number < lowest.b.number) lowest = { f, hash, b };
-    if (lowest === null) return;
-    dropBlock(m, lowest.f, lowest.hash, lowest.b);
+  if (m.bytes <= target) return;
+  const all: Array<{ f: FilterMemory; hash: string; b: Block }> = [];
+  for (const f of m.filters.values()) for (const [hash, b] of f.blocks) all.push({ f, hash, b });
+  all.sort((x, y) => x.b.number - y.b.number);
+  for (const { f, hash, b } of all) {
+    if (m.bytes <= target) return;
+    dropBlock(m, f, hash, b);
   }
 }
 
