@@ -68,12 +68,21 @@ export interface Replay {
   delivered?(): Promise<readonly DeliveredBlock[]>;
   /** Sends one result to the subscriber, charged as a live one; false once it can take no more (closed, gone). */
   send(json: string): boolean;
+  /** null while the subscriber can take more now, else a promise settled once it drained (SubscriberConn.writable). */
+  writable?(): Promise<void> | null;
 }
 
 /** Thrown to end a replay whose subscriber went away: nothing more to send. */
 class Gone extends Error {}
 
-function sendOrStop(r: Replay, json: string): void {
+/**
+ * Sends one result, first waiting while the subscriber's socket holds what it has not read yet: a window of
+ * eth_getLogs can hold more than the socket may queue (websocket.max_buffered_bytes, past which it is closed as a
+ * slow consumer), so a replay goes no faster than the client reads.
+ */
+async function sendOrStop(r: Replay, json: string): Promise<void> {
+  const wait = r.writable?.();
+  if (wait) await wait;
   if (!r.send(json)) throw new Gone();
 }
 
@@ -162,7 +171,7 @@ async function replayHeads(r: Replay): Promise<void> {
       const numbers: number[] = [];
       for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
       for (const [i, head] of (await Promise.all(numbers.map((n) => headJson(r, n)))).entries()) {
-        sendOrStop(r, head.json);
+        await sendOrStop(r, head.json);
         sent.set(numbers[i]!, head.hash);
         last = numbers[i]!;
       }
@@ -179,7 +188,7 @@ async function replayHeads(r: Replay): Promise<void> {
       sent.set(head.number, head.hash);
       last = head.number;
     }
-    sendOrStop(r, json);
+    await sendOrStop(r, json);
   }
 }
 
@@ -222,7 +231,7 @@ async function retractReplaced(r: Replay, keys: Set<string>): Promise<void> {
       const log = { ...(JSON.parse(json) as Record<string, unknown>), removed: true };
       const id = logOf(log);
       if (id !== null && keys.has(id.key)) continue;
-      sendOrStop(r, JSON.stringify(log));
+      await sendOrStop(r, JSON.stringify(log));
       if (id !== null) keys.add(id.key);
     }
   }
@@ -240,7 +249,7 @@ async function replayLogs(r: Replay): Promise<void> {
       for (const log of logs) {
         const id = logOf(log);
         if (id !== null && keys.has(id.key)) continue;
-        sendOrStop(r, JSON.stringify(log));
+        await sendOrStop(r, JSON.stringify(log));
         if (id !== null) keys.add(id.key);
       }
       last = end;
@@ -260,6 +269,6 @@ async function replayLogs(r: Replay): Promise<void> {
       }
       keys.add(log.key);
     }
-    sendOrStop(r, json);
+    await sendOrStop(r, json);
   }
 }

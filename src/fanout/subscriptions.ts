@@ -43,6 +43,11 @@ export interface SubscriberConn {
   moreSubs: Map<string, Subscription> | null;
   /** Sends one prepared message, or closes the connection as a slow consumer. */
   deliver(bytes: Buffer): void;
+  /**
+   * null while the connection can take more now, else a promise settled once what waits for it drained (or it
+   * closed): a replay sends its fetched windows no faster than the client reads (replay.ts). Absent: always null.
+   */
+  writable?(): Promise<void> | null;
   close(code: number, reason: string): void;
 }
 
@@ -357,6 +362,7 @@ async function subscribeResuming(
       heads: hub.heads,
       buffer,
       delivered: () => hub.opts.feeds.deliveredLogs?.(live, from) ?? Promise.resolve([]),
+      writable: () => (held() ? (conn.writable?.() ?? null) : null),
       send(json) {
         if (!held() || !sendReplayed(conn, id, json, hub.opts)) return false;
         hub.notifications++;

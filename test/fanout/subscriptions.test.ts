@@ -107,3 +107,59 @@ t.test('a topic lost while a subscription replays: that subscription is closed t
   t.same(resuming.got, [], 'nothing reaches it after');
   t.equal(h.stats().subscriptions, 0, 'no subscription left');
 });
+
+/** A connection that queues what it is sent, closes as a slow consumer past `limit` bytes, as ws-rpc.ts does,
+ *  and says when it is backed up (over half of it); `read` empties the queue. */
+function queuingConn(limit: number) {
+  const conn = fakeConn();
+  let queued = 0;
+  let waits: Array<() => void> = [];
+  const backedUp = (): boolean => !conn.closed && queued > limit / 2;
+  conn.deliver = (bytes) => {
+    if (conn.closed) return;
+    if (queued > limit) return conn.close(1008, 'slow consumer');
+    queued += bytes.length;
+    conn.got.push(bytes.toString());
+  };
+  conn.writable = () => (backedUp() ? new Promise<void>((resolve) => waits.push(resolve)) : null);
+  const read = (): void => {
+    queued = 0;
+    const w = waits;
+    waits = [];
+    for (const resolve of w) resolve();
+  };
+  return Object.assign(conn, { read, backedUp });
+}
+
+t.test('a replay window larger than the socket may queue goes out as the client reads, not all at once', async (t) => {
+  const { feeds } = fakeFeeds();
+  const logs = (from: number, to: number) =>
+    Array.from({ length: 200 }, (_, i) => ({
+      blockNumber: hex(from),
+      blockHash: `0xa${from}`,
+      logIndex: hex(i),
+      data: 'x'.repeat(100),
+    })).filter(() => from <= 5 && to >= 5);
+  const node = slowNode(20, logs);
+  node.release();
+  const h = hubOf(feeds, node.source);
+  const conn = queuingConn(4096);
+  const outcome = await h.subscribe(conn, 'logs', { address: '0x1', fromBlock: '0x5' });
+  if (!outcome.ok) throw new Error(outcome.reason);
+  outcome.start?.();
+  // The client reads whenever the socket is backed up, a turn later.
+  let reads = 0;
+  await waitFor(
+    () => {
+      if (conn.backedUp()) {
+        reads++;
+        setImmediate(conn.read);
+      }
+      return conn.closed || conn.got.length === 200;
+    },
+    { what: 'the replay sent', ms: 10_000 },
+  );
+  t.same(conn.closes, [], 'not closed as a slow consumer');
+  t.equal(conn.got.length, 200, 'every log of the window');
+  t.ok(reads > 1, 'sent over several reads');
+});
