@@ -14,14 +14,18 @@
  * reorg while the client was away) are sent again with `removed: true`, in block order.
  */
 import type { DeliveredBlock } from './delivered-logs.js';
+import { DEEPEST_REORG } from '../upstreams/health.js';
 import { toNewHead } from './head-feed.js';
 import type { RecentHeads } from './recent-heads.js';
+import type { SubscriberConn, Topic } from './subscriptions.js';
 import { headOf } from './recent-heads.js';
 
 /** Where a hub's replays get what its memory lacks. */
 export interface ReplaySource {
   /** Blocks below the head a resume point may reach (subscriptions.replay_blocks). */
   readonly maxBlocks: number;
+  /** Live results a subscription may hold while it replays, at most; default REPLAY_HELD_MAX. */
+  readonly maxHeld?: number;
   /** JSON-RPC over one of the chain's nodes' HTTP: resolves with `result`, rejects on error. */
   call(method: string, params: unknown[]): Promise<unknown>;
 }
@@ -31,6 +35,17 @@ export type ResumePoint = { live: unknown; from: number | null } | { refused: st
 
 /** Blocks one eth_getLogs call of a replay covers at most (providers cap the range). */
 const LOG_RANGE = 2_000;
+/**
+ * Live results one replaying subscription holds at most (a logs resume may start at any block, and its replay
+ * take long): past it the subscription is closed (heldTooMany), the client resumes from a later block.
+ */
+export const REPLAY_HELD_MAX = 10_000;
+
+/** The close reason of a subscription whose replay held more than `max` live results. */
+export function heldTooMany(max: number): string {
+  return `resume too far behind: over ${max} live results held during its replay; resume from a later block`;
+}
+
 /** eth_getBlockByNumber calls in flight at once. */
 const FETCH_WINDOW = 8;
 
@@ -50,6 +65,36 @@ export function resumePoint(kind: string, params: unknown): ResumePoint {
   if (typeof fromBlock !== 'string' || !QUANTITY.test(fromBlock))
     return { refused: `'fromBlock' of a ${kind} subscription must be a block number (hex quantity) to resume from, or 'latest'` };
   return { live, from: parseInt(fromBlock, 16) };
+}
+
+/** A subscription replaying: its connection and variant are reserved, but it is in no variant's set yet. */
+export interface Resuming {
+  readonly conn: SubscriberConn;
+  readonly variant: number;
+  readonly buffer: string[];
+}
+
+/**
+ * Holds a live result for each subscription replaying; one that holds `max` already is closed (1008, heldTooMany):
+ * a replay from far back does not hold the live results without bound.
+ */
+export function holdLive(resuming: Set<Resuming>, resultJson: string, max: number): void {
+  for (const r of resuming) {
+    if (r.buffer.length < max) r.buffer.push(resultJson);
+    else r.conn.close(1008, heldTooMany(max));
+  }
+}
+
+/** Ends the replay of `conn`'s subscription of `variant`, if it is one; whether it was. */
+export function stopResuming(topic: Topic, conn: SubscriberConn, variant: number): boolean {
+  if (topic.resuming === null) return false;
+  for (const r of topic.resuming) {
+    if (r.conn !== conn || r.variant !== variant) continue;
+    topic.resuming.delete(r);
+    if (topic.resuming.size === 0) topic.resuming = null;
+    return true;
+  }
+  return false;
 }
 
 /** One replay in progress: what it sends through, and the live notifications held meanwhile. */
@@ -213,6 +258,14 @@ async function canonicalHash(r: Replay, n: number): Promise<string | null> {
 }
 
 /**
+ * Keeps a sent log's key, so the same log arriving live is not sent again: only for blocks a live one may still
+ * come from (within DEEPEST_REORG of the replay's end), so a replay from far back holds no key per log it sent.
+ */
+function keep(r: Replay, keys: Set<string>, id: { block: number; key: string }): void {
+  if (id.block >= r.upTo - DEEPEST_REORG) keys.add(id.key);
+}
+
+/**
  * Retracts what the feed delivered from `from` on in blocks the chain no longer has (`removed: true`, in block
  * order), each log once (its key in `keys`, so the same retraction arriving live is not sent again).
  */
@@ -232,7 +285,7 @@ async function retractReplaced(r: Replay, keys: Set<string>): Promise<void> {
       const id = logOf(log);
       if (id !== null && keys.has(id.key)) continue;
       await sendOrStop(r, JSON.stringify(log));
-      if (id !== null) keys.add(id.key);
+      if (id !== null) keep(r, keys, id);
     }
   }
 }
@@ -250,7 +303,7 @@ async function replayLogs(r: Replay): Promise<void> {
         const id = logOf(log);
         if (id !== null && keys.has(id.key)) continue;
         await sendOrStop(r, JSON.stringify(log));
-        if (id !== null) keys.add(id.key);
+        if (id !== null) keep(r, keys, id);
       }
       last = end;
     }
@@ -267,7 +320,7 @@ async function replayLogs(r: Replay): Promise<void> {
         await sendRange(last + 1, log.block);
         if (keys.has(log.key)) continue;
       }
-      keys.add(log.key);
+      keep(r, keys, log);
     }
     await sendOrStop(r, json);
   }

@@ -6,7 +6,18 @@ import type { FeedKind } from './feeds.js';
 export { subscriptionCount } from './conn-subs.js';
 import { RecentHeads } from './recent-heads.js';
 import { holdSub, releaseSub, subOf, subsOf } from './conn-subs.js';
-import { type Replay, type ReplaySource, replayEnd, replayThen, resumePoint, sendReplayed } from './replay.js';
+import {
+  holdLive,
+  REPLAY_HELD_MAX,
+  type Replay,
+  type ReplaySource,
+  type Resuming,
+  replayEnd,
+  replayThen,
+  resumePoint,
+  sendReplayed,
+  stopResuming,
+} from './replay.js';
 
 /** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
 export interface FeedSource {
@@ -56,7 +67,7 @@ export interface Subscription {
   readonly variant: number;
 }
 
-interface Topic {
+export interface Topic {
   readonly key: string;
   /** Per variant index: the connections holding that variant. Variant k has the same id on every connection. */
   readonly variants: Array<Set<SubscriberConn>>;
@@ -79,13 +90,6 @@ interface Topic {
   /** Subscriptions still replaying what they missed (replay.ts), each holding the live results meanwhile; null
    *  while there is none, so the live path checks one field. */
   resuming: Set<Resuming> | null;
-}
-
-/** A subscription replaying: its connection and variant are reserved, but it is in no variant's set yet. */
-interface Resuming {
-  readonly conn: SubscriberConn;
-  readonly variant: number;
-  readonly buffer: string[];
 }
 
 export interface HubOptions {
@@ -175,7 +179,7 @@ function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
  */
 function notify(hub: SubscriptionHubState, topic: Topic, resultJson: string): void {
   const opts = hub.opts;
-  if (topic.resuming !== null) for (const r of topic.resuming) r.buffer.push(resultJson);
+  if (topic.resuming !== null) holdLive(topic.resuming, resultJson, hub.opts.replay?.maxHeld ?? REPLAY_HELD_MAX);
   hub.notifications++;
   const prepared: Buffer[] = [];
   const broke = new Set<number>();
@@ -310,18 +314,6 @@ function subscribe(
     release(hub, topic);
     return outcome;
   });
-}
-
-/** Ends the replay of `conn`'s subscription of `variant`, if it is one; whether it was. */
-function stopResuming(topic: Topic, conn: SubscriberConn, variant: number): boolean {
-  if (topic.resuming === null) return false;
-  for (const r of topic.resuming) {
-    if (r.conn !== conn || r.variant !== variant) continue;
-    topic.resuming.delete(r);
-    if (topic.resuming.size === 0) topic.resuming = null;
-    return true;
-  }
-  return false;
 }
 
 /**

@@ -163,3 +163,24 @@ t.test('a replay window larger than the socket may queue goes out as the client 
   t.equal(conn.got.length, 200, 'every log of the window');
   t.ok(reads > 1, 'sent over several reads');
 });
+
+t.test('a replay that holds more live results than the bound is closed naming it; the live ones go on', async (t) => {
+  const { feeds, push } = fakeFeeds();
+  const node = slowNode(20);
+  const h = hubOf(feeds, { ...node.source, maxHeld: 3 });
+  const live = fakeConn();
+  const resuming = fakeConn();
+  t.ok((await h.subscribe(live, 'logs', { address: '0x1' })).ok);
+  const outcome = await h.subscribe(resuming, 'logs', { address: '0x1', fromBlock: '0x0' });
+  if (!outcome.ok) throw new Error(outcome.reason);
+  outcome.start?.();
+  await waitFor(() => node.getLogs() === 1, { what: 'the replay fetching' });
+  const result = (n: number): string => JSON.stringify({ blockNumber: hex(21 + n), blockHash: `0xa${21 + n}`, logIndex: '0x0' });
+  for (let n = 0; n < 3; n++) push('logs', result(n));
+  t.same(resuming.closes, [], 'at the bound: held');
+  push('logs', result(3));
+  t.match(resuming.closes, [[1008, /^resume too far behind: over 3 live results held during its replay; resume from a later block$/]]);
+  t.equal(live.got.length, 4, 'the live subscriber got every one');
+  t.equal(h.stats().subscriptions, 1, 'only the live subscription is left');
+  node.release();
+});
