@@ -262,7 +262,8 @@ function release(hub: SubscriptionHubState, topic: Topic): void {
  *  holds the live results for the replay instead (the subscription goes live with goLive). */
 function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic, resuming?: string[]): string {
   let variant = 0;
-  while (topic.variants[variant]?.has(conn) || subOf(conn, idOf(topic, variant)) !== undefined) variant++;
+  // A connection in a variant's set (or replaying in it) holds its id: one look-up covers both.
+  while (subOf(conn, idOf(topic, variant)) !== undefined) variant++;
   const id = idOf(topic, variant);
   holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
   if (resuming === undefined) {
