@@ -134,8 +134,8 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     resumeFrom = from;
   }
 
-  function accept(log: unknown, node: number, deliver: Deliver): void {
-    const parsed = parseMark(log);
+  /** `parsed`: the log's mark when the caller read it already (live), so a log is parsed once. */
+  function accept(log: unknown, node: number, deliver: Deliver, parsed = parseMark(log)): void {
     if (!parsed) {
       // Without block and index it cannot be matched against anything: pass it on as the node sent it.
       deliver(log);
@@ -193,9 +193,11 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     live(result, via, deliver) {
       // The first log of a block: the blocks before it are checked first, so what they missed goes out before it.
       if (opts.completeness !== undefined && firstBlock !== null) {
-        const block = parseMark(result)?.blockNumber;
+        const parsed = parseMark(result);
+        const block = parsed?.blockNumber;
         if (block !== undefined && block - 1 > checkedUpTo)
-          return checkUpTo(block - 1, via, deliver).then(() => accept(result, via.node, deliver));
+          return checkUpTo(block - 1, via, deliver).then(() => accept(result, via.node, deliver, parsed));
+        return accept(result, via.node, deliver, parsed);
       }
       accept(result, via.node, deliver);
     },
