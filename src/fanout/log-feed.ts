@@ -41,8 +41,8 @@ export interface LogFeedOptions {
 /** Blocks below a live log's a completeness check looks back at most. */
 const CHECK_DEPTH = 64;
 
-/** Blocks one eth_getLogs call of a backfill covers at most (providers cap the range). */
-const LOG_RANGE = 2_000;
+/** Blocks one eth_getLogs call of a backfill (or a replay, replay.ts) covers at most (providers cap the range). */
+export const LOG_RANGE = 2_000;
 /** Blocks below the highest seen whose delivered logs are remembered for de-duplication. */
 const REMEMBERED_BLOCKS = 256;
 
@@ -69,7 +69,8 @@ export function logFilterKey(filter: unknown): string {
   return canonical(filter ?? {});
 }
 
-function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, 'node'> } | null {
+/** A log's block number and identity (blockHash, logIndex, removed); null when it lacks them. */
+export function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, 'node'> } | null {
   if (typeof value !== 'object' || value === null) return null;
   const v = value as Record<string, unknown>;
   if (typeof v.blockNumber !== 'string' || typeof v.blockHash !== 'string' || typeof v.logIndex !== 'string') return null;
@@ -79,7 +80,8 @@ function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, '
   return { blockNumber, mark: { blockHash: v.blockHash, logIndex, removed: v.removed === true } };
 }
 
-const hex = (n: number): string => `0x${n.toString(16)}`;
+/** A block number as a hex quantity. */
+export const hex = (n: number): string => `0x${n.toString(16)}`;
 
 export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): LogFeed {
   // eth_getLogs takes the same address and topics; the block range is the backfill's own.

@@ -16,6 +16,8 @@
 import type { DeliveredBlock } from './delivered-logs.js';
 import { DEEPEST_REORG } from '../upstreams/health.js';
 import { toNewHead } from './head-feed.js';
+import { hex, LOG_RANGE, parseMark } from './log-feed.js';
+import { BALANCE_CLOSE, notificationFrame } from './notification.js';
 import type { RecentHeads } from './recent-heads.js';
 import type { SubscriberConn, Topic } from './subscriptions.js';
 import { headOf } from './recent-heads.js';
@@ -33,8 +35,6 @@ export interface ReplaySource {
 /** A resume point read off eth_subscribe's params: the params of the live topic, and the block to resume from. */
 export type ResumePoint = { live: unknown; from: number | null } | { refused: string };
 
-/** Blocks one eth_getLogs call of a replay covers at most (providers cap the range). */
-const LOG_RANGE = 2_000;
 /**
  * Live results one replaying subscription holds at most (a logs resume may start at any block, and its replay
  * take long): past it the subscription is closed (heldTooMany), the client resumes from a later block.
@@ -50,7 +50,6 @@ export function heldTooMany(max: number): string {
 const FETCH_WINDOW = 8;
 
 const QUANTITY = /^0x(0|[1-9a-fA-F][0-9a-fA-F]{0,12})$/;
-const hex = (n: number): string => `0x${n.toString(16)}`;
 
 /**
  * The resume point of a newHeads (`{fromBlock}`) or logs (the filter's `fromBlock`) subscribe; `from` null when
@@ -171,13 +170,13 @@ export function sendReplayed(
   resultJson: string,
   metering: ReplayMetering,
 ): boolean {
-  const bytes = Buffer.from(`{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${id}","result":${resultJson}}}`);
+  const bytes = Buffer.from(notificationFrame(id, resultJson));
   if (
     conn.ownerId !== null &&
     conn.endpointId !== null &&
     !metering.charge(conn.ownerId, conn.endpointId, metering.ruPerMessage(bytes.length), 1)
   ) {
-    conn.close(1008, 'Insufficient RU balance');
+    conn.close(BALANCE_CLOSE.code, BALANCE_CLOSE.reason);
     return false;
   }
   conn.deliver(bytes);
@@ -239,12 +238,10 @@ async function replayHeads(r: Replay): Promise<void> {
 
 /** A log's block number and its identity (blockHash, logIndex, removed); null when it has none. */
 function logOf(value: unknown): { block: number; key: string; removed: boolean } | null {
-  if (typeof value !== 'object' || value === null) return null;
-  const v = value as Record<string, unknown>;
-  if (typeof v.blockNumber !== 'string' || typeof v.blockHash !== 'string' || typeof v.logIndex !== 'string') return null;
-  const block = parseInt(v.blockNumber, 16);
-  if (!Number.isSafeInteger(block)) return null;
-  return { block, key: `${v.blockHash.toLowerCase()}:${v.logIndex}:${v.removed === true}`, removed: v.removed === true };
+  const parsed = parseMark(value);
+  if (parsed === null) return null;
+  const { blockHash, logIndex, removed } = parsed.mark;
+  return { block: parsed.blockNumber, key: `${blockHash.toLowerCase()}:${logIndex}:${removed}`, removed };
 }
 
 /** Block `n`'s hash on the chain now (lower case), from the memory of heads or a node; null past the chain's end. */

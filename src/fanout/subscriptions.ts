@@ -6,6 +6,7 @@ import type { FeedKind } from './feeds.js';
 export { subscriptionCount } from './conn-subs.js';
 import { RecentHeads } from './recent-heads.js';
 import { holdSub, releaseSub, subOf, subsOf } from './conn-subs.js';
+import { BALANCE_CLOSE, notificationFrame } from './notification.js';
 import {
   holdLive,
   REPLAY_HELD_MAX,
@@ -133,7 +134,6 @@ export interface SubscriptionHub {
   stats(): { topics: number; subscriptions: number; notifications: number };
 }
 
-const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
 const LOST_CLOSE = 1011;
 
 /** One hub's state, in fields; its steps are the functions below, which take it. */
@@ -185,9 +185,7 @@ function notify(hub: SubscriptionHubState, topic: Topic, resultJson: string): vo
   const broke = new Set<number>();
   for (let k = 0; k < topic.variants.length; k++) {
     if (topic.variants[k]!.size === 0) continue;
-    prepared[k] = Buffer.from(
-      `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${idOf(topic, k)}","result":${resultJson}}}`,
-    );
+    prepared[k] = Buffer.from(notificationFrame(idOf(topic, k), resultJson));
   }
   const first = prepared.find((b) => b !== undefined);
   if (first === undefined) return;
