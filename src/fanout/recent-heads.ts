@@ -16,12 +16,12 @@ export interface RememberedHead {
   readonly json: string;
 }
 
-/** The number and hash of a newHeads result; null when it has none. */
-export function headOf(json: string): { number: number; hash: string } | null {
+/** The number and hash of a newHeads result, and its logsBloom as sent (log-completeness.ts); null without number or hash. */
+export function headOf(json: string): { number: number; hash: string; logsBloom: unknown } | null {
   const head = JSON.parse(json) as Record<string, unknown>;
   const number = typeof head.number === 'string' ? parseInt(head.number, 16) : Number.NaN;
   if (!Number.isSafeInteger(number) || typeof head.hash !== 'string') return null;
-  return { number, hash: head.hash };
+  return { number, hash: head.hash, logsBloom: head.logsBloom };
 }
 
 /**
