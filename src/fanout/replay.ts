@@ -15,7 +15,7 @@
  */
 import type { DeliveredBlock } from './delivered-logs.js';
 import { DEEPEST_REORG } from '../upstreams/health.js';
-import { toNewHead } from './head-feed.js';
+import { fetchHeader, fetchHeaders, toNewHead } from './head-feed.js';
 import { hex, LOG_RANGE, parseMark } from './log-feed.js';
 import { BALANCE_CLOSE, notificationFrame } from './notification.js';
 import type { RecentHeads } from './recent-heads.js';
@@ -198,29 +198,33 @@ export async function replayThen(r: Replay, goLive: () => void, fail: (reason: s
   goLive();
 }
 
+/** A pause between a replay's asks for a block its node does not have yet (fetchHeader). */
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Head `n` from the memory of heads, else from a node (head-feed.ts fetchHeader). */
 async function headJson(r: Replay, n: number): Promise<{ hash: string; json: string }> {
   const remembered = r.heads.get(n);
   if (remembered !== undefined) return remembered;
-  const block = (await r.source.call('eth_getBlockByNumber', [hex(n), false])) as Record<string, unknown> | null;
-  if (block === null || typeof block !== 'object' || typeof block.hash !== 'string')
-    throw new Error(`block ${n} is not available from the node`);
+  const block = await fetchHeader(n, { call: (method, params) => r.source.call(method, params), sleep: pause });
   return { hash: block.hash, json: JSON.stringify(toNewHead(block)) };
 }
 
 async function replayHeads(r: Replay): Promise<void> {
   const sent = new Map<number, string>();
   let last = r.from - 1;
-  const sendRange = async (from: number, to: number): Promise<void> => {
-    for (let start = from; start <= to; start += FETCH_WINDOW) {
-      const numbers: number[] = [];
-      for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
-      for (const [i, head] of (await Promise.all(numbers.map((n) => headJson(r, n)))).entries()) {
-        await sendOrStop(r, head.json);
-        sent.set(numbers[i]!, head.hash);
-        last = numbers[i]!;
-      }
-    }
-  };
+  const sendRange = (from: number, to: number): Promise<void> =>
+    fetchHeaders(
+      from,
+      to,
+      (n) => headJson(r, n),
+      async (heads, numbers) => {
+        for (const [i, head] of heads.entries()) {
+          await sendOrStop(r, head.json);
+          sent.set(numbers[i]!, head.hash);
+          last = numbers[i]!;
+        }
+      },
+    );
   await sendRange(r.from, r.upTo);
   while (r.buffer.length > 0) {
     const json = r.buffer.shift()!;
