@@ -41,7 +41,7 @@ export const SubscriptionsSchema = section(
       0,
       GIB,
       33_554_432,
-      "Bytes of remembered logs' JSON in all; past it filters without subscribers go first (oldest first), then the lowest blocks.",
+      "Bytes of remembered logs' JSON in all; past it filters without subscribers go first (oldest first), then the lowest blocks; 0 remembers none (no retractions).",
     ),
   },
   'Subscriptions that resume from a block (eth_subscribe fromBlock).',

@@ -7,8 +7,8 @@
  * Bounds: per filter, the blocks within `blocks` (subscriptions.replay_blocks) of the newest it delivered; after
  * the filter's feed went (its last subscriber left and the linger ran out), its memory stays `graceMs`
  * (subscriptions.retract_grace_s), and at most `maxFilters` such filters are kept (subscriptions.retract_max_filters),
- * the one released first going first; in all at most `maxBytes` of logs' JSON (subscriptions.retract_max_bytes):
- * past it the released filters go first, oldest first, then the lowest blocks remembered. What is dropped is
+ * the one released first going first; in all at most `maxBytes` of logs' JSON (subscriptions.retract_max_bytes; 0
+ * remembers nothing): past it the released filters go first, oldest first, then the lowest blocks remembered. What is dropped is
  * not retracted on a resume; nothing else is lost (the replay still sends the chain as it now is).
  *
  * Costs nothing when no logs feed exists; a delivered log costs a map lookup and a push, a block new to a
@@ -31,7 +31,7 @@ export interface DeliveredLogsOptions {
   graceMs: number;
   /** Filters remembered after their feed went, at most (subscriptions.retract_max_filters). */
   maxFilters: number;
-  /** Bytes of remembered logs' JSON in all, at most (subscriptions.retract_max_bytes). */
+  /** Bytes of remembered logs' JSON in all, at most (subscriptions.retract_max_bytes); 0: nothing is remembered. */
   maxBytes: number;
   /** Monotonic ms. */
   now(): number;
@@ -94,7 +94,8 @@ export function releaseFilter(m: DeliveredLogs, f: FilterMemory): void {
 
 /** A log the feed of `f` delivered (the parsed result and its JSON text); `removed: true` ones are not kept. */
 export function rememberLog(m: DeliveredLogs, f: FilterMemory, result: unknown, json: string): void {
-  if (f.gone || typeof result !== 'object' || result === null) return;
+  // maxBytes 0 turns the memory off: no log is kept (one would only be dropped again at once).
+  if (f.gone || m.opts.maxBytes === 0 || typeof result !== 'object' || result === null) return;
   const log = result as Record<string, unknown>;
   if (log.removed === true || typeof log.blockHash !== 'string' || typeof log.blockNumber !== 'string') return;
   const hash = log.blockHash.toLowerCase();
@@ -157,7 +158,8 @@ function sweep(m: DeliveredLogs): void {
 
 /**
  * Over maxBytes: the released filters go, oldest first, then the lowest blocks of any filter, down to 7/8 of it
- * (so a memory at its bound does not search for its lowest block at every log).
+ * (so a memory at its bound does not shed at every log). The blocks are gathered and sorted once per shed (a
+ * stable sort: of equal numbers the filter opened first, then the block that came first, goes first).
  */
 function shed(m: DeliveredLogs): void {
   const target = Math.floor((m.opts.maxBytes * 7) / 8);
@@ -165,12 +167,13 @@ function shed(m: DeliveredLogs): void {
     if (m.bytes <= target) return;
     if (f.feeds === 0) dropFilter(m, f);
   }
-  while (m.bytes > target) {
-    let lowest: { f: FilterMemory; hash: string; b: Block } | null = null;
-    for (const f of m.filters.values())
-      for (const [hash, b] of f.blocks) if (lowest === null || b.number < lowest.b.number) lowest = { f, hash, b };
-    if (lowest === null) return;
-    dropBlock(m, lowest.f, lowest.hash, lowest.b);
+  if (m.bytes <= target) return;
+  const all: Array<{ f: FilterMemory; hash: string; b: Block }> = [];
+  for (const f of m.filters.values()) for (const [hash, b] of f.blocks) all.push({ f, hash, b });
+  all.sort((x, y) => x.b.number - y.b.number);
+  for (const { f, hash, b } of all) {
+    if (m.bytes <= target) return;
+    dropBlock(m, f, hash, b);
   }
 }
 

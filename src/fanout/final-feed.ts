@@ -15,7 +15,7 @@
  * block has the hash finality names; a node that disagrees is asked again at the next head.
  */
 import type { Deliver, FeedHandler, FeedsLog, NodeAccess } from './feeds.js';
-import { toNewHead } from './head-feed.js';
+import { fetchHeader, fetchHeaders, toNewHead } from './head-feed.js';
 
 /** A block the chain takes as finalized or safe. */
 export interface FinalMark {
@@ -35,11 +35,6 @@ export interface FinalFeedOptions {
   maxBackfillBlocks: number;
   log: FeedsLog;
 }
-
-/** eth_getBlockByNumber calls in flight at once while catching up. */
-const FETCH_WINDOW = 8;
-
-const hex = (n: number): string => `0x${n.toString(16)}`;
 
 class FinalState {
   /** The last block number sent (or the start); null until the chain knows a block of the tag. */
@@ -85,20 +80,15 @@ async function send(state: FinalState, top: FinalMark, via: NodeAccess, deliver:
     from = top.number - maxBackfillBlocks + 1;
   }
   const headers: Array<Record<string, unknown>> = [];
-  for (let start = from; start <= top.number; start += FETCH_WINDOW) {
-    const numbers: number[] = [];
-    for (let n = start; n <= Math.min(top.number, start + FETCH_WINDOW - 1); n++) numbers.push(n);
-    headers.push(...(await Promise.all(numbers.map((n) => fetchBlock(n, via)))));
-  }
+  await fetchHeaders(
+    from,
+    top.number,
+    (n) => fetchHeader(n, via),
+    (window) => void headers.push(...window),
+  );
   // Sent only as the chain that finality names: a node on another branch is asked again at the next head.
   const last = headers[headers.length - 1]!;
   if (String(last.hash).toLowerCase() !== top.hash) return;
-  for (const header of headers) deliver(header);
+  for (const header of headers) deliver(toNewHead(header));
   state.sent = top.number;
-}
-
-async function fetchBlock(n: number, via: NodeAccess): Promise<Record<string, unknown>> {
-  const block = (await via.call('eth_getBlockByNumber', [hex(n), false])) as Record<string, unknown> | null;
-  if (block === null || typeof block !== 'object' || block.number !== hex(n)) throw new Error(`block ${n} is not available from the node`);
-  return toNewHead(block);
 }

@@ -130,7 +130,11 @@ function release(feed: HeadState, deliver: Deliver): boolean {
   return held.length > 0;
 }
 
-async function fetchHeader(n: number, via: NodeAccess): Promise<Header> {
+/** What fetchHeader needs of a node: its HTTP, and a pause between asks. */
+export type HeaderSource = Pick<NodeAccess, 'call' | 'sleep'>;
+
+/** Block `n`'s header from the node; a block it does not have yet (its HTTP lags its WebSocket) asked again. */
+export async function fetchHeader(n: number, via: HeaderSource): Promise<Header> {
   for (let attempt = 0; ; attempt++) {
     const block = asHeader(await via.call('eth_getBlockByNumber', [hex(n), false]));
     if (block && parseInt(block.number, 16) === n) return block;
@@ -146,11 +150,30 @@ async function fill(feed: HeadState, from: number, to: number, via: NodeAccess, 
     feed.opts.log('warn', 'head gap wider than the backfill limit: oldest heads skipped', { from, to, limit: maxBackfillBlocks });
     from = to - maxBackfillBlocks + 1;
   }
+  await fetchHeaders(
+    from,
+    to,
+    (n) => fetchHeader(n, via),
+    (headers) => {
+      for (const header of headers) emit(feed, header, via.node, deliver);
+    },
+  );
+}
+
+/**
+ * Blocks `from`..`to` fetched FETCH_WINDOW at a time with `fetch` (fetchHeader, or a replay's memory of heads
+ * first): `take` gets each window's results in order, the numbers beside them, before the next is asked for.
+ */
+export async function fetchHeaders<H>(
+  from: number,
+  to: number,
+  fetch: (n: number) => Promise<H>,
+  take: (headers: H[], numbers: number[]) => void | Promise<void>,
+): Promise<void> {
   for (let start = from; start <= to; start += FETCH_WINDOW) {
     const numbers: number[] = [];
     for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
-    const headers = await Promise.all(numbers.map((n) => fetchHeader(n, via)));
-    for (const header of headers) emit(feed, header, via.node, deliver);
+    await take(await Promise.all(numbers.map(fetch)), numbers);
   }
 }
 

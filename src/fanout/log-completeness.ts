@@ -9,14 +9,17 @@
  * yields logs is counted and logged with the node.
  *
  * On only when FeedsOptions.logChecks is given (the chain's feeds): this file holds the newHeads feed while any
- * logs feed exists, keeping the last CHECK_BLOCKS heads' hashes and blooms, and drops it at the first head after
- * the last logs feed went. Its work is per head and per logs feed; a log costs one comparison.
+ * logs feed exists, keeping the last CHECK_BLOCKS heads' hashes and blooms. The check ends when the last logs
+ * feed is dropped (feed-subscription.ts endLogCheck), or, when the node refused the last one (which ends no
+ * check), at the next head (checkBefore finds no logs feed). Its work is per head and per logs feed; a log costs
+ * one comparison.
  */
 import { bloomOf } from '../jsonrpc/logs-bloom.js';
 import { enqueue, holdFeed } from './feed-subscription.js';
 import type { FeedHandler } from './feeds.js';
 import { type FeedsState, labelOf } from './feeds-state.js';
 import type { LogCompleteness, LogFeed } from './log-feed.js';
+import { headOf, keepFrom } from './recent-heads.js';
 
 /** Heads whose hash and bloom are kept. */
 const CHECK_BLOCKS = 128;
@@ -45,11 +48,14 @@ export function checkLogFeeds(state: FeedsState, makeHeadFeed: () => FeedHandler
   state.logCheck = check;
   check.hold = holdFeed(state, 'newHeads', 'newHeads', makeHeadFeed, {
     notify(json) {
-      const head = JSON.parse(json) as Record<string, unknown>;
-      const number = typeof head.number === 'string' ? parseInt(head.number, 16) : Number.NaN;
-      if (!Number.isSafeInteger(number) || typeof head.hash !== 'string') return;
+      const head = headOf(json);
+      if (head === null) return;
+      const { number } = head;
+      // A number new to the map below those it holds (the feed went onto a lower chain): what it holds above is
+      // another chain's, dropped so the numbers stay in ascending order for keepFrom (and are refilled as it climbs).
+      if (!check.blocks.has(number)) for (const n of check.blocks.keys()) if (n > number) check.blocks.delete(n);
       check.blocks.set(number, { hash: head.hash, bloom: bloomOf(head.logsBloom) });
-      check.blocks.delete(number - CHECK_BLOCKS);
+      keepFrom(check.blocks, number - CHECK_BLOCKS + 1);
       if (!checkBefore(state, number)) stop(state);
     },
     lost() {

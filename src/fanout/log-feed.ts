@@ -41,8 +41,8 @@ export interface LogFeedOptions {
 /** Blocks below a live log's a completeness check looks back at most. */
 const CHECK_DEPTH = 64;
 
-/** Blocks one eth_getLogs call of a backfill covers at most (providers cap the range). */
-const LOG_RANGE = 2_000;
+/** Blocks one eth_getLogs call of a backfill (or a replay, replay.ts) covers at most (providers cap the range). */
+export const LOG_RANGE = 2_000;
 /** Blocks below the highest seen whose delivered logs are remembered for de-duplication. */
 const REMEMBERED_BLOCKS = 256;
 
@@ -69,7 +69,8 @@ export function logFilterKey(filter: unknown): string {
   return canonical(filter ?? {});
 }
 
-function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, 'node'> } | null {
+/** A log's block number and identity (blockHash, logIndex, removed); null when it lacks them. */
+export function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, 'node'> } | null {
   if (typeof value !== 'object' || value === null) return null;
   const v = value as Record<string, unknown>;
   if (typeof v.blockNumber !== 'string' || typeof v.blockHash !== 'string' || typeof v.logIndex !== 'string') return null;
@@ -79,7 +80,8 @@ function parseMark(value: unknown): { blockNumber: number; mark: Omit<LogMark, '
   return { blockNumber, mark: { blockHash: v.blockHash, logIndex, removed: v.removed === true } };
 }
 
-const hex = (n: number): string => `0x${n.toString(16)}`;
+/** A block number as a hex quantity. */
+export const hex = (n: number): string => `0x${n.toString(16)}`;
 
 export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOptions): LogFeed {
   // eth_getLogs takes the same address and topics; the block range is the backfill's own.
@@ -134,8 +136,8 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     resumeFrom = from;
   }
 
-  function accept(log: unknown, node: number, deliver: Deliver): void {
-    const parsed = parseMark(log);
+  /** `parsed`: the log's mark when the caller read it already (live), so a log is parsed once. */
+  function accept(log: unknown, node: number, deliver: Deliver, parsed = parseMark(log)): void {
     if (!parsed) {
       // Without block and index it cannot be matched against anything: pass it on as the node sent it.
       deliver(log);
@@ -193,9 +195,11 @@ export function createLogFeed(filter: Record<string, unknown>, opts: LogFeedOpti
     live(result, via, deliver) {
       // The first log of a block: the blocks before it are checked first, so what they missed goes out before it.
       if (opts.completeness !== undefined && firstBlock !== null) {
-        const block = parseMark(result)?.blockNumber;
+        const parsed = parseMark(result);
+        const block = parsed?.blockNumber;
         if (block !== undefined && block - 1 > checkedUpTo)
-          return checkUpTo(block - 1, via, deliver).then(() => accept(result, via.node, deliver));
+          return checkUpTo(block - 1, via, deliver).then(() => accept(result, via.node, deliver, parsed));
+        return accept(result, via.node, deliver, parsed);
       }
       accept(result, via.node, deliver);
     },

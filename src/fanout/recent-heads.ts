@@ -16,12 +16,24 @@ export interface RememberedHead {
   readonly json: string;
 }
 
-/** The number and hash of a newHeads result; null when it has none. */
-export function headOf(json: string): { number: number; hash: string } | null {
+/** The number and hash of a newHeads result, and its logsBloom as sent (log-completeness.ts); null without number or hash. */
+export function headOf(json: string): { number: number; hash: string; logsBloom: unknown } | null {
   const head = JSON.parse(json) as Record<string, unknown>;
   const number = typeof head.number === 'string' ? parseInt(head.number, 16) : Number.NaN;
   if (!Number.isSafeInteger(number) || typeof head.hash !== 'string') return null;
-  return { number, hash: head.hash };
+  return { number, hash: head.hash, logsBloom: head.logsBloom };
+}
+
+/**
+ * Drops the blocks of `byNumber` below `lowest`: usually the one block that fell out of the window, after heads
+ * that jumped ahead every block now below it. The numbers must have been put in ascending order (a reorg's head
+ * drops the heads above it before it is put), so the search stops at the first number kept.
+ */
+export function keepFrom(byNumber: Map<number, unknown>, lowest: number): void {
+  for (const n of byNumber.keys()) {
+    if (n >= lowest) return;
+    byNumber.delete(n);
+  }
 }
 
 export class RecentHeads {
@@ -74,6 +86,6 @@ export class RecentHeads {
     else for (let n = this.newest; n > number; n--) this.byNumber.delete(n);
     this.byNumber.set(number, { hash: head.hash, json });
     this.newest = number;
-    this.byNumber.delete(number - this.max - 1);
+    keepFrom(this.byNumber, number - this.max);
   }
 }

@@ -14,14 +14,20 @@
  * reorg while the client was away) are sent again with `removed: true`, in block order.
  */
 import type { DeliveredBlock } from './delivered-logs.js';
-import { toNewHead } from './head-feed.js';
+import { DEEPEST_REORG } from '../upstreams/health.js';
+import { fetchHeader, fetchHeaders, toNewHead } from './head-feed.js';
+import { hex, LOG_RANGE, parseMark } from './log-feed.js';
+import { BALANCE_CLOSE, notificationFrame } from './notification.js';
 import type { RecentHeads } from './recent-heads.js';
+import type { SubscriberConn, Topic } from './subscriptions.js';
 import { headOf } from './recent-heads.js';
 
 /** Where a hub's replays get what its memory lacks. */
 export interface ReplaySource {
   /** Blocks below the head a resume point may reach (subscriptions.replay_blocks). */
   readonly maxBlocks: number;
+  /** Live results a subscription may hold while it replays, at most; default REPLAY_HELD_MAX. */
+  readonly maxHeld?: number;
   /** JSON-RPC over one of the chain's nodes' HTTP: resolves with `result`, rejects on error. */
   call(method: string, params: unknown[]): Promise<unknown>;
 }
@@ -29,13 +35,21 @@ export interface ReplaySource {
 /** A resume point read off eth_subscribe's params: the params of the live topic, and the block to resume from. */
 export type ResumePoint = { live: unknown; from: number | null } | { refused: string };
 
-/** Blocks one eth_getLogs call of a replay covers at most (providers cap the range). */
-const LOG_RANGE = 2_000;
+/**
+ * Live results one replaying subscription holds at most (a logs resume may start at any block, and its replay
+ * take long): past it the subscription is closed (heldTooMany), the client resumes from a later block.
+ */
+export const REPLAY_HELD_MAX = 10_000;
+
+/** The close reason of a subscription whose replay held more than `max` live results. */
+export function heldTooMany(max: number): string {
+  return `resume too far behind: over ${max} live results held during its replay; resume from a later block`;
+}
+
 /** eth_getBlockByNumber calls in flight at once. */
 const FETCH_WINDOW = 8;
 
 const QUANTITY = /^0x(0|[1-9a-fA-F][0-9a-fA-F]{0,12})$/;
-const hex = (n: number): string => `0x${n.toString(16)}`;
 
 /**
  * The resume point of a newHeads (`{fromBlock}`) or logs (the filter's `fromBlock`) subscribe; `from` null when
@@ -50,6 +64,36 @@ export function resumePoint(kind: string, params: unknown): ResumePoint {
   if (typeof fromBlock !== 'string' || !QUANTITY.test(fromBlock))
     return { refused: `'fromBlock' of a ${kind} subscription must be a block number (hex quantity) to resume from, or 'latest'` };
   return { live, from: parseInt(fromBlock, 16) };
+}
+
+/** A subscription replaying: its connection and variant are reserved, but it is in no variant's set yet. */
+export interface Resuming {
+  readonly conn: SubscriberConn;
+  readonly variant: number;
+  readonly buffer: string[];
+}
+
+/**
+ * Holds a live result for each subscription replaying; one that holds `max` already is closed (1008, heldTooMany):
+ * a replay from far back does not hold the live results without bound.
+ */
+export function holdLive(resuming: Set<Resuming>, resultJson: string, max: number): void {
+  for (const r of resuming) {
+    if (r.buffer.length < max) r.buffer.push(resultJson);
+    else r.conn.close(1008, heldTooMany(max));
+  }
+}
+
+/** Ends the replay of `conn`'s subscription of `variant`, if it is one; whether it was. */
+export function stopResuming(topic: Topic, conn: SubscriberConn, variant: number): boolean {
+  if (topic.resuming === null) return false;
+  for (const r of topic.resuming) {
+    if (r.conn !== conn || r.variant !== variant) continue;
+    topic.resuming.delete(r);
+    if (topic.resuming.size === 0) topic.resuming = null;
+    return true;
+  }
+  return false;
 }
 
 /** One replay in progress: what it sends through, and the live notifications held meanwhile. */
@@ -68,12 +112,21 @@ export interface Replay {
   delivered?(): Promise<readonly DeliveredBlock[]>;
   /** Sends one result to the subscriber, charged as a live one; false once it can take no more (closed, gone). */
   send(json: string): boolean;
+  /** null while the subscriber can take more now, else a promise settled once it drained (SubscriberConn.writable). */
+  writable?(): Promise<void> | null;
 }
 
 /** Thrown to end a replay whose subscriber went away: nothing more to send. */
 class Gone extends Error {}
 
-function sendOrStop(r: Replay, json: string): void {
+/**
+ * Sends one result, first waiting while the subscriber's socket holds what it has not read yet: a window of
+ * eth_getLogs can hold more than the socket may queue (websocket.max_buffered_bytes, past which it is closed as a
+ * slow consumer), so a replay goes no faster than the client reads.
+ */
+async function sendOrStop(r: Replay, json: string): Promise<void> {
+  const wait = r.writable?.();
+  if (wait) await wait;
   if (!r.send(json)) throw new Gone();
 }
 
@@ -117,13 +170,13 @@ export function sendReplayed(
   resultJson: string,
   metering: ReplayMetering,
 ): boolean {
-  const bytes = Buffer.from(`{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${id}","result":${resultJson}}}`);
+  const bytes = Buffer.from(notificationFrame(id, resultJson));
   if (
     conn.ownerId !== null &&
     conn.endpointId !== null &&
     !metering.charge(conn.ownerId, conn.endpointId, metering.ruPerMessage(bytes.length), 1)
   ) {
-    conn.close(1008, 'Insufficient RU balance');
+    conn.close(BALANCE_CLOSE.code, BALANCE_CLOSE.reason);
     return false;
   }
   conn.deliver(bytes);
@@ -145,29 +198,33 @@ export async function replayThen(r: Replay, goLive: () => void, fail: (reason: s
   goLive();
 }
 
+/** A pause between a replay's asks for a block its node does not have yet (fetchHeader). */
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Head `n` from the memory of heads, else from a node (head-feed.ts fetchHeader). */
 async function headJson(r: Replay, n: number): Promise<{ hash: string; json: string }> {
   const remembered = r.heads.get(n);
   if (remembered !== undefined) return remembered;
-  const block = (await r.source.call('eth_getBlockByNumber', [hex(n), false])) as Record<string, unknown> | null;
-  if (block === null || typeof block !== 'object' || typeof block.hash !== 'string')
-    throw new Error(`block ${n} is not available from the node`);
+  const block = await fetchHeader(n, { call: (method, params) => r.source.call(method, params), sleep: pause });
   return { hash: block.hash, json: JSON.stringify(toNewHead(block)) };
 }
 
 async function replayHeads(r: Replay): Promise<void> {
   const sent = new Map<number, string>();
   let last = r.from - 1;
-  const sendRange = async (from: number, to: number): Promise<void> => {
-    for (let start = from; start <= to; start += FETCH_WINDOW) {
-      const numbers: number[] = [];
-      for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
-      for (const [i, head] of (await Promise.all(numbers.map((n) => headJson(r, n)))).entries()) {
-        sendOrStop(r, head.json);
-        sent.set(numbers[i]!, head.hash);
-        last = numbers[i]!;
-      }
-    }
-  };
+  const sendRange = (from: number, to: number): Promise<void> =>
+    fetchHeaders(
+      from,
+      to,
+      (n) => headJson(r, n),
+      async (heads, numbers) => {
+        for (const [i, head] of heads.entries()) {
+          await sendOrStop(r, head.json);
+          sent.set(numbers[i]!, head.hash);
+          last = numbers[i]!;
+        }
+      },
+    );
   await sendRange(r.from, r.upTo);
   while (r.buffer.length > 0) {
     const json = r.buffer.shift()!;
@@ -179,18 +236,16 @@ async function replayHeads(r: Replay): Promise<void> {
       sent.set(head.number, head.hash);
       last = head.number;
     }
-    sendOrStop(r, json);
+    await sendOrStop(r, json);
   }
 }
 
 /** A log's block number and its identity (blockHash, logIndex, removed); null when it has none. */
 function logOf(value: unknown): { block: number; key: string; removed: boolean } | null {
-  if (typeof value !== 'object' || value === null) return null;
-  const v = value as Record<string, unknown>;
-  if (typeof v.blockNumber !== 'string' || typeof v.blockHash !== 'string' || typeof v.logIndex !== 'string') return null;
-  const block = parseInt(v.blockNumber, 16);
-  if (!Number.isSafeInteger(block)) return null;
-  return { block, key: `${v.blockHash.toLowerCase()}:${v.logIndex}:${v.removed === true}`, removed: v.removed === true };
+  const parsed = parseMark(value);
+  if (parsed === null) return null;
+  const { blockHash, logIndex, removed } = parsed.mark;
+  return { block: parsed.blockNumber, key: `${blockHash.toLowerCase()}:${logIndex}:${removed}`, removed };
 }
 
 /** Block `n`'s hash on the chain now (lower case), from the memory of heads or a node; null past the chain's end. */
@@ -201,6 +256,14 @@ async function canonicalHash(r: Replay, n: number): Promise<string | null> {
   if (block === null) return null;
   if (typeof block !== 'object' || typeof block.hash !== 'string') throw new Error(`block ${n} is not available from the node`);
   return block.hash.toLowerCase();
+}
+
+/**
+ * Keeps a sent log's key, so the same log arriving live is not sent again: only for blocks a live one may still
+ * come from (within DEEPEST_REORG of the replay's end), so a replay from far back holds no key per log it sent.
+ */
+function keep(r: Replay, keys: Set<string>, id: { block: number; key: string }): void {
+  if (id.block >= r.upTo - DEEPEST_REORG) keys.add(id.key);
 }
 
 /**
@@ -222,8 +285,8 @@ async function retractReplaced(r: Replay, keys: Set<string>): Promise<void> {
       const log = { ...(JSON.parse(json) as Record<string, unknown>), removed: true };
       const id = logOf(log);
       if (id !== null && keys.has(id.key)) continue;
-      sendOrStop(r, JSON.stringify(log));
-      if (id !== null) keys.add(id.key);
+      await sendOrStop(r, JSON.stringify(log));
+      if (id !== null) keep(r, keys, id);
     }
   }
 }
@@ -240,8 +303,8 @@ async function replayLogs(r: Replay): Promise<void> {
       for (const log of logs) {
         const id = logOf(log);
         if (id !== null && keys.has(id.key)) continue;
-        sendOrStop(r, JSON.stringify(log));
-        if (id !== null) keys.add(id.key);
+        await sendOrStop(r, JSON.stringify(log));
+        if (id !== null) keep(r, keys, id);
       }
       last = end;
     }
@@ -258,8 +321,8 @@ async function replayLogs(r: Replay): Promise<void> {
         await sendRange(last + 1, log.block);
         if (keys.has(log.key)) continue;
       }
-      keys.add(log.key);
+      keep(r, keys, log);
     }
-    sendOrStop(r, json);
+    await sendOrStop(r, json);
   }
 }

@@ -6,7 +6,19 @@ import type { FeedKind } from './feeds.js';
 export { subscriptionCount } from './conn-subs.js';
 import { RecentHeads } from './recent-heads.js';
 import { holdSub, releaseSub, subOf, subsOf } from './conn-subs.js';
-import { type Replay, type ReplaySource, replayEnd, replayThen, resumePoint, sendReplayed } from './replay.js';
+import { BALANCE_CLOSE, notificationFrame } from './notification.js';
+import {
+  holdLive,
+  REPLAY_HELD_MAX,
+  type Replay,
+  type ReplaySource,
+  type Resuming,
+  replayEnd,
+  replayThen,
+  resumePoint,
+  sendReplayed,
+  stopResuming,
+} from './replay.js';
 
 /** One upstream notification source per kind and params: implemented by the chain's feeds (see Feeds). */
 export interface FeedSource {
@@ -43,6 +55,11 @@ export interface SubscriberConn {
   moreSubs: Map<string, Subscription> | null;
   /** Sends one prepared message, or closes the connection as a slow consumer. */
   deliver(bytes: Buffer): void;
+  /**
+   * null while the connection can take more now, else a promise settled once what waits for it drained (or it
+   * closed): a replay sends its fetched windows no faster than the client reads (replay.ts). Absent: always null.
+   */
+  writable?(): Promise<void> | null;
   close(code: number, reason: string): void;
 }
 
@@ -51,7 +68,7 @@ export interface Subscription {
   readonly variant: number;
 }
 
-interface Topic {
+export interface Topic {
   readonly key: string;
   /** Per variant index: the connections holding that variant. Variant k has the same id on every connection. */
   readonly variants: Array<Set<SubscriberConn>>;
@@ -74,13 +91,6 @@ interface Topic {
   /** Subscriptions still replaying what they missed (replay.ts), each holding the live results meanwhile; null
    *  while there is none, so the live path checks one field. */
   resuming: Set<Resuming> | null;
-}
-
-/** A subscription replaying: its connection and variant are reserved, but it is in no variant's set yet. */
-interface Resuming {
-  readonly conn: SubscriberConn;
-  readonly variant: number;
-  readonly buffer: string[];
 }
 
 export interface HubOptions {
@@ -124,7 +134,6 @@ export interface SubscriptionHub {
   stats(): { topics: number; subscriptions: number; notifications: number };
 }
 
-const BALANCE_CLOSE = { code: 1008, reason: 'Insufficient RU balance' };
 const LOST_CLOSE = 1011;
 
 /** One hub's state, in fields; its steps are the functions below, which take it. */
@@ -170,15 +179,13 @@ function meter(topic: Topic, conn: SubscriberConn, delta: number): void {
  */
 function notify(hub: SubscriptionHubState, topic: Topic, resultJson: string): void {
   const opts = hub.opts;
-  if (topic.resuming !== null) for (const r of topic.resuming) r.buffer.push(resultJson);
+  if (topic.resuming !== null) holdLive(topic.resuming, resultJson, hub.opts.replay?.maxHeld ?? REPLAY_HELD_MAX);
   hub.notifications++;
   const prepared: Buffer[] = [];
   const broke = new Set<number>();
   for (let k = 0; k < topic.variants.length; k++) {
     if (topic.variants[k]!.size === 0) continue;
-    prepared[k] = Buffer.from(
-      `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${idOf(topic, k)}","result":${resultJson}}}`,
-    );
+    prepared[k] = Buffer.from(notificationFrame(idOf(topic, k), resultJson));
   }
   const first = prepared.find((b) => b !== undefined);
   if (first === undefined) return;
@@ -209,6 +216,8 @@ function lost(hub: SubscriptionHubState, topic: Topic, reason: string): void {
   if (hub.topics.get(topic.key) === topic) hub.topics.delete(topic.key);
   const conns = new Set<SubscriberConn>();
   for (const v of topic.variants) for (const c of v) conns.add(c);
+  // Those still replaying too: their replay would end by joining a topic that no longer delivers.
+  for (const r of topic.resuming ?? []) conns.add(r.conn);
   for (const c of conns) c.close(LOST_CLOSE, reason.slice(0, 120));
 }
 
@@ -251,7 +260,8 @@ function release(hub: SubscriptionHubState, topic: Topic): void {
  *  holds the live results for the replay instead (the subscription goes live with goLive). */
 function add(hub: SubscriptionHubState, conn: SubscriberConn, topic: Topic, resuming?: string[]): string {
   let variant = 0;
-  while (topic.variants[variant]?.has(conn) || subOf(conn, idOf(topic, variant)) !== undefined) variant++;
+  // A connection in a variant's set (or replaying in it) holds its id: one look-up covers both.
+  while (subOf(conn, idOf(topic, variant)) !== undefined) variant++;
   const id = idOf(topic, variant);
   holdSub(conn, id, (topic.shared[variant] ??= { topic, variant }));
   if (resuming === undefined) {
@@ -305,18 +315,6 @@ function subscribe(
   });
 }
 
-/** Ends the replay of `conn`'s subscription of `variant`, if it is one; whether it was. */
-function stopResuming(topic: Topic, conn: SubscriberConn, variant: number): boolean {
-  if (topic.resuming === null) return false;
-  for (const r of topic.resuming) {
-    if (r.conn !== conn || r.variant !== variant) continue;
-    topic.resuming.delete(r);
-    if (topic.resuming.size === 0) topic.resuming = null;
-    return true;
-  }
-  return false;
-}
-
 /**
  * A subscribe with a resume point (replay.ts): once the topic is live, the subscription is registered with a
  * buffer, the replay's end read and checked against the bound, and the id given; `start` runs the replay, and the
@@ -355,6 +353,7 @@ async function subscribeResuming(
       heads: hub.heads,
       buffer,
       delivered: () => hub.opts.feeds.deliveredLogs?.(live, from) ?? Promise.resolve([]),
+      writable: () => (held() ? (conn.writable?.() ?? null) : null),
       send(json) {
         if (!held() || !sendReplayed(conn, id, json, hub.opts)) return false;
         hub.notifications++;

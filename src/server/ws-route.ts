@@ -114,7 +114,9 @@ export function createWsRoute(ctx: GatewayContext, table: RouteTable, gate: Conn
       handleWsMessage(ctx, ws.getUserData().conn, message, isBinary);
     },
     drain(ws) {
-      if (ws.getBufferedAmount() === 0) ws.getUserData().conn.answerAllowance = 0;
+      const conn = ws.getUserData().conn;
+      if (ws.getBufferedAmount() === 0) conn.answerAllowance = 0;
+      conn.drained();
     },
     close(ws) {
       handleWsClose(ctx, ws.getUserData().conn, counts);

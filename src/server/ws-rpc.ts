@@ -81,6 +81,27 @@ export class WsConn implements SubscribingConn {
     this.ws!.send(bytes, false);
   }
 
+  /** Replays waiting for the socket to drain (writable()); settled by drained() or the close. */
+  private drainWaits: Array<() => void> | null = null;
+
+  /** null while at most half of max_buffered_bytes waits for the client, else a promise settled once it is so. */
+  writable(): Promise<void> | null {
+    if (!this.backedUp()) return null;
+    return new Promise((resolve) => (this.drainWaits ??= []).push(resolve));
+  }
+
+  private backedUp(): boolean {
+    return !this.closed && this.ws!.getBufferedAmount() > this.server.maxBufferedBytes / 2;
+  }
+
+  /** The socket drained some (uWS drain) or closed: settles the waits once it can take more. */
+  drained(): void {
+    if (this.drainWaits === null || this.backedUp()) return;
+    const waits = this.drainWaits;
+    this.drainWaits = null;
+    for (const resolve of waits) resolve();
+  }
+
   /** Sends an answer to a request; it widens the slow-consumer allowance by its own size. */
   answer(body: string | Buffer): void {
     if (this.closed) return;
@@ -284,6 +305,7 @@ function planMessage(ctx: GatewayContext, conn: WsConn, parsed: Exclude<ParsedBo
 export function handleWsClose(ctx: GatewayContext, conn: WsConn, counts: ConnectionCounts): void {
   conn.closed = true;
   conn.ws = null;
+  conn.drained();
   if (conn.keyEnd !== null) clearTimeout(conn.keyEnd);
   conn.keyEnd = null;
   conn.chain.metrics.wsConnection(-1);

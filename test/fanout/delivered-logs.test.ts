@@ -121,3 +121,12 @@ t.test('over maxBytes: released filters first, oldest first, then the lowest blo
   t.same(blocksOf(m, 'logs:b'), ['14:0xa14:1', '15:0xa15:1']);
   t.ok(m.bytes <= size * 4, 'within the bound');
 });
+
+t.test('maxBytes 0: nothing is remembered', async (t) => {
+  const { m, take } = memory({ maxBytes: 0 });
+  const f = openFilter(m, 'logs:a');
+  take(f, log(10));
+  take(f, log(11));
+  t.same(blocksOf(m, 'logs:a'), []);
+  t.equal(m.bytes, 0);
+});

@@ -61,3 +61,40 @@ t.test('a jump past the backfill limit skips its oldest blocks; a hash the node 
     'logged',
   );
 });
+
+t.test("a block the node's HTTP does not have yet is asked again, not failed", async (t) => {
+  const node = await anvilFor(t);
+  const held = { finalized: null as FinalMark | null };
+  const mark = async (n: number): Promise<FinalMark> => ({ number: n, hash: String((await blockAt(node.url, n)).hash).toLowerCase() });
+  const plain = nodeAt('a', node.url.replace(/^http/, 'ws'), node.url);
+  let missed = 0;
+  const { feeds, logs } = feedsFor(t, {
+    // Its HTTP lags its WebSocket: the first ask for block 6 finds nothing.
+    nodes: [
+      {
+        ...plain,
+        call: (method, params) => {
+          if (method === 'eth_getBlockByNumber' && (params as unknown[])[0] === '0x6' && missed++ === 0) return Promise.resolve(null);
+          return plain.call(method, params);
+        },
+      },
+    ],
+    maxOutageMs: 60_000,
+    finality: { finalized: () => held.finalized, safe: () => null },
+  });
+  await mine(node.url, 12);
+  held.finalized = await mark(3);
+  const r = recorder();
+  t.equal(await feeds.subscribe('newFinalizedHeads', undefined, r).whenLive(5000), null);
+  await mine(node.url);
+  held.finalized = await mark(8);
+  await mine(node.url);
+  await waitFor(() => r.texts.length >= 5, { what: 'blocks 4 to 8, on the one head' });
+  t.same(numbersOf(r), [4, 5, 6, 7, 8]);
+  t.ok(missed >= 2, 'block 6 was asked again');
+  t.same(
+    logs.filter((l) => l.startsWith('warn') || l.startsWith('error')),
+    [],
+    'no step failed',
+  );
+});
