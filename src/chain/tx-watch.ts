@@ -107,10 +107,12 @@ function watch(w: TxWatchState, scope: string, raw: string, hash: string): void 
   // Sent again by its client: watched as it was, unless it had been given up.
   if (held !== undefined && held.state.status !== 'dropped') return;
   if (held !== undefined) forget(w, held);
+  // Room first: forget() drops a scope's set once it is empty, so the set is fetched only after the evictions.
+  const ours = w.byScope.get(scope);
+  while (ours !== undefined && ours.size >= max_watched_per_key) forget(w, w.entries.get(ours.values().next().value!)!);
+  while (w.entries.size >= max_watched) forget(w, w.entries.values().next().value!);
   let mine = w.byScope.get(scope);
   if (mine === undefined) w.byScope.set(scope, (mine = new Set()));
-  while (mine.size >= max_watched_per_key) forget(w, w.entries.get(mine.values().next().value!)!);
-  while (w.entries.size >= max_watched) forget(w, w.entries.values().next().value!);
   const e: Watched = { hash, raw, scope, sender: undefined, since: null, pooledAt: 0, state: { status: 'pending', hash } };
   w.entries.set(hash, e);
   mine.add(hash);

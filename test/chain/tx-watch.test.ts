@@ -57,6 +57,23 @@ t.test('bounded per key and in all, the oldest going first', async (t) => {
   t.equal(w.status(hashOf(9)), null, 'a hash never watched: null');
 });
 
+t.test('max_watched_per_key 1 holds the bound past the set its eviction emptied', async (t) => {
+  const { chain } = fakeChain();
+  const w = createTxWatch(chain, { watch_blocks: 50, max_watched: 10, max_watched_per_key: 1 }, noLog);
+  t.teardown(() => w.close());
+  w.watch('ep:a', '0x01', hashOf(1));
+  w.watch('ep:a', '0x02', hashOf(2));
+  t.equal(w.status(hashOf(1)), null, "the key's one slot went to the newer");
+  w.watch('ep:a', '0x03', hashOf(3));
+  t.equal(w.status(hashOf(2)), null, 'the second eviction still finds the newer in its key');
+  w.watch('ep:a', '0x04', hashOf(4));
+  t.same(
+    [1, 2, 3, 4].map((n) => w.status(hashOf(n))?.status ?? null),
+    [null, null, null, 'pending'],
+    'one watched for the key',
+  );
+});
+
 t.test('max_watched 0 watches nothing', async (t) => {
   const { chain } = fakeChain();
   const w = createTxWatch(chain, { watch_blocks: 50, max_watched: 0, max_watched_per_key: 2 }, noLog);
