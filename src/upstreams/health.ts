@@ -117,6 +117,8 @@ export interface UpstreamHealth {
   readonly cordoned: boolean;
   /** Cordons the node (true) or lets it back (false); the node leaves or rejoins rotation at once. */
   setCordoned(cordoned: boolean): void;
+  /** Not cordoned, not failing, not serving another chain: in rotation unless it lags. */
+  readonly usable: boolean;
   /** A head probe has been unanswered for SUSPECT_AFTER_MS or more (see the top of this file); says nothing of
    *  rotation. */
   readonly suspected: boolean;
@@ -364,6 +366,10 @@ class NodeHealth implements UpstreamHealth {
     this.opts.onCordoned?.(cordoned);
   }
 
+  get usable(): boolean {
+    return !this.cordoned && !this.failing && !this.wrongChain;
+  }
+
   get suspected(): boolean {
     const since = this.probeSince;
     return since !== null && this.now() - since >= SUSPECT_AFTER_MS;
@@ -375,7 +381,7 @@ class NodeHealth implements UpstreamHealth {
     const lagging = isLagging(head, best, this.maxLagBlocks);
     const { ok, failed } = this.counts();
     const status: UpstreamStatus = {
-      inRotation: !this.cordoned && !this.failing && !this.wrongChain && !lagging,
+      inRotation: this.usable && !lagging,
       head,
       lag: head === null || best === null ? null : Math.max(0, best - head),
       errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),

@@ -210,7 +210,7 @@ class ChainSelection implements ChainHealth {
     let best: number | null = null;
     for (const u of this.upstreams) {
       const head = u.head;
-      if (!u.failing && !u.wrongChain && !u.cordoned && head !== null && (best === null || head > best)) best = head;
+      if (u.usable && head !== null && (best === null || head > best)) best = head;
     }
     return best;
   }
@@ -254,7 +254,7 @@ class ChainSelection implements ChainHealth {
   }
 
   private inRotation(u: UpstreamHealth, best: number | null): boolean {
-    return !u.cordoned && !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
+    return u.usable && !isLagging(u.head, best, this.maxLagBlocks);
   }
 
   /** Drops the suspected candidates when some are not. */
