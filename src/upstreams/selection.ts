@@ -380,15 +380,15 @@ class ChainSelection implements ChainHealth {
 
   healthyIndices(): number[] {
     const best = this.bestHead();
-    const upstreams = this.upstreams;
     const out: number[] = [];
-    for (let i = 0; i < upstreams.length; i++) if (this.inRotation(upstreams[i]!, best)) out.push(i);
+    for (let i = 0; i < this.upstreams.length; i++) if (this.inRotation(this.upstreams[i]!, best)) out.push(i);
     return out;
   }
 
   withRoom(indices: number[]): number[] {
     const out = this.budgets.withRoom(indices, this.now, (i) => this.upstreams[i]!.inflight);
-    return out.length > 0 ? out : (this.none() ?? out);
+    if (out.length === 0) this.none();
+    return out;
   }
 
   followsNewChain(index: number, head: number): boolean {
