@@ -6,7 +6,7 @@ import { callFailure } from './call-failure.js';
 import { isOpen } from '../metering/meter.js';
 import { ADMITTED } from '../limits/entry-log.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
-import { methodLabel, type RefusalCode, type RequestTally, refusalError } from './answers.js';
+import { methodLabel, type RefusalCode, type RequestTally, refusalError, refusalErrorCode } from './answers.js';
 import type { MethodGrant } from './method-limits.js';
 import type { Tenancy } from './tenancy.js';
 import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
@@ -167,8 +167,7 @@ export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus:
   const latencyMs = c.tally.answered(method, row.http, row.message, label);
   if (tracing !== null) traceCall(c, method, null, code, row.http, label);
   if (c.auth === null) return;
-  const error: ErrorCode = code === 'no_upstream' ? 'upstream_error' : code === 'too_many_connections' ? 'rate_limited' : code;
-  const failure = beaconShape(c, { httpStatus: row.http, code: row.rpc, error, message: row.message, upstream: null });
+  const failure = beaconShape(c, callFailure(row.http, usageStatus, refusalErrorCode(code)));
   t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus, latencyMs, failure });
 }
 

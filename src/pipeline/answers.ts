@@ -57,7 +57,12 @@ export function refusalReason(code: RefusalCode): RefusalReason | null {
 
 /** The error table row a refusal is answered with. */
 export function refusalError(code: RefusalCode): (typeof ERRORS)[ErrorCode] {
-  return ERRORS[code === 'too_many_connections' ? 'rate_limited' : code === 'no_upstream' ? 'upstream_error' : code];
+  return ERRORS[refusalErrorCode(code)];
+}
+
+/** The error table's row a refusal is answered with (and its failure recorded as). */
+export function refusalErrorCode(code: RefusalCode): ErrorCode {
+  return code === 'too_many_connections' ? 'rate_limited' : code === 'no_upstream' ? 'upstream_error' : code;
 }
 
 /** The `method` label of a JSON-RPC call: an allowlisted name, else `other` (never a client's string). */
