@@ -195,6 +195,7 @@ export function forwardBeacon(
    * than the default), or cut when the head went out.
    */
   const failed = (a: NodeAttempt, outcome: UpstreamOutcome, logged: string, reason: string, message?: string): void => {
+    a.streamEnded();
     a.settle('failed', outcome);
     logUpstreamFailure(ctx, chain, chain.upstreams[a.index]!.label, logged);
     const next = headSent || out.gone ? null : tries.nextNode();
@@ -224,6 +225,7 @@ export function forwardBeacon(
         a.settle(s < 500 ? 'ok' : 'failed', s < 500 ? 'ok' : 'http_error');
         if (out.gone) return;
         headSent = true;
+        a.streamBegan();
         out.head(
           s,
           headers.filter(([k]) => FORWARDED_RESPONSE_HEADERS.has(k)),
@@ -235,6 +237,7 @@ export function forwardBeacon(
         return headSent ? out.data(chunk) : true;
       },
       onEnd() {
+        a.streamEnded();
         settle(true);
         out.end();
       },
@@ -265,6 +268,7 @@ export function forwardBeacon(
     abort() {
       // A client that left says nothing about the node.
       attempt.drop();
+      attempt.streamEnded();
       handle.abort();
     },
     resume: () => handle.resume(),
