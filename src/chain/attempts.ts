@@ -84,6 +84,19 @@ function names(body: Buffer, i: number, n: number, name: Buffer): boolean {
   return true;
 }
 
+/**
+ * The nodes a call sent to several at once goes to (a transaction's broadcast, pipeline/broadcast.ts, and its
+ * resend by the watch, tx-watch-steps.ts): those in rotation that `choice` allows (NodeChoice.serves: an upstream
+ * whose methods.deny names the method takes none) and that have room in their budget (rps, max_in_flight, a 429's
+ * cooldown). null when no node in rotation serves it; empty when none of those has room (health.shortOfBudget).
+ */
+export function fanOutNodes(health: ChainHealth, choice: NodeChoice | null): number[] | null {
+  const serves = choice?.serves ?? null;
+  const inRotation = health.healthyIndices();
+  const serving = serves === null ? inRotation : inRotation.filter((i) => serves[i]);
+  return serving.length === 0 ? null : health.withRoom(serving);
+}
+
 /** One attempt on one node, counted in flight from its making until settle() or drop(). */
 export class NodeAttempt {
   /** Counted in flight and not yet settled in health. */

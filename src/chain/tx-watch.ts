@@ -2,9 +2,9 @@
  * Transactions sent through the gateway, watched until they land (config `transactions`): each one sent with
  * eth_sendRawTransaction and accepted is looked at on every new served head until it is included (its receipt),
  * replaced (another transaction of its sender and nonce was included) or expired (`watch_blocks` heads after it
- * was sent: dropped). Meanwhile, every few heads (RESEND_EVERY_BLOCKS), each node in rotation is asked whether its pool
- * holds it; when none does, it is sent again to every one of them (a node restarted, a pool evicted it, a peer
- * never heard it). Its status is read with chaingate_getTransactionStatus and streamed to `transactionStatus`
+ * was sent: dropped). Meanwhile, every few heads (RESEND_EVERY_BLOCKS), each node its broadcast would go to (in
+ * rotation, serving the method, with room in its budget) is asked whether its pool holds it; when none does, it is
+ * sent again to each one (a node restarted, a pool evicted it, a peer never heard it). Its status is read with chaingate_getTransactionStatus and streamed to `transactionStatus`
  * subscribers at each change (tx-watch-steps.ts runs the looks and says their order).
  *
  * One watch per chain and process: the thread that probes the chain (alone, or the main thread of workers) owns
@@ -40,7 +40,7 @@ export interface TxWatchBounds {
 export interface TxWatchOptions {
   bounds: TxWatchBounds;
   /** The chain (its nodes' pools are asked, and each is sent the transaction again; reads go by `call`). */
-  chain: Pick<ChainRuntime, 'call' | 'upstreams' | 'health' | 'served' | 'timeoutMs'>;
+  chain: Pick<ChainRuntime, 'call' | 'upstreams' | 'health' | 'routes' | 'served' | 'timeoutMs'>;
   log: FeedsLog;
 }
 
