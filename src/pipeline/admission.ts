@@ -136,7 +136,7 @@ export function settleCall(
   admission: { reservation: Reservation | null; ru: number } & TracedCall,
   outcome:
     | { ok: true; bytes: number; status?: number; ru?: number }
-    | { ok: false; status: number; http?: number; reason?: string; code?: ErrorCode; upstream?: string },
+    | { ok: false; status: number; http?: number; reason?: string; code: ErrorCode | null; upstream?: string },
   label?: string,
 ): void {
   const status = outcome.ok ? (outcome.status ?? 200) : (outcome.http ?? (outcome.status >= 100 ? outcome.status : 200));

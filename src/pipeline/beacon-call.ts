@@ -132,7 +132,12 @@ export function admitBeacon(
 /** A POST whose body is over server.max_body_bytes: nothing is charged, the refusal is counted. */
 export function refuseBeaconBody(ctx: GatewayContext, caller: Caller, call: BeaconCall): void {
   caller.tally.refused('body_too_large');
-  settleCall(ctx.tenancy, caller, call.template, call.admission, { ok: false, status: 413, reason: ERRORS.body_too_large.message });
+  settleCall(ctx.tenancy, caller, call.template, call.admission, {
+    ok: false,
+    status: 413,
+    reason: ERRORS.body_too_large.message,
+    code: 'body_too_large',
+  });
 }
 
 /** Where a forwarded Beacon answer goes: the server's writes (server/beacon.ts). */
@@ -181,7 +186,13 @@ export function forwardBeacon(
       call.admission,
       ok && status < 500
         ? { ok: true, bytes, status }
-        : { ok: false, status: status || 502, reason: reason ?? `the node answered ${status}` },
+        : // A node's own status passed on is none of the error table's rows; no status: the gateway's 502.
+          {
+            ok: false,
+            status: status || 502,
+            reason: reason ?? `the node answered ${status}`,
+            code: status === 0 ? 'upstream_error' : null,
+          },
     );
   let status = 0;
   let bytes = 0;

@@ -304,7 +304,12 @@ export function collectCall(
         over = true;
         parts = [];
         call.abort();
-        settleCall(t, caller, f.method, f.admission, { ok: false, status: 502, reason: `the answer is larger than ${limitName}` });
+        settleCall(t, caller, f.method, f.admission, {
+          ok: false,
+          status: 502,
+          reason: `the answer is larger than ${limitName}`,
+          code: 'upstream_error',
+        });
         done(
           rpcErrorBody(
             'upstream_error',

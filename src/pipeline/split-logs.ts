@@ -179,7 +179,7 @@ class SplitLogsCall implements SplitLogs {
 
   /** Ends with a node's refusal (`code`, `message`), nothing charged: no window was fetched. */
   private refuse(code: number, message: string): void {
-    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: false, status: code });
+    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: false, status: code, code: null });
     this.stop({ answer: rpcCustomErrorBody(code, this.call.idText, message), outcome: 'ok' });
   }
 
