@@ -242,6 +242,7 @@ class SplitLogsCall implements SplitLogs {
         paramsJson: JSON.stringify(params),
         idText: call.idText,
         admission: { ok: true, reservation: null, ru: this.windowRu, span: undefined },
+        watch: null,
       };
       // Set before the window's sink can run: a sink never runs before sharedCall returns.
       this.inFlight.set(i, sharedCall(ctx, chain, f, new WindowSink(this, i, f)));
