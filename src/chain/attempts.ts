@@ -84,10 +84,25 @@ function names(body: Buffer, i: number, n: number, name: Buffer): boolean {
   return true;
 }
 
+/**
+ * The nodes a call sent to several at once goes to (a transaction's broadcast, pipeline/broadcast.ts, and its
+ * resend by the watch, tx-watch-steps.ts): those in rotation that `choice` allows (NodeChoice.serves: an upstream
+ * whose methods.deny names the method takes none) and that have room in their budget (rps, max_in_flight, a 429's
+ * cooldown). null when no node in rotation serves it; empty when none of those has room (health.shortOfBudget).
+ */
+export function fanOutNodes(health: ChainHealth, choice: NodeChoice | null): number[] | null {
+  const serves = choice?.serves ?? null;
+  const inRotation = health.healthyIndices();
+  const serving = serves === null ? inRotation : inRotation.filter((i) => serves[i]);
+  return serving.length === 0 ? null : health.withRoom(serving);
+}
+
 /** One attempt on one node, counted in flight from its making until settle() or drop(). */
 export class NodeAttempt {
   /** Counted in flight and not yet settled in health. */
   open = true;
+  /** Counted in its node's `streaming` (streamBegan). */
+  streaming = false;
   readonly startedAt: number;
 
   /** `at`: the health clock's time now, when the caller has just read it (a call's first attempt). */
@@ -105,9 +120,11 @@ export class NodeAttempt {
    * settle('failed') for a failure the caller was told of: its kind (an upstream client error kind, `status`
    * with the HTTP status, `invalid`) is what the metrics say. A 429 is the node's budget, not its health: the
    * node cools down (its Retry-After when it gave one, see upstreams/node-budget.ts) and the attempt is not
-   * counted as failed, so a throttling node stays in rotation and is asked again once the cooldown ends.
+   * counted as failed, so a throttling node stays in rotation and is asked again once the cooldown ends. A
+   * streamed answer that fails is over (streamEnded).
    */
   settleFailed(failure: { kind: string; status?: number; retryAfterMs?: number | null } | undefined): void {
+    this.streamEnded();
     if (failure?.status === 429) {
       if (!this.open) return;
       const health = this.health;
@@ -140,6 +157,24 @@ export class NodeAttempt {
     if (!this.open) return;
     this.open = false;
     this.health.upstreams[this.index]!.inflight--;
+  }
+
+  /**
+   * The answer's head went to the client and its body streams on from the node: settled in health at the head,
+   * the attempt is counted in its node's `streaming` until streamEnded() (the body ended, failed, or the client
+   * left), so a reload does not close the node's sockets under it (server/gateway-thread.ts).
+   */
+  streamBegan(): void {
+    if (this.streaming) return;
+    this.streaming = true;
+    this.health.upstreams[this.index]!.streaming++;
+  }
+
+  /** The streamed answer is over; nothing when none began or it was ended already. */
+  streamEnded(): void {
+    if (!this.streaming) return;
+    this.streaming = false;
+    this.health.upstreams[this.index]!.streaming--;
   }
 }
 

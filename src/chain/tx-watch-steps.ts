@@ -5,16 +5,19 @@
  * 2. `watch_blocks` heads since it was first looked at: dropped;
  * 3. at most once per RESEND_EVERY_BLOCKS heads: its sender's nonce at `latest` past its own means another
  *    transaction of that sender and nonce was included (replaced; the replacing hash is looked for in the blocks
- *    since the last look); else each node in rotation is asked for it (eth_getTransactionByHash) and, when none
- *    holds it, pending or mined, it is sent again to every one of them.
+ *    since the last look); else each node a broadcast would go to is asked for it (eth_getTransactionByHash)
+ *    and, when none holds it, pending or mined, it is sent again to each (chain/attempts.ts fanOutNodes).
  * A node that fails a step teaches nothing: the look ends, and the next head looks again.
  */
 import { errorText } from '../log.js';
-import { callUpstream } from '../upstreams/rpc-call.js';
+import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
+import { failureOutcome, fanOutNodes, NodeAttempt } from './attempts.js';
 import type { TxStatus, TxWatchOptions, Watched } from './tx-watch.js';
 
 /** A look at the pools (and a send when none holds it) at most once per this many heads. */
 export const RESEND_EVERY_BLOCKS = 3;
+const BY_HASH = 'eth_getTransactionByHash';
+const SEND = 'eth_sendRawTransaction';
 /** Blocks searched for the replacing transaction at most (the heads since the last look: a few). */
 const REPLACEMENT_SEARCH_BLOCKS = 16;
 
@@ -68,12 +71,14 @@ export async function lookAt(opts: TxWatchOptions, e: Watched, head: number): Pr
   }
 }
 
-/** True when every node in rotation that answered said it has no such transaction (and at least one answered). */
+/**
+ * True when every node asked that answered said it has no such transaction (and at least one answered): the nodes
+ * a transaction's broadcast would ask (chain/attempts.ts fanOutNodes: in rotation, serving the method, with room).
+ */
 async function inNoPool(opts: TxWatchOptions, hash: string): Promise<boolean> {
   const { chain } = opts;
-  const answers = await Promise.allSettled(
-    chain.health.healthyIndices().map((i) => callUpstream(chain.upstreams[i]!, chain.timeoutMs, 'eth_getTransactionByHash', [hash])),
-  );
+  const nodes = fanOutNodes(chain.health, chain.routes.nodesFor(BY_HASH, [hash])) ?? [];
+  const answers = await Promise.allSettled(nodes.map((i) => countedCall(chain, i, BY_HASH, [hash])));
   let answered = 0;
   for (const a of answers) {
     if (a.status === 'rejected') continue;
@@ -83,12 +88,30 @@ async function inNoPool(opts: TxWatchOptions, hash: string): Promise<boolean> {
   return answered > 0;
 }
 
-/** Sends the transaction again to every node in rotation; a node's refusal ("already known", "nonce too low") is the next look's news. */
+/**
+ * Sends the transaction again to the nodes its broadcast would go to (pipeline/broadcast.ts: in rotation, serving
+ * eth_sendRawTransaction, with room in their budget); a node's refusal ("already known", "nonce too low") is the
+ * next look's news.
+ */
 function sendAgain(opts: TxWatchOptions, e: Watched): void {
   const { chain } = opts;
-  const nodes = chain.health.healthyIndices();
+  const nodes = fanOutNodes(chain.health, chain.routes.nodesFor(SEND, [e.raw])) ?? [];
   opts.log('info', 'a watched transaction is in no pool: sent again', { hash: e.hash, nodes: nodes.length });
-  for (const i of nodes) void callUpstream(chain.upstreams[i]!, chain.timeoutMs, 'eth_sendRawTransaction', [e.raw]).catch(() => {});
+  for (const i of nodes) void countedCall(chain, i, SEND, [e.raw]).catch(() => {});
+}
+
+/** One call to node `i`, counted in its health as every attempt is (NodeAttempt; a node's error object is an answer). */
+async function countedCall(chain: TxWatchOptions['chain'], i: number, method: string, params: unknown[]): Promise<unknown> {
+  const attempt = new NodeAttempt(chain.health, i);
+  try {
+    const result = await callUpstream(chain.upstreams[i]!, chain.timeoutMs, method, params);
+    attempt.settle('ok');
+    return result;
+  } catch (err) {
+    const answered = err instanceof NodeRpcError;
+    attempt.settle(answered ? 'ok' : 'failed', answered ? 'rpc_error' : failureOutcome((err as { kind?: string }).kind ?? ''));
+    throw err;
+  }
 }
 
 /** The hash of the included transaction of `sender` and its nonce, looked for in blocks after `from` up to `to`. */

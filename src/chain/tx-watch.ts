@@ -2,9 +2,9 @@
  * Transactions sent through the gateway, watched until they land (config `transactions`): each one sent with
  * eth_sendRawTransaction and accepted is looked at on every new served head until it is included (its receipt),
  * replaced (another transaction of its sender and nonce was included) or expired (`watch_blocks` heads after it
- * was sent: dropped). Meanwhile, every few heads (RESEND_EVERY_BLOCKS), each node in rotation is asked whether its pool
- * holds it; when none does, it is sent again to every one of them (a node restarted, a pool evicted it, a peer
- * never heard it). Its status is read with chaingate_getTransactionStatus and streamed to `transactionStatus`
+ * was sent: dropped). Meanwhile, every few heads (RESEND_EVERY_BLOCKS), each node its broadcast would go to (in
+ * rotation, serving the method, with room in its budget) is asked whether its pool holds it; when none does, it is
+ * sent again to each one (a node restarted, a pool evicted it, a peer never heard it). Its status is read with chaingate_getTransactionStatus and streamed to `transactionStatus`
  * subscribers at each change (tx-watch-steps.ts runs the looks and says their order).
  *
  * One watch per chain and process: the thread that probes the chain (alone, or the main thread of workers) owns
@@ -40,7 +40,7 @@ export interface TxWatchBounds {
 export interface TxWatchOptions {
   bounds: TxWatchBounds;
   /** The chain (its nodes' pools are asked, and each is sent the transaction again; reads go by `call`). */
-  chain: Pick<ChainRuntime, 'call' | 'upstreams' | 'health' | 'served' | 'timeoutMs'>;
+  chain: Pick<ChainRuntime, 'call' | 'upstreams' | 'health' | 'routes' | 'served' | 'timeoutMs'>;
   log: FeedsLog;
 }
 
@@ -107,10 +107,12 @@ function watch(w: TxWatchState, scope: string, raw: string, hash: string): void 
   // Sent again by its client: watched as it was, unless it had been given up.
   if (held !== undefined && held.state.status !== 'dropped') return;
   if (held !== undefined) forget(w, held);
+  // Room first: forget() drops a scope's set once it is empty, so the set is fetched only after the evictions.
+  const ours = w.byScope.get(scope);
+  while (ours !== undefined && ours.size >= max_watched_per_key) forget(w, w.entries.get(ours.values().next().value!)!);
+  while (w.entries.size >= max_watched) forget(w, w.entries.values().next().value!);
   let mine = w.byScope.get(scope);
   if (mine === undefined) w.byScope.set(scope, (mine = new Set()));
-  while (mine.size >= max_watched_per_key) forget(w, w.entries.get(mine.values().next().value!)!);
-  while (w.entries.size >= max_watched) forget(w, w.entries.values().next().value!);
   const e: Watched = { hash, raw, scope, sender: undefined, since: null, pooledAt: 0, state: { status: 'pending', hash } };
   w.entries.set(hash, e);
   mine.add(hash);

@@ -1,13 +1,12 @@
 import type { PlanConfig } from '../config/schema.js';
 import type { ChainPrices } from '../chain/method-policy.js';
 import type { ErrorCode } from '../errors.js';
-import { performance } from 'node:perf_hooks';
 import type { FailureDetail, Reservation } from '../metering/ledger.js';
 import { callFailure } from './call-failure.js';
 import { isOpen } from '../metering/meter.js';
 import { ADMITTED } from '../limits/entry-log.js';
 import type { EndpointAuth } from '../tenancy/directory.js';
-import { methodLabel, type RefusalCode, type RequestTally, refusalError } from './answers.js';
+import { methodLabel, type RefusalCode, type RequestTally, refusalError, refusalErrorCode } from './answers.js';
 import type { MethodGrant } from './method-limits.js';
 import type { Tenancy } from './tenancy.js';
 import { KEY_PREFIX_LENGTH } from '../tenancy/keys.js';
@@ -137,16 +136,15 @@ export function settleCall(
   admission: { reservation: Reservation | null; ru: number } & TracedCall,
   outcome:
     | { ok: true; bytes: number; status?: number; ru?: number }
-    | { ok: false; status: number; http?: number; reason?: string; code?: ErrorCode; upstream?: string },
+    | { ok: false; status: number; http?: number; reason?: string; code: ErrorCode | null; upstream?: string },
   label?: string,
 ): void {
   const status = outcome.ok ? (outcome.status ?? 200) : (outcome.http ?? (outcome.status >= 100 ? outcome.status : 200));
   // A usage status that is a JSON-RPC code (a node-like -32000) is an error that travels with HTTP 200.
-  c.tally.answered(method, status, outcome.ok ? undefined : outcome.reason, label);
+  // The latency histogram's (latency-histogram.ts): the tally's one clock read, on the clock it started.
+  const latencyMs = c.tally.answered(method, status, outcome.ok ? undefined : outcome.reason, label);
   if (tracing !== null) traceCall(c, method, admission, outcome.ok ? 'ok' : (outcome.code ?? 'error'), status, label);
   if (c.auth === null || admission.reservation === null) return;
-  // The latency histogram's (latency-histogram.ts): one clock read, on the clock the tally started.
-  const latencyMs = performance.now() - c.tally.startedAt;
   if (outcome.ok) {
     // `ru` when the caller worked the charge out itself (a split eth_getLogs: per window, each with its surcharge).
     const ru = outcome.ru ?? costWithSize(admission.ru, outcome.bytes);
@@ -166,12 +164,10 @@ export function settleCall(
 export function countRefusal(t: Tenancy, c: Caller, method: string, usageStatus: number, code: RefusalCode, label?: string): void {
   const row = refusalError(code);
   c.tally.refused(code);
-  c.tally.answered(method, row.http, row.message, label);
+  const latencyMs = c.tally.answered(method, row.http, row.message, label);
   if (tracing !== null) traceCall(c, method, null, code, row.http, label);
   if (c.auth === null) return;
-  const error: ErrorCode = code === 'no_upstream' ? 'upstream_error' : code === 'too_many_connections' ? 'rate_limited' : code;
-  const failure = beaconShape(c, { httpStatus: row.http, code: row.rpc, error, message: row.message, upstream: null });
-  const latencyMs = performance.now() - c.tally.startedAt;
+  const failure = beaconShape(c, callFailure(row.http, usageStatus, refusalErrorCode(code)));
   t.ledger.recordUsage(c.auth.ownerId, { endpointId: c.auth.endpointId, method, status: usageStatus, latencyMs, failure });
 }
 

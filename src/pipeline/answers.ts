@@ -57,7 +57,12 @@ export function refusalReason(code: RefusalCode): RefusalReason | null {
 
 /** The error table row a refusal is answered with. */
 export function refusalError(code: RefusalCode): (typeof ERRORS)[ErrorCode] {
-  return ERRORS[code === 'too_many_connections' ? 'rate_limited' : code === 'no_upstream' ? 'upstream_error' : code];
+  return ERRORS[refusalErrorCode(code)];
+}
+
+/** The error table's row a refusal is answered with (and its failure recorded as). */
+export function refusalErrorCode(code: RefusalCode): ErrorCode {
+  return code === 'too_many_connections' ? 'rate_limited' : code === 'no_upstream' ? 'upstream_error' : code;
 }
 
 /** The `method` label of a JSON-RPC call: an allowlisted name, else `other` (never a client's string). */
@@ -84,12 +89,14 @@ export class RequestTally {
 
   /**
    * Counts one answered call. `label` is already low-cardinality (a Beacon route template, `other`) or, for
-   * JSON-RPC, is made so here. `reason` says why a 5xx was decided, for its log line.
+   * JSON-RPC, is made so here. `reason` says why a 5xx was decided, for its log line. Returns the call's time
+   * in ms, for the usage rows to keep the same one clock read.
    */
-  answered(method: string, status: number, reason?: string, label?: string): void {
+  answered(method: string, status: number, reason?: string, label?: string): number {
     const ctx = this.ctx;
     const name = label ?? (this.transport === 'http' || this.transport === 'ws' ? methodLabel(method) : method);
-    const seconds = (performance.now() - this.startedAt) / 1000;
+    const ms = performance.now() - this.startedAt;
+    const seconds = ms / 1000;
     this.metrics.request(this.transport, name, status, seconds);
     const access = ctx.config.log;
     if (access.access && (access.access_sample >= 1 || Math.random() < access.access_sample)) {
@@ -111,6 +118,7 @@ export class RequestTally {
         { chain: this.slug, method: name, status },
         { reason: reason ?? 'unknown' },
       );
+    return ms;
   }
 
   /** Counts a refusal made before any node (its answer is counted by answered()). */

@@ -132,7 +132,12 @@ export function admitBeacon(
 /** A POST whose body is over server.max_body_bytes: nothing is charged, the refusal is counted. */
 export function refuseBeaconBody(ctx: GatewayContext, caller: Caller, call: BeaconCall): void {
   caller.tally.refused('body_too_large');
-  settleCall(ctx.tenancy, caller, call.template, call.admission, { ok: false, status: 413, reason: ERRORS.body_too_large.message });
+  settleCall(ctx.tenancy, caller, call.template, call.admission, {
+    ok: false,
+    status: 413,
+    reason: ERRORS.body_too_large.message,
+    code: 'body_too_large',
+  });
 }
 
 /** Where a forwarded Beacon answer goes: the server's writes (server/beacon.ts). */
@@ -181,7 +186,13 @@ export function forwardBeacon(
       call.admission,
       ok && status < 500
         ? { ok: true, bytes, status }
-        : { ok: false, status: status || 502, reason: reason ?? `the node answered ${status}` },
+        : // A node's own status passed on is none of the error table's rows; no status: the gateway's 502.
+          {
+            ok: false,
+            status: status || 502,
+            reason: reason ?? `the node answered ${status}`,
+            code: status === 0 ? 'upstream_error' : null,
+          },
     );
   let status = 0;
   let bytes = 0;
@@ -195,6 +206,7 @@ export function forwardBeacon(
    * than the default), or cut when the head went out.
    */
   const failed = (a: NodeAttempt, outcome: UpstreamOutcome, logged: string, reason: string, message?: string): void => {
+    a.streamEnded();
     a.settle('failed', outcome);
     logUpstreamFailure(ctx, chain, chain.upstreams[a.index]!.label, logged);
     const next = headSent || out.gone ? null : tries.nextNode();
@@ -224,6 +236,7 @@ export function forwardBeacon(
         a.settle(s < 500 ? 'ok' : 'failed', s < 500 ? 'ok' : 'http_error');
         if (out.gone) return;
         headSent = true;
+        a.streamBegan();
         out.head(
           s,
           headers.filter(([k]) => FORWARDED_RESPONSE_HEADERS.has(k)),
@@ -235,6 +248,7 @@ export function forwardBeacon(
         return headSent ? out.data(chunk) : true;
       },
       onEnd() {
+        a.streamEnded();
         settle(true);
         out.end();
       },
@@ -265,6 +279,7 @@ export function forwardBeacon(
     abort() {
       // A client that left says nothing about the node.
       attempt.drop();
+      attempt.streamEnded();
       handle.abort();
     },
     resume: () => handle.resume(),

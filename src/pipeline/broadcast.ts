@@ -14,7 +14,7 @@
  * all. Each send is counted in its upstream's health like any forwarded call.
  */
 import { keccak_256 } from '@noble/hashes/sha3.js';
-import { failureOutcome, isRpcError, NodeAttempt } from '../chain/attempts.js';
+import { failureOutcome, fanOutNodes, isRpcError, NodeAttempt } from '../chain/attempts.js';
 import { methodRow } from '../jsonrpc/methods.js';
 import type { UpstreamOutcome } from '../metrics/registry.js';
 import type { NodeChoice } from '../upstreams/selection.js';
@@ -59,13 +59,10 @@ export function broadcastTransaction(
   nodes: NodeChoice | null = null,
 ): ForwardCall {
   const health = chain.health;
-  const serves = nodes?.serves ?? null;
-  const inRotation = health.healthyIndices();
-  const serving = serves === null ? inRotation : inRotation.filter((i) => serves[i]);
-  if (serving.length === 0) return noHealthyUpstream(sink);
   // A node at its budget (rps, max_in_flight, a 429's cooldown) is not sent the transaction: a provider's quota
   // holds for broadcasts too. Every tier is sent it: more nodes spread it sooner.
-  const targets = health.withRoom(serving);
+  const targets = fanOutNodes(health, nodes);
+  if (targets === null) return noHealthyUpstream(sink);
   if (targets.length === 0) return noHealthyUpstream(sink, health.shortOfBudget);
   let answered = false;
   let silenced = false;

@@ -176,7 +176,12 @@ export function createEventStreams(ctx: GatewayContext): EventStreams {
             reason === 'unavailable'
               ? `${ERRORS.upstream_error.message}: no upstream event stream opened within ${chain.config.timeout_s} s (chains.${slug}.timeout_s)`
               : end.text;
-          settleCall(t, caller, EVENTS_TEMPLATE, admission, { ok: false, status: ERRORS[end.error].http, reason: message });
+          settleCall(t, caller, EVENTS_TEMPLATE, admission, {
+            ok: false,
+            status: ERRORS[end.error].http,
+            reason: message,
+            code: end.error,
+          });
           if (!out.gone) out.refuse(ERRORS[end.error].http, beaconErrorBody(end.error, message));
           return;
         }

@@ -11,14 +11,15 @@ import { NodeRpcError } from '../upstreams/rpc-call.js';
 import { type Caller, settleCall } from './admission.js';
 import type { Local, PlannedAnswer } from './plan.js';
 import { errorText } from '../log.js';
-import { failedCallAnswer } from './upstream-failures.js';
+import { failedCallAnswer, settleUpstreamFailure } from './upstream-failures.js';
 
 const TOO_MANY = filterError('too many filters');
 
 /**
  * Answers one admitted filter call and settles its metering: a result or a node-like -32000 refusal
  * is charged; 'too many filters' (a limit) is not; a node's own error for the eth_getLogs behind a
- * poll is passed on, charged; an upstream failure is 502, refunded. Never rejects.
+ * poll is passed on, charged; an upstream failure is refunded and answered as a forwarded call's
+ * (upstream-failures.ts). Never rejects.
  */
 export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, call: Local): Promise<PlannedAnswer> {
   const t = ctx.tenancy;
@@ -31,19 +32,18 @@ export async function answerFilterCall(ctx: GatewayContext, chain: ChainRuntime,
     if (isFilterError(r)) {
       const answer = rpcCustomErrorBody(r.code, call.idText, r.message);
       if (r !== TOO_MANY) return charged(answer);
-      settleCall(t, caller, call.method, call.admission, { ok: false, status: r.code });
+      // The node-like -32000 of a gateway limit the error table has no row for: kept as its code.
+      settleCall(t, caller, call.method, call.admission, { ok: false, status: r.code, code: null });
       return { answer, outcome: 'ok' };
     }
     return charged(`{"jsonrpc":"2.0","id":${call.idText},"result":${JSON.stringify(r)}}`);
   } catch (err) {
     if (err instanceof NodeRpcError) return charged(rpcCustomErrorBody(err.code, call.idText, err.message));
-    ctx.log.warn('a filter call could not read the chain', {
-      chain: chain.config.slug,
-      method: call.method,
-      reason: errorText(err),
-    });
-    settleCall(t, caller, call.method, call.admission, { ok: false, status: 502, reason: errorText(err) });
-    const failed = failedCallAnswer(errorText(err), call.idText);
+    const reason = errorText(err);
+    ctx.log.warn('a filter call could not read the chain', { chain: chain.config.slug, method: call.method, reason });
+    // The node that failed is not known here (the filter's reads pick their own, chain/filters.ts): none is named.
+    settleUpstreamFailure(ctx, caller, call, reason, undefined);
+    const failed = failedCallAnswer(reason, call.idText);
     return { answer: failed.body, outcome: failed.code };
   }
 }

@@ -32,8 +32,8 @@ export interface Forward {
   paramsJson: string;
   idText: string;
   admission: Extract<Admission, { ok: true }>;
-  /** eth_sendRawTransaction: starts the watch of the transaction a node accepted (tx-watching.ts); absent: none. */
-  watch?: (hash: string) => void;
+  /** eth_sendRawTransaction: starts the watch of the transaction a node accepted (tx-watching.ts); null: none. */
+  watch: ((hash: string) => void) | null;
 }
 
 /** A call the gateway answers itself once admitted: a subscription call over a WebSocket, a filter call. */
@@ -261,14 +261,9 @@ function planChecked(
       paramsJson: check.params === item.params && item.paramsText !== null ? item.paramsText : JSON.stringify(check.params),
       idText: item.idText,
       admission,
-      ...watchOf(ctx, chain, caller, row, check.params),
+      watch: row.name === 'eth_sendRawTransaction' ? sentTransactionWatch(ctx, chain, caller, check.params) : null,
     },
   };
-}
-
-function watchOf(ctx: GatewayContext, chain: ChainRuntime, caller: Caller, row: MethodRow, params: unknown[]): Pick<Forward, 'watch'> {
-  const watch = row.name === 'eth_sendRawTransaction' ? sentTransactionWatch(ctx, chain, caller, params) : null;
-  return watch === null ? {} : { watch };
 }
 
 export type Settle = (answer: string | Buffer, outcome: ErrorCode | 'ok') => void;
@@ -304,7 +299,12 @@ export function collectCall(
         over = true;
         parts = [];
         call.abort();
-        settleCall(t, caller, f.method, f.admission, { ok: false, status: 502, reason: `the answer is larger than ${limitName}` });
+        settleCall(t, caller, f.method, f.admission, {
+          ok: false,
+          status: 502,
+          reason: `the answer is larger than ${limitName}`,
+          code: 'upstream_error',
+        });
         done(
           rpcErrorBody(
             'upstream_error',

@@ -123,8 +123,10 @@ class Vote extends NodeAttempt implements AnswerSink {
 
   begin(length: number | undefined): void {
     this.settle('ok');
-    if (length !== undefined && length > QUORUM_ANSWER_BYTES) this.overLimit();
-    else this.parts = [];
+    if (length !== undefined && length > QUORUM_ANSWER_BYTES) return this.overLimit();
+    this.parts = [];
+    // Its body still arrives from the node: a reload waits for it (chain/attempts.ts streamBegan).
+    this.streamBegan();
   }
 
   chunk(buf: Buffer): boolean {
@@ -140,6 +142,7 @@ class Vote extends NodeAttempt implements AnswerSink {
     const parts = this.parts;
     if (parts === null) return;
     this.parts = null;
+    this.streamEnded();
     this.q.answered(this, Buffer.concat(parts, this.bytes));
   }
 
@@ -151,6 +154,7 @@ class Vote extends NodeAttempt implements AnswerSink {
 
   private overLimit(): void {
     this.parts = null;
+    this.streamEnded();
     this.call?.abort();
     this.q.tooLarge(this);
   }
@@ -158,6 +162,7 @@ class Vote extends NodeAttempt implements AnswerSink {
   /** Stops the node's call, its outcome not counted (another answer settled the call). */
   stop(): void {
     this.drop();
+    this.streamEnded();
     this.call?.abort();
   }
 }
@@ -335,11 +340,11 @@ class QuorumCall implements ForwardCall {
     });
   }
 
-  /** The client left before its answer: every attempt still open is cancelled, its outcome not counted. */
+  /** The client left before its answer: every attempt still open or arriving is cancelled, its outcome not counted. */
   abort(): void {
     if (this.done) return;
     this.done = true;
-    for (const v of this.votes) if (v.open) v.stop();
+    for (const v of this.votes) if (v.open || v.streaming) v.stop();
   }
 
   /** Answers are held whole, never streamed to the client: there is nothing to resume. */

@@ -5,9 +5,8 @@
  * A call goes to an upstream in rotation (selection.ts) that its NodeChoice allows (chain/node-routes.ts) and that
  * has reached the block it is about (node-routes.ts headFor; the highest nodes when none has); with none, it
  * fails at once (502). Each attempt counts in its node's health: 'ok' for any JSON-RPC answer (an error object
- * included), 'failed' for a connection error, timeout, 5xx or an answer that is not JSON-RPC (a 429 cools the
- * node down instead, attempts.ts); an attempt the gateway drops (the client left, another answered first) counts
- * neither way.
+ * included), 'failed' for a connection error, timeout, 5xx or an answer that is not JSON-RPC (a 429 cools the node
+ * down instead, attempts.ts); an attempt the gateway drops (the client left, another answered first) neither way.
  *
  * A repeatable call (MethodRow.repeatable) gets up to `retries` more attempts, each on a node not tried yet,
  * while nothing has reached the client and its deadline leaves time, after `backoff_ms` plus jitter: after a
@@ -138,6 +137,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
       return;
     }
     f.win(this);
+    this.streamBegan();
     f.sink.begin(length);
   }
 
@@ -146,6 +146,7 @@ class Attempt extends NodeAttempt implements AnswerSink {
   }
 
   end(): void {
+    this.streamEnded();
     if (this.f.winner === this) this.f.sink.end();
   }
 
@@ -368,6 +369,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
 
   abort(): void {
     if (this.done) {
+      this.winner?.streamEnded();
       this.winner?.call?.abort();
       return;
     }

@@ -94,7 +94,7 @@ function answerFromCache(ctx: GatewayContext, f: Forward, result: Buffer, sink: 
 function observerFor(chain: ChainRuntime, f: Forward, cacheKey: string | null): ((body: Buffer) => void) | null {
   const filters = f.method === 'eth_sendRawTransaction' && chain.filters.takesSentTransactions() ? chain.filters : undefined;
   const watch = f.watch;
-  if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined && watch === undefined) return null;
+  if (cacheKey === null && f.method !== 'eth_blockNumber' && filters === undefined && watch === null) return null;
   const { cache, head: chainHead, finality } = chain;
   const depth = chain.config.finality_depth;
   // As the call starts: an answer from the old chain that arrives after a reset is kept where nothing reads it.

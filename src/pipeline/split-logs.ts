@@ -179,7 +179,7 @@ class SplitLogsCall implements SplitLogs {
 
   /** Ends with a node's refusal (`code`, `message`), nothing charged: no window was fetched. */
   private refuse(code: number, message: string): void {
-    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: false, status: code });
+    settleCall(this.ctx.tenancy, this.caller, METHOD, this.call.admission, { ok: false, status: code, code: null });
     this.stop({ answer: rpcCustomErrorBody(code, this.call.idText, message), outcome: 'ok' });
   }
 
@@ -242,6 +242,7 @@ class SplitLogsCall implements SplitLogs {
         paramsJson: JSON.stringify(params),
         idText: call.idText,
         admission: { ok: true, reservation: null, ru: this.windowRu, span: undefined },
+        watch: null,
       };
       // Set before the window's sink can run: a sink never runs before sharedCall returns.
       this.inFlight.set(i, sharedCall(ctx, chain, f, new WindowSink(this, i, f)));

@@ -38,14 +38,19 @@ export function subscriptionCall(
     return;
   }
   if (hub === null) {
-    settleCall(t, caller, local.method, local.admission, { ok: false, status: 404, http: ERRORS.method_not_found.http });
+    settleCall(t, caller, local.method, local.admission, {
+      ok: false,
+      status: 404,
+      http: ERRORS.method_not_found.http,
+      code: 'method_not_found',
+    });
     const message = `Subscriptions are not available on chain '${slug}': none of its upstreams has a ws URL (chains.${slug}.upstreams[].ws)`;
     done(rpcErrorBody('method_not_found', local.idText, message), 'method_not_found');
     return;
   }
   const max = ctx.config.websocket.max_subscriptions_per_connection;
   if (subscriptionCount(conn) + conn.waitingSubscribes >= max) {
-    settleCall(t, caller, local.method, local.admission, { ok: false, status: 429 });
+    settleCall(t, caller, local.method, local.admission, { ok: false, status: 429, code: 'rate_limited' });
     const message = `Too many subscriptions on this connection: the limit is ${max} (websocket.max_subscriptions_per_connection)`;
     done(rpcCustomErrorBody(ERRORS.rate_limited.rpc, local.idText, message), 'ok');
     return;
@@ -79,13 +84,19 @@ function subscribeAnswer(ctx: GatewayContext, conn: SubscribingConn, local: Loca
   }
   if (outcome.invalid === true) {
     // A resume point out of reach (replay.ts): the client's params, refused with no RU taken.
-    settleCall(ctx.tenancy, conn.caller, local.method, local.admission, { ok: false, status: 400, http: ERRORS.invalid_params.http });
+    settleCall(ctx.tenancy, conn.caller, local.method, local.admission, {
+      ok: false,
+      status: 400,
+      http: ERRORS.invalid_params.http,
+      code: 'invalid_params',
+    });
     return rpcErrorBody('invalid_params', local.idText, outcome.reason);
   }
   settleCall(ctx.tenancy, conn.caller, local.method, local.admission, {
     ok: false,
     status: ERRORS.upstream_error.http,
     reason: outcome.reason,
+    code: 'upstream_error',
   });
   return rpcErrorBody('upstream_error', local.idText, `${ERRORS.upstream_error.message}: ${outcome.reason}`);
 }

@@ -26,8 +26,8 @@ export function logUpstreamFailure(ctx: GatewayContext, chain: ChainRuntime, ups
 }
 
 /**
- * A forwarded call that no node answered: refunded and counted as a 502, and as a refusal when no node was in
- * rotation to try.
+ * A forwarded call that no node answered: refunded and counted with the status of the code it is answered with
+ * (a 502, or 503 for upstream_budget), and as a refusal when no node was in rotation to try.
  */
 export function settleUpstreamFailure(
   ctx: GatewayContext,
@@ -37,31 +37,30 @@ export function settleUpstreamFailure(
   failedUpstream: string | undefined,
 ): void {
   if (failedUpstream === NO_UPSTREAM_LABEL) caller.tally.refused('no_upstream');
-  // The code the client is answered with, for the call's span (tracing.ts).
-  const code: ErrorCode =
-    reason === NO_BUDGET_REASON
-      ? 'upstream_budget'
-      : reason === FAILED_CHECK_REASON
-        ? 'upstream_answer_invalid'
-        : quorumFailure(reason) === null
-          ? 'upstream_error'
-          : 'no_quorum';
-  const status = reason === NO_BUDGET_REASON ? ERRORS.upstream_budget.http : ERRORS.upstream_error.http;
+  // The code the client is answered with (failedCallAnswer's), for the call's span and the owner's failures.
+  const code = failedCallCode(reason);
   // The node's name for the owner's recent failures, when a node failed it (not when none was in rotation).
   const node = failedUpstream === undefined || failedUpstream === NO_UPSTREAM_LABEL ? {} : { upstream: failedUpstream };
-  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status, reason, code, ...node });
+  settleCall(ctx.tenancy, caller, f.method, f.admission, { ok: false, status: ERRORS[code].http, reason, code, ...node });
 }
 
 /**
- * What the client is answered for a forwarded call that failed before any byte of it was sent, by its reason:
- * no_quorum when the nodes asked to agree did not (quorum-failures.ts; the message says what was missing),
- * upstream_answer_invalid when the last answer failed the gateway's checks (chain/answer-checks.ts; the reason
- * survives shared calls, as a failure kind does not), else upstream_error.
+ * What the client is answered for a forwarded call that failed before any byte of it was sent, by its reason
+ * (failedCallCode), with the quorum's message for no_quorum (quorum-failures.ts says what was missing).
  */
 export function failedCallAnswer(reason: string, idText: string): { code: ErrorCode; body: string } {
-  if (reason === FAILED_CHECK_REASON) return { code: 'upstream_answer_invalid', body: rpcErrorBody('upstream_answer_invalid', idText) };
-  if (reason === NO_BUDGET_REASON) return { code: 'upstream_budget', body: rpcErrorBody('upstream_budget', idText) };
-  const quorum = quorumFailure(reason);
-  if (quorum === null) return { code: 'upstream_error', body: rpcErrorBody('upstream_error', idText) };
-  return { code: 'no_quorum', body: rpcErrorBody('no_quorum', idText, quorum.message) };
+  const code = failedCallCode(reason);
+  return { code, body: rpcErrorBody(code, idText, code === 'no_quorum' ? quorumFailure(reason)?.message : undefined) };
+}
+
+/**
+ * The error table's row of a forwarded call that failed, by its reason: no_quorum when the nodes asked to agree
+ * did not, upstream_answer_invalid when the last answer failed the gateway's checks (chain/answer-checks.ts; the
+ * reason survives shared calls, as a failure kind does not), upstream_budget when every node was at its budget,
+ * else upstream_error. One mapping, so the answer and the failure recorded of it cannot disagree.
+ */
+function failedCallCode(reason: string): ErrorCode {
+  if (reason === FAILED_CHECK_REASON) return 'upstream_answer_invalid';
+  if (reason === NO_BUDGET_REASON) return 'upstream_budget';
+  return quorumFailure(reason) === null ? 'upstream_error' : 'no_quorum';
 }

@@ -329,10 +329,11 @@ export function releaseThread(t: GatewayThread): Promise<boolean> {
   return (t.alerts?.close() ?? Promise.resolve()).then(() => t.tenancy.close());
 }
 
-/** Whether any of `chain`'s nodes has a request in flight or queued (a call the reload found under way). */
-function callsInFlight(chain: ChainRuntime): boolean {
-  return chain.upstreams.some((u) => {
-    const s = u.stats();
-    return s.busy + s.queued > 0;
-  });
+/**
+ * Whether any of `chain`'s nodes has a call in flight (chain/attempts.ts NodeAttempt: until its answer's head or
+ * whole answer) or an answer still streaming from it (a call the reload found under way). Not its sockets' busy
+ * count: that holds the chain's own probes too, and a hanging node keeps one in flight most of the time.
+ */
+export function callsInFlight(chain: Pick<ChainRuntime, 'health'>): boolean {
+  return chain.health.upstreams.some((u) => u.inflight > 0 || u.streaming > 0);
 }

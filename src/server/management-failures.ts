@@ -1,7 +1,7 @@
 /** `GET /api/dashboard/endpoints/failures?id=&limit=`: one endpoint's recent failed calls (metering/failure-ring.ts). */
 import type { AccountStore, OwnerRecord } from '../accounts/account-store.js';
 import { MAX_FAILURES_READ } from '../metering/failure-ring.js';
-import { fail, fromStore, queryParam, type Reply, send } from './management-io.js';
+import { fail, fromStore, ownEndpoint, queryParam, type Reply, send } from './management-io.js';
 
 /** Failures one answer holds when `limit` is not given. */
 export const FAILURES_PAGE_DEFAULT = 100;
@@ -19,8 +19,6 @@ export async function handleFailures(accounts: AccountStore, owner: OwnerRecord,
   const limit = limitText === undefined ? FAILURES_PAGE_DEFAULT : /^\d{1,4}$/.test(limitText) ? Number(limitText) : 0;
   if (limit < 1 || limit > MAX_FAILURES_READ)
     return fail(reply, 'bad_request', `'limit' must be an integer from 1 to ${MAX_FAILURES_READ}`);
-  if (!(await fromStore(() => accounts.listEndpoints(owner.id))).some((e) => e.id === id)) {
-    return fail(reply, 'not_found', `No endpoint ${id}`);
-  }
+  if (!(await ownEndpoint(accounts, owner.id, id, reply))) return;
   send(reply, 200, await fromStore(() => accounts.failures(owner.id, id, limit)));
 }

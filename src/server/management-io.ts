@@ -1,7 +1,9 @@
 /**
  * What the management routes (management.ts, management-fences.ts) share to read a request and write its
- * answer: the reply of one request, its query and JSON body, and a store call's failure told apart from a bug.
+ * answer: the reply of one request, its query and JSON body, a store call's failure told apart from a bug, and
+ * the check that an endpoint named in a request is the caller's.
  */
+import type { AccountStore } from '../accounts/account-store.js';
 import { type ErrorCode, ERRORS, managementErrorBody } from '../errors.js';
 import { readBody } from './body.js';
 import { JSON_TYPE, type ResponseMeta, sendWhole } from './respond.js';
@@ -101,4 +103,14 @@ export async function fromStore<T>(call: () => T | Promise<T>): Promise<T> {
     if (err instanceof RangeError) throw err;
     throw new StoreFault(err instanceof Error ? err : new Error(String(err)));
   }
+}
+
+/**
+ * True when owner `ownerId` has endpoint `id`; else false, the 404 of an unknown endpoint sent (another owner's
+ * endpoint is answered as one that does not exist).
+ */
+export async function ownEndpoint(accounts: AccountStore, ownerId: number, id: string, reply: Reply): Promise<boolean> {
+  if ((await fromStore(() => accounts.listEndpoints(ownerId))).some((e) => e.id === id)) return true;
+  fail(reply, 'not_found', `No endpoint ${id}`);
+  return false;
 }

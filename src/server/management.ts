@@ -9,7 +9,18 @@ import { handleFailures } from './management-failures.js';
 import { endpointView, handlePatch, handleRotate } from './management-fences.js';
 import { roleRefusal } from './management-roles.js';
 import { handleWebhooks } from './management-webhooks.js';
-import { fail, fromStore, queryParam, readJsonBody, type Reply, refuseFields, send, sendRaw, StoreFault } from './management-io.js';
+import {
+  fail,
+  fromStore,
+  ownEndpoint,
+  queryParam,
+  readJsonBody,
+  type Reply,
+  refuseFields,
+  send,
+  sendRaw,
+  StoreFault,
+} from './management-io.js';
 import { planView } from './plan-view.js';
 import { chainUrls } from './public-urls.js';
 import type { ResponseMeta } from './respond.js';
@@ -155,9 +166,7 @@ async function handleStats(deps: ManagementDeps, owner: OwnerRecord, query: stri
     return fail(reply, 'bad_request', "'interval' must be minute, hour or day");
   }
   if (from > to) return fail(reply, 'bad_request', "'from' is after 'to'");
-  if (id !== undefined && !(await fromStore(() => deps.accounts.listEndpoints(owner.id))).some((e) => e.id === id)) {
-    return fail(reply, 'not_found', `No endpoint ${id}`);
-  }
+  if (id !== undefined && !(await ownEndpoint(deps.accounts, owner.id, id, reply))) return;
   if (method === null || (method !== undefined && !/^[\x21-\x7e]{1,200}$/.test(method)))
     return fail(reply, 'bad_request', "'method' must be given once, a method name of 1 to 200 printable characters");
   const range = {

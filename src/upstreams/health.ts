@@ -37,11 +37,9 @@
  * timeout takes the whole deadline, and neither says how fast the node answers.
  */
 import { performance } from 'node:perf_hooks';
-
 import { BUILT_IN_BREAKER, type BreakerPolicy } from './breaker-policy.js';
 
-export { ERROR_RATE_LIMIT, FAILURE_STREAK, MIN_CALLS_JUDGED, WINDOW_MS } from './breaker-policy.js';
-export { BUILT_IN_BREAKER, type BreakerPolicy } from './breaker-policy.js';
+export { BUILT_IN_BREAKER, type BreakerPolicy, ERROR_RATE_LIMIT, FAILURE_STREAK, MIN_CALLS_JUDGED, WINDOW_MS } from './breaker-policy.js';
 /** A head probe unanswered this long makes its node suspected, in ms: a local node answers one in about a
  *  millisecond, a remote one in a round trip, and the prober gives up at 2.5 s (chain/node-probes.ts). */
 export const SUSPECT_AFTER_MS = 1_000;
@@ -88,6 +86,8 @@ export interface UpstreamHealth {
   readonly label: string;
   /** Calls in flight to this upstream: the caller increments it before a call and decrements it when it settles. */
   inflight: number;
+  /** Answers still streaming from this node after their call settled at the head (chain/attempts.ts streamBegan). */
+  streaming: number;
   /** Clock time the head probe in flight to this node started, null with none: the prober sets it when a probe
    *  starts and clears it when the probe settles or is given up. */
   probeSince: number | null;
@@ -117,6 +117,8 @@ export interface UpstreamHealth {
   readonly cordoned: boolean;
   /** Cordons the node (true) or lets it back (false); the node leaves or rejoins rotation at once. */
   setCordoned(cordoned: boolean): void;
+  /** Not cordoned, not failing, not serving another chain: in rotation unless it lags. */
+  readonly usable: boolean;
   /** A head probe has been unanswered for SUSPECT_AFTER_MS or more (see the top of this file); says nothing of
    *  rotation. */
   readonly suspected: boolean;
@@ -184,6 +186,7 @@ export function createUpstreamHealth(label: string, opts: UpstreamHealthOptions 
 class NodeHealth implements UpstreamHealth {
   readonly label: string;
   inflight = 0;
+  streaming = 0;
   probeSince: number | null = null;
   failing = false;
   failingSince: number | null = null;
@@ -364,6 +367,10 @@ class NodeHealth implements UpstreamHealth {
     this.opts.onCordoned?.(cordoned);
   }
 
+  get usable(): boolean {
+    return !this.cordoned && !this.failing && !this.wrongChain;
+  }
+
   get suspected(): boolean {
     const since = this.probeSince;
     return since !== null && this.now() - since >= SUSPECT_AFTER_MS;
@@ -375,7 +382,7 @@ class NodeHealth implements UpstreamHealth {
     const lagging = isLagging(head, best, this.maxLagBlocks);
     const { ok, failed } = this.counts();
     const status: UpstreamStatus = {
-      inRotation: !this.cordoned && !this.failing && !this.wrongChain && !lagging,
+      inRotation: this.usable && !lagging,
       head,
       lag: head === null || best === null ? null : Math.max(0, best - head),
       errorRate: ok + failed === 0 ? 0 : failed / (ok + failed),

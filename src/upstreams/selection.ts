@@ -210,7 +210,7 @@ class ChainSelection implements ChainHealth {
     let best: number | null = null;
     for (const u of this.upstreams) {
       const head = u.head;
-      if (!u.failing && !u.wrongChain && !u.cordoned && head !== null && (best === null || head > best)) best = head;
+      if (u.usable && head !== null && (best === null || head > best)) best = head;
     }
     return best;
   }
@@ -254,7 +254,7 @@ class ChainSelection implements ChainHealth {
   }
 
   private inRotation(u: UpstreamHealth, best: number | null): boolean {
-    return !u.cordoned && !u.failing && !u.wrongChain && !isLagging(u.head, best, this.maxLagBlocks);
+    return u.usable && !isLagging(u.head, best, this.maxLagBlocks);
   }
 
   /** Drops the suspected candidates when some are not. */
@@ -380,15 +380,15 @@ class ChainSelection implements ChainHealth {
 
   healthyIndices(): number[] {
     const best = this.bestHead();
-    const upstreams = this.upstreams;
     const out: number[] = [];
-    for (let i = 0; i < upstreams.length; i++) if (this.inRotation(upstreams[i]!, best)) out.push(i);
+    for (let i = 0; i < this.upstreams.length; i++) if (this.inRotation(this.upstreams[i]!, best)) out.push(i);
     return out;
   }
 
   withRoom(indices: number[]): number[] {
     const out = this.budgets.withRoom(indices, this.now, (i) => this.upstreams[i]!.inflight);
-    return out.length > 0 ? out : (this.none() ?? out);
+    if (out.length === 0) this.none();
+    return out;
   }
 
   followsNewChain(index: number, head: number): boolean {

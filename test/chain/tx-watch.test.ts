@@ -7,6 +7,8 @@ import t from 'tap';
 import { createTxWatch, STATUS_CALL, WATCH_CALL, withTxWatch } from '../../src/chain/tx-watch.js';
 import type { ChainFilters } from '../../src/chain/filters.js';
 import { waitFor } from '../support/wait-for.js';
+import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamRequest } from '../../src/upstreams/http-client.js';
+import { createChainHealth } from '../../src/upstreams/selection.js';
 
 const hashOf = (n: number): string => `0x${n.toString(16).padStart(64, '0')}`;
 
@@ -57,6 +59,23 @@ t.test('bounded per key and in all, the oldest going first', async (t) => {
   t.equal(w.status(hashOf(9)), null, 'a hash never watched: null');
 });
 
+t.test('max_watched_per_key 1 holds the bound past the set its eviction emptied', async (t) => {
+  const { chain } = fakeChain();
+  const w = createTxWatch(chain, { watch_blocks: 50, max_watched: 10, max_watched_per_key: 1 }, noLog);
+  t.teardown(() => w.close());
+  w.watch('ep:a', '0x01', hashOf(1));
+  w.watch('ep:a', '0x02', hashOf(2));
+  t.equal(w.status(hashOf(1)), null, "the key's one slot went to the newer");
+  w.watch('ep:a', '0x03', hashOf(3));
+  t.equal(w.status(hashOf(2)), null, 'the second eviction still finds the newer in its key');
+  w.watch('ep:a', '0x04', hashOf(4));
+  t.same(
+    [1, 2, 3, 4].map((n) => w.status(hashOf(n))?.status ?? null),
+    [null, null, null, 'pending'],
+    'one watched for the key',
+  );
+});
+
 t.test('max_watched 0 watches nothing', async (t) => {
   const { chain } = fakeChain();
   const w = createTxWatch(chain, { watch_blocks: 50, max_watched: 0, max_watched_per_key: 2 }, noLog);
@@ -103,4 +122,49 @@ t.test("the filters' road: the watch's two calls answered by it, every other cal
   await f.call('ep:a', 'eth_newBlockFilter', []);
   f.close();
   t.same(calls, ['eth_newBlockFilter', 'close']);
+});
+
+/** A node that holds no transaction and takes any sent to it; `methods` are those it was asked, in order. */
+function poolNode(label: string): HttpUpstream & { methods: string[] } {
+  const self = {
+    label,
+    methods: [] as string[],
+    request(req: UpstreamRequest, sink: ResponseSink): RequestHandle {
+      const call = JSON.parse(String(req.body)) as { id: number; method: string };
+      self.methods.push(call.method);
+      const result = call.method === 'eth_sendRawTransaction' ? hashOf(1) : null;
+      setImmediate(() => {
+        const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: call.id, result }));
+        sink.onHead(200, [], body.length);
+        sink.onData(body);
+        sink.onEnd();
+      });
+      return { abort() {}, resume() {}, distrust() {} };
+    },
+    stats: () => ({ open: 0, busy: 0, queued: 0 }),
+    close() {},
+  };
+  return self as never;
+}
+
+t.test("in no pool: sent again only to the nodes its broadcast would reach, each send counted in the node's health", async (t) => {
+  const { chain: fake, advance } = fakeChain();
+  const a = poolNode('a');
+  const b = poolNode('b');
+  const health = createChainHealth(['a', 'b'], { maxLagBlocks: 5 });
+  // Node b's methods.deny names eth_sendRawTransaction; both serve the pool look.
+  const routes = { nodesFor: (method: string) => (method === 'eth_sendRawTransaction' ? { serves: [true, false], prefer: null } : null) };
+  const chain = Object.assign(fake as object, { upstreams: [a, b], health, routes });
+  const w = createTxWatch(chain as never, { watch_blocks: 50, max_watched: 10, max_watched_per_key: 10 }, noLog);
+  t.teardown(() => w.close());
+  w.watch('ep:a', '0x01', hashOf(1));
+  // Its first look (head 2) starts its count of heads; three heads later, the pools are looked at.
+  advance(2);
+  advance(5);
+  await waitFor(() => a.methods.includes('eth_sendRawTransaction'), { what: 'the send again' });
+  t.same(b.methods, ['eth_getTransactionByHash'], 'the node that refuses the method was asked its pool, never sent it');
+  t.same(a.methods, ['eth_getTransactionByHash', 'eth_sendRawTransaction']);
+  await waitFor(() => health.upstreams[0]!.inflight === 0, { what: 'the send settled' });
+  t.equal(health.upstreams[0]!.status().calls, 2, "both of a's calls counted in its health");
+  t.equal(health.upstreams[1]!.status().calls, 1);
 });

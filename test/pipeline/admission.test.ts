@@ -6,6 +6,7 @@
 import t from 'tap';
 import Database from 'better-sqlite3';
 import { admitCost, admitRu, chargeAsCacheHit, costWithSize, countRefusal, settleCall, takeRequest } from '../../src/pipeline/admission.js';
+import { ERRORS } from '../../src/errors.js';
 import { invariantGaps } from '../store/temp-store.js';
 import { keyedCaller, pipelineContext, publicCaller, storedBalance, usageRows } from '../support/pipeline-context.js';
 
@@ -120,10 +121,14 @@ t.test('settleCall: charged with the surcharge, refunded on failure, each counte
   const { tenancy } = s.ctx;
   const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 1000 });
   const endpointId = caller.auth!.endpointId;
-  const cases: Array<{ method: string; outcome: { ok: true; bytes: number } | { ok: false; status: number }; charged: number }> = [
+  const cases: Array<{
+    method: string;
+    outcome: { ok: true; bytes: number } | { ok: false; status: number; code: 'upstream_error' };
+    charged: number;
+  }> = [
     { method: 'eth_getBalance', outcome: { ok: true, bytes: 100 }, charged: 15 },
     { method: 'eth_getLogs', outcome: { ok: true, bytes: MIB + 1 }, charged: 100 },
-    { method: 'eth_chainId', outcome: { ok: false, status: 502 }, charged: 0 },
+    { method: 'eth_chainId', outcome: { ok: false, status: 502, code: 'upstream_error' }, charged: 0 },
   ];
   let spent = 0;
   for (const c of cases) {
@@ -148,6 +153,36 @@ t.test('settleCall: charged with the surcharge, refunded on failure, each counte
     invariantGaps(tenancy.store!.db).filter((g) => g.gap !== 0),
     [],
     'credits = usage + balance for every owner',
+  );
+});
+
+t.test('settleCall: a failure is kept under the error row it was answered with, never one guessed from its status', async (t) => {
+  const s = pipelineContext(t, CONFIG);
+  const { tenancy } = s.ctx;
+  const { caller, ownerId } = keyedCaller(s, 'devnet', { ru: 1000 });
+  const endpointId = caller.auth!.endpointId;
+  const failures = [
+    { status: 503, code: 'shutting_down' as const },
+    { status: 402, code: 'insufficient_balance' as const },
+    { status: 401, code: 'unauthorized' as const },
+    { status: 503, code: null },
+  ];
+  for (const outcome of failures) {
+    const admission = admitCost(tenancy, caller, 'eth_chainId');
+    if (!admission.ok) throw new Error('not admitted');
+    settleCall(tenancy, caller, 'eth_chainId', admission, { ok: false, ...outcome });
+  }
+  if (!tenancy.ledger.flush()) throw new Error('the ledger flush failed');
+  const kept = await tenancy.accounts.failures(ownerId, endpointId, 10);
+  t.same(
+    kept.map((f) => [f.http_status, f.error, f.message]).reverse(),
+    [
+      [503, 'shutting_down', ERRORS.shutting_down.message],
+      [402, 'insufficient_balance', ERRORS.insufficient_balance.message],
+      [401, 'unauthorized', ERRORS.unauthorized.message],
+      [503, null, 'Failed with HTTP 503'],
+    ],
+    "a 503 while shutting down is not upstream_budget; a node's own 503 is its status, no row",
   );
 });
 

@@ -10,7 +10,7 @@ t.test("a failure keeps the error table's row, or a node's own code, never free 
     message: ERRORS.no_quorum.message,
     upstream: 'node-a',
   });
-  t.same(callFailure(429, 429), {
+  t.same(callFailure(429, 429, 'rate_limited'), {
     httpStatus: 429,
     code: -32005,
     error: 'rate_limited',
@@ -18,9 +18,14 @@ t.test("a failure keeps the error table's row, or a node's own code, never free 
     upstream: null,
   });
   t.same(
-    callFailure(200, -32000),
+    callFailure(200, -32000, null),
     { httpStatus: 200, code: -32000, error: null, message: NODE_ERROR_MESSAGE, upstream: null },
     "a node's JSON-RPC error: its code, a fixed message",
   );
-  t.same(callFailure(418, 418), { httpStatus: 418, code: null, error: null, message: 'Failed with HTTP 418', upstream: null });
+  t.same(callFailure(418, 418, null), { httpStatus: 418, code: null, error: null, message: 'Failed with HTTP 418', upstream: null });
+  t.same(
+    callFailure(503, 503, null),
+    { httpStatus: 503, code: null, error: null, message: 'Failed with HTTP 503', upstream: null },
+    "a node's own 503 passed on is no row of the table (not upstream_budget)",
+  );
 });

@@ -146,9 +146,10 @@ t.test(
           paramsJson: `["${DEV_ADDRESS}","latest"]`,
           idText: '"a"',
           admission: { ok: true, ru: 15, reservation: { ownerId, ru: 15 } },
+          watch: null,
         },
       },
-      'the params as forwarded, the omitted block filled in',
+      'the params as forwarded, the omitted block filled in; no transaction to watch',
     );
     t.equal(ledger.available(ownerId), 980, 'its RU reserved, not yet charged');
 

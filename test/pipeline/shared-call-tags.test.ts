@@ -24,6 +24,7 @@ function ask(s: PipelineSetup, method: string, params: unknown[], idText = '1'):
     paramsJson: JSON.stringify(params),
     idText,
     admission: { ok: true, reservation: null, ru: 20, span: undefined },
+    watch: null,
   };
   return new Promise((resolve) => {
     sharedCall(s.ctx, s.chain('devnet'), f, {

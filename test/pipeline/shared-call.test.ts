@@ -39,6 +39,7 @@ function make(s: PipelineSetup, method: string, params: unknown[], idText: strin
     paramsJson: JSON.stringify(params),
     idText,
     admission: { ok: true, reservation: null, ru, span: undefined },
+    watch: null,
   };
   let done = false;
   let resolve!: (h: Heard) => void;

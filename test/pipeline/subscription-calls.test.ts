@@ -82,3 +82,34 @@ t.test('eth_subscribe: refused at websocket.max_subscriptions_per_connection, wa
   t.same(subscribed, ['newHeads'], 'under the limit the hub subscribes');
   t.equal(answers[1], '{"jsonrpc":"2.0","id":8,"result":"0x1"}');
 });
+
+t.test("eth_subscribe: a refusal is kept in the owner's failures under the row it was answered with", async (t) => {
+  const s = pipelineContext(t, { chains: CHAIN, websocket: { max_subscriptions_per_connection: 2 } });
+  const { caller, ownerId } = keyedCaller(s, 'devnet');
+  const hub = {
+    // A resume point out of reach (fanout/replay.ts): the client's params refused.
+    subscribe: () => ({ ok: false, invalid: true, reason: 'the resume point is out of reach' }),
+  } as unknown as SubscriptionHub;
+  const conn = { caller, ownerId, endpointId: caller.auth!.endpointId, closed: false, waitingSubscribes: 0 } as unknown as SubscribingConn;
+  const answers: string[] = [];
+  const call = (hubOf: SubscriptionHub | null, idText: string): void => {
+    const admission = admitCost(s.ctx.tenancy, caller, 'eth_subscribe');
+    if (!admission.ok) throw new Error('not admitted');
+    subscriptionCall(s.ctx, conn, hubOf, 'devnet', { method: 'eth_subscribe', params: ['logs'], idText, admission }, (a) =>
+      answers.push(a),
+    );
+  };
+  call(hub, '1');
+  call(null, '2');
+  t.match(answers[0], /"id":1,"error":\{"code":-32602,/);
+  if (!s.ctx.tenancy.ledger.flush()) throw new Error('the ledger flush failed');
+  const kept = await s.ctx.tenancy.accounts.failures(ownerId, caller.auth!.endpointId, 10);
+  t.same(
+    kept.map((f) => [f.http_status, f.error]).reverse(),
+    [
+      [200, 'invalid_params'],
+      [200, 'method_not_found'],
+    ],
+    'a JSON-RPC error over the WebSocket, each under its row',
+  );
+});
