@@ -97,6 +97,49 @@ export interface PendingUsage {
   readonly ru: number;
 }
 
+/** Writes `rows` into `flat` from `at`, each with its histogram out of `counts` (see ShippedRows); where the next row goes. */
+function shipRows(flat: ShippedRows, at: number, rows: Map<string, KeptRow>, counts: readonly number[]): number {
+  let i = at;
+  for (const r of rows.values()) {
+    flat[i++] = r.endpointId;
+    flat[i++] = r.ownerId;
+    flat[i++] = r.method;
+    flat[i++] = r.t;
+    flat[i++] = r.status;
+    flat[i++] = r.requests;
+    flat[i++] = r.ru;
+    if (r.latencyAt < 0) flat[i++] = 0;
+    else {
+      flat[i++] = LATENCY_BUCKET_COUNT;
+      for (let k = r.latencyAt; k < r.latencyAt + LATENCY_BUCKET_COUNT; k++) flat[i++] = counts[k]!;
+    }
+  }
+  return i;
+}
+
+type FailureQueue = Pick<PendingUsage, 'fail' | 'failures' | 'takeFailures' | 'absorbFailures'>;
+
+/** The failed calls waiting, oldest first: past MAX_PENDING_FAILURES the older half goes (only the newest are shown). */
+function createFailureQueue(): FailureQueue {
+  let failed: PendingFailure[] = [];
+  const keep = (f: PendingFailure): void => {
+    if (failed.length >= MAX_PENDING_FAILURES) failed = failed.slice(failed.length - MAX_PENDING_FAILURES / 2);
+    failed.push(f);
+  };
+  return {
+    fail: keep,
+    failures: () => failed,
+    takeFailures() {
+      const taken = failed;
+      failed = [];
+      return taken;
+    },
+    absorbFailures(list) {
+      for (const f of list) keep(f);
+    },
+  };
+}
+
 export function createPendingUsage(): PendingUsage {
   // Each endpoint's first row by its id alone: the id is a string the caller already holds (the key cache's),
   // whose hash V8 keeps, where a key joining the four fields is a string made and hashed per call; with
@@ -110,7 +153,7 @@ export function createPendingUsage(): PendingUsage {
   // The row the last count went to: a key's calls come in runs of one method, minute and status.
   // Forgotten whenever the rows are handed over.
   let last: KeptRow | null = null;
-  let failed: PendingFailure[] = [];
+  const failures = createFailureQueue();
 
   const matches = (row: KeptRow, method: string, status: number, t: number): boolean =>
     row.t === t && row.status === status && row.method === method;
@@ -164,11 +207,6 @@ export function createPendingUsage(): PendingUsage {
     return { ...fields, latency: latencyAt < 0 ? null : counts.slice(latencyAt, latencyAt + LATENCY_BUCKET_COUNT) };
   }
 
-  function keep(f: PendingFailure): void {
-    if (failed.length >= MAX_PENDING_FAILURES) failed = failed.slice(failed.length - MAX_PENDING_FAILURES / 2);
-    failed.push(f);
-  }
-
   function* all(): IterableIterator<PendingRow> {
     for (const r of byEndpoint.values()) yield handed(r);
     for (const r of others.values()) yield handed(r);
@@ -183,39 +221,14 @@ export function createPendingUsage(): PendingUsage {
     ru = 0;
   }
 
-  function ship(flat: ShippedRows, at: number, rows: Map<string, KeptRow>): number {
-    let i = at;
-    for (const r of rows.values()) {
-      flat[i++] = r.endpointId;
-      flat[i++] = r.ownerId;
-      flat[i++] = r.method;
-      flat[i++] = r.t;
-      flat[i++] = r.status;
-      flat[i++] = r.requests;
-      flat[i++] = r.ru;
-      if (r.latencyAt < 0) flat[i++] = 0;
-      else {
-        flat[i++] = LATENCY_BUCKET_COUNT;
-        for (let k = r.latencyAt; k < r.latencyAt + LATENCY_BUCKET_COUNT; k++) flat[i++] = counts[k]!;
-      }
-    }
-    return i;
-  }
-
   return {
     count(ownerId, endpointId, method, status, atMs, requests, rowRu, latencyMs = -1) {
       add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu, latencyMs);
     },
-    fail: keep,
-    failures: () => failed,
-    takeFailures() {
-      const taken = failed;
-      failed = [];
-      return taken;
-    },
-    absorbFailures(list) {
-      for (const f of list) keep(f);
-    },
+    fail: failures.fail,
+    failures: failures.failures,
+    takeFailures: failures.takeFailures,
+    absorbFailures: failures.absorbFailures,
     rows: all,
     take() {
       const rows = [...all()];
@@ -224,7 +237,7 @@ export function createPendingUsage(): PendingUsage {
     },
     takeShipment() {
       const flat: ShippedRows = new Array((byEndpoint.size + others.size) * SHIPPED_FIELDS + counts.length);
-      ship(flat, ship(flat, 0, byEndpoint), others);
+      shipRows(flat, shipRows(flat, 0, byEndpoint, counts), others, counts);
       reset();
       return flat;
     },
@@ -251,7 +264,7 @@ export function createPendingUsage(): PendingUsage {
     },
     clear() {
       reset();
-      failed = [];
+      failures.takeFailures();
     },
     get size() {
       return byEndpoint.size + others.size;
