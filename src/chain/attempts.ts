@@ -16,6 +16,7 @@
  */
 import type { UpstreamOutcome } from '../metrics/registry.js';
 import type { ChainHealth, NodeChoice, ShortOfHead } from '../upstreams/selection.js';
+import { NodeRpcError } from '../upstreams/rpc-call.js';
 
 /** When a call gets a second attempt on another node. What counts as a failure worth it is the caller's. */
 export interface RetryRule {
@@ -48,6 +49,16 @@ export function failureOutcome(kind: string, status?: number): UpstreamOutcome {
   if (kind === 'timeout') return 'timeout';
   if (kind === 'status' || status !== undefined) return 'http_error';
   return 'transport_error';
+}
+
+/**
+ * Settles an attempt whose callUpstream threw `err`: a node's JSON-RPC error object is its answer ('ok'), anything
+ * else a failure of its kind. Returns whether the node answered (the error is then the caller's to pass on).
+ */
+export function settleCallError(attempt: NodeAttempt, err: unknown): boolean {
+  const answered = err instanceof NodeRpcError;
+  attempt.settle(answered ? 'ok' : 'failed', answered ? 'rpc_error' : failureOutcome((err as { kind?: string }).kind ?? ''));
+  return answered;
 }
 
 /** Whether a whole JSON-RPC answer is an error object: its `"error"` key comes before any `"result"`, near the start. */

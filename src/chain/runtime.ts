@@ -15,10 +15,10 @@ import { type ReadHead, readBeaconHead, readEvmHead } from '../upstreams/head-pr
 import type { HttpUpstream } from '../upstreams/http-client.js';
 import { readBeaconIdentity, readEvmIdentity } from '../upstreams/identity-probe.js';
 import type { Prober, ProberOptions } from '../upstreams/prober.js';
-import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
+import { callUpstream } from '../upstreams/rpc-call.js';
 import type { ChainHealth } from '../upstreams/selection.js';
 import { type ChainAnswerChecks, createAnswerChecks } from './answer-checks.js';
-import { Attempts, failureOutcome, NodeAttempt, RETRY_ONCE } from './attempts.js';
+import { Attempts, NodeAttempt, RETRY_ONCE, settleCallError } from './attempts.js';
 import { type ChainIdentity, createChainIdentity } from './chain-identity.js';
 import { upstreamClients, watchNodeHealth } from './chain-nodes.js';
 import { ChainFailover } from './failover-policies.js';
@@ -351,9 +351,7 @@ class RunningChain implements ChainRuntime {
           attempt.drop();
           throw err;
         }
-        const answered = err instanceof NodeRpcError;
-        attempt.settle(answered ? 'ok' : 'failed', answered ? 'rpc_error' : failureOutcome((err as { kind?: string }).kind ?? ''));
-        if (answered) throw err;
+        if (settleCallError(attempt, err)) throw err;
         lastError = err;
       }
     }

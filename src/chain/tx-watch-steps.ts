@@ -10,8 +10,8 @@
  * A node that fails a step teaches nothing: the look ends, and the next head looks again.
  */
 import { errorText } from '../log.js';
-import { callUpstream, NodeRpcError } from '../upstreams/rpc-call.js';
-import { failureOutcome, fanOutNodes, NodeAttempt } from './attempts.js';
+import { callUpstream } from '../upstreams/rpc-call.js';
+import { fanOutNodes, NodeAttempt, settleCallError } from './attempts.js';
 import type { TxStatus, TxWatchOptions, Watched } from './tx-watch.js';
 
 /** A look at the pools (and a send when none holds it) at most once per this many heads. */
@@ -108,8 +108,7 @@ async function countedCall(chain: TxWatchOptions['chain'], i: number, method: st
     attempt.settle('ok');
     return result;
   } catch (err) {
-    const answered = err instanceof NodeRpcError;
-    attempt.settle(answered ? 'ok' : 'failed', answered ? 'rpc_error' : failureOutcome((err as { kind?: string }).kind ?? ''));
+    settleCallError(attempt, err);
     throw err;
   }
 }

@@ -77,8 +77,9 @@ export function createWalRecovery(
     },
     checkpointIfDue() {
       if (!due) {
-        if (now() - reserveCheckedAt >= RESERVE_CHECK_MS) {
-          reserveCheckedAt = now();
+        const at = now();
+        if (at - reserveCheckedAt >= RESERVE_CHECK_MS) {
+          reserveCheckedAt = at;
           reserve.restore();
         }
         return 'not_due';
