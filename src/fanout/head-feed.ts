@@ -21,6 +21,7 @@
  */
 import { DEEPEST_REORG } from '../upstreams/health.js';
 import type { Deliver, FeedChain, FeedHandler, FeedsLog, NodeAccess, ServedHeadView } from './feeds.js';
+import { hex } from './log-feed.js';
 
 /** A head by number and hash. */
 export interface HeadMark {
@@ -53,7 +54,7 @@ const REMEMBERED = DEEPEST_REORG;
 /** Heads held above the served head at most; past it the oldest is sent anyway. A served head this far behind
  *  the feed's node cannot last (the nodes behind lag out of rotation), so this only bounds the memory. */
 const MOST_HELD = DEEPEST_REORG;
-/** eth_getBlockByNumber calls in flight at once during a backfill. */
+/** Block reads in flight at once during a backfill or a replay's (inWindows). */
 const FETCH_WINDOW = 8;
 /** A node's HTTP may lag its WebSocket by a moment: a missing block is asked for again this many times. */
 const NOT_YET_RETRIES = 3;
@@ -74,8 +75,6 @@ function asHeader(value: unknown): Header | null {
   if (typeof v.hash !== 'string' || typeof v.number !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v.number)) return null;
   return v as Header;
 }
-
-const hex = (n: number): string => `0x${n.toString(16)}`;
 
 /** One newHeads feed's state, in fields; its steps are the functions below, which take it. */
 class HeadState {
@@ -170,10 +169,20 @@ export async function fetchHeaders<H>(
   fetch: (n: number) => Promise<H>,
   take: (headers: H[], numbers: number[]) => void | Promise<void>,
 ): Promise<void> {
-  for (let start = from; start <= to; start += FETCH_WINDOW) {
-    const numbers: number[] = [];
-    for (let n = start; n <= Math.min(to, start + FETCH_WINDOW - 1); n++) numbers.push(n);
-    await take(await Promise.all(numbers.map(fetch)), numbers);
+  const numbers: number[] = [];
+  for (let n = from; n <= to; n++) numbers.push(n);
+  await inWindows(numbers, fetch, take);
+}
+
+/** `fetch` of each of `numbers`, FETCH_WINDOW at once: `take` gets each window's results in order, before the next. */
+export async function inWindows<H>(
+  numbers: readonly number[],
+  fetch: (n: number) => Promise<H>,
+  take: (results: H[], numbers: number[]) => void | Promise<void>,
+): Promise<void> {
+  for (let i = 0; i < numbers.length; i += FETCH_WINDOW) {
+    const window = numbers.slice(i, i + FETCH_WINDOW);
+    await take(await Promise.all(window.map(fetch)), window);
   }
 }
 

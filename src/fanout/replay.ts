@@ -15,7 +15,7 @@
  */
 import type { DeliveredBlock } from './delivered-logs.js';
 import { DEEPEST_REORG } from '../upstreams/health.js';
-import { fetchHeader, fetchHeaders, toNewHead } from './head-feed.js';
+import { fetchHeader, fetchHeaders, inWindows, toNewHead } from './head-feed.js';
 import { hex, LOG_RANGE, parseMark } from './log-feed.js';
 import { BALANCE_CLOSE, notificationFrame } from './notification.js';
 import type { RecentHeads } from './recent-heads.js';
@@ -45,9 +45,6 @@ export const REPLAY_HELD_MAX = 10_000;
 export function heldTooMany(max: number): string {
   return `resume too far behind: over ${max} live results held during its replay; resume from a later block`;
 }
-
-/** eth_getBlockByNumber calls in flight at once. */
-const FETCH_WINDOW = 8;
 
 const QUANTITY = /^0x(0|[1-9a-fA-F][0-9a-fA-F]{0,12})$/;
 
@@ -275,10 +272,13 @@ async function retractReplaced(r: Replay, keys: Set<string>): Promise<void> {
   if (blocks.length === 0) return;
   const numbers = [...new Set(blocks.map((b) => b.number))];
   const hashes = new Map<number, string | null>();
-  for (let i = 0; i < numbers.length; i += FETCH_WINDOW) {
-    const window = numbers.slice(i, i + FETCH_WINDOW);
-    for (const [k, hash] of (await Promise.all(window.map((n) => canonicalHash(r, n)))).entries()) hashes.set(window[k]!, hash);
-  }
+  await inWindows(
+    numbers,
+    (n) => canonicalHash(r, n),
+    (found, window) => {
+      for (let k = 0; k < window.length; k++) hashes.set(window[k]!, found[k]!);
+    },
+  );
   for (const block of blocks) {
     if (hashes.get(block.number) === block.hash) continue;
     for (const json of block.logs) {

@@ -225,10 +225,7 @@ export function createPendingUsage(): PendingUsage {
     count(ownerId, endpointId, method, status, atMs, requests, rowRu, latencyMs = -1) {
       add(ownerId, endpointId, method, status, Math.floor(atMs / 60_000) * 60, requests, rowRu, latencyMs);
     },
-    fail: failures.fail,
-    failures: failures.failures,
-    takeFailures: failures.takeFailures,
-    absorbFailures: failures.absorbFailures,
+    ...failures,
     rows: all,
     take() {
       const rows = [...all()];

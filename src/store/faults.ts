@@ -48,7 +48,7 @@ type Attempt = { ok: true } | { ok: false; reason: string; full: boolean };
 
 /**
  * `write` runs the checkpoint under the connection's write lock (Store.write): it waits for writers too.
- * `reserve` is the file's room reserve; this connection writes it again (when it keeps one: see
+ * `reserve` is the file's room reserve; this connection writes it now and again (when it keeps one: see
  * createRoomReserve) at most every RESERVE_CHECK_MS by `now`.
  */
 export function createWalRecovery(
@@ -59,7 +59,9 @@ export function createWalRecovery(
   now: () => number = Date.now,
 ): WalRecovery {
   let due = false;
-  let reserveCheckedAt = Number.NEGATIVE_INFINITY;
+  // Written (when kept and missing) as the connection opens, before any write can fill the disk.
+  reserve.restore();
+  let reserveCheckedAt = now();
   const checkpoint = (): Attempt => {
     try {
       // TRUNCATE waits (up to the busy timeout) for other connections' readers and writer, copies

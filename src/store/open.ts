@@ -122,9 +122,7 @@ export function openStore(path: string, options: StoreOptions = {}): Store {
     };
     const lock = options.writeLock ?? createWriteLock();
     const write = <T>(run: () => T): T => lock.run(run);
-    const reserve = createRoomReserve(file, options.reserveBytes ?? 0);
-    reserve.restore();
-    const recovery = createWalRecovery(db, options.onCheckpoint, write, reserve);
+    const recovery = createWalRecovery(db, options.onCheckpoint, write, createRoomReserve(file, options.reserveBytes ?? 0));
     return {
       db,
       sql: prepareStatements(db),

@@ -96,7 +96,7 @@ t.test('a reserve used by another connection is written again at most a second l
     () => now,
   );
   t.equal(recovery.checkpointIfDue(), 'not_due');
-  t.equal(statSync(reservePath(path)).size, 4096, 'written at the first look');
+  t.equal(statSync(reservePath(path)).size, 4096, 'written as the connection opens');
   rmSync(reservePath(path));
   now = 999;
   recovery.checkpointIfDue();
