@@ -20,9 +20,17 @@ export interface NodeOptions {
   replica?: unknown;
 }
 
-/** The chain's upstream clients, one per configured node, each with the thread's share of its connections. */
-export function upstreamClients(config: ChainConfig, opts: NodeOptions): HttpUpstream[] {
-  return config.upstreams.map((u) =>
+/**
+ * The chain's upstream clients, one per configured node, each with the thread's share of its connections;
+ * `sendAgain(index, stillOnItsSocket)` is node `index`'s UpstreamOptions.sendAgain (ChainHealth.chargeAgain, once
+ * the health is made).
+ */
+export function upstreamClients(
+  config: ChainConfig,
+  opts: NodeOptions,
+  sendAgain: (index: number, stillOnItsSocket: boolean) => boolean,
+): HttpUpstream[] {
+  return config.upstreams.map((u, index) =>
     createHttpUpstream({
       name: u.name,
       url: u.url,
@@ -33,6 +41,8 @@ export function upstreamClients(config: ChainConfig, opts: NodeOptions): HttpUps
       // A node that drips its answer a byte at a time holds a call no longer than this (the event-stream
       // pools, chain-streams.ts, have none: a stream never ends).
       answerTimeoutMs: config.answer_timeout_s * 1000,
+      // A second write of a request is one more call to a provider counting them: within the node's budget.
+      sendAgain: (stillOnItsSocket) => sendAgain(index, stillOnItsSocket),
       ...(opts.ca !== undefined ? { ca: opts.ca } : {}),
     }),
   );

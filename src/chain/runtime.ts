@@ -194,7 +194,8 @@ class RunningChain implements ChainRuntime {
   constructor(config: ChainConfig, opts: ChainRuntimeOptions) {
     this.config = config;
     this.opts = opts;
-    const upstreams = upstreamClients(config, opts);
+    // The clients are made before the health that holds their budgets, and re-send nothing before it is.
+    const upstreams = upstreamClients(config, opts, (index, stillOnItsSocket) => this.health.chargeAgain(index, stillOnItsSocket));
     this.upstreams = upstreams;
     const timeoutMs = config.timeout_s * 1000;
     this.timeoutMs = timeoutMs;

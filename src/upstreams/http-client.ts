@@ -32,6 +32,14 @@ export interface UpstreamOptions {
    *  sweep; the time the consumer holds the body paused is not counted (resume() moves the deadline on by it): a
    *  slow client is not the node's fault. Default none (event streams never end). */
   answerTimeoutMs?: number;
+  /**
+   * Asked each time a request is about to be written to the node a second time (moved off a stalled socket, or
+   * re-sent after its socket was lost): the node may have read the first copy, so a provider's quota counts both.
+   * true lets it go, and is then counted against the node's budget; false keeps a move from happening (the request
+   * waits on its socket) and fails a re-send with reset. `stillOnItsSocket`: the first copy is still in flight (a
+   * move), so the node holds one call more. Default: always true.
+   */
+  sendAgain?: (stillOnItsSocket: boolean) => boolean;
 }
 
 /** One request to forward. */
@@ -103,7 +111,8 @@ export interface RequestHandle {
  * read the request just before closing would see it twice (a second eth_sendRawTransaction is answered
  * "already known"), against a reset for every request that meets a keep-alive socket the node dropped.
  * Requests behind the head of a socket are sent again elsewhere, without counting as that retry, when the
- * head stalls, times out or fails to parse, or its response says the server closes.
+ * head stalls, times out or fails to parse, or its response says the server closes. Every such second write
+ * asks UpstreamOptions.sendAgain first (the node's budget: rps, max_in_flight, a 429's cooldown).
  */
 export interface HttpUpstream {
   /** The node's name (UpstreamOptions.name), else "scheme://host:port": never userinfo, path or query, which may hold provider keys. */

@@ -1,6 +1,6 @@
 import type { UpstreamPool } from './http-pool.js';
 import { type Connection, openConnection, pushSlot, queueWrite } from './upstream-connection.js';
-import { ACTIVE, QUEUED, type UpstreamExchange } from './upstream-exchange.js';
+import { ACTIVE, QUEUED, settle, type UpstreamExchange } from './upstream-exchange.js';
 
 // Placement: which socket of the pool takes a request (the turn's batch, an idle one, a new one, the least
 // loaded one that is not stalled, or the queue), and the pool's membership as sockets come and go.
@@ -83,26 +83,34 @@ export function place(pool: UpstreamPool, ex: UpstreamExchange, at: number): voi
   }
 }
 
-/** Places exchanges taken off a socket, oldest first; those that find no room go to the front of the queue. */
-export function resend(pool: UpstreamPool, list: UpstreamExchange[]): void {
-  if (list.length === 0) return;
+/**
+ * Places exchanges taken off a socket, oldest first; those that find no room go to the front of the queue. Each is
+ * written to the node again, so each asks the node's budget first (UpstreamOptions.sendAgain): those it refuses are
+ * settled and returned, for the caller to fail (http-response.ts failUnsent) once its own callbacks have run.
+ */
+export function resend(pool: UpstreamPool, list: UpstreamExchange[]): UpstreamExchange[] {
+  if (list.length === 0) return list;
   const at = pool.now();
-  for (let i = 0; i < list.length; i++) {
-    const ex = list[i]!;
+  const refused: UpstreamExchange[] = [];
+  const waiting: UpstreamExchange[] = [];
+  for (const ex of list) {
     ex.connection = null;
-    // They were sent before anything queued now, so they go in front of it, and the caller's dispatchQueue()
-    // places them in that order.
-    if (pool.queued > 0 || !tryPlace(pool, ex, at)) {
-      const rest = list.slice(i);
-      for (const r of rest) {
-        r.state = QUEUED;
-        r.connection = null;
-      }
-      pool.queue.unshift(...rest);
-      pool.queued += rest.length;
-      return;
+    if (!pool.sendAgain(false)) {
+      settle(ex);
+      refused.push(ex);
+      continue;
     }
+    // They were sent before anything queued now, so they go in front of it, in their order, and the caller's
+    // dispatchQueue() places them so.
+    if (waiting.length === 0 && pool.queued === 0 && tryPlace(pool, ex, at)) continue;
+    ex.state = QUEUED;
+    waiting.push(ex);
   }
+  if (waiting.length > 0) {
+    pool.queue.unshift(...waiting);
+    pool.queued += waiting.length;
+  }
+  return refused;
 }
 
 /** The retry after a lost socket: on one fresh socket, since the pool's other sockets may be as stale. */

@@ -23,6 +23,8 @@ const DEFAULT_MAX_CONNECTIONS = 64;
 const DEFAULT_IDLE_SOCKET_TIMEOUT_MS = 30_000;
 const DEFAULT_PIPELINING = 8;
 const DEFAULT_STALL_MS = 50;
+/** sendAgain without a budget: every re-send goes. */
+const ALWAYS = (): boolean => true;
 
 function positiveOption(value: number | undefined, fallback: number, name: string, integer: boolean): number {
   if (value === undefined) return fallback;
@@ -51,6 +53,8 @@ export class UpstreamPool implements HttpUpstream, ConnectionEvents {
   readonly socketConfig: UpstreamSocketConfig;
   readonly guard: PipeliningGuard;
   readonly now: () => number;
+  /** UpstreamOptions.sendAgain. */
+  readonly sendAgain: (stillOnItsSocket: boolean) => boolean;
   readonly connections: Set<Connection>;
   readonly idle: Connection[];
   /** Waiting requests, oldest first; entries no longer QUEUED (aborted) are skipped and dropped as met. */
@@ -82,6 +86,7 @@ export class UpstreamPool implements HttpUpstream, ConnectionEvents {
     this.label = opts.name ?? target.label;
     this.guard = createPipeliningGuard(this.pipelining);
     this.now = opts.now ?? Date.now;
+    this.sendAgain = opts.sendAgain ?? ALWAYS;
     this.connections = new Set();
     this.idle = [];
     this.queue = [];

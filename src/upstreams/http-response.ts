@@ -111,9 +111,10 @@ function completeHead(pool: UpstreamPool, conn: Connection, trailing: boolean, a
     const behind = takeLive(conn, 0);
     dropConnection(pool, conn);
     // The server said it closes: it reads nothing after this response, so those behind it are sent again.
-    resend(pool, behind);
+    const unsent = resend(pool, behind);
     dispatchQueue(pool);
     if (ex !== null) ex.sink.onEnd();
+    failUnsent(pool, unsent);
     return false;
   }
   if (conn.depth === 0) {
@@ -139,9 +140,17 @@ export function failHead(pool: UpstreamPool, conn: Connection, err: UpstreamErro
   const behind = takeLive(conn, 1);
   dropConnection(pool, conn);
   if (head !== null) settle(head);
-  resend(pool, behind);
+  const unsent = resend(pool, behind);
   dispatchQueue(pool);
   if (head !== null) head.sink.onError(err);
+  failUnsent(pool, unsent);
+}
+
+/** Fails the requests resend() took off a lost socket and the node's budget let go no further. */
+function failUnsent(pool: UpstreamPool, unsent: readonly UpstreamExchange[]): void {
+  for (const ex of unsent) {
+    ex.sink.onError(new UpstreamError('reset', `${pool.label}: socket lost, and no room in the node's budget to send the request again`));
+  }
 }
 
 export function endOfStream(pool: UpstreamPool, conn: Connection): void {
@@ -171,9 +180,11 @@ export function connectionLost(pool: UpstreamPool, conn: Connection, err: Error 
   const again: UpstreamExchange[] = [];
   const failed: UpstreamExchange[] = [];
   // Once per exchange: a server that closes again gets a reset. The head of a new socket is not re-sent: the
-  // server may have acted on it. Those behind any head are idempotent, never exclusive.
-  if (head !== null) (wasConnected && !midResponse && !head.retried && !head.firstOnSocket ? again : failed).push(head);
-  for (const ex of behind) (wasConnected && !ex.retried ? again : failed).push(ex);
+  // server may have acted on it. Those behind any head are idempotent, never exclusive. Each re-sent one is
+  // written to the node again, which may have read it: only with room in the node's budget (sendAgain).
+  if (head !== null)
+    (wasConnected && !midResponse && !head.retried && !head.firstOnSocket && pool.sendAgain(false) ? again : failed).push(head);
+  for (const ex of behind) (wasConnected && !ex.retried && pool.sendAgain(false) ? again : failed).push(ex);
   for (const ex of failed) settle(ex);
   retryOnFresh(pool, again);
   dispatchQueue(pool);
@@ -227,8 +238,9 @@ export function distrustExchange(pool: UpstreamPool, ex: UpstreamExchange): void
   // Nothing behind it got a byte: whatever the socket owed them, they are sent again on another.
   const behind = takeLive(conn, 0);
   dropConnection(pool, conn);
-  resend(pool, behind);
+  const unsent = resend(pool, behind);
   dispatchQueue(pool);
+  failUnsent(pool, unsent);
 }
 
 export function resumeExchange(pool: UpstreamPool, ex: UpstreamExchange): void {

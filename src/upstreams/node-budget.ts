@@ -8,8 +8,10 @@
  * Calls per second: the send times of the last `rps` calls, in a ring. A call may go when the oldest of them is
  * at least WINDOW_MS old, so no window of WINDOW_MS ever holds more than `rps` sends: an exact sliding window,
  * O(1) per call and nothing made per call. A call is counted as it is sent (NodeAttempt, chain/attempts.ts), so
- * retries, hedges, quorum votes and broadcasts count; the gateway's head probes of the node do not (see
- * docs/failover.md: leave about one call a second of the provider's quota to them).
+ * retries, hedges, quorum votes and broadcasts count; so does each second write of a request by the upstream
+ * client (moved off a stalled socket, re-sent after its socket was lost: ChainHealth.chargeAgain), which the node
+ * may count as a call of its own, and which is not made without room. The gateway's head probes of the node do
+ * not count (see docs/failover.md: leave about one call a second of the provider's quota to them).
  *
  * Cooldown: the node's Retry-After (seconds, or an HTTP date) when it gave one, capped at MAX_COOLDOWN_MS; else
  * FIRST_COOLDOWN_MS, doubled for each 429 that follows a cooldown within STREAK_RESET_MS of its end, up to
@@ -144,8 +146,18 @@ export class ChainBudgets {
     return indices.filter((i) => this.hasRoom(i, inflight(i)));
   }
 
+  /** A call goes to node `index` at `at`, its room looked at already (pick, withRoom). */
   charge(index: number, at: number): void {
     if (this.limited) this.budgets[index]!.take(at);
+  }
+
+  /** A send to node `index` at `now` that no pick looked at (a re-send): taken when the node has room (`inflight`:
+   *  its calls in flight), else false. */
+  takeIfRoom(index: number, now: number, inflight: number): boolean {
+    const budget = this.budgets[index]!;
+    if (!budget.hasRoom(now, inflight)) return false;
+    budget.take(now);
+    return true;
   }
 
   /** NodeBudget.coolDown of node `index` at `now`; `heard`: another thread's cooldown, `retryAfterMs` what is left

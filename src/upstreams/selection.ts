@@ -37,17 +37,12 @@
  */
 import { performance } from 'node:perf_hooks';
 import { type ChainMetrics, noMetrics, type UpstreamMetrics } from '../metrics/registry.js';
-import { type BudgetLimits, ChainBudgets } from './node-budget.js';
+import { ChainBudgets } from './node-budget.js';
+import type { ChainHealthOptions } from './selection-options.js';
 import { keepLowestTier, tiersOf } from './node-tiers.js';
-import {
-  type BreakerPolicy,
-  checkMaxLagBlocks,
-  createUpstreamHealth,
-  DEEPEST_REORG,
-  isLagging,
-  type OutOfRotationReason,
-  type UpstreamHealth,
-} from './health.js';
+import { checkMaxLagBlocks, createUpstreamHealth, DEEPEST_REORG, isLagging, type UpstreamHealth } from './health.js';
+
+export type { ChainHealthOptions } from './selection-options.js';
 
 /** Latencies below this count as this, in ms: sub-millisecond differences between local nodes are noise. */
 const LATENCY_FLOOR_MS = 1;
@@ -85,6 +80,13 @@ export interface ChainHealth {
   readonly shortOfBudget: boolean;
   /** A call goes to node `index` at `at` (the health clock's time): counted against its `rps`. */
   charge(index: number, at: number): void;
+  /**
+   * A call's request is about to be written to node `index` a second time (its upstream client moves it off a
+   * stalled socket, or re-sends it after its socket was lost: UpstreamOptions.sendAgain): true, counted against the
+   * node's `rps` now, when its budget has room; else false. `stillOnItsSocket`: the first copy is in flight still,
+   * one call more for `max_in_flight`.
+   */
+  chargeAgain(index: number, stillOnItsSocket: boolean): boolean;
   /** Node `index` answered 429, with `retryAfterMs` from its Retry-After (null without one): it gets no call until
    *  its cooldown ends (node-budget.ts), logged, counted and told to `shareCooldowns`' listener once per cooldown.
    *  `heard`: another worker thread's cooldown of the node (`retryAfterMs` then what is left of it), kept only. */
@@ -101,38 +103,6 @@ export interface ChainHealth {
   followsNewChain(index: number, head: number): boolean;
   /** Each upstream's metrics (indices match `upstreams`): attempts are measured into them (chain/attempts.ts). */
   readonly meters: readonly UpstreamMetrics[];
-}
-
-export interface ChainHealthOptions {
-  /** Blocks a node may be behind the best head and stay in rotation (config chains.<slug>.max_lag_blocks). */
-  maxLagBlocks: number;
-  /** Monotonic ms; default performance.now. */
-  now?: () => number;
-  /** Each node's breaker (config chains.<slug>.failover.breaker); default health.ts's BUILT_IN_BREAKER. */
-  breaker?: BreakerPolicy;
-  /** Uniform in [0, 1); default Math.random. */
-  random?: () => number;
-  /** Where a node's head going back more than DEEPEST_REORG is logged (a warn per event). Default: nowhere. */
-  log?: (level: 'info' | 'warn', msg: string, fields?: Record<string, string | number>) => void;
-  /** How metrics and logs name each upstream (its configured `name`; indices match the labels); default the labels. */
-  names?: readonly string[];
-  /** The chain's metrics: each upstream's rotation and head, and the chain's best head, are kept in them. */
-  metrics?: ChainMetrics;
-  /** An upstream went out of rotation (`reason` failing or lagging) or back in, once per change. */
-  onRotation?(name: string, inRotation: boolean, reason: OutOfRotationReason | 'recovered'): void;
-  /** Blocks below the best head taken as final (config chains.<slug>.finality_depth), for onFinalUndone. */
-  finalityDepth?: number;
-  /** The best head went back more than finalityDepth below the highest it had since the last call. */
-  onFinalUndone?(from: number, to: number): void;
-  /** After every head report and every rotation change, once rotation is judged again: the chain works its
-   *  served head out from here (chain/served-head.ts). */
-  onHeads?(): void;
-  /** Each upstream's tier (indices match the labels; config upstreams[].tier); default all 0. */
-  tiers?: readonly number[];
-  /** Each upstream's limits in this thread (indices match the labels); default none. */
-  budgets?: readonly BudgetLimits[];
-  /** Node `name` answered 429 and gets no call for `ms`: once per cooldown. */
-  onCooldown?(name: string, ms: number): void;
 }
 
 /** One health tracker per label, in the order given (indices match the chain's upstreams). */
@@ -365,6 +335,13 @@ class ChainSelection implements ChainHealth {
 
   charge(index: number, at: number): void {
     this.budgets.charge(index, at);
+  }
+
+  chargeAgain(index: number, stillOnItsSocket: boolean): boolean {
+    if (!this.budgets.active()) return true;
+    // The call is in flight once already: only a first copy still on its socket makes one more at the node.
+    const inflight = this.upstreams[index]!.inflight - (stillOnItsSocket ? 0 : 1);
+    return this.budgets.takeIfRoom(index, this.now(), inflight);
   }
 
   coolDown(index: number, retryAfterMs: number | null, heard = false): void {

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
-import { createServer as createTcpServer, type Socket } from 'node:net';
 import { createHttpUpstream, type HttpUpstream, type UpstreamOptions } from '../../src/upstreams/http-client.js';
-import { closed, exchange, listenOn, sleep } from './exchange-harness.js';
+import { closed, exchange, sleep } from './exchange-harness.js';
+import { closingAfterFirst, ok, pipeliningServer, post } from './pipelining-server.js';
 import { waitFor } from '../support/wait-for.js';
 
 function upstreamFor(t: Test, opts: UpstreamOptions): HttpUpstream {
@@ -10,67 +10,8 @@ function upstreamFor(t: Test, opts: UpstreamOptions): HttpUpstream {
   return upstream;
 }
 
-/** One request as the server read it. */
-interface Arrival {
-  connection: number;
-  /** The request body: each test sends a token there. */
-  token: string;
-  /** Requests on this connection read earlier and not yet answered when this one was read. */
-  outstanding: number;
-  /** Requests read from the same TCP read as this one, this one included. */
-  sameRead: number;
-}
-
-/** What the server writes for one request, in order on its connection; null never answers, holding every later one. */
-type Answer = string | Buffer | null;
-
-/**
- * A raw HTTP/1.1 server that reads pipelined requests and answers them strictly in order per connection,
- * as a sequential pipelining server does: `answer` may return a promise to delay an answer (and everything
- * behind it on that connection).
- */
-async function pipeliningServer(t: Test, answer: (arrival: Arrival, socket: Socket) => Answer | Promise<Answer>) {
-  const arrivals: Arrival[] = [];
-  const sockets: Socket[] = [];
-  const server = createTcpServer((socket) => {
-    const connection = sockets.push(socket) - 1;
-    let outstanding = 0;
-    let answered: Promise<unknown> = Promise.resolve();
-    let pending = Buffer.alloc(0);
-    socket.on('data', (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      const read: Arrival[] = [];
-      for (;;) {
-        const end = pending.indexOf('\r\n\r\n');
-        if (end === -1) break;
-        const head = pending.toString('latin1', 0, end);
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (pending.length < end + 4 + length) break;
-        const token = pending.toString('utf8', end + 4, end + 4 + length);
-        pending = pending.subarray(end + 4 + length);
-        const arrival: Arrival = { connection, token, outstanding, sameRead: 0 };
-        outstanding++;
-        read.push(arrival);
-        arrivals.push(arrival);
-        const reply = Promise.resolve(answer(arrival, socket));
-        answered = answered.then(async () => {
-          const bytes = await reply;
-          if (bytes === null) return new Promise(() => {});
-          if (!socket.destroyed) socket.write(bytes);
-          outstanding--;
-        });
-      }
-      for (const arrival of read) arrival.sameRead = read.length;
-    });
-  });
-  const listening = await listenOn(t, server);
-  return { ...listening, arrivals, sockets, url: `http://127.0.0.1:${listening.port}` };
-}
-
-const ok = (body: string): string => `HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 const chunked = (body: string): string =>
   `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
-const post = (token: string, timeoutMs = 5000) => ({ method: 'POST' as const, body: token, timeoutMs });
 
 t.test('500 requests over 2 pipelined connections: each answer reaches its own request', async (t) => {
   const server = await pipeliningServer(t, async ({ token }) => {
@@ -302,16 +243,7 @@ t.test('a paused consumer at the head holds the requests behind it for about sta
 
 t.test('a server closing a pipelined socket after the first answer: the rest are sent once more', async (t) => {
   for (const close of ['destroy', 'Connection: close'] as const) {
-    const server = await pipeliningServer(t, async (arrival, socket) => {
-      if (arrival.connection > 0) return ok(`answer-${arrival.token}`);
-      if (arrival.token !== '1') return null;
-      await waitFor(() => server.arrivals.length === 3);
-      if (close === 'destroy') {
-        setTimeout(() => socket.destroy(), 10);
-        return ok('answer-1');
-      }
-      return 'HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 8\r\n\r\nanswer-1';
-    });
+    const server = await closingAfterFirst(t, close);
     const upstream = upstreamFor(t, { url: server.url, maxConnections: 1 });
     const outcomes = await Promise.all(['1', '2', '3'].map((token) => exchange(upstream, post(token)).settled));
     t.same(

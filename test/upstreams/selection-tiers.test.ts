@@ -1,5 +1,6 @@
 import t from 'tap';
 import type { BudgetLimits } from '../../src/upstreams/node-budget.js';
+import { NodeAttempt } from '../../src/chain/attempts.js';
 import { createChainHealth, type ChainHealth } from '../../src/upstreams/selection.js';
 import { seeded } from '../support/seeded.js';
 
@@ -131,4 +132,50 @@ t.test('withRoom: a broadcast skips nodes at their budget, and says so when none
   clock.now += 1_001;
   h.upstreams[1]!.inflight = 0;
   t.same(h.withRoom(all), [0, 1], 'a second later the rps and in-flight budgets have room again; the cooldown runs on');
+});
+
+t.test('chargeAgain: first sends and second writes together never exceed rps in any sliding second', async (t) => {
+  const clock = { now: 0 };
+  const h = chain([0], [{ rps: 5, maxInFlight: null }], clock);
+  const random = seeded(11);
+  const writes: number[] = [];
+  const again = { asked: 0, let: 0 };
+  const open: NodeAttempt[] = [];
+  // Calls and the upstream client's second writes of them (moves, re-sends), at random moments over 20 s.
+  for (clock.now = 0; clock.now < 20_000; clock.now += Math.floor(random() * 40)) {
+    if (random() < 0.5) {
+      if (h.pick() === null) continue;
+      open.push(new NodeAttempt(h, 0));
+      writes.push(clock.now);
+    } else if (open.length > 0) {
+      again.asked++;
+      if (!h.chargeAgain(0, random() < 0.5)) continue;
+      again.let++;
+      writes.push(clock.now);
+    }
+    if (open.length > 3) open.shift()!.settle('ok');
+  }
+  // Every window that could hold the most opens at a write.
+  const most = Math.max(...writes.map((w) => writes.filter((x) => x >= w && x < w + 1_000).length));
+  t.ok(most <= 5, `at most 5 writes in any second: ${most}`);
+  t.ok(again.let > 0 && again.let < again.asked, `second writes go while there is room, not otherwise: ${again.let} of ${again.asked}`);
+  t.ok(writes.length >= 90, `the budget was used: ${writes.length} writes in 20 s`);
+});
+
+t.test('chargeAgain: a copy still on its socket needs room under max_in_flight; a re-send of the call does not', async (t) => {
+  const h = chain([0], [{ rps: null, maxInFlight: 1 }]);
+  const a = new NodeAttempt(h, 0);
+  t.equal(h.chargeAgain(0, true), false, 'a move would put a second copy in flight');
+  t.equal(h.chargeAgain(0, false), true, 'a re-send after the socket was lost is the one call in flight');
+  a.settle('ok');
+  t.equal(chain([0]).chargeAgain(0, true), true, 'a node without a budget takes every second write');
+});
+
+t.test('chargeAgain: no second write to a node cooling down after a 429', async (t) => {
+  const clock = { now: 1_000 };
+  const h = chain([0], [NO_LIMIT], clock);
+  h.coolDown(0, 1_000);
+  t.equal(h.chargeAgain(0, false), false);
+  clock.now = 2_000;
+  t.equal(h.chargeAgain(0, false), true);
 });
