@@ -131,7 +131,10 @@ t.test('a provider quota of 50 rps under 200 rps of load: never exceeded, the re
   t.ok(most >= 40, `and its quota was used: ${most} in its busiest second`);
   const got = provider.count('eth_getBalance');
   t.ok(got >= 100 && got <= 200, `the provider took its share over 3 s: ${got}`);
-  t.equal(got + other.count('eth_getBalance'), 600, 'the other node took the rest');
+  // Distinct calls: a request moved off a stalled socket reaches its node twice (counted above, against the quota,
+  // where there is one), which a loaded machine makes common on the unlimited node.
+  const reached = new Set([...balanceCalls(provider.calls), ...balanceCalls(other.calls)].map((c) => c.params[0]));
+  t.equal(reached.size, 600, 'the other node took the rest');
 });
 
 t.test('a provider quota alone: calls over it get 503 upstream_budget', async (t) => {
