@@ -32,14 +32,10 @@ const FIXED: ReadonlyArray<readonly [string, (c: Config) => unknown]> = [
   ['metrics.host', (c) => c.metrics?.host],
   ['metrics.port', (c) => c.metrics?.port],
   ['metrics.token', (c) => c.metrics?.token],
-  // Each thread's tracer provider is made once, at start.
-  ['tracing.otlp_endpoint', (c) => c.tracing.otlp_endpoint],
-  ['tracing.sample_ratio', (c) => c.tracing.sample_ratio],
-  ['tracing.service_name', (c) => c.tracing.service_name],
 ];
 
 // A collector's URL may hold credentials, as the store's may.
-const SECRET: ReadonlySet<string> = new Set(['metrics.token', 'storage.url', 'cluster.redis_url', 'tracing.otlp_endpoint']);
+const SECRET: ReadonlySet<string> = new Set(['metrics.token', 'storage.url', 'cluster.redis_url']);
 
 const shown = (v: unknown): string => (v === undefined ? '(none)' : typeof v === 'boolean' ? (v ? 'on' : 'off') : String(v));
 

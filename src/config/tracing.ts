@@ -8,16 +8,16 @@ export const TracingSchema = section(
     otlp_endpoint: Type.Optional(
       url(
         'http-url',
-        'Where spans are sent, an OTLP/HTTP traces URL (e.g. http://collector:4318/v1/traces); absent: tracing is off. Restart to change.',
+        'Where spans are sent, an OTLP/HTTP traces URL (e.g. http://collector:4318/v1/traces); absent: tracing is off. A reload applies it.',
       ),
     ),
     sample_ratio: num(
       0,
       1,
       0.01,
-      'The share of calls traced, from 0 to 1, decided once as a call starts (0.01: 1 in 100). Restart to change.',
+      'The share of calls traced, from 0 to 1, decided once as a call starts (0.01: 1 in 100). A reload applies it.',
     ),
-    service_name: text('chaingate', "The spans' service.name. Restart to change."),
+    service_name: text('chaingate', "The spans' service.name. A reload applies it."),
   },
   'OpenTelemetry traces: a span per call and one per upstream attempt, sent over OTLP/HTTP. Off unless otlp_endpoint is set.',
 );

@@ -26,8 +26,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import type { FailoverPolicy } from '../config/failover.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
-import type { Span } from '@opentelemetry/api';
-import { attemptEnded, tracing } from './tracing.js';
+import { type AttemptTrace, attemptEnded, type CallTrace, tracing } from './tracing.js';
 import { headAnswer, headOf, isNotThereYet, isNullResult } from './answer-looks.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
@@ -85,8 +84,8 @@ class Attempt extends NodeAttempt implements AnswerSink {
   call: ForwardCall | null = null;
   /** Its node's known head as the attempt went out: a retry for a block it has not goes to a node beyond it. */
   readonly headAtStart: number | null;
-  /** Its span while traced (tracing.ts), until it ends; null while tracing is off or the call is not sampled. */
-  span: Span | null = null;
+  /** Its trace while traced (tracing.ts), until it ends; null while tracing is off or the call is not sampled. */
+  span: AttemptTrace | null = null;
 
   constructor(
     private readonly f: Failover,
@@ -192,8 +191,8 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
   hedgeChecksLeft = 0;
   /** A null result is retried (MethodRow.nullIfMissing and retry_on empty), on a chain with another node to ask. */
   readonly retryEmpty: boolean;
-  /** The call's span while it is traced and sampled (tracing.ts: begun as the call was forwarded), else null. */
-  readonly span: Span | null = tracing === null ? null : tracing.current;
+  /** The call's trace while it is traced and sampled (tracing.ts: begun as the call was forwarded), else null. */
+  readonly span: CallTrace | null = tracing === null ? null : tracing.current;
   readonly policy: FailoverPolicy;
   retriesLeft: number;
   hedgesLeft: number;

@@ -7,7 +7,7 @@ import { cacheBytes, type GatewayThread, releaseThread } from './gateway-thread.
 import { closeApps, closeListenSockets, type Listeners, renewCertificate } from './listeners.js';
 import { createCorsPolicy } from './respond.js';
 import { workerPool } from './role-parts.js';
-import { stopTracing } from '../pipeline/tracing.js';
+import { reloadTracing, stopTracing } from '../pipeline/tracing.js';
 import type { ReloadOutcome } from './app.js';
 
 /** After a stop has released everything, open sockets are closed this much later, in ms. */
@@ -99,5 +99,7 @@ export async function reloadThread(r: RunningThread, next: Config): Promise<Relo
   t.table.defaultChain = next.server.default_chain;
   t.tenancy.reconfigure(next);
   t.responseCache.resize(cacheBytes(t.role, next));
+  // Each thread its own tracer (a worker's own reload does this part for it).
+  reloadTracing(next.tracing);
   return t.chainSet.apply(next.chains);
 }

@@ -7,6 +7,7 @@
 import t, { type Test } from 'tap';
 import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Config } from '../../src/config/schema.js';
 import { createOwnerAdmin } from '../../src/tenancy/owners.js';
 import { tracing } from '../../src/pipeline/tracing.js';
 import { anvilFor, gatewayFor, type TestGateway } from '../support/gateway.js';
@@ -255,6 +256,30 @@ t.test('sample_ratio 0 sends nothing', async (t) => {
   for (let i = 0; i < 20; i++) t.equal((await rpc(url, 'eth_getBalance', [addressFor(i), 'latest'])).status, 200);
   await g.gateway.stop();
   t.equal(receiver.bodies.length, 0, 'no span was sent');
+});
+
+t.test('a reload turns tracing on and off again without a restart, with two worker threads', async (t) => {
+  const node = await anvilFor(t);
+  const receiver = await otlpReceiver(t);
+  const g = await gatewayFor(t, { server: { workers: 2 }, chains: { devnet: { chain_id: 31337, upstreams: [{ url: node.url }] } } });
+  const url = `${g.base}/v1/rpc/${keyFor(g)}`;
+  const calls = async (from: number): Promise<void> => {
+    for (let i = from; i < from + 12; i++) t.equal((await rpc(url, 'eth_getBalance', [addressFor(i), 'latest'])).status, 200);
+  };
+  await calls(0);
+  const on = structuredClone(g.gateway.context.config) as Config;
+  on.tracing = { ...on.tracing, otlp_endpoint: receiver.url, sample_ratio: 1 };
+  await g.gateway.reload(on);
+  await calls(100);
+  // Turned off, each thread's tracer sends what it holds: the 12 calls made while on, and only those.
+  const off = structuredClone(on);
+  off.tracing = { ...off.tracing, otlp_endpoint: undefined };
+  await g.gateway.reload(off);
+  const traced = (): OtlpSpan[] => receiver.spans().filter((s) => s.name === 'eth_getBalance');
+  await waitFor(() => traced().length >= 12, { ms: 10_000, what: 'the spans of the calls made while on' });
+  await calls(200);
+  await g.gateway.stop();
+  t.equal(traced().length, 12, 'a span for each call made while tracing was on, none before or after');
 });
 
 t.test('tracing off: no tracer and no connection to anything', async (t) => {
