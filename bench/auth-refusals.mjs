@@ -7,8 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chaingateMain, createEndpoint, deleteEndpoint, startChaingate } from './lib/chaingate.mjs';
-import { checkerFor, median } from './lib/checks.mjs';
-import { measure, NOISY_PERCENT, notRun } from './lib/measure.mjs';
+import { checkerFor } from './lib/checks.mjs';
+import { measure, notRun } from './lib/measure.mjs';
+import { measureInSlices } from './lib/slices.mjs';
 import { checkJsonRpcResult, postJson } from './lib/net.mjs';
 import { FIXED_UPSTREAM_CHAIN_ID, startFixedUpstream } from './lib/upstreams.mjs';
 import { writeAnswerCheckScript } from './lib/wrk.mjs';
@@ -113,107 +114,22 @@ export function checks(runs) {
   ]);
 }
 
-/** Slices each kind's measured time is cut into, at most: the kinds take turns slice by slice. */
-const SLICES = 5;
-
-/** `list` rotated to start at its `shift`-th element (modulo its length). */
-const rotated = (list, shift) => [...list.slice(shift % list.length), ...list.slice(0, shift % list.length)];
-
-/**
- * Measures every row of `rows` in turn, slice by slice: a shared machine's neighbours come and go over
- * tens of seconds, so kinds measured seconds apart meet the same neighbours where 10 s runs back to back
- * would not. Each turn starts at the next row (from `firstTurn`), so no row is always the first. The first
- * slice of each row has the warm-up; the first of each turn has the quiet wait, then 1 s of warm-up, as
- * the gateway may have stood idle through that wait. Each slice starts at its own random X-Forwarded-For
- * address. Resolves a Map of id → the row's slices combined.
- */
-async function measureInSlices({ rows, firstTurn, gateway, upstream, body, expected, ctx }) {
-  const { settings } = ctx;
-  const slices = Math.max(1, Math.min(SLICES, settings.seconds));
-  const sliceSeconds = Math.floor(settings.seconds / slices);
-  const parts = new Map(rows.map((r) => [r.id, []]));
-  for (let slice = 0; slice < slices; slice++) {
-    for (const [turn, row] of rotated(rows, firstTurn + slice).entries()) {
-      const script = writeAnswerCheckScript(
-        ctx.tmpdir,
-        {
-          body,
-          status: 401,
-          answer: expected,
-          firstAddress: randomBytes(3).readUIntBE(0, 3),
-          newKeyPerRequest: row.newKeys,
-        },
-        `auth-refusals-${row.id}.lua`,
-      );
-      const sliceSettings = {
-        ...settings,
-        seconds: sliceSeconds,
-        warmupSeconds: slice === 0 ? settings.warmupSeconds : turn === 0 ? Math.min(1, settings.warmupSeconds) : 0,
-        quietWaitSeconds: turn === 0 ? settings.quietWaitSeconds : 0,
-      };
-      parts.get(row.id).push(
-        await measure({
-          id: row.id,
-          label: `${row.label}, slice ${slice + 1}/${slices}`,
-          url: row.url,
-          pid: gateway.pid,
-          upstreamPid: upstream.pid,
-          ctx: { ...ctx, settings: sliceSettings, script },
-          checkAnswer: row.checkAnswer,
-          checkedScript: true,
-        }),
-      );
-    }
-  }
-  return new Map(rows.map((r) => [r.id, combineSlices(r, parts.get(r.id))]));
-}
-
-const sum = (values) => values.reduce((a, b) => a + (b ?? 0), 0);
-/** The median of the figures the slices have (a slice that failed its first check has none). */
-const medianOf = (values) => {
-  const known = values.filter((v) => v != null);
-  return known.length ? median(known) : null;
-};
-
-/**
- * One run of a row from its slices: req/s and CPU per request over all of them, p50 and p99 the median
- * of the slices' (wrk reports percentiles, not its histogram), RSS the highest, the neighbours' CPU the
- * mean; every slice's errors kept. Each slice's figures stay in `slices`.
- */
-function combineSlices({ id, label, url }, parts) {
-  const requests = sum(parts.map((p) => p.requests));
-  const seconds = sum(parts.map((p) => p.seconds));
-  const cpuSeconds = sum(parts.map((p) => p.cpuSeconds));
-  const mean = (field) => sum(parts.map((p) => p[field])) / parts.length;
-  const run = {
-    id,
-    label,
-    url,
-    errors: parts.flatMap((p, i) => p.errors.map((e) => `slice ${i + 1}: ${e}`)),
-    warnings: [],
-    requests,
-    seconds,
-    rps: seconds > 0 ? requests / seconds : null,
-    p50Ms: medianOf(parts.map((p) => p.p50Ms)),
-    p99Ms: medianOf(parts.map((p) => p.p99Ms)),
-    cpuSeconds,
-    cpuUsPerRequest: requests > 0 ? (cpuSeconds * 1e6) / requests : null,
-    maxRssMb: Math.max(...parts.map((p) => p.maxRssMb ?? 0)),
-    otherCpuPercent: mean('otherCpuPercent'),
-    stealPercent: mean('stealPercent'),
-    slices: parts.map((p) => ({
-      rps: p.rps ?? null,
-      p50Ms: p.p50Ms ?? null,
-      p99Ms: p.p99Ms ?? null,
-      cpuUsPerRequest: p.cpuUsPerRequest ?? null,
-      otherCpuPercent: p.otherCpuPercent ?? null,
-    })),
-    // Kept per round, for the CPU check's per-round ratios.
-    roundFields: ['cpuUsPerRequest'],
+/** Each slice of a kind (lib/slices.mjs), its wrk script starting at a random X-Forwarded-For address of its own. */
+function measureKind({ gateway, upstream, body, expected }) {
+  return (row, ctx, label) => {
+    const answers = { body, status: 401, answer: expected, firstAddress: randomBytes(3).readUIntBE(0, 3), newKeyPerRequest: row.newKeys };
+    const script = writeAnswerCheckScript(ctx.tmpdir, answers, `auth-refusals-${row.id}.lua`);
+    return measure({
+      id: row.id,
+      label,
+      url: row.url,
+      pid: gateway.pid,
+      upstreamPid: upstream.pid,
+      ctx: { ...ctx, script },
+      checkAnswer: row.checkAnswer,
+      checkedScript: true,
+    });
   };
-  if (run.otherCpuPercent > NOISY_PERCENT) run.warnings.push(`others used ${Math.round(run.otherCpuPercent)}% of a core`);
-  if (run.stealPercent > NOISY_PERCENT) run.warnings.push(`steal ${Math.round(run.stealPercent)}% of a core`);
-  return run;
 }
 
 /** Rounds run so far: each round's first turn starts at the next kind. */
@@ -283,7 +199,7 @@ export async function run(ctx) {
     });
     // The new keys go last, in slices of their own: thousands of keys remembered as missing, then
     // forgotten, leave garbage whose collection would fall on whichever kind followed them in a turn.
-    const common = { gateway, upstream, body, expected, ctx };
+    const common = { measureSlice: measureKind({ gateway, upstream, body, expected }), ctx };
     const runs = new Map([
       ...(await measureInSlices({ ...common, rows: rows.filter((r) => !r.newKeys), firstTurn })),
       ...(await measureInSlices({ ...common, rows: rows.filter((r) => r.newKeys), firstTurn: 0 })),
