@@ -26,7 +26,7 @@ import type { ChainRuntime } from '../chain/runtime.js';
 import type { FailoverPolicy } from '../config/failover.js';
 import type { MethodRow } from '../jsonrpc/method-rule.js';
 import type { NodeChoice, ShortOfHead } from '../upstreams/selection.js';
-import { type AttemptTrace, attemptEnded, type CallTrace, tracing } from './tracing.js';
+import { type AttemptTrace, attemptEnded, type CallTrace, noteAttempt, tracing } from './tracing.js';
 import { headAnswer, headOf, isNotThereYet, isNullResult } from './answer-looks.js';
 import { broadcastTransaction } from './broadcast.js';
 import {
@@ -333,7 +333,7 @@ class Failover extends Attempts<Attempt> implements ForwardCall {
     // Held before the call starts: a sink call never comes before forwardCall returns, but retry() reads it.
     const a = this.hold(new Attempt(this, index, at));
     const up = this.chain.upstreams[index]!;
-    if (this.span !== null) a.span = tracing!.attempt(this.span, this.health.upstreams[index]!.label, a === this.first, this.first!.open);
+    if (this.span !== null) a.span = noteAttempt(this.span, this.health.upstreams[index]!.label, a === this.first, this.first!.open);
     a.call = forwardCall(up, this.attemptTimeoutMs(at), this.row, this.paramsJson, this.idText, a, this.method.answerTimeoutMs);
     return a;
   }

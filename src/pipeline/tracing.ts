@@ -149,16 +149,6 @@ export class CallTracing {
     }
   }
 
-  /**
-   * Notes one upstream attempt on `node` of the call whose trace is `parent`: the call's `first`, else a hedge
-   * while the first is still open, a retry after it ended.
-   */
-  attempt(parent: CallTrace, node: string, first: boolean, firstOpen: boolean): AttemptTrace {
-    const a = new AttemptTrace(node, first ? 'first' : firstOpen ? 'hedge' : 'retry', performance.now());
-    parent.attempts.push(a);
-    return a;
-  }
-
   /** Makes the spans of the settled calls, with the times noted (see the top of this file). */
   flush(): void {
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
@@ -198,6 +188,17 @@ export class CallTracing {
     this.flush();
     return this.provider.shutdown();
   }
+}
+
+/**
+ * Notes one upstream attempt on `node` of the call whose trace is `parent`: the call's `first`, else a hedge while
+ * the first is still open, a retry after it ended. Needs no tracer: a retry or hedge may come after a reload turned
+ * tracing off (the call's spans are then made by none).
+ */
+export function noteAttempt(parent: CallTrace, node: string, first: boolean, firstOpen: boolean): AttemptTrace {
+  const a = new AttemptTrace(node, first ? 'first' : firstOpen ? 'hedge' : 'retry', performance.now());
+  parent.attempts.push(a);
+  return a;
 }
 
 /** Ends an attempt with how it ended ('ok', 'rpc_error', a failure kind, 'dropped'): its span, if made, else its notes. */

@@ -11,6 +11,7 @@ import { loadConfigText } from '../../src/config/load.js';
 import { methodRow } from '../../src/jsonrpc/methods.js';
 import type { AnswerSink, ForwardFailure } from '../../src/pipeline/forward.js';
 import { routeCall, type RoutedChain } from '../../src/pipeline/route-call.js';
+import * as traced from '../../src/pipeline/tracing.js';
 import type { HttpUpstream, RequestHandle, ResponseSink, UpstreamRequest } from '../../src/upstreams/http-client.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 import { UpstreamError } from '../../src/upstreams/upstream-error.js';
@@ -160,6 +161,22 @@ t.test('hedge: after a fixed delay, up to max, the first answer wins and the oth
   t.ok(b >= 55 && b < 1000, `the first hedge after ${b.toFixed(0)} ms`);
   t.ok(c - b >= 55, `the second ${(c - b).toFixed(0)} ms after it`);
   t.equal(nodes[0]!.aborted + nodes[1]!.aborted, 2, 'the silent attempts are cancelled');
+});
+
+t.test('a hedge after a reload turned tracing off: its attempt is noted without a tracer', async (t) => {
+  const config = { otlp_endpoint: 'http://127.0.0.1:9/v1/traces', sample_ratio: 1, service_name: 'chaingate' };
+  traced.startTracing(config);
+  t.teardown(() => traced.stopTracing());
+  const nodes = [node('a', 'hang'), node('b', { ok: 1 })];
+  const call: traced.TracedCall = { span: undefined };
+  traced.tracing!.beginCall(call, 'eth_getBalance', performance.now());
+  // The call starts traced (its Failover keeps the call's trace), then tracing is turned off before its hedge.
+  const answer = route(chainOf(nodes, 'hedge: { after: 60ms, max: 1 }'));
+  traced.tracing!.leave();
+  traced.reloadTracing({ ...config, otlp_endpoint: undefined });
+  t.equal(traced.tracing, null, 'tracing is off');
+  t.equal((await answer).result, 'b', 'the hedge went 60 ms later, and answered');
+  t.equal(call.span?.attempts.map((a) => a.kind).join(','), 'first,hedge', 'both attempts noted on the call');
 });
 
 t.test('hedge off: a slow node is waited for, past half the timeout', async (t) => {

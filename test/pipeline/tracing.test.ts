@@ -6,7 +6,7 @@
 import t from 'tap';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import * as traced from '../../src/pipeline/tracing.js';
-import { attemptEnded, type CallEnd, CallTracing, type TracedCall } from '../../src/pipeline/tracing.js';
+import { attemptEnded, type CallEnd, CallTracing, noteAttempt, type TracedCall } from '../../src/pipeline/tracing.js';
 
 function tracingAt(ratio: number): { tracing: CallTracing; spans: InMemorySpanExporter } {
   const spans = new InMemorySpanExporter();
@@ -40,7 +40,7 @@ t.test('ratio 0 and 1: nothing, then everything, with the attempts under their c
   all.tracing.leave();
   t.equal(all.tracing.current, null);
   t.equal(all.tracing.begun(call), true);
-  const attempt = all.tracing.attempt(parent!, 'node-a', true, true);
+  const attempt = noteAttempt(parent!, 'node-a', true, true);
   attemptEnded(attempt, 'ok');
   t.equal(all.tracing.records(call), true);
   all.tracing.settled(call, performance.now(), { ...END, name: 'eth_call' });
@@ -104,7 +104,7 @@ t.test('spans are made in batches, with the times noted as the call and its atte
   const startedAt = performance.now() - 50;
   const call: TracedCall = { span: undefined };
   tracing.beginCall(call, 'eth_getBalance', startedAt);
-  const first = tracing.attempt(tracing.current!, 'node-a', true, true);
+  const first = noteAttempt(tracing.current!, 'node-a', true, true);
   tracing.leave();
   attemptEnded(first, 'timeout');
   const firstEnd = performance.now();
@@ -132,8 +132,8 @@ t.test('a settled call waits at most a second for its spans; an attempt open the
   const { tracing, spans } = tracingAt(1);
   const call: TracedCall = { span: undefined };
   tracing.beginCall(call, 'eth_getBalance', performance.now());
-  const first = tracing.attempt(tracing.current!, 'node-a', true, true);
-  const hedge = tracing.attempt(tracing.current!, 'node-b', false, true);
+  const first = noteAttempt(tracing.current!, 'node-a', true, true);
+  const hedge = noteAttempt(tracing.current!, 'node-b', false, true);
   tracing.leave();
   attemptEnded(hedge, 'ok');
   tracing.settled(call, performance.now(), END);
