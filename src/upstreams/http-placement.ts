@@ -1,6 +1,6 @@
 import type { UpstreamPool } from './http-pool.js';
 import { type Connection, openConnection, pushSlot, queueWrite } from './upstream-connection.js';
-import { ACTIVE, QUEUED, settle, type UpstreamExchange } from './upstream-exchange.js';
+import { ACTIVE, QUEUED, REFUSED, type UpstreamExchange } from './upstream-exchange.js';
 
 // Placement: which socket of the pool takes a request (the turn's batch, an idle one, a new one, the least
 // loaded one that is not stalled, or the queue), and the pool's membership as sockets come and go.
@@ -39,8 +39,15 @@ function newConnection(pool: UpstreamPool, ex: UpstreamExchange, at: number): Co
   return conn;
 }
 
-/** Writes ex to the best socket for it; false when it has to wait in the queue. */
-export function tryPlace(pool: UpstreamPool, ex: UpstreamExchange, at: number): boolean {
+/** Whether `admit` (tryPlace's) refuses the write it is asked for. */
+const refused = (admit: (() => boolean) | undefined): boolean => admit !== undefined && !admit();
+
+/**
+ * Writes ex to the best socket for it; false when it has to wait in the queue. `admit`, when given, is asked once a
+ * socket is found and before anything is written (a move's budget, http-sweep.ts): false leaves ex where it was, so
+ * a move that finds no socket never spends the node's budget.
+ */
+export function tryPlace(pool: UpstreamPool, ex: UpstreamExchange, at: number, admit?: () => boolean): boolean {
   const stallLimit = stallAfter(pool);
   const batch = pool.batchConn;
   if (
@@ -51,15 +58,17 @@ export function tryPlace(pool: UpstreamPool, ex: UpstreamExchange, at: number): 
     hasRoom(pool, batch) &&
     at - batch.headSince < stallLimit
   ) {
+    if (refused(admit)) return false;
     sendOn(pool, batch, ex, at);
     return true;
   }
-  const spare = pool.idle.pop();
-  if (spare !== undefined) {
-    sendOn(pool, spare, ex, at);
+  if (pool.idle.length > 0) {
+    if (refused(admit)) return false;
+    sendOn(pool, pool.idle.pop()!, ex, at);
     return true;
   }
   if (pool.connections.size < pool.maxConnections) {
+    if (refused(admit)) return false;
     newConnection(pool, ex, at);
     return true;
   }
@@ -70,7 +79,7 @@ export function tryPlace(pool: UpstreamPool, ex: UpstreamExchange, at: number): 
       best = conn;
     }
   }
-  if (best === null) return false;
+  if (best === null || refused(admit)) return false;
   sendOn(pool, best, ex, at);
   return true;
 }
@@ -86,7 +95,7 @@ export function place(pool: UpstreamPool, ex: UpstreamExchange, at: number): voi
 /**
  * Places exchanges taken off a socket, oldest first; those that find no room go to the front of the queue. Each is
  * written to the node again, so each asks the node's budget first (UpstreamOptions.sendAgain): those it refuses are
- * settled and returned, for the caller to fail (http-response.ts failUnsent) once its own callbacks have run.
+ * marked REFUSED and returned, for the caller to fail (http-response.ts failUnsent) once its own callbacks have run.
  */
 export function resend(pool: UpstreamPool, list: UpstreamExchange[]): UpstreamExchange[] {
   if (list.length === 0) return list;
@@ -96,7 +105,8 @@ export function resend(pool: UpstreamPool, list: UpstreamExchange[]): UpstreamEx
   for (const ex of list) {
     ex.connection = null;
     if (!pool.sendAgain(false)) {
-      settle(ex);
+      // Failed by the caller once its own callbacks ran (failUnsent): one of them may abort it first.
+      ex.state = REFUSED;
       refused.push(ex);
       continue;
     }

@@ -146,9 +146,11 @@ export function failHead(pool: UpstreamPool, conn: Connection, err: UpstreamErro
   failUnsent(pool, unsent);
 }
 
-/** Fails the requests resend() took off a lost socket and the node's budget let go no further. */
+/** Fails the requests resend() took off a lost socket and the node's budget let go no further (not those aborted since). */
 function failUnsent(pool: UpstreamPool, unsent: readonly UpstreamExchange[]): void {
   for (const ex of unsent) {
+    if (ex.state !== REFUSED) continue;
+    settle(ex);
     ex.sink.onError(new UpstreamError('reset', `${pool.label}: socket lost, and no room in the node's budget to send the request again`));
   }
 }

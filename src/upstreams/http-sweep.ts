@@ -51,9 +51,9 @@ function moveBehind(pool: UpstreamPool, conn: Connection, at: number): void {
     if (ex == null) continue;
     // Only where there is room now: when every socket is stalled the node is slow, not this socket, and
     // sending the work twice would slow it further. The node has the first copy and may answer it too, so the
-    // move needs room in its budget as a call does (sendAgain); asked first, it may be spent on a move that then
-    // finds no socket, which errs on the side of the quota.
-    if (!pool.sendAgain(true) || !tryPlace(pool, ex, at)) return;
+    // move needs room in its budget as a call does (sendAgain), asked once a socket is found: a sweep that finds
+    // none (every 100 ms while the node is slow) spends nothing.
+    if (!tryPlace(pool, ex, at, () => pool.sendAgain(true))) return;
     slots[i] = null;
     conn.live--;
   }

@@ -8,7 +8,8 @@ export const QUEUED = 0;
 export const ACTIVE = 1;
 /** Its sink got onEnd or onError, or it was aborted: nothing more happens to it. */
 export const SETTLED = 2;
-/** Issued after close(): its onError(reset) is still to be delivered on the next tick. */
+/** Issued after close(), or refused a second write by the node's budget (http-placement.ts resend): its onError is
+ *  still to be delivered, unless it is aborted first. */
 export const REFUSED = 3;
 
 /**

@@ -43,6 +43,22 @@ t.test('requests behind a stalled head move to another socket only with room in 
   }
 });
 
+t.test('a stalled head with no other socket to move to: the budget is never asked, sweep after sweep', async (t) => {
+  const server = await pipeliningServer(t, ({ token }) => (token === 'hang' ? null : ok(`answer-${token}`)));
+  const { upstream, asked } = upstreamWith(t, { url: server.url, maxConnections: 1, stallMs: 50 }, 100);
+  const head = exchange(upstream, post('hang', 1200));
+  const behind = ['2', '3'].map((token) => exchange(upstream, post(token, 600)));
+  await Promise.all(behind.map((e) => e.settled));
+  // About five sweeps passed with the head stalled; each found no socket, so none spent a call of the budget.
+  t.same(asked, [], 'no move was possible, and none was charged');
+  t.same(
+    server.arrivals.map((a) => a.token),
+    ['hang', '2', '3'],
+    'each request reached the node once',
+  );
+  await head.settled;
+});
+
 t.test('a socket lost with requests behind its head: re-sent only with room in the budget', async (t) => {
   for (const close of ['destroy', 'Connection: close'] as const) {
     const server = await closingAfterFirst(t, close);
