@@ -5,7 +5,7 @@
 // (lib/slices.mjs). Each traced row exports to a sink of its own in this process, a tiny HTTP server answering
 // every POST 200, as a collector would. That tracing off costs nothing beside a build without it is forward-cost's
 // measure against BENCH_BASELINE. See bench/README.md (tracing).
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { chaingateConfig, startChaingate } from './lib/chaingate.mjs';
@@ -82,34 +82,43 @@ async function startSwitchedGateway(upstream, sinks, ctx) {
     extraYaml: gatewayYaml(ROWS[0], sinks),
     nodeArgs: cpuProfArgs(ctx, 'gateway'),
   });
+  // The row whose config is in force; null after a reload that did not report, so the next switch reloads anyway.
   let mode = ROWS[0].id;
-  let reloads = 0;
   const switchTo = async (row) => {
-    if (
-      gatewayYaml(row, sinks) ===
-      gatewayYaml(
-        ROWS.find((r) => r.id === mode),
-        sinks,
-      )
-    ) {
+    const inForce = ROWS.find((r) => r.id === mode);
+    if (inForce !== undefined && gatewayYaml(row, sinks) === gatewayYaml(inForce, sinks)) {
       mode = row.id;
       return false;
     }
-    const yaml = chaingateConfig({
-      dir,
-      port: g.port,
-      upstreamPort: upstream.port,
-      chainId: FIXED_UPSTREAM_CHAIN_ID,
-      extraYaml: gatewayYaml(row, sinks),
-    });
-    writeFileSync(g.config, yaml);
-    reloads++;
+    const extraYaml = gatewayYaml(row, sinks);
+    writeFileSync(
+      g.config,
+      chaingateConfig({ dir, port: g.port, upstreamPort: upstream.port, chainId: FIXED_UPSTREAM_CHAIN_ID, extraYaml }),
+    );
+    mode = null;
+    const from = statSync(g.proc.logPath).size;
     process.kill(g.pid, 'SIGHUP');
-    await g.proc.waitFor(new RegExp(`(?:"msg":"config reloaded"[\\s\\S]*?){${reloads}}`));
+    await reloadLogged(g.proc.logPath, from);
     mode = row.id;
     return true;
   };
   return { ...g, switchTo };
+}
+
+/** How long a reload may take to be logged, in ms. */
+const RELOAD_WAIT_MS = 15_000;
+
+/** Resolves once the gateway's log, past byte `from`, says the reload applied; rejects when it says it was refused. */
+async function reloadLogged(logPath, from) {
+  const until = Date.now() + RELOAD_WAIT_MS;
+  while (Date.now() < until) {
+    const text = readFileSync(logPath).subarray(from).toString();
+    const refusal = /^.*"msg":"config reload refused.*$/m.exec(text);
+    if (refusal) throw new Error(`the reload was refused: ${refusal[0]}`);
+    if (text.includes('"msg":"config reloaded"')) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no reload logged within ${RELOAD_WAIT_MS} ms`);
 }
 
 /** Rounds run so far: each round's first turn starts at the next row. */

@@ -1,7 +1,7 @@
 // Rows measured in turns of short slices rather than one after another: the neighbours of a shared machine (and a
 // virtual machine's host) come and go over tens of seconds, so rows measured seconds apart meet the same ones,
 // where 10 s runs back to back a minute apart would not. Used by auth-refusals (kinds of key on one gateway) and
-// tracing (three gateways, alive together, loaded in turn). See bench/README.md (auth-refusals: Slices).
+// tracing (one gateway switched between its rows by reloads). See bench/README.md (auth-refusals: Slices).
 import { median } from './checks.mjs';
 import { NOISY_PERCENT } from './measure.mjs';
 
