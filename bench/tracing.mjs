@@ -82,24 +82,20 @@ async function startSwitchedGateway(upstream, sinks, ctx) {
     extraYaml: gatewayYaml(ROWS[0], sinks),
     nodeArgs: cpuProfArgs(ctx, 'gateway'),
   });
-  // The row whose config is in force; null after a reload that did not report, so the next switch reloads anyway.
-  let mode = ROWS[0].id;
+  // The config in force; null after a reload that did not report, so the next switch reloads anyway.
+  let inForce = gatewayYaml(ROWS[0], sinks);
   const switchTo = async (row) => {
-    const inForce = ROWS.find((r) => r.id === mode);
-    if (inForce !== undefined && gatewayYaml(row, sinks) === gatewayYaml(inForce, sinks)) {
-      mode = row.id;
-      return false;
-    }
     const extraYaml = gatewayYaml(row, sinks);
+    if (extraYaml === inForce) return false;
     writeFileSync(
       g.config,
       chaingateConfig({ dir, port: g.port, upstreamPort: upstream.port, chainId: FIXED_UPSTREAM_CHAIN_ID, extraYaml }),
     );
-    mode = null;
+    inForce = null;
     const from = statSync(g.proc.logPath).size;
     process.kill(g.pid, 'SIGHUP');
     await reloadLogged(g.proc.logPath, from);
-    mode = row.id;
+    inForce = extraYaml;
     return true;
   };
   return { ...g, switchTo };

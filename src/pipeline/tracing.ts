@@ -102,6 +102,8 @@ export class CallTracing {
     private readonly tracer: Tracer,
     /** The share of calls traced (config tracing.sample_ratio): a reload sets it on a running tracer. */
     public ratio: number,
+    /** What its provider was made for (tracing.otlp_endpoint, tracing.service_name): a reload keeps it for the same. */
+    readonly madeFor: { endpoint: string; serviceName: string } = { endpoint: '', serviceName: '' },
   ) {}
 
   /** Decides whether `call` is sampled and, when it is, begins its trace and makes it `current` until leave(). */
@@ -222,8 +224,6 @@ const EXPORT_TIMEOUT_MS = 3000;
 
 /** This thread's tracing, or null while tracing is off (the default). */
 export let tracing: CallTracing | null = null;
-/** What this thread's tracer provider was made for: its endpoint and service name (null while off). */
-let made: { endpoint: string; serviceName: string } | null = null;
 
 /** Starts this thread's tracing when `config` names an endpoint; a second start keeps the first. */
 export function startTracing(config: TracingConfig): void {
@@ -236,8 +236,8 @@ export function startTracing(config: TracingConfig): void {
     sampler: new AlwaysOnSampler(),
     spanProcessors: [new BatchSpanProcessor(exporter)],
   });
-  tracing = new CallTracing(provider, provider.getTracer('chaingate'), config.sample_ratio);
-  made = { endpoint: config.otlp_endpoint, serviceName: config.service_name };
+  const madeFor = { endpoint: config.otlp_endpoint, serviceName: config.service_name };
+  tracing = new CallTracing(provider, provider.getTracer('chaingate'), config.sample_ratio, madeFor);
 }
 
 /**
@@ -248,12 +248,11 @@ export function startTracing(config: TracingConfig): void {
  */
 export function reloadTracing(config: TracingConfig): void {
   const running = tracing;
-  if (running !== null && config.otlp_endpoint === made!.endpoint && config.service_name === made!.serviceName) {
+  if (running !== null && config.otlp_endpoint === running.madeFor.endpoint && config.service_name === running.madeFor.serviceName) {
     running.ratio = config.sample_ratio;
     return;
   }
   tracing = null;
-  made = null;
   startTracing(config);
   if (running !== null) running.shutdown().catch(() => undefined);
 }
@@ -262,6 +261,5 @@ export function reloadTracing(config: TracingConfig): void {
 export async function stopTracing(): Promise<void> {
   const t = tracing;
   tracing = null;
-  made = null;
   if (t !== null) await t.shutdown().catch(() => undefined);
 }

@@ -111,21 +111,25 @@ export function fetchOutcome(upstream: HttpUpstream, req: UpstreamRequest): Prom
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Splits a raw connection's bytes into requests (head text, body), as a minimal HTTP/1.1 server would. */
-export function readRequests(socket: Socket, onRequest: (head: string, body: Buffer) => void): void {
+/**
+ * Splits a raw connection's bytes into requests (head text, body), as a minimal HTTP/1.1 server would; `onRead`,
+ * when given, follows the requests of each TCP read.
+ */
+export function readRequests(socket: Socket, onRequest: (head: string, body: Buffer) => void, onRead?: () => void): void {
   let pending = Buffer.alloc(0);
   socket.on('data', (chunk: Buffer) => {
     pending = Buffer.concat([pending, chunk]);
     for (;;) {
       const end = pending.indexOf('\r\n\r\n');
-      if (end === -1) return;
+      if (end === -1) break;
       const head = pending.toString('latin1', 0, end);
       const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-      if (pending.length < end + 4 + length) return;
+      if (pending.length < end + 4 + length) break;
       const body = pending.subarray(end + 4, end + 4 + length);
       pending = pending.subarray(end + 4 + length);
       onRequest(head, body);
     }
+    onRead?.();
   });
 }
 

@@ -2,7 +2,7 @@
 import type { Test } from 'tap';
 import { createServer as createTcpServer, type Socket } from 'node:net';
 import { waitFor } from '../support/wait-for.js';
-import { listenOn } from './exchange-harness.js';
+import { listenOn, readRequests } from './exchange-harness.js';
 
 /** One request as the server read it. */
 export interface Arrival {
@@ -30,19 +30,11 @@ export async function pipeliningServer(t: Test, answer: (arrival: Arrival, socke
     const connection = sockets.push(socket) - 1;
     let outstanding = 0;
     let answered: Promise<unknown> = Promise.resolve();
-    let pending = Buffer.alloc(0);
-    socket.on('data', (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      const read: Arrival[] = [];
-      for (;;) {
-        const end = pending.indexOf('\r\n\r\n');
-        if (end === -1) break;
-        const head = pending.toString('latin1', 0, end);
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-        if (pending.length < end + 4 + length) break;
-        const token = pending.toString('utf8', end + 4, end + 4 + length);
-        pending = pending.subarray(end + 4 + length);
-        const arrival: Arrival = { connection, token, outstanding, sameRead: 0 };
+    let read: Arrival[] = [];
+    readRequests(
+      socket,
+      (_head, body) => {
+        const arrival: Arrival = { connection, token: body.toString('utf8'), outstanding, sameRead: 0 };
         outstanding++;
         read.push(arrival);
         arrivals.push(arrival);
@@ -53,9 +45,12 @@ export async function pipeliningServer(t: Test, answer: (arrival: Arrival, socke
           if (!socket.destroyed) socket.write(bytes);
           outstanding--;
         });
-      }
-      for (const arrival of read) arrival.sameRead = read.length;
-    });
+      },
+      () => {
+        for (const arrival of read) arrival.sameRead = read.length;
+        read = [];
+      },
+    );
   });
   const listening = await listenOn(t, server);
   return { ...listening, arrivals, sockets, url: `http://127.0.0.1:${listening.port}` };
