@@ -17,6 +17,7 @@ import { DEV_ADDRESS, result } from '../support/dev-chain.js';
 import { echoId, fakeUpstream } from '../support/fake-upstream.js';
 import { anvilFor } from '../support/gateway.js';
 import { waitFor } from '../support/wait-for.js';
+import { resetSocket } from '../support/reset-socket.js';
 
 type Heard = { kind: 'whole'; body: string } | { kind: 'failed'; reason: string; failure?: ForwardFailure; failedUpstream?: string };
 
@@ -192,7 +193,7 @@ t.test('answers in the order the test gives them: the first rejection; a rejecti
       why: 'no JSON-RPC answer: the first failure, with its node',
       replies: [
         [1, httpAnswer(500, 'oops')],
-        [0, (s) => s.resetAndDestroy()],
+        [0, (s) => resetSocket(s)],
       ],
       heard: (urls) => ({
         kind: 'failed',
@@ -256,7 +257,7 @@ t.test("each send counts in its node's health: an answer as ok, a failure as fai
     'in flight while it runs',
   );
   await nodes[0]!.answer(httpAnswer(200, rpcError('nonce too low')));
-  await nodes[1]!.answer((s) => s.resetAndDestroy());
+  await nodes[1]!.answer((s) => resetSocket(s));
   await b.heard;
   t.same(
     chain.health.upstreams.map((u) => [u.status().calls, u.status().errorRate]),

@@ -18,6 +18,7 @@ import { createHttpUpstream } from '../../src/upstreams/http-client.js';
 import { createChainHealth } from '../../src/upstreams/selection.js';
 import { fakeUpstream } from '../support/fake-upstream.js';
 import { waitFor } from '../support/wait-for.js';
+import { resetSocket } from '../support/reset-socket.js';
 
 /** What a scripted node does with a call: answer (after `afterMs`), hang, or reset the connection. */
 type Script = { result: unknown; afterMs?: number } | { error: object; afterMs?: number } | { bytes: number } | 'hang' | 'reset';
@@ -52,7 +53,7 @@ async function node(t: Test, name: string, script: () => Script): Promise<Node> 
     if (s === 'hang') return;
     if (s === 'reset') {
       waiting.delete(socket);
-      socket.resetAndDestroy();
+      resetSocket(socket);
       return;
     }
     if ('bytes' in s) return write({ result: `0x${'ab'.repeat(s.bytes / 2)}` });

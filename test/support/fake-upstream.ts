@@ -4,6 +4,7 @@
  */
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import type { Test } from 'tap';
+import { resetSocket } from './reset-socket.js';
 
 export type Fault = 'hang' | 'reset' | 'garbage' | 'not-json' | 'http-500' | 'truncated';
 
@@ -57,7 +58,7 @@ function answerFault(socket: Socket, fault: Fault): void {
     case 'hang':
       return;
     case 'reset':
-      socket.resetAndDestroy();
+      resetSocket(socket);
       return;
     case 'garbage':
       socket.end('SSH-2.0-OpenSSH_9.2\r\nthis is not http at all\r\n');
@@ -74,7 +75,7 @@ function answerFault(socket: Socket, fault: Fault): void {
         'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"jsonrpc":"2.0","id":1,"result":"0x' +
           'ab'.repeat(100_000),
       );
-      setTimeout(() => socket.resetAndDestroy(), 50);
+      setTimeout(() => resetSocket(socket), 50);
       return;
   }
 }

@@ -7,6 +7,7 @@
  */
 import { createServer, connect, type Socket } from 'node:net';
 import type { Test } from 'tap';
+import { resetSocket } from './reset-socket.js';
 
 export interface TcpRelay {
   readonly port: number;
@@ -114,7 +115,7 @@ export async function tcpRelay(t: Test, target: { port: number; host?: string })
   const server = createServer((client) => {
     if (isCut) {
       client.on('error', () => {});
-      client.resetAndDestroy();
+      resetSocket(client);
       return;
     }
     connections++;
@@ -142,7 +143,7 @@ export async function tcpRelay(t: Test, target: { port: number; host?: string })
   const port = (server.address() as { port: number }).port;
 
   const cutAll = (): void => {
-    for (const s of sockets) s.resetAndDestroy();
+    for (const s of sockets) resetSocket(s);
     sockets.clear();
   };
   t.teardown(

@@ -4,6 +4,7 @@ import { createServer as createTcpServer, type Socket } from 'node:net';
 import { createHttpUpstream, type HttpUpstream, type UpstreamOptions } from '../../src/upstreams/http-client.js';
 import { closed, exchange, fetchOutcome, listenOn, readRequests, sleep } from './exchange-harness.js';
 import { waitFor } from '../support/wait-for.js';
+import { resetSocket } from '../support/reset-socket.js';
 
 function upstreamFor(t: Test, opts: UpstreamOptions): HttpUpstream {
   const upstream = createHttpUpstream(opts);
@@ -204,7 +205,7 @@ t.test('a connection reset mid-body is a reset error, never onEnd', async (t) =>
     for (const hangUp of ['destroy', 'end'] as const) {
       const server = await rawServer(t, (socket) => {
         socket.write(partial);
-        setTimeout(() => (hangUp === 'destroy' ? socket.resetAndDestroy() : socket.end()), 20);
+        setTimeout(() => (hangUp === 'destroy' ? resetSocket(socket) : socket.end()), 20);
       });
       const upstream = upstreamFor(t, { url: `http://127.0.0.1:${server.port}` });
       const out = await fetchOutcome(upstream, { method: 'GET', timeoutMs: 2000 });

@@ -3,6 +3,7 @@ import { createHttpUpstream, type HttpUpstream, type UpstreamOptions } from '../
 import { closed, exchange, sleep } from './exchange-harness.js';
 import { closingAfterFirst, ok, pipeliningServer, post } from './pipelining-server.js';
 import { waitFor } from '../support/wait-for.js';
+import { resetSocket } from '../support/reset-socket.js';
 
 function upstreamFor(t: Test, opts: UpstreamOptions): HttpUpstream {
   const upstream = createHttpUpstream(opts);
@@ -288,7 +289,7 @@ t.test('a reset in the middle of the head body fails the head; those behind are 
     if (arrival.connection > 0) return ok(`answer-${arrival.token}`);
     if (arrival.token !== '1') return null;
     await waitFor(() => server.arrivals.length === 3);
-    setTimeout(() => socket.resetAndDestroy(), 20);
+    setTimeout(() => resetSocket(socket), 20);
     return 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart';
   });
   const upstream = upstreamFor(t, { url: server.url, maxConnections: 1 });
