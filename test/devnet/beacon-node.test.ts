@@ -31,13 +31,20 @@ async function rpc<T>(anvil: AnvilNode, method: string, params: unknown[] = []):
 const blockAt = (anvil: AnvilNode, n: number | 'latest'): Promise<Block> =>
   rpc<Block>(anvil, 'eth_getBlockByNumber', [n === 'latest' ? n : '0x' + n.toString(16), false]);
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
+/** Waits for `cond`; a wait that passes takes what it takes, so the bound is wide (a busy CI machine). */
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await cond())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** Waits for the node's head to reach `slot`, saying where it stopped if it does not. */
+const headAt = (node: BeaconNode, slot: number): Promise<void> =>
+  until(`head slot ${slot}`, () => node.headSlot() === slot).catch((e: Error) => {
+    throw new Error(`${e.message} (the node's head is at slot ${node.headSlot()})`);
+  });
 
 async function devnet(t: Test, slotsPerEpoch?: number): Promise<{ anvil: AnvilNode; node: BeaconNode }> {
   const anvil = await startAnvil();
@@ -126,7 +133,7 @@ const hex = (b: Uint8Array): string => '0x' + Buffer.from(b).toString('hex');
 t.test('follows anvil and answers every listed path in the API shapes', async (t) => {
   const { anvil, node } = await devnet(t);
   await rpc(anvil, 'anvil_mine', ['0x64']);
-  await until('head slot 100', () => node.headSlot() === 100);
+  await headAt(node, 100);
   const latest = await blockAt(anvil, 'latest');
   const genesis = await blockAt(anvil, 0);
   t.equal(Number(latest.number), node.headSlot(), 'head slot is anvil block number');
@@ -351,7 +358,7 @@ t.test('block and state ids of every form; 400, 404 and 405', async (t) => {
     { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
   ]);
   await rpc(anvil, 'anvil_mine', ['0x1b']);
-  await until('head slot 68', () => node.headSlot() === 68);
+  await headAt(node, 68);
   const b7 = { hash: await rootOf(node, 7) };
   const b41 = { stateRoot: await stateRootOf(node, 41) };
 
@@ -434,7 +441,7 @@ t.test("SSZ blocks and states decode with Lodestar's types, equal the JSON, and 
     { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
   ]);
   await rpc(anvil, 'anvil_mine', ['0x5']);
-  await until('head slot 6', () => node.headSlot() === 6);
+  await headAt(node, 6);
   const sszAccept = { accept: 'application/octet-stream' };
   const zero = '0x' + '00'.repeat(32);
 
@@ -569,7 +576,7 @@ t.test('events: block and head per slot in order, finality as epochs pass, reorg
 
   const snapshot = await rpc<string>(anvil, 'evm_snapshot');
   await rpc(anvil, 'anvil_mine', ['0x2']);
-  await until('head 20', () => node.headSlot() === 20);
+  await headAt(node, 20);
   const oldHead = await blockAt(anvil, 'latest');
   const oldHeadRoot = await rootOf(node, 'head');
   const root18 = await rootOf(node, 18);
@@ -624,11 +631,11 @@ t.test('historySlots: the newest slots and genesis are served; an older slot, bl
   const node = await startBeaconNode({ executionUrl: anvil.url, pollMs: 40, slotsPerEpoch: 8, historySlots: 32 });
   t.teardown(() => node.stop());
   await rpc(anvil, 'anvil_mine', ['0xa']);
-  await until('slot 10', () => node.headSlot() === 10);
+  await headAt(node, 10);
   const early = { root: await rootOf(node, 5), stateRoot: await stateRootOf(node, 5) };
   t.match(early, { root: /^0x[0-9a-f]{64}$/, stateRoot: /^0x[0-9a-f]{64}$/ }, 'slot 5 is served while it is recent');
   await rpc(anvil, 'anvil_mine', ['0x64']);
-  await until('slot 110', () => node.headSlot() === 110);
+  await headAt(node, 110);
   t.equal((await call(node, '/eth/v1/beacon/headers/79')).status, 200, 'the oldest of the 32 newest slots is served');
   t.equal((await call(node, '/eth/v1/beacon/states/79/root')).status, 200, 'and its state');
   t.equal((await call(node, '/eth/v1/beacon/headers/78')).status, 404, 'the slot before it is not');

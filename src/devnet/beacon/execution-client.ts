@@ -49,14 +49,27 @@ export function createExecutionClient(url: string, stopSignal: AbortSignal, time
   let nextId = 1;
 
   async function post(payload: unknown): Promise<unknown> {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(payload),
-      signal: AbortSignal.any([stopSignal, AbortSignal.timeout(timeoutMs)]),
-    });
-    if (!res.ok) throw new Error(`execution node answered HTTP ${res.status}`);
-    return res.json();
+    // A timer of its own, not AbortSignal.timeout() inside AbortSignal.any(): on Node 20 a garbage
+    // collection can drop the timeout signal a composite holds before it fires, and the request (and
+    // with it the poll that follows anvil) then waits forever. The answer's body is read within it too.
+    const giveUp = new AbortController();
+    const timer = setTimeout(() => giveUp.abort(new Error(`execution node did not answer within ${timeoutMs} ms`)), timeoutMs);
+    const onStop = (): void => giveUp.abort(stopSignal.reason);
+    if (stopSignal.aborted) onStop();
+    else stopSignal.addEventListener('abort', onStop, { once: true });
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(payload),
+        signal: giveUp.signal,
+      });
+      if (!res.ok) throw new Error(`execution node answered HTTP ${res.status}`);
+      return await res.json();
+    } finally {
+      clearTimeout(timer);
+      stopSignal.removeEventListener('abort', onStop);
+    }
   }
 
   function resultOf(answer: RpcAnswer | undefined, method: string): unknown {
