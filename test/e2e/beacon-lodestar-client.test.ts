@@ -68,9 +68,14 @@ const DepositSnapshot = new ContainerType(
 t.test("Lodestar's API client reads every GET path of the allowlist through the gateway, and every value decodes", async (t) => {
   const { anvil, node, g } = await devnetBeacon(t);
   // A transfer, so block 1 has a transaction, then slots enough for finality and every duty epoch.
-  await rpc(anvil.url, 'eth_sendTransaction', [
+  const sent = await rpc(anvil.url, 'eth_sendTransaction', [
     { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
   ]);
+  // Anvil answers the send before its automine: mining on at once could take the transfer, a block short of 100.
+  const hash = (sent.json as { result: string }).result;
+  await waitFor(async () => ((await rpc(anvil.url, 'eth_getTransactionReceipt', [hash])).json as { result: unknown }).result !== null, {
+    what: 'the transfer mined',
+  });
   await rpc(anvil.url, 'anvil_mine', ['0x63']);
   await waitFor(() => node.headSlot() === 100, { what: 'the beacon node at slot 100', ms: 15_000 });
   const baseUrl = `${g.base}/devnet-beacon/v1/rpc/public`;

@@ -7,6 +7,7 @@
 import t from 'tap';
 import type { NodeAccess } from '../../src/fanout/feeds.js';
 import { createHeadFeed } from '../../src/fanout/head-feed.js';
+import { minedReceipt } from '../support/dev-chain.js';
 import { anvilFor, blockAt, call, DEV_ADDRESS, mine } from './feed-harness.js';
 
 function access(node: number, url: string): NodeAccess {
@@ -86,7 +87,11 @@ t.test('served head: heads held when a reorg replaces them are dropped unsent; t
   for (const n of [1, 2, 3, 4]) await feed.live(await blockAt(node.url, n), via, deliver);
   t.same(numbers(), [1, 2]);
   await call(node.url, 'evm_revert', [snapshot]);
-  await call(node.url, 'eth_sendTransaction', [{ from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' }]);
+  // Mined before mining on: anvil answers the send before its automine, and mine() could take the transfer.
+  const hash = await call(node.url, 'eth_sendTransaction', [
+    { from: DEV_ADDRESS, to: '0x000000000000000000000000000000000000dead', value: '0x1' },
+  ]);
+  await minedReceipt(node.url, hash as string);
   await mine(node.url, 2);
   await feed.live(await blockAt(node.url, 3), via, deliver);
   t.same(numbers(), [1, 2, 2], 'the replaced head 2 sent again; 3 held');
