@@ -69,10 +69,12 @@ for (const race of races) {
     const owner = addOwner(store.db, race.k * race.cost);
     const host = createLedgerHost(store, { flushIntervalMs: 20 });
     t.teardown(() => host.close());
-    const start = new SharedArrayBuffer(4);
+    const start = new SharedArrayBuffer(8);
     const workers = Array.from({ length: race.workers }, () => startWorker(t, host, path, start));
     // Every worker meets the owner for the first time at the same moment: one adds it, the others use its entry.
-    const results = workers.map((w) => w.call<HammerResult>({ op: 'hammer', owner, cost: race.cost, mixed: race.mixed }));
+    const results = workers.map((w) =>
+      w.call<HammerResult>({ op: 'hammer', owner, cost: race.cost, mixed: race.mixed, racers: race.workers }),
+    );
     await Promise.all(workers.map((w) => w.ready()));
     Atomics.store(new Int32Array(start), 0, 1);
     Atomics.notify(new Int32Array(start), 0);
