@@ -53,9 +53,14 @@ t.test('log notifications the node dropped are fetched from the bloom, in order,
   // upstream subscription (the ws clients' filter, and viem's: the address alone).
   t.equal(await nodeCall(node.url, 'eth_blockNumber'), '0x0', 'no block mined yet');
   for (let i = 1; i <= 8; i++) {
-    await nodeCall<string>(node.url, 'eth_sendTransaction', [
+    const hash = await nodeCall<string>(node.url, 'eth_sendTransaction', [
       { from: DEV_ADDRESS, to: ECHO_ADDRESS, data: `0x${i.toString(16).padStart(8, '0')}`, gas: '0x30000' },
     ]);
+    // A block each, as the drops go by block number: anvil may answer a send before its automine has run, and
+    // the next send could then share its block.
+    await waitFor(async () => (await nodeCall<unknown>(node.url, 'eth_getTransactionReceipt', [hash])) !== null, {
+      what: `transaction ${i} mined`,
+    });
   }
   await nodeCall(node.url, 'evm_mine'); // the last block is checked when the next head comes
   // anvil may answer eth_sendTransaction before its block is sealed: wait for the eighth receipt first.
