@@ -8,6 +8,7 @@ import t, { type Test } from 'tap';
 import { ssz } from '@lodestar/types';
 import { startAnvil, type AnvilNode } from '../../src/devnet/anvil.js';
 import { startBeaconNode, type BeaconNode } from '../../src/devnet/beacon/beacon-node.js';
+import { minedReceipt } from '../support/dev-chain.js';
 
 interface Block {
   number: string;
@@ -49,7 +50,7 @@ async function transfer(anvil: AnvilNode): Promise<void> {
   const hash = await rpc<string>(anvil, 'eth_sendTransaction', [
     { from: '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8', value: '0x1' },
   ]);
-  await until('the transfer mined', async () => (await rpc(anvil, 'eth_getTransactionReceipt', [hash])) !== null);
+  await minedReceipt(anvil.url, hash);
 }
 
 /** Waits for the node's head to reach `slot`, saying where it stopped if it does not. */

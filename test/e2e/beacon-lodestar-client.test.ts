@@ -12,6 +12,7 @@ import { chainConfigFromJson, createChainForkConfig, defaultChainConfig } from '
 import { ssz } from '@lodestar/types';
 import { BEACON_ROUTES, EVENTS_TEMPLATE } from '../../src/beacon/paths.js';
 import { devnetBeacon } from '../support/devnet-beacon.js';
+import { minedReceipt } from '../support/dev-chain.js';
 import { waitFor } from '../support/wait-for.js';
 import { rpc } from '../support/rpc.js';
 
@@ -73,9 +74,7 @@ t.test("Lodestar's API client reads every GET path of the allowlist through the 
   ]);
   // Anvil answers the send before its automine: mining on at once could take the transfer, a block short of 100.
   const hash = (sent.json as { result: string }).result;
-  await waitFor(async () => ((await rpc(anvil.url, 'eth_getTransactionReceipt', [hash])).json as { result: unknown }).result !== null, {
-    what: 'the transfer mined',
-  });
+  await minedReceipt(anvil.url, hash);
   await rpc(anvil.url, 'anvil_mine', ['0x63']);
   await waitFor(() => node.headSlot() === 100, { what: 'the beacon node at slot 100', ms: 15_000 });
   const baseUrl = `${g.base}/devnet-beacon/v1/rpc/public`;

@@ -8,6 +8,7 @@
 import t from 'tap';
 import { createPublicClient, type Log, webSocket } from 'viem';
 import { ECHO_TOPIC, RUNTIME_BYTECODE } from '../support/contract.js';
+import { minedReceipt } from '../support/dev-chain.js';
 import { scrape } from '../support/exposition.js';
 import { anvilFor, gatewayFor } from '../support/gateway.js';
 import { nodeCall, openSubscriber, waitUntil } from '../support/subscriber.js';
@@ -58,9 +59,7 @@ t.test('log notifications the node dropped are fetched from the bloom, in order,
     ]);
     // A block each, as the drops go by block number: anvil may answer a send before its automine has run, and
     // the next send could then share its block.
-    await waitFor(async () => (await nodeCall<unknown>(node.url, 'eth_getTransactionReceipt', [hash])) !== null, {
-      what: `transaction ${i} mined`,
-    });
+    await minedReceipt(node.url, hash);
   }
   await nodeCall(node.url, 'evm_mine'); // the last block is checked when the next head comes
   // anvil may answer eth_sendTransaction before its block is sealed: wait for the eighth receipt first.
